@@ -1,0 +1,3 @@
+from bisector.cli import main_entry
+
+main_entry()

@@ -1,0 +1,43 @@
+"""The one place that wires the parts together: store, executor, observer, coordinator."""
+
+from __future__ import annotations
+
+from bisector.coordinator import Coordinator
+from bisector.errors import InputError
+from bisector.progress import ProgressObserver
+from bisector.spec import BisectSpec
+from db.store import Store
+from workers.executor import Executor
+
+EXECUTORS = ("local", "inprocess")
+
+
+def open_store(url: str | None) -> Store:
+    return Store.open(url)
+
+
+def make_executor(spec: BisectSpec) -> Executor:
+    if spec.executor == "local":
+        from workers.local import LocalExecutor
+
+        return LocalExecutor(spec.repo, spec.workers, spec.gpus_per_step)
+    if spec.executor == "inprocess":
+        from workers.gpus import split_gpus, visible_gpus
+        from workers.inprocess import InProcessExecutor
+
+        return InProcessExecutor(spec.repo, spec.workers, split_gpus(visible_gpus(), spec.workers, spec.gpus_per_step))
+    raise InputError(f"unknown executor {spec.executor!r} (known: {', '.join(EXECUTORS)})")
+
+
+def check_executor(spec: BisectSpec) -> None:
+    """Fail before anything is stored if the executor cannot serve the spec (unknown kind, too few GPUs)."""
+    if spec.executor not in EXECUTORS:
+        raise InputError(f"unknown executor {spec.executor!r} (known: {', '.join(EXECUTORS)})")
+    if spec.executor in ("local", "inprocess"):
+        from workers.gpus import split_gpus, visible_gpus
+
+        split_gpus(visible_gpus(), spec.workers, spec.gpus_per_step)
+
+
+def make_coordinator(store: Store, observer: ProgressObserver | None = None) -> Coordinator:
+    return Coordinator(store, make_executor, observer=observer)

@@ -1,0 +1,260 @@
+"""`bisect`: the command line. Each command parses, makes one core call, and translates errors.
+
+Exit codes: 0 a first bad commit was found; 2 bad input (one line on stderr); 3 the bisect ended
+without naming one commit (ambiguous, endpoints mismatch, failed, cancelled).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from bisector.errors import BisectError
+
+F = TypeVar("F", bound=Callable[..., Any])
+FORMATS = ("text", "markdown", "json")
+EXIT_NO_CULPRIT = 3
+
+
+class CLIError(click.ClickException):
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"bisect: error: {self.format_message()}", err=True)
+
+
+@contextmanager
+def translated_errors() -> Iterator[None]:
+    """Turn the project's errors into one line and exit code 2, never a traceback."""
+    try:
+        yield
+    except BisectError as exc:
+        raise CLIError(str(exc)) from None
+    except KeyboardInterrupt:
+        raise CLIError("interrupted; `bisect resume ID` continues from the store") from None
+
+
+def db_option(function: F) -> F:
+    return click.option(
+        "--db",
+        "db_url",
+        envvar="BISECT_DB",
+        default=None,
+        help="SQLAlchemy URL of the result store (default: $BISECT_DB or a SQLite file in the per-user data dir).",
+    )(function)
+
+
+def format_option(function: F) -> F:
+    return click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(FORMATS),
+        default="text",
+        show_default=True,
+        help="How to print the report.",
+    )(function)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(package_name="gpu-bisect")
+def main() -> None:
+    """Find the commit that caused a GPU regression, with parallel GPU workers and a stored history."""
+
+
+def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CLIError(f"--env {pair!r}: write KEY=VALUE")
+        env[key] = value
+    return env
+
+
+@main.command()
+@click.option("--good", help="A commit where the test passes (SHA, branch, tag).")
+@click.option("--bad", help="A later commit where it fails.")
+@click.option("--repo", type=click.Path(file_okay=False), default=".", show_default=True, help="The git repository.")
+@click.option("--run", "run_cmd", help="Shell command that tests a commit, run by bash at the worktree's root.")
+@click.option("--build", "build_cmd", help="Shell command run before --run; a failing build skips the commit.")
+@click.option("--metric", help="Regex with one group that captures the metric from the run's output.")
+@click.option("--metric-json", help="FILE:KEY: read the metric from a JSON file the run writes (KEY may be a.b.0).")
+@click.option("--expect", help="What a good metric looks like, e.g. '>= 4.0' (higher is better) or '< 51.0'.")
+@click.option(
+    "--no-metric",
+    type=click.Choice(["skip", "bad"]),
+    default=None,
+    help="A run that prints no metric is skipped (default) or bad (the crash is the regression).",
+)
+@click.option("--workers", type=int, help="Steps run at once (one GPU slot each).  [default: 1]")
+@click.option("--gpus-per-step", type=int, help="GPUs each step gets (CUDA_VISIBLE_DEVICES).  [default: 1 if any]")
+@click.option("--timeout", type=float, help="Seconds a step (build + run) may take before it is killed.")
+@click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="Environment for build and run (repeatable).")
+@click.option("--all-parents", is_flag=True, default=None, help="Follow every parent, not just the first-parent chain.")
+@click.option("--max-attempts", type=int, help="Tries per commit when infrastructure errors happen.  [default: 3]")
+@click.option("--infra-pattern", "infra_patterns", multiple=True, help="Extra regex of an infrastructure failure.")
+@click.option("--executor", type=click.Choice(["local", "inprocess"]), default=None, help="Where steps run.")
+@db_option
+@format_option
+def start(
+    repo: str,
+    env_pairs: tuple[str, ...],
+    infra_patterns: tuple[str, ...],
+    db_url: str | None,
+    output_format: str,
+    **flags: Any,
+) -> None:
+    """Start a bisect between a good and a bad commit and run it to the end."""
+    from bisector.app import make_coordinator, open_store
+    from bisector.coordinator import prepare_bisect
+    from bisector.gitrepo import GitRepo
+    from bisector.spec import build_spec
+
+    with translated_errors():
+        root = GitRepo(repo).root
+        values = {
+            "good": flags["good"],
+            "bad": flags["bad"],
+            "run": flags["run_cmd"],
+            "build": flags["build_cmd"],
+            "metric": flags["metric"],
+            "metric_json": flags["metric_json"],
+            "expect": flags["expect"],
+            "no_metric": flags["no_metric"],
+            "workers": flags["workers"],
+            "gpus_per_step": flags["gpus_per_step"],
+            "timeout": flags["timeout"],
+            "env": _env_pairs(env_pairs),
+            "all_parents": flags["all_parents"],
+            "max_attempts": flags["max_attempts"],
+            "infra_patterns": infra_patterns,
+            "executor": flags["executor"],
+        }
+        spec = build_spec(root, values)
+        with open_store(db_url) as store:
+            coordinator = make_coordinator(store, _observer())
+            from bisector.coordinator import prepare_bisect
+
+            bisect_id = prepare_bisect(store, spec)
+            _err_console().print(
+                f"bisect {bisect_id}: {store.candidates(bisect_id).__len__()} commits; store {store.url}"
+            )
+            record = coordinator.run(bisect_id)
+            _print_report(store, record.id, output_format)
+    _exit_for(record.status.value)
+
+
+@main.command()
+@click.argument("bisect_id", type=int)
+@db_option
+@format_option
+def resume(bisect_id: int, db_url: str | None, output_format: str) -> None:
+    """Continue a bisect whose coordinator stopped, without re-running finished steps."""
+    from bisector.app import make_coordinator, open_store
+
+    with translated_errors(), open_store(db_url) as store:
+        record = make_coordinator(store, _observer()).resume(bisect_id)
+        _print_report(store, record.id, output_format)
+    _exit_for(record.status.value)
+
+
+@main.command()
+@click.argument("bisect_id", type=int)
+@db_option
+def cancel(bisect_id: int, db_url: str | None) -> None:
+    """Cancel a running bisect; its coordinator stops its steps and exits."""
+    from bisector.app import open_store
+    from bisector.domain import BisectStatus
+    from bisector.errors import StateError
+
+    with translated_errors(), open_store(db_url) as store:
+        record = store.get_bisect(bisect_id)
+        if record.status.is_terminal():
+            raise StateError(f"bisect {bisect_id} is already {record.status.value}")
+        store.set_status(bisect_id, BisectStatus.CANCELLED, message="cancelled by the operator")
+    click.echo(f"bisect {bisect_id}: cancelled")
+
+
+@main.command()
+@click.argument("bisect_id", type=int)
+@db_option
+@format_option
+def status(bisect_id: int, db_url: str | None, output_format: str) -> None:
+    """Show where a bisect stands (running or finished)."""
+    from bisector.app import open_store
+
+    with translated_errors(), open_store(db_url) as store:
+        _print_report(store, bisect_id, output_format)
+
+
+@main.command(name="report")
+@click.argument("bisect_id", type=int)
+@db_option
+@format_option
+def report_command(bisect_id: int, db_url: str | None, output_format: str) -> None:
+    """Print the report of a bisect."""
+    from bisector.app import open_store
+
+    with translated_errors(), open_store(db_url) as store:
+        _print_report(store, bisect_id, output_format)
+
+
+@main.command(name="list")
+@click.option("--limit", type=int, default=20, show_default=True, help="How many bisects to show, newest first.")
+@db_option
+def list_command(limit: int, db_url: str | None) -> None:
+    """List past and running bisects."""
+    from rich.table import Table
+
+    from bisector.app import open_store
+
+    with translated_errors(), open_store(db_url) as store:
+        table = Table()
+        for column in ("id", "status", "created", "repo", "range", "first bad"):
+            table.add_column(column, overflow="fold")
+        for record in store.list_bisects(limit):
+            table.add_row(
+                str(record.id), record.status.value, record.created.strftime("%Y-%m-%d %H:%M"), record.repo,
+                f"{record.good[:10]}..{record.bad[:10]}", (record.first_bad or "")[:12],
+            )  # fmt: skip
+        Console().print(table)
+
+
+def _err_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _observer() -> Any:
+    from bisector.live import LiveObserver
+
+    return LiveObserver(_err_console())
+
+
+def _print_report(store: Any, bisect_id: int, output_format: str) -> None:
+    from bisector.report import BisectReport, print_text, render_json, render_markdown
+
+    report = BisectReport.load(store, bisect_id)
+    if output_format == "json":
+        click.echo(render_json(report))
+    elif output_format == "markdown":
+        click.echo(render_markdown(report))
+    else:
+        print_text(Console(highlight=False, soft_wrap=False), report)
+
+
+def _exit_for(status_value: str) -> None:
+    if status_value != "found":
+        sys.exit(EXIT_NO_CULPRIT)
+
+
+def main_entry() -> None:
+    main(prog_name="bisect")
+
+
+if __name__ == "__main__":
+    main_entry()

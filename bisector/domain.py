@@ -1,0 +1,133 @@
+"""Domain objects shared by the coordinator, the executors and the store.
+
+Rows become these objects at the store's edge (db/store.py); nothing else speaks SQL.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    GOOD = "good"  # the metric meets the expectation (or exit code 0)
+    BAD = "bad"  # the metric violates it (or exit code 1..127, 125 excepted)
+    SKIP = "skip"  # cannot be tested here: build failed, exit 125, no metric printed
+    ERROR = "error"  # infrastructure: timeout, signal, lost worker, known infra signature
+    CANCELLED = "cancelled"  # made irrelevant by other results while it ran
+
+    @property
+    def decides(self) -> bool:
+        """Whether this verdict narrows the search (only good and bad do)."""
+        return self in (Verdict.GOOD, Verdict.BAD)
+
+
+class BisectStatus(StrEnum):
+    RUNNING = "running"  # created; the coordinator is (or was, if it died) working on it
+    FOUND = "found"  # exactly one first bad commit named
+    AMBIGUOUS = "ambiguous"  # skipped commits beside the boundary: a range is named, not a commit
+    ENDPOINTS_MISMATCH = "endpoints_mismatch"  # good endpoint tested bad, or bad endpoint good
+    FAILED = "failed"  # could not finish: endpoints untestable, retries exhausted at an endpoint
+    CANCELLED = "cancelled"  # stopped by `bisect cancel`
+
+    def is_terminal(self) -> bool:
+        return self is not BisectStatus.RUNNING
+
+
+class ErrorKind(StrEnum):
+    TIMEOUT = "timeout"  # the step ran past its timeout; its process group was killed
+    SIGNAL = "signal"  # the test died from a signal or exited above 127
+    WORKER_LOST = "worker_lost"  # the worker process / actor / node disappeared mid-step
+    INFRA = "infra"  # a known infrastructure signature in the log (OOM, connection refused, ...)
+    HARNESS = "harness"  # the step runner itself failed (checkout failed, log unwritable, ...)
+    INTERRUPTED = "interrupted"  # the coordinator died while the step ran; found on resume
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of the bisect range. position 0 is the good endpoint, the last one the bad endpoint."""
+
+    position: int
+    sha: str
+    subject: str
+    author: str
+    date: datetime
+    pr: int | None = None
+
+
+_PR_PATTERNS = (re.compile(r"\(#(\d+)\)\s*$"), re.compile(r"^Merge pull request #(\d+)\b"))
+
+
+def parse_pr_number(subject: str) -> int | None:
+    """The PR number of a subject like 'Fix x (#47683)' or 'Merge pull request #12 from ...'."""
+    for pattern in _PR_PATTERNS:
+        match = pattern.search(subject)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What a worker reports for one step; the coordinator alone writes it to the store."""
+
+    step_id: int
+    sha: str
+    verdict: Verdict
+    samples: tuple[float, ...] = ()
+    exit_code: int | None = None
+    build_s: float = 0.0
+    run_s: float = 0.0
+    error_kind: ErrorKind | None = None
+    detail: str = ""  # why: the skip reason, the infra signature, the log tail of a failure
+    log_path: str = ""
+    worker: str = ""
+    node: str = ""
+    gpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """A stored step: one attempt at testing one commit. verdict is None while it runs."""
+
+    id: int
+    bisect_id: int
+    sha: str
+    attempt: int
+    worker: str
+    node: str
+    gpus: tuple[int, ...]
+    started: datetime
+    finished: datetime | None
+    build_s: float | None
+    run_s: float | None
+    exit_code: int | None
+    verdict: Verdict | None
+    samples: tuple[float, ...]
+    log_path: str
+    error_kind: ErrorKind | None
+    detail: str
+
+    @property
+    def metric(self) -> float | None:
+        return self.samples[-1] if self.samples else None
+
+
+@dataclass(frozen=True)
+class BisectRecord:
+    """A stored bisect. spec is the BisectSpec as JSON-able dict (bisector/spec.py)."""
+
+    id: int
+    repo: str
+    good: str
+    bad: str
+    spec: dict[str, object]
+    status: BisectStatus
+    created: datetime
+    finished: datetime | None
+    first_bad: str | None
+    last_good: str | None
+    message: str = ""
+    extra: dict[str, object] = field(default_factory=dict)

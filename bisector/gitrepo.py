@@ -1,0 +1,122 @@
+"""All git access of gpu-bisect goes through this module (GitPython).
+
+Ref resolution, ancestry, the candidate range and worktrees live here so that the coordinator, the workers
+and the analysis agree on one view of the repository.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import git
+
+from bisector.domain import Commit, parse_pr_number
+from bisector.errors import RepoError
+
+
+def _one_line(exc: git.GitCommandError) -> str:
+    stderr = str(exc.stderr or "").strip().replace("\n", " ")
+    return stderr.removeprefix("stderr: ").strip("' ") or str(exc)
+
+
+class GitRepo:
+    """A local git repository, opened read-mostly for bisecting."""
+
+    def __init__(self, path: str | Path) -> None:
+        try:
+            self._repo = git.Repo(path, search_parent_directories=True)
+        except (git.NoSuchPathError, git.InvalidGitRepositoryError):
+            raise RepoError(f"not a git repository: {path}") from None
+        if self._repo.bare:
+            raise RepoError(f"bare repositories are not supported (no work tree): {path}")
+        self.root = Path(self._repo.working_tree_dir or path).resolve()
+
+    def resolve(self, rev: str) -> str:
+        """The full SHA of a commit named by a SHA prefix, branch, tag or other revision expression."""
+        if not rev or rev.startswith("-"):
+            raise RepoError(f"not a revision: {rev!r}")
+        try:
+            return str(self._repo.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}"))
+        except git.GitCommandError:
+            raise RepoError(f"unknown revision {rev!r} in {self.root}") from None
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        try:
+            self._repo.git.merge_base("--is-ancestor", ancestor, descendant)
+        except git.GitCommandError:
+            return False
+        return True
+
+    def commit(self, sha: str, position: int = 0) -> Commit:
+        c = self._repo.commit(sha)
+        subject = str(c.message).strip().splitlines()[0] if str(c.message).strip() else ""
+        return Commit(
+            position=position,
+            sha=c.hexsha,
+            subject=subject,
+            author=f"{c.author.name} <{c.author.email}>",
+            date=datetime.fromtimestamp(c.committed_date, tz=UTC),
+            pr=parse_pr_number(subject),
+        )
+
+    def parents(self, sha: str) -> list[str]:
+        return [p.hexsha for p in self._repo.commit(sha).parents]
+
+    def candidates(self, good: str, bad: str, *, first_parent: bool = True) -> list[Commit]:
+        """The commits from good (position 0) to bad (the last position), oldest first.
+
+        With first_parent the range follows bad's first-parent chain back to good, so each merge is
+        one candidate (the usual view of a main branch); without it, every commit of good..bad in
+        topological order.
+        """
+        args = ["--reverse", "--topo-order"]
+        if first_parent:
+            args.append("--first-parent")
+        shas = str(self._repo.git.rev_list(*args, bad, f"^{good}")).split()
+        commits = [self.commit(good, 0)]
+        commits.extend(self.commit(sha, i) for i, sha in enumerate(shas, start=1))
+        return commits
+
+    def range_for_bisect(self, good: str, bad: str, *, first_parent: bool = True) -> list[Commit]:
+        """Validated candidates: good must be an ancestor of bad and the range non-empty."""
+        if good == bad:
+            raise RepoError(f"empty range: good and bad are the same commit {good[:12]}")
+        if not self.is_ancestor(good, bad):
+            raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
+        commits = self.candidates(good, bad, first_parent=first_parent)
+        if first_parent and not self._on_first_parent_chain(commits, good):
+            raise RepoError(f"good {good[:12]} is not on the first-parent chain of bad {bad[:12]}; use --all-parents")
+        return commits
+
+    def _on_first_parent_chain(self, commits: Sequence[Commit], good: str) -> bool:
+        oldest = commits[1].sha
+        parents = self.parents(oldest)
+        return bool(parents) and parents[0] == good
+
+    def diff(self, base: str, head: str, *paths: str) -> str:
+        return str(self._repo.git.diff(base, head, "--", *paths))
+
+    def show_file(self, sha: str, path: str) -> str | None:
+        try:
+            return str(self._repo.git.show(f"{sha}:{path}"))
+        except git.GitCommandError:
+            return None
+
+    # --- worktrees -------------------------------------------------------------------------------------
+
+    def ensure_worktree(self, path: Path, sha: str) -> None:
+        """Check out sha in a detached worktree at path, creating it on first use and reusing it after."""
+        try:
+            if (path / ".git").exists():
+                wt = git.Repo(path)
+                wt.git.reset("--hard", "--quiet")
+                wt.git.checkout("--detach", "--force", "--quiet", sha)
+                wt.git.clean("-ffd", "--quiet")
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._repo.git.worktree("prune")
+                self._repo.git.worktree("add", "--detach", "--force", str(path), sha)
+        except git.GitCommandError as exc:
+            raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None

@@ -1,0 +1,85 @@
+"""The live progress display of a running bisect (rich), on stderr so that reports stay pipeable."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from bisector.domain import BisectRecord, Commit, StepResult, Verdict
+from bisector.progress import Progress
+from workers.executor import Assignment
+
+_STYLE = {Verdict.GOOD: "green", Verdict.BAD: "red", Verdict.SKIP: "yellow", Verdict.ERROR: "magenta"}
+
+
+class LiveObserver:
+    """Prints a line per finished step and, on a terminal, keeps a live table of running steps."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.running: dict[int, tuple[Commit, int, Assignment]] = {}
+        self.latest: Progress | None = None
+        self.live: Live | None = None
+        if console.is_terminal:
+            self.live = Live(self._render(), console=console, refresh_per_second=4, transient=True)
+            self.live.start()
+
+    def step_started(self, step_id: int, commit: Commit, attempt: int, assignment: Assignment) -> None:
+        self.running[step_id] = (commit, attempt, assignment)
+        self._refresh()
+
+    def step_finished(self, result: StepResult, commit: Commit) -> None:
+        self.running.pop(result.step_id, None)
+        style = _STYLE.get(result.verdict, "dim")
+        metric = f" metric {result.samples[-1]:.4g}" if result.samples else ""
+        why = "" if result.verdict in (Verdict.GOOD, Verdict.BAD) else f" ({result.detail.splitlines()[0]})"
+        if result.verdict is Verdict.CANCELLED:
+            why = " (no longer needed)"
+        self.console.print(
+            f"[{style}]{result.verdict.value:>9}[/] {commit.sha[:12]} #{commit.position} on {result.worker or '?'}"
+            f" in {result.build_s + result.run_s:.1f}s{metric}{why}",
+            highlight=False,
+        )
+        self._refresh()
+
+    def progress(self, progress: Progress) -> None:
+        self.latest = progress
+        self._refresh()
+
+    def note(self, message: str) -> None:
+        self.console.print(f"[dim]{message}[/]")
+
+    def finished(self, record: BisectRecord) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def _refresh(self) -> None:
+        if self.live is not None:
+            self.live.update(self._render())
+
+    def _render(self) -> Group:
+        parts: list[Text | Table] = []
+        if self.latest is not None:
+            p = self.latest
+            parts.append(
+                Text(
+                    f"{p.suspects} of {p.candidates} commits still suspect "
+                    f"(between #{p.last_good.position} {p.last_good.sha[:10]} and "
+                    f"#{p.first_bad.position} {p.first_bad.sha[:10]}); {p.running} running, {p.done} done, "
+                    f"~{p.estimated_left} steps left"
+                )
+            )
+        if self.running:
+            table = Table(box=None, show_header=True, header_style="bold")
+            for column in ("step", "commit", "attempt", "worker", "GPUs"):
+                table.add_column(column)
+            for step_id, (commit, attempt, assignment) in sorted(self.running.items()):
+                table.add_row(
+                    str(step_id), f"#{commit.position} {commit.sha[:12]}", str(attempt), assignment.worker,
+                    ",".join(map(str, assignment.gpus)) or "cpu",
+                )  # fmt: skip
+            parts.append(table)
+        return Group(*parts)

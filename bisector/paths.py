@@ -1,0 +1,44 @@
+"""Per-user locations: the store and logs under the data dir, worktrees and images under the cache dir."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+
+def _env(name: str) -> str | None:
+    """An environment variable, with an empty value treated as unset."""
+    return os.environ.get(name) or None
+
+
+def _user_dir(explicit_var: str, xdg_var: str, fallback: Path) -> Path:
+    explicit = _env(explicit_var)
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    xdg = _env(xdg_var)
+    # The XDG spec says a relative XDG_*_HOME is invalid and must be ignored.
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "gpu-bisect"
+    return fallback / "gpu-bisect"
+
+
+def data_dir() -> Path:
+    """$BISECT_DATA_DIR, else $XDG_DATA_HOME/gpu-bisect, else ~/.local/share/gpu-bisect."""
+    return _user_dir("BISECT_DATA_DIR", "XDG_DATA_HOME", Path.home() / ".local" / "share")
+
+
+def cache_dir() -> Path:
+    """$BISECT_CACHE_DIR, else $XDG_CACHE_HOME/gpu-bisect, else ~/.cache/gpu-bisect."""
+    return _user_dir("BISECT_CACHE_DIR", "XDG_CACHE_HOME", Path.home() / ".cache")
+
+
+def log_dir(bisect_id: int) -> Path:
+    return data_dir() / "logs" / f"bisect-{bisect_id}"
+
+
+def worktree_root(repo: str | Path) -> Path:
+    """Where this repository's reusable worktrees live (one per worker slot)."""
+    resolved = Path(repo).resolve()
+    key = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
+    return cache_dir() / "worktrees" / f"{resolved.name}-{key}"

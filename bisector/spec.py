@@ -1,0 +1,150 @@
+"""BisectSpec: everything that defines one bisect, from CLI flags and an optional bisect.toml.
+
+Flags win over bisect.toml. The spec is stored as JSON with the bisect, so `bisect resume` needs
+nothing but the id.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from bisector.errors import InputError
+from bisector.metric import DEFAULT_INFRA_PATTERNS, Expectation, MetricSpec, NoMetricPolicy
+
+CONFIG_FILE_NAME = "bisect.toml"
+DEFAULT_TIMEOUT_S = 3600.0
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class BisectSpec:
+    repo: str
+    good: str
+    bad: str
+    run: str
+    build: str | None = None
+    metric: str | None = None
+    metric_json: str | None = None  # FILE:KEY
+    expect: str | None = None
+    no_metric: str = NoMetricPolicy.SKIP.value
+    workers: int = 1
+    gpus_per_step: int = 0  # 0: as many as there are GPUs per worker slot (1 if GPUs exist, else CPU slots)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    env: dict[str, str] = field(default_factory=dict)
+    all_parents: bool = False
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    infra_patterns: tuple[str, ...] = ()  # added to the built-in infrastructure signatures
+    executor: str = "local"
+
+    def __post_init__(self) -> None:
+        if not self.run.strip():
+            raise InputError("--run is required: the shell command that tests a commit")
+        if self.workers < 1:
+            raise InputError(f"--workers must be at least 1 (got {self.workers})")
+        if self.gpus_per_step < 0:
+            raise InputError(f"--gpus-per-step must be 0 or more (got {self.gpus_per_step})")
+        if self.timeout_s <= 0:
+            raise InputError(f"--timeout must be positive (got {self.timeout_s:g})")
+        if self.max_attempts < 1:
+            raise InputError(f"max_attempts must be at least 1 (got {self.max_attempts})")
+        try:
+            NoMetricPolicy(self.no_metric)
+        except ValueError:
+            raise InputError(f"--no-metric must be 'skip' or 'bad' (got {self.no_metric!r})") from None
+        self.metric_spec()  # validates the metric, the expectation and the patterns
+
+    def metric_spec(self) -> MetricSpec:
+        json_file = json_key = None
+        if self.metric_json:
+            json_file, json_key = MetricSpec.parse_json_target(self.metric_json)
+        return MetricSpec(
+            regex=self.metric,
+            json_file=json_file,
+            json_key=json_key,
+            expect=Expectation.parse(self.expect) if self.expect is not None else None,
+            no_metric=NoMetricPolicy(self.no_metric),
+            infra_patterns=DEFAULT_INFRA_PATTERNS + tuple(self.infra_patterns),
+        )
+
+    def to_json(self) -> dict[str, object]:
+        data = asdict(self)
+        data["infra_patterns"] = list(self.infra_patterns)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> BisectSpec:
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {k: v for k, v in data.items() if k in known}
+        values["infra_patterns"] = tuple(values.get("infra_patterns", ()))
+        values["env"] = dict(values.get("env", {}))
+        return cls(**values)
+
+
+_TOML_KEYS: dict[str, type | tuple[type, ...]] = {
+    "good": str,
+    "bad": str,
+    "run": str,
+    "build": str,
+    "metric": str,
+    "metric_json": str,
+    "expect": str,
+    "no_metric": str,
+    "workers": int,
+    "gpus_per_step": int,
+    "timeout": (int, float),
+    "env": dict,
+    "all_parents": bool,
+    "max_attempts": int,
+    "infra_patterns": list,
+    "executor": str,
+}
+
+
+def load_config_file(repo_root: Path) -> dict[str, object]:
+    """The keys of `bisect.toml` at the repo root (empty when there is none), validated by type."""
+    path = repo_root / CONFIG_FILE_NAME
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"{path}: {exc}") from None
+    table = data.get("bisect", data)
+    if not isinstance(table, dict):
+        raise InputError(f"{path}: [bisect] must be a table")
+    config: dict[str, object] = {}
+    for key, value in table.items():
+        normalized = key.replace("-", "_")
+        expected = _TOML_KEYS.get(normalized)
+        if expected is None:
+            raise InputError(f"{path}: unknown key {key!r} (known: {', '.join(sorted(_TOML_KEYS))})")
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise InputError(f"{path}: {key} has the wrong type ({type(value).__name__})")
+        config[normalized] = value
+    if "env" in config:
+        config["env"] = {str(k): str(v) for k, v in dict(config["env"]).items()}  # type: ignore[call-overload]
+    return config
+
+
+def build_spec(repo_root: Path, flags: dict[str, object]) -> BisectSpec:
+    """Merge bisect.toml and flags (flags that were given win) into a validated spec."""
+    merged: dict[str, Any] = dict(load_config_file(repo_root))
+    for key, value in flags.items():
+        if value is None or (key in ("env", "infra_patterns") and not value):
+            continue
+        if key == "env":
+            merged["env"] = {**merged.get("env", {}), **dict(value)}  # type: ignore[call-overload]
+        else:
+            merged[key] = value
+    if "timeout" in merged:
+        merged["timeout_s"] = float(merged.pop("timeout"))
+    for required in ("good", "bad", "run"):
+        if not merged.get(required):
+            raise InputError(f"--{required} is required (as a flag or in {CONFIG_FILE_NAME})")
+    merged["repo"] = str(repo_root)
+    if "infra_patterns" in merged:
+        merged["infra_patterns"] = tuple(merged["infra_patterns"])
+    return BisectSpec(**merged)

@@ -1,0 +1,93 @@
+"""Where the store lives and how to connect to it.
+
+Several processes share one SQLite file: the coordinator writes while `bisect status` reads and
+`bisect cancel` writes from another process. WAL lets readers run beside the writer, the busy timeout
+makes a second writer wait instead of failing, and write transactions start with BEGIN IMMEDIATE
+(see WRITE_OPTIONS) so that a read-then-write never dead-ends in SQLITE_BUSY.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, make_url
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+
+from bisector.paths import data_dir
+
+SQLITE_BUSY_TIMEOUT_S = 30.0
+DB_FILE_NAME = "bisect.db"
+
+# An execution option read by the SQLite "begin" listener: the engine returned by
+# `engine.execution_options(**WRITE_OPTIONS)` starts its transactions with BEGIN IMMEDIATE.
+_BEGIN_OPTION = "gpu_bisect_sqlite_begin"
+WRITE_OPTIONS: dict[str, Any] = {_BEGIN_OPTION: "IMMEDIATE"}
+
+
+def default_db_url() -> str:
+    """$BISECT_DB (any SQLAlchemy URL), else the SQLite file bisect.db in data_dir()."""
+    return os.environ.get("BISECT_DB") or f"sqlite:///{data_dir() / DB_FILE_NAME}"
+
+
+def mask_url(url: str) -> str:
+    """The URL with its password replaced by ***, for messages; works on unparsable URLs too."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+    return url if parsed.password is None else parsed.render_as_string(hide_password=True)
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for url; SQLite files get their directory created, WAL, a busy timeout, foreign keys."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed, pool_pre_ping=True)
+    connect_args: dict[str, Any] = {"timeout": SQLITE_BUSY_TIMEOUT_S}
+    if _is_sqlite_memory(parsed):
+        # One shared connection, so that every thread sees the same (migrated) in-memory database;
+        # the default pool would give each thread a fresh empty one.
+        connect_args["check_same_thread"] = False
+        engine = create_engine(parsed, connect_args=connect_args, poolclass=StaticPool)
+    else:
+        engine = create_engine(_prepare_sqlite_file(parsed), connect_args=connect_args)
+    event.listen(engine, "connect", _on_sqlite_connect)
+    event.listen(engine, "begin", _on_sqlite_begin)
+    return engine
+
+
+def _is_sqlite_memory(url: URL) -> bool:
+    return url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
+
+
+def _prepare_sqlite_file(url: URL) -> URL:
+    """Expand ~ and create the parent directory of a SQLite file (file: URIs are left as they are)."""
+    database = url.database
+    if not database or database.startswith("file:"):
+        return url
+    path = Path(database).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return url.set(database=str(path))
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    # pysqlite's own transaction handling defers BEGIN until the first DML and commits before DDL;
+    # turn it off and let _on_sqlite_begin emit BEGIN, so that transactions (and migrations) are real.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def _on_sqlite_begin(connection: Connection) -> None:
+    mode = connection.get_execution_options().get(_BEGIN_OPTION, "DEFERRED")
+    connection.exec_driver_sql(f"BEGIN {mode}")

@@ -1,0 +1,69 @@
+"""Alembic, driven from code: Store.open brings every database to head before using it."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, Engine
+
+from db.engine import WRITE_OPTIONS
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """A Config built in code (no alembic.ini, no logging setup); env.py migrates `connection`."""
+    config = Config(stdout=io.StringIO())
+    # ConfigParser interpolates %, so a % in the path must be doubled.
+    config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
+    config.set_main_option("path_separator", "os")
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def upgrade(engine: Engine) -> None:
+    """Migrate the database to the newest revision, in one transaction; a no-op when it is there."""
+    with migration_connection(engine) as connection:
+        command.upgrade(alembic_config(connection), "head")
+
+
+@contextmanager
+def migration_connection(engine: Engine) -> Iterator[Connection]:
+    """A connection in a write transaction, with foreign keys off on SQLite while it migrates.
+
+    Batch migrations on SQLite copy a table and drop the old one; with foreign keys on, that DROP
+    would delete (ON DELETE CASCADE) every candidate and step of the bisects. The references are
+    checked before commit instead.
+    """
+    sqlite = engine.dialect.name == "sqlite"
+    with engine.execution_options(**WRITE_OPTIONS).connect() as connection:
+        if sqlite:
+            _set_sqlite_foreign_keys(connection, enabled=False)
+        try:
+            with connection.begin():
+                yield connection
+                if sqlite:
+                    _check_sqlite_foreign_keys(connection)
+        finally:
+            if sqlite:
+                _set_sqlite_foreign_keys(connection, enabled=True)
+
+
+def _set_sqlite_foreign_keys(connection: Connection, *, enabled: bool) -> None:
+    # Only takes effect outside a transaction, so it goes to the driver, past SQLAlchemy's autobegin.
+    driver_connection = connection.connection.driver_connection
+    assert driver_connection is not None
+    driver_connection.execute(f"PRAGMA foreign_keys = {'ON' if enabled else 'OFF'}").close()
+
+
+def _check_sqlite_foreign_keys(connection: Connection) -> None:
+    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+    if broken:
+        table, rowid, parent, _ = broken[0]
+        raise RuntimeError(f"migration left {len(broken)} broken references, e.g. {table} row {rowid} -> {parent}")

@@ -1,0 +1,128 @@
+"""Every table of the result store, in one place.
+
+Alembic migrations (db/migrations/versions/) must produce exactly this schema; tests/db compares them.
+JSON columns are plain text: db/store.py encodes and decodes them. Datetimes are stored in UTC and come
+back timezone-aware.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+)
+
+# Named constraints keep Alembic batch migrations on SQLite (which recreate tables) predictable.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+SHA = String(64)  # 40 hex digits for SHA-1 repositories, 64 for SHA-256 ones
+ENUM = String(32)  # the value of a StrEnum from bisector.domain
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """An aware datetime stored in UTC; SQLite keeps no offset, so read values are marked UTC again."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value.isoformat()}: the store needs timezone-aware ones")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+bisects = Table(
+    "bisects",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("repo", Text, nullable=False),
+    Column("good", SHA, nullable=False),
+    Column("bad", SHA, nullable=False),
+    Column("spec", Text, nullable=False),  # JSON object: the BisectSpec
+    Column("status", ENUM, nullable=False),  # BisectStatus
+    Column("created", UTCDateTime, nullable=False),
+    Column("finished", UTCDateTime, nullable=True),
+    Column("first_bad", SHA, nullable=True),
+    Column("last_good", SHA, nullable=True),
+    Column("message", Text, nullable=False),
+    Column("extra", Text, nullable=False),  # JSON object: confidence, analysis summaries, ...
+    # The dashboard lists bisects newest first, optionally per status or per repository, and looks up
+    # earlier bisects that blamed a given commit.
+    Index("ix_bisects_created", "created"),
+    Index("ix_bisects_status_created", "status", "created"),
+    Index("ix_bisects_repo_created", "repo", "created"),
+    Index("ix_bisects_first_bad", "first_bad"),
+)
+
+candidates = Table(
+    "candidates",
+    metadata,
+    Column("bisect_id", Integer, ForeignKey("bisects.id", ondelete="CASCADE"), primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("sha", SHA, nullable=False),
+    Column("subject", Text, nullable=False),
+    Column("author", Text, nullable=False),
+    Column("date", UTCDateTime, nullable=False),
+    Column("pr", Integer, nullable=True),
+    # Which bisects covered a commit or a PR.
+    Index("ix_candidates_sha", "sha"),
+    Index("ix_candidates_pr", "pr"),
+)
+
+steps = Table(
+    "steps",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("bisect_id", Integer, ForeignKey("bisects.id", ondelete="CASCADE"), nullable=False),
+    Column("sha", SHA, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("worker", Text, nullable=False),
+    Column("node", Text, nullable=False),
+    Column("gpus", Text, nullable=False),  # JSON list of GPU indices
+    Column("started", UTCDateTime, nullable=False),
+    Column("finished", UTCDateTime, nullable=True),
+    Column("build_s", Float, nullable=True),
+    Column("run_s", Float, nullable=True),
+    Column("exit_code", Integer, nullable=True),
+    Column("verdict", ENUM, nullable=True),  # Verdict; NULL while the step runs
+    Column("samples", Text, nullable=False),  # JSON list of floats
+    Column("log_path", Text, nullable=False),
+    Column("error_kind", ENUM, nullable=True),  # ErrorKind
+    Column("detail", Text, nullable=False),
+    # The steps of one bisect in order, its running steps (verdict NULL), every test of one commit,
+    # and per-node / over-time statistics (flaky nodes, error rates, build and run times).
+    Index("ix_steps_bisect_id_id", "bisect_id", "id"),
+    Index("ix_steps_bisect_id_verdict", "bisect_id", "verdict"),
+    Index("ix_steps_sha", "sha"),
+    Index("ix_steps_node_started", "node", "started"),
+    Index("ix_steps_started", "started"),
+)

@@ -1,0 +1,416 @@
+"""The result store: the only code that speaks SQL. Rows become bisector.domain objects here.
+
+Every write is its own transaction, committed before the method returns: the coordinator may be killed
+at any moment, and `bisect resume` continues from what is stored. Errors of the database come out as
+StoreError (one line naming the URL); misuse of the API (naive datetimes, values that are not JSON)
+raises ValueError / TypeError.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self
+
+from sqlalchemy import Connection, CursorResult, Engine, Row, exists, insert, select, text, update
+from sqlalchemy.exc import SQLAlchemyError, StatementError
+
+from bisector.domain import (
+    BisectRecord,
+    BisectStatus,
+    Commit,
+    ErrorKind,
+    StepRecord,
+    StepResult,
+    Verdict,
+)
+from bisector.errors import StateError, StoreError, UnknownBisectError
+from db.engine import WRITE_OPTIONS, default_db_url, make_engine, mask_url
+from db.migrate import upgrade
+from db.schema import bisects, candidates, steps
+
+INTERRUPTED_DETAIL = "coordinator stopped while the step ran"
+
+
+class Store:
+    """Bisects, their candidate commits and their steps, in any SQLAlchemy database."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        """Use Store.open: it migrates the database first."""
+        self._engine = engine
+        # SQLite write transactions take the write lock at BEGIN, so a read-then-write cannot hit
+        # SQLITE_BUSY halfway; other backends ignore the option.
+        self._writer = engine.execution_options(**WRITE_OPTIONS)
+        self._url = url
+        self._closed = False
+
+    @classmethod
+    def open(cls, url: str | None = None) -> Store:
+        """Open (creating and migrating) the store at url, default_db_url() when None."""
+        url = default_db_url() if url is None else url
+        masked = mask_url(url)
+        engine: Engine | None = None
+        try:
+            engine = make_engine(url)
+            upgrade(engine)
+            store = cls(engine, masked)
+            store._check_writable()
+        # Any failure here (a bad URL, a missing driver, an unwritable file, a broken migration) is
+        # something the operator must fix: one line, with the cause chained for debugging.
+        except Exception as exc:
+            if engine is not None:
+                engine.dispose()
+            cause = exc.__cause__ if isinstance(exc, StoreError) and exc.__cause__ else exc
+            raise StoreError(f"cannot open the store {masked}: {_describe(cause)}") from exc
+        return store
+
+    @property
+    def url(self) -> str:
+        """The database URL, password masked."""
+        return self._url
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({self._url!r})"
+
+    # --- bisects -----------------------------------------------------------------------------------
+
+    def create_bisect(self, repo: str, good: str, bad: str, spec: dict[str, object], created: datetime) -> int:
+        values = {
+            "repo": repo,
+            "good": good,
+            "bad": bad,
+            "spec": _dump(spec),
+            "status": BisectStatus.RUNNING.value,
+            "created": _aware(created),
+            "message": "",
+            "extra": _dump({}),
+        }
+        with self._write() as conn:
+            return _inserted_id(conn.execute(insert(bisects).values(values)))
+
+    def get_bisect(self, bisect_id: int) -> BisectRecord:
+        with self._read() as conn:
+            row = conn.execute(select(bisects).where(bisects.c.id == bisect_id)).one_or_none()
+        if row is None:
+            raise self._unknown(bisect_id)
+        return _bisect_record(row)
+
+    def list_bisects(self, limit: int = 50) -> list[BisectRecord]:
+        """The newest `limit` bisects, newest first."""
+        query = select(bisects).order_by(bisects.c.created.desc(), bisects.c.id.desc()).limit(limit)
+        with self._read() as conn:
+            return [_bisect_record(row) for row in conn.execute(query)]
+
+    def set_status(
+        self,
+        bisect_id: int,
+        status: BisectStatus,
+        *,
+        finished: datetime | None = None,
+        first_bad: str | None = None,
+        last_good: str | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Move a running bisect to status; the other fields change only when given.
+
+        A bisect in a terminal status never changes again (StateError), not even to the same status.
+        """
+        values: dict[str, object] = {"status": BisectStatus(status).value}
+        if finished is not None:
+            values["finished"] = _aware(finished)
+        if first_bad is not None:
+            values["first_bad"] = first_bad
+        if last_good is not None:
+            values["last_good"] = last_good
+        if message is not None:
+            values["message"] = message
+        # The guard is in the WHERE clause, so two processes cannot both leave RUNNING.
+        guarded = (
+            update(bisects)
+            .where(bisects.c.id == bisect_id, bisects.c.status == BisectStatus.RUNNING.value)
+            .values(values)
+        )
+        with self._write() as conn:
+            if conn.execute(guarded).rowcount == 1:
+                return
+            current = conn.execute(select(bisects.c.status).where(bisects.c.id == bisect_id)).scalar()
+        if current is None:
+            raise self._unknown(bisect_id)
+        raise StateError(f"bisect {bisect_id} is already {current}; it cannot become {status.value}")
+
+    def update_extra(self, bisect_id: int, **values: object) -> None:
+        """Merge values (JSON-able) into the bisect's `extra` object."""
+        _dump(values)  # a TypeError for a value that is not JSON-able, before touching the database
+        with self._write() as conn:
+            current = conn.execute(select(bisects.c.extra).where(bisects.c.id == bisect_id).with_for_update()).scalar()
+            if current is None:
+                raise self._unknown(bisect_id)
+            merged = {**_load(current), **values}
+            conn.execute(update(bisects).where(bisects.c.id == bisect_id).values(extra=_dump(merged)))
+
+    # --- candidates --------------------------------------------------------------------------------
+
+    def add_candidates(self, bisect_id: int, commits: Sequence[Commit]) -> None:
+        """Store the candidate commits of a bisect, all in one transaction."""
+        rows = [
+            {
+                "bisect_id": bisect_id,
+                "position": commit.position,
+                "sha": commit.sha,
+                "subject": commit.subject,
+                "author": commit.author,
+                "date": _aware(commit.date),
+                "pr": commit.pr,
+            }
+            for commit in commits
+        ]
+        with self._write() as conn:
+            self._require_bisect(conn, bisect_id)
+            if rows:
+                conn.execute(insert(candidates), rows)  # executemany: one statement, many rows
+
+    def candidates(self, bisect_id: int) -> list[Commit]:
+        """The candidates of a bisect, by position."""
+        query = select(candidates).where(candidates.c.bisect_id == bisect_id).order_by(candidates.c.position)
+        with self._read() as conn:
+            commits = [
+                Commit(
+                    position=row.position,
+                    sha=row.sha,
+                    subject=row.subject,
+                    author=row.author,
+                    date=row.date,
+                    pr=row.pr,
+                )
+                for row in conn.execute(query)
+            ]
+            if not commits:
+                self._require_bisect(conn, bisect_id)
+        return commits
+
+    # --- steps -------------------------------------------------------------------------------------
+
+    def start_step(
+        self,
+        bisect_id: int,
+        sha: str,
+        attempt: int,
+        worker: str,
+        node: str,
+        gpus: tuple[int, ...],
+        started: datetime,
+    ) -> int:
+        """Record a step that starts now (verdict NULL until finish_step); returns its id."""
+        values = {
+            "bisect_id": bisect_id,
+            "sha": sha,
+            "attempt": attempt,
+            "worker": worker,
+            "node": node,
+            "gpus": _dump(list(gpus)),
+            "started": _aware(started),
+            "samples": _dump([]),
+            "log_path": "",
+            "detail": "",
+        }
+        with self._write() as conn:
+            self._require_bisect(conn, bisect_id)
+            return _inserted_id(conn.execute(insert(steps).values(values)))
+
+    def assign_step(self, step_id: int, worker: str, node: str, gpus: tuple[int, ...]) -> None:
+        """Record where a running step was placed, once the executor has chosen."""
+        query = update(steps).where(steps.c.id == step_id).values(worker=worker, node=node, gpus=_dump(list(gpus)))
+        with self._write() as conn:
+            if conn.execute(query).rowcount != 1:
+                raise StoreError(f"no step with id {step_id} in {self._url}")
+
+    def step(self, step_id: int) -> StepRecord:
+        """One step by id."""
+        with self._read() as conn:
+            row = conn.execute(select(steps).where(steps.c.id == step_id)).one_or_none()
+        if row is None:
+            raise StoreError(f"no step with id {step_id} in {self._url}")
+        return _step_record(row)
+
+    def finish_step(self, step_id: int, result: StepResult, finished: datetime) -> None:
+        """Write the result of a running step. A step that has a verdict already is left alone (StateError)."""
+        if result.step_id != step_id:
+            raise ValueError(f"result of step {result.step_id} given for step {step_id}")
+        values: dict[str, object] = {
+            "finished": _aware(finished),
+            "verdict": Verdict(result.verdict).value,
+            "samples": _dump(list(result.samples)),
+            "exit_code": result.exit_code,
+            "build_s": result.build_s,
+            "run_s": result.run_s,
+            "error_kind": None if result.error_kind is None else ErrorKind(result.error_kind).value,
+            "detail": result.detail,
+            "log_path": result.log_path,
+        }
+        # The executor may know better where the step really ran (a Ray actor placed on another node).
+        if result.worker:
+            values["worker"] = result.worker
+        if result.node:
+            values["node"] = result.node
+        if result.gpus:
+            values["gpus"] = _dump(list(result.gpus))
+        guarded = update(steps).where(steps.c.id == step_id, steps.c.verdict.is_(None)).values(values)
+        with self._write() as conn:
+            if conn.execute(guarded).rowcount == 1:
+                return
+            row = conn.execute(select(steps.c.sha, steps.c.verdict).where(steps.c.id == step_id)).one_or_none()
+        if row is None:
+            raise StoreError(f"no step with id {step_id} in {self._url}")
+        raise StateError(f"step {step_id} ({row.sha[:12]}) already has the verdict {row.verdict}")
+
+    def steps(self, bisect_id: int) -> list[StepRecord]:
+        """Every step of a bisect, by id (the order they started in)."""
+        query = select(steps).where(steps.c.bisect_id == bisect_id).order_by(steps.c.id)
+        with self._read() as conn:
+            records = [_step_record(row) for row in conn.execute(query)]
+            if not records:
+                self._require_bisect(conn, bisect_id)
+        return records
+
+    def interrupt_running_steps(self, bisect_id: int, finished: datetime) -> int:
+        """Mark every running step of a bisect as an interrupted error; returns how many there were."""
+        query = (
+            update(steps)
+            .where(steps.c.bisect_id == bisect_id, steps.c.verdict.is_(None))
+            .values(
+                verdict=Verdict.ERROR.value,
+                error_kind=ErrorKind.INTERRUPTED.value,
+                detail=INTERRUPTED_DETAIL,
+                finished=_aware(finished),
+            )
+        )
+        with self._write() as conn:
+            self._require_bisect(conn, bisect_id)
+            count = conn.execute(query).rowcount
+        return int(count)
+
+    # --- plumbing ----------------------------------------------------------------------------------
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._transaction(self._engine) as conn:
+            yield conn
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self._transaction(self._writer) as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, engine: Engine) -> Iterator[Connection]:
+        """One transaction, committed on success; database errors become one-line StoreErrors."""
+        if self._closed:
+            raise StoreError(f"the store {self._url} is closed")
+        try:
+            with engine.begin() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {self._url}: {_describe(exc)}") from exc
+
+    def _check_writable(self) -> None:
+        """Fail at open, not at the first result, when the database can be read but not written."""
+        with self._write() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = version_num"))
+
+    def _require_bisect(self, conn: Connection, bisect_id: int) -> None:
+        if not conn.execute(select(exists().where(bisects.c.id == bisect_id))).scalar():
+            raise self._unknown(bisect_id)
+
+    def _unknown(self, bisect_id: int) -> UnknownBisectError:
+        return UnknownBisectError(f"no bisect with id {bisect_id} in {self._url}")
+
+
+def _describe(exc: BaseException) -> str:
+    """The cause of exc on one line, without SQLAlchemy's SQL echo and background links."""
+    cause: BaseException = exc
+    if isinstance(exc, StatementError) and exc.orig is not None:
+        cause = exc.orig
+    if isinstance(cause, OSError) and cause.strerror:
+        message = f"{cause.strerror}: {cause.filename}" if cause.filename else cause.strerror
+    else:
+        message = str(cause).strip()
+    first_line = message.splitlines()[0] if message else ""
+    return first_line or type(cause).__name__
+
+
+def _inserted_id(result: CursorResult[Any]) -> int:
+    key = result.inserted_primary_key
+    assert key is not None, "an INSERT of one row has a primary key"
+    return int(key[0])
+
+
+def _aware(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"naive datetime {value.isoformat()}: the store needs timezone-aware ones")
+    return value
+
+
+def _dump(value: object) -> str:
+    return json.dumps(value)
+
+
+def _load(text_value: str) -> Any:
+    return json.loads(text_value)
+
+
+def _bisect_record(row: Row[Any]) -> BisectRecord:
+    return BisectRecord(
+        id=row.id,
+        repo=row.repo,
+        good=row.good,
+        bad=row.bad,
+        spec=_load(row.spec),
+        status=BisectStatus(row.status),
+        created=row.created,
+        finished=row.finished,
+        first_bad=row.first_bad,
+        last_good=row.last_good,
+        message=row.message,
+        extra=_load(row.extra),
+    )
+
+
+def _step_record(row: Row[Any]) -> StepRecord:
+    return StepRecord(
+        id=row.id,
+        bisect_id=row.bisect_id,
+        sha=row.sha,
+        attempt=row.attempt,
+        worker=row.worker,
+        node=row.node,
+        gpus=tuple(_load(row.gpus)),
+        started=row.started,
+        finished=row.finished,
+        build_s=row.build_s,
+        run_s=row.run_s,
+        exit_code=row.exit_code,
+        verdict=None if row.verdict is None else Verdict(row.verdict),
+        samples=tuple(_load(row.samples)),
+        log_path=row.log_path,
+        error_kind=None if row.error_kind is None else ErrorKind(row.error_kind),
+        detail=row.detail,
+    )

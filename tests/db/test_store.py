@@ -1,0 +1,618 @@
+"""The Store against real SQLite files: round-trips, guards, errors, and several processes at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bisector.domain import (
+    BisectStatus,
+    Commit,
+    ErrorKind,
+    StepRecord,
+    StepResult,
+    Verdict,
+)
+from bisector.errors import StateError, StoreError, UnknownBisectError
+from db import Store
+
+RunPython = Callable[..., subprocess.CompletedProcess[str]]
+
+ROOT = Path(__file__).resolve().parents[2]
+T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+GOOD, BAD = "a" * 40, "b" * 40
+SPEC: dict[str, object] = {"run": "python bench.py", "expect": "tflops >= 100", "repeats": 3, "env": {"X": "1"}}
+
+
+def new_bisect(store: Store, created: datetime = T0, repo: str = "/src/repo") -> int:
+    return store.create_bisect(repo, GOOD, BAD, SPEC, created)
+
+
+def commits(count: int) -> list[Commit]:
+    return [
+        Commit(
+            position=i,
+            sha=f"{i:040x}",
+            subject=f"Change {i} (#{1000 + i})" if i % 2 else f"Change {i}",
+            author=f"Dev {i} <dev{i}@example.com>",
+            date=T0 + timedelta(minutes=i),
+            pr=1000 + i if i % 2 else None,
+        )
+        for i in range(count)
+    ]
+
+
+def assert_one_line_naming(message: str, url: str) -> None:
+    assert "\n" not in message.strip()
+    assert url in message
+    assert "Traceback" not in message
+
+
+# --- bisects -------------------------------------------------------------------------------------
+
+
+def test_create_and_get_bisect(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    record = store.get_bisect(bisect_id)
+    assert (record.id, record.repo, record.good, record.bad) == (bisect_id, "/src/repo", GOOD, BAD)
+    assert record.spec == SPEC
+    assert record.status is BisectStatus.RUNNING
+    assert record.created == T0
+    assert (record.finished, record.first_bad, record.last_good) == (None, None, None)
+    assert (record.message, record.extra) == ("", {})
+
+
+def test_unknown_bisect(store: Store) -> None:
+    with pytest.raises(UnknownBisectError, match=r"^no bisect with id 42 in sqlite:///"):
+        store.get_bisect(42)
+    for call in (
+        lambda: store.set_status(42, BisectStatus.CANCELLED),
+        lambda: store.update_extra(42, confidence=0.9),
+        lambda: store.add_candidates(42, commits(2)),
+        lambda: store.candidates(42),
+        lambda: store.start_step(42, GOOD, 1, "w", "n", (0,), T0),
+        lambda: store.steps(42),
+        lambda: store.interrupt_running_steps(42, T0),
+    ):
+        with pytest.raises(UnknownBisectError):
+            call()
+
+
+def test_list_bisects_newest_first_with_limit(store: Store) -> None:
+    ids = [new_bisect(store, created=T0 + timedelta(hours=h)) for h in (2, 0, 1)]
+    assert [b.id for b in store.list_bisects()] == [ids[0], ids[2], ids[1]]
+    assert [b.id for b in store.list_bisects(limit=2)] == [ids[0], ids[2]]
+    assert store.list_bisects(limit=0) == []
+
+
+def test_set_status_writes_the_given_fields_only(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    store.set_status(bisect_id, BisectStatus.RUNNING, message="testing 3 of 40")
+    store.set_status(bisect_id, BisectStatus.RUNNING, last_good=GOOD)
+    record = store.get_bisect(bisect_id)
+    assert (record.status, record.message, record.last_good) == (BisectStatus.RUNNING, "testing 3 of 40", GOOD)
+
+    finished = T0 + timedelta(hours=1)
+    store.set_status(bisect_id, BisectStatus.FOUND, finished=finished, first_bad=BAD, message="found")
+    record = store.get_bisect(bisect_id)
+    assert record.status is BisectStatus.FOUND
+    assert (record.finished, record.first_bad, record.last_good, record.message) == (finished, BAD, GOOD, "found")
+
+
+@pytest.mark.parametrize("terminal", [s for s in BisectStatus if s.is_terminal()])
+def test_terminal_status_never_changes(store: Store, terminal: BisectStatus) -> None:
+    bisect_id = new_bisect(store)
+    store.set_status(bisect_id, terminal, finished=T0, message="done")
+    for status in BisectStatus:  # RUNNING, another terminal one, and the same one again
+        with pytest.raises(StateError, match=f"bisect {bisect_id} is already {terminal.value}"):
+            store.set_status(bisect_id, status, message="changed")
+    record = store.get_bisect(bisect_id)
+    assert (record.status, record.message) == (terminal, "done")
+
+
+def test_update_extra_merges(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    store.update_extra(bisect_id, confidence=0.5, suspects=["abc", "def"])
+    store.update_extra(bisect_id, confidence=0.97, analysis={"kernels_changed": 2})
+    assert store.get_bisect(bisect_id).extra == {
+        "confidence": 0.97,
+        "suspects": ["abc", "def"],
+        "analysis": {"kernels_changed": 2},
+    }
+
+
+def test_update_extra_refuses_values_that_are_not_json(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    with pytest.raises(TypeError):
+        store.update_extra(bisect_id, when=T0)
+    assert store.get_bisect(bisect_id).extra == {}
+
+
+# --- datetimes -----------------------------------------------------------------------------------
+
+
+def test_aware_datetimes_come_back_in_utc(store: Store) -> None:
+    tokyo = timezone(timedelta(hours=9))
+    created = datetime(2025, 6, 1, 9, 30, 0, 123456, tzinfo=tokyo)
+    bisect_id = new_bisect(store, created=created)
+    stored = store.get_bisect(bisect_id).created
+    assert stored == created
+    assert stored.tzinfo is UTC
+    assert stored.hour == 0
+
+
+def test_naive_datetimes_are_refused(store: Store) -> None:
+    naive = datetime(2025, 1, 1, 12, 0)
+    with pytest.raises(ValueError, match="naive datetime"):
+        new_bisect(store, created=naive)
+    bisect_id = new_bisect(store)
+    with pytest.raises(ValueError, match="naive datetime"):
+        store.set_status(bisect_id, BisectStatus.FOUND, finished=naive)
+    assert store.get_bisect(bisect_id).status is BisectStatus.RUNNING
+
+
+def test_newest_first_across_time_zones(store: Store) -> None:
+    # 10:00 at UTC+9 is earlier than 02:00 UTC the same day: ordering follows the instant.
+    earlier = new_bisect(store, created=datetime(2025, 1, 1, 10, 0, tzinfo=timezone(timedelta(hours=9))))
+    later = new_bisect(store, created=datetime(2025, 1, 1, 2, 0, tzinfo=UTC))
+    assert [b.id for b in store.list_bisects()] == [later, earlier]
+
+
+# --- candidates ----------------------------------------------------------------------------------
+
+
+def test_candidates_round_trip_in_position_order(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    history = commits(7)
+    store.add_candidates(bisect_id, list(reversed(history)))
+    assert store.candidates(bisect_id) == history
+    assert store.candidates(new_bisect(store)) == []
+
+
+def test_candidates_are_all_or_nothing(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    history = commits(5)
+    with pytest.raises(StoreError, match="UNIQUE constraint failed"):
+        store.add_candidates(bisect_id, [*history, history[2]])
+    assert store.candidates(bisect_id) == []
+
+
+def test_5000_candidates_in_one_bulk_insert(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    history = commits(5000)
+    started = time.perf_counter()
+    store.add_candidates(bisect_id, history)
+    elapsed_s = time.perf_counter() - started
+    assert store.candidates(bisect_id) == history
+    assert elapsed_s < 5.0, f"5000 candidates took {elapsed_s:.1f} s"
+
+
+# --- steps ---------------------------------------------------------------------------------------
+
+
+def test_start_step_is_running(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    step_id = store.start_step(bisect_id, GOOD, 1, "local-0", "host-a", (0, 1), T0)
+    assert store.steps(bisect_id) == [
+        StepRecord(
+            id=step_id,
+            bisect_id=bisect_id,
+            sha=GOOD,
+            attempt=1,
+            worker="local-0",
+            node="host-a",
+            gpus=(0, 1),
+            started=T0,
+            finished=None,
+            build_s=None,
+            run_s=None,
+            exit_code=None,
+            verdict=None,
+            samples=(),
+            log_path="",
+            error_kind=None,
+            detail="",
+        )
+    ]
+
+
+def test_finish_step_writes_the_result(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    step_id = store.start_step(bisect_id, BAD, 2, "pending", "?", (), T0)
+    result = StepResult(
+        step_id=step_id,
+        sha=BAD,
+        verdict=Verdict.BAD,
+        samples=(101.5, 99.25, 80.0),
+        exit_code=0,
+        build_s=12.5,
+        run_s=3.25,
+        detail="tflops 80.0 < 100",
+        log_path="/logs/1/bbbb-2.log",
+        worker="ray-actor-7",
+        node="gpu-node-3",
+        gpus=(4, 5),
+    )
+    finished = T0 + timedelta(seconds=16)
+    store.finish_step(step_id, result, finished)
+    [step] = store.steps(bisect_id)
+    assert (step.worker, step.node, step.gpus) == ("ray-actor-7", "gpu-node-3", (4, 5))
+    assert (step.verdict, step.samples, step.metric) == (Verdict.BAD, (101.5, 99.25, 80.0), 80.0)
+    assert (step.exit_code, step.build_s, step.run_s) == (0, 12.5, 3.25)
+    assert (step.detail, step.log_path, step.error_kind) == ("tflops 80.0 < 100", "/logs/1/bbbb-2.log", None)
+    assert (step.started, step.finished, step.attempt) == (T0, finished, 2)
+
+
+def test_finish_step_keeps_worker_node_gpus_when_the_result_has_none(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    step_id = store.start_step(bisect_id, GOOD, 1, "local-1", "host-a", (1,), T0)
+    store.finish_step(
+        step_id,
+        StepResult(step_id, GOOD, Verdict.ERROR, error_kind=ErrorKind.TIMEOUT, detail="timeout after 600 s"),
+        T0,
+    )
+    [step] = store.steps(bisect_id)
+    assert (step.worker, step.node, step.gpus) == ("local-1", "host-a", (1,))
+    assert (step.verdict, step.error_kind, step.detail) == (Verdict.ERROR, ErrorKind.TIMEOUT, "timeout after 600 s")
+
+
+def test_finished_step_is_not_overwritten(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    step_id = store.start_step(bisect_id, GOOD, 1, "w", "n", (0,), T0)
+    store.finish_step(step_id, StepResult(step_id, GOOD, Verdict.GOOD, samples=(1.0,)), T0)
+    with pytest.raises(StateError, match=f"step {step_id} .* already has the verdict good"):
+        store.finish_step(step_id, StepResult(step_id, GOOD, Verdict.BAD), T0)
+    assert store.steps(bisect_id)[0].verdict is Verdict.GOOD
+
+
+def test_finish_step_of_unknown_step_or_mismatched_result(store: Store) -> None:
+    with pytest.raises(StoreError, match="no step with id 99 in sqlite:///"):
+        store.finish_step(99, StepResult(99, GOOD, Verdict.GOOD), T0)
+    with pytest.raises(ValueError, match="result of step 3 given for step 4"):
+        store.finish_step(4, StepResult(3, GOOD, Verdict.GOOD), T0)
+
+
+def test_steps_are_ordered_by_id_and_per_bisect(store: Store) -> None:
+    first, second = new_bisect(store), new_bisect(store)
+    ids = [store.start_step(first, f"{i:040x}", 1, f"w{i}", "n", (i,), T0 - timedelta(seconds=i)) for i in range(4)]
+    other = store.start_step(second, GOOD, 1, "w", "n", (0,), T0)
+    assert [s.id for s in store.steps(first)] == ids
+    assert [s.id for s in store.steps(second)] == [other]
+    assert store.steps(new_bisect(store)) == []
+
+
+def test_interrupt_running_steps(store: Store) -> None:
+    bisect_id, other = new_bisect(store), new_bisect(store)
+    done = store.start_step(bisect_id, GOOD, 1, "w0", "n", (0,), T0)
+    store.finish_step(done, StepResult(done, GOOD, Verdict.GOOD), T0)
+    running = [store.start_step(bisect_id, BAD, attempt, "w1", "n", (1,), T0) for attempt in (1, 2)]
+    elsewhere = store.start_step(other, BAD, 1, "w2", "n", (2,), T0)
+    finished = T0 + timedelta(minutes=5)
+
+    assert store.interrupt_running_steps(bisect_id, finished) == 2
+    assert store.interrupt_running_steps(bisect_id, finished) == 0
+
+    by_id = {step.id: step for step in store.steps(bisect_id)}
+    assert by_id[done].verdict is Verdict.GOOD
+    for step_id in running:
+        step = by_id[step_id]
+        assert (step.verdict, step.error_kind) == (Verdict.ERROR, ErrorKind.INTERRUPTED)
+        assert (step.detail, step.finished) == ("coordinator stopped while the step ran", finished)
+    assert store.steps(other)[0].id == elsewhere
+    assert store.steps(other)[0].verdict is None
+    with pytest.raises(StateError):  # a late result of an interrupted step is not written
+        store.finish_step(running[0], StepResult(running[0], BAD, Verdict.BAD), T0)
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False)
+# Fixed offsets: a zoneinfo time inside a DST gap compares unequal to every other zone's (PEP 495).
+aware_datetimes = st.datetimes(
+    min_value=datetime(1970, 1, 2),
+    max_value=datetime(2200, 1, 1),
+    timezones=st.timedeltas(min_value=timedelta(hours=-23), max_value=timedelta(hours=23)).map(timezone),
+)
+results = st.builds(
+    StepResult,
+    step_id=st.just(0),
+    sha=st.just(BAD),
+    verdict=st.sampled_from(Verdict),
+    samples=st.lists(finite, max_size=8).map(tuple),
+    exit_code=st.none() | st.integers(-(2**31), 2**31 - 1),
+    build_s=finite,
+    run_s=finite,
+    error_kind=st.none() | st.sampled_from(ErrorKind),
+    detail=st.text(),
+    log_path=st.text(),
+    worker=st.text(max_size=20),
+    node=st.text(max_size=20),
+    gpus=st.lists(st.integers(0, 1023), max_size=8).map(tuple),
+)
+
+
+def test_finish_step_round_trips_any_result(store: Store) -> None:
+    bisect_id = new_bisect(store)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(result=results, finished=aware_datetimes)
+    def round_trip(result: StepResult, finished: datetime) -> None:
+        step_id = store.start_step(bisect_id, BAD, 1, "start-worker", "start-node", (7,), T0)
+        store.finish_step(step_id, replace(result, step_id=step_id), finished)
+        step = next(s for s in store.steps(bisect_id) if s.id == step_id)
+        assert step.verdict == result.verdict
+        assert step.samples == result.samples
+        assert (step.exit_code, step.build_s, step.run_s) == (result.exit_code, result.build_s, result.run_s)
+        assert (step.error_kind, step.detail, step.log_path) == (result.error_kind, result.detail, result.log_path)
+        assert step.worker == (result.worker or "start-worker")
+        assert step.node == (result.node or "start-node")
+        assert step.gpus == (result.gpus or (7,))
+        assert step.finished == finished
+        assert step.finished is not None
+        assert step.finished.tzinfo is UTC
+
+    round_trip()
+
+
+# --- opening, closing, failures --------------------------------------------------------------------
+
+
+def test_open_with_default_url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("BISECT_DB", raising=False)
+    monkeypatch.setenv("BISECT_DATA_DIR", str(tmp_path / "state"))
+    with Store.open() as store:
+        assert store.url == f"sqlite:///{tmp_path}/state/bisect.db"
+        new_bisect(store)
+    assert (tmp_path / "state" / "bisect.db").is_file()
+
+
+def test_bisect_db_selects_the_database(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("BISECT_DB", f"sqlite:///{tmp_path}/elsewhere.db")
+    with Store.open() as store:
+        new_bisect(store)
+    assert (tmp_path / "elsewhere.db").is_file()
+
+
+def test_in_memory_store_is_one_database_for_all_threads() -> None:
+    with Store.open("sqlite://") as store, ThreadPoolExecutor(max_workers=1) as pool:
+        bisect_id = new_bisect(store)
+        assert pool.submit(store.get_bisect, bisect_id).result().spec == SPEC
+
+
+def test_closed_store_refuses_work(db_url: str) -> None:
+    store = Store.open(db_url)
+    store.close()
+    store.close()
+    with pytest.raises(StoreError, match="is closed"):
+        store.list_bisects()
+
+
+@pytest.mark.parametrize(
+    ("url", "cause"),
+    [
+        ("not a url", "Could not parse"),
+        ("nosuchdb://host/db", "nosuchdb"),
+        ("postgresql://bisect:s3cret@127.0.0.1:1/bisect", ""),  # no driver, or no server: either way one line
+    ],
+)
+def test_bad_urls_are_one_line_store_errors(url: str, cause: str) -> None:
+    with pytest.raises(StoreError) as raised:
+        Store.open(url)
+    message = str(raised.value)
+    assert "s3cret" not in message
+    assert_one_line_naming(message, url.replace("s3cret", "***"))
+    assert cause in message
+
+
+def test_path_under_a_file_is_a_store_error(tmp_path: Path) -> None:
+    (tmp_path / "plain-file").write_text("")
+    url = f"sqlite:///{tmp_path}/plain-file/sub/bisect.db"
+    with pytest.raises(StoreError, match="Not a directory") as raised:
+        Store.open(url)
+    assert_one_line_naming(str(raised.value), url)
+
+
+def test_read_only_connection_is_refused_at_open(db_url: str) -> None:
+    Store.open(db_url).close()
+    url = f"sqlite:///file:{db_url.removeprefix('sqlite:///')}?mode=ro&uri=true"
+    with pytest.raises(StoreError, match="readonly") as raised:
+        Store.open(url)
+    assert_one_line_naming(str(raised.value), url)
+
+
+OPEN_AND_REPORT = """
+    import sys
+    from bisector.errors import StoreError
+    from db import Store
+    try:
+        Store.open(sys.argv[1]).close()
+    except StoreError as exc:
+        print(exc)
+        sys.exit(exc.exit_code)
+"""
+
+
+def test_unwritable_directory_is_a_store_error(tmp_path: Path, run_python: RunPython) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        for url in (f"sqlite:///{locked}/bisect.db", f"sqlite:///{locked}/sub/bisect.db"):
+            child = run_python(OPEN_AND_REPORT, url, honor_permissions=True)
+            assert (child.returncode, child.stderr) == (2, ""), child.stderr
+            assert_one_line_naming(child.stdout, url)
+            assert "cannot open the store" in child.stdout
+    finally:
+        locked.chmod(0o755)
+
+
+def test_read_only_database_file_is_a_store_error(db_url: str, run_python: RunPython) -> None:
+    with Store.open(db_url) as store:
+        new_bisect(store)
+    path = Path(db_url.removeprefix("sqlite:///"))
+    path.chmod(0o444)
+    child = run_python(OPEN_AND_REPORT, db_url, honor_permissions=True)
+    assert (child.returncode, child.stderr) == (2, ""), child.stderr
+    assert_one_line_naming(child.stdout, db_url)
+    assert "readonly" in child.stdout or "unable to open" in child.stdout
+
+
+# --- several processes on one file -------------------------------------------------------------------
+
+CANCEL_FROM_ANOTHER_PROCESS = """
+    import json, sys
+    from datetime import UTC, datetime
+    from bisector.domain import BisectStatus
+    from db import Store
+    with Store.open(sys.argv[1]) as store:
+        bisect_id = int(sys.argv[2])
+        record = store.get_bisect(bisect_id)
+        steps = store.steps(bisect_id)
+        store.set_status(bisect_id, BisectStatus.CANCELLED, finished=datetime.now(UTC), message="cancelled by op")
+        print(json.dumps({"status": record.status, "steps": [s.id for s in steps], "running": steps[0].verdict}))
+"""
+
+
+def test_another_process_reads_and_cancels_while_the_coordinator_holds_the_file(
+    store: Store, run_python: RunPython
+) -> None:
+    bisect_id = new_bisect(store)
+    step_id = store.start_step(bisect_id, BAD, 1, "w", "n", (0,), T0)
+    store.list_bisects()  # the coordinator's pool holds an open connection to the file
+
+    child = run_python(CANCEL_FROM_ANOTHER_PROCESS, store.url, str(bisect_id))
+
+    assert child.returncode == 0, child.stderr
+    assert json.loads(child.stdout) == {"status": "running", "steps": [step_id], "running": None}
+    record = store.get_bisect(bisect_id)
+    assert (record.status, record.message) == (BisectStatus.CANCELLED, "cancelled by op")
+    with pytest.raises(StateError, match="already cancelled"):
+        store.set_status(bisect_id, BisectStatus.FOUND, first_bad=BAD)
+    store.finish_step(step_id, StepResult(step_id, BAD, Verdict.CANCELLED), T0)  # steps can still finish
+
+
+WRITE_WHEN_TOLD = """
+    import sys, time
+    from bisector.domain import BisectStatus
+    from db import Store
+    with Store.open(sys.argv[1]) as store:
+        print("opened", flush=True)
+        sys.stdin.readline()
+        started = time.monotonic()
+        store.set_status(int(sys.argv[2]), BisectStatus.RUNNING, message="written after the lock")
+        print(f"waited {time.monotonic() - started:.1f}", flush=True)
+"""
+
+
+def start_python(code: str, *args: str, stdin: int | None = None, stdout: int | None = None) -> subprocess.Popen[str]:
+    """Start code in another Python process; its stderr is piped."""
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        text=True,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+    )
+
+
+def test_a_writer_waits_for_the_lock_instead_of_failing(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    child = start_python(WRITE_WHEN_TOLD, store.url, str(bisect_id), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    holder = sqlite3.connect(store.url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        assert child.stdin is not None
+        assert child.stdout is not None
+        assert child.stdout.readline() == "opened\n"
+        holder.execute("BEGIN IMMEDIATE")  # another process is writing
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        time.sleep(1.5)
+        assert child.poll() is None, "the writer gave up instead of waiting"
+        holder.execute("COMMIT")
+        out, err = child.communicate(timeout=60)
+    finally:
+        holder.close()
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+    assert child.returncode == 0, err
+    assert float(out.split()[-1]) >= 1.0
+    assert store.get_bisect(bisect_id).message == "written after the lock"
+
+
+START_STEPS = """
+    import sys
+    from datetime import UTC, datetime
+    from db import Store
+    with Store.open(sys.argv[1]) as store:
+        for i in range(int(sys.argv[3])):
+            store.start_step(int(sys.argv[2]), "c" * 40, i, sys.argv[4], "node", (0,), datetime.now(UTC))
+"""
+
+
+def test_concurrent_writers_lose_nothing(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    workers = [start_python(START_STEPS, store.url, str(bisect_id), "40", f"p{n}") for n in range(3)]
+    for i in range(40):
+        store.start_step(bisect_id, GOOD, i, "coordinator", "node", (1,), T0)
+    errors = [worker.communicate(timeout=120)[1] for worker in workers]
+    assert [worker.returncode for worker in workers] == [0, 0, 0], errors
+    steps = store.steps(bisect_id)
+    assert len(steps) == 160
+    assert sorted({s.worker for s in steps}) == ["coordinator", "p0", "p1", "p2"]
+
+
+KILLED_COORDINATOR = """
+    import os, signal, sys
+    from datetime import UTC, datetime
+    from bisector.domain import StepResult, Verdict
+    from db import Store
+    store = Store.open(sys.argv[1])
+    bisect_id = store.create_bisect("/src/repo", "a" * 40, "b" * 40, {}, datetime.now(UTC))
+    done = store.start_step(bisect_id, "a" * 40, 1, "w0", "n", (0,), datetime.now(UTC))
+    store.finish_step(done, StepResult(done, "a" * 40, Verdict.GOOD), datetime.now(UTC))
+    store.start_step(bisect_id, "b" * 40, 1, "w1", "n", (1,), datetime.now(UTC))
+    store.update_extra(bisect_id, confidence=0.5)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_every_write_survives_kill_9(db_url: str, run_python: RunPython) -> None:
+    child = run_python(KILLED_COORDINATOR, db_url)
+    assert child.returncode == -9, child.stderr
+    with Store.open(db_url) as store:
+        [record] = store.list_bisects()
+        assert record.extra == {"confidence": 0.5}
+        assert [s.verdict for s in store.steps(record.id)] == [Verdict.GOOD, None]
+        assert store.interrupt_running_steps(record.id, datetime.now(UTC)) == 1
+
+
+CREATE_ONE = """
+    import sys
+    from datetime import UTC, datetime
+    from db import Store
+    with Store.open(sys.argv[1]) as store:
+        store.create_bisect("/src/repo", "a" * 40, "b" * 40, {}, datetime.now(UTC))
+"""
+
+
+def test_processes_opening_a_new_file_at_once_migrate_it_once(db_url: str) -> None:
+    children = [start_python(CREATE_ONE, db_url) for _ in range(4)]
+    errors = [child.communicate(timeout=120)[1] for child in children]
+    assert [child.returncode for child in children] == [0, 0, 0, 0], errors
+    with Store.open(db_url) as store:
+        assert len(store.list_bisects()) == 4

@@ -1,0 +1,141 @@
+"""The coordinator against real git histories, a real SQLite store and real test processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from bisect_helpers import synthetic_spec
+
+from bisector.app import make_executor
+from bisector.coordinator import Coordinator
+from bisector.domain import BisectStatus, ErrorKind, Verdict
+from bisector.errors import RepoError, StateError
+from bisector.synthetic import culprit_history, write_history
+from db.store import Store
+
+
+def coordinator(store: Store) -> Coordinator:
+    return Coordinator(store, make_executor, poll_interval_s=0.05)
+
+
+@pytest.mark.parametrize(("commits", "culprit", "workers"), [(1, 1, 1), (2, 1, 1), (2, 2, 2), (17, 9, 3), (17, 1, 4)])
+def test_names_the_first_bad_commit(tmp_path: Path, store: Store, commits: int, culprit: int, workers: int):
+    history = culprit_history(tmp_path / "repo", commits, culprit)
+    spec = synthetic_spec(history.path, history.shas[0][:8], "main", workers=workers)
+    record = coordinator(store).start(spec)
+    assert record.status is BisectStatus.FOUND
+    assert record.first_bad == history.shas[culprit]
+    assert record.last_good == history.shas[culprit - 1]
+    steps = store.steps(record.id)
+    assert all(s.verdict is not None for s in steps)
+    assert {s.sha for s in steps} >= {history.shas[0], history.shas[-1]}
+
+
+def test_thousand_commits_with_local_worker_processes(tmp_path: Path, store: Store):
+    history = culprit_history(tmp_path / "repo", 1000, 637, merge_every=40)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=3, executor="local")
+    record = coordinator(store).start(spec)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[637])
+    decided = [s for s in store.steps(record.id) if s.verdict in (Verdict.GOOD, Verdict.BAD)]
+    assert len(decided) <= 2 + 3 * 7  # endpoints + about log4(1000) rounds of 3
+
+
+def test_merge_heavy_history_follows_first_parents(tmp_path: Path, store: Store):
+    verdicts = ["good"] * 30 + ["bad"] * 30
+    history = write_history(tmp_path / "repo", verdicts, merge_every=3)
+    record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=2))
+    assert record.first_bad == history.shas[30]
+    candidates = store.candidates(record.id)
+    assert [c.sha for c in candidates] == history.shas
+    assert sum(1 for c in candidates if c.subject.startswith("Merge pull request")) == 19
+    assert all(c.pr is not None for c in candidates[1:])
+
+
+def test_exit_125_and_build_failures_are_skipped(tmp_path: Path, store: Store):
+    verdicts = ["good"] * 8 + ["skip", "buildfail", "good", "bad", "skip"] + ["bad"] * 7
+    history = write_history(tmp_path / "repo", verdicts)
+    record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[11])
+    details = {s.sha: s for s in store.steps(record.id)}
+    for index, reason in ((8, "exited 125"), (9, "build failed")):
+        if history.shas[index] in details:
+            assert details[history.shas[index]].verdict is Verdict.SKIP
+            assert reason in details[history.shas[index]].detail
+
+
+def test_skip_beside_the_culprit_names_the_range(tmp_path: Path, store: Store):
+    verdicts = ["good"] * 5 + ["skip", "skip", "bad"] + ["bad"] * 5
+    history = write_history(tmp_path / "repo", verdicts)
+    record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))
+    assert record.status is BisectStatus.AMBIGUOUS
+    assert (record.last_good, record.first_bad) == (history.shas[4], history.shas[7])
+    assert "3 commits" in record.message
+
+
+def test_infrastructure_errors_are_retried_and_never_bad(tmp_path: Path, store: Store):
+    history = culprit_history(tmp_path / "repo", 9, 5)
+    flaky = tmp_path / "flaky-count"
+    # The first two runs of the commit at position 4 hit "Connection refused", then it runs normally.
+    run = (
+        f'if [ "$(cat counter.txt)" = 4 ] && [ "$(cat {flaky} 2>/dev/null || echo 0)" -lt 2 ]; then '
+        f"echo $(( $(cat {flaky} 2>/dev/null || echo 0) + 1 )) > {flaky}; "
+        'echo "ConnectionRefusedError: [Errno 111] Connection refused" >&2; exit 1; fi; bash test.sh'
+    )
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], run=run, workers=2)
+    record = coordinator(store).start(spec)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[5])
+    at_four = [s for s in store.steps(record.id) if s.sha == history.shas[4]]
+    assert [s.verdict for s in at_four] == [Verdict.ERROR, Verdict.ERROR, Verdict.GOOD]
+    assert all(s.error_kind is ErrorKind.INFRA for s in at_four[:2])
+    assert at_four[1].worker != at_four[0].worker  # retried on another worker
+
+
+def test_timeouts_kill_the_step_and_exhaust_to_a_skip(tmp_path: Path, store: Store):
+    history = culprit_history(tmp_path / "repo", 6, 3)
+    run = 'if [ "$(cat counter.txt)" = 2 ]; then sleep 30 & sleep 30; fi; bash test.sh'
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], run=run, timeout_s=1.0, max_attempts=2)
+    record = coordinator(store).start(spec)
+    steps_at_two = [s for s in store.steps(record.id) if s.sha == history.shas[2]]
+    assert [s.error_kind for s in steps_at_two] == [ErrorKind.TIMEOUT, ErrorKind.TIMEOUT]
+    assert all(s.run_s is not None and s.run_s < 10 for s in steps_at_two)
+    assert record.status is BisectStatus.AMBIGUOUS  # 2 untestable beside the culprit at 3
+    assert (record.last_good, record.first_bad) == (history.shas[1], history.shas[3])
+
+
+def test_endpoint_mismatch_stops_with_the_measured_values(tmp_path: Path, store: Store):
+    history = culprit_history(tmp_path / "repo", 5, 3)
+    spec = synthetic_spec(
+        history.path, history.shas[4], history.shas[5], run="bash test.sh", metric=r"metric: ([0-9.]+)", expect=">= 8"
+    )
+    record = coordinator(store).start(spec)
+    assert record.status is BisectStatus.ENDPOINTS_MISMATCH
+    assert "good endpoint" in record.message
+    assert "metric 5" in record.message
+
+
+def test_untestable_endpoint_fails_clearly(tmp_path: Path, store: Store):
+    history = write_history(tmp_path / "repo", ["buildfail", "good", "bad"])
+    record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))
+    assert record.status is BisectStatus.FAILED
+    assert "cannot be tested" in record.message
+    assert "build failed" in record.message
+
+
+def test_bad_ranges_are_refused_before_anything_is_stored(tmp_path: Path, store: Store):
+    history = culprit_history(tmp_path / "repo", 5, 3)
+    for good, bad, message in (
+        (history.shas[3], history.shas[1], "not an ancestor"),
+        (history.shas[2], history.shas[2], "empty range"),
+        ("nosuchref", "main", "unknown revision"),
+    ):
+        with pytest.raises(RepoError, match=message):
+            coordinator(store).start(synthetic_spec(history.path, good, bad))
+    assert store.list_bisects() == []
+
+
+def test_resume_refuses_a_finished_bisect(tmp_path: Path, store: Store):
+    history = culprit_history(tmp_path / "repo", 3, 2)
+    record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))
+    with pytest.raises(StateError, match="already found"):
+        coordinator(store).resume(record.id)

@@ -1,0 +1,80 @@
+"""The one small interface every executor implements, and what flows through it.
+
+The coordinator submits StepRequests to free slots and polls for StepResults; workers never touch
+the store. An executor reports every submitted step exactly once: finished, cancelled, or lost.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+from bisector.domain import StepResult
+from bisector.metric import MetricSpec
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    step_id: int
+    bisect_id: int
+    sha: str
+    attempt: int
+    repo: str
+    run_cmd: str
+    metric: MetricSpec
+    log_path: str
+    timeout_s: float
+    build_cmd: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    avoid_workers: frozenset[str] = frozenset()  # workers that already failed this commit
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Where a submitted step runs."""
+
+    worker: str
+    node: str
+    gpus: tuple[int, ...]
+
+
+class Executor(abc.ABC):
+    """Runs steps on worker slots. Not thread-safe: one coordinator drives it."""
+
+    @property
+    @abc.abstractmethod
+    def slots(self) -> int:
+        """How many steps can run at once."""
+
+    @abc.abstractmethod
+    def worker_names(self) -> list[str]:
+        """Every worker slot's name."""
+
+    @abc.abstractmethod
+    def free_workers(self) -> list[str]:
+        """The names of the slots that can take a step now."""
+
+    def free_slots(self) -> int:
+        return len(self.free_workers())
+
+    @abc.abstractmethod
+    def submit(self, request: StepRequest) -> Assignment:
+        """Start a step on a free slot (one not in request.avoid_workers when possible)."""
+
+    @abc.abstractmethod
+    def poll(self, timeout_s: float) -> list[StepResult]:
+        """Results of steps that ended, waiting up to timeout_s for the first one."""
+
+    @abc.abstractmethod
+    def cancel(self, step_id: int) -> None:
+        """Stop a running step; its result comes back from poll() as CANCELLED."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop every worker, killing what still runs."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,52 @@
+"""Which GPUs this host offers to bisect steps, and how they are split into worker slots."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from bisector.errors import InputError
+
+
+def visible_gpus() -> tuple[int, ...]:
+    """GPU ids for worker slots: $BISECT_GPUS ("0,1,2" or "" for none), else $CUDA_VISIBLE_DEVICES,
+    else what nvidia-smi lists. A host without GPUs gets CPU slots."""
+    for variable in ("BISECT_GPUS", "CUDA_VISIBLE_DEVICES"):
+        value = os.environ.get(variable)
+        if value is not None:
+            return _parse_ids(variable, value)
+    if shutil.which("nvidia-smi") is None:
+        return ()
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    if listing.returncode != 0:
+        return ()
+    return tuple(range(sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))))
+
+
+def _parse_ids(variable: str, value: str) -> tuple[int, ...]:
+    ids = [part.strip() for part in value.split(",") if part.strip()]
+    if not all(part.isdigit() for part in ids):
+        raise InputError(f"${variable}={value!r}: expected comma-separated GPU indices such as 0,1,2")
+    return tuple(int(part) for part in ids)
+
+
+def split_gpus(available: tuple[int, ...], workers: int, gpus_per_step: int) -> list[tuple[int, ...]]:
+    """The GPU ids of each of `workers` slots. gpus_per_step 0 means one GPU per slot if there are GPUs."""
+    if not available:
+        if gpus_per_step > 0:
+            raise InputError(
+                f"--gpus-per-step {gpus_per_step} but this host shows no GPU (set BISECT_GPUS=0,1,... to declare them)"
+            )
+        return [() for _ in range(workers)]
+    per_slot = gpus_per_step or 1
+    needed = workers * per_slot
+    if needed > len(available):
+        raise InputError(
+            f"{workers} workers x {per_slot} GPUs per step need {needed} GPUs; "
+            f"this host shows {len(available)} ({','.join(map(str, available))})"
+        )
+    return [available[i * per_slot : (i + 1) * per_slot] for i in range(workers)]

@@ -1,0 +1,228 @@
+"""LocalExecutor: one worker process per slot on this host, each with its GPUs and its own worktree.
+
+Worker processes are long-lived (spawned once, reused across steps) and talk to the coordinator over a
+pipe each. A worker that dies mid-step is detected through its process sentinel: the step comes back as
+an infrastructure error (WORKER_LOST), the test's orphaned process group is killed, and the slot gets a
+fresh process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import multiprocessing
+import multiprocessing.connection
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import IO, Any
+
+from bisector.domain import ErrorKind, StepResult, Verdict
+from bisector.errors import ExecutorError
+from bisector.paths import worktree_root
+from workers.executor import Assignment, Executor, StepRequest
+from workers.gpus import split_gpus, visible_gpus
+from workers.process import kill_group
+from workers.step import StepRunner, WorkerSlot
+
+_STOP = "stop"
+_CANCEL = "cancel"
+
+
+def _claim_worktree(root: Path, preferred: int) -> tuple[Path, IO[str]]:
+    """Lock a worktree directory for this process's lifetime so that two bisects never share one.
+
+    The lock lasts as long as the returned file stays open.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    index = preferred
+    while True:
+        lock_file = (root / f"slot-{index}.lock").open("a")
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock_file.close()
+            index += 1
+            continue
+        return root / f"slot-{index}", lock_file
+
+
+def _worker_main(name: str, gpus: tuple[int, ...], repo: str, slot_index: int, conn: Connection) -> None:
+    """The loop of one worker process: run each request it is sent, send back its result."""
+    worktree, lock_file = _claim_worktree(worktree_root(repo), slot_index)
+    runner = StepRunner(WorkerSlot(name=name, gpus=gpus, worktree=worktree))
+    inbox: queue.Queue[object] = queue.Queue()
+    cancel_flag = threading.Event()
+    current_step: list[int] = [-1]
+
+    def listen() -> None:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                message = _STOP
+            if message == _STOP:
+                cancel_flag.set()
+                inbox.put(_STOP)
+                return
+            if isinstance(message, tuple) and message[0] == _CANCEL:
+                if message[1] == current_step[0]:
+                    cancel_flag.set()
+            else:
+                inbox.put(message)
+
+    threading.Thread(target=listen, daemon=True).start()
+    with lock_file:
+        while (message := inbox.get()) != _STOP:
+            assert isinstance(message, StepRequest)
+            request = message
+            current_step[0] = request.step_id
+            cancel_flag.clear()
+            result = runner.run(request, should_cancel=cancel_flag.is_set, on_start=_announcer(conn, request.step_id))
+            current_step[0] = -1
+            conn.send(result)
+
+
+def _announcer(conn: Connection, step_id: int) -> Callable[[int], None]:
+    """Tells the coordinator each process group a step starts, so it can kill them if this worker dies."""
+
+    def announce(pgid: int) -> None:
+        conn.send(("started", step_id, pgid))
+
+    return announce
+
+
+@dataclass
+class _Slot:
+    index: int
+    name: str
+    gpus: tuple[int, ...]
+    process: BaseProcess
+    conn: Connection
+    running: StepRequest | None = None
+    pgids: set[int] = field(default_factory=set)
+
+
+class LocalExecutor(Executor):
+    def __init__(self, repo: str, workers: int, gpus_per_step: int = 0) -> None:
+        self._repo = repo
+        self._context = multiprocessing.get_context("spawn")
+        self._slots = [
+            self._start_slot(i, gpus) for i, gpus in enumerate(split_gpus(visible_gpus(), workers, gpus_per_step))
+        ]
+
+    def _start_slot(self, index: int, gpus: tuple[int, ...]) -> _Slot:
+        parent, child = self._context.Pipe()
+        name = f"local-{index}"
+        process = self._context.Process(
+            target=_worker_main,
+            args=(name, gpus, self._repo, index, child),
+            name=f"bisect-{name}",
+            daemon=True,
+        )
+        try:
+            process.start()
+        except OSError as exc:
+            raise ExecutorError(f"cannot start local worker {name}: {exc}") from None
+        child.close()
+        return _Slot(index, name, gpus, process, parent)
+
+    @property
+    def slots(self) -> int:
+        return len(self._slots)
+
+    def worker_names(self) -> list[str]:
+        return [slot.name for slot in self._slots]
+
+    def free_workers(self) -> list[str]:
+        return [slot.name for slot in self._slots if slot.running is None]
+
+    def submit(self, request: StepRequest) -> Assignment:
+        free = [slot for slot in self._slots if slot.running is None]
+        if not free:
+            raise ExecutorError("no free worker slot")
+        preferred = [slot for slot in free if slot.name not in request.avoid_workers] or free
+        slot = preferred[0]
+        slot.running = request
+        slot.conn.send(request)
+        return Assignment(slot.name, "localhost", slot.gpus)
+
+    def poll(self, timeout_s: float) -> list[StepResult]:
+        busy = [slot for slot in self._slots if slot.running is not None]
+        if not busy:
+            return []
+        waitables: dict[Any, _Slot] = {}
+        for slot in busy:
+            waitables[slot.conn] = slot
+            waitables[slot.process.sentinel] = slot
+        results: list[StepResult] = []
+        for ready in multiprocessing.connection.wait(list(waitables), timeout=timeout_s):
+            slot = waitables[ready]
+            if slot.running is None:
+                continue
+            result = self._receive(slot) if ready is slot.conn else self._lost(slot)
+            if result is not None:
+                results.append(result)
+        return results
+
+    def _receive(self, slot: _Slot) -> StepResult | None:
+        try:
+            message = slot.conn.recv()
+        except (EOFError, OSError):
+            return self._lost(slot)
+        if isinstance(message, tuple) and message[0] == "started":
+            slot.pgids.add(int(message[2]))
+            return None
+        assert isinstance(message, StepResult)
+        slot.running = None
+        slot.pgids.clear()
+        return message
+
+    def _lost(self, slot: _Slot) -> StepResult | None:
+        request = slot.running
+        if request is None or slot.process.is_alive():
+            return None
+        for pgid in slot.pgids:
+            kill_group(pgid, grace_s=1.0)
+        exit_code = slot.process.exitcode
+        slot.conn.close()
+        self._slots[slot.index] = self._start_slot(slot.index, slot.gpus)
+        return StepResult(
+            step_id=request.step_id,
+            sha=request.sha,
+            verdict=Verdict.ERROR,
+            error_kind=ErrorKind.WORKER_LOST,
+            detail=f"worker {slot.name} (pid {slot.process.pid}) died with exit code {exit_code} mid-step",
+            log_path=request.log_path,
+            worker=slot.name,
+            node="localhost",
+            gpus=slot.gpus,
+        )
+
+    def cancel(self, step_id: int) -> None:
+        for slot in self._slots:
+            if slot.running is not None and slot.running.step_id == step_id:
+                with contextlib.suppress(OSError):
+                    slot.conn.send((_CANCEL, step_id))
+
+    def worker_pids(self) -> dict[str, int | None]:
+        """The pid of each slot's worker process (for diagnostics and fault-injection tests)."""
+        return {slot.name: slot.process.pid for slot in self._slots}
+
+    def close(self) -> None:
+        for slot in self._slots:
+            for pgid in slot.pgids:
+                kill_group(pgid, grace_s=1.0)
+            with contextlib.suppress(OSError):
+                slot.conn.send(_STOP)
+        for slot in self._slots:
+            slot.process.join(timeout=10)
+            if slot.process.is_alive():
+                slot.process.kill()
+                slot.process.join()
+            slot.conn.close()
+        self._slots = []

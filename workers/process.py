@@ -1,0 +1,85 @@
+"""Running one shell command in its own process group, with a deadline and a way to stop it early."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+KILL_GRACE_S = 5.0
+POLL_INTERVAL_S = 0.02
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    exit_code: int  # negative: killed by that signal
+    elapsed_s: float
+    timed_out: bool = False
+    cancelled: bool = False
+
+
+def kill_group(pgid: int, grace_s: float = KILL_GRACE_S) -> None:
+    """SIGTERM the whole process group, then SIGKILL whatever is left after grace_s."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(POLL_INTERVAL_S)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+
+
+def run_shell(
+    command: str,
+    cwd: Path,
+    env: dict[str, str],
+    log: IO[bytes],
+    timeout_s: float,
+    *,
+    should_cancel: Callable[[], bool] = lambda: False,
+    on_start: Callable[[int], None] = lambda pgid: None,
+) -> ProcessOutcome:
+    """Run `bash -c command` in cwd, output to log, killing its process group at the deadline."""
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    on_start(proc.pid)
+    deadline = started + timeout_s
+    timed_out = cancelled = False
+    while proc.poll() is None:
+        if time.monotonic() >= deadline:
+            timed_out = True
+        elif should_cancel():
+            cancelled = True
+        if timed_out or cancelled:
+            kill_group(proc.pid)
+            proc.wait()
+            break
+        try:
+            proc.wait(timeout=POLL_INTERVAL_S)
+        except subprocess.TimeoutExpired:
+            continue
+    else:
+        # The shell exited; anything it left running in its group would outlive the step.
+        kill_group(proc.pid, grace_s=0.5)
+    return ProcessOutcome(proc.returncode, time.monotonic() - started, timed_out, cancelled)
