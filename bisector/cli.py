@@ -19,6 +19,7 @@ from bisector.errors import BisectError
 F = TypeVar("F", bound=Callable[..., Any])
 FORMATS = ("text", "markdown", "json")
 EXIT_NO_CULPRIT = 3
+REPORT_WIDTH = 130
 
 
 class CLIError(click.ClickException):
@@ -110,7 +111,7 @@ def start(
     **flags: Any,
 ) -> None:
     """Start a bisect between a good and a bad commit and run it to the end."""
-    from bisector.app import make_coordinator, open_store
+    from bisector.app import check_executor, make_coordinator, open_store
     from bisector.coordinator import prepare_bisect
     from bisector.gitrepo import GitRepo
     from bisector.spec import build_spec
@@ -136,15 +137,12 @@ def start(
             "executor": flags["executor"],
         }
         spec = build_spec(root, values)
+        check_executor(spec)
         with open_store(db_url) as store:
-            coordinator = make_coordinator(store, _observer())
-            from bisector.coordinator import prepare_bisect
-
             bisect_id = prepare_bisect(store, spec)
-            _err_console().print(
-                f"bisect {bisect_id}: {store.candidates(bisect_id).__len__()} commits; store {store.url}"
-            )
-            record = coordinator.run(bisect_id)
+            count = len(store.candidates(bisect_id))
+            _err_console().print(f"bisect {bisect_id}: {count} commits from good to bad; store {store.url}")
+            record = make_coordinator(store, _observer()).run(bisect_id)
             _print_report(store, record.id, output_format)
     _exit_for(record.status.value)
 
@@ -222,11 +220,17 @@ def list_command(limit: int, db_url: str | None) -> None:
                 str(record.id), record.status.value, record.created.strftime("%Y-%m-%d %H:%M"), record.repo,
                 f"{record.good[:10]}..{record.bad[:10]}", (record.first_bad or "")[:12],
             )  # fmt: skip
-        Console().print(table)
+        _out_console().print(table)
+
+
+def _out_console() -> Console:
+    """stdout; reports piped to a file or a PR comment get a wide fixed width instead of 80 columns."""
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=REPORT_WIDTH)
 
 
 def _err_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _observer() -> Any:
@@ -244,7 +248,7 @@ def _print_report(store: Any, bisect_id: int, output_format: str) -> None:
     elif output_format == "markdown":
         click.echo(render_markdown(report))
     else:
-        print_text(Console(highlight=False, soft_wrap=False), report)
+        print_text(_out_console(), report)
 
 
 def _exit_for(status_value: str) -> None:

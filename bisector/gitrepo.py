@@ -6,6 +6,7 @@ and the analysis agree on one view of the repository.
 
 from __future__ import annotations
 
+import fcntl
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -116,7 +117,10 @@ class GitRepo:
                 wt.git.clean("-ffd", "--quiet")
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                self._repo.git.worktree("prune")
-                self._repo.git.worktree("add", "--detach", "--force", str(path), sha)
+                # Workers of one repo add their worktrees at the same moment; git's own locks would fail one.
+                with (path.parent / ".worktree-add.lock").open("a") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    self._repo.git.worktree("prune")
+                    self._repo.git.worktree("add", "--detach", "--force", str(path), sha)
         except git.GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None

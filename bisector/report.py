@@ -184,7 +184,7 @@ def _print_text(console: Console, report: BisectReport) -> None:
     record = report.record
     first_bad, last_good = report.commit(record.first_bad), report.commit(record.last_good)
     title = f"bisect {record.id}: {record.status.value}"
-    lines = [record.message] if record.message else []
+    lines = [record.message] if record.message and record.status is not BisectStatus.FOUND else []
     if first_bad is not None:
         label = "first bad commit" if record.status is BisectStatus.FOUND else "first commit known bad"
         lines += [
@@ -211,12 +211,14 @@ def _print_text(console: Console, report: BisectReport) -> None:
     console.print(Panel("\n".join(lines), title=title, border_style=style, expand=False))
 
     steps = Table(title="steps", show_lines=False)
-    for column in ("#", "pos", "commit", "verdict", "metric", "worker", "GPUs", "build", "run", "detail"):
-        steps.add_column(column, overflow="fold")
+    for column in ("#", "pos", "commit", "verdict", "metric", "worker", "GPUs", "build", "run"):
+        steps.add_column(column, no_wrap=True)
+    steps.add_column("detail", overflow="fold")
     for step in report.steps:
         verdict = step.verdict.value if step.verdict else "running"
         style = _VERDICT_STYLE.get(step.verdict, "") if step.verdict else "cyan"
-        detail = step.detail.splitlines()[0] if step.detail else ""
+        decided = step.verdict in (Verdict.GOOD, Verdict.BAD)
+        detail = step.detail.splitlines()[0] if step.detail and not decided else ""
         steps.add_row(
             str(step.id), str(report.position(step.sha)), step.sha[:12], f"[{style}]{verdict}[/]",
             _fmt_metric(step.metric), step.worker, ",".join(map(str, step.gpus)) or "-",
@@ -225,8 +227,9 @@ def _print_text(console: Console, report: BisectReport) -> None:
     console.print(steps)
 
     commits = Table(title="commits in range (oldest first)")
-    for column in ("pos", "commit", "verdict", "subject"):
-        commits.add_column(column, overflow="fold")
+    for column in ("pos", "commit", "verdict"):
+        commits.add_column(column, no_wrap=True)
+    commits.add_column("subject", overflow="fold")
     rows = report.candidates
     if len(rows) > MAX_RANGE_ROWS:
         keep = {c.position for c in rows[:5] + rows[-5:]}

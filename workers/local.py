@@ -189,6 +189,7 @@ class LocalExecutor(Executor):
         for pgid in slot.pgids:
             kill_group(pgid, grace_s=1.0)
         exit_code = slot.process.exitcode
+        slot.running = None  # its conn and sentinel may both be ready: report the loss once
         slot.conn.close()
         self._slots[slot.index] = self._start_slot(slot.index, slot.gpus)
         return StepResult(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -24,7 +25,7 @@ class ProcessOutcome:
 
 
 def kill_group(pgid: int, grace_s: float = KILL_GRACE_S) -> None:
-    """SIGTERM the whole process group, then SIGKILL whatever is left after grace_s."""
+    """SIGTERM a process group whose leader is not our child, then SIGKILL whatever is left after grace_s."""
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
@@ -40,6 +41,17 @@ def kill_group(pgid: int, grace_s: float = KILL_GRACE_S) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         return
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the child's group, give it KILL_GRACE_S to exit, then SIGKILL whatever is left of the group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=KILL_GRACE_S)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def run_shell(
@@ -72,8 +84,7 @@ def run_shell(
         elif should_cancel():
             cancelled = True
         if timed_out or cancelled:
-            kill_group(proc.pid)
-            proc.wait()
+            _terminate(proc)
             break
         try:
             proc.wait(timeout=POLL_INTERVAL_S)
@@ -81,5 +92,6 @@ def run_shell(
             continue
     else:
         # The shell exited; anything it left running in its group would outlive the step.
-        kill_group(proc.pid, grace_s=0.5)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
     return ProcessOutcome(proc.returncode, time.monotonic() - started, timed_out, cancelled)

@@ -1,0 +1,219 @@
+"""The `bisect` command as a user runs it: real subprocesses, real repos, real SQLite files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+import pytest
+
+from bisector.cli import main
+from bisector.synthetic import culprit_history
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bisect(*args: str, db: Path | None = None, timeout_s: float = 300, **kwargs) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if db is not None:
+        env["BISECT_DB"] = f"sqlite:///{db}"
+    return subprocess.run(
+        [sys.executable, "-m", "bisector", *args], capture_output=True, text=True, env=env, timeout=timeout_s, **kwargs
+    )
+
+
+@pytest.fixture
+def history(tmp_path: Path):
+    return culprit_history(tmp_path / "repo", 40, 23)
+
+
+def start_args(history, *extra: str) -> list[str]:
+    return [
+        "start", "--repo", str(history.path), "--good", history.shas[0][:10], "--bad", "main",
+        "--run", "bash test.sh", "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8", *extra,
+    ]  # fmt: skip
+
+
+def test_start_prints_a_json_report(tmp_path: Path, history):
+    done = bisect(*start_args(history, "--workers", "2", "--format", "json"), db=tmp_path / "b.db")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["status"] == "found"
+    assert report["first_bad"]["sha"] == history.shas[23]
+    assert report["first_bad"]["subject"] == "change 23 (#2023)"
+    assert report["first_bad"]["pr"] == 2023
+    assert report["first_bad"]["metric"] == 5.0
+    assert report["last_good"] == report["last_good"] | {"sha": history.shas[22], "metric": 10.0}
+    assert report["candidates"] == 41
+    assert {"sha", "verdict", "metric", "worker", "run_s"} <= set(report["steps"][0])
+    assert report["reproduce"].startswith(f"git -C {history.path} worktree add")
+
+
+def test_markdown_and_text_reports_and_status(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    assert bisect(*start_args(history, "--format", "markdown"), db=db).stdout.startswith("### gpu-bisect #1: found")
+    text = bisect("status", "1", db=db).stdout
+    assert history.shas[23] in text
+    assert "<- first bad" in text
+    listing = bisect("list", db=db).stdout
+    assert "found" in listing
+
+
+def test_bisect_toml_supplies_keys_and_flags_win(tmp_path: Path, history):
+    (history.path / "bisect.toml").write_text(
+        f'[bisect]\ngood = "{history.shas[0]}"\nbad = "main"\nrun = "bash test.sh"\n'
+        'metric = "metric: ([0-9.]+)"\nexpect = ">= 100"\nworkers = 2\n'
+    )
+    done = bisect("start", "--repo", str(history.path), "--expect", ">= 8", "--format", "json", db=tmp_path / "b.db")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["first_bad"]["sha"] == history.shas[23]
+    assert report["spec"]["expect"] == ">= 8"
+    assert report["spec"]["workers"] == 2
+
+
+def test_endpoint_mismatch_exits_3_with_the_values(tmp_path: Path, history):
+    done = bisect(*start_args(history, "--expect", ">= 20"), db=tmp_path / "b.db")
+    assert done.returncode == 3
+    assert "good endpoint" in done.stdout
+    assert "metric 10" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"--good": "nosuchref"}, "unknown revision 'nosuchref'"),
+        ({"--good": "main", "--bad": "HEAD~3"}, "is not an ancestor of bad"),
+        ({"--good": "main", "--bad": "main"}, "empty range"),
+        ({"--repo": "/nonexistent/repo"}, "not a git repository"),
+        ({"--metric": "metric: [0-9.]+"}, "exactly one group"),
+        ({"--expect": "at least 4"}, "does not parse"),
+        ({"--workers": "0"}, "--workers must be at least 1"),
+        ({"--gpus-per-step": "2"}, "no GPU"),
+        ({"--env": "NOEQUALS"}, "write KEY=VALUE"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, history, change, message):
+    args = start_args(history)
+    for flag, value in change.items():
+        if flag in args:
+            args[args.index(flag) + 1] = value
+        else:
+            args += [flag, value]
+    db = tmp_path / "b.db"
+    done = bisect(*args, db=db)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    if db.exists():
+        assert sqlite3.connect(db).execute("select count(*) from bisects").fetchone() == (0,)
+
+
+def test_unwritable_database_is_one_line(history):
+    done = subprocess.run(
+        [sys.executable, "-m", "bisector", *start_args(history), "--db", "sqlite:////dev/null/nope/bisect.db"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert "cannot open the store" in done.stderr
+
+
+def test_bad_input_never_loses_stored_bisects(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    assert bisect(*start_args(history), db=db).returncode == 0
+    assert bisect(*start_args(history, "--expect", "nonsense"), db=db).returncode == 2
+    assert bisect("resume", "1", db=db).returncode == 2
+    assert bisect("status", "99", db=db).stderr.strip() == f"bisect: error: no bisect with id 99 in sqlite:///{db}"
+    assert json.loads(bisect("report", "1", "--format", "json", db=db).stdout)["status"] == "found"
+
+
+def test_resume_after_kill_9_does_not_rerun_finished_steps(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 300, 211, sleep_s=0.4)
+    db = tmp_path / "b.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECT_DB": f"sqlite:///{db}"}
+    coordinator = subprocess.Popen(
+        [sys.executable, "-m", "bisector", *start_args(history, "--workers", "2")],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    finished = 0
+    while finished < 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        if db.exists():
+            try:
+                finished = (
+                    sqlite3.connect(db).execute("select count(*) from steps where verdict is not null").fetchone()[0]
+                )
+            except sqlite3.OperationalError:
+                continue
+    assert finished >= 4
+    os.kill(coordinator.pid, signal.SIGKILL)
+    coordinator.wait()
+    before = sqlite3.connect(db).execute("select id, sha, verdict from steps order by id").fetchall()
+    assert sqlite3.connect(db).execute("select status from bisects").fetchone() == ("running",)
+
+    done = bisect("resume", "1", "--format", "json", db=db)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["first_bad"]["sha"] == history.shas[211]
+    decided_before = {sha for _, sha, verdict in before if verdict in ("good", "bad")}
+    rerun = [s for s in report["steps"] if s["id"] > before[-1][0] and s["sha"] in decided_before]
+    assert rerun == []
+    interrupted = [s for s in report["steps"] if s["error_kind"] == "interrupted"]
+    assert len(interrupted) == sum(1 for _, _, verdict in before if verdict is None)
+    os.killpg(coordinator.pid, signal.SIGKILL) if _group_alive(coordinator.pid) else None
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_cancel_stops_a_running_bisect(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 300, 100, sleep_s=2.0)
+    db = tmp_path / "b.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECT_DB": f"sqlite:///{db}"}
+    coordinator = subprocess.Popen(
+        [sys.executable, "-m", "bisector", *start_args(history)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not db.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    assert bisect("cancel", "1", db=db).returncode == 0
+    out, _ = coordinator.communicate(timeout=60)
+    assert coordinator.returncode == 3
+    assert "cancelled" in out
+    steps = sqlite3.connect(db).execute("select verdict from steps").fetchall()
+    assert all(verdict is not None for (verdict,) in steps)
+    assert bisect("cancel", "1", db=db).returncode == 2
+
+
+def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+    found = []
+    for name, command in group.commands.items():
+        found.append((f"{prefix}{name}", command))
+        if isinstance(command, click.Group):
+            found += _commands(command, f"{prefix}{name} ")
+    return found
+
+
+def test_every_command_and_option_has_help():
+    for name, command in _commands(main):
+        assert command.help, f"`bisect {name}` has no help text"
+        for param in command.params:
+            if isinstance(param, click.Option) and param.name != "help":
+                assert param.help, f"`bisect {name} {param.opts[0]}` has no help text"

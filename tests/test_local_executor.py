@@ -1,0 +1,110 @@
+"""LocalExecutor and StepRunner with real worker processes, worktrees and process groups."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from bisector.domain import ErrorKind, StepResult, Verdict
+from bisector.metric import MetricSpec
+from bisector.synthetic import culprit_history
+from workers.executor import StepRequest
+from workers.local import LocalExecutor
+
+
+def request(history, step_id: int, position: int, run: str, tmp_path: Path, timeout_s: float = 30.0) -> StepRequest:
+    return StepRequest(
+        step_id=step_id, bisect_id=1, sha=history.shas[position], attempt=1, repo=str(history.path), run_cmd=run,
+        metric=MetricSpec(), log_path=str(tmp_path / "logs" / f"step-{step_id}.log"), timeout_s=timeout_s,
+    )  # fmt: skip
+
+
+def wait_for(executor: LocalExecutor, count: int, limit_s: float = 60) -> list[StepResult]:
+    results: list[StepResult] = []
+    deadline = time.monotonic() + limit_s
+    while len(results) < count and time.monotonic() < deadline:
+        results += executor.poll(0.2)
+    return results
+
+
+def test_each_slot_has_its_gpus_and_its_own_reused_worktree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("BISECT_GPUS", "0,1,2,3")
+    history = culprit_history(tmp_path / "repo", 6, 3)
+    run = 'echo "cvd=$CUDA_VISIBLE_DEVICES pwd=$PWD counter=$(cat counter.txt)"'
+    with LocalExecutor(str(history.path), workers=2, gpus_per_step=2) as executor:
+        assignments = [executor.submit(request(history, i, i, run, tmp_path)) for i in (1, 2)]
+        assert sorted(a.gpus for a in assignments) == [(0, 1), (2, 3)]
+        first = wait_for(executor, 2)
+        executor.submit(request(history, 3, 5, run, tmp_path))
+        second = wait_for(executor, 1)
+    logs = {r.step_id: Path(r.log_path).read_text() for r in first + second}
+    assert "cvd=0,1" in logs[1]
+    assert "counter=1" in logs[1]
+    assert "cvd=2,3" in logs[2]
+    assert "counter=2" in logs[2]
+    assert "counter=5" in logs[3]
+    worktrees = {
+        line.split("pwd=")[1].split()[0]
+        for log in logs.values()
+        for line in log.splitlines()
+        if line.startswith("cvd=")
+    }
+    assert len(worktrees) == 2  # the third step reused one of the two slots' worktrees
+    assert all(r.verdict is Verdict.GOOD for r in first + second)
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    marker = tmp_path / "survivor"
+    run = f"(sleep 3; touch {marker}) & sleep 60"
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        executor.submit(request(history, 1, 0, run, tmp_path, timeout_s=1.0))
+        (result,) = wait_for(executor, 1)
+    assert (result.verdict, result.error_kind) == (Verdict.ERROR, ErrorKind.TIMEOUT)
+    assert result.run_s < 10
+    time.sleep(3.5)
+    assert not marker.exists(), "a background child of the test outlived its step"
+
+
+def test_a_worker_killed_mid_step_is_an_error_and_its_slot_comes_back(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    marker = tmp_path / "survivor"
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        executor.submit(request(history, 1, 0, f"sleep 3; touch {marker}", tmp_path))
+        time.sleep(1.0)
+        os.kill(executor.worker_pids()["local-0"], signal.SIGKILL)
+        (lost,) = wait_for(executor, 1)
+        assert (lost.verdict, lost.error_kind) == (Verdict.ERROR, ErrorKind.WORKER_LOST)
+        executor.submit(request(history, 2, 0, "bash test.sh", tmp_path))
+        (again,) = wait_for(executor, 1)
+        assert again.verdict is Verdict.GOOD
+    time.sleep(2.5)
+    assert not marker.exists(), "the lost worker's test kept running"
+
+
+def test_cancel_stops_a_running_step(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        executor.submit(request(history, 7, 0, "sleep 60", tmp_path))
+        time.sleep(0.5)
+        started = time.monotonic()
+        executor.cancel(7)
+        (result,) = wait_for(executor, 1)
+    assert result.verdict is Verdict.CANCELLED
+    assert time.monotonic() - started < 8
+
+
+def test_a_broken_checkout_is_a_harness_error(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    bogus = StepRequest(
+        step_id=1, bisect_id=1, sha="0" * 40, attempt=1, repo=str(history.path), run_cmd="true",
+        metric=MetricSpec(), log_path=str(tmp_path / "x.log"), timeout_s=10,
+    )  # fmt: skip
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        executor.submit(bogus)
+        (result,) = wait_for(executor, 1)
+    assert (result.verdict, result.error_kind) == (Verdict.ERROR, ErrorKind.HARNESS)
