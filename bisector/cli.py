@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -20,6 +21,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 FORMATS = ("text", "markdown", "json")
 EXIT_NO_CULPRIT = 3
 REPORT_WIDTH = 130
+DEMO_MARKER = "gpu-bisect-demo"  # in .git/ of a demo repository: `demo` may overwrite it
 
 
 class CLIError(click.ClickException):
@@ -96,21 +98,31 @@ def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--gpus-per-step", type=int, help="GPUs each step gets (CUDA_VISIBLE_DEVICES).  [default: 1 if any]")
 @click.option("--timeout", type=float, help="Seconds a step (build + run) may take before it is killed.")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="Environment for build and run (repeatable).")
-@click.option("--all-parents", is_flag=True, default=None, help="Follow every parent, not just the first-parent chain.")
+@click.option(
+    "--all-parents",
+    is_flag=True,
+    default=None,
+    help="Descend into a bad merge to find the commit inside the branch it merged.",
+)
 @click.option("--max-attempts", type=int, help="Tries per commit when infrastructure errors happen.  [default: 3]")
 @click.option("--infra-pattern", "infra_patterns", multiple=True, help="Extra regex of an infrastructure failure.")
 @click.option("--executor", type=click.Choice(["local", "inprocess"]), default=None, help="Where steps run.")
 @db_option
 @format_option
-def start(
+def start(**params: Any) -> None:
+    """Start a bisect between a good and a bad commit and run it to the end."""
+    record = _start_bisect(**params)
+    _exit_for(record.status.value)
+
+
+def _start_bisect(
     repo: str,
     env_pairs: tuple[str, ...],
     infra_patterns: tuple[str, ...],
     db_url: str | None,
     output_format: str,
     **flags: Any,
-) -> None:
-    """Start a bisect between a good and a bad commit and run it to the end."""
+) -> Any:
     from bisector.app import check_executor, make_coordinator, open_store
     from bisector.coordinator import prepare_bisect
     from bisector.gitrepo import GitRepo
@@ -144,7 +156,7 @@ def start(
             _err_console().print(f"bisect {bisect_id}: {count} commits from good to bad; store {store.url}")
             record = make_coordinator(store, _observer()).run(bisect_id)
             _print_report(store, record.id, output_format)
-    _exit_for(record.status.value)
+    return record
 
 
 @main.command()
@@ -221,6 +233,85 @@ def list_command(limit: int, db_url: str | None) -> None:
                 f"{record.good[:10]}..{record.bad[:10]}", (record.first_bad or "")[:12],
             )  # fmt: skip
         _out_console().print(table)
+
+
+@main.group()
+def demo() -> None:
+    """The embedded demo: a kernel-stack history with a planted batch-variance regression."""
+
+
+@demo.command("init")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--commits", type=int, default=200, show_default=True, help="Commits between good and bad.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the history (same seed, same SHAs).")
+def demo_init(directory: str, commits: int, seed: int) -> None:
+    """Write the demo repository and print its good and bad commits."""
+    with translated_errors():
+        repo = _make_demo(Path(directory), commits, seed)
+    click.echo(f"demo repository: {repo.path}")
+    click.echo(f"good: {repo.good}")
+    click.echo(f"bad:  {repo.bad}")
+    click.echo(f"run:  {repo.run_cmd}    metric: {repo.metric_regex}    expect: {repo.expect}")
+    click.echo(
+        f"bisect start --repo {repo.path} --good {repo.good[:10]} --bad {repo.bad[:10]} "
+        f"--run '{repo.run_cmd}' --metric '{repo.metric_regex}' --expect '{repo.expect}'"
+    )
+
+
+@demo.command("run", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option("--dir", "directory", type=click.Path(file_okay=False), help="Where to write the demo repository.")
+@click.option("--commits", type=int, default=200, show_default=True, help="Commits between good and bad.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the history.")
+@click.option("--workers", type=int, default=1, show_default=True, help="Steps run at once.")
+@format_option
+@click.pass_context
+def demo_run(
+    ctx: click.Context, directory: str | None, commits: int, seed: int, workers: int, output_format: str
+) -> None:
+    """Write the demo repository and bisect it end to end; other `bisect start` options pass through."""
+    from bisector.paths import data_dir
+
+    with translated_errors():
+        target = Path(directory) if directory else data_dir() / "demo" / f"seed{seed}-n{commits}"
+        repo = _make_demo(target, commits, seed)
+    _err_console().print(
+        f"demo: {repo.commits} commits in {repo.path}; the planted culprit is {repo.culprit[:12]} "
+        f"({repo.culprit_subject})"
+    )
+    args = [
+        "--repo", str(repo.path), "--good", repo.good, "--bad", repo.bad, "--run", repo.run_cmd,
+        "--metric", repo.metric_regex, "--expect", repo.expect, "--workers", str(workers),
+        "--format", output_format, *ctx.args,
+    ]  # fmt: skip
+    with start.make_context("bisect start", args, parent=ctx) as sub:
+        record = _start_bisect(**sub.params)
+    if record.first_bad != repo.culprit:
+        _err_console().print(
+            f"demo: expected the planted culprit {repo.culprit[:12]}, the bisect ended {record.status}"
+        )
+        sys.exit(EXIT_NO_CULPRIT)
+    _err_console().print(f"demo: the bisect named the planted culprit {repo.culprit[:12]}", style="green")
+
+
+def _make_demo(directory: Path, commits: int, seed: int) -> Any:
+    """(Re)create the demo repository; refuses to overwrite a directory that is not a demo repo."""
+    import shutil
+
+    from bisector.errors import InputError
+
+    try:
+        from kernels.demo import init_demo_repo
+    except ImportError as exc:
+        raise InputError(f"the demo needs the kernels extra: pip install 'gpu-bisect[kernels]' ({exc})") from None
+    if commits < 2:
+        raise InputError(f"--commits must be at least 2 (got {commits})")
+    if directory.exists() and any(directory.iterdir()):
+        if not (directory / ".git" / DEMO_MARKER).exists():
+            raise InputError(f"{directory} exists and is not a gpu-bisect demo repository; choose another --dir")
+        shutil.rmtree(directory)
+    repo = init_demo_repo(directory, commits=commits, seed=seed)
+    (directory / ".git" / DEMO_MARKER).write_text(f"seed={seed} commits={commits}\n")
+    return repo
 
 
 def _out_console() -> Console:

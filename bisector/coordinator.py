@@ -36,7 +36,7 @@ def prepare_bisect(store: Store, spec: BisectSpec, now: Clock = utc_now) -> int:
     """Resolve and validate the range, then store the bisect and its candidates. Returns the new id."""
     repo = GitRepo(spec.repo)
     good, bad = repo.resolve(spec.good), repo.resolve(spec.bad)
-    candidates = repo.range_for_bisect(good, bad, first_parent=not spec.all_parents)
+    candidates = repo.range_for_bisect(good, bad)  # --all-parents descends into bad merges later
     bisect_id = store.create_bisect(str(repo.root), good, bad, spec.to_json(), now())
     store.add_candidates(bisect_id, candidates)
     return bisect_id
@@ -102,7 +102,14 @@ class Coordinator:
 
 
 class _Search:
-    """The state of one run of the coordinator loop over one bisect."""
+    """The state of one run of the coordinator loop over one bisect.
+
+    The search runs over `order`: the positions (into the candidate list) of the commits being bisected,
+    good end first. That is the first-parent chain; with --all-parents, a merge found bad is descended
+    into: its merged branch's commits become the next order, between the merge's first parent (good)
+    and the merge itself (bad), so the answer is a commit of that branch or, if the branch alone is
+    good, the merge.
+    """
 
     def __init__(self, owner: Coordinator, record: BisectRecord, spec: BisectSpec, executor: Executor) -> None:
         self.store = owner.store
@@ -120,24 +127,36 @@ class _Search:
         for step in self.store.steps(record.id):
             self.history[self.position[step.sha]].steps.append(step)
         self.in_flight: dict[int, int] = {}  # step id -> position
+        self.merge_phases: list[dict[str, object]] = list(record.extra.get("merge_phases", []))  # type: ignore[call-overload]
+        self.order = self.current_order()
 
-    # --- state ---------------------------------------------------------------------------------------------
+    def current_order(self) -> list[int]:
+        if self.merge_phases:
+            return [int(p) for p in self.merge_phases[-1]["order"]]  # type: ignore[attr-defined]
+        return list(range(len(self.candidates)))
+
+    # --- state (indexes into self.order) -------------------------------------------------------------------
 
     @property
     def last(self) -> int:
-        return len(self.candidates) - 1
+        return len(self.order) - 1
 
-    def verdict(self, position: int) -> Verdict | None:
+    def commit_at(self, index: int) -> Commit:
+        return self.candidates[self.order[index]]
+
+    def verdict(self, index: int) -> Verdict | None:
         """The commit's verdict for the search; an error past the retry budget counts as a skip."""
-        history = self.history[position]
+        history = self.history[self.order[index]]
         decided = history.decided()
         if decided is None and history.errors() >= self.spec.max_attempts:
             return Verdict.SKIP
         return decided
 
     def state(self) -> SearchState:
-        verdicts = {p: v for p in range(len(self.candidates)) if (v := self.verdict(p)) is not None}
-        return SearchState(len(self.candidates), verdicts, frozenset(self.in_flight.values()))
+        index_of = {position: index for index, position in enumerate(self.order)}
+        verdicts = {i: v for i in range(len(self.order)) if (v := self.verdict(i)) is not None}
+        running = frozenset(index_of[p] for p in self.in_flight.values() if p in index_of)
+        return SearchState(len(self.order), verdicts, running)
 
     def needs_retry(self, position: int) -> bool:
         history = self.history[position]
@@ -165,12 +184,11 @@ class _Search:
         """Finish the bisect if the endpoints or the strategy settle it."""
         good_end, bad_end = self.verdict(0), self.verdict(self.last)
         if good_end is Verdict.SKIP or bad_end is Verdict.SKIP:
-            which = "good" if good_end is Verdict.SKIP else "bad"
-            position = 0 if which == "good" else self.last
+            which, index = ("good", 0) if good_end is Verdict.SKIP else ("bad", self.last)
             self.finish(
                 BisectStatus.FAILED,
-                message=f"the {which} endpoint {self.candidates[position].sha[:12]} cannot be tested: "
-                f"{self.last_detail(position)}",
+                message=f"the {which} endpoint {self.commit_at(index).sha[:12]} cannot be tested: "
+                f"{self.last_detail(index)}",
             )
             return True
         if good_end is Verdict.BAD or bad_end is Verdict.GOOD:
@@ -178,11 +196,14 @@ class _Search:
             return True
         if good_end is None or bad_end is None:
             return False
-        outcome = self.strategy.outcome(self.state())
+        state = self.state()
+        outcome = self.strategy.outcome(state)
         if outcome is None:
             return False
+        first_bad, last_good = self.commit_at(outcome.first_bad), self.commit_at(outcome.last_good)
+        if outcome.kind is OutcomeKind.FOUND and self.descend_into_merge(first_bad):
+            return False
         status = BisectStatus.FOUND if outcome.kind is OutcomeKind.FOUND else BisectStatus.AMBIGUOUS
-        first_bad, last_good = self.candidates[outcome.first_bad], self.candidates[outcome.last_good]
         if status is BisectStatus.FOUND:
             message = f"first bad commit: {first_bad.sha[:12]} {first_bad.subject}"
         else:
@@ -191,38 +212,61 @@ class _Search:
                 f"the first bad commit is one of {count} commits after {last_good.sha[:12]} up to "
                 f"{first_bad.sha[:12]}: the commits between could not be tested"
             )
-        contradictions = self.state().contradictions()
-        if contradictions:
-            shas = ", ".join(self.candidates[p].sha[:12] for p in contradictions[:5])
+        if contradictions := state.contradictions():
+            shas = ", ".join(self.commit_at(i).sha[:12] for i in contradictions[:5])
             message += f"; warning: tested good after the first bad commit: {shas} (not monotonic)"
         self.finish(status, first_bad=first_bad.sha, last_good=last_good.sha, message=message)
+        return True
+
+    def descend_into_merge(self, merge: Commit) -> bool:
+        """With --all-parents, continue the search inside the branch a bad merge brought in."""
+        if not self.spec.all_parents or any(phase["merge"] == merge.sha for phase in self.merge_phases):
+            return False
+        repo = GitRepo(self.record.repo)
+        side = repo.merged_branch(merge.sha)
+        if not side:
+            return False
+        first_parent = self.position[repo.parents(merge.sha)[0]]
+        start = len(self.candidates)
+        self.store.add_candidates(self.record.id, [repo.commit(sha, start + i) for i, sha in enumerate(side)])
+        self.candidates = self.store.candidates(self.record.id)
+        self.position = {c.sha: c.position for c in self.candidates}
+        order = [first_parent, *range(start, start + len(side)), merge.position]
+        self.merge_phases.append({"merge": merge.sha, "order": order})
+        self.store.update_extra(self.record.id, merge_phases=self.merge_phases)
+        self.order = order
+        for step_id in list(self.in_flight):
+            self.executor.cancel(step_id)
+        self.observer.note(f"merge {merge.sha[:12]} is bad: bisecting the {len(side)} commit(s) it merged")
         return True
 
     def mismatch_message(self, good_end: Verdict | None, bad_end: Verdict | None) -> str:
         parts = []
         if good_end is Verdict.BAD:
-            parts.append(f"the good endpoint {self.candidates[0].sha[:12]} tested bad ({self.last_detail(0)})")
+            parts.append(f"the good endpoint {self.commit_at(0).sha[:12]} tested bad ({self.last_detail(0)})")
         if bad_end is Verdict.GOOD:
             parts.append(
-                f"the bad endpoint {self.candidates[self.last].sha[:12]} tested good ({self.last_detail(self.last)})"
+                f"the bad endpoint {self.commit_at(self.last).sha[:12]} tested good ({self.last_detail(self.last)})"
             )
         return "; ".join(parts)
 
-    def last_detail(self, position: int) -> str:
-        steps = self.history[position].steps
+    def last_detail(self, index: int) -> str:
+        steps = self.history[self.order[index]].steps
         return steps[-1].detail.splitlines()[0] if steps and steps[-1].detail else "no detail"
 
     def submit_work(self) -> None:
         """Fill free slots: retries first, then the endpoints, then the strategy's probes."""
         self.cancel_irrelevant()
         busy = set(self.in_flight.values())
-        wanted = [p for p in sorted(self.history) if p not in busy and self.needs_retry(p) and self.placeable(p)]
-        for endpoint in (0, self.last):
-            if endpoint not in busy and endpoint not in wanted and self.verdict(endpoint) is None:
-                wanted.append(endpoint)
+        wanted = [p for p in self.order if p not in busy and self.needs_retry(p) and self.placeable(p)]
+        for index in (0, self.last):
+            position = self.order[index]
+            if position not in busy and position not in wanted and self.verdict(index) is None:
+                wanted.append(position)
         free = self.executor.free_slots() - len(wanted)
         if free > 0:
-            wanted.extend(p for p in self.strategy.next_probes(self.state(), free) if p not in wanted)
+            probes = [self.order[i] for i in self.strategy.next_probes(self.state(), free)]
+            wanted.extend(p for p in probes if p not in wanted)
         for position in wanted[: self.executor.free_slots()]:
             self.submit(position)
 
@@ -238,8 +282,9 @@ class _Search:
         if self.verdict(0) is None or self.verdict(self.last) is None:
             return
         lo, hi = self.state().boundary()
+        open_positions = set(self.order[lo + 1 : hi])
         for step_id, position in list(self.in_flight.items()):
-            if not lo < position < hi:
+            if position not in open_positions:
                 self.executor.cancel(step_id)
 
     def submit(self, position: int) -> None:
@@ -294,12 +339,12 @@ class _Search:
         lo, hi = state.boundary()
         self.observer.progress(
             Progress(
-                candidates=len(self.candidates),
+                candidates=len(self.order),
                 suspects=state.suspects(),
                 running=len(self.in_flight),
                 done=sum(1 for h in self.history.values() for s in h.steps if s.verdict is not None),
                 estimated_left=estimated_steps_left(state, self.executor.slots),
-                last_good=self.candidates[lo],
-                first_bad=self.candidates[hi],
+                last_good=self.commit_at(lo),
+                first_bad=self.commit_at(hi),
             )
         )

@@ -65,36 +65,39 @@ class GitRepo:
     def parents(self, sha: str) -> list[str]:
         return [p.hexsha for p in self._repo.commit(sha).parents]
 
-    def candidates(self, good: str, bad: str, *, first_parent: bool = True) -> list[Commit]:
-        """The commits from good (position 0) to bad (the last position), oldest first.
-
-        With first_parent the range follows bad's first-parent chain back to good, so each merge is
-        one candidate (the usual view of a main branch); without it, every commit of good..bad in
-        topological order.
-        """
-        args = ["--reverse", "--topo-order"]
-        if first_parent:
-            args.append("--first-parent")
-        shas = str(self._repo.git.rev_list(*args, bad, f"^{good}")).split()
+    def candidates(self, good: str, bad: str) -> list[Commit]:
+        """The commits from good (position 0) to bad (the last position), oldest first, along bad's
+        first-parent chain: each merge is one candidate, the usual view of a main branch."""
+        shas = str(self._repo.git.rev_list("--reverse", "--first-parent", bad, f"^{good}")).split()
         commits = [self.commit(good, 0)]
         commits.extend(self.commit(sha, i) for i, sha in enumerate(shas, start=1))
         return commits
 
-    def range_for_bisect(self, good: str, bad: str, *, first_parent: bool = True) -> list[Commit]:
-        """Validated candidates: good must be an ancestor of bad and the range non-empty."""
+    def range_for_bisect(self, good: str, bad: str) -> list[Commit]:
+        """The first-parent chain from good to bad, validated: good an ancestor of bad on that chain."""
         if good == bad:
             raise RepoError(f"empty range: good and bad are the same commit {good[:12]}")
         if not self.is_ancestor(good, bad):
             raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
-        commits = self.candidates(good, bad, first_parent=first_parent)
-        if first_parent and not self._on_first_parent_chain(commits, good):
-            raise RepoError(f"good {good[:12]} is not on the first-parent chain of bad {bad[:12]}; use --all-parents")
+        commits = self.candidates(good, bad)
+        if not self._on_first_parent_chain(commits, good):
+            raise RepoError(
+                f"good {good[:12]} is not on the first-parent chain of bad {bad[:12]} (it came in through a merge); "
+                f"choose a good commit on the main line, e.g. {self.parents(commits[1].sha)[0][:12]}"
+            )
         return commits
 
     def _on_first_parent_chain(self, commits: Sequence[Commit], good: str) -> bool:
         oldest = commits[1].sha
         parents = self.parents(oldest)
         return bool(parents) and parents[0] == good
+
+    def merged_branch(self, merge: str) -> list[str]:
+        """The commits a merge brought in along its second parent's first-parent chain, oldest first."""
+        parents = self.parents(merge)
+        if len(parents) < 2:
+            return []
+        return str(self._repo.git.rev_list("--reverse", "--first-parent", parents[1], f"^{parents[0]}")).split()
 
     def diff(self, base: str, head: str, *paths: str) -> str:
         return str(self._repo.git.diff(base, head, "--", *paths))

@@ -48,12 +48,14 @@ def write_history(
     *,
     sleep_s: float = 0.0,
     merge_every: int = 0,
+    side_branches: dict[int, list[str]] | None = None,
     subject_prefix: str = "change",
 ) -> SyntheticHistory:
     """A repo whose first-parent chain has one commit per verdict (verdicts[0] should be 'good').
 
     With merge_every=k, every k-th commit is a merge of a one-commit side branch whose content
     matches the merge's own verdict, so bisecting along first parents still has one answer.
+    side_branches={i: verdicts} makes commit i a merge of a branch with those commits (forked from i-1).
     """
     path.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
@@ -65,21 +67,24 @@ def write_history(
     test_script = TEST_SCRIPT % {"sleep": sleep_s}
     for index, verdict in enumerate(verdicts):
         side_mark = None
-        if merge_every and index > 0 and index % merge_every == 0:
+        side = (side_branches or {}).get(index)
+        if side is None and merge_every and index > 0 and index % merge_every == 0:
+            side = [verdict]
+        for offset, side_verdict in enumerate(side or []):
             mark += 1
-            side_mark = mark
             timestamp += 1
             stream += [
                 "commit refs/heads/side",
-                f"mark :{side_mark}",
+                f"mark :{mark}",
                 f"author Side Dev <side@example.com> {timestamp} +0000",
                 f"committer Side Dev <side@example.com> {timestamp} +0000",
-                _blob(f"side work {index}"),
-                f"from :{marks[-1]}",
-                f"M 100644 inline side-{index}.txt\n" + _blob(f"side {index}"),
-                f"M 100644 inline verdict\n{_blob(verdict)}",
+                _blob(f"side work {index}.{offset}"),
+                f"from :{side_mark if side_mark else marks[-1]}",
+                f"M 100644 inline side-{index}-{offset}.txt\n" + _blob(f"side {index}"),
+                f"M 100644 inline verdict\n{_blob(side_verdict)}",
                 "",
             ]
+            side_mark = mark
             side_marks.append(side_mark)
         mark += 1
         timestamp += 1

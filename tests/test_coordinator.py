@@ -139,3 +139,24 @@ def test_resume_refuses_a_finished_bisect(tmp_path: Path, store: Store):
     record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))
     with pytest.raises(StateError, match="already found"):
         coordinator(store).resume(record.id)
+
+
+def test_all_parents_descends_into_a_bad_merge(tmp_path: Path, store: Store):
+    # Commit 6 on main merges a 5-commit branch whose third commit is the culprit.
+    verdicts = ["good"] * 6 + ["bad"] * 6
+    history = write_history(tmp_path / "repo", verdicts, side_branches={6: ["good", "good", "bad", "bad", "bad"]})
+    first_parent = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))
+    assert first_parent.first_bad == history.shas[6]  # the merge, seen along first parents
+    record = coordinator(store).start(
+        synthetic_spec(history.path, history.shas[0], history.shas[-1], all_parents=True, workers=2)
+    )
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.side_shas[2])
+    assert record.last_good == history.side_shas[1]
+    assert len(store.candidates(record.id)) == len(history.shas) + 5
+
+
+def test_all_parents_names_the_merge_when_the_branch_alone_is_good(tmp_path: Path, store: Store):
+    verdicts = ["good"] * 4 + ["bad"] * 4
+    history = write_history(tmp_path / "repo", verdicts, side_branches={4: ["good", "good"]})
+    record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1], all_parents=True))
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[4])
