@@ -124,7 +124,6 @@ def _start_bisect(
     **flags: Any,
 ) -> Any:
     from bisector.app import check_executor, make_coordinator, open_store
-    from bisector.coordinator import prepare_bisect
     from bisector.gitrepo import GitRepo
     from bisector.spec import build_spec
 
@@ -151,10 +150,7 @@ def _start_bisect(
         spec = build_spec(root, values)
         check_executor(spec)
         with open_store(db_url) as store:
-            bisect_id = prepare_bisect(store, spec)
-            count = len(store.candidates(bisect_id))
-            _err_console().print(f"bisect {bisect_id}: {count} commits from good to bad; store {store.url}")
-            record = make_coordinator(store, _observer()).run(bisect_id)
+            record = make_coordinator(store, _observer()).start(spec)
             _print_report(store, record.id, output_format)
     return record
 

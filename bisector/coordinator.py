@@ -80,7 +80,12 @@ class Coordinator:
         self.poll_interval_s = poll_interval_s
 
     def start(self, spec: BisectSpec) -> BisectRecord:
-        return self.run(prepare_bisect(self.store, spec, self.now))
+        # The workers start while the range is listed and stored: their start-up is off the critical path.
+        with self.executor_factory(spec) as executor:
+            bisect_id = prepare_bisect(self.store, spec, self.now)
+            count = len(self.store.candidates(bisect_id))
+            self.observer.note(f"bisect {bisect_id}: {count} commits from good to bad; store {self.store.url}")
+            return self._run(bisect_id, executor)
 
     def resume(self, bisect_id: int) -> BisectRecord:
         record = self.store.get_bisect(bisect_id)
@@ -92,10 +97,13 @@ class Coordinator:
         return self.run(bisect_id)
 
     def run(self, bisect_id: int) -> BisectRecord:
-        record = self.store.get_bisect(bisect_id)
-        spec = BisectSpec.from_json(record.spec)
+        spec = BisectSpec.from_json(self.store.get_bisect(bisect_id).spec)
         with self.executor_factory(spec) as executor:
-            _Search(self, record, spec, executor).run()
+            return self._run(bisect_id, executor)
+
+    def _run(self, bisect_id: int, executor: Executor) -> BisectRecord:
+        record = self.store.get_bisect(bisect_id)
+        _Search(self, record, BisectSpec.from_json(record.spec), executor).run()
         final = self.store.get_bisect(bisect_id)
         self.observer.finished(final)
         return final
@@ -128,7 +136,11 @@ class _Search:
             self.history[self.position[step.sha]].steps.append(step)
         self.in_flight: dict[int, int] = {}  # step id -> position
         self.merge_phases: list[dict[str, object]] = list(record.extra.get("merge_phases", []))  # type: ignore[call-overload]
-        self.order = self.current_order()
+        self.set_order(self.current_order())
+
+    def set_order(self, order: list[int]) -> None:
+        self.order = order
+        self.index_of = {position: index for index, position in enumerate(order)}
 
     def current_order(self) -> list[int]:
         if self.merge_phases:
@@ -145,21 +157,32 @@ class _Search:
         return self.candidates[self.order[index]]
 
     def verdict(self, index: int) -> Verdict | None:
+        return self.position_verdict(self.order[index])
+
+    def position_verdict(self, position: int) -> Verdict | None:
         """The commit's verdict for the search; an error past the retry budget counts as a skip."""
-        history = self.history[self.order[index]]
+        history = self.history.get(position)
+        if history is None:
+            return None
         decided = history.decided()
         if decided is None and history.errors() >= self.spec.max_attempts:
             return Verdict.SKIP
         return decided
 
     def state(self) -> SearchState:
-        index_of = {position: index for index, position in enumerate(self.order)}
-        verdicts = {i: v for i in range(len(self.order)) if (v := self.verdict(i)) is not None}
-        running = frozenset(index_of[p] for p in self.in_flight.values() if p in index_of)
+        """The search state over self.order; O(commits tested), not O(range)."""
+        verdicts = {
+            self.index_of[p]: v
+            for p in self.history
+            if p in self.index_of and (v := self.position_verdict(p)) is not None
+        }
+        running = frozenset(self.index_of[p] for p in self.in_flight.values() if p in self.index_of)
         return SearchState(len(self.order), verdicts, running)
 
     def needs_retry(self, position: int) -> bool:
-        history = self.history[position]
+        history = self.history.get(position)
+        if history is None:
+            return False
         return 0 < history.errors() < self.spec.max_attempts and history.decided() is None
 
     # --- loop ----------------------------------------------------------------------------------------------
@@ -234,7 +257,7 @@ class _Search:
         order = [first_parent, *range(start, start + len(side)), merge.position]
         self.merge_phases.append({"merge": merge.sha, "order": order})
         self.store.update_extra(self.record.id, merge_phases=self.merge_phases)
-        self.order = order
+        self.set_order(order)
         for step_id in list(self.in_flight):
             self.executor.cancel(step_id)
         self.observer.note(f"merge {merge.sha[:12]} is bad: bisecting the {len(side)} commit(s) it merged")
@@ -251,14 +274,15 @@ class _Search:
         return "; ".join(parts)
 
     def last_detail(self, index: int) -> str:
-        steps = self.history[self.order[index]].steps
+        steps = self.history[self.order[index]].steps if self.order[index] in self.history else []
         return steps[-1].detail.splitlines()[0] if steps and steps[-1].detail else "no detail"
 
     def submit_work(self) -> None:
         """Fill free slots: retries first, then the endpoints, then the strategy's probes."""
         self.cancel_irrelevant()
         busy = set(self.in_flight.values())
-        wanted = [p for p in self.order if p not in busy and self.needs_retry(p) and self.placeable(p)]
+        retries = sorted(p for p in self.history if p in self.index_of and p not in busy and self.needs_retry(p))
+        wanted = [p for p in retries if self.placeable(p)]
         for index in (0, self.last):
             position = self.order[index]
             if position not in busy and position not in wanted and self.verdict(index) is None:

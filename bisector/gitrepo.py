@@ -22,6 +22,9 @@ def _one_line(exc: git.GitCommandError) -> str:
     return stderr.removeprefix("stderr: ").strip("' ") or str(exc)
 
 
+_LOG_FORMAT = "%H%x1f%an%x1f%ae%x1f%ct%x1f%s"  # unit separators: subjects may hold any other character
+
+
 class GitRepo:
     """A local git repository, opened read-mostly for bisecting."""
 
@@ -68,9 +71,22 @@ class GitRepo:
     def candidates(self, good: str, bad: str) -> list[Commit]:
         """The commits from good (position 0) to bad (the last position), oldest first, along bad's
         first-parent chain: each merge is one candidate, the usual view of a main branch."""
-        shas = str(self._repo.git.rev_list("--reverse", "--first-parent", bad, f"^{good}")).split()
+        listing = str(
+            self._repo.git.log("--reverse", "--first-parent", f"--format={_LOG_FORMAT}", "-z", bad, f"^{good}")
+        )
         commits = [self.commit(good, 0)]
-        commits.extend(self.commit(sha, i) for i, sha in enumerate(shas, start=1))
+        for position, entry in enumerate((e for e in listing.split("\0") if e.strip()), start=1):
+            sha, author, email, timestamp, subject = entry.strip("\n").split("\x1f", 4)
+            commits.append(
+                Commit(
+                    position=position,
+                    sha=sha,
+                    subject=subject,
+                    author=f"{author} <{email}>",
+                    date=datetime.fromtimestamp(int(timestamp), tz=UTC),
+                    pr=parse_pr_number(subject),
+                )
+            )
         return commits
 
     def range_for_bisect(self, good: str, bad: str) -> list[Commit]:
@@ -110,20 +126,25 @@ class GitRepo:
 
     # --- worktrees -------------------------------------------------------------------------------------
 
+    def prune_worktrees(self) -> None:
+        """Forget worktrees whose directories are gone (a cleared cache), so their paths can be reused."""
+        try:
+            self._repo.git.worktree("prune")
+        except git.GitCommandError as exc:
+            raise RepoError(f"git worktree prune in {self.root} failed: {_one_line(exc)}") from None
+
     def ensure_worktree(self, path: Path, sha: str) -> None:
         """Check out sha in a detached worktree at path, creating it on first use and reusing it after."""
         try:
             if (path / ".git").exists():
                 wt = git.Repo(path)
-                wt.git.reset("--hard", "--quiet")
-                wt.git.checkout("--detach", "--force", "--quiet", sha)
+                wt.git.checkout("--detach", "--force", "--quiet", sha)  # --force resets tracked files
                 wt.git.clean("-ffd", "--quiet")
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 # Workers of one repo add their worktrees at the same moment; git's own locks would fail one.
                 with (path.parent / ".worktree-add.lock").open("a") as lock:
                     fcntl.flock(lock, fcntl.LOCK_EX)
-                    self._repo.git.worktree("prune")
                     self._repo.git.worktree("add", "--detach", "--force", str(path), sha)
         except git.GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None

@@ -111,6 +111,8 @@ class BisectReport:
             "sha": step.sha,
             "position": self.position(step.sha),
             "attempt": step.attempt,
+            "started": step.started.isoformat(),
+            "finished": step.finished.isoformat() if step.finished else None,
             "verdict": step.verdict.value if step.verdict else "running",
             "metric": step.metric,
             "samples": list(step.samples),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bisector.domain import ErrorKind, StepResult, Verdict
 from bisector.errors import ExecutorError
+from bisector.gitrepo import GitRepo
 from bisector.paths import worktree_root
 from workers.executor import Assignment, Executor, StepRequest
 from workers.step import StepRunner, WorkerSlot
@@ -20,6 +21,7 @@ from workers.step import StepRunner, WorkerSlot
 
 class InProcessExecutor(Executor):
     def __init__(self, repo: str, workers: int, gpus: list[tuple[int, ...]] | None = None) -> None:
+        GitRepo(repo).prune_worktrees()
         root = worktree_root(repo)
         slot_gpus = gpus or [() for _ in range(workers)]
         self._slots = [

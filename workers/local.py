@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from bisector.domain import ErrorKind, StepResult, Verdict
-from bisector.errors import ExecutorError
+from bisector.errors import ExecutorError, RepoError
+from bisector.gitrepo import GitRepo
 from bisector.paths import worktree_root
 from workers.executor import Assignment, Executor, StepRequest
 from workers.gpus import split_gpus, visible_gpus
@@ -54,6 +55,8 @@ def _claim_worktree(root: Path, preferred: int) -> tuple[Path, IO[str]]:
 def _worker_main(name: str, gpus: tuple[int, ...], repo: str, slot_index: int, conn: Connection) -> None:
     """The loop of one worker process: run each request it is sent, send back its result."""
     worktree, lock_file = _claim_worktree(worktree_root(repo), slot_index)
+    with contextlib.suppress(RepoError):  # made now, off the critical path; a failure shows at the first step
+        GitRepo(repo).ensure_worktree(worktree, "HEAD")
     runner = StepRunner(WorkerSlot(name=name, gpus=gpus, worktree=worktree))
     inbox: queue.Queue[object] = queue.Queue()
     cancel_flag = threading.Event()
@@ -110,6 +113,7 @@ class _Slot:
 class LocalExecutor(Executor):
     def __init__(self, repo: str, workers: int, gpus_per_step: int = 0) -> None:
         self._repo = repo
+        GitRepo(repo).prune_worktrees()
         self._context = multiprocessing.get_context("spawn")
         self._slots = [
             self._start_slot(i, gpus) for i, gpus in enumerate(split_gpus(visible_gpus(), workers, gpus_per_step))

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 KILL_GRACE_S = 5.0
-POLL_INTERVAL_S = 0.02
+POLL_INTERVAL_S = 0.05  # how often a running step checks its deadline and cancel flag
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,20 @@ def _terminate(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
+@contextlib.contextmanager
+def _exit_waiter(proc: subprocess.Popen[bytes]) -> Iterator[Callable[[float], None]]:
+    """A wait that returns as soon as the child exits (a pidfd where Linux has one), or after timeout_s."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        yield lambda timeout_s: time.sleep(timeout_s)
+        return
+    try:
+        yield lambda timeout_s: select.select([pidfd], [], [], timeout_s) and None
+    finally:
+        os.close(pidfd)
+
+
 def run_shell(
     command: str,
     cwd: Path,
@@ -78,19 +93,17 @@ def run_shell(
     on_start(proc.pid)
     deadline = started + timeout_s
     timed_out = cancelled = False
-    while proc.poll() is None:
-        if time.monotonic() >= deadline:
-            timed_out = True
-        elif should_cancel():
-            cancelled = True
-        if timed_out or cancelled:
-            _terminate(proc)
-            break
-        try:
-            proc.wait(timeout=POLL_INTERVAL_S)
-        except subprocess.TimeoutExpired:
-            continue
-    else:
+    with _exit_waiter(proc) as wait_for_exit:
+        while proc.poll() is None:
+            if time.monotonic() >= deadline:
+                timed_out = True
+            elif should_cancel():
+                cancelled = True
+            if timed_out or cancelled:
+                _terminate(proc)
+                break
+            wait_for_exit(min(POLL_INTERVAL_S, max(deadline - time.monotonic(), 0.0)))
+    if not (timed_out or cancelled):
         # The shell exited; anything it left running in its group would outlive the step.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

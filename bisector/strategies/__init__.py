@@ -1,4 +1,4 @@
-"""Search strategies: pure functions of (candidates, verdicts, in-flight probes)."""
+"""Search strategies: pure functions of (candidates, verdicts, observations, in-flight probes)."""
 
 from bisector.strategies.base import (
     Outcome,
@@ -9,13 +9,23 @@ from bisector.strategies.base import (
     settled_outcome,
 )
 from bisector.strategies.kary import KArySearch
+from bisector.strategies.noisy import NoisyBisect, is_consistent
+from bisector.strategies.posterior import CulpritPosterior, CulpritRange, FlakePrior
+from bisector.strategies.select import STRATEGY_NAMES, choose_strategy
 
 __all__ = [
+    "STRATEGY_NAMES",
+    "CulpritPosterior",
+    "CulpritRange",
+    "FlakePrior",
     "KArySearch",
+    "NoisyBisect",
     "Outcome",
     "OutcomeKind",
     "SearchState",
     "Strategy",
+    "choose_strategy",
     "estimated_steps_left",
+    "is_consistent",
     "settled_outcome",
 ]

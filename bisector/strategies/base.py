@@ -1,7 +1,9 @@
 """What every search strategy sees and says. Strategies are pure: no I/O, no clock, no randomness.
 
 Positions index the candidate list: 0 is the good endpoint, n-1 the bad endpoint. The coordinator
-maps verdicts onto positions (an error that exhausted its retries counts as SKIP here).
+maps verdicts onto positions (an error that exhausted its retries counts as SKIP here). When a commit is
+tested more than once (repeats, flaky tests), `observations` holds how many runs (or decided sample sets)
+said good and bad there; strategies that model noise read it, KArySearch reads only `verdicts`.
 
     [G, ?, ?, B, ?, B]  ->  boundary (0, 3): the first bad commit is 1, 2 or 3
     [G, G, S, B, ?, B]  ->  nothing left to test: ambiguous, first bad is 2 or 3
@@ -23,6 +25,16 @@ class SearchState:
     size: int  # number of positions, endpoints included
     verdicts: Mapping[int, Verdict]  # decided positions: GOOD, BAD or SKIP
     in_flight: frozenset[int] = field(default_factory=frozenset)
+    # (good, bad) counts per position; positions absent here count their GOOD/BAD verdict as one observation
+    observations: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+
+    def observed(self) -> dict[int, tuple[int, int]]:
+        """(good, bad) counts of every position with at least one GOOD or BAD observation."""
+        counts = {p: (g, b) for p, (g, b) in self.observations.items() if g + b > 0}
+        for p, v in self.verdicts.items():
+            if p not in counts and v.decides:
+                counts[p] = (1, 0) if v is Verdict.GOOD else (0, 1)
+        return counts
 
     def boundary(self) -> tuple[int, int]:
         """(last good, first bad) around the culprit: the first bad commit lies in (lo, hi]."""
@@ -56,13 +68,18 @@ class Outcome:
     kind: OutcomeKind
     last_good: int
     first_bad: int  # with AMBIGUOUS, the first commit known bad; the culprit is in (last_good, first_bad]
+    confidence: float | None = None  # posterior mass of the answer (NoisyBisect); None: no noise model
 
 
 class Strategy(Protocol):
     name: str
 
     def next_probes(self, state: SearchState, free_slots: int) -> list[int]:
-        """Positions to test next, at most free_slots of them, none already decided or in flight."""
+        """Positions to test next, at most free_slots of them, distinct and none in flight.
+
+        KArySearch never returns a decided position; a strategy that models noise (NoisyBisect) may, on
+        purpose: testing a commit again is how it tells a flake from a verdict.
+        """
         ...
 
     def outcome(self, state: SearchState) -> Outcome | None:

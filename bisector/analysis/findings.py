@@ -1,0 +1,109 @@
+"""Finding: one keyed row of an analysis (a table entry, a threshold, a dispatch decision, a note).
+
+Every part of the analysis turns its result into Findings so that the store keeps them in one table
+(bisect_id, kind, file, name, key, before, after, line, detail) and a report can be rebuilt from those rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+ABSENT_TEXT = "(absent)"
+
+
+class FindingKind(StrEnum):
+    # static diff of a commit against its parent
+    TABLE_ENTRY = "table_entry"  # one entry of a literal table (dict key, list index), Python
+    CONSTANT = "constant"  # a module- or class-level scalar constant (a threshold), Python
+    AUTOTUNE_CONFIG = "autotune_config"  # a triton.autotune config or argument
+    HEURISTIC = "heuristic"  # one entry of a @triton.heuristics dict
+    TUNING_FILE = "tuning_file"  # one leaf of a JSON / YAML / TOML tuning file
+    NATIVE_ARRAY = "native_array"  # an entry of a constant array in C/C++/CUDA
+    NATIVE_THRESHOLD = "native_threshold"  # a constant, #define, or if/switch on the batch size in C/C++/CUDA
+    DISPATCH_LOGIC = "dispatch_logic"  # a function that reads the tables or thresholds changed
+    NOTE = "note"  # a file that could not be analysed (parse error, binary, too large), a rename
+    # runtime and minimisation
+    DISPATCH = "dispatch"  # one (op, N, K, m) of the dispatch trace: kernel at last good -> first bad
+    KERNEL_LAUNCH = "kernel_launch"  # one kernel (or CPU op) of the kernel trace: launch count before -> after
+    MINIMAL_CHANGE = "minimal_change"  # one change unit of the culprit that the minimal failing set keeps
+    MINIMIZE_SUMMARY = "minimize_summary"  # how many units, how many tests, what was concluded
+
+    @property
+    def is_static(self) -> bool:
+        return self not in _RUNTIME_KINDS
+
+    @property
+    def is_dispatch_relevant(self) -> bool:
+        """A static finding that changes what a dispatcher decides (everything but notes)."""
+        return self.is_static and self is not FindingKind.NOTE
+
+
+_RUNTIME_KINDS = frozenset(
+    {FindingKind.DISPATCH, FindingKind.KERNEL_LAUNCH, FindingKind.MINIMAL_CHANGE, FindingKind.MINIMIZE_SUMMARY}
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One row. before/after are display text; None means absent (the row exists on one side only).
+
+    key is the path after the name: "[(144, 7168)]" for a table entry (so label is name + key), or words
+    ("configs[{'BLOCK_M': 16}]") that the label separates from the name with a space.
+    """
+
+    kind: FindingKind
+    file: str
+    name: str
+    key: str = ""
+    before: str | None = None
+    after: str | None = None
+    line: int | None = None  # in the version that has the row (the new one when both do)
+    detail: str = ""
+
+    @property
+    def label(self) -> str:
+        if not self.key:
+            return self.name
+        if self.key.startswith("["):
+            return f"{self.name}{self.key}"
+        return f"{self.name} {self.key}"
+
+    @property
+    def change_text(self) -> str:
+        """'before -> after', with '(absent)' for a missing side."""
+        return f"{_side(self.before)} -> {_side(self.after)}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind.value,
+            "file": self.file,
+            "name": self.name,
+            "key": self.key,
+            "before": self.before,
+            "after": self.after,
+            "line": self.line,
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> Finding:
+        line = data.get("line")
+        return cls(
+            kind=FindingKind(str(data["kind"])),
+            file=str(data.get("file") or ""),
+            name=str(data.get("name") or ""),
+            key=str(data.get("key") or ""),
+            before=_optional_str(data.get("before")),
+            after=_optional_str(data.get("after")),
+            line=int(line) if isinstance(line, int | str) and str(line).lstrip("-").isdigit() else None,
+            detail=str(data.get("detail") or ""),
+        )
+
+
+def _side(value: str | None) -> str:
+    return ABSENT_TEXT if value is None else value
+
+
+def _optional_str(value: object) -> str | None:
+    return None if value is None else str(value)

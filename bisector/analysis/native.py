@@ -1,0 +1,221 @@
+"""C, C++ and CUDA, read as text (no compiler): constant arrays, scalar constants and #defines, and the
+if / switch conditions on a batch size that a commit changes."""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.values import Leaf, Node, diff_values, render, sequence
+
+NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".inc")
+
+# Names that hold the batch size (rows of the activation) in GEMM and attention dispatchers.
+_BATCH_NAMES = (
+    r"m|M|bs|BS|batch|batch_size|batchsize|num_tokens|n_tokens|num_seqs|n_seqs|tokens|num_rows|n_rows|rows|"
+    r"m_size|size_m|problem_m|batch_m|num_batch|max_batch_size|\w+_bs|bs_\w+|\w*batch_size\w*"
+)
+_COMPARISON = (
+    rf"(?:\b(?:{_BATCH_NAMES})\b\s*(?:<=|>=|==|!=|<(?!<)|>(?!>))"
+    rf"|(?:<=|>=|==|!=|(?<!<)<|(?<![->])>)\s*\b(?:{_BATCH_NAMES})\b)"
+)
+_CONDITION = re.compile(rf"(?:\b(?:if|while)\s*\(|\?).*?{_COMPARISON}|{_COMPARISON}.*\?")
+_CASE = re.compile(r"^\s*case\s+[^:]+:")
+_SWITCH = re.compile(rf"\bswitch\s*\(\s*([^)]*\b(?:{_BATCH_NAMES})\b[^)]*)\)")
+_ANY_SWITCH = re.compile(r"\bswitch\s*\(")
+_ARRAY_HEAD = re.compile(
+    r"\s*(?:template\s*<[^>]*>\s*)?"
+    r"[\w:<>,*&\s]*\b(?:const|constexpr|__constant__)\b[\w:<>,*&\s]*?"
+    r"\b(?P<name>[A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*(?:=\s*)?"
+)
+_SCALAR_CONST = re.compile(
+    r"\b(?:const|constexpr|__constant__)\b[^;=(){}\n]*?\b(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^;{}]+?)\s*;"
+)
+_PREPROCESSOR = re.compile(r"^[ \t]*#[^\n]*", re.M)
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?!\()[ \t]+(?P<value>\S.*?)[ \t]*$", re.M)
+
+
+def strip_comments(text: str) -> str:
+    """The text with comments blanked (newlines kept, so line numbers stay), strings left alone."""
+    out: list[str] = []
+    index, length = 0, len(text)
+    while index < length:
+        char = text[index]
+        pair = text[index : index + 2]
+        if pair == "//":
+            end = text.find("\n", index)
+            end = length if end < 0 else end
+            out.append(" " * (end - index))
+            index = end
+        elif pair == "/*":
+            end = text.find("*/", index + 2)
+            end = length if end < 0 else end + 2
+            out.append(re.sub(r"[^\n]", " ", text[index:end]))
+            index = end
+        elif char in "\"'":
+            end = _string_end(text, index)
+            out.append(text[index:end])
+            index = end
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out)
+
+
+def _string_end(text: str, start: int) -> int:
+    quote, index = text[start], start + 1
+    while index < len(text) and text[index] not in (quote, "\n"):
+        index += 2 if text[index] == "\\" else 1
+    return min(index + 1, len(text))
+
+
+@dataclass(frozen=True)
+class NativeScan:
+    entries: dict[str, tuple[FindingKind, Node]]  # array or constant name -> value tree
+    lines: list[str]  # the comment-stripped lines, for the conditions of changed hunks
+
+
+def scan_native(text: str) -> NativeScan:
+    stripped = strip_comments(text)
+    starts = [0] + [i + 1 for i, c in enumerate(stripped) if c == "\n"]
+    entries: dict[str, tuple[FindingKind, Node]] = {}
+
+    def add(name: str, kind: FindingKind, node: Node) -> None:
+        unique, count = name, 1
+        while unique in entries:
+            count += 1
+            unique = f"{name}#{count}"
+        entries[unique] = (kind, node)
+
+    for name, node in _arrays(stripped, starts):
+        add(name, FindingKind.NATIVE_ARRAY, node)
+    for match in _SCALAR_CONST.finditer(stripped):
+        line = bisect.bisect_right(starts, match.start("name"))
+        add(match["name"], FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
+    for match in _DEFINE.finditer(stripped):
+        line = bisect.bisect_right(starts, match.start("name"))
+        add(f"#define {match['name']}", FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
+    return NativeScan(entries, stripped.splitlines())
+
+
+def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Iterable[Hunk]) -> list[Finding]:
+    old = before.entries if before else {}
+    new = after.entries if after else {}
+    findings: list[Finding] = []
+    for name in [*old, *(n for n in new if n not in old)]:
+        kind = new[name][0] if name in new else old[name][0]
+        for change in diff_values(old[name][1] if name in old else None, new[name][1] if name in new else None):
+            findings.append(
+                Finding(
+                    kind=kind,
+                    file=path,
+                    name=name,
+                    key=change.key,
+                    before=None if change.before is None else render(change.before),
+                    after=None if change.after is None else render(change.after),
+                    line=change.line,
+                )
+            )
+    old_lines = before.lines if before else []
+    new_lines = after.lines if after else []
+    for hunk in hunks:
+        findings.extend(_batch_conditions(path, hunk, old_lines, new_lines))
+    return findings
+
+
+def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[str]) -> list[Finding]:
+    """The if / ?: / case lines on a batch size that the hunk removes and adds, paired in order."""
+    removed = [(i, label) for i in range(hunk.old_lo, hunk.old_hi) if (label := _condition(old_lines, i))]
+    added = [(i, label) for i in range(hunk.new_lo, hunk.new_hi) if (label := _condition(new_lines, i))]
+    findings: list[Finding] = []
+    for position in range(max(len(removed), len(added))):
+        old = removed[position] if position < len(removed) else None
+        new = added[position] if position < len(added) else None
+        label = (new or old or (0, ""))[1]
+        findings.append(
+            Finding(
+                kind=FindingKind.NATIVE_THRESHOLD,
+                file=path,
+                name=label,
+                before=" ".join(old_lines[old[0]].split()) if old else None,
+                after=" ".join(new_lines[new[0]].split()) if new else None,
+                line=(new[0] + 1) if new else (old[0] + 1) if old else None,
+            )
+        )
+    return findings
+
+
+def _condition(lines: list[str], index: int) -> str:
+    """'condition on the batch size' or 'case of switch (m)' when line index is one, else ''."""
+    if index >= len(lines):
+        return ""
+    line = lines[index]
+    if _CASE.match(line):
+        for earlier in range(index, max(index - 200, -1), -1):
+            if _ANY_SWITCH.search(lines[earlier]):
+                switch = _SWITCH.search(lines[earlier])
+                return f"case of switch ({' '.join(switch[1].split())})" if switch else ""
+        return ""
+    return "condition on the batch size" if _CONDITION.search(line) else ""
+
+
+def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:
+    """Brace initializers of const / constexpr / __constant__ declarations, parsed into trees."""
+    stripped = _PREPROCESSOR.sub(lambda match: " " * len(match[0]), stripped)
+    last_delimiter = -1
+    index = 0
+    while index < len(stripped):
+        char = stripped[index]
+        if char == "{":
+            head = stripped[last_delimiter + 1 : index]
+            match = _ARRAY_HEAD.fullmatch(head)
+            if match is not None and "(" not in head:
+                node, end = _initializer(stripped, index, starts)
+                yield match["name"], node
+                last_delimiter = index = end
+                continue
+            last_delimiter = index
+        elif char in ";}":
+            last_delimiter = index
+        index += 1
+
+
+def _initializer(text: str, open_brace: int, starts: list[int]) -> tuple[Node, int]:
+    """Parse '{a, {b, c}, d}' from open_brace; returns the tree and the index of the closing brace."""
+    items: list[Node] = []
+    item_start = open_brace + 1
+    index = open_brace + 1
+    while index < len(text):
+        char = text[index]
+        if char == "{":
+            child, index = _initializer(text, index, starts)
+            items.append(child)
+            item_start = index + 1
+            while item_start < len(text) and text[item_start] in " \t\r\n":
+                item_start += 1
+            if item_start < len(text) and text[item_start] == ",":
+                item_start += 1
+            index = item_start
+            continue
+        if char in ",}":
+            piece = text[item_start:index]
+            if piece.strip():
+                first_char = item_start + len(piece) - len(piece.lstrip())
+                items.append(_text_leaf(piece, bisect.bisect_right(starts, first_char)))
+            if char == "}":
+                return sequence(items, "{}", bisect.bisect_right(starts, open_brace)), index
+            item_start = index + 1
+        elif char in "\"'":
+            index = _string_end(text, index)
+            continue
+        index += 1
+    return sequence(items, "{}", bisect.bisect_right(starts, open_brace)), len(text)
+
+
+def _text_leaf(text: str, line: int) -> Leaf:
+    normalized = " ".join(text.split())
+    return Leaf(normalized, normalized, line)

@@ -1,0 +1,200 @@
+"""Static table diff of a commit against its parent, in every changed file.
+
+Python modules (literal tables, constants, Triton autotune / heuristics, the functions that read them),
+JSON / YAML / TOML tuning files, and C / C++ / CUDA sources. A file that cannot be analysed in one version
+(syntax error, binary, too large) gives a note instead of rows.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import git
+
+from bisector.analysis import gitdiff
+from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
+from bisector.analysis.python_tables import PythonScan, diff_python, scan_python
+from bisector.analysis.tuning_files import TUNING_SUFFIXES, TuningFileError, diff_tuning_file, load_tuning_file
+from bisector.analysis.values import Node
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_ROWS_PER_FILE = 400
+_BINARY_PROBE_BYTES = 8000  # git's own heuristic: a NUL byte in the first 8000 bytes means binary
+PYTHON_SUFFIXES = (".py", ".pyi")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StaticDiff:
+    repo: str
+    sha: str
+    parent: str | None
+    findings: tuple[Finding, ...]
+    files: tuple[str, ...] = ()  # the changed files (paths after the commit)
+
+    @property
+    def table_findings(self) -> tuple[Finding, ...]:
+        """Everything but notes: the rows that change what a dispatcher decides."""
+        return tuple(f for f in self.findings if f.kind.is_dispatch_relevant)
+
+    @property
+    def notes(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.kind is FindingKind.NOTE)
+
+    @property
+    def changes_dispatch(self) -> bool:
+        return bool(self.table_findings)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "repo": self.repo,
+            "sha": self.sha,
+            "parent": self.parent,
+            "files": list(self.files),
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> StaticDiff:
+        raw_findings = data.get("findings")
+        raw_files = data.get("files")
+        parent = data.get("parent")
+        return cls(
+            repo=str(data.get("repo") or ""),
+            sha=str(data["sha"]),
+            parent=None if parent is None else str(parent),
+            findings=tuple(Finding.from_json(f) for f in raw_findings if isinstance(f, dict))
+            if isinstance(raw_findings, list)
+            else (),
+            files=tuple(str(f) for f in raw_files) if isinstance(raw_files, list) else (),
+        )
+
+
+def static_diff(
+    repo_path: str | os.PathLike[str],
+    sha: str,
+    parent: str | None = None,
+    *,
+    max_file_bytes: int = MAX_FILE_BYTES,
+    max_rows_per_file: int = MAX_ROWS_PER_FILE,
+) -> StaticDiff:
+    """Diff the tables of commit sha (any revision) against parent (default: its first parent)."""
+    repo = gitdiff.open_repo(repo_path)
+    try:
+        commit = gitdiff.resolve_commit(repo, sha)
+        base = gitdiff.resolve_commit(repo, parent) if parent else gitdiff.first_parent(repo, commit)
+        changes = gitdiff.changed_files(repo, base, commit)
+        findings: list[Finding] = []
+        for change in changes:
+            rows = _FileAnalysis(repo, base, commit, change, max_file_bytes).findings()
+            findings.extend(_capped(rows, change.path, max_rows_per_file))
+    finally:
+        repo.close()
+    return StaticDiff(str(repo_path), commit, base, tuple(findings), tuple(change.path for change in changes))
+
+
+def _capped(rows: list[Finding], path: str, limit: int) -> list[Finding]:
+    if len(rows) <= limit:
+        return rows
+    note = Finding(FindingKind.NOTE, path, "rows cut", detail=f"{len(rows) - limit} more changed rows not listed")
+    return [*rows[:limit], note]
+
+
+def _language(path: str) -> str | None:
+    lowered = path.lower()
+    if lowered.endswith(PYTHON_SUFFIXES):
+        return "python"
+    if lowered.endswith(TUNING_SUFFIXES):
+        return "tuning"
+    if lowered.endswith(NATIVE_SUFFIXES):
+        return "native"
+    return None
+
+
+class _UnreadableError(Exception):
+    """One version of the file cannot be analysed; the message says why."""
+
+
+class _FileAnalysis:
+    def __init__(self, repo: git.Repo, parent: str | None, sha: str, change: gitdiff.FileChange, max_bytes: int):
+        self.repo, self.parent, self.sha, self.change, self.max_bytes = repo, parent, sha, change, max_bytes
+        self.path = change.path
+
+    def findings(self) -> list[Finding]:
+        language = _language(self.path)
+        if language is None:
+            return []
+        notes = []
+        if self.change.renamed:
+            notes.append(self._note("renamed", f"renamed from {self.change.old_path}", before=self.change.old_path))
+        try:
+            old = self._version(self.parent, self.change.old_path if self.change.status != "A" else None)
+            new = self._version(self.sha, self.change.new_path)
+            return notes + self._diff(language, old, new)
+        except _UnreadableError as why:
+            return [*notes, self._note("not analysed", str(why))]
+
+    def _version(self, sha: str | None, path: str | None) -> bytes | None:
+        if sha is None or path is None:
+            return None
+        size = gitdiff.blob_size(self.repo, sha, path)
+        if size > self.max_bytes:
+            raise _UnreadableError(f"{size} bytes at {sha[:12]}, over the {self.max_bytes}-byte limit")
+        version = gitdiff.file_at(self.repo, sha, path)
+        if version is None:
+            return None
+        if b"\0" in version.data[:_BINARY_PROBE_BYTES]:
+            raise _UnreadableError(f"binary at {sha[:12]}")
+        return version.data
+
+    def _diff(self, language: str, old: bytes | None, new: bytes | None) -> list[Finding]:
+        if language == "python":
+            return diff_python(self.path, *self._parsed(old, new, _parse_python))
+        if language == "tuning":
+            return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
+        before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))
+        hunks = gitdiff.file_hunks(self.repo, self.parent, self.sha, self.change)
+        return diff_native(self.path, before, after, hunks)
+
+    def _parsed(self, old: bytes | None, new: bytes | None, parse: Callable[[bytes], T]) -> tuple[T | None, T | None]:
+        results: list[T | None] = []
+        for sha, data in ((self.parent, old), (self.sha, new)):
+            if data is None:
+                results.append(None)
+                continue
+            try:
+                results.append(parse(data))
+            except _UnreadableError as why:
+                raise _UnreadableError(f"does not parse at {(sha or '')[:12]}: {why}") from None
+        return results[0], results[1]
+
+    def _note(self, name: str, detail: str, before: str | None = None) -> Finding:
+        after = self.path if before else None
+        return Finding(FindingKind.NOTE, self.path, name, before=before, after=after, detail=detail)
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _UnreadableError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def _parse_python(data: bytes) -> PythonScan:
+    try:
+        return scan_python(data)
+    except SyntaxError as exc:
+        raise _UnreadableError(f"line {exc.lineno}: {exc.msg}") from None
+    except ValueError as exc:
+        raise _UnreadableError(str(exc)) from None
+
+
+def _parse_tuning(path: str, data: bytes) -> Node:
+    try:
+        return load_tuning_file(path, _decode(data))
+    except TuningFileError as exc:
+        raise _UnreadableError(str(exc)) from None

@@ -1,0 +1,83 @@
+"""Keyed diffs of JSON, YAML and TOML tuning files (per-device, per-shape kernel configs and the like)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Callable
+
+import yaml
+
+from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.values import Leaf, Mapping, Node, diff_values, render, sequence
+
+TUNING_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
+
+
+class TuningFileError(ValueError):
+    """The file is not valid JSON / YAML / TOML."""
+
+
+def load_tuning_file(path: str, text: str) -> Node:
+    """The file's tree; raises TuningFileError when it does not parse."""
+    loader = _loader(path)
+    try:
+        data = loader(text)
+    except (ValueError, yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        raise TuningFileError(_one_line(exc)) from None
+    return to_node(data)
+
+
+def diff_tuning_file(path: str, before: Node | None, after: Node | None) -> list[Finding]:
+    return [
+        Finding(
+            kind=FindingKind.TUNING_FILE,
+            file=path,
+            name="",
+            key=change.key,
+            before=None if change.before is None else render(change.before),
+            after=None if change.after is None else render(change.after),
+        )
+        for change in diff_values(before, after)
+    ]
+
+
+def to_node(data: object) -> Node:
+    """A tree of parsed JSON-like data; keys display as JSON ("1536x128"), scalars too."""
+    if isinstance(data, dict):
+        result = Mapping()
+        for key, value in data.items():
+            identity = key if isinstance(key, str | int | float | bool) or key is None else repr(key)
+            result.entries[identity] = (_scalar_text(key), to_node(value))
+        return result
+    if isinstance(data, list | tuple):
+        return sequence([to_node(item) for item in data])
+    if isinstance(data, str | int | float | bool) or data is None:
+        return Leaf(data, _scalar_text(data))
+    return Leaf(repr(data), repr(data))  # YAML dates and the like
+
+
+def _scalar_text(value: object) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _loader(path: str) -> Callable[[str], object]:
+    if path.endswith(".toml"):
+        return tomllib.loads
+    if path.endswith((".yaml", ".yml")):
+        return _load_yaml
+    return json.loads
+
+
+def _load_yaml(text: str) -> object:
+    documents = list(yaml.safe_load_all(text))
+    if len(documents) == 1:
+        return documents[0]
+    return {f"document {index}": document for index, document in enumerate(documents)}
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
