@@ -6,6 +6,7 @@ without naming one commit (ambiguous, endpoints mismatch, failed, cancelled).
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -242,15 +243,15 @@ def demo() -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the history (same seed, same SHAs).")
 def demo_init(directory: str, commits: int, seed: int) -> None:
     """Write the demo repository and print its good and bad commits."""
+    from kernels.demo import describe
+
     with translated_errors():
         repo = _make_demo(Path(directory), commits, seed)
-    click.echo(f"demo repository: {repo.path}")
-    click.echo(f"good: {repo.good}")
-    click.echo(f"bad:  {repo.bad}")
-    click.echo(f"run:  {repo.run_cmd}    metric: {repo.metric_regex}    expect: {repo.expect}")
+    click.echo(describe(repo))
     click.echo(
         f"bisect start --repo {repo.path} --good {repo.good[:10]} --bad {repo.bad[:10]} "
-        f"--run '{repo.run_cmd}' --metric '{repo.metric_regex}' --expect '{repo.expect}'"
+        f"--run {shlex.quote(repo.run_cmd)} --metric {shlex.quote(repo.metric_regex)} "
+        f"--expect {shlex.quote(repo.expect)}"
     )
 
 
@@ -294,18 +295,16 @@ def _make_demo(directory: Path, commits: int, seed: int) -> Any:
     import shutil
 
     from bisector.errors import InputError
+    from kernels.demo import DemoError, init_demo_repo
 
-    try:
-        from kernels.demo import init_demo_repo
-    except ImportError as exc:
-        raise InputError(f"the demo needs the kernels extra: pip install 'gpu-bisect[kernels]' ({exc})") from None
-    if commits < 2:
-        raise InputError(f"--commits must be at least 2 (got {commits})")
     if directory.exists() and any(directory.iterdir()):
         if not (directory / ".git" / DEMO_MARKER).exists():
             raise InputError(f"{directory} exists and is not a gpu-bisect demo repository; choose another --dir")
         shutil.rmtree(directory)
-    repo = init_demo_repo(directory, commits=commits, seed=seed)
+    try:
+        repo = init_demo_repo(directory, commits=commits, seed=seed)
+    except DemoError as exc:
+        raise InputError(str(exc)) from None
     (directory / ".git" / DEMO_MARKER).write_text(f"seed={seed} commits={commits}\n")
     return repo
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from bisector.domain import BisectRecord, BisectStatus, Commit, StepRecord, StepResult, Verdict
@@ -20,7 +20,7 @@ from bisector.progress import Progress, ProgressObserver, SilentObserver
 from bisector.spec import BisectSpec
 from bisector.strategies import KArySearch, OutcomeKind, SearchState, Strategy, estimated_steps_left
 from db.store import Store
-from workers.executor import Executor, StepRequest
+from workers.executor import Assignment, Executor, StepRequest
 
 POLL_INTERVAL_S = 0.5
 
@@ -59,6 +59,26 @@ class _CommitHistory:
 
     def failed_workers(self) -> frozenset[str]:
         return frozenset(s.worker for s in self.steps if s.verdict is Verdict.ERROR and s.worker)
+
+
+def _running_step(
+    step_id: int, bisect_id: int, sha: str, attempt: int, assignment: Assignment, started: datetime
+) -> StepRecord:
+    """The coordinator's own copy of a step it just stored, so the loop need not read it back."""
+    return StepRecord(
+        id=step_id, bisect_id=bisect_id, sha=sha, attempt=attempt, worker=assignment.worker, node=assignment.node,
+        gpus=assignment.gpus, started=started, finished=None, build_s=None, run_s=None, exit_code=None,
+        verdict=None, samples=(), log_path="", error_kind=None, detail="",
+    )  # fmt: skip
+
+
+def _finished_step(step: StepRecord, result: StepResult, finished: datetime) -> StepRecord:
+    return replace(
+        step, finished=finished, build_s=result.build_s, run_s=result.run_s, exit_code=result.exit_code,
+        verdict=result.verdict, samples=result.samples, log_path=result.log_path, error_kind=result.error_kind,
+        detail=result.detail, worker=result.worker or step.worker, node=result.node or step.node,
+        gpus=result.gpus or step.gpus,
+    )  # fmt: skip
 
 
 class Coordinator:
@@ -176,7 +196,9 @@ class _Search:
             for p in self.history
             if p in self.index_of and (v := self.position_verdict(p)) is not None
         }
-        running = frozenset(self.index_of[p] for p in self.in_flight.values() if p in self.index_of)
+        # A commit waiting for its retry counts as in flight: the strategy must not probe it on any worker.
+        waiting = [p for p in self.history if self.needs_retry(p)]
+        running = frozenset(self.index_of[p] for p in [*self.in_flight.values(), *waiting] if p in self.index_of)
         return SearchState(len(self.order), verdicts, running)
 
     def needs_retry(self, position: int) -> bool:
@@ -330,17 +352,19 @@ class _Search:
             env=self.spec.env,
             avoid_workers=history.failed_workers(),
         )
+        started = self.now()
         assignment = self.executor.submit(request)
         self.store.assign_step(step_id, assignment.worker, assignment.node, assignment.gpus)
         self.in_flight[step_id] = position
-        history.steps.append(self.store.step(step_id))
+        history.steps.append(_running_step(step_id, self.record.id, commit.sha, attempt, assignment, started))
         self.observer.step_started(step_id, commit, attempt, assignment)
 
     def record_result(self, result: StepResult) -> None:
         position = self.in_flight.pop(result.step_id)
-        self.store.finish_step(result.step_id, result, self.now())
+        finished = self.now()
+        self.store.finish_step(result.step_id, result, finished)
         steps = self.history[position].steps
-        steps[:] = [self.store.step(result.step_id) if s.id == result.step_id else s for s in steps]
+        steps[:] = [_finished_step(s, result, finished) if s.id == result.step_id else s for s in steps]
         self.observer.step_finished(result, self.candidates[position])
 
     def cancel_all(self) -> None:

@@ -160,7 +160,9 @@ _VERDICT_STYLE = {
 
 
 def _fmt_metric(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
+    if value is None:
+        return "-"
+    return f"{value:.4f}" if 1e-3 <= abs(value) < 1e5 else f"{value:.4g}"
 
 
 def _fmt_s(value: float | None) -> str:

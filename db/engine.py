@@ -83,6 +83,9 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
     try:
         cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
         cursor.execute("PRAGMA journal_mode = WAL")
+        # In WAL mode NORMAL still survives a crash of any process (kill -9 included); only a power loss
+        # can drop the last commits. It saves an fsync per write: several per bisect step.
+        cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()

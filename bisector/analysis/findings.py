@@ -23,6 +23,7 @@ class FindingKind(StrEnum):
     NATIVE_THRESHOLD = "native_threshold"  # a constant, #define, or if/switch on the batch size in C/C++/CUDA
     DISPATCH_LOGIC = "dispatch_logic"  # a function that reads the tables or thresholds changed
     NOTE = "note"  # a file that could not be analysed (parse error, binary, too large), a rename
+    STATIC_SUMMARY = "static_summary"  # which commit against which parent, how many files (rows may be none)
     # runtime and minimisation
     DISPATCH = "dispatch"  # one (op, N, K, m) of the dispatch trace: kernel at last good -> first bad
     KERNEL_LAUNCH = "kernel_launch"  # one kernel (or CPU op) of the kernel trace: launch count before -> after
@@ -31,16 +32,26 @@ class FindingKind(StrEnum):
 
     @property
     def is_static(self) -> bool:
-        return self not in _RUNTIME_KINDS
+        """A row of the static diff of a commit (table rows and notes)."""
+        return self in _STATIC_KINDS or self is FindingKind.NOTE
 
     @property
     def is_dispatch_relevant(self) -> bool:
-        """A static finding that changes what a dispatcher decides (everything but notes)."""
-        return self.is_static and self is not FindingKind.NOTE
+        """A static row that changes what a dispatcher decides (everything static but notes)."""
+        return self in _STATIC_KINDS
 
 
-_RUNTIME_KINDS = frozenset(
-    {FindingKind.DISPATCH, FindingKind.KERNEL_LAUNCH, FindingKind.MINIMAL_CHANGE, FindingKind.MINIMIZE_SUMMARY}
+_STATIC_KINDS = frozenset(
+    {
+        FindingKind.TABLE_ENTRY,
+        FindingKind.CONSTANT,
+        FindingKind.AUTOTUNE_CONFIG,
+        FindingKind.HEURISTIC,
+        FindingKind.TUNING_FILE,
+        FindingKind.NATIVE_ARRAY,
+        FindingKind.NATIVE_THRESHOLD,
+        FindingKind.DISPATCH_LOGIC,
+    }
 )
 
 

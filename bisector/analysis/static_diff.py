@@ -8,7 +8,7 @@ JSON / YAML / TOML tuning files, and C / C++ / CUDA sources. A file that cannot 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -35,6 +35,11 @@ class StaticDiff:
     parent: str | None
     findings: tuple[Finding, ...]
     files: tuple[str, ...] = ()  # the changed files (paths after the commit)
+    file_count: int | None = None  # len(files) unless rebuilt from stored rows, which keep only the count
+
+    @property
+    def changed_file_count(self) -> int:
+        return len(self.files) if self.file_count is None else self.file_count
 
     @property
     def table_findings(self) -> tuple[Finding, ...]:
@@ -55,13 +60,33 @@ class StaticDiff:
             "sha": self.sha,
             "parent": self.parent,
             "files": list(self.files),
+            "file_count": self.changed_file_count,
             "findings": [f.to_json() for f in self.findings],
         }
+
+    def to_findings(self) -> list[Finding]:
+        """The rows to store, led by a summary row (so that 'no table changed' survives the round trip)."""
+        summary = Finding(
+            FindingKind.STATIC_SUMMARY, file="", name="static diff", key=self.sha, before=self.parent,
+            detail=f"files={self.changed_file_count}",
+        )  # fmt: skip
+        return [summary, *self.findings]
+
+    @classmethod
+    def from_findings(cls, findings: Sequence[Finding], repo: str = "") -> StaticDiff | None:
+        summary = next((f for f in findings if f.kind is FindingKind.STATIC_SUMMARY), None)
+        if summary is None:
+            return None
+        rows = tuple(f for f in findings if f.kind.is_static)
+        count = summary.detail.removeprefix("files=")
+        files = tuple(dict.fromkeys(f.file for f in rows))
+        return cls(repo, summary.key, summary.before, rows, files, int(count) if count.isdigit() else len(files))
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> StaticDiff:
         raw_findings = data.get("findings")
         raw_files = data.get("files")
+        files = tuple(str(f) for f in raw_files) if isinstance(raw_files, list) else ()
         parent = data.get("parent")
         return cls(
             repo=str(data.get("repo") or ""),
@@ -70,7 +95,8 @@ class StaticDiff:
             findings=tuple(Finding.from_json(f) for f in raw_findings if isinstance(f, dict))
             if isinstance(raw_findings, list)
             else (),
-            files=tuple(str(f) for f in raw_files) if isinstance(raw_files, list) else (),
+            files=files,
+            file_count=count if isinstance(count := data.get("file_count"), int) and count != len(files) else None,
         )
 
 

@@ -1,0 +1,94 @@
+"""Explain a culprit: what its tables and thresholds change, what dispatch and kernels change at run time,
+and which of its lines are needed to reproduce the bad verdict.
+
+    static_diff(repo, sha)                    keyed rows of every table / threshold / tuning-file change
+    dispatch_diff(good_trace, bad_trace)      kernels per (op, N, K, m), last good -> first bad
+    kernel_trace_env(file) / kernel_trace_diff kernel launches of any PyTorch program, via sitecustomize
+    minimize(repo, culprit, tester)           ddmin over the culprit's hunks and table entries
+    Explanation + render_text / render_markdown / explanation_json   the report sections
+"""
+
+from bisector.analysis.change_units import ChangeUnit, UnitKind
+from bisector.analysis.dispatch_diff import (
+    Decision,
+    DispatchDiff,
+    DispatchRow,
+    DispatchTrace,
+    dispatch_diff,
+    parse_dispatch_trace,
+    read_dispatch_trace,
+)
+from bisector.analysis.explanation import Explanation
+from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.kernel_trace import (
+    KernelLaunchRow,
+    KernelTrace,
+    KernelTraceDiff,
+    kernel_trace_diff,
+    kernel_trace_env,
+    read_kernel_trace,
+)
+from bisector.analysis.minimize import (
+    MinimizeResult,
+    MinimizeStatus,
+    ShellVariantTester,
+    Trial,
+    Variant,
+    VariantTester,
+    minimize,
+    one_at_a_time,
+)
+from bisector.analysis.render import (
+    NO_TABLE_CHANGE,
+    explanation_json,
+    markdown_lines,
+    print_text,
+    render_markdown,
+    render_text,
+    static_lines,
+    text_renderables,
+)
+from bisector.analysis.shape_table import ShapeRow, ShapeTable, shape_table
+from bisector.analysis.static_diff import StaticDiff, static_diff
+
+__all__ = [
+    "NO_TABLE_CHANGE",
+    "ChangeUnit",
+    "Decision",
+    "DispatchDiff",
+    "DispatchRow",
+    "DispatchTrace",
+    "Explanation",
+    "Finding",
+    "FindingKind",
+    "KernelLaunchRow",
+    "KernelTrace",
+    "KernelTraceDiff",
+    "MinimizeResult",
+    "MinimizeStatus",
+    "ShapeRow",
+    "ShapeTable",
+    "ShellVariantTester",
+    "StaticDiff",
+    "Trial",
+    "UnitKind",
+    "Variant",
+    "VariantTester",
+    "dispatch_diff",
+    "explanation_json",
+    "kernel_trace_diff",
+    "kernel_trace_env",
+    "markdown_lines",
+    "minimize",
+    "one_at_a_time",
+    "parse_dispatch_trace",
+    "print_text",
+    "read_dispatch_trace",
+    "read_kernel_trace",
+    "render_markdown",
+    "render_text",
+    "shape_table",
+    "static_diff",
+    "static_lines",
+    "text_renderables",
+]

@@ -1,0 +1,62 @@
+"""Explanation: everything the analysis found about one culprit, as the report shows and the store keeps it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bisector.analysis.dispatch_diff import DispatchDiff
+from bisector.analysis.findings import Finding
+from bisector.analysis.kernel_trace import KernelTraceDiff
+from bisector.analysis.minimize import MinimizeResult
+from bisector.analysis.shape_table import DEFAULT_DECODE_M, ShapeTable, shape_table
+from bisector.analysis.static_diff import StaticDiff
+
+
+@dataclass(frozen=True)
+class Explanation:
+    static: StaticDiff | None = None  # the culprit's table diff against its parent
+    dispatch: DispatchDiff | None = None  # dispatch traces, last good vs first bad
+    kernels: KernelTraceDiff | None = None  # generic kernel traces, last good vs first bad
+    minimized: MinimizeResult | None = None  # the culprit's smallest failing set of changes
+    decode_m: int = DEFAULT_DECODE_M
+    verify_m: int | None = None  # k + 1 of the speculative test; None: read from the traces (else 8)
+
+    @property
+    def shapes(self) -> ShapeTable:
+        findings = self.static.findings if self.static else ()
+        return shape_table(findings, self.dispatch, decode_m=self.decode_m, verify_m=self.verify_m)
+
+    @property
+    def conclusion(self) -> str | None:
+        return self.shapes.conclusion
+
+    @property
+    def is_empty(self) -> bool:
+        return not any((self.static, self.dispatch, self.kernels, self.minimized))
+
+    def findings(self) -> list[Finding]:
+        """Every row, for the store's findings table; from_findings() rebuilds the explanation from them."""
+        rows: list[Finding] = []
+        if self.static is not None:
+            rows += self.static.to_findings()
+        if self.dispatch is not None:
+            rows += self.dispatch.to_findings()
+        if self.kernels is not None:
+            rows += self.kernels.to_findings()
+        if self.minimized is not None:
+            rows += self.minimized.to_findings()
+        return rows
+
+    @classmethod
+    def from_findings(
+        cls, findings: Sequence[Finding], *, decode_m: int = DEFAULT_DECODE_M, verify_m: int | None = None
+    ) -> Explanation:
+        return cls(
+            static=StaticDiff.from_findings(findings),
+            dispatch=DispatchDiff.from_findings(findings),
+            kernels=KernelTraceDiff.from_findings(findings),
+            minimized=MinimizeResult.from_findings(findings),
+            decode_m=decode_m,
+            verify_m=verify_m,
+        )
