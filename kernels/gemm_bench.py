@@ -1,0 +1,252 @@
+"""Tiny GEMM timing (``python -m kernels.bench gemm``): each kernel at m = 1, 2, 4, 8 on the decoder's three
+projections, against ``torch.nn.functional.linear`` (cuBLAS on CUDA) and the memory bound (weight bytes over
+HBM bandwidth). With ``--sweep`` it first tries candidate tiles per shape and kernel, keeps those that are
+correct, bitwise batch invariant (every m, every row position) and bitwise repeatable, and picks the fastest.
+
+CUDA times are medians of ``triton.testing.do_bench``, which flushes L2 before each call, so the weights come
+from HBM as they do in a decode step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from kernels import tiny_gemm
+from kernels.tiny_gemm import Kernel
+
+if TYPE_CHECKING:
+    from kernels.triton_gemm import Tiles
+
+SHAPES: list[tuple[int, int]] = [(144, 7168), (896, 7168), (1536, 128)]
+NOMINAL_HBM_BYTES_PER_S = 4.8e12  # H200 datasheet
+INVARIANCE_ROWS = 16
+REPEATS = 20
+
+# Sweep candidates: [block_n, block_k, split_k, num_warps, num_stages(, prefetch)] per (kernel, shape); the
+# shape's current tiles are always tried too.
+_CANDIDATES: dict[tuple[str, int, int], list[tuple[int, ...]]] = {
+    ("simt", 144, 7168): [(8, 128, 28, 4, 3, 0), (8, 256, 14, 4, 3), (16, 128, 14, 8, 3), (8, 128, 14, 4, 3)],
+    ("simt", 896, 7168): [
+        (8, 256, 4, 4, 3, 0),
+        (8, 128, 8, 4, 3),
+        (16, 128, 4, 8, 3),
+        (8, 512, 4, 8, 1),
+        (8, 256, 8, 4, 3),
+    ],
+    ("simt", 1536, 128): [(16, 128, 1, 4, 3, 0), (8, 128, 1, 4, 3), (32, 128, 1, 8, 3)],
+    ("mma", 144, 7168): [(16, 128, 28, 4, 3)],
+    ("mma", 896, 7168): [(32, 128, 7, 4, 4), (32, 128, 14, 4, 3)],
+    ("mma", 1536, 128): [(16, 128, 1, 4, 2)],
+}
+
+
+@dataclass
+class Check:
+    rel_err_fp32: float
+    rel_err_bf16: float
+    invariant_by_m: bool
+    invariant_by_position: bool
+    repeatable: bool
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.rel_err_fp32 < 1e-5
+            and self.rel_err_bf16 < 1e-2
+            and self.invariant_by_m
+            and self.invariant_by_position
+            and self.repeatable
+        )
+
+
+@dataclass
+class KernelRun:
+    kernel: str
+    tiles: list[int] | None
+    check: Check | None = None
+    us: dict[int, float] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.check is not None and self.check.ok and bool(self.us)
+
+    def mean_us(self) -> float:
+        return statistics.mean(self.us.values()) if self.us else float("inf")
+
+
+@dataclass
+class ShapeRun:
+    n: int
+    k: int
+    simt: KernelRun
+    mma: KernelRun
+    linear_us: dict[int, float]
+    hbm_bound_us: float  # weight bytes over the measured copy bandwidth
+    hbm_nominal_us: float  # weight bytes over the datasheet bandwidth
+    tried: list[KernelRun]
+
+
+def _warm_up(device: torch.device) -> None:
+    """~50 ms of matrix products, so the clocks are up when timing starts (an idle H200 sits at 375 MHz)."""
+    a = torch.randn(4096, 4096, device=device, dtype=torch.bfloat16)
+    end = time.perf_counter() + 0.05
+    while time.perf_counter() < end:
+        a @ a
+    torch.cuda.synchronize(device)
+
+
+def _time_us(fn: Callable[[], object], device: torch.device) -> float:
+    """Median time of fn; on CUDA the smaller of two do_bench medians taken right after a warm-up."""
+    if device.type == "cuda":
+        import triton.testing
+
+        _warm_up(device)
+        runs = [triton.testing.do_bench(fn, warmup=25, rep=60, return_mode="median") for _ in range(2)]
+        return float(min(runs)) * 1e3
+    fn()
+    samples = []
+    for _ in range(5):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1e6
+
+
+def copy_bandwidth(device: torch.device) -> float:
+    """Bytes per second of a 1 GiB device-to-device copy, counting bytes read and written."""
+    src = torch.empty(1 << 28, dtype=torch.float32, device=device).normal_()
+    dst = torch.empty_like(src)
+    us = _time_us(lambda: dst.copy_(src), device)
+    return 2 * src.numel() * 4 / (us * 1e-6)
+
+
+def _run(kernel: Kernel, x: torch.Tensor, w: torch.Tensor, tiles: Tiles | None, out_fp32: bool) -> torch.Tensor:
+    if tiles is not None:
+        from kernels import triton_gemm
+
+        return triton_gemm.run(kernel, x, w, out_fp32=out_fp32, tiles=tiles)
+    return tiny_gemm.run_kernel(kernel, x, w, out_fp32=out_fp32)
+
+
+def check(kernel: Kernel, w: torch.Tensor, tiles: Tiles | None = None) -> Check:
+    """Correctness against an fp64 reference, batch invariance and repeatability of one kernel."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(INVARIANCE_ROWS, w.shape[1], generator=gen).to(torch.bfloat16).to(w.device)
+    full = _run(kernel, x, w, tiles, True)
+    ref = x.double() @ w.double().t()
+    bf16 = _run(kernel, x, w, tiles, False)
+    rows = range(INVARIANCE_ROWS)
+    return Check(
+        rel_err_fp32=float((full.double() - ref).norm() / ref.norm()),
+        rel_err_bf16=float((bf16.double() - ref).norm() / ref.norm()),
+        invariant_by_m=all(torch.equal(_run(kernel, x[: m + 1], w, tiles, True), full[: m + 1]) for m in rows),
+        invariant_by_position=all(
+            torch.equal(_run(kernel, x[i : i + 1], w, tiles, True), full[i : i + 1]) for i in rows
+        ),
+        repeatable=all(torch.equal(_run(kernel, x, w, tiles, True), full) for _ in range(REPEATS)),
+    )
+
+
+def _candidates(kernel: Kernel, n: int, k: int) -> list[Tiles]:
+    from kernels import triton_gemm
+
+    found = [triton_gemm.tiles_for(kernel, n, k)]
+    found += [triton_gemm.Tiles(*row) for row in _CANDIDATES.get((str(kernel), n, k), [])]
+    return list(dict.fromkeys(found))
+
+
+def _measure(kernel: Kernel, x: torch.Tensor, w: torch.Tensor, tiles: Tiles | None, ms: list[int]) -> KernelRun:
+    run = KernelRun(str(kernel), tiles.to_list() if tiles is not None else None)
+    try:
+        run.check = check(kernel, w, tiles)
+        for m in ms:
+            xm = x[:m]
+            run.us[m] = _time_us(lambda xm=xm: _run(kernel, xm, w, tiles, False), x.device)  # type: ignore[misc]
+    except Exception as exc:  # a candidate that fails to compile or launch is reported, not fatal
+        run.error = f"{type(exc).__name__}: {exc}"[:300]
+    return run
+
+
+def measure_shape(n: int, k: int, ms: list[int], sweep: bool, bandwidth: float, device: torch.device) -> ShapeRun:
+    gen = torch.Generator().manual_seed(n + k)
+    w = (torch.randn(n, k, generator=gen) * k**-0.5).to(torch.bfloat16).to(device)
+    x = torch.randn(max(ms), k, generator=gen).to(torch.bfloat16).to(device)
+    tried: list[KernelRun] = []
+    best: dict[Kernel, KernelRun] = {}
+    for kernel in (Kernel.SIMT, Kernel.MMA):
+        options: list[Tiles | None] = list(_candidates(kernel, n, k)) if sweep else [None]
+        runs = [_measure(kernel, x, w, tiles, ms) for tiles in options]
+        for run in runs:
+            print(json.dumps({"shape": f"{n}x{k}", **asdict(run), "ok": run.ok}), flush=True)
+        tried += runs
+        good = [r for r in runs if r.ok]
+        best[kernel] = min(good, key=KernelRun.mean_us) if good else runs[0]
+    linear_us = {}
+    for m in ms:
+        xm = x[:m]
+        linear_us[m] = _time_us(lambda xm=xm: torch.nn.functional.linear(xm, w), device)  # type: ignore[misc]
+    weight_bytes = n * k * 2
+    return ShapeRun(
+        n,
+        k,
+        best[Kernel.SIMT],
+        best[Kernel.MMA],
+        linear_us,
+        weight_bytes / bandwidth * 1e6,
+        weight_bytes / NOMINAL_HBM_BYTES_PER_S * 1e6,
+        tried,
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    ms = [int(v) for v in args.m.split(",")]
+    backend = tiny_gemm.backend_for(device.type)
+    bandwidth = copy_bandwidth(device) if device.type == "cuda" else float("inf")
+    sweep = bool(args.sweep) and backend == "triton"
+    shapes = [measure_shape(n, k, ms, sweep, bandwidth, device) for n, k in SHAPES]
+    chosen: dict[str, dict[str, list[int]]] = {"simt": {}, "mma": {}}
+    for shape in shapes:
+        for run in (shape.simt, shape.mma):
+            if run.tiles is not None:
+                chosen[run.kernel][f"{shape.n}x{shape.k}"] = run.tiles
+    report = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "backend": backend,
+        "torch": torch.__version__,
+        "triton": _triton_version() if backend == "triton" else None,
+        "copy_bandwidth_bytes_per_s": bandwidth if device.type == "cuda" else None,
+        "chosen_tiles": chosen,
+        "shapes": [asdict(s) for s in shapes],
+    }
+    if args.tiles_out:
+        with open(args.tiles_out, "w", encoding="utf-8") as out:
+            json.dump(chosen, out)
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as out:
+            json.dump(report, out, indent=1)
+    print(json.dumps({"chosen_tiles": chosen}))
+    print(f"device: {report['device']}  backend: {backend}  copy bandwidth: {bandwidth / 1e12:.2f} TB/s")
+    print(f"{'shape':>10} {'m':>3} {'simt us':>9} {'mma us':>9} {'linear us':>10} {'hbm bound us':>13}")
+    for shape in shapes:
+        for m in ms:
+            print(
+                f"{shape.n:>4}x{shape.k:<5} {m:>3} {shape.simt.us.get(m, float('nan')):>9.2f} "
+                f"{shape.mma.us.get(m, float('nan')):>9.2f} {shape.linear_us[m]:>10.2f} {shape.hbm_bound_us:>13.2f}"
+            )
+    return 0
+
+
+def _triton_version() -> str:
+    import triton
+
+    return str(triton.__version__)

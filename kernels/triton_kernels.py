@@ -1,0 +1,177 @@
+"""The two Triton kernels of the tiny GEMM (y = x @ W^T, bf16 in, fp32 accumulate). Host code: triton_gemm.
+
+Grid (N tiles, SPLIT_K, m tiles). Each program reduces its K range for BLOCK_M rows and BLOCK_N columns.
+Nothing in a program's arithmetic depends on m: the tile sizes are compile-time constants chosen per (N, K),
+M is never specialized (``do_not_specialize``), and rows past M are masked to zero. A row's output is
+therefore bitwise the same for any m, for each kernel on its own.
+
+With SPLIT_K > 1 every program stores its partial tile to a workspace and counts itself in; the last program
+of a tile to arrive adds the partials in split order 0, 1, ... and writes the output. The order is fixed, so
+the result does not depend on which program arrives last (no float atomics).
+"""
+# mypy: disable-error-code="misc, no-untyped-def, untyped-decorator"
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _finish(
+    acc,
+    y_ptr,
+    ws_ptr,
+    count_ptr,
+    rm,
+    rn,
+    M,
+    N,
+    stride_ym,
+    pid_n,
+    pid_s,
+    pid_m,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+):
+    y_ptrs = y_ptr + rm[:, None] * stride_ym + rn[None, :]
+    y_mask = (rm[:, None] < M) & (rn[None, :] < N)
+    if SPLIT_K == 1:
+        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=y_mask)
+    else:
+        tile = pid_m * tl.num_programs(0) + pid_n
+        offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        base = ws_ptr + tile * (SPLIT_K * BLOCK_M * BLOCK_N)
+        tl.store(base + pid_s * (BLOCK_M * BLOCK_N) + offs, acc)
+        # Every thread's partial is written before one thread publishes the arrival (release) ...
+        tl.debug_barrier()
+        arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            # ... and the last arrival reads all partials from L2 (.cg), in split order.
+            total = tl.load(base + offs, cache_modifier=".cg")
+            for s in tl.static_range(1, SPLIT_K):
+                total += tl.load(base + s * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
+            tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=y_mask)
+            tl.atomic_xchg(count_ptr + tile, 0)
+
+
+@triton.jit
+def _load_block(ptrs, row_ok, kk, K, EVEN_K: tl.constexpr):
+    """A [rows, BLOCK_K] block, zero outside the rows (and past K unless K needs no mask)."""
+    if EVEN_K:
+        block = tl.load(ptrs, mask=row_ok[:, None], other=0.0)
+    else:
+        block = tl.load(ptrs, mask=row_ok[:, None] & (kk[None, :] < K), other=0.0)
+    return block
+
+
+@triton.jit(do_not_specialize=["M"])
+def simt_gemm_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    ws_ptr,
+    count_ptr,
+    M,
+    N,
+    K,
+    K_SPLIT: tl.constexpr,
+    stride_xm,
+    stride_wn,
+    stride_ym,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    PREFETCH: tl.constexpr,
+):
+    """CUDA-core kernel: lane l of each output accumulates the products k = l, l + BLOCK_K, ... of its split
+    with FMAs (exact products, so the same as multiply then add); one tl.sum over the lanes at the end.
+
+    PREFETCH loads the next K block into registers before the FMAs of the current one, so a program keeps two
+    blocks of weights in flight (Triton does not pipeline loads that feed no tl.dot). Same arithmetic either way.
+    """
+    pid_n = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    pid_m = tl.program_id(2)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    m_ok = rm < M
+    n_ok = rn < N
+    k_begin = pid_s * K_SPLIT
+    x_ptrs = x_ptr + rm[:, None] * stride_xm + (k_begin + rk)[None, :]
+    w_ptrs = w_ptr + rn[:, None] * stride_wn + (k_begin + rk)[None, :]
+    lanes = tl.zeros((BLOCK_M, BLOCK_N, BLOCK_K), dtype=tl.float32)
+    if PREFETCH:
+        x = _load_block(x_ptrs, m_ok, k_begin + rk, K, EVEN_K)
+        w = _load_block(w_ptrs, n_ok, k_begin + rk, K, EVEN_K)
+        for k0 in range(BLOCK_K, K_SPLIT, BLOCK_K):
+            x_next = _load_block(x_ptrs + k0, m_ok, k_begin + k0 + rk, K, EVEN_K)
+            w_next = _load_block(w_ptrs + k0, n_ok, k_begin + k0 + rk, K, EVEN_K)
+            lanes += x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
+            x = x_next
+            w = w_next
+        lanes += x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
+    else:
+        for k0 in range(0, K_SPLIT, BLOCK_K):
+            x = _load_block(x_ptrs + k0, m_ok, k_begin + k0 + rk, K, EVEN_K)
+            w = _load_block(w_ptrs + k0, n_ok, k_begin + k0 + rk, K, EVEN_K)
+            lanes += x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
+    acc = tl.sum(lanes, axis=2)
+    _finish(acc, y_ptr, ws_ptr, count_ptr, rm, rn, M, N, stride_ym, pid_n, pid_s, pid_m, BLOCK_M, BLOCK_N, SPLIT_K)
+
+
+@triton.jit(do_not_specialize=["M"])
+def mma_gemm_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    ws_ptr,
+    count_ptr,
+    M,
+    N,
+    K,
+    K_SPLIT: tl.constexpr,
+    stride_xm,
+    stride_wn,
+    stride_ym,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    DOT_FP32: tl.constexpr,
+):
+    """Tensor-core kernel: rows padded to the 16-row MMA tile, tl.dot over BLOCK_K slices.
+
+    DOT_FP32 casts the operands to fp32 first; the Triton interpreter needs it because it multiplies bf16
+    bit patterns as integers (triton-lang/triton#11584).
+    """
+    pid_n = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    pid_m = tl.program_id(2)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    m_ok = rm < M
+    n_ok = rn < N
+    k_begin = pid_s * K_SPLIT
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K_SPLIT, BLOCK_K):
+        kk = k_begin + k0 + rk
+        if EVEN_K:
+            x_mask = m_ok[:, None]
+            w_mask = n_ok[None, :]
+        else:
+            x_mask = m_ok[:, None] & (kk[None, :] < K)
+            w_mask = n_ok[None, :] & (kk[:, None] < K)
+        x = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :], mask=x_mask, other=0.0)
+        w_t = tl.load(w_ptr + rn[None, :] * stride_wn + kk[:, None], mask=w_mask, other=0.0)
+        if DOT_FP32:
+            acc = tl.dot(x.to(tl.float32), w_t.to(tl.float32), acc, input_precision="ieee")
+        else:
+            acc = tl.dot(x, w_t, acc)
+    _finish(acc, y_ptr, ws_ptr, count_ptr, rm, rn, M, N, stride_ym, pid_n, pid_s, pid_m, BLOCK_M, BLOCK_N, SPLIT_K)
