@@ -5,7 +5,9 @@ and which of its lines are needed to reproduce the bad verdict.
     dispatch_diff(good_trace, bad_trace)      kernels per (op, N, K, m), last good -> first bad
     kernel_trace_env(file) / kernel_trace_diff kernel launches of any PyTorch program, via sitecustomize
     minimize(repo, culprit, tester)           ddmin over the culprit's hunks and table entries
+    TraceFiles / runtime_diffs                the coordinator's traced re-runs of last good and first bad
     Explanation + render_text / render_markdown / explanation_json   the report sections
+    explain_commit(repo, rev)                 `bisect explain REV`
 """
 
 from bisector.analysis.change_units import ChangeUnit, UnitKind
@@ -18,7 +20,7 @@ from bisector.analysis.dispatch_diff import (
     parse_dispatch_trace,
     read_dispatch_trace,
 )
-from bisector.analysis.explanation import Explanation
+from bisector.analysis.explanation import Explanation, explain_commit
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.kernel_trace import (
     KernelLaunchRow,
@@ -48,10 +50,12 @@ from bisector.analysis.render import (
     static_lines,
     text_renderables,
 )
+from bisector.analysis.runtime import DISPATCH_TRACE_ENV, TraceFiles, runtime_diffs
 from bisector.analysis.shape_table import ShapeRow, ShapeTable, shape_table
 from bisector.analysis.static_diff import StaticDiff, static_diff
 
 __all__ = [
+    "DISPATCH_TRACE_ENV",
     "NO_TABLE_CHANGE",
     "ChangeUnit",
     "Decision",
@@ -70,11 +74,13 @@ __all__ = [
     "ShapeTable",
     "ShellVariantTester",
     "StaticDiff",
+    "TraceFiles",
     "Trial",
     "UnitKind",
     "Variant",
     "VariantTester",
     "dispatch_diff",
+    "explain_commit",
     "explanation_json",
     "kernel_trace_diff",
     "kernel_trace_env",
@@ -87,6 +93,7 @@ __all__ = [
     "read_kernel_trace",
     "render_markdown",
     "render_text",
+    "runtime_diffs",
     "shape_table",
     "static_diff",
     "static_lines",

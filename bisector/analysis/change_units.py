@@ -43,7 +43,6 @@ class ChangeUnit:
     line: int | None = None  # first line in the new file (1-based), or where the removal was
     removed: tuple[str, ...] = ()  # display text of the old lines
     added: tuple[str, ...] = ()  # display text of the new lines
-    edits: tuple[Edit, ...] = field(default=(), compare=False)
 
     @property
     def label(self) -> str:
@@ -93,8 +92,16 @@ class _UnitBuilder:
     def __init__(self) -> None:
         self.units: list[ChangeUnit] = []
 
-    def add(self, path: str, kind: UnitKind, description: str, **values: object) -> str:
-        unit = ChangeUnit(f"u{len(self.units) + 1}", path, kind, description, **values)  # type: ignore[arg-type]
+    def add(
+        self,
+        path: str,
+        kind: UnitKind,
+        description: str,
+        line: int | None = None,
+        removed: tuple[str, ...] = (),
+        added: tuple[str, ...] = (),
+    ) -> str:
+        unit = ChangeUnit(f"u{len(self.units) + 1}", path, kind, description, line, removed, added)
         self.units.append(unit)
         return unit.id
 
@@ -125,7 +132,6 @@ class _UnitBuilder:
                     line=(edit.new_lo + 1) if edit.new_hi > edit.new_lo else max(edit.new_lo, 1),
                     removed=_text(plan.old_lines[edit.old_lo : edit.old_hi]),
                     added=_text(plan.new_lines[edit.new_lo : edit.new_hi]),
-                    edits=(edit,),
                 )
                 plan.edit_units[unit_id] = (edit,)
         return plan
@@ -234,7 +240,3 @@ def _binary(version: FileVersion) -> bool:
 
 def _text(lines: Iterable[bytes]) -> tuple[str, ...]:
     return tuple(line.decode("utf-8", errors="replace").rstrip("\r\n") for line in lines)
-
-
-def ids(units: Iterable[ChangeUnit]) -> list[str]:
-    return [unit.id for unit in units]

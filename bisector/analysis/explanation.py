@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -10,7 +11,7 @@ from bisector.analysis.findings import Finding
 from bisector.analysis.kernel_trace import KernelTraceDiff
 from bisector.analysis.minimize import MinimizeResult
 from bisector.analysis.shape_table import DEFAULT_DECODE_M, ShapeTable, shape_table
-from bisector.analysis.static_diff import StaticDiff
+from bisector.analysis.static_diff import StaticDiff, static_diff
 
 
 @dataclass(frozen=True)
@@ -60,3 +61,10 @@ class Explanation:
             decode_m=decode_m,
             verify_m=verify_m,
         )
+
+
+def explain_commit(
+    repo_path: str | os.PathLike[str], rev: str, parent: str | None = None, *, verify_m: int | None = None
+) -> Explanation:
+    """`bisect explain REV`: the static part alone, for any commit, without a bisect."""
+    return Explanation(static=static_diff(repo_path, rev, parent), verify_m=verify_m)

@@ -107,7 +107,7 @@ class Finding:
             key=str(data.get("key") or ""),
             before=_optional_str(data.get("before")),
             after=_optional_str(data.get("after")),
-            line=int(line) if isinstance(line, int | str) and str(line).lstrip("-").isdigit() else None,
+            line=line if isinstance(line, int) else None,
             detail=str(data.get("detail") or ""),
         )
 

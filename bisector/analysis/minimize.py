@@ -20,6 +20,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.domain import Verdict
 from bisector.errors import RepoError
 from bisector.gitrepo import GitRepo
+from bisector.metric import MetricSpec, judge_run
 from workers.process import run_shell
 
 
@@ -63,11 +64,19 @@ class MinimizeResult:
     parent: str
     status: MinimizeStatus
     unit_count: int  # how many change units the culprit has
-    minimal: tuple[ChangeUnit, ...]  # the smallest failing set found (empty unless status is MINIMAL)
+    # Disjoint 1-minimal failing sets: the first found by ddmin over all units, each next one over the units
+    # left once the earlier sets are taken out, for as long as those still fail. Several sets mean
+    # independent causes (each enough on its own); empty unless status is MINIMAL.
+    groups: tuple[tuple[ChangeUnit, ...], ...]
     test_count: int  # variants tested
-    minimal_sha: str | None = None  # the variant with exactly the minimal units
+    minimal_sha: str | None = None  # the variant with exactly the first set's units
     units: tuple[ChangeUnit, ...] = ()  # every unit (not kept in the store)
     trials: tuple[Trial, ...] = ()  # every test (not kept in the store)
+
+    @property
+    def minimal(self) -> tuple[ChangeUnit, ...]:
+        """Every unit that matters: the union of the groups, in diff order."""
+        return tuple(sorted((u for group in self.groups for u in group), key=_unit_order))
 
     @property
     def summary(self) -> str:
@@ -77,7 +86,13 @@ class MinimizeResult:
         if self.status is MinimizeStatus.PARENT_BAD:
             return f"the parent {self.parent[:12]} already tests bad; not minimised ({tests})"
         unit_word = "unit" if self.unit_count == 1 else "units"
-        return f"{len(self.minimal)} of {self.unit_count} change {unit_word} reproduce the bad verdict ({tests})"
+        head = f"{len(self.minimal)} of {self.unit_count} change {unit_word} reproduce the bad verdict"
+        if len(self.groups) > 1:
+            each = "each alone" if all(len(g) == 1 for g in self.groups) else "each set alone"
+            head += f": {len(self.groups)} independent causes, {each} enough"
+        elif len(self.minimal) > 1:
+            head += " only together"
+        return f"{head} ({tests})"
 
     def to_findings(self) -> list[Finding]:
         rows = [
@@ -91,51 +106,68 @@ class MinimizeResult:
                 detail=f"parent={self.parent} tests={self.test_count} variant={self.minimal_sha or ''}",
             )
         ]
-        for unit in self.minimal:
-            rows.append(
-                Finding(
-                    FindingKind.MINIMAL_CHANGE,
-                    file=unit.path,
-                    name=unit.description,
-                    key=unit.id,
-                    before="\n".join(unit.removed) if unit.removed else None,
-                    after="\n".join(unit.added) if unit.added else None,
-                    line=unit.line,
-                    detail=unit.kind.value,
+        for index, group in enumerate(self.groups, start=1):
+            for unit in group:
+                rows.append(
+                    Finding(
+                        FindingKind.MINIMAL_CHANGE,
+                        file=unit.path,
+                        name=unit.description,
+                        key=unit.id,
+                        before="\n".join(unit.removed) if unit.removed else None,
+                        after="\n".join(unit.added) if unit.added else None,
+                        line=unit.line,
+                        detail=f"{unit.kind.value} group={index}",
+                    )
                 )
-            )
         return rows
 
     @classmethod
     def from_findings(cls, findings: Sequence[Finding]) -> MinimizeResult | None:
-        """Rebuild what a report needs (the summary and the minimal units) from stored rows."""
+        """Rebuild what a report needs (the summary and the groups of units) from stored rows."""
         summary = next((f for f in findings if f.kind is FindingKind.MINIMIZE_SUMMARY), None)
         if summary is None:
             return None
-        fields = dict(part.split("=", 1) for part in summary.detail.split() if "=" in part)
-        minimal = tuple(
-            ChangeUnit(
-                id=f.key,
-                path=f.file,
-                kind=UnitKind(f.detail) if f.detail in UnitKind._value2member_map_ else UnitKind.HUNK,
-                description=f.name,
-                line=f.line,
-                removed=tuple(f.before.split("\n")) if f.before is not None else (),
-                added=tuple(f.after.split("\n")) if f.after is not None else (),
+        fields = _fields(summary.detail)
+        groups: dict[str, list[ChangeUnit]] = {}
+        for row in findings:
+            if row.kind is not FindingKind.MINIMAL_CHANGE:
+                continue
+            kind = row.detail.split()[0] if row.detail else ""
+            groups.setdefault(_fields(row.detail).get("group", "1"), []).append(
+                ChangeUnit(
+                    id=row.key,
+                    path=row.file,
+                    kind=UnitKind(kind) if kind in UnitKind._value2member_map_ else UnitKind.HUNK,
+                    description=row.name,
+                    line=row.line,
+                    removed=tuple(row.before.split("\n")) if row.before is not None else (),
+                    added=tuple(row.after.split("\n")) if row.after is not None else (),
+                )
             )
-            for f in findings
-            if f.kind is FindingKind.MINIMAL_CHANGE
-        )
         tests = fields.get("tests", "0")
+        total = summary.before or ""
         return cls(
             culprit=summary.key,
             parent=fields.get("parent", ""),
             status=MinimizeStatus(summary.name),
-            unit_count=int(summary.before) if summary.before and summary.before.isdigit() else len(minimal),
-            minimal=minimal,
+            unit_count=int(total) if total.isdigit() else sum(len(g) for g in groups.values()),
+            groups=tuple(tuple(groups[key]) for key in sorted(groups, key=lambda k: int(k) if k.isdigit() else 0)),
             test_count=int(tests) if tests.isdigit() else 0,
             minimal_sha=fields.get("variant") or None,
         )
+
+
+def _fields(detail: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in detail.split() if "=" in part)
+
+
+def _unit_order(unit: ChangeUnit) -> tuple[int, str]:
+    number = unit.id.removeprefix("u")
+    return (int(number) if number.isdigit() else 0, unit.id)
+
+
+MAX_CAUSES = 8  # independent minimal sets looked for after the first
 
 
 def minimize(
@@ -146,9 +178,12 @@ def minimize(
     parent: str | None = None,
     batch: int = 1,
     check_endpoints: bool = True,
+    max_causes: int = MAX_CAUSES,
 ) -> MinimizeResult:
-    """ddmin over the culprit's change units. check_endpoints first tests the culprit (must be bad) and its
-    parent (must not be); a bisect that just found them can skip that. batch: variants per test call."""
+    """ddmin over the culprit's change units, then again over what is left for as long as that still fails
+    (up to max_causes sets), so that independent causes are all named. check_endpoints first tests the
+    culprit (must be bad) and its parent (must not be); a bisect that just found them can skip that.
+    batch: how many variants one call of the tester gets (to run them in parallel)."""
     repo = gitdiff.open_repo(repo_path)
     try:
         sha = gitdiff.resolve_commit(repo, culprit)
@@ -156,39 +191,58 @@ def minimize(
         if base is None:
             raise RepoError(f"{sha[:12]} is a root commit: there is no parent to apply its changes to")
         changes = culprit_changes(repo, sha, base)
-        runner = _VariantRunner(repo_path, changes, test, gitdiff.commit_date(repo, sha))
-        units = tuple(changes.units)
-        everything = frozenset(range(len(units)))
-        status = MinimizeStatus.MINIMAL
-        if check_endpoints:
-            full, empty = runner.verdicts([everything, frozenset()])
-            if full is not Verdict.BAD:
-                status = MinimizeStatus.NOT_REPRODUCED
-            elif empty is Verdict.BAD:
-                status = MinimizeStatus.PARENT_BAD
-        kept = ddmin(len(units), runner.fails, batch=batch) if status is MinimizeStatus.MINIMAL else frozenset()
-        return MinimizeResult(
-            culprit=sha,
-            parent=base,
-            status=status,
-            unit_count=len(units),
-            minimal=tuple(units[i] for i in sorted(kept)),
-            test_count=len(runner.trials),
-            minimal_sha=runner.variant(kept).sha if status is MinimizeStatus.MINIMAL else None,
-            units=units,
-            trials=tuple(runner.trials),
-        )
+        date = gitdiff.commit_date(repo, sha)
     finally:
         repo.close()
+    runner = _VariantRunner(repo_path, changes, test, date)
+    units = tuple(changes.units)
+    status = MinimizeStatus.MINIMAL
+    if check_endpoints:
+        full, empty = runner.verdicts([frozenset(range(len(units))), frozenset()])
+        if full is not Verdict.BAD:
+            status = MinimizeStatus.NOT_REPRODUCED
+        elif empty is Verdict.BAD:
+            status = MinimizeStatus.PARENT_BAD
+    groups = _causes(runner, len(units), batch, max_causes) if status is MinimizeStatus.MINIMAL else []
+    return MinimizeResult(
+        culprit=sha,
+        parent=base,
+        status=status,
+        unit_count=len(units),
+        groups=tuple(tuple(units[i] for i in sorted(group)) for group in groups),
+        test_count=len(runner.trials),
+        minimal_sha=runner.variant(groups[0]).sha if groups else None,
+        units=units,
+        trials=tuple(runner.trials),
+    )
+
+
+def _causes(runner: _VariantRunner, count: int, batch: int, max_causes: int) -> list[Subset]:
+    """Disjoint minimal failing sets; the whole set is known to fail."""
+    groups: list[Subset] = []
+    left = list(range(count))
+    while left and len(groups) < max(1, max_causes):
+        if groups and not runner.fails([frozenset(left)])[0]:
+            break
+        items = list(left)
+
+        def fails(subsets: Sequence[Subset], items: list[int] = items) -> list[bool]:
+            return runner.fails([frozenset(items[i] for i in subset) for subset in subsets])
+
+        group = frozenset(items[i] for i in ddmin(len(items), fails, batch=batch))
+        groups.append(group)
+        left = [i for i in left if i not in group]
+    return groups
 
 
 class _VariantRunner:
-    """Builds variant commits for subsets of unit indexes, tests them, and keeps every trial."""
+    """Builds variant commits for subsets of unit indexes, tests them once each, and keeps every trial."""
 
     def __init__(self, repo_path: str | os.PathLike[str], changes: CulpritChanges, test: VariantTester, date: str):
         self.repo_path, self.changes, self.test, self.date = repo_path, changes, test, date
         self.trials: list[Trial] = []
         self._shas: dict[Subset, str] = {}
+        self._verdicts: dict[Subset, Verdict] = {}
 
     def variant(self, subset: Subset) -> Variant:
         ids = tuple(self.changes.units[i].id for i in sorted(subset))
@@ -208,12 +262,15 @@ class _VariantRunner:
         return Variant(self._shas[subset], ids)
 
     def verdicts(self, subsets: Sequence[Subset]) -> list[Verdict]:
-        variants = [self.variant(subset) for subset in subsets]
-        verdicts = list(self.test(variants))
-        if len(verdicts) != len(variants):
-            raise ValueError(f"the variant tester returned {len(verdicts)} verdicts for {len(variants)} variants")
-        self.trials.extend(Trial(v.units, v.sha, verdict) for v, verdict in zip(variants, verdicts, strict=True))
-        return verdicts
+        todo = [subset for subset in dict.fromkeys(subsets) if subset not in self._verdicts]
+        if todo:
+            variants = [self.variant(subset) for subset in todo]
+            verdicts = list(self.test(variants))
+            if len(verdicts) != len(variants):
+                raise ValueError(f"the variant tester returned {len(verdicts)} verdicts for {len(variants)} variants")
+            self.trials.extend(Trial(v.units, v.sha, verdict) for v, verdict in zip(variants, verdicts, strict=True))
+            self._verdicts.update(zip(todo, verdicts, strict=True))
+        return [self._verdicts[subset] for subset in subsets]
 
     def fails(self, subsets: Sequence[Subset]) -> list[bool]:
         return [verdict is Verdict.BAD for verdict in self.verdicts(subsets)]
@@ -221,7 +278,8 @@ class _VariantRunner:
 
 class ShellVariantTester:
     """Tests variants one after another in one scratch worktree with a shell command (bash -c, cwd the
-    worktree): exit 0 good, 125 skip, 1-127 bad; a timeout or a signal is an error."""
+    worktree), judged as a bisect step is: by the metric when one is given, else by the exit code (0 good,
+    125 skip, 1-127 bad; a timeout or a signal is an error). Output goes to log_path."""
 
     def __init__(
         self,
@@ -229,12 +287,14 @@ class ShellVariantTester:
         worktree: Path,
         command: str,
         *,
+        metric: MetricSpec | None = None,
         timeout_s: float = 600.0,
         env: Mapping[str, str] | None = None,
         log_path: Path | None = None,
     ) -> None:
         self.repo = GitRepo(os.fspath(repo_path))
         self.worktree, self.command, self.timeout_s = worktree, command, timeout_s
+        self.metric = metric or MetricSpec()
         self.env = dict(os.environ if env is None else env)
         self.log_path = log_path or worktree.with_name(worktree.name + ".log")
 
@@ -247,10 +307,10 @@ class ShellVariantTester:
         with self.log_path.open("ab") as log:
             log.write(f"# variant {variant.sha} units {' '.join(variant.units) or '(none)'}\n".encode())
             log.flush()
+            offset = log.tell()
             env = {**self.env, "BISECT_SHA": variant.sha}
             outcome = run_shell(self.command, self.worktree, env, log, self.timeout_s)
-        if outcome.timed_out or outcome.exit_code < 0 or outcome.exit_code > 127:
-            return Verdict.ERROR
-        if outcome.exit_code == 0:
-            return Verdict.GOOD
-        return Verdict.SKIP if outcome.exit_code == 125 else Verdict.BAD
+        with self.log_path.open("rb") as log:
+            log.seek(offset)
+            output = log.read().decode(errors="replace")
+        return judge_run(self.metric, outcome.exit_code, output, self.worktree, timed_out=outcome.timed_out).verdict

@@ -168,9 +168,12 @@ def _kernel_table(kernels: KernelTraceDiff) -> RenderableType:
 
 def _minimized_text(result: MinimizeResult) -> RenderableType:
     lines = [Text(f"minimised culprit: {result.summary}", style="bold")]
-    for unit in result.minimal:
-        lines.append(Text(f"  {unit.label}"))
-        lines += [Text(f"    {line}") for line in _unit_lines(unit)]
+    for index, group in enumerate(result.groups, start=1):
+        if len(result.groups) > 1:
+            lines.append(Text(f"  cause {index}:"))
+        for unit in group:
+            lines.append(Text(f"  {unit.label}"))
+            lines += [Text(f"    {line}") for line in _unit_lines(unit)]
     if result.minimal_sha:
         lines.append(Text(f"  variant with only these changes: {result.minimal_sha}"))
     return Group(*lines)
@@ -252,8 +255,11 @@ def _markdown_minimized(result: MinimizeResult) -> list[str]:
     out = [f"**Minimised culprit:** {_md(result.summary)}", ""]
     if result.minimal:
         out.append("```diff")
-        for unit in result.minimal:
-            out += [f"# {unit.label}", *_unit_lines(unit)]
+        for index, group in enumerate(result.groups, start=1):
+            if len(result.groups) > 1:
+                out.append(f"## cause {index}")
+            for unit in group:
+                out += [f"# {unit.label}", *_unit_lines(unit)]
         out += ["```", ""]
     if result.minimal_sha:
         out += [f"Variant with only these changes: `{result.minimal_sha}`", ""]
@@ -329,6 +335,7 @@ def explanation_json(explanation: Explanation) -> dict[str, object]:
             "test_count": result.test_count,
             "minimal_sha": result.minimal_sha,
             "minimal": [_unit_json(unit) for unit in result.minimal],
+            "groups": [[unit.id for unit in group] for group in result.groups],
             "trials": [{"units": list(t.units), "sha": t.sha, "verdict": t.verdict.value} for t in result.trials],
         }
     return data

@@ -17,6 +17,7 @@ from bisector.analysis.findings import Finding, FindingKind
 
 DEFAULT_DECODE_M = 1
 DEFAULT_VERIFY_M = 8  # the motivating case: 7 draft tokens + 1 verified in one pass
+MAX_GUESSED_VERIFY_M = 16  # k + 1 of speculative decoding rarely exceeds this
 THRESHOLD_TABLE = re.compile(r"(?i)min_m|mma|threshold")  # table names read as "MMA from m" tables
 UNKNOWN = "?"
 _SHAPE_KEY = re.compile(r"^\[\((-?\d+), (-?\d+)\)\]$")
@@ -47,6 +48,7 @@ class ShapeRow:
 
     @property
     def became_batch_variant(self) -> bool:
+        """Different kernels at decode and verify after the commit, and not known to differ before it."""
         return self.batch_variant_after and not self.batch_variant_before
 
 
@@ -59,22 +61,23 @@ class ShapeTable:
     @property
     def conclusion(self) -> str | None:
         """One line: whether the culprit made a row take different kernels at decode and at verify."""
-        if not self.rows:
-            return None
         variant = [row for row in self.rows if row.became_batch_variant]
         if variant:
-            first = variant[0]
+            kernels = {(row.decode_after, row.verify_after) for row in variant}
+            if len(kernels) == 1:
+                decode, verify = next(iter(kernels))
+                takes = f"{decode} at m={self.decode_m} and {verify} at m={self.verify_m}"
+            else:
+                takes = f"different kernels at m={self.decode_m} and m={self.verify_m}"
             shapes = ", ".join(f"({row.n}, {row.k})" for row in variant)
-            same = all((r.decode_after, r.verify_after) == (first.decode_after, first.verify_after) for r in variant)
-            kernels = f"{first.decode_after} at m={self.decode_m} and {first.verify_after} at m={self.verify_m}"
-            head = f"batch-variant: the same row takes {kernels}" if same else "batch-variant: the same row takes "
-            if not same:
-                head += f"different kernels at m={self.decode_m} and m={self.verify_m}"
-            return f"{head} for (N, K) = {shapes}; at the last good commit each took one kernel at both"
-        if all(UNKNOWN not in (r.decode_after, r.verify_after) for r in self.rows):
-            return (
-                f"batch-invariant: every changed shape takes the same kernel at m={self.decode_m} and m={self.verify_m}"
-            )
+            line = f"batch-variant: the same row takes {takes} for (N, K) = {shapes}"
+            before = {row.decode_before for row in variant}
+            if UNKNOWN not in before:
+                line += f"; at the last good commit each took {'/'.join(sorted(before))} at both"
+            return line
+        known = [row for row in self.rows if UNKNOWN not in (row.decode_after, row.verify_after)]
+        if known and len(known) == len(self.rows):
+            return f"batch-invariant: every changed shape takes one kernel at m={self.decode_m} and m={self.verify_m}"
         return None
 
 
@@ -88,8 +91,9 @@ def shape_table(
 ) -> ShapeTable:
     """Rows for every (N, K) whose threshold row changed statically or whose dispatch changed at run time.
 
-    verify_m None: the smallest m above decode_m at which the first bad run's kernel differs from its decode
-    kernel for some shape, else DEFAULT_VERIFY_M.
+    verify_m None (pass k + 1 when the test's k is known): from the first bad run's trace, the largest m up to
+    MAX_GUESSED_VERIFY_M whose kernel differs from the decode kernel for some shape (prefill of a real prompt
+    is longer, a verify batch is not), else the smallest such m above it, else DEFAULT_VERIFY_M.
     """
     static = _static_thresholds(findings, threshold_table)
     verify = verify_m if verify_m is not None else _pick_verify_m(dispatch, decode_m)
@@ -148,7 +152,8 @@ def _pick_verify_m(dispatch: DispatchDiff | None, decode_m: int) -> int:
             and {row.after} != dispatch.kernels_at(row.shape, decode_m, after=True)
         }
     )
-    return candidates[0] if candidates else DEFAULT_VERIFY_M
+    small = [m for m in candidates if m <= MAX_GUESSED_VERIFY_M]
+    return small[-1] if small else candidates[0] if candidates else DEFAULT_VERIFY_M
 
 
 def _shape_row(

@@ -16,7 +16,8 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -63,24 +64,54 @@ class _TorchImportWatcher(importlib.abc.MetaPathFinder):
 
 def _start_profiler(torch: Any, out_file: str) -> None:
     try:
-        from torch.profiler import ProfilerActivity, profile
-
-        os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # do not initialise CUDA before a fork
-        cuda = bool(torch.cuda.is_available())
-        activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
-        profiler = profile(activities=activities)
-        profiler.start()
+        os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # asks NVML: CUDA itself stays uninitialised
+        if torch.cuda.is_available():
+            _start_with_cuda(torch, out_file)
+        else:
+            # The autograd profiler without Kineto records CPU ops and starts in milliseconds, not seconds.
+            cpu_profiler = torch.autograd.profiler.profile(use_kineto=False)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cpu_profiler.__enter__()
+            stop = lambda: cpu_profiler.__exit__(None, None, None)  # noqa: E731
+            atexit.register(_finish, stop, lambda: cpu_profiler.function_events, out_file, "cpu")
     except Exception as exc:  # the program must run whatever happens here
         _write(out_file, {"error": f"profiler did not start: {exc!r}"})
-        return
-    atexit.register(_finish, profiler, out_file, "cuda" if cuda else "cpu")
 
 
-def _finish(profiler: Any, out_file: str, device: str) -> None:
+def _start_with_cuda(torch: Any, out_file: str) -> None:
+    """Start the CUDA profiler right after the program's own first CUDA initialisation, not before: CUPTI
+    initialises CUDA, and a program that forks workers before touching CUDA must still be able to."""
+    original = torch.cuda._lazy_init
+    started: list[bool] = []
+
+    def lazy_init() -> None:
+        original()
+        if started:
+            return
+        started.append(True)
+        torch.cuda._lazy_init = original
+        try:
+            from torch.profiler import ProfilerActivity, profile
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                profiler = profile(activities=[ProfilerActivity.CUDA])
+                profiler.start()
+            atexit.register(_finish, profiler.stop, profiler.events, out_file, "cuda")
+        except Exception as exc:
+            _write(out_file, {"error": f"profiler did not start: {exc!r}"})
+
+    torch.cuda._lazy_init = lazy_init
+
+
+def _finish(stop: Callable[[], object], events: Callable[[], Any], out_file: str, device: str) -> None:
     try:
-        profiler.stop()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            stop()
         counts: dict[str, int] = {}
-        for event in profiler.events():
+        for event in events():
             kind = str(getattr(event, "device_type", "")).rsplit(".", 1)[-1].lower()
             if kind == device:
                 counts[event.name] = counts.get(event.name, 0) + 1

@@ -1,0 +1,143 @@
+"""The injected sitecustomize kernel trace, run in real Python processes (CPU: torch records CPU ops)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bisector.analysis import KernelTraceDiff, kernel_trace_diff, kernel_trace_env, read_kernel_trace
+from bisector.analysis.kernel_trace import HOOK_DIR
+
+GOOD_PROGRAM = """
+import torch
+x = torch.ones(4, 8)
+w = torch.ones(3, 8)
+for _ in range(2):
+    y = torch.relu(x @ w.T)
+print("metric:", float(y.sum()))
+"""
+BAD_PROGRAM = GOOD_PROGRAM.replace("range(2)", "range(3)").replace("torch.relu", "torch.nn.functional.gelu")
+
+
+def start(code: str, trace: Path, cwd: Path, extra_path: str = "") -> subprocess.Popen[str]:
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if extra_path:
+        base["PYTHONPATH"] = extra_path
+    env = {**base, **kernel_trace_env(trace, base)}
+    return subprocess.Popen(
+        [sys.executable, "-c", code], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def finish(process: subprocess.Popen[str]) -> str:
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return out
+
+
+def test_the_environment_puts_the_hook_first_and_keeps_the_existing_path(tmp_path: Path) -> None:
+    env = kernel_trace_env(tmp_path / "k.jsonl", {"PYTHONPATH": "/opt/lib"})
+
+    assert env == {"PYTHONPATH": f"{HOOK_DIR}{os.pathsep}/opt/lib", "BISECT_KERNEL_TRACE": str(tmp_path / "k.jsonl")}
+    assert kernel_trace_env(tmp_path / "k.jsonl", {})["PYTHONPATH"] == str(HOOK_DIR)
+    assert (HOOK_DIR / "sitecustomize.py").is_file()
+
+
+def test_two_unmodified_torch_programs_are_traced_and_diffed(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    good_trace, bad_trace = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good, bad = start(GOOD_PROGRAM, good_trace, tmp_path), start(BAD_PROGRAM, bad_trace, tmp_path)
+
+    assert finish(good) == "metric: 96.0\n"
+    assert finish(bad).startswith("metric: ")
+    before = read_kernel_trace(good_trace)
+    assert (before.processes, before.devices, before.errors) == (1, ("cpu",), ())
+    assert before.counts["aten::mm"] == 2
+    assert before.counts["aten::relu"] == 2
+    diff = kernel_trace_diff(good_trace, bad_trace)
+    assert [(r.name, r.before, r.after) for r in diff.only_after] == [("aten::gelu", 0, 3)]
+    assert ("aten::relu", 2, 0) in [(r.name, r.before, r.after) for r in diff.only_before]
+    assert ("aten::mm", 2, 3) in [(r.name, r.before, r.after) for r in diff.count_changed]
+    assert KernelTraceDiff.from_findings(diff.to_findings()) == diff
+
+
+def test_a_program_without_torch_runs_as_if_the_hook_were_not_there(tmp_path: Path) -> None:
+    trace = tmp_path / "k.jsonl"
+    # The chained sitecustomize (a virtualenv's, a distribution's) still runs.
+    chained = tmp_path / "chained"
+    chained.mkdir()
+    (chained / "sitecustomize.py").write_text("import builtins\nbuiltins.CHAINED = True\n")
+
+    out = finish(
+        start("import sys, builtins; print(builtins.CHAINED, 'torch' in sys.modules)", trace, tmp_path, str(chained))
+    )
+
+    assert out == "True False\n"
+    assert not trace.exists()
+    assert read_kernel_trace(trace).processes == 0
+
+
+def test_a_broken_torch_never_breaks_the_program(tmp_path: Path) -> None:
+    fake = tmp_path / "fake"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text("VALUE = 7\n")
+    trace = tmp_path / "k.jsonl"
+
+    out = finish(start("import torch; print(torch.VALUE)", trace, tmp_path, str(fake)))
+
+    assert out == "7\n"
+    assert "profiler did not start" in read_kernel_trace(trace).errors[0]
+
+
+def test_records_of_several_processes_are_summed(tmp_path: Path) -> None:
+    trace = tmp_path / "k.jsonl"
+    trace.write_text(
+        '{"pid": 1, "device": "cuda", "kernels": {"sm90_gemm": 3, "rmsnorm": 1}}\n'
+        "not json\n"
+        '{"pid": 2, "device": "cuda", "kernels": {"sm90_gemm": 2}}\n'
+        '{"pid": 3, "error": "profiler did not finish: OSError()"}\n'
+    )
+
+    read = read_kernel_trace(trace)
+
+    assert (read.counts, read.processes, read.devices) == ({"sm90_gemm": 5, "rmsnorm": 1}, 2, ("cuda",))
+    assert read.errors == ("profiler did not finish: OSError()",)
+
+
+FAKE_CUDA_TORCH = {
+    "torch/__init__.py": "from torch import cuda, profiler\nfrom torch import autograd\n",
+    "torch/autograd.py": "",
+    "torch/cuda.py": (
+        "EVENTS = []\ndef is_available():\n    return True\ndef _lazy_init():\n    EVENTS.append('cuda initialised')\n"
+    ),
+    "torch/profiler.py": (
+        "from torch import cuda\n"
+        "class ProfilerActivity:\n    CUDA = 'cuda'\n"
+        "class _Event:\n    device_type = 'DeviceType.CUDA'\n    name = 'sm90_xmma_gemm'\n"
+        "class profile:\n"
+        "    def __init__(self, activities):\n        cuda.EVENTS.append('profiler made')\n"
+        "    def start(self):\n        pass\n"
+        "    def stop(self):\n        pass\n"
+        "    def events(self):\n        return [_Event(), _Event()]\n"
+    ),
+}
+
+
+def test_with_cuda_the_profiler_starts_only_once_the_program_initialises_cuda(tmp_path: Path) -> None:
+    # CUPTI initialises CUDA: starting it at import would break programs that fork before they touch CUDA.
+    fake = tmp_path / "fake"
+    for name, text in FAKE_CUDA_TORCH.items():
+        (fake / name).parent.mkdir(parents=True, exist_ok=True)
+        (fake / name).write_text(text)
+    trace = tmp_path / "k.jsonl"
+    program = "import torch; print(list(torch.cuda.EVENTS)); torch.cuda._lazy_init(); print(torch.cuda.EVENTS)"
+
+    out = finish(start(program, trace, tmp_path, str(fake)))
+
+    assert out == "[]\n['cuda initialised', 'profiler made']\n"
+    assert read_kernel_trace(trace).counts == {"sm90_xmma_gemm": 2}
+    assert read_kernel_trace(trace).devices == ("cuda",)

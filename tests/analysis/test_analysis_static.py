@@ -1,0 +1,377 @@
+"""Static table diff against real git histories."""
+
+from __future__ import annotations
+
+import pytest
+from analysis_history import History
+
+from bisector.analysis import Finding, FindingKind, StaticDiff, static_diff
+from bisector.errors import RepoError
+
+GEMM_BEFORE = """\
+    SIMT_ONLY = 1 << 30
+
+    # MMA from this m upward, per (N, K).
+    _TUNED_MMA_MIN_M: dict[tuple[int, int], int] = {
+        (128, 512): SIMT_ONLY,
+        (144, 7168): SIMT_ONLY,
+        (256, 7168): 8,
+        (896, 7168): SIMT_ONLY,
+        (1536, 128): SIMT_ONLY,
+    }
+    _MMA_TILE_M = 16
+
+
+    def cost_model(n, k):
+        return _MMA_TILE_M * 2
+
+
+    def threshold_for(n, k):
+        return _TUNED_MMA_MIN_M.get((n, k), cost_model(n, k))
+
+
+    def unrelated(x):
+        return x + 1
+"""
+
+
+def rows(diff: StaticDiff) -> dict[str, str]:
+    return {f.label: f.change_text for f in diff.findings if f.kind.is_dispatch_relevant}
+
+
+def test_dict_rows_with_resolved_names_and_the_dispatch_functions_that_changed(history: History) -> None:
+    history.commit("gemm", {"kernels/tiny_gemm.py": GEMM_BEFORE})
+    after = (
+        GEMM_BEFORE.replace("(144, 7168): SIMT_ONLY", "(144, 7168): 2")
+        .replace("(896, 7168): SIMT_ONLY", "(896, 7168): 2")
+        .replace("(1536, 128): SIMT_ONLY,", "(1536, 128): 2,\n        (2048, 64): 4,")
+        .replace("(128, 512): SIMT_ONLY,\n", "")
+        .replace("_TUNED_MMA_MIN_M.get((n, k), cost_model(n, k))", "_TUNED_MMA_MIN_M.get((n, k)) or cost_model(n, k)")
+        .replace("return x + 1", "return x + 2")
+    )
+    sha = history.commit("Move Kimi shapes to MMA (#47683)", {"kernels/tiny_gemm.py": after})
+
+    diff = static_diff(history.path, sha)
+
+    assert diff.sha == sha
+    assert diff.files == ("kernels/tiny_gemm.py",)
+    assert rows(diff) == {
+        "_TUNED_MMA_MIN_M[(128, 512)]": "SIMT_ONLY (1073741824) -> (absent)",
+        "_TUNED_MMA_MIN_M[(144, 7168)]": "SIMT_ONLY (1073741824) -> 2",
+        "_TUNED_MMA_MIN_M[(896, 7168)]": "SIMT_ONLY (1073741824) -> 2",
+        "_TUNED_MMA_MIN_M[(1536, 128)]": "SIMT_ONLY (1073741824) -> 2",
+        "_TUNED_MMA_MIN_M[(2048, 64)]": "(absent) -> 4",
+        "threshold_for": "lines 18-19 -> lines 18-19",
+    }
+    logic = next(f for f in diff.findings if f.kind is FindingKind.DISPATCH_LOGIC)
+    assert logic.detail == "reads _TUNED_MMA_MIN_M"
+    row = next(f for f in diff.findings if f.key == "[(144, 7168)]")
+    assert (row.file, row.name, row.line, row.kind) == ("kernels/tiny_gemm.py", "_TUNED_MMA_MIN_M", 5, "table_entry")
+
+
+def test_a_changed_constant_is_a_row_and_its_readers_are_not_flagged_unless_they_change(history: History) -> None:
+    history.commit("gemm", {"kernels/tiny_gemm.py": GEMM_BEFORE})
+    sha = history.commit("tile", {"kernels/tiny_gemm.py": GEMM_BEFORE.replace("_MMA_TILE_M = 16", "_MMA_TILE_M = 32")})
+
+    assert rows(static_diff(history.path, sha)) == {"_MMA_TILE_M": "16 -> 32"}
+
+
+def test_tuples_nested_tables_sets_and_class_level_tables(history: History) -> None:
+    before = """\
+        _BLOCKS = (16, 32, 64)
+        _SHAPES = [(144, 7168), (896, 7168)]
+        _PER_DEVICE = {
+            "h100": {"mma_min_m": 8, "tiles": (16, 64)},
+            "b300": {"mma_min_m": 4, "tiles": (16, 64)},
+        }
+        _ARCHS = {"sm90", "sm100"}
+        TABLE = dict({"a": 1})
+
+        class Dispatcher:
+            THRESHOLDS = {"moe": 4}
+
+            def pick(self, m):
+                return m >= self.THRESHOLDS["moe"]
+    """
+    after = """\
+        _BLOCKS = (16, 32, 64, 128)
+        _SHAPES = [(144, 7168), (1536, 128), (896, 7168)]
+        _PER_DEVICE = {
+            "h100": {"mma_min_m": 8, "tiles": (16, 128)},
+            "b300": {"mma_min_m": 2, "tiles": (16, 64)},
+            "h200": {"mma_min_m": 8},
+        }
+        _ARCHS = {"sm100", "sm90"}
+        TABLE = dict({"a": 2})
+
+        class Dispatcher:
+            THRESHOLDS = {"moe": 2}
+
+            def pick(self, m):
+                return m > self.THRESHOLDS["moe"]
+    """
+    history.commit("tables", {"dispatch.py": before})
+    sha = history.commit("retune", {"dispatch.py": after})
+
+    assert rows(static_diff(history.path, sha)) == {
+        "_BLOCKS": "(16, 32, 64) -> (16, 32, 64, 128)",
+        "_SHAPES[1]": "(absent) -> (1536, 128)",
+        "_PER_DEVICE['h100']['tiles']": "(16, 64) -> (16, 128)",
+        "_PER_DEVICE['b300']['mma_min_m']": "4 -> 2",
+        "_PER_DEVICE['h200']['mma_min_m']": "(absent) -> 8",
+        "TABLE['a']": "1 -> 2",
+        "Dispatcher.THRESHOLDS['moe']": "4 -> 2",
+        "Dispatcher.pick": "lines 13-14 -> lines 14-15",
+    }
+
+
+def test_arithmetic_is_folded_and_what_is_not_literal_compares_by_source(history: History) -> None:
+    history.commit("a", {"k.py": "import torch\nBIG = 2**20\nTABLE = {torch.float16: BIG - 1, 'f': len('x')}\n"})
+    sha = history.commit("b", {"k.py": "import torch\nBIG = 2**21\nTABLE = {torch.float16: BIG - 1, 'f': len('y')}\n"})
+
+    assert rows(static_diff(history.path, sha)) == {
+        "BIG": "2 ** 20 (1048576) -> 2 ** 21 (2097152)",
+        "TABLE[torch.float16]": "BIG - 1 (1048575) -> BIG - 1 (2097151)",
+        "TABLE['f']": "len('x') -> len('y')",
+    }
+
+
+AUTOTUNED = """\
+    import triton
+    import triton.language as tl
+
+    _CONFIGS = [
+        triton.Config({"BLOCK_M": 16, "BLOCK_N": 64}, num_warps=4, num_stages=2),
+        triton.Config({"BLOCK_M": 32, "BLOCK_N": 64}, num_warps=4, num_stages=3),
+    ]
+
+
+    @triton.autotune(
+        configs=[
+            triton.Config({"BLOCK_M": 16, "BLOCK_N": 32}, num_warps=2),
+            triton.Config({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=8),
+        ],
+        key=["M", "N"],
+    )
+    @triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
+    @triton.jit
+    def matmul_kernel(a_ptr, M, N, K, BLOCK_M: tl.constexpr):
+        pass
+
+
+    @triton.autotune(configs=_CONFIGS, key=["N"])
+    @triton.jit
+    def gemv_kernel(a_ptr, N):
+        pass
+"""
+
+
+def test_triton_autotune_configs_and_heuristics_without_importing_triton(history: History) -> None:
+    after = (
+        AUTOTUNED.replace('{"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=8', '{"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4')
+        .replace('key=["M", "N"]', 'key=["M", "N", "K"]')
+        .replace('args["K"] % args["BLOCK_K"] == 0', 'args["K"] % (2 * args["BLOCK_K"]) == 0')
+        .replace(
+            "num_warps=4, num_stages=3),\n",
+            'num_warps=4, num_stages=3),\n    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=8),\n',
+        )
+    )
+    history.commit("kernels", {"ops/matmul.py": AUTOTUNED})
+    sha = history.commit("retune", {"ops/matmul.py": after})
+
+    diff = static_diff(history.path, sha)
+
+    assert rows(diff) == {
+        "_CONFIGS[{'BLOCK_M': 64, 'BLOCK_N': 64}]": "(absent) -> num_warps=8",
+        "matmul_kernel@triton.autotune[configs][{'BLOCK_M': 64, 'BLOCK_N': 32}]": "num_warps=8 -> num_warps=4",
+        "matmul_kernel@triton.autotune[key]": "['M', 'N'] -> ['M', 'N', 'K']",
+        "matmul_kernel@triton.heuristics['EVEN_K']": (
+            "lambda args: args['K'] % args['BLOCK_K'] == 0 -> lambda args: args['K'] % (2 * args['BLOCK_K']) == 0"
+        ),
+        "gemv_kernel@triton.autotune[configs][{'BLOCK_M': 64, 'BLOCK_N': 64}]": "(absent) -> num_warps=8",
+    }
+    kinds = {f.label: f.kind for f in diff.findings}
+    assert kinds["_CONFIGS[{'BLOCK_M': 64, 'BLOCK_N': 64}]"] is FindingKind.AUTOTUNE_CONFIG
+    assert kinds["matmul_kernel@triton.autotune[key]"] is FindingKind.AUTOTUNE_CONFIG
+    assert kinds["matmul_kernel@triton.heuristics['EVEN_K']"] is FindingKind.HEURISTIC
+
+
+def test_json_yaml_and_toml_tuning_files_are_keyed(history: History) -> None:
+    history.commit(
+        "configs",
+        {
+            "configs/E=8,N=14336,device_name=NVIDIA_H200.json": '{"1": {"BLOCK_SIZE_M": 16, "num_warps": 4},'
+            ' "8": {"BLOCK_SIZE_M": 16, "num_warps": 4}}',
+            "configs/b300.yaml": "gemm:\n  '144x7168': {mma_min_m: 1073741824}\n  '896x7168': {mma_min_m: 8}\n",
+            "configs/limits.toml": "[decode]\nmax_m = 8\n",
+        },
+    )
+    sha = history.commit(
+        "retune",
+        {
+            "configs/E=8,N=14336,device_name=NVIDIA_H200.json": '{"1": {"BLOCK_SIZE_M": 16, "num_warps": 4},\n'
+            ' "8": {"BLOCK_SIZE_M": 32, "num_warps": 4}, "16": {"BLOCK_SIZE_M": 64, "num_warps": 8}}',
+            "configs/b300.yaml": "gemm:\n  '144x7168': {mma_min_m: 2}\n  '896x7168': {mma_min_m: 8}\n",
+            "configs/limits.toml": "[decode]\nmax_m = 4\n",
+        },
+    )
+
+    diff = static_diff(history.path, sha)
+
+    by_file: dict[str, dict[str, str]] = {}
+    for finding in diff.findings:
+        assert finding.kind is FindingKind.TUNING_FILE
+        by_file.setdefault(finding.file, {})[finding.label] = finding.change_text
+    assert by_file == {
+        "configs/E=8,N=14336,device_name=NVIDIA_H200.json": {
+            '["8"]["BLOCK_SIZE_M"]': "16 -> 32",
+            '["16"]["BLOCK_SIZE_M"]': "(absent) -> 64",
+            '["16"]["num_warps"]': "(absent) -> 8",
+        },
+        "configs/b300.yaml": {'["gemm"]["144x7168"]["mma_min_m"]': "1073741824 -> 2"},
+        "configs/limits.toml": {'["decode"]["max_m"]': "8 -> 4"},
+    }
+
+
+def test_a_renamed_file_is_diffed_against_its_old_path(history: History) -> None:
+    padding = ", ".join(f'"row{i}": {i}' for i in range(20))
+    history.commit("gemm", {"kernels/gemm.py": GEMM_BEFORE, "configs/a.json": f'{{"m": 1, {padding}}}'})
+    sha = history.commit(
+        "move",
+        {
+            "kernels/tiny_gemm.py": GEMM_BEFORE.replace("(256, 7168): 8", "(256, 7168): 4"),
+            "configs/b.json": f'{{"m": 2, {padding}}}',
+        },
+        renames={"kernels/gemm.py": "kernels/tiny_gemm.py", "configs/a.json": "configs/b.json"},
+    )
+
+    diff = static_diff(history.path, sha)
+
+    assert rows(diff) == {"_TUNED_MMA_MIN_M[(256, 7168)]": "8 -> 4", '["m"]': "1 -> 2"}
+    assert {(n.file, n.name, n.before) for n in diff.notes} == {
+        ("kernels/tiny_gemm.py", "renamed", "kernels/gemm.py"),
+        ("configs/b.json", "renamed", "configs/a.json"),
+    }
+
+
+def test_a_file_that_does_not_parse_in_one_version_gives_a_note(history: History) -> None:
+    first = history.commit("ok", {"k.py": "T = {1: 2}\n", "c.json": '{"a": 1}', "d.yaml": "a: 1\n", "ok.py": "X = 1\n"})
+    broken = history.commit(
+        "broken", {"k.py": "T = {1: 3\n", "c.json": '{"a": 2', "d.yaml": "a: [1\n", "ok.py": "X = 2\n"}
+    )
+
+    diff = static_diff(history.path, broken)
+
+    assert rows(diff) == {"X": "1 -> 2"}
+    notes = {n.file: n.detail for n in diff.notes}
+    assert notes["k.py"].startswith(f"does not parse at {broken[:12]}: line 1")
+    assert notes["c.json"].startswith(f"does not parse at {broken[:12]}:")
+    assert notes["d.yaml"].startswith(f"does not parse at {broken[:12]}:")
+    fixed = history.commit("fixed", {"k.py": "T = {1: 4}\n"})
+    assert static_diff(history.path, fixed).notes[0].detail.startswith(f"does not parse at {broken[:12]}")
+    assert rows(static_diff(history.path, fixed, parent=first)) == {"T[1]": "2 -> 4", "X": "1 -> 2"}
+
+
+def test_binary_and_oversized_files_are_skipped_with_a_note(history: History) -> None:
+    history.commit("a", {"blob.json": b"\x00\x01", "big.py": "T = {1: 1}\n" + "X = 1\n" * 100})
+    sha = history.commit("b", {"blob.json": b"\x00\x02", "big.py": "T = {1: 2}\n" + "X = 1\n" * 100})
+
+    diff = static_diff(history.path, sha, max_file_bytes=500)
+
+    assert not diff.table_findings
+    assert {(n.file, n.detail.split(" at ")[0]) for n in diff.notes} == {
+        ("blob.json", "binary"),
+        ("big.py", "611 bytes"),
+    }
+
+
+def test_a_culprit_with_no_table_change_says_so(history: History) -> None:
+    history.commit("a", {"README.md": "hi\n", "kernels/tiny_gemm.py": GEMM_BEFORE})
+    sha = history.commit(
+        "docs",
+        {"README.md": "hello\n", "kernels/tiny_gemm.py": GEMM_BEFORE.replace("return x + 1", "return x + 2")},
+    )
+
+    diff = static_diff(history.path, sha)
+
+    assert diff.files == ("README.md", "kernels/tiny_gemm.py")
+    assert diff.findings == ()
+    assert not diff.changes_dispatch
+
+
+def test_added_and_deleted_files_and_the_root_commit(history: History) -> None:
+    root = history.commit("root", {"k.py": "T = {1: 2}\n"})
+    sha = history.commit("swap", {"k.py": None, "n.py": "LIMIT = 4\n"})
+
+    assert rows(static_diff(history.path, root)) == {"T[1]": "(absent) -> 2"}
+    assert static_diff(history.path, root).parent is None
+    assert rows(static_diff(history.path, sha)) == {"T[1]": "2 -> (absent)", "LIMIT": "(absent) -> 4"}
+
+
+NATIVE = """\
+    // dispatch thresholds
+    #define MMA_MIN_M 8
+    static constexpr int kTileM[4] = {16, 16, 32, 64};
+    __constant__ int kConfigs[2][3] = {
+        {16, 64, 4},  // small m
+        {32, 64, 8},
+    };
+
+    int pick_kernel(int m, int n) {
+        if (m <= 4) {
+            return 0;
+        }
+        switch (m) {
+            case 1: return 0;
+            case 8: return 1;
+        }
+        switch (n) {
+            case 64: return 2;
+        }
+        return m > 16 ? 1 : 0;
+    }
+"""
+
+
+def test_native_constant_arrays_defines_and_batch_size_thresholds(history: History) -> None:
+    history.commit("cuda", {"csrc/gemm.cu": NATIVE})
+    after = (
+        NATIVE.replace("MMA_MIN_M 8", "MMA_MIN_M 2")
+        .replace("{16, 16, 32, 64}", "{16, 32, 32, 64}")
+        .replace("{32, 64, 8}", "{32, 128, 8}")
+        .replace("m <= 4", "m <= 1")
+        .replace("case 8:", "case 2:")
+        .replace("case 64:", "case 128:")
+    )
+    sha = history.commit("retune", {"csrc/gemm.cu": after})
+
+    diff = static_diff(history.path, sha)
+
+    assert [(f.kind.value, f.line, f.label, f.change_text) for f in diff.findings] == [
+        ("native_array", 3, "kTileM", "{16, 16, 32, 64} -> {16, 32, 32, 64}"),
+        ("native_array", 6, "kConfigs[1]", "{32, 64, 8} -> {32, 128, 8}"),
+        ("native_threshold", 2, "#define MMA_MIN_M", "8 -> 2"),
+        ("native_threshold", 10, "condition on the batch size", "if (m <= 4) { -> if (m <= 1) {"),
+        ("native_threshold", 15, "case of switch (m)", "case 8: return 1; -> case 2: return 1;"),
+    ]
+
+
+def test_unknown_revision_is_a_repo_error(history: History) -> None:
+    history.commit("a", {"k.py": "X = 1\n"})
+    with pytest.raises(RepoError, match="unknown revision"):
+        static_diff(history.path, "no-such-branch")
+
+
+def test_findings_round_trip_through_json_and_store_rows(history: History) -> None:
+    history.commit("gemm", {"kernels/tiny_gemm.py": GEMM_BEFORE, "x.json": "{"})
+    sha = history.commit(
+        "tune", {"kernels/tiny_gemm.py": GEMM_BEFORE.replace("(144, 7168): SIMT_ONLY", "(144, 7168): 2")}
+    )
+    diff = static_diff(history.path, sha)
+
+    assert all(Finding.from_json(f.to_json()) == f for f in diff.findings)
+    assert StaticDiff.from_json(diff.to_json()) == diff
+    rebuilt = StaticDiff.from_findings(diff.to_findings())
+    assert rebuilt is not None
+    assert (rebuilt.sha, rebuilt.parent, rebuilt.findings) == (diff.sha, diff.parent, diff.findings)
+    assert rebuilt.changed_file_count == 1
