@@ -6,6 +6,7 @@ without naming one commit (ambiguous, endpoints mismatch, failed, cancelled).
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from collections.abc import Callable, Iterator
@@ -108,6 +109,13 @@ def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--max-attempts", type=int, help="Tries per commit when infrastructure errors happen.  [default: 3]")
 @click.option("--infra-pattern", "infra_patterns", multiple=True, help="Extra regex of an infrastructure failure.")
 @click.option("--executor", type=click.Choice(["local", "inprocess"]), default=None, help="Where steps run.")
+@click.option(
+    "--explain/--no-explain",
+    default=None,
+    help="After a culprit is found: diff its dispatch tables and re-run both sides traced.  [default: on]",
+)
+@click.option("--trace-kernels", is_flag=True, default=None, help="The traced re-runs also record GPU kernels.")
+@click.option("--minimize", is_flag=True, default=None, help="After a culprit is found: find its smallest bad change.")
 @db_option
 @format_option
 def start(**params: Any) -> None:
@@ -147,6 +155,9 @@ def _start_bisect(
             "max_attempts": flags["max_attempts"],
             "infra_patterns": infra_patterns,
             "executor": flags["executor"],
+            "explain": flags["explain"],
+            "trace_kernels": flags["trace_kernels"],
+            "minimize": flags["minimize"],
         }
         spec = build_spec(root, values)
         check_executor(spec)
@@ -208,6 +219,39 @@ def report_command(bisect_id: int, db_url: str | None, output_format: str) -> No
     from bisector.app import open_store
 
     with translated_errors(), open_store(db_url) as store:
+        _print_report(store, bisect_id, output_format)
+
+
+@main.command()
+@click.argument("rev")
+@click.option("--repo", type=click.Path(file_okay=False), default=".", show_default=True, help="The git repository.")
+@format_option
+def explain(rev: str, repo: str, output_format: str) -> None:
+    """Show which dispatch tables, thresholds and tuning files a commit changes (no bisect needed)."""
+    from bisector.analysis import explain_commit, explanation_json, render_markdown, text_renderables
+
+    with translated_errors():
+        explanation = explain_commit(repo, rev)
+    if output_format == "json":
+        click.echo(json.dumps(explanation_json(explanation), indent=2))
+    elif output_format == "markdown":
+        click.echo(render_markdown(explanation))
+    else:
+        console = _out_console()
+        for renderable in text_renderables(explanation):
+            console.print(renderable)
+
+
+@main.command()
+@click.argument("bisect_id", type=int)
+@db_option
+@format_option
+def minimize(bisect_id: int, db_url: str | None, output_format: str) -> None:
+    """Find the smallest set of the culprit's changes (hunks, table entries) that still fails."""
+    from bisector.app import make_coordinator, open_store
+
+    with translated_errors(), open_store(db_url) as store:
+        make_coordinator(store, _observer()).minimize(bisect_id)
         _print_report(store, bisect_id, output_format)
 
 

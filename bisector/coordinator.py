@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from bisector.domain import BisectRecord, BisectStatus, Commit, StepRecord, StepResult, Verdict
-from bisector.errors import StateError
+from bisector.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
+from bisector.errors import BisectError, StateError
 from bisector.gitrepo import GitRepo
 from bisector.paths import log_dir
 from bisector.progress import Progress, ProgressObserver, SilentObserver
@@ -123,10 +123,35 @@ class Coordinator:
 
     def _run(self, bisect_id: int, executor: Executor) -> BisectRecord:
         record = self.store.get_bisect(bisect_id)
-        _Search(self, record, BisectSpec.from_json(record.spec), executor).run()
+        spec = BisectSpec.from_json(record.spec)
+        _Search(self, record, spec, executor).run()
         final = self.store.get_bisect(bisect_id)
+        if final.status is BisectStatus.FOUND:
+            self._analyse(final, spec, executor)
         self.observer.finished(final)
         return final
+
+    def _analyse(self, record: BisectRecord, spec: BisectSpec, executor: Executor) -> None:
+        """Explain and minimise a found culprit; a failure here is noted, the bisect's answer stands."""
+        from bisector.explain import explain_bisect, minimize_bisect
+
+        steps = [(spec.explain, explain_bisect), (spec.minimize, minimize_bisect)]
+        for wanted, analysis in steps:
+            if not wanted:
+                continue
+            try:
+                analysis(self.store, executor, record, self.now, self.observer)
+            except BisectError as exc:
+                self.observer.note(f"{analysis.__name__.split('_')[0]} failed: {exc}")
+
+    def minimize(self, bisect_id: int) -> BisectRecord:
+        """`bisect minimize ID`: ddmin over a found culprit's changes, on the bisect's executor."""
+        from bisector.explain import minimize_bisect
+
+        record = self.store.get_bisect(bisect_id)
+        with self.executor_factory(BisectSpec.from_json(record.spec)) as executor:
+            minimize_bisect(self.store, executor, record, self.now, self.observer)
+        return self.store.get_bisect(bisect_id)
 
 
 class _Search:
@@ -153,7 +178,8 @@ class _Search:
         self.position = {c.sha: c.position for c in self.candidates}
         self.history: dict[int, _CommitHistory] = defaultdict(_CommitHistory)
         for step in self.store.steps(record.id):
-            self.history[self.position[step.sha]].steps.append(step)
+            if step.purpose is StepPurpose.SEARCH:
+                self.history[self.position[step.sha]].steps.append(step)
         self.in_flight: dict[int, int] = {}  # step id -> position
         self.merge_phases: list[dict[str, object]] = list(record.extra.get("merge_phases", []))  # type: ignore[call-overload]
         self.set_order(self.current_order())

@@ -45,6 +45,14 @@ class ErrorKind(StrEnum):
     INTERRUPTED = "interrupted"  # the coordinator died while the step ran; found on resume
 
 
+class StepPurpose(StrEnum):
+    SEARCH = "search"  # a probe of the search (endpoints included): its verdict narrows the range
+    TRACE = "trace"  # a traced re-run of last good / first bad for the explanation
+    MINIMIZE = "minimize"  # a variant of the culprit with a subset of its changes (ddmin)
+    CONFIRM = "confirm"  # a re-run of first bad and its parent to confirm the boundary
+    REFERENCE = "reference"  # a known commit re-run on a suspect worker
+
+
 @dataclass(frozen=True)
 class Commit:
     """One commit of the bisect range. position 0 is the good endpoint, the last one the bad endpoint."""
@@ -109,6 +117,7 @@ class StepRecord:
     log_path: str
     error_kind: ErrorKind | None
     detail: str
+    purpose: StepPurpose = StepPurpose.SEARCH
 
     @property
     def metric(self) -> float | None:

@@ -11,7 +11,10 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
+from bisector.analysis import Explanation, explanation_json, text_renderables
+from bisector.analysis import render_markdown as render_markdown_explanation
 from bisector.domain import BisectRecord, BisectStatus, Commit, StepRecord, Verdict
+from bisector.explain import stored_explanation
 from bisector.spec import BisectSpec
 from db.store import Store
 from workers.step import reproduce_command
@@ -25,11 +28,18 @@ class BisectReport:
     spec: BisectSpec
     candidates: list[Commit]
     steps: list[StepRecord]
+    explanation: Explanation | None = None
 
     @classmethod
     def load(cls, store: Store, bisect_id: int) -> BisectReport:
         record = store.get_bisect(bisect_id)
-        return cls(record, BisectSpec.from_json(record.spec), store.candidates(bisect_id), store.steps(bisect_id))
+        return cls(
+            record,
+            BisectSpec.from_json(record.spec),
+            store.candidates(bisect_id),
+            store.steps(bisect_id),
+            stored_explanation(store, bisect_id),
+        )
 
     def commit(self, sha: str | None) -> Commit | None:
         return next((c for c in self.candidates if c.sha == sha), None) if sha else None
@@ -103,6 +113,7 @@ class BisectReport:
             "wall_s": round(self.wall_s, 3) if self.wall_s is not None else None,
             "spec": self.spec.to_json(),
             "reproduce": self.reproduce(),
+            "explanation": explanation_json(self.explanation) if self.explanation else None,
         }
 
     def _step_json(self, step: StepRecord) -> dict[str, object]:
@@ -123,6 +134,7 @@ class BisectReport:
             "run_s": step.run_s,
             "exit_code": step.exit_code,
             "error_kind": step.error_kind.value if step.error_kind else None,
+            "purpose": step.purpose.value,
             "detail": step.detail,
             "log_path": step.log_path,
         }
@@ -254,6 +266,9 @@ def _print_text(console: Console, report: BisectReport) -> None:
             commit.subject + mark,
         )  # fmt: skip
     console.print(commits)
+    if report.explanation is not None:
+        for renderable in text_renderables(report.explanation):
+            console.print(renderable)
     console.print(f"reproduce one step:\n  {report.reproduce()}", soft_wrap=True)
 
 
@@ -304,5 +319,8 @@ def render_markdown(report: BisectReport) -> str:
             f"| {step.worker} | {','.join(map(str, step.gpus)) or '-'} "
             f"| {_fmt_s(step.build_s)} | {_fmt_s(step.run_s)} |"
         )
-    out += ["", "</details>", "", "Reproduce one step:", "", "```sh", report.reproduce(), "```", ""]
+    out += ["", "</details>", ""]
+    if report.explanation is not None:
+        out += [render_markdown_explanation(report.explanation), ""]
+    out += ["Reproduce one step:", "", "```sh", report.reproduce(), "```", ""]
     return "\n".join(out)

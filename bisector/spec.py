@@ -38,6 +38,9 @@ class BisectSpec:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     infra_patterns: tuple[str, ...] = ()  # added to the built-in infrastructure signatures
     executor: str = "local"
+    explain: bool = True  # after a found culprit: table diff + traced re-runs of last good and first bad
+    trace_kernels: bool = False  # the traced re-runs also record GPU kernels via torch.profiler
+    minimize: bool = False  # after a found culprit: ddmin over its hunks and table entries
 
     def __post_init__(self) -> None:
         if not self.run.strip():
@@ -100,6 +103,9 @@ _TOML_KEYS: dict[str, type | tuple[type, ...]] = {
     "max_attempts": int,
     "infra_patterns": list,
     "executor": str,
+    "explain": bool,
+    "trace_kernels": bool,
+    "minimize": bool,
 }
 
 

@@ -118,6 +118,7 @@ steps = Table(
     Column("log_path", Text, nullable=False),
     Column("error_kind", ENUM, nullable=True),  # ErrorKind
     Column("detail", Text, nullable=False),
+    Column("purpose", ENUM, nullable=False, server_default="search"),  # StepPurpose
     # The steps of one bisect in order, its running steps (verdict NULL), every test of one commit,
     # and per-node / over-time statistics (flaky nodes, error rates, build and run times).
     Index("ix_steps_bisect_id_id", "bisect_id", "id"),
@@ -125,4 +126,22 @@ steps = Table(
     Index("ix_steps_sha", "sha"),
     Index("ix_steps_node_started", "node", "started"),
     Index("ix_steps_started", "started"),
+)
+
+findings = Table(
+    "findings",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("bisect_id", Integer, ForeignKey("bisects.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", ENUM, nullable=False),  # bisector.analysis.FindingKind
+    Column("file", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("before", Text, nullable=True),  # NULL: the row is absent on that side
+    Column("after", Text, nullable=True),
+    Column("line", Integer, nullable=True),
+    Column("detail", Text, nullable=False),
+    # A bisect's explanation in order, and across bisects: which ones changed a given table or file.
+    Index("ix_findings_bisect_id_id", "bisect_id", "id"),
+    Index("ix_findings_name_file", "name", "file"),
 )

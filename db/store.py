@@ -9,13 +9,13 @@ raises ValueError / TypeError.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Connection, CursorResult, Engine, Row, exists, insert, select, text, update
+from sqlalchemy import Connection, CursorResult, Engine, Row, delete, exists, insert, select, text, update
 from sqlalchemy.exc import SQLAlchemyError, StatementError
 
 from bisector.domain import (
@@ -23,6 +23,7 @@ from bisector.domain import (
     BisectStatus,
     Commit,
     ErrorKind,
+    StepPurpose,
     StepRecord,
     StepResult,
     Verdict,
@@ -30,7 +31,7 @@ from bisector.domain import (
 from bisector.errors import StateError, StoreError, UnknownBisectError
 from db.engine import WRITE_OPTIONS, default_db_url, make_engine, mask_url
 from db.migrate import upgrade
-from db.schema import bisects, candidates, steps
+from db.schema import bisects, candidates, findings, steps
 
 INTERRUPTED_DETAIL = "coordinator stopped while the step ran"
 
@@ -218,6 +219,7 @@ class Store:
         node: str,
         gpus: tuple[int, ...],
         started: datetime,
+        purpose: StepPurpose = StepPurpose.SEARCH,
     ) -> int:
         """Record a step that starts now (verdict NULL until finish_step); returns its id."""
         values = {
@@ -231,6 +233,7 @@ class Store:
             "samples": _dump([]),
             "log_path": "",
             "detail": "",
+            "purpose": StepPurpose(purpose).value,
         }
         with self._write() as conn:
             self._require_bisect(conn, bisect_id)
@@ -307,6 +310,40 @@ class Store:
             self._require_bisect(conn, bisect_id)
             count = conn.execute(query).rowcount
         return int(count)
+
+    # --- findings ----------------------------------------------------------------------------------
+
+    def replace_findings(self, bisect_id: int, kinds: Iterable[str], rows: Sequence[Mapping[str, object]]) -> None:
+        """Replace a bisect's findings of the given kinds by rows (dicts as Finding.to_json makes them)."""
+        kinds = list(kinds)
+        values = [
+            {
+                "bisect_id": bisect_id,
+                "kind": str(row["kind"]),
+                "file": str(row.get("file") or ""),
+                "name": str(row.get("name") or ""),
+                "key": str(row.get("key") or ""),
+                "before": None if row.get("before") is None else str(row["before"]),
+                "after": None if row.get("after") is None else str(row["after"]),
+                "line": row.get("line") if isinstance(row.get("line"), int) else None,
+                "detail": str(row.get("detail") or ""),
+            }
+            for row in rows
+        ]
+        with self._write() as conn:
+            self._require_bisect(conn, bisect_id)
+            conn.execute(delete(findings).where(findings.c.bisect_id == bisect_id, findings.c.kind.in_(kinds)))
+            if values:
+                conn.execute(insert(findings), values)
+
+    def findings(self, bisect_id: int) -> list[dict[str, object]]:
+        """A bisect's findings in the order they were stored, as dicts (Finding.from_json reads them)."""
+        query = select(findings).where(findings.c.bisect_id == bisect_id).order_by(findings.c.id)
+        with self._read() as conn:
+            return [
+                {k: row._mapping[k] for k in ("kind", "file", "name", "key", "before", "after", "line", "detail")}
+                for row in conn.execute(query)
+            ]
 
     # --- plumbing ----------------------------------------------------------------------------------
 
@@ -413,4 +450,5 @@ def _step_record(row: Row[Any]) -> StepRecord:
         log_path=row.log_path,
         error_kind=None if row.error_kind is None else ErrorKind(row.error_kind),
         detail=row.detail,
+        purpose=StepPurpose(row.purpose),
     )

@@ -9,7 +9,7 @@ from bisect_helpers import synthetic_spec
 
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator
-from bisector.domain import BisectStatus, ErrorKind, Verdict
+from bisector.domain import BisectStatus, ErrorKind, StepPurpose, Verdict
 from bisector.errors import RepoError, StateError
 from bisector.synthetic import culprit_history, write_history
 from db.store import Store
@@ -85,7 +85,7 @@ def test_infrastructure_errors_are_retried_and_never_bad(tmp_path: Path, store: 
     spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], run=run, workers=2)
     record = coordinator(store).start(spec)
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[5])
-    at_four = [s for s in store.steps(record.id) if s.sha == history.shas[4]]
+    at_four = [s for s in store.steps(record.id) if s.sha == history.shas[4] and s.purpose is StepPurpose.SEARCH]
     assert [s.verdict for s in at_four] == [Verdict.ERROR, Verdict.ERROR, Verdict.GOOD]
     assert all(s.error_kind is ErrorKind.INFRA for s in at_four[:2])
     assert at_four[1].worker != at_four[0].worker  # retried on another worker

@@ -616,3 +616,16 @@ def test_processes_opening_a_new_file_at_once_migrate_it_once(db_url: str) -> No
     assert [child.returncode for child in children] == [0, 0, 0, 0], errors
     with Store.open(db_url) as store:
         assert len(store.list_bisects()) == 4
+
+
+def test_findings_round_trip_and_replace_by_kind(store: Store) -> None:
+    bisect_id = store.create_bisect("repo", "g" * 40, "b" * 40, {}, T0)
+    table_row = {"kind": "table_entry", "file": "kernels/tiny_gemm.py", "name": "_TUNED_MMA_MIN_M",
+                 "key": "[(144, 7168)]", "before": None, "after": "2", "line": 40, "detail": ""}  # fmt: skip
+    dispatch_row = {"kind": "dispatch", "file": "", "name": "tiny_gemm", "key": "(144, 7168) m=4",
+                    "before": "simt", "after": "mma", "line": None, "detail": "count=3"}  # fmt: skip
+    store.replace_findings(bisect_id, ["table_entry"], [table_row])
+    store.replace_findings(bisect_id, ["dispatch"], [dispatch_row])
+    assert store.findings(bisect_id) == [table_row, dispatch_row]
+    store.replace_findings(bisect_id, ["dispatch"], [])
+    assert store.findings(bisect_id) == [table_row]

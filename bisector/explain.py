@@ -1,0 +1,107 @@
+"""After a bisect: explain the culprit (static table diff, traced re-runs) and minimise it (ddmin).
+
+Runs on the coordinator with the bisect's executor; the analysis itself lives in bisector/analysis/.
+Findings go to the store, from which every report rebuilds the explanation.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from bisector.analysis import (
+    Explanation,
+    Finding,
+    FindingKind,
+    MinimizeResult,
+    TraceFiles,
+    Variant,
+    minimize,
+    runtime_diffs,
+    static_diff,
+)
+from bisector.domain import BisectRecord, StepPurpose, Verdict
+from bisector.errors import BisectError, StateError
+from bisector.paths import log_dir
+from bisector.progress import ProgressObserver
+from bisector.side_runs import SideRun, SideRunner
+from bisector.spec import BisectSpec
+from db.store import Store
+from workers.executor import Executor
+
+MINIMIZE_KINDS = (FindingKind.MINIMAL_CHANGE, FindingKind.MINIMIZE_SUMMARY)
+EXPLAIN_KINDS = tuple(kind for kind in FindingKind if kind not in MINIMIZE_KINDS)
+
+
+def _boundary(record: BisectRecord) -> tuple[str, str]:
+    if record.first_bad is None or record.last_good is None:
+        raise StateError(f"bisect {record.id} is {record.status.value}: there is no culprit to explain")
+    return record.last_good, record.first_bad
+
+
+def explain_bisect(
+    store: Store,
+    executor: Executor,
+    record: BisectRecord,
+    now: Callable[[], datetime],
+    observer: ProgressObserver,
+) -> Explanation:
+    """Static diff of the culprit against the last good commit, plus traced re-runs of both; stored."""
+    spec = BisectSpec.from_json(record.spec)
+    last_good, first_bad = _boundary(record)
+    observer.note(f"explaining {first_bad[:12]}: table diff and traced re-runs of last good and first bad")
+    try:
+        static = static_diff(record.repo, first_bad, last_good)
+    except BisectError as exc:
+        static = None
+        observer.note(f"static diff failed: {exc}")
+    traces = log_dir(record.id) / "traces"
+    good_files = TraceFiles.under(traces, "last-good", trace_kernels=spec.trace_kernels)
+    bad_files = TraceFiles.under(traces, "first-bad", trace_kernels=spec.trace_kernels)
+    for files in (good_files, bad_files):
+        files.reset()
+    runner = SideRunner(store, executor, record.id, spec, now, observer)
+    base_env = {**os.environ, **spec.env}
+    good_run, bad_run = runner.run(
+        [
+            SideRun(last_good, StepPurpose.TRACE, good_files.env(base_env), "last-good"),
+            SideRun(first_bad, StepPurpose.TRACE, bad_files.env(base_env), "first-bad"),
+        ]
+    )
+    if (good_run.verdict, bad_run.verdict) != (Verdict.GOOD, Verdict.BAD):
+        observer.note(
+            f"the traced re-runs gave {good_run.verdict.value} at last good and {bad_run.verdict.value} at first bad"
+        )
+    dispatch, kernels = runtime_diffs(good_files, bad_files)
+    explanation = Explanation(static=static, dispatch=dispatch, kernels=kernels)
+    store.replace_findings(record.id, EXPLAIN_KINDS, [f.to_json() for f in explanation.findings()])
+    return explanation
+
+
+def minimize_bisect(
+    store: Store,
+    executor: Executor,
+    record: BisectRecord,
+    now: Callable[[], datetime],
+    observer: ProgressObserver,
+) -> MinimizeResult:
+    """ddmin over the culprit's hunks and table entries, each variant a step on the executor; stored."""
+    spec = BisectSpec.from_json(record.spec)
+    last_good, first_bad = _boundary(record)
+    runner = SideRunner(store, executor, record.id, spec, now, observer)
+    observer.note(f"minimizing {first_bad[:12]}: testing variants of {last_good[:12]} with subsets of its changes")
+
+    def test(variants: Sequence[Variant]) -> list[Verdict]:
+        runs = [SideRun(v.sha, StepPurpose.MINIMIZE, label=f"{len(v.units)}-units") for v in variants]
+        return [r.verdict if r.verdict in (Verdict.GOOD, Verdict.BAD) else Verdict.SKIP for r in runner.run(runs)]
+
+    result = minimize(record.repo, first_bad, test, parent=last_good, check_endpoints=False, batch=executor.slots)
+    store.replace_findings(record.id, MINIMIZE_KINDS, [f.to_json() for f in result.to_findings()])
+    observer.note(result.summary)
+    return result
+
+
+def stored_explanation(store: Store, bisect_id: int) -> Explanation | None:
+    rows = [Finding.from_json(row) for row in store.findings(bisect_id)]
+    return Explanation.from_findings(rows) if rows else None
