@@ -15,7 +15,8 @@ With `find_fix` the old state is the broken one and the culprit is the commit th
 A `Tester` turns one probe of a commit into one verdict (a single run, a majority vote, escalating
 repeats with statistics); the strategy sees one observation per probe. Time: every run takes one unit
 on its slot, a probe's runs go back to back, `slots` probes run at once; `rounds` is the makespan.
-Deterministic given the seed.
+Deterministic given the seed. Needs the `stats` extra (the testers use bisector.stats); used by the
+tests and benchmarks/bench_noise.py, never by the coordinator.
 """
 
 from __future__ import annotations
@@ -247,7 +248,8 @@ class _Simulation:
         self.slots, self.confirm, self.max_runs = slots, confirm, max_runs
         self.world = World(history, random.Random(seed))
         self.verdicts: dict[int, Verdict] = {0: Verdict.GOOD, history.size - 1: Verdict.BAD}
-        self.observations: dict[int, tuple[int, int]] = {}
+        # The endpoints' known verdicts count as one observation each, as the coordinator's verification runs do.
+        self.observations: dict[int, tuple[int, int]] = {0: (1, 0), history.size - 1: (0, 1)}
         self.queue: list[_Job] = []
         self.now = 0
         self.confirm_runs = 0

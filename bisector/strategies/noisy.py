@@ -29,6 +29,8 @@ from bisector.strategies.posterior import CulpritPosterior, FlakePrior
 
 DEFAULT_CONFIDENCE = 0.99
 
+_PosteriorKey = tuple[int, tuple[tuple[int, tuple[int, int]], ...], frozenset[int]]
+
 
 class NoisyBisect:
     name = "noisy"
@@ -39,6 +41,8 @@ class NoisyBisect:
         self.confidence = confidence
         self.flake_prior = flake_prior or FlakePrior()
         self._kary = KArySearch()
+        # A memo, not state: the coordinator asks outcome() and next_probes() of the same observations in turn.
+        self._last: tuple[_PosteriorKey, CulpritPosterior] | None = None
 
     def next_probes(self, state: SearchState, free_slots: int) -> list[int]:
         if free_slots <= 0:
@@ -62,7 +66,12 @@ class NoisyBisect:
         return Outcome(kind, best.last_good, best.first_bad, confidence=best.mass)
 
     def posterior(self, state: SearchState) -> CulpritPosterior:
-        return CulpritPosterior(state.size, state.observed(), _skipped(state), self.flake_prior)
+        observed = state.observed()
+        skipped = _skipped(state, observed)
+        key = (state.size, tuple(sorted(observed.items())), skipped)
+        if self._last is None or self._last[0] != key:
+            self._last = (key, CulpritPosterior(state.size, observed, skipped, self.flake_prior))
+        return self._last[1]
 
     def flake_rate(self, state: SearchState) -> float:
         """The learned flake rate: 0 while no contradiction has been seen, else the posterior mean."""
@@ -78,13 +87,14 @@ def is_consistent(size: int, observed: Mapping[int, tuple[int, int]]) -> bool:
     return last_good < first_bad
 
 
-def _skipped(state: SearchState) -> frozenset[int]:
-    return frozenset(p for p, v in state.verdicts.items() if v is Verdict.SKIP)
+def _skipped(state: SearchState, observed: Mapping[int, tuple[int, int]]) -> frozenset[int]:
+    """Untestable positions: skipped, and never observed good or bad (a later skip does not erase results)."""
+    return frozenset(p for p, v in state.verdicts.items() if v is Verdict.SKIP and p not in observed)
 
 
 def _trusted_state(state: SearchState, observed: Mapping[int, tuple[int, int]]) -> SearchState:
     """The verdicts that consistent observations imply, for the k-ary search."""
-    verdicts = {p: v for p, v in state.verdicts.items() if v is Verdict.SKIP and p not in observed}
+    verdicts: dict[int, Verdict] = dict.fromkeys(_skipped(state, observed), Verdict.SKIP)
     verdicts.update({p: Verdict.GOOD if good else Verdict.BAD for p, (good, _) in observed.items()})
     return SearchState(state.size, verdicts, state.in_flight)
 
@@ -98,7 +108,7 @@ def _quantile_probes(
     Taking the nearer of the two neighbours (not always the upper one) keeps a concentrated posterior from
     re-testing only its mode: the commit before the mode gets tested too, which is what confirms it.
     """
-    skipped = _skipped(state)
+    skipped = _skipped(state, observed)
     taken = set(state.in_flight)
     probes: list[int] = []
 

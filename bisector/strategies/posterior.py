@@ -4,12 +4,15 @@ Model. The culprit c, the first bad position, is uniform over 1..size-1 a priori
 good and bad). Commit p is bad iff p >= c. Each observation at p (one run of a pass/fail test, or one
 decided sample set of a metric) reports the truth with probability 1 - ε and the opposite with probability
 ε, the same ε for a spurious failure and a spurious pass, independently. The flake rate ε is unknown and
-learned: ε ~ Beta(a, b), integrated out in closed form,
+learned: ε ~ Beta(a, b) truncated to [0, 1/2), integrated out in closed form,
 
-    P(c | observations)  ∝  B(a + W(c), b + N - W(c))
+    P(c | observations)  ∝  B(α, β) · I_{1/2}(α, β),    α = a + W(c),  β = b + N - W(c)
 
-where N counts all observations and W(c) the ones that c calls wrong: bad observations before c plus
-good observations at or after c. The learned rate is the posterior mean E[ε] = E_c[(a + W(c)) / (a + b + N)].
+where N counts all observations, W(c) the ones that c calls wrong (bad observations before c plus good
+observations at or after c) and I_{1/2} is the regularized incomplete beta function at 1/2. The
+truncation is what makes the model identifiable: without it, "every commit bad, ε = 0.95" explains a run
+of good observations as well as "culprit at the end, ε = 0.05" does, and the first hypothesis has
+hundreds of positions to collect prior mass from. The learned rate is the posterior mean of ε.
 
 W(c) only changes where c passes an observed position, so the posterior is a step function with one block
 per gap between observed positions: building it costs O(k log k) for k observed positions, whatever the
@@ -34,8 +37,7 @@ class FlakePrior:
 
     The default Beta(1, 4) has mean 0.2 and the weight of five observations: it leans towards "flaky" so
     that a few consistent runs after a contradiction do not make the model overconfident, and the data
-    overrule it after a few dozen runs. ε is assumed below 0.5 (above it good and bad swap meaning); this
-    prior puts 6% of its mass above 0.5, which the first observations remove.
+    overrule it after a few dozen runs. It is truncated to ε < 0.5 (above it good and bad swap meaning).
     """
 
     a: float = 1.0
@@ -106,7 +108,7 @@ class CulpritPosterior:
             wrong += bad - good  # past p, the culprit lies after p: p's bad runs become wrong, its good ones right
             start = p + 1
         spans.append((start, self.size - 1, wrong))
-        log_weights = [_log_beta(a + w, b + n - w) for _, _, w in spans]
+        log_weights = [_log_beta(a + w, b + n - w) + _log_cdf_half(a + w, b + n - w) for _, _, w in spans]
         top = max(log_weights)
         weights = [math.exp(lw - top) for lw in log_weights]
         norm = sum(w * (end - start + 1) for (start, end, _), w in zip(spans, weights, strict=True))
@@ -135,10 +137,16 @@ class CulpritPosterior:
         raise AssertionError("unreachable: the last block always answers")
 
     def flake_rate(self) -> float:
-        """Posterior mean of ε."""
+        """Posterior mean of ε: E[ε | c] = α/(α+β) · I_{1/2}(α+1, β) / I_{1/2}(α, β), averaged over c."""
         a, b, n = self.prior.a, self.prior.b, self.total
-        expected_wrong = sum(block.density * (block.end - block.start + 1) * block.wrong for block in self.blocks)
-        return (a + expected_wrong) / (a + b + n)
+        rate = 0.0
+        for block in self.blocks:
+            mass = block.density * (block.end - block.start + 1)
+            if mass > 1e-15:
+                alpha, beta = a + block.wrong, b + n - block.wrong
+                truncation = math.exp(_log_cdf_half(alpha + 1, beta) - _log_cdf_half(alpha, beta))
+                rate += mass * alpha / (alpha + beta) * truncation
+        return rate
 
     def best_range(self) -> CulpritRange:
         """The most probable answer: a single commit, or a testable commit with the skipped ones before it."""
@@ -173,3 +181,38 @@ class CulpritPosterior:
 
 def _log_beta(a: float, b: float) -> float:
     return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+def _log_cdf_half(a: float, b: float) -> float:
+    """log I_{1/2}(a, b) = log P(X < 1/2) for X ~ Beta(a, b), by symmetry and a continued fraction."""
+    if a == b:
+        return -math.log(2.0)
+    if a < b:
+        # 1 - I_{1/2}(b, a); the tail is usually far below double precision, so skip it when its bound is.
+        log_tail_bound = (a + b) * math.log(0.5) - _log_beta(a, b) - math.log(b) + math.log(2.0 * (b + 1.0))
+        if log_tail_bound < -50.0:
+            return 0.0
+        return math.log1p(-math.exp(_log_cdf_half(b, a)))
+    log_front = (a + b) * math.log(0.5) - _log_beta(a, b) - math.log(a)
+    return log_front + math.log(_beta_continued_fraction(a, b, 0.5))
+
+
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of I_x(a, b) (modified Lentz), fast when x < (a + 1) / (a + b + 2)."""
+    tiny, epsilon = 1e-300, 1e-15
+    d = 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    c, h = 1.0, d
+    for m in range(1, 100_000):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1.0) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1.0)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < epsilon:
+            return h
+    raise ArithmeticError(f"incomplete beta did not converge for a={a}, b={b}")
