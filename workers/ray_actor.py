@@ -1,0 +1,202 @@
+"""StepActor: what runs on a Ray node for one RayExecutor slot — a StepRunner with its own worktree.
+
+The executor creates it as a threaded actor: `run` executes in the default concurrency group (one step at a
+time) while `cancel` and `info` answer from the "control" group, so a cancel reaches a running step.
+
+Each test command runs in its own process group. Ray kills only an actor's direct children when the actor
+dies, so a reaper process (double-forked: no child of the actor) holds the groups the actor announced and
+kills them when the actor's pipe closes — on ray.kill, SIGKILL, OOM kill or a clean exit alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import ray
+
+from bisector.domain import StepResult, Verdict
+from bisector.errors import RepoError
+from bisector.gitrepo import GitRepo
+from bisector.paths import data_dir, worktree_root
+from workers.executor import StepRequest
+from workers.local import _claim_worktree
+from workers.process import KILL_GRACE_S
+from workers.step import StepRunner, WorkerSlot
+
+CONTROL_GROUP = "control"
+LOG_RETURN_LIMIT_BYTES = 4 << 20  # a log shipped back to the coordinator keeps its head and its tail
+LOG_HEAD_BYTES = 64 << 10
+
+# Runs as `python -c`; reads "+PGID" / "-PGID" lines until the actor's end of the pipe closes.
+_REAPER_SOURCE = """
+import os, signal, sys, time
+if os.fork():
+    os._exit(0)
+os.setsid()
+groups = set()
+for line in sys.stdin:
+    (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
+def signal_all(sig):
+    alive = False
+    for pgid in groups:
+        try:
+            os.killpg(pgid, sig)
+            alive = True
+        except OSError:
+            pass
+    return alive
+signal_all(signal.SIGTERM)
+deadline = time.monotonic() + float(sys.argv[1])
+while signal_all(0) and time.monotonic() < deadline:
+    time.sleep(0.05)
+signal_all(signal.SIGKILL)
+"""
+
+
+@dataclass(frozen=True)
+class ActorInfo:
+    """Where a slot's actor landed and what Ray gave it."""
+
+    pid: int
+    hostname: str
+    node_id: str
+    gpus: tuple[int, ...]  # ray.get_gpu_ids(), which Ray also put in CUDA_VISIBLE_DEVICES
+    cuda_visible_devices: str | None
+    worktree: str
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """A step's result, with its log when the log was written on another node than the coordinator's."""
+
+    result: StepResult
+    log: bytes | None = None
+
+
+class _Reaper:
+    """The actor's side of the reaper: announce each process group a step starts, forget it when the step ends."""
+
+    def __init__(self) -> None:
+        launcher = subprocess.Popen(
+            [sys.executable, "-c", _REAPER_SOURCE, str(KILL_GRACE_S)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert launcher.stdin is not None
+        self._pipe: IO[str] = launcher.stdin
+        launcher.wait()  # the launcher exits at once; its forked child keeps the pipe's read end
+
+    def started(self, pgid: int) -> None:
+        self._send(f"+{pgid}\n")
+
+    def ended(self, pgid: int) -> None:
+        self._send(f"-{pgid}\n")
+
+    def _send(self, line: str) -> None:
+        with contextlib.suppress(OSError):
+            self._pipe.write(line)
+            self._pipe.flush()
+
+
+def _gpu_ids() -> tuple[int, ...]:
+    ids = ray.get_gpu_ids()
+    try:
+        return tuple(int(str(g)) for g in ids)
+    except ValueError:
+        raise RuntimeError(f"Ray assigned GPU ids {ids}; gpu-bisect needs numeric CUDA device indices") from None
+
+
+class StepActor:
+    """One worker slot on a Ray node. Created by RayExecutor through ray.remote(StepActor)."""
+
+    def __init__(self, name: str, repo: str, slot_index: int, coordinator_node_id: str) -> None:
+        self._node_id = ray.get_runtime_context().get_node_id()
+        self._ship_logs = self._node_id != coordinator_node_id
+        worktree, self._lock_file = _claim_worktree(worktree_root(repo), slot_index)  # held for the actor's life
+        with contextlib.suppress(RepoError):  # made now, off the critical path; a failure shows at the first step
+            GitRepo(repo).ensure_worktree(worktree, "HEAD")
+        self._slot = WorkerSlot(name=name, gpus=_gpu_ids(), worktree=worktree, node=socket.gethostname())
+        self._runner = StepRunner(self._slot)
+        self._reaper = _Reaper()
+        self._cancelled: set[int] = set()
+        self._lock = threading.Lock()
+
+    def info(self) -> ActorInfo:
+        return ActorInfo(
+            pid=os.getpid(),
+            hostname=self._slot.node,
+            node_id=self._node_id,
+            gpus=self._slot.gpus,
+            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+            worktree=str(self._slot.worktree),
+        )
+
+    def cancel(self, step_id: int) -> None:
+        """Called from the control group while `run` executes; a cancel may also arrive before its step starts."""
+        with self._lock:
+            self._cancelled.add(step_id)
+
+    def run(self, request: StepRequest) -> StepOutcome:
+        if self._is_cancelled(request.step_id):
+            return StepOutcome(self._cancelled_before_start(request))
+        local_request = dataclasses.replace(request, log_path=self._local_log_path(request))
+        groups: list[int] = []
+
+        def started(pgid: int) -> None:
+            groups.append(pgid)
+            self._reaper.started(pgid)
+
+        try:
+            result = self._runner.run(
+                local_request, should_cancel=lambda: self._is_cancelled(request.step_id), on_start=started
+            )
+        finally:
+            for pgid in groups:  # run_shell killed what was left of each group when its command ended
+                self._reaper.ended(pgid)
+            with self._lock:
+                self._cancelled.discard(request.step_id)
+        if not self._ship_logs:
+            return StepOutcome(result)
+        return StepOutcome(dataclasses.replace(result, log_path=request.log_path), _read_bounded(Path(result.log_path)))
+
+    def _is_cancelled(self, step_id: int) -> bool:
+        with self._lock:
+            return step_id in self._cancelled
+
+    def _local_log_path(self, request: StepRequest) -> str:
+        """The coordinator's path on its own node; on another node, a file under this node's data dir."""
+        if not self._ship_logs:
+            return request.log_path
+        return str(data_dir() / "ray-logs" / f"bisect-{request.bisect_id}" / Path(request.log_path).name)
+
+    def _cancelled_before_start(self, request: StepRequest) -> StepResult:
+        return StepResult(
+            step_id=request.step_id, sha=request.sha, verdict=Verdict.CANCELLED, detail="cancelled before it started",
+            worker=self._slot.name, node=self._slot.node, gpus=self._slot.gpus,  # no log: nothing ran
+        )  # fmt: skip
+
+
+def _read_bounded(path: Path) -> bytes | None:
+    try:
+        with path.open("rb") as log:
+            size = os.fstat(log.fileno()).st_size
+            if size <= LOG_RETURN_LIMIT_BYTES:
+                return log.read()
+            head = log.read(LOG_HEAD_BYTES)
+            tail_bytes = LOG_RETURN_LIMIT_BYTES - LOG_HEAD_BYTES
+            log.seek(size - tail_bytes)
+            omitted = size - LOG_HEAD_BYTES - tail_bytes
+            return head + f"\n[... {omitted} bytes omitted by gpu-bisect ...]\n".encode() + log.read()
+    except OSError:
+        return None

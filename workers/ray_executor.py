@@ -1,0 +1,403 @@
+"""RayExecutor: one Ray actor per worker slot, placed by Ray with num_gpus=K and optional custom resources.
+
+Each slot is a StepActor (workers/ray_actor.py) that owns a worktree on its node, under that node's per-user
+cache dir, and runs StepRunner there; results come back through Ray and the coordinator alone writes the store.
+Logs: on the coordinator's node the step writes its log where the coordinator asked; on another node it writes
+under that node's data dir and ships the log back with the result (head and tail beyond 4 MiB), and the
+executor writes it at the coordinator's path.
+
+A slot whose actor, worker process or node dies mid-step reports the step as an infrastructure error
+(WORKER_LOST) and gets a fresh actor, which Ray may place anywhere; a slot lost more than `max_restarts`
+times is retired. The test's process groups die with the actor (see the reaper in workers/ray_actor.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from bisector.domain import ErrorKind, StepResult, Verdict
+from bisector.errors import ExecutorError, InputError
+from workers.executor import Assignment, Executor, StepRequest
+from workers.gpus import visible_gpus
+
+try:
+    import ray
+    from ray import exceptions as ray_errors
+
+    from workers.ray_actor import CONTROL_GROUP, ActorInfo, StepActor, StepOutcome
+except ImportError as exc:
+    raise ExecutorError(f"--executor ray needs Ray ({exc}): pip install 'gpu-bisect[ray]'") from None
+
+START_TIMEOUT_S = 120.0  # how long Ray may take to place a slot's actor (an autoscaler adds nodes meanwhile)
+START_GRACE_S = 15.0  # once one slot is up, how long the start waits for the others
+MAX_RESTARTS = 3  # fresh actors per slot after losses; then the slot is retired
+CONNECT_PROBE_S = 5.0  # ray.init retries an unreachable address for minutes; a TCP probe fails fast
+CPUS_PER_SLOT = 1
+RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+@dataclass
+class _Running:
+    request: StepRequest
+    ref: Any  # ObjectRef of StepActor.run
+    cancelled: bool = False
+
+
+@dataclass
+class _Slot:
+    index: int
+    name: str
+    actor: Any  # ActorHandle of a StepActor
+    starting: Any | None  # ObjectRef of StepActor.info until the actor is up
+    restarts: int = 0
+    info: ActorInfo | None = None
+    running: _Running | None = None
+
+    @property
+    def free(self) -> bool:
+        return self.info is not None and self.running is None
+
+
+class RayExecutor(Executor):
+    def __init__(
+        self,
+        repo: str,
+        workers: int,
+        gpus_per_step: int = 0,
+        resources: dict[str, float] | None = None,
+        address: str | None = None,
+        *,
+        start_timeout_s: float = START_TIMEOUT_S,
+        max_restarts: int = MAX_RESTARTS,
+    ) -> None:
+        if workers < 1:
+            raise InputError(f"--workers must be at least 1 (got {workers})")
+        self._resources = checked_resources(resources or {})
+        self._repo = repo
+        self._start_timeout_s = start_timeout_s
+        self._max_restarts = max_restarts
+        self._retired: list[str] = []
+        self._slots: dict[str, _Slot] = {}
+        self._owns_ray = _connect(address, workers)
+        try:
+            self._gpus_per_step = _resolve_gpus_per_step(gpus_per_step)
+            self._coordinator_node = ray.get_runtime_context().get_node_id()
+            threaded = ray.remote(concurrency_groups={CONTROL_GROUP: 2})  # type: ignore[call-overload]
+            self._actor_class = threaded(StepActor).options(
+                num_cpus=CPUS_PER_SLOT,
+                num_gpus=self._gpus_per_step,
+                resources=self._resources,
+                max_restarts=0,  # a lost actor's step must come back as lost, not be re-run silently
+                max_task_retries=0,
+            )
+            self._slots = {slot.name: slot for slot in (self._new_slot(i) for i in range(workers))}
+            self._await_first_start()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- slots -----------------------------------------------------------------------------------------------
+
+    def _new_slot(self, index: int, restarts: int = 0) -> _Slot:
+        name = f"ray-{index}"
+        actor: Any = self._actor_class.remote(name, self._repo, index, self._coordinator_node)
+        return _Slot(index, name, actor, actor.info.options(concurrency_group=CONTROL_GROUP).remote(), restarts)
+
+    def _await_first_start(self) -> None:
+        """Wait until every actor is up, or START_GRACE_S after the first one: slots that Ray places later
+        (a busy shared cluster) join the bisect when they come up."""
+        deadline = time.monotonic() + self._start_timeout_s
+        first_up: float | None = None
+        while any(slot.starting is not None for slot in self._slots.values()):
+            if first_up is None and any(slot.info is not None for slot in self._slots.values()):
+                first_up = time.monotonic()
+                deadline = min(deadline, first_up + START_GRACE_S)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._check_starting(remaining, fail_fast=True)
+        if not any(slot.info is not None for slot in self._slots.values()):
+            raise ExecutorError(
+                f"Ray placed none of the {len(self._slots)} worker(s) within {self._start_timeout_s:g}s: each needs "
+                f"{_describe(self._requirement())}; the cluster has {_describe(_cluster_total())}"
+            )
+
+    def _requirement(self) -> dict[str, float]:
+        return {"CPU": CPUS_PER_SLOT, "GPU": self._gpus_per_step, **self._resources}
+
+    def _check_starting(self, timeout_s: float, *, fail_fast: bool = False) -> None:
+        """Take in every actor that is up, waiting up to timeout_s for the first one.
+
+        An actor that failed to start is replaced (bounded), or raises ExecutorError with fail_fast.
+        """
+        starting = {slot.starting: slot for slot in self._slots.values() if slot.starting is not None}
+        if not starting:
+            return
+        ready, _ = ray.wait(list(starting), num_returns=1, timeout=timeout_s)
+        if ready:
+            ready, _ = ray.wait(list(starting), num_returns=len(starting), timeout=0)
+        for ref in ready:
+            slot = starting[ref]
+            slot.starting = None
+            try:
+                slot.info = ray.get(ref)
+            except ray_errors.RayError as exc:
+                if fail_fast:
+                    raise ExecutorError(f"Ray worker {slot.name} could not start: {_one_line(exc)}") from None
+                self._replace(slot)
+
+    def _replace(self, slot: _Slot) -> None:
+        with contextlib.suppress(Exception):  # a partitioned actor must not go on running the step
+            ray.kill(slot.actor, no_restart=True)
+        if slot.restarts >= self._max_restarts:
+            del self._slots[slot.name]
+            self._retired.append(slot.name)
+        else:
+            self._slots[slot.name] = self._new_slot(slot.index, slot.restarts + 1)
+
+    def _await_any_slot(self) -> None:
+        """Block until some slot can take a step: the coordinator takes zero capacity with nothing in flight
+        for the end of the search, so a restart must not look like that."""
+        deadline = time.monotonic() + self._start_timeout_s
+        while not any(slot.info is not None for slot in self._slots.values()):
+            remaining = deadline - time.monotonic()
+            if not self._slots:
+                raise ExecutorError(
+                    f"every Ray worker ({', '.join(self._retired)}) was lost {self._max_restarts + 1} times; "
+                    "the bisect is kept in the store: resume it once the cluster is healthy"
+                )
+            if remaining <= 0:
+                raise ExecutorError(
+                    f"no Ray worker came back within {self._start_timeout_s:g}s after losses: each needs "
+                    f"{_describe(self._requirement())}; the cluster has {_describe(_cluster_total())}"
+                )
+            self._check_starting(remaining)
+
+    # --- Executor --------------------------------------------------------------------------------------------
+
+    @property
+    def slots(self) -> int:
+        return len(self._slots)
+
+    def worker_names(self) -> list[str]:
+        return list(self._slots)
+
+    def free_workers(self) -> list[str]:
+        self._check_starting(0)
+        if not any(slot.info is not None for slot in self._slots.values()):
+            self._await_any_slot()
+        return [slot.name for slot in self._slots.values() if slot.free]
+
+    def submit(self, request: StepRequest) -> Assignment:
+        free = [slot for slot in self._slots.values() if slot.free]
+        if not free:
+            raise ExecutorError("no free worker slot")
+        slot = next((s for s in free if s.name not in request.avoid_workers), free[0])
+        if request.pin_worker:
+            pinned = [s for s in free if s.name == request.pin_worker]
+            if not pinned:
+                raise ExecutorError(f"worker {request.pin_worker} is not free")
+            slot = pinned[0]
+        assert slot.info is not None
+        slot.running = _Running(request, slot.actor.run.remote(request))
+        return Assignment(slot.name, slot.info.hostname, slot.info.gpus)
+
+    def poll(self, timeout_s: float) -> list[StepResult]:
+        running = {slot.running.ref: slot for slot in self._slots.values() if slot.running is not None}
+        if not running:
+            return []
+        ready, _ = ray.wait(list(running), num_returns=1, timeout=timeout_s)
+        if ready:
+            ready, _ = ray.wait(list(running), num_returns=len(running), timeout=0)
+        return [self._collect(running[ref]) for ref in ready]
+
+    def _collect(self, slot: _Slot) -> StepResult:
+        run = slot.running
+        assert run is not None
+        assert slot.info is not None
+        slot.running = None
+        try:
+            outcome: StepOutcome = ray.get(run.ref)
+        except ray_errors.RayTaskError as exc:  # the runner raised; the actor lives on
+            detail = f"step runner failed: {_one_line(exc, last=True)}"
+            return self._failed(run, slot.info, slot.name, ErrorKind.HARNESS, detail)
+        except ray_errors.RayError as exc:  # actor, worker process or node gone
+            self._replace(slot)
+            if run.cancelled:
+                return self._failed(run, slot.info, slot.name, None, "cancelled; its Ray worker was lost meanwhile")
+            retired = " (slot retired: lost too often)" if slot.name in self._retired else ""
+            detail = f"Ray worker {slot.name} (pid {slot.info.pid} on {slot.info.hostname}) was lost mid-step{retired}"
+            return self._failed(run, slot.info, slot.name, ErrorKind.WORKER_LOST, f"{detail}: {_one_line(exc)}")
+        return _delivered(run.request, outcome)
+
+    @staticmethod
+    def _failed(run: _Running, info: ActorInfo, worker: str, kind: ErrorKind | None, detail: str) -> StepResult:
+        return StepResult(
+            step_id=run.request.step_id, sha=run.request.sha,
+            verdict=Verdict.ERROR if kind is not None else Verdict.CANCELLED, error_kind=kind, detail=detail,
+            log_path=run.request.log_path, worker=worker, node=info.hostname, gpus=info.gpus,
+        )  # fmt: skip
+
+    def cancel(self, step_id: int) -> None:
+        for slot in self._slots.values():
+            if slot.running is not None and slot.running.request.step_id == step_id:
+                slot.running.cancelled = True
+                slot.actor.cancel.options(concurrency_group=CONTROL_GROUP).remote(step_id)
+
+    def close(self) -> None:
+        for slot in self._slots.values():
+            with contextlib.suppress(Exception):
+                ray.kill(slot.actor, no_restart=True)  # the actor's reaper kills its test's process groups
+        self._slots = {}
+        if self._owns_ray:
+            self._owns_ray = False
+            ray.shutdown()
+
+    # --- diagnostics (reports, fault-injection tests) ---------------------------------------------------------
+
+    def worker_info(self) -> dict[str, ActorInfo]:
+        """Where each started slot's actor runs: pid, host, Ray node id, GPU ids, worktree."""
+        return {slot.name: slot.info for slot in self._slots.values() if slot.info is not None}
+
+    def worker_pids(self) -> dict[str, int]:
+        return {name: info.pid for name, info in self.worker_info().items()}
+
+    def actor_handles(self) -> dict[str, Any]:
+        return {slot.name: slot.actor for slot in self._slots.values()}
+
+    def retired_workers(self) -> list[str]:
+        return list(self._retired)
+
+
+# --- connecting -------------------------------------------------------------------------------------------------
+
+
+def _connect(address: str | None, workers: int) -> bool:
+    """Connect this process to Ray. Returns whether it called ray.init (and so must call ray.shutdown)."""
+    if ray.is_initialized():
+        return False
+    quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
+    if address:
+        _probe(address)
+        try:
+            ray.init(address=address, runtime_env={"py_modules": _project_packages()}, **quiet)
+        except Exception as exc:
+            hint = "" if os.environ.get("RAY_AUTH_MODE") else " (a cluster with token auth needs RAY_AUTH_MODE=token)"
+            raise ExecutorError(f"cannot connect to the Ray cluster at {address}: {_one_line(exc)}{hint}") from None
+        return True
+    gpus = visible_gpus()
+    try:
+        with _visible_devices(gpus):
+            ray.init(
+                address="local",  # never join a cluster recorded in /tmp/ray by `ray start`: that takes --ray-address
+                num_cpus=max(os.cpu_count() or 1, workers * CPUS_PER_SLOT),
+                num_gpus=len(gpus),
+                include_dashboard=False,
+                **quiet,
+            )
+    except Exception as exc:
+        raise ExecutorError(f"cannot start a local Ray cluster: {_one_line(exc)}") from None
+    return True
+
+
+@contextlib.contextmanager
+def _visible_devices(gpus: tuple[int, ...]) -> Iterator[None]:
+    """Start the local cluster seeing exactly these GPUs ($BISECT_GPUS), so Ray hands out their real ids."""
+    if not gpus:
+        yield
+        return
+    previous = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = previous
+
+
+def _probe(address: str) -> None:
+    """Fail in seconds, not minutes, when nothing listens at host:port ("auto" is left to Ray)."""
+    target = address.removeprefix("ray://")
+    try:
+        parts = urlsplit(f"//{target}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        raise ExecutorError(f"--ray-address {address!r}: expected HOST:PORT, ray://HOST:PORT or auto") from None
+    if host is None or port is None:
+        return
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_PROBE_S).close()
+    except OSError as exc:
+        raise ExecutorError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
+
+
+def _project_packages() -> list[str]:
+    """The packages a remote node's actor imports, shipped so every node runs the coordinator's code."""
+    import bisector
+    import workers
+
+    return [str(Path(bisector.__file__).parent), str(Path(workers.__file__).parent)]
+
+
+def _resolve_gpus_per_step(requested: int) -> int:
+    """0 means one GPU per step when the cluster has GPUs, else CPU slots (as for the local executor)."""
+    if requested < 0:
+        raise InputError(f"--gpus-per-step must be 0 or more (got {requested})")
+    if requested:
+        return requested
+    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    return 1 if any(node["Alive"] and node["Resources"].get("GPU", 0) >= 1 for node in nodes) else 0
+
+
+def checked_resources(resources: dict[str, float]) -> dict[str, float]:
+    """The --resources of a step, refused when they name CPU/GPU/memory or a non-positive amount."""
+    for name, amount in resources.items():
+        if not name or name in RESERVED_RESOURCES:
+            raise InputError(f"--resources {name}={amount:g}: name a custom resource (GPUs: --gpus-per-step)")
+        if amount <= 0:
+            raise InputError(f"--resources {name}={amount:g}: the amount must be positive")
+    return dict(resources)
+
+
+# --- results ----------------------------------------------------------------------------------------------------
+
+
+def _delivered(request: StepRequest, outcome: StepOutcome) -> StepResult:
+    """The step's result, its shipped log written where the coordinator expects it."""
+    if outcome.log is None:
+        return outcome.result
+    try:
+        path = Path(request.log_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(outcome.log)
+    except OSError as exc:
+        return replace(outcome.result, detail=f"{outcome.result.detail}\n(log not saved here: {exc})".strip())
+    return outcome.result
+
+
+def _cluster_total() -> dict[str, float]:
+    return dict(ray.cluster_resources())  # type: ignore[no-untyped-call]
+
+
+def _describe(resources: dict[str, float]) -> str:
+    shown = {k: v for k, v in resources.items() if not k.startswith("node:") and k not in RESERVED_RESOURCES[2:]}
+    return ", ".join(f"{name} {amount:g}" for name, amount in sorted(shown.items()) if amount) or "nothing"
+
+
+def _one_line(exc: BaseException, *, last: bool = False) -> str:
+    """Ray's messages run over many lines; a task's error ends with the remote exception, others start with it."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if last:
+        return lines[-1] if lines else type(exc).__name__
+    return f"{type(exc).__name__}: {lines[0] if lines else 'no message'}"
