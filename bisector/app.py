@@ -9,7 +9,7 @@ from bisector.spec import BisectSpec
 from db.store import Store
 from workers.executor import Executor
 
-EXECUTORS = ("local", "inprocess")
+EXECUTORS = ("local", "ray", "inprocess")
 
 
 def open_store(url: str | None) -> Store:
@@ -21,6 +21,10 @@ def make_executor(spec: BisectSpec) -> Executor:
         from workers.local import LocalExecutor
 
         return LocalExecutor(spec.repo, spec.workers, spec.gpus_per_step)
+    if spec.executor == "ray":
+        from workers.ray_executor import RayExecutor
+
+        return RayExecutor(spec.repo, spec.workers, spec.gpus_per_step, spec.resources, spec.ray_address)
     if spec.executor == "inprocess":
         from workers.gpus import split_gpus, visible_gpus
         from workers.inprocess import InProcessExecutor
@@ -33,6 +37,14 @@ def check_executor(spec: BisectSpec) -> None:
     """Fail before anything is stored if the executor cannot serve the spec (unknown kind, too few GPUs)."""
     if spec.executor not in EXECUTORS:
         raise InputError(f"unknown executor {spec.executor!r} (known: {', '.join(EXECUTORS)})")
+    if spec.executor == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise InputError("--executor ray needs Ray: pip install 'gpu-bisect[ray]'")
+        from workers.ray_executor import checked_resources
+
+        checked_resources(spec.resources)
     if spec.executor in ("local", "inprocess"):
         from workers.gpus import split_gpus, visible_gpus
 

@@ -6,6 +6,7 @@ without naming one commit (ambiguous, endpoints mismatch, failed, cancelled).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import sys
@@ -81,6 +82,19 @@ def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
     return env
 
 
+def _resource_pairs(pairs: tuple[str, ...]) -> dict[str, float]:
+    resources = {}
+    for pair in pairs:
+        name, sep, amount = pair.partition("=")
+        try:
+            resources[name] = float(amount)
+        except ValueError:
+            raise CLIError(f"--resources {pair!r}: write NAME=AMOUNT, e.g. H200=1") from None
+        if not sep or not name or resources[name] <= 0:
+            raise CLIError(f"--resources {pair!r}: write NAME=AMOUNT with a positive amount, e.g. H200=1")
+    return resources
+
+
 @main.command()
 @click.option("--good", help="A commit where the test passes (SHA, branch, tag).")
 @click.option("--bad", help="A later commit where it fails.")
@@ -89,7 +103,11 @@ def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--build", "build_cmd", help="Shell command run before --run; a failing build skips the commit.")
 @click.option("--metric", help="Regex with one group that captures the metric from the run's output.")
 @click.option("--metric-json", help="FILE:KEY: read the metric from a JSON file the run writes (KEY may be a.b.0).")
-@click.option("--expect", help="What a good metric looks like, e.g. '>= 4.0' (higher is better) or '< 51.0'.")
+@click.option(
+    "--expect",
+    help="What a good metric looks like, e.g. '>= 4.0' (higher is better) or '< 51.0'; 'auto' compares each "
+    "commit's samples with the endpoints' (needs --direction).",
+)
 @click.option(
     "--no-metric",
     type=click.Choice(["skip", "bad"]),
@@ -107,8 +125,36 @@ def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
     help="Descend into a bad merge to find the commit inside the branch it merged.",
 )
 @click.option("--max-attempts", type=int, help="Tries per commit when infrastructure errors happen.  [default: 3]")
+@click.option("--repeat", type=int, help="Runs per probed commit (noisy metrics, flaky tests).  [default: 1]")
+@click.option("--max-repeat", type=int, help="More runs, doubling, while a commit's verdict is uncertain.")
+@click.option("--noise-band", type=float, help="Metric values this close to the threshold are uncertain.")
+@click.option("--direction", type=click.Choice(["higher", "lower"]), help="Which way the metric is better.")
+@click.option("--find-fix", is_flag=True, default=None, help="Find the commit that fixed the metric instead.")
+@click.option("--strategy", type=click.Choice(["kary", "noisy"]), help="Search: k-ary, or noisy (posterior).")
+@click.option(
+    "--confirm/--no-confirm",
+    default=None,
+    help="Re-run the first bad commit against its parent at the end.  [default: with repeats or flakes]",
+)
 @click.option("--infra-pattern", "infra_patterns", multiple=True, help="Extra regex of an infrastructure failure.")
-@click.option("--executor", type=click.Choice(["local", "inprocess"]), default=None, help="Where steps run.")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray", "inprocess"]),
+    default=None,
+    help="Where steps run: worker processes on this host (default) or a Ray cluster.",
+)
+@click.option(
+    "--ray-address",
+    envvar="RAY_ADDRESS",
+    help="With --executor ray: the cluster to join (default: $RAY_ADDRESS, else start a local one).",
+)
+@click.option(
+    "--resources",
+    "resource_pairs",
+    multiple=True,
+    metavar="NAME=AMOUNT",
+    help="With --executor ray: a custom resource each step needs, e.g. H200=1 (repeatable).",
+)
 @click.option(
     "--explain/--no-explain",
     default=None,
@@ -153,8 +199,17 @@ def _start_bisect(
             "env": _env_pairs(env_pairs),
             "all_parents": flags["all_parents"],
             "max_attempts": flags["max_attempts"],
+            "repeat": flags["repeat"],
+            "max_repeat": flags["max_repeat"],
+            "noise_band": flags["noise_band"],
+            "direction": flags["direction"],
+            "find_fix": flags["find_fix"],
+            "strategy": flags["strategy"],
+            "confirm": flags["confirm"],
             "infra_patterns": infra_patterns,
             "executor": flags["executor"],
+            "ray_address": flags["ray_address"],
+            "resources": _resource_pairs(flags["resource_pairs"]),
             "explain": flags["explain"],
             "trace_kernels": flags["trace_kernels"],
             "minimize": flags["minimize"],
@@ -162,21 +217,33 @@ def _start_bisect(
         spec = build_spec(root, values)
         check_executor(spec)
         with open_store(db_url) as store:
-            record = make_coordinator(store, _observer()).start(spec)
+            with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report (Ray prints to it)
+                record = make_coordinator(store, _observer()).start(spec)
             _print_report(store, record.id, output_format)
     return record
 
 
 @main.command()
 @click.argument("bisect_id", type=int)
+@click.option("--executor", type=click.Choice(["local", "ray", "inprocess"]), help="Move the rest to other workers.")
+@click.option("--workers", type=int, help="Steps run at once from now on.")
+@click.option("--gpus-per-step", type=int, help="GPUs each step gets from now on.")
+@click.option("--ray-address", envvar="RAY_ADDRESS", help="With --executor ray: the cluster to join.")
+@click.option("--resources", "resource_pairs", multiple=True, metavar="NAME=AMOUNT", help="Ray resources per step.")
 @db_option
 @format_option
-def resume(bisect_id: int, db_url: str | None, output_format: str) -> None:
+def resume(bisect_id: int, db_url: str | None, output_format: str, **executor_flags: Any) -> None:
     """Continue a bisect whose coordinator stopped, without re-running finished steps."""
     from bisector.app import make_coordinator, open_store
 
+    overrides = {key: value for key, value in executor_flags.items() if value is not None}
+    if "resource_pairs" in overrides:
+        resources = _resource_pairs(overrides.pop("resource_pairs"))
+        if resources:
+            overrides["resources"] = resources
     with translated_errors(), open_store(db_url) as store:
-        record = make_coordinator(store, _observer()).resume(bisect_id)
+        with contextlib.redirect_stdout(sys.stderr):
+            record = make_coordinator(store, _observer()).resume(bisect_id, overrides)
         _print_report(store, record.id, output_format)
     _exit_for(record.status.value)
 

@@ -7,22 +7,28 @@ Every fact goes to the store when it happens, so a coordinator killed at any mom
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from bisector.confirm import Confirmation, ConfirmStatus
 from bisector.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
 from bisector.errors import BisectError, StateError
 from bisector.gitrepo import GitRepo
+from bisector.judging import RESULT_VERDICTS, UNTESTED, CommitView, Judge
 from bisector.paths import log_dir
 from bisector.progress import Progress, ProgressObserver, SilentObserver
 from bisector.spec import BisectSpec
 from bisector.strategies import KArySearch, OutcomeKind, SearchState, Strategy, estimated_steps_left
+from bisector.strategies.noisy import is_consistent
+from bisector.strategies.select import choose_strategy
 from db.store import Store
 from workers.executor import Assignment, Executor, StepRequest
 
 POLL_INTERVAL_S = 0.5
+EXECUTOR_KEYS = frozenset({"executor", "workers", "gpus_per_step", "ray_address", "resources"})
 
 ExecutorFactory = Callable[[BisectSpec], Executor]
 Clock = Callable[[], datetime]
@@ -48,11 +54,8 @@ class _CommitHistory:
 
     steps: list[StepRecord] = field(default_factory=list)
 
-    def decided(self) -> Verdict | None:
-        for step in reversed(self.steps):
-            if step.verdict in (Verdict.GOOD, Verdict.BAD, Verdict.SKIP):
-                return step.verdict
-        return None
+    def results(self) -> int:
+        return sum(1 for s in self.steps if s.verdict in RESULT_VERDICTS or s.verdict is Verdict.SKIP)
 
     def errors(self) -> int:
         return sum(1 for s in self.steps if s.verdict is Verdict.ERROR)
@@ -62,13 +65,19 @@ class _CommitHistory:
 
 
 def _running_step(
-    step_id: int, bisect_id: int, sha: str, attempt: int, assignment: Assignment, started: datetime
+    step_id: int,
+    bisect_id: int,
+    sha: str,
+    attempt: int,
+    assignment: Assignment,
+    started: datetime,
+    purpose: StepPurpose,
 ) -> StepRecord:
     """The coordinator's own copy of a step it just stored, so the loop need not read it back."""
     return StepRecord(
         id=step_id, bisect_id=bisect_id, sha=sha, attempt=attempt, worker=assignment.worker, node=assignment.node,
         gpus=assignment.gpus, started=started, finished=None, build_s=None, run_s=None, exit_code=None,
-        verdict=None, samples=(), log_path="", error_kind=None, detail="",
+        verdict=None, samples=(), log_path="", error_kind=None, detail="", purpose=purpose,
     )  # fmt: skip
 
 
@@ -94,7 +103,7 @@ class Coordinator:
     ) -> None:
         self.store = store
         self.executor_factory = executor_factory
-        self.strategy = strategy or KArySearch()
+        self.strategy = strategy  # None: chosen as the bisect goes (kary, noisy once noise is expected or seen)
         self.observer = observer or SilentObserver()
         self.now = now
         self.poll_interval_s = poll_interval_s
@@ -107,14 +116,24 @@ class Coordinator:
             self.observer.note(f"bisect {bisect_id}: {count} commits from good to bad; store {self.store.url}")
             return self._run(bisect_id, executor)
 
-    def resume(self, bisect_id: int) -> BisectRecord:
+    def resume(self, bisect_id: int, executor_overrides: Mapping[str, object] | None = None) -> BisectRecord:
+        """Continue from the store; executor_overrides (executor, workers, ray_address, ...) move the rest of
+        the bisect to other workers without changing what is tested."""
         record = self.store.get_bisect(bisect_id)
         if record.status.is_terminal():
             raise StateError(f"bisect {bisect_id} is already {record.status.value}; nothing to resume")
+        spec = BisectSpec.from_json(record.spec)
+        if executor_overrides:
+            unknown = set(executor_overrides) - EXECUTOR_KEYS
+            if unknown:
+                raise StateError(f"resume can change only the executor settings, not {', '.join(sorted(unknown))}")
+            spec = replace(spec, **executor_overrides)  # type: ignore[arg-type]
+            self.store.update_extra(bisect_id, resumed_with=dict(executor_overrides))
         interrupted = self.store.interrupt_running_steps(bisect_id, self.now())
         if interrupted:
             self.observer.note(f"re-queued {interrupted} step(s) that were running when the coordinator stopped")
-        return self.run(bisect_id)
+        with self.executor_factory(spec) as executor:
+            return self._run(bisect_id, executor)
 
     def run(self, bisect_id: int) -> BisectRecord:
         spec = BisectSpec.from_json(self.store.get_bisect(bisect_id).spec)
@@ -166,7 +185,7 @@ class _Search:
 
     def __init__(self, owner: Coordinator, record: BisectRecord, spec: BisectSpec, executor: Executor) -> None:
         self.store = owner.store
-        self.strategy = owner.strategy
+        self.fixed_strategy = owner.strategy
         self.observer = owner.observer
         self.now = owner.now
         self.poll_interval_s = owner.poll_interval_s
@@ -176,11 +195,21 @@ class _Search:
         self.metric = spec.metric_spec()
         self.candidates: Sequence[Commit] = self.store.candidates(record.id)
         self.position = {c.sha: c.position for c in self.candidates}
+        self.judge = Judge(spec)
         self.history: dict[int, _CommitHistory] = defaultdict(_CommitHistory)
         for step in self.store.steps(record.id):
-            if step.purpose is StepPurpose.SEARCH:
+            if step.purpose in (StepPurpose.SEARCH, StepPurpose.CONFIRM):
                 self.history[self.position[step.sha]].steps.append(step)
         self.in_flight: dict[int, int] = {}  # step id -> position
+        self.views: dict[int, CommitView] = {}  # per position, cleared when its steps change
+        self.flake_seen = False
+        self.confirming: tuple[int, int] | None = None  # (parent, first bad) positions under confirmation
+        self.confirm_pairs: list[tuple[int, int]] = []  # pairs still to run, each (first, second) on one worker
+        self.pair_second: dict[str, int] = {}  # worker -> the position its pair runs next
+        self.quarantined: dict[str, str] = dict(record.extra.get("quarantined", {}))  # type: ignore[call-overload]
+        self.reference_checked: set[str] = set(record.extra.get("reference_checked", []))  # type: ignore[call-overload]
+        self.reference_queue: list[tuple[str, int, Verdict]] = []  # (worker, position, expected verdict)
+        self.reference_in_flight: dict[int, tuple[str, int, Verdict]] = {}  # step id -> the same
         self.merge_phases: list[dict[str, object]] = list(record.extra.get("merge_phases", []))  # type: ignore[call-overload]
         self.set_order(self.current_order())
 
@@ -205,33 +234,67 @@ class _Search:
     def verdict(self, index: int) -> Verdict | None:
         return self.position_verdict(self.order[index])
 
+    def view(self, position: int) -> CommitView:
+        """What the commit's runs say (bisector/judging.py), cached until its steps change."""
+        if position not in self.views:
+            history = self.history.get(position)
+            if history is None:
+                return UNTESTED
+            good_pos, bad_pos = 0, self.position[self.record.bad]
+            endpoint = {good_pos: Verdict.GOOD, bad_pos: Verdict.BAD}.get(position)
+            samples = (self.view(good_pos).samples, self.view(bad_pos).samples) if endpoint is None else ((), ())
+            trusted = [step for step in history.steps if step.worker not in self.quarantined]
+            self.views[position] = self.judge.view(trusted, endpoint=endpoint, endpoint_samples=samples)
+        return self.views[position]
+
     def position_verdict(self, position: int) -> Verdict | None:
         """The commit's verdict for the search; an error past the retry budget counts as a skip."""
         history = self.history.get(position)
         if history is None:
             return None
-        decided = history.decided()
-        if decided is None and history.errors() >= self.spec.max_attempts:
+        view = self.view(position)
+        if view.verdict is None and not history.results() and history.errors() >= self.spec.max_attempts:
             return Verdict.SKIP
-        return decided
+        return view.verdict
 
     def state(self) -> SearchState:
         """The search state over self.order; O(commits tested), not O(range)."""
-        verdicts = {
-            self.index_of[p]: v
-            for p in self.history
-            if p in self.index_of and (v := self.position_verdict(p)) is not None
+        tested = [p for p in self.history if p in self.index_of]
+        verdicts = {self.index_of[p]: v for p in tested if (v := self.position_verdict(p)) is not None}
+        observations = {
+            self.index_of[p]: (view.goods, view.bads) for p in tested if (view := self.view(p)).goods + view.bads
         }
-        # A commit waiting for its retry counts as in flight: the strategy must not probe it on any worker.
-        waiting = [p for p in self.history if self.needs_retry(p)]
+        # A commit waiting for a retry or more runs counts as in flight: the strategy must not probe it.
+        waiting = [p for p in tested if self.needs_retry(p) or self.more_wanted(p)]
         running = frozenset(self.index_of[p] for p in [*self.in_flight.values(), *waiting] if p in self.index_of)
-        return SearchState(len(self.order), verdicts, running)
+        return SearchState(len(self.order), verdicts, running, observations)
 
     def needs_retry(self, position: int) -> bool:
         history = self.history.get(position)
-        if history is None:
+        if history is None or history.results():
             return False
-        return 0 < history.errors() < self.spec.max_attempts and history.decided() is None
+        return 0 < history.errors() < self.spec.max_attempts
+
+    def more_wanted(self, position: int) -> int:
+        """Runs the commit still needs (repeats, adaptive repeats) beyond those in flight."""
+        running = sum(1 for p in self.in_flight.values() if p == position)
+        return max(self.view(position).more_runs - running, 0)
+
+    def strategy(self) -> Strategy:
+        if self.fixed_strategy is not None:
+            return self.fixed_strategy
+        if not self.flake_seen:
+            observed = {i: obs for i, obs in self.state().observed().items()}
+            if any(g and b for g, b in observed.values()) or not is_consistent(len(self.order), observed):
+                self.flake_seen = True
+                self.observer.note("flaky results seen (a commit both good and bad, or good after bad)")
+        return choose_strategy(self.spec.strategy, self.spec.repeat_limit, self.flake_seen)
+
+    @property
+    def confirm_wanted(self) -> bool:
+        if self.spec.confirm is not None:
+            return self.spec.confirm
+        return self.spec.strategy == "noisy" or self.spec.repeat_limit > 1 or self.flake_seen
 
     # --- loop ----------------------------------------------------------------------------------------------
 
@@ -243,8 +306,16 @@ class _Search:
             if self.concluded():
                 self.cancel_all()
                 return
+            if set(self.executor.worker_names()) <= set(self.quarantined):
+                self.finish(
+                    BisectStatus.FAILED, message="every worker is quarantined: " + "; ".join(self.quarantined.values())
+                )
+                return
             self.submit_work()
             if not self.in_flight:
+                if not self.usable_workers():  # workers are (re)starting: wait for one
+                    time.sleep(self.poll_interval_s)
+                    continue
                 self.finish(BisectStatus.FAILED, message="nothing left to test and no conclusion (internal error)")
                 return
             self.report_progress()
@@ -267,13 +338,29 @@ class _Search:
             return True
         if good_end is None or bad_end is None:
             return False
+        if self.judge.metric.comparative and not self.endpoints_differ():
+            return True
         state = self.state()
-        outcome = self.strategy.outcome(state)
+        outcome = self.strategy().outcome(state)
         if outcome is None:
             return False
         first_bad, last_good = self.commit_at(outcome.first_bad), self.commit_at(outcome.last_good)
         if outcome.kind is OutcomeKind.FOUND and self.descend_into_merge(first_bad):
             return False
+        if outcome.kind is OutcomeKind.FOUND and self.confirm_wanted:
+            confirmation = self.confirmation(last_good.position, first_bad.position)
+            if confirmation is None:
+                return False
+            self.store.update_extra(self.record.id, confirmation=confirmation.to_json())
+            if confirmation.status is ConfirmStatus.NOT_REPRODUCIBLE:
+                self.finish(
+                    BisectStatus.NOT_REPRODUCIBLE,
+                    first_bad=first_bad.sha,
+                    last_good=last_good.sha,
+                    message=f"{first_bad.sha[:12]} looked like the first bad commit, but re-running it against its "
+                    f"parent did not reproduce the difference ({confirmation.reason}): flaky, not a culprit",
+                )
+                return True
         status = BisectStatus.FOUND if outcome.kind is OutcomeKind.FOUND else BisectStatus.AMBIGUOUS
         if status is BisectStatus.FOUND:
             message = f"first bad commit: {first_bad.sha[:12]} {first_bad.subject}"
@@ -283,11 +370,65 @@ class _Search:
                 f"the first bad commit is one of {count} commits after {last_good.sha[:12]} up to "
                 f"{first_bad.sha[:12]}: the commits between could not be tested"
             )
+        if outcome.confidence is not None and outcome.confidence < 1.0:
+            message += f" (posterior {outcome.confidence:.3f})"
+        confirmation_json = self.record_extra_confirmation()
+        if confirmation_json:
+            message += f"; confirmed: {confirmation_json}"
         if contradictions := state.contradictions():
             shas = ", ".join(self.commit_at(i).sha[:12] for i in contradictions[:5])
             message += f"; warning: tested good after the first bad commit: {shas} (not monotonic)"
         self.finish(status, first_bad=first_bad.sha, last_good=last_good.sha, message=message)
         return True
+
+    def record_extra_confirmation(self) -> str:
+        confirmation = self.store.get_bisect(self.record.id).extra.get("confirmation")
+        if not isinstance(confirmation, dict) or self.confirming is None:
+            return ""
+        return str(confirmation.get("reason", ""))
+
+    def endpoints_differ(self) -> bool:
+        """--expect auto: the endpoints' sample sets must differ, the way a regression (or a fix) does."""
+        from bisector.stats import EndpointsCheck, check_endpoints
+
+        good, bad = self.view(0).samples, self.view(self.position[self.record.bad]).samples
+        direction = self.judge.direction
+        assert direction is not None
+        check, p_value = check_endpoints(good, bad, direction=direction, find_fix=self.spec.find_fix)
+        if check is EndpointsCheck.DISTINCT:
+            return True
+        why = "do not differ" if check is EndpointsCheck.NOT_DISTINCT else "differ the wrong way"
+        self.finish(
+            BisectStatus.ENDPOINTS_MISMATCH,
+            message=f"the endpoints' samples {why} (p={p_value:.3g}, {len(good)} and {len(bad)} samples); "
+            "more --repeat, or check the range",
+        )
+        return False
+
+    def confirmation(self, parent: int, first_bad: int) -> Confirmation | None:
+        """Interleaved re-runs of the first bad commit and its parent; None while more pairs are needed."""
+        from bisector.confirm import confirm_pass_fail
+
+        if self.confirming != (parent, first_bad):
+            self.confirming, self.confirm_pairs, self.pair_second = (parent, first_bad), [], {}
+        if self.confirm_pairs or self.pair_second or any(p in (parent, first_bad) for p in self.in_flight.values()):
+            return None
+        before, after = self.view(parent), self.view(first_bad)
+        if self.judge.statistical:
+            from bisector.stats import confirm_samples
+
+            result = confirm_samples(
+                before.samples, after.samples, direction=self.judge.direction, find_fix=self.spec.find_fix
+            )
+        else:
+            result = confirm_pass_fail((before.goods, before.bads), (after.goods, after.bads))
+        if result.status is ConfirmStatus.NEED_MORE:
+            self.observer.note(f"confirming {self.candidates[first_bad].sha[:12]}: {result.pairs_wanted} more pair(s)")
+            self.confirm_pairs = [
+                (parent, first_bad) if i % 2 == 0 else (first_bad, parent) for i in range(result.pairs_wanted)
+            ]
+            return None
+        return result
 
     def descend_into_merge(self, merge: Commit) -> bool:
         """With --all-parents, continue the search inside the branch a bad merge brought in."""
@@ -326,44 +467,119 @@ class _Search:
         return steps[-1].detail.splitlines()[0] if steps and steps[-1].detail else "no detail"
 
     def submit_work(self) -> None:
-        """Fill free slots: retries first, then the endpoints, then the strategy's probes."""
-        self.cancel_irrelevant()
+        """Fill free slots: confirmation pairs, retries, more runs, the endpoints, then the strategy's probes."""
+        strategy = self.strategy()
+        if isinstance(strategy, KArySearch):
+            self.cancel_irrelevant()
+        self.submit_confirmation_runs()
+        self.submit_reference_runs()
         busy = set(self.in_flight.values())
-        retries = sorted(p for p in self.history if p in self.index_of and p not in busy and self.needs_retry(p))
-        wanted = [p for p in retries if self.placeable(p)]
+        tested = sorted(p for p in self.history if p in self.index_of)
+        if isinstance(strategy, KArySearch):  # a retry outside the boundary would only be cancelled
+            lo, hi = self.state().boundary()
+            endpoints = (self.order[0], self.order[-1])
+            tested = [p for p in tested if lo <= self.index_of[p] <= hi or p in endpoints]
+        wanted = [p for p in tested if p not in busy and self.needs_retry(p) and self.placeable(p)]
+        for position in tested:
+            wanted += [position] * self.more_wanted(position)
         for index in (0, self.last):
             position = self.order[index]
-            if position not in busy and position not in wanted and self.verdict(index) is None:
-                wanted.append(position)
-        free = self.executor.free_slots() - len(wanted)
+            if position not in busy and position not in wanted and position not in self.history:
+                wanted += [position] * self.spec.repeat
+        free = len(self.usable_workers()) - len(wanted)
         if free > 0:
-            probes = [self.order[i] for i in self.strategy.next_probes(self.state(), free)]
-            wanted.extend(p for p in probes if p not in wanted)
-        for position in wanted[: self.executor.free_slots()]:
+            probes = [self.order[i] for i in strategy.next_probes(self.state(), max(free // self.spec.repeat, 1))]
+            for position in probes:
+                if position not in wanted:
+                    wanted += [position] * (self.spec.repeat if position not in self.history else 1)
+        for position in wanted[: len(self.usable_workers())]:
             self.submit(position)
+
+    def usable_workers(self) -> list[str]:
+        """Free workers that are not quarantined and not holding the second half of a confirmation pair."""
+        return [w for w in self.executor.free_workers() if w not in self.quarantined and w not in self.pair_second]
+
+    def submit_reference_runs(self) -> None:
+        """Known commits re-run on a suspect worker: a worker that gets them wrong is quarantined."""
+        for worker in self.executor.free_workers():
+            if worker in self.quarantined or worker in self.pair_second:
+                continue
+            check = next((c for c in self.reference_queue if c[0] == worker), None)
+            if check is not None:
+                self.reference_queue.remove(check)
+                step_id = self.submit(check[1], StepPurpose.REFERENCE, pin_worker=worker)
+                self.reference_in_flight[step_id] = check
+
+    def check_disagreement(self, position: int) -> None:
+        """Two workers with opposite verdicts on one commit: re-run the endpoints on each of them."""
+        by_worker: dict[str, set[Verdict]] = defaultdict(set)
+        for step in self.history[position].steps:
+            if step.worker and step.worker not in self.quarantined and step.verdict in (Verdict.GOOD, Verdict.BAD):
+                by_worker[step.worker].add(step.verdict)
+        says = {worker: next(iter(v)) for worker, v in by_worker.items() if len(v) == 1}
+        if len(set(says.values())) < 2:
+            return
+        good_pos, bad_pos = 0, self.position[self.record.bad]
+        for worker in sorted(says):
+            if worker in self.reference_checked:
+                continue
+            self.reference_checked.add(worker)
+            good_expect, bad_expect = (Verdict.GOOD, Verdict.BAD)
+            if self.spec.find_fix:
+                good_expect, bad_expect = bad_expect, good_expect
+            self.reference_queue += [(worker, good_pos, good_expect), (worker, bad_pos, bad_expect)]
+            self.observer.note(
+                f"workers disagree on {self.candidates[position].sha[:12]}: checking {worker} on the endpoints"
+            )
+        self.store.update_extra(self.record.id, reference_checked=sorted(self.reference_checked))
+
+    def reference_result(self, result: StepResult) -> None:
+        worker, position, expected = self.reference_in_flight.pop(result.step_id)
+        if result.verdict in (Verdict.ERROR, Verdict.CANCELLED, Verdict.SKIP) or result.verdict is expected:
+            return
+        reason = (
+            f"reference check: {self.candidates[position].sha[:12]} is known {expected.value}, "
+            f"{worker} said {result.verdict.value}"
+        )
+        self.quarantined[worker] = reason
+        self.views.clear()
+        self.store.update_extra(self.record.id, quarantined=self.quarantined)
+        self.observer.note(f"quarantined {worker} for the rest of the bisect ({reason})")
+
+    def submit_confirmation_runs(self) -> None:
+        """Each pair runs on one worker, its two commits back to back, alternating which goes first."""
+        for worker in self.executor.free_workers():
+            if worker in self.quarantined:
+                continue
+            if worker in self.pair_second:
+                self.submit(self.pair_second.pop(worker), StepPurpose.CONFIRM, pin_worker=worker)
+            elif self.confirm_pairs:
+                first, second = self.confirm_pairs.pop(0)
+                self.submit(first, StepPurpose.CONFIRM, pin_worker=worker)
+                self.pair_second[worker] = second
 
     def placeable(self, position: int) -> bool:
         """A retry waits for a worker that has not failed this commit yet, unless every worker has."""
         avoid = self.history[position].failed_workers()
         if avoid >= set(self.executor.worker_names()):
             return True
-        return any(name not in avoid for name in self.executor.free_workers())
+        return any(name not in avoid for name in self.usable_workers())
 
     def cancel_irrelevant(self) -> None:
-        """Stop in-flight probes outside the open range (an endpoint check is never irrelevant)."""
+        """Stop in-flight probes outside the boundary (an endpoint check is never irrelevant)."""
         if self.verdict(0) is None or self.verdict(self.last) is None:
             return
         lo, hi = self.state().boundary()
-        open_positions = set(self.order[lo + 1 : hi])
+        open_positions = set(self.order[lo : hi + 1])  # more runs at the boundary itself only help
         for step_id, position in list(self.in_flight.items()):
             if position not in open_positions:
                 self.executor.cancel(step_id)
 
-    def submit(self, position: int) -> None:
+    def submit(self, position: int, purpose: StepPurpose = StepPurpose.SEARCH, pin_worker: str = "") -> int:
         commit = self.candidates[position]
         history = self.history[position]
         attempt = len(history.steps) + 1
-        step_id = self.store.start_step(self.record.id, commit.sha, attempt, "", "", (), self.now())
+        step_id = self.store.start_step(self.record.id, commit.sha, attempt, "", "", (), self.now(), purpose=purpose)
         request = StepRequest(
             step_id=step_id,
             bisect_id=self.record.id,
@@ -377,20 +593,35 @@ class _Search:
             timeout_s=self.spec.timeout_s,
             env=self.spec.env,
             avoid_workers=history.failed_workers(),
+            pin_worker=pin_worker or self.choose_worker(history.failed_workers()),
         )
         started = self.now()
         assignment = self.executor.submit(request)
         self.store.assign_step(step_id, assignment.worker, assignment.node, assignment.gpus)
         self.in_flight[step_id] = position
-        history.steps.append(_running_step(step_id, self.record.id, commit.sha, attempt, assignment, started))
+        history.steps.append(_running_step(step_id, self.record.id, commit.sha, attempt, assignment, started, purpose))
+        self.views.pop(position, None)
         self.observer.step_started(step_id, commit, attempt, assignment)
+        return step_id
+
+    def choose_worker(self, avoid: frozenset[str]) -> str:
+        """A usable free worker, preferring one that has not failed this commit."""
+        usable = self.usable_workers()
+        return next((w for w in usable if w not in avoid), usable[0])
 
     def record_result(self, result: StepResult) -> None:
         position = self.in_flight.pop(result.step_id)
         finished = self.now()
         self.store.finish_step(result.step_id, result, finished)
+        if result.step_id in self.reference_in_flight:
+            self.history[position].steps = [s for s in self.history[position].steps if s.id != result.step_id]
+            self.reference_result(result)
+            self.observer.step_finished(result, self.candidates[position])
+            return
         steps = self.history[position].steps
         steps[:] = [_finished_step(s, result, finished) if s.id == result.step_id else s for s in steps]
+        self.views.clear()  # an endpoint's samples feed every other commit's view in comparative mode
+        self.check_disagreement(position)
         self.observer.step_finished(result, self.candidates[position])
 
     def cancel_all(self) -> None:
@@ -403,6 +634,11 @@ class _Search:
     def finish(
         self, status: BisectStatus, *, first_bad: str | None = None, last_good: str | None = None, message: str = ""
     ) -> None:
+        decisions = {
+            self.candidates[p].sha: view.decision for p in self.history if (view := self.view(p)).decision is not None
+        }
+        if decisions or self.flake_seen:
+            self.store.update_extra(self.record.id, decisions=decisions, flake_seen=self.flake_seen)
         with contextlib.suppress(StateError):  # `bisect cancel` from another process got there first
             self.store.set_status(
                 self.record.id, status, finished=self.now(), first_bad=first_bad, last_good=last_good, message=message
@@ -417,7 +653,7 @@ class _Search:
                 suspects=state.suspects(),
                 running=len(self.in_flight),
                 done=sum(1 for h in self.history.values() for s in h.steps if s.verdict is not None),
-                estimated_left=estimated_steps_left(state, self.executor.slots),
+                estimated_left=estimated_steps_left(state, self.executor.slots) * self.spec.repeat,
                 last_good=self.commit_at(lo),
                 first_bad=self.commit_at(hi),
             )

@@ -17,6 +17,7 @@ class Verdict(StrEnum):
     SKIP = "skip"  # cannot be tested here: build failed, exit 125, no metric printed
     ERROR = "error"  # infrastructure: timeout, signal, lost worker, known infra signature
     CANCELLED = "cancelled"  # made irrelevant by other results while it ran
+    MEASURED = "measured"  # a metric sample judged later against the endpoints' samples (--expect auto)
 
     @property
     def decides(self) -> bool:
@@ -31,6 +32,7 @@ class BisectStatus(StrEnum):
     ENDPOINTS_MISMATCH = "endpoints_mismatch"  # good endpoint tested bad, or bad endpoint good
     FAILED = "failed"  # could not finish: endpoints untestable, retries exhausted at an endpoint
     CANCELLED = "cancelled"  # stopped by `bisect cancel`
+    NOT_REPRODUCIBLE = "not_reproducible"  # confirmation found no reproducible difference: flaky, not a culprit
 
     def is_terminal(self) -> bool:
         return self is not BisectStatus.RUNNING

@@ -92,6 +92,7 @@ class MetricSpec:
     expect: Expectation | None = None
     no_metric: NoMetricPolicy = NoMetricPolicy.SKIP
     infra_patterns: tuple[str, ...] = DEFAULT_INFRA_PATTERNS
+    comparative: bool = False  # --expect auto: samples are judged against the endpoints' samples
 
     def __post_init__(self) -> None:
         if self.regex is not None:
@@ -108,9 +109,9 @@ class MetricSpec:
             raise InputError("give --metric or --metric-json, not both")
         if self.json_file is not None and not self.json_key:
             raise InputError("--metric-json takes FILE:KEY, e.g. results.json:accept_length")
-        if self.has_metric and self.expect is None:
-            raise InputError("a metric needs --expect, e.g. --expect '>= 4.0'")
-        if not self.has_metric and self.expect is not None:
+        if self.has_metric and self.expect is None and not self.comparative:
+            raise InputError("a metric needs --expect, e.g. --expect '>= 4.0' (or --expect auto)")
+        if not self.has_metric and (self.expect is not None or self.comparative):
             raise InputError("--expect needs a metric: give --metric REGEX or --metric-json FILE:KEY")
         for pattern in self.infra_patterns:
             try:
@@ -215,8 +216,10 @@ def judge_run(spec: MetricSpec, exit_code: int, output: str, workdir: Path, *, t
             return Judgement(Verdict.ERROR, error_kind=ErrorKind.SIGNAL, detail=_crash_detail(exit_code))
         verdict = Verdict.BAD if spec.no_metric is NoMetricPolicy.BAD else Verdict.SKIP
         return Judgement(verdict, detail=f"{why_none} (exit code {exit_code})")
-    assert spec.expect is not None
     value = samples[-1]
+    if spec.comparative:
+        return Judgement(Verdict.MEASURED, tuple(samples), detail=f"metric {value:g} (judged against the endpoints)")
+    assert spec.expect is not None
     verdict = Verdict.GOOD if spec.expect.is_met(value) else Verdict.BAD
     return Judgement(verdict, tuple(samples), detail=f"metric {value:g} (expect {spec.expect})")
 

@@ -84,6 +84,25 @@ class BisectReport:
             return []
         return [c for c in self.candidates if last_good.position < c.position <= first_bad.position]
 
+    def noise_lines(self) -> list[str]:
+        """Repeats, flakes and the confirmation, when the bisect had any."""
+        lines = []
+        extra = self.record.extra
+        if self.spec.repeat_limit > 1:
+            lines.append(f"runs per commit: {self.spec.repeat} (up to {self.spec.repeat_limit} while uncertain)")
+        if extra.get("flake_seen"):
+            lines.append("flaky results were seen: a commit tested both ways; the noisy strategy took over")
+        quarantined = extra.get("quarantined")
+        if isinstance(quarantined, dict):
+            lines += [f"quarantined {worker}: {reason}" for worker, reason in sorted(quarantined.items())]
+        confirmation = extra.get("confirmation")
+        if isinstance(confirmation, dict):
+            lines.append(
+                f"confirmation: {confirmation.get('status')}, {confirmation.get('reason')} "
+                f"(confidence {float(str(confirmation.get('confidence', 0))):.3f})"
+            )
+        return lines
+
     def reproduce(self) -> str:
         sha = self.record.first_bad or self.record.bad
         step = self.decided_step(sha)
@@ -114,6 +133,10 @@ class BisectReport:
             "spec": self.spec.to_json(),
             "reproduce": self.reproduce(),
             "explanation": explanation_json(self.explanation) if self.explanation else None,
+            "confirmation": self.record.extra.get("confirmation"),
+            "decisions": self.record.extra.get("decisions", {}),
+            "flake_seen": bool(self.record.extra.get("flake_seen", False)),
+            "quarantined": self.record.extra.get("quarantined", {}),
         }
 
     def _step_json(self, step: StepRecord) -> dict[str, object]:
@@ -217,6 +240,7 @@ def _print_text(console: Console, report: BisectReport) -> None:
         ]
     if record.status is BisectStatus.AMBIGUOUS:
         lines.append("could be any of: " + ", ".join(f"{c.sha[:12]} {c.subject}" for c in report.suspects()))
+    lines += report.noise_lines()
     expect = report.spec.expect or "exit code"
     lines.append(
         f"{len(report.candidates)} commits in range, {len(report.steps)} steps, "
@@ -301,6 +325,8 @@ def render_markdown(report: BisectReport) -> str:
         ]
     if record.status is BisectStatus.AMBIGUOUS:
         out += ["Could be any of:", *[f"- `{c.sha[:12]}` {_md_escape(c.subject)}" for c in report.suspects()], ""]
+    if noise := report.noise_lines():
+        out += [*[f"- {line}" for line in noise], ""]
     out += [
         f"Judged by `{report.spec.expect or 'exit code'}` on `{_md_escape(report.spec.run)}`; "
         f"{len(report.candidates)} commits in range, {len(report.steps)} steps, "

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from bisector.errors import InputError
-from bisector.metric import DEFAULT_INFRA_PATTERNS, Expectation, MetricSpec, NoMetricPolicy
+from bisector.metric import DEFAULT_INFRA_PATTERNS, Direction, Expectation, MetricSpec, NoMetricPolicy
 
 CONFIG_FILE_NAME = "bisect.toml"
 DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_MAX_ATTEMPTS = 3
+AUTO_REPEAT, AUTO_MAX_REPEAT = 5, 20  # --expect auto compares sample sets: it needs several samples a commit
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,18 @@ class BisectSpec:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     infra_patterns: tuple[str, ...] = ()  # added to the built-in infrastructure signatures
     executor: str = "local"
+    ray_address: str | None = None  # --executor ray: the cluster to join (None: start a local one)
+    resources: dict[str, float] = field(default_factory=dict)  # --executor ray: custom resources per step
     explain: bool = True  # after a found culprit: table diff + traced re-runs of last good and first bad
     trace_kernels: bool = False  # the traced re-runs also record GPU kernels via torch.profiler
     minimize: bool = False  # after a found culprit: ddmin over its hunks and table entries
+    repeat: int = 1  # runs per probed commit
+    max_repeat: int | None = None  # adaptive repeats while the verdict is uncertain, up to this (default: repeat)
+    noise_band: float = 0.0  # threshold mode: samples within this of the threshold are uncertain
+    direction: str | None = None  # higher | lower is better; implied by a threshold --expect
+    find_fix: bool = False  # look for the commit that fixed the metric
+    strategy: str | None = None  # kary | noisy; default: noisy once repeats > 1 or a flake is seen
+    confirm: bool | None = None  # re-run first bad and its parent at the end; default: with the noisy strategy
 
     def __post_init__(self) -> None:
         if not self.run.strip():
@@ -58,6 +68,38 @@ class BisectSpec:
         except ValueError:
             raise InputError(f"--no-metric must be 'skip' or 'bad' (got {self.no_metric!r})") from None
         self.metric_spec()  # validates the metric, the expectation and the patterns
+        if self.repeat < 1:
+            raise InputError(f"--repeat must be at least 1 (got {self.repeat})")
+        if self.max_repeat is not None and self.max_repeat < self.repeat:
+            raise InputError(f"--max-repeat ({self.max_repeat}) must be at least --repeat ({self.repeat})")
+        if self.noise_band < 0:
+            raise InputError(f"--noise-band must be 0 or more (got {self.noise_band:g})")
+        if self.strategy not in (None, "kary", "noisy"):
+            raise InputError(f"--strategy {self.strategy!r} is unknown; choose kary or noisy")
+        if self.direction not in (None, "higher", "lower"):
+            raise InputError(f"--direction must be higher or lower (got {self.direction!r})")
+        if self.expect == "auto":
+            if self.direction is None:
+                raise InputError("--expect auto needs --direction higher|lower (which way is better)")
+            if self.repeat < 2:
+                raise InputError("--expect auto compares sample sets: give --repeat 3 or more")
+        elif self.expect is not None and self.direction is not None:
+            implied = Expectation.parse(self.expect).direction.value
+            if implied != self.direction:
+                raise InputError(
+                    f"--expect {self.expect!r} says {implied} is better, --direction says {self.direction}"
+                )
+
+    @property
+    def repeat_limit(self) -> int:
+        return self.max_repeat if self.max_repeat is not None else self.repeat
+
+    def metric_direction(self) -> Direction | None:
+        if self.direction is not None:
+            return Direction(self.direction)
+        if self.expect not in (None, "auto"):
+            return Expectation.parse(self.expect).direction
+        return None
 
     def metric_spec(self) -> MetricSpec:
         json_file = json_key = None
@@ -67,7 +109,8 @@ class BisectSpec:
             regex=self.metric,
             json_file=json_file,
             json_key=json_key,
-            expect=Expectation.parse(self.expect) if self.expect is not None else None,
+            expect=Expectation.parse(self.expect) if self.expect not in (None, "auto") else None,
+            comparative=self.expect == "auto",
             no_metric=NoMetricPolicy(self.no_metric),
             infra_patterns=DEFAULT_INFRA_PATTERNS + tuple(self.infra_patterns),
         )
@@ -83,6 +126,7 @@ class BisectSpec:
         values: dict[str, Any] = {k: v for k, v in data.items() if k in known}
         values["infra_patterns"] = tuple(values.get("infra_patterns", ()))
         values["env"] = dict(values.get("env", {}))
+        values["resources"] = {str(k): float(v) for k, v in dict(values.get("resources", {})).items()}
         return cls(**values)
 
 
@@ -103,9 +147,18 @@ _TOML_KEYS: dict[str, type | tuple[type, ...]] = {
     "max_attempts": int,
     "infra_patterns": list,
     "executor": str,
+    "ray_address": str,
+    "resources": dict,
     "explain": bool,
     "trace_kernels": bool,
     "minimize": bool,
+    "repeat": int,
+    "max_repeat": int,
+    "noise_band": (int, float),
+    "direction": str,
+    "find_fix": bool,
+    "strategy": str,
+    "confirm": bool,
 }
 
 
@@ -139,10 +192,10 @@ def build_spec(repo_root: Path, flags: dict[str, object]) -> BisectSpec:
     """Merge bisect.toml and flags (flags that were given win) into a validated spec."""
     merged: dict[str, Any] = dict(load_config_file(repo_root))
     for key, value in flags.items():
-        if value is None or (key in ("env", "infra_patterns") and not value):
+        if value is None or (key in ("env", "infra_patterns", "resources") and not value):
             continue
-        if key == "env":
-            merged["env"] = {**merged.get("env", {}), **dict(value)}  # type: ignore[call-overload]
+        if key in ("env", "resources"):
+            merged[key] = {**merged.get(key, {}), **dict(value)}  # type: ignore[call-overload]
         else:
             merged[key] = value
     if "timeout" in merged:
@@ -150,6 +203,11 @@ def build_spec(repo_root: Path, flags: dict[str, object]) -> BisectSpec:
     for required in ("good", "bad", "run"):
         if not merged.get(required):
             raise InputError(f"--{required} is required (as a flag or in {CONFIG_FILE_NAME})")
+    if merged.get("expect") == "auto" and "repeat" not in merged:
+        merged.setdefault("max_repeat", AUTO_MAX_REPEAT)
+        merged["repeat"] = AUTO_REPEAT
+    if "noise_band" in merged:
+        merged["noise_band"] = float(merged["noise_band"])
     merged["repo"] = str(repo_root)
     if "infra_patterns" in merged:
         merged["infra_patterns"] = tuple(merged["infra_patterns"])

@@ -27,6 +27,7 @@ class StepRequest:
     build_cmd: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     avoid_workers: frozenset[str] = frozenset()  # workers that already failed this commit
+    pin_worker: str = ""  # run on exactly this worker (it must be free): confirmation pairs, reference checks
 
 
 @dataclass(frozen=True)

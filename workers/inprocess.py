@@ -47,6 +47,10 @@ class InProcessExecutor(Executor):
         if not free:
             raise ExecutorError("no free worker slot")
         slot = next((s for s in free if s.name not in request.avoid_workers), free[0])
+        if request.pin_worker:
+            slot = next((s for s in free if s.name == request.pin_worker), None)  # type: ignore[assignment]
+            if slot is None:
+                raise ExecutorError(f"worker {request.pin_worker} is not free")
         cancel = threading.Event()
         self._busy[slot.name] = (request, cancel)
         future = self._pool.submit(StepRunner(slot).run, request, cancel.is_set)

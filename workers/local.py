@@ -61,6 +61,7 @@ def _worker_main(name: str, gpus: tuple[int, ...], repo: str, slot_index: int, c
     inbox: queue.Queue[object] = queue.Queue()
     cancel_flag = threading.Event()
     current_step: list[int] = [-1]
+    cancelled_early: set[int] = set()  # cancels that arrived before their step started
 
     def listen() -> None:
         while True:
@@ -75,6 +76,8 @@ def _worker_main(name: str, gpus: tuple[int, ...], repo: str, slot_index: int, c
             if isinstance(message, tuple) and message[0] == _CANCEL:
                 if message[1] == current_step[0]:
                     cancel_flag.set()
+                else:
+                    cancelled_early.add(message[1])
             else:
                 inbox.put(message)
 
@@ -85,6 +88,8 @@ def _worker_main(name: str, gpus: tuple[int, ...], repo: str, slot_index: int, c
             request = message
             current_step[0] = request.step_id
             cancel_flag.clear()
+            if request.step_id in cancelled_early:
+                cancel_flag.set()
             result = runner.run(request, should_cancel=cancel_flag.is_set, on_start=_announcer(conn, request.step_id))
             current_step[0] = -1
             conn.send(result)
@@ -150,6 +155,10 @@ class LocalExecutor(Executor):
         if not free:
             raise ExecutorError("no free worker slot")
         preferred = [slot for slot in free if slot.name not in request.avoid_workers] or free
+        if request.pin_worker:
+            preferred = [slot for slot in free if slot.name == request.pin_worker]
+            if not preferred:
+                raise ExecutorError(f"worker {request.pin_worker} is not free")
         slot = preferred[0]
         slot.running = request
         slot.conn.send(request)

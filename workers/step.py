@@ -32,7 +32,9 @@ class WorkerSlot:
     node: str = socket.gethostname()
 
 
-def step_environment(request: StepRequest, gpus: tuple[int, ...], base: dict[str, str]) -> dict[str, str]:
+def step_environment(
+    request: StepRequest, gpus: tuple[int, ...], base: dict[str, str], worker: str = ""
+) -> dict[str, str]:
     """The environment a step's commands see: the base, the spec's env, the GPU slot, the step's ids."""
     env = dict(base)
     env.update(request.env)
@@ -41,6 +43,8 @@ def step_environment(request: StepRequest, gpus: tuple[int, ...], base: dict[str
     env["BISECT_SHA"] = request.sha
     env["BISECT_STEP_ID"] = str(request.step_id)
     env["BISECT_ATTEMPT"] = str(request.attempt)
+    if worker:
+        env["BISECT_WORKER"] = worker
     return env
 
 
@@ -74,7 +78,7 @@ class StepRunner:
             GitRepo(request.repo).ensure_worktree(self.slot.worktree, request.sha)
         except (OSError, RepoError) as exc:
             return self._result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=str(exc))
-        env = step_environment(request, self.slot.gpus, dict(os.environ))
+        env = step_environment(request, self.slot.gpus, dict(os.environ), self.slot.name)
         log_path.unlink(missing_ok=True)
         with log_path.open("ab") as log:  # append mode: our lines and the commands' output interleave in order
             log.write(self._header(request).encode())
