@@ -316,6 +316,7 @@ def run_gpu_bisect(repo: Repo, n: int, workers: int, work: Path, *, metric: bool
     cmd = [
         sys.executable, "-m", "bisector", "start", "--repo", str(repo.path), "--good", repo.good, "--bad", repo.bad,
         "--run", RUN_CMD, "--workers", str(workers), "--format", "json", "--db", db_url,
+        "--no-explain",  # the search alone: explaining a culprit is a separate, optional cost
     ]  # fmt: skip
     if metric:
         cmd += ["--metric", METRIC_REGEX, "--expect", METRIC_EXPECT]

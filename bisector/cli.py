@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
+from bisector.domain import Verdict
 from bisector.errors import BisectError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -236,16 +237,51 @@ def resume(bisect_id: int, db_url: str | None, output_format: str, **executor_fl
     """Continue a bisect whose coordinator stopped, without re-running finished steps."""
     from bisector.app import make_coordinator, open_store
 
-    overrides = {key: value for key, value in executor_flags.items() if value is not None}
-    if "resource_pairs" in overrides:
-        resources = _resource_pairs(overrides.pop("resource_pairs"))
-        if resources:
-            overrides["resources"] = resources
+    overrides = _executor_overrides(executor_flags)
     with translated_errors(), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
             record = make_coordinator(store, _observer()).resume(bisect_id, overrides)
         _print_report(store, record.id, output_format)
     _exit_for(record.status.value)
+
+
+@main.command()
+@click.argument("bisect_id", type=int)
+@click.argument("rev")
+@click.option("--times", type=int, default=1, show_default=True, help="How many runs (on free workers in parallel).")
+@click.option(
+    "--executor", type=click.Choice(["local", "ray", "inprocess"]), help="Where to run (default: as the bisect)."
+)
+@click.option("--workers", type=int, help="Runs at once.")
+@click.option("--gpus-per-step", type=int, help="GPUs each run gets.")
+@click.option("--ray-address", envvar="RAY_ADDRESS", help="With --executor ray: the cluster to join.")
+@click.option("--resources", "resource_pairs", multiple=True, metavar="NAME=AMOUNT", help="Ray resources per run.")
+@db_option
+def rerun(bisect_id: int, rev: str, times: int, db_url: str | None, **executor_flags: Any) -> None:
+    """Run a bisect's build and test again at any commit (stored with the bisect, which is unchanged)."""
+    from bisector.app import make_coordinator, open_store
+
+    overrides = _executor_overrides(executor_flags)
+    with translated_errors(), open_store(db_url) as store:
+        with contextlib.redirect_stdout(sys.stderr):
+            results = make_coordinator(store, _observer()).rerun(bisect_id, rev, times, overrides)
+        for result in results:
+            metric = f"  metric {result.samples[-1]:g}" if result.samples else ""
+            click.echo(
+                f"{result.sha[:12]}  {result.verdict.value}{metric}  on {result.worker} "
+                f"(GPUs {','.join(map(str, result.gpus)) or '-'})  {result.run_s:.1f}s  log {result.log_path}"
+            )
+    if any(r.verdict not in (Verdict.GOOD, Verdict.BAD, Verdict.MEASURED) for r in results):
+        sys.exit(EXIT_NO_CULPRIT)
+
+
+def _executor_overrides(executor_flags: dict[str, Any]) -> dict[str, Any]:
+    overrides = {key: value for key, value in executor_flags.items() if value is not None}
+    if "resource_pairs" in overrides:
+        resources = _resource_pairs(overrides.pop("resource_pairs"))
+        if resources:
+            overrides["resources"] = resources
+    return overrides
 
 
 @main.command()

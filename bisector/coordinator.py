@@ -28,6 +28,7 @@ from db.store import Store
 from workers.executor import Assignment, Executor, StepRequest
 
 POLL_INTERVAL_S = 0.5
+CANCEL_CHECK_S = 0.5
 EXECUTOR_KEYS = frozenset({"executor", "workers", "gpus_per_step", "ray_address", "resources"})
 
 ExecutorFactory = Callable[[BisectSpec], Executor]
@@ -135,6 +136,25 @@ class Coordinator:
         with self.executor_factory(spec) as executor:
             return self._run(bisect_id, executor)
 
+    def rerun(
+        self, bisect_id: int, rev: str, times: int = 1, executor_overrides: Mapping[str, object] | None = None
+    ) -> list[StepResult]:
+        """`bisect rerun`: the bisect's build and test at any commit, `times` runs, stored as rerun steps."""
+        from bisector.side_runs import SideRun, SideRunner
+
+        if times < 1:
+            raise StateError(f"--times must be at least 1 (got {times})")
+        record = self.store.get_bisect(bisect_id)
+        spec = BisectSpec.from_json(record.spec)
+        sha = GitRepo(record.repo).resolve(rev)
+        unknown = set(executor_overrides or {}) - EXECUTOR_KEYS
+        if unknown:
+            raise StateError(f"rerun can change only the executor settings, not {', '.join(sorted(unknown))}")
+        spec = replace(spec, **(executor_overrides or {}))  # type: ignore[arg-type]
+        with self.executor_factory(spec) as executor:
+            runner = SideRunner(self.store, executor, bisect_id, spec, self.now, self.observer)
+            return runner.run([SideRun(sha, StepPurpose.RERUN, label=f"rerun-{i}") for i in range(times)])
+
     def run(self, bisect_id: int) -> BisectRecord:
         spec = BisectSpec.from_json(self.store.get_bisect(bisect_id).spec)
         with self.executor_factory(spec) as executor:
@@ -203,6 +223,7 @@ class _Search:
         self.in_flight: dict[int, int] = {}  # step id -> position
         self.views: dict[int, CommitView] = {}  # per position, cleared when its steps change
         self.flake_seen = False
+        self.last_cancel_check = -CANCEL_CHECK_S
         self.confirming: tuple[int, int] | None = None  # (parent, first bad) positions under confirmation
         self.confirm_pairs: list[tuple[int, int]] = []  # pairs still to run, each (first, second) on one worker
         self.pair_second: dict[str, int] = {}  # worker -> the position its pair runs next
@@ -300,7 +321,7 @@ class _Search:
 
     def run(self) -> None:
         while True:
-            if self.store.get_bisect(self.record.id).status is BisectStatus.CANCELLED:
+            if self.cancelled():
                 self.cancel_all()
                 return
             if self.concluded():
@@ -321,6 +342,14 @@ class _Search:
             self.report_progress()
             for result in self.executor.poll(self.poll_interval_s):
                 self.record_result(result)
+
+    def cancelled(self) -> bool:
+        """Whether `bisect cancel` marked the bisect; read from the store at most every CANCEL_CHECK_S."""
+        now = time.monotonic()
+        if now - self.last_cancel_check < CANCEL_CHECK_S:
+            return False
+        self.last_cancel_check = now
+        return self.store.get_bisect(self.record.id).status is BisectStatus.CANCELLED
 
     def concluded(self) -> bool:
         """Finish the bisect if the endpoints or the strategy settle it."""

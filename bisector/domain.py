@@ -53,6 +53,7 @@ class StepPurpose(StrEnum):
     MINIMIZE = "minimize"  # a variant of the culprit with a subset of its changes (ddmin)
     CONFIRM = "confirm"  # a re-run of first bad and its parent to confirm the boundary
     REFERENCE = "reference"  # a known commit re-run on a suspect worker
+    RERUN = "rerun"  # `bisect rerun`: the bisect's test at any commit, on demand
 
 
 @dataclass(frozen=True)

@@ -137,9 +137,9 @@ class GitRepo:
         """Check out sha in a detached worktree at path, creating it on first use and reusing it after."""
         try:
             if (path / ".git").exists():
-                wt = git.Repo(path)
-                wt.git.checkout("--detach", "--force", "--quiet", sha)  # --force resets tracked files
-                wt.git.clean("-ffd", "--quiet")
+                wt = git.Git(path)  # the bare command runner: no repository object to build per step
+                wt.checkout("--detach", "--force", "--quiet", sha)  # --force resets tracked files
+                wt.clean("-ffd", "--quiet")
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 # Workers of one repo add their worktrees at the same moment; git's own locks would fail one.

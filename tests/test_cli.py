@@ -217,3 +217,18 @@ def test_every_command_and_option_has_help():
         for param in command.params:
             if isinstance(param, click.Option) and param.name != "help":
                 assert param.help, f"`bisect {name} {param.opts[0]}` has no help text"
+
+
+def test_rerun_any_commit_of_a_bisect(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    assert bisect(*start_args(history, "--no-explain"), db=db).returncode == 0
+    before = json.loads(bisect("report", "1", "--format", "json", db=db).stdout)
+    done = bisect("rerun", "1", history.shas[30][:10], "--times", "2", "--workers", "2", db=db)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 2
+    assert all(line.startswith(f"{history.shas[30][:12]}  bad  metric 5") for line in lines)
+    after = json.loads(bisect("report", "1", "--format", "json", db=db).stdout)
+    assert after["status"] == before["status"] == "found"
+    assert [s["purpose"] for s in after["steps"]].count("rerun") == 2
+    assert bisect("rerun", "1", "nosuchrev", db=db).returncode == 2

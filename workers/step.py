@@ -65,6 +65,12 @@ def reproduce_command(repo: str, sha: str, build_cmd: str | None, run_cmd: str, 
 class StepRunner:
     def __init__(self, slot: WorkerSlot) -> None:
         self.slot = slot
+        self._repos: dict[str, GitRepo] = {}
+
+    def _repo(self, path: str) -> GitRepo:
+        if path not in self._repos:
+            self._repos[path] = GitRepo(path)
+        return self._repos[path]
 
     def run(
         self,
@@ -75,7 +81,7 @@ class StepRunner:
         log_path = Path(request.log_path)
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            GitRepo(request.repo).ensure_worktree(self.slot.worktree, request.sha)
+            self._repo(request.repo).ensure_worktree(self.slot.worktree, request.sha)
         except (OSError, RepoError) as exc:
             return self._result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=str(exc))
         env = step_environment(request, self.slot.gpus, dict(os.environ), self.slot.name)
