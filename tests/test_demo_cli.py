@@ -21,9 +21,9 @@ def bisect(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_demo_run_names_the_planted_culprit_and_explains_it(tmp_path: Path):
+def test_demo_run_names_the_planted_culprit_explains_and_minimizes_it(tmp_path: Path):
     done = bisect("demo", "run", "--dir", str(tmp_path / "demo"), "--commits", "40", "--workers", "2",
-                  "--format", "json", cwd=tmp_path)  # fmt: skip
+                  "--minimize", "--format", "json", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "the bisect named the planted culprit" in done.stderr
     report = json.loads(done.stdout)
@@ -37,6 +37,14 @@ def test_demo_run_names_the_planted_culprit_and_explains_it(tmp_path: Path):
     assert "batch-variant" in rendered
     purposes = [step["purpose"] for step in report["steps"]]
     assert purposes.count("trace") == 2
+    # ddmin keeps only decoder table rows of the culprit, none of its unrelated lines.
+    minimized = explanation["minimized"]
+    assert minimized["status"] == "minimal"
+    assert minimized["minimal"]
+    assert all(unit["kind"] == "table_entry" for unit in minimized["minimal"])
+    assert all(unit["description"].startswith("_TUNED_MMA_MIN_M[") for unit in minimized["minimal"])
+    assert len(minimized["minimal"]) < minimized["unit_count"]
+    assert purposes.count("minimize") == minimized["test_count"]
 
 
 def test_explain_any_commit_without_a_bisect(tmp_path: Path):
