@@ -14,7 +14,16 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from bisector.confirm import Confirmation, ConfirmStatus
-from bisector.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
+from bisector.domain import (
+    BisectRecord,
+    BisectStatus,
+    Commit,
+    ErrorKind,
+    StepPurpose,
+    StepRecord,
+    StepResult,
+    Verdict,
+)
 from bisector.errors import BisectError, StateError
 from bisector.gitrepo import GitRepo
 from bisector.judging import RESULT_VERDICTS, UNTESTED, CommitView, Judge
@@ -55,14 +64,23 @@ class _CommitHistory:
 
     steps: list[StepRecord] = field(default_factory=list)
 
+    quarantined: frozenset[str] = frozenset()  # workers whose results no longer count
+
+    def trusted(self) -> list[StepRecord]:
+        return [s for s in self.steps if s.worker not in self.quarantined]
+
     def results(self) -> int:
-        return sum(1 for s in self.steps if s.verdict in RESULT_VERDICTS or s.verdict is Verdict.SKIP)
+        return sum(1 for s in self.trusted() if s.verdict in RESULT_VERDICTS or s.verdict is Verdict.SKIP)
+
+    def _failures(self) -> list[StepRecord]:
+        # A step interrupted by the coordinator's own death says nothing about the commit or the worker.
+        return [s for s in self.trusted() if s.verdict is Verdict.ERROR and s.error_kind is not ErrorKind.INTERRUPTED]
 
     def errors(self) -> int:
-        return sum(1 for s in self.steps if s.verdict is Verdict.ERROR)
+        return len(self._failures())
 
     def failed_workers(self) -> frozenset[str]:
-        return frozenset(s.worker for s in self.steps if s.verdict is Verdict.ERROR and s.worker)
+        return frozenset(s.worker for s in self._failures() if s.worker)
 
 
 def _running_step(
@@ -228,6 +246,9 @@ class _Search:
         self.confirm_pairs: list[tuple[int, int]] = []  # pairs still to run, each (first, second) on one worker
         self.pair_second: dict[str, int] = {}  # worker -> the position its pair runs next
         self.quarantined: dict[str, str] = dict(record.extra.get("quarantined", {}))  # type: ignore[call-overload]
+        for history in self.history.values():
+            history.quarantined = frozenset(self.quarantined)
+        self.history.default_factory = lambda: _CommitHistory(quarantined=frozenset(self.quarantined))
         self.reference_checked: set[str] = set(record.extra.get("reference_checked", []))  # type: ignore[call-overload]
         self.reference_queue: list[tuple[str, int, Verdict]] = []  # (worker, position, expected verdict)
         self.reference_in_flight: dict[int, tuple[str, int, Verdict]] = {}  # step id -> the same
@@ -264,8 +285,7 @@ class _Search:
             good_pos, bad_pos = 0, self.position[self.record.bad]
             endpoint = {good_pos: Verdict.GOOD, bad_pos: Verdict.BAD}.get(position)
             samples = (self.view(good_pos).samples, self.view(bad_pos).samples) if endpoint is None else ((), ())
-            trusted = [step for step in history.steps if step.worker not in self.quarantined]
-            self.views[position] = self.judge.view(trusted, endpoint=endpoint, endpoint_samples=samples)
+            self.views[position] = self.judge.view(history.trusted(), endpoint=endpoint, endpoint_samples=samples)
         return self.views[position]
 
     def position_verdict(self, position: int) -> Verdict | None:
@@ -328,6 +348,7 @@ class _Search:
                 self.cancel_all()
                 return
             if set(self.executor.worker_names()) <= set(self.quarantined):
+                self.cancel_all()
                 self.finish(
                     BisectStatus.FAILED, message="every worker is quarantined: " + "; ".join(self.quarantined.values())
                 )
@@ -513,8 +534,10 @@ class _Search:
             wanted += [position] * self.more_wanted(position)
         for index in (0, self.last):
             position = self.order[index]
-            if position not in busy and position not in wanted and position not in self.history:
-                wanted += [position] * self.spec.repeat
+            if position in busy or position in wanted or self.position_verdict(position) is not None:
+                continue
+            if position not in self.history or not (self.needs_retry(position) or self.more_wanted(position)):
+                wanted += [position] * self.spec.repeat  # untested, or its only results were quarantined
         free = len(self.usable_workers()) - len(wanted)
         if free > 0:
             probes = [self.order[i] for i in strategy.next_probes(self.state(), max(free // self.spec.repeat, 1))]
@@ -571,12 +594,18 @@ class _Search:
             f"{worker} said {result.verdict.value}"
         )
         self.quarantined[worker] = reason
+        for history in self.history.values():
+            history.quarantined = frozenset(self.quarantined)
         self.views.clear()
         self.store.update_extra(self.record.id, quarantined=self.quarantined)
         self.observer.note(f"quarantined {worker} for the rest of the bisect ({reason})")
 
     def submit_confirmation_runs(self) -> None:
         """Each pair runs on one worker, its two commits back to back, alternating which goes first."""
+        for worker in list(self.pair_second):
+            if self.confirming and (worker in self.quarantined or worker not in self.executor.worker_names()):
+                del self.pair_second[worker]  # the worker is gone: run the whole pair again elsewhere
+                self.confirm_pairs.append(self.confirming)
         for worker in self.executor.free_workers():
             if worker in self.quarantined:
                 continue
@@ -590,7 +619,7 @@ class _Search:
     def placeable(self, position: int) -> bool:
         """A retry waits for a worker that has not failed this commit yet, unless every worker has."""
         avoid = self.history[position].failed_workers()
-        if avoid >= set(self.executor.worker_names()):
+        if avoid >= {w for w in self.executor.worker_names() if w not in self.quarantined}:
             return True
         return any(name not in avoid for name in self.usable_workers())
 

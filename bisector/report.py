@@ -13,7 +13,7 @@ from rich.table import Table
 
 from bisector.analysis import Explanation, explanation_json, text_renderables
 from bisector.analysis import render_markdown as render_markdown_explanation
-from bisector.domain import BisectRecord, BisectStatus, Commit, StepRecord, Verdict
+from bisector.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
 from bisector.explain import stored_explanation
 from bisector.spec import BisectSpec
 from db.store import Store
@@ -44,8 +44,18 @@ class BisectReport:
     def commit(self, sha: str | None) -> Commit | None:
         return next((c for c in self.candidates if c.sha == sha), None) if sha else None
 
+    @property
+    def evidence(self) -> list[StepRecord]:
+        """The steps the search judged by: search and confirmation runs of workers not quarantined."""
+        quarantined = self.record.extra.get("quarantined") or {}
+        return [
+            s
+            for s in self.steps
+            if s.purpose in (StepPurpose.SEARCH, StepPurpose.CONFIRM) and s.worker not in quarantined  # type: ignore[operator]
+        ]
+
     def decided_step(self, sha: str | None) -> StepRecord | None:
-        decided = [s for s in self.steps if s.sha == sha and s.verdict in (Verdict.GOOD, Verdict.BAD)]
+        decided = [s for s in self.evidence if s.sha == sha and s.verdict in (Verdict.GOOD, Verdict.BAD)]
         return decided[-1] if decided else None
 
     def metric(self, sha: str | None) -> float | None:
@@ -57,7 +67,7 @@ class BisectReport:
         return commit.position if commit else -1
 
     def verdict_of(self, sha: str) -> Verdict | None:
-        verdicts = [s.verdict for s in self.steps if s.sha == sha and s.verdict is not None]
+        verdicts = [s.verdict for s in self.evidence if s.sha == sha and s.verdict is not None]
         decided = [v for v in verdicts if v in (Verdict.GOOD, Verdict.BAD, Verdict.SKIP)]
         if decided:
             return decided[-1]

@@ -127,3 +127,62 @@ def test_a_worker_that_disagrees_and_fails_its_reference_check_is_quarantined(tm
     assert set(record.extra["quarantined"]) == {"thread-1"}
     references = [s for s in store.steps(record.id) if s.purpose is StepPurpose.REFERENCE]
     assert {s.worker for s in references} == {"thread-0", "thread-1"}
+
+
+def _resume_with(store: Store, spec, prepare) -> object:
+    from bisector.coordinator import prepare_bisect
+
+    bisect_id = prepare_bisect(store, spec)
+    prepare(bisect_id)
+    return coordinator(store).resume(bisect_id)
+
+
+def test_steps_interrupted_by_a_killed_coordinator_do_not_count_as_failures(tmp_path: Path, store: Store):
+    from datetime import UTC, datetime
+
+    history = culprit_history(tmp_path / "repo", 10, 6)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], explain=False, max_attempts=3)
+
+    def three_runs_in_flight_at_the_good_endpoint(bisect_id: int) -> None:
+        for worker in ("thread-0", "thread-0", "thread-0"):
+            store.start_step(bisect_id, history.shas[0], 1, worker, "vm", (), datetime.now(UTC))
+
+    record = _resume_with(store, spec, three_runs_in_flight_at_the_good_endpoint)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[6])
+
+
+def test_an_endpoint_judged_only_by_a_quarantined_worker_is_tested_again(tmp_path: Path, store: Store):
+    from datetime import UTC, datetime
+
+    from bisector.domain import StepResult, Verdict
+
+    history = culprit_history(tmp_path / "repo", 10, 6)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], explain=False, workers=2)
+
+    def good_endpoint_judged_by_a_quarantined_worker(bisect_id: int) -> None:
+        step = store.start_step(bisect_id, history.shas[0], 1, "thread-1", "vm", (), datetime.now(UTC))
+        store.finish_step(step, StepResult(step, history.shas[0], Verdict.GOOD, worker="thread-1"), datetime.now(UTC))
+        store.update_extra(bisect_id, quarantined={"thread-1": "reference check failed"})
+
+    record = _resume_with(store, spec, good_endpoint_judged_by_a_quarantined_worker)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[6])
+    at_good = [s for s in store.steps(record.id) if s.sha == history.shas[0]]
+    assert [s.worker for s in at_good] == ["thread-1", "thread-0"]
+
+
+def test_a_retry_is_placed_when_the_other_worker_is_quarantined(tmp_path: Path, store: Store):
+    from datetime import UTC, datetime
+
+    from bisector.domain import ErrorKind, StepResult, Verdict
+
+    history = culprit_history(tmp_path / "repo", 4, 3)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], explain=False, workers=2)
+
+    def an_error_on_the_only_trusted_worker(bisect_id: int) -> None:
+        step = store.start_step(bisect_id, history.shas[2], 1, "thread-0", "vm", (), datetime.now(UTC))
+        result = StepResult(step, history.shas[2], Verdict.ERROR, error_kind=ErrorKind.INFRA, worker="thread-0")
+        store.finish_step(step, result, datetime.now(UTC))
+        store.update_extra(bisect_id, quarantined={"thread-1": "reference check failed"})
+
+    record = _resume_with(store, spec, an_error_on_the_only_trusted_worker)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[3])

@@ -86,8 +86,8 @@ def _worker_main(name: str, gpus: tuple[int, ...], repo: str, slot_index: int, c
         while (message := inbox.get()) != _STOP:
             assert isinstance(message, StepRequest)
             request = message
+            cancel_flag.clear()  # before current_step: a cancel for this step now either sets it or lands early
             current_step[0] = request.step_id
-            cancel_flag.clear()
             if request.step_id in cancelled_early:
                 cancel_flag.set()
             result = runner.run(request, should_cancel=cancel_flag.is_set, on_start=_announcer(conn, request.step_id))
