@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
-from bisector.analysis.values import Leaf, Node, diff_values, render, sequence
+from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".inc")
 
@@ -105,21 +105,7 @@ def scan_native(text: str) -> NativeScan:
 def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Iterable[Hunk]) -> list[Finding]:
     old = before.entries if before else {}
     new = after.entries if after else {}
-    findings: list[Finding] = []
-    for name in [*old, *(n for n in new if n not in old)]:
-        kind = new[name][0] if name in new else old[name][0]
-        for change in diff_values(old[name][1] if name in old else None, new[name][1] if name in new else None):
-            findings.append(
-                Finding(
-                    kind=kind,
-                    file=path,
-                    name=name,
-                    key=change.key,
-                    before=None if change.before is None else render(change.before),
-                    after=None if change.after is None else render(change.after),
-                    line=change.line,
-                )
-            )
+    findings = diff_entries(path, old, new)
     old_lines = before.lines if before else []
     new_lines = after.lines if after else []
     for hunk in hunks:

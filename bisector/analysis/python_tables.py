@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_values, render, sequence
+from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render, sequence
 
 _WRAPPERS = frozenset({"dict", "list", "tuple", "set", "frozenset", "MappingProxyType", "types.MappingProxyType"})
 _SCALARS = (int, float, complex, str, bytes, bool, type(None))
@@ -70,21 +70,7 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     functions that read any of them and whose code changed ("dispatch logic changed")."""
     old = before.entries if before else {}
     new = after.entries if after else {}
-    findings: list[Finding] = []
-    for name in [*old, *(n for n in new if n not in old)]:
-        kind = new[name][0] if name in new else old[name][0]
-        for change in diff_values(old[name][1] if name in old else None, new[name][1] if name in new else None):
-            findings.append(
-                Finding(
-                    kind=kind,
-                    file=path,
-                    name=name,
-                    key=change.key,
-                    before=None if change.before is None else render(change.before),
-                    after=None if change.after is None else render(change.after),
-                    line=change.line,
-                )
-            )
+    findings = diff_entries(path, old, new)
     findings.extend(_dispatch_logic(path, before, after, set(old) | set(new)))
     return findings
 

@@ -12,6 +12,8 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from bisector.analysis.findings import Finding, FindingKind
+
 MAX_TEXT = 200  # longer values are cut in the display text (the comparison uses the whole value)
 
 
@@ -154,3 +156,25 @@ def _diff_sequences(before: Sequence, after: Sequence, path: tuple[str, ...]) ->
             yield Change((*path, str(i)), before.items[i], None)
         for j in range(j1, j2):
             yield Change((*path, str(j)), None, after.items[j])
+
+
+def diff_entries(
+    path: str, old: dict[str, tuple[FindingKind, Node]], new: dict[str, tuple[FindingKind, Node]]
+) -> list[Finding]:
+    """Keyed rows for every entry of named value trees (tables, constants) that differs between two scans."""
+    findings: list[Finding] = []
+    for name in [*old, *(n for n in new if n not in old)]:
+        kind = new[name][0] if name in new else old[name][0]
+        for change in diff_values(old[name][1] if name in old else None, new[name][1] if name in new else None):
+            findings.append(
+                Finding(
+                    kind=kind,
+                    file=path,
+                    name=name,
+                    key=change.key,
+                    before=None if change.before is None else render(change.before),
+                    after=None if change.after is None else render(change.after),
+                    line=change.line,
+                )
+            )
+    return findings
