@@ -637,7 +637,10 @@ class _Search:
         commit = self.candidates[position]
         history = self.history[position]
         attempt = len(history.steps) + 1
-        step_id = self.store.start_step(self.record.id, commit.sha, attempt, "", "", (), self.now(), purpose=purpose)
+        worker = pin_worker or self.choose_worker(history.failed_workers())
+        started = self.now()
+        # One write per submitted step: where it runs is known here; its node and GPUs come with the result.
+        step_id = self.store.start_step(self.record.id, commit.sha, attempt, worker, "", (), started, purpose=purpose)
         request = StepRequest(
             step_id=step_id,
             bisect_id=self.record.id,
@@ -651,11 +654,9 @@ class _Search:
             timeout_s=self.spec.timeout_s,
             env=self.spec.env,
             avoid_workers=history.failed_workers(),
-            pin_worker=pin_worker or self.choose_worker(history.failed_workers()),
+            pin_worker=worker,
         )
-        started = self.now()
         assignment = self.executor.submit(request)
-        self.store.assign_step(step_id, assignment.worker, assignment.node, assignment.gpus)
         self.in_flight[step_id] = position
         history.steps.append(_running_step(step_id, self.record.id, commit.sha, attempt, assignment, started, purpose))
         self.views.pop(position, None)

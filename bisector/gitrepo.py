@@ -7,6 +7,7 @@ and the analysis agree on one view of the repository.
 from __future__ import annotations
 
 import fcntl
+import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +24,13 @@ def _one_line(exc: git.GitCommandError) -> str:
 
 
 _LOG_FORMAT = "%H%x1f%an%x1f%ae%x1f%ct%x1f%s"  # unit separators: subjects may hold any other character
+
+
+def _run_git(cwd: Path, *args: str) -> None:
+    """A git command on the per-step hot path, without GitPython's per-call overhead."""
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise git.GitCommandError(["git", *args], done.returncode, done.stderr)
 
 
 class GitRepo:
@@ -137,9 +145,8 @@ class GitRepo:
         """Check out sha in a detached worktree at path, creating it on first use and reusing it after."""
         try:
             if (path / ".git").exists():
-                wt = git.Git(path)  # the bare command runner: no repository object to build per step
-                wt.checkout("--detach", "--force", "--quiet", sha)  # --force resets tracked files
-                wt.clean("-ffd", "--quiet")
+                _run_git(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
+                _run_git(path, "clean", "-ffd", "--quiet")
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 # Workers of one repo add their worktrees at the same moment; git's own locks would fail one.
