@@ -179,7 +179,7 @@ def _start_bisect(
     output_format: str,
     **flags: Any,
 ) -> Any:
-    from bisector.app import check_executor, make_coordinator, open_store
+    from bisector.app import check_executor, make_coordinator, make_executor, open_store
     from bisector.gitrepo import GitRepo
     from bisector.spec import build_spec
 
@@ -217,9 +217,11 @@ def _start_bisect(
         }
         spec = build_spec(root, values)
         check_executor(spec)
-        with open_store(db_url) as store:
-            with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report (Ray prints to it)
-                record = make_coordinator(store, _observer()).start(spec)
+        with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report (Ray prints to it)
+            executor = make_executor(spec)  # its workers boot while the store opens and the range is listed
+        with executor, open_store(db_url) as store:
+            with contextlib.redirect_stdout(sys.stderr):
+                record = make_coordinator(store, _observer()).start(spec, executor)
             _print_report(store, record.id, output_format)
     return record
 

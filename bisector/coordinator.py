@@ -127,9 +127,10 @@ class Coordinator:
         self.now = now
         self.poll_interval_s = poll_interval_s
 
-    def start(self, spec: BisectSpec) -> BisectRecord:
+    def start(self, spec: BisectSpec, executor: Executor | None = None) -> BisectRecord:
+        """executor: one already started (its workers boot while the caller opens the store); closed here."""
         # The workers start while the range is listed and stored: their start-up is off the critical path.
-        with self.executor_factory(spec) as executor:
+        with executor or self.executor_factory(spec) as executor:
             bisect_id = prepare_bisect(self.store, spec, self.now)
             count = len(self.store.candidates(bisect_id))
             self.observer.note(f"bisect {bisect_id}: {count} commits from good to bad; store {self.store.url}")
