@@ -38,6 +38,7 @@ from workers.executor import Assignment, Executor, StepRequest
 
 POLL_INTERVAL_S = 0.5
 CANCEL_CHECK_S = 0.5
+REFERENCE_RUNS = 3  # runs of each endpoint on a suspect worker
 EXECUTOR_KEYS = frozenset({"executor", "workers", "gpus_per_step", "ray_address", "resources"})
 
 ExecutorFactory = Callable[[BisectSpec], Executor]
@@ -253,6 +254,7 @@ class _Search:
         self.reference_checked: set[str] = set(record.extra.get("reference_checked", []))  # type: ignore[call-overload]
         self.reference_queue: list[tuple[str, int, Verdict]] = []  # (worker, position, expected verdict)
         self.reference_in_flight: dict[int, tuple[str, int, Verdict]] = {}  # step id -> the same
+        self.reference_answers: dict[str, list[bool]] = defaultdict(list)  # worker -> right/wrong per run
         self.merge_phases: list[dict[str, object]] = list(record.extra.get("merge_phases", []))  # type: ignore[call-overload]
         self.set_order(self.current_order())
 
@@ -580,19 +582,26 @@ class _Search:
             good_expect, bad_expect = (Verdict.GOOD, Verdict.BAD)
             if self.spec.find_fix:
                 good_expect, bad_expect = bad_expect, good_expect
-            self.reference_queue += [(worker, good_pos, good_expect), (worker, bad_pos, bad_expect)]
+            # Several runs per endpoint: one unlucky run of a flaky test must not quarantine a healthy worker.
+            runs = max(self.spec.repeat, REFERENCE_RUNS)
+            self.reference_queue += [(worker, good_pos, good_expect), (worker, bad_pos, bad_expect)] * runs
             self.observer.note(
                 f"workers disagree on {self.candidates[position].sha[:12]}: checking {worker} on the endpoints"
             )
         self.store.update_extra(self.record.id, reference_checked=sorted(self.reference_checked))
 
     def reference_result(self, result: StepResult) -> None:
-        worker, position, expected = self.reference_in_flight.pop(result.step_id)
-        if result.verdict in (Verdict.ERROR, Verdict.CANCELLED, Verdict.SKIP) or result.verdict is expected:
+        """Once all of a worker's reference runs are back: quarantine it if most of them were wrong."""
+        worker, _, expected = self.reference_in_flight.pop(result.step_id)
+        if result.verdict in (Verdict.GOOD, Verdict.BAD):
+            self.reference_answers[worker].append(result.verdict is expected)
+        pending = any(c[0] == worker for c in [*self.reference_queue, *self.reference_in_flight.values()])
+        answers = self.reference_answers[worker]
+        if pending or worker in self.quarantined or not answers or sum(answers) * 2 > len(answers):
             return
         reason = (
-            f"reference check: {self.candidates[position].sha[:12]} is known {expected.value}, "
-            f"{worker} said {result.verdict.value}"
+            f"reference check: {len(answers) - sum(answers)} of {len(answers)} runs of the endpoints "
+            f"(known good and bad) answered wrong on {worker}"
         )
         self.quarantined[worker] = reason
         for history in self.history.values():
