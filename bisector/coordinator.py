@@ -328,7 +328,7 @@ class _Search:
         if self.fixed_strategy is not None:
             return self.fixed_strategy
         if not self.flake_seen:
-            observed = {i: obs for i, obs in self.state().observed().items()}
+            observed = self.state().observed()
             if any(g and b for g, b in observed.values()) or not is_consistent(len(self.order), observed):
                 self.flake_seen = True
                 self.observer.note("flaky results seen (a commit both good and bad, or good after bad)")
@@ -400,6 +400,7 @@ class _Search:
         first_bad, last_good = self.commit_at(outcome.first_bad), self.commit_at(outcome.last_good)
         if outcome.kind is OutcomeKind.FOUND and self.descend_into_merge(first_bad):
             return False
+        confirmed = ""
         if outcome.kind is OutcomeKind.FOUND and self.confirm_wanted:
             confirmation = self.confirmation(last_good.position, first_bad.position)
             if confirmation is None:
@@ -414,6 +415,7 @@ class _Search:
                     f"parent did not reproduce the difference ({confirmation.reason}): flaky, not a culprit",
                 )
                 return True
+            confirmed = confirmation.reason
         status = BisectStatus.FOUND if outcome.kind is OutcomeKind.FOUND else BisectStatus.AMBIGUOUS
         if status is BisectStatus.FOUND:
             message = f"first bad commit: {first_bad.sha[:12]} {first_bad.subject}"
@@ -425,20 +427,13 @@ class _Search:
             )
         if outcome.confidence is not None and outcome.confidence < 1.0:
             message += f" (posterior {outcome.confidence:.3f})"
-        confirmation_json = self.record_extra_confirmation()
-        if confirmation_json:
-            message += f"; confirmed: {confirmation_json}"
+        if confirmed:
+            message += f"; confirmed: {confirmed}"
         if contradictions := state.contradictions():
             shas = ", ".join(self.commit_at(i).sha[:12] for i in contradictions[:5])
             message += f"; warning: tested good after the first bad commit: {shas} (not monotonic)"
         self.finish(status, first_bad=first_bad.sha, last_good=last_good.sha, message=message)
         return True
-
-    def record_extra_confirmation(self) -> str:
-        confirmation = self.store.get_bisect(self.record.id).extra.get("confirmation")
-        if not isinstance(confirmation, dict) or self.confirming is None:
-            return ""
-        return str(confirmation.get("reason", ""))
 
     def endpoints_differ(self) -> bool:
         """--expect auto: the endpoints' sample sets must differ, the way a regression (or a fix) does."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from io import StringIO
 
 from rich.console import Console
 from rich.panel import Panel
@@ -218,18 +217,7 @@ def _fmt_date(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC")
 
 
-def render_text(report: BisectReport, width: int = 120) -> str:
-    buffer = StringIO()
-    console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
-    _print_text(console, report)
-    return buffer.getvalue()
-
-
 def print_text(console: Console, report: BisectReport) -> None:
-    _print_text(console, report)
-
-
-def _print_text(console: Console, report: BisectReport) -> None:
     record = report.record
     first_bad, last_good = report.commit(record.first_bad), report.commit(record.last_good)
     title = f"bisect {record.id}: {record.status.value}"

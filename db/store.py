@@ -246,14 +246,6 @@ class Store:
             if conn.execute(query).rowcount != 1:
                 raise StoreError(f"no step with id {step_id} in {self._url}")
 
-    def step(self, step_id: int) -> StepRecord:
-        """One step by id."""
-        with self._read() as conn:
-            row = conn.execute(select(steps).where(steps.c.id == step_id)).one_or_none()
-        if row is None:
-            raise StoreError(f"no step with id {step_id} in {self._url}")
-        return _step_record(row)
-
     def finish_step(self, step_id: int, result: StepResult, finished: datetime) -> None:
         """Write the result of a running step. A step that has a verdict already is left alone (StateError)."""
         if result.step_id != step_id:
