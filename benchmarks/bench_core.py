@@ -48,7 +48,6 @@ import argparse
 import itertools
 import json
 import os
-import platform
 import random
 import re
 import shlex
@@ -59,11 +58,12 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT, capture, ceil_log, load_average, machine_info
+
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_core.py` without PYTHONPATH
 
@@ -102,58 +102,6 @@ class BenchmarkError(RuntimeError):
 
 
 # --- environment ---------------------------------------------------------------------------------------------
-
-
-def _capture(*cmd: str, cwd: Path | None = None, strip: bool = True) -> str:
-    try:
-        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout.strip() if strip else done.stdout
-
-
-def load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def machine_info() -> dict[str, Any]:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gib = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    os_name = platform.platform()
-    try:
-        release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
-        os_name = f"{release.get('PRETTY_NAME', '').strip(chr(34))} (kernel {platform.release()})"
-    except OSError:
-        pass
-    dirty = _capture("git", "status", "--porcelain", "--untracked-files=no", cwd=ROOT, strip=False)
-    return {
-        "nproc": os.cpu_count(),
-        "cpu": cpu,
-        "mem_gib": mem_gib,
-        "os": os_name,
-        "python": platform.python_version(),
-        "git": _capture("git", "--version"),
-        "commit": _capture("git", "rev-parse", "--short", "HEAD", cwd=ROOT),
-        "modified_files": [line[3:] for line in dirty.splitlines() if line.strip()],
-        "load_average_at_start": load_average(),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
 
 
 # --- repositories --------------------------------------------------------------------------------------------
@@ -415,7 +363,7 @@ def run_git_bisect(repo: Repo, n: int, test_s: float) -> Run:
         env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S,
     )  # fmt: skip
     wall = time.perf_counter() - started
-    log = _capture(*git, "bisect", "log")
+    log = capture(*git, "bisect", "log")
     subprocess.run([*git, "bisect", "reset"], env=env, capture_output=True, check=False)
     if start.returncode != 0 or run.returncode != 0:
         raise BenchmarkError(f"git bisect failed: {start.stderr}{run.stdout[-2000:]}{run.stderr[-2000:]}")
@@ -453,15 +401,6 @@ def run_git_bisect(repo: Repo, n: int, test_s: float) -> Run:
 
 
 # --- targets and summary -------------------------------------------------------------------------------------
-
-
-def ceil_log(n: int, base: int) -> int:
-    """The smallest k with base**k >= n (exact, no floating point)."""
-    k, power = 0, 1
-    while power < n:
-        power *= base
-        k += 1
-    return k
 
 
 def summarize(runs: list[Run], n: int) -> list[dict[str, Any]]:

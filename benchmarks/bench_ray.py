@@ -38,23 +38,24 @@ import itertools
 import json
 import logging
 import os
-import platform
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_ray.py` without PYTHONPATH
+
+from common import ceil_log, load_average  # noqa: E402
+from common import machine_info as common_machine_info  # noqa: E402
 
 from bisector.coordinator import Coordinator, prepare_bisect  # noqa: E402
 from bisector.domain import BisectStatus, StepResult, Verdict  # noqa: E402
@@ -71,15 +72,6 @@ OVERHEAD_TARGET_MS = 100.0
 
 class BenchmarkError(RuntimeError):
     pass
-
-
-def ceil_log(n: int, base: int) -> int:
-    """The smallest k with base**k >= n, in integers."""
-    k, reach = 0, 1
-    while reach < n:
-        reach *= base
-        k += 1
-    return k
 
 
 class TimedExecutor(Executor):
@@ -325,25 +317,13 @@ def start_ray(slots: int) -> float:
 
 
 def machine_info() -> dict[str, Any]:
-    cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")), "",
-    )  # fmt: skip
     try:
         import ray
 
-        ray_version = ray.__version__
+        ray_version: str | None = ray.__version__
     except ImportError:
         ray_version = None
-    git = subprocess.run(["git", "--version"], capture_output=True, text=True, check=False).stdout.strip()
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
-    return {
-        "nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "ray": ray_version,
-        "git": git, "commit": head.strip(), "uncommitted_files": len(dirty.splitlines()),
-        "os": platform.platform(), "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "loadavg_1_5_15": [round(x, 2) for x in os.getloadavg()],  # other work on this host skews the numbers
-    }  # fmt: skip
+    return {**common_machine_info(), "ray": ray_version}
 
 
 def summarize(runs: list[Run]) -> list[dict[str, Any]]:
@@ -472,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(["python", "benchmarks/bench_ray.py", *(argv if argv is not None else sys.argv[1:])]),
         "parameters": {"commits": n, "sleep_s": args.sleep, "workers": args.worker_counts, "culprits": positions},
         "machine": machine_before,
-        "loadavg_after": machine_info()["loadavg_1_5_15"],
+        "loadavg_after": load_average(),
         "ray_cluster_start_s": round(ray_start_s, 2) if ray_start_s is not None else None,
         "summary": summary,
         "runs": [asdict(r) for r in runs],
