@@ -108,6 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     gem = sub.add_parser("gemm", help="tiny GEMM timing at m = 1, 2, 4, 8 against torch.matmul")
     gem.add_argument("--device", default="auto")
     gem.add_argument("--m", default="1,2,4,8", help="batch sizes to time")
+    gem.add_argument(
+        "--timing",
+        choices=["graph", "launch"],
+        default="graph",
+        help="CUDA: per call in a CUDA graph of cold-weight calls (default), or launch path included (do_bench)",
+    )
     gem.add_argument("--sweep", action="store_true", help="try candidate tiles, check them, keep the fastest")
     gem.add_argument("--tiles-out", default="", help="write the chosen tiles as KERNELS_TRITON_TILES JSON")
     gem.add_argument("--json-out", default="", help="write all measurements as JSON")

@@ -3,8 +3,11 @@ projections, against ``torch.nn.functional.linear`` (cuBLAS on CUDA) and the mem
 HBM bandwidth). With ``--sweep`` it first tries candidate tiles per shape and kernel, keeps those that are
 correct, bitwise batch invariant (every m, every row position) and bitwise repeatable, and picks the fastest.
 
-CUDA times are medians of ``triton.testing.do_bench``, which flushes L2 before each call, so the weights come
-from HBM as they do in a decode step.
+On CUDA the default timing (``--timing graph``) captures a CUDA graph of back-to-back calls, each on another
+copy of the weights (copies totalling more than 3x the L2 cache, so every call reads its weights from HBM), as
+a decoder captured in a graph runs them; time per call = graph replay time / calls, median of 10 replays. This
+leaves out the Python launch path, which at these sizes costs more than the kernels. ``--timing launch``
+instead takes medians of ``triton.testing.do_bench`` (L2 flushed before each call), launch path included.
 """
 
 from __future__ import annotations
@@ -29,22 +32,38 @@ SHAPES: list[tuple[int, int]] = [(144, 7168), (896, 7168), (1536, 128)]
 NOMINAL_HBM_BYTES_PER_S = 4.8e12  # H200 datasheet
 INVARIANCE_ROWS = 16
 REPEATS = 20
+GRAPH_MIN_CALLS = 200
+GRAPH_REPLAYS = 10
 
-# Sweep candidates: [block_n, block_k, split_k, num_warps, num_stages(, prefetch)] per (kernel, shape); the
-# shape's current tiles are always tried too.
+# Sweep candidates: [block_n, block_k, split_k, num_warps, num_stages, prefetch, block_m, form] per (kernel,
+# shape), trailing fields optional (form 1: the SIMT row form); the shape's current tiles are always tried too.
+# The row form with one warp and one K block per program won the 2026-11-29 sweeps on H200 (docs/benchmarks.md).
 _CANDIDATES: dict[tuple[str, int, int], list[tuple[int, ...]]] = {
-    ("simt", 144, 7168): [(8, 128, 28, 4, 3, 0), (8, 256, 14, 4, 3), (16, 128, 14, 8, 3), (8, 128, 14, 4, 3)],
-    ("simt", 896, 7168): [
-        (8, 256, 4, 4, 3, 0),
-        (8, 128, 8, 4, 3),
-        (16, 128, 4, 8, 3),
-        (8, 512, 4, 8, 1),
-        (8, 256, 8, 4, 3),
+    ("simt", 144, 7168): [
+        (8, 256, 14, 4, 3),
+        (4, 512, 14, 4, 1, 0),
+        (4, 512, 14, 1, 1, 0, 8, 1),
+        (4, 256, 28, 1, 1, 0, 8, 1),
+        (2, 512, 14, 1, 1, 0, 8, 1),
+        (8, 512, 14, 2, 1, 0, 8, 1),
     ],
-    ("simt", 1536, 128): [(16, 128, 1, 4, 3, 0), (8, 128, 1, 4, 3), (32, 128, 1, 8, 3)],
-    ("mma", 144, 7168): [(16, 128, 28, 4, 3)],
-    ("mma", 896, 7168): [(32, 128, 7, 4, 4), (32, 128, 14, 4, 3)],
-    ("mma", 1536, 128): [(16, 128, 1, 4, 2)],
+    ("simt", 896, 7168): [
+        (8, 256, 4, 4, 3),
+        (4, 1024, 7, 1, 1, 0, 4, 1),
+        (8, 512, 14, 1, 1, 0, 8, 1),
+        (8, 1024, 7, 2, 1, 0, 8, 1),
+        (4, 512, 14, 1, 1, 0, 8, 1),
+        (16, 512, 7, 4, 1, 0, 4, 1),
+    ],
+    ("simt", 1536, 128): [
+        (16, 128, 1, 4, 3, 0),
+        (4, 128, 1, 1, 1, 0, 8, 1),
+        (2, 128, 1, 1, 1, 0, 8, 1),
+        (8, 128, 1, 4, 1, 0, 4, 1),
+    ],
+    ("mma", 144, 7168): [(16, 128, 28, 4, 3), (16, 256, 28, 4, 1)],
+    ("mma", 896, 7168): [(32, 128, 7, 4, 4), (32, 256, 14, 4, 2)],
+    ("mma", 1536, 128): [(32, 128, 1, 4, 2), (32, 128, 1, 4, 1)],
 }
 
 
@@ -121,6 +140,46 @@ def _time_us(fn: Callable[[], object], device: torch.device) -> float:
     return statistics.median(samples) * 1e6
 
 
+def _graph_time_us(call: Callable[[torch.Tensor], object], w: torch.Tensor, device: torch.device) -> float:
+    """Per-call time of ``call`` in a CUDA graph of back-to-back calls over rotating copies of the weights."""
+    l2_bytes = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20))
+    copies = max(2, -(-3 * l2_bytes // (w.numel() * w.element_size())))
+    weights = [w.clone() for _ in range(copies)]
+    calls = copies * max(1, -(-GRAPH_MIN_CALLS // copies))
+    side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):  # compile, allocate and warm up outside the capture
+        for copy in weights[:3]:
+            call(copy)
+    torch.cuda.current_stream(device).wait_stream(side)
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(calls):
+            call(weights[i % copies])
+    _warm_up(device)
+    for _ in range(3):
+        graph.replay()
+    samples = []
+    for _ in range(GRAPH_REPLAYS):
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / calls)
+    del graph, weights
+    return float(statistics.median(samples))
+
+
+def time_call_us(call: Callable[[torch.Tensor], object], w: torch.Tensor, device: torch.device, timing: str) -> float:
+    """Time of one call on weights ``w``: in a CUDA graph (default on CUDA), or launch path included."""
+    if device.type == "cuda" and timing == "graph":
+        return _graph_time_us(call, w, device)
+    return _time_us(lambda: call(w), device)
+
+
 def copy_bandwidth(device: torch.device) -> float:
     """Bytes per second of a 1 GiB device-to-device copy, counting bytes read and written."""
     src = torch.empty(1 << 28, dtype=torch.float32, device=device).normal_()
@@ -164,19 +223,28 @@ def _candidates(kernel: Kernel, n: int, k: int) -> list[Tiles]:
     return list(dict.fromkeys(found))
 
 
-def _measure(kernel: Kernel, x: torch.Tensor, w: torch.Tensor, tiles: Tiles | None, ms: list[int]) -> KernelRun:
+def _measure(
+    kernel: Kernel, x: torch.Tensor, w: torch.Tensor, tiles: Tiles | None, ms: list[int], timing: str
+) -> KernelRun:
     run = KernelRun(str(kernel), tiles.to_list() if tiles is not None else None)
     try:
         run.check = check(kernel, w, tiles)
         for m in ms:
             xm = x[:m]
-            run.us[m] = _time_us(lambda xm=xm: _run(kernel, xm, w, tiles, False), x.device)  # type: ignore[misc]
+            run.us[m] = time_call_us(
+                lambda wc, xm=xm: _run(kernel, xm, wc, tiles, False),  # type: ignore[misc]
+                w,
+                x.device,
+                timing,
+            )
     except Exception as exc:  # a candidate that fails to compile or launch is reported, not fatal
         run.error = f"{type(exc).__name__}: {exc}"[:300]
     return run
 
 
-def measure_shape(n: int, k: int, ms: list[int], sweep: bool, bandwidth: float, device: torch.device) -> ShapeRun:
+def measure_shape(
+    n: int, k: int, ms: list[int], sweep: bool, bandwidth: float, device: torch.device, timing: str = "graph"
+) -> ShapeRun:
     gen = torch.Generator().manual_seed(n + k)
     w = (torch.randn(n, k, generator=gen) * k**-0.5).to(torch.bfloat16).to(device)
     x = torch.randn(max(ms), k, generator=gen).to(torch.bfloat16).to(device)
@@ -184,7 +252,7 @@ def measure_shape(n: int, k: int, ms: list[int], sweep: bool, bandwidth: float, 
     best: dict[Kernel, KernelRun] = {}
     for kernel in (Kernel.SIMT, Kernel.MMA):
         options: list[Tiles | None] = list(_candidates(kernel, n, k)) if sweep else [None]
-        runs = [_measure(kernel, x, w, tiles, ms) for tiles in options]
+        runs = [_measure(kernel, x, w, tiles, ms, timing) for tiles in options]
         for run in runs:
             print(json.dumps({"shape": f"{n}x{k}", **asdict(run), "ok": run.ok}), flush=True)
         tried += runs
@@ -193,7 +261,12 @@ def measure_shape(n: int, k: int, ms: list[int], sweep: bool, bandwidth: float, 
     linear_us = {}
     for m in ms:
         xm = x[:m]
-        linear_us[m] = _time_us(lambda xm=xm: torch.nn.functional.linear(xm, w), device)  # type: ignore[misc]
+        linear_us[m] = time_call_us(
+            lambda wc, xm=xm: torch.nn.functional.linear(xm, wc),  # type: ignore[misc]
+            w,
+            device,
+            timing,
+        )
     weight_bytes = n * k * 2
     return ShapeRun(
         n,
@@ -213,7 +286,7 @@ def main(args: argparse.Namespace) -> int:
     backend = tiny_gemm.backend_for(device.type)
     bandwidth = copy_bandwidth(device) if device.type == "cuda" else float("inf")
     sweep = bool(args.sweep) and backend == "triton"
-    shapes = [measure_shape(n, k, ms, sweep, bandwidth, device) for n, k in SHAPES]
+    shapes = [measure_shape(n, k, ms, sweep, bandwidth, device, args.timing) for n, k in SHAPES]
     chosen: dict[str, dict[str, list[int]]] = {"simt": {}, "mma": {}}
     for shape in shapes:
         for run in (shape.simt, shape.mma):
@@ -224,6 +297,7 @@ def main(args: argparse.Namespace) -> int:
         "backend": backend,
         "torch": torch.__version__,
         "triton": _triton_version() if backend == "triton" else None,
+        "timing": args.timing,
         "copy_bandwidth_bytes_per_s": bandwidth if device.type == "cuda" else None,
         "chosen_tiles": chosen,
         "shapes": [asdict(s) for s in shapes],

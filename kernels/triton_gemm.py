@@ -6,7 +6,8 @@ invariant on its own. On H200 the weights of a K = 7168 projection take microsec
 tiles aim at enough programs to keep all 132 SMs loading (split-K where N alone gives too few).
 
 KERNELS_TRITON_TILES (JSON, for tuning experiments) replaces rows, e.g.
-``{"simt": {"896x7168": [16, 128, 2, 4, 3]}}`` as [block_n, block_k, split_k, num_warps, num_stages].
+``{"simt": {"896x7168": [16, 128, 2, 4, 3]}}`` as [block_n, block_k, split_k, num_warps, num_stages, prefetch,
+block_m, form] (trailing fields optional).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 TILES_ENV = "KERNELS_TRITON_TILES"
 
 SIMT_BLOCK_M = 4
+FORM_LANES, FORM_ROWS = 0, 1  # Tiles.form of a SIMT kernel
 MMA_BLOCK_M = 16
 _TARGET_PROGRAMS = 128
 
@@ -38,23 +40,39 @@ class Tiles:
     split_k: int
     num_warps: int = 4
     num_stages: int = 3
-    prefetch: int = 1  # SIMT only: load the next K block before the current FMAs
+    prefetch: int = 1  # SIMT lanes form only: load the next K block before the current FMAs
+    block_m: int = 0  # rows of x per program; 0: the kernel's default (SIMT 4, MMA 16)
+    form: int = FORM_LANES  # SIMT only: FORM_LANES (simt_gemm_kernel) or FORM_ROWS (simt_rows_gemm_kernel)
 
     def to_list(self) -> list[int]:
-        return [self.block_n, self.block_k, self.split_k, self.num_warps, self.num_stages, self.prefetch]
+        return [
+            self.block_n,
+            self.block_k,
+            self.split_k,
+            self.num_warps,
+            self.num_stages,
+            self.prefetch,
+            self.block_m,
+            self.form,
+        ]
+
+    def rows_per_program(self, kernel: Kernel) -> int:
+        if self.block_m:
+            return self.block_m
+        return SIMT_BLOCK_M if kernel is Kernel.SIMT else MMA_BLOCK_M
 
 
-# Chosen by `python -m kernels.bench gemm --sweep` on one H200, 2026-11-29 (docs/kernels.md); other shapes get
-# default_tiles.
+# Chosen from `python -m kernels.bench gemm --sweep` runs on one H200 (CUDA-graph timing), 2026-11-29
+# (docs/benchmarks.md, "Tiny GEMM under CUDA graphs"); other shapes get default_tiles.
 SIMT_TILES: dict[tuple[int, int], Tiles] = {
-    (144, 7168): Tiles(8, 128, 14),
-    (896, 7168): Tiles(8, 256, 4),
-    (1536, 128): Tiles(16, 128, 1),
+    (144, 7168): Tiles(8, 256, 28, 4, 1, 0, 4, FORM_ROWS),
+    (896, 7168): Tiles(4, 1024, 7, 1, 1, 0, 8, FORM_ROWS),
+    (1536, 128): Tiles(4, 128, 1, 2, 1, 0, 4, FORM_ROWS),
 }
 MMA_TILES: dict[tuple[int, int], Tiles] = {
     (144, 7168): Tiles(16, 128, 14),
     (896, 7168): Tiles(32, 128, 14),
-    (1536, 128): Tiles(32, 128, 1, num_stages=2),
+    (1536, 128): Tiles(16, 128, 1, num_stages=2),
 }
 
 
@@ -118,7 +136,7 @@ def run(
     m, k = x.shape
     n = w.shape[0]
     tiles = tiles or tiles_for(kernel, n, k)
-    block_m = SIMT_BLOCK_M if kernel is Kernel.SIMT else MMA_BLOCK_M
+    block_m = tiles.rows_per_program(kernel)
     # A fresh contiguous copy if needed: Triton specializes on pointer alignment, and a different
     # specialization could lay the reduction out differently.
     if not x.is_contiguous() or x.data_ptr() % 16:
@@ -148,7 +166,9 @@ def run(
     }
     args = (x, w, y, workspace, counters, m, n, k)
     strides = {"stride_xm": x.stride(0), "stride_wn": w.stride(0), "stride_ym": y.stride(0), "K_SPLIT": k_split}
-    if kernel is Kernel.SIMT:
+    if kernel is Kernel.SIMT and tiles.form == FORM_ROWS:
+        triton_kernels.simt_rows_gemm_kernel[grid](*args, **strides, **common)
+    elif kernel is Kernel.SIMT:
         triton_kernels.simt_gemm_kernel[grid](*args, **strides, PREFETCH=bool(tiles.prefetch), **common)
     else:
         triton_kernels.mma_gemm_kernel[grid](*args, **strides, DOT_FP32=INTERPRET, **common)

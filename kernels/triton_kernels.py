@@ -35,25 +35,46 @@ def _finish(
     BLOCK_N: tl.constexpr,
     SPLIT_K: tl.constexpr,
 ):
-    y_ptrs = y_ptr + rm[:, None] * stride_ym + rn[None, :]
-    y_mask = (rm[:, None] < M) & (rn[None, :] < N)
     if SPLIT_K == 1:
-        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=y_mask)
+        y_mask = (rm[:, None] < M) & (rn[None, :] < N)
+        tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :], acc.to(y_ptr.dtype.element_ty), mask=y_mask)
     else:
         tile = pid_m * tl.num_programs(0) + pid_n
         offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
         base = ws_ptr + tile * (SPLIT_K * BLOCK_M * BLOCK_N)
         tl.store(base + pid_s * (BLOCK_M * BLOCK_N) + offs, acc)
-        # Every thread's partial is written before one thread publishes the arrival (release) ...
-        tl.debug_barrier()
-        arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
-        if arrived == SPLIT_K - 1:
-            # ... and the last arrival reads all partials from L2 (.cg), in split order.
-            total = tl.load(base + offs, cache_modifier=".cg")
-            for s in tl.static_range(1, SPLIT_K):
-                total += tl.load(base + s * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
-            tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=y_mask)
-            tl.atomic_xchg(count_ptr + tile, 0)
+        _arrive_and_reduce(y_ptr, base, count_ptr, tile, rm, rn, M, N, stride_ym, BLOCK_M, BLOCK_N, SPLIT_K)
+
+
+@triton.jit
+def _arrive_and_reduce(
+    y_ptr,
+    base,
+    count_ptr,
+    tile,
+    rm,
+    rn,
+    M,
+    N,
+    stride_ym,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+):
+    """Count this program's partial in; the last of the tile's SPLIT_K programs adds them and writes y."""
+    y_ptrs = y_ptr + rm[:, None] * stride_ym + rn[None, :]
+    y_mask = (rm[:, None] < M) & (rn[None, :] < N)
+    offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    # Every thread's partial is written before one thread publishes the arrival (release) ...
+    tl.debug_barrier()
+    arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
+    if arrived == SPLIT_K - 1:
+        # ... and the last arrival reads all partials from L2 (.cg), in split order.
+        total = tl.load(base + offs, cache_modifier=".cg")
+        for s in tl.static_range(1, SPLIT_K):
+            total += tl.load(base + s * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
+        tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=y_mask)
+        tl.atomic_xchg(count_ptr + tile, 0)
 
 
 @triton.jit
@@ -64,6 +85,16 @@ def _load_block(ptrs, row_ok, kk, K, EVEN_K: tl.constexpr):
     else:
         block = tl.load(ptrs, mask=row_ok[:, None] & (kk[None, :] < K), other=0.0)
     return block
+
+
+@triton.jit
+def _load_row(ptrs, row_ok, kk, K, EVEN_K: tl.constexpr):
+    """A [BLOCK_K] slice of one row, zero if the row is past M (and past K unless K needs no mask)."""
+    if EVEN_K:
+        values = tl.load(ptrs, mask=(kk * 0 + row_ok) != 0, other=0.0)
+    else:
+        values = tl.load(ptrs, mask=((kk * 0 + row_ok) != 0) & (kk < K), other=0.0)
+    return values
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -121,6 +152,55 @@ def simt_gemm_kernel(
             w = _load_block(w_ptrs + k0, n_ok, k_begin + k0 + rk, K, EVEN_K)
             lanes += x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
     acc = tl.sum(lanes, axis=2)
+    _finish(acc, y_ptr, ws_ptr, count_ptr, rm, rn, M, N, stride_ym, pid_n, pid_s, pid_m, BLOCK_M, BLOCK_N, SPLIT_K)
+
+
+@triton.jit(do_not_specialize=["M"])
+def simt_rows_gemm_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    ws_ptr,
+    count_ptr,
+    M,
+    N,
+    K,
+    K_SPLIT: tl.constexpr,
+    stride_xm,
+    stride_wn,
+    stride_ym,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
+    """CUDA-core kernel, row form: a [BLOCK_N, BLOCK_K] block of weights is loaded once per K block and each
+    row of x is multiplied into it and reduced over the block (tl.sum), one row at a time, so the registers hold
+    one weight block instead of BLOCK_M lanes of accumulators. Rows past M are skipped at run time (a GEMV
+    costs one row, not BLOCK_M); each row's own arithmetic is the same whatever M is. With one K block per
+    program (K_SPLIT == BLOCK_K) a program issues all its weight loads at once.
+    """
+    pid_n = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    pid_m = tl.program_id(2)
+    rows = tl.arange(0, BLOCK_M)
+    rm = pid_m * BLOCK_M + rows
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    n_ok = rn < N
+    k_begin = pid_s * K_SPLIT
+    w_ptrs = w_ptr + rn[:, None] * stride_wn + (k_begin + rk)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K_SPLIT, BLOCK_K):
+        kk = k_begin + k0 + rk
+        w = _load_block(w_ptrs + k0, n_ok, kk, K, EVEN_K).to(tl.float32)
+        for r in tl.static_range(BLOCK_M):
+            row = pid_m * BLOCK_M + r
+            if row < M:  # rows past M skip their FMAs; a row's arithmetic is the same for any M
+                x_row = _load_row(x_ptr + row * stride_xm + kk, row < M, kk, K, EVEN_K).to(tl.float32)
+                part = tl.sum(w * x_row[None, :], axis=1)
+                acc = tl.where((rows == r)[:, None], acc + part[None, :], acc)
     _finish(acc, y_ptr, ws_ptr, count_ptr, rm, rn, M, N, stride_ym, pid_n, pid_s, pid_m, BLOCK_M, BLOCK_N, SPLIT_K)
 
 
