@@ -141,12 +141,17 @@ class GitRepo:
         except git.GitCommandError as exc:
             raise RepoError(f"git worktree prune in {self.root} failed: {_one_line(exc)}") from None
 
-    def ensure_worktree(self, path: Path, sha: str) -> None:
-        """Check out sha in a detached worktree at path, creating it on first use and reusing it after."""
+    def ensure_worktree(self, path: Path, sha: str, *, clean: bool = True) -> None:
+        """Check out sha in a detached worktree at path, creating it on first use and reusing it after.
+
+        ``clean=False`` skips removing untracked files, for a caller that cleaned the worktree already
+        (``clean_worktree`` right after its last step, off the next step's critical path).
+        """
         try:
             if (path / ".git").exists():
                 _run_git(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
-                _run_git(path, "clean", "-ffd", "--quiet")
+                if clean:
+                    _run_git(path, "clean", "-ffd", "--quiet")
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 # Workers of one repo add their worktrees at the same moment; git's own locks would fail one.
@@ -155,3 +160,10 @@ class GitRepo:
                     self._repo.git.worktree("add", "--detach", "--force", str(path), sha)
         except git.GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None
+
+    def clean_worktree(self, path: Path) -> None:
+        """Remove the untracked files a step left in a worktree (ignored ones stay, as build caches)."""
+        try:
+            _run_git(path, "clean", "-ffd", "--quiet")
+        except git.GitCommandError as exc:
+            raise RepoError(f"cleaning {path} failed: {_one_line(exc)}") from None

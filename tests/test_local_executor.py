@@ -108,3 +108,40 @@ def test_a_broken_checkout_is_a_harness_error(tmp_path: Path):
         executor.submit(bogus)
         (result,) = wait_for(executor, 1)
     assert (result.verdict, result.error_kind) == (Verdict.ERROR, ErrorKind.HARNESS)
+
+
+def test_untracked_files_a_step_leaves_are_gone_before_the_next_step(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 4, 2)
+    messy = "echo junk > leftover.txt && mkdir -p junkdir && touch junkdir/x"
+    check = "test ! -e leftover.txt && test ! -e junkdir && echo tidy"
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        executor.submit(request(history, 1, 1, messy, tmp_path))
+        (first,) = wait_for(executor, 1)
+        executor.submit(request(history, 2, 1, check, tmp_path))  # the same commit: only the leftovers differ
+        (second,) = wait_for(executor, 1)
+        executor.submit(request(history, 3, 3, messy, tmp_path))
+        (third,) = wait_for(executor, 1)
+        executor.submit(request(history, 4, 0, check, tmp_path))
+        (fourth,) = wait_for(executor, 1)
+    assert [r.verdict for r in (first, second, third, fourth)] == [Verdict.GOOD] * 4, fourth.detail
+    assert "tidy" in Path(second.log_path).read_text()
+
+
+def test_workers_take_the_environment_and_directory_of_the_executor_that_starts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Workers fork from a long-lived server; they must not keep the environment it started with."""
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    run = 'echo "mark=$BISECT_TEST_MARK pwd=$PWD"'
+    seen = []
+    for index, mark in enumerate(("one", "two")):
+        monkeypatch.setenv("BISECT_TEST_MARK", mark)
+        monkeypatch.setenv("BISECT_CACHE_DIR", str(tmp_path / f"cache-{mark}"))
+        with LocalExecutor(str(history.path), workers=1) as executor:
+            executor.submit(request(history, index + 1, 0, run, tmp_path))
+            (result,) = wait_for(executor, 1)
+        seen.append(Path(result.log_path).read_text())
+    assert "mark=one" in seen[0]
+    assert "mark=two" in seen[1]
+    assert f"pwd={tmp_path / 'cache-one'}" in seen[0]
+    assert f"pwd={tmp_path / 'cache-two'}" in seen[1]

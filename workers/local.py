@@ -1,6 +1,6 @@
 """LocalExecutor: one worker process per slot on this host, each with its GPUs and its own worktree.
 
-Worker processes are long-lived (spawned once, reused across steps) and talk to the coordinator over a
+Worker processes are long-lived (forked once from a fork server, reused across steps) and talk to the coordinator over a
 pipe each. A worker that dies mid-step is detected through its process sentinel: the step comes back as
 an infrastructure error (WORKER_LOST), the test's orphaned process group is killed, and the slot gets a
 fresh process.
@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import multiprocessing
 import multiprocessing.connection
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -52,12 +53,21 @@ def _claim_worktree(root: Path, preferred: int) -> tuple[Path, IO[str]]:
         return root / f"slot-{index}", lock_file
 
 
-def _worker_main(name: str, gpus: tuple[int, ...], repo: str, slot_index: int, conn: Connection) -> None:
+def _worker_main(
+    name: str, gpus: tuple[int, ...], repo: str, slot_index: int, conn: Connection, environ: dict[str, str], cwd: str
+) -> None:
     """The loop of one worker process: run each request it is sent, send back its result."""
+    # A fork server's child starts with the server's environment and directory, which were the coordinator's
+    # when the server started; take the coordinator's current ones.
+    os.environ.clear()
+    os.environ.update(environ)
+    os.chdir(cwd)
     worktree, lock_file = _claim_worktree(worktree_root(repo), slot_index)
+    clean_for: str | None = None
     with contextlib.suppress(RepoError):  # made now, off the critical path; a failure shows at the first step
         GitRepo(repo).ensure_worktree(worktree, "HEAD")
-    runner = StepRunner(WorkerSlot(name=name, gpus=gpus, worktree=worktree))
+        clean_for = repo
+    runner = StepRunner(WorkerSlot(name=name, gpus=gpus, worktree=worktree), clean_for=clean_for)
     inbox: queue.Queue[object] = queue.Queue()
     cancel_flag = threading.Event()
     current_step: list[int] = [-1]
@@ -93,6 +103,7 @@ def _worker_main(name: str, gpus: tuple[int, ...], repo: str, slot_index: int, c
             result = runner.run(request, should_cancel=cancel_flag.is_set, on_start=_announcer(conn, request.step_id))
             current_step[0] = -1
             conn.send(result)
+            runner.tidy(request)  # while the coordinator chooses this worker's next step
 
 
 def _announcer(conn: Connection, step_id: int) -> Callable[[int], None]:
@@ -119,7 +130,10 @@ class LocalExecutor(Executor):
     def __init__(self, repo: str, workers: int, gpus_per_step: int = 0) -> None:
         self._repo = repo
         GitRepo(repo).prune_worktrees()
-        self._context = multiprocessing.get_context("spawn")
+        # Workers fork from a server that has imported this module once: W workers cost one interpreter start,
+        # not W (on a small host, W interpreters importing at once delayed the first steps by 100s of ms).
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload([__name__])
         self._slots = [
             self._start_slot(i, gpus) for i, gpus in enumerate(split_gpus(visible_gpus(), workers, gpus_per_step))
         ]
@@ -129,7 +143,7 @@ class LocalExecutor(Executor):
         name = f"local-{index}"
         process = self._context.Process(
             target=_worker_main,
-            args=(name, gpus, self._repo, index, child),
+            args=(name, gpus, self._repo, index, child, dict(os.environ), os.getcwd()),
             name=f"bisect-{name}",
             daemon=True,
         )

@@ -124,10 +124,12 @@ class StepActor:
         self._node_id = ray.get_runtime_context().get_node_id()
         self._ship_logs = self._node_id != coordinator_node_id
         worktree, self._lock_file = _claim_worktree(worktree_root(repo), slot_index)  # held for the actor's life
+        clean_for: str | None = None
         with contextlib.suppress(RepoError):  # made now, off the critical path; a failure shows at the first step
             GitRepo(repo).ensure_worktree(worktree, "HEAD")
+            clean_for = repo
         self._slot = WorkerSlot(name=name, gpus=_gpu_ids(), worktree=worktree, node=socket.gethostname())
-        self._runner = StepRunner(self._slot)
+        self._runner = StepRunner(self._slot, clean_for=clean_for)
         self._reaper = _Reaper()
         self._cancelled: set[int] = set()
         self._lock = threading.Lock()

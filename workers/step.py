@@ -6,6 +6,7 @@ to the store: it returns a StepResult and the coordinator records it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import socket
@@ -63,9 +64,23 @@ def reproduce_command(repo: str, sha: str, build_cmd: str | None, run_cmd: str, 
 
 
 class StepRunner:
-    def __init__(self, slot: WorkerSlot) -> None:
+    def __init__(self, slot: WorkerSlot, clean_for: str | None = None) -> None:
+        """clean_for: the repo for which the slot's worktree is known to hold no untracked files (just made or
+        cleaned by the caller), so the first step needs only a checkout."""
         self.slot = slot
         self._repos: dict[str, GitRepo] = {}
+        self._tidy_repo = clean_for  # the repo whose worktree is clean now, if known
+
+    def tidy(self, request: StepRequest) -> None:
+        """Remove what the step just run left in the worktree, so the next step needs only a checkout.
+
+        A worker calls this after it has sent the step's result, while the coordinator picks the next step;
+        if it fails or is not called, the next run() cleans before its checkout instead.
+        """
+        self._tidy_repo = None
+        with contextlib.suppress(OSError, RepoError):
+            self._repo(request.repo).clean_worktree(self.slot.worktree)
+            self._tidy_repo = request.repo
 
     def _repo(self, path: str) -> GitRepo:
         if path not in self._repos:
@@ -81,7 +96,9 @@ class StepRunner:
         log_path = Path(request.log_path)
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._repo(request.repo).ensure_worktree(self.slot.worktree, request.sha)
+            clean = self._tidy_repo != request.repo
+            self._tidy_repo = None
+            self._repo(request.repo).ensure_worktree(self.slot.worktree, request.sha, clean=clean)
         except (OSError, RepoError) as exc:
             return self._result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=str(exc))
         env = step_environment(request, self.slot.gpus, dict(os.environ), self.slot.name)
