@@ -51,12 +51,16 @@ def utc_now() -> datetime:
 
 def prepare_bisect(store: Store, spec: BisectSpec, now: Clock = utc_now) -> int:
     """Resolve and validate the range, then store the bisect and its candidates. Returns the new id."""
+    return _prepare(store, spec, now)[0]
+
+
+def _prepare(store: Store, spec: BisectSpec, now: Clock) -> tuple[int, list[Commit]]:
     repo = GitRepo(spec.repo)
     good, bad = repo.resolve(spec.good), repo.resolve(spec.bad)
     candidates = repo.range_for_bisect(good, bad)  # --all-parents descends into bad merges later
     bisect_id = store.create_bisect(str(repo.root), good, bad, spec.to_json(), now())
     store.add_candidates(bisect_id, candidates)
-    return bisect_id
+    return bisect_id, candidates
 
 
 @dataclass
@@ -132,10 +136,10 @@ class Coordinator:
         """executor: one already started (its workers boot while the caller opens the store); closed here."""
         # The workers start while the range is listed and stored: their start-up is off the critical path.
         with executor or self.executor_factory(spec) as executor:
-            bisect_id = prepare_bisect(self.store, spec, self.now)
-            count = len(self.store.candidates(bisect_id))
+            bisect_id, candidates = _prepare(self.store, spec, self.now)
+            count = len(candidates)
             self.observer.note(f"bisect {bisect_id}: {count} commits from good to bad; store {self.store.url}")
-            return self._run(bisect_id, executor)
+            return self._run(bisect_id, executor, candidates)
 
     def resume(self, bisect_id: int, executor_overrides: Mapping[str, object] | None = None) -> BisectRecord:
         """Continue from the store; executor_overrides (executor, workers, ray_address, ...) move the rest of
@@ -180,10 +184,11 @@ class Coordinator:
         with self.executor_factory(spec) as executor:
             return self._run(bisect_id, executor)
 
-    def _run(self, bisect_id: int, executor: Executor) -> BisectRecord:
+    def _run(self, bisect_id: int, executor: Executor, candidates: Sequence[Commit] | None = None) -> BisectRecord:
+        """candidates: the bisect's stored candidates, when the caller has them in memory already."""
         record = self.store.get_bisect(bisect_id)
         spec = BisectSpec.from_json(record.spec)
-        _Search(self, record, spec, executor).run()
+        _Search(self, record, spec, executor, candidates).run()
         final = self.store.get_bisect(bisect_id)
         if final.status is BisectStatus.FOUND:
             self._analyse(final, spec, executor)
@@ -223,7 +228,14 @@ class _Search:
     good, the merge.
     """
 
-    def __init__(self, owner: Coordinator, record: BisectRecord, spec: BisectSpec, executor: Executor) -> None:
+    def __init__(
+        self,
+        owner: Coordinator,
+        record: BisectRecord,
+        spec: BisectSpec,
+        executor: Executor,
+        candidates: Sequence[Commit] | None = None,
+    ) -> None:
         self.store = owner.store
         self.fixed_strategy = owner.strategy
         self.observer = owner.observer
@@ -233,7 +245,7 @@ class _Search:
         self.spec = spec
         self.executor = executor
         self.metric = spec.metric_spec()
-        self.candidates: Sequence[Commit] = self.store.candidates(record.id)
+        self.candidates: Sequence[Commit] = candidates if candidates is not None else self.store.candidates(record.id)
         self.position = {c.sha: c.position for c in self.candidates}
         self.judge = Judge(spec)
         self.history: dict[int, _CommitHistory] = defaultdict(_CommitHistory)
