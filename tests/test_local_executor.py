@@ -145,3 +145,19 @@ def test_workers_take_the_environment_and_directory_of_the_executor_that_starts_
     assert "mark=two" in seen[1]
     assert f"pwd={tmp_path / 'cache-one'}" in seen[0]
     assert f"pwd={tmp_path / 'cache-two'}" in seen[1]
+
+
+def test_a_worker_that_died_while_idle_is_replaced_when_a_step_is_sent(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        executor.submit(request(history, 1, 0, "true", tmp_path))
+        (first,) = wait_for(executor, 1)
+        dead = executor.worker_pids()["local-0"]
+        os.kill(dead, signal.SIGKILL)
+        time.sleep(0.5)
+        assignment = executor.submit(request(history, 2, 1, "echo second", tmp_path))
+        (second,) = wait_for(executor, 1)
+        assert executor.worker_pids()["local-0"] != dead
+    assert assignment.worker == "local-0"
+    assert (first.verdict, second.verdict) == (Verdict.GOOD, Verdict.GOOD)
+    assert "second" in Path(second.log_path).read_text()

@@ -174,9 +174,23 @@ class LocalExecutor(Executor):
             if not preferred:
                 raise ExecutorError(f"worker {request.pin_worker} is not free")
         slot = preferred[0]
+        try:
+            slot.conn.send(request)
+        except OSError:  # the worker died while idle: start a fresh one in its place and send it there
+            slot = self._restart(slot)
+            try:
+                slot.conn.send(request)
+            except OSError as exc:
+                raise ExecutorError(f"local worker {slot.name} died at start: {exc}") from None
         slot.running = request
-        slot.conn.send(request)
         return Assignment(slot.name, "localhost", slot.gpus)
+
+    def _restart(self, slot: _Slot) -> _Slot:
+        slot.conn.close()
+        slot.process.join(timeout=1)
+        fresh = self._start_slot(slot.index, slot.gpus)
+        self._slots[slot.index] = fresh
+        return fresh
 
     def poll(self, timeout_s: float) -> list[StepResult]:
         busy = [slot for slot in self._slots if slot.running is not None]
@@ -217,8 +231,7 @@ class LocalExecutor(Executor):
             kill_group(pgid, grace_s=1.0)
         exit_code = slot.process.exitcode
         slot.running = None  # its conn and sentinel may both be ready: report the loss once
-        slot.conn.close()
-        self._slots[slot.index] = self._start_slot(slot.index, slot.gpus)
+        self._restart(slot)
         return StepResult(
             step_id=request.step_id,
             sha=request.sha,
