@@ -6,11 +6,13 @@ time is counted and their logs kept; they never narrow the search.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from bisector.domain import StepPurpose, StepResult
+from bisector.domain import StepPurpose, StepResult, Verdict
+from bisector.errors import ExecutorError
 from bisector.metric import MetricSpec
 from bisector.paths import log_dir
 from bisector.progress import ProgressObserver
@@ -50,31 +52,57 @@ class SideRunner:
         self.now = now
         self.observer = observer
         self.metric = metric or spec.metric_spec()
-        self.repo = store.get_bisect(bisect_id).repo
+        record = store.get_bisect(bisect_id)
+        self.repo = record.repo
+        self.quarantined = frozenset(record.extra.get("quarantined", {}))  # type: ignore[call-overload]
 
     def run(self, runs: Sequence[SideRun]) -> list[StepResult]:
-        """The results in the order of runs; each run is one attempt (errors are returned, not retried)."""
-        pending = list(enumerate(runs))
-        in_flight: dict[int, int] = {}  # step id -> index in runs
+        """The results in the order of runs. A run that ends in an error (infrastructure, never the commit's
+        fault) is retried on another worker up to the spec's max_attempts, each attempt stored; its result is
+        the last attempt's. Workers the search quarantined are not used."""
+        pending = [_Attempt(index) for index in range(len(runs))]
+        in_flight: dict[int, _Attempt] = {}  # step id -> the attempt it runs
         results: dict[int, StepResult] = {}
         while pending or in_flight:
-            while pending and self.executor.free_slots() > 0:
-                index, side_run = pending.pop(0)
-                in_flight[self._submit(side_run)] = index
+            while pending and (worker := self._worker_for(pending[0])):
+                attempt = pending.pop(0)
+                in_flight[self._submit(runs[attempt.index], attempt.number, worker)] = attempt
+            if not in_flight:  # nothing running and no usable worker free: slots are (re)starting
+                time.sleep(POLL_INTERVAL_S)
+                continue
             for result in self.executor.poll(POLL_INTERVAL_S):
-                index = in_flight.pop(result.step_id)
+                attempt = in_flight.pop(result.step_id)
                 self.store.finish_step(result.step_id, result, self.now())
-                results[index] = result
+                side_run = runs[attempt.index]
+                if result.verdict is Verdict.ERROR and attempt.number < self.spec.max_attempts:
+                    pending.append(attempt.retry(result.worker))
+                    self.observer.note(
+                        f"{side_run.purpose.value} run at {result.sha[:12]} failed on {result.worker or 'a worker'} "
+                        f"({result.error_kind or 'error'}); retrying elsewhere"
+                    )
+                    continue
+                results[attempt.index] = result
                 self.observer.note(
-                    f"{runs[index].purpose.value} run at {result.sha[:12]}: {result.verdict.value}"
+                    f"{side_run.purpose.value} run at {result.sha[:12]}: {result.verdict.value}"
                     + (f" (metric {result.samples[-1]:.4g})" if result.samples else "")
                 )
         return [results[i] for i in range(len(runs))]
 
-    def _submit(self, side_run: SideRun) -> int:
-        attempt = 1
+    def _worker_for(self, attempt: _Attempt) -> str:
+        """A free worker for this attempt, one that has not failed this run when there is one; "" if none is
+        free. Raises ExecutorError when every worker is quarantined."""
+        names = self.executor.worker_names()
+        if names and set(names) <= self.quarantined:
+            raise ExecutorError(
+                f"every worker is quarantined ({', '.join(sorted(self.quarantined))}): the bisect's search found "
+                "them giving wrong answers on known commits; run on other workers (--workers, --executor)"
+            )
+        usable = [w for w in self.executor.free_workers() if w not in self.quarantined]
+        return next((w for w in usable if w not in attempt.failed_on), usable[0] if usable else "")
+
+    def _submit(self, side_run: SideRun, attempt: int, worker: str) -> int:
         step_id = self.store.start_step(
-            self.bisect_id, side_run.sha, attempt, "", "", (), self.now(), purpose=side_run.purpose
+            self.bisect_id, side_run.sha, attempt, worker, "", (), self.now(), purpose=side_run.purpose
         )
         label = f"-{side_run.label}" if side_run.label else ""
         request = StepRequest(
@@ -89,7 +117,17 @@ class SideRunner:
             log_path=str(log_dir(self.bisect_id) / f"step-{step_id}-{side_run.purpose.value}{label}.log"),
             timeout_s=self.spec.timeout_s,
             env={**self.spec.env, **side_run.env},
+            pin_worker=worker,
         )
-        assignment = self.executor.submit(request)
-        self.store.assign_step(step_id, assignment.worker, assignment.node, assignment.gpus)
+        self.executor.submit(request)  # where it ran (node, GPUs) comes back with the result
         return step_id
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    index: int  # into the batch of runs
+    number: int = 1
+    failed_on: frozenset[str] = frozenset()
+
+    def retry(self, worker: str) -> _Attempt:
+        return _Attempt(self.index, self.number + 1, self.failed_on | ({worker} if worker else set()))

@@ -239,13 +239,6 @@ class Store:
             self._require_bisect(conn, bisect_id)
             return _inserted_id(conn.execute(insert(steps).values(values)))
 
-    def assign_step(self, step_id: int, worker: str, node: str, gpus: tuple[int, ...]) -> None:
-        """Record where a running step was placed, once the executor has chosen."""
-        query = update(steps).where(steps.c.id == step_id).values(worker=worker, node=node, gpus=_dump(list(gpus)))
-        with self._write() as conn:
-            if conn.execute(query).rowcount != 1:
-                raise StoreError(f"no step with id {step_id} in {self._url}")
-
     def finish_step(self, step_id: int, result: StepResult, finished: datetime) -> None:
         """Write the result of a running step. A step that has a verdict already is left alone (StateError)."""
         if result.step_id != step_id:
