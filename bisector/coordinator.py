@@ -39,6 +39,7 @@ from workers.executor import Assignment, Executor, StepRequest
 POLL_INTERVAL_S = 0.5
 CANCEL_CHECK_S = 0.5
 REFERENCE_RUNS = 3  # runs of each endpoint on a suspect worker
+DECIDED = (Verdict.GOOD, Verdict.BAD)  # the answers a reference run can give
 EXECUTOR_KEYS = frozenset({"executor", "workers", "gpus_per_step", "ray_address", "resources"})
 
 ExecutorFactory = Callable[[BisectSpec], Executor]
@@ -249,7 +250,8 @@ class _Search:
         self.position = {c.sha: c.position for c in self.candidates}
         self.judge = Judge(spec)
         self.history: dict[int, _CommitHistory] = defaultdict(_CommitHistory)
-        for step in self.store.steps(record.id):
+        stored_steps = self.store.steps(record.id)
+        for step in stored_steps:
             if step.purpose in (StepPurpose.SEARCH, StepPurpose.CONFIRM):
                 self.history[self.position[step.sha]].steps.append(step)
         self.in_flight: dict[int, int] = {}  # step id -> position
@@ -267,6 +269,7 @@ class _Search:
         self.reference_queue: list[tuple[str, int, Verdict]] = []  # (worker, position, expected verdict)
         self.reference_in_flight: dict[int, tuple[str, int, Verdict]] = {}  # step id -> the same
         self.reference_answers: dict[str, list[bool]] = defaultdict(list)  # worker -> right/wrong per run
+        self.restore_reference_checks(stored_steps)
         self.merge_phases: list[dict[str, object]] = list(record.extra.get("merge_phases", []))  # type: ignore[call-overload]
         self.set_order(self.current_order())
 
@@ -581,27 +584,52 @@ class _Search:
         says = {worker: next(iter(v)) for worker, v in by_worker.items() if len(v) == 1}
         if len(set(says.values())) < 2:
             return
-        good_pos, bad_pos = 0, self.position[self.record.bad]
         for worker in sorted(says):
             if worker in self.reference_checked:
                 continue
             self.reference_checked.add(worker)
-            good_expect, bad_expect = (Verdict.GOOD, Verdict.BAD)
-            if self.spec.find_fix:
-                good_expect, bad_expect = bad_expect, good_expect
-            # Several runs per endpoint: one unlucky run of a flaky test must not quarantine a healthy worker.
-            runs = max(self.spec.repeat, REFERENCE_RUNS)
+            (good_pos, good_expect), (bad_pos, bad_expect) = self.reference_endpoints()
+            runs = self.reference_runs()
             self.reference_queue += [(worker, good_pos, good_expect), (worker, bad_pos, bad_expect)] * runs
             self.observer.note(
                 f"workers disagree on {self.candidates[position].sha[:12]}: checking {worker} on the endpoints"
             )
         self.store.update_extra(self.record.id, reference_checked=sorted(self.reference_checked))
 
+    def reference_endpoints(self) -> tuple[tuple[int, Verdict], tuple[int, Verdict]]:
+        """The known commits a reference check runs, each with the verdict a healthy worker gives it."""
+        good_pos, bad_pos = 0, self.position[self.record.bad]
+        if self.spec.find_fix:
+            return (good_pos, Verdict.BAD), (bad_pos, Verdict.GOOD)
+        return (good_pos, Verdict.GOOD), (bad_pos, Verdict.BAD)
+
+    def reference_runs(self) -> int:
+        # Several runs per endpoint: one unlucky run of a flaky test must not quarantine a healthy worker.
+        return max(self.spec.repeat, REFERENCE_RUNS)
+
+    def restore_reference_checks(self, stored_steps: Sequence[StepRecord]) -> None:
+        """On resume: the answers already stored for each worker under check, and the runs it still owes
+        (those that never finished, or were interrupted with the coordinator, are run again)."""
+        for worker in sorted(self.reference_checked - set(self.quarantined)):
+            own = [
+                s for s in stored_steps
+                if s.purpose is StepPurpose.REFERENCE and s.worker == worker and s.verdict is not None
+                and s.error_kind is not ErrorKind.INTERRUPTED
+            ]  # fmt: skip
+            for position, expected in self.reference_endpoints():
+                done = [s for s in own if self.position.get(s.sha) == position]
+                self.reference_answers[worker] += [s.verdict is expected for s in done if s.verdict in DECIDED]
+                self.reference_queue += [(worker, position, expected)] * max(0, self.reference_runs() - len(done))
+            self.decide_quarantine(worker)  # all runs were back when the coordinator stopped
+
     def reference_result(self, result: StepResult) -> None:
         """Once all of a worker's reference runs are back: quarantine it if most of them were wrong."""
         worker, _, expected = self.reference_in_flight.pop(result.step_id)
-        if result.verdict in (Verdict.GOOD, Verdict.BAD):
+        if result.verdict in DECIDED:
             self.reference_answers[worker].append(result.verdict is expected)
+        self.decide_quarantine(worker)
+
+    def decide_quarantine(self, worker: str) -> None:
         pending = any(c[0] == worker for c in [*self.reference_queue, *self.reference_in_flight.values()])
         answers = self.reference_answers[worker]
         if pending or worker in self.quarantined or not answers or sum(answers) * 2 > len(answers):
