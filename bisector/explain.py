@@ -23,6 +23,7 @@ from bisector.analysis import (
 )
 from bisector.domain import BisectRecord, StepPurpose, Verdict
 from bisector.errors import BisectError, StateError
+from bisector.gitrepo import GitRepo
 from bisector.paths import log_dir
 from bisector.progress import ProgressObserver
 from bisector.side_runs import SideRun, SideRunner
@@ -34,9 +35,24 @@ MINIMIZE_KINDS = (FindingKind.MINIMAL_CHANGE, FindingKind.MINIMIZE_SUMMARY)
 EXPLAIN_KINDS = tuple(kind for kind in FindingKind if kind not in MINIMIZE_KINDS)
 
 
-def _boundary(record: BisectRecord) -> tuple[str, str]:
+def _boundary(record: BisectRecord, observer: ProgressObserver) -> tuple[str, str]:
+    """(base, first bad): what the culprit is compared with, normally the last good commit.
+
+    With --all-parents, the first commit of a merged branch is found bad against the merge's first parent;
+    its own parent is older (the fork point), an ancestor of that good commit and so good too. Comparing
+    with the merge's first parent would mix the culprit's change with everything main did since the fork,
+    so the culprit is compared with its own first parent then.
+    """
     if record.first_bad is None or record.last_good is None:
         raise StateError(f"bisect {record.id} is {record.status.value}: there is no culprit to explain")
+    repo = GitRepo(record.repo)
+    parents = repo.parents(record.first_bad)
+    if parents and parents[0] != record.last_good and repo.is_ancestor(parents[0], record.last_good):
+        observer.note(
+            f"comparing {record.first_bad[:12]} with its own parent {parents[0][:12]}, an ancestor of the last "
+            f"good commit {record.last_good[:12]}"
+        )
+        return parents[0], record.first_bad
     return record.last_good, record.first_bad
 
 
@@ -49,10 +65,10 @@ def explain_bisect(
 ) -> Explanation:
     """Static diff of the culprit against the last good commit, plus traced re-runs of both; stored."""
     spec = BisectSpec.from_json(record.spec)
-    last_good, first_bad = _boundary(record)
+    base, first_bad = _boundary(record, observer)
     observer.note(f"explaining {first_bad[:12]}: table diff and traced re-runs of last good and first bad")
     try:
-        static = static_diff(record.repo, first_bad, last_good)
+        static = static_diff(record.repo, first_bad, base)
     except BisectError as exc:
         static = None
         observer.note(f"static diff failed: {exc}")
@@ -65,7 +81,7 @@ def explain_bisect(
     base_env = {**os.environ, **spec.env}
     good_run, bad_run = runner.run(
         [
-            SideRun(last_good, StepPurpose.TRACE, good_files.env(base_env), "last-good"),
+            SideRun(base, StepPurpose.TRACE, good_files.env(base_env), "last-good"),
             SideRun(first_bad, StepPurpose.TRACE, bad_files.env(base_env), "first-bad"),
         ]
     )
@@ -88,15 +104,15 @@ def minimize_bisect(
 ) -> MinimizeResult:
     """ddmin over the culprit's hunks and table entries, each variant a step on the executor; stored."""
     spec = BisectSpec.from_json(record.spec)
-    last_good, first_bad = _boundary(record)
+    base, first_bad = _boundary(record, observer)
     runner = SideRunner(store, executor, record.id, spec, now, observer)
-    observer.note(f"minimizing {first_bad[:12]}: testing variants of {last_good[:12]} with subsets of its changes")
+    observer.note(f"minimizing {first_bad[:12]}: testing variants of {base[:12]} with subsets of its changes")
 
     def test(variants: Sequence[Variant]) -> list[Verdict]:
         runs = [SideRun(v.sha, StepPurpose.MINIMIZE, label=f"{len(v.units)}-units") for v in variants]
         return [r.verdict if r.verdict in (Verdict.GOOD, Verdict.BAD) else Verdict.SKIP for r in runner.run(runs)]
 
-    result = minimize(record.repo, first_bad, test, parent=last_good, check_endpoints=False, batch=executor.slots)
+    result = minimize(record.repo, first_bad, test, parent=base, check_endpoints=False, batch=executor.slots)
     store.replace_findings(record.id, MINIMIZE_KINDS, [f.to_json() for f in result.to_findings()])
     observer.note(result.summary)
     return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,38 @@ def test_all_parents_names_the_merge_when_the_branch_alone_is_good(tmp_path: Pat
     history = write_history(tmp_path / "repo", verdicts, side_branches={4: ["good", "good"]})
     record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1], all_parents=True))
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[4])
+
+
+def test_all_parents_explains_a_branch_culprit_against_its_own_parent(tmp_path: Path, store: Store):
+    """The branch forked from c1 and merged at c5: its first commit is found bad against c4 (the merge's
+    first parent), but its own change is c1 -> b1; c2..c4 on main must not be part of the explanation."""
+    repo = tmp_path / "repo"
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    def commit(message: str, **files: str) -> str:
+        for name, text in files.items():
+            (repo / name).write_text(text)
+        git("add", "-A")
+        git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", message)
+        return git("rev-parse", "HEAD")
+
+    repo.mkdir()
+    git("init", "-q", "-b", "main")
+    c0 = commit("c0", **{"test.sh": 'test "$(cat verdict)" = good\n', "verdict": "good\n", "main.txt": "0\n"})
+    c1 = commit("c1", **{"main.txt": "1\n"})
+    for i in (2, 3, 4):
+        commit(f"c{i}", **{"main.txt": f"{i}\n"})
+    git("checkout", "-q", "-b", "side", c1)
+    b1 = commit("b1: the culprit", verdict="bad\n")
+    commit("b2", **{"side.txt": "2\n"})
+    git("checkout", "-q", "main")
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "merge", "-q", "--no-ff", "-m", "c5: merge", "side")
+    tip = commit("c6", **{"main.txt": "6\n"})
+    spec = synthetic_spec(repo, c0, tip, build=None, all_parents=True, explain=True)
+    record = coordinator(store).start(spec)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, b1)
+    traced = {s.sha for s in store.steps(record.id) if s.purpose is StepPurpose.TRACE}
+    assert traced == {c1, b1}  # not the merge's first parent c4
