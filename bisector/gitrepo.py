@@ -7,6 +7,7 @@ and the analysis agree on one view of the repository.
 from __future__ import annotations
 
 import fcntl
+import shutil
 import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -148,6 +149,11 @@ class GitRepo:
         (``clean_worktree`` right after its last step, off the next step's critical path).
         """
         try:
+            if (path / ".git").is_file() and not self._links_here(path):
+                # A worktree of an earlier repository at this path (the demo re-created, a repo re-cloned):
+                # git no longer knows it, so it is made again.
+                shutil.rmtree(path)
+                self._repo.git.worktree("prune")
             if (path / ".git").exists():
                 _run_git(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
                 if clean:
@@ -160,6 +166,17 @@ class GitRepo:
                     self._repo.git.worktree("add", "--detach", "--force", str(path), sha)
         except git.GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None
+
+    def _links_here(self, path: Path) -> bool:
+        """Whether the worktree at path is one of this repository's: its .git file names an admin directory
+        of this repository that names it back."""
+        try:
+            admin = Path((path / ".git").read_text().removeprefix("gitdir:").strip())
+            back = Path((admin / "gitdir").read_text().strip())
+        except OSError:
+            return False
+        mine = Path(self._repo.common_dir).resolve()
+        return admin.resolve().parent.parent == mine and back.resolve() == (path / ".git").resolve()
 
     def clean_worktree(self, path: Path) -> None:
         """Remove the untracked files a step left in a worktree (ignored ones stay, as build caches)."""

@@ -161,3 +161,21 @@ def test_a_worker_that_died_while_idle_is_replaced_when_a_step_is_sent(tmp_path:
     assert assignment.worker == "local-0"
     assert (first.verdict, second.verdict) == (Verdict.GOOD, Verdict.GOOD)
     assert "second" in Path(second.log_path).read_text()
+
+
+def test_a_repository_made_again_at_the_same_path_gets_fresh_worktrees(tmp_path: Path):
+    """The cached worktree of a deleted repository (e.g. `bisect demo run` re-creating its demo) is stale:
+    git would say "not a git repository". It is made again instead of failing every step."""
+    import shutil
+
+    first = culprit_history(tmp_path / "repo", 3, 2)
+    with LocalExecutor(str(first.path), workers=1) as executor:
+        executor.submit(request(first, 1, 1, "true", tmp_path))
+        (before,) = wait_for(executor, 1)
+    shutil.rmtree(first.path)
+    second = culprit_history(tmp_path / "repo", 5, 4)
+    with LocalExecutor(str(second.path), workers=1) as executor:
+        executor.submit(request(second, 2, 4, "cat counter.txt", tmp_path))
+        (after,) = wait_for(executor, 1)
+    assert (before.verdict, after.verdict) == (Verdict.GOOD, Verdict.GOOD), after.detail
+    assert Path(after.log_path).read_text().rstrip().endswith("4")
