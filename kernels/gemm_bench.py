@@ -37,7 +37,8 @@ GRAPH_REPLAYS = 10
 
 # Sweep candidates: [block_n, block_k, split_k, num_warps, num_stages, prefetch, block_m, form] per (kernel,
 # shape), trailing fields optional (form 1: the SIMT row form); the shape's current tiles are always tried too.
-# The row form with one warp and one K block per program won the 2026-11-29 sweeps on H200 (docs/benchmarks.md).
+# One warp per program won the 2026-11-29 sweeps on H200 (docs/benchmarks.md): the row form with one K block per
+# program for K = 7168, the lanes form for K = 128.
 _CANDIDATES: dict[tuple[str, int, int], list[tuple[int, ...]]] = {
     ("simt", 144, 7168): [
         (8, 256, 14, 4, 3),
@@ -57,9 +58,10 @@ _CANDIDATES: dict[tuple[str, int, int], list[tuple[int, ...]]] = {
     ],
     ("simt", 1536, 128): [
         (16, 128, 1, 4, 3, 0),
-        (4, 128, 1, 1, 1, 0, 8, 1),
+        (4, 128, 1, 2, 1, 0, 4, 1),
         (2, 128, 1, 1, 1, 0, 8, 1),
-        (8, 128, 1, 4, 1, 0, 4, 1),
+        (2, 128, 1, 1, 1, 0, 8, 0),
+        (8, 128, 1, 2, 1, 0, 4, 0),
     ],
     ("mma", 144, 7168): [(16, 128, 28, 4, 3), (16, 256, 28, 4, 1)],
     ("mma", 896, 7168): [(32, 128, 7, 4, 4), (32, 256, 14, 4, 2)],

@@ -67,7 +67,7 @@ class Tiles:
 SIMT_TILES: dict[tuple[int, int], Tiles] = {
     (144, 7168): Tiles(8, 256, 28, 4, 1, 0, 4, FORM_ROWS),
     (896, 7168): Tiles(4, 1024, 7, 1, 1, 0, 8, FORM_ROWS),
-    (1536, 128): Tiles(4, 128, 1, 2, 1, 0, 4, FORM_ROWS),
+    (1536, 128): Tiles(4, 128, 1, 1, 1, 0, 4, FORM_LANES),
 }
 MMA_TILES: dict[tuple[int, int], Tiles] = {
     (144, 7168): Tiles(16, 128, 14),
