@@ -63,7 +63,8 @@ def explain_bisect(
     now: Callable[[], datetime],
     observer: ProgressObserver,
 ) -> Explanation:
-    """Static diff of the culprit against the last good commit, plus traced re-runs of both; stored."""
+    """Static diff of the culprit against its base (the last good commit, or its own parent: _boundary), plus
+    traced re-runs of both; stored."""
     spec = BisectSpec.from_json(record.spec)
     base, first_bad = _boundary(record, observer)
     observer.note(f"explaining {first_bad[:12]}: table diff and traced re-runs of last good and first bad")
