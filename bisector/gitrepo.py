@@ -151,9 +151,8 @@ class GitRepo:
         try:
             if (path / ".git").is_file() and not self._links_here(path):
                 # A worktree of an earlier repository at this path (the demo re-created, a repo re-cloned):
-                # git no longer knows it, so it is made again.
+                # git no longer knows it, so it is made again (no prune here: other workers may be adding).
                 shutil.rmtree(path)
-                self._repo.git.worktree("prune")
             if (path / ".git").exists():
                 _run_git(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
                 if clean:
