@@ -128,3 +128,28 @@ def test_database_of_a_newer_version_is_a_store_error(db_url: str) -> None:
     assert "\n" not in message
     assert db_url in message
     assert "9999" in message
+
+
+def test_head_revision_constant_is_alembics_head():
+    from db.migrate import HEAD_REVISION
+
+    assert HEAD_REVISION == HEAD
+
+
+def test_an_up_to_date_database_opens_without_importing_alembic(tmp_path: Path):
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    program = (
+        "import sys\nfrom db import Store\n"
+        f"with Store.open({url!r}) as store:\n    store.list_bisects()\n"
+        "print('alembic' in sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    runs = [
+        subprocess.run([sys.executable, "-c", program], cwd=root, capture_output=True, text=True, check=True)
+        for _ in range(2)
+    ]
+    assert [run.stdout.strip() for run in runs] == ["True", "False"]  # migrated once, then only read
+    assert alembic_version(sqlite_path(url)) == [HEAD]
