@@ -1,9 +1,13 @@
-"""The two Triton kernels of the tiny GEMM (y = x @ W^T, bf16 in, fp32 accumulate). Host code: triton_gemm.
+"""The Triton kernels of the tiny GEMM (y = x @ W^T, bf16 in, fp32 accumulate). Host code: triton_gemm.
+
+Two kernels in the dispatcher's sense, SIMT (CUDA cores, no tl.dot) and MMA (tensor cores, tl.dot); SIMT comes
+in two forms with the same contract, lanes (simt_gemm_kernel) and rows (simt_rows_gemm_kernel), chosen per
+shape by its tiles.
 
 Grid (N tiles, SPLIT_K, m tiles). Each program reduces its K range for BLOCK_M rows and BLOCK_N columns.
-Nothing in a program's arithmetic depends on m: the tile sizes are compile-time constants chosen per (N, K),
-M is never specialized (``do_not_specialize``), and rows past M are masked to zero. A row's output is
-therefore bitwise the same for any m, for each kernel on its own.
+Nothing in a row's arithmetic depends on m: the tile sizes are compile-time constants chosen per (N, K),
+M is never specialized (``do_not_specialize``), and rows past M are masked to zero (or, in the row form,
+skipped). A row's output is therefore bitwise the same for any m, for each kernel on its own.
 
 With SPLIT_K > 1 every program stores its partial tile to a workspace and counts itself in; the last program
 of a tile to arrive adds the partials in split order 0, 1, ... and writes the output. The order is fixed, so
