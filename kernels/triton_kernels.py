@@ -92,13 +92,21 @@ def _load_block(ptrs, row_ok, kk, K, EVEN_K: tl.constexpr):
 
 
 @triton.jit
-def _load_row(ptrs, row_ok, kk, K, EVEN_K: tl.constexpr):
-    """A [BLOCK_K] slice of one row, zero if the row is past M (and past K unless K needs no mask)."""
-    if EVEN_K:
-        values = tl.load(ptrs, mask=(kk * 0 + row_ok) != 0, other=0.0)
-    else:
-        values = tl.load(ptrs, mask=((kk * 0 + row_ok) != 0) & (kk < K), other=0.0)
-    return values
+def _load_row(ptrs, kk, K, EVEN_K: tl.constexpr):
+    """A [BLOCK_K] slice of one row of x (zero past K unless K needs no mask)."""
+    return tl.load(ptrs) if EVEN_K else tl.load(ptrs, mask=kk < K, other=0.0)
+
+
+@triton.jit
+def _tile(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, K_SPLIT: tl.constexpr):
+    """This program's place in the grid (N tiles, SPLIT_K, m tiles): its ids, rows, columns, K lanes and the
+    first K of its split."""
+    pid_n = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    pid_m = tl.program_id(2)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    return pid_n, pid_s, pid_m, rm, rn, tl.arange(0, BLOCK_K), pid_s * K_SPLIT
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -128,15 +136,9 @@ def simt_gemm_kernel(
     PREFETCH loads the next K block into registers before the FMAs of the current one, so a program keeps two
     blocks of weights in flight (Triton does not pipeline loads that feed no tl.dot). Same arithmetic either way.
     """
-    pid_n = tl.program_id(0)
-    pid_s = tl.program_id(1)
-    pid_m = tl.program_id(2)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
+    pid_n, pid_s, pid_m, rm, rn, rk, k_begin = _tile(BLOCK_M, BLOCK_N, BLOCK_K, K_SPLIT)
     m_ok = rm < M
     n_ok = rn < N
-    k_begin = pid_s * K_SPLIT
     x_ptrs = x_ptr + rm[:, None] * stride_xm + (k_begin + rk)[None, :]
     w_ptrs = w_ptr + rn[:, None] * stride_wn + (k_begin + rk)[None, :]
     lanes = tl.zeros((BLOCK_M, BLOCK_N, BLOCK_K), dtype=tl.float32)
@@ -185,15 +187,9 @@ def simt_rows_gemm_kernel(
     costs one row, not BLOCK_M); each row's own arithmetic is the same whatever M is. With one K block per
     program (K_SPLIT == BLOCK_K) a program issues all its weight loads at once.
     """
-    pid_n = tl.program_id(0)
-    pid_s = tl.program_id(1)
-    pid_m = tl.program_id(2)
+    pid_n, pid_s, pid_m, rm, rn, rk, k_begin = _tile(BLOCK_M, BLOCK_N, BLOCK_K, K_SPLIT)
     rows = tl.arange(0, BLOCK_M)
-    rm = pid_m * BLOCK_M + rows
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
     n_ok = rn < N
-    k_begin = pid_s * K_SPLIT
     w_ptrs = w_ptr + rn[:, None] * stride_wn + (k_begin + rk)[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K_SPLIT, BLOCK_K):
@@ -202,7 +198,7 @@ def simt_rows_gemm_kernel(
         for r in tl.static_range(BLOCK_M):
             row = pid_m * BLOCK_M + r
             if row < M:  # rows past M skip their FMAs; a row's arithmetic is the same for any M
-                x_row = _load_row(x_ptr + row * stride_xm + kk, row < M, kk, K, EVEN_K).to(tl.float32)
+                x_row = _load_row(x_ptr + row * stride_xm + kk, kk, K, EVEN_K).to(tl.float32)
                 part = tl.sum(w * x_row[None, :], axis=1)
                 acc = tl.where((rows == r)[:, None], acc + part[None, :], acc)
     _finish(acc, y_ptr, ws_ptr, count_ptr, rm, rn, M, N, stride_ym, pid_n, pid_s, pid_m, BLOCK_M, BLOCK_N, SPLIT_K)
@@ -234,15 +230,9 @@ def mma_gemm_kernel(
     DOT_FP32 casts the operands to fp32 first; the Triton interpreter needs it because it multiplies bf16
     bit patterns as integers (triton-lang/triton#11584).
     """
-    pid_n = tl.program_id(0)
-    pid_s = tl.program_id(1)
-    pid_m = tl.program_id(2)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
+    pid_n, pid_s, pid_m, rm, rn, rk, k_begin = _tile(BLOCK_M, BLOCK_N, BLOCK_K, K_SPLIT)
     m_ok = rm < M
     n_ok = rn < N
-    k_begin = pid_s * K_SPLIT
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K_SPLIT, BLOCK_K):
         kk = k_begin + k0 + rk
