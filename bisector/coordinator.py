@@ -34,7 +34,7 @@ from bisector.strategies import KArySearch, OutcomeKind, SearchState, Strategy, 
 from bisector.strategies.noisy import is_consistent
 from bisector.strategies.select import choose_strategy
 from db.store import Store
-from workers.executor import Assignment, Executor, StepRequest
+from workers.executor import Assignment, Executor
 
 POLL_INTERVAL_S = 0.5
 CANCEL_CHECK_S = 0.5
@@ -686,18 +686,14 @@ class _Search:
         started = self.now()
         # One write per submitted step: where it runs is known here; its node and GPUs come with the result.
         step_id = self.store.start_step(self.record.id, commit.sha, attempt, worker, "", (), started, purpose=purpose)
-        request = StepRequest(
-            step_id=step_id,
+        request = self.spec.step_request(
             bisect_id=self.record.id,
+            step_id=step_id,
             sha=commit.sha,
             attempt=attempt,
             repo=self.record.repo,
-            run_cmd=self.spec.run,
-            build_cmd=self.spec.build,
             metric=self.metric,
             log_path=str(log_dir(self.record.id) / f"step-{step_id}-{commit.sha[:12]}.log"),
-            timeout_s=self.spec.timeout_s,
-            env=self.spec.env,
             avoid_workers=history.failed_workers(),
             pin_worker=worker,
         )

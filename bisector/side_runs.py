@@ -18,7 +18,7 @@ from bisector.paths import log_dir
 from bisector.progress import ProgressObserver
 from bisector.spec import BisectSpec
 from db.store import Store
-from workers.executor import Executor, StepRequest
+from workers.executor import Executor
 
 POLL_INTERVAL_S = 0.5
 
@@ -105,18 +105,15 @@ class SideRunner:
             self.bisect_id, side_run.sha, attempt, worker, "", (), self.now(), purpose=side_run.purpose
         )
         label = f"-{side_run.label}" if side_run.label else ""
-        request = StepRequest(
-            step_id=step_id,
+        request = self.spec.step_request(
             bisect_id=self.bisect_id,
+            step_id=step_id,
             sha=side_run.sha,
             attempt=attempt,
             repo=self.repo,
-            run_cmd=self.spec.run,
-            build_cmd=self.spec.build,
             metric=self.metric,
             log_path=str(log_dir(self.bisect_id) / f"step-{step_id}-{side_run.purpose.value}{label}.log"),
-            timeout_s=self.spec.timeout_s,
-            env={**self.spec.env, **side_run.env},
+            env=side_run.env,
             pin_worker=worker,
         )
         self.executor.submit(request)  # where it ran (node, GPUs) comes back with the result

@@ -13,6 +13,7 @@ from typing import Any
 
 from bisector.errors import InputError
 from bisector.metric import DEFAULT_INFRA_PATTERNS, Direction, Expectation, MetricSpec, NoMetricPolicy
+from workers.executor import StepRequest
 
 CONFIG_FILE_NAME = "bisect.toml"
 DEFAULT_TIMEOUT_S = 3600.0
@@ -100,6 +101,38 @@ class BisectSpec:
         if self.expect not in (None, "auto"):
             return Expectation.parse(self.expect).direction
         return None
+
+    def step_request(
+        self,
+        *,
+        bisect_id: int,
+        step_id: int,
+        sha: str,
+        attempt: int,
+        repo: str,
+        metric: MetricSpec,
+        log_path: str,
+        env: dict[str, str] | None = None,
+        avoid_workers: frozenset[str] = frozenset(),
+        pin_worker: str = "",
+    ) -> StepRequest:
+        """What a worker needs to run this spec's build and test at sha: search steps and side runs alike.
+        env is added to the spec's env."""
+        return StepRequest(
+            step_id=step_id,
+            bisect_id=bisect_id,
+            sha=sha,
+            attempt=attempt,
+            repo=repo,
+            run_cmd=self.run,
+            build_cmd=self.build,
+            metric=metric,
+            log_path=log_path,
+            timeout_s=self.timeout_s,
+            env={**self.env, **(env or {})},
+            avoid_workers=avoid_workers,
+            pin_worker=pin_worker,
+        )
 
     def metric_spec(self) -> MetricSpec:
         json_file = json_key = None
