@@ -12,11 +12,15 @@ import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import git
 
 from bisector.domain import Commit, parse_pr_number
 from bisector.errors import RepoError
+
+if TYPE_CHECKING:
+    from bisector.libgit import InProcessWorktree
 
 
 def _one_line(exc: git.GitCommandError) -> str:
@@ -45,6 +49,7 @@ class GitRepo:
         if self._repo.bare:
             raise RepoError(f"bare repositories are not supported (no work tree): {path}")
         self.root = Path(self._repo.working_tree_dir or path).resolve()
+        self._in_process: dict[Path, InProcessWorktree | None] = {}  # per worktree; None: git checks it out
 
     def resolve(self, rev: str) -> str:
         """The full SHA of a commit named by a SHA prefix, branch, tag or other revision expression."""
@@ -153,18 +158,47 @@ class GitRepo:
                 # A worktree of an earlier repository at this path (the demo re-created, a repo re-cloned):
                 # git no longer knows it, so it is made again (no prune here: other workers may be adding).
                 shutil.rmtree(path)
-            if (path / ".git").exists():
-                _run_git(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
-                if clean:
-                    _run_git(path, "clean", "-ffd", "--quiet")
-            else:
+                self._in_process.pop(path, None)
+            if not (path / ".git").exists():
                 path.parent.mkdir(parents=True, exist_ok=True)
-                # Workers of one repo add their worktrees at the same moment; git's own locks would fail one.
+                # Workers of one repo add their worktrees at the same moment; git's own locks would fail one. Only
+                # the registration runs under the lock (--no-checkout); the workers fill their trees in parallel.
                 with (path.parent / ".worktree-add.lock").open("a") as lock:
                     fcntl.flock(lock, fcntl.LOCK_EX)
-                    self._repo.git.worktree("add", "--detach", "--force", str(path), sha)
+                    self._repo.git.worktree("add", "--detach", "--force", "--no-checkout", str(path), sha)
+            done = self._checkout_in_process(path, sha, clean)
+            if done is None:
+                _run_git(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
+            if clean and not done:
+                _run_git(path, "clean", "-ffd", "--quiet")
         except git.GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None
+
+    def _checkout_in_process(self, path: Path, sha: str, clean: bool) -> bool | None:
+        """Check out through libgit2 where it can (bisector.libgit). None: not done, the caller runs git;
+        False: checked out, but untracked entries remain for git clean."""
+        from bisector.libgit import LibGitError
+
+        worktree = self._worktree(path)
+        if worktree is None:
+            return None
+        try:
+            return worktree.checkout(sha, clean=clean)
+        except LibGitError:
+            self._in_process[path] = None  # git will report what is wrong, and does the rest
+            return None
+
+    def _worktree(self, path: Path) -> InProcessWorktree | None:
+        # Imported here: libgit2 costs ~50 ms to load, and only workers check out (their fork server preloads it).
+        from bisector.libgit import InProcessWorktree, LibGitError, cli_reason
+
+        if path not in self._in_process:
+            try:
+                reason = cli_reason(path, Path(self._repo.common_dir) / "hooks")
+                self._in_process[path] = InProcessWorktree(path) if reason is None else None
+            except LibGitError:
+                self._in_process[path] = None
+        return self._in_process[path]
 
     def _links_here(self, path: Path) -> bool:
         """Whether the worktree at path is one of this repository's: its .git file names an admin directory
@@ -179,6 +213,14 @@ class GitRepo:
 
     def clean_worktree(self, path: Path) -> None:
         """Remove the untracked files a step left in a worktree (ignored ones stay, as build caches)."""
+        from bisector.libgit import LibGitError
+
+        worktree = self._worktree(path) if (path / ".git").exists() else None
+        try:
+            if worktree is not None and worktree.clean():
+                return
+        except LibGitError:
+            self._in_process[path] = None
         try:
             _run_git(path, "clean", "-ffd", "--quiet")
         except git.GitCommandError as exc:

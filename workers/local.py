@@ -133,7 +133,7 @@ class LocalExecutor(Executor):
         # Workers fork from a server that has imported this module once: W workers cost one interpreter start,
         # not W (on a small host, W interpreters importing at once delayed the first steps by 100s of ms).
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload([__name__])
+        self._context.set_forkserver_preload([__name__, "bisector.libgit"])
         self._slots = [
             self._start_slot(i, gpus) for i, gpus in enumerate(split_gpus(visible_gpus(), workers, gpus_per_step))
         ]
