@@ -55,12 +55,14 @@ def prepare_bisect(store: Store, spec: BisectSpec, now: Clock = utc_now) -> int:
     return _prepare(store, spec, now)[0]
 
 
-def _prepare(store: Store, spec: BisectSpec, now: Clock) -> tuple[int, list[Commit]]:
+def _prepare(store: Store, spec: BisectSpec, now: Clock, *, store_candidates: bool = True) -> tuple[int, list[Commit]]:
+    """store_candidates=False: the caller stores them (the coordinator does, once its first steps are out)."""
     repo = GitRepo(spec.repo)
     good, bad = repo.resolve(spec.good), repo.resolve(spec.bad)
     candidates = repo.range_for_bisect(good, bad)  # --all-parents descends into bad merges later
     bisect_id = store.create_bisect(str(repo.root), good, bad, spec.to_json(), now())
-    store.add_candidates(bisect_id, candidates)
+    if store_candidates:
+        store.add_candidates(bisect_id, candidates)
     return bisect_id, candidates
 
 
@@ -137,10 +139,10 @@ class Coordinator:
         """executor: one already started (its workers boot while the caller opens the store); closed here."""
         # The workers start while the range is listed and stored: their start-up is off the critical path.
         with executor or self.executor_factory(spec) as executor:
-            bisect_id, candidates = _prepare(self.store, spec, self.now)
+            bisect_id, candidates = _prepare(self.store, spec, self.now, store_candidates=False)
             count = len(candidates)
             self.observer.note(f"bisect {bisect_id}: {count} commits from good to bad; store {self.store.url}")
-            return self._run(bisect_id, executor, candidates)
+            return self._run(bisect_id, executor, candidates, candidates_stored=False)
 
     def resume(self, bisect_id: int, executor_overrides: Mapping[str, object] | None = None) -> BisectRecord:
         """Continue from the store; executor_overrides (executor, workers, ray_address, ...) move the rest of
@@ -185,11 +187,19 @@ class Coordinator:
         with self.executor_factory(spec) as executor:
             return self._run(bisect_id, executor)
 
-    def _run(self, bisect_id: int, executor: Executor, candidates: Sequence[Commit] | None = None) -> BisectRecord:
-        """candidates: the bisect's stored candidates, when the caller has them in memory already."""
+    def _run(
+        self,
+        bisect_id: int,
+        executor: Executor,
+        candidates: Sequence[Commit] | None = None,
+        *,
+        candidates_stored: bool = True,
+    ) -> BisectRecord:
+        """candidates: the bisect's candidates, when the caller has them in memory already; candidates_stored=False:
+        the search stores them, right after its first steps are sent."""
         record = self.store.get_bisect(bisect_id)
         spec = BisectSpec.from_json(record.spec)
-        _Search(self, record, spec, executor, candidates).run()
+        _Search(self, record, spec, executor, candidates, candidates_stored=candidates_stored).run()
         final = self.store.get_bisect(bisect_id)
         if final.status is BisectStatus.FOUND:
             self._analyse(final, spec, executor)
@@ -236,6 +246,8 @@ class _Search:
         spec: BisectSpec,
         executor: Executor,
         candidates: Sequence[Commit] | None = None,
+        *,
+        candidates_stored: bool = True,
     ) -> None:
         self.store = owner.store
         self.fixed_strategy = owner.strategy
@@ -246,7 +258,12 @@ class _Search:
         self.spec = spec
         self.executor = executor
         self.metric = spec.metric_spec()
-        self.candidates: Sequence[Commit] = candidates if candidates is not None else self.store.candidates(record.id)
+        if candidates is None:
+            candidates = self.store.candidates(record.id)
+            if not candidates:  # a coordinator stopped before it stored them: list them again
+                candidates, candidates_stored = GitRepo(record.repo).range_for_bisect(record.good, record.bad), False
+        self.candidates: Sequence[Commit] = candidates
+        self.candidates_stored = candidates_stored
         self.position = {c.sha: c.position for c in self.candidates}
         self.judge = Judge(spec)
         self.history: dict[int, _CommitHistory] = defaultdict(_CommitHistory)
@@ -372,6 +389,11 @@ class _Search:
                 )
                 return
             self.submit_work()
+            if not self.candidates_stored:
+                # Written once the first steps are out: 1000 rows take milliseconds, and the endpoint checks and
+                # first probes need only the list in memory. A coordinator killed before this lists them again.
+                self.store.add_candidates(self.record.id, self.candidates)
+                self.candidates_stored = True
             if not self.in_flight:
                 if not self.usable_workers():  # workers are (re)starting: wait for one
                     time.sleep(self.poll_interval_s)

@@ -9,7 +9,7 @@ import pytest
 from bisect_helpers import synthetic_spec
 
 from bisector.app import make_executor
-from bisector.coordinator import Coordinator
+from bisector.coordinator import Coordinator, utc_now
 from bisector.domain import BisectStatus, ErrorKind, StepPurpose, Verdict
 from bisector.errors import RepoError, StateError
 from bisector.synthetic import culprit_history, write_history
@@ -140,6 +140,26 @@ def test_resume_refuses_a_finished_bisect(tmp_path: Path, store: Store):
     record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))
     with pytest.raises(StateError, match="already found"):
         coordinator(store).resume(record.id)
+
+
+def test_resume_lists_candidates_a_stopped_coordinator_had_not_stored(tmp_path: Path, store: Store):
+    """`start` stores the candidates once its first steps are out; a coordinator killed before that leaves a
+    bisect with none, and resume lists them again."""
+    from bisector.coordinator import _prepare
+
+    history = culprit_history(tmp_path / "repo", 17, 9)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=2)
+    bisect_id, _ = _prepare(store, spec, utc_now, store_candidates=False)
+    assert store.candidates(bisect_id) == []
+    record = coordinator(store).resume(bisect_id)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[9])
+    assert [c.sha for c in store.candidates(bisect_id)] == history.shas
+
+
+def test_start_stores_the_candidates(tmp_path: Path, store: Store):
+    history = culprit_history(tmp_path / "repo", 5, 3)
+    record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))
+    assert [c.sha for c in store.candidates(record.id)] == history.shas
 
 
 def test_all_parents_descends_into_a_bad_merge(tmp_path: Path, store: Store):
