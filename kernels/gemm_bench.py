@@ -114,6 +114,12 @@ class ShapeRun:
     hbm_bound_us: float  # weight bytes over the measured copy bandwidth
     hbm_nominal_us: float  # weight bytes over the datasheet bandwidth
     tried: list[KernelRun]
+    table_kernel: dict[int, str] = field(default_factory=dict)  # per m: the kernel the shipped table runs
+
+    def table_us(self, m: int) -> float:
+        """The tiny GEMM as the decoder calls it: the time of the kernel the shipped table picks at this m."""
+        run = self.simt if self.table_kernel.get(m) == str(Kernel.SIMT) else self.mma
+        return run.us.get(m, float("nan"))
 
 
 def _warm_up(device: torch.device) -> None:
@@ -279,6 +285,7 @@ def measure_shape(
         weight_bytes / bandwidth * 1e6,
         weight_bytes / NOMINAL_HBM_BYTES_PER_S * 1e6,
         tried,
+        {m: str(tiny_gemm.threshold_for(n, k).kernel_at(m)) for m in ms},
     )
 
 
@@ -312,12 +319,17 @@ def main(args: argparse.Namespace) -> int:
             json.dump(report, out, indent=1)
     print(json.dumps({"chosen_tiles": chosen}))
     print(f"device: {report['device']}  backend: {backend}  copy bandwidth: {bandwidth / 1e12:.2f} TB/s")
-    print(f"{'shape':>10} {'m':>3} {'simt us':>9} {'mma us':>9} {'linear us':>10} {'hbm bound us':>13}")
+    print(
+        f"{'shape':>10} {'m':>3} {'simt us':>9} {'mma us':>9} {'table':>6} {'table us':>9} {'linear us':>10} "
+        f"{'vs linear':>9} {'hbm bound us':>13}"
+    )
     for shape in shapes:
         for m in ms:
+            table_us = shape.table_us(m)
             print(
                 f"{shape.n:>4}x{shape.k:<5} {m:>3} {shape.simt.us.get(m, float('nan')):>9.2f} "
-                f"{shape.mma.us.get(m, float('nan')):>9.2f} {shape.linear_us[m]:>10.2f} {shape.hbm_bound_us:>13.2f}"
+                f"{shape.mma.us.get(m, float('nan')):>9.2f} {shape.table_kernel[m]:>6} {table_us:>9.2f} "
+                f"{shape.linear_us[m]:>10.2f} {shape.linear_us[m] / table_us:>8.2f}x {shape.hbm_bound_us:>13.2f}"
             )
     return 0
 

@@ -28,6 +28,8 @@ SIMT_ONLY = 1073741824
 
 # MMA from this m upward, per (N, K) of W (N output features, K reduction). One row per line, a plain
 # literal: `bisect` diffs this table between commits statically.
+# A row is batch invariant when the decoder's m range (decode m = 1 up to verify m = k + 1) falls on one side
+# of it: SIMT_ONLY, or 1 (MMA at every m), or above k + 1. Tune per shape, never per m.
 _TUNED_MMA_MIN_M: dict[tuple[int, int], int] = {
     (128, 512): SIMT_ONLY,  # beam-search scorer
     (144, 1024): SIMT_ONLY,  # demo decoder, CPU config: KDA gate
@@ -36,7 +38,7 @@ _TUNED_MMA_MIN_M: dict[tuple[int, int], int] = {
     (384, 7168): 8,  # DeepSeek-V4.1 router
     (512, 1024): SIMT_ONLY,  # demo decoder, CPU config: LM head
     (896, 1024): SIMT_ONLY,  # demo decoder, CPU config: MoE router
-    (896, 7168): SIMT_ONLY,  # Kimi-K3 MoE router
+    (896, 7168): 1,  # Kimi-K3 MoE router: MMA at every m (faster than SIMT from m = 2 on H200)
     (1536, 128): SIMT_ONLY,  # Kimi-K3 KDA output up-projection
     (2048, 7168): SIMT_ONLY,  # demo decoder, CUDA config: LM head
 }

@@ -42,17 +42,24 @@ def test_table_is_a_plain_literal_one_row_per_line():
 
 
 def test_shipped_table_is_the_good_state():
-    """The decoder's projections never switch kernel between decode (m=1) and verify (m=k+1), k up to 7."""
+    """The decoder's projections never switch kernel between decode (m=1) and verify (m=k+1), k up to 7:
+    each runs one kernel at every m (SIMT, or MMA for the CUDA config's MoE router)."""
+    kernels_by_shape = {}
     for config in CONFIGS.values():
         for n, k in config.gemm_shapes().values():
             threshold = tiny_gemm.threshold_for(n, k)
             assert threshold.reason is Reason.TABLE
-            assert {threshold.kernel_at(m) for m in range(1, 9)} == {Kernel.SIMT}
+            used = {threshold.kernel_at(m) for m in range(1, 9)}
+            assert len(used) == 1, (n, k, used)
+            kernels_by_shape[(n, k)] = used.pop()
+    assert kernels_by_shape[(896, 7168)] is Kernel.MMA
+    assert kernels_by_shape[(144, 7168)] is kernels_by_shape[(1536, 128)] is Kernel.SIMT
 
 
 def test_threshold_reasons(monkeypatch):
     monkeypatch.delenv(tiny_gemm.OVERRIDE_ENV, raising=False)
-    assert tiny_gemm.threshold_for(896, 7168) == tiny_gemm.Threshold(SIMT_ONLY, Reason.TABLE)
+    assert tiny_gemm.threshold_for(144, 7168) == tiny_gemm.Threshold(SIMT_ONLY, Reason.TABLE)
+    assert tiny_gemm.threshold_for(896, 7168) == tiny_gemm.Threshold(1, Reason.TABLE)
     assert tiny_gemm.threshold_for(256, 7168) == tiny_gemm.Threshold(8, Reason.TABLE)
     untabled = tiny_gemm.threshold_for(4096, 7168)
     assert untabled.reason is Reason.COST_MODEL
