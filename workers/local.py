@@ -64,10 +64,14 @@ def _worker_main(
     os.chdir(cwd)
     worktree, lock_file = _claim_worktree(worktree_root(repo), slot_index)
     clean_for: str | None = None
-    with contextlib.suppress(RepoError):  # made now, off the critical path; a failure shows at the first step
-        GitRepo(repo).ensure_worktree(worktree, "HEAD")
+    opened: list[GitRepo] = []
+    with contextlib.suppress(
+        RepoError
+    ):  # made and opened now, off the critical path; a failure shows at the first step
+        opened.append(GitRepo(repo))
+        opened[0].ensure_worktree(worktree, "HEAD")
         clean_for = repo
-    runner = StepRunner(WorkerSlot(name=name, gpus=gpus, worktree=worktree), clean_for=clean_for)
+    runner = StepRunner(WorkerSlot(name=name, gpus=gpus, worktree=worktree), clean_for=clean_for, opened=opened)
     inbox: queue.Queue[object] = queue.Queue()
     cancel_flag = threading.Event()
     current_step: list[int] = [-1]

@@ -10,7 +10,7 @@ import contextlib
 import os
 import shlex
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,10 +64,12 @@ def reproduce_command(repo: str, sha: str, build_cmd: str | None, run_cmd: str, 
 
 
 class StepRunner:
-    def __init__(self, slot: WorkerSlot, clean_for: str | None = None) -> None:
+    def __init__(self, slot: WorkerSlot, clean_for: str | None = None, opened: Sequence[GitRepo] = ()) -> None:
         """clean_for: the repo for which the slot's worktree is known to hold no untracked files (just made or
-        cleaned by the caller), so the first step needs only a checkout."""
+        cleaned by the caller), so the first step needs only a checkout. opened: repositories the caller has
+        opened already (with their worktree handles), so the first step does not pay for opening them."""
         self.slot = slot
+        self._opened = list(opened)
         self._repos: dict[str, GitRepo] = {}
         self._tidy_repo = clean_for  # the repo whose worktree is clean now, if known
 
@@ -84,7 +86,8 @@ class StepRunner:
 
     def _repo(self, path: str) -> GitRepo:
         if path not in self._repos:
-            self._repos[path] = GitRepo(path)
+            root = Path(path).resolve()
+            self._repos[path] = next((r for r in self._opened if r.root == root), None) or GitRepo(path)
         return self._repos[path]
 
     def run(
