@@ -140,8 +140,6 @@ class Coordinator:
         # The workers start while the range is listed and stored: their start-up is off the critical path.
         with executor or self.executor_factory(spec) as executor:
             bisect_id, candidates = _prepare(self.store, spec, self.now, store_candidates=False)
-            count = len(candidates)
-            self.observer.note(f"bisect {bisect_id}: {count} commits from good to bad; store {self.store.url}")
             return self._run(bisect_id, executor, candidates, candidates_stored=False)
 
     def resume(self, bisect_id: int, executor_overrides: Mapping[str, object] | None = None) -> BisectRecord:
@@ -394,6 +392,9 @@ class _Search:
                 # first probes need only the list in memory. A coordinator killed before this lists them again.
                 self.store.add_candidates(self.record.id, self.candidates)
                 self.candidates_stored = True
+                self.observer.note(
+                    f"bisect {self.record.id}: {len(self.candidates)} commits from good to bad; store {self.store.url}"
+                )
             if not self.in_flight:
                 if not self.usable_workers():  # workers are (re)starting: wait for one
                     time.sleep(self.poll_interval_s)
