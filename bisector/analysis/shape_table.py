@@ -73,7 +73,14 @@ class ShapeTable:
             line = f"batch-variant: the same row takes {takes} for (N, K) = {shapes}"
             before = {row.decode_before for row in variant}
             if UNKNOWN not in before:
-                line += f"; at the last good commit each took {'/'.join(sorted(before))} at both"
+                groups = [
+                    f"{kernel} for " + ", ".join(f"({r.n}, {r.k})" for r in variant if r.decode_before == kernel)
+                    for kernel in sorted(before)
+                ]
+                took = next(iter(before)) if len(before) == 1 else "one kernel"
+                line += f"; at the last good commit each took {took} at both"
+                if len(before) > 1:
+                    line += f" ({'; '.join(groups)})"
             return line
         known = [row for row in self.rows if UNKNOWN not in (row.decode_after, row.verify_after)]
         if known and len(known) == len(self.rows):

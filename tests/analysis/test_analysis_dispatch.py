@@ -179,3 +179,19 @@ def test_traced_reruns_write_their_own_files_and_are_diffed(tmp_path: Path) -> N
     assert kernels is not None
     assert kernels.rows == ()  # traced, but no process imported torch
     assert runtime_diffs(TraceFiles(tmp_path / "none.jsonl"), TraceFiles(tmp_path / "none2.jsonl")) == (None, None)
+
+
+def test_a_good_table_mixing_kernels_per_shape_is_named_per_shape() -> None:
+    """The shipped table runs the MoE router on MMA at every m and the other rows on SIMT: each row was batch
+    invariant before the culprit, with a different kernel."""
+    findings = static_rows({(144, 7168): ("SIMT_ONLY (1073741824)", "2"), (896, 7168): ("1", "2")})
+
+    table = shape_table(findings)
+
+    rows = {(r.n, r.k): (r.decode_before, r.decode_after, r.verify_before, r.verify_after) for r in table.rows}
+    assert rows[(896, 7168)] == ("MMA", "SIMT", "MMA", "MMA")
+    assert rows[(144, 7168)] == ("SIMT", "SIMT", "SIMT", "MMA")
+    assert table.conclusion is not None
+    assert table.conclusion.endswith(
+        "; at the last good commit each took one kernel at both (MMA for (896, 7168); SIMT for (144, 7168))"
+    )
