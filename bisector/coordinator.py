@@ -373,6 +373,19 @@ class _Search:
     # --- loop ----------------------------------------------------------------------------------------------
 
     def run(self) -> None:
+        self.loop()
+        if not self.candidates_stored:  # cancelled before its first steps went out
+            self.store_candidates()
+
+    def store_candidates(self) -> None:
+        """Written once the first steps are out: 1000 rows take milliseconds, and the endpoint checks and first
+        probes need only the list in memory. A coordinator killed before this lists them again on resume."""
+        self.store.add_candidates(self.record.id, self.candidates)
+        self.candidates_stored = True
+        count = len(self.candidates)
+        self.observer.note(f"bisect {self.record.id}: {count} commits from good to bad; store {self.store.url}")
+
+    def loop(self) -> None:
         while True:
             if self.cancelled():
                 self.cancel_all()
@@ -388,13 +401,7 @@ class _Search:
                 return
             self.submit_work()
             if not self.candidates_stored:
-                # Written once the first steps are out: 1000 rows take milliseconds, and the endpoint checks and
-                # first probes need only the list in memory. A coordinator killed before this lists them again.
-                self.store.add_candidates(self.record.id, self.candidates)
-                self.candidates_stored = True
-                self.observer.note(
-                    f"bisect {self.record.id}: {len(self.candidates)} commits from good to bad; store {self.store.url}"
-                )
+                self.store_candidates()
             if not self.in_flight:
                 if not self.usable_workers():  # workers are (re)starting: wait for one
                     time.sleep(self.poll_interval_s)
