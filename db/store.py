@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from sqlalchemy import Connection, CursorResult, Engine, Row, delete, exists, insert, select, text, update
-from sqlalchemy.exc import SQLAlchemyError, StatementError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError, StatementError
 
 from bisector.domain import (
     BisectRecord,
@@ -235,9 +235,15 @@ class Store:
             "detail": "",
             "purpose": StepPurpose(purpose).value,
         }
-        with self._write() as conn:
-            self._require_bisect(conn, bisect_id)
-            return _inserted_id(conn.execute(insert(steps).values(values)))
+        # No existence check first: the foreign key refuses a step of an unknown bisect, and the check cost more
+        # than the insert on the coordinator's per-step path.
+        try:
+            with self._write() as conn:
+                return _inserted_id(conn.execute(insert(steps), values))
+        except StoreError as exc:
+            if isinstance(exc.__cause__, IntegrityError):
+                raise self._unknown(bisect_id) from None
+            raise
 
     def finish_step(self, step_id: int, result: StepResult, finished: datetime) -> None:
         """Write the result of a running step. A step that has a verdict already is left alone (StateError)."""
