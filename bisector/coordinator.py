@@ -38,6 +38,7 @@ from workers.executor import Assignment, Executor
 
 POLL_INTERVAL_S = 0.5
 CANCEL_CHECK_S = 0.5
+PROGRESS_INTERVAL_S = 0.25
 REFERENCE_RUNS = 3  # runs of each endpoint on a suspect worker
 DECIDED = (Verdict.GOOD, Verdict.BAD)  # the answers a reference run can give
 EXECUTOR_KEYS = frozenset({"executor", "workers", "gpus_per_step", "ray_address", "resources"})
@@ -270,9 +271,11 @@ class _Search:
             if step.purpose in (StepPurpose.SEARCH, StepPurpose.CONFIRM):
                 self.history[self.position[step.sha]].steps.append(step)
         self.in_flight: dict[int, int] = {}  # step id -> position
+        self.unwritten: list[tuple[StepResult, datetime, int]] = []  # results taken in, not yet stored
         self.views: dict[int, CommitView] = {}  # per position, cleared when its steps change
         self.flake_seen = False
         self.last_cancel_check = -CANCEL_CHECK_S
+        self.last_progress = -PROGRESS_INTERVAL_S
         self.confirming: tuple[int, int] | None = None  # (parent, first bad) positions under confirmation
         self.confirm_pairs: list[tuple[int, int]] = []  # pairs still to run, each (first, second) on one worker
         self.pair_second: dict[str, int] = {}  # worker -> the position its pair runs next
@@ -374,6 +377,7 @@ class _Search:
 
     def run(self) -> None:
         self.loop()
+        self.flush_results()
         if not self.candidates_stored:  # cancelled before its first steps went out
             self.store_candidates()
 
@@ -400,6 +404,7 @@ class _Search:
                 )
                 return
             self.submit_work()
+            self.flush_results()
             if not self.candidates_stored:
                 self.store_candidates()
             if not self.in_flight:
@@ -740,19 +745,29 @@ class _Search:
         return next((w for w in usable if w not in avoid), usable[0])
 
     def record_result(self, result: StepResult) -> None:
+        """Take a result into the search. It is written to the store (and shown) by flush_results, right after
+        the work it lets the coordinator send: at a round boundary W results arrive within milliseconds, and
+        the next probes should not wait for W writes."""
         position = self.in_flight.pop(result.step_id)
         finished = self.now()
-        self.store.finish_step(result.step_id, result, finished)
+        self.unwritten.append((result, finished, position))
         if result.step_id in self.reference_in_flight:
             self.history[position].steps = [s for s in self.history[position].steps if s.id != result.step_id]
             self.reference_result(result)
-            self.observer.step_finished(result, self.candidates[position])
             return
         steps = self.history[position].steps
         steps[:] = [_finished_step(s, result, finished) if s.id == result.step_id else s for s in steps]
         self.views.clear()  # an endpoint's samples feed every other commit's view in comparative mode
         self.check_disagreement(position)
-        self.observer.step_finished(result, self.candidates[position])
+
+    def flush_results(self) -> None:
+        """Store the results taken in since the last flush, in one transaction, and show them."""
+        if not self.unwritten:
+            return
+        taken, self.unwritten = self.unwritten, []
+        self.store.finish_steps([(result.step_id, result, finished) for result, finished, _ in taken])
+        for result, _, position in taken:
+            self.observer.step_finished(result, self.candidates[position])
 
     def cancel_all(self) -> None:
         for step_id in list(self.in_flight):
@@ -760,10 +775,12 @@ class _Search:
         while self.in_flight:
             for result in self.executor.poll(self.poll_interval_s):
                 self.record_result(result)
+        self.flush_results()
 
     def finish(
         self, status: BisectStatus, *, first_bad: str | None = None, last_good: str | None = None, message: str = ""
     ) -> None:
+        self.flush_results()  # every step's result is in the store before its verdict is
         decisions = {
             self.candidates[p].sha: view.decision for p in self.history if (view := self.view(p)).decision is not None
         }
@@ -775,6 +792,12 @@ class _Search:
             )
 
     def report_progress(self) -> None:
+        """At most every PROGRESS_INTERVAL_S (the live display refreshes 4 times a second): the search state and
+        the estimate cost the loop time it should spend sending the next probes."""
+        now = time.monotonic()
+        if now - self.last_progress < PROGRESS_INTERVAL_S:
+            return
+        self.last_progress = now
         state = self.state()
         lo, hi = state.boundary()
         self.observer.progress(

@@ -174,6 +174,11 @@ class GitRepo:
         except git.GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None
 
+    def cleans_on_checkout(self, path: Path) -> bool:
+        """Whether a checkout in this worktree removes untracked files as it goes (in-process, bisector.libgit),
+        so that cleaning it beforehand saves nothing."""
+        return (path / ".git").exists() and self._worktree(path) is not None
+
     def _checkout_in_process(self, path: Path, sha: str, clean: bool) -> bool | None:
         """Check out through libgit2 where it can (bisector.libgit). None: not done, the caller runs git;
         False: checked out, but untracked entries remain for git clean."""

@@ -23,12 +23,13 @@ class LiveObserver:
         self.latest: Progress | None = None
         self.live: Live | None = None
         if console.is_terminal:
-            self.live = Live(self._render(), console=console, refresh_per_second=4, transient=True)
+            # Rendered by Live's own thread at each refresh (_View.__rich__): the coordinator only updates the
+            # data, so an event costs it no table rendering between a result and the next probe.
+            self.live = Live(_View(self), console=console, refresh_per_second=4, transient=True)
             self.live.start()
 
     def step_started(self, step_id: int, commit: Commit, attempt: int, assignment: Assignment) -> None:
         self.running[step_id] = (commit, attempt, assignment)
-        self._refresh()
 
     def step_finished(self, result: StepResult, commit: Commit) -> None:
         self.running.pop(result.step_id, None)
@@ -42,11 +43,9 @@ class LiveObserver:
             f" in {result.build_s + result.run_s:.1f}s{metric}{why}",
             highlight=False,
         )
-        self._refresh()
 
     def progress(self, progress: Progress) -> None:
         self.latest = progress
-        self._refresh()
 
     def note(self, message: str) -> None:
         self.console.print(f"[dim]{message}[/]")
@@ -56,11 +55,7 @@ class LiveObserver:
             self.live.stop()
             self.live = None
 
-    def _refresh(self) -> None:
-        if self.live is not None:
-            self.live.update(self._render())
-
-    def _render(self) -> Group:
+    def render(self) -> Group:
         parts: list[Text | Table] = []
         if self.latest is not None:
             p = self.latest
@@ -72,14 +67,25 @@ class LiveObserver:
                     f"~{p.estimated_left} steps left"
                 )
             )
-        if self.running:
+        running = sorted(self.running.items())  # one pass over the dict: the coordinator changes it while Live renders
+        if running:
             table = Table(box=None, show_header=True, header_style="bold")
             for column in ("step", "commit", "attempt", "worker", "GPUs"):
                 table.add_column(column)
-            for step_id, (commit, attempt, assignment) in sorted(self.running.items()):
+            for step_id, (commit, attempt, assignment) in running:
                 table.add_row(
                     str(step_id), f"#{commit.position} {commit.sha[:12]}", str(attempt), assignment.worker,
                     ",".join(map(str, assignment.gpus)) or "cpu",
                 )  # fmt: skip
             parts.append(table)
         return Group(*parts)
+
+
+class _View:
+    """What Live shows: the observer's state, rendered when Live refreshes."""
+
+    def __init__(self, observer: LiveObserver) -> None:
+        self.observer = observer
+
+    def __rich__(self) -> Group:
+        return self.observer.render()

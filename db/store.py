@@ -247,34 +247,27 @@ class Store:
 
     def finish_step(self, step_id: int, result: StepResult, finished: datetime) -> None:
         """Write the result of a running step. A step that has a verdict already is left alone (StateError)."""
-        if result.step_id != step_id:
-            raise ValueError(f"result of step {result.step_id} given for step {step_id}")
-        values: dict[str, object] = {
-            "finished": _aware(finished),
-            "verdict": Verdict(result.verdict).value,
-            "samples": _dump(list(result.samples)),
-            "exit_code": result.exit_code,
-            "build_s": result.build_s,
-            "run_s": result.run_s,
-            "error_kind": None if result.error_kind is None else ErrorKind(result.error_kind).value,
-            "detail": result.detail,
-            "log_path": result.log_path,
-        }
-        # The executor may know better where the step really ran (a Ray actor placed on another node).
-        if result.worker:
-            values["worker"] = result.worker
-        if result.node:
-            values["node"] = result.node
-        if result.gpus:
-            values["gpus"] = _dump(list(result.gpus))
-        guarded = update(steps).where(steps.c.id == step_id, steps.c.verdict.is_(None)).values(values)
+        self.finish_steps([(step_id, result, finished)])
+
+    def finish_steps(self, results: Sequence[tuple[int, StepResult, datetime]]) -> None:
+        """Write the results of running steps in one transaction (each as finish_step would). A step that has a
+        verdict already is left alone; the others are written, then the first such refusal is raised."""
+        for step_id, result, _ in results:
+            if result.step_id != step_id:
+                raise ValueError(f"result of step {result.step_id} given for step {step_id}")
+        refused: list[StateError | StoreError] = []
         with self._write() as conn:
-            if conn.execute(guarded).rowcount == 1:
-                return
-            row = conn.execute(select(steps.c.sha, steps.c.verdict).where(steps.c.id == step_id)).one_or_none()
-        if row is None:
-            raise StoreError(f"no step with id {step_id} in {self._url}")
-        raise StateError(f"step {step_id} ({row.sha[:12]}) already has the verdict {row.verdict}")
+            for step_id, result, finished in results:
+                guarded = update(steps).where(steps.c.id == step_id, steps.c.verdict.is_(None))
+                if conn.execute(guarded.values(_result_values(result, finished))).rowcount == 1:
+                    continue
+                row = conn.execute(select(steps.c.sha, steps.c.verdict).where(steps.c.id == step_id)).one_or_none()
+                if row is None:
+                    refused.append(StoreError(f"no step with id {step_id} in {self._url}"))
+                else:
+                    refused.append(StateError(f"step {step_id} ({row.sha[:12]}) already has the verdict {row.verdict}"))
+        if refused:
+            raise refused[0]
 
     def steps(self, bisect_id: int) -> list[StepRecord]:
         """Every step of a bisect, by id (the order they started in)."""
@@ -383,6 +376,28 @@ def _describe(exc: BaseException) -> str:
         message = str(cause).strip()
     first_line = message.splitlines()[0] if message else ""
     return first_line or type(cause).__name__
+
+
+def _result_values(result: StepResult, finished: datetime) -> dict[str, object]:
+    values: dict[str, object] = {
+        "finished": _aware(finished),
+        "verdict": Verdict(result.verdict).value,
+        "samples": _dump(list(result.samples)),
+        "exit_code": result.exit_code,
+        "build_s": result.build_s,
+        "run_s": result.run_s,
+        "error_kind": None if result.error_kind is None else ErrorKind(result.error_kind).value,
+        "detail": result.detail,
+        "log_path": result.log_path,
+    }
+    # The executor may know better where the step really ran (a Ray actor placed on another node).
+    if result.worker:
+        values["worker"] = result.worker
+    if result.node:
+        values["node"] = result.node
+    if result.gpus:
+        values["gpus"] = _dump(list(result.gpus))
+    return values
 
 
 def _inserted_id(result: CursorResult[Any]) -> int:

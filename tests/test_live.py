@@ -1,0 +1,43 @@
+"""LiveObserver on a real (forced) terminal console: Live's own thread renders the observer's state."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+from datetime import UTC, datetime
+
+from rich.console import Console
+
+from bisector.domain import Commit, StepResult, Verdict
+from bisector.live import LiveObserver
+from bisector.progress import Progress
+from workers.executor import Assignment
+
+
+def commit(position: int) -> Commit:
+    return Commit(
+        position, f"{position:040x}", f"change {position}", "a <a@example.com>", datetime(2026, 1, 1, tzinfo=UTC)
+    )
+
+
+def test_live_table_and_step_lines_on_a_terminal() -> None:
+    out = io.StringIO()
+    observer = LiveObserver(Console(file=out, force_terminal=True, width=120))
+    assert observer.live is not None
+    observer.step_started(7, commit(3), 1, Assignment("local-1", "localhost", (0,)))
+    observer.progress(Progress(10, 4, 1, 2, 3, commit(0), commit(9)))
+    shown = Console(file=io.StringIO(), width=120)
+    with shown.capture() as captured:
+        shown.print(observer.render())
+    assert "4 of 10 commits still suspect" in captured.get()
+    assert "#3 000000000000" in captured.get()
+    assert "local-1" in captured.get()
+    time.sleep(0.3)  # at least one refresh by Live's thread
+    result = StepResult(step_id=7, sha=commit(3).sha, verdict=Verdict.BAD, log_path="", worker="local-1", run_s=1.0)
+    observer.step_finished(result, commit(3))
+    observer.finished(None)  # type: ignore[arg-type]
+    assert observer.live is None
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
+    assert "4 of 10 commits still suspect" in text  # drawn by Live's thread
+    assert "bad 000000000000 #3 on local-1 in 1.0s" in text
