@@ -279,6 +279,16 @@ def test_finished_step_is_not_overwritten(store: Store) -> None:
     assert store.steps(bisect_id)[0].verdict is Verdict.GOOD
 
 
+def test_finish_steps_writes_a_batch_and_refuses_only_the_finished_one(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    first, second, third = (store.start_step(bisect_id, GOOD, i, "w", "n", (), T0) for i in (1, 2, 3))
+    store.finish_step(second, StepResult(second, GOOD, Verdict.GOOD), T0)
+    batch = [(step_id, StepResult(step_id, GOOD, Verdict.BAD), T0) for step_id in (first, second, third)]
+    with pytest.raises(StateError, match=f"step {second} .* already has the verdict good"):
+        store.finish_steps(batch)
+    assert [s.verdict for s in store.steps(bisect_id)] == [Verdict.BAD, Verdict.GOOD, Verdict.BAD]
+
+
 def test_finish_step_of_unknown_step_or_mismatched_result(store: Store) -> None:
     with pytest.raises(StoreError, match="no step with id 99 in sqlite:///"):
         store.finish_step(99, StepResult(99, GOOD, Verdict.GOOD), T0)
