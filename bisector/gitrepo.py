@@ -166,32 +166,24 @@ class GitRepo:
                 with (path.parent / ".worktree-add.lock").open("a") as lock:
                     fcntl.flock(lock, fcntl.LOCK_EX)
                     self._repo.git.worktree("add", "--detach", "--force", "--no-checkout", str(path), sha)
-            done = self._checkout_in_process(path, sha, clean)
-            if done is None:
+            if not self._checkout_in_process(path, sha):
                 _run_git(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
-            if clean and not done:
+            if clean:
                 _run_git(path, "clean", "-ffd", "--quiet")
         except git.GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None
 
-    def cleans_on_checkout(self, path: Path) -> bool:
-        """Whether a checkout in this worktree removes untracked files as it goes (in-process, bisector.libgit),
-        so that cleaning it beforehand saves nothing."""
-        return (path / ".git").exists() and self._worktree(path) is not None
-
-    def _checkout_in_process(self, path: Path, sha: str, clean: bool) -> bool | None:
-        """Check out through libgit2 where it can (bisector.libgit). None: not done, the caller runs git;
-        False: checked out, but untracked entries remain for git clean."""
+    def _checkout_in_process(self, path: Path, sha: str) -> bool:
+        """Check out through libgit2 where that is safe and faster (bisector.libgit); False: the caller runs git."""
         from bisector.libgit import LibGitError
 
         worktree = self._worktree(path)
         if worktree is None:
-            return None
+            return False
         try:
-            return worktree.checkout(sha, clean=clean)
+            return worktree.checkout(sha)
         except LibGitError:
-            self._in_process[path] = None  # git will report what is wrong, and does the rest
-            return None
+            return False  # git will report what is wrong, or do it
 
     def _worktree(self, path: Path) -> InProcessWorktree | None:
         # Imported here: libgit2 costs ~50 ms to load, and only workers check out (their fork server preloads it).
@@ -218,14 +210,6 @@ class GitRepo:
 
     def clean_worktree(self, path: Path) -> None:
         """Remove the untracked files a step left in a worktree (ignored ones stay, as build caches)."""
-        from bisector.libgit import LibGitError
-
-        worktree = self._worktree(path) if (path / ".git").exists() else None
-        try:
-            if worktree is not None and worktree.clean():
-                return
-        except LibGitError:
-            self._in_process[path] = None
         try:
             _run_git(path, "clean", "-ffd", "--quiet")
         except git.GitCommandError as exc:

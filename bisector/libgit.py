@@ -1,13 +1,22 @@
-"""Checkouts of a worker's worktree in-process, through libgit2 (pygit2): no git process per step.
+"""Checkouts of a worker's worktree in-process, through libgit2 (pygit2), where that is faster than git.
 
-A step's checkout sits on the critical path of every round, and `git checkout` plus `git clean` cost two
-processes (about 4 ms together on an idle host, several times that when W workers start at once on a small
-one). libgit2 does the same in about half a millisecond: a forced checkout that also removes untracked files
-and directories (ignored ones stay, as build caches), the index and the detached HEAD updated.
+A step's checkout sits on the critical path of every round. In a small repository `git checkout` costs mostly
+its process (2-3 ms on an idle host, several times that when W workers start at once on a small one), and
+libgit2 does the same forced checkout, index and detached HEAD included, in well under a millisecond. In a
+larger one git is faster (it trusts its index's stat data; libgit2 rescans), so only repositories up to
+MAX_TRACKED_FILES go in-process.
 
-libgit2 lacks a few things git does at checkout. A repository that uses them is checked out by git itself
-(``cli_reason``): filter drivers (Git LFS's smudge), sparse checkout, a post-checkout hook. Untracked entries
-libgit2 will not remove (a nested repository) are left for ``git clean``.
+The in-process checkout is taken only when it is sure to give what `git checkout --detach --force` gives; the
+caller runs git otherwise:
+
+- the repository uses something libgit2 does not do at checkout (``cli_reason``): filter drivers (Git LFS's
+  smudge), sparse checkout, hooks (a post-checkout hook, any core.hooksPath);
+- the worktree's tracked files differ from its index or HEAD before the checkout: a step edited, deleted or
+  replaced one (a symlink where a file was would have libgit2 write through it);
+- the tracked files still differ after it (an attribute such as working-tree-encoding that libgit2 ignores).
+
+Untracked files are not touched here: `git clean` removes them, with git's rules (ignored files stay, also
+inside untracked directories, as build caches).
 """
 
 from __future__ import annotations
@@ -15,21 +24,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import pygit2
-from pygit2.enums import CheckoutStrategy, FileStatus
+from pygit2.enums import CheckoutStrategy
 
 LibGitError = pygit2.GitError
+MAX_TRACKED_FILES = 1000  # measured: libgit2 wins below ~1000 files, git from a few thousand on
 
 
 def cli_reason(worktree: Path, hooks_dir: Path) -> str | None:
     """Why this worktree must be checked out by git rather than libgit2, or None."""
-    config = pygit2.Repository(str(worktree)).config
-    names = {entry.name.lower() for entry in config}
+    repo = pygit2.Repository(str(worktree))
+    names = {entry.name.lower() for entry in repo.config}
     if any(name.startswith("filter.") and name.rsplit(".", 1)[-1] in ("smudge", "process") for name in names):
         return "filter drivers are configured (e.g. Git LFS)"
-    if "core.sparsecheckout" in names and config.get_bool("core.sparseCheckout"):
+    if "core.sparsecheckout" in names and repo.config.get_bool("core.sparseCheckout"):
         return "sparse checkout"
-    hooks = Path(str(config["core.hooksPath"])) if "core.hookspath" in names else hooks_dir
-    if (hooks / "post-checkout").is_file():
+    if "core.hookspath" in names:
+        return "core.hooksPath is set (its hooks may run at checkout)"
+    if (hooks_dir / "post-checkout").is_file():
         return "a post-checkout hook"
     return None
 
@@ -41,25 +52,19 @@ class InProcessWorktree:
         self.path = path
         self._repo = pygit2.Repository(str(path))
 
-    def checkout(self, sha: str, *, clean: bool) -> bool:
-        """Check out sha (or any revision naming a commit) detached, resetting tracked files; with clean, also
-        remove untracked files and directories. Returns False when untracked entries remain that libgit2 does
-        not remove: run git clean."""
+    def checkout(self, sha: str) -> bool:
+        """Check out sha (or any revision naming a commit) detached, resetting tracked files, if that is safe
+        in-process. False: nothing was done, or the result is not what git gives; the caller runs git."""
+        if len(self._repo.index) > MAX_TRACKED_FILES or self._tracked_changes():
+            return False
         try:
             target = self._repo.revparse_single(sha).peel(pygit2.Commit)
         except (KeyError, ValueError, pygit2.InvalidSpecError):
-            raise LibGitError(f"no commit {sha}") from None
-        strategy = CheckoutStrategy.FORCE  # (CheckoutStrategy.NONE is libgit2's dry run, not an empty set)
-        if clean:
-            strategy |= CheckoutStrategy.REMOVE_UNTRACKED
-        self._repo.checkout_tree(target.tree, strategy=strategy)  # type: ignore[no-untyped-call]
+            return False  # git reports a commit that is not there
+        self._repo.checkout_tree(target.tree, strategy=CheckoutStrategy.FORCE)  # type: ignore[no-untyped-call]
         self._repo.set_head(target.id)
-        return not clean or not self.untracked()
+        return not self._tracked_changes()
 
-    def clean(self) -> bool:
-        """Remove untracked files and directories (a checkout of HEAD that removes them); False as above."""
-        return self.checkout(str(self._repo.head.target), clean=True)
-
-    def untracked(self) -> list[str]:
-        statuses = self._repo.status(untracked_files="normal", ignored=False)
-        return sorted(path for path, flags in statuses.items() if flags & FileStatus.WT_NEW)
+    def _tracked_changes(self) -> bool:
+        """Whether any tracked file differs from the index or the index from HEAD (untracked files aside)."""
+        return bool(self._repo.status(untracked_files="no"))

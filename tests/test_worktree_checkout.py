@@ -1,18 +1,20 @@
-"""GitRepo.ensure_worktree / clean_worktree: libgit2 in-process where it can, git itself where it must.
+"""GitRepo.ensure_worktree / clean_worktree: libgit2 in-process where that is safe, git itself otherwise.
 
-Real repositories and worktrees; the result is checked with the git CLI, which is what a step's build sees.
+Real repositories and worktrees; every result is checked with the git CLI, which is what a step's build sees.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from bisector import libgit
 from bisector.errors import RepoError
 from bisector.gitrepo import GitRepo
-from bisector.libgit import cli_reason
+from bisector.libgit import InProcessWorktree, cli_reason
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -20,101 +22,113 @@ def git(cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def commit_all(path: Path, message: str) -> str:
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", message)
+    return git(path, "rev-parse", "HEAD")
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> tuple[Path, list[str]]:
-    """Three commits: src/a.txt edited, src/b.txt added then removed, build/ and *.log ignored."""
+    """Three commits: src/a.txt edited, src/b.txt added then removed, run.sh executable, build/ and *.log
+    ignored."""
     path = tmp_path / "repo"
-    path.mkdir()
+    (path / "src").mkdir(parents=True)
     git(path, "init", "-q")
     git(path, "config", "user.name", "t")
     git(path, "config", "user.email", "t@example.com")
-    shas = []
-    for i, files in enumerate([{"src/a.txt": "one\n"}, {"src/a.txt": "two\n", "src/b.txt": "b\n"}, {}]):
-        for name, text in files.items():
-            (path / name).parent.mkdir(parents=True, exist_ok=True)
-            (path / name).write_text(text)
-        if i == 0:
-            (path / ".gitignore").write_text("build/\n*.log\n")
-            (path / "run.sh").write_text("#!/bin/sh\necho hi\n")
-            (path / "run.sh").chmod(0o755)
-        if i == 2:
-            (path / "src/b.txt").unlink()
-        git(path, "add", "-A")
-        git(path, "commit", "-qm", f"commit {i}")
-        shas.append(git(path, "rev-parse", "HEAD"))
+    (path / ".gitignore").write_text("build/\n*.log\n*.o\n")
+    (path / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (path / "run.sh").chmod(0o755)
+    (path / "src/a.txt").write_text("one\n")
+    shas = [commit_all(path, "commit 0")]
+    (path / "src/a.txt").write_text("two\n")
+    (path / "src/b.txt").write_text("b\n")
+    shas.append(commit_all(path, "commit 1"))
+    (path / "src/b.txt").unlink()
+    shas.append(commit_all(path, "commit 2"))
     return path, shas
 
 
-def test_checkout_matches_the_commit_and_removes_what_a_step_left(repo: tuple[Path, list[str]], tmp_path: Path):
+def status(worktree: Path) -> str:
+    return git(worktree, "status", "--porcelain", "--untracked-files=all")
+
+
+def test_in_process_checkout_gives_what_git_gives(repo: tuple[Path, list[str]], tmp_path: Path):
     path, shas = repo
     gitrepo = GitRepo(path)
     worktree = tmp_path / "wt"
-    gitrepo.ensure_worktree(worktree, shas[0])  # made by `git worktree add`
-    gitrepo.ensure_worktree(worktree, shas[1], clean=False)  # a worktree the last step's tidy left clean
-    assert gitrepo._worktree(worktree) is not None  # this repository needs nothing only git does
-    assert git(worktree, "rev-parse", "HEAD") == shas[1]
-    assert (worktree / "src/b.txt").read_text() == "b\n"
-    # What a step leaves behind: an edited tracked file, untracked files, empty and nested directories,
-    # ignored build output.
-    (worktree / "src/a.txt").write_text("edited\n")
+    gitrepo.ensure_worktree(worktree, shas[0])  # registered, then filled by git (an empty index is not clean)
+    handle = gitrepo._worktree(worktree)
+    assert handle is not None  # this repository needs nothing that only git does
+    for sha, a_text, b_exists in ((shas[1], "two\n", True), (shas[2], "two\n", False), (shas[0], "one\n", False)):
+        assert handle.checkout(sha)  # in-process, and verified
+        assert git(worktree, "rev-parse", "HEAD") == sha
+        assert (worktree / "src/a.txt").read_text() == a_text
+        assert (worktree / "src/b.txt").exists() is b_exists
+        assert status(worktree) == ""  # index, files and HEAD agree
+        assert (worktree / "run.sh").stat().st_mode & 0o111  # the executable bit survives
+    done = subprocess.run(["git", "symbolic-ref", "-q", "HEAD"], cwd=worktree, capture_output=True, check=False)
+    assert done.returncode == 1  # detached
+    assert git(path, "rev-parse", "HEAD") == shas[2]  # the main checkout did not move
+    assert handle.checkout("HEAD")  # what a worker does with its cached worktree at start
+    with pytest.raises(RepoError, match="checkout of 000000000000"):
+        gitrepo.ensure_worktree(worktree, "0" * 40)  # libgit2 declines, git reports the missing commit
+
+
+def test_a_steps_leftovers_go_and_build_caches_stay(repo: tuple[Path, list[str]], tmp_path: Path):
+    path, shas = repo
+    gitrepo = GitRepo(path)
+    worktree = tmp_path / "wt"
+    gitrepo.ensure_worktree(worktree, shas[1])
+    (worktree / "src/a.txt").write_text("edited\n")  # a tracked file edited: git resets it
     (worktree / "out.txt").write_text("x")
     (worktree / "results/deep").mkdir(parents=True)
     (worktree / "results/deep/r.json").write_text("{}")
     (worktree / "empty").mkdir()
+    (worktree / "mixed").mkdir()
+    (worktree / "mixed/cache.o").write_text("o")  # ignored, inside an otherwise untracked directory
+    (worktree / "mixed/notes.txt").write_text("n")
     (worktree / "build/obj").mkdir(parents=True)
     (worktree / "build/obj/k.o").write_text("o")
     (worktree / "step.log").write_text("log")
     gitrepo.ensure_worktree(worktree, shas[2])
     assert git(worktree, "rev-parse", "HEAD") == shas[2]
-    assert git(worktree, "status", "--porcelain", "--untracked-files=all") == ""
+    assert status(worktree) == ""
     assert (worktree / "src/a.txt").read_text() == "two\n"
-    assert not (worktree / "src/b.txt").exists()  # removed by the commit
-    for gone in ("out.txt", "results", "empty"):
+    for gone in ("out.txt", "results", "empty", "mixed/notes.txt", "src/b.txt"):
         assert not (worktree / gone).exists(), gone
-    assert (worktree / "build/obj/k.o").exists()  # ignored: kept
-    assert (worktree / "step.log").exists()
-    assert (worktree / "run.sh").stat().st_mode & 0o111  # the executable bit survives
-    assert git(worktree, "diff", "--stat") == ""  # the index agrees with the files
+    for kept in ("build/obj/k.o", "step.log", "mixed/cache.o"):  # ignored files stay, as git clean keeps them
+        assert (worktree / kept).exists(), kept
 
 
-def test_checkout_is_detached_and_leaves_branches_alone(repo: tuple[Path, list[str]], tmp_path: Path):
-    path, shas = repo
-    gitrepo = GitRepo(path)
-    worktree = tmp_path / "wt"
-    gitrepo.ensure_worktree(worktree, shas[2])
-    branches_before = git(path, "branch", "--list")
-    gitrepo.ensure_worktree(worktree, shas[0])
-    done = subprocess.run(["git", "symbolic-ref", "-q", "HEAD"], cwd=worktree, capture_output=True, check=False)
-    assert done.returncode == 1  # detached
-    assert git(path, "branch", "--list") == branches_before
-    assert git(path, "rev-parse", "HEAD") == shas[2]  # the main checkout did not move
-    gitrepo.ensure_worktree(worktree, "HEAD")  # what a worker does with its cached worktree at start
-    assert git(worktree, "rev-parse", "HEAD") == shas[0]
-    assert gitrepo._worktree(worktree) is not None
-    with pytest.raises(RepoError, match="checkout of 000000000000"):
-        gitrepo.ensure_worktree(worktree, "0" * 40)  # git reports a commit that is not there
-
-
-def test_clean_without_a_checkout_and_the_nested_repository_git_removes(repo: tuple[Path, list[str]], tmp_path: Path):
-    path, shas = repo
-    gitrepo = GitRepo(path)
-    worktree = tmp_path / "wt"
-    gitrepo.ensure_worktree(worktree, shas[1])
-    (worktree / "left.txt").write_text("x")
-    nested = worktree / "vendor/dep"
-    nested.mkdir(parents=True)
-    git(nested, "init", "-q")  # libgit2 does not remove a nested repository; `git clean -ffd` does
-    (nested / "f").write_text("f")
-    gitrepo.clean_worktree(worktree)
-    assert not (worktree / "left.txt").exists()
-    assert not (worktree / "vendor").exists()
-    assert git(worktree, "status", "--porcelain", "--untracked-files=all", "--ignored") == ""
-    assert git(worktree, "rev-parse", "HEAD") == shas[1]
-
-
-def test_a_post_checkout_hook_or_a_filter_driver_sends_the_checkout_to_git(
+def test_a_tracked_file_or_directory_replaced_by_a_symlink_is_not_written_through(
     repo: tuple[Path, list[str]], tmp_path: Path
 ):
+    path, shas = repo
+    gitrepo = GitRepo(path)
+    worktree = tmp_path / "wt"
+    gitrepo.ensure_worktree(worktree, shas[0])
+    outside = tmp_path / "outside"
+    (outside / "dir").mkdir(parents=True)
+    (outside / "file.txt").write_text("keep me\n")
+    (worktree / "src/a.txt").unlink()
+    (worktree / "src/a.txt").symlink_to(outside / "file.txt")  # a step replaced a tracked file
+    gitrepo.ensure_worktree(worktree, shas[1], clean=False)
+    assert (outside / "file.txt").read_text() == "keep me\n"
+    assert not (worktree / "src/a.txt").is_symlink()
+    assert (worktree / "src/a.txt").read_text() == "two\n"
+    (worktree / "src/b.txt").unlink()
+    os.rename(worktree / "src", tmp_path / "moved-src")
+    (worktree / "src").symlink_to(outside / "dir")  # ... and a tracked directory
+    gitrepo.ensure_worktree(worktree, shas[1])
+    assert list((outside / "dir").iterdir()) == []
+    assert not (worktree / "src").is_symlink()
+    assert status(worktree) == ""
+
+
+def test_the_in_process_path_stands_aside(repo: tuple[Path, list[str]], tmp_path: Path, monkeypatch):
+    """Hooks, filter drivers, sparse checkout and large trees go to git; so does an attribute libgit2 ignores."""
     path, shas = repo
     marker = tmp_path / "hook-ran"
     hook = path / ".git/hooks/post-checkout"
@@ -122,27 +136,67 @@ def test_a_post_checkout_hook_or_a_filter_driver_sends_the_checkout_to_git(
     hook.chmod(0o755)
     gitrepo = GitRepo(path)
     worktree = tmp_path / "wt"
-    gitrepo.ensure_worktree(worktree, shas[0])  # registered, then filled by git
-    assert (worktree / "src/a.txt").read_text() == "one\n"
-    assert git(worktree, "status", "--porcelain", "--untracked-files=all") == ""
-    assert cli_reason(worktree, path / ".git/hooks") == "a post-checkout hook"
+    gitrepo.ensure_worktree(worktree, shas[0])
+    hooks = path / ".git/hooks"
+    assert cli_reason(worktree, hooks) == "a post-checkout hook"
     marker.unlink(missing_ok=True)
     gitrepo.ensure_worktree(worktree, shas[1])
     assert gitrepo._worktree(worktree) is None
-    assert marker.read_text().strip() == "1"  # git ran the hook: a branch-less checkout ("1" = whole tree)
+    assert marker.read_text().strip() == "1"  # git ran the hook ("1": a whole-tree checkout)
     assert git(worktree, "rev-parse", "HEAD") == shas[1]
     hook.unlink()
-    git(path, "config", "filter.lfs.smudge", "git-lfs smudge -- %f")
-    assert cli_reason(worktree, path / ".git/hooks") == "filter drivers are configured (e.g. Git LFS)"
-    git(path, "config", "--unset", "filter.lfs.smudge")
-    git(path, "config", "core.sparseCheckout", "true")
-    assert cli_reason(worktree, path / ".git/hooks") == "sparse checkout"
-    git(path, "config", "core.sparseCheckout", "false")
-    assert cli_reason(worktree, path / ".git/hooks") is None
+    for key, value, reason in (
+        ("filter.lfs.smudge", "git-lfs smudge -- %f", "filter drivers are configured (e.g. Git LFS)"),
+        ("core.sparseCheckout", "true", "sparse checkout"),
+        ("core.hooksPath", ".githooks", "core.hooksPath is set (its hooks may run at checkout)"),
+    ):
+        git(path, "config", key, value)
+        assert cli_reason(worktree, hooks) == reason
+        git(path, "config", "--unset", key)
+    assert cli_reason(worktree, hooks) is None
+    handle = InProcessWorktree(worktree)
+    monkeypatch.setattr(libgit, "MAX_TRACKED_FILES", 2)
+    assert not handle.checkout(shas[2])  # too large for the in-process path: untouched, git does it
+    assert git(worktree, "rev-parse", "HEAD") == shas[1]
 
 
-def test_a_checkout_libgit2_refuses_falls_back_to_git(repo: tuple[Path, list[str]], tmp_path: Path):
-    """A stale index.lock (a git killed mid-write) makes libgit2 fail; git then gives the error the user sees."""
+def test_an_attribute_libgit2_ignores_is_left_to_git(tmp_path: Path):
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q")
+    git(path, "config", "user.name", "t")
+    git(path, "config", "user.email", "t@example.com")
+    (path / ".gitattributes").write_text("*.txt working-tree-encoding=UTF-16LE\n")
+    (path / "x.txt").write_bytes("one\n".encode("utf-16-le"))
+    first = commit_all(path, "one")
+    (path / "x.txt").write_bytes("two\n".encode("utf-16-le"))
+    second = commit_all(path, "two")
+    gitrepo = GitRepo(path)
+    worktree = tmp_path / "wt"
+    gitrepo.ensure_worktree(worktree, first)
+    gitrepo.ensure_worktree(worktree, second)
+    assert (worktree / "x.txt").read_bytes() == "two\n".encode("utf-16-le")
+    assert status(worktree) == ""
+
+
+def test_clean_removes_a_nested_repository_as_git_clean_does(repo: tuple[Path, list[str]], tmp_path: Path):
+    path, shas = repo
+    gitrepo = GitRepo(path)
+    worktree = tmp_path / "wt"
+    gitrepo.ensure_worktree(worktree, shas[1])
+    (worktree / "left.txt").write_text("x")
+    nested = worktree / "vendor/dep"
+    nested.mkdir(parents=True)
+    git(nested, "init", "-q")
+    (nested / "f").write_text("f")
+    gitrepo.clean_worktree(worktree)
+    assert not (worktree / "left.txt").exists()
+    assert not (worktree / "vendor").exists()
+    assert git(worktree, "status", "--porcelain", "--untracked-files=all", "--ignored") == ""
+
+
+def test_a_stale_index_lock_is_reported_by_git(repo: tuple[Path, list[str]], tmp_path: Path):
+    """A git killed mid-write leaves index.lock: libgit2 fails, and git gives the error the user sees."""
     path, shas = repo
     gitrepo = GitRepo(path)
     worktree = tmp_path / "wt"
@@ -151,7 +205,7 @@ def test_a_checkout_libgit2_refuses_falls_back_to_git(repo: tuple[Path, list[str
     (admin / "index.lock").write_text("")
     with pytest.raises(RepoError, match=r"index\.lock"):
         gitrepo.ensure_worktree(worktree, shas[1])
-    assert gitrepo._worktree(worktree) is None  # git takes over this worktree
     (admin / "index.lock").unlink()
     gitrepo.ensure_worktree(worktree, shas[1])
     assert git(worktree, "rev-parse", "HEAD") == shas[1]
+    assert gitrepo._worktree(worktree) is not None  # one failure does not take the worktree off libgit2

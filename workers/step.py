@@ -77,16 +77,11 @@ class StepRunner:
         """Remove what the step just run left in the worktree, so the next step needs only a checkout.
 
         A worker calls this after it has sent the step's result, while the coordinator picks the next step;
-        if it fails or is not called, the next run() cleans before its checkout instead. A worktree checked out
-        in-process needs no tidy: its next checkout removes untracked files in the same pass, for less than a
-        separate clean costs.
+        if it fails or is not called, the next run() cleans before its checkout instead.
         """
         self._tidy_repo = None
         with contextlib.suppress(OSError, RepoError):
-            repo = self._repo(request.repo)
-            if repo.cleans_on_checkout(self.slot.worktree):
-                return
-            repo.clean_worktree(self.slot.worktree)
+            self._repo(request.repo).clean_worktree(self.slot.worktree)
             self._tidy_repo = request.repo
 
     def _repo(self, path: str) -> GitRepo:
