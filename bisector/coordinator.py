@@ -376,7 +376,12 @@ class _Search:
     # --- loop ----------------------------------------------------------------------------------------------
 
     def run(self) -> None:
-        self.loop()
+        try:
+            self.loop()
+        except BaseException:
+            with contextlib.suppress(Exception):  # keep what came back; the original error is the one to see
+                self.flush_results()
+            raise
         self.flush_results()
         if not self.candidates_stored:  # cancelled before its first steps went out
             self.store_candidates()
@@ -455,7 +460,7 @@ class _Search:
             confirmation = self.confirmation(last_good.position, first_bad.position)
             if confirmation is None:
                 return False
-            self.store.update_extra(self.record.id, confirmation=confirmation.to_json())
+            self.update_extra(confirmation=confirmation.to_json())
             if confirmation.status is ConfirmStatus.NOT_REPRODUCIBLE:
                 self.finish(
                     BisectStatus.NOT_REPRODUCIBLE,
@@ -543,7 +548,7 @@ class _Search:
         self.position = {c.sha: c.position for c in self.candidates}
         order = [first_parent, *range(start, start + len(side)), merge.position]
         self.merge_phases.append({"merge": merge.sha, "order": order})
-        self.store.update_extra(self.record.id, merge_phases=self.merge_phases)
+        self.update_extra(merge_phases=self.merge_phases)
         self.set_order(order)
         for step_id in list(self.in_flight):
             self.executor.cancel(step_id)
@@ -629,7 +634,7 @@ class _Search:
             self.observer.note(
                 f"workers disagree on {self.candidates[position].sha[:12]}: checking {worker} on the endpoints"
             )
-        self.store.update_extra(self.record.id, reference_checked=sorted(self.reference_checked))
+        self.update_extra(reference_checked=sorted(self.reference_checked))
 
     def reference_endpoints(self) -> tuple[tuple[int, Verdict], tuple[int, Verdict]]:
         """The known commits a reference check runs, each with the verdict a healthy worker gives it."""
@@ -677,7 +682,7 @@ class _Search:
         for history in self.history.values():
             history.quarantined = frozenset(self.quarantined)
         self.views.clear()
-        self.store.update_extra(self.record.id, quarantined=self.quarantined)
+        self.update_extra(quarantined=self.quarantined)
         self.observer.note(f"quarantined {worker} for the rest of the bisect ({reason})")
 
     def submit_confirmation_runs(self) -> None:
@@ -760,12 +765,21 @@ class _Search:
         self.views.clear()  # an endpoint's samples feed every other commit's view in comparative mode
         self.check_disagreement(position)
 
+    def update_extra(self, **values: object) -> None:
+        """What the search concluded from results (quarantines, confirmations, ...), stored after them."""
+        self.flush_results()
+        self.store.update_extra(self.record.id, **values)
+
     def flush_results(self) -> None:
         """Store the results taken in since the last flush, in one transaction, and show them."""
         if not self.unwritten:
             return
         taken, self.unwritten = self.unwritten, []
-        self.store.finish_steps([(result.step_id, result, finished) for result, finished, _ in taken])
+        try:
+            self.store.finish_steps([(result.step_id, result, finished) for result, finished, _ in taken])
+        except BaseException:
+            self.unwritten = taken + self.unwritten  # not written: a later flush tries again
+            raise
         for result, _, position in taken:
             self.observer.step_finished(result, self.candidates[position])
 
@@ -785,7 +799,7 @@ class _Search:
             self.candidates[p].sha: view.decision for p in self.history if (view := self.view(p)).decision is not None
         }
         if decisions or self.flake_seen:
-            self.store.update_extra(self.record.id, decisions=decisions, flake_seen=self.flake_seen)
+            self.update_extra(decisions=decisions, flake_seen=self.flake_seen)
         with contextlib.suppress(StateError):  # `bisect cancel` from another process got there first
             self.store.set_status(
                 self.record.id, status, finished=self.now(), first_bad=first_bad, last_good=last_good, message=message

@@ -11,9 +11,11 @@ from bisect_helpers import synthetic_spec
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator, utc_now
 from bisector.domain import BisectStatus, ErrorKind, StepPurpose, Verdict
-from bisector.errors import RepoError, StateError
+from bisector.errors import ExecutorError, RepoError, StateError
 from bisector.synthetic import culprit_history, write_history
 from db.store import Store
+from workers.executor import Assignment, StepRequest
+from workers.inprocess import InProcessExecutor
 
 
 def coordinator(store: Store) -> Coordinator:
@@ -216,3 +218,32 @@ def test_all_parents_explains_a_branch_culprit_against_its_own_parent(tmp_path: 
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, b1)
     traced = {s.sha for s in store.steps(record.id) if s.purpose is StepPurpose.TRACE}
     assert traced == {c1, b1}  # not the merge's first parent c4
+
+
+class _FailingAtSubmit(InProcessExecutor):
+    """Runs steps for real, then cannot send the n-th one (a worker pool that went away)."""
+
+    def __init__(self, repo: str, workers: int, fail_at: int) -> None:
+        super().__init__(repo, workers)
+        self.submitted = 0
+        self.fail_at = fail_at
+
+    def submit(self, request: StepRequest) -> Assignment:
+        self.submitted += 1
+        if self.submitted == self.fail_at:
+            raise ExecutorError("the worker pool went away")
+        return super().submit(request)
+
+
+def test_results_that_came_back_are_stored_when_the_loop_fails(tmp_path: Path, store: Store):
+    """Results are written right after the next probes go out; an error in between must not lose them."""
+    history = culprit_history(tmp_path / "repo", 40, 23)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=1)
+    executor = _FailingAtSubmit(str(history.path), workers=1, fail_at=4)
+    with pytest.raises(ExecutorError, match="went away"):
+        Coordinator(store, make_executor, poll_interval_s=0.05).start(spec, executor)
+    (record,) = store.list_bisects()
+    steps = store.steps(record.id)
+    assert len(steps) == 4  # the endpoints and one probe ran; the fourth was stored, then could not be sent
+    assert [s.verdict for s in steps[:3]] == [Verdict.GOOD, Verdict.BAD, Verdict.GOOD]
+    assert steps[3].verdict is None  # `bisect resume` marks it interrupted and runs it again
