@@ -241,7 +241,7 @@ class Store:
             with self._write() as conn:
                 return _inserted_id(conn.execute(insert(steps), values))
         except StoreError as exc:
-            if isinstance(exc.__cause__, IntegrityError):
+            if _foreign_key_violation(exc.__cause__):
                 raise self._unknown(bisect_id) from None
             raise
 
@@ -376,6 +376,15 @@ def _describe(exc: BaseException) -> str:
         message = str(cause).strip()
     first_line = message.splitlines()[0] if message else ""
     return first_line or type(cause).__name__
+
+
+def _foreign_key_violation(exc: BaseException | None) -> bool:
+    """SQLite's and PostgreSQL's way of saying that a referenced row is missing (not any other constraint)."""
+    if not isinstance(exc, IntegrityError):
+        return False
+    driver_error = exc.orig
+    code = getattr(driver_error, "sqlstate", None) or getattr(driver_error, "pgcode", None)  # psycopg 3, psycopg2
+    return code == "23503" or "FOREIGN KEY constraint failed" in str(driver_error)
 
 
 def _result_values(result: StepResult, finished: datetime) -> dict[str, object]:
