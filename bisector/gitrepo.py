@@ -6,6 +6,7 @@ and the analysis agree on one view of the repository.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import shutil
 import subprocess
@@ -209,7 +210,14 @@ class GitRepo:
         return admin.resolve().parent.parent == mine and back.resolve() == (path / ".git").resolve()
 
     def clean_worktree(self, path: Path) -> None:
-        """Remove the untracked files a step left in a worktree (ignored ones stay, as build caches)."""
+        """Remove the untracked files a step left in a worktree (ignored ones stay, as build caches); no git
+        process when an in-process look finds nothing to remove."""
+        from bisector.libgit import LibGitError
+
+        worktree = self._worktree(path) if (path / ".git").exists() else None
+        with contextlib.suppress(LibGitError, OSError):  # unsure: git cleans
+            if worktree is not None and not worktree.needs_clean():
+                return
         try:
             _run_git(path, "clean", "-ffd", "--quiet")
         except git.GitCommandError as exc:

@@ -16,11 +16,13 @@ caller runs git otherwise:
 - the tracked files still differ after it (an attribute such as working-tree-encoding that libgit2 ignores).
 
 Untracked files are not touched here: `git clean` removes them, with git's rules (ignored files stay, also
-inside untracked directories, as build caches).
+inside untracked directories, as build caches). ``needs_clean`` tells, in-process, whether there is anything
+for it to remove, so a step that left nothing costs no git process.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pygit2
@@ -55,7 +57,7 @@ class InProcessWorktree:
     def checkout(self, sha: str) -> bool:
         """Check out sha (or any revision naming a commit) detached, resetting tracked files, if that is safe
         in-process. False: nothing was done, or the result is not what git gives; the caller runs git."""
-        if len(self._repo.index) > MAX_TRACKED_FILES or self._tracked_changes():
+        if len(self._index()) > MAX_TRACKED_FILES or self._tracked_changes():
             return False
         try:
             target = self._repo.revparse_single(sha).peel(pygit2.Commit)
@@ -65,6 +67,45 @@ class InProcessWorktree:
         self._repo.set_head(target.id)
         return not self._tracked_changes()
 
+    def _index(self) -> pygit2.Index:
+        """The worktree's index as it is on disk now (git, not libgit2, may have written it last)."""
+        index: pygit2.Index = self._repo.index
+        index.read(False)  # reloads only if the file changed
+        return index
+
     def _tracked_changes(self) -> bool:
         """Whether any tracked file differs from the index or the index from HEAD (untracked files aside)."""
         return bool(self._repo.status(untracked_files="no"))
+
+    def needs_clean(self) -> bool:
+        """Whether the worktree holds anything `git clean -ffd` would remove: an untracked, unignored file,
+        symlink or directory (an empty one too, which libgit2's status does not list). True when unsure."""
+        index = self._index()
+        if len(index) > MAX_TRACKED_FILES:
+            return True
+        files = {entry.path for entry in index}
+        dirs = {parent for path in files for parent in _parents(path)}
+        return self._untracked_under("", files, dirs)
+
+    def _untracked_under(self, directory: str, files: set[str], dirs: set[str]) -> bool:
+        with os.scandir(self.path / directory if directory else self.path) as entries:
+            for entry in entries:
+                path = f"{directory}/{entry.name}" if directory else entry.name
+                if path == ".git":
+                    continue
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if path in files and not is_dir:
+                    continue
+                if is_dir and path in dirs:
+                    if self._untracked_under(path, files, dirs):
+                        return True
+                    continue
+                if not self._repo.path_is_ignored(path):
+                    return True
+        return False
+
+
+def _parents(path: str) -> list[str]:
+    """'a/b/c.txt' -> ['a', 'a/b']."""
+    parts = path.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]

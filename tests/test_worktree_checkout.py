@@ -209,3 +209,40 @@ def test_a_stale_index_lock_is_reported_by_git(repo: tuple[Path, list[str]], tmp
     gitrepo.ensure_worktree(worktree, shas[1])
     assert git(worktree, "rev-parse", "HEAD") == shas[1]
     assert gitrepo._worktree(worktree) is not None  # one failure does not take the worktree off libgit2
+
+
+@pytest.mark.parametrize(
+    ("leftover", "needs_clean"),
+    [
+        ("", False),
+        ("out.txt", True),
+        ("src/new.txt", True),
+        ("empty/", True),
+        ("results/deep/r.json", True),
+        ("link->src/a.txt", True),
+        ("build/obj/k.o", False),
+        ("src/step.log", False),
+    ],
+)
+def test_needs_clean_finds_what_git_clean_would_remove(
+    repo: tuple[Path, list[str]], tmp_path: Path, leftover: str, needs_clean: bool
+):
+    path, shas = repo
+    gitrepo = GitRepo(path)
+    worktree = tmp_path / "wt"
+    gitrepo.ensure_worktree(worktree, shas[1])
+    if leftover.endswith("/"):
+        (worktree / leftover).mkdir()
+    elif "->" in leftover:
+        name, target = leftover.split("->")
+        (worktree / name).symlink_to(worktree / target)
+    elif leftover:
+        (worktree / leftover).parent.mkdir(parents=True, exist_ok=True)
+        (worktree / leftover).write_text("x")
+    handle = gitrepo._worktree(worktree)
+    assert handle is not None
+    assert handle.needs_clean() is needs_clean
+    would_remove = git(worktree, "clean", "-ffdn")
+    assert bool(would_remove) is needs_clean  # the same answer as git's own dry run
+    gitrepo.clean_worktree(worktree)
+    assert git(worktree, "clean", "-ffdn") == ""
