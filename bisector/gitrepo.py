@@ -169,10 +169,10 @@ class GitRepo:
                     self._repo.git.worktree("add", "--detach", "--force", "--no-checkout", str(path), sha)
             if not self._checkout_in_process(path, sha):
                 _run_git(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
-            if clean:
-                _run_git(path, "clean", "-ffd", "--quiet")
         except git.GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None
+        if clean:
+            self.clean_worktree(path)
 
     def _checkout_in_process(self, path: Path, sha: str) -> bool:
         """Check out through libgit2 where that is safe and faster (bisector.libgit); False: the caller runs git."""
@@ -188,12 +188,13 @@ class GitRepo:
 
     def _worktree(self, path: Path) -> InProcessWorktree | None:
         # Imported here: libgit2 costs ~50 ms to load, and only workers check out (their fork server preloads it).
-        from bisector.libgit import InProcessWorktree, LibGitError, cli_reason
+        from bisector.libgit import InProcessWorktree, LibGitError
 
         if path not in self._in_process:
             try:
-                reason = cli_reason(path, Path(self._repo.common_dir) / "hooks")
-                self._in_process[path] = InProcessWorktree(path) if reason is None else None
+                worktree = InProcessWorktree(path)
+                git_needed = worktree.cli_reason(Path(self._repo.common_dir) / "hooks") is not None
+                self._in_process[path] = None if git_needed else worktree
             except LibGitError:
                 self._in_process[path] = None
         return self._in_process[path]

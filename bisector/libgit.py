@@ -9,8 +9,8 @@ MAX_TRACKED_FILES go in-process.
 The in-process checkout is taken only when it is sure to give what `git checkout --detach --force` gives; the
 caller runs git otherwise:
 
-- the repository uses something libgit2 does not do at checkout (``cli_reason``): filter drivers (Git LFS's
-  smudge), sparse checkout, hooks (a post-checkout hook, any core.hooksPath);
+- the repository uses something libgit2 does not do at checkout (``InProcessWorktree.cli_reason``): filter
+  drivers (Git LFS's smudge), sparse checkout, hooks (a post-checkout hook, any core.hooksPath);
 - the worktree's tracked files differ from its index or HEAD before the checkout: a step edited, deleted or
   replaced one (a symlink where a file was would have libgit2 write through it);
 - the tracked files still differ after it (an attribute such as working-tree-encoding that libgit2 ignores).
@@ -32,27 +32,26 @@ LibGitError = pygit2.GitError
 MAX_TRACKED_FILES = 1000  # measured: libgit2 wins below ~1000 files, git from a few thousand on
 
 
-def cli_reason(worktree: Path, hooks_dir: Path) -> str | None:
-    """Why this worktree must be checked out by git rather than libgit2, or None."""
-    repo = pygit2.Repository(str(worktree))
-    names = {entry.name.lower() for entry in repo.config}
-    if any(name.startswith("filter.") and name.rsplit(".", 1)[-1] in ("smudge", "process") for name in names):
-        return "filter drivers are configured (e.g. Git LFS)"
-    if "core.sparsecheckout" in names and repo.config.get_bool("core.sparseCheckout"):
-        return "sparse checkout"
-    if "core.hookspath" in names:
-        return "core.hooksPath is set (its hooks may run at checkout)"
-    if (hooks_dir / "post-checkout").is_file():
-        return "a post-checkout hook"
-    return None
-
-
 class InProcessWorktree:
     """One worktree driven through libgit2; open it once per worker and reuse it across steps."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._repo = pygit2.Repository(str(path))
+
+    def cli_reason(self, hooks_dir: Path) -> str | None:
+        """Why this worktree must be checked out by git rather than libgit2, or None."""
+        config = self._repo.config
+        names = {entry.name.lower() for entry in config}
+        if any(name.startswith("filter.") and name.rsplit(".", 1)[-1] in ("smudge", "process") for name in names):
+            return "filter drivers are configured (e.g. Git LFS)"
+        if "core.sparsecheckout" in names and config.get_bool("core.sparseCheckout"):
+            return "sparse checkout"
+        if "core.hookspath" in names:
+            return "core.hooksPath is set (its hooks may run at checkout)"
+        if (hooks_dir / "post-checkout").is_file():
+            return "a post-checkout hook"
+        return None
 
     def checkout(self, sha: str) -> bool:
         """Check out sha (or any revision naming a commit) detached, resetting tracked files, if that is safe

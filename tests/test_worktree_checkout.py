@@ -14,7 +14,7 @@ import pytest
 from bisector import libgit
 from bisector.errors import RepoError
 from bisector.gitrepo import GitRepo
-from bisector.libgit import InProcessWorktree, cli_reason
+from bisector.libgit import InProcessWorktree
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -138,7 +138,7 @@ def test_the_in_process_path_stands_aside(repo: tuple[Path, list[str]], tmp_path
     worktree = tmp_path / "wt"
     gitrepo.ensure_worktree(worktree, shas[0])
     hooks = path / ".git/hooks"
-    assert cli_reason(worktree, hooks) == "a post-checkout hook"
+    assert InProcessWorktree(worktree).cli_reason(hooks) == "a post-checkout hook"
     marker.unlink(missing_ok=True)
     gitrepo.ensure_worktree(worktree, shas[1])
     assert gitrepo._worktree(worktree) is None
@@ -151,9 +151,9 @@ def test_the_in_process_path_stands_aside(repo: tuple[Path, list[str]], tmp_path
         ("core.hooksPath", ".githooks", "core.hooksPath is set (its hooks may run at checkout)"),
     ):
         git(path, "config", key, value)
-        assert cli_reason(worktree, hooks) == reason
+        assert InProcessWorktree(worktree).cli_reason(hooks) == reason
         git(path, "config", "--unset", key)
-    assert cli_reason(worktree, hooks) is None
+    assert InProcessWorktree(worktree).cli_reason(hooks) is None
     handle = InProcessWorktree(worktree)
     monkeypatch.setattr(libgit, "MAX_TRACKED_FILES", 2)
     assert not handle.checkout(shas[2])  # too large for the in-process path: untouched, git does it
