@@ -73,14 +73,14 @@ class ShapeTable:
             line = f"batch-variant: the same row takes {takes} for (N, K) = {shapes}"
             before = {row.decode_before for row in variant}
             if UNKNOWN not in before:
-                groups = [
-                    f"{kernel} for " + ", ".join(f"({r.n}, {r.k})" for r in variant if r.decode_before == kernel)
-                    for kernel in sorted(before)
-                ]
-                took = next(iter(before)) if len(before) == 1 else "one kernel"
-                line += f"; at the last good commit each took {took} at both"
-                if len(before) > 1:
-                    line += f" ({'; '.join(groups)})"
+                if len(before) == 1:
+                    line += f"; at the last good commit each took {next(iter(before))} at both"
+                else:
+                    groups = "; ".join(
+                        f"{kernel} for " + ", ".join(f"({r.n}, {r.k})" for r in variant if r.decode_before == kernel)
+                        for kernel in sorted(before)
+                    )
+                    line += f"; at the last good commit each took one kernel at both ({groups})"
             return line
         known = [row for row in self.rows if UNKNOWN not in (row.decode_after, row.verify_after)]
         if known and len(known) == len(self.rows):
