@@ -65,11 +65,11 @@ def _worker_main(
     worktree, lock_file = _claim_worktree(worktree_root(repo), slot_index)
     clean_for: str | None = None
     opened: list[GitRepo] = []
-    with contextlib.suppress(
-        RepoError
-    ):  # made and opened now, off the critical path; a failure shows at the first step
-        opened.append(GitRepo(repo))
-        opened[0].ensure_worktree(worktree, "HEAD")
+    # Made and opened now, off the critical path; a failure shows at the first step.
+    with contextlib.suppress(RepoError):
+        handle = GitRepo(repo)
+        opened.append(handle)
+        handle.ensure_worktree(worktree, "HEAD")
         clean_for = repo
     runner = StepRunner(WorkerSlot(name=name, gpus=gpus, worktree=worktree), clean_for=clean_for, opened=opened)
     inbox: queue.Queue[object] = queue.Queue()
