@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
@@ -34,6 +35,19 @@ from db.migrate import upgrade
 from db.schema import bisects, candidates, findings, steps
 
 INTERRUPTED_DETAIL = "coordinator stopped while the step ran"
+
+
+@dataclass(frozen=True)
+class NewStep:
+    """A step about to start, as Store.start_steps records it."""
+
+    sha: str
+    attempt: int
+    worker: str
+    started: datetime
+    purpose: StepPurpose = StepPurpose.SEARCH
+    node: str = ""
+    gpus: tuple[int, ...] = ()
 
 
 class Store:
@@ -222,24 +236,31 @@ class Store:
         purpose: StepPurpose = StepPurpose.SEARCH,
     ) -> int:
         """Record a step that starts now (verdict NULL until finish_step); returns its id."""
-        values = {
-            "bisect_id": bisect_id,
-            "sha": sha,
-            "attempt": attempt,
-            "worker": worker,
-            "node": node,
-            "gpus": _dump(list(gpus)),
-            "started": _aware(started),
-            "samples": _dump([]),
-            "log_path": "",
-            "detail": "",
-            "purpose": StepPurpose(purpose).value,
-        }
+        return self.start_steps(bisect_id, [NewStep(sha, attempt, worker, started, purpose, node, gpus)])[0]
+
+    def start_steps(self, bisect_id: int, new_steps: Sequence[NewStep]) -> list[int]:
+        """Record steps that start now, in one transaction (a round's probes go out together); their ids in order."""
+        rows = [
+            {
+                "bisect_id": bisect_id,
+                "sha": step.sha,
+                "attempt": step.attempt,
+                "worker": step.worker,
+                "node": step.node,
+                "gpus": _dump(list(step.gpus)),
+                "started": _aware(step.started),
+                "samples": _dump([]),
+                "log_path": "",
+                "detail": "",
+                "purpose": StepPurpose(step.purpose).value,
+            }
+            for step in new_steps
+        ]
         # No existence check first: the foreign key refuses a step of an unknown bisect, and the check cost more
         # than the insert on the coordinator's per-step path.
         try:
             with self._write() as conn:
-                return _inserted_id(conn.execute(insert(steps), values))
+                return [_inserted_id(conn.execute(insert(steps), values)) for values in rows]
         except StoreError as exc:
             if _foreign_key_violation(exc.__cause__):
                 raise self._unknown(bisect_id) from None
