@@ -15,6 +15,7 @@ import multiprocessing.connection
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -197,21 +198,28 @@ class LocalExecutor(Executor):
         return fresh
 
     def poll(self, timeout_s: float) -> list[StepResult]:
-        busy = [slot for slot in self._slots if slot.running is not None]
-        if not busy:
-            return []
-        waitables: dict[Any, _Slot] = {}
-        for slot in busy:
-            waitables[slot.conn] = slot
-            waitables[slot.process.sentinel] = slot
+        """Results that come back within timeout_s. A worker's note that its step's process started is taken in
+        here and waited past: it gives the coordinator nothing to decide (W of them arrive at every round)."""
+        deadline = time.monotonic() + timeout_s
         results: list[StepResult] = []
-        for ready in multiprocessing.connection.wait(list(waitables), timeout=timeout_s):
-            slot = waitables[ready]
-            if slot.running is None:
-                continue
-            result = self._receive(slot) if ready is slot.conn else self._lost(slot)
-            if result is not None:
-                results.append(result)
+        while not results:
+            busy = [slot for slot in self._slots if slot.running is not None]
+            if not busy:
+                return []
+            waitables: dict[Any, _Slot] = {}
+            for slot in busy:
+                waitables[slot.conn] = slot
+                waitables[slot.process.sentinel] = slot
+            ready_now = multiprocessing.connection.wait(list(waitables), timeout=max(deadline - time.monotonic(), 0))
+            for ready in ready_now:
+                slot = waitables[ready]
+                if slot.running is None:
+                    continue
+                result = self._receive(slot) if ready is slot.conn else self._lost(slot)
+                if result is not None:
+                    results.append(result)
+            if not ready_now or time.monotonic() >= deadline:
+                break
         return results
 
     def _receive(self, slot: _Slot) -> StepResult | None:
