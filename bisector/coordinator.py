@@ -33,12 +33,15 @@ from bisector.spec import BisectSpec
 from bisector.strategies import KArySearch, OutcomeKind, SearchState, Strategy, estimated_steps_left
 from bisector.strategies.noisy import is_consistent
 from bisector.strategies.select import choose_strategy
-from db.store import Store
+from db.store import NewStep, Store
 from workers.executor import Assignment, Executor
 
 POLL_INTERVAL_S = 0.5
 CANCEL_CHECK_S = 0.5
 PROGRESS_INTERVAL_S = 0.25
+# The candidates are stored this long after the first steps went out: W checkouts and process starts at once
+# fill a small host's cores, and 1000 rows written beside them delayed every first step by milliseconds.
+CANDIDATES_DELAY_S = 0.05
 REFERENCE_RUNS = 3  # runs of each endpoint on a suspect worker
 DECIDED = (Verdict.GOOD, Verdict.BAD)  # the answers a reference run can give
 EXECUTOR_KEYS = frozenset({"executor", "workers", "gpus_per_step", "ray_address", "resources"})
@@ -53,18 +56,26 @@ def utc_now() -> datetime:
 
 def prepare_bisect(store: Store, spec: BisectSpec, now: Clock = utc_now) -> int:
     """Resolve and validate the range, then store the bisect and its candidates. Returns the new id."""
-    return _prepare(store, spec, now)[0]
+    return _prepare(store, spec, now)[0].id
 
 
-def _prepare(store: Store, spec: BisectSpec, now: Clock, *, store_candidates: bool = True) -> tuple[int, list[Commit]]:
-    """store_candidates=False: the caller stores them (the coordinator does, once its first steps are out)."""
+def _prepare(
+    store: Store, spec: BisectSpec, now: Clock, *, store_candidates: bool = True
+) -> tuple[BisectRecord, list[Commit]]:
+    """store_candidates=False: the caller stores them (the coordinator does, once its first steps are out).
+    Returns the stored bisect as it is now, so that the caller need not read it back."""
     repo = GitRepo(spec.repo)
     good, bad = repo.resolve(spec.good), repo.resolve(spec.bad)
     candidates = repo.range_for_bisect(good, bad)  # --all-parents descends into bad merges later
-    bisect_id = store.create_bisect(str(repo.root), good, bad, spec.to_json(), now())
+    created, spec_json = now(), spec.to_json()
+    bisect_id = store.create_bisect(str(repo.root), good, bad, spec_json, created)
     if store_candidates:
         store.add_candidates(bisect_id, candidates)
-    return bisect_id, candidates
+    record = BisectRecord(
+        id=bisect_id, repo=str(repo.root), good=good, bad=bad, spec=spec_json, status=BisectStatus.RUNNING,
+        created=created, finished=None, first_bad=None, last_good=None,
+    )  # fmt: skip
+    return record, candidates
 
 
 @dataclass
@@ -128,6 +139,7 @@ class Coordinator:
         observer: ProgressObserver | None = None,
         now: Clock = utc_now,
         poll_interval_s: float = POLL_INTERVAL_S,
+        candidates_delay_s: float = CANDIDATES_DELAY_S,
     ) -> None:
         self.store = store
         self.executor_factory = executor_factory
@@ -135,13 +147,14 @@ class Coordinator:
         self.observer = observer or SilentObserver()
         self.now = now
         self.poll_interval_s = poll_interval_s
+        self.candidates_delay_s = candidates_delay_s
 
     def start(self, spec: BisectSpec, executor: Executor | None = None) -> BisectRecord:
         """executor: one already started (its workers boot while the caller opens the store); closed here."""
         # The workers start while the range is listed and stored: their start-up is off the critical path.
         with executor or self.executor_factory(spec) as executor:
-            bisect_id, candidates = _prepare(self.store, spec, self.now, store_candidates=False)
-            return self._run(bisect_id, executor, candidates, candidates_stored=False)
+            record, candidates = _prepare(self.store, spec, self.now, store_candidates=False)
+            return self._run(record, executor, candidates, fresh=True)
 
     def resume(self, bisect_id: int, executor_overrides: Mapping[str, object] | None = None) -> BisectRecord:
         """Continue from the store; executor_overrides (executor, workers, ray_address, ...) move the rest of
@@ -160,7 +173,7 @@ class Coordinator:
         if interrupted:
             self.observer.note(f"re-queued {interrupted} step(s) that were running when the coordinator stopped")
         with self.executor_factory(spec) as executor:
-            return self._run(bisect_id, executor)
+            return self._run(self.store.get_bisect(bisect_id), executor)
 
     def rerun(
         self, bisect_id: int, rev: str, times: int = 1, executor_overrides: Mapping[str, object] | None = None
@@ -184,22 +197,21 @@ class Coordinator:
     def run(self, bisect_id: int) -> BisectRecord:
         spec = BisectSpec.from_json(self.store.get_bisect(bisect_id).spec)
         with self.executor_factory(spec) as executor:
-            return self._run(bisect_id, executor)
+            return self._run(self.store.get_bisect(bisect_id), executor)
 
     def _run(
         self,
-        bisect_id: int,
+        record: BisectRecord,
         executor: Executor,
         candidates: Sequence[Commit] | None = None,
         *,
-        candidates_stored: bool = True,
+        fresh: bool = False,
     ) -> BisectRecord:
-        """candidates: the bisect's candidates, when the caller has them in memory already; candidates_stored=False:
-        the search stores them, right after its first steps are sent."""
-        record = self.store.get_bisect(bisect_id)
+        """fresh: the bisect was just created from candidates (in memory, not stored yet); it has no steps, and the
+        search stores the candidates right after its first steps are sent."""
         spec = BisectSpec.from_json(record.spec)
-        _Search(self, record, spec, executor, candidates, candidates_stored=candidates_stored).run()
-        final = self.store.get_bisect(bisect_id)
+        _Search(self, record, spec, executor, candidates, fresh=fresh).run()
+        final = self.store.get_bisect(record.id)
         if final.status is BisectStatus.FOUND:
             self._analyse(final, spec, executor)
         self.observer.finished(final)
@@ -207,6 +219,8 @@ class Coordinator:
 
     def _analyse(self, record: BisectRecord, spec: BisectSpec, executor: Executor) -> None:
         """Explain and minimise a found culprit; a failure here is noted, the bisect's answer stands."""
+        if not (spec.explain or spec.minimize):
+            return  # not even the import: it takes a small host ~0.1 s
         from bisector.explain import explain_bisect, minimize_bisect
 
         steps = [(spec.explain, explain_bisect), (spec.minimize, minimize_bisect)]
@@ -246,35 +260,40 @@ class _Search:
         executor: Executor,
         candidates: Sequence[Commit] | None = None,
         *,
-        candidates_stored: bool = True,
+        fresh: bool = False,
     ) -> None:
         self.store = owner.store
         self.fixed_strategy = owner.strategy
         self.observer = owner.observer
         self.now = owner.now
         self.poll_interval_s = owner.poll_interval_s
+        self.candidates_delay_s = owner.candidates_delay_s
         self.record = record
         self.spec = spec
         self.executor = executor
         self.metric = spec.metric_spec()
+        candidates_stored = not fresh
         if candidates is None:
             candidates = self.store.candidates(record.id)
             if not candidates:  # a coordinator stopped before it stored them: list them again
                 candidates, candidates_stored = GitRepo(record.repo).range_for_bisect(record.good, record.bad), False
         self.candidates: Sequence[Commit] = candidates
         self.candidates_stored = candidates_stored
+        self.candidates_due: float | None = None  # monotonic time to store them, once the first steps are out
         self.position = {c.sha: c.position for c in self.candidates}
         self.judge = Judge(spec)
         self.history: dict[int, _CommitHistory] = defaultdict(_CommitHistory)
-        stored_steps = self.store.steps(record.id)
+        stored_steps = [] if fresh else self.store.steps(record.id)
         for step in stored_steps:
             if step.purpose in (StepPurpose.SEARCH, StepPurpose.CONFIRM):
                 self.history[self.position[step.sha]].steps.append(step)
         self.in_flight: dict[int, int] = {}  # step id -> position
         self.unwritten: list[tuple[StepResult, datetime, int]] = []  # results taken in, not yet stored
         self.views: dict[int, CommitView] = {}  # per position, cleared when its steps change
+        self.cached_state: SearchState | None = None  # until the steps, the runs in flight or the order change
         self.flake_seen = False
-        self.last_cancel_check = -CANCEL_CHECK_S
+        # A bisect created this moment cannot have been cancelled yet: its first check waits CANCEL_CHECK_S.
+        self.last_cancel_check = time.monotonic() if fresh else -CANCEL_CHECK_S
         self.last_progress = -PROGRESS_INTERVAL_S
         self.confirming: tuple[int, int] | None = None  # (parent, first bad) positions under confirmation
         self.confirm_pairs: list[tuple[int, int]] = []  # pairs still to run, each (first, second) on one worker
@@ -294,6 +313,15 @@ class _Search:
     def set_order(self, order: list[int]) -> None:
         self.order = order
         self.index_of = {position: index for index, position in enumerate(order)}
+        self.cached_state = None
+
+    def forget_views(self, position: int | None = None) -> None:
+        """Drop what was derived from the steps of one commit (None: of every commit): its view and the state."""
+        if position is None:
+            self.views.clear()
+        else:
+            self.views.pop(position, None)
+        self.cached_state = None
 
     def current_order(self) -> list[int]:
         if self.merge_phases:
@@ -335,7 +363,13 @@ class _Search:
         return view.verdict
 
     def state(self) -> SearchState:
-        """The search state over self.order; O(commits tested), not O(range)."""
+        """The search state over self.order; O(commits tested), not O(range). One pass of the loop asks for it
+        several times (conclusion, strategy, cancels, probes): it is computed once per change."""
+        if self.cached_state is None:
+            self.cached_state = self.compute_state()
+        return self.cached_state
+
+    def compute_state(self) -> SearchState:
         tested = [p for p in self.history if p in self.index_of]
         verdicts = {self.index_of[p]: v for p in tested if (v := self.position_verdict(p)) is not None}
         observations = {
@@ -387,8 +421,9 @@ class _Search:
             self.store_candidates()
 
     def store_candidates(self) -> None:
-        """Written once the first steps are out: 1000 rows take milliseconds, and the endpoint checks and first
-        probes need only the list in memory. A coordinator killed before this lists them again on resume."""
+        """Written once the first steps are under way (candidates_delay_s): 1000 rows take milliseconds, and the
+        endpoint checks and first probes need only the list in memory. A coordinator killed before this lists
+        them again on resume."""
         self.store.add_candidates(self.record.id, self.candidates)
         self.candidates_stored = True
         count = len(self.candidates)
@@ -396,9 +431,6 @@ class _Search:
 
     def loop(self) -> None:
         while True:
-            if self.cancelled():
-                self.cancel_all()
-                return
             if self.concluded():
                 self.cancel_all()
                 return
@@ -410,8 +442,14 @@ class _Search:
                 return
             self.submit_work()
             self.flush_results()
+            if self.cancelled():  # read from the store: after the next steps are out, not before
+                self.cancel_all()
+                return
             if not self.candidates_stored:
-                self.store_candidates()
+                if self.candidates_due is None:
+                    self.candidates_due = time.monotonic() + self.candidates_delay_s
+                if not self.in_flight or time.monotonic() >= self.candidates_due:
+                    self.store_candidates()
             if not self.in_flight:
                 if not self.usable_workers():  # workers are (re)starting: wait for one
                     time.sleep(self.poll_interval_s)
@@ -419,8 +457,13 @@ class _Search:
                 self.finish(BisectStatus.FAILED, message="nothing left to test and no conclusion (internal error)")
                 return
             self.report_progress()
-            for result in self.executor.poll(self.poll_interval_s):
+            for result in self.executor.poll(self.poll_timeout()):
                 self.record_result(result)
+
+    def poll_timeout(self) -> float:
+        if self.candidates_stored or self.candidates_due is None:
+            return self.poll_interval_s
+        return min(self.poll_interval_s, max(self.candidates_due - time.monotonic(), 0.0))
 
     def cancelled(self) -> bool:
         """Whether `bisect cancel` marked the bisect; read from the store at most every CANCEL_CHECK_S."""
@@ -543,6 +586,8 @@ class _Search:
             return False
         first_parent = self.position[repo.parents(merge.sha)[0]]
         start = len(self.candidates)
+        if not self.candidates_stored:  # the merged commits are numbered after them
+            self.store_candidates()
         self.store.add_candidates(self.record.id, [repo.commit(sha, start + i) for i, sha in enumerate(side)])
         self.candidates = self.store.candidates(self.record.id)
         self.position = {c.sha: c.position for c in self.candidates}
@@ -597,8 +642,7 @@ class _Search:
             for position in probes:
                 if position not in wanted:
                     wanted += [position] * (self.spec.repeat if position not in self.history else 1)
-        for position in wanted[: len(self.usable_workers())]:
-            self.submit(position)
+        self.submit_all([(position, StepPurpose.SEARCH, "") for position in wanted[: len(self.usable_workers())]])
 
     def usable_workers(self) -> list[str]:
         """Free workers that are not quarantined and not holding the second half of a confirmation pair."""
@@ -681,7 +725,7 @@ class _Search:
         self.quarantined[worker] = reason
         for history in self.history.values():
             history.quarantined = frozenset(self.quarantined)
-        self.views.clear()
+        self.forget_views()
         self.update_extra(quarantined=self.quarantined)
         self.observer.note(f"quarantined {worker} for the rest of the bisect ({reason})")
 
@@ -719,34 +763,46 @@ class _Search:
                 self.executor.cancel(step_id)
 
     def submit(self, position: int, purpose: StepPurpose = StepPurpose.SEARCH, pin_worker: str = "") -> int:
-        commit = self.candidates[position]
-        history = self.history[position]
-        attempt = len(history.steps) + 1
-        worker = pin_worker or self.choose_worker(history.failed_workers())
-        started = self.now()
-        # One write per submitted step: where it runs is known here; its node and GPUs come with the result.
-        step_id = self.store.start_step(self.record.id, commit.sha, attempt, worker, "", (), started, purpose=purpose)
-        request = self.spec.step_request(
-            bisect_id=self.record.id,
-            step_id=step_id,
-            sha=commit.sha,
-            attempt=attempt,
-            repo=self.record.repo,
-            metric=self.metric,
-            log_path=str(log_dir(self.record.id) / f"step-{step_id}-{commit.sha[:12]}.log"),
-            avoid_workers=history.failed_workers(),
-            pin_worker=worker,
-        )
-        assignment = self.executor.submit(request)
-        self.in_flight[step_id] = position
-        history.steps.append(_running_step(step_id, self.record.id, commit.sha, attempt, assignment, started, purpose))
-        self.views.pop(position, None)
-        self.observer.step_started(step_id, commit, attempt, assignment)
-        return step_id
+        return self.submit_all([(position, purpose, pin_worker)])[0]
 
-    def choose_worker(self, avoid: frozenset[str]) -> str:
-        """A usable free worker, preferring one that has not failed this commit."""
-        usable = self.usable_workers()
+    def submit_all(self, wanted: Sequence[tuple[int, StepPurpose, str]]) -> list[int]:
+        """Start a step for each (position, purpose, pinned worker or ""), each on its own free worker. Their rows
+        are written in one transaction, then the requests go out: a round's probes leave together."""
+        planned: list[tuple[int, NewStep]] = []
+        started = self.now()
+        for position, purpose, pin_worker in wanted:
+            history = self.history[position]
+            attempt = len(history.steps) + 1 + sum(1 for p, _ in planned if p == position)
+            taken = {step.worker for _, step in planned}
+            worker = pin_worker or self.choose_worker(history.failed_workers(), taken)
+            # Where it runs is known here; its node and GPUs come with the result.
+            planned.append((position, NewStep(self.candidates[position].sha, attempt, worker, started, purpose)))
+        step_ids = self.store.start_steps(self.record.id, [step for _, step in planned]) if planned else []
+        for step_id, (position, step) in zip(step_ids, planned, strict=True):
+            history = self.history[position]
+            request = self.spec.step_request(
+                bisect_id=self.record.id,
+                step_id=step_id,
+                sha=step.sha,
+                attempt=step.attempt,
+                repo=self.record.repo,
+                metric=self.metric,
+                log_path=str(log_dir(self.record.id) / f"step-{step_id}-{step.sha[:12]}.log"),
+                avoid_workers=history.failed_workers(),
+                pin_worker=step.worker,
+            )
+            assignment = self.executor.submit(request)
+            self.in_flight[step_id] = position
+            history.steps.append(
+                _running_step(step_id, self.record.id, step.sha, step.attempt, assignment, started, step.purpose)
+            )
+            self.forget_views(position)
+            self.observer.step_started(step_id, self.candidates[position], step.attempt, assignment)
+        return step_ids
+
+    def choose_worker(self, avoid: frozenset[str], taken: set[str] | frozenset[str] = frozenset()) -> str:
+        """A usable free worker not taken already, preferring one that has not failed this commit."""
+        usable = [w for w in self.usable_workers() if w not in taken]
         return next((w for w in usable if w not in avoid), usable[0])
 
     def record_result(self, result: StepResult) -> None:
@@ -754,6 +810,7 @@ class _Search:
         the work it lets the coordinator send: at a round boundary W results arrive within milliseconds, and
         the next probes should not wait for W writes."""
         position = self.in_flight.pop(result.step_id)
+        self.cached_state = None
         finished = self.now()
         self.unwritten.append((result, finished, position))
         if result.step_id in self.reference_in_flight:
@@ -762,7 +819,7 @@ class _Search:
             return
         steps = self.history[position].steps
         steps[:] = [_finished_step(s, result, finished) if s.id == result.step_id else s for s in steps]
-        self.views.clear()  # an endpoint's samples feed every other commit's view in comparative mode
+        self.forget_views()  # an endpoint's samples feed every other commit's view in comparative mode
         self.check_disagreement(position)
 
     def update_extra(self, **values: object) -> None:
@@ -795,6 +852,8 @@ class _Search:
         self, status: BisectStatus, *, first_bad: str | None = None, last_good: str | None = None, message: str = ""
     ) -> None:
         self.flush_results()  # every step's result is in the store before its verdict is
+        if not self.candidates_stored:  # a bisect over within candidates_delay_s: its report needs them
+            self.store_candidates()
         decisions = {
             self.candidates[p].sha: view.decision for p in self.history if (view := self.view(p)).decision is not None
         }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bisect_helpers import synthetic_spec
@@ -151,7 +152,7 @@ def test_resume_lists_candidates_a_stopped_coordinator_had_not_stored(tmp_path: 
 
     history = culprit_history(tmp_path / "repo", 17, 9)
     spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=2)
-    bisect_id, _ = _prepare(store, spec, utc_now, store_candidates=False)
+    bisect_id = _prepare(store, spec, utc_now, store_candidates=False)[0].id
     assert store.candidates(bisect_id) == []
     record = coordinator(store).resume(bisect_id)
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[9])
@@ -162,6 +163,42 @@ def test_start_stores_the_candidates(tmp_path: Path, store: Store):
     history = culprit_history(tmp_path / "repo", 5, 3)
     record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))
     assert [c.sha for c in store.candidates(record.id)] == history.shas
+
+
+@pytest.mark.parametrize("kind", ["found", "endpoints mismatch", "all parents"])
+def test_candidates_are_stored_before_the_verdict_when_the_bisect_ends_before_their_delay(
+    tmp_path: Path, store: Store, kind: str
+):
+    """The candidates wait candidates_delay_s after the first steps (off a small host's busiest moment); a bisect
+    over sooner stores them with its verdict, and one that descends into a merge stores them before the branch."""
+    verdicts = ["good"] * 3 + ["bad"] * 3
+    if kind == "endpoints mismatch":
+        verdicts = ["bad"] * 6
+    branches = {3: ["good", "bad"]} if kind == "all parents" else {}
+    history = write_history(tmp_path / "repo", verdicts, side_branches=branches)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], all_parents=kind == "all parents")
+    with _VerdictWatchingStore.open(f"sqlite:///{tmp_path / 'watched.db'}") as watched:
+        waiting = Coordinator(watched, make_executor, poll_interval_s=0.05, candidates_delay_s=3600.0)
+        record = waiting.start(spec)
+        stored = [c.sha for c in watched.candidates(record.id)]
+    expected = BisectStatus.ENDPOINTS_MISMATCH if kind == "endpoints mismatch" else BisectStatus.FOUND
+    assert record.status is expected
+    assert stored[: len(history.shas)] == history.shas
+    assert len(stored) == len(history.shas) + len(branches.get(3, []))
+    assert watched.candidates_at_verdict == [len(stored)]  # all there when the verdict was written
+    if kind == "all parents":
+        assert record.first_bad == history.side_shas[1]
+
+
+class _VerdictWatchingStore(Store):
+    """A real store that notes how many candidates are stored each time a bisect gets its final status."""
+
+    candidates_at_verdict: list[int]
+
+    def set_status(self, bisect_id: int, status: BisectStatus, **values: Any) -> None:
+        if status.is_terminal():
+            self.candidates_at_verdict = [*getattr(self, "candidates_at_verdict", []), len(self.candidates(bisect_id))]
+        super().set_status(bisect_id, status, **values)
 
 
 def test_all_parents_descends_into_a_bad_merge(tmp_path: Path, store: Store):
