@@ -468,7 +468,6 @@ OPEN_AND_REPORT = """
     import sys
     from bisector.errors import StoreError
     from db import Store
-from db.store import NewStep
     try:
         Store.open(sys.argv[1]).close()
     except StoreError as exc:
@@ -509,7 +508,6 @@ CANCEL_FROM_ANOTHER_PROCESS = """
     from datetime import UTC, datetime
     from bisector.domain import BisectStatus
     from db import Store
-from db.store import NewStep
     with Store.open(sys.argv[1]) as store:
         bisect_id = int(sys.argv[2])
         record = store.get_bisect(bisect_id)
@@ -541,7 +539,6 @@ WRITE_WHEN_TOLD = """
     import sys, time
     from bisector.domain import BisectStatus
     from db import Store
-from db.store import NewStep
     with Store.open(sys.argv[1]) as store:
         print("opened", flush=True)
         sys.stdin.readline()
@@ -593,7 +590,6 @@ START_STEPS = """
     import sys
     from datetime import UTC, datetime
     from db import Store
-from db.store import NewStep
     with Store.open(sys.argv[1]) as store:
         for i in range(int(sys.argv[3])):
             store.start_step(int(sys.argv[2]), "c" * 40, i, sys.argv[4], "node", (0,), datetime.now(UTC))
@@ -617,7 +613,6 @@ KILLED_COORDINATOR = """
     from datetime import UTC, datetime
     from bisector.domain import StepResult, Verdict
     from db import Store
-from db.store import NewStep
     store = Store.open(sys.argv[1])
     bisect_id = store.create_bisect("/src/repo", "a" * 40, "b" * 40, {}, datetime.now(UTC))
     done = store.start_step(bisect_id, "a" * 40, 1, "w0", "n", (0,), datetime.now(UTC))
@@ -642,7 +637,6 @@ CREATE_ONE = """
     import sys
     from datetime import UTC, datetime
     from db import Store
-from db.store import NewStep
     with Store.open(sys.argv[1]) as store:
         store.create_bisect("/src/repo", "a" * 40, "b" * 40, {}, datetime.now(UTC))
 """
