@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -12,8 +14,10 @@ import pytest
 from bisector.domain import ErrorKind, StepResult, Verdict
 from bisector.metric import MetricSpec
 from bisector.synthetic import culprit_history
+from workers import process
 from workers.executor import StepRequest
 from workers.local import LocalExecutor
+from workers.process import CancelSignal
 
 
 def request(history, step_id: int, position: int, run: str, tmp_path: Path, timeout_s: float = 30.0) -> StepRequest:
@@ -179,3 +183,43 @@ def test_a_repository_made_again_at_the_same_path_gets_fresh_worktrees(tmp_path:
         (after,) = wait_for(executor, 1)
     assert (before.verdict, after.verdict) == (Verdict.GOOD, Verdict.GOOD), after.detail
     assert Path(after.log_path).read_text().rstrip().endswith("4")
+
+
+def test_a_cancel_signal_stops_the_command_at_once_not_at_the_next_look(tmp_path: Path, monkeypatch):
+    """A worker's cancel wakes run_shell through the signal's fd: with no periodic look left, only that can stop
+    the command before it ends by itself."""
+    monkeypatch.setattr(process, "POLL_INTERVAL_S", 3600.0)
+    cancel = CancelSignal()
+
+    def cancel_soon(pgid: int) -> None:
+        threading.Timer(0.2, cancel.set).start()
+
+    with (tmp_path / "log").open("wb") as log:
+        outcome = process.run_shell(
+            "sleep 5", tmp_path, dict(os.environ), log, 60.0,
+            should_cancel=cancel.is_set, on_start=cancel_soon, cancel_fd=cancel.fileno(),
+        )  # fmt: skip
+    assert outcome.cancelled
+    assert outcome.exit_code != 0  # killed, not finished
+    cancel.close()
+
+
+def test_a_cancel_signal_is_readable_exactly_while_set():
+    cancel = CancelSignal()
+
+    def readable() -> bool:
+        return bool(select.select([cancel.fileno()], [], [], 0)[0])
+
+    assert not cancel.is_set()
+    assert not readable()
+    cancel.set()
+    cancel.set()  # twice: one clear still clears it
+    assert cancel.is_set()
+    assert readable()
+    cancel.clear()
+    assert not cancel.is_set()
+    assert not readable()
+    cancel.clear()
+    cancel.set()
+    assert readable()
+    cancel.close()

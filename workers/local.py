@@ -29,7 +29,7 @@ from bisector.gitrepo import GitRepo
 from bisector.paths import worktree_root
 from workers.executor import Assignment, Executor, StepRequest
 from workers.gpus import split_gpus, visible_gpus
-from workers.process import kill_group
+from workers.process import CancelSignal, kill_group
 from workers.step import StepRunner, WorkerSlot
 
 _STOP = "stop"
@@ -74,7 +74,7 @@ def _worker_main(
         clean_for = repo
     runner = StepRunner(WorkerSlot(name=name, gpus=gpus, worktree=worktree), clean_for=clean_for, opened=opened)
     inbox: queue.Queue[object] = queue.Queue()
-    cancel_flag = threading.Event()
+    cancel_flag = CancelSignal()
     current_step: list[int] = [-1]
     cancelled_early: set[int] = set()  # cancels that arrived before their step started
 
@@ -105,7 +105,12 @@ def _worker_main(
             current_step[0] = request.step_id
             if request.step_id in cancelled_early:
                 cancel_flag.set()
-            result = runner.run(request, should_cancel=cancel_flag.is_set, on_start=_announcer(conn, request.step_id))
+            result = runner.run(
+                request,
+                should_cancel=cancel_flag.is_set,
+                on_start=_announcer(conn, request.step_id),
+                cancel_fd=cancel_flag.fileno(),
+            )
             current_step[0] = -1
             conn.send(result)
             runner.tidy(request)  # while the coordinator chooses this worker's next step

@@ -7,6 +7,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,6 +24,41 @@ class ProcessOutcome:
     elapsed_s: float
     timed_out: bool = False
     cancelled: bool = False
+
+
+class CancelSignal:
+    """A cancel flag that run_shell can wait on: set() from another thread wakes a running step at once, rather
+    than at its next POLL_INTERVAL_S look (a cancelled probe's slot is free for the next one milliseconds later)."""
+
+    def __init__(self) -> None:
+        self._read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._read_fd, False)
+        self._lock = threading.Lock()
+        self._set = False
+
+    def set(self) -> None:
+        with self._lock:
+            if not self._set:
+                self._set = True
+                os.write(self._write_fd, b"x")
+
+    def clear(self) -> None:
+        with self._lock:
+            if self._set:
+                self._set = False
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._read_fd, 64)
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def fileno(self) -> int:
+        """Readable while set."""
+        return self._read_fd
+
+    def close(self) -> None:
+        os.close(self._read_fd)
+        os.close(self._write_fd)
 
 
 def kill_group(pgid: int, grace_s: float = KILL_GRACE_S) -> None:
@@ -56,15 +92,20 @@ def _terminate(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def _exit_waiter(proc: subprocess.Popen[bytes]) -> Iterator[Callable[[float], None]]:
-    """A wait that returns as soon as the child exits (a pidfd where Linux has one), or after timeout_s."""
+def _exit_waiter(proc: subprocess.Popen[bytes], cancel_fd: int | None) -> Iterator[Callable[[float], None]]:
+    """A wait that returns as soon as the child exits (a pidfd where Linux has one) or cancel_fd turns readable,
+    or after timeout_s."""
+    extra = [] if cancel_fd is None else [cancel_fd]
     try:
         pidfd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
-        yield lambda timeout_s: time.sleep(timeout_s)
+        if extra:
+            yield lambda timeout_s: select.select(extra, [], [], timeout_s) and None
+        else:
+            yield lambda timeout_s: time.sleep(timeout_s)
         return
     try:
-        yield lambda timeout_s: select.select([pidfd], [], [], timeout_s) and None
+        yield lambda timeout_s: select.select([pidfd, *extra], [], [], timeout_s) and None
     finally:
         os.close(pidfd)
 
@@ -78,8 +119,12 @@ def run_shell(
     *,
     should_cancel: Callable[[], bool] = lambda: False,
     on_start: Callable[[int], None] = lambda pgid: None,
+    cancel_fd: int | None = None,
 ) -> ProcessOutcome:
-    """Run `bash -c command` in cwd, output to log, killing its process group at the deadline."""
+    """Run `bash -c command` in cwd, output to log, killing its process group at the deadline.
+
+    should_cancel is asked every POLL_INTERVAL_S, and at once whenever cancel_fd (a CancelSignal's) turns
+    readable."""
     started = time.monotonic()
     proc = subprocess.Popen(
         ["bash", "-c", command],
@@ -93,7 +138,7 @@ def run_shell(
     on_start(proc.pid)
     deadline = started + timeout_s
     timed_out = cancelled = False
-    with _exit_waiter(proc) as wait_for_exit:
+    with _exit_waiter(proc, cancel_fd) as wait_for_exit:
         while proc.poll() is None:
             if time.monotonic() >= deadline:
                 timed_out = True

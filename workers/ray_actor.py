@@ -29,7 +29,7 @@ from bisector.gitrepo import GitRepo
 from bisector.paths import data_dir, worktree_root
 from workers.executor import StepRequest
 from workers.local import _claim_worktree
-from workers.process import KILL_GRACE_S
+from workers.process import KILL_GRACE_S, CancelSignal
 from workers.step import StepRunner, WorkerSlot
 
 CONTROL_GROUP = "control"
@@ -132,6 +132,8 @@ class StepActor:
         self._runner = StepRunner(self._slot, clean_for=clean_for)
         self._reaper = _Reaper()
         self._cancelled: set[int] = set()
+        self._running: int | None = None
+        self._wake = CancelSignal()  # set when the running step is cancelled: its command stops at once
         self._lock = threading.Lock()
 
     def info(self) -> ActorInfo:
@@ -148,12 +150,19 @@ class StepActor:
         """Called from the control group while `run` executes; a cancel may also arrive before its step starts."""
         with self._lock:
             self._cancelled.add(step_id)
+            if step_id == self._running:
+                self._wake.set()
 
     def run(self, request: StepRequest) -> StepOutcome:
         if self._is_cancelled(request.step_id):
             return StepOutcome(self._cancelled_before_start(request))
         local_request = dataclasses.replace(request, log_path=self._local_log_path(request))
         groups: list[int] = []
+        with self._lock:
+            self._running = request.step_id
+            self._wake.clear()
+            if request.step_id in self._cancelled:  # arrived since the look above
+                self._wake.set()
 
         def started(pgid: int) -> None:
             groups.append(pgid)
@@ -161,13 +170,17 @@ class StepActor:
 
         try:
             result = self._runner.run(
-                local_request, should_cancel=lambda: self._is_cancelled(request.step_id), on_start=started
+                local_request,
+                should_cancel=lambda: self._is_cancelled(request.step_id),
+                on_start=started,
+                cancel_fd=self._wake.fileno(),
             )
         finally:
             for pgid in groups:  # run_shell killed what was left of each group when its command ended
                 self._reaper.ended(pgid)
             with self._lock:
                 self._cancelled.discard(request.step_id)
+                self._running = None
         if not self._ship_logs:
             return StepOutcome(result)
         return StepOutcome(dataclasses.replace(result, log_path=request.log_path), _read_bounded(Path(result.log_path)))

@@ -95,7 +95,9 @@ class StepRunner:
         request: StepRequest,
         should_cancel: Callable[[], bool] = lambda: False,
         on_start: Callable[[int], None] = lambda pgid: None,
+        cancel_fd: int | None = None,
     ) -> StepResult:
+        """cancel_fd: a CancelSignal's, so that a cancel stops the running command at once (run_shell)."""
         log_path = Path(request.log_path)
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -116,7 +118,7 @@ class StepRunner:
                 log.flush()
                 build = run_shell(
                     request.build_cmd, self.slot.worktree, env, log, remaining_s,
-                    should_cancel=should_cancel, on_start=on_start,
+                    should_cancel=should_cancel, on_start=on_start, cancel_fd=cancel_fd,
                 )  # fmt: skip
                 build_s = build.elapsed_s
                 remaining_s -= build_s
@@ -135,7 +137,7 @@ class StepRunner:
             run_offset = os.fstat(log.fileno()).st_size
             run = run_shell(
                 request.run_cmd, self.slot.worktree, env, log, max(remaining_s, 0.001),
-                should_cancel=should_cancel, on_start=on_start,
+                should_cancel=should_cancel, on_start=on_start, cancel_fd=cancel_fd,
             )  # fmt: skip
         if run.cancelled:
             return self._result(request, Verdict.CANCELLED, build_s=build_s, run_s=run.elapsed_s, detail="cancelled")
