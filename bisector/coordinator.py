@@ -272,6 +272,7 @@ class _Search:
         self.spec = spec
         self.executor = executor
         self.metric = spec.metric_spec()
+        self.log_dir = log_dir(record.id)
         candidates_stored = not fresh
         if candidates is None:
             candidates = self.store.candidates(record.id)
@@ -441,6 +442,10 @@ class _Search:
                 )
                 return
             self.submit_work()
+            # Results that came back while the steps went out are taken first: sending their successors matters
+            # more than writing (a round's results arrive within milliseconds). At most a round's worth waits.
+            if len(self.unwritten) < self.executor.slots and self.take_results(0.0):
+                continue
             self.flush_results()
             if self.cancelled():  # read from the store: after the next steps are out, not before
                 self.cancel_all()
@@ -457,8 +462,14 @@ class _Search:
                 self.finish(BisectStatus.FAILED, message="nothing left to test and no conclusion (internal error)")
                 return
             self.report_progress()
-            for result in self.executor.poll(self.poll_timeout()):
-                self.record_result(result)
+            self.take_results(self.poll_timeout())
+
+    def take_results(self, timeout_s: float) -> bool:
+        """Record the results that come back within timeout_s; whether there were any."""
+        results = self.executor.poll(timeout_s)
+        for result in results:
+            self.record_result(result)
+        return bool(results)
 
     def poll_timeout(self) -> float:
         if self.candidates_stored or self.candidates_due is None:
@@ -787,7 +798,7 @@ class _Search:
                 attempt=step.attempt,
                 repo=self.record.repo,
                 metric=self.metric,
-                log_path=str(log_dir(self.record.id) / f"step-{step_id}-{step.sha[:12]}.log"),
+                log_path=str(self.log_dir / f"step-{step_id}-{step.sha[:12]}.log"),
                 avoid_workers=history.failed_workers(),
                 pin_worker=step.worker,
             )
