@@ -52,7 +52,6 @@ class GitRepo:
         self.root = Path(self._repo.working_tree_dir or path).resolve()
         self._in_process: dict[Path, InProcessWorktree | None] = {}  # per worktree; None: git checks it out
         self._linked: set[Path] = set()  # worktrees found to be this repository's (checked once, not per step)
-        self._unchanged: set[Path] = set()  # worktrees whose tracked files clean_worktree found as checked out
 
     def resolve(self, rev: str) -> str:
         """The full SHA of a commit named by a SHA prefix, branch, tag or other revision expression."""
@@ -156,8 +155,6 @@ class GitRepo:
         ``clean=False`` skips removing untracked files, for a caller that cleaned the worktree already
         (``clean_worktree`` right after its last step, off the next step's critical path).
         """
-        unchanged = path in self._unchanged
-        self._unchanged.discard(path)
         try:
             if not (path / ".git").is_file():
                 self._linked.discard(path)
@@ -166,7 +163,6 @@ class GitRepo:
                 # git no longer knows it, so it is made again (no prune here: other workers may be adding).
                 shutil.rmtree(path)
                 self._in_process.pop(path, None)
-                unchanged = False
             if not (path / ".git").exists():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 # Workers of one repo add their worktrees at the same moment; git's own locks would fail one. Only
@@ -175,23 +171,22 @@ class GitRepo:
                     fcntl.flock(lock, fcntl.LOCK_EX)
                     self._repo.git.worktree("add", "--detach", "--force", "--no-checkout", str(path), sha)
             self._linked.add(path)
-            if not self._checkout_in_process(path, sha, unchanged=unchanged):
+            if not self._checkout_in_process(path, sha):
                 _run_git(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
         except git.GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None
         if clean:
             self.clean_worktree(path)
 
-    def _checkout_in_process(self, path: Path, sha: str, *, unchanged: bool) -> bool:
-        """Check out through libgit2 where that is safe and faster (bisector.libgit); False: the caller runs git.
-        unchanged: clean_worktree found the tracked files as checked out since the last step ended."""
+    def _checkout_in_process(self, path: Path, sha: str) -> bool:
+        """Check out through libgit2 where that is safe and faster (bisector.libgit); False: the caller runs git."""
         from bisector.libgit import LibGitError
 
         worktree = self._worktree(path)
         if worktree is None:
             return False
         try:
-            return worktree.checkout(sha, tracked_unchanged=unchanged)
+            return worktree.checkout(sha)
         except LibGitError:
             return False  # git will report what is wrong, or do it
 
@@ -232,15 +227,3 @@ class GitRepo:
             _run_git(path, "clean", "-ffd", "--quiet")
         except git.GitCommandError as exc:
             raise RepoError(f"cleaning {path} failed: {_one_line(exc)}") from None
-
-    def tidy_worktree(self, path: Path) -> None:
-        """clean_worktree after a step, noting too whether the step left the tracked files as checked out: then
-        the next checkout need not look again. A worker tidies while the coordinator picks its next step."""
-        from bisector.libgit import LibGitError
-
-        self._unchanged.discard(path)
-        self.clean_worktree(path)
-        worktree = self._in_process.get(path)
-        with contextlib.suppress(LibGitError, OSError):  # unsure: the checkout looks
-            if worktree is not None and not worktree.tracked_changes():
-                self._unchanged.add(path)

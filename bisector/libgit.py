@@ -12,8 +12,7 @@ caller runs git otherwise:
 - the repository uses something libgit2 does not do at checkout (``InProcessWorktree.cli_reason``): filter
   drivers (Git LFS's smudge), sparse checkout, hooks (a post-checkout hook, any core.hooksPath);
 - the worktree's tracked files differ from its index or HEAD before the checkout: a step edited, deleted or
-  replaced one (a symlink where a file was would have libgit2 write through it). The checkout looks, unless
-  the worker's tidy-up right after the step looked already (``GitRepo.tidy_worktree``);
+  replaced one (a symlink where a file was would have libgit2 write through it);
 - the tracked files still differ after it (an attribute such as working-tree-encoding that libgit2 ignores).
 
 Untracked files are not touched here: `git clean` removes them, with git's rules (ignored files stay, also
@@ -54,11 +53,10 @@ class InProcessWorktree:
             return "a post-checkout hook"
         return None
 
-    def checkout(self, sha: str, *, tracked_unchanged: bool = False) -> bool:
+    def checkout(self, sha: str) -> bool:
         """Check out sha (or any revision naming a commit) detached, resetting tracked files, if that is safe
-        in-process. False: nothing was done, or the result is not what git gives; the caller runs git.
-        tracked_unchanged: the caller has just seen tracked_changes() say False (so it is not asked again)."""
-        if len(self._index()) > MAX_TRACKED_FILES or (not tracked_unchanged and self.tracked_changes()):
+        in-process. False: nothing was done, or the result is not what git gives; the caller runs git."""
+        if len(self._index()) > MAX_TRACKED_FILES or self._tracked_changes():
             return False
         try:
             target = self._repo.revparse_single(sha).peel(pygit2.Commit)
@@ -66,7 +64,7 @@ class InProcessWorktree:
             return False  # git reports a commit that is not there
         self._repo.checkout_tree(target.tree, strategy=CheckoutStrategy.FORCE)  # type: ignore[no-untyped-call]
         self._repo.set_head(target.id)
-        return not self.tracked_changes()
+        return not self._tracked_changes()
 
     def _index(self) -> pygit2.Index:
         """The worktree's index as it is on disk now (git, not libgit2, may have written it last)."""
@@ -74,7 +72,7 @@ class InProcessWorktree:
         index.read(False)  # reloads only if the file changed
         return index
 
-    def tracked_changes(self) -> bool:
+    def _tracked_changes(self) -> bool:
         """Whether any tracked file differs from the index or the index from HEAD (untracked files aside)."""
         return bool(self._repo.status(untracked_files="no"))
 

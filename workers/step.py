@@ -81,7 +81,7 @@ class StepRunner:
         """
         self._tidy_repo = None
         with contextlib.suppress(OSError, RepoError):
-            self._repo(request.repo).tidy_worktree(self.slot.worktree)
+            self._repo(request.repo).clean_worktree(self.slot.worktree)
             self._tidy_repo = request.repo
 
     def _repo(self, path: str) -> GitRepo:
