@@ -789,27 +789,50 @@ class _Search:
             # Where it runs is known here; its node and GPUs come with the result.
             planned.append((position, NewStep(self.candidates[position].sha, attempt, worker, started, purpose)))
         step_ids = self.store.start_steps(self.record.id, [step for _, step in planned]) if planned else []
-        for step_id, (position, step) in zip(step_ids, planned, strict=True):
-            history = self.history[position]
-            request = self.spec.step_request(
-                bisect_id=self.record.id,
-                step_id=step_id,
-                sha=step.sha,
-                attempt=step.attempt,
-                repo=self.record.repo,
-                metric=self.metric,
-                log_path=str(self.log_dir / f"step-{step_id}-{step.sha[:12]}.log"),
-                avoid_workers=history.failed_workers(),
-                pin_worker=step.worker,
-            )
-            assignment = self.executor.submit(request)
-            self.in_flight[step_id] = position
-            history.steps.append(
-                _running_step(step_id, self.record.id, step.sha, step.attempt, assignment, started, step.purpose)
-            )
-            self.forget_views(position)
-            self.observer.step_started(step_id, self.candidates[position], step.attempt, assignment)
+        sent = 0
+        try:
+            for step_id, (position, step) in zip(step_ids, planned, strict=True):
+                self.send(step_id, position, step)
+                sent += 1
+        except BaseException as exc:
+            recorded = zip(step_ids, (step for _, step in planned), strict=True)
+            self.never_sent([(i, step) for i, step in list(recorded)[sent:] if i not in self.in_flight], exc)
+            raise
         return step_ids
+
+    def send(self, step_id: int, position: int, step: NewStep) -> None:
+        """Send one recorded step to its worker and track it."""
+        history = self.history[position]
+        request = self.spec.step_request(
+            bisect_id=self.record.id,
+            step_id=step_id,
+            sha=step.sha,
+            attempt=step.attempt,
+            repo=self.record.repo,
+            metric=self.metric,
+            log_path=str(self.log_dir / f"step-{step_id}-{step.sha[:12]}.log"),
+            avoid_workers=history.failed_workers(),
+            pin_worker=step.worker,
+        )
+        assignment = self.executor.submit(request)
+        self.in_flight[step_id] = position
+        history.steps.append(
+            _running_step(step_id, self.record.id, step.sha, step.attempt, assignment, step.started, step.purpose)
+        )
+        self.forget_views(position)
+        self.observer.step_started(step_id, self.candidates[position], step.attempt, assignment)
+
+    def never_sent(self, steps: Sequence[tuple[int, NewStep]], why: BaseException) -> None:
+        """Steps recorded as starting whose requests never went out (the executor failed on one of a round's):
+        stored as interrupted, which neither counts against the commit nor shows them running."""
+        detail = f"never sent to a worker: {why}".strip()
+        unsent = [
+            (step_id, StepResult(step_id, step.sha, Verdict.ERROR, error_kind=ErrorKind.INTERRUPTED, detail=detail),
+             self.now())
+            for step_id, step in steps
+        ]  # fmt: skip
+        with contextlib.suppress(Exception):  # the original error is the one to see
+            self.store.finish_steps(unsent)
 
     def choose_worker(self, avoid: frozenset[str], taken: set[str] | frozenset[str] = frozenset()) -> str:
         """A usable free worker not taken already, preferring one that has not failed this commit."""

@@ -283,4 +283,22 @@ def test_results_that_came_back_are_stored_when_the_loop_fails(tmp_path: Path, s
     steps = store.steps(record.id)
     assert len(steps) == 4  # the endpoints and one probe ran; the fourth was stored, then could not be sent
     assert [s.verdict for s in steps[:3]] == [Verdict.GOOD, Verdict.BAD, Verdict.GOOD]
-    assert steps[3].verdict is None  # `bisect resume` marks it interrupted and runs it again
+    assert (steps[3].verdict, steps[3].error_kind) == (Verdict.ERROR, ErrorKind.INTERRUPTED)  # not running
+    assert "never sent" in steps[3].detail
+
+
+def test_a_round_that_could_not_all_be_sent_leaves_no_phantom_running_steps(tmp_path: Path, store: Store):
+    """A round's steps are recorded together, then sent; when the executor fails partway, the rest are stored as
+    interrupted (never sent): not shown as running, not counted against their commits, and resume re-runs them."""
+    history = culprit_history(tmp_path / "repo", 40, 23)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=4)
+    executor = _FailingAtSubmit(str(history.path), workers=4, fail_at=2)
+    with pytest.raises(ExecutorError, match="went away"):
+        Coordinator(store, make_executor, poll_interval_s=0.05).start(spec, executor)
+    (record,) = store.list_bisects()
+    steps = store.steps(record.id)
+    assert len(steps) == 4  # the first round: one sent, then the executor failed
+    assert steps[0].verdict is None  # sent and running when the coordinator stopped
+    assert [(s.verdict, s.error_kind) for s in steps[1:]] == [(Verdict.ERROR, ErrorKind.INTERRUPTED)] * 3
+    resumed = coordinator(store).resume(record.id)
+    assert (resumed.status, resumed.first_bad) == (BisectStatus.FOUND, history.shas[23])
