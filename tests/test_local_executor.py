@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import select
 import signal
 import threading
@@ -223,3 +224,26 @@ def test_a_cancel_signal_is_readable_exactly_while_set():
     cancel.set()
     assert readable()
     cancel.close()
+
+
+def test_a_step_runs_in_a_process_that_holds_more_than_1024_fds(tmp_path: Path):
+    """A Ray actor's process may hold fds past select(2)'s limit; the step's wait must still work there."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the fd limit here is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.dup(0) for _ in range(1100)]
+    cancel = CancelSignal()  # its fds land past 1024 too
+    try:
+        assert cancel.fileno() > 1024
+        with (tmp_path / "log").open("wb") as log:
+            outcome = process.run_shell(
+                "exit 3", tmp_path, dict(os.environ), log, 30.0, should_cancel=cancel.is_set,
+                cancel_fd=cancel.fileno(),
+            )  # fmt: skip
+        assert (outcome.exit_code, outcome.cancelled, outcome.timed_out) == (3, False, False)
+    finally:
+        cancel.close()
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -77,6 +77,9 @@ def _worker_main(
     cancel_flag = CancelSignal()
     current_step: list[int] = [-1]
     cancelled_early: set[int] = set()  # cancels that arrived before their step started
+    # The listener's "is it the running step?" and the loop's "this step runs now" must not interleave: a cancel
+    # could be lost, or a late one for the step before could stop the next.
+    step_lock = threading.Lock()
 
     def listen() -> None:
         while True:
@@ -89,10 +92,11 @@ def _worker_main(
                 inbox.put(_STOP)
                 return
             if isinstance(message, tuple) and message[0] == _CANCEL:
-                if message[1] == current_step[0]:
-                    cancel_flag.set()
-                else:
-                    cancelled_early.add(message[1])
+                with step_lock:
+                    if message[1] == current_step[0]:
+                        cancel_flag.set()
+                    else:
+                        cancelled_early.add(message[1])
             else:
                 inbox.put(message)
 
@@ -101,17 +105,20 @@ def _worker_main(
         while (message := inbox.get()) != _STOP:
             assert isinstance(message, StepRequest)
             request = message
-            cancel_flag.clear()  # before current_step: a cancel for this step now either sets it or lands early
-            current_step[0] = request.step_id
-            if request.step_id in cancelled_early:
-                cancel_flag.set()
+            with step_lock:
+                cancel_flag.clear()
+                current_step[0] = request.step_id
+                if request.step_id in cancelled_early:
+                    cancelled_early.discard(request.step_id)
+                    cancel_flag.set()
             result = runner.run(
                 request,
                 should_cancel=cancel_flag.is_set,
                 on_start=_announcer(conn, request.step_id),
                 cancel_fd=cancel_flag.fileno(),
             )
-            current_step[0] = -1
+            with step_lock:
+                current_step[0] = -1
             conn.send(result)
             runner.tidy(request)  # while the coordinator chooses this worker's next step
 

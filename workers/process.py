@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import select
 import signal
@@ -94,20 +95,28 @@ def _terminate(proc: subprocess.Popen[bytes]) -> None:
 @contextlib.contextmanager
 def _exit_waiter(proc: subprocess.Popen[bytes], cancel_fd: int | None) -> Iterator[Callable[[float], None]]:
     """A wait that returns as soon as the child exits (a pidfd where Linux has one) or cancel_fd turns readable,
-    or after timeout_s."""
-    extra = [] if cancel_fd is None else [cancel_fd]
+    or after timeout_s. poll(2), not select(2): a worker in a busy process (a Ray actor) may hold fds past 1024."""
+    poller = select.poll()
+    if cancel_fd is not None:
+        poller.register(cancel_fd, select.POLLIN)
     try:
         pidfd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
-        if extra:
-            yield lambda timeout_s: select.select(extra, [], [], timeout_s) and None
-        else:
-            yield lambda timeout_s: time.sleep(timeout_s)
+        pidfd = None
+    if pidfd is None and cancel_fd is None:
+        yield lambda timeout_s: time.sleep(timeout_s)
         return
+    if pidfd is not None:
+        poller.register(pidfd, select.POLLIN)
+
+    def wait(timeout_s: float) -> None:
+        poller.poll(math.ceil(timeout_s * 1000))
+
     try:
-        yield lambda timeout_s: select.select([pidfd, *extra], [], [], timeout_s) and None
+        yield wait
     finally:
-        os.close(pidfd)
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def run_shell(
