@@ -292,6 +292,7 @@ def _executor_overrides(executor_flags: dict[str, Any]) -> dict[str, Any]:
 def cancel(bisect_id: int, db_url: str | None) -> None:
     """Cancel a running bisect; its coordinator stops its steps and exits."""
     from bisector.app import open_store
+    from bisector.coordinator import store_missing_candidates
     from bisector.domain import BisectStatus
     from bisector.errors import StateError
 
@@ -300,6 +301,7 @@ def cancel(bisect_id: int, db_url: str | None) -> None:
         if record.status.is_terminal():
             raise StateError(f"bisect {bisect_id} is already {record.status.value}")
         store.set_status(bisect_id, BisectStatus.CANCELLED, message="cancelled by the operator")
+        store_missing_candidates(store, record)  # its coordinator may have died before storing them
     click.echo(f"bisect {bisect_id}: cancelled")
 
 

@@ -78,6 +78,19 @@ def _prepare(
     return record, candidates
 
 
+def store_missing_candidates(store: Store, record: BisectRecord) -> bool:
+    """List and store the candidates of a bisect whose coordinator stopped before it stored them (it does so
+    once its first steps are under way), so that its report names every commit. Whether it stored them; not
+    when they are there already, the repository is gone, or a running coordinator stored them meanwhile."""
+    if store.candidates(record.id):
+        return False
+    try:
+        store.add_candidates(record.id, GitRepo(record.repo).range_for_bisect(record.good, record.bad))
+    except BisectError:
+        return False
+    return True
+
+
 @dataclass
 class _CommitHistory:
     """What the stored steps say about one commit."""

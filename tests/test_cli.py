@@ -202,6 +202,25 @@ def test_cancel_stops_a_running_bisect(tmp_path: Path):
     assert bisect("cancel", "1", db=db).returncode == 2
 
 
+def test_cancel_stores_the_candidates_a_dead_coordinator_had_not(tmp_path: Path, history):
+    """A coordinator stores the candidates once its first steps are under way; if it died before that, cancelling
+    the bisect lists and stores them, so that its report still names every commit."""
+    from bisector.coordinator import _prepare, utc_now
+    from bisector.spec import build_spec
+    from db.store import Store
+
+    db = tmp_path / "b.db"
+    spec = build_spec(history.path, {"good": history.shas[0], "bad": "main", "run": "bash test.sh"})
+    with Store.open(f"sqlite:///{db}") as store:
+        bisect_id = _prepare(store, spec, utc_now, store_candidates=False)[0].id
+        assert store.candidates(bisect_id) == []
+    assert bisect("cancel", str(bisect_id), db=db).returncode == 0
+    done = bisect("status", str(bisect_id), "--format", "json", db=db)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["status"], report["candidates"]) == ("cancelled", 41)
+
+
 def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
     found = []
     for name, command in group.commands.items():

@@ -159,6 +159,22 @@ def test_resume_lists_candidates_a_stopped_coordinator_had_not_stored(tmp_path: 
     assert [c.sha for c in store.candidates(bisect_id)] == history.shas
 
 
+def test_store_missing_candidates_only_when_missing_and_listable(tmp_path: Path, store: Store):
+    from bisector.coordinator import _prepare, store_missing_candidates
+
+    history = culprit_history(tmp_path / "repo", 5, 3)
+    record = _prepare(store, synthetic_spec(history.path, history.shas[0], history.shas[-1]), utc_now,
+                      store_candidates=False)[0]  # fmt: skip
+    assert store_missing_candidates(store, record)
+    assert [c.sha for c in store.candidates(record.id)] == history.shas
+    assert not store_missing_candidates(store, record)  # there already
+    gone = _prepare(store, synthetic_spec(history.path, history.shas[0], history.shas[-1]), utc_now,
+                    store_candidates=False)[0]  # fmt: skip
+    subprocess.run(["rm", "-rf", str(history.path)], check=True)
+    assert not store_missing_candidates(store, gone)  # the repository is gone: nothing to list, no error
+    assert store.candidates(gone.id) == []
+
+
 def test_start_stores_the_candidates(tmp_path: Path, store: Store):
     history = culprit_history(tmp_path / "repo", 5, 3)
     record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))
