@@ -808,8 +808,8 @@ class _Search:
                 self.send(step_id, position, step)
                 sent += 1
         except BaseException as exc:
-            recorded = zip(step_ids, (step for _, step in planned), strict=True)
-            self.never_sent([(i, step) for i, step in list(recorded)[sent:] if i not in self.in_flight], exc)
+            unsent = zip(step_ids[sent:], planned[sent:], strict=True)
+            self.never_sent([(i, step) for i, (_, step) in unsent if i not in self.in_flight], exc)
             raise
         return step_ids
 
@@ -891,8 +891,7 @@ class _Search:
         for step_id in list(self.in_flight):
             self.executor.cancel(step_id)
         while self.in_flight:
-            for result in self.executor.poll(self.poll_interval_s):
-                self.record_result(result)
+            self.take_results(self.poll_interval_s)
         self.flush_results()
 
     def finish(
