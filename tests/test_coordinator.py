@@ -11,9 +11,9 @@ from bisect_helpers import synthetic_spec
 
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator, utc_now
-from bisector.domain import BisectStatus, ErrorKind, StepPurpose, Verdict
+from bisector.domain import BisectStatus, ErrorKind, StepPurpose, StepRecord, Verdict
 from bisector.errors import ExecutorError, RepoError, StateError
-from bisector.synthetic import culprit_history, write_history
+from bisector.synthetic import SyntheticHistory, culprit_history, write_history
 from db.store import Store
 from workers.executor import Assignment, StepRequest
 from workers.inprocess import InProcessExecutor
@@ -288,15 +288,22 @@ class _FailingAtSubmit(InProcessExecutor):
         return super().submit(request)
 
 
-def test_results_that_came_back_are_stored_when_the_loop_fails(tmp_path: Path, store: Store):
-    """Results are written right after the next probes go out; an error in between must not lose them."""
+def _start_until_a_submit_fails(
+    tmp_path: Path, store: Store, workers: int, fail_at: int
+) -> tuple[SyntheticHistory, int, list[StepRecord]]:
+    """A bisect (culprit 23 of 40) whose executor cannot send its fail_at-th step: the history, bisect id, steps."""
     history = culprit_history(tmp_path / "repo", 40, 23)
-    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=1)
-    executor = _FailingAtSubmit(str(history.path), workers=1, fail_at=4)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=workers)
+    executor = _FailingAtSubmit(str(history.path), workers=workers, fail_at=fail_at)
     with pytest.raises(ExecutorError, match="went away"):
         Coordinator(store, make_executor, poll_interval_s=0.05).start(spec, executor)
     (record,) = store.list_bisects()
-    steps = store.steps(record.id)
+    return history, record.id, store.steps(record.id)
+
+
+def test_results_that_came_back_are_stored_when_the_loop_fails(tmp_path: Path, store: Store):
+    """Results are written right after the next probes go out; an error in between must not lose them."""
+    _, _, steps = _start_until_a_submit_fails(tmp_path, store, workers=1, fail_at=4)
     assert len(steps) == 4  # the endpoints and one probe ran; the fourth was stored, then could not be sent
     assert [s.verdict for s in steps[:3]] == [Verdict.GOOD, Verdict.BAD, Verdict.GOOD]
     assert (steps[3].verdict, steps[3].error_kind) == (Verdict.ERROR, ErrorKind.INTERRUPTED)  # not running
@@ -306,15 +313,9 @@ def test_results_that_came_back_are_stored_when_the_loop_fails(tmp_path: Path, s
 def test_a_round_that_could_not_all_be_sent_leaves_no_phantom_running_steps(tmp_path: Path, store: Store):
     """A round's steps are recorded together, then sent; when the executor fails partway, the rest are stored as
     interrupted (never sent): not shown as running, not counted against their commits, and resume re-runs them."""
-    history = culprit_history(tmp_path / "repo", 40, 23)
-    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=4)
-    executor = _FailingAtSubmit(str(history.path), workers=4, fail_at=2)
-    with pytest.raises(ExecutorError, match="went away"):
-        Coordinator(store, make_executor, poll_interval_s=0.05).start(spec, executor)
-    (record,) = store.list_bisects()
-    steps = store.steps(record.id)
+    history, bisect_id, steps = _start_until_a_submit_fails(tmp_path, store, workers=4, fail_at=2)
     assert len(steps) == 4  # the first round: one sent, then the executor failed
     assert steps[0].verdict is None  # sent and running when the coordinator stopped
     assert [(s.verdict, s.error_kind) for s in steps[1:]] == [(Verdict.ERROR, ErrorKind.INTERRUPTED)] * 3
-    resumed = coordinator(store).resume(record.id)
+    resumed = coordinator(store).resume(bisect_id)
     assert (resumed.status, resumed.first_bad) == (BisectStatus.FOUND, history.shas[23])
