@@ -10,61 +10,26 @@ import contextlib
 import json
 import shlex
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
-from rich.console import Console
 
+from bisector.cli_support import (
+    EXIT_NO_CULPRIT,
+    CLIError,
+    db_option,
+    err_console,
+    exit_for,
+    format_option,
+    observer,
+    out_console,
+    print_report,
+    translated_errors,
+)
 from bisector.domain import Verdict
-from bisector.errors import BisectError
 
-F = TypeVar("F", bound=Callable[..., Any])
-FORMATS = ("text", "markdown", "json")
-EXIT_NO_CULPRIT = 3
-REPORT_WIDTH = 130
 DEMO_MARKER = "gpu-bisect-demo"  # in .git/ of a demo repository: `demo` may overwrite it
-
-
-class CLIError(click.ClickException):
-    exit_code = 2
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"bisect: error: {self.format_message()}", err=True)
-
-
-@contextmanager
-def translated_errors() -> Iterator[None]:
-    """Turn the project's errors into one line and exit code 2, never a traceback."""
-    try:
-        yield
-    except BisectError as exc:
-        raise CLIError(str(exc)) from None
-    except KeyboardInterrupt:
-        raise CLIError("interrupted; `bisect resume ID` continues from the store") from None
-
-
-def db_option(function: F) -> F:
-    return click.option(
-        "--db",
-        "db_url",
-        envvar="BISECT_DB",
-        default=None,
-        help="SQLAlchemy URL of the result store (default: $BISECT_DB or a SQLite file in the per-user data dir).",
-    )(function)
-
-
-def format_option(function: F) -> F:
-    return click.option(
-        "--format",
-        "output_format",
-        type=click.Choice(FORMATS),
-        default="text",
-        show_default=True,
-        help="How to print the report.",
-    )(function)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -168,7 +133,7 @@ def _resource_pairs(pairs: tuple[str, ...]) -> dict[str, float]:
 def start(**params: Any) -> None:
     """Start a bisect between a good and a bad commit and run it to the end."""
     record = _start_bisect(**params)
-    _exit_for(record.status.value)
+    exit_for(record.status.value)
 
 
 def _start_bisect(
@@ -221,8 +186,8 @@ def _start_bisect(
             executor = make_executor(spec)  # its workers boot while the store opens and the range is listed
         with executor, open_store(db_url) as store:
             with contextlib.redirect_stdout(sys.stderr):
-                record = make_coordinator(store, _observer()).start(spec, executor)
-            _print_report(store, record.id, output_format)
+                record = make_coordinator(store, observer()).start(spec, executor)
+            print_report(store, record.id, output_format)
     return record
 
 
@@ -242,9 +207,9 @@ def resume(bisect_id: int, db_url: str | None, output_format: str, **executor_fl
     overrides = _executor_overrides(executor_flags)
     with translated_errors(), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
-            record = make_coordinator(store, _observer()).resume(bisect_id, overrides)
-        _print_report(store, record.id, output_format)
-    _exit_for(record.status.value)
+            record = make_coordinator(store, observer()).resume(bisect_id, overrides)
+        print_report(store, record.id, output_format)
+    exit_for(record.status.value)
 
 
 @main.command()
@@ -266,7 +231,7 @@ def rerun(bisect_id: int, rev: str, times: int, db_url: str | None, **executor_f
     overrides = _executor_overrides(executor_flags)
     with translated_errors(), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
-            results = make_coordinator(store, _observer()).rerun(bisect_id, rev, times, overrides)
+            results = make_coordinator(store, observer()).rerun(bisect_id, rev, times, overrides)
         for result in results:
             metric = f"  metric {result.samples[-1]:g}" if result.samples else ""
             click.echo(
@@ -314,7 +279,7 @@ def status(bisect_id: int, db_url: str | None, output_format: str) -> None:
     from bisector.app import open_store
 
     with translated_errors(), open_store(db_url) as store:
-        _print_report(store, bisect_id, output_format)
+        print_report(store, bisect_id, output_format)
 
 
 @main.command(name="report")
@@ -326,7 +291,7 @@ def report_command(bisect_id: int, db_url: str | None, output_format: str) -> No
     from bisector.app import open_store
 
     with translated_errors(), open_store(db_url) as store:
-        _print_report(store, bisect_id, output_format)
+        print_report(store, bisect_id, output_format)
 
 
 @main.command()
@@ -344,7 +309,7 @@ def explain(rev: str, repo: str, output_format: str) -> None:
     elif output_format == "markdown":
         click.echo(render_markdown(explanation))
     else:
-        console = _out_console()
+        console = out_console()
         for renderable in text_renderables(explanation):
             console.print(renderable)
 
@@ -358,8 +323,8 @@ def minimize(bisect_id: int, db_url: str | None, output_format: str) -> None:
     from bisector.app import make_coordinator, open_store
 
     with translated_errors(), open_store(db_url) as store:
-        make_coordinator(store, _observer()).minimize(bisect_id)
-        _print_report(store, bisect_id, output_format)
+        make_coordinator(store, observer()).minimize(bisect_id)
+        print_report(store, bisect_id, output_format)
 
 
 @main.command(name="list")
@@ -380,7 +345,7 @@ def list_command(limit: int, db_url: str | None) -> None:
                 str(record.id), record.status.value, record.created.strftime("%Y-%m-%d %H:%M"), record.repo,
                 f"{record.good[:10]}..{record.bad[:10]}", (record.first_bad or "")[:12],
             )  # fmt: skip
-        _out_console().print(table)
+        out_console().print(table)
 
 
 @main.group()
@@ -422,7 +387,7 @@ def demo_run(
     with translated_errors():
         target = Path(directory) if directory else data_dir() / "demo" / f"seed{seed}-n{commits}"
         repo = _make_demo(target, commits, seed)
-    _err_console().print(
+    err_console().print(
         f"demo: {repo.commits} commits in {repo.path}; the planted culprit is {repo.culprit[:12]} "
         f"({repo.culprit_subject})"
     )
@@ -434,11 +399,9 @@ def demo_run(
     with start.make_context("bisect start", args, parent=ctx) as sub:
         record = _start_bisect(**sub.params)
     if record.first_bad != repo.culprit:
-        _err_console().print(
-            f"demo: expected the planted culprit {repo.culprit[:12]}, the bisect ended {record.status}"
-        )
+        err_console().print(f"demo: expected the planted culprit {repo.culprit[:12]}, the bisect ended {record.status}")
         sys.exit(EXIT_NO_CULPRIT)
-    _err_console().print(f"demo: the bisect named the planted culprit {repo.culprit[:12]}", style="green")
+    err_console().print(f"demo: the bisect named the planted culprit {repo.culprit[:12]}", style="green")
 
 
 def _make_demo(directory: Path, commits: int, seed: int) -> Any:
@@ -458,39 +421,6 @@ def _make_demo(directory: Path, commits: int, seed: int) -> Any:
         raise InputError(str(exc)) from None
     (directory / ".git" / DEMO_MARKER).write_text(f"seed={seed} commits={commits}\n")
     return repo
-
-
-def _out_console() -> Console:
-    """stdout; reports piped to a file or a PR comment get a wide fixed width instead of 80 columns."""
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=REPORT_WIDTH)
-
-
-def _err_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def _observer() -> Any:
-    from bisector.live import LiveObserver
-
-    return LiveObserver(_err_console())
-
-
-def _print_report(store: Any, bisect_id: int, output_format: str) -> None:
-    from bisector.report import BisectReport, print_text, render_json, render_markdown
-
-    report = BisectReport.load(store, bisect_id)
-    if output_format == "json":
-        click.echo(render_json(report))
-    elif output_format == "markdown":
-        click.echo(render_markdown(report))
-    else:
-        print_text(_out_console(), report)
-
-
-def _exit_for(status_value: str) -> None:
-    if status_value != "found":
-        sys.exit(EXIT_NO_CULPRIT)
 
 
 def main_entry() -> None:

@@ -33,9 +33,10 @@ class BisectStatus(StrEnum):
     FAILED = "failed"  # could not finish: endpoints untestable, retries exhausted at an endpoint
     CANCELLED = "cancelled"  # stopped by `bisect cancel`
     NOT_REPRODUCIBLE = "not_reproducible"  # confirmation found no reproducible difference: flaky, not a culprit
+    PAUSED = "paused"  # the harness kept failing (disk full, broken slots): `bisect resume` continues once fixed
 
     def is_terminal(self) -> bool:
-        return self is not BisectStatus.RUNNING
+        return self not in (BisectStatus.RUNNING, BisectStatus.PAUSED)
 
 
 class ErrorKind(StrEnum):
@@ -43,7 +44,9 @@ class ErrorKind(StrEnum):
     SIGNAL = "signal"  # the test died from a signal or exited above 127
     WORKER_LOST = "worker_lost"  # the worker process / actor / node disappeared mid-step
     INFRA = "infra"  # a known infrastructure signature in the log (OOM, connection refused, ...)
-    HARNESS = "harness"  # the step runner itself failed (checkout failed, log unwritable, ...)
+    HARNESS = "harness"  # the step runner itself failed (checkout failed, a broken slot, ...): not the commit's fault
+    DISK_FULL = "disk_full"  # no space left for the step's log, worktree or build: not the commit's fault
+    STALLED = "stalled"  # the step never reported within its deadline: the coordinator's watchdog gave up on it
     INTERRUPTED = "interrupted"  # the coordinator died while the step ran; found on resume
 
 
@@ -54,6 +57,7 @@ class StepPurpose(StrEnum):
     CONFIRM = "confirm"  # a re-run of first bad and its parent to confirm the boundary
     REFERENCE = "reference"  # a known commit re-run on a suspect worker
     RERUN = "rerun"  # `bisect rerun`: the bisect's test at any commit, on demand
+    MANUAL = "manual"  # a person's verdict (`bisect mark`, `bisect replay`): no test ran
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,93 @@
+"""What every `bisect` command shares: the error translation, the common options, consoles, reports.
+
+Command modules (`bisector/cli.py` and the `cli_*.py` beside it) import from here; `cli.py` assembles them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from bisector.errors import BisectError
+
+F = TypeVar("F", bound=Callable[..., Any])
+FORMATS = ("text", "markdown", "json")
+EXIT_NO_CULPRIT = 3
+REPORT_WIDTH = 130
+
+
+class CLIError(click.ClickException):
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"bisect: error: {self.format_message()}", err=True)
+
+
+@contextmanager
+def translated_errors() -> Iterator[None]:
+    """Turn the project's errors into one line and exit code 2, never a traceback."""
+    try:
+        yield
+    except BisectError as exc:
+        raise CLIError(str(exc)) from None
+    except KeyboardInterrupt:
+        raise CLIError("interrupted; `bisect resume ID` continues from the store") from None
+
+
+def db_option(function: F) -> F:
+    return click.option(
+        "--db",
+        "db_url",
+        envvar="BISECT_DB",
+        default=None,
+        help="SQLAlchemy URL of the result store (default: $BISECT_DB or a SQLite file in the per-user data dir).",
+    )(function)
+
+
+def format_option(function: F) -> F:
+    return click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(FORMATS),
+        default="text",
+        show_default=True,
+        help="How to print the report.",
+    )(function)
+
+
+def out_console() -> Console:
+    """stdout; reports piped to a file or a PR comment get a wide fixed width instead of 80 columns."""
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=REPORT_WIDTH)
+
+
+def err_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def observer() -> Any:
+    from bisector.live import LiveObserver
+
+    return LiveObserver(err_console())
+
+
+def print_report(store: Any, bisect_id: int, output_format: str) -> None:
+    from bisector.report import BisectReport, print_text, render_json, render_markdown
+
+    report = BisectReport.load(store, bisect_id)
+    if output_format == "json":
+        click.echo(render_json(report))
+    elif output_format == "markdown":
+        click.echo(render_markdown(report))
+    else:
+        print_text(out_console(), report)
+
+
+def exit_for(status_value: str) -> None:
+    if status_value != "found":
+        sys.exit(EXIT_NO_CULPRIT)
