@@ -25,6 +25,7 @@ from bisector.cli_support import (
     observer,
     out_console,
     print_report,
+    stoppable_by_signals,
     translated_errors,
 )
 from bisector.domain import Verdict
@@ -39,11 +40,13 @@ def main() -> None:
 
 
 def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    from bisector.spec import ENV_NAME
+
     env = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise CLIError(f"--env {pair!r}: write KEY=VALUE")
+        if not sep or not ENV_NAME.fullmatch(key):
+            raise CLIError(f"--env {pair!r}: write KEY=VALUE, KEY of letters, digits and _")
         env[key] = value
     return env
 
@@ -148,7 +151,7 @@ def _start_bisect(
     from bisector.gitrepo import GitRepo
     from bisector.spec import build_spec
 
-    with translated_errors():
+    with stoppable_by_signals(), translated_errors():
         root = GitRepo(repo).root
         values = {
             "good": flags["good"],
@@ -205,7 +208,7 @@ def resume(bisect_id: int, db_url: str | None, output_format: str, **executor_fl
     from bisector.app import make_coordinator, open_store
 
     overrides = _executor_overrides(executor_flags)
-    with translated_errors(), open_store(db_url) as store:
+    with stoppable_by_signals(), translated_errors(), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
             record = make_coordinator(store, observer()).resume(bisect_id, overrides)
         print_report(store, record.id, output_format)
@@ -229,7 +232,7 @@ def rerun(bisect_id: int, rev: str, times: int, db_url: str | None, **executor_f
     from bisector.app import make_coordinator, open_store
 
     overrides = _executor_overrides(executor_flags)
-    with translated_errors(), open_store(db_url) as store:
+    with stoppable_by_signals(), translated_errors(), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
             results = make_coordinator(store, observer()).rerun(bisect_id, rev, times, overrides)
         for result in results:
@@ -322,7 +325,7 @@ def minimize(bisect_id: int, db_url: str | None, output_format: str) -> None:
     """Find the smallest set of the culprit's changes (hunks, table entries) that still fails."""
     from bisector.app import make_coordinator, open_store
 
-    with translated_errors(), open_store(db_url) as store:
+    with stoppable_by_signals(), translated_errors(), open_store(db_url) as store:
         make_coordinator(store, observer()).minimize(bisect_id)
         print_report(store, bisect_id, output_format)
 

@@ -18,6 +18,8 @@ from bisector.errors import BisectError
 F = TypeVar("F", bound=Callable[..., Any])
 FORMATS = ("text", "markdown", "json")
 EXIT_NO_CULPRIT = 3
+EXIT_PAUSED = 4  # the harness kept failing (disk full, broken slots): fix it and `bisect resume`
+# A stop signal exits with 128 + its number (130 SIGINT, 143 SIGTERM, 129 SIGHUP), as shells report them.
 REPORT_WIDTH = 130
 
 
@@ -37,6 +39,27 @@ def translated_errors() -> Iterator[None]:
         raise CLIError(str(exc)) from None
     except KeyboardInterrupt:
         raise CLIError("interrupted; `bisect resume ID` continues from the store") from None
+
+
+@contextmanager
+def stoppable_by_signals() -> Iterator[None]:
+    """For commands that run steps: SIGTERM, SIGINT or SIGHUP stop the bisect's tests, store its running steps
+    as interrupted (the coordinator does), print one line and exit with 128 + the signal's number."""
+    from bisector.stopping import StopRequested, stop_on_signals
+
+    try:
+        with stop_on_signals():
+            yield
+    except StopRequested as stop:
+        if stop.bisect_id is None:
+            click.echo(f"bisect: stopped by {stop.signal_name}", err=True)
+        else:
+            click.echo(
+                f"bisect {stop.bisect_id}: stopped by {stop.signal_name}; {stop.interrupted_steps} running step(s) "
+                f"stored as interrupted; `bisect resume {stop.bisect_id}` continues",
+                err=True,
+            )
+        sys.exit(stop.exit_code)
 
 
 def db_option(function: F) -> F:
@@ -89,5 +112,7 @@ def print_report(store: Any, bisect_id: int, output_format: str) -> None:
 
 
 def exit_for(status_value: str) -> None:
+    if status_value == "paused":
+        sys.exit(EXIT_PAUSED)
     if status_value != "found":
         sys.exit(EXIT_NO_CULPRIT)

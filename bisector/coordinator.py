@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -27,9 +27,11 @@ from bisector.domain import (
 from bisector.errors import BisectError, StateError
 from bisector.gitrepo import GitRepo
 from bisector.judging import RESULT_VERDICTS, UNTESTED, CommitView, Judge
+from bisector.ownership import HEARTBEAT_S, LEASE_TTL_S, Lease
 from bisector.paths import log_dir
 from bisector.progress import Progress, ProgressObserver, SilentObserver
 from bisector.spec import BisectSpec
+from bisector.stopping import StopRequested
 from bisector.strategies import KArySearch, OutcomeKind, SearchState, Strategy, estimated_steps_left
 from bisector.strategies.noisy import is_consistent
 from bisector.strategies.select import choose_strategy
@@ -44,6 +46,11 @@ PROGRESS_INTERVAL_S = 0.25
 CANDIDATES_DELAY_S = 0.05
 REFERENCE_RUNS = 3  # runs of each endpoint on a suspect worker
 DECIDED = (Verdict.GOOD, Verdict.BAD)  # the answers a reference run can give
+# Failures of the harness, not of the commit: they never count against a commit or a worker.
+HARNESS_KINDS = frozenset({ErrorKind.INTERRUPTED, ErrorKind.HARNESS, ErrorKind.DISK_FULL, ErrorKind.STALLED})
+HARNESS_PAUSE_AFTER = 3  # harness failures in a row (no step result between) that pause the bisect
+WATCHDOG_MIN_GRACE_S = 60.0  # a step's result may come this long after its timeout before the watchdog acts
+ANALYSIS_PENDING, ANALYSIS_DONE = "pending", "done"  # bisects.extra["analysis"] of a found culprit
 EXECUTOR_KEYS = frozenset({"executor", "workers", "gpus_per_step", "ray_address", "resources"})
 
 ExecutorFactory = Callable[[BisectSpec], Executor]
@@ -106,8 +113,9 @@ class _CommitHistory:
         return sum(1 for s in self.trusted() if s.verdict in RESULT_VERDICTS or s.verdict is Verdict.SKIP)
 
     def _failures(self) -> list[StepRecord]:
-        # A step interrupted by the coordinator's own death says nothing about the commit or the worker.
-        return [s for s in self.trusted() if s.verdict is Verdict.ERROR and s.error_kind is not ErrorKind.INTERRUPTED]
+        # A step the harness failed (the coordinator's death, a broken slot, a full disk, a worker that never
+        # reported) says nothing about the commit or the worker.
+        return [s for s in self.trusted() if s.verdict is Verdict.ERROR and s.error_kind not in HARNESS_KINDS]
 
     def errors(self) -> int:
         return len(self._failures())
@@ -153,7 +161,12 @@ class Coordinator:
         now: Clock = utc_now,
         poll_interval_s: float = POLL_INTERVAL_S,
         candidates_delay_s: float = CANDIDATES_DELAY_S,
+        watchdog_grace_s: float | None = None,
+        lease_ttl_s: float = LEASE_TTL_S,
+        heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
+        """watchdog_grace_s: how long after a step's timeout its result may come before the step is given up on
+        (default: a quarter of the timeout, at least WATCHDOG_MIN_GRACE_S)."""
         self.store = store
         self.executor_factory = executor_factory
         self.strategy = strategy  # None: chosen as the bisect goes (kary, noisy once noise is expected or seen)
@@ -161,19 +174,40 @@ class Coordinator:
         self.now = now
         self.poll_interval_s = poll_interval_s
         self.candidates_delay_s = candidates_delay_s
+        self.watchdog_grace_s = watchdog_grace_s
+        self.lease_ttl_s = lease_ttl_s
+        self.heartbeat_s = heartbeat_s
 
     def start(self, spec: BisectSpec, executor: Executor | None = None) -> BisectRecord:
         """executor: one already started (its workers boot while the caller opens the store); closed here."""
         # The workers start while the range is listed and stored: their start-up is off the critical path.
         with executor or self.executor_factory(spec) as executor:
             record, candidates = _prepare(self.store, spec, self.now, store_candidates=False)
-            return self._run(record, executor, candidates, fresh=True)
+            with self._lease(record.id) as lease, self._stoppable(record.id):
+                return self._run(record, executor, candidates, fresh=True, lease=lease)
+
+    def _lease(self, bisect_id: int) -> Lease:
+        return Lease(self.store, bisect_id, self.now, ttl_s=self.lease_ttl_s, heartbeat_s=self.heartbeat_s)
+
+    @contextlib.contextmanager
+    def _stoppable(self, bisect_id: int) -> Iterator[None]:
+        """A stop signal (bisector/stopping.py) while the bisect runs: its running steps are stored as
+        interrupted, while this coordinator still holds the lease, so that `bisect resume` runs them again."""
+        try:
+            yield
+        except StopRequested as stop:
+            stop.bisect_id = bisect_id
+            with contextlib.suppress(BisectError):
+                stop.interrupted_steps = self.store.interrupt_running_steps(bisect_id, self.now())
+            raise
 
     def resume(self, bisect_id: int, executor_overrides: Mapping[str, object] | None = None) -> BisectRecord:
         """Continue from the store; executor_overrides (executor, workers, ray_address, ...) move the rest of
-        the bisect to other workers without changing what is tested."""
+        the bisect to other workers without changing what is tested. A found culprit whose explanation was
+        cut short (analysis pending) gets its explanation; a paused bisect runs again."""
         record = self.store.get_bisect(bisect_id)
-        if record.status.is_terminal():
+        analysis_pending = record.status is BisectStatus.FOUND and record.extra.get("analysis") == ANALYSIS_PENDING
+        if record.status.is_terminal() and not analysis_pending:
             raise StateError(f"bisect {bisect_id} is already {record.status.value}; nothing to resume")
         spec = BisectSpec.from_json(record.spec)
         if executor_overrides:
@@ -182,11 +216,19 @@ class Coordinator:
                 raise StateError(f"resume can change only the executor settings, not {', '.join(sorted(unknown))}")
             spec = replace(spec, **executor_overrides)  # type: ignore[arg-type]
             self.store.update_extra(bisect_id, resumed_with=dict(executor_overrides))
-        interrupted = self.store.interrupt_running_steps(bisect_id, self.now())
-        if interrupted:
-            self.observer.note(f"re-queued {interrupted} step(s) that were running when the coordinator stopped")
-        with self.executor_factory(spec) as executor:
-            return self._run(self.store.get_bisect(bisect_id), executor)
+        # The lease first: the steps of a coordinator that is still alive must not be marked interrupted.
+        with self._lease(bisect_id) as lease, self._stoppable(bisect_id):
+            interrupted = self.store.interrupt_running_steps(bisect_id, self.now())
+            if interrupted:
+                self.observer.note(f"re-queued {interrupted} step(s) that were running when the coordinator stopped")
+            if record.status is BisectStatus.PAUSED:
+                self.store.set_status(bisect_id, BisectStatus.RUNNING, message="resumed after a pause")
+            with self.executor_factory(spec) as executor:
+                if analysis_pending:
+                    final = self._finish_analysis(self.store.get_bisect(bisect_id), spec, executor)
+                    self.observer.finished(final)
+                    return final
+                return self._run(self.store.get_bisect(bisect_id), executor, lease=lease)
 
     def rerun(
         self, bisect_id: int, rev: str, times: int = 1, executor_overrides: Mapping[str, object] | None = None
@@ -209,8 +251,8 @@ class Coordinator:
 
     def run(self, bisect_id: int) -> BisectRecord:
         spec = BisectSpec.from_json(self.store.get_bisect(bisect_id).spec)
-        with self.executor_factory(spec) as executor:
-            return self._run(self.store.get_bisect(bisect_id), executor)
+        with self._lease(bisect_id) as lease, self._stoppable(bisect_id), self.executor_factory(spec) as executor:
+            return self._run(self.store.get_bisect(bisect_id), executor, lease=lease)
 
     def _run(
         self,
@@ -219,16 +261,25 @@ class Coordinator:
         candidates: Sequence[Commit] | None = None,
         *,
         fresh: bool = False,
+        lease: Lease | None = None,
     ) -> BisectRecord:
         """fresh: the bisect was just created from candidates (in memory, not stored yet); it has no steps, and the
         search stores the candidates right after its first steps are sent."""
         spec = BisectSpec.from_json(record.spec)
-        _Search(self, record, spec, executor, candidates, fresh=fresh).run()
+        _Search(self, record, spec, executor, candidates, fresh=fresh, lease=lease).run()
         final = self.store.get_bisect(record.id)
-        if final.status is BisectStatus.FOUND:
-            self._analyse(final, spec, executor)
+        if final.status is BisectStatus.FOUND and final.extra.get("analysis") == ANALYSIS_PENDING:
+            final = self._finish_analysis(final, spec, executor)
         self.observer.finished(final)
         return final
+
+    def _finish_analysis(self, record: BisectRecord, spec: BisectSpec, executor: Executor) -> BisectRecord:
+        """The analysis phase of a found culprit: its verdict is stored and shown before the side runs start, and
+        the phase is marked done only after them, so a coordinator stopped meanwhile leaves it for resume."""
+        self.observer.note(f"{record.message}; now explaining it (--no-explain skips this)")
+        self._analyse(record, spec, executor)
+        self.store.update_extra(record.id, analysis=ANALYSIS_DONE)
+        return self.store.get_bisect(record.id)
 
     def _analyse(self, record: BisectRecord, spec: BisectSpec, executor: Executor) -> None:
         """Explain and minimise a found culprit; a failure here is noted, the bisect's answer stands."""
@@ -274,8 +325,10 @@ class _Search:
         candidates: Sequence[Commit] | None = None,
         *,
         fresh: bool = False,
+        lease: Lease | None = None,
     ) -> None:
         self.store = owner.store
+        self.lease = lease
         self.fixed_strategy = owner.strategy
         self.observer = owner.observer
         self.now = owner.now
@@ -285,7 +338,13 @@ class _Search:
         self.spec = spec
         self.executor = executor
         self.metric = spec.metric_spec()
-        self.log_dir = log_dir(record.id)
+        grace_s = owner.watchdog_grace_s
+        if grace_s is None:
+            grace_s = max(WATCHDOG_MIN_GRACE_S, spec.timeout_s / 4)
+        self.step_deadline_s = spec.timeout_s + grace_s  # from sending a step to giving up on its result
+        self.sent_at: dict[int, float] = {}  # step id -> monotonic time it was sent
+        self.harness_failures: list[str] = []  # details of the harness failures since the last step result
+        self.log_dir = log_dir(self.store.identity, record.id)
         candidates_stored = not fresh
         if candidates is None:
             candidates = self.store.candidates(record.id)
@@ -463,6 +522,12 @@ class _Search:
             if self.cancelled():  # read from the store: after the next steps are out, not before
                 self.cancel_all()
                 return
+            if self.lease is not None and self.lease.lost.is_set():
+                self.cancel_all()
+                raise StateError(f"another coordinator took bisect {self.record.id} over; this one stopped")
+            if len(self.harness_failures) >= HARNESS_PAUSE_AFTER:
+                self.pause()
+                return
             if not self.candidates_stored:
                 if self.candidates_due is None:
                     self.candidates_due = time.monotonic() + self.candidates_delay_s
@@ -476,13 +541,43 @@ class _Search:
                 return
             self.report_progress()
             self.take_results(self.poll_timeout())
+            self.give_up_stalled()
 
     def take_results(self, timeout_s: float) -> bool:
-        """Record the results that come back within timeout_s; whether there were any."""
-        results = self.executor.poll(timeout_s)
+        """Record the results that come back within timeout_s; whether there were any. A result of a step the
+        watchdog gave up on comes too late and is dropped: the step is stored as stalled."""
+        results = [r for r in self.executor.poll(timeout_s) if r.step_id in self.in_flight]
         for result in results:
             self.record_result(result)
         return bool(results)
+
+    def give_up_stalled(self) -> None:
+        """The watchdog: a step whose result has not come step_deadline_s after it was sent (its timeout plus a
+        grace) is stored as a stalled harness error, and its worker is abandoned (executors replace it)."""
+        now = time.monotonic()
+        for step_id, sent in list(self.sent_at.items()):
+            if now - sent <= self.step_deadline_s or step_id not in self.in_flight:
+                continue
+            self.executor.abandon(step_id)
+            sha = self.candidates[self.in_flight[step_id]].sha
+            detail = (
+                f"no result {self.step_deadline_s:.0f} s after the step was sent (its timeout is "
+                f"{self.spec.timeout_s:g} s): the worker was given up on"
+            )
+            self.record_result(StepResult(step_id, sha, Verdict.ERROR, error_kind=ErrorKind.STALLED, detail=detail))
+
+    def pause(self) -> None:
+        """The harness failed HARNESS_PAUSE_AFTER times in a row: stop, stored as paused, for a person to fix it."""
+        self.cancel_all()
+        count, last = len(self.harness_failures), self.harness_failures[-1]
+        self.flush_results()
+        message = (
+            f"paused: the test harness failed {count} times in a row, never the commits (last: {last}); "
+            f"fix it, then `bisect resume {self.record.id}`"
+        )
+        with contextlib.suppress(StateError):
+            self.store.set_status(self.record.id, BisectStatus.PAUSED, message=message)
+        self.observer.note(message)
 
     def poll_timeout(self) -> float:
         if self.candidates_stored or self.candidates_due is None:
@@ -829,6 +924,7 @@ class _Search:
         )
         assignment = self.executor.submit(request)
         self.in_flight[step_id] = position
+        self.sent_at[step_id] = time.monotonic()
         history.steps.append(
             _running_step(step_id, self.record.id, step.sha, step.attempt, assignment, step.started, step.purpose)
         )
@@ -857,6 +953,13 @@ class _Search:
         the work it lets the coordinator send: at a round boundary W results arrive within milliseconds, and
         the next probes should not wait for W writes."""
         position = self.in_flight.pop(result.step_id)
+        self.sent_at.pop(result.step_id, None)
+        if result.error_kind in HARNESS_KINDS:
+            self.harness_failures.append(
+                f"{result.error_kind.value}: {result.detail.splitlines()[0] if result.detail else '?'}"
+            )
+        elif result.verdict is not Verdict.CANCELLED:
+            self.harness_failures.clear()
         self.cached_state = None
         finished = self.now()
         self.unwritten.append((result, finished, position))
@@ -903,8 +1006,13 @@ class _Search:
         decisions = {
             self.candidates[p].sha: view.decision for p in self.history if (view := self.view(p)).decision is not None
         }
+        extra: dict[str, object] = {}
         if decisions or self.flake_seen:
-            self.update_extra(decisions=decisions, flake_seen=self.flake_seen)
+            extra.update(decisions=decisions, flake_seen=self.flake_seen)
+        if status is BisectStatus.FOUND and (self.spec.explain or self.spec.minimize):
+            extra["analysis"] = ANALYSIS_PENDING  # stored with the verdict: a resume finishes what is cut short
+        if extra:
+            self.update_extra(**extra)
         with contextlib.suppress(StateError):  # `bisect cancel` from another process got there first
             self.store.set_status(
                 self.record.id, status, finished=self.now(), first_bad=first_bad, last_good=last_good, message=message

@@ -147,3 +147,5 @@ class BisectRecord:
     last_good: str | None
     message: str = ""
     extra: dict[str, object] = field(default_factory=dict)
+    owner: str | None = None  # the coordinator holding the bisect's lease (host:pid:start), None when none does
+    heartbeat: datetime | None = None  # when that coordinator last renewed its lease

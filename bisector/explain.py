@@ -73,7 +73,7 @@ def explain_bisect(
     except BisectError as exc:
         static = None
         observer.note(f"static diff failed: {exc}")
-    traces = log_dir(record.id) / "traces"
+    traces = log_dir(store.identity, record.id) / "traces"
     good_files = TraceFiles.under(traces, "last-good", trace_kernels=spec.trace_kernels)
     bad_files = TraceFiles.under(traces, "first-bad", trace_kernels=spec.trace_kernels)
     for files in (good_files, bad_files):

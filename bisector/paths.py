@@ -33,8 +33,16 @@ def cache_dir() -> Path:
     return _user_dir("BISECT_CACHE_DIR", "XDG_CACHE_HOME", Path.home() / ".cache")
 
 
-def log_dir(bisect_id: int) -> Path:
-    return data_dir() / "logs" / f"bisect-{bisect_id}"
+def logs_root() -> Path:
+    """Every step log of every store that uses this data dir lies below it."""
+    return data_dir() / "logs"
+
+
+def log_dir(store_identity: str, bisect_id: int) -> Path:
+    """One bisect's step logs. Bisect and step ids restart in every store, so two stores sharing the data dir
+    (two `--db`s on one host) get folders of their own (store_identity: Store.identity)."""
+    key = hashlib.sha256(store_identity.encode()).hexdigest()[:12]
+    return logs_root() / f"store-{key}" / f"bisect-{bisect_id}"
 
 
 def worktree_root(repo: str | Path) -> Path:

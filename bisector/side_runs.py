@@ -6,18 +6,19 @@ time is counted and their logs kept; they never narrow the search.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from bisector.domain import StepPurpose, StepResult, Verdict
-from bisector.errors import ExecutorError
+from bisector.domain import ErrorKind, StepPurpose, StepResult, Verdict
+from bisector.errors import BisectError, ExecutorError
 from bisector.metric import MetricSpec
 from bisector.paths import log_dir
 from bisector.progress import ProgressObserver
 from bisector.spec import BisectSpec
-from db.store import Store
+from db.store import INTERRUPTED_DETAIL, Store
 from workers.executor import Executor
 
 POLL_INTERVAL_S = 0.5
@@ -62,6 +63,21 @@ class SideRunner:
         the last attempt's. Workers the search quarantined are not used."""
         pending = [_Attempt(index) for index in range(len(runs))]
         in_flight: dict[int, _Attempt] = {}  # step id -> the attempt it runs
+        try:
+            return self._run(runs, pending, in_flight)
+        except BaseException:  # a stop signal, a lost store, an executor failure: its steps do not stay running
+            stopped = [
+                (step_id, StepResult(step_id, runs[attempt.index].sha, Verdict.ERROR,
+                                     error_kind=ErrorKind.INTERRUPTED, detail=INTERRUPTED_DETAIL), self.now())
+                for step_id, attempt in in_flight.items()
+            ]  # fmt: skip
+            with contextlib.suppress(BisectError):
+                self.store.finish_steps(stopped)
+            raise
+
+    def _run(
+        self, runs: Sequence[SideRun], pending: list[_Attempt], in_flight: dict[int, _Attempt]
+    ) -> list[StepResult]:
         results: dict[int, StepResult] = {}
         while pending or in_flight:
             while pending and (worker := self._worker_for(pending[0])):
@@ -112,7 +128,9 @@ class SideRunner:
             attempt=attempt,
             repo=self.repo,
             metric=self.metric,
-            log_path=str(log_dir(self.bisect_id) / f"step-{step_id}-{side_run.purpose.value}{label}.log"),
+            log_path=str(
+                log_dir(self.store.identity, self.bisect_id) / f"step-{step_id}-{side_run.purpose.value}{label}.log"
+            ),
             env=side_run.env,
             pin_worker=worker,
         )

@@ -6,6 +6,8 @@ nothing but the id.
 
 from __future__ import annotations
 
+import math
+import re
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -18,6 +20,10 @@ from workers.executor import StepRequest
 CONFIG_FILE_NAME = "bisect.toml"
 DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_MAX_ATTEMPTS = 3
+MAX_WORKERS = 256  # slots of one bisect; a cluster's larger pools serve several bisects
+MAX_ATTEMPTS_LIMIT = 100
+MAX_REPEAT_LIMIT = 1000
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 AUTO_REPEAT, AUTO_MAX_REPEAT = 5, 20  # --expect auto compares sample sets: it needs several samples a commit
 
 
@@ -54,27 +60,36 @@ class BisectSpec:
     confirm: bool | None = None  # re-run first bad and its parent at the end; default: with the noisy strategy
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if not self.run.strip():
             raise InputError("--run is required: the shell command that tests a commit")
-        if self.workers < 1:
-            raise InputError(f"--workers must be at least 1 (got {self.workers})")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise InputError(f"--workers must be between 1 and {MAX_WORKERS} (got {self.workers})")
         if self.gpus_per_step < 0:
             raise InputError(f"--gpus-per-step must be 0 or more (got {self.gpus_per_step})")
-        if self.timeout_s <= 0:
-            raise InputError(f"--timeout must be positive (got {self.timeout_s:g})")
-        if self.max_attempts < 1:
-            raise InputError(f"max_attempts must be at least 1 (got {self.max_attempts})")
+        if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
+            raise InputError(f"--timeout must be a positive number of seconds (got {self.timeout_s:g})")
+        if not 1 <= self.max_attempts <= MAX_ATTEMPTS_LIMIT:
+            raise InputError(f"max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT} (got {self.max_attempts})")
+        for key in self.env:
+            if not ENV_NAME.fullmatch(key):
+                raise InputError(f"--env {key!r}: an environment variable's name is letters, digits and _")
+        for name, amount in self.resources.items():
+            if not name or not (math.isfinite(amount) and amount > 0):
+                raise InputError(f"--resources {name}={amount:g}: write NAME=AMOUNT with a positive amount")
         try:
             NoMetricPolicy(self.no_metric)
         except ValueError:
             raise InputError(f"--no-metric must be 'skip' or 'bad' (got {self.no_metric!r})") from None
         self.metric_spec()  # validates the metric, the expectation and the patterns
-        if self.repeat < 1:
-            raise InputError(f"--repeat must be at least 1 (got {self.repeat})")
-        if self.max_repeat is not None and self.max_repeat < self.repeat:
-            raise InputError(f"--max-repeat ({self.max_repeat}) must be at least --repeat ({self.repeat})")
-        if self.noise_band < 0:
-            raise InputError(f"--noise-band must be 0 or more (got {self.noise_band:g})")
+        if not 1 <= self.repeat <= MAX_REPEAT_LIMIT:
+            raise InputError(f"--repeat must be between 1 and {MAX_REPEAT_LIMIT} (got {self.repeat})")
+        if self.max_repeat is not None and not self.repeat <= self.max_repeat <= MAX_REPEAT_LIMIT:
+            raise InputError(
+                f"--max-repeat ({self.max_repeat}) must be between --repeat ({self.repeat}) and {MAX_REPEAT_LIMIT}"
+            )
+        if not (math.isfinite(self.noise_band) and self.noise_band >= 0):
+            raise InputError(f"--noise-band must be a number, 0 or more (got {self.noise_band:g})")
         if self.strategy not in (None, "kary", "noisy"):
             raise InputError(f"--strategy {self.strategy!r} is unknown; choose kary or noisy")
         if self.direction not in (None, "higher", "lower"):
@@ -159,8 +174,58 @@ class BisectSpec:
         values: dict[str, Any] = {k: v for k, v in data.items() if k in known}
         values["infra_patterns"] = tuple(values.get("infra_patterns", ()))
         values["env"] = dict(values.get("env", {}))
-        values["resources"] = {str(k): float(v) for k, v in dict(values.get("resources", {})).items()}
+        values["resources"] = dict(values.get("resources", {}))
         return cls(**values)
+
+
+# The runtime type of each field (bool is an int to Python: it is refused where a number is wanted).
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "repo": str, "good": str, "bad": str, "run": str, "build": (str, type(None)), "metric": (str, type(None)),
+    "metric_json": (str, type(None)), "expect": (str, type(None)), "no_metric": str, "workers": int,
+    "gpus_per_step": int, "timeout_s": (int, float), "env": dict, "all_parents": bool, "max_attempts": int,
+    "infra_patterns": tuple, "executor": str, "ray_address": (str, type(None)), "resources": dict,
+    "explain": bool, "trace_kernels": bool, "minimize": bool, "repeat": int, "max_repeat": (int, type(None)),
+    "noise_band": (int, float), "direction": (str, type(None)), "find_fix": bool, "strategy": (str, type(None)),
+    "confirm": (bool, type(None)),
+}  # fmt: skip
+
+
+def _check_types(spec: BisectSpec) -> None:
+    """Every value of the spec has its field's type, whatever it came from (flags, bisect.toml, stored JSON, an
+    API): a wrong type is refused, never coerced."""
+    for spec_field in fields(spec):
+        value = getattr(spec, spec_field.name)
+        expected = _FIELD_TYPES.get(spec_field.name)
+        if expected is not None and not _is_instance(value, expected):
+            raise InputError(f"{spec_field.name}: expected {_type_names(expected)}, got {_describe(value)}")
+    for key, env_value in spec.env.items():
+        if not isinstance(key, str) or not isinstance(env_value, str):
+            raise InputError(f"env: {key!r} = {_describe(env_value)}: names and values are strings")
+    for name, amount in spec.resources.items():
+        if not isinstance(name, str) or not _is_instance(amount, (int, float)):
+            raise InputError(f"resources: {name!r} = {_describe(amount)}: the amount must be a number")
+    for pattern in spec.infra_patterns:
+        if not isinstance(pattern, str):
+            raise InputError(f"infra_patterns: {_describe(pattern)} is not a string (a regex)")
+
+
+def _is_instance(value: object, expected: type | tuple[type, ...]) -> bool:
+    wanted = expected if isinstance(expected, tuple) else (expected,)
+    if isinstance(value, bool) and bool not in wanted:
+        return False
+    return isinstance(value, wanted)
+
+
+def _type_names(expected: type | tuple[type, ...]) -> str:
+    wanted = expected if isinstance(expected, tuple) else (expected,)
+    names = {"NoneType": "nothing", "str": "a string", "int": "a whole number", "float": "a number",
+             "bool": "true or false", "dict": "a table", "tuple": "a list"}  # fmt: skip
+    return " or ".join(names.get(t.__name__, t.__name__) for t in wanted)
+
+
+def _describe(value: object) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
 
 _TOML_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -213,11 +278,9 @@ def load_config_file(repo_root: Path) -> dict[str, object]:
         expected = _TOML_KEYS.get(normalized)
         if expected is None:
             raise InputError(f"{path}: unknown key {key!r} (known: {', '.join(sorted(_TOML_KEYS))})")
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise InputError(f"{path}: {key} has the wrong type ({type(value).__name__})")
+        if not _is_instance(value, expected):
+            raise InputError(f"{path}: {key} must be {_type_names(expected)}, not {_describe(value)}")
         config[normalized] = value
-    if "env" in config:
-        config["env"] = {str(k): str(v) for k, v in dict(config["env"]).items()}  # type: ignore[call-overload]
     return config
 
 

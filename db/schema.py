@@ -75,6 +75,10 @@ bisects = Table(
     Column("last_good", SHA, nullable=True),
     Column("message", Text, nullable=False),
     Column("extra", Text, nullable=False),  # JSON object: confidence, analysis summaries, ...
+    # The coordinator that owns the bisect (host:pid:process start) and when it last said it is alive; NULL
+    # when none does. A second coordinator is refused while the lease is fresh (bisector/ownership.py).
+    Column("owner", Text, nullable=True),
+    Column("heartbeat", UTCDateTime, nullable=True),
     # The dashboard lists bisects newest first, optionally per status or per repository, and looks up
     # earlier bisects that blamed a given commit.
     Index("ix_bisects_created", "created"),

@@ -9,15 +9,17 @@ raises ValueError / TypeError.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 from sqlalchemy import Connection, CursorResult, Engine, Row, delete, exists, insert, select, text, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError, StatementError
+from sqlalchemy.pool import StaticPool
 
 from bisector.domain import (
     BisectRecord,
@@ -35,6 +37,8 @@ from db.migrate import upgrade
 from db.schema import bisects, candidates, findings, steps
 
 INTERRUPTED_DETAIL = "coordinator stopped while the step ran"
+_OPEN_STATUSES = [status.value for status in BisectStatus if not status.is_terminal()]
+LeaseHolder = tuple[str, datetime | None]  # (owner, its last heartbeat)
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,22 @@ class Store:
     def url(self) -> str:
         """The database URL, password masked."""
         return self._url
+
+    @property
+    def identity(self) -> str:
+        """Names this database and no other, whatever URL reached it (a SQLite file by its resolved path):
+        what two stores that share a data directory keep their step logs apart by."""
+        url = self._engine.url
+        if self.is_private:
+            return f"sqlite-memory:{id(self)}"
+        if url.get_backend_name() == "sqlite":
+            return f"sqlite:{Path(url.database or '').resolve()}"
+        return url.render_as_string(hide_password=True)
+
+    @property
+    def is_private(self) -> bool:
+        """An in-memory database: one process sees it, so nobody else can own or cancel its bisects."""
+        return isinstance(self._engine.pool, StaticPool)
 
     def close(self) -> None:
         if not self._closed:
@@ -145,7 +165,7 @@ class Store:
         last_good: str | None = None,
         message: str | None = None,
     ) -> None:
-        """Move a running bisect to status; the other fields change only when given.
+        """Move a running (or paused) bisect to status; the other fields change only when given.
 
         A bisect in a terminal status never changes again (StateError), not even to the same status.
         """
@@ -158,12 +178,8 @@ class Store:
             values["last_good"] = last_good
         if message is not None:
             values["message"] = message
-        # The guard is in the WHERE clause, so two processes cannot both leave RUNNING.
-        guarded = (
-            update(bisects)
-            .where(bisects.c.id == bisect_id, bisects.c.status == BisectStatus.RUNNING.value)
-            .values(values)
-        )
+        # The guard is in the WHERE clause, so two processes cannot both leave the open statuses.
+        guarded = update(bisects).where(bisects.c.id == bisect_id, bisects.c.status.in_(_OPEN_STATUSES)).values(values)
         with self._write() as conn:
             if conn.execute(guarded).rowcount == 1:
                 return
@@ -181,6 +197,41 @@ class Store:
                 raise self._unknown(bisect_id)
             merged = {**_load(current), **values}
             conn.execute(update(bisects).where(bisects.c.id == bisect_id).values(extra=_dump(merged)))
+
+    # --- ownership -----------------------------------------------------------------------------------
+
+    def claim_lease(
+        self, bisect_id: int, owner: str, now: datetime, may_replace: Callable[[str, datetime | None], bool]
+    ) -> LeaseHolder | None:
+        """Make owner the bisect's owner if nobody holds it, owner holds it already, or may_replace(holder, its
+        heartbeat) says the holder is gone. None when claimed, else the holder, who keeps it. Read and write
+        are one transaction under the write lock, so two claimants cannot both win."""
+        with self._write() as conn:
+            row = conn.execute(
+                select(bisects.c.owner, bisects.c.heartbeat).where(bisects.c.id == bisect_id).with_for_update()
+            ).one_or_none()
+            if row is None:
+                raise self._unknown(bisect_id)
+            if row.owner not in (None, owner) and not may_replace(row.owner, row.heartbeat):
+                return row.owner, row.heartbeat
+            conn.execute(update(bisects).where(bisects.c.id == bisect_id).values(owner=owner, heartbeat=_aware(now)))
+        return None
+
+    def renew_lease(self, bisect_id: int, owner: str, now: datetime) -> bool:
+        """Record that owner is alive; False when it no longer holds the lease (another coordinator took it)."""
+        query = update(bisects).where(bisects.c.id == bisect_id, bisects.c.owner == owner).values(heartbeat=_aware(now))
+        with self._write() as conn:
+            return bool(conn.execute(query).rowcount == 1)
+
+    def release_lease(self, bisect_id: int, owner: str) -> None:
+        """Give the lease up, if owner still holds it."""
+        query = (
+            update(bisects)
+            .where(bisects.c.id == bisect_id, bisects.c.owner == owner)
+            .values(owner=None, heartbeat=None)
+        )
+        with self._write() as conn:
+            conn.execute(query)
 
     # --- candidates --------------------------------------------------------------------------------
 
@@ -464,6 +515,8 @@ def _bisect_record(row: Row[Any]) -> BisectRecord:
         last_good=row.last_good,
         message=row.message,
         extra=_load(row.extra),
+        owner=row.owner,
+        heartbeat=row.heartbeat,
     )
 
 

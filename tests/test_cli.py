@@ -95,7 +95,7 @@ def test_endpoint_mismatch_exits_3_with_the_values(tmp_path: Path, history):
         ({"--repo": "/nonexistent/repo"}, "not a git repository"),
         ({"--metric": "metric: [0-9.]+"}, "exactly one group"),
         ({"--expect": "at least 4"}, "does not parse"),
-        ({"--workers": "0"}, "--workers must be at least 1"),
+        ({"--workers": "0"}, "--workers must be between 1 and 256"),
         ({"--gpus-per-step": "2"}, "no GPU"),
         ({"--env": "NOEQUALS"}, "write KEY=VALUE"),
     ],

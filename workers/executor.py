@@ -70,6 +70,11 @@ class Executor(abc.ABC):
     def cancel(self, step_id: int) -> None:
         """Stop a running step; its result comes back from poll() as CANCELLED."""
 
+    def abandon(self, step_id: int) -> None:
+        """Give up on a step that never reported (the coordinator's watchdog): stop it as a cancel does, and an
+        executor that can tell a hung worker replaces it. A late report of the step may still come."""
+        self.cancel(step_id)
+
     @abc.abstractmethod
     def close(self) -> None:
         """Stop every worker, killing what still runs."""

@@ -1,0 +1,145 @@
+"""Who runs a bisect: a lease in the store, renewed by a heartbeat, so that two coordinators never run one.
+
+A coordinator claims its bisect's lease before it sends a step and renews it every HEARTBEAT_S from a thread
+of its own (a long step, an executor start or the explanation never starve it). Another coordinator is
+refused while the lease is fresh; it takes the bisect over once LEASE_TTL_S passed without a heartbeat, or
+at once when the holder ran on this host and its process is gone (kill -9, a crash). A holder that finds
+its lease taken stops without writing a verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+
+from bisector.errors import StateError, StoreError
+from db.store import Store
+
+LEASE_TTL_S = 60.0
+HEARTBEAT_S = 10.0
+
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True)
+class OwnerId:
+    """A process, named so that a reused pid is not mistaken for it: host, pid and the process's start time."""
+
+    host: str
+    pid: int
+    started: str
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid}:{self.started}"
+
+    @classmethod
+    def parse(cls, text: str) -> OwnerId | None:
+        parts = text.rsplit(":", 2)
+        if len(parts) != 3 or not parts[1].isdigit():
+            return None
+        return cls(parts[0], int(parts[1]), parts[2])
+
+    @classmethod
+    def this_process(cls) -> OwnerId:
+        pid = os.getpid()
+        return cls(socket.gethostname(), pid, process_start(pid) or "?")
+
+    def is_gone_here(self) -> bool:
+        """Whether this owner ran on this host and its process no longer exists (or is another one now)."""
+        return self.host == socket.gethostname() and process_start(self.pid) != self.started
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of a process in clock ticks since boot (/proc), None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()  # the command name may hold spaces and parentheses
+    return fields[19] if len(fields) > 19 else None
+
+
+def holder_is_gone(holder: str, heartbeat: datetime | None, now: datetime, ttl_s: float = LEASE_TTL_S) -> bool:
+    if heartbeat is None or now - heartbeat > timedelta(seconds=ttl_s):
+        return True
+    owner = OwnerId.parse(holder)
+    return owner is not None and owner.is_gone_here()
+
+
+def describe_owner(holder: str | None, heartbeat: datetime | None, now: datetime) -> str:
+    """One phrase for `bisect status`: who holds the bisect and how fresh that is."""
+    if holder is None:
+        return "no coordinator"
+    owner = OwnerId.parse(holder)
+    who = f"pid {owner.pid} on {owner.host}" if owner else holder
+    if heartbeat is None:
+        return who
+    age_s = (now - heartbeat).total_seconds()
+    state = " (gone)" if holder_is_gone(holder, heartbeat, now) else ""
+    return f"{who}, last heartbeat {age_s:.0f} s ago{state}"
+
+
+class Lease:
+    """Holds a bisect's lease for a with-block: claimed on entry (StateError when another coordinator holds it),
+    renewed by a heartbeat thread, released on exit. `lost` is set when another coordinator took it over."""
+
+    def __init__(
+        self,
+        store: Store,
+        bisect_id: int,
+        now: Clock,
+        *,
+        ttl_s: float = LEASE_TTL_S,
+        heartbeat_s: float = HEARTBEAT_S,
+    ) -> None:
+        self.store = store
+        self.bisect_id = bisect_id
+        self.now = now
+        self.ttl_s = ttl_s
+        self.heartbeat_s = heartbeat_s
+        self.owner = str(OwnerId.this_process())
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Lease:
+        if self.store.is_private:
+            return self  # nobody else can reach an in-memory store
+        now = self.now()
+        holder = self.store.claim_lease(
+            self.bisect_id, self.owner, now, lambda who, beat: holder_is_gone(who, beat, now, self.ttl_s)
+        )
+        if holder is not None:
+            raise StateError(
+                f"bisect {self.bisect_id} is run by another coordinator ({describe_owner(*holder, now)}); "
+                f"it can be taken over once {self.ttl_s:.0f} s pass without its heartbeat"
+            )
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{self.bisect_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        if not self.lost.is_set():
+            self.store.release_lease(self.bisect_id, self.owner)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            try:
+                renewed = self.store.renew_lease(self.bisect_id, self.owner, self.now())
+            except StoreError:  # a busy or briefly unreachable store: the next beat tries again
+                continue
+            if not renewed:
+                self.lost.set()
+                return
