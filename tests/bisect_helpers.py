@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bisector.spec import BisectSpec
 from bisector.synthetic import BUILD_CMD, RUN_CMD
@@ -20,3 +28,52 @@ def synthetic_spec(repo: Path, good: str, bad: str, **overrides: object) -> Bise
     }
     values.update(overrides)
     return BisectSpec(**values)  # type: ignore[arg-type]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli_env(db: Path | None = None, **variables: str) -> dict[str, str]:
+    """The environment of a `python -m bisector` subprocess: this checkout first on the path, the store at db."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **variables}
+    if db is not None:
+        env["BISECT_DB"] = f"sqlite:///{db}"
+    return env
+
+
+def run_cli(
+    *args: str, db: Path | None = None, timeout_s: float = 300, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
+    """`bisect ARGS` as a user runs it, in a real subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "bisector", *args],
+        capture_output=True, text=True, env=kwargs.pop("env", cli_env(db)), timeout=timeout_s, **kwargs,
+    )  # fmt: skip
+
+
+def start_cli(*args: str, db: Path, **variables: str) -> subprocess.Popen[str]:
+    """A coordinator in its own process group (as a CI runner starts it), output captured."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "bisector", *args], env=cli_env(db, **variables),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 180, what: str = "the condition") -> None:
+    """Poll until condition() holds; the bound is only a safety net against a hang, never a speed target."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def stored_rows(db: Path, query: str) -> list[tuple[Any, ...]]:
+    """Rows of a query on a store a coordinator may be writing (an empty list while it is being created)."""
+    if not db.exists():
+        return []
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
+            return conn.execute(query).fetchall()
+    except sqlite3.OperationalError:
+        return []

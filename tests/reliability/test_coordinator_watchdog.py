@@ -1,0 +1,94 @@
+"""A step that never reports, and a harness that keeps failing: the coordinator's own safety nets.
+
+The executor is the real in-process one (real worktrees, real test processes); a thin subclass loses chosen
+results on the way back, as a hung worker or a full disk would, which a real worker cannot be made to do on cue.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from bisect_helpers import synthetic_spec
+
+from bisector.app import make_executor
+from bisector.coordinator import HARNESS_PAUSE_AFTER, Coordinator
+from bisector.domain import BisectStatus, ErrorKind, StepResult, Verdict
+from bisector.spec import BisectSpec
+from bisector.synthetic import culprit_history
+from db.store import Store
+from workers.executor import Executor
+from workers.inprocess import InProcessExecutor
+
+
+class LosesResults(InProcessExecutor):
+    """Drops the first `lose` results of one commit (a worker that never reports) and records what was abandoned."""
+
+    def __init__(self, spec: BisectSpec, sha: str, lose: int = 1) -> None:
+        super().__init__(spec.repo, spec.workers)
+        self.sha, self.lose = sha, lose
+        self.abandoned: list[int] = []
+
+    def poll(self, timeout_s: float) -> list[StepResult]:
+        results = []
+        for result in super().poll(timeout_s):
+            if result.sha == self.sha and self.lose > 0:
+                self.lose -= 1
+                continue
+            results.append(result)
+        return results
+
+    def abandon(self, step_id: int) -> None:
+        self.abandoned.append(step_id)
+        super().abandon(step_id)
+
+
+class FullDisk(InProcessExecutor):
+    """Every result comes back as the harness's disk-full error, as a worker whose log disk filled up reports it."""
+
+    def __init__(self, spec: BisectSpec) -> None:
+        super().__init__(spec.repo, spec.workers)
+
+    def poll(self, timeout_s: float) -> list[StepResult]:
+        return [
+            replace(result, verdict=Verdict.ERROR, error_kind=ErrorKind.DISK_FULL,
+                    detail="disk full: no space left on /logs writing the step log", samples=())
+            for result in super().poll(timeout_s)
+        ]  # fmt: skip
+
+
+def test_a_step_that_never_reports_is_given_up_on_and_tested_again(tmp_path: Path, store: Store):
+    history = culprit_history(tmp_path / "repo", 20, 13)
+    spec = synthetic_spec(history.path, history.shas[0], "main", timeout_s=2.0, workers=2)
+    executors: list[LosesResults] = []
+
+    def factory(spec: BisectSpec) -> Executor:
+        executors.append(LosesResults(spec, history.shas[-1]))
+        return executors[-1]
+
+    record = Coordinator(store, factory, poll_interval_s=0.05, watchdog_grace_s=0.5).start(spec)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[13])
+    bad_end = [s for s in store.steps(record.id) if s.sha == history.shas[-1]]
+    assert bad_end[0].error_kind is ErrorKind.STALLED
+    assert "no result 2 s after the step was sent (its timeout is 2 s)" in bad_end[0].detail
+    assert bad_end[0].id in executors[0].abandoned
+    assert any(s.verdict is Verdict.BAD for s in bad_end[1:])
+
+
+def test_a_harness_that_keeps_failing_pauses_the_bisect_and_resume_carries_on(tmp_path: Path, store: Store):
+    history = culprit_history(tmp_path / "repo", 20, 13)
+    spec = synthetic_spec(history.path, history.shas[0], "main", workers=2, max_attempts=2)
+    paused = Coordinator(store, FullDisk, poll_interval_s=0.05).start(spec)
+    assert paused.status is BisectStatus.PAUSED
+    failures = re.match(r"paused: the test harness failed (\d+) times in a row, never the commits", paused.message)
+    assert failures is not None, paused.message
+    assert int(failures.group(1)) >= HARNESS_PAUSE_AFTER
+    assert "disk_full: disk full: no space left on /logs" in paused.message
+    assert paused.message.endswith(f"fix it, then `bisect resume {paused.id}`")
+    steps = store.steps(paused.id)
+    assert steps
+    assert all(s.error_kind is ErrorKind.DISK_FULL for s in steps if s.verdict is not Verdict.CANCELLED)
+
+    resumed = Coordinator(store, make_executor, poll_interval_s=0.05).resume(paused.id)
+    assert (resumed.status, resumed.first_bad) == (BisectStatus.FOUND, history.shas[13])
