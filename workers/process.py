@@ -43,6 +43,7 @@ class CancelSignal:
     def __init__(self) -> None:
         self._read_fd, self._write_fd = os.pipe()
         os.set_blocking(self._read_fd, False)
+        os.set_blocking(self._write_fd, False)
         self._lock = threading.Lock()
         self._set = False
 
@@ -50,14 +51,22 @@ class CancelSignal:
         with self._lock:
             if not self._set:
                 self._set = True
-                os.write(self._write_fd, b"x")
+                with contextlib.suppress(BlockingIOError):
+                    os.write(self._write_fd, b"x")
+
+    def set_from_signal_handler(self) -> None:
+        """set() without the lock, for a signal handler (it may interrupt a set() or clear() of its own thread)."""
+        self._set = True
+        with contextlib.suppress(OSError):
+            os.write(self._write_fd, b"x")
 
     def clear(self) -> None:
         with self._lock:
             if self._set:
                 self._set = False
                 with contextlib.suppress(BlockingIOError):
-                    os.read(self._read_fd, 64)
+                    while os.read(self._read_fd, 64):
+                        pass
 
     def is_set(self) -> bool:
         return self._set

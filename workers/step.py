@@ -201,6 +201,10 @@ class StepRunner:
             detail=f"build failed (exit {exit_code})\n{build.output.tail()}",
         )  # fmt: skip
 
+    def harness_error(self, request: StepRequest, detail: str) -> StepResult:
+        """The result of a step the harness failed to carry out (the runner raised)."""
+        return self._result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=detail[:DETAIL_TAIL_BYTES])
+
     def _log_failed(self, request: StepRequest, error: OSError) -> StepResult:
         """The log could not be written (its command was stopped at that)."""
         return self._harness_failed(request, error, f"writing the step log {request.log_path}", Path(request.log_path))
