@@ -25,6 +25,7 @@ from workers.executor import StepRequest
 from workers.output import DETAIL_TAIL_BYTES, StepLog
 from workers.process import ProcessOutcome, run_shell
 
+NEARLY_FULL_BYTES = 64 << 10  # a harness failure on a filesystem with less free space than this is a full disk
 METRIC_MIN_TIME_S = 1.0  # the least time judging a run's output gets, even when the run used up the step's timeout
 
 
@@ -212,7 +213,7 @@ class StepRunner:
     def _harness_failed(self, request: StepRequest, error: BaseException, doing: str, path: Path) -> StepResult:
         """A step the harness could not carry out (doing what, on which path): DISK_FULL when the disk is full,
         else HARNESS."""
-        if _is_disk_full(error):
+        if _is_disk_full(error) or _nearly_full(path):
             where = _mount_point(path)
             detail = f"disk full: no space left on {where} {doing}; free space and `bisect resume {request.bisect_id}`"
             return self._result(request, Verdict.ERROR, error_kind=ErrorKind.DISK_FULL, detail=detail)
@@ -250,6 +251,15 @@ def _is_disk_full(error: BaseException) -> bool:
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     return DISK_FULL_SIGNATURE in str(error)  # git's message, through RepoError
+
+
+def _nearly_full(path: Path) -> bool:
+    """Whether the filesystem of path has (almost) no space left: git's "unable to write file" does not say why."""
+    try:
+        stats = os.statvfs(_mount_point(path))
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < NEARLY_FULL_BYTES
 
 
 def _mount_point(path: Path) -> Path:
