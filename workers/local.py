@@ -29,7 +29,8 @@ from bisector.errors import ExecutorError, RepoError
 from bisector.gitrepo import GitRepo
 from bisector.paths import worktree_root
 from workers.executor import Assignment, Executor, StepRequest
-from workers.gpus import split_gpus, visible_gpus
+from workers.gpu_leases import lease_slots
+from workers.gpus import visible_gpus
 from workers.process import CancelSignal, kill_group
 from workers.step import StepRunner, WorkerSlot
 
@@ -206,9 +207,15 @@ class LocalExecutor(Executor):
         # not W (on a small host, W interpreters importing at once delayed the first steps by 100s of ms).
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload([__name__, "bisector.libgit"])
-        self._slots = [
-            self._start_slot(i, gpus) for i, gpus in enumerate(split_gpus(visible_gpus(), workers, gpus_per_step))
-        ]
+        # GPUs leased per host (workers/gpu_leases.py): another bisect's GPUs are never handed out here.
+        slot_gpus, self._leases = lease_slots(visible_gpus(), workers, gpus_per_step)
+        self._slots: list[_Slot] = []
+        try:
+            for index, gpus in enumerate(slot_gpus):
+                self._slots.append(self._start_slot(index, gpus))
+        except BaseException:
+            self.close()
+            raise
 
     def _start_slot(self, index: int, gpus: tuple[int, ...]) -> _Slot:
         parent, child = self._context.Pipe()
@@ -346,3 +353,4 @@ class LocalExecutor(Executor):
                 slot.process.join()
             slot.conn.close()
         self._slots = []
+        self._leases.release()
