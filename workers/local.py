@@ -336,6 +336,13 @@ class LocalExecutor(Executor):
                 with contextlib.suppress(OSError):
                     slot.conn.send((_CANCEL, step_id))
 
+    def abandon(self, step_id: int) -> None:
+        """A step that never reported: its worker process is killed; poll sees it through the sentinel, kills the
+        test's process group and starts a new process for the slot."""
+        for slot in self._slots:
+            if slot.running is not None and slot.running.step_id == step_id:
+                slot.process.kill()
+
     def worker_pids(self) -> dict[str, int | None]:
         """The pid of each slot's worker process (for diagnostics and fault-injection tests)."""
         return {slot.name: slot.process.pid for slot in self._slots}

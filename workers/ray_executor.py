@@ -253,6 +253,15 @@ class RayExecutor(Executor):
                 slot.running.cancelled = True
                 slot.actor.cancel.options(concurrency_group=CONTROL_GROUP).remote(step_id)
 
+    def abandon(self, step_id: int) -> None:
+        """A step that never reported: its actor is killed (its reaper kills the test); poll sees the loss and
+        starts a new actor for the slot."""
+        for slot in self._slots.values():
+            if slot.running is not None and slot.running.request.step_id == step_id:
+                slot.running.cancelled = True
+                with contextlib.suppress(Exception):
+                    ray.kill(slot.actor, no_restart=True)
+
     def close(self) -> None:
         for slot in self._slots.values():
             with contextlib.suppress(Exception):
