@@ -85,6 +85,30 @@ def parse_pr_number(subject: str) -> int | None:
 
 
 @dataclass(frozen=True)
+class ImageInfo:
+    """The worker image a step ran on (workers/images): which, where from, and whether this step built it."""
+
+    id: str
+    source: str  # built (by this step) | cache (built before, on this node) | artifact (a prebuilt one)
+    reused: bool  # no build happened for this step
+    build_s: float  # seconds the image's build took (when it was built, whichever step built it)
+    status: str = "ready"  # ready | failed (its build failed: the step skipped)
+    sha: str = ""  # the commit the image was built at (another commit with the same key reuses it)
+    path: str = ""
+    node: str = ""
+    size_bytes: int = 0
+    key: dict[str, object] = field(default_factory=dict)
+    created: str = ""  # ISO 8601, UTC
+    last_used: str = ""
+    log_tail: str = ""  # a failed build's output's end
+    evicted: tuple[str, ...] = ()  # images the LRU cap removed on this node to make room for this one
+
+    def summary(self) -> dict[str, object]:
+        """What a step's JSON shows of its image."""
+        return {"id": self.id, "source": self.source, "reused": self.reused, "build_s": round(self.build_s, 3)}
+
+
+@dataclass(frozen=True)
 class StepResult:
     """What a worker reports for one step; the coordinator alone writes it to the store."""
 
@@ -101,6 +125,7 @@ class StepResult:
     worker: str = ""
     node: str = ""
     gpus: tuple[int, ...] = ()
+    image: ImageInfo | None = None  # the worker image it ran on, when the spec asks for images
 
 
 @dataclass(frozen=True)
@@ -125,6 +150,7 @@ class StepRecord:
     error_kind: ErrorKind | None
     detail: str
     purpose: StepPurpose = StepPurpose.SEARCH
+    image: dict[str, object] | None = None  # ImageInfo.summary() of the image it ran on
 
     @property
     def metric(self) -> float | None:

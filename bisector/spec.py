@@ -16,6 +16,7 @@ from typing import Any
 from bisector.errors import InputError
 from bisector.metric import DEFAULT_INFRA_PATTERNS, Direction, Expectation, MetricSpec, NoMetricPolicy
 from workers.executor import StepRequest
+from workers.images.key import ImageRecipe, parse_size
 
 CONFIG_FILE_NAME = "bisect.toml"
 DEFAULT_TIMEOUT_S = 3600.0
@@ -58,6 +59,9 @@ class BisectSpec:
     find_fix: bool = False  # look for the commit that fixed the metric
     strategy: str | None = None  # kary | noisy; default: noisy once repeats > 1 or a flake is seen
     confirm: bool | None = None  # re-run first bad and its parent at the end; default: with the noisy strategy
+    image: str = "none"  # venv: build each commit's image once and run its steps there (workers/images)
+    image_inputs: tuple[str, ...] = ()  # paths whose tree decides an image's key (none: the commit's whole tree)
+    images_max_size: str = "20G"  # the LRU cap of this node's image cache
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -106,6 +110,13 @@ class BisectSpec:
                     f"--expect {self.expect!r} says {implied} is better, --direction says {self.direction}"
                 )
 
+        self.image_recipe()  # validates the image settings
+
+    def image_recipe(self) -> ImageRecipe | None:
+        if self.image == "none":
+            return None
+        return ImageRecipe(self.image, self.image_inputs, parse_size(self.images_max_size))
+
     @property
     def repeat_limit(self) -> int:
         return self.max_repeat if self.max_repeat is not None else self.repeat
@@ -147,6 +158,7 @@ class BisectSpec:
             env={**self.env, **(env or {})},
             avoid_workers=avoid_workers,
             pin_worker=pin_worker,
+            image=self.image_recipe(),
         )
 
     def metric_spec(self) -> MetricSpec:
@@ -173,6 +185,7 @@ class BisectSpec:
         known = {f.name for f in fields(cls)}
         values: dict[str, Any] = {k: v for k, v in data.items() if k in known}
         values["infra_patterns"] = tuple(values.get("infra_patterns", ()))
+        values["image_inputs"] = tuple(values.get("image_inputs", ()))
         values["env"] = dict(values.get("env", {}))
         values["resources"] = dict(values.get("resources", {}))
         return cls(**values)
@@ -186,7 +199,7 @@ _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "infra_patterns": tuple, "executor": str, "ray_address": (str, type(None)), "resources": dict,
     "explain": bool, "trace_kernels": bool, "minimize": bool, "repeat": int, "max_repeat": (int, type(None)),
     "noise_band": (int, float), "direction": (str, type(None)), "find_fix": bool, "strategy": (str, type(None)),
-    "confirm": (bool, type(None)),
+    "confirm": (bool, type(None)), "image": str, "image_inputs": tuple, "images_max_size": str,
 }  # fmt: skip
 
 
@@ -257,6 +270,9 @@ _TOML_KEYS: dict[str, type | tuple[type, ...]] = {
     "find_fix": bool,
     "strategy": str,
     "confirm": bool,
+    "image": str,
+    "image_inputs": list,
+    "images_max_size": str,
 }
 
 
@@ -307,4 +323,6 @@ def build_spec(repo_root: Path, flags: dict[str, object]) -> BisectSpec:
     merged["repo"] = str(repo_root)
     if "infra_patterns" in merged:
         merged["infra_patterns"] = tuple(merged["infra_patterns"])
+    if "image_inputs" in merged:
+        merged["image_inputs"] = tuple(merged["image_inputs"])
     return BisectSpec(**merged)

@@ -123,6 +123,7 @@ steps = Table(
     Column("error_kind", ENUM, nullable=True),  # ErrorKind
     Column("detail", Text, nullable=False),
     Column("purpose", ENUM, nullable=False, server_default="search"),  # StepPurpose
+    Column("image", Text, nullable=True),  # JSON: ImageInfo.summary() of the worker image it ran on; NULL: none
     # The steps of one bisect in order, its running steps (verdict NULL), every test of one commit,
     # and per-node / over-time statistics (flaky nodes, error rates, build and run times).
     Index("ix_steps_bisect_id_id", "bisect_id", "id"),
@@ -148,4 +149,23 @@ findings = Table(
     # A bisect's explanation in order, and across bisects: which ones changed a given table or file.
     Index("ix_findings_bisect_id_id", "bisect_id", "id"),
     Index("ix_findings_name_file", "name", "file"),
+)
+
+# Worker images (workers/images) as the steps that built or used them reported them: one row per image and node.
+images = Table(
+    "images",
+    metadata,
+    Column("id", String(32), primary_key=True),  # ImageKey.id
+    Column("node", Text, primary_key=True),  # the host whose cache root holds it
+    Column("key", Text, nullable=False),  # JSON: the ImageKey
+    Column("sha", SHA, nullable=False),  # the commit it was built at
+    Column("path", Text, nullable=False),
+    Column("size_bytes", Integer, nullable=False),
+    Column("source", ENUM, nullable=False),  # built | artifact
+    Column("build_s", Float, nullable=False),
+    Column("created", UTCDateTime, nullable=False),
+    Column("last_used", UTCDateTime, nullable=False),
+    Column("status", ENUM, nullable=False),  # workers.images.cache.ImageStatus
+    Column("log_tail", Text, nullable=False),  # a failed build's output's end
+    Index("ix_images_last_used", "last_used"),
 )

@@ -26,6 +26,7 @@ from bisector.domain import (
     BisectStatus,
     Commit,
     ErrorKind,
+    ImageInfo,
     StepPurpose,
     StepRecord,
     StepResult,
@@ -33,6 +34,7 @@ from bisector.domain import (
 )
 from bisector.errors import StateError, StoreError, UnknownBisectError
 from db.engine import WRITE_OPTIONS, default_db_url, make_engine, mask_url
+from db.images import delete_images, list_images, record_images
 from db.migrate import upgrade
 from db.schema import bisects, candidates, findings, steps
 
@@ -332,6 +334,8 @@ class Store:
             for step_id, result, finished in results:
                 guarded = update(steps).where(steps.c.id == step_id, steps.c.verdict.is_(None))
                 if conn.execute(guarded.values(_result_values(result, finished))).rowcount == 1:
+                    if result.image is not None:
+                        record_images(conn, [result.image])
                     continue
                 row = conn.execute(select(steps.c.sha, steps.c.verdict).where(steps.c.id == step_id)).one_or_none()
                 if row is None:
@@ -403,6 +407,20 @@ class Store:
 
     # --- plumbing ----------------------------------------------------------------------------------
 
+    # --- worker images (db/images.py holds their SQL) ---------------------------------------------------------
+
+    def images(self, node: str | None = None) -> list[ImageInfo]:
+        """The images steps reported (of one node, or all), most recently used first."""
+        with self._read() as conn:
+            return list_images(conn, node)
+
+    def forget_images(self, node: str, ids: Sequence[str]) -> int:
+        """Drop the rows of images removed from a node's cache root; how many there were."""
+        with self._write() as conn:
+            return delete_images(conn, node, ids)
+
+    # --- end of worker images ----------------------------------------------------------------------------------
+
     @contextmanager
     def _read(self) -> Iterator[Connection]:
         with self._transaction(self._engine) as conn:
@@ -470,6 +488,7 @@ def _result_values(result: StepResult, finished: datetime) -> dict[str, object]:
         "error_kind": None if result.error_kind is None else ErrorKind(result.error_kind).value,
         "detail": result.detail,
         "log_path": result.log_path,
+        "image": None if result.image is None else _dump(result.image.summary()),
     }
     # The executor may know better where the step really ran (a Ray actor placed on another node).
     if result.worker:
@@ -540,4 +559,5 @@ def _step_record(row: Row[Any]) -> StepRecord:
         error_kind=None if row.error_kind is None else ErrorKind(row.error_kind),
         detail=row.detail,
         purpose=StepPurpose(row.purpose),
+        image=None if row.image is None else _load(row.image),
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from bisector.domain import StepResult
 from bisector.metric import MetricSpec
+from workers.images.key import ImageRecipe
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class StepRequest:
     env: dict[str, str] = field(default_factory=dict)
     avoid_workers: frozenset[str] = frozenset()  # workers that already failed this commit
     pin_worker: str = ""  # run on exactly this worker (it must be free): confirmation pairs, reference checks
+    image: ImageRecipe | None = None  # build once per image and run there (workers/images), not in the worktree
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bisector.domain import ErrorKind, StepResult, Verdict
+from bisector.domain import ErrorKind, ImageInfo, StepResult, Verdict
 from bisector.errors import RepoError
 from bisector.gitrepo import GitRepo
 from bisector.metric import DISK_FULL_SIGNATURE, MatchTimeoutError, infra_judgement, infra_signature, judge_run
 from workers.executor import StepRequest
+from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
+from workers.images.key import ImageRecipe
 from workers.output import DETAIL_TAIL_BYTES, StepLog
 from workers.process import ProcessOutcome, run_shell
 
@@ -110,7 +112,8 @@ class StepRunner:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             clean = self._tidy_repo != request.repo
             self._tidy_repo = None
-            self._repo(request.repo).ensure_worktree(self.slot.worktree, request.sha, clean=clean)
+            if request.image is None:  # an image holds the commit's tree itself
+                self._repo(request.repo).ensure_worktree(self.slot.worktree, request.sha, clean=clean)
         except (OSError, RepoError) as exc:
             where = self.slot.worktree
             return self._harness_failed(request, exc, f"checking out {request.sha[:12]} in {where}", where)
@@ -141,6 +144,8 @@ class StepRunner:
         cancel_fd: int | None,
     ) -> StepResult:
         log.note(self._header(request))
+        if request.image is not None:
+            return self._run_on_image(request, request.image, log, env, started, should_cancel, on_start, cancel_fd)
         build_s = 0.0
         if request.build_cmd:
             log.note(f"$ {request.build_cmd}\n")
@@ -160,17 +165,82 @@ class StepRunner:
                 )  # fmt: skip
             if build.exit_code != 0:
                 return self._build_failed(request, build, time_left_s(request, started))
+        return self._run_test(
+            request, log, env, self.slot.worktree, started, build_s, None, should_cancel, on_start, cancel_fd
+        )
+
+    def _run_on_image(
+        self,
+        request: StepRequest,
+        recipe: ImageRecipe,
+        log: StepLog,
+        env: dict[str, str],
+        started: float,
+        should_cancel: Callable[[], bool],
+        on_start: Callable[[int], None],
+        cancel_fd: int | None,
+    ) -> StepResult:
+        """Prepare or reuse the commit's image (workers/images), then run the test in it with its environment."""
+        job = BuildJob(
+            request.repo, request.sha, request.build_cmd, recipe, env, log, time_left_s(request, started),
+            should_cancel=should_cancel, on_start=on_start, cancel_fd=cancel_fd,
+        )  # fmt: skip
+        with ImageBuilder().prepare(job) as prepared:
+            info = prepared.info
+            build_s = info.build_s if info is not None and not info.reused else 0.0
+            if log.error is not None:
+                return self._log_failed(request, log.error)
+            if prepared.run_dir is None:
+                return self._image_failed(request, prepared, build_s)
+            image_env = {**env, **prepared.env}
+            return self._run_test(
+                request, log, image_env, prepared.run_dir, started, build_s, info, should_cancel, on_start, cancel_fd
+            )
+
+    def _image_failed(self, request: StepRequest, prepared: PreparedImage, build_s: float) -> StepResult:
+        if prepared.cancelled:
+            return self._result(request, Verdict.CANCELLED, build_s=build_s, detail="cancelled")
+        if prepared.timed_out:
+            kind = ErrorKind.TIMEOUT
+            return self._result(
+                request, Verdict.ERROR, build_s=build_s, error_kind=kind, detail="image build timed out"
+            )
+        if prepared.failed_build:
+            return self._result(
+                request, Verdict.SKIP, exit_code=prepared.exit_code, build_s=build_s,
+                detail=prepared.failed_build, image=prepared.info,
+            )  # fmt: skip
+        kind = ErrorKind.SIGNAL if prepared.exit_code is not None else ErrorKind.HARNESS
+        return self._result(
+            request, Verdict.ERROR, exit_code=prepared.exit_code, error_kind=kind, detail=prepared.error
+        )
+
+    def _run_test(
+        self,
+        request: StepRequest,
+        log: StepLog,
+        env: dict[str, str],
+        cwd: Path,
+        started: float,
+        build_s: float,
+        image: ImageInfo | None,
+        should_cancel: Callable[[], bool],
+        on_start: Callable[[int], None],
+        cancel_fd: int | None,
+    ) -> StepResult:
         log.note(f"$ {request.run_cmd}\n")
         run = run_shell(
-            request.run_cmd, self.slot.worktree, env, log, max(time_left_s(request, started), 0.001),
+            request.run_cmd, cwd, env, log, max(time_left_s(request, started), 0.001),
             should_cancel=should_cancel, on_start=on_start, cancel_fd=cancel_fd,
         )  # fmt: skip
         if log.error is not None:
             return self._log_failed(request, log.error)
         if run.cancelled:
-            return self._result(request, Verdict.CANCELLED, build_s=build_s, run_s=run.elapsed_s, detail="cancelled")
+            return self._result(
+                request, Verdict.CANCELLED, build_s=build_s, run_s=run.elapsed_s, detail="cancelled", image=image
+            )
         judgement = judge_run(
-            request.metric, run.exit_code, run.output.text(), self.slot.worktree, timed_out=run.timed_out,
+            request.metric, run.exit_code, run.output.text(), cwd, timed_out=run.timed_out,
             time_limit_s=max(time_left_s(request, started), METRIC_MIN_TIME_S),
         )  # fmt: skip
         detail = judgement.detail
@@ -178,7 +248,7 @@ class StepRunner:
             detail = f"{detail}\n{run.output.tail()}".strip()
         return self._result(
             request, judgement.verdict, samples=judgement.samples, exit_code=run.exit_code,
-            build_s=build_s, run_s=run.elapsed_s, error_kind=judgement.error_kind, detail=detail,
+            build_s=build_s, run_s=run.elapsed_s, error_kind=judgement.error_kind, detail=detail, image=image,
         )  # fmt: skip
 
     def _build_failed(self, request: StepRequest, build: ProcessOutcome, time_left: float) -> StepResult:

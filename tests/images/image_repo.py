@@ -1,0 +1,89 @@
+"""A small repository whose build installs a Python package into the image's venv with uv and compiles a C
+library with the compiler cache; its test prints the library's value as the metric. Helpers for tests/images."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from bisector.metric import Expectation, MetricSpec
+from workers.executor import StepRequest
+from workers.images.key import ImageRecipe
+
+BUILD_SCRIPT = """#!/usr/bin/env bash
+set -e
+echo "build at $(cat version)" >> "${BUILD_COUNTER:-/dev/null}"
+sleep "${BUILD_SLEEP_S:-0}"
+if [ -e broken ]; then echo "error: lib.c does not compile"; exit 3; fi
+uv pip install --quiet --offline --no-deps --no-build-isolation -e ./pkg
+$CC -c -fPIC -O1 -o lib.o lib.c  # a compile ccache can serve; the link is not cached
+$CC -shared -o libvalue.so lib.o
+echo built
+"""
+TEST_SCRIPT = """#!/usr/bin/env bash
+set -e
+python -c "import sys, tinypkg; assert sys.prefix == '$VIRTUAL_ENV', sys.prefix"
+python -c "import sqlalchemy"  # the base environment's packages are seen from the image's venv
+python -c "import ctypes; print('metric:', ctypes.CDLL('./libvalue.so').value())"
+"""
+PYPROJECT = """[build-system]
+requires = ["setuptools"]
+build-backend = "setuptools.build_meta"
+[project]
+name = "tinypkg"
+version = "0.1"
+"""
+RUN_CMD = "bash test.sh"
+BUILD_CMD = "bash build.sh"
+
+
+@dataclass(frozen=True)
+class ImageRepo:
+    path: Path
+    shas: list[str]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit(repo: Path, message: str, files: dict[str, str], remove: tuple[str, ...] = ()) -> str:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    for name in remove:
+        (repo / name).unlink()
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def make_image_repo(path: Path, values: tuple[int, ...] = (10, 10, 5)) -> ImageRepo:
+    """One commit per value: lib.c returns it; the second commit of equal value changes only the README."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "t@example.org")
+    git(path, "config", "user.name", "t")
+    shas = []
+    for index, value in enumerate(values):
+        files = {
+            "lib.c": f"int value(void) {{ return {value}; }}\n",
+            "version": f"{index}\n",
+            "README": f"revision {index}\n",
+        }
+        if index == 0:
+            files.update({"build.sh": BUILD_SCRIPT, "test.sh": TEST_SCRIPT, "pkg/pyproject.toml": PYPROJECT})
+            files["pkg/tinypkg/__init__.py"] = "VALUE = 3\n"
+        shas.append(commit(path, f"revision {index}", files))
+    return ImageRepo(path, shas)
+
+
+def image_request(
+    repo: Path, sha: str, tmp: Path, step_id: int = 1, recipe: ImageRecipe | None = None, **env: str
+) -> StepRequest:
+    return StepRequest(
+        step_id=step_id, bisect_id=1, sha=sha, attempt=1, repo=str(repo), run_cmd=RUN_CMD, build_cmd=BUILD_CMD,
+        metric=MetricSpec(regex=r"metric: ([0-9.]+)", expect=Expectation.parse(">= 8")), log_path=str(tmp / "logs" / f"step-{step_id}.log"),
+        timeout_s=120, env=env, image=recipe or ImageRecipe("venv", ("lib.c", "build.sh", "pkg")),
+    )  # fmt: skip

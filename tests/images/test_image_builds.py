@@ -1,0 +1,124 @@
+"""Real image builds through the step runner: a uv venv, a C library compiled with ccache, reuse by key."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from image_repo import commit, image_request, make_image_repo
+
+from bisector.domain import Verdict
+from workers.images.cache import ImageCache, ImageStatus, images_root
+from workers.images.key import ImageRecipe, image_key
+from workers.step import StepRunner, WorkerSlot
+
+pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
+
+
+def runner(tmp_path: Path) -> StepRunner:
+    return StepRunner(WorkerSlot("w0", (), tmp_path / "worktree"))
+
+
+def test_a_commit_is_built_once_and_its_image_reused(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo")
+    counter = tmp_path / "builds"
+    slot = runner(tmp_path)
+
+    first = slot.run(image_request(repo.path, repo.shas[0], tmp_path, 1, BUILD_COUNTER=str(counter)))
+    assert first.verdict is Verdict.GOOD, first.detail
+    assert first.samples == (10.0,)
+    assert first.image is not None
+    assert (first.image.source, first.image.reused, first.image.status) == ("built", False, "ready")
+    assert first.build_s > 0 and first.image.size_bytes > 0
+
+    again = slot.run(image_request(repo.path, repo.shas[0], tmp_path, 2, BUILD_COUNTER=str(counter)))
+    # the next commit changed only files outside the recipe's inputs: same key, same image
+    unchanged = slot.run(image_request(repo.path, repo.shas[1], tmp_path, 3, BUILD_COUNTER=str(counter)))
+    for result in (again, unchanged):
+        assert result.verdict is Verdict.GOOD, result.detail
+        assert result.image is not None
+        assert (result.image.id, result.image.source, result.image.reused) == (first.image.id, "cache", True)
+        assert result.build_s == 0.0 and result.image.build_s == first.image.build_s
+    assert counter.read_text().splitlines() == ["build at 0"]
+
+    changed = slot.run(image_request(repo.path, repo.shas[2], tmp_path, 4, BUILD_COUNTER=str(counter)))
+    assert changed.verdict is Verdict.BAD and changed.samples == (5.0,)
+    assert changed.image is not None and changed.image.id != first.image.id and not changed.image.reused
+    assert counter.read_text().splitlines() == ["build at 0", "build at 2"]
+
+
+def test_the_whole_tree_is_the_key_when_the_recipe_names_no_inputs(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo")
+    whole = ImageRecipe("venv")
+    keys = [image_key(str(repo.path), sha, "bash build.sh", whole).id for sha in repo.shas]
+    assert len(set(keys)) == 3
+    some = ImageRecipe("venv", ("lib.c",))
+    narrow = [image_key(str(repo.path), sha, "bash build.sh", some).id for sha in repo.shas]
+    assert narrow[0] == narrow[1] != narrow[2]
+    assert image_key(str(repo.path), repo.shas[0], "bash build.sh --other", some).id != narrow[0]
+
+
+def test_an_adjacent_commit_compiles_through_the_shared_compiler_cache(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", values=(10, 10))
+    slot = runner(tmp_path)
+    whole_tree = ImageRecipe("venv")  # the README change makes a new image; lib.c is the same
+    for step, sha in enumerate(repo.shas, start=1):
+        result = slot.run(image_request(repo.path, sha, tmp_path, step, recipe=whole_tree))
+        assert result.verdict is Verdict.GOOD and result.image is not None and not result.image.reused
+    stats = subprocess.run(
+        ["ccache", "--print-stats"], env={"CCACHE_DIR": str(images_root() / "ccache"), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    counts = dict(line.split("\t", 1) for line in stats.splitlines() if "\t" in line)
+    assert int(counts["direct_cache_hit"]) + int(counts["preprocessed_cache_hit"]) >= 1
+    assert int(counts["cache_miss"]) == 1
+
+
+def test_a_failed_build_is_kept_and_skips_without_rebuilding(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo")
+    broken = commit(repo.path, "break the build", {"broken": "yes\n"})
+    counter = tmp_path / "builds"
+    recipe = ImageRecipe("venv")
+    slot = runner(tmp_path)
+
+    first = slot.run(image_request(repo.path, broken, tmp_path, 1, recipe=recipe, BUILD_COUNTER=str(counter)))
+    assert first.verdict is Verdict.SKIP
+    assert "image build failed (exit 3)" in first.detail and "lib.c does not compile" in first.detail
+    assert first.image is not None and first.image.status == "failed"
+    manifest = ImageCache().manifest(first.image.id)
+    assert manifest is not None and manifest.status is ImageStatus.FAILED
+    assert "lib.c does not compile" in manifest.log_tail
+
+    second = slot.run(image_request(repo.path, broken, tmp_path, 2, recipe=recipe, BUILD_COUNTER=str(counter)))
+    assert second.verdict is Verdict.SKIP
+    assert f"bisect images rm {first.image.id}" in second.detail and "lib.c does not compile" in second.detail
+    assert counter.read_text().splitlines() == ["build at 2"]
+
+    assert ImageCache().remove(first.image.id)
+    third = slot.run(image_request(repo.path, broken, tmp_path, 3, recipe=recipe, BUILD_COUNTER=str(counter)))
+    assert third.verdict is Verdict.SKIP and len(counter.read_text().splitlines()) == 2
+
+
+def test_the_size_cap_evicts_least_recently_used_images_not_in_use(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", values=(1, 2, 3))
+    cache = ImageCache()
+    slot = runner(tmp_path)
+    tiny_cap = ImageRecipe("venv", max_bytes=1)  # every image is over it: only the newest and those in use stay
+    ids = []
+    for step, sha in enumerate(repo.shas[:2], start=1):
+        result = slot.run(image_request(repo.path, sha, tmp_path, step, recipe=tiny_cap))
+        assert result.samples == (step,) and result.image is not None
+        ids.append(result.image.id)
+    assert cache.manifest(ids[0]) is None and not cache.image_dir(ids[0]).exists()
+    assert result.image.evicted == (ids[0],)
+
+    with cache.lock(ids[1], shared=True):  # a step runs on it now
+        third = slot.run(image_request(repo.path, repo.shas[2], tmp_path, 3, recipe=tiny_cap))
+    assert third.samples == (3.0,) and third.image is not None and third.image.evicted == ()
+    assert cache.manifest(ids[1]) is not None
+    assert cache.evict(1, keep=frozenset({third.image.id})) == [ids[1]]
+    assert [m.id for m in cache.manifests()] == [third.image.id]
+    assert json.loads((cache.image_dir(third.image.id) / "manifest.json").read_text())["status"] == "ready"

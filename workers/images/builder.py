@@ -1,0 +1,259 @@
+"""Make or reuse the image a step needs, and hold it (a shared lock) while the step runs on it.
+
+The same image wanted by several steps at once is built once: builders take the image's exclusive lock and
+re-read its manifest under it. A failed build is kept (status failed, with its log's tail): steps at commits
+with that key skip until `bisect images rm` removes it. A cancelled, timed-out or killed build leaves nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from bisector.domain import ImageInfo
+from workers.images.cache import (
+    ImageCache,
+    ImageManifest,
+    ImageStatus,
+    LockTimeoutError,
+    lock_shared,
+    now_iso,
+    tree_size,
+)
+from workers.images.key import ImageKey, ImageRecipe, image_key
+from workers.output import StepLog
+from workers.process import run_shell
+
+SEED_PTH = "_gpu_bisect_base.pth"  # makes the base environment's packages (torch) importable in an image's venv
+
+
+@dataclass(frozen=True)
+class PreparedImage:
+    """What preparing a step's image gave: a ready image (info, run_dir, env), or why there is none."""
+
+    info: ImageInfo | None = None
+    run_dir: Path | None = None  # where the step's test runs: the commit's tree with its build outputs
+    env: dict[str, str] = field(default_factory=dict)  # added to the step's environment
+    failed_build: str = ""  # the build failed (now or before): the step skips with this
+    exit_code: int | None = None
+    cancelled: bool = False
+    timed_out: bool = False
+    error: str = ""  # the harness could not make the image (export, venv, a build killed by a signal)
+
+    @property
+    def ready(self) -> bool:
+        return self.run_dir is not None
+
+
+@dataclass(frozen=True)
+class BuildJob:
+    """One step's wish for an image."""
+
+    repo: str
+    sha: str
+    build_cmd: str | None
+    recipe: ImageRecipe
+    env: dict[str, str]
+    log: StepLog
+    timeout_s: float
+    should_cancel: Callable[[], bool] = lambda: False
+    on_start: Callable[[int], None] = lambda pgid: None
+    cancel_fd: int | None = None
+
+
+class ImageBuilder:
+    def __init__(self, cache: ImageCache | None = None) -> None:
+        self.cache = cache if cache is not None else ImageCache()
+
+    @contextlib.contextmanager
+    def prepare(self, job: BuildJob) -> Iterator[PreparedImage]:
+        """Yield the ready image of job's commit (reused or built now), held shared until the block ends."""
+        key = image_key(job.repo, job.sha, job.build_cmd, job.recipe)
+        deadline = time.monotonic() + job.timeout_s
+        while True:
+            manifest = self.cache.manifest(key.id)
+            if manifest is not None and manifest.status is ImageStatus.FAILED:
+                yield self._failed(manifest, reused=True)
+                return
+            shared = manifest is not None and manifest.status is ImageStatus.READY
+            try:
+                with self.cache.lock(
+                    key.id, shared=shared, timeout_s=max(deadline - time.monotonic(), 0),
+                    should_cancel=job.should_cancel,
+                ) as fd:  # fmt: skip
+                    current = self.cache.manifest(key.id)
+                    if current is not None and current.status is ImageStatus.READY:
+                        job.log.note(f"# image {key.id}: reusing the one built at {current.sha[:12]}\n")
+                        yield self._ready(self.cache.touch(current), source="cache", reused=True)
+                        return
+                    if current is not None and current.status is ImageStatus.FAILED:
+                        yield self._failed(current, reused=True)
+                        return
+                    if shared:  # it was removed or is rebuilt meanwhile: look again
+                        continue
+                    prepared = self._build(job, key, deadline)
+                    if prepared.ready:
+                        lock_shared(fd)
+                    yield prepared
+                    return
+            except LockTimeoutError:
+                yield PreparedImage(cancelled=job.should_cancel(), timed_out=not job.should_cancel())
+                return
+
+    def _build(self, job: BuildJob, key: ImageKey, deadline: float) -> PreparedImage:
+        folder = self.cache.image_dir(key.id)
+        shutil.rmtree(folder, ignore_errors=True)  # what a killed builder left
+        started_at = now_iso()
+        building = ImageManifest(
+            id=key.id, key=key.to_json(), repo=job.repo, sha=job.sha, node=self.cache.node,
+            status=ImageStatus.BUILDING, created=started_at, last_used=started_at,
+        )  # fmt: skip
+        job.log.note(f"# image {key.id}: building at {job.sha[:12]} in {folder}\n")
+        started = time.monotonic()
+        try:
+            self.cache.write_manifest(building)
+            export_tree(job.repo, job.sha, folder / "src")
+            if job.recipe.mode == "venv":
+                make_venv(folder / "venv")
+        except (OSError, subprocess.CalledProcessError) as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            return PreparedImage(error=f"could not prepare image {key.id} at {job.sha[:12]}: {_describe(exc)}")
+        env = {**job.env, **self.image_env(folder, job.env)}
+        outcome = None
+        if job.build_cmd:
+            job.log.note(f"$ {job.build_cmd}\n")
+            outcome = run_shell(
+                job.build_cmd, folder / "src", env, job.log, max(deadline - time.monotonic(), 0.001),
+                should_cancel=job.should_cancel, on_start=job.on_start, cancel_fd=job.cancel_fd,
+            )  # fmt: skip
+            code = outcome.exit_code
+            if outcome.cancelled or outcome.timed_out or outcome.log_error is not None or code < 0 or code > 127:
+                shutil.rmtree(folder, ignore_errors=True)  # not the commit's fault: nothing is kept
+                why = "" if outcome.cancelled or outcome.timed_out else f"image build died (exit {code})"
+                if outcome.log_error is not None:
+                    why = f"writing the step log: {outcome.log_error}"
+                return PreparedImage(
+                    cancelled=outcome.cancelled, timed_out=outcome.timed_out, error=why, exit_code=code
+                )
+        build_s = time.monotonic() - started
+        if outcome is not None and outcome.exit_code != 0:
+            failed = replace(
+                building, status=ImageStatus.FAILED, build_s=build_s, size_bytes=0,
+                log_tail=outcome.output.tail(),
+            )  # fmt: skip
+            shutil.rmtree(folder / "src", ignore_errors=True)
+            shutil.rmtree(folder / "venv", ignore_errors=True)
+            self.cache.write_manifest(failed)
+            return self._failed(failed, reused=False, exit_code=outcome.exit_code)
+        ready = replace(building, status=ImageStatus.READY, build_s=build_s, size_bytes=tree_size(folder))
+        self.cache.write_manifest(ready)
+        evicted = self.cache.evict(job.recipe.max_bytes, keep=frozenset({key.id}))
+        job.log.note(f"# image {key.id}: built in {build_s:.1f}s ({ready.size_bytes} bytes)\n")
+        prepared = self._ready(ready, source="built", reused=False)
+        assert prepared.info is not None
+        return replace(prepared, info=replace(prepared.info, evicted=tuple(evicted)))
+
+    def image_env(self, folder: Path, base: dict[str, str]) -> dict[str, str]:
+        """The variables a build or a test on the image in folder sees (added to the step's environment)."""
+        env = {
+            "BISECT_IMAGE_ID": folder.name,
+            "BISECT_IMAGE_DIR": str(folder / "src"),
+            "TRITON_CACHE_DIR": str(folder / "triton"),
+            "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"),
+            "CCACHE_DIR": str(self.cache.ccache_dir),
+            "CCACHE_BASEDIR": str(folder / "src"),  # paths below it are hashed relative: images share hits
+            "CCACHE_NOHASHDIR": "1",
+        }
+        venv = folder / "venv"
+        if venv.is_dir():
+            env["VIRTUAL_ENV"] = str(venv)
+            env["PATH"] = f"{venv / 'bin'}{os.pathsep}{base.get('PATH', os.defpath)}"
+        if shutil.which("ccache", path=base.get("PATH")):
+            env.setdefault("CC", base.get("CC") or "ccache gcc")
+            env.setdefault("CXX", base.get("CXX") or "ccache g++")
+        return env
+
+    def _ready(self, manifest: ImageManifest, *, source: str, reused: bool) -> PreparedImage:
+        folder = self.cache.image_dir(manifest.id)
+        return PreparedImage(
+            info=_info(manifest, folder, source=source, reused=reused),
+            run_dir=folder / "src",
+            env=self.image_env(folder, dict(os.environ)),
+        )
+
+    def _failed(self, manifest: ImageManifest, *, reused: bool, exit_code: int | None = None) -> PreparedImage:
+        folder = self.cache.image_dir(manifest.id)
+        if reused:
+            why = (
+                f"image {manifest.id} failed to build at {manifest.sha[:12]} "
+                f"(`bisect images rm {manifest.id}` to build it again)"
+            )
+        else:
+            why = f"image build failed (exit {exit_code})"
+        return PreparedImage(
+            info=_info(manifest, folder, source="built" if not reused else "cache", reused=reused),
+            failed_build=f"{why}\n{manifest.log_tail}".strip(),
+            exit_code=exit_code,
+        )
+
+
+def _info(manifest: ImageManifest, folder: Path, *, source: str, reused: bool) -> ImageInfo:
+    return ImageInfo(
+        id=manifest.id, source=source, reused=reused, build_s=manifest.build_s, status=manifest.status.value,
+        sha=manifest.sha, path=str(folder), node=manifest.node, size_bytes=manifest.size_bytes, key=manifest.key,
+        created=manifest.created, last_used=manifest.last_used, log_tail=manifest.log_tail,
+    )  # fmt: skip
+
+
+def export_tree(repo: str, sha: str, destination: Path) -> None:
+    """The commit's tree (no .git) into destination: the image's build directory."""
+    destination.mkdir(parents=True)
+    archive = subprocess.Popen(["git", "-C", repo, "archive", "--format=tar", sha], stdout=subprocess.PIPE)
+    assert archive.stdout is not None
+    try:
+        subprocess.run(["tar", "-x", "-C", str(destination)], stdin=archive.stdout, check=True, capture_output=True)
+    finally:
+        archive.stdout.close()
+        code = archive.wait()
+    if code != 0:
+        raise subprocess.CalledProcessError(code, f"git archive {sha}")
+
+
+def uv_binary() -> str:
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        found = shutil.which("uv")
+        if found is None:
+            raise OSError("uv is not installed: pip install 'gpu-bisect[images]'") from None
+        return found
+    return str(find_uv_bin())
+
+
+def make_venv(venv: Path) -> None:
+    """A venv of this interpreter made with uv, seeded with this environment's packages (a .pth after its own
+    site-packages), so the base's torch is used, not downloaded again; packages the build installs come first."""
+    subprocess.run(
+        [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(venv)],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site_packages = venv / "lib" / version / "site-packages"
+    seeds = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (site_packages / SEED_PTH).write_text("".join(f"{path}\n" for path in seeds if Path(path).is_dir()))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, subprocess.CalledProcessError):
+        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        return f"{exc.cmd!s}: exit {exc.returncode} {' '.join(stderr.split())[:300]}"
+    return " ".join(str(exc).split())[:300]

@@ -1,0 +1,182 @@
+"""The image cache root of one node: an image's folder, its manifest, its lock, and the LRU size cap.
+
+Layout under root (bisector.paths.cache_dir()/images): `<id>/manifest.json` (the image's record on this node),
+`<id>/src` (the commit's tree and its build outputs), `<id>/venv`, `<id>/triton`, `<id>/inductor`;
+`locks/<id>.lock` (flock: exclusive while the image is built or removed, shared while a step uses it);
+`ccache/` (the compiler cache every image shares).
+
+The manifest is written atomically (a temporary file renamed over it); an image is usable only when its manifest
+says ready. A lock dies with its holder, so a builder killed mid-build leaves a "building" manifest whose lock
+is free: the next one to want the image rebuilds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+from bisector.paths import cache_dir
+
+LOCK_POLL_S = 0.05
+
+
+class ImageStatus(StrEnum):
+    BUILDING = "building"  # a builder holds its lock (or died: the lock is free then, and it is rebuilt)
+    READY = "ready"  # built: steps run on it
+    FAILED = "failed"  # its build command failed: steps at this commit skip until `bisect images rm`
+
+
+@dataclass(frozen=True)
+class ImageManifest:
+    id: str
+    key: dict[str, object]
+    repo: str
+    sha: str  # the commit it was built at (other commits with the same key reuse it)
+    node: str
+    status: ImageStatus
+    created: str  # ISO 8601, UTC
+    last_used: str
+    build_s: float = 0.0
+    size_bytes: int = 0
+    source: str = "built"  # built | artifact
+    log_tail: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> ImageManifest:
+        values = dict(data)
+        values["status"] = ImageStatus(str(values["status"]))
+        return cls(**values)  # type: ignore[arg-type]
+
+
+def images_root() -> Path:
+    return cache_dir() / "images"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class LockTimeoutError(Exception):
+    """The image's lock was not free before the deadline (or the step was cancelled)."""
+
+
+class ImageCache:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root if root is not None else images_root()
+        self.node = socket.gethostname()
+
+    def image_dir(self, image_id: str) -> Path:
+        return self.root / image_id
+
+    @property
+    def ccache_dir(self) -> Path:
+        return self.root / "ccache"
+
+    def manifest(self, image_id: str) -> ImageManifest | None:
+        try:
+            data = json.loads((self.image_dir(image_id) / "manifest.json").read_text())
+            return ImageManifest.from_json(data)
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def write_manifest(self, manifest: ImageManifest) -> None:
+        folder = self.image_dir(manifest.id)
+        folder.mkdir(parents=True, exist_ok=True)
+        temporary = folder / f".manifest.{os.getpid()}.tmp"
+        temporary.write_text(json.dumps(manifest.to_json(), indent=1))
+        temporary.replace(folder / "manifest.json")
+
+    def touch(self, manifest: ImageManifest) -> ImageManifest:
+        used = replace(manifest, last_used=now_iso())
+        with contextlib.suppress(OSError):
+            self.write_manifest(used)
+        return used
+
+    def manifests(self) -> list[ImageManifest]:
+        if not self.root.is_dir():
+            return []
+        found = (self.manifest(entry.name) for entry in self.root.iterdir() if entry.is_dir())
+        return [m for m in found if m is not None]
+
+    @contextlib.contextmanager
+    def lock(
+        self, image_id: str, *, shared: bool = False, timeout_s: float = float("inf"),
+        should_cancel: Callable[[], bool] = lambda: False,
+    ) -> Iterator[int]:  # fmt: skip
+        """Hold the image's lock (exclusive to build or remove it, shared to use it); yields the descriptor, so
+        a builder can turn its exclusive lock into a shared one (lock_shared) once the image is ready."""
+        locks = self.root / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        fd = os.open(locks / f"{image_id}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline or should_cancel():
+                        raise LockTimeoutError(image_id) from None
+                    time.sleep(LOCK_POLL_S)
+            yield fd
+        finally:
+            os.close(fd)
+
+    def remove(self, image_id: str) -> bool:
+        """Delete an image that no one builds or uses now; False when its lock is held."""
+        try:
+            with self.lock(image_id, timeout_s=0):
+                folder = self.image_dir(image_id)
+                with contextlib.suppress(FileNotFoundError):
+                    (folder / "manifest.json").unlink()  # first: nobody takes a half-deleted image for ready
+                shutil.rmtree(folder, ignore_errors=True)
+                return True
+        except LockTimeoutError:
+            return False
+
+    def evict(self, max_bytes: int, keep: frozenset[str] = frozenset(), older_than_s: float | None = None) -> list[str]:
+        """Remove least recently used images not in use until the root holds at most max_bytes (and, with
+        older_than_s, every image unused for longer); images in keep stay. The ids removed."""
+        manifests = sorted(self.manifests(), key=lambda m: m.last_used)
+        total = sum(m.size_bytes for m in manifests)
+        cutoff = None if older_than_s is None else datetime.now(UTC).timestamp() - older_than_s
+        removed: list[str] = []
+        for manifest in manifests:
+            stale = cutoff is not None and datetime.fromisoformat(manifest.last_used).timestamp() < cutoff
+            if manifest.id in keep or manifest.status is ImageStatus.BUILDING or not (total > max_bytes or stale):
+                continue
+            if self.remove(manifest.id):
+                total -= manifest.size_bytes
+                removed.append(manifest.id)
+        return removed
+
+
+def lock_shared(fd: int) -> None:
+    """Turn a held exclusive image lock into a shared one (a built image about to be used)."""
+    fcntl.flock(fd, fcntl.LOCK_SH)
+
+
+def tree_size(path: Path) -> int:
+    """Bytes of the regular files below path (links not followed)."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
