@@ -35,6 +35,7 @@ name = "tinypkg"
 version = "0.1"
 """
 RUN_CMD = "bash test.sh"
+METRIC = MetricSpec(regex=r"metric: ([0-9.]+)", expect=Expectation.parse(">= 8"))
 BUILD_CMD = "bash build.sh"
 
 
@@ -84,6 +85,6 @@ def image_request(
 ) -> StepRequest:
     return StepRequest(
         step_id=step_id, bisect_id=1, sha=sha, attempt=1, repo=str(repo), run_cmd=RUN_CMD, build_cmd=BUILD_CMD,
-        metric=MetricSpec(regex=r"metric: ([0-9.]+)", expect=Expectation.parse(">= 8")), log_path=str(tmp / "logs" / f"step-{step_id}.log"),
+        metric=METRIC, log_path=str(tmp / "logs" / f"step-{step_id}.log"),
         timeout_s=120, env=env, image=recipe or ImageRecipe("venv", ("lib.c", "build.sh", "pkg")),
     )  # fmt: skip

@@ -32,7 +32,8 @@ def test_a_commit_is_built_once_and_its_image_reused(tmp_path: Path):
     assert first.samples == (10.0,)
     assert first.image is not None
     assert (first.image.source, first.image.reused, first.image.status) == ("built", False, "ready")
-    assert first.build_s > 0 and first.image.size_bytes > 0
+    assert first.build_s > 0
+    assert first.image.size_bytes > 0
 
     again = slot.run(image_request(repo.path, repo.shas[0], tmp_path, 2, BUILD_COUNTER=str(counter)))
     # the next commit changed only files outside the recipe's inputs: same key, same image
@@ -41,12 +42,16 @@ def test_a_commit_is_built_once_and_its_image_reused(tmp_path: Path):
         assert result.verdict is Verdict.GOOD, result.detail
         assert result.image is not None
         assert (result.image.id, result.image.source, result.image.reused) == (first.image.id, "cache", True)
-        assert result.build_s == 0.0 and result.image.build_s == first.image.build_s
+        assert result.build_s == 0.0
+        assert result.image.build_s == first.image.build_s
     assert counter.read_text().splitlines() == ["build at 0"]
 
     changed = slot.run(image_request(repo.path, repo.shas[2], tmp_path, 4, BUILD_COUNTER=str(counter)))
-    assert changed.verdict is Verdict.BAD and changed.samples == (5.0,)
-    assert changed.image is not None and changed.image.id != first.image.id and not changed.image.reused
+    assert changed.verdict is Verdict.BAD
+    assert changed.samples == (5.0,)
+    assert changed.image is not None
+    assert changed.image.id != first.image.id
+    assert not changed.image.reused
     assert counter.read_text().splitlines() == ["build at 0", "build at 2"]
 
 
@@ -67,7 +72,9 @@ def test_an_adjacent_commit_compiles_through_the_shared_compiler_cache(tmp_path:
     whole_tree = ImageRecipe("venv")  # the README change makes a new image; lib.c is the same
     for step, sha in enumerate(repo.shas, start=1):
         result = slot.run(image_request(repo.path, sha, tmp_path, step, recipe=whole_tree))
-        assert result.verdict is Verdict.GOOD and result.image is not None and not result.image.reused
+        assert result.verdict is Verdict.GOOD
+        assert result.image is not None
+        assert not result.image.reused
     stats = subprocess.run(
         ["ccache", "--print-stats"], env={"CCACHE_DIR": str(images_root() / "ccache"), "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, check=True,
@@ -86,20 +93,25 @@ def test_a_failed_build_is_kept_and_skips_without_rebuilding(tmp_path: Path):
 
     first = slot.run(image_request(repo.path, broken, tmp_path, 1, recipe=recipe, BUILD_COUNTER=str(counter)))
     assert first.verdict is Verdict.SKIP
-    assert "image build failed (exit 3)" in first.detail and "lib.c does not compile" in first.detail
-    assert first.image is not None and first.image.status == "failed"
+    assert "image build failed (exit 3)" in first.detail
+    assert "lib.c does not compile" in first.detail
+    assert first.image is not None
+    assert first.image.status == "failed"
     manifest = ImageCache().manifest(first.image.id)
-    assert manifest is not None and manifest.status is ImageStatus.FAILED
+    assert manifest is not None
+    assert manifest.status is ImageStatus.FAILED
     assert "lib.c does not compile" in manifest.log_tail
 
     second = slot.run(image_request(repo.path, broken, tmp_path, 2, recipe=recipe, BUILD_COUNTER=str(counter)))
     assert second.verdict is Verdict.SKIP
-    assert f"bisect images rm {first.image.id}" in second.detail and "lib.c does not compile" in second.detail
+    assert f"bisect images rm {first.image.id}" in second.detail
+    assert "lib.c does not compile" in second.detail
     assert counter.read_text().splitlines() == ["build at 2"]
 
     assert ImageCache().remove(first.image.id)
     third = slot.run(image_request(repo.path, broken, tmp_path, 3, recipe=recipe, BUILD_COUNTER=str(counter)))
-    assert third.verdict is Verdict.SKIP and len(counter.read_text().splitlines()) == 2
+    assert third.verdict is Verdict.SKIP
+    assert len(counter.read_text().splitlines()) == 2
 
 
 def test_the_size_cap_evicts_least_recently_used_images_not_in_use(tmp_path: Path):
@@ -110,14 +122,18 @@ def test_the_size_cap_evicts_least_recently_used_images_not_in_use(tmp_path: Pat
     ids = []
     for step, sha in enumerate(repo.shas[:2], start=1):
         result = slot.run(image_request(repo.path, sha, tmp_path, step, recipe=tiny_cap))
-        assert result.samples == (step,) and result.image is not None
+        assert result.samples == (step,)
+        assert result.image is not None
         ids.append(result.image.id)
-    assert cache.manifest(ids[0]) is None and not cache.image_dir(ids[0]).exists()
+    assert cache.manifest(ids[0]) is None
+    assert not cache.image_dir(ids[0]).exists()
     assert result.image.evicted == (ids[0],)
 
     with cache.lock(ids[1], shared=True):  # a step runs on it now
         third = slot.run(image_request(repo.path, repo.shas[2], tmp_path, 3, recipe=tiny_cap))
-    assert third.samples == (3.0,) and third.image is not None and third.image.evicted == ()
+    assert third.samples == (3.0,)
+    assert third.image is not None
+    assert third.image.evicted == ()
     assert cache.manifest(ids[1]) is not None
     assert cache.evict(1, keep=frozenset({third.image.id})) == [ids[1]]
     assert [m.id for m in cache.manifests()] == [third.image.id]
