@@ -426,6 +426,12 @@ def _make_demo(directory: Path, commits: int, seed: int) -> Any:
     return repo
 
 
+from bisector.cli_images import images, run_at_command  # noqa: E402
+
+main.add_command(images)
+main.add_command(run_at_command)
+
+
 def main_entry() -> None:
     main(prog_name="bisect")
 

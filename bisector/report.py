@@ -169,6 +169,7 @@ class BisectReport:
             "purpose": step.purpose.value,
             "detail": step.detail,
             "log_path": step.log_path,
+            "image": step.image,  # {id, source, reused, build_s} of the worker image it ran on; None: no image
         }
 
 

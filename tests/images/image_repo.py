@@ -22,10 +22,12 @@ $CC -shared -o libvalue.so lib.o
 echo built
 """
 TEST_SCRIPT = """#!/usr/bin/env bash
-set -e
-python -c "import sys, tinypkg; assert sys.prefix == '$VIRTUAL_ENV', sys.prefix"
-python -c "import sqlalchemy"  # the base environment's packages are seen from the image's venv
-python -c "import ctypes; print('metric:', ctypes.CDLL('./libvalue.so').value())"
+# the package the build installed, from the image's venv; the base environment's packages seen from it too
+exec python -c "
+import ctypes, sys, sqlalchemy, tinypkg
+assert sys.prefix == '$VIRTUAL_ENV', sys.prefix
+print('metric:', ctypes.CDLL('./libvalue.so').value())
+"
 """
 PYPROJECT = """[build-system]
 requires = ["setuptools"]

@@ -1,0 +1,138 @@
+"""`bisect images ls|rm|prune` and `bisect run-at`: worker images and ad hoc runs on them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from typing import Any
+
+import click
+
+from bisector.cli_support import (
+    EXIT_NO_CULPRIT,
+    db_option,
+    err_console,
+    out_console,
+    stoppable_by_signals,
+    translated_errors,
+)
+
+
+@click.group()
+def images() -> None:
+    """Worker images: the built state of a commit, made once per node and reused by every step at it."""
+
+
+@images.command(name="ls")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@db_option
+def images_ls(output_format: str, db_url: str | None) -> None:
+    """List the images the store knows of, most recently used first."""
+    from bisector.app import open_store
+    from bisector.image_admin import list_images
+    from workers.images.cache import ImageCache
+
+    with translated_errors(), open_store(db_url) as store:
+        found = list_images(store, ImageCache())
+    if output_format == "json":
+        rows = [
+            {
+                "id": i.id, "sha": i.sha, "source": i.source, "size": i.size_bytes, "build_s": round(i.build_s, 3),
+                "last_used": i.last_used, "status": i.status, "node": i.node, "path": i.path,
+            }
+            for i in found
+        ]  # fmt: skip
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not found:
+        click.echo("no images")
+        return
+    for i in found:
+        click.echo(
+            f"{i.id}  {i.sha[:12]}  {i.status:<8} {i.source:<8} {i.size_bytes / (1 << 20):8.1f} MiB  "
+            f"built in {i.build_s:6.1f}s  last used {i.last_used[:19]}  {i.node}"
+        )
+
+
+@images.command(name="rm")
+@click.argument("image_ids", nargs=-1, required=True)
+@db_option
+def images_rm(image_ids: tuple[str, ...], db_url: str | None) -> None:
+    """Remove images of this node (a failed one is built again by the next step that wants it)."""
+    from bisector.app import open_store
+    from bisector.image_admin import remove_images
+    from workers.images.cache import ImageCache
+
+    with translated_errors(), open_store(db_url) as store:
+        for image_id in remove_images(store, ImageCache(), list(image_ids)):
+            click.echo(f"removed {image_id}")
+
+
+@images.command(name="prune")
+@click.option("--older-than", help="Remove images unused for longer than this (7d, 12h, 30m).")
+@click.option("--max-size", help="Remove least recently used images until this node holds at most this (10G).")
+@db_option
+def images_prune(older_than: str | None, max_size: str | None, db_url: str | None) -> None:
+    """Remove images not in use: the least recently used over --max-size, and those older than --older-than."""
+    from bisector.app import open_store
+    from bisector.image_admin import parse_duration, prune_images
+    from workers.images.cache import ImageCache
+    from workers.images.key import parse_size
+
+    with translated_errors():
+        max_bytes = parse_size(max_size) if max_size is not None else None
+        older_than_s = parse_duration(older_than) if older_than is not None else None
+        with open_store(db_url) as store:
+            removed = prune_images(store, ImageCache(), max_bytes, older_than_s)
+    click.echo(f"removed {len(removed)} image(s){': ' + ' '.join(removed) if removed else ''}")
+
+
+@click.command(name="run-at")
+@click.argument("rev")
+@click.option("--repo", type=click.Path(file_okay=False), default=".", show_default=True, help="The git repository.")
+@click.option("--build", "build_cmd", help="Build command (default: bisect.toml's); run once per image.")
+@click.option("--run", "run_cmd", help="Shell command to run at the commit (default: bisect.toml's).")
+@click.option("--metric", help="Regex with one group that captures the metric from the run's output.")
+@click.option("--expect", help="What a good metric is, e.g. '>= 4.0' (default: bisect.toml's).")
+@click.option("--repeat", type=int, help="How many runs.  [default: 1]")
+@click.option("--gpus", "gpus_per_step", type=int, help="GPUs each run gets.")
+@click.option("--executor", type=click.Choice(["local", "inprocess"]), help="Where to run.  [default: local]")
+@click.option("--image", type=click.Choice(["venv", "none"]), help="Run on the commit's image.  [default: venv]")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@db_option
+def run_at_command(rev: str, repo: str, output_format: str, db_url: str | None, **flags: Any) -> None:
+    """Run any command at any commit on its image (built once, reused after) and store the run."""
+    from bisector.app import check_executor, make_executor, open_store
+    from bisector.gitrepo import GitRepo
+    from bisector.run_at import adhoc_spec, decided, run_at
+    from bisector.spec import build_spec, load_config_file
+
+    with stoppable_by_signals(), translated_errors():
+        git_repo = GitRepo(repo)
+        sha = git_repo.resolve(rev)
+        values: dict[str, object] = {"good": sha, "bad": sha, "run": flags["run_cmd"], "build": flags["build_cmd"]}
+        values.update({k: flags[k] for k in ("metric", "expect", "repeat", "gpus_per_step", "executor", "image")})
+        if values["image"] is None and "image" not in load_config_file(git_repo.root):
+            values["image"] = "venv"
+        spec = adhoc_spec(build_spec(git_repo.root, values))
+        check_executor(spec)
+        with open_store(db_url) as store, contextlib.redirect_stdout(sys.stderr):
+            run = run_at(store, spec, sha, make_executor)
+    if output_format == "json":
+        click.echo(json.dumps(run.to_json(), indent=2))
+    else:
+        _print_run(run.to_json())
+    if not decided(run.verdict):
+        sys.exit(EXIT_NO_CULPRIT)
+
+
+def _print_run(data: dict[str, Any]) -> None:
+    image = data["image"]
+    where = "no image" if image is None else f"image {image['id']} ({image['source']}, build {image['build_s']:.1f}s)"
+    metric = "" if data["metric"] is None else f"  metric {data['metric']:g}"
+    out_console().print(f"{str(data['sha'])[:12]}  {data['verdict']}{metric}  on {where}  (stored as {data['id']})")
+    for run in data["runs"]:
+        if run["verdict"] not in ("good", "bad", "measured") and run["detail"]:
+            err_console().print(run["detail"], markup=False)
+        out_console().print(f"  log {run['log']}", markup=False)

@@ -1,0 +1,65 @@
+"""`bisect images`: list, remove and prune this node's worker images, keeping the store's rows in step."""
+
+from __future__ import annotations
+
+import re
+
+from bisector.domain import ImageInfo
+from bisector.errors import InputError
+from db.store import Store
+from workers.images.cache import ImageCache
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class ImageInUseError(InputError):
+    """The image is being built or a step runs on it now."""
+
+
+def parse_duration(text: str) -> float:
+    """'7d', '12h', '30m', '45s', '2w' or a number of seconds."""
+    match = _DURATION.fullmatch(text.strip().lower())
+    if match is None:
+        raise InputError(f"{text!r} is not a duration: write one like 7d, 12h or 30m")
+    return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def list_images(store: Store, cache: ImageCache) -> list[ImageInfo]:
+    """The images the store knows of on every node; this node's rows whose folder is gone are dropped first."""
+    forget_missing(store, cache)
+    return store.images()
+
+
+def remove_images(store: Store, cache: ImageCache, ids: list[str]) -> list[str]:
+    """Remove these images of this node (folder and row); all or nothing is checked before any is removed."""
+    known = {info.id for info in store.images(cache.node)} | {m.id for m in cache.manifests()}
+    unknown = [image_id for image_id in ids if image_id not in known]
+    if unknown:
+        raise InputError(f"no image {', '.join(unknown)} on {cache.node} (see `bisect images ls`)")
+    removed = []
+    for image_id in ids:
+        if not cache.remove(image_id):
+            raise ImageInUseError(f"image {image_id} is being built or used by a step now; try again when it ends")
+        removed.append(image_id)
+        store.forget_images(cache.node, [image_id])
+    return removed
+
+
+def prune_images(store: Store, cache: ImageCache, max_bytes: int | None, older_than_s: float | None) -> list[str]:
+    """Remove least recently used images not in use until this node holds at most max_bytes, and those unused
+    for longer than older_than_s; the ids removed."""
+    if max_bytes is None and older_than_s is None:
+        raise InputError("give --max-size SIZE and/or --older-than DURATION")
+    removed = cache.evict(max_bytes if max_bytes is not None else 1 << 62, older_than_s=older_than_s)
+    store.forget_images(cache.node, removed)
+    forget_missing(store, cache)
+    return removed
+
+
+def forget_missing(store: Store, cache: ImageCache) -> None:
+    """Drop the rows of this node's images whose folder another process removed (an LRU eviction)."""
+    present = {m.id for m in cache.manifests()}
+    gone = [info.id for info in store.images(cache.node) if info.id not in present]
+    if gone:
+        store.forget_images(cache.node, gone)

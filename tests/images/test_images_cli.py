@@ -1,0 +1,106 @@
+"""`bisect run-at`, `bisect images ls|rm|prune` and a bisect with images, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from bisect_helpers import cli_env, run_cli, stored_rows
+from image_repo import BUILD_CMD, RUN_CMD, make_image_repo
+
+pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
+METRIC = ["--metric", r"metric: ([0-9.]+)", "--expect", ">= 8"]
+
+
+def run_at(repo: Path, rev: str, db: Path, *extra: str) -> dict[str, object]:
+    done = run_cli("run-at", rev, "--repo", str(repo), "--build", BUILD_CMD, "--run", RUN_CMD, *METRIC,
+                   "--executor", "inprocess", "--format", "json", *extra, db=db)  # fmt: skip
+    assert done.returncode in (0, 3), done.stderr
+    return json.loads(done.stdout)
+
+
+def test_run_at_builds_once_then_reuses_and_stores_the_runs(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo")
+    db = tmp_path / "bisect.db"
+    first = run_at(repo.path, repo.shas[0], db)
+    assert (first["sha"], first["verdict"], first["metric"]) == (repo.shas[0], "good", 10.0)
+    image = first["image"]
+    assert isinstance(image, dict)
+    assert (image["source"], image["reused"]) == ("built", False)
+    assert image["build_s"] > 0
+
+    second = run_at(repo.path, "main", db, "--repeat", "2")
+    assert (second["verdict"], second["metric"], second["samples"]) == ("bad", 5.0, [5.0, 5.0])
+    assert second["image"]["id"] != image["id"]
+
+    again = run_at(repo.path, repo.shas[0], db)
+    assert again["image"] == {**image, "source": "cache", "reused": True}
+    steps = stored_rows(db, "SELECT bisect_id, purpose, verdict, image FROM steps ORDER BY id")
+    assert [(row[0], row[1], row[2]) for row in steps] == [
+        (1, "rerun", "good"), (2, "rerun", "bad"), (2, "rerun", "bad"), (3, "rerun", "good")
+    ]  # fmt: skip
+    assert json.loads(steps[-1][3]) == again["image"]
+    kinds = stored_rows(db, "SELECT extra, message FROM bisects")
+    assert all(json.loads(extra)["kind"] == "adhoc" and message.startswith("ad hoc run") for extra, message in kinds)
+
+    listed = run_cli("images", "ls", "--format", "json", db=db)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert {row["id"] for row in rows} == {image["id"], second["image"]["id"]}
+    assert all(set(row) >= {"id", "sha", "source", "size", "build_s", "last_used"} for row in rows)
+    assert {row["sha"] for row in rows} == {repo.shas[0], repo.shas[2]}
+
+    removed = run_cli("images", "rm", image["id"], db=db)
+    assert removed.returncode == 0, removed.stderr
+    rebuilt = run_at(repo.path, repo.shas[0], db)
+    assert (rebuilt["image"]["id"], rebuilt["image"]["source"]) == (image["id"], "built")
+
+    pruned = run_cli("images", "prune", "--max-size", "1", db=db)
+    assert pruned.returncode == 0, pruned.stderr
+    assert "removed 2 image(s)" in pruned.stdout
+    assert json.loads(run_cli("images", "ls", "--format", "json", db=db).stdout) == []
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", values=(10,))
+    db = tmp_path / "bisect.db"
+    cases = [
+        ("run-at", "nosuchrev", "--repo", str(repo.path), "--run", RUN_CMD),
+        ("run-at", "main", "--repo", str(repo.path)),  # no --run and no bisect.toml
+        ("images", "rm", "0123456789abcdef"),
+        ("images", "prune", "--older-than", "soon"),
+        ("images", "prune", "--max-size", "lots"),
+        ("images", "prune"),
+    ]
+    for args in cases:
+        done = run_cli(*args, db=db)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def test_a_second_bisect_over_the_same_range_builds_nothing(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", values=(10, 10, 10, 5, 5))
+    (repo.path / "bisect.toml").write_text(
+        f'[bisect]\nbuild = "{BUILD_CMD}"\nrun = "{RUN_CMD}"\nimage = "venv"\nimage_inputs = ["lib.c", "build.sh"]\n'
+    )
+    db = tmp_path / "bisect.db"
+    counter = tmp_path / "builds"
+    args = ["start", "--repo", str(repo.path), "--good", repo.shas[0], "--bad", "main", *METRIC,
+            "--executor", "local", "--format", "json"]  # fmt: skip
+    env_args = {"BUILD_COUNTER": str(counter)}
+    reports = []
+    for _ in range(2):
+        done = run_cli(*args, env=cli_env(db, **env_args))
+        assert done.returncode == 0, done.stderr
+        reports.append(json.loads(done.stdout))
+    assert [r["first_bad"]["sha"] for r in reports] == [repo.shas[3], repo.shas[3]]
+    builds = counter.read_text().splitlines()
+    assert sorted(builds) == sorted(set(builds))  # each image built once, in the first bisect
+    second_steps = [s for s in reports[1]["steps"] if s["verdict"] in ("good", "bad")]
+    assert second_steps
+    assert all(s["image"]["reused"] and s["image"]["source"] == "cache" for s in second_steps)
+    first_images = {s["image"]["id"] for s in reports[0]["steps"] if s["image"]}
+    assert {s["image"]["id"] for s in second_steps} <= first_images
