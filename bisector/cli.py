@@ -131,6 +131,9 @@ def _resource_pairs(pairs: tuple[str, ...]) -> dict[str, float]:
 )
 @click.option("--trace-kernels", is_flag=True, default=None, help="The traced re-runs also record GPU kernels.")
 @click.option("--minimize", is_flag=True, default=None, help="After a culprit is found: find its smallest bad change.")
+@click.option("--image", type=click.Choice(["none", "venv"]), help="venv: build each commit's image once, reuse it.")
+@click.option("--image-input", "image_inputs", multiple=True, help="A path whose tree keys the image (repeatable).")
+@click.option("--images-max-size", help="LRU cap of this node's image cache, e.g. 20G.  [default: 20G]")
 @db_option
 @format_option
 def start(**params: Any) -> None:
@@ -182,6 +185,9 @@ def _start_bisect(
             "explain": flags["explain"],
             "trace_kernels": flags["trace_kernels"],
             "minimize": flags["minimize"],
+            "image": flags.get("image"),
+            "image_inputs": tuple(flags.get("image_inputs") or ()) or None,
+            "images_max_size": flags.get("images_max_size"),
         }
         spec = build_spec(root, values)
         check_executor(spec)

@@ -25,7 +25,10 @@ def images() -> None:
 
 
 @images.command(name="ls")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    help="A table, or a JSON list (id, sha, source, size, build_s, last_used, status, node, path).",
+)  # fmt: skip
 @db_option
 def images_ls(output_format: str, db_url: str | None) -> None:
     """List the images the store knows of, most recently used first."""
@@ -99,7 +102,10 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
 @click.option("--gpus", "gpus_per_step", type=int, help="GPUs each run gets.")
 @click.option("--executor", type=click.Choice(["local", "inprocess"]), help="Where to run.  [default: local]")
 @click.option("--image", type=click.Choice(["venv", "none"]), help="Run on the commit's image.  [default: venv]")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    help="A line per run, or JSON (sha, verdict, metric, image, runs).",
+)  # fmt: skip
 @db_option
 def run_at_command(rev: str, repo: str, output_format: str, db_url: str | None, **flags: Any) -> None:
     """Run any command at any commit on its image (built once, reused after) and store the run."""
