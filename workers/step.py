@@ -192,6 +192,9 @@ class StepRunner:
                 return self._log_failed(request, log.error)
             if prepared.run_dir is None:
                 return self._image_failed(request, prepared, build_s)
+            if request.metric.json_file:  # the image's tree outlives runs: never judge an earlier run's file
+                with contextlib.suppress(OSError):
+                    (prepared.run_dir / request.metric.json_file).unlink()
             image_env = {**env, **prepared.env}
             return self._run_test(
                 request, log, image_env, prepared.run_dir, started, build_s, info, should_cancel, on_start, cancel_fd

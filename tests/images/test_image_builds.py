@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from image_repo import commit, image_request, make_image_repo
 
 from bisector.domain import Verdict
+from bisector.metric import Expectation, MetricSpec
 from workers.images.cache import ImageCache, ImageStatus, images_root
 from workers.images.key import ImageRecipe, image_key
 from workers.step import StepRunner, WorkerSlot
 
+JSON_METRIC = MetricSpec(json_file="out.json", json_key="v", expect=Expectation.parse(">= 8"))
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 
 
@@ -138,3 +141,17 @@ def test_the_size_cap_evicts_least_recently_used_images_not_in_use(tmp_path: Pat
     assert cache.evict(1, keep=frozenset({third.image.id})) == [ids[1]]
     assert [m.id for m in cache.manifests()] == [third.image.id]
     assert json.loads((cache.image_dir(third.image.id) / "manifest.json").read_text())["status"] == "ready"
+
+
+def test_a_metric_file_left_by_an_earlier_run_on_the_image_is_not_judged_again(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo")
+    slot = runner(tmp_path)
+    writes = "python -c \"import json; json.dump({'v': 10}, open('out.json', 'w'))\""
+    first = slot.run(replace(image_request(repo.path, repo.shas[0], tmp_path, 1), run_cmd=writes, metric=JSON_METRIC))
+    assert first.verdict is Verdict.GOOD, first.detail
+    assert first.samples == (10.0,)
+    silent = slot.run(replace(image_request(repo.path, repo.shas[0], tmp_path, 2), run_cmd="true", metric=JSON_METRIC))
+    assert silent.image is not None
+    assert silent.image.reused
+    assert silent.samples == ()
+    assert silent.verdict is Verdict.SKIP
