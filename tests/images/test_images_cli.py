@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import cli_env, run_cli, stored_rows
-from image_repo import BUILD_CMD, RUN_CMD, make_image_repo
+from image_repo import BUILD_CMD, RUN_CMD, commit, make_image_repo
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 METRIC = ["--metric", r"metric: ([0-9.]+)", "--expect", ">= 8"]
@@ -104,3 +104,23 @@ def test_a_second_bisect_over_the_same_range_builds_nothing(tmp_path: Path):
     assert all(s["image"]["reused"] and s["image"]["source"] == "cache" for s in second_steps)
     first_images = {s["image"]["id"] for s in reports[0]["steps"] if s["image"]}
     assert {s["image"]["id"] for s in second_steps} <= first_images
+
+
+def test_a_failed_image_build_is_a_stored_skip_with_its_log_tail(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", values=(10, 10))
+    broken = commit(repo.path, "break the build", {"broken": "yes\n"})
+    fixed_bad = commit(repo.path, "fix the build, lower the value", {"lib.c": "int value(void) { return 5; }\n"},
+                       remove=("broken",))  # fmt: skip
+    db = tmp_path / "bisect.db"
+    done = run_cli("start", "--repo", str(repo.path), "--good", repo.shas[0], "--bad", fixed_bad, "--build", BUILD_CMD,
+                   "--run", RUN_CMD, *METRIC, "--image", "venv", "--executor", "inprocess", "--no-explain",
+                   "--format", "json", db=db)  # fmt: skip
+    report = json.loads(done.stdout)
+    skipped = [s for s in report["steps"] if s["sha"] == broken]
+    assert skipped, report["steps"]
+    assert all(s["verdict"] == "skip" and "lib.c does not compile" in s["detail"] for s in skipped)
+    rows = stored_rows(db, "SELECT sha, status, log_tail FROM images WHERE status = 'failed'")
+    assert [(sha, status) for sha, status, _ in rows] == [(broken, "failed")]
+    assert "lib.c does not compile" in rows[0][2]
+    listed = json.loads(run_cli("images", "ls", "--format", "json", db=db).stdout)
+    assert {(row["sha"], row["status"]) for row in listed} >= {(broken, "failed")}
