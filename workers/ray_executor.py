@@ -77,13 +77,16 @@ class RayExecutor(Executor):
         address: str | None = None,
         *,
         start_timeout_s: float = START_TIMEOUT_S,
+        start_grace_s: float = START_GRACE_S,
         max_restarts: int = MAX_RESTARTS,
     ) -> None:
+        """start_grace_s: how long the start waits for the other slots once one is up (the rest join later)."""
         if workers < 1:
             raise InputError(f"--workers must be at least 1 (got {workers})")
         self._resources = checked_resources(resources or {})
         self._repo = repo
         self._start_timeout_s = start_timeout_s
+        self._start_grace_s = start_grace_s
         self._max_restarts = max_restarts
         self._retired: list[str] = []
         self._slots: dict[str, _Slot] = {}
@@ -113,14 +116,14 @@ class RayExecutor(Executor):
         return _Slot(index, name, actor, actor.info.options(concurrency_group=CONTROL_GROUP).remote(), restarts)
 
     def _await_first_start(self) -> None:
-        """Wait until every actor is up, or START_GRACE_S after the first one: slots that Ray places later
+        """Wait until every actor is up, or start_grace_s after the first one: slots that Ray places later
         (a busy shared cluster) join the bisect when they come up."""
         deadline = time.monotonic() + self._start_timeout_s
         first_up: float | None = None
         while any(slot.starting is not None for slot in self._slots.values()):
             if first_up is None and any(slot.info is not None for slot in self._slots.values()):
                 first_up = time.monotonic()
-                deadline = min(deadline, first_up + START_GRACE_S)
+                deadline = min(deadline, first_up + self._start_grace_s)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
