@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from bisector.domain import ErrorKind, StepResult, Verdict
 from bisector.errors import ExecutorError, InputError
 from workers.executor import Assignment, Executor, StepRequest
+from workers.gpu_leases import GpuLeases, lease_slots
 from workers.gpus import visible_gpus
 
 try:
@@ -90,7 +91,12 @@ class RayExecutor(Executor):
         self._max_restarts = max_restarts
         self._retired: list[str] = []
         self._slots: dict[str, _Slot] = {}
-        self._owns_ray = _connect(address, workers)
+        self._leases = GpuLeases()
+        try:
+            self._owns_ray = _connect(address, workers, gpus_per_step, self._leases)
+        except BaseException:
+            self._leases.release()
+            raise
         try:
             self._gpus_per_step = _resolve_gpus_per_step(gpus_per_step)
             self._coordinator_node = ray.get_runtime_context().get_node_id()
@@ -264,6 +270,7 @@ class RayExecutor(Executor):
         if self._owns_ray:
             self._owns_ray = False
             ray.shutdown()
+        self._leases.release()
 
     # --- diagnostics (reports, fault-injection tests) ---------------------------------------------------------
 
@@ -284,8 +291,11 @@ class RayExecutor(Executor):
 # --- connecting -------------------------------------------------------------------------------------------------
 
 
-def _connect(address: str | None, workers: int) -> bool:
-    """Connect this process to Ray. Returns whether it called ray.init (and so must call ray.shutdown)."""
+def _connect(address: str | None, workers: int, gpus_per_step: int, leases: GpuLeases) -> bool:
+    """Connect this process to Ray. Returns whether it called ray.init (and so must call ray.shutdown).
+
+    A local cluster started here sees only the GPUs this bisect leased (workers/gpu_leases.py), so two bisects on
+    one host never share one."""
     if ray.is_initialized():
         return False
     quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
@@ -298,6 +308,10 @@ def _connect(address: str | None, workers: int) -> bool:
             raise ExecutorError(f"cannot connect to the Ray cluster at {address}: {_one_line(exc)}{hint}") from None
         return True
     gpus = visible_gpus()
+    fit = min(workers, len(gpus) // (gpus_per_step or 1))  # more slots than GPUs: Ray places them as GPUs free
+    if fit:
+        slot_gpus, _ = lease_slots(gpus, fit, gpus_per_step, leases=leases)
+        gpus = tuple(gpu for slot in slot_gpus for gpu in slot)
     try:
         with _visible_devices(gpus):
             ray.init(
