@@ -141,6 +141,8 @@ class StepRunner:
         cancel_fd: int | None,
     ) -> StepResult:
         log.note(self._header(request))
+        if log.error is not None:  # nothing started: no test runs with nowhere to log
+            return self._log_failed(request, log.error)
         build_s = 0.0
         if request.build_cmd:
             log.note(f"$ {request.build_cmd}\n")
