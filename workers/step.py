@@ -233,6 +233,10 @@ class StepRunner:
         )
 
     def _result(self, request: StepRequest, verdict: Verdict, **values: object) -> StepResult:
+        detail = str(values.get("detail", ""))
+        if values.get("error_kind") is ErrorKind.DISK_FULL and "bisect resume" not in detail:
+            first, newline, rest = detail.partition("\n")
+            values["detail"] = f"{first}; free space and `bisect resume {request.bisect_id}`{newline}{rest}"
         return StepResult(
             step_id=request.step_id,
             sha=request.sha,

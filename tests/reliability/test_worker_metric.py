@@ -32,11 +32,11 @@ def test_the_metric_comes_from_the_steps_own_output_not_from_its_log_file(tmp_pa
 
 
 def test_a_backtracking_metric_regex_is_a_skip_that_says_so_not_a_hang(tmp_path: Path):
-    """Matching gets what is left of the step's timeout (20 s here; the run takes milliseconds)."""
+    """Matching gets what is left of the step's timeout (15 s here; the run takes milliseconds)."""
     history = culprit_history(tmp_path / "repo", 2, 1)
     metric = MetricSpec(regex=BACKTRACKING, expect=AT_LEAST_4)
     with LocalExecutor(str(history.path), workers=1) as executor:
-        slow = run_one(executor, step_request(history, 1, 0, A_LINES, tmp_path / "logs", metric=metric, timeout_s=20))
+        slow = run_one(executor, step_request(history, 1, 0, A_LINES, tmp_path / "logs", metric=metric, timeout_s=15))
         after = run_one(executor, step_request(history, 2, 0, "echo 'accept length: 5'", tmp_path / "logs"))
     assert slow.verdict is Verdict.SKIP, slow.detail
     assert "metric regex took longer than" in slow.detail
