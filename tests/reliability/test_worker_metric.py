@@ -72,3 +72,16 @@ def test_a_metric_file_that_links_out_of_the_worktree_is_not_read(tmp_path: Path
     assert (own.verdict, own.samples) == (Verdict.BAD, (1.0,))
     assert linked.verdict is Verdict.SKIP
     assert "leads out of the worktree" in linked.detail
+
+
+def test_the_metric_is_looked_for_in_the_last_mib_of_the_output_and_a_skip_says_so(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    metric = MetricSpec(regex=r"accept length: ([0-9.]+)", expect=AT_LEAST_4)
+    early = "echo 'accept length: 5.0'; yes 'more output' | head -c 2000000"
+    late = "yes 'more output' | head -c 2000000; echo 'accept length: 5.0'"
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        missed = run_one(executor, step_request(history, 1, 0, early, tmp_path / "logs", metric=metric))
+        found = run_one(executor, step_request(history, 2, 0, late, tmp_path / "logs", metric=metric))
+    assert missed.verdict is Verdict.SKIP
+    assert "(the metric is looked for in the last 1 MiB of the output)" in missed.detail
+    assert (found.verdict, found.samples) == (Verdict.GOOD, (5.0,))
