@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bisector.domain import StepRecord, Verdict
+from bisector.domain import StepPurpose, StepRecord, Verdict
 from bisector.spec import BisectSpec
 
 RESULT_VERDICTS = (Verdict.GOOD, Verdict.BAD, Verdict.MEASURED)
@@ -49,7 +49,12 @@ class Judge:
         endpoint: Verdict | None = None,
         endpoint_samples: tuple[Sequence[float], Sequence[float]] = ((), ()),
     ) -> CommitView:
-        """endpoint: GOOD/BAD for the good/bad endpoint in comparative mode (their own samples define them)."""
+        """endpoint: GOOD/BAD for the good/bad endpoint in comparative mode (their own samples define them).
+        A person's verdict (a manual step: `bisect mark`, `bisect replay`) decides the commit; the latest one wins."""
+        manual = [r.verdict for r in runs if r.purpose is StepPurpose.MANUAL and r.verdict is not None]
+        if manual:
+            verdict = self._swap(manual[-1])
+            return CommitView(verdict, int(verdict is Verdict.GOOD), int(verdict is Verdict.BAD))
         if any(r.verdict is Verdict.SKIP for r in runs):
             return CommitView(Verdict.SKIP)
         results = [r for r in runs if r.verdict in RESULT_VERDICTS]
