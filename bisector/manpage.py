@@ -35,7 +35,7 @@ def iter_commands(group: click.Group, prefix: str = PROGRAM) -> list[tuple[str, 
 
 def render_man(group: click.Group, version: str, today: date | None = None) -> str:
     day = (today or date.today()).isoformat()
-    context = click.Context(group, info_name=PROGRAM)
+    context = group.make_context(PROGRAM, [], resilient_parsing=True)  # with the group's context_settings (-h)
     out = [
         f'.TH BISECT 1 "{day}" "gpu-bisect {_escape(version)}" "User Commands"',
         ".SH NAME",

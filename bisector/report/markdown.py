@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisector.analysis import render_markdown as render_markdown_explanation
 from bisector.domain import BisectStatus, StepPurpose
 from bisector.report.model import BisectReport, one_line, pr_suffix
-from bisector.report.text import fmt_date, fmt_metric, fmt_s
+from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows
 
 
 def md_escape(text: str) -> str:
@@ -17,7 +17,7 @@ def render_markdown(report: BisectReport) -> str:
     old, new = report.terms
     first_bad, last_good = report.commit(record.first_bad), report.commit(record.last_good)
     out = [f"### gpu-bisect #{record.id}: {record.status.value}", ""]
-    if record.message and record.status is not BisectStatus.FOUND:
+    if record.message and record.status not in (BisectStatus.FOUND, BisectStatus.AMBIGUOUS):
         out += [md_escape(record.message), ""]
     if first_bad is not None:
         label = f"First {new} commit" if record.status is BisectStatus.FOUND else f"First commit known {new}"
@@ -76,9 +76,12 @@ def render_markdown(report: BisectReport) -> str:
         "| position | commit | verdict | subject |",
         "|---|---|---|---|",
     ]
-    for commit in report.candidates:
+    for commit in range_rows(report):
+        if isinstance(commit, int):
+            out.append(f"| ... | | | {commit} untested commits |")
+            continue
         state = report.state_of(commit.sha)
-        mark = f" **<- first {new}**" if first_bad is not None and commit.sha == first_bad.sha else ""
+        mark = f" **{first_bad_mark(report, commit)}**" if commit.sha == record.first_bad else ""
         out.append(
             f"| {commit.position} | `{commit.sha[:12]}` | {report.word(state) if state else ''} "
             f"| {md_escape(commit.subject)}{mark} |"

@@ -256,7 +256,7 @@ class BisectReport:
             parts.append("besides: " + ", ".join(side))
         took = "still running" if self.wall_s is None else f"took {self.wall_s:.1f} s"
         time_line = (
-            f"{took}; the steps ran {self.slot_seconds:.1f} s in all on workers, {self.gpu_seconds:.1f} s x GPUs"
+            f"{took}; the steps ran {self.slot_seconds:.1f} s in all on workers ({self.gpu_seconds:.1f} GPU-seconds)"
         )
         return "; ".join(parts) + ". " + time_line[0].upper() + time_line[1:] + "."
 

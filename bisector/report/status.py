@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bisector.domain import BisectRecord
+from bisector.domain import BisectRecord, StepPurpose
 from bisector.report.model import BisectReport, one_line
 from bisector.report.text import fmt_metric, fmt_s
 
@@ -52,7 +52,8 @@ def status_lines(report: BisectReport) -> list[str]:
         for step in report.steps[-LAST_STEPS:]:
             metric = f" metric {fmt_metric(step.metric)}" if step.metric is not None else ""
             where_run = f" on {step.worker}" if step.worker else ""
-            reason = f": {one_line(step.detail)}" if step.detail and not (step.verdict and step.verdict.decides) else ""
+            undecided = not (step.verdict and step.verdict.decides) or step.purpose is StepPurpose.MANUAL
+            reason = f": {one_line(step.detail)}" if step.detail and undecided else ""
             lines.append(
                 f"  {report.number(step)}. {step.purpose.value} {step.sha[:12]} {report.word(step.verdict)}{metric}"
                 f"{where_run} {fmt_s(step.run_s)}{reason}"

@@ -44,7 +44,8 @@ def answer_lines(report: BisectReport) -> list[str]:
     record = report.record
     old, new = report.terms
     first_bad, last_good = report.commit(record.first_bad), report.commit(record.last_good)
-    lines = [record.message] if record.message and record.status is not BisectStatus.FOUND else []
+    shown = record.status not in (BisectStatus.FOUND, BisectStatus.AMBIGUOUS)  # those say it below
+    lines = [record.message] if record.message and shown else []
     if first_bad is not None:
         label = f"first {new} commit" if record.status is BisectStatus.FOUND else f"first commit known {new}"
         lines += [
@@ -95,6 +96,12 @@ def print_text(console: Console, report: BisectReport) -> None:
             console.print(
                 Text(f"    log: {step.log_path or 'none (the step never started its command)'}"), soft_wrap=True
             )
+    if report.manual_steps:
+        console.print(Text(f"verdicts given by hand ({len(report.manual_steps)})", style="bold"))
+        for step in report.manual_steps:
+            console.print(
+                Text(f"  step {report.number(step)} at {step.sha[:12]}: {one_line(step.detail)}"), soft_wrap=True
+            )
     console.print(_commits_table(report))
     target = report.reproduce_target()
     console.print(
@@ -115,7 +122,7 @@ def _steps_table(report: BisectReport) -> Table:
     for step in report.steps:
         style = VERDICT_STYLE.get(step.verdict, "") if step.verdict else "cyan"
         if step.purpose is StepPurpose.MANUAL:
-            note = one_line(step.detail)
+            note = "by hand: see below"
         elif step.verdict in (Verdict.ERROR, Verdict.SKIP):
             note = "failed: see below"
         else:
@@ -128,27 +135,46 @@ def _steps_table(report: BisectReport) -> Table:
     return table
 
 
-def _commits_table(report: BisectReport) -> Table:
-    first_bad = report.commit(report.record.first_bad)
-    table = Table(title="commits in range (oldest first)")
-    for column in ("pos", "commit", "verdict"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("subject", overflow="fold")
+def range_rows(report: BisectReport) -> list[Commit | int]:
+    """The commits a report's range table shows: all of a short range; of a longer one the ends, the tested
+    commits and the first bad one's neighbours, an int (how many commits are left out) in each gap."""
     rows: list[Commit] = report.candidates
+    first_bad = report.commit(report.record.first_bad)
     if len(rows) > MAX_RANGE_ROWS:
         keep = {c.position for c in rows[:5] + rows[-5:]}
         keep |= {report.position(s.sha) for s in report.steps}
         if first_bad is not None:
             keep |= {first_bad.position - 1, first_bad.position, first_bad.position + 1}
         rows = [c for c in rows if c.position in keep]
+    out: list[Commit | int] = []
     previous = -1
-    new = report.terms[1]
     for commit in rows:
         if commit.position != previous + 1:
-            table.add_row("...", "", "", Text(f"{commit.position - previous - 1} untested commits", style="dim"))
+            out.append(commit.position - previous - 1)
         previous = commit.position
+        out.append(commit)
+    return out
+
+
+def first_bad_mark(report: BisectReport, commit: Commit) -> str:
+    """The arrow beside the first bad commit in the range table ("first known" when it is not the answer)."""
+    if commit.sha != report.record.first_bad:
+        return ""
+    known = "" if report.record.status is BisectStatus.FOUND else "known "
+    return f"<- first {known}{report.terms[1]}"
+
+
+def _commits_table(report: BisectReport) -> Table:
+    table = Table(title="commits in range (oldest first)")
+    for column in ("pos", "commit", "verdict"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("subject", overflow="fold")
+    for commit in range_rows(report):
+        if isinstance(commit, int):
+            table.add_row("...", "", "", Text(f"{commit} untested commits", style="dim"))
+            continue
         state = report.state_of(commit.sha)
-        mark = f"  <- first {new}" if first_bad is not None and commit.sha == first_bad.sha else ""
+        mark = f"  {first_bad_mark(report, commit)}" if commit.sha == report.record.first_bad else ""
         table.add_row(
             str(commit.position), commit.sha[:12],
             Text(report.word(state), style=VERDICT_STYLE[state]) if state else "",
