@@ -216,7 +216,7 @@ def resume(bisect_id: int, db_url: str | None, output_format: str, **executor_fl
     from bisector.app import make_coordinator, open_store
 
     overrides = _executor_overrides(executor_flags)
-    with translated_errors(), open_store(db_url) as store:
+    with translated_errors(bisect_id), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
             record = make_coordinator(store, observer()).resume(bisect_id, overrides)
         print_report(store, record.id, output_format)
@@ -240,7 +240,7 @@ def rerun(bisect_id: int, rev: str, times: int, db_url: str | None, **executor_f
     from bisector.app import make_coordinator, open_store
 
     overrides = _executor_overrides(executor_flags)
-    with translated_errors(), open_store(db_url) as store:
+    with translated_errors(bisect_id), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
             results = make_coordinator(store, observer()).rerun(bisect_id, rev, times, overrides)
         for result in results:
@@ -272,7 +272,7 @@ def cancel(bisect_id: int, db_url: str | None) -> None:
     from bisector.domain import BisectStatus
     from bisector.errors import StateError
 
-    with translated_errors(), open_store(db_url) as store:
+    with translated_errors(bisect_id), open_store(db_url) as store:
         record = store.get_bisect(bisect_id)
         if record.status.is_terminal():
             raise StateError(f"bisect {bisect_id} is already {record.status.value}")
@@ -340,7 +340,7 @@ def minimize(bisect_id: int, db_url: str | None, output_format: str) -> None:
     """Find the smallest set of the culprit's changes (hunks, table entries) that still fails."""
     from bisector.app import make_coordinator, open_store
 
-    with translated_errors(), open_store(db_url) as store:
+    with translated_errors(bisect_id), open_store(db_url) as store:
         make_coordinator(store, observer()).minimize(bisect_id)
         print_report(store, bisect_id, output_format)
 

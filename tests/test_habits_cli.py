@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -167,7 +168,7 @@ def test_a_running_coordinator_takes_in_a_mark(tmp_path: Path):
     args = start_args(history, "--run", "sleep 2; bash test.sh", "--format", "json")
     args[args.index("--run") + 1 :] = args[args.index("--run") + 1 :]
     with subprocess.Popen(
-        [os.sys.executable, "-m", "bisector", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "bisector", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as coordinator:
         while bisect("status", "1", db=db).returncode != 0:  # until the bisect is stored
             assert coordinator.poll() is None
@@ -210,7 +211,7 @@ def test_db_takes_a_plain_path_and_a_read_only_store_serves_readers(tmp_path: Pa
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECT_DB": str(store_dir / "bisect.db")}
 
     def reader(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [*drop, os.sys.executable, "-m", "bisector", *args]
+        command = [*drop, sys.executable, "-m", "bisector", *args]
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
     try:
@@ -303,3 +304,15 @@ def test_an_interrupt_names_the_bisect_to_resume():
             raise KeyboardInterrupt
         assert expected in caught.value.format_message()
         assert " ID" not in caught.value.format_message()
+
+
+def test_shell_completion_as_the_readme_documents_it():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "_BISECT_COMPLETE": "bash_complete"}
+    for words, expected in (("bisect wor", "plain,worktrees"), ("bisect start --term-o", "plain,--term-old")):
+        done = subprocess.run(
+            [sys.executable, "-m", "bisector"], env={**env, "COMP_WORDS": words, "COMP_CWORD": "1" if
+            words.count(" ") == 1 else "2"}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.stdout.split() == [expected]
+    readme = (ROOT / "README.md").read_text()
+    assert 'eval "$(_BISECT_COMPLETE=bash_source bisect)"' in readme

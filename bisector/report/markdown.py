@@ -39,7 +39,7 @@ def render_markdown(report: BisectReport) -> str:
             "",
         ]
     if report.explanation is not None:
-        out += ["#### Why", "", render_markdown_explanation(report.explanation), ""]
+        out += [render_markdown_explanation(report.explanation), ""]  # under its own heading
     out += ["#### Evidence", ""]
     out += [*[f"- {md_escape(line)}" for line in report.noise_lines()]]
     out += [f"- {md_escape(report.rule_sentence())} The test: `{md_escape(report.spec.run)}`."]
