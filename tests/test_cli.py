@@ -63,7 +63,8 @@ def test_markdown_and_text_reports_and_status(tmp_path: Path, history):
     assert history.shas[23] in text
     assert "<- first bad" in text
     status = bisect("status", "1", db=db).stdout
-    assert status.startswith("bisect 1: found\n") and "<- first bad" not in status
+    assert status.startswith("bisect 1: found\n")
+    assert "<- first bad" not in status
     listing = bisect("list", db=db).stdout
     assert "found" in listing
 
