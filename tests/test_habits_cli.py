@@ -316,3 +316,22 @@ def test_shell_completion_as_the_readme_documents_it():
         assert done.stdout.split() == [expected]
     readme = (ROOT / "README.md").read_text()
     assert 'eval "$(_BISECT_COMPLETE=bash_source bisect)"' in readme
+
+
+def test_find_fix_uses_the_terms_broken_and_fixed_and_git_replays_its_log(tmp_path: Path):
+    history = write_history(tmp_path / "repo", ["bad"] * 9 + ["good"] * 8)
+    db = tmp_path / "b.db"
+    args = ["start", "--repo", str(history.path), "--good", history.shas[0], "--bad", "main", "--run", "bash test.sh"]
+    done = bisect(*args, "--find-fix", "--format", "json", db=db)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["terms"] == {"old": "broken", "new": "fixed"}
+    assert report["first_bad"]["sha"] == history.shas[9]
+    assert {(s["verdict"], s["term"]) for s in report["steps"]} == {("bad", "broken"), ("good", "fixed")}
+    assert f"first fixed commit: {history.shas[9]}" in bisect("report", "1", db=db).stdout
+    log = bisect("log", "1", db=db).stdout
+    assert log.startswith("git bisect start '--term-old' 'broken' '--term-new' 'fixed'\n")
+    assert f"# first fixed commit: [{history.shas[9]}]" in git_replay(history.path, log, tmp_path)
+    # a person's "good" is the test's outcome: here the fixed state, so commit 8 marked good moves the answer
+    marked = bisect("mark", "1", history.shas[8], "good", db=db)
+    assert "changes the answer" in marked.stdout, marked.stderr
