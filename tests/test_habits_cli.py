@@ -335,3 +335,18 @@ def test_find_fix_uses_the_terms_broken_and_fixed_and_git_replays_its_log(tmp_pa
     # a person's "good" is the test's outcome: here the fixed state, so commit 8 marked good moves the answer
     marked = bisect("mark", "1", history.shas[8], "good", db=db)
     assert "changes the answer" in marked.stdout, marked.stderr
+
+
+def test_a_boundary_given_by_hand_needs_no_endless_confirmation(tmp_path: Path, history):
+    """--repeat 2 confirms the boundary; a person's verdicts on both sides of it settle the confirmation."""
+    (tmp_path / "hand.log").write_text(
+        f"git bisect start\ngit bisect bad {history.shas[40]}\ngit bisect good {history.shas[0]}\n"
+        f"git bisect good {history.shas[22]}\ngit bisect bad {history.shas[23]}\n"
+    )
+    done = bisect("replay", str(tmp_path / "hand.log"), "--repo", str(history.path), "--run", "bash test.sh",
+                  "--repeat", "2", "--format", "json", db=tmp_path / "b.db")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["first_bad"]["sha"] == history.shas[23]
+    assert report["confirmation"]["status"] == "confirmed"
+    assert report["search_steps"] == 0
