@@ -11,7 +11,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -29,6 +29,9 @@ from bisector.cli_support import (
     translated_errors,
 )
 from bisector.domain import Verdict
+
+if TYPE_CHECKING:
+    from bisector.spec import BisectSpec
 
 DEMO_MARKER = "gpu-bisect-demo"  # in .git/ of a demo repository: `demo` may overwrite it
 DEMO_VERIFY_M = 4  # the demo's test verifies k=3 speculative tokens: m = k + 1 (kernels/demo.py)
@@ -160,7 +163,7 @@ def _start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
 
 def spec_from_params(
     repo: str, env_pairs: tuple[str, ...], infra_patterns: tuple[str, ...], paths: tuple[str, ...], **flags: Any
-) -> Any:
+) -> BisectSpec:
     """The BisectSpec of `bisect start`'s parsed options (also `bisect replay`'s)."""
     from bisector.gitrepo import GitRepo
     from bisector.spec import build_spec

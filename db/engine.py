@@ -56,7 +56,7 @@ def make_read_only_engine(url: str) -> Engine | None:
     if not path.is_file():
         return None
     uri = f"file:{quote(str(path))}?mode=ro"
-    if not os.access(path.parent, os.W_OK) or not os.access(path, os.W_OK):
+    if not os.access(path.parent, os.W_OK):
         uri += "&immutable=1"
     engine = create_engine(
         parsed.set(database=uri, query={"uri": "true"}), connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}
