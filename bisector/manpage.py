@@ -6,6 +6,7 @@ the commands (tests/test_habits_cli.py checks docs/bisect.1 against a fresh rend
 
 from __future__ import annotations
 
+import inspect
 from datetime import date
 
 import click
@@ -54,9 +55,10 @@ def render_man(group: click.Group, version: str, today: date | None = None) -> s
         sub_context = click.Context(command, info_name=full_name, parent=context)
         pieces = command.collect_usage_pieces(sub_context)
         out += [".SS " + _escape(full_name), ".B " + _escape(f"{full_name} {' '.join(pieces)}".strip()), ".PP"]
-        out.append(_escape(command.help or command.short_help or ""))
+        paragraphs = inspect.cleandoc(command.help or command.short_help or "").split("\n\n")
+        out.append("\n.PP\n".join(_escape(" ".join(p.split())) for p in paragraphs))
         for param in command.get_params(sub_context):
-            record = param.get_help_record(sub_context)
+            record = param.get_help_record(sub_context) if isinstance(param, click.Option) else None
             if record is None:
                 continue
             names, help_text = record
