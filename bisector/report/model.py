@@ -248,7 +248,11 @@ class BisectReport:
 
     def work_sentence(self) -> str:
         """What the bisect did, in plain words: search steps apart from side runs, time, the verdict rule."""
-        parts = [f"{len(self.candidates)} commits in range; {len(self.search_steps)} search step(s) tested them"]
+        cancelled = sum(1 for s in self.search_steps if s.verdict is Verdict.CANCELLED)
+        dropped = f" ({cancelled} stopped early, no longer needed)" if cancelled else ""
+        parts = [
+            f"{len(self.candidates)} commits in range; {len(self.search_steps)} search step(s) tested them{dropped}"
+        ]
         if self.manual_steps:
             parts.append(f"{len(self.manual_steps)} verdict(s) given by hand")
         side = [f"{count} {SIDE_RUN_WORDS.get(p, p.value)}" for p, count in sorted(self.side_runs.items())]
