@@ -165,8 +165,7 @@ def test_a_running_coordinator_takes_in_a_mark(tmp_path: Path):
     history = culprit_history(tmp_path / "repo", 40, 23)
     db = tmp_path / "b.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECT_DB": str(db)}
-    args = start_args(history, "--run", "sleep 2; bash test.sh", "--format", "json")
-    args[args.index("--run") + 1 :] = args[args.index("--run") + 1 :]
+    args = start_args(history, "--run", "sleep 3; bash test.sh", "--format", "json")
     with subprocess.Popen(
         [sys.executable, "-m", "bisector", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as coordinator:
@@ -185,12 +184,17 @@ def test_a_running_coordinator_takes_in_a_mark(tmp_path: Path):
 
 def test_mark_refuses_a_commit_outside_the_range_and_an_unknown_term(tmp_path: Path, history):
     db = tmp_path / "b.db"
-    assert bisect(*start_args(history, "--term-old", "fast", "--term-new", "slow"), db=db).returncode == 0
-    outside = bisect("mark", "1", history.shas[0] + "~0", "slow", db=db)
-    assert outside.returncode == 0  # the good endpoint is a candidate
-    unknown = bisect("mark", "1", history.shas[5], "sideways", db=db)
+    args = start_args(history, "--good", history.shas[5], "--term-old", "fast", "--term-new", "slow")
+    assert bisect(*args, db=db).returncode == 0
+    outside = bisect("mark", "1", history.shas[2], "slow", db=db)
+    assert outside.returncode == 2
+    assert f"{history.shas[2][:12]} is not a candidate of bisect 1" in outside.stderr
+    unknown = bisect("mark", "1", history.shas[8], "sideways", db=db)
     assert unknown.returncode == 2
     assert "unknown verdict 'sideways': say fast, slow or skip" in unknown.stderr
+    assert [s["purpose"] for s in json.loads(bisect("report", "1", "--format", "json", db=db).stdout)["steps"]].count(
+        "manual"
+    ) == 0
 
 
 def test_db_takes_a_plain_path_and_a_read_only_store_serves_readers(tmp_path: Path, history):
