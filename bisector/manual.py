@@ -13,7 +13,6 @@ cancelled bisect stays cancelled.
 from __future__ import annotations
 
 import getpass
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -144,12 +143,13 @@ def endpoints_from_log(log: GitLog) -> tuple[str | None, str | None]:
 
 
 def _candidate(store: Store, record: BisectRecord, sha: str) -> Commit:
-    candidates: Sequence[Commit] = store.candidates(record.id)
-    commit = next((c for c in candidates if c.sha == sha), None)
+    commit = next((c for c in store.candidates(record.id) if c.sha == sha), None)
     if commit is None:
+        paths = BisectSpec.from_json(record.spec).paths
+        touching = f" touching {' '.join(paths)}" if paths else ""
         raise InputError(
-            f"{sha[:12]} is not a candidate of bisect {record.id} (its range holds the first-parent chain from "
-            f"{record.good[:12]} to {record.bad[:12]}" + (", of commits touching its paths)" if candidates else ")")
+            f"{sha[:12]} is not a candidate of bisect {record.id} (its range is the first-parent chain from "
+            f"{record.good[:12]} to {record.bad[:12]}{touching})"
         )
     return commit
 
