@@ -85,10 +85,17 @@ def _dispatch_cells(row: DispatchRow) -> list[str]:
 def _dispatch_summary(dispatch: DispatchDiff) -> str:
     changed = sum(1 for row in dispatch.rows if row.changed)
     return (
-        f"{changed} (op, N, K, m) changed ({len(dispatch.only_before)} only at last good, "
-        f"{len(dispatch.only_after)} only at first bad); {dispatch.unchanged_shapes} op-shapes unchanged; "
-        f"{dispatch.decisions_before} -> {dispatch.decisions_after} decisions traced"
+        f"{changed} (op, N, K, m) took another kernel ({len(dispatch.only_before)} ran only at the last good "
+        f"commit, {len(dispatch.only_after)} only at the first bad); {dispatch.unchanged_shapes} (op, N, K) kept "
+        f"theirs; the traced runs made {dispatch.decisions_before} dispatch decisions at the last good commit and "
+        f"{dispatch.decisions_after} at the first bad"
     )
+
+
+def _dispatch_title(dispatch: DispatchDiff) -> str:
+    """The table's title names the batch sizes m its rows show."""
+    ms = sorted({row.m for row in dispatch.rows[:MAX_ROWS]})
+    return f"runtime dispatch at m = {', '.join(map(str, ms))} (last good -> first bad)" if ms else "runtime dispatch"
 
 
 def _kernel_summary(kernels: KernelTraceDiff) -> str:
@@ -149,7 +156,7 @@ def text_renderables(explanation: Explanation) -> list[RenderableType]:
 
 
 def _dispatch_table(dispatch: DispatchDiff) -> RenderableType:
-    table = Table(title="runtime dispatch (last good -> first bad)", caption=_dispatch_summary(dispatch))
+    table = Table(title=_dispatch_title(dispatch), caption=_dispatch_summary(dispatch))
     for header in ("op", "(N, K)", "m", "last good", "first bad"):
         table.add_column(header, overflow="fold")
     for row in dispatch.rows[:MAX_ROWS]:
@@ -213,7 +220,11 @@ def markdown_lines(explanation: Explanation) -> list[str]:
         out += _markdown_static(explanation.static)
     if explanation.dispatch is not None:
         dispatch = explanation.dispatch
-        out += [f"<details><summary>Runtime dispatch: {_md(_dispatch_summary(dispatch))}</summary>", ""]
+        title = _dispatch_title(dispatch)
+        out += [
+            f"<details><summary>{_md(title[0].upper() + title[1:])}: {_md(_dispatch_summary(dispatch))}</summary>",
+            "",
+        ]
         rows = [_dispatch_cells(row) for row in dispatch.rows[:MAX_ROWS]]
         out += [*_md_table(["op", "(N, K)", "m", "last good", "first bad"], rows), "", "</details>", ""]
     if explanation.kernels is not None:

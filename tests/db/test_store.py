@@ -434,7 +434,7 @@ def test_closed_store_refuses_work(db_url: str) -> None:
 @pytest.mark.parametrize(
     ("url", "cause"),
     [
-        ("not a url", "Could not parse"),
+        ("://not a url", "Could not parse"),  # a string without :// is a file path (db_url)
         ("nosuchdb://host/db", "nosuchdb"),
         ("postgresql://bisect:s3cret@127.0.0.1:1/bisect", ""),  # no driver, or no server: either way one line
     ],
