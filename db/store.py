@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -351,6 +351,10 @@ class Store:
             ]
 
     # --- plumbing ----------------------------------------------------------------------------------
+
+    def reading(self) -> AbstractContextManager[Connection]:
+        """A read transaction for the read-only queries of db/queries.py; errors become StoreErrors."""
+        return self._read()
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
