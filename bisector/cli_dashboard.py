@@ -157,5 +157,5 @@ def dashboard(host: str, port: int, token_file: str | None, log_dir: str | None,
     from bisector.dashboard.server import serve, settings_from_options
 
     with translated_errors():
-        settings = settings_from_options(host, port, token_file, log_dir, db_url)
-        serve(settings)
+        settings, bind_host, bind_port = settings_from_options(host, port, token_file, log_dir, db_url)
+        serve(settings, bind_host, bind_port)
