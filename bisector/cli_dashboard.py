@@ -70,7 +70,7 @@ def list_command(
         return
     table = Table()
     for column in ("id", "status", "created", "repo", "metric", "range", "first bad", "steps"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=column != "repo")
     for s in summaries:
         table.add_row(
             str(s.id), s.status.value, s.created.strftime("%Y-%m-%d %H:%M"), s.repo, s.metric,

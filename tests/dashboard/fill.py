@@ -28,6 +28,7 @@ sys.exit(0 if good else 1)
 class Filled:
     """The bisects of a filled store: ids, and the commits a test can check against."""
 
+    log_dir: Path
     table_repo: Path
     table_shas: list[str]
     table_culprit: int
@@ -70,7 +71,7 @@ def spec(repo: Path, good: str, bad: str, **values: object) -> BisectSpec:
 
 
 def fill_store(store: Store, root: Path) -> Filled:
-    """Three real bisects: a found culprit that changes a table (with its explanation), the same range judged
+    """(With $BISECT_DATA_DIR at root/data, where the logs go.) Three real bisects: a found culprit that changes a table (with its explanation), the same range judged
     by exit code, and an ambiguous one (skipped commits beside the boundary) in another repository."""
     coordinator = Coordinator(store, make_executor, poll_interval_s=0.02)
     table_repo = root / "tables"
@@ -86,6 +87,7 @@ def fill_store(store: Store, root: Path) -> Filled:
         spec(history.path, history.shas[0], history.shas[-1], build="bash build.sh", metric=METRIC_REGEX, expect=">= 8")
     )
     return Filled(
+        log_dir=root / "data" / "logs",
         table_repo=table_repo,
         table_shas=shas,
         table_culprit=culprit,
