@@ -30,7 +30,9 @@ def filter_options(function: F) -> F:
     for decorator in reversed(
         [
             click.option("--repo", help="Only bisects of this repository (its path as stored)."),
-            click.option("--since", help="Only bisects created since: a date (2026-11-01), a datetime, or 7d, 12h, 4w."),
+            click.option(
+                "--since", help="Only bisects created since: a date (2026-11-01), a datetime, or 7d, 12h, 4w."
+            ),
         ]
     ):
         function = decorator(function)
@@ -147,10 +149,14 @@ def _counts(pairs: list[tuple[str, int]]) -> str:
 
 
 @click.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; others than loopback need a token.")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to bind; others than loopback need a token."
+)
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to listen on.")
 @click.option("--token-file", type=click.Path(dir_okay=False), help="File holding the bearer token (or $BISECT_TOKEN).")
-@click.option("--log-dir", type=click.Path(file_okay=False), help="Step logs served from here (default: data dir/logs).")
+@click.option(
+    "--log-dir", type=click.Path(file_okay=False), help="Step logs served from here (default: data dir/logs)."
+)
 @db_option
 def dashboard(host: str, port: int, token_file: str | None, log_dir: str | None, db_url: str | None) -> None:
     """Serve the web dashboard and its JSON API (read-only) over the store."""

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import closing
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import islice
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, and_, case, exists, func, literal, select
+from sqlalchemy import Connection, CursorResult, Row, Select, and_, case, exists, func, literal, select
 
 from bisector.domain import BisectStatus
 from db.schema import bisects, candidates, findings, steps
@@ -96,8 +95,11 @@ def metric_label(spec: dict[str, object]) -> str:
 
 def list_bisects(conn: Connection, where: BisectFilter, limit: int) -> list[BisectSummary]:
     """The newest `limit` bisects that match, newest first, with step counts."""
-    with closing(_matching(conn, where)) as matching:
+    matching = _matching(conn, where)
+    try:
         summaries = list(islice(matching, limit))
+    finally:
+        matching.close()  # ends the query's cursor when the limit stops the reading early
     return _with_step_counts(conn, summaries)
 
 
@@ -164,15 +166,26 @@ def _sql_conditions(where: BisectFilter) -> list[Any]:
     return conditions
 
 
-def _matching(conn: Connection, where: BisectFilter) -> Iterator[BisectSummary]:
+def _matching(conn: Connection, where: BisectFilter) -> Generator[BisectSummary]:
     """Matching bisects newest first, read in batches (the metric filter is applied here, on the spec)."""
     culprit = candidates.alias("culprit")
     query = (
         select(
-            bisects.c.id, bisects.c.repo, bisects.c.spec, bisects.c.status, bisects.c.created, bisects.c.finished,
-            bisects.c.good, bisects.c.bad, bisects.c.first_bad, bisects.c.last_good, bisects.c.message,
-            culprit.c.subject, culprit.c.author, culprit.c.pr,
-        )  # fmt: skip
+            bisects.c.id,
+            bisects.c.repo,
+            bisects.c.spec,
+            bisects.c.status,
+            bisects.c.created,
+            bisects.c.finished,
+            bisects.c.good,
+            bisects.c.bad,
+            bisects.c.first_bad,
+            bisects.c.last_good,
+            bisects.c.message,
+            culprit.c.subject,
+            culprit.c.author,
+            culprit.c.pr,
+        )
         .outerjoin(culprit, and_(culprit.c.bisect_id == bisects.c.id, culprit.c.sha == bisects.c.first_bad))
         .where(*_sql_conditions(where))
         .order_by(bisects.c.created.desc(), bisects.c.id.desc())
@@ -182,7 +195,7 @@ def _matching(conn: Connection, where: BisectFilter) -> Iterator[BisectSummary]:
         yield from _summaries(result, needle)
 
 
-def _summaries(rows: Iterable[Row[Any]], needle: str | None) -> Iterator[BisectSummary]:
+def _summaries(rows: Iterable[Row[Any]] | CursorResult[Any], needle: str | None) -> Iterator[BisectSummary]:
     for row in rows:
         label = metric_label(json.loads(row.spec))
         if needle is not None and needle not in label.casefold():

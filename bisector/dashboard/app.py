@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import FastAPI, Path as PathParam, Query, Request
+from fastapi import FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -209,4 +210,3 @@ def _require_token(app: FastAPI, token: str) -> None:
         if request.query_params.get("token"):
             response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
         return response
-

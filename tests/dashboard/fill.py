@@ -67,12 +67,14 @@ def table_history(path: Path, commits: int, culprit: int) -> list[str]:
 
 
 def spec(repo: Path, good: str, bad: str, **values: object) -> BisectSpec:
-    return BisectSpec(repo=str(repo), good=good, bad=bad, run="bash test.sh", executor="inprocess", **values)  # type: ignore[arg-type]
+    values = {"repo": str(repo), "good": good, "bad": bad, "run": "bash test.sh", "executor": "inprocess", **values}
+    return BisectSpec(**values)  # type: ignore[arg-type]
 
 
 def fill_store(store: Store, root: Path) -> Filled:
-    """(With $BISECT_DATA_DIR at root/data, where the logs go.) Three real bisects: a found culprit that changes a table (with its explanation), the same range judged
-    by exit code, and an ambiguous one (skipped commits beside the boundary) in another repository."""
+    """Three real bisects (run with $BISECT_DATA_DIR at root/data, where the logs go): a found culprit that
+    changes a table (with its explanation), the same range judged by exit code, and an ambiguous one (skipped
+    commits beside the boundary) in another repository."""
     coordinator = Coordinator(store, make_executor, poll_interval_s=0.02)
     table_repo = root / "tables"
     culprit = 7

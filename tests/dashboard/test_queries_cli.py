@@ -91,7 +91,8 @@ def test_bad_input_is_one_line_and_exit_2(store_url: str, filled: Filled, args: 
     code, out, err = bisect(store_url, *args)
     assert code == 2
     assert out == ""
-    assert err.startswith("bisect: error: ") and message in err
+    assert err.startswith("bisect: error: ")
+    assert message in err
     assert len(err.strip().splitlines()) == 1
 
 
@@ -101,9 +102,11 @@ def test_show_has_the_report_and_each_step_with_its_log_tail(store_url: str, fil
     shown = json.loads(out)
     assert shown["first_bad"]["sha"] == filled.table_shas[filled.table_culprit]
     search = [s for s in shown["steps"] if s["purpose"] == "search"]
-    assert search and all(s["log_tail"].startswith("# gpu-bisect step ") for s in search)
+    assert search
+    assert all(s["log_tail"].startswith("# gpu-bisect step ") for s in search)
     decided = [s for s in search if s["verdict"] in ("good", "bad")]
-    assert decided and all(("metric: 5.0" if s["verdict"] == "bad" else "metric: 10.0") in s["log_tail"] for s in decided)
+    assert decided
+    assert all(("metric: 5.0" if s["verdict"] == "bad" else "metric: 10.0") in s["log_tail"] for s in decided)
     code, out, _ = bisect(store_url, "show", str(filled.found_id), "--tail", "1")
     assert code == 0
     assert f"step {search[0]['id']}: {search[0]['sha'][:12]}" in out
@@ -133,4 +136,5 @@ def test_stats_per_repository_and_metric(store_url: str, filled: Filled):
     assert sum(week["bisects"] for week in stats["weekly"]) == 3
     code, out, _ = bisect(store_url, "stats", "--repo", str(filled.table_repo))
     assert code == 0
-    assert "tuning.py (1)" in out and "exit code" in out
+    assert "tuning.py (1)" in out
+    assert "exit code" in out
