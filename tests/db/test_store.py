@@ -189,7 +189,7 @@ def test_candidates_round_trip_in_position_order(store: Store) -> None:
 def test_candidates_are_all_or_nothing(store: Store) -> None:
     bisect_id = new_bisect(store)
     history = commits(5)
-    with pytest.raises(StoreError, match="UNIQUE constraint failed|duplicate key value violates unique constraint"):
+    with pytest.raises(StoreError, match=r"UNIQUE constraint failed|duplicate key value violates unique constraint"):
         store.add_candidates(bisect_id, [*history, history[2]])
     assert store.candidates(bisect_id) == []
 
