@@ -174,40 +174,28 @@ class Stats:
 
 def compute_stats(store: Store, where: BisectFilter) -> Stats:
     with store.reading() as conn:
-        rows = stats_rows(conn, where)
-    groups: dict[tuple[str, str], list[BisectSummary]] = {}
-    for summary in rows.bisects:
-        groups.setdefault((summary.repo, summary.metric), []).append(summary)
-    result = []
-    for (repo, metric), members in sorted(groups.items()):
-        found = [s for s in members if s.status is BisectStatus.FOUND]
-        finished = [s for s in members if s.status.is_terminal()]
-        times = [(s.finished - s.created).total_seconds() for s in found if s.finished]
-        files, tables = Counter[str](), Counter[str]()
-        for s in found:
-            files.update(rows.files.get(s.id, ()))
-            tables.update(rows.tables.get(s.id, ()))
-        authors = Counter(s.culprit_author for s in found if s.culprit_author)
-        result.append(
+        rows = stats_rows(conn, where, TOP_N)
+    groups = []
+    for key, statuses in sorted(rows.statuses.items()):
+        finished = sum(count for status, count in statuses.items() if status.is_terminal())
+        unclear = sum(statuses.get(status, 0) for status in _UNCLEAR)
+        times = rows.culprit_times_s.get(key, [])
+        groups.append(
             GroupStats(
-                repo=repo,
-                metric=metric,
-                bisects=len(members),
-                found=len(found),
-                running=sum(s.status is BisectStatus.RUNNING for s in members),
+                repo=key[0],
+                metric=key[1],
+                bisects=sum(statuses.values()),
+                found=statuses.get(BisectStatus.FOUND, 0),
+                running=statuses.get(BisectStatus.RUNNING, 0),
                 median_time_to_culprit_s=statistics.median(times) if times else None,
-                gpu_hours=sum(rows.device_seconds.get(s.id, 0.0) for s in members) / 3600,
-                unclear_share=sum(s.status in _UNCLEAR for s in finished) / len(finished) if finished else None,
-                top_files=_top(files),
-                top_tables=_top(tables),
-                top_authors=_top(authors),
+                gpu_hours=rows.device_seconds.get(key, 0.0) / 3600,
+                unclear_share=unclear / finished if finished else None,
+                top_files=rows.files.get(key, []),
+                top_tables=rows.tables.get(key, []),
+                top_authors=rows.authors.get(key, []),
             )
         )
-    return Stats(result, bisects_per_week([s.created for s in rows.bisects]))
-
-
-def _top(counter: Counter[str]) -> list[tuple[str, int]]:
-    return sorted(counter.items(), key=lambda item: (-item[1], item[0]))[:TOP_N]
+    return Stats(groups, bisects_per_week(rows.created))
 
 
 def bisects_per_week(created: list[datetime]) -> list[tuple[date, int]]:

@@ -6,15 +6,14 @@ dataclasses; bisector/history.py turns them into lists, tables and statistics. N
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from itertools import islice
 from typing import Any
 
-from sqlalchemy import Connection, CursorResult, Row, Select, and_, case, exists, func, literal, select
+from sqlalchemy import Connection, and_, case, exists, func, literal, select
 
 from bisector.domain import BisectStatus
 from db.schema import bisects, candidates, findings, steps
@@ -32,7 +31,6 @@ TABLE_KINDS = (
 )
 # Kinds whose `file` is not a file the culprit changed.
 NON_FILE_KINDS = ("static_summary", "dispatch", "kernel_launch")
-FETCH_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -41,7 +39,7 @@ class BisectFilter:
 
     repo: str | None = None
     status: BisectStatus | None = None
-    metric: str | None = None  # a case-insensitive substring of metric_label()
+    metric: str | None = None  # a case-insensitive substring of bisects.metric (metric_label of the spec)
     culprit_sha: str | None = None
     culprit_pr: int | None = None
     since: datetime | None = None
@@ -69,14 +67,20 @@ class BisectSummary:
     steps_running: int = 0
 
 
+GroupKey = tuple[str, str]  # (repository, metric label)
+
+
 @dataclass(frozen=True)
 class StatsRows:
-    """What the statistics aggregate, for the bisects a filter selects (keys are bisect ids)."""
+    """What the statistics aggregate, per (repository, metric), for the bisects a filter selects."""
 
-    bisects: list[BisectSummary]
-    device_seconds: dict[int, float]  # sum over steps of (build_s + run_s) x max(1, number of GPUs)
-    files: dict[int, set[str]]  # files named by the stored explanation (findings.file)
-    tables: dict[int, set[str]]  # dispatch tables and thresholds named by it (findings.name)
+    statuses: dict[GroupKey, dict[BisectStatus, int]]
+    culprit_times_s: dict[GroupKey, list[float]]  # finished - created of found bisects
+    device_seconds: dict[GroupKey, float]  # sum over steps of (build_s + run_s) x max(1, number of GPUs)
+    files: dict[GroupKey, list[tuple[str, int]]]  # findings.file -> found bisects naming it, most first
+    tables: dict[GroupKey, list[tuple[str, int]]]  # findings.name of table-like findings -> found bisects
+    authors: dict[GroupKey, list[tuple[str, int]]]  # author of the first bad commit -> found bisects
+    created: list[datetime]
 
 
 def metric_label(spec: dict[str, object]) -> str:
@@ -95,56 +99,114 @@ def metric_label(spec: dict[str, object]) -> str:
 
 def list_bisects(conn: Connection, where: BisectFilter, limit: int) -> list[BisectSummary]:
     """The newest `limit` bisects that match, newest first, with step counts."""
-    matching = _matching(conn, where)
-    try:
-        summaries = list(islice(matching, limit))
-    finally:
-        matching.close()  # ends the query's cursor when the limit stops the reading early
+    culprit = candidates.alias("culprit")
+    query = (
+        select(
+            bisects.c.id,
+            bisects.c.repo,
+            bisects.c.metric,
+            bisects.c.status,
+            bisects.c.created,
+            bisects.c.finished,
+            bisects.c.good,
+            bisects.c.bad,
+            bisects.c.first_bad,
+            bisects.c.last_good,
+            bisects.c.message,
+            culprit.c.subject,
+            culprit.c.author,
+            culprit.c.pr,
+        )
+        .outerjoin(culprit, and_(culprit.c.bisect_id == bisects.c.id, culprit.c.sha == bisects.c.first_bad))
+        .where(*_conditions(where))
+        .order_by(bisects.c.created.desc(), bisects.c.id.desc())
+        .limit(limit)
+    )
+    summaries = [
+        BisectSummary(
+            id=row.id,
+            repo=row.repo,
+            metric=row.metric,
+            status=BisectStatus(row.status),
+            created=row.created,
+            finished=row.finished,
+            good=row.good,
+            bad=row.bad,
+            first_bad=row.first_bad,
+            last_good=row.last_good,
+            message=row.message,
+            culprit_subject=row.subject,
+            culprit_author=row.author,
+            culprit_pr=row.pr,
+        )
+        for row in conn.execute(query)
+    ]
     return _with_step_counts(conn, summaries)
 
 
-def stats_rows(conn: Connection, where: BisectFilter) -> StatsRows:
-    matching = list(_matching(conn, where))
-    ids = {summary.id for summary in matching}
-    selected = _bisect_ids(where)
+def stats_rows(conn: Connection, where: BisectFilter, top: int) -> StatsRows:
+    """The aggregates of the statistics, computed by the database (`top` entries of each frequency list)."""
+    conditions = _conditions(where)
+    group = (bisects.c.repo, bisects.c.metric)
+    statuses: dict[GroupKey, dict[BisectStatus, int]] = defaultdict(dict)
+    counts = select(*group, bisects.c.status, func.count()).where(*conditions).group_by(*group, bisects.c.status)
+    for repo, metric, status, count in conn.execute(counts):
+        statuses[(repo, metric)][BisectStatus(status)] = int(count)
+    found = [*conditions, bisects.c.status == BisectStatus.FOUND.value]
+    times: dict[GroupKey, list[float]] = defaultdict(list)
+    for repo, metric, created, finished in conn.execute(
+        select(*group, bisects.c.created, bisects.c.finished).where(*found)
+    ):
+        if finished is not None:
+            times[(repo, metric)].append((finished - created).total_seconds())
     gpu_count = case(
         (steps.c.gpus == "[]", literal(1)),
         else_=func.length(steps.c.gpus) - func.length(func.replace(steps.c.gpus, ",", "")) + 1,
     )
     busy = (func.coalesce(steps.c.build_s, 0.0) + func.coalesce(steps.c.run_s, 0.0)) * gpu_count
-    device_query = (
-        select(steps.c.bisect_id, func.sum(busy)).where(steps.c.bisect_id.in_(selected)).group_by(steps.c.bisect_id)
+    device = select(*group, func.sum(busy)).join(steps, steps.c.bisect_id == bisects.c.id).where(*conditions)
+    device_seconds = {(r, m): float(total or 0.0) for r, m, total in conn.execute(device.group_by(*group))}
+    file_rows = and_(findings.c.file != "", findings.c.kind.not_in(NON_FILE_KINDS))
+    table_rows = and_(findings.c.name != "", findings.c.kind.in_(TABLE_KINDS))
+    culprit = candidates.alias("culprit")
+    culprit_join = culprit.c.sha == bisects.c.first_bad
+    return StatsRows(
+        statuses=dict(statuses),
+        culprit_times_s=dict(times),
+        device_seconds=device_seconds,
+        files=_frequent(conn, findings.c.file, findings.c.bisect_id, file_rows, found, top),
+        tables=_frequent(conn, findings.c.name, findings.c.bisect_id, table_rows, found, top),
+        authors=_frequent(conn, culprit.c.author, culprit.c.bisect_id, culprit_join, found, top),
+        created=[row[0] for row in conn.execute(select(bisects.c.created).where(*conditions))],
     )
-    device_seconds = {row[0]: float(row[1] or 0.0) for row in conn.execute(device_query) if row[0] in ids}
-    found = _bisect_ids(where, found_only=True)
-    files: dict[int, set[str]] = {}
-    tables: dict[int, set[str]] = {}
-    finding_query = select(findings.c.bisect_id, findings.c.kind, findings.c.file, findings.c.name).where(
-        findings.c.bisect_id.in_(found)
+
+
+def _frequent(
+    conn: Connection, value: Any, bisect_id: Any, rows: Any, conditions: list[Any], top: int
+) -> dict[GroupKey, list[tuple[str, int]]]:
+    """Per group, the `top` values (of the `rows` of value's table) named by most bisects (ties by value),
+    each bisect counted once."""
+    query = (
+        select(bisects.c.repo, bisects.c.metric, value, func.count(bisect_id.distinct()))
+        .select_from(bisects)
+        .join(value.table, and_(bisect_id == bisects.c.id, rows))
+        .where(*conditions)
+        .group_by(bisects.c.repo, bisects.c.metric, value)
     )
-    for bisect_id, kind, file, name in conn.execute(finding_query):
-        if bisect_id not in ids:
-            continue
-        if file and kind not in NON_FILE_KINDS:
-            files.setdefault(bisect_id, set()).add(file)
-        if name and kind in TABLE_KINDS:
-            tables.setdefault(bisect_id, set()).add(name)
-    return StatsRows(matching, device_seconds, files, tables)
+    grouped: dict[GroupKey, list[tuple[str, int]]] = defaultdict(list)
+    for repo, metric, name, bisect_count in conn.execute(query):
+        grouped[(repo, metric)].append((name, int(bisect_count)))
+    return {key: sorted(pairs, key=lambda pair: (-pair[1], pair[0]))[:top] for key, pairs in grouped.items()}
 
 
-def _bisect_ids(where: BisectFilter, *, found_only: bool = False) -> Select[Any]:
-    query = select(bisects.c.id).where(*_sql_conditions(where))
-    if found_only:
-        query = query.where(bisects.c.status == BisectStatus.FOUND.value)
-    return query
-
-
-def _sql_conditions(where: BisectFilter) -> list[Any]:
+def _conditions(where: BisectFilter) -> list[Any]:
     conditions: list[Any] = []
     if where.repo is not None:
         conditions.append(bisects.c.repo == where.repo)
     if where.status is not None:
         conditions.append(bisects.c.status == where.status.value)
+    if where.metric is not None:
+        conditions.append(func.lower(bisects.c.metric).contains(where.metric.lower(), autoescape=True))
     if where.since is not None:
         conditions.append(bisects.c.created >= where.since)
     if where.culprit_sha is not None:
@@ -164,58 +226,6 @@ def _sql_conditions(where: BisectFilter) -> list[Any]:
             ),
         ]
     return conditions
-
-
-def _matching(conn: Connection, where: BisectFilter) -> Generator[BisectSummary]:
-    """Matching bisects newest first, read in batches (the metric filter is applied here, on the spec)."""
-    culprit = candidates.alias("culprit")
-    query = (
-        select(
-            bisects.c.id,
-            bisects.c.repo,
-            bisects.c.spec,
-            bisects.c.status,
-            bisects.c.created,
-            bisects.c.finished,
-            bisects.c.good,
-            bisects.c.bad,
-            bisects.c.first_bad,
-            bisects.c.last_good,
-            bisects.c.message,
-            culprit.c.subject,
-            culprit.c.author,
-            culprit.c.pr,
-        )
-        .outerjoin(culprit, and_(culprit.c.bisect_id == bisects.c.id, culprit.c.sha == bisects.c.first_bad))
-        .where(*_sql_conditions(where))
-        .order_by(bisects.c.created.desc(), bisects.c.id.desc())
-    )
-    needle = where.metric.casefold() if where.metric else None
-    with conn.execution_options(yield_per=FETCH_BATCH).execute(query) as result:
-        yield from _summaries(result, needle)
-
-
-def _summaries(rows: Iterable[Row[Any]] | CursorResult[Any], needle: str | None) -> Iterator[BisectSummary]:
-    for row in rows:
-        label = metric_label(json.loads(row.spec))
-        if needle is not None and needle not in label.casefold():
-            continue
-        yield BisectSummary(
-            id=row.id,
-            repo=row.repo,
-            metric=label,
-            status=BisectStatus(row.status),
-            created=row.created,
-            finished=row.finished,
-            good=row.good,
-            bad=row.bad,
-            first_bad=row.first_bad,
-            last_good=row.last_good,
-            message=row.message,
-            culprit_subject=row.subject,
-            culprit_author=row.author,
-            culprit_pr=row.pr,
-        )
 
 
 def _with_step_counts(conn: Connection, summaries: Sequence[BisectSummary]) -> list[BisectSummary]:

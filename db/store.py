@@ -32,6 +32,7 @@ from bisector.domain import (
 from bisector.errors import StateError, StoreError, UnknownBisectError
 from db.engine import WRITE_OPTIONS, default_db_url, make_engine, mask_url
 from db.migrate import upgrade
+from db.queries import metric_label
 from db.schema import bisects, candidates, findings, steps
 
 INTERRUPTED_DETAIL = "coordinator stopped while the step ran"
@@ -118,6 +119,7 @@ class Store:
             "created": _aware(created),
             "message": "",
             "extra": _dump({}),
+            "metric": metric_label(spec),
         }
         with self._write() as conn:
             return _inserted_id(conn.execute(insert(bisects).values(values)))
@@ -245,8 +247,8 @@ class Store:
                 "bisect_id": bisect_id,
                 "sha": step.sha,
                 "attempt": step.attempt,
-                "worker": step.worker,
-                "node": step.node,
+                "worker": _text(step.worker),
+                "node": _text(step.node),
                 "gpus": _dump(list(step.gpus)),
                 "started": _aware(step.started),
                 "samples": _dump([]),
@@ -421,17 +423,22 @@ def _result_values(result: StepResult, finished: datetime) -> dict[str, object]:
         "build_s": result.build_s,
         "run_s": result.run_s,
         "error_kind": None if result.error_kind is None else ErrorKind(result.error_kind).value,
-        "detail": result.detail,
-        "log_path": result.log_path,
+        "detail": _text(result.detail),
+        "log_path": _text(result.log_path),
     }
     # The executor may know better where the step really ran (a Ray actor placed on another node).
     if result.worker:
-        values["worker"] = result.worker
+        values["worker"] = _text(result.worker)
     if result.node:
-        values["node"] = result.node
+        values["node"] = _text(result.node)
     if result.gpus:
         values["gpus"] = _dump(list(result.gpus))
     return values
+
+
+def _text(value: str) -> str:
+    """Text as every backend stores it: PostgreSQL refuses NUL characters, so each becomes U+FFFD."""
+    return value.replace("\x00", "\ufffd")
 
 
 def _inserted_id(result: CursorResult[Any]) -> int:

@@ -376,6 +376,11 @@ results = st.builds(
 )
 
 
+def nul(text: str) -> str:
+    """What the store keeps of text: NUL characters become U+FFFD (PostgreSQL cannot store them)."""
+    return text.replace("\x00", "\ufffd")
+
+
 def test_finish_step_round_trips_any_result(store: Store) -> None:
     bisect_id = new_bisect(store)
 
@@ -388,9 +393,13 @@ def test_finish_step_round_trips_any_result(store: Store) -> None:
         assert step.verdict == result.verdict
         assert step.samples == result.samples
         assert (step.exit_code, step.build_s, step.run_s) == (result.exit_code, result.build_s, result.run_s)
-        assert (step.error_kind, step.detail, step.log_path) == (result.error_kind, result.detail, result.log_path)
-        assert step.worker == (result.worker or "start-worker")
-        assert step.node == (result.node or "start-node")
+        assert (step.error_kind, step.detail, step.log_path) == (
+            result.error_kind,
+            nul(result.detail),
+            nul(result.log_path),
+        )
+        assert step.worker == (nul(result.worker) or "start-worker")
+        assert step.node == (nul(result.node) or "start-node")
         assert step.gpus == (result.gpus or (7,))
         assert step.finished == finished
         assert step.finished is not None
