@@ -85,6 +85,7 @@ def generate(url: str, n_bisects: int, steps_per: int, seed: int = 7) -> dict[st
             "first_bad": shas[boundary] if status in ("found", "ambiguous") else None,
             "last_good": shas[boundary - 1] if status in ("found", "ambiguous") else None,
             "message": "", "extra": "{}", "metric": metric_label(spec),
+            "device_s": steps_per * 30.0,  # each step: build 10 s + run 20 s on one GPU
         })  # fmt: skip
         if status == "found" and not culprit:
             culprit = shas[boundary]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -195,18 +194,17 @@ def compute_stats(store: Store, where: BisectFilter) -> Stats:
                 top_authors=rows.authors.get(key, []),
             )
         )
-    return Stats(groups, bisects_per_week(rows.created))
+    return Stats(groups, bisects_per_week(rows.weekly))
 
 
-def bisects_per_week(created: list[datetime]) -> list[tuple[date, int]]:
-    """Counts per ISO week (keyed by its Monday), every week from the first to the last, zeros included."""
-    if not created:
+def bisects_per_week(counts: dict[date, int]) -> list[tuple[date, int]]:
+    """Every week (keyed by its Monday) from the first to the last with bisects, zeros included."""
+    if not counts:
         return []
-    mondays = Counter(moment.date() - timedelta(days=moment.weekday()) for moment in created)
-    week, last = min(mondays), max(mondays)
+    week, last = min(counts), max(counts)
     weeks = []
     while week <= last:
-        weeks.append((week, mondays.get(week, 0)))
+        weeks.append((week, counts.get(week, 0)))
         week += timedelta(weeks=1)
     return weeks
 

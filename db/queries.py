@@ -10,10 +10,10 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, exists, func, literal, select
+from sqlalchemy import Connection, Update, and_, case, exists, func, literal, select, update
 
 from bisector.domain import BisectStatus
 from db.schema import bisects, candidates, findings, steps
@@ -80,7 +80,27 @@ class StatsRows:
     files: dict[GroupKey, list[tuple[str, int]]]  # findings.file -> found bisects naming it, most first
     tables: dict[GroupKey, list[tuple[str, int]]]  # findings.name of table-like findings -> found bisects
     authors: dict[GroupKey, list[tuple[str, int]]]  # author of the first bad commit -> found bisects
-    created: list[datetime]
+    weekly: dict[date, int]  # Monday of each week with bisects -> bisects created that week
+
+
+def step_device_seconds() -> Any:
+    """SQL: a step's (build_s + run_s) x the number of GPUs it held, a CPU-only step counting as one device
+    (gpus is a JSON list: its commas + 1, or 1 for `[]`)."""
+    gpu_count = case(
+        (steps.c.gpus == "[]", literal(1)),
+        else_=func.length(steps.c.gpus) - func.length(func.replace(steps.c.gpus, ",", "")) + 1,
+    )
+    return (func.coalesce(steps.c.build_s, 0.0) + func.coalesce(steps.c.run_s, 0.0)) * gpu_count
+
+
+def add_device_seconds(step_id: int) -> Update:
+    """SQL that adds a just-finished step's device seconds to its bisect's device_s (Store.finish_steps)."""
+    of_step = steps.c.id == step_id
+    return (
+        update(bisects)
+        .where(bisects.c.id == select(steps.c.bisect_id).where(of_step).scalar_subquery())
+        .values(device_s=bisects.c.device_s + select(step_device_seconds()).where(of_step).scalar_subquery())
+    )
 
 
 def metric_label(spec: dict[str, object]) -> str:
@@ -159,13 +179,8 @@ def stats_rows(conn: Connection, where: BisectFilter, top: int) -> StatsRows:
     ):
         if finished is not None:
             times[(repo, metric)].append((finished - created).total_seconds())
-    gpu_count = case(
-        (steps.c.gpus == "[]", literal(1)),
-        else_=func.length(steps.c.gpus) - func.length(func.replace(steps.c.gpus, ",", "")) + 1,
-    )
-    busy = (func.coalesce(steps.c.build_s, 0.0) + func.coalesce(steps.c.run_s, 0.0)) * gpu_count
-    device = select(*group, func.sum(busy)).join(steps, steps.c.bisect_id == bisects.c.id).where(*conditions)
-    device_seconds = {(r, m): float(total or 0.0) for r, m, total in conn.execute(device.group_by(*group))}
+    device = select(*group, func.sum(bisects.c.device_s)).where(*conditions).group_by(*group)
+    device_seconds = {(r, m): float(total or 0.0) for r, m, total in conn.execute(device)}
     file_rows = and_(findings.c.file != "", findings.c.kind.not_in(NON_FILE_KINDS))
     table_rows = and_(findings.c.name != "", findings.c.kind.in_(TABLE_KINDS))
     culprit = candidates.alias("culprit")
@@ -177,8 +192,27 @@ def stats_rows(conn: Connection, where: BisectFilter, top: int) -> StatsRows:
         files=_frequent(conn, findings.c.file, findings.c.bisect_id, file_rows, found, top),
         tables=_frequent(conn, findings.c.name, findings.c.bisect_id, table_rows, found, top),
         authors=_frequent(conn, culprit.c.author, culprit.c.bisect_id, culprit_join, found, top),
-        created=[row[0] for row in conn.execute(select(bisects.c.created).where(*conditions))],
+        weekly=_weekly(conn, conditions),
     )
+
+
+def _seconds_between(conn: Connection, start: Any, end: Any) -> Any:
+    if conn.dialect.name == "sqlite":  # SQLite keeps datetimes as ISO text in UTC
+        return (func.julianday(end) - func.julianday(start)) * 86400.0
+    return func.extract("epoch", end - start)
+
+
+def _weekly(conn: Connection, conditions: list[Any]) -> dict[date, int]:
+    """Bisects created per ISO week, keyed by the week's Monday (UTC)."""
+    if conn.dialect.name == "sqlite":
+        monday: Any = func.date(bisects.c.created, "weekday 0", "-6 days")
+    else:
+        monday = func.date(func.date_trunc("week", func.timezone("UTC", bisects.c.created)))
+    query = select(monday, func.count()).where(*conditions).group_by(monday)
+    weeks = {}
+    for week, count in conn.execute(query):
+        weeks[week if isinstance(week, date) else date.fromisoformat(week)] = int(count)
+    return weeks
 
 
 def _frequent(

@@ -76,13 +76,16 @@ bisects = Table(
     Column("message", Text, nullable=False),
     Column("extra", Text, nullable=False),  # JSON object: confidence, analysis summaries, ...
     Column("metric", Text, nullable=False, server_default=""),  # db.queries.metric_label(spec), for filters
+    # Sum over its finished steps of db.queries.step_device_seconds, kept by Store.finish_steps (statistics).
+    Column("device_s", Float, nullable=False, server_default="0"),
     # The dashboard lists bisects newest first, optionally per status or per repository, and looks up
     # earlier bisects that blamed a given commit.
     Index("ix_bisects_created", "created"),
     Index("ix_bisects_status_created", "status", "created"),
     Index("ix_bisects_repo_created", "repo", "created"),
     Index("ix_bisects_first_bad", "first_bad"),
-    Index("ix_bisects_repo_metric", "repo", "metric"),  # statistics per repository and metric
+    # Statistics per repository and metric, read from the index alone.
+    Index("ix_bisects_repo_metric", "repo", "metric", "status", "created", "finished", "device_s"),
 )
 
 candidates = Table(
@@ -128,8 +131,6 @@ steps = Table(
     Index("ix_steps_sha", "sha"),
     Index("ix_steps_node_started", "node", "started"),
     Index("ix_steps_started", "started"),
-    # Covers the GPU-hours sum of the statistics (read from the index alone).
-    Index("ix_steps_bisect_id_busy", "bisect_id", "build_s", "run_s", "gpus"),
 )
 
 findings = Table(

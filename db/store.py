@@ -32,7 +32,7 @@ from bisector.domain import (
 from bisector.errors import StateError, StoreError, UnknownBisectError
 from db.engine import WRITE_OPTIONS, default_db_url, make_engine, mask_url
 from db.migrate import upgrade
-from db.queries import metric_label
+from db.queries import add_device_seconds, metric_label
 from db.schema import bisects, candidates, findings, steps
 
 INTERRUPTED_DETAIL = "coordinator stopped while the step ran"
@@ -283,6 +283,7 @@ class Store:
             for step_id, result, finished in results:
                 guarded = update(steps).where(steps.c.id == step_id, steps.c.verdict.is_(None))
                 if conn.execute(guarded.values(_result_values(result, finished))).rowcount == 1:
+                    conn.execute(add_device_seconds(step_id))
                     continue
                 row = conn.execute(select(steps.c.sha, steps.c.verdict).where(steps.c.id == step_id)).one_or_none()
                 if row is None:

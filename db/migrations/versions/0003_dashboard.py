@@ -1,4 +1,5 @@
-"""bisects.metric (the metric's short name, for filters and statistics) and the dashboard's indexes
+"""bisects.metric (the metric's short name) and bisects.device_s (device seconds of its steps), for the
+dashboard's filters and statistics, with their index
 
 Revision ID: 0003_dashboard
 Revises: 0002
@@ -35,6 +36,7 @@ def _metric_label(spec: dict[str, object]) -> str:
 def upgrade() -> None:
     with op.batch_alter_table("bisects") as batch:
         batch.add_column(sa.Column("metric", sa.Text(), nullable=False, server_default=""))
+        batch.add_column(sa.Column("device_s", sa.Float(), nullable=False, server_default="0"))
     connection = op.get_bind()
     table = sa.table(
         "bisects", sa.column("id", sa.Integer()), sa.column("spec", sa.Text()), sa.column("metric", sa.Text())
@@ -44,12 +46,21 @@ def upgrade() -> None:
     if updates:
         statement = table.update().where(table.c.id == sa.bindparam("row_id")).values(metric=sa.bindparam("label"))
         connection.execute(statement, updates)
-    op.create_index("ix_bisects_repo_metric", "bisects", ["repo", "metric"])
-    op.create_index("ix_steps_bisect_id_busy", "steps", ["bisect_id", "build_s", "run_s", "gpus"])
+    # Device seconds of finished steps: (build_s + run_s) x number of GPUs (commas of the JSON list + 1; 1 for []).
+    connection.execute(
+        sa.text(
+            "UPDATE bisects SET device_s = COALESCE((SELECT SUM((COALESCE(build_s, 0) + COALESCE(run_s, 0)) * "
+            "CASE WHEN gpus = '[]' THEN 1 ELSE LENGTH(gpus) - LENGTH(REPLACE(gpus, ',', '')) + 1 END) "
+            "FROM steps WHERE steps.bisect_id = bisects.id AND steps.verdict IS NOT NULL), 0)"
+        )
+    )
+    op.create_index(
+        "ix_bisects_repo_metric", "bisects", ["repo", "metric", "status", "created", "finished", "device_s"]
+    )
 
 
 def downgrade() -> None:
-    op.drop_index("ix_steps_bisect_id_busy", table_name="steps")
     op.drop_index("ix_bisects_repo_metric", table_name="bisects")
     with op.batch_alter_table("bisects") as batch:
+        batch.drop_column("device_s")
         batch.drop_column("metric")
