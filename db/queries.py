@@ -166,6 +166,9 @@ def list_bisects(conn: Connection, where: BisectFilter, limit: int) -> list[Bise
 
 def stats_rows(conn: Connection, where: BisectFilter, top: int) -> StatsRows:
     """The aggregates of the statistics, computed by the database (`top` entries of each frequency list)."""
+    if conn.dialect.name == "postgresql":
+        # These aggregates take milliseconds; PostgreSQL's JIT would spend a few hundred compiling them.
+        conn.exec_driver_sql("SET LOCAL jit = off")
     conditions = _conditions(where)
     group = (bisects.c.repo, bisects.c.metric)
     statuses: dict[GroupKey, dict[BisectStatus, int]] = defaultdict(dict)
@@ -183,15 +186,13 @@ def stats_rows(conn: Connection, where: BisectFilter, top: int) -> StatsRows:
     device_seconds = {(r, m): float(total or 0.0) for r, m, total in conn.execute(device)}
     file_rows = and_(findings.c.file != "", findings.c.kind.not_in(NON_FILE_KINDS))
     table_rows = and_(findings.c.name != "", findings.c.kind.in_(TABLE_KINDS))
-    culprit = candidates.alias("culprit")
-    culprit_join = culprit.c.sha == bisects.c.first_bad
     return StatsRows(
         statuses=dict(statuses),
         culprit_times_s=dict(times),
         device_seconds=device_seconds,
         files=_frequent(conn, findings.c.file, findings.c.bisect_id, file_rows, found, top),
         tables=_frequent(conn, findings.c.name, findings.c.bisect_id, table_rows, found, top),
-        authors=_frequent(conn, culprit.c.author, culprit.c.bisect_id, culprit_join, found, top),
+        authors=_culprit_authors(conn, found, top),
         weekly=_weekly(conn, conditions),
     )
 
@@ -230,6 +231,27 @@ def _frequent(
     grouped: dict[GroupKey, list[tuple[str, int]]] = defaultdict(list)
     for repo, metric, name, bisect_count in conn.execute(query):
         grouped[(repo, metric)].append((name, int(bisect_count)))
+    return {key: sorted(pairs, key=lambda pair: (-pair[1], pair[0]))[:top] for key, pairs in grouped.items()}
+
+
+def _culprit_authors(conn: Connection, found: list[Any], top: int) -> dict[GroupKey, list[tuple[str, int]]]:
+    """Per group, the `top` authors of first bad commits. A correlated lookup per found bisect (through
+    ix_candidates_bisect_id_sha): planners misjudge the two-column join and scan every candidate instead."""
+    author = (
+        select(candidates.c.author)
+        .where(candidates.c.bisect_id == bisects.c.id, candidates.c.sha == bisects.c.first_bad)
+        .limit(1)
+        .scalar_subquery()
+    )
+    culprits = select(bisects.c.repo, bisects.c.metric, author.label("author")).where(*found).subquery()
+    query = select(culprits.c.repo, culprits.c.metric, culprits.c.author, func.count()).where(
+        culprits.c.author.is_not(None)
+    )
+    grouped: dict[GroupKey, list[tuple[str, int]]] = defaultdict(list)
+    for repo, metric, name, count in conn.execute(
+        query.group_by(culprits.c.repo, culprits.c.metric, culprits.c.author)
+    ):
+        grouped[(repo, metric)].append((name, int(count)))
     return {key: sorted(pairs, key=lambda pair: (-pair[1], pair[0]))[:top] for key, pairs in grouped.items()}
 
 

@@ -101,6 +101,8 @@ candidates = Table(
     # Which bisects covered a commit or a PR.
     Index("ix_candidates_sha", "sha"),
     Index("ix_candidates_pr", "pr"),
+    # The first bad commit of each bisect (its author and PR) for lists and statistics.
+    Index("ix_candidates_bisect_id_sha", "bisect_id", "sha", "author"),
 )
 
 steps = Table(
@@ -149,4 +151,6 @@ findings = Table(
     # A bisect's explanation in order, and across bisects: which ones changed a given table or file.
     Index("ix_findings_bisect_id_id", "bisect_id", "id"),
     Index("ix_findings_name_file", "name", "file"),
+    # Frequent culprit files and tables per repository and metric, read from the index alone.
+    Index("ix_findings_bisect_id_kind", "bisect_id", "kind", "file", "name"),
 )

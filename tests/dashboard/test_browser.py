@@ -25,6 +25,9 @@ CHROMIUM_FLAGS = [
 ]
 
 
+BROWSER_TIMEOUT_MS = 180_000  # a generous bound for a loaded machine; waits end as soon as the page is there
+
+
 def chromium_path() -> str:
     path = os.environ.get("BISECT_TEST_CHROMIUM", "/usr/bin/chromium")
     if Path(path).exists():
@@ -50,7 +53,9 @@ def page(store_url: str, filled: Filled) -> Iterator[tuple[object, str]]:
     with running_dashboard(store_url, filled.log_dir) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
         try:
-            yield browser.new_page(viewport={"width": 1280, "height": 1000}), base
+            tab = browser.new_page(viewport={"width": 1280, "height": 1000})
+            tab.set_default_timeout(BROWSER_TIMEOUT_MS)
+            yield tab, base
         finally:
             browser.close()
 

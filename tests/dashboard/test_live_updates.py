@@ -29,16 +29,17 @@ def wait_for(predicate, what: str):
 
 
 def test_running_bisect_progress_in_the_api_and_the_page(tmp_path: Path):
-    history = culprit_history(tmp_path / "repo", 24, 17, sleep_s=1.0)
+    history = culprit_history(tmp_path / "repo", 24, 17, sleep_s=3.0)  # each step runs for 3 s
     store_url = f"sqlite:///{tmp_path / 'bisect.db'}"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECT_DB": store_url, "BISECT_DATA_DIR": str(tmp_path / "data")}
     command = [
         sys.executable, "-m", "bisector", "start", "--repo", str(history.path), "--good", history.shas[0],
         "--bad", history.shas[-1], "--run", "bash test.sh", "--workers", "2", "--no-explain",
     ]  # fmt: skip
-    bisect = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        with running_dashboard(store_url, tmp_path / "data" / "logs") as base:
+    with running_dashboard(store_url, tmp_path / "data" / "logs") as base:
+        # The dashboard serves the store before the bisect starts, so no state of the bisect goes unseen.
+        bisect = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
 
             def api(path: str):
                 response = httpx.get(base + path, timeout=60.0)
@@ -65,8 +66,8 @@ def test_running_bisect_progress_in_the_api_and_the_page(tmp_path: Path):
             assert done["status"] == "found"
             assert done["progress"]["running"] == 0
             assert api(f"/api/bisects/{bisect_id}")["first_bad"]["sha"] == history.shas[17]
-    finally:
-        bisect.wait(timeout=WAIT_S)
+        finally:
+            bisect.wait(timeout=WAIT_S)
     assert bisect.returncode == 0
 
 

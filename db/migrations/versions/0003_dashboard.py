@@ -57,9 +57,13 @@ def upgrade() -> None:
     op.create_index(
         "ix_bisects_repo_metric", "bisects", ["repo", "metric", "status", "created", "finished", "device_s"]
     )
+    op.create_index("ix_candidates_bisect_id_sha", "candidates", ["bisect_id", "sha", "author"])
+    op.create_index("ix_findings_bisect_id_kind", "findings", ["bisect_id", "kind", "file", "name"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_findings_bisect_id_kind", table_name="findings")
+    op.drop_index("ix_candidates_bisect_id_sha", table_name="candidates")
     op.drop_index("ix_bisects_repo_metric", table_name="bisects")
     with op.batch_alter_table("bisects") as batch:
         batch.drop_column("device_s")
