@@ -138,7 +138,7 @@ def stats(repo: str | None, since: str | None, db_url: str | None, output_format
         table.add_row(
             g.repo, g.metric, str(g.bisects), str(g.found),
             "-" if g.median_time_to_culprit_s is None else f"{g.median_time_to_culprit_s:.1f}s",
-            f"{g.gpu_hours:.3f}", "-" if g.unclear_share is None else f"{g.unclear_share:.0%}",
+            f"{g.gpu_hours:.3g}", "-" if g.unclear_share is None else f"{g.unclear_share:.0%}",
             _counts(g.top_files), _counts(g.top_tables), _counts(g.top_authors),
         )  # fmt: skip
     out_console().print(table)
