@@ -11,30 +11,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from browser import BROWSER_TIMEOUT_MS, CHROMIUM_FLAGS, chromium_path
 from fill import Filled
 from server import ROOT, running_dashboard
-
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-BROWSER_TIMEOUT_MS = 180_000  # a generous bound for a loaded machine; waits end as soon as the page is there
-
-
-def chromium_path() -> str:
-    path = os.environ.get("BISECT_TEST_CHROMIUM", "/usr/bin/chromium")
-    if Path(path).exists():
-        return path
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI needs Chromium at {path}: .ci/run installs Debian's chromium")
-    pytest.skip(f"no Chromium at {path}")
 
 
 def artifacts_dir() -> Path:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from browser import CHROMIUM_FLAGS, chromium_expected, chromium_path
 from server import ROOT, running_dashboard
-from test_browser import CHROMIUM_FLAGS, chromium_path
 
 from bisector.synthetic import culprit_history
 
@@ -55,10 +55,7 @@ def test_running_bisect_progress_in_the_api_and_the_page(tmp_path: Path):
             assert any(step["verdict"] == "running" for step in running["steps"])
             page = httpx.get(f"{base}/", timeout=60.0).text
             assert f'data-id="{bisect_id}" data-status="running"' in page
-            if (
-                os.environ.get("CI") == "true"
-                or Path(os.environ.get("BISECT_TEST_CHROMIUM", "/usr/bin/chromium")).exists()
-            ):
+            if chromium_expected():
                 follow_in_the_browser(base, bisect_id)
             done = wait_for(
                 lambda: (s := api(f"/api/bisects/{bisect_id}/steps")) and s["status"] != "running" and s, "the end"
