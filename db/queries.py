@@ -83,14 +83,25 @@ class StatsRows:
     weekly: dict[date, int]  # Monday of each week with bisects -> bisects created that week
 
 
+MAX_STEP_PHASE_S = 1e9  # build_s and run_s count up to this each: a broken clock cannot overflow the sums
+
+
 def step_device_seconds() -> Any:
     """SQL: a step's (build_s + run_s) x the number of GPUs it held, a CPU-only step counting as one device
-    (gpus is a JSON list: its commas + 1, or 1 for `[]`)."""
+    (gpus is a JSON list: its commas + 1, or 1 for `[]`); each time is clamped to [0, MAX_STEP_PHASE_S]."""
     gpu_count = case(
         (steps.c.gpus == "[]", literal(1)),
         else_=func.length(steps.c.gpus) - func.length(func.replace(steps.c.gpus, ",", "")) + 1,
     )
-    return (func.coalesce(steps.c.build_s, 0.0) + func.coalesce(steps.c.run_s, 0.0)) * gpu_count
+    return (_clamped(steps.c.build_s) + _clamped(steps.c.run_s)) * gpu_count
+
+
+def _clamped(seconds: Any) -> Any:
+    return case(
+        (seconds > MAX_STEP_PHASE_S, literal(MAX_STEP_PHASE_S)),
+        (seconds > 0.0, seconds),
+        else_=literal(0.0),
+    )
 
 
 def add_device_seconds(step_id: int) -> Update:

@@ -46,10 +46,13 @@ def upgrade() -> None:
     if updates:
         statement = table.update().where(table.c.id == sa.bindparam("row_id")).values(metric=sa.bindparam("label"))
         connection.execute(statement, updates)
-    # Device seconds of finished steps: (build_s + run_s) x number of GPUs (commas of the JSON list + 1; 1 for []).
+    # Device seconds of finished steps: (build_s + run_s) x number of GPUs (commas of the JSON list + 1; 1 for []),
+    # each time clamped to [0, 1e9] s as db.queries.step_device_seconds does.
+    clamp = "CASE WHEN {0} > 1e9 THEN 1e9 WHEN {0} > 0 THEN {0} ELSE 0 END"
+    busy = f"({clamp.format('build_s')} + {clamp.format('run_s')})"
     connection.execute(
         sa.text(
-            "UPDATE bisects SET device_s = COALESCE((SELECT SUM((COALESCE(build_s, 0) + COALESCE(run_s, 0)) * "
+            f"UPDATE bisects SET device_s = COALESCE((SELECT SUM({busy} * "
             "CASE WHEN gpus = '[]' THEN 1 ELSE LENGTH(gpus) - LENGTH(REPLACE(gpus, ',', '')) + 1 END) "
             "FROM steps WHERE steps.bisect_id = bisects.id AND steps.verdict IS NOT NULL), 0)"
         )
