@@ -351,27 +351,6 @@ def minimize(bisect_id: int, db_url: str | None, output_format: str) -> None:
         print_report(store, bisect_id, output_format)
 
 
-@main.command(name="list")
-@click.option("--limit", type=int, default=20, show_default=True, help="How many bisects to show, newest first.")
-@db_option
-def list_command(limit: int, db_url: str | None) -> None:
-    """List past and running bisects."""
-    from rich.table import Table
-
-    from bisector.app import open_store
-
-    with translated_errors(), open_store(db_url, read_only=True) as store:
-        table = Table()
-        for column in ("id", "status", "created", "repo", "range", "first bad"):
-            table.add_column(column, overflow="fold")
-        for record in store.list_bisects(limit):
-            table.add_row(
-                str(record.id), record.status.value, record.created.strftime("%Y-%m-%d %H:%M"), record.repo,
-                f"{record.good[:10]}..{record.bad[:10]}", (record.first_bad or "")[:12],
-            )  # fmt: skip
-        out_console().print(table)
-
-
 @main.group()
 def demo() -> None:
     """The embedded demo: a kernel-stack history with a planted batch-variance regression."""
@@ -447,9 +426,16 @@ def _make_demo(directory: Path, commits: int, seed: int) -> Any:
     return repo
 
 
+from bisector import cli_dashboard  # noqa: E402  (registered after `main` is defined)
 from bisector.cli_habits import HABIT_COMMANDS  # noqa: E402  (the commands of cli_habits.py)
 
-for _command in HABIT_COMMANDS:
+for _command in (
+    cli_dashboard.list_command,
+    cli_dashboard.show,
+    cli_dashboard.stats,
+    cli_dashboard.dashboard,
+    *HABIT_COMMANDS,
+):
     main.add_command(_command)
 
 

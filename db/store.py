@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -34,6 +34,7 @@ from bisector.domain import (
 from bisector.errors import StateError, StoreError, UnknownBisectError
 from db.engine import WRITE_OPTIONS, db_url, default_db_url, make_engine, make_read_only_engine, mask_url
 from db.migrate import at_head, upgrade
+from db.queries import add_device_seconds, metric_label
 from db.schema import bisects, candidates, findings, steps
 
 INTERRUPTED_DETAIL = "coordinator stopped while the step ran"
@@ -149,6 +150,7 @@ class Store:
             "created": _aware(created),
             "message": "",
             "extra": _dump({}),
+            "metric": metric_label(spec),
         }
         with self._write() as conn:
             return _inserted_id(conn.execute(insert(bisects).values(values)))
@@ -323,8 +325,8 @@ class Store:
                 "bisect_id": bisect_id,
                 "sha": step.sha,
                 "attempt": step.attempt,
-                "worker": step.worker,
-                "node": step.node,
+                "worker": _text(step.worker),
+                "node": _text(step.node),
                 "gpus": _dump(list(step.gpus)),
                 "started": _aware(step.started),
                 "samples": _dump([]),
@@ -359,6 +361,7 @@ class Store:
             for step_id, result, finished in results:
                 guarded = update(steps).where(steps.c.id == step_id, steps.c.verdict.is_(None))
                 if conn.execute(guarded.values(_result_values(result, finished))).rowcount == 1:
+                    conn.execute(add_device_seconds(step_id))
                     continue
                 row = conn.execute(select(steps.c.sha, steps.c.verdict).where(steps.c.id == step_id)).one_or_none()
                 if row is None:
@@ -457,6 +460,10 @@ class Store:
 
     # --- plumbing ----------------------------------------------------------------------------------
 
+    def reading(self) -> AbstractContextManager[Connection]:
+        """A read transaction for the read-only queries of db/queries.py; errors become StoreErrors."""
+        return self._read()
+
     @contextmanager
     def _read(self) -> Iterator[Connection]:
         with self._transaction(self._engine) as conn:
@@ -522,17 +529,22 @@ def _result_values(result: StepResult, finished: datetime) -> dict[str, object]:
         "build_s": result.build_s,
         "run_s": result.run_s,
         "error_kind": None if result.error_kind is None else ErrorKind(result.error_kind).value,
-        "detail": result.detail,
-        "log_path": result.log_path,
+        "detail": _text(result.detail),
+        "log_path": _text(result.log_path),
     }
     # The executor may know better where the step really ran (a Ray actor placed on another node).
     if result.worker:
-        values["worker"] = result.worker
+        values["worker"] = _text(result.worker)
     if result.node:
-        values["node"] = result.node
+        values["node"] = _text(result.node)
     if result.gpus:
         values["gpus"] = _dump(list(result.gpus))
     return values
+
+
+def _text(value: str) -> str:
+    """Text as every backend stores it: PostgreSQL refuses NUL characters, so each becomes U+FFFD."""
+    return value.replace("\x00", "\ufffd")
 
 
 def _inserted_id(result: CursorResult[Any]) -> int:
