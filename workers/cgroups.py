@@ -52,7 +52,9 @@ class StepCgroup:
         mount, own = _cgroup2_mount(), _own_cgroup()
         if mount is None or own is None:
             return None
-        path = mount / own.lstrip("/") / f"gpu-bisect-{os.getpid()}-{next(_counter)}"
+        parent = mount / own.lstrip("/")
+        path = parent / f"gpu-bisect-{os.getpid()}-{next(_counter)}"
+        _sweep(parent)
         try:
             path.mkdir()
         except OSError:
@@ -85,3 +87,27 @@ class StepCgroup:
                 if time.monotonic() >= deadline:
                     return
                 time.sleep(0.01)
+
+
+def _sweep(parent: Path) -> None:
+    """End the cgroups of workers that died without ending them (SIGKILLed with their coordinator): their tests
+    would run on as orphans. A cgroup is its worker's while a process with the pid in its name lives."""
+    try:
+        stale = [entry for entry in parent.glob("gpu-bisect-*-*") if not _alive(entry.name.split("-")[2])]
+    except OSError:
+        return
+    for entry in stale:
+        StepCgroup(entry).kill_and_remove()
+
+
+def _alive(pid: str) -> bool:
+    """Whether the process lives (a zombie no reaper took does not)."""
+    if not pid.isdigit():
+        return True  # not one of ours: leave it
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from worker_steps import SAFETY_TIMEOUT_S, run_one, step_request
+from worker_steps import DRIVER, SAFETY_TIMEOUT_S, alive, run_one, step_request
 
 from bisector.domain import Verdict
 from bisector.synthetic import culprit_history
@@ -33,14 +35,6 @@ def cgroup_v2_writable() -> bool:
     return True
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def test_a_setsid_daemon_the_test_started_is_gone_after_the_step(tmp_path: Path):
     if not cgroup_v2_writable():
         pytest.skip("no writable cgroup v2 here: a setsid daemon outlives its step (the process group still dies)")
@@ -61,3 +55,42 @@ def test_a_setsid_daemon_the_test_started_is_gone_after_the_step(tmp_path: Path)
             os.kill(daemon_pid, signal.SIGKILL)
     assert result.verdict is Verdict.GOOD
     assert gone_while_the_worker_lives, "the daemon the test started outlived its step"
+
+
+def test_tests_orphaned_by_workers_killed_with_their_coordinator_end_at_the_next_step(tmp_path: Path):
+    """SIGKILL to the coordinator's whole group: its workers die with it and cannot end their tests (sessions of
+    their own); the next worker that starts a step on the host ends them."""
+    if not cgroup_v2_writable():
+        pytest.skip("no writable cgroup v2 here: tests orphaned by a SIGKILLed worker run on")
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    out = tmp_path / "out"
+    out.mkdir()
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(history.path), history.shas[0], str(out)],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}, start_new_session=True,
+    )  # fmt: skip
+    tests: list[int] = []
+    try:
+        deadline = time.monotonic() + SAFETY_TIMEOUT_S
+        while not all((out / name).exists() for name in ("test-1", "test-2", "workers")):
+            assert time.monotonic() < deadline, "the tests never started"
+            time.sleep(0.05)
+        tests = [int((out / f"test-{i}").read_text()) for i in (1, 2)]
+        workers = [int(pid) for pid in (out / "workers").read_text().split()]
+        os.killpg(driver.pid, signal.SIGKILL)  # coordinator and workers at once
+        driver.wait()
+        while any(alive(pid) for pid in workers):
+            assert time.monotonic() < deadline, "the workers outlived SIGKILL"
+            time.sleep(0.05)
+        assert all(alive(pid) for pid in tests)  # orphaned
+        with LocalExecutor(str(history.path), workers=1) as executor:
+            result = run_one(executor, step_request(history, 3, 0, "bash test.sh", tmp_path / "logs"))
+        while any(alive(pid) for pid in tests) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        orphans_left = [pid for pid in tests if alive(pid)]
+    finally:
+        for pid in tests:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert result.verdict is Verdict.GOOD
+    assert orphans_left == [], "tests orphaned by killed workers kept running"
