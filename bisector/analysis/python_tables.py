@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import ast
 import operator
+import re
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
+from bisector.analysis.env_gates import EnvGates, diff_env_gates, scan_env_gates
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render, sequence
 
@@ -40,6 +43,7 @@ _UNARY: dict[type[ast.unaryop], Callable[[Any], object]] = {
     ast.Not: operator.not_,
 }
 CONFIG_TAG = "triton.Config"
+_TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.py$|(^|/)conftest\.py$")
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class FunctionInfo:
 class PythonScan:
     entries: dict[str, tuple[FindingKind, Node]]  # "_TABLE", "Cls.TABLE", "kernel@triton.autotune" -> tree
     functions: dict[str, FunctionInfo]
+    sites: SiteScan = field(default_factory=SiteScan)  # launch sites and branch conditions in functions
+    env_gates: EnvGates = field(default_factory=dict)
 
 
 def scan_python(source: str | bytes) -> PythonScan:
@@ -62,7 +68,7 @@ def scan_python(source: str | bytes) -> PythonScan:
     tree = ast.parse(source)
     scanner = _Scanner()
     scanner.scan_body(tree.body, prefix="", env={})
-    return PythonScan(scanner.entries, scanner.functions)
+    return PythonScan(scanner.entries, scanner.functions, scan_sites(tree), scan_env_gates(tree))
 
 
 def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) -> list[Finding]:
@@ -72,7 +78,15 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     new = after.entries if after else {}
     findings = diff_entries(path, old, new)
     findings.extend(_dispatch_logic(path, before, after, set(old) | set(new)))
+    if is_test_path(path):  # a test's own conditions and env reads choose nothing in the library
+        return findings
+    findings.extend(diff_sites(path, before.sites if before else None, after.sites if after else None))
+    findings.extend(diff_env_gates(path, before.env_gates if before else None, after.env_gates if after else None))
     return findings
+
+
+def is_test_path(path: str) -> bool:
+    return bool(_TEST_PATH.search(path))
 
 
 def _dispatch_logic(path: str, before: PythonScan | None, after: PythonScan | None, names: set[str]) -> list[Finding]:

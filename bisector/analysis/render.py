@@ -38,7 +38,17 @@ def _static_line(finding: Finding) -> str:
     where = f"{finding.file}:{finding.line}" if finding.line else finding.file
     if finding.kind is FindingKind.DISPATCH_LOGIC:
         return f"{where}  dispatch logic changed: {finding.name} ({finding.detail}; {finding.change_text})"
-    return f"{where}  {finding.label or '(whole file)'}: {finding.change_text}"
+    detail = f"  [{finding.detail}]" if finding.detail else ""
+    return (
+        f"{where}  {_KIND_WORDS.get(finding.kind, '')}{finding.label or '(whole file)'}: {finding.change_text}{detail}"
+    )
+
+
+_KIND_WORDS = {
+    FindingKind.LAUNCH_PARAM: "launch ",
+    FindingKind.BRANCH_CONDITION: "branch in ",
+    FindingKind.ENV_GATE: "env gate ",
+}
 
 
 def _change(before: str, after: str) -> str:
@@ -233,7 +243,13 @@ def _markdown_static(static: StaticDiff) -> list[str]:
         out = [f"{title}: {NO_TABLE_CHANGE}.", ""]
     else:
         cells = [
-            [f"`{f.file}:{f.line}`" if f.line else f"`{f.file}`", f"`{f.label or '(whole file)'}`", *_sides(f)]
+            [
+                f"`{f.file}:{f.line}`" if f.line else f"`{f.file}`",
+                _KIND_WORDS.get(f.kind, "")
+                + f"`{f.label or '(whole file)'}`"
+                + (f" ({_md(f.detail)})" if f.detail else ""),
+                *_sides(f),
+            ]
             for f in rows[:MAX_ROWS]
         ]
         out = [f"<details open><summary>{title}: {len(rows)} rows</summary>", ""]
