@@ -14,6 +14,7 @@ from bisector.analysis.explanation import Explanation
 from bisector.analysis.findings import ABSENT_TEXT, Finding, FindingKind
 from bisector.analysis.kernel_trace import KernelTraceDiff
 from bisector.analysis.minimize import MinimizeResult
+from bisector.analysis.render_calls import calls_json, calls_markdown, calls_renderables
 from bisector.analysis.shape_table import ShapeRow, ShapeTable
 from bisector.analysis.static_diff import StaticDiff
 
@@ -153,6 +154,7 @@ def text_renderables(explanation: Explanation) -> list[RenderableType]:
         out.append(_dispatch_table(explanation.dispatch))
     if explanation.kernels is not None:
         out.append(_kernel_table(explanation.kernels))
+    out += calls_renderables(explanation.calls, explanation.trace_note)
     if explanation.minimized is not None:
         out.append(_minimized_text(explanation.minimized))
     return out
@@ -231,6 +233,7 @@ def markdown_lines(explanation: Explanation) -> list[str]:
         out += [f"<details><summary>Kernel launches: {_md(_kernel_summary(kernels))}</summary>", ""]
         rows = [[f"`{_short(r.name)}`", str(r.before or "-"), str(r.after or "-")] for r in kernels.rows[:MAX_ROWS]]
         out += [*_md_table(["kernel", "last good", "first bad"], rows), "", "</details>", ""]
+    out += calls_markdown(explanation.calls, explanation.trace_note)
     if explanation.minimized is not None:
         out += _markdown_minimized(explanation.minimized)
     return out
@@ -310,6 +313,7 @@ def explanation_json(explanation: Explanation) -> dict[str, object]:
         "dispatch": None,
         "kernels": None,
         "minimized": None,
+        **calls_json(explanation.calls, explanation.trace_note),
     }
     if explanation.static is not None:
         static = explanation.static
