@@ -27,26 +27,27 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "arch",
         re.compile(
             r"is_hip|is_cuda|is_rocm|is_xpu|is_cpu\b|torch\.version\.(hip|cuda)|capabilit|device_name|"
-            r"\barch\b|_arch\b|\bsm_?\d|is_sm\d|is_hopper|is_blackwell|is_ampere|gfx\d|current_platform|"
-            r"is_navi|is_mi\d|cuda_version|triton\.__version__|has_triton",
+            r"\barch\b|_arch\b|\w*sm_?\d{2,3}\w*|is_hopper|is_blackwell|is_ampere|gfx\d|current_platform|"
+            r"is_navi|is_mi\d|cuda_version|version\.cuda|bare_metal_version|triton\.__version__|has_triton|"
+            r"infer_device|device\.type|\bxpu\b|\bnpu\b|\bmajor\b|\bminor\b",
             re.I,
         ),
     ),
     (
-        "dtype",
+        "dtype",  # torch's dtype names are lower case: Float8Config is a class, not a dtype
         re.compile(
-            r"dtype|element_size|itemsize|float8|fp8|fp16|bf16|bfloat16|float16|float32|\bint8|uint8|int4|"
-            r"is_floating_point|quant",
-            re.I,
+            r"dtype|element_size|itemsize|float8_|fp8|fp16|bf16|bfloat16|float16|float32|\bu?int[48]\b|"
+            r"is_floating_point"
         ),
     ),
     ("shape", re.compile(r"\.shape\b|\.size\(|numel|\.ndim\b|\.dim\(\)|stride\(", re.I)),
 )
 _NOT_KERNELS = re.compile(r"cache|dict|registry|table|_map\b|mapping|dispatch", re.I)
 _SHAPE_NAMES = re.compile(
-    r"^(m|n|k|b|h|d|bs|batch\w*|seq\w*|num_\w+|n_\w+|head\w*|\w*_size|\w*_len|\w*_dim|max_\w+|\w*tokens\w*)$",
+    r"^(m|n|k|b|h|d|s|t|bs|bt|batch\w*|seq\w*|num_\w+|n_\w+|head\w*|\w*_size|\w*_len|\w*_dim|\w*tokens\w*)$",
     re.I,
 )
+_THRESHOLD_NAMES = re.compile(r"^(MAX|MIN)_|_(THRESHOLD|LIMIT|MAX|MIN)$")
 
 
 @dataclass(frozen=True)
@@ -87,14 +88,16 @@ def condition_category(test: ast.expr) -> str:
 
 
 def _is_threshold(test: ast.expr) -> bool:
-    """A comparison of a size-like name (M, batch_size, num_tokens, ...) with a number."""
+    """A comparison of a size-like name (M, batch_size, num_tokens, ...) with a number or a threshold constant
+    (MAX_BATCH, SPLIT_THRESHOLD, ...)."""
     for node in ast.walk(test):
         if not isinstance(node, ast.Compare):
             continue
         sides = [node.left, *node.comparators]
         has_number = any(isinstance(s, ast.Constant) and type(s.value) in (int, float) for s in sides)
+        has_threshold = any(_THRESHOLD_NAMES.search(_last_name(s)) for s in sides)
         named = any(_SHAPE_NAMES.match(_last_name(s)) for s in sides)
-        if has_number and named:
+        if (has_number and named) or (has_threshold and len(sides) == 2):
             return True
     return False
 
@@ -288,10 +291,13 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
     for function in [*old, *(f for f in new if f not in old)]:
         was, now = old.get(function, []), new.get(function, [])
         matcher = difflib.SequenceMatcher(a=[b.test for b in was], b=[b.test for b in now], autojunk=False)
+        before_tests, after_tests = [b.test for b in was], [b.test for b in now]
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag == "equal":
                 continue
-            removed, added = was[i1:i2], now[j1:j2]
+            # a condition that only moved within the function (same text on both sides) is not a change
+            removed = [b for b in was[i1:i2] if before_tests.count(b.test) > after_tests.count(b.test)]
+            added = [b for b in now[j1:j2] if after_tests.count(b.test) > before_tests.count(b.test)]
             for index in range(max(len(removed), len(added))):
                 rows.extend(_branch(path, function, _at(removed, index), _at(added, index)))
     return rows

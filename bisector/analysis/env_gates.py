@@ -23,28 +23,28 @@ _SETTINGS_NAME = re.compile(r"^[A-Z][A-Z0-9_]{2,}$")
 _WRAPPING_CALLS = frozenset({"int", "bool", "float", "str", "strtobool", "str2bool", "get_bool_env_var", "eval"})
 NOT_SET_BY_BISECT = "the bisect's environment does not set it"
 
-EnvGates = dict[str, frozenset[str]]  # variable -> "form  (in function)" texts
+EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
 
 
 def scan_env_gates(tree: ast.Module) -> EnvGates:
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    gates: dict[str, set[str]] = {}
+    gates: dict[str, list[str]] = {}
     for node in ast.walk(tree):
         name = _variable(node)
         if name is None:
             continue
         assert isinstance(node, ast.expr)
         form = _short(ast.unparse(_widen(node, parents)))
-        gates.setdefault(name, set()).add(f"{form} (in {_function_of(node, parents)})")
-    return {name: frozenset(forms) for name, forms in gates.items()}
+        gates.setdefault(name, []).append(f"{form} (in {_function_of(node, parents)})")
+    return {name: tuple(sorted(forms)) for name, forms in gates.items()}
 
 
 def diff_env_gates(path: str, before: EnvGates | None, after: EnvGates | None) -> list[Finding]:
     old, new = before or {}, after or {}
     rows: list[Finding] = []
     for name in sorted(set(old) | set(new)):
-        was, now = old.get(name, frozenset()), new.get(name, frozenset())
-        if was == now:
+        was, now = frozenset(old.get(name, ())), frozenset(new.get(name, ()))
+        if was == now or _moved(old.get(name, ()), new.get(name, ())):
             continue
         how = "added" if not was else "removed" if not now else "changed"
         before_text = "; ".join(sorted(was - now)) if was else None
@@ -55,6 +55,15 @@ def diff_env_gates(path: str, before: EnvGates | None, after: EnvGates | None) -
             after_text = "; ".join(sorted(now))
         rows.append(Finding(FindingKind.ENV_GATE, path, name, "", before_text, after_text, None, f"gate {how}"))
     return rows
+
+
+def _moved(before: tuple[str, ...], after: tuple[str, ...]) -> bool:
+    """The same reads in the same forms, only in other functions: the gate means what it meant."""
+    return bool(before) and sorted(_form(f) for f in before) == sorted(_form(f) for f in after)
+
+
+def _form(read: str) -> str:
+    return read.rsplit(" (in ", 1)[0]
 
 
 def annotate_env_gates(findings: list[Finding], env: Mapping[str, str]) -> list[Finding]:
@@ -95,13 +104,18 @@ def _widen(node: ast.expr, parents: dict[ast.AST, ast.AST]) -> ast.expr:
     current = node
     for _ in range(4):
         parent = parents.get(current)
-        if isinstance(parent, ast.Compare | ast.UnaryOp) or _wrapping(parent, current):
+        if isinstance(parent, ast.Compare | ast.UnaryOp) or _wrapping(parent, current) or _defaulted(parent, current):
             current = parent  # type: ignore[assignment]  # both branches narrowed parent to an expr
         elif isinstance(parent, ast.Attribute) and _called(parent, parents):
             current = parents[parent]  # type: ignore[assignment]  # os.environ.get(...).lower()
         else:
             break
     return current
+
+
+def _defaulted(parent: ast.AST | None, node: ast.expr) -> bool:
+    """os.getenv("X") or "4": the default is part of the gate."""
+    return isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.Or) and parent.values[0] is node
 
 
 def _wrapping(parent: ast.AST | None, node: ast.expr) -> bool:

@@ -72,17 +72,22 @@ def scan_python(source: str | bytes) -> PythonScan:
 
 
 def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) -> list[Finding]:
-    """Keyed rows for every table entry, constant, autotune config or heuristic that differs, then the
-    functions that read any of them and whose code changed ("dispatch logic changed")."""
+    """Keyed rows for every table entry, constant, autotune config or heuristic that differs; outside tests, the
+    launch arguments, dispatch conditions and env gates that differ; then the functions that read a table or
+    constant and whose code changed ("dispatch logic changed"), unless a launch or condition row already names
+    the function more precisely."""
     old = before.entries if before else {}
     new = after.entries if after else {}
     findings = diff_entries(path, old, new)
-    findings.extend(_dispatch_logic(path, before, after, set(old) | set(new)))
+    logic = _dispatch_logic(path, before, after, set(old) | set(new))
     if is_test_path(path):  # a test's own conditions and env reads choose nothing in the library
-        return findings
-    findings.extend(diff_sites(path, before.sites if before else None, after.sites if after else None))
+        return findings + logic
+    sites = diff_sites(path, before.sites if before else None, after.sites if after else None)
+    named = {f.name for f in sites if f.kind is FindingKind.BRANCH_CONDITION}
+    named |= {f.detail.removeprefix("in ").split(";")[0] for f in sites if f.kind is FindingKind.LAUNCH_PARAM}
+    findings.extend(sites)
     findings.extend(diff_env_gates(path, before.env_gates if before else None, after.env_gates if after else None))
-    return findings
+    return findings + [f for f in logic if f.name not in named]
 
 
 def is_test_path(path: str) -> bool:
@@ -139,15 +144,25 @@ class _Scanner:
                 self._definitions_in(statement, prefix, env)
 
     def _definitions_in(self, statement: ast.stmt, prefix: str, env: dict[str, Node]) -> None:
-        """Functions and classes under a module-level if / try / with (`if HAS_TRITON: @triton.autotune ...`)."""
+        """Everything under a module-level if / try / with (`if HAS_TRITON: CONFIGS = [...]; @triton.autotune ...`).
+        A table an if binds in both branches is kept once per branch: "CONFIGS (if is_hip())", "CONFIGS (else)"."""
+        if isinstance(statement, ast.If):
+            self._branches(statement, prefix, env)
+            return
         blocks: list[list[ast.stmt]] = []
         for field_name in ("body", "orelse", "finalbody"):
             blocks.append(getattr(statement, field_name, []))
         blocks.extend(handler.body for handler in getattr(statement, "handlers", []))
         for block in blocks:
-            defs = [s for s in block if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
-            nested = [s for s in block if isinstance(s, ast.If | ast.Try | ast.With)]
-            self.scan_body([*defs, *nested], prefix, env)
+            self.scan_body(block, prefix, env)
+
+    def _branches(self, statement: ast.If, prefix: str, env: dict[str, Node]) -> None:
+        both = _bound(statement.body, prefix) & _bound(statement.orelse, prefix)
+        test = ast.unparse(statement.test)
+        for block, label in ((statement.body, f"if {test}"), (statement.orelse, "else")):
+            self.scan_body(block, prefix, env)
+            for name in both & set(self.entries):
+                self.entries[f"{name} ({label})"] = self.entries.pop(name)
 
     def _assignment(self, statement: ast.Assign | ast.AnnAssign, prefix: str, env: dict[str, Node]) -> None:
         if statement.value is None:
@@ -208,6 +223,17 @@ class _Scanner:
             first_line=function.lineno,
             last_line=function.end_lineno or function.lineno,
         )
+
+
+def _bound(body: list[ast.stmt], prefix: str) -> set[str]:
+    """The names a block's own assignments bind (what an else branch may bind again)."""
+    names: set[str] = set()
+    for statement in body:
+        targets = statement.targets if isinstance(statement, ast.Assign) else []
+        if isinstance(statement, ast.AnnAssign):
+            targets = [statement.target]
+        names.update(prefix + t.id for t in targets if isinstance(t, ast.Name))
+    return names
 
 
 def _is_enum(cls: ast.ClassDef) -> bool:

@@ -8,6 +8,7 @@ JSON / YAML / TOML tuning files, and C / C++ / CUDA sources. A file that cannot 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -25,6 +26,9 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_ROWS_PER_FILE = 400
 _BINARY_PROBE_BYTES = 8000  # git's own heuristic: a NUL byte in the first 8000 bytes means binary
 PYTHON_SUFFIXES = (".py", ".pyi")
+_CI_CONFIG = re.compile(
+    r"^\.(github|gitlab|circleci|buildkite)/|(^|/)\.pre-commit-config\.yaml$|(^|/)\.gitlab-ci\.yml$"
+)
 T = TypeVar("T")
 
 
@@ -135,7 +139,7 @@ def _language(path: str) -> str | None:
     if lowered.endswith(PYTHON_SUFFIXES):
         return "python"
     if lowered.endswith(TUNING_SUFFIXES):
-        return "tuning"
+        return None if _CI_CONFIG.search(lowered) else "tuning"
     if lowered.endswith(NATIVE_SUFFIXES):
         return "native"
     return None

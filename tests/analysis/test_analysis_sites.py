@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from analysis_history import History
 
 from bisector.analysis import Finding, FindingKind, render_markdown, render_text, static_diff
@@ -171,3 +173,83 @@ def test_condition_categories() -> None:
     assert category("batch_size <= 16") == "shape"
     assert category("x is None") == ""
     assert category("len(configs) > 0") == ""
+
+
+def test_moved_reads_and_conditions_are_not_changes_and_an_or_default_is_part_of_the_gate(history: History) -> None:
+    before = """\
+        import os
+
+
+        def threads():
+            return os.getenv("NVCC_THREADS") or "2"
+
+
+        def pick(x):
+            if x.shape[0] > 4096:
+                return "split"
+            if x.dtype == torch.float16:
+                return "fp16"
+            return "default"
+    """
+    before = textwrap.dedent(before)
+    history.commit("build", {"setup.py": before})
+    moved = before.replace('    return os.getenv("NVCC_THREADS") or "2"', "    return THREADS").replace(
+        "import os\n", 'import os\n\nTHREADS = os.getenv("NVCC_THREADS") or "2"\n'
+    )
+    moved = moved.replace(
+        '    if x.shape[0] > 4096:\n        return "split"\n    if x.dtype == torch.float16:\n        return "fp16"\n',
+        '    if x.dtype == torch.float16:\n        return "fp16"\n    if x.shape[0] > 4096:\n        return "split"\n',
+    )
+    sha = history.commit("move", {"setup.py": moved})
+    assert static_diff(history.path, sha).table_findings == ()
+
+    flipped = history.commit("flip", {"setup.py": moved.replace('or "2"', 'or "4"')})
+    (gate,) = static_diff(history.path, flipped).table_findings
+    assert (gate.kind, gate.before, gate.after) == (
+        FindingKind.ENV_GATE,
+        "os.getenv('NVCC_THREADS') or '2' (in <module>)",
+        "os.getenv('NVCC_THREADS') or '4' (in <module>)",
+    )
+
+
+def test_a_table_bound_in_both_branches_of_a_module_if_is_kept_per_branch(history: History) -> None:
+    before = """\
+        import torch
+        import triton
+
+        if torch.version.hip is not None:
+            CONFIGS = [triton.Config({"BLOCK": 64}, num_warps=4)]
+        else:
+            CONFIGS = [triton.Config({"BLOCK": 32}, num_warps=4)]
+    """
+    history.commit("configs", {"ops/configs.py": before})
+    sha = history.commit(
+        "hip", {"ops/configs.py": before.replace('{"BLOCK": 64}, num_warps=4', '{"BLOCK": 64}, num_warps=8')}
+    )
+
+    (row,) = static_diff(history.path, sha).table_findings
+    assert (row.kind, row.label, row.before, row.after) == (
+        FindingKind.AUTOTUNE_CONFIG,
+        "CONFIGS (if torch.version.hip is not None)[{'BLOCK': 64}]",
+        "num_warps=4",
+        "num_warps=8",
+    )
+
+
+def test_ci_workflows_are_not_tuning_files_and_a_dtype_name_in_a_class_is_no_dtype_condition(history: History) -> None:
+    code = "X = 1\n\ndef same(self, other):\n    if isinstance(other, Float8TrainingConfig):\n        return True\n"
+    history.commit("ci", {".github/workflows/ci.yml": "jobs:\n  a: 1\n", "lib/config.py": "X = 1\n"})
+    sha = history.commit("ci", {".github/workflows/ci.yml": "jobs:\n  a: 2\n", "lib/config.py": code})
+
+    assert static_diff(history.path, sha).table_findings == ()
+
+
+def test_a_function_named_by_a_launch_or_condition_row_has_no_separate_dispatch_logic_row(history: History) -> None:
+    history.commit("launcher", {"ops/matmul.py": "LIMIT = 64\n" + textwrap.dedent(LAUNCHER)})
+    after = "LIMIT = 64\n" + textwrap.dedent(LAUNCHER).replace("if M <= 64:", "if M <= LIMIT:")
+
+    sha = history.commit("limit", {"ops/matmul.py": after})
+
+    kinds = {(f.kind, f.name) for f in static_diff(history.path, sha).table_findings}
+    assert (FindingKind.BRANCH_CONDITION, "matmul") in kinds
+    assert (FindingKind.DISPATCH_LOGIC, "matmul") not in kinds
