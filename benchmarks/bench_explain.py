@@ -5,8 +5,8 @@
 Reads benchmarks/explain_corpus/corpus.json (repo, commit, expected findings written from each diff) and the
 repositories from local mirrors (MIRRORS/<owner>+<name>/repo, bare); nothing is fetched. A prediction is a
 distinct (kind, file, name) among the dispatch-relevant rows; it is correct when an expected item matches it
-(kind among the item's |-separated kinds, same file, name matching the item's pattern, * matching anything). Recall counts the
-expected items matched by some prediction.
+(kind among the item's |-separated kinds, same file, name matching the item's pattern, * matching anything).
+Recall counts the expected items matched by some prediction.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import ROOT, machine_info
 
-from benchmarks.common import machine_info  # noqa: E402
-from bisector.analysis import static_diff  # noqa: E402
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_explain.py` without PYTHONPATH
+
+from bisector.analysis import static_diff
 
 CORPUS = Path(__file__).resolve().parent / "explain_corpus" / "corpus.json"
 
