@@ -46,8 +46,8 @@ def _local_clone(mirrors: Path, repo: str, scratch: Path) -> Path:
     return target
 
 
-def evaluate(mirrors: Path, scratch: Path) -> dict[str, Any]:
-    corpus = json.loads(CORPUS.read_text())["commits"]
+def evaluate(mirrors: Path, scratch: Path, corpus_file: Path = CORPUS) -> dict[str, Any]:
+    corpus = json.loads(corpus_file.read_text())["commits"]
     rows: list[dict[str, Any]] = []
     for entry in corpus:
         clone = _local_clone(mirrors, entry["repo"], scratch)
@@ -90,10 +90,11 @@ def evaluate(mirrors: Path, scratch: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirrors", type=Path, required=True, help="Directory of <owner>+<name>/repo mirrors.")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="The corpus file (default: corpus.json).")
     parser.add_argument("--out", type=Path, help="Write the full result as JSON here.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="explain-corpus-") as scratch:
-        result = evaluate(args.mirrors, Path(scratch))
+        result = evaluate(args.mirrors, Path(scratch), args.corpus)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
     for row in result["rows"]:

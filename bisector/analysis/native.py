@@ -32,6 +32,8 @@ _ARRAY_HEAD = re.compile(
     r"[\w:<>,*&\s]*\b(?:const|constexpr|__constant__)\b[\w:<>,*&\s]*?"
     r"\b(?P<name>[A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*(?:=\s*)?"
 )
+_CONST_WORD = re.compile(r"\b(?:const|constexpr|__constant__)\b")
+MAX_HEAD_CHARS = 400  # a declaration before its brace initializer ("static constexpr int TILES[2][3] =")
 _SCALAR_CONST = re.compile(
     r"\b(?:const|constexpr|__constant__)\b[^;=(){}\n]*?\b(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^;{}]+?)\s*;"
 )
@@ -157,9 +159,9 @@ def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:
     while index < len(stripped):
         char = stripped[index]
         if char == "{":
-            head = stripped[last_delimiter + 1 : index]
-            match = _ARRAY_HEAD.fullmatch(head)
-            if match is not None and "(" not in head:
+            head = stripped[last_delimiter + 1 : index].strip()
+            match = _ARRAY_HEAD.fullmatch(head) if _could_be_array_head(head) else None
+            if match is not None:
                 node, end = _initializer(stripped, index, starts)
                 yield match["name"], node
                 last_delimiter = index = end
@@ -168,6 +170,11 @@ def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:
         elif char in ";}":
             last_delimiter = index
         index += 1
+
+
+def _could_be_array_head(head: str) -> bool:
+    """Cheap checks before _ARRAY_HEAD, whose nested repeats take seconds on a long run of blanked lines."""
+    return len(head) <= MAX_HEAD_CHARS and "(" not in head and _CONST_WORD.search(head) is not None
 
 
 def _initializer(text: str, open_brace: int, starts: list[int]) -> tuple[Node, int]:

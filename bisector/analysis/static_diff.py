@@ -18,7 +18,7 @@ import git
 from bisector.analysis import gitdiff
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
-from bisector.analysis.python_tables import PythonScan, diff_python, scan_python
+from bisector.analysis.python_tables import PythonScan, diff_python, is_test_path, scan_python
 from bisector.analysis.tuning_files import TUNING_SUFFIXES, TuningFileError, diff_tuning_file, load_tuning_file
 from bisector.analysis.values import Node
 
@@ -135,7 +135,10 @@ def _capped(rows: list[Finding], path: str, limit: int) -> list[Finding]:
 
 
 def _language(path: str) -> str | None:
+    """How to read a changed file; None for files that choose no dispatch (tests, CI configuration, others)."""
     lowered = path.lower()
+    if is_test_path(path):
+        return None
     if lowered.endswith(PYTHON_SUFFIXES):
         return "python"
     if lowered.endswith(TUNING_SUFFIXES):
@@ -171,10 +174,13 @@ class _FileAnalysis:
     def _version(self, sha: str | None, path: str | None) -> bytes | None:
         if sha is None or path is None:
             return None
-        size = gitdiff.blob_size(self.repo, sha, path)
-        if size > self.max_bytes:
-            raise _UnreadableError(f"{size} bytes at {sha[:12]}, over the {self.max_bytes}-byte limit")
-        version = gitdiff.file_at(self.repo, sha, path)
+        try:
+            size = gitdiff.blob_size(self.repo, sha, path)
+            if size > self.max_bytes:
+                raise _UnreadableError(f"{size} bytes at {sha[:12]}, over the {self.max_bytes}-byte limit")
+            version = gitdiff.file_at(self.repo, sha, path)
+        except (ValueError, git.GitCommandError) as exc:  # an object the repository lacks (a partial clone)
+            raise _UnreadableError(f"unreadable at {sha[:12]}: {str(exc).splitlines()[0][:120]}") from None
         if version is None:
             return None
         if b"\0" in version.data[:_BINARY_PROBE_BYTES]:

@@ -253,3 +253,17 @@ def test_a_function_named_by_a_launch_or_condition_row_has_no_separate_dispatch_
     kinds = {(f.kind, f.name) for f in static_diff(history.path, sha).table_findings}
     assert (FindingKind.BRANCH_CONDITION, "matmul") in kinds
     assert (FindingKind.DISPATCH_LOGIC, "matmul") not in kinds
+
+
+def test_test_files_are_not_read_and_a_blob_the_repository_lacks_is_a_note(history: History) -> None:
+    history.commit("start", {"ops/table.json": '{"a": 1}\n', "tests/fixture.json": '{"a": 1}\n'})
+    sha = history.commit("change", {"ops/table.json": '{"a": 2}\n', "tests/fixture.json": '{"a": 2}\n'})
+    blob = history.git("rev-parse", f"{sha}:ops/table.json")
+    (history.path / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # as a partial clone lacks it
+
+    diff = static_diff(history.path, sha)
+
+    assert diff.table_findings == ()
+    (note,) = diff.notes
+    assert (note.file, note.name) == ("ops/table.json", "not analysed")
+    assert note.detail.startswith(f"unreadable at {sha[:12]}")
