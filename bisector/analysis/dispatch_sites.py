@@ -163,11 +163,11 @@ class _Walker:
         if isinstance(call.func, ast.Subscript) and _is_kernel_launch(call.func):  # kernel[grid](...)
             kernel = f"{ast.unparse(call.func.value)}[...]"
             arguments["grid"] = _short(ast.unparse(call.func.slice))
-            arguments.update((kw.arg, _short(ast.unparse(kw.value))) for kw in call.keywords if kw.arg)
+            arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
         elif ast.unparse(call.func).startswith("torch.ops."):
             kernel = ast.unparse(call.func).removesuffix(".default")
             arguments.update((f"arg{i}", _short(ast.unparse(a))) for i, a in enumerate(call.args))
-            arguments.update((kw.arg, _short(ast.unparse(kw.value))) for kw in call.keywords if kw.arg)
+            arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
         else:
             return
         key = (function, kernel)

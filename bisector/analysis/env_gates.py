@@ -28,9 +28,10 @@ EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)"
 
 def scan_env_gates(tree: ast.Module) -> EnvGates:
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    names = _string_constants(tree)
     gates: dict[str, list[str]] = {}
     for node in ast.walk(tree):
-        name = _variable(node)
+        name = _variable(node, names)
         if name is None:
             continue
         assert isinstance(node, ast.expr)
@@ -78,14 +79,25 @@ def annotate_env_gates(findings: list[Finding], env: Mapping[str, str]) -> list[
     return out
 
 
-def _variable(node: ast.AST) -> str | None:
+def _string_constants(tree: ast.Module) -> dict[str, str]:
+    """Module-level NAME = "text" assignments: the variable names a module keeps in constants."""
+    found: dict[str, str] = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target, value = statement.targets[0], _string(statement.value, {})
+            if isinstance(target, ast.Name) and value is not None:
+                found[target.id] = value
+    return found
+
+
+def _variable(node: ast.AST, names: dict[str, str]) -> str | None:
     """The variable a node reads, when it is an environment read."""
     if isinstance(node, ast.Call) and _GETENV.search(_dotted(node.func)) and node.args:
-        return _string(node.args[0])
+        return _string(node.args[0], names)
     if isinstance(node, ast.Subscript) and _ENVIRON.search(_dotted(node.value)) and isinstance(node.ctx, ast.Load):
-        return _string(node.slice)
+        return _string(node.slice, names)
     if isinstance(node, ast.Compare) and _membership(node) and _ENVIRON.search(_dotted(node.comparators[0])):
-        return _string(node.left)
+        return _string(node.left, names)
     if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and _settings_read(node):
         return node.attr
     return None
@@ -152,7 +164,10 @@ def _chain(expr: ast.expr) -> Iterator[str]:
         yield expr.id
 
 
-def _string(expr: ast.expr) -> str | None:
+def _string(expr: ast.expr, names: dict[str, str]) -> str | None:
+    """A literal variable name, or a module-level constant holding one."""
+    if isinstance(expr, ast.Name):
+        return names.get(expr.id)
     return expr.value if isinstance(expr, ast.Constant) and isinstance(expr.value, str) else None
 
 

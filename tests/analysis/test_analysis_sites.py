@@ -267,3 +267,19 @@ def test_test_files_are_not_read_and_a_blob_the_repository_lacks_is_a_note(histo
     (note,) = diff.notes
     assert (note.file, note.name) == ("ops/table.json", "not analysed")
     assert note.detail.startswith(f"unreadable at {sha[:12]}")
+
+
+def test_a_variable_named_by_a_module_constant_and_launch_keywords_passed_as_a_dict(history: History) -> None:
+    before = "import os\n\nGPU_ENV = 'LIB_GPU'\n\n\ndef run(x, grid):\n    _k[grid](x, num_warps=4)\n"
+    history.commit("start", {"lib/run.py": before})
+    after = (
+        "import os\n\nGPU_ENV = 'LIB_GPU'\nTUNED = {'num_stages': 1}\n\n\n"
+        "def name():\n    return os.environ.get(GPU_ENV)\n\n\n"
+        "def run(x, grid):\n    _k[grid](x, num_warps=4, **TUNED)\n"
+    )
+    sha = history.commit("override", {"lib/run.py": after})
+
+    found = static_diff(history.path, sha).table_findings
+
+    assert rows(found, FindingKind.ENV_GATE) == {"LIB_GPU": (None, "os.environ.get(GPU_ENV) (in name)")}
+    assert rows(found, FindingKind.LAUNCH_PARAM) == {"_k[...] **": (None, "TUNED")}
