@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.kernel_trace import HOOK_DIR
-from bisector.analysis.python_tables import is_test_path
 from bisector.analysis.static_diff import StaticDiff
 
 CALL_TRACE_ENV = "BISECT_CALL_TRACE"

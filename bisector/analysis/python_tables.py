@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import ast
 import operator
-import re
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
 from bisector.analysis.env_gates import EnvGates, diff_env_gates, scan_env_gates
+from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render, sequence
 
@@ -43,7 +43,6 @@ _UNARY: dict[type[ast.unaryop], Callable[[Any], object]] = {
     ast.Not: operator.not_,
 }
 CONFIG_TAG = "triton.Config"
-_TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.py$|(^|/)conftest\.py$")
 
 
 @dataclass(frozen=True)
@@ -88,10 +87,6 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     findings.extend(sites)
     findings.extend(diff_env_gates(path, before.env_gates if before else None, after.env_gates if after else None))
     return findings + [f for f in logic if f.name not in named]
-
-
-def is_test_path(path: str) -> bool:
-    return bool(_TEST_PATH.search(path))
 
 
 def _dispatch_logic(path: str, before: PythonScan | None, after: PythonScan | None, names: set[str]) -> list[Finding]:

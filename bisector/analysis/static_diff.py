@@ -8,7 +8,6 @@ JSON / YAML / TOML tuning files, and C / C++ / CUDA sources. A file that cannot 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -16,9 +15,10 @@ from typing import TypeVar
 import git
 
 from bisector.analysis import gitdiff
+from bisector.analysis.file_roles import is_ci_config, is_test_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
-from bisector.analysis.python_tables import PythonScan, diff_python, is_test_path, scan_python
+from bisector.analysis.python_tables import PythonScan, diff_python, scan_python
 from bisector.analysis.tuning_files import TUNING_SUFFIXES, TuningFileError, diff_tuning_file, load_tuning_file
 from bisector.analysis.values import Node
 
@@ -26,9 +26,6 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_ROWS_PER_FILE = 400
 _BINARY_PROBE_BYTES = 8000  # git's own heuristic: a NUL byte in the first 8000 bytes means binary
 PYTHON_SUFFIXES = (".py", ".pyi")
-_CI_CONFIG = re.compile(
-    r"^\.(github|gitlab|circleci|buildkite)/|(^|/)\.pre-commit-config\.yaml$|(^|/)\.gitlab-ci\.yml$"
-)
 T = TypeVar("T")
 
 
@@ -147,7 +144,7 @@ def _language(path: str) -> str | None:
     if lowered.endswith(PYTHON_SUFFIXES):
         return "python"
     if lowered.endswith(TUNING_SUFFIXES):
-        return None if _CI_CONFIG.search(lowered) else "tuning"
+        return None if is_ci_config(path) else "tuning"
     if lowered.endswith(NATIVE_SUFFIXES):
         return "native"
     return None
