@@ -14,6 +14,7 @@ from bisector.analysis.explanation import Explanation
 from bisector.analysis.findings import ABSENT_TEXT, Finding, FindingKind
 from bisector.analysis.kernel_trace import KernelTraceDiff
 from bisector.analysis.minimize import MinimizeResult
+from bisector.analysis.render_calls import calls_json, calls_markdown, calls_renderables
 from bisector.analysis.shape_table import ShapeRow, ShapeTable
 from bisector.analysis.static_diff import StaticDiff
 
@@ -38,7 +39,17 @@ def _static_line(finding: Finding) -> str:
     where = f"{finding.file}:{finding.line}" if finding.line else finding.file
     if finding.kind is FindingKind.DISPATCH_LOGIC:
         return f"{where}  dispatch logic changed: {finding.name} ({finding.detail}; {finding.change_text})"
-    return f"{where}  {finding.label or '(whole file)'}: {finding.change_text}"
+    detail = f"  [{finding.detail}]" if finding.detail else ""
+    return (
+        f"{where}  {_KIND_WORDS.get(finding.kind, '')}{finding.label or '(whole file)'}: {finding.change_text}{detail}"
+    )
+
+
+_KIND_WORDS = {
+    FindingKind.LAUNCH_PARAM: "launch ",
+    FindingKind.BRANCH_CONDITION: "branch in ",
+    FindingKind.ENV_GATE: "env gate ",
+}
 
 
 def _change(before: str, after: str) -> str:
@@ -150,6 +161,7 @@ def text_renderables(explanation: Explanation) -> list[RenderableType]:
         out.append(_dispatch_table(explanation.dispatch))
     if explanation.kernels is not None:
         out.append(_kernel_table(explanation.kernels))
+    out += calls_renderables(explanation.calls, explanation.trace_note)
     if explanation.minimized is not None:
         out.append(_minimized_text(explanation.minimized))
     return out
@@ -232,6 +244,7 @@ def markdown_lines(explanation: Explanation) -> list[str]:
         out += [f"<details><summary>Kernel launches: {_md(_kernel_summary(kernels))}</summary>", ""]
         rows = [[f"`{_short(r.name)}`", str(r.before or "-"), str(r.after or "-")] for r in kernels.rows[:MAX_ROWS]]
         out += [*_md_table(["kernel", "last good", "first bad"], rows), "", "</details>", ""]
+    out += calls_markdown(explanation.calls, explanation.trace_note)
     if explanation.minimized is not None:
         out += _markdown_minimized(explanation.minimized)
     return out
@@ -244,7 +257,13 @@ def _markdown_static(static: StaticDiff) -> list[str]:
         out = [f"{title}: {NO_TABLE_CHANGE}.", ""]
     else:
         cells = [
-            [f"`{f.file}:{f.line}`" if f.line else f"`{f.file}`", f"`{f.label or '(whole file)'}`", *_sides(f)]
+            [
+                f"`{f.file}:{f.line}`" if f.line else f"`{f.file}`",
+                _KIND_WORDS.get(f.kind, "")
+                + f"`{f.label or '(whole file)'}`"
+                + (f" ({_md(f.detail)})" if f.detail else ""),
+                *_sides(f),
+            ]
             for f in rows[:MAX_ROWS]
         ]
         out = [f"<details open><summary>{title}: {len(rows)} rows</summary>", ""]
@@ -305,6 +324,7 @@ def explanation_json(explanation: Explanation) -> dict[str, object]:
         "dispatch": None,
         "kernels": None,
         "minimized": None,
+        **calls_json(explanation.calls, explanation.trace_note),
     }
     if explanation.static is not None:
         static = explanation.static
