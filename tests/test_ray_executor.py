@@ -35,7 +35,7 @@ cluster_utils = pytest.importorskip("ray.cluster_utils")
 
 from workers.ray_executor import RayExecutor  # noqa: E402  (needs Ray)
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]  # one local Ray cluster at a time
 
 GPU_MODEL = "gpu_model_h200"
 FAR = "far_node"
