@@ -84,18 +84,22 @@ class GitRepo:
     def parents(self, sha: str) -> list[str]:
         return [p.hexsha for p in self._repo.commit(sha).parents]
 
-    def candidates(self, good: str, bad: str) -> list[Commit]:
+    def candidates(self, good: str, bad: str, paths: Sequence[str] = ()) -> list[Commit]:
         """The commits from good (position 0) to bad (the last position), oldest first, along bad's
-        first-parent chain: each merge is one candidate, the usual view of a main branch."""
+        first-parent chain: each merge is one candidate, the usual view of a main branch. With paths, only the
+        commits between that touch them (as `git bisect start -- PATH...`); the endpoints stay."""
+        pathspec = ["--", *paths] if paths else []
         listing = str(
-            self._repo.git.log("--reverse", "--first-parent", f"--format={_LOG_FORMAT}", "-z", bad, f"^{good}")
+            self._repo.git.log(
+                "--reverse", "--first-parent", f"--format={_LOG_FORMAT}", "-z", bad, f"^{good}", *pathspec
+            )
         )
         commits = [self.commit(good, 0)]
-        for position, entry in enumerate((e for e in listing.split("\0") if e.strip()), start=1):
+        for entry in (e for e in listing.split("\0") if e.strip()):
             sha, author, email, timestamp, subject = entry.strip("\n").split("\x1f", 4)
             commits.append(
                 Commit(
-                    position=position,
+                    position=len(commits),
                     sha=sha,
                     subject=subject,
                     author=f"{author} <{email}>",
@@ -103,14 +107,25 @@ class GitRepo:
                     pr=parse_pr_number(subject),
                 )
             )
+        if paths and commits[-1].sha != bad:
+            commits.append(self.commit(bad, len(commits)))
         return commits
 
-    def range_for_bisect(self, good: str, bad: str) -> list[Commit]:
-        """The first-parent chain from good to bad, validated: good an ancestor of bad on that chain."""
+    def range_for_bisect(self, good: str, bad: str, paths: Sequence[str] = ()) -> list[Commit]:
+        """The first-parent chain from good to bad, validated: good an ancestor of bad on that chain. With paths,
+        only the commits between that touch them are candidates."""
         if good == bad:
             raise RepoError(f"empty range: good and bad are the same commit {good[:12]}")
         if not self.is_ancestor(good, bad):
             raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
+        if paths:
+            oldest = str(self._repo.git.rev_list("--reverse", "--first-parent", bad, f"^{good}")).split()[0]
+            if self.parents(oldest)[:1] != [good]:
+                raise RepoError(
+                    f"good {good[:12]} is not on the first-parent chain of bad {bad[:12]} (it came in through a "
+                    f"merge); choose a good commit on the main line, e.g. {self.parents(oldest)[0][:12]}"
+                )
+            return self.candidates(good, bad, paths)
         commits = self.candidates(good, bad)
         if not self._on_first_parent_chain(commits, good):
             raise RepoError(

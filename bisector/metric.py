@@ -6,7 +6,8 @@ skips, and a run that prints no metric is skipped (or bad with `--no-metric bad`
 
 Matching is bounded: the caller passes a bounded window of the output (a step passes the last 1 MiB of its run's
 output, workers/output.py), and every pattern (the metric regex, the infrastructure signatures) runs under one
-time limit (the third-party `regex` module's timeout; METRIC_TIME_LIMIT_S at most). A pattern that backtracks
+time limit (the third-party `regex` module's timeout, which counts CPU time: on a busy host it takes longer on
+the clock; METRIC_TIME_LIMIT_S at most). A pattern that backtracks
 past it gives a skip that says so, never a hang. `--metric-json FILE:KEY` reads FILE inside the step's own
 worktree (a relative path that stays inside it; at most METRIC_FILE_MAX_BYTES).
 """

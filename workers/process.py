@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from workers.cgroups import StepCgroup
 from workers.output import READ_CHUNK_BYTES, OutputWindow, StepLog
 
 KILL_GRACE_S = 5.0
@@ -182,10 +183,12 @@ def run_shell(
     step_log = log if isinstance(log, StepLog) else StepLog(log)
     window = OutputWindow()
     started = time.monotonic()
+    cgroup = StepCgroup.create()  # where cgroups can be made: daemons that leave the group die with the step too
+    argv = ["bash", "-c", command]
     read_fd, write_fd = os.pipe()
     try:
         proc = subprocess.Popen(
-            ["bash", "-c", command],
+            cgroup.wrap(argv) if cgroup else argv,
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -195,6 +198,8 @@ def run_shell(
         )
     except BaseException:
         os.close(read_fd)
+        if cgroup:
+            cgroup.kill_and_remove()
         raise
     finally:
         os.close(write_fd)
@@ -226,10 +231,14 @@ def run_shell(
         # The shell exited; anything it left running in its group would outlive the step (and hold the pipe).
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        if cgroup:
+            cgroup.kill_and_remove()
         reader.drain(max_chunks=_CHUNKS_AFTER_EXIT)  # what is in the pipe; a daemon outside the group may keep it open
     finally:
         waiter.close()
         os.close(read_fd)
+        if cgroup:
+            cgroup.kill_and_remove()
     if step_log is not log:
         step_log.finish()
     log_error = step_log.error

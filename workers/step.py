@@ -24,7 +24,7 @@ from bisector.metric import DISK_FULL_SIGNATURE, MatchTimeoutError, infra_judgem
 from workers.executor import StepRequest
 from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
 from workers.images.key import ImageRecipe
-from workers.output import DETAIL_TAIL_BYTES, StepLog
+from workers.output import DETAIL_TAIL_BYTES, WINDOW_BYTES, StepLog
 from workers.process import ProcessOutcome, run_shell
 
 NEARLY_FULL_BYTES = 64 << 10  # a harness failure on a filesystem with less free space than this is a full disk
@@ -144,6 +144,8 @@ class StepRunner:
         cancel_fd: int | None,
     ) -> StepResult:
         log.note(self._header(request))
+        if log.error is not None:  # nothing started: no test runs with nowhere to log
+            return self._log_failed(request, log.error)
         if request.image is not None:
             return self._run_on_image(request, request.image, log, env, started, should_cancel, on_start, cancel_fd)
         build_s = 0.0
@@ -247,6 +249,8 @@ class StepRunner:
             time_limit_s=max(time_left_s(request, started), METRIC_MIN_TIME_S),
         )  # fmt: skip
         detail = judgement.detail
+        if request.metric.regex is not None and not judgement.samples and run.output.cut:
+            detail = f"{detail} (the metric is looked for in the last {WINDOW_BYTES >> 20} MiB of the output)"
         if judgement.verdict in (Verdict.SKIP, Verdict.ERROR) or (not judgement.samples and run.exit_code != 0):
             detail = f"{detail}\n{run.output.tail()}".strip()
         return self._result(
@@ -304,6 +308,10 @@ class StepRunner:
         )
 
     def _result(self, request: StepRequest, verdict: Verdict, **values: object) -> StepResult:
+        detail = str(values.get("detail", ""))
+        if values.get("error_kind") is ErrorKind.DISK_FULL and "bisect resume" not in detail:
+            first, newline, rest = detail.partition("\n")
+            values["detail"] = f"{first}; free space and `bisect resume {request.bisect_id}`{newline}{rest}"
         return StepResult(
             step_id=request.step_id,
             sha=request.sha,

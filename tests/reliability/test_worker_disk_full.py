@@ -100,4 +100,6 @@ def test_a_build_that_fills_the_disk_gives_disk_full(tmp_path: Path, small_disk:
         request = replace(step_request(history, 1, 1, "bash test.sh", tmp_path / "logs"), build_cmd=build)
         full = run_one(executor, request)
     assert (full.verdict, full.error_kind) == (Verdict.ERROR, ErrorKind.DISK_FULL), full.detail
-    assert full.detail.startswith("disk full: the command failed with 'No space left on device'")
+    assert full.detail.startswith(
+        "disk full: the command failed with 'No space left on device'; free space and `bisect resume 1`\n"
+    )

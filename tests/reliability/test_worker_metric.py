@@ -32,11 +32,11 @@ def test_the_metric_comes_from_the_steps_own_output_not_from_its_log_file(tmp_pa
 
 
 def test_a_backtracking_metric_regex_is_a_skip_that_says_so_not_a_hang(tmp_path: Path):
-    """Matching gets what is left of the step's timeout (20 s here; the run takes milliseconds)."""
+    """Matching gets what is left of the step's timeout (15 s here; the run takes milliseconds)."""
     history = culprit_history(tmp_path / "repo", 2, 1)
     metric = MetricSpec(regex=BACKTRACKING, expect=AT_LEAST_4)
     with LocalExecutor(str(history.path), workers=1) as executor:
-        slow = run_one(executor, step_request(history, 1, 0, A_LINES, tmp_path / "logs", metric=metric, timeout_s=20))
+        slow = run_one(executor, step_request(history, 1, 0, A_LINES, tmp_path / "logs", metric=metric, timeout_s=15))
         after = run_one(executor, step_request(history, 2, 0, "echo 'accept length: 5'", tmp_path / "logs"))
     assert slow.verdict is Verdict.SKIP, slow.detail
     assert "metric regex took longer than" in slow.detail
@@ -72,3 +72,16 @@ def test_a_metric_file_that_links_out_of_the_worktree_is_not_read(tmp_path: Path
     assert (own.verdict, own.samples) == (Verdict.BAD, (1.0,))
     assert linked.verdict is Verdict.SKIP
     assert "leads out of the worktree" in linked.detail
+
+
+def test_the_metric_is_looked_for_in_the_last_mib_of_the_output_and_a_skip_says_so(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    metric = MetricSpec(regex=r"accept length: ([0-9.]+)", expect=AT_LEAST_4)
+    early = "echo 'accept length: 5.0'; yes 'more output' | head -c 2000000"
+    late = "yes 'more output' | head -c 2000000; echo 'accept length: 5.0'"
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        missed = run_one(executor, step_request(history, 1, 0, early, tmp_path / "logs", metric=metric))
+        found = run_one(executor, step_request(history, 2, 0, late, tmp_path / "logs", metric=metric))
+    assert missed.verdict is Verdict.SKIP
+    assert "(the metric is looked for in the last 1 MiB of the output)" in missed.detail
+    assert (found.verdict, found.samples) == (Verdict.GOOD, (5.0,))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 import time
 from pathlib import Path
 
@@ -42,3 +43,39 @@ def run_one(executor: Executor, request: StepRequest) -> StepResult:
     executor.submit(request)
     (result,) = results_of(executor, 1)
     return result
+
+
+# A stand-in coordinator: two local workers, each running a test that writes its pid and sleeps. It dies of the
+# signal itself (default dispositions), as a coordinator without handlers would.
+DRIVER = textwrap.dedent(
+    """
+    import signal, sys, time
+    from pathlib import Path
+    from bisector.metric import MetricSpec
+    from workers.executor import StepRequest
+    from workers.local import LocalExecutor
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    repo, sha, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    executor = LocalExecutor(repo, workers=2)
+    for step_id in (1, 2):
+        executor.submit(StepRequest(
+            step_id=step_id, bisect_id=1, sha=sha, attempt=1, repo=repo, metric=MetricSpec(), timeout_s=3600,
+            run_cmd=f"echo $$ > {out}/test-{step_id}.tmp && mv {out}/test-{step_id}.tmp {out}/test-{step_id} && "
+            "exec sleep 1000",
+            log_path=str(out / f"step-{step_id}.log"),
+        ))
+    (out / "workers").write_text(" ".join(str(pid) for pid in executor.worker_pids().values()))
+    while True:
+        executor.poll(1.0)
+    """
+)
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

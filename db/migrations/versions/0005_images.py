@@ -1,7 +1,7 @@
 """images: worker images per node; steps.image: the image a step ran on
 
-Revision ID: 0003_images
-Revises: 0003
+Revision ID: 0005_images
+Revises: 0004_dashboard
 Create Date: 2026-11-30
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0003_images"
-down_revision: str | Sequence[str] | None = "0003"
+revision: str = "0005_images"
+down_revision: str | Sequence[str] | None = "0004_dashboard"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
