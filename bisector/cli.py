@@ -131,6 +131,7 @@ def _resource_pairs(pairs: tuple[str, ...]) -> dict[str, float]:
 )
 @click.option("--trace-kernels", is_flag=True, default=None, help="The traced re-runs also record GPU kernels.")
 @click.option("--minimize", is_flag=True, default=None, help="After a culprit is found: find its smallest bad change.")
+@click.option("--notify", "notify_url", help="POST the finished report (JSON with a Markdown body) to this webhook.")
 @db_option
 @format_option
 def start(**params: Any) -> None:
@@ -148,7 +149,9 @@ def _start_bisect(
     **flags: Any,
 ) -> Any:
     from bisector.app import check_executor, make_coordinator, make_executor, open_store
+    from bisector.cli_triage import notify_with_warning
     from bisector.gitrepo import GitRepo
+    from bisector.notify import check_webhook_url
     from bisector.spec import build_spec
 
     with stoppable_by_signals(), translated_errors():
@@ -183,6 +186,8 @@ def _start_bisect(
             "trace_kernels": flags["trace_kernels"],
             "minimize": flags["minimize"],
         }
+        if flags["notify_url"] is not None:
+            check_webhook_url(flags["notify_url"])
         spec = build_spec(root, values)
         check_executor(spec)
         with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report (Ray prints to it)
@@ -191,6 +196,8 @@ def _start_bisect(
             with contextlib.redirect_stdout(sys.stderr):
                 record = make_coordinator(store, observer()).start(spec, executor)
             print_report(store, record.id, output_format)
+            if flags["notify_url"] is not None:
+                notify_with_warning(store, record.id, flags["notify_url"])
     return record
 
 
@@ -424,6 +431,11 @@ def _make_demo(directory: Path, commits: int, seed: int) -> Any:
         raise InputError(str(exc)) from None
     (directory / ".git" / DEMO_MARKER).write_text(f"seed={seed} commits={commits}\n")
     return repo
+
+
+from bisector.cli_triage import triage  # noqa: E402
+
+main.add_command(triage)
 
 
 def main_entry() -> None:
