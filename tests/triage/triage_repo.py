@@ -61,3 +61,69 @@ def results(tmp: Path, fixture: str, commit_sha: str, name: str | None = None) -
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text((FIXTURES / fixture).read_text().replace("@COMMIT@", commit_sha))
     return target
+
+
+TEST_CALC = '''import pytest
+
+from calc import add
+
+
+def test_add():
+    assert add(2, 2) == 4
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_double(n):
+    assert add(n, n) == 2 * n
+'''
+BENCH = 'print(f"latency_ms: {float(open(\'latency.txt\').read()):g}")\n'
+
+
+@dataclass(frozen=True)
+class CalcRepo:
+    """A small project whose pytest tests regress at `broken` and whose latency regresses at `slow`."""
+
+    path: Path
+    shas: list[str]  # oldest first: shas[0] good, shas[-1] bad
+
+    @property
+    def slow(self) -> str:
+        return self.shas[1]
+
+    @property
+    def broken(self) -> str:
+        return self.shas[3]
+
+
+def calc_repo(path: Path) -> CalcRepo:
+    repo = init_repo(path)
+    shas = [
+        commit(
+            repo,
+            "Add calc (#20)",
+            {
+                "calc.py": "def add(a, b):\n    return a + b\n",
+                "tests/test_calc.py": TEST_CALC,
+                "bench.py": BENCH,
+                "latency.txt": "50\n",
+            },
+        ),
+        commit(repo, "Slow down the decode path (#21)", {"latency.txt": "80\n"}),
+        commit(repo, "Document calc (#22)", {"README.md": "calc\n"}),
+        commit(repo, "Fast path for add (#23)", {"calc.py": "def add(a, b):\n    return a + b + (a > 1)\n"}),
+        commit(repo, "More docs (#24)", {"README.md": "calc, more\n"}),
+    ]
+    return CalcRepo(repo, shas)
+
+
+def pytest_junit(repo: Path, sha: str, target: Path) -> Path:
+    """Run the repository's tests at sha for real, writing JUnit XML to target (outside the repository)."""
+    import sys
+
+    git(repo, "checkout", "-q", sha)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={target}", "tests"],
+        cwd=repo, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    git(repo, "checkout", "-q", "main")
+    return target
