@@ -55,6 +55,7 @@ EXIT_REGRESSIONS = 1
 @click.option("--workers", type=int, help="With --submit: steps run at once per bisect.")
 @click.option("--executor", type=click.Choice(["local", "ray", "inprocess"]), help="With --submit: where steps run.")
 @click.option("--timeout", type=float, help="With --submit: seconds a step may take.")
+@click.option("--explain/--no-explain", default=None, help="With --submit: explain each culprit found.  [default: on]")
 @click.option("--notify", "notify_url", help="With --submit: POST each finished bisect's report to this webhook.")
 @db_option
 def triage(

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from bisect_helpers import run_cli
 from webhook import closed_port_url, webhook
 
-from bisect_helpers import run_cli
 from bisector.errors import InputError
 from bisector.notify import check_webhook_url, notify_finished, post_json
 from bisector.synthetic import culprit_history

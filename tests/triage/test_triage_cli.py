@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from bisect_helpers import run_cli
 from triage_repo import FIXTURES, calc_repo, pytest_junit, results, serving_repo
 from webhook import webhook
-
-from bisect_helpers import run_cli
 
 
 @pytest.fixture
@@ -100,6 +99,7 @@ def test_results_without_commits_say_so(tmp_path: Path):
     )
 
 
+@pytest.mark.slow
 def test_submit_bisects_each_regression_once_and_notifies(tmp_path: Path):
     """Real pytest runs at both ends, then one bisect per regressed test (parameters grouped) and metric."""
     repo = calc_repo(tmp_path / "repo")
@@ -115,6 +115,7 @@ def test_submit_bisects_each_regression_once_and_notifies(tmp_path: Path):
         done = run_cli(
             "triage", str(good), str(bad), "--repo", str(repo.path), "--good", repo.shas[0], "--bad", "main",
             "--submit", "--executor", "inprocess", "--workers", "2", "--format", "json", "--notify", hook.url,
+            "--no-explain",
             "--run-template", f"{sys.executable} -m pytest -q -p no:cacheprovider {{test}}",
             db=tmp_path / "b.db",
         )  # fmt: skip
@@ -150,7 +151,13 @@ def test_submit_never_bisects_infrastructure_or_flaky_failures(serving, tmp_path
     (good / "metrics.json").unlink()
     junit = bad / "junit.xml"  # only infrastructure and flaky failures left
     text = junit.read_text()
-    for regressed in ("test_accept_length", "test_artifact_upload", "test_new_feature", "test_small[8]", "test_small[16]"):
+    for regressed in (
+        "test_accept_length",
+        "test_artifact_upload",
+        "test_new_feature",
+        "test_small[8]",
+        "test_small[16]",
+    ):
         start = text.index(f'name="{regressed}"')
         text = text[:start] + text[start:].replace("<failure", "<skipped", 1).replace("</failure>", "</skipped>", 1)
     junit.write_text(text)

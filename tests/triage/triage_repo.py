@@ -63,7 +63,7 @@ def results(tmp: Path, fixture: str, commit_sha: str, name: str | None = None) -
     return target
 
 
-TEST_CALC = '''import pytest
+TEST_CALC = """import pytest
 
 from calc import add
 
@@ -75,8 +75,8 @@ def test_add():
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_double(n):
     assert add(n, n) == 2 * n
-'''
-BENCH = 'print(f"latency_ms: {float(open(\'latency.txt\').read()):g}")\n'
+"""
+BENCH = "print(f\"latency_ms: {float(open('latency.txt').read()):g}\")\n"
 
 
 @dataclass(frozen=True)
