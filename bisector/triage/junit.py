@@ -3,14 +3,15 @@
 Accepted: a `<testsuite>` root or a `<testsuites>` root holding several (nested ones too); per test case
 `<failure>`, `<error>`, `<skipped>`, `<system-out>`, `<system-err>`. Retries: rerun elements inside a case
 (pytest-rerunfailures' `<rerun>`/`<rerunFailure>`/`<rerunError>`, Surefire's `<flakyFailure>`/`<flakyError>`)
-and a case that appears several times (each appearance one attempt, in file order) both count as failed
-attempts before the final one. The run's commit is read from a `<property name="commit" value="...">` of a
-suite (also `git_commit`, `sha`, `revision`).
+and a case that appears several times (each appearance one attempt, in file order; across the files of a
+directory, in their name order) both count as failed attempts before the final one. The run's commit is
+read from a `<property name="commit" value="...">` of a suite (also `git_commit`, `sha`, `revision`).
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 from bisector.errors import InputError
@@ -37,7 +38,16 @@ def read_junit(path: Path, into: RunResults) -> None:
     for case in root.iter("testcase"):
         attempts.setdefault(_case_name(case), []).append(case)
     for name, elements in attempts.items():
-        into.cases[name] = _merged(name, elements)
+        merged = _merged(name, elements)
+        earlier = into.cases.get(name)  # the same case in an earlier file of the run: earlier attempts
+        if earlier is not None:
+            merged = replace(
+                merged,
+                failed_attempts=merged.failed_attempts + earlier.failed_attempts + earlier.outcome.is_failure(),
+                message=merged.message or earlier.message,
+                text=_bounded(f"{earlier.text}\n{merged.text}"),
+            )
+        into.cases[name] = merged
 
 
 def _set_commit(into: RunResults, commit: str, path: Path) -> None:

@@ -8,7 +8,8 @@ classname); the exit code decides, as with `git bisect run`. A metric becomes `-
 file's "run" (else `--metric-run-template` with {metric}), `--metric` from its "pattern" (else
 `NAME: <number>` / `NAME=<number>` in the output) and `--expect` from its threshold and direction.
 Infrastructure and flaky failures are never bisected; nor are regressions whose test is absent or skipped
-in the good run (the good endpoint could not pass).
+in the good run (the good endpoint could not pass). The operator's infrastructure signatures
+(`--signatures`) become each bisect's `--infra-pattern`s, so its steps retry them too.
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ def run_bisects(
 
     for plan in plans:
         values = {**options, "good": report.good, "bad": report.bad, "run": plan.run}
+        values["infra_patterns"] = report.infra_patterns
         if plan.metric is not None:
             values |= {"metric": plan.metric, "expect": plan.expect}
         spec = build_spec(report.repo, values)

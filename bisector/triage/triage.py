@@ -25,6 +25,7 @@ class TriageReport:
     noise_band: NoiseBand
     failures: list[Failure]
     suspects: list[Suspect]
+    infra_patterns: tuple[str, ...] = ()  # the operator's infrastructure signatures: bisect steps retry them too
 
     def counts(self) -> dict[FailureClass, int]:
         counted = Counter(f.failure_class for f in self.failures)
@@ -47,7 +48,8 @@ def triage_runs(
 ) -> TriageReport:
     """Read both runs and triage the bad one. Commits given win over those the results record."""
     band = NoiseBand.parse(noise_band)
-    signatures = (load_signatures(signatures_file) if signatures_file else []) + builtin_signatures()
+    own = load_signatures(signatures_file) if signatures_file else []
+    signatures = own + builtin_signatures()
     good_run, bad_run = load_run(good_results), load_run(bad_results)
     git_repo = GitRepo(repo)
     good = git_repo.resolve(_revision("good", good_rev, good_run))
@@ -65,6 +67,7 @@ def triage_runs(
         noise_band=band,
         failures=failures,
         suspects=rank_suspects(git_repo, good, bad, regressions),
+        infra_patterns=tuple(s.pattern.pattern for s in own if s.failure_class is FailureClass.INFRASTRUCTURE),
     )
 
 

@@ -93,6 +93,7 @@ def test_operator_signatures_come_first(runs, name: str):
     failure = by_test(report)["tests.test_serving::test_artifact_upload"]
     assert failure.failure_class is INFRA
     assert failure.reason == "infrastructure signature 'artifact server down': 503 Service Unavailable"
+    assert report.infra_patterns == ("503 Service Unavailable",)  # what bisects started from it retry too
 
 
 @pytest.mark.parametrize(

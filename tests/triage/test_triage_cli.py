@@ -115,7 +115,7 @@ def test_submit_bisects_each_regression_once_and_notifies(tmp_path: Path):
         done = run_cli(
             "triage", str(good), str(bad), "--repo", str(repo.path), "--good", repo.shas[0], "--bad", "main",
             "--submit", "--executor", "inprocess", "--workers", "2", "--format", "json", "--notify", hook.url,
-            "--no-explain",
+            "--no-explain", "--signatures", str(FIXTURES / "signatures.toml"),
             "--run-template", f"{sys.executable} -m pytest -q -p no:cacheprovider {{test}}",
             db=tmp_path / "b.db",
         )  # fmt: skip
@@ -142,6 +142,7 @@ def test_submit_bisects_each_regression_once_and_notifies(tmp_path: Path):
     assert all(payload["markdown"].startswith(f"### gpu-bisect #{i}: found") for i, payload in posted.items())
     status = run_cli("report", str(found["latency_ms"]["id"]), "--format", "json", db=tmp_path / "b.db")
     spec = json.loads(status.stdout)["spec"]
+    assert spec["infra_patterns"] == ["503 Service Unavailable"]
     assert (spec["metric"], spec["expect"]) == (r"latency_ms\s*[:=]\s*([-+]?[0-9.]+(?:[eE][-+]?\d+)?)", "<= 60")
 
 

@@ -55,6 +55,17 @@ def test_single_testsuite_root_with_surefire_flaky_elements(tmp_path: Path):
     assert large.message == "boom"
 
 
+def test_a_case_failing_in_one_file_and_passing_in_the_next_passed_on_retry(tmp_path: Path):
+    failed = (
+        '<testsuite><testcase classname="tests.test_a" name="test_b"><failure message="boom"/></testcase></testsuite>'
+    )
+    passed = '<testsuite><testcase classname="tests.test_a" name="test_b"/></testsuite>'
+    write(tmp_path / "run" / "1-first.xml", failed)
+    write(tmp_path / "run" / "2-rerun.xml", passed)
+    retried = load_run(tmp_path / "run").cases["tests.test_a::test_b"]
+    assert (retried.outcome, retried.failed_attempts, retried.message) == (Outcome.PASSED, 1, "boom")
+
+
 def test_metrics_json_thresholds_expectations_and_bands():
     run = load_run(FIXTURES / "bad_metrics.json")
     latency = run.metrics["decode_latency_ms"]
