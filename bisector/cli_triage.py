@@ -12,7 +12,14 @@ from typing import Any
 
 import click
 
-from bisector.cli_support import CLIError, db_option, err_console, observer, translated_errors
+from bisector.cli_support import (
+    CLIError,
+    db_option,
+    err_console,
+    observer,
+    stoppable_by_signals,
+    translated_errors,
+)
 
 EXIT_REGRESSIONS = 1
 
@@ -77,7 +84,7 @@ def triage(
     regression; 1: regressions found; 2: bad input.
     """
     from bisector.notify import check_webhook_url
-    from bisector.triage import render_triage_json, render_triage_markdown, triage_json, triage_runs
+    from bisector.triage import render_triage_markdown, triage_json, triage_runs
 
     with translated_errors():
         if notify_url is not None:
@@ -97,10 +104,13 @@ def triage(
         if output_format == "markdown":
             click.echo(render_triage_markdown(report))
         if submit:
-            bisects = _submit(report, submit_flags, db_url, notify_url, echo=output_format == "markdown")
+            with stoppable_by_signals():  # a stop stores the running steps as interrupted: `bisect resume ID`
+                bisects = _submit(report, submit_flags, db_url, notify_url, echo=output_format == "markdown")
     if output_format == "json":
-        document = triage_json(report) if not submit else triage_json(report) | {"bisects": bisects}
-        click.echo(json.dumps(document, indent=2) if submit else render_triage_json(report))
+        document = triage_json(report)
+        if submit:
+            document["bisects"] = bisects
+        click.echo(json.dumps(document, indent=2))
     if report.regressions:
         sys.exit(EXIT_REGRESSIONS)
 
