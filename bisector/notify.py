@@ -3,7 +3,8 @@
 Payload: the report's JSON (`bisect report ID --format json`) with one more key, `markdown`, the report as
 `--format markdown` prints it (ready to paste into a PR or an issue). Delivery never raises into the
 caller: connection errors, timeouts and 5xx answers are retried (`attempts` in all, with a doubling pause),
-4xx answers are not, and the outcome comes back as a `Delivery`.
+4xx answers are not, redirects are not followed (a POST would become a GET), and the outcome comes back as
+a `Delivery`.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def post_json(
 ) -> Delivery:
     """POST payload to url; retried on connection errors, timeouts and 5xx; never raises."""
     error, status = "", None
-    with httpx.Client(timeout=timeout_s, transport=transport, follow_redirects=True) as client:
+    with httpx.Client(timeout=timeout_s, transport=transport) as client:
         for attempt in range(1, attempts + 1):
             try:
                 answer = client.post(url, json=payload, headers={"User-Agent": "gpu-bisect"})

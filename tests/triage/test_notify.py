@@ -61,6 +61,13 @@ def test_a_4xx_is_not_retried_and_nothing_raises():
     assert "HTTP 404" in delivery.summary()
 
 
+def test_a_redirect_is_not_followed_nor_retried():
+    with webhook(301) as hook:
+        delivery = post_json(hook.url, {"x": 1}, first_pause_s=0.01)
+    assert (delivery.delivered, delivery.attempts, delivery.status_code) == (False, 1, 301)
+    assert len(hook.posts) == 1
+
+
 def test_persistent_5xx_gives_up_after_the_attempts():
     with webhook(500, 500, 500, 500) as hook:
         delivery = post_json(hook.url, {"x": 1}, attempts=3, first_pause_s=0.01)

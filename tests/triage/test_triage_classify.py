@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,9 @@ from triage_repo import FIXTURES, results, serving_repo
 
 from bisector.errors import InputError
 from bisector.triage import FailureClass, NoiseBand, triage_runs
-from bisector.triage.signatures import load_signatures
+from bisector.triage.classify import classify
+from bisector.triage.model import CaseResult, Outcome, RunResults
+from bisector.triage.signatures import builtin_signatures, load_signatures
 
 INFRA, FLAKY, REGRESSION = FailureClass.INFRASTRUCTURE, FailureClass.FLAKY, FailureClass.REGRESSION
 
@@ -135,3 +138,14 @@ def test_noise_band_parsing(text: str, width: float):
 def test_bad_noise_bands(text: str):
     with pytest.raises(InputError, match="noise band"):
         NoiseBand.parse(text)
+
+
+def test_a_regression_that_merely_logs_the_word_timeout_stays_a_regression():
+    failed = CaseResult(
+        name="t::x", classname="t", case="x", file="", outcome=Outcome.FAILED, message="assert 1 == 2",
+        text="config: Timeout=30s, NCCL_TIMEOUT=600\nassert 1 == 2", failed_attempts=0,
+    )  # fmt: skip
+    passed = replace(failed, outcome=Outcome.PASSED, message="", text="")
+    good, bad = RunResults(cases={"t::x": passed}), RunResults(cases={"t::x": failed})
+    [failure] = classify(good, bad, builtin_signatures(), NoiseBand.parse("1%"))
+    assert (failure.failure_class, failure.bisectable) == (REGRESSION, True)
