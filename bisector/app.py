@@ -12,8 +12,9 @@ from workers.executor import Executor
 EXECUTORS = ("local", "ray", "inprocess")
 
 
-def open_store(url: str | None) -> Store:
-    return Store.open(url)
+def open_store(url: str | None, *, read_only: bool = False) -> Store:
+    """read_only: the command only reads; a read-only file or directory serves it (Store.open)."""
+    return Store.open(url, read_only=read_only)
 
 
 def make_executor(spec: BisectSpec) -> Executor:

@@ -11,7 +11,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -25,12 +25,17 @@ from bisector.cli_support import (
     observer,
     out_console,
     print_report,
+    print_status,
     stoppable_by_signals,
     translated_errors,
 )
 from bisector.domain import Verdict
 
+if TYPE_CHECKING:
+    from bisector.spec import BisectSpec
+
 DEMO_MARKER = "gpu-bisect-demo"  # in .git/ of a demo repository: `demo` may overwrite it
+DEMO_VERIFY_M = 4  # the demo's test verifies k=3 speculative tokens: m = k + 1 (kernels/demo.py)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -132,63 +137,28 @@ def _resource_pairs(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--trace-kernels", is_flag=True, default=None, help="The traced re-runs also record GPU kernels.")
 @click.option("--minimize", is_flag=True, default=None, help="After a culprit is found: find its smallest bad change.")
 @click.option("--notify", "notify_url", help="POST the finished report (JSON with a Markdown body) to this webhook.")
+@click.option("--term-old", help="The word for the good endpoint's state, e.g. fast (as git bisect --term-old).")
+@click.option("--term-new", help="The word for the bad endpoint's state, e.g. slow (as git bisect --term-new).")
+@click.argument("paths", nargs=-1, metavar="[-- PATH...]")
 @db_option
 @format_option
 def start(**params: Any) -> None:
-    """Start a bisect between a good and a bad commit and run it to the end."""
+    """Start a bisect between a good and a bad commit and run it to the end.
+
+    After `--`, paths limit the search to the commits that touch them, as `git bisect start -- PATH...`."""
     record = _start_bisect(**params)
     exit_for(record.status.value)
 
 
-def _start_bisect(
-    repo: str,
-    env_pairs: tuple[str, ...],
-    infra_patterns: tuple[str, ...],
-    db_url: str | None,
-    output_format: str,
-    **flags: Any,
-) -> Any:
+def _start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
     from bisector.app import check_executor, make_coordinator, make_executor, open_store
     from bisector.cli_triage import notify_with_warning
-    from bisector.gitrepo import GitRepo
     from bisector.notify import check_webhook_url
-    from bisector.spec import build_spec
 
     with stoppable_by_signals(), translated_errors():
-        root = GitRepo(repo).root
-        values = {
-            "good": flags["good"],
-            "bad": flags["bad"],
-            "run": flags["run_cmd"],
-            "build": flags["build_cmd"],
-            "metric": flags["metric"],
-            "metric_json": flags["metric_json"],
-            "expect": flags["expect"],
-            "no_metric": flags["no_metric"],
-            "workers": flags["workers"],
-            "gpus_per_step": flags["gpus_per_step"],
-            "timeout": flags["timeout"],
-            "env": _env_pairs(env_pairs),
-            "all_parents": flags["all_parents"],
-            "max_attempts": flags["max_attempts"],
-            "repeat": flags["repeat"],
-            "max_repeat": flags["max_repeat"],
-            "noise_band": flags["noise_band"],
-            "direction": flags["direction"],
-            "find_fix": flags["find_fix"],
-            "strategy": flags["strategy"],
-            "confirm": flags["confirm"],
-            "infra_patterns": infra_patterns,
-            "executor": flags["executor"],
-            "ray_address": flags["ray_address"],
-            "resources": _resource_pairs(flags["resource_pairs"]),
-            "explain": flags["explain"],
-            "trace_kernels": flags["trace_kernels"],
-            "minimize": flags["minimize"],
-        }
-        if flags["notify_url"] is not None:
-            check_webhook_url(flags["notify_url"])
-        spec = build_spec(root, values)
+        if params["notify_url"] is not None:
+            check_webhook_url(params["notify_url"])
+        spec = spec_from_params(**params)
         check_executor(spec)
         with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report (Ray prints to it)
             executor = make_executor(spec)  # its workers boot while the store opens and the range is listed
@@ -196,9 +166,53 @@ def _start_bisect(
             with contextlib.redirect_stdout(sys.stderr):
                 record = make_coordinator(store, observer()).start(spec, executor)
             print_report(store, record.id, output_format)
-            if flags["notify_url"] is not None:
-                notify_with_warning(store, record.id, flags["notify_url"])
+            if params["notify_url"] is not None:
+                notify_with_warning(store, record.id, params["notify_url"])
     return record
+
+
+def spec_from_params(
+    repo: str, env_pairs: tuple[str, ...], infra_patterns: tuple[str, ...], paths: tuple[str, ...], **flags: Any
+) -> BisectSpec:
+    """The BisectSpec of `bisect start`'s parsed options (also `bisect replay`'s)."""
+    from bisector.gitrepo import GitRepo
+    from bisector.spec import build_spec
+
+    root = GitRepo(repo).root
+    values = {
+        "good": flags["good"],
+        "bad": flags["bad"],
+        "run": flags["run_cmd"],
+        "build": flags["build_cmd"],
+        "metric": flags["metric"],
+        "metric_json": flags["metric_json"],
+        "expect": flags["expect"],
+        "no_metric": flags["no_metric"],
+        "workers": flags["workers"],
+        "gpus_per_step": flags["gpus_per_step"],
+        "timeout": flags["timeout"],
+        "env": _env_pairs(env_pairs),
+        "all_parents": flags["all_parents"],
+        "max_attempts": flags["max_attempts"],
+        "repeat": flags["repeat"],
+        "max_repeat": flags["max_repeat"],
+        "noise_band": flags["noise_band"],
+        "direction": flags["direction"],
+        "find_fix": flags["find_fix"],
+        "strategy": flags["strategy"],
+        "confirm": flags["confirm"],
+        "infra_patterns": infra_patterns,
+        "executor": flags["executor"],
+        "ray_address": flags["ray_address"],
+        "resources": _resource_pairs(flags["resource_pairs"]),
+        "explain": flags["explain"],
+        "trace_kernels": flags["trace_kernels"],
+        "minimize": flags["minimize"],
+        "term_old": flags["term_old"],
+        "term_new": flags["term_new"],
+        "paths": tuple(paths),
+    }
+    return build_spec(root, values)
 
 
 @main.command()
@@ -215,7 +229,7 @@ def resume(bisect_id: int, db_url: str | None, output_format: str, **executor_fl
     from bisector.app import make_coordinator, open_store
 
     overrides = _executor_overrides(executor_flags)
-    with stoppable_by_signals(), translated_errors(), open_store(db_url) as store:
+    with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
             record = make_coordinator(store, observer()).resume(bisect_id, overrides)
         print_report(store, record.id, output_format)
@@ -239,7 +253,7 @@ def rerun(bisect_id: int, rev: str, times: int, db_url: str | None, **executor_f
     from bisector.app import make_coordinator, open_store
 
     overrides = _executor_overrides(executor_flags)
-    with stoppable_by_signals(), translated_errors(), open_store(db_url) as store:
+    with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
             results = make_coordinator(store, observer()).rerun(bisect_id, rev, times, overrides)
         for result in results:
@@ -271,7 +285,7 @@ def cancel(bisect_id: int, db_url: str | None) -> None:
     from bisector.domain import BisectStatus
     from bisector.errors import StateError
 
-    with translated_errors(), open_store(db_url) as store:
+    with translated_errors(bisect_id), open_store(db_url) as store:
         record = store.get_bisect(bisect_id)
         if record.status.is_terminal():
             raise StateError(f"bisect {bisect_id} is already {record.status.value}")
@@ -285,11 +299,11 @@ def cancel(bisect_id: int, db_url: str | None) -> None:
 @db_option
 @format_option
 def status(bisect_id: int, db_url: str | None, output_format: str) -> None:
-    """Show where a bisect stands (running or finished)."""
+    """Show in a few lines where a bisect stands: state, progress, owner, last steps (`bisect report`: all)."""
     from bisector.app import open_store
 
-    with translated_errors(), open_store(db_url) as store:
-        print_report(store, bisect_id, output_format)
+    with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
+        print_status(store, bisect_id, output_format)
 
 
 @main.command(name="report")
@@ -297,23 +311,30 @@ def status(bisect_id: int, db_url: str | None, output_format: str) -> None:
 @db_option
 @format_option
 def report_command(bisect_id: int, db_url: str | None, output_format: str) -> None:
-    """Print the report of a bisect."""
+    """Print the whole report of a bisect: the answer, the explanation, the evidence, the commits."""
     from bisector.app import open_store
 
-    with translated_errors(), open_store(db_url) as store:
+    with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
         print_report(store, bisect_id, output_format)
 
 
 @main.command()
 @click.argument("rev")
 @click.option("--repo", type=click.Path(file_okay=False), default=".", show_default=True, help="The git repository.")
+@click.option(
+    "--verify-m",
+    type=click.IntRange(min=1),
+    default=DEMO_VERIFY_M,
+    show_default=True,
+    help="The m of the speculative verify batch (k + 1) whose path the table shows; the demo's test uses k=3.",
+)
 @format_option
-def explain(rev: str, repo: str, output_format: str) -> None:
+def explain(rev: str, repo: str, verify_m: int, output_format: str) -> None:
     """Show which dispatch tables, thresholds and tuning files a commit changes (no bisect needed)."""
     from bisector.analysis import explain_commit, explanation_json, render_markdown, text_renderables
 
     with translated_errors():
-        explanation = explain_commit(repo, rev)
+        explanation = explain_commit(repo, rev, verify_m=verify_m)
     if output_format == "json":
         click.echo(json.dumps(explanation_json(explanation), indent=2))
     elif output_format == "markdown":
@@ -332,30 +353,9 @@ def minimize(bisect_id: int, db_url: str | None, output_format: str) -> None:
     """Find the smallest set of the culprit's changes (hunks, table entries) that still fails."""
     from bisector.app import make_coordinator, open_store
 
-    with stoppable_by_signals(), translated_errors(), open_store(db_url) as store:
+    with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
         make_coordinator(store, observer()).minimize(bisect_id)
         print_report(store, bisect_id, output_format)
-
-
-@main.command(name="list")
-@click.option("--limit", type=int, default=20, show_default=True, help="How many bisects to show, newest first.")
-@db_option
-def list_command(limit: int, db_url: str | None) -> None:
-    """List past and running bisects."""
-    from rich.table import Table
-
-    from bisector.app import open_store
-
-    with translated_errors(), open_store(db_url) as store:
-        table = Table()
-        for column in ("id", "status", "created", "repo", "range", "first bad"):
-            table.add_column(column, overflow="fold")
-        for record in store.list_bisects(limit):
-            table.add_row(
-                str(record.id), record.status.value, record.created.strftime("%Y-%m-%d %H:%M"), record.repo,
-                f"{record.good[:10]}..{record.bad[:10]}", (record.first_bad or "")[:12],
-            )  # fmt: skip
-        out_console().print(table)
 
 
 @main.group()
@@ -433,9 +433,19 @@ def _make_demo(directory: Path, commits: int, seed: int) -> Any:
     return repo
 
 
+from bisector import cli_dashboard  # noqa: E402  (registered after `main` is defined)
+from bisector.cli_habits import HABIT_COMMANDS  # noqa: E402  (the commands of cli_habits.py)
 from bisector.cli_triage import triage  # noqa: E402
 
-main.add_command(triage)
+for _command in (
+    cli_dashboard.list_command,
+    cli_dashboard.show,
+    cli_dashboard.stats,
+    cli_dashboard.dashboard,
+    *HABIT_COMMANDS,
+    triage,
+):
+    main.add_command(_command)
 
 
 def main_entry() -> None:

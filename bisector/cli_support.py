@@ -31,14 +31,17 @@ class CLIError(click.ClickException):
 
 
 @contextmanager
-def translated_errors() -> Iterator[None]:
-    """Turn the project's errors into one line and exit code 2, never a traceback."""
+def translated_errors(bisect_id: int | None = None) -> Iterator[None]:
+    """Turn the project's errors into one line and exit code 2, never a traceback. bisect_id: the bisect the
+    command works on, named in the message of an interrupt."""
     try:
         yield
     except BisectError as exc:
         raise CLIError(str(exc)) from None
     except KeyboardInterrupt:
-        raise CLIError("interrupted; `bisect resume ID` continues from the store") from None
+        if bisect_id is None:
+            raise CLIError("interrupted; `bisect list` shows the bisect, `bisect resume <id>` continues it") from None
+        raise CLIError(f"interrupted; `bisect resume {bisect_id}` continues from the store") from None
 
 
 @contextmanager
@@ -68,7 +71,8 @@ def db_option(function: F) -> F:
         "db_url",
         envvar="BISECT_DB",
         default=None,
-        help="SQLAlchemy URL of the result store (default: $BISECT_DB or a SQLite file in the per-user data dir).",
+        help="The result store: a SQLite file path or a SQLAlchemy URL (default: $BISECT_DB, else bisect.db in the "
+        "per-user data dir).",
     )(function)
 
 
@@ -109,6 +113,21 @@ def print_report(store: Any, bisect_id: int, output_format: str) -> None:
         click.echo(render_markdown(report))
     else:
         print_text(out_console(), report)
+
+
+def print_status(store: Any, bisect_id: int, output_format: str) -> None:
+    """`bisect status`: a few lines (text, Markdown) or the JSON report."""
+    from bisector.report import BisectReport, render_json, status_lines
+
+    report = BisectReport.load(store, bisect_id)
+    if output_format == "json":
+        click.echo(render_json(report))
+        return
+    lines = status_lines(report)
+    if output_format == "markdown":
+        click.echo("\n".join([f"**{lines[0]}**", "", *[f"    {line}" for line in lines[1:]]]))
+    else:
+        click.echo("\n".join(lines))
 
 
 def exit_for(status_value: str) -> None:

@@ -73,7 +73,7 @@ def _prepare(
     Returns the stored bisect as it is now, so that the caller need not read it back."""
     repo = GitRepo(spec.repo)
     good, bad = repo.resolve(spec.good), repo.resolve(spec.bad)
-    candidates = repo.range_for_bisect(good, bad)  # --all-parents descends into bad merges later
+    candidates = repo.range_for_bisect(good, bad, spec.paths)  # --all-parents descends into bad merges later
     created, spec_json = now(), spec.to_json()
     bisect_id = store.create_bisect(str(repo.root), good, bad, spec_json, created)
     if store_candidates:
@@ -92,7 +92,8 @@ def store_missing_candidates(store: Store, record: BisectRecord) -> bool:
     if store.candidates(record.id):
         return False
     try:
-        store.add_candidates(record.id, GitRepo(record.repo).range_for_bisect(record.good, record.bad))
+        paths = BisectSpec.from_json(record.spec).paths
+        store.add_candidates(record.id, GitRepo(record.repo).range_for_bisect(record.good, record.bad, paths))
     except BisectError:
         return False
     return True
@@ -349,7 +350,8 @@ class _Search:
         if candidates is None:
             candidates = self.store.candidates(record.id)
             if not candidates:  # a coordinator stopped before it stored them: list them again
-                candidates, candidates_stored = GitRepo(record.repo).range_for_bisect(record.good, record.bad), False
+                repo = GitRepo(record.repo)
+                candidates, candidates_stored = repo.range_for_bisect(record.good, record.bad, spec.paths), False
         self.candidates: Sequence[Commit] = candidates
         self.candidates_stored = candidates_stored
         self.candidates_due: float | None = None  # monotonic time to store them, once the first steps are out
@@ -358,8 +360,9 @@ class _Search:
         self.history: dict[int, _CommitHistory] = defaultdict(_CommitHistory)
         stored_steps = [] if fresh else self.store.steps(record.id)
         for step in stored_steps:
-            if step.purpose in (StepPurpose.SEARCH, StepPurpose.CONFIRM):
+            if step.purpose in (StepPurpose.SEARCH, StepPurpose.CONFIRM, StepPurpose.MANUAL):
                 self.history[self.position[step.sha]].steps.append(step)
+        self.manual_seen = max((s.id for s in stored_steps if s.purpose is StepPurpose.MANUAL), default=0)
         self.in_flight: dict[int, int] = {}  # step id -> position
         self.unwritten: list[tuple[StepResult, datetime, int]] = []  # results taken in, not yet stored
         self.views: dict[int, CommitView] = {}  # per position, cleared when its steps change
@@ -590,7 +593,17 @@ class _Search:
         if now - self.last_cancel_check < CANCEL_CHECK_S:
             return False
         self.last_cancel_check = now
+        self.take_manual_verdicts()
         return self.store.get_bisect(self.record.id).status is BisectStatus.CANCELLED
+
+    def take_manual_verdicts(self) -> None:
+        """Verdicts a person stored (`bisect mark`) while the search runs join their commits' histories, where
+        they decide the commit (bisector/judging.py)."""
+        for step in self.store.manual_steps(self.record.id, after_id=self.manual_seen):
+            self.manual_seen = step.id
+            if (position := self.position.get(step.sha)) is not None:
+                self.history[position].steps.append(step)
+                self.forget_views()
 
     def concluded(self) -> bool:
         """Finish the bisect if the endpoints or the strategy settle it."""

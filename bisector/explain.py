@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+
+import git
 
 from bisector.analysis import (
     Explanation,
@@ -21,6 +24,10 @@ from bisector.analysis import (
     runtime_diffs,
     static_diff,
 )
+from bisector.analysis.call_trace import traced_functions
+from bisector.analysis.env_gates import annotate_env_gates
+from bisector.analysis.runtime import DISPATCH_TRACE_ENV
+from bisector.analysis.static_diff import StaticDiff
 from bisector.domain import BisectRecord, StepPurpose, Verdict
 from bisector.errors import BisectError, StateError
 from bisector.gitrepo import GitRepo
@@ -56,6 +63,53 @@ def _boundary(record: BisectRecord, observer: ProgressObserver) -> tuple[str, st
     return record.last_good, record.first_bad
 
 
+@dataclass(frozen=True)
+class TracePlan:
+    """Whether the traced re-runs (two more full test runs) can add something to the static diff, and what."""
+
+    functions: tuple[str, ...]  # "path.py:Qual.name" the static diff names: wrapped and recorded
+    dispatch_trace: bool  # the stack under test writes a dispatch trace (KERNELS_DISPATCH_TRACE)
+    trace_kernels: bool  # the spec asks for kernel traces (--trace-kernels)
+
+    @property
+    def run(self) -> bool:
+        return bool(self.functions) or self.dispatch_trace or self.trace_kernels
+
+    @property
+    def note(self) -> str:
+        """The report's line on the traced re-runs: what they trace, or why they were skipped and how to ask."""
+        if not self.run:
+            return (
+                "skipped: the static diff names no function to trace, the stack writes no dispatch trace "
+                f"({DISPATCH_TRACE_ENV}) and kernel tracing is off; to run them, set trace_kernels: true in the "
+                "spec (bisect run --trace-kernels)"
+            )
+        parts = []
+        if self.functions:
+            parts.append(f"the {len(self.functions)} functions the static diff names ({', '.join(self.functions)})")
+        if self.dispatch_trace:
+            parts.append("the stack's dispatch trace")
+        if self.trace_kernels:
+            parts.append("kernel launches (--trace-kernels)")
+        return "run at last good and first bad, tracing " + "; ".join(parts)
+
+
+def plan_traced_reruns(static: StaticDiff | None, spec: BisectSpec, repo: str, first_bad: str) -> TracePlan:
+    """Traced re-runs run only where they can add something: the static diff named functions to trace, the stack
+    writes a dispatch trace, or the spec asks for kernel traces."""
+    return TracePlan(tuple(traced_functions(static)), writes_dispatch_trace(repo, first_bad), spec.trace_kernels)
+
+
+def writes_dispatch_trace(repo: str, sha: str) -> bool:
+    """Whether the tree at sha mentions the dispatch-trace variable (the stack can write a dispatch trace)."""
+    try:
+        with git.Repo(repo) as handle:
+            handle.git.grep("-q", "-I", "-F", DISPATCH_TRACE_ENV, sha, "--", "*.py")
+    except git.GitCommandError:
+        return False  # exit 1: no match (or an unreadable tree: nothing to rely on)
+    return True
+
+
 def explain_bisect(
     store: Store,
     executor: Executor,
@@ -63,19 +117,29 @@ def explain_bisect(
     now: Callable[[], datetime],
     observer: ProgressObserver,
 ) -> Explanation:
-    """Static diff of the culprit against its base (the last good commit, or its own parent: _boundary), plus
-    traced re-runs of both; stored."""
+    """Static diff of the culprit against its base (the last good commit, or its own parent: _boundary), stored
+    with the decision on traced re-runs before they start; then, where they can add something (TracePlan), traced
+    re-runs of both, and the whole explanation stored again."""
     spec = BisectSpec.from_json(record.spec)
     base, first_bad = _boundary(record, observer)
-    observer.note(f"explaining {first_bad[:12]}: table diff and traced re-runs of last good and first bad")
     try:
         static = static_diff(record.repo, first_bad, base)
+        static = StaticDiff(
+            static.repo, static.sha, static.parent, tuple(annotate_env_gates(list(static.findings), spec.env)),
+            static.files,
+        )  # fmt: skip
     except BisectError as exc:
         static = None
         observer.note(f"static diff failed: {exc}")
+    plan = plan_traced_reruns(static, spec, record.repo, first_bad)
+    explanation = Explanation(static=static, trace_note=plan.note)
+    store.replace_findings(record.id, EXPLAIN_KINDS, [f.to_json() for f in explanation.findings()])
+    observer.note(f"explained {first_bad[:12]} statically; traced re-runs {plan.note}")
+    if not plan.run:
+        return explanation
     traces = log_dir(store.identity, record.id) / "traces"
-    good_files = TraceFiles.under(traces, "last-good", trace_kernels=spec.trace_kernels)
-    bad_files = TraceFiles.under(traces, "first-bad", trace_kernels=spec.trace_kernels)
+    good_files = TraceFiles.under(traces, "last-good", trace_kernels=spec.trace_kernels, functions=plan.functions)
+    bad_files = TraceFiles.under(traces, "first-bad", trace_kernels=spec.trace_kernels, functions=plan.functions)
     for files in (good_files, bad_files):
         files.reset()
     runner = SideRunner(store, executor, record.id, spec, now, observer)
@@ -90,8 +154,10 @@ def explain_bisect(
         observer.note(
             f"the traced re-runs gave {good_run.verdict.value} at last good and {bad_run.verdict.value} at first bad"
         )
-    dispatch, kernels = runtime_diffs(good_files, bad_files)
-    explanation = Explanation(static=static, dispatch=dispatch, kernels=kernels)
+    diffs = runtime_diffs(good_files, bad_files)
+    explanation = Explanation(
+        static=static, dispatch=diffs.dispatch, kernels=diffs.kernels, calls=diffs.calls, trace_note=plan.note
+    )
     store.replace_findings(record.id, EXPLAIN_KINDS, [f.to_json() for f in explanation.findings()])
     return explanation
 

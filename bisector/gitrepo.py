@@ -84,18 +84,22 @@ class GitRepo:
     def parents(self, sha: str) -> list[str]:
         return [p.hexsha for p in self._repo.commit(sha).parents]
 
-    def candidates(self, good: str, bad: str) -> list[Commit]:
+    def candidates(self, good: str, bad: str, paths: Sequence[str] = ()) -> list[Commit]:
         """The commits from good (position 0) to bad (the last position), oldest first, along bad's
-        first-parent chain: each merge is one candidate, the usual view of a main branch."""
+        first-parent chain: each merge is one candidate, the usual view of a main branch. With paths, only the
+        commits between that touch them (as `git bisect start -- PATH...`); the endpoints stay."""
+        pathspec = ["--", *paths] if paths else []
         listing = str(
-            self._repo.git.log("--reverse", "--first-parent", f"--format={_LOG_FORMAT}", "-z", bad, f"^{good}")
+            self._repo.git.log(
+                "--reverse", "--first-parent", f"--format={_LOG_FORMAT}", "-z", bad, f"^{good}", *pathspec
+            )
         )
         commits = [self.commit(good, 0)]
-        for position, entry in enumerate((e for e in listing.split("\0") if e.strip()), start=1):
+        for entry in (e for e in listing.split("\0") if e.strip()):
             sha, author, email, timestamp, subject = entry.strip("\n").split("\x1f", 4)
             commits.append(
                 Commit(
-                    position=position,
+                    position=len(commits),
                     sha=sha,
                     subject=subject,
                     author=f"{author} <{email}>",
@@ -103,14 +107,25 @@ class GitRepo:
                     pr=parse_pr_number(subject),
                 )
             )
+        if paths and commits[-1].sha != bad:
+            commits.append(self.commit(bad, len(commits)))
         return commits
 
-    def range_for_bisect(self, good: str, bad: str) -> list[Commit]:
-        """The first-parent chain from good to bad, validated: good an ancestor of bad on that chain."""
+    def range_for_bisect(self, good: str, bad: str, paths: Sequence[str] = ()) -> list[Commit]:
+        """The first-parent chain from good to bad, validated: good an ancestor of bad on that chain. With paths,
+        only the commits between that touch them are candidates."""
         if good == bad:
             raise RepoError(f"empty range: good and bad are the same commit {good[:12]}")
         if not self.is_ancestor(good, bad):
             raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
+        if paths:
+            oldest = str(self._repo.git.rev_list("--reverse", "--first-parent", bad, f"^{good}")).split()[0]
+            if self.parents(oldest)[:1] != [good]:
+                raise RepoError(
+                    f"good {good[:12]} is not on the first-parent chain of bad {bad[:12]} (it came in through a "
+                    f"merge); choose a good commit on the main line, e.g. {self.parents(oldest)[0][:12]}"
+                )
+            return self.candidates(good, bad, paths)
         commits = self.candidates(good, bad)
         if not self._on_first_parent_chain(commits, good):
             raise RepoError(
@@ -152,31 +167,67 @@ class GitRepo:
     def ensure_worktree(self, path: Path, sha: str, *, clean: bool = True) -> None:
         """Check out sha in a detached worktree at path, creating it on first use and reusing it after.
 
+        A slot found broken (its `.git` gone or not this repository's, the directory removed, git's record of it
+        gone: a step may do any of that) is healed first: removed, `git worktree prune`d and added again. A
+        checkout that fails in a slot that turns out broken is healed and tried once more; RepoError only when
+        that fails too, or the slot is sound and the checkout still fails (an unknown commit).
+
         ``clean=False`` skips removing untracked files, for a caller that cleaned the worktree already
         (``clean_worktree`` right after its last step, off the next step's critical path).
         """
+        if not self._sound(path):
+            self._make_worktree(path, sha)
         try:
-            if not (path / ".git").is_file():
-                self._linked.discard(path)
-            elif path not in self._linked and not self._links_here(path):
-                # A worktree of an earlier repository at this path (the demo re-created, a repo re-cloned):
-                # git no longer knows it, so it is made again (no prune here: other workers may be adding).
+            self._check_out(path, sha)
+        except RepoError:
+            if self._links_here(path):
+                raise
+            self._make_worktree(path, sha)
+            self._check_out(path, sha)
+        if clean:
+            self.clean_worktree(path)
+
+    def _sound(self, path: Path) -> bool:
+        """Whether path holds a worktree of this repository (checked in full once per path, then by its .git)."""
+        if not (path / ".git").is_file():
+            return False
+        if path not in self._linked and not self._links_here(path):
+            return False
+        self._linked.add(path)
+        return True
+
+    def _make_worktree(self, path: Path, sha: str) -> None:
+        """Register a fresh worktree at path (--no-checkout), removing whatever is there first."""
+        self._linked.discard(path)
+        self._in_process.pop(path, None)
+        broken = path.exists() or path.is_symlink()
+        try:
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+            elif broken:
                 shutil.rmtree(path)
-                self._in_process.pop(path, None)
-            if not (path / ".git").exists():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                # Workers of one repo add their worktrees at the same moment; git's own locks would fail one. Only
-                # the registration runs under the lock (--no-checkout); the workers fill their trees in parallel.
-                with (path.parent / ".worktree-add.lock").open("a") as lock:
-                    fcntl.flock(lock, fcntl.LOCK_EX)
-                    self._repo.git.worktree("add", "--detach", "--force", "--no-checkout", str(path), sha)
-            self._linked.add(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Workers of one repo add their worktrees at the same moment; git's own locks would fail one. Only the
+            # registration runs under the lock (--no-checkout); the workers fill their trees in parallel.
+            with (path.parent / ".worktree-add.lock").open("a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if broken:  # forget the broken slot's registration (git keeps adds in progress: "initializing")
+                    self._repo.git.worktree("prune")
+                self._repo.git.worktree("add", "--detach", "--force", "--no-checkout", str(path), sha)
+        except git.GitCommandError as exc:
+            raise RepoError(f"making the worktree {path} at {sha[:12]} failed: {_one_line(exc)}") from None
+        except OSError as exc:
+            raise RepoError(f"making the worktree {path} failed: {exc}") from None
+        self._linked.add(path)
+
+    def _check_out(self, path: Path, sha: str) -> None:
+        try:
             if not self._checkout_in_process(path, sha):
                 _run_git(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
         except git.GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None
-        if clean:
-            self.clean_worktree(path)
+        except OSError as exc:  # the directory vanished under the slot
+            raise RepoError(f"checkout of {sha[:12]} in {path} failed: {exc}") from None
 
     def _checkout_in_process(self, path: Path, sha: str) -> bool:
         """Check out through libgit2 where that is safe and faster (bisector.libgit); False: the caller runs git."""

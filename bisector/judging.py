@@ -12,10 +12,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bisector.domain import StepRecord, Verdict
+from bisector.domain import StepPurpose, StepRecord, Verdict
 from bisector.spec import BisectSpec
 
 RESULT_VERDICTS = (Verdict.GOOD, Verdict.BAD, Verdict.MEASURED)
+MANUAL_WEIGHT = 1000  # runs a person's verdict (a manual step) counts as
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,11 @@ class Judge:
         endpoint: Verdict | None = None,
         endpoint_samples: tuple[Sequence[float], Sequence[float]] = ((), ()),
     ) -> CommitView:
-        """endpoint: GOOD/BAD for the good/bad endpoint in comparative mode (their own samples define them)."""
+        """endpoint: GOOD/BAD for the good/bad endpoint in comparative mode (their own samples define them).
+        A person's verdict (a manual step: `bisect mark`, `bisect replay`) decides the commit; the latest one wins."""
+        manual = [r.verdict for r in runs if r.purpose is StepPurpose.MANUAL and r.verdict is not None]
+        if manual:
+            return self._manual(self._swap(manual[-1]), [r for r in runs if r.purpose is not StepPurpose.MANUAL])
         if any(r.verdict is Verdict.SKIP for r in runs):
             return CommitView(Verdict.SKIP)
         results = [r for r in runs if r.verdict in RESULT_VERDICTS]
@@ -61,6 +66,17 @@ class Judge:
         if self.statistical:
             return self._threshold(samples)
         return self._pass_fail(results, samples)
+
+    def _manual(self, verdict: Verdict | None, tested: Sequence[StepRecord]) -> CommitView:
+        """A person's verdict weighs as MANUAL_WEIGHT agreeing runs beside the test's own runs and samples, so the
+        noisy strategy's posterior and a confirmation of the boundary take it as settled (and a confirmation in
+        sample mode still ends: its runs add samples)."""
+        results = [r for r in tested if r.verdict in (Verdict.GOOD, Verdict.BAD)]
+        counts = Counter(self._swap(r.verdict) for r in results)
+        samples = tuple(s for r in tested if r.verdict in RESULT_VERDICTS for s in r.samples[-1:])
+        goods = counts[Verdict.GOOD] + MANUAL_WEIGHT * (verdict is Verdict.GOOD)
+        bads = counts[Verdict.BAD] + MANUAL_WEIGHT * (verdict is Verdict.BAD)
+        return CommitView(verdict, goods, bads, samples)
 
     def _wanted(self, n: int) -> int:
         return max(self.spec.repeat - n, 0)

@@ -3,6 +3,13 @@
 Without a metric the exit code decides, as `git bisect run` does: 0 good, 125 skip, 1..127 bad; a
 signal, a timeout or an exit code above 127 is an infrastructure error. With a metric, exit 125 still
 skips, and a run that prints no metric is skipped (or bad with `--no-metric bad`).
+
+Matching is bounded: the caller passes a bounded window of the output (a step passes the last 1 MiB of its run's
+output, workers/output.py), and every pattern (the metric regex, the infrastructure signatures) runs under one
+time limit (the third-party `regex` module's timeout, which counts CPU time: on a busy host it takes longer on
+the clock; METRIC_TIME_LIMIT_S at most). A pattern that backtracks
+past it gives a skip that says so, never a hang. `--metric-json FILE:KEY` reads FILE inside the step's own
+worktree (a relative path that stays inside it; at most METRIC_FILE_MAX_BYTES).
 """
 
 from __future__ import annotations
@@ -11,15 +18,21 @@ import json
 import math
 import operator
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+import regex
 
 from bisector.domain import ErrorKind, Verdict
 from bisector.errors import InputError
 
 SKIP_EXIT_CODE = 125
+METRIC_TIME_LIMIT_S = 30.0  # the most all of one run's pattern matching may take
+METRIC_FILE_MAX_BYTES = 16 << 20
+DISK_FULL_SIGNATURE = "No space left on device"
 
 # Signatures of failures that say nothing about the commit under test. Matched only when the run failed.
 DEFAULT_INFRA_PATTERNS: tuple[str, ...] = (
@@ -32,7 +45,7 @@ DEFAULT_INFRA_PATTERNS: tuple[str, ...] = (
     r"NCCL (?:error|WARN .*timeout)",
     r"operation not permitted when stream is capturing",
     r"HIPBLAS_STATUS_INTERNAL_ERROR",
-    r"No space left on device",
+    DISK_FULL_SIGNATURE,
     r"RayActorError|Worker (?:died|unexpectedly exits)",
     r"cudaErrorDevicesUnavailable|all CUDA-capable devices are busy or unavailable",
 )
@@ -109,6 +122,11 @@ class MetricSpec:
             raise InputError("give --metric or --metric-json, not both")
         if self.json_file is not None and not self.json_key:
             raise InputError("--metric-json takes FILE:KEY, e.g. results.json:accept_length")
+        if self.json_file is not None and not _inside(self.json_file):
+            raise InputError(
+                f"--metric-json {self.json_file!r}: FILE must be a relative path inside the worktree "
+                "(each step reads its own copy), e.g. results.json or out/results.json"
+            )
         if self.has_metric and self.expect is None and not self.comparative:
             raise InputError("a metric needs --expect, e.g. --expect '>= 4.0' (or --expect auto)")
         if not self.has_metric and (self.expect is not None or self.comparative):
@@ -130,26 +148,71 @@ class MetricSpec:
             raise InputError(f"--metric-json {text!r}: write FILE:KEY, e.g. results.json:accept_length")
         return file, key
 
-    def read_samples(self, output: str, workdir: Path) -> tuple[list[float], str]:
-        """The metric values the run produced, and why there are none when the list is empty."""
+    def read_samples(
+        self, output: str, workdir: Path, time_limit_s: float = METRIC_TIME_LIMIT_S
+    ) -> tuple[list[float], str]:
+        """The metric values the run produced, and why there are none when the list is empty.
+
+        Raises MatchTimeoutError when the regex takes longer than time_limit_s."""
         if self.regex is not None:
             values = []
-            for raw in re.findall(self.regex, output, flags=re.MULTILINE):
+            for raw in _findall(self.regex, output, time_limit_s):
                 value = _to_float(raw)
                 if value is not None:
                     values.append(value)
             return values, "" if values else f"no match for metric regex {self.regex!r} in the output"
         assert self.json_file is not None
         assert self.json_key is not None
-        path = workdir / self.json_file
+        text, why_not = _read_inside(workdir, self.json_file)
+        if text is None:
+            return [], why_not
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
+            data = json.loads(text)
+        except ValueError as exc:
             return [], f"metric file {self.json_file} unreadable: {exc}"
         value = _lookup(data, self.json_key)
         if value is None:
             return [], f"key {self.json_key!r} not found (or not a number) in {self.json_file}"
         return [value], ""
+
+
+class MatchTimeoutError(Exception):
+    """A pattern took longer than its time limit on the output."""
+
+
+def _findall(pattern: str, text: str, time_limit_s: float) -> list[object]:
+    try:
+        return list(regex.findall(pattern, text, flags=regex.MULTILINE, timeout=max(time_limit_s, 0.001)))
+    except TimeoutError:
+        raise MatchTimeoutError(pattern) from None
+
+
+def _search(pattern: str, text: str, time_limit_s: float) -> str | None:
+    try:
+        match = regex.search(pattern, text, timeout=max(time_limit_s, 0.001))
+    except TimeoutError:
+        raise MatchTimeoutError(pattern) from None
+    return str(match.group(0)) if match else None
+
+
+def _inside(relative: str) -> bool:
+    path = PurePosixPath(relative)
+    return not path.is_absolute() and ".." not in path.parts
+
+
+def _read_inside(workdir: Path, relative: str) -> tuple[str | None, str]:
+    """The text of workdir/relative, or None and why not (missing, a link out of workdir, too large)."""
+    path = workdir / relative
+    try:
+        if not path.resolve().is_relative_to(workdir.resolve()):
+            return None, f"metric file {relative} leads out of the worktree (a link to {path.resolve()})"
+        with path.open("rb") as file:
+            data = file.read(METRIC_FILE_MAX_BYTES + 1)
+    except OSError as exc:
+        return None, f"metric file {relative} unreadable: {exc}"
+    if len(data) > METRIC_FILE_MAX_BYTES:
+        return None, f"metric file {relative} is larger than {METRIC_FILE_MAX_BYTES >> 20} MiB"
+    return data.decode(errors="replace"), ""
 
 
 def _to_float(raw: object) -> float | None:
@@ -183,34 +246,57 @@ class Judgement:
     detail: str = ""
 
 
-def infra_signature(output: str, patterns: tuple[str, ...]) -> str | None:
+def infra_signature(output: str, patterns: tuple[str, ...], time_limit_s: float = METRIC_TIME_LIMIT_S) -> str | None:
+    """The first infrastructure signature found in output. Raises MatchTimeoutError past time_limit_s in all."""
+    deadline = time.monotonic() + time_limit_s
     for pattern in patterns:
-        match = re.search(pattern, output)
-        if match:
-            return match.group(0)
+        found = _search(pattern, output, deadline - time.monotonic())
+        if found is not None:
+            return found
     return None
 
 
-def judge_run(spec: MetricSpec, exit_code: int, output: str, workdir: Path, *, timed_out: bool = False) -> Judgement:
+def judge_run(
+    spec: MetricSpec,
+    exit_code: int,
+    output: str,
+    workdir: Path,
+    *,
+    timed_out: bool = False,
+    time_limit_s: float = METRIC_TIME_LIMIT_S,
+) -> Judgement:
     """The verdict of one finished run of the test command.
 
-    exit_code follows subprocess conventions: negative for death by a signal.
+    exit_code follows subprocess conventions: negative for death by a signal. All matching on output takes at
+    most time_limit_s (capped at METRIC_TIME_LIMIT_S); past it the run is skipped with the reason.
     """
+    limit_s = min(time_limit_s, METRIC_TIME_LIMIT_S)
+    try:
+        return _judge(spec, exit_code, output, workdir, timed_out, time.monotonic() + limit_s)
+    except MatchTimeoutError as slow:
+        return Judgement(
+            Verdict.SKIP,
+            detail=f"metric regex took longer than {limit_s:g} s on the output (pattern {slow.args[0]!r}): "
+            "the commit could not be judged; simplify the pattern (nested repeats backtrack)",
+        )
+
+
+def _judge(spec: MetricSpec, exit_code: int, output: str, workdir: Path, timed_out: bool, deadline: float) -> Judgement:
     if timed_out:
         return Judgement(Verdict.ERROR, error_kind=ErrorKind.TIMEOUT, detail="run timed out")
     if exit_code == SKIP_EXIT_CODE:
         return Judgement(Verdict.SKIP, detail="the test exited 125 (cannot test this commit)")
     failed = exit_code != 0
     if failed:
-        signature = infra_signature(output, spec.infra_patterns)
+        signature = infra_signature(output, spec.infra_patterns, deadline - time.monotonic())
         if signature is not None:
-            return Judgement(Verdict.ERROR, error_kind=ErrorKind.INFRA, detail=f"infrastructure: {signature}")
+            return infra_judgement(signature)
     crashed = exit_code < 0 or exit_code > 127
     if not spec.has_metric:
         if crashed:
             return Judgement(Verdict.ERROR, error_kind=ErrorKind.SIGNAL, detail=_crash_detail(exit_code))
         return Judgement(Verdict.GOOD if exit_code == 0 else Verdict.BAD, detail=f"exit code {exit_code}")
-    samples, why_none = spec.read_samples(output, workdir)
+    samples, why_none = spec.read_samples(output, workdir, deadline - time.monotonic())
     if not samples:
         if crashed:
             return Judgement(Verdict.ERROR, error_kind=ErrorKind.SIGNAL, detail=_crash_detail(exit_code))
@@ -222,6 +308,15 @@ def judge_run(spec: MetricSpec, exit_code: int, output: str, workdir: Path, *, t
     assert spec.expect is not None
     verdict = Verdict.GOOD if spec.expect.is_met(value) else Verdict.BAD
     return Judgement(verdict, tuple(samples), detail=f"metric {value:g} (expect {spec.expect})")
+
+
+def infra_judgement(signature: str) -> Judgement:
+    """An infrastructure failure; a full disk is told apart (the bisect pauses until space is freed)."""
+    if signature == DISK_FULL_SIGNATURE:
+        return Judgement(
+            Verdict.ERROR, error_kind=ErrorKind.DISK_FULL, detail=f"disk full: the command failed with {signature!r}"
+        )
+    return Judgement(Verdict.ERROR, error_kind=ErrorKind.INFRA, detail=f"infrastructure: {signature}")
 
 
 def _crash_detail(exit_code: int) -> str:

@@ -41,8 +41,13 @@ def logs_root() -> Path:
 def log_dir(store_identity: str, bisect_id: int) -> Path:
     """One bisect's step logs. Bisect and step ids restart in every store, so two stores sharing the data dir
     (two `--db`s on one host) get folders of their own (store_identity: Store.identity)."""
+    return store_log_dir(store_identity) / f"bisect-{bisect_id}"
+
+
+def store_log_dir(store_identity: str) -> Path:
+    """The step logs of every bisect of one store (store_identity: Store.identity)."""
     key = hashlib.sha256(store_identity.encode()).hexdigest()[:12]
-    return logs_root() / f"store-{key}" / f"bisect-{bisect_id}"
+    return logs_root() / f"store-{key}"
 
 
 def worktree_root(repo: str | Path) -> Path:

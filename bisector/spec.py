@@ -25,6 +25,13 @@ MAX_ATTEMPTS_LIMIT = 100
 MAX_REPEAT_LIMIT = 1000
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 AUTO_REPEAT, AUTO_MAX_REPEAT = 5, 20  # --expect auto compares sample sets: it needs several samples a commit
+DEFAULT_TERMS = ("good", "bad")  # (old, new): the state at the good endpoint, the state at the bad one
+FIX_TERMS = ("broken", "fixed")  # --find-fix: git refuses to swap good and bad, so its log keeps these
+# git's own subcommands cannot be terms (git bisect check_term_format); nor can good/old name the new state.
+_RESERVED_TERMS = frozenset(
+    {"help", "start", "skip", "next", "reset", "visualize", "view", "replay", "log", "run", "terms", "mark"}
+)
+_TERM_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,9 @@ class BisectSpec:
     find_fix: bool = False  # look for the commit that fixed the metric
     strategy: str | None = None  # kary | noisy; default: noisy once repeats > 1 or a flake is seen
     confirm: bool | None = None  # re-run first bad and its parent at the end; default: with the noisy strategy
+    term_old: str | None = None  # the name of the good endpoint's state (git's --term-old); default: terms()
+    term_new: str | None = None  # the name of the bad endpoint's state (git's --term-new)
+    paths: tuple[str, ...] = ()  # only commits touching these paths are candidates (git bisect start -- PATH...)
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -105,6 +115,22 @@ class BisectSpec:
                 raise InputError(
                     f"--expect {self.expect!r} says {implied} is better, --direction says {self.direction}"
                 )
+        self.terms()  # validates them
+        if any(not p.strip() for p in self.paths):
+            raise InputError("a path after -- must not be empty")
+
+    def terms(self) -> tuple[str, str]:
+        """(old, new): what the good endpoint's state and the bad endpoint's state are called in reports and logs."""
+        default_old, default_new = FIX_TERMS if self.find_fix else DEFAULT_TERMS
+        old, new = self.term_old or default_old, self.term_new or default_new
+        for flag, term in (("--term-old", old), ("--term-new", new)):
+            if not _TERM_PATTERN.match(term) or term in _RESERVED_TERMS:
+                raise InputError(f"{flag} {term!r}: a term is a word (letters, digits, - and _) and not a git command")
+        if old == new:
+            raise InputError(f"--term-old and --term-new must differ (both {old!r})")
+        if old in ("bad", "new") or new in ("good", "old"):
+            raise InputError(f"terms old={old!r} new={new!r} swap git's good and bad; use --find-fix instead")
+        return old, new
 
     @property
     def repeat_limit(self) -> int:
@@ -166,6 +192,7 @@ class BisectSpec:
     def to_json(self) -> dict[str, object]:
         data = asdict(self)
         data["infra_patterns"] = list(self.infra_patterns)
+        data["paths"] = list(self.paths)
         return data
 
     @classmethod
@@ -173,6 +200,7 @@ class BisectSpec:
         known = {f.name for f in fields(cls)}
         values: dict[str, Any] = {k: v for k, v in data.items() if k in known}
         values["infra_patterns"] = tuple(values.get("infra_patterns", ()))
+        values["paths"] = tuple(str(p) for p in values.get("paths", ()))
         values["env"] = dict(values.get("env", {}))
         values["resources"] = dict(values.get("resources", {}))
         return cls(**values)
@@ -257,6 +285,9 @@ _TOML_KEYS: dict[str, type | tuple[type, ...]] = {
     "find_fix": bool,
     "strategy": str,
     "confirm": bool,
+    "term_old": str,
+    "term_new": str,
+    "paths": list,
 }
 
 
@@ -288,7 +319,7 @@ def build_spec(repo_root: Path, flags: dict[str, object]) -> BisectSpec:
     """Merge bisect.toml and flags (flags that were given win) into a validated spec."""
     merged: dict[str, Any] = dict(load_config_file(repo_root))
     for key, value in flags.items():
-        if value is None or (key in ("env", "infra_patterns", "resources") and not value):
+        if value is None or (key in ("env", "infra_patterns", "resources", "paths") and not value):
             continue
         if key in ("env", "resources"):
             merged[key] = {**merged.get(key, {}), **dict(value)}  # type: ignore[call-overload]
@@ -305,6 +336,7 @@ def build_spec(repo_root: Path, flags: dict[str, object]) -> BisectSpec:
     if "noise_band" in merged:
         merged["noise_band"] = float(merged["noise_band"])
     merged["repo"] = str(repo_root)
-    if "infra_patterns" in merged:
-        merged["infra_patterns"] = tuple(merged["infra_patterns"])
+    for listed in ("infra_patterns", "paths"):
+        if listed in merged:
+            merged[listed] = tuple(str(item) for item in merged[listed])
     return BisectSpec(**merged)

@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event, make_url
 from sqlalchemy.engine import URL
@@ -30,8 +31,39 @@ WRITE_OPTIONS: dict[str, Any] = {_BEGIN_OPTION: "IMMEDIATE"}
 
 
 def default_db_url() -> str:
-    """$BISECT_DB (any SQLAlchemy URL), else the SQLite file bisect.db in data_dir()."""
-    return os.environ.get("BISECT_DB") or f"sqlite:///{data_dir() / DB_FILE_NAME}"
+    """$BISECT_DB (any SQLAlchemy URL or a file path), else the SQLite file bisect.db in data_dir()."""
+    return db_url(os.environ.get("BISECT_DB") or f"sqlite:///{data_dir() / DB_FILE_NAME}")
+
+
+def db_url(value: str) -> str:
+    """A SQLAlchemy URL for what `--db` / $BISECT_DB says: a URL as it is, a plain path as its SQLite file."""
+    if "://" in value:
+        return value
+    return f"sqlite:///{Path(value).expanduser().absolute()}"
+
+
+def make_read_only_engine(url: str) -> Engine | None:
+    """An engine that never writes, for commands that only read: a SQLite file is opened read-only (immutable
+    where its directory cannot be written, as SQLite cannot keep its WAL index there). None for a SQLite file
+    that does not exist yet or an in-memory database: the caller opens it the usual way."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed, pool_pre_ping=True)
+    database = parsed.database
+    if _is_sqlite_memory(parsed) or not database or database.startswith("file:"):
+        return None
+    path = Path(database).expanduser().absolute()
+    if not path.is_file():
+        return None
+    uri = f"file:{quote(str(path))}?mode=ro"
+    if not os.access(path.parent, os.W_OK):
+        uri += "&immutable=1"
+    engine = create_engine(
+        parsed.set(database=uri, query={"uri": "true"}), connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}
+    )
+    event.listen(engine, "connect", _on_sqlite_read_only_connect)
+    event.listen(engine, "begin", _on_sqlite_begin)
+    return engine
 
 
 def mask_url(url: str) -> str:
@@ -87,6 +119,15 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
         # can drop the last commits. It saves an fsync per write: several per bisect step.
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def _on_sqlite_read_only_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    dbapi_connection.isolation_level = None  # as _on_sqlite_connect; nothing here writes (no WAL switch)
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
     finally:
         cursor.close()
 

@@ -79,12 +79,17 @@ bisects = Table(
     # when none does. A second coordinator is refused while the lease is fresh (bisector/ownership.py).
     Column("owner", Text, nullable=True),
     Column("heartbeat", UTCDateTime, nullable=True),
+    Column("metric", Text, nullable=False, server_default=""),  # db.queries.metric_label(spec), for filters
+    # Sum over its finished steps of db.queries.step_device_seconds, kept by Store.finish_steps (statistics).
+    Column("device_s", Float, nullable=False, server_default="0"),
     # The dashboard lists bisects newest first, optionally per status or per repository, and looks up
     # earlier bisects that blamed a given commit.
     Index("ix_bisects_created", "created"),
     Index("ix_bisects_status_created", "status", "created"),
     Index("ix_bisects_repo_created", "repo", "created"),
     Index("ix_bisects_first_bad", "first_bad"),
+    # Statistics per repository and metric, read from the index alone.
+    Index("ix_bisects_repo_metric", "repo", "metric", "status", "created", "finished", "device_s"),
 )
 
 candidates = Table(
@@ -100,6 +105,8 @@ candidates = Table(
     # Which bisects covered a commit or a PR.
     Index("ix_candidates_sha", "sha"),
     Index("ix_candidates_pr", "pr"),
+    # The first bad commit of each bisect (its author and PR) for lists and statistics.
+    Index("ix_candidates_bisect_id_sha", "bisect_id", "sha", "author"),
 )
 
 steps = Table(
@@ -148,4 +155,6 @@ findings = Table(
     # A bisect's explanation in order, and across bisects: which ones changed a given table or file.
     Index("ix_findings_bisect_id_id", "bisect_id", "id"),
     Index("ix_findings_name_file", "name", "file"),
+    # Frequent culprit files and tables per repository and metric, read from the index alone.
+    Index("ix_findings_bisect_id_kind", "bisect_id", "kind", "file", "name"),
 )

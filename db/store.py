@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Connection, CursorResult, Engine, Row, delete, exists, insert, select, text, update
+from sqlalchemy import Connection, CursorResult, Engine, Row, delete, exists, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError, StatementError
 from sqlalchemy.pool import StaticPool
 
@@ -32,8 +32,9 @@ from bisector.domain import (
     Verdict,
 )
 from bisector.errors import StateError, StoreError, UnknownBisectError
-from db.engine import WRITE_OPTIONS, default_db_url, make_engine, mask_url
-from db.migrate import upgrade
+from db.engine import WRITE_OPTIONS, db_url, default_db_url, make_engine, make_read_only_engine, mask_url
+from db.migrate import at_head, upgrade
+from db.queries import add_device_seconds, metric_label
 from db.schema import bisects, candidates, findings, steps
 
 INTERRUPTED_DETAIL = "coordinator stopped while the step ran"
@@ -67,12 +68,23 @@ class Store:
         self._closed = False
 
     @classmethod
-    def open(cls, url: str | None = None) -> Store:
-        """Open (creating and migrating) the store at url, default_db_url() when None."""
-        url = default_db_url() if url is None else url
+    def open(cls, url: str | None = None, *, read_only: bool = False) -> Store:
+        """Open (creating and migrating) the store at url, default_db_url() when None (a URL or a file path).
+
+        read_only: for commands that only read (list, report, status, log). A store already at the newest schema
+        is opened without a single write, so a read-only file or directory serves them; one that needs migrating
+        (or does not exist yet) is opened as usual.
+        """
+        url = db_url(default_db_url() if url is None else url)
         masked = mask_url(url)
         engine: Engine | None = None
         try:
+            if read_only:
+                engine = make_read_only_engine(url)
+                if engine is not None and at_head(engine):
+                    return cls(engine, masked)
+                if engine is not None:
+                    engine.dispose()
             engine = make_engine(url)
             upgrade(engine)
             store = cls(engine, masked)
@@ -138,6 +150,7 @@ class Store:
             "created": _aware(created),
             "message": "",
             "extra": _dump({}),
+            "metric": metric_label(spec),
         }
         with self._write() as conn:
             return _inserted_id(conn.execute(insert(bisects).values(values)))
@@ -187,6 +200,22 @@ class Store:
         if current is None:
             raise self._unknown(bisect_id)
         raise StateError(f"bisect {bisect_id} is already {current}; it cannot become {status.value}")
+
+    def reopen(self, bisect_id: int, was: BisectStatus, message: str) -> None:
+        """Set a finished bisect back to running (a person's verdict changed its answer; `bisect resume` continues).
+        Guarded like set_status: only from status `was`, so two processes cannot both reopen it."""
+        guarded = (
+            update(bisects)
+            .where(bisects.c.id == bisect_id, bisects.c.status == BisectStatus(was).value)
+            .values(status=BisectStatus.RUNNING.value, finished=None, first_bad=None, last_good=None, message=message)
+        )
+        with self._write() as conn:
+            if conn.execute(guarded).rowcount == 1:
+                return
+            current = conn.execute(select(bisects.c.status).where(bisects.c.id == bisect_id)).scalar()
+        if current is None:
+            raise self._unknown(bisect_id)
+        raise StateError(f"bisect {bisect_id} is {current} now, not {was.value}; it was not reopened")
 
     def update_extra(self, bisect_id: int, **values: object) -> None:
         """Merge values (JSON-able) into the bisect's `extra` object."""
@@ -296,8 +325,8 @@ class Store:
                 "bisect_id": bisect_id,
                 "sha": step.sha,
                 "attempt": step.attempt,
-                "worker": step.worker,
-                "node": step.node,
+                "worker": _text(step.worker),
+                "node": _text(step.node),
                 "gpus": _dump(list(step.gpus)),
                 "started": _aware(step.started),
                 "samples": _dump([]),
@@ -332,6 +361,7 @@ class Store:
             for step_id, result, finished in results:
                 guarded = update(steps).where(steps.c.id == step_id, steps.c.verdict.is_(None))
                 if conn.execute(guarded.values(_result_values(result, finished))).rowcount == 1:
+                    conn.execute(add_device_seconds(step_id))
                     continue
                 row = conn.execute(select(steps.c.sha, steps.c.verdict).where(steps.c.id == step_id)).one_or_none()
                 if row is None:
@@ -349,6 +379,33 @@ class Store:
             if not records:
                 self._require_bisect(conn, bisect_id)
         return records
+
+    def add_manual_step(self, bisect_id: int, sha: str, verdict: Verdict, detail: str, when: datetime) -> int:
+        """Store a person's verdict on a commit (`bisect mark`, `bisect replay`): a finished step of purpose
+        manual that ran nothing; detail says who gave it and why. Returns its id."""
+        if verdict not in (Verdict.GOOD, Verdict.BAD, Verdict.SKIP):
+            raise ValueError(f"a manual verdict is good, bad or skip, not {verdict.value}")
+        with self._write() as conn:
+            self._require_bisect(conn, bisect_id)
+            attempt = conn.execute(
+                select(func.count()).select_from(steps).where(steps.c.bisect_id == bisect_id, steps.c.sha == sha)
+            ).scalar_one()
+            values = {
+                "bisect_id": bisect_id, "sha": sha, "attempt": int(attempt) + 1, "worker": "", "node": "",
+                "gpus": _dump([]), "started": _aware(when), "finished": _aware(when), "verdict": Verdict(verdict).value,
+                "samples": _dump([]), "log_path": "", "detail": detail, "purpose": StepPurpose.MANUAL.value,
+            }  # fmt: skip
+            return _inserted_id(conn.execute(insert(steps).values(values)))
+
+    def manual_steps(self, bisect_id: int, after_id: int = 0) -> list[StepRecord]:
+        """The manual steps of a bisect stored after step after_id, by id (a running coordinator takes them in)."""
+        query = (
+            select(steps)
+            .where(steps.c.bisect_id == bisect_id, steps.c.purpose == StepPurpose.MANUAL.value, steps.c.id > after_id)
+            .order_by(steps.c.id)
+        )
+        with self._read() as conn:
+            return [_step_record(row) for row in conn.execute(query)]
 
     def interrupt_running_steps(self, bisect_id: int, finished: datetime) -> int:
         """Mark every running step of a bisect as an interrupted error; returns how many there were."""
@@ -402,6 +459,10 @@ class Store:
             ]
 
     # --- plumbing ----------------------------------------------------------------------------------
+
+    def reading(self) -> AbstractContextManager[Connection]:
+        """A read transaction for the read-only queries of db/queries.py; errors become StoreErrors."""
+        return self._read()
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -468,17 +529,22 @@ def _result_values(result: StepResult, finished: datetime) -> dict[str, object]:
         "build_s": result.build_s,
         "run_s": result.run_s,
         "error_kind": None if result.error_kind is None else ErrorKind(result.error_kind).value,
-        "detail": result.detail,
-        "log_path": result.log_path,
+        "detail": _text(result.detail),
+        "log_path": _text(result.log_path),
     }
     # The executor may know better where the step really ran (a Ray actor placed on another node).
     if result.worker:
-        values["worker"] = result.worker
+        values["worker"] = _text(result.worker)
     if result.node:
-        values["node"] = result.node
+        values["node"] = _text(result.node)
     if result.gpus:
         values["gpus"] = _dump(list(result.gpus))
     return values
+
+
+def _text(value: str) -> str:
+    """Text as every backend stores it: PostgreSQL refuses NUL characters, so each becomes U+FFFD."""
+    return value.replace("\x00", "\ufffd")
 
 
 def _inserted_id(result: CursorResult[Any]) -> int:

@@ -59,9 +59,12 @@ def test_start_prints_a_json_report(tmp_path: Path, history):
 def test_markdown_and_text_reports_and_status(tmp_path: Path, history):
     db = tmp_path / "b.db"
     assert bisect(*start_args(history, "--format", "markdown"), db=db).stdout.startswith("### gpu-bisect #1: found")
-    text = bisect("status", "1", db=db).stdout
+    text = bisect("report", "1", db=db).stdout
     assert history.shas[23] in text
     assert "<- first bad" in text
+    status = bisect("status", "1", db=db).stdout
+    assert status.startswith("bisect 1: found\n")
+    assert "<- first bad" not in status
     listing = bisect("list", db=db).stdout
     assert "found" in listing
 

@@ -266,7 +266,8 @@ def test_all_parents_explains_a_branch_culprit_against_its_own_parent(tmp_path: 
     git("checkout", "-q", "main")
     git("-c", "user.name=t", "-c", "user.email=t@example.com", "merge", "-q", "--no-ff", "-m", "c5: merge", "side")
     tip = commit("c6", **{"main.txt": "6\n"})
-    spec = synthetic_spec(repo, c0, tip, build=None, all_parents=True, explain=True)
+    # trace_kernels: traced re-runs run even though nothing in this repository can be traced
+    spec = synthetic_spec(repo, c0, tip, build=None, all_parents=True, explain=True, trace_kernels=True)
     record = coordinator(store).start(spec)
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, b1)
     traced = {s.sha for s in store.steps(record.id) if s.purpose is StepPurpose.TRACE}

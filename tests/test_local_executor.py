@@ -28,7 +28,7 @@ def request(history, step_id: int, position: int, run: str, tmp_path: Path, time
     )  # fmt: skip
 
 
-def wait_for(executor: LocalExecutor, count: int, limit_s: float = 60) -> list[StepResult]:
+def wait_for(executor: LocalExecutor, count: int, limit_s: float = 300) -> list[StepResult]:
     results: list[StepResult] = []
     deadline = time.monotonic() + limit_s
     while len(results) < count and time.monotonic() < deadline:
@@ -69,8 +69,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path):
     with LocalExecutor(str(history.path), workers=1) as executor:
         executor.submit(request(history, 1, 0, run, tmp_path, timeout_s=1.0))
         (result,) = wait_for(executor, 1)
-    assert (result.verdict, result.error_kind) == (Verdict.ERROR, ErrorKind.TIMEOUT)
-    assert result.run_s < 10
+    assert (result.verdict, result.error_kind) == (Verdict.ERROR, ErrorKind.TIMEOUT)  # not 60 s of sleep
     time.sleep(3.5)
     assert not marker.exists(), "a background child of the test outlived its step"
 
@@ -93,14 +92,16 @@ def test_a_worker_killed_mid_step_is_an_error_and_its_slot_comes_back(tmp_path: 
 
 def test_cancel_stops_a_running_step(tmp_path: Path):
     history = culprit_history(tmp_path / "repo", 2, 1)
+    running = tmp_path / "running"
     with LocalExecutor(str(history.path), workers=1) as executor:
-        executor.submit(request(history, 7, 0, "sleep 60", tmp_path))
-        time.sleep(0.5)
-        started = time.monotonic()
+        executor.submit(request(history, 7, 0, f"touch {running}; sleep 60", tmp_path))
+        deadline = time.monotonic() + 300  # only against a hang: the event waited on is the step running
+        while not running.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         executor.cancel(7)
         (result,) = wait_for(executor, 1)
-    assert result.verdict is Verdict.CANCELLED
-    assert time.monotonic() - started < 8
+    assert result.verdict is Verdict.CANCELLED  # not the GOOD of a sleep that ran its 60 s
+    assert result.run_s > 0
 
 
 def test_a_broken_checkout_is_a_harness_error(tmp_path: Path):

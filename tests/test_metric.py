@@ -107,6 +107,20 @@ def test_metric_from_json_file(tmp_path: Path):
     assert judge_run(spec, 0, "", tmp_path).verdict is Verdict.SKIP
 
 
+def test_a_run_that_failed_for_a_full_disk_is_a_disk_full_error(tmp_path: Path):
+    judgement = judge_run(ACCEPT, 1, "write: /scratch/out.bin: No space left on device", tmp_path)
+    assert (judgement.verdict, judgement.error_kind) == (Verdict.ERROR, ErrorKind.DISK_FULL)
+    assert judgement.detail.startswith("disk full:")
+
+
+def test_a_metric_file_larger_than_the_cap_is_not_read(tmp_path: Path):
+    spec = MetricSpec(json_file="result.json", json_key="accept", expect=Expectation.parse(">= 4"))
+    (tmp_path / "result.json").write_bytes(b'{"accept": 5.0, "pad": "' + b"x" * (17 << 20) + b'"}')
+    judgement = judge_run(spec, 0, "", tmp_path)
+    assert judgement.verdict is Verdict.SKIP
+    assert "larger than 16 MiB" in judgement.detail
+
+
 @pytest.mark.parametrize(
     ("subject", "pr"),
     [("[Perf] gemm: Tiny GEMM with batch-size dispatch (#47683)", 47683),

@@ -16,6 +16,7 @@ from bisector.errors import ExecutorError
 from bisector.gitrepo import GitRepo
 from bisector.paths import worktree_root
 from workers.executor import Assignment, Executor, StepRequest
+from workers.gpu_leases import lease_exactly
 from workers.step import StepRunner, WorkerSlot
 
 
@@ -24,6 +25,7 @@ class InProcessExecutor(Executor):
         GitRepo(repo).prune_worktrees()
         root = worktree_root(repo)
         slot_gpus = gpus or [() for _ in range(workers)]
+        self._leases = lease_exactly(sorted({gpu for slot in slot_gpus for gpu in slot}))  # see gpu_leases.py
         self._slots = [
             WorkerSlot(name=f"thread-{i}", gpus=slot_gpus[i], worktree=Path(root) / f"inprocess-{i}")
             for i in range(workers)
@@ -93,3 +95,4 @@ class InProcessExecutor(Executor):
         for _, flag in self._busy.values():
             flag.set()
         self._pool.shutdown(wait=True)
+        self._leases.release()

@@ -14,6 +14,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -28,12 +29,14 @@ from bisector.errors import ExecutorError, RepoError
 from bisector.gitrepo import GitRepo
 from bisector.paths import worktree_root
 from workers.executor import Assignment, Executor, StepRequest
-from workers.gpus import split_gpus, visible_gpus
+from workers.gpu_leases import lease_slots
+from workers.gpus import visible_gpus
 from workers.process import CancelSignal, kill_group
 from workers.step import StepRunner, WorkerSlot
 
 _STOP = "stop"
 _CANCEL = "cancel"
+_IDLE_LOOK_S = 0.1  # how often an idle worker looks whether a stop signal came
 
 
 def _claim_worktree(root: Path, preferred: int) -> tuple[Path, IO[str]]:
@@ -57,7 +60,14 @@ def _claim_worktree(root: Path, preferred: int) -> tuple[Path, IO[str]]:
 def _worker_main(
     name: str, gpus: tuple[int, ...], repo: str, slot_index: int, conn: Connection, environ: dict[str, str], cwd: str
 ) -> None:
-    """The loop of one worker process: run each request it is sent, send back its result."""
+    """The loop of one worker process: run each request it is sent, send back its result.
+
+    It stops, killing its running test's process group (SIGTERM, grace, SIGKILL) and printing nothing, when the
+    coordinator says so or its pipe closes (the coordinator died), and on SIGINT, SIGTERM or SIGHUP (a Ctrl-C or a
+    CI runner's SIGTERM to the coordinator's process group reaches the workers too; their tests run in sessions
+    of their own and would outlive them)."""
+    stopping = _StopFlag()
+    stopping.install()
     # A fork server's child starts with the server's environment and directory, which were the coordinator's
     # when the server started; take the coordinator's current ones.
     os.environ.clear()
@@ -67,14 +77,14 @@ def _worker_main(
     clean_for: str | None = None
     opened: list[GitRepo] = []
     # Made and opened now, off the critical path; a failure shows at the first step.
-    with contextlib.suppress(RepoError):
+    with contextlib.suppress(RepoError, OSError):
         handle = GitRepo(repo)
         opened.append(handle)
         handle.ensure_worktree(worktree, "HEAD")
         clean_for = repo
     runner = StepRunner(WorkerSlot(name=name, gpus=gpus, worktree=worktree), clean_for=clean_for, opened=opened)
     inbox: queue.Queue[object] = queue.Queue()
-    cancel_flag = CancelSignal()
+    cancel_flag = stopping.cancel
     current_step: list[int] = [-1]
     cancelled_early: set[int] = set()  # cancels that arrived before their step started
     # The listener's "is it the running step?" and the loop's "this step runs now" must not interleave: a cancel
@@ -88,7 +98,7 @@ def _worker_main(
             except (EOFError, OSError):
                 message = _STOP
             if message == _STOP:
-                cancel_flag.set()
+                stopping.set()
                 inbox.put(_STOP)
                 return
             if isinstance(message, tuple) and message[0] == _CANCEL:
@@ -102,25 +112,71 @@ def _worker_main(
 
     threading.Thread(target=listen, daemon=True).start()
     with lock_file:
-        while (message := inbox.get()) != _STOP:
-            assert isinstance(message, StepRequest)
-            request = message
+        while (request := _next_request(inbox, stopping)) is not None:
             with step_lock:
                 cancel_flag.clear()
                 current_step[0] = request.step_id
-                if request.step_id in cancelled_early:
+                if request.step_id in cancelled_early or stopping.is_set():
                     cancelled_early.discard(request.step_id)
                     cancel_flag.set()
-            result = runner.run(
-                request,
-                should_cancel=cancel_flag.is_set,
-                on_start=_announcer(conn, request.step_id),
-                cancel_fd=cancel_flag.fileno(),
-            )
+            try:
+                result = runner.run(
+                    request,
+                    should_cancel=lambda: cancel_flag.is_set() or stopping.is_set(),
+                    on_start=_announcer(conn, request.step_id),
+                    cancel_fd=cancel_flag.fileno(),
+                )
+            except Exception as exc:  # the runner itself broke: the harness's failure, never the commit's
+                result = runner.harness_error(request, f"step runner failed: {exc!r}")
             with step_lock:
                 current_step[0] = -1
-            conn.send(result)
+            try:
+                conn.send(result)
+            except OSError:  # the coordinator is gone
+                return
+            if stopping.is_set():
+                return
             runner.tidy(request)  # while the coordinator chooses this worker's next step
+
+
+class _StopFlag:
+    """Set by the coordinator's stop, its pipe closing, or a stop signal; setting it wakes the running step."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.cancel = CancelSignal()
+        self._set = False
+
+    def install(self) -> None:
+        for signum in self.SIGNALS:
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        # Only a flag and a byte down a pipe: the handler may interrupt this thread anywhere, locks included.
+        self._set = True
+        self.cancel.set_from_signal_handler()
+
+    def set(self) -> None:
+        self._set = True
+        self.cancel.set()
+
+    def is_set(self) -> bool:
+        return self._set
+
+
+def _next_request(inbox: queue.Queue[object], stopping: _StopFlag) -> StepRequest | None:
+    """The next step to run, or None once the worker is to stop."""
+    while not stopping.is_set():
+        try:
+            message = inbox.get(timeout=_IDLE_LOOK_S)
+        except queue.Empty:
+            continue
+        if message == _STOP:
+            return None
+        assert isinstance(message, StepRequest)
+        return message
+    return None
 
 
 def _announcer(conn: Connection, step_id: int) -> Callable[[int], None]:
@@ -151,9 +207,15 @@ class LocalExecutor(Executor):
         # not W (on a small host, W interpreters importing at once delayed the first steps by 100s of ms).
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload([__name__, "bisector.libgit"])
-        self._slots = [
-            self._start_slot(i, gpus) for i, gpus in enumerate(split_gpus(visible_gpus(), workers, gpus_per_step))
-        ]
+        # GPUs leased per host (workers/gpu_leases.py): another bisect's GPUs are never handed out here.
+        slot_gpus, self._leases = lease_slots(visible_gpus(), workers, gpus_per_step)
+        self._slots: list[_Slot] = []
+        try:
+            for index, gpus in enumerate(slot_gpus):
+                self._slots.append(self._start_slot(index, gpus))
+        except BaseException:
+            self.close()
+            raise
 
     def _start_slot(self, index: int, gpus: tuple[int, ...]) -> _Slot:
         parent, child = self._context.Pipe()
@@ -274,6 +336,13 @@ class LocalExecutor(Executor):
                 with contextlib.suppress(OSError):
                     slot.conn.send((_CANCEL, step_id))
 
+    def abandon(self, step_id: int) -> None:
+        """A step that never reported: its worker process is killed; poll sees it through the sentinel, kills the
+        test's process group and starts a new process for the slot."""
+        for slot in self._slots:
+            if slot.running is not None and slot.running.step_id == step_id:
+                slot.process.kill()
+
     def worker_pids(self) -> dict[str, int | None]:
         """The pid of each slot's worker process (for diagnostics and fault-injection tests)."""
         return {slot.name: slot.process.pid for slot in self._slots}
@@ -291,3 +360,4 @@ class LocalExecutor(Executor):
                 slot.process.join()
             slot.conn.close()
         self._slots = []
+        self._leases.release()

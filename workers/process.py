@@ -1,4 +1,9 @@
-"""Running one shell command in its own process group, with a deadline and a way to stop it early."""
+"""Running one shell command in its own process group, with a deadline and a way to stop it early.
+
+The command's output comes through a pipe that the caller's thread reads in chunks (workers/output.py): into the
+step's capped log and a capped in-memory window, so nothing a test prints makes the worker's memory or the log
+grow without bound.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,13 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+from workers.cgroups import StepCgroup
+from workers.output import READ_CHUNK_BYTES, OutputWindow, StepLog
 
 KILL_GRACE_S = 5.0
 POLL_INTERVAL_S = 0.05  # how often a running step checks its deadline and cancel flag
@@ -25,6 +33,8 @@ class ProcessOutcome:
     elapsed_s: float
     timed_out: bool = False
     cancelled: bool = False
+    output: OutputWindow = field(default_factory=OutputWindow)  # the last WINDOW_BYTES of what it printed
+    log_error: OSError | None = None  # writing the log failed (ENOSPC): the command was stopped
 
 
 class CancelSignal:
@@ -34,6 +44,7 @@ class CancelSignal:
     def __init__(self) -> None:
         self._read_fd, self._write_fd = os.pipe()
         os.set_blocking(self._read_fd, False)
+        os.set_blocking(self._write_fd, False)
         self._lock = threading.Lock()
         self._set = False
 
@@ -41,14 +52,22 @@ class CancelSignal:
         with self._lock:
             if not self._set:
                 self._set = True
-                os.write(self._write_fd, b"x")
+                with contextlib.suppress(BlockingIOError):
+                    os.write(self._write_fd, b"x")
+
+    def set_from_signal_handler(self) -> None:
+        """set() without the lock, for a signal handler (it may interrupt a set() or clear() of its own thread)."""
+        self._set = True
+        with contextlib.suppress(OSError):
+            os.write(self._write_fd, b"x")
 
     def clear(self) -> None:
         with self._lock:
             if self._set:
                 self._set = False
                 with contextlib.suppress(BlockingIOError):
-                    os.read(self._read_fd, 64)
+                    while os.read(self._read_fd, 64):
+                        pass
 
     def is_set(self) -> bool:
         return self._set
@@ -81,84 +100,148 @@ def kill_group(pgid: int, grace_s: float = KILL_GRACE_S) -> None:
         return
 
 
-def _terminate(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the child's group, give it KILL_GRACE_S to exit, then SIGKILL whatever is left of the group."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=KILL_GRACE_S)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+_CHUNKS_PER_LOOK = 16  # reads of READ_CHUNK_BYTES between two looks at the deadline and the cancel flag
+_CHUNKS_AFTER_EXIT = 64  # more than a pipe holds: what the exited command left in it, not what a daemon adds
 
 
-@contextlib.contextmanager
-def _exit_waiter(proc: subprocess.Popen[bytes], cancel_fd: int | None) -> Iterator[Callable[[float], None]]:
-    """A wait that returns as soon as the child exits (a pidfd where Linux has one) or cancel_fd turns readable,
-    or after timeout_s. poll(2), not select(2): a worker in a busy process (a Ray actor) may hold fds past 1024."""
-    poller = select.poll()
-    if cancel_fd is not None:
-        poller.register(cancel_fd, select.POLLIN)
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        pidfd = None
-    if pidfd is None and cancel_fd is None:
-        yield lambda timeout_s: time.sleep(timeout_s)
-        return
-    if pidfd is not None:
-        poller.register(pidfd, select.POLLIN)
+class _Reader:
+    """The command's output pipe, read without blocking: every chunk to the log and the window."""
 
-    def wait(timeout_s: float) -> None:
-        poller.poll(math.ceil(timeout_s * 1000))
+    def __init__(self, fd: int, log: StepLog, window: OutputWindow) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+        self.open = True
+        self._log, self._window = log, window
 
-    try:
-        yield wait
-    finally:
-        if pidfd is not None:
-            os.close(pidfd)
+    def drain(self, max_chunks: int = _CHUNKS_PER_LOOK) -> None:
+        """Read what is there now (at most max_chunks chunks); at end of file, mark the pipe closed."""
+        for _ in range(max_chunks):
+            try:
+                chunk = os.read(self.fd, READ_CHUNK_BYTES)
+            except BlockingIOError:
+                return
+            if not chunk:
+                self.open = False
+                return
+            self._window.feed(chunk)
+            self._log.write(chunk)
+
+
+class _Waiter:
+    """One wait for whichever comes first: output, the child's exit (its pidfd, where Linux has one), cancel_fd
+    turning readable, or a timeout. poll(2), not select(2): a worker in a busy process (a Ray actor) may hold fds
+    past 1024."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], reader: _Reader, cancel_fd: int | None) -> None:
+        self._poller = select.poll()
+        self._reader = reader
+        self._poller.register(reader.fd, select.POLLIN)
+        self._cancel_fd = cancel_fd
+        if cancel_fd is not None:
+            self._poller.register(cancel_fd, select.POLLIN)
+        try:
+            self._pidfd: int | None = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            self._pidfd = None
+        if self._pidfd is not None:
+            self._poller.register(self._pidfd, select.POLLIN)
+        self._watching_output = True
+
+    def wait(self, timeout_s: float) -> None:
+        if self._watching_output and not self._reader.open:  # at end of file the pipe is always readable
+            self._poller.unregister(self._reader.fd)
+            self._watching_output = False
+        self._poller.poll(math.ceil(max(timeout_s, 0.0) * 1000))
+
+    def ignore_cancel(self) -> None:
+        """Stop waking on cancel_fd (it stays readable while set: the kill's grace must not spin)."""
+        if self._cancel_fd is not None:
+            self._poller.unregister(self._cancel_fd)
+            self._cancel_fd = None
+
+    def close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
 
 
 def run_shell(
     command: str,
     cwd: Path,
     env: dict[str, str],
-    log: IO[bytes],
+    log: IO[bytes] | StepLog,
     timeout_s: float,
     *,
     should_cancel: Callable[[], bool] = lambda: False,
     on_start: Callable[[int], None] = lambda pgid: None,
     cancel_fd: int | None = None,
 ) -> ProcessOutcome:
-    """Run `bash -c command` in cwd, output to log, killing its process group at the deadline.
+    """Run `bash -c command` in cwd, its output to log (a StepLog, or a file wrapped in one and finished here) and
+    to the outcome's window, killing its process group at the deadline (SIGTERM, KILL_GRACE_S, SIGKILL).
 
     should_cancel is asked every POLL_INTERVAL_S, and at once whenever cancel_fd (a CancelSignal's) turns
-    readable."""
+    readable. A log write that fails (a full disk) stops the command too; the outcome's log_error says why."""
+    step_log = log if isinstance(log, StepLog) else StepLog(log)
+    window = OutputWindow()
     started = time.monotonic()
-    proc = subprocess.Popen(
-        ["bash", "-c", command],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    cgroup = StepCgroup.create()  # where cgroups can be made: daemons that leave the group die with the step too
+    argv = ["bash", "-c", command]
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            cgroup.wrap(argv) if cgroup else argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(read_fd)
+        if cgroup:
+            cgroup.kill_and_remove()
+        raise
+    finally:
+        os.close(write_fd)
     on_start(proc.pid)
+    reader = _Reader(read_fd, step_log, window)
+    waiter = _Waiter(proc, reader, cancel_fd)
     deadline = started + timeout_s
     timed_out = cancelled = False
-    with _exit_waiter(proc, cancel_fd) as wait_for_exit:
+    kill_at: float | None = None  # set once the group got SIGTERM: SIGKILL then
+    try:
         while proc.poll() is None:
-            if time.monotonic() >= deadline:
-                timed_out = True
-            elif should_cancel():
-                cancelled = True
-            if timed_out or cancelled:
-                _terminate(proc)
+            reader.drain()
+            now = time.monotonic()
+            if kill_at is None:
+                timed_out = now >= deadline
+                cancelled = not timed_out and (should_cancel() or step_log.error is not None)
+                if timed_out or cancelled:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGTERM)
+                    kill_at = now + KILL_GRACE_S
+                    waiter.ignore_cancel()
+            elif now >= kill_at:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
                 break
-            wait_for_exit(min(POLL_INTERVAL_S, max(deadline - time.monotonic(), 0.0)))
-    if not (timed_out or cancelled):
-        # The shell exited; anything it left running in its group would outlive the step.
+            until = kill_at if kill_at is not None else deadline
+            waiter.wait(min(POLL_INTERVAL_S, max(until - time.monotonic(), 0.0)))
+        # The shell exited; anything it left running in its group would outlive the step (and hold the pipe).
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-    return ProcessOutcome(proc.returncode, time.monotonic() - started, timed_out, cancelled)
+        if cgroup:
+            cgroup.kill_and_remove()
+        reader.drain(max_chunks=_CHUNKS_AFTER_EXIT)  # what is in the pipe; a daemon outside the group may keep it open
+    finally:
+        waiter.close()
+        os.close(read_fd)
+        if cgroup:
+            cgroup.kill_and_remove()
+    if step_log is not log:
+        step_log.finish()
+    log_error = step_log.error
+    if log_error is not None:
+        cancelled = False
+    return ProcessOutcome(proc.returncode, time.monotonic() - started, timed_out, cancelled, window, log_error)

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from bisector.domain import ErrorKind, StepResult, Verdict
 from bisector.errors import ExecutorError, InputError
 from workers.executor import Assignment, Executor, StepRequest
+from workers.gpu_leases import GpuLeases, lease_slots
 from workers.gpus import visible_gpus
 
 try:
@@ -77,17 +78,25 @@ class RayExecutor(Executor):
         address: str | None = None,
         *,
         start_timeout_s: float = START_TIMEOUT_S,
+        start_grace_s: float = START_GRACE_S,
         max_restarts: int = MAX_RESTARTS,
     ) -> None:
+        """start_grace_s: how long the start waits for the other slots once one is up (the rest join later)."""
         if workers < 1:
             raise InputError(f"--workers must be at least 1 (got {workers})")
         self._resources = checked_resources(resources or {})
         self._repo = repo
         self._start_timeout_s = start_timeout_s
+        self._start_grace_s = start_grace_s
         self._max_restarts = max_restarts
         self._retired: list[str] = []
         self._slots: dict[str, _Slot] = {}
-        self._owns_ray = _connect(address, workers)
+        self._leases = GpuLeases()
+        try:
+            self._owns_ray = _connect(address, workers, gpus_per_step, self._leases)
+        except BaseException:
+            self._leases.release()
+            raise
         try:
             self._gpus_per_step = _resolve_gpus_per_step(gpus_per_step)
             self._coordinator_node = ray.get_runtime_context().get_node_id()
@@ -113,14 +122,14 @@ class RayExecutor(Executor):
         return _Slot(index, name, actor, actor.info.options(concurrency_group=CONTROL_GROUP).remote(), restarts)
 
     def _await_first_start(self) -> None:
-        """Wait until every actor is up, or START_GRACE_S after the first one: slots that Ray places later
+        """Wait until every actor is up, or start_grace_s after the first one: slots that Ray places later
         (a busy shared cluster) join the bisect when they come up."""
         deadline = time.monotonic() + self._start_timeout_s
         first_up: float | None = None
         while any(slot.starting is not None for slot in self._slots.values()):
             if first_up is None and any(slot.info is not None for slot in self._slots.values()):
                 first_up = time.monotonic()
-                deadline = min(deadline, first_up + START_GRACE_S)
+                deadline = min(deadline, first_up + self._start_grace_s)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -253,6 +262,15 @@ class RayExecutor(Executor):
                 slot.running.cancelled = True
                 slot.actor.cancel.options(concurrency_group=CONTROL_GROUP).remote(step_id)
 
+    def abandon(self, step_id: int) -> None:
+        """A step that never reported: its actor is killed (its reaper kills the test); poll sees the loss and
+        starts a new actor for the slot."""
+        for slot in self._slots.values():
+            if slot.running is not None and slot.running.request.step_id == step_id:
+                slot.running.cancelled = True
+                with contextlib.suppress(Exception):
+                    ray.kill(slot.actor, no_restart=True)
+
     def close(self) -> None:
         for slot in self._slots.values():
             with contextlib.suppress(Exception):
@@ -261,6 +279,7 @@ class RayExecutor(Executor):
         if self._owns_ray:
             self._owns_ray = False
             ray.shutdown()
+        self._leases.release()
 
     # --- diagnostics (reports, fault-injection tests) ---------------------------------------------------------
 
@@ -281,8 +300,11 @@ class RayExecutor(Executor):
 # --- connecting -------------------------------------------------------------------------------------------------
 
 
-def _connect(address: str | None, workers: int) -> bool:
-    """Connect this process to Ray. Returns whether it called ray.init (and so must call ray.shutdown)."""
+def _connect(address: str | None, workers: int, gpus_per_step: int, leases: GpuLeases) -> bool:
+    """Connect this process to Ray. Returns whether it called ray.init (and so must call ray.shutdown).
+
+    A local cluster started here sees only the GPUs this bisect leased (workers/gpu_leases.py), so two bisects on
+    one host never share one."""
     if ray.is_initialized():
         return False
     quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
@@ -295,6 +317,10 @@ def _connect(address: str | None, workers: int) -> bool:
             raise ExecutorError(f"cannot connect to the Ray cluster at {address}: {_one_line(exc)}{hint}") from None
         return True
     gpus = visible_gpus()
+    fit = min(workers, len(gpus) // (gpus_per_step or 1))  # more slots than GPUs: Ray places them as GPUs free
+    if fit:
+        slot_gpus, _ = lease_slots(gpus, fit, gpus_per_step, leases=leases)
+        gpus = tuple(gpu for slot in slot_gpus for gpu in slot)
     try:
         with _visible_devices(gpus):
             ray.init(

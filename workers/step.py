@@ -7,9 +7,11 @@ to the store: it returns a StepResult and the coordinator records it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shlex
 import socket
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,11 +20,13 @@ from pathlib import Path
 from bisector.domain import ErrorKind, StepResult, Verdict
 from bisector.errors import RepoError
 from bisector.gitrepo import GitRepo
-from bisector.metric import infra_signature, judge_run
+from bisector.metric import DISK_FULL_SIGNATURE, MatchTimeoutError, infra_judgement, infra_signature, judge_run
 from workers.executor import StepRequest
-from workers.process import run_shell
+from workers.output import DETAIL_TAIL_BYTES, WINDOW_BYTES, StepLog
+from workers.process import ProcessOutcome, run_shell
 
-LOG_TAIL_LINES = 15
+NEARLY_FULL_BYTES = 64 << 10  # a harness failure on a filesystem with less free space than this is a full disk
+METRIC_MIN_TIME_S = 1.0  # the least time judging a run's output gets, even when the run used up the step's timeout
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,10 @@ class StepRunner:
         on_start: Callable[[int], None] = lambda pgid: None,
         cancel_fd: int | None = None,
     ) -> StepResult:
-        """cancel_fd: a CancelSignal's, so that a cancel stops the running command at once (run_shell)."""
+        """cancel_fd: a CancelSignal's, so that a cancel stops the running command at once (run_shell).
+
+        A failure of the harness (the slot's worktree cannot be made, the log cannot be written) comes back as an
+        error of kind HARNESS, or DISK_FULL when the disk is full, never as a verdict on the commit."""
         log_path = Path(request.log_path)
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,66 +112,119 @@ class StepRunner:
             self._tidy_repo = None
             self._repo(request.repo).ensure_worktree(self.slot.worktree, request.sha, clean=clean)
         except (OSError, RepoError) as exc:
-            return self._result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=str(exc))
+            where = self.slot.worktree
+            return self._harness_failed(request, exc, f"checking out {request.sha[:12]} in {where}", where)
         env = step_environment(request, self.slot.gpus, dict(os.environ), self.slot.name)
-        log_path.unlink(missing_ok=True)
-        with log_path.open("ab") as log:  # append mode: our lines and the commands' output interleave in order
-            log.write(self._header(request).encode())
-            log.flush()
-            build_s = 0.0
-            remaining_s = request.timeout_s
-            if request.build_cmd:
-                log.write(f"$ {request.build_cmd}\n".encode())
-                log.flush()
-                build = run_shell(
-                    request.build_cmd, self.slot.worktree, env, log, remaining_s,
-                    should_cancel=should_cancel, on_start=on_start, cancel_fd=cancel_fd,
-                )  # fmt: skip
-                build_s = build.elapsed_s
-                remaining_s -= build_s
-                if build.cancelled:
-                    return self._result(request, Verdict.CANCELLED, build_s=build_s, detail="cancelled")
-                if build.timed_out:
-                    return self._result(
-                        request, Verdict.ERROR, exit_code=build.exit_code, build_s=build_s,
-                        error_kind=ErrorKind.TIMEOUT, detail="build timed out",
-                    )  # fmt: skip
-                if build.exit_code != 0:
-                    log.flush()
-                    return self._build_failed(request, build.exit_code, build_s)
-            log.write(f"$ {request.run_cmd}\n".encode())
-            log.flush()
-            run_offset = os.fstat(log.fileno()).st_size
-            run = run_shell(
-                request.run_cmd, self.slot.worktree, env, log, max(remaining_s, 0.001),
+        try:
+            log_path.unlink(missing_ok=True)
+            # Unbuffered, append mode: our lines and the commands' output interleave in order, and a full disk
+            # shows at the write that hit it, not at close.
+            log_file = log_path.open("ab", buffering=0)
+        except OSError as exc:
+            return self._harness_failed(request, exc, f"opening the step log {log_path}", log_path)
+        started = time.monotonic()  # the step's timeout covers its build and run
+        with log_file:
+            log = StepLog(log_file)
+            try:
+                return self._build_and_run(request, log, env, started, should_cancel, on_start, cancel_fd)
+            finally:
+                log.finish()
+
+    def _build_and_run(
+        self,
+        request: StepRequest,
+        log: StepLog,
+        env: dict[str, str],
+        started: float,
+        should_cancel: Callable[[], bool],
+        on_start: Callable[[int], None],
+        cancel_fd: int | None,
+    ) -> StepResult:
+        log.note(self._header(request))
+        if log.error is not None:  # nothing started: no test runs with nowhere to log
+            return self._log_failed(request, log.error)
+        build_s = 0.0
+        if request.build_cmd:
+            log.note(f"$ {request.build_cmd}\n")
+            build = run_shell(
+                request.build_cmd, self.slot.worktree, env, log, time_left_s(request, started),
                 should_cancel=should_cancel, on_start=on_start, cancel_fd=cancel_fd,
             )  # fmt: skip
+            build_s = build.elapsed_s
+            if log.error is not None:
+                return self._log_failed(request, log.error)
+            if build.cancelled:
+                return self._result(request, Verdict.CANCELLED, build_s=build_s, detail="cancelled")
+            if build.timed_out:
+                return self._result(
+                    request, Verdict.ERROR, exit_code=build.exit_code, build_s=build_s,
+                    error_kind=ErrorKind.TIMEOUT, detail="build timed out",
+                )  # fmt: skip
+            if build.exit_code != 0:
+                return self._build_failed(request, build, time_left_s(request, started))
+        log.note(f"$ {request.run_cmd}\n")
+        run = run_shell(
+            request.run_cmd, self.slot.worktree, env, log, max(time_left_s(request, started), 0.001),
+            should_cancel=should_cancel, on_start=on_start, cancel_fd=cancel_fd,
+        )  # fmt: skip
+        if log.error is not None:
+            return self._log_failed(request, log.error)
         if run.cancelled:
             return self._result(request, Verdict.CANCELLED, build_s=build_s, run_s=run.elapsed_s, detail="cancelled")
-        output = _read_from(log_path, run_offset)
-        judgement = judge_run(request.metric, run.exit_code, output, self.slot.worktree, timed_out=run.timed_out)
+        judgement = judge_run(
+            request.metric, run.exit_code, run.output.text(), self.slot.worktree, timed_out=run.timed_out,
+            time_limit_s=max(time_left_s(request, started), METRIC_MIN_TIME_S),
+        )  # fmt: skip
         detail = judgement.detail
+        if request.metric.regex is not None and not judgement.samples and run.output.cut:
+            detail = f"{detail} (the metric is looked for in the last {WINDOW_BYTES >> 20} MiB of the output)"
         if judgement.verdict in (Verdict.SKIP, Verdict.ERROR) or (not judgement.samples and run.exit_code != 0):
-            detail = f"{detail}\n{_tail(output)}".strip()
+            detail = f"{detail}\n{run.output.tail()}".strip()
         return self._result(
             request, judgement.verdict, samples=judgement.samples, exit_code=run.exit_code,
             build_s=build_s, run_s=run.elapsed_s, error_kind=judgement.error_kind, detail=detail,
         )  # fmt: skip
 
-    def _build_failed(self, request: StepRequest, exit_code: int, build_s: float) -> StepResult:
-        output = _read_from(Path(request.log_path), 0)
-        signature = infra_signature(output, request.metric.infra_patterns)
+    def _build_failed(self, request: StepRequest, build: ProcessOutcome, time_left: float) -> StepResult:
+        exit_code, build_s = build.exit_code, build.elapsed_s
+        try:
+            signature = infra_signature(
+                build.output.text(), request.metric.infra_patterns, max(time_left, METRIC_MIN_TIME_S)
+            )
+        except MatchTimeoutError:
+            signature = None
         if signature is not None or exit_code < 0 or exit_code > 127:
-            why = f"infrastructure: {signature}" if signature else f"build died (exit {exit_code})"
-            kind = ErrorKind.INFRA if signature else ErrorKind.SIGNAL
+            judgement = infra_judgement(signature) if signature else None
+            why = judgement.detail if judgement else f"build died (exit {exit_code})"
+            kind = judgement.error_kind if judgement else ErrorKind.SIGNAL
             return self._result(
                 request, Verdict.ERROR, exit_code=exit_code, build_s=build_s, error_kind=kind,
-                detail=f"{why}\n{_tail(output)}",
+                detail=f"{why}\n{build.output.tail()}",
             )  # fmt: skip
         return self._result(
             request, Verdict.SKIP, exit_code=exit_code, build_s=build_s,
-            detail=f"build failed (exit {exit_code})\n{_tail(output)}",
+            detail=f"build failed (exit {exit_code})\n{build.output.tail()}",
         )  # fmt: skip
+
+    def harness_error(self, request: StepRequest, detail: str) -> StepResult:
+        """The result of a step the harness failed to carry out (the runner raised)."""
+        return self._result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=detail[:DETAIL_TAIL_BYTES])
+
+    def _log_failed(self, request: StepRequest, error: OSError) -> StepResult:
+        """The log could not be written (its command was stopped at that)."""
+        return self._harness_failed(request, error, f"writing the step log {request.log_path}", Path(request.log_path))
+
+    def _harness_failed(self, request: StepRequest, error: BaseException, doing: str, path: Path) -> StepResult:
+        """A step the harness could not carry out (doing what, on which path): DISK_FULL when the disk is full,
+        else HARNESS."""
+        if _is_disk_full(error) or _nearly_full(path):
+            where = _mount_point(path)
+            detail = f"disk full: no space left on {where} {doing}; free space and `bisect resume {request.bisect_id}`"
+            return self._result(request, Verdict.ERROR, error_kind=ErrorKind.DISK_FULL, detail=detail)
+        message = " ".join(str(error).split())[:DETAIL_TAIL_BYTES]
+        return self._result(
+            request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=f"harness failed {doing}: {message}"
+        )
 
     def _header(self, request: StepRequest) -> str:
         gpus = ",".join(map(str, self.slot.gpus)) or "none"
@@ -175,6 +235,10 @@ class StepRunner:
         )
 
     def _result(self, request: StepRequest, verdict: Verdict, **values: object) -> StepResult:
+        detail = str(values.get("detail", ""))
+        if values.get("error_kind") is ErrorKind.DISK_FULL and "bisect resume" not in detail:
+            first, newline, rest = detail.partition("\n")
+            values["detail"] = f"{first}; free space and `bisect resume {request.bisect_id}`{newline}{rest}"
         return StepResult(
             step_id=request.step_id,
             sha=request.sha,
@@ -187,15 +251,30 @@ class StepRunner:
         )
 
 
-def _read_from(path: Path, offset: int) -> str:
+def time_left_s(request: StepRequest, started: float) -> float:
+    return request.timeout_s - (time.monotonic() - started)
+
+
+def _is_disk_full(error: BaseException) -> bool:
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return DISK_FULL_SIGNATURE in str(error)  # git's message, through RepoError
+
+
+def _nearly_full(path: Path) -> bool:
+    """Whether the filesystem of path has (almost) no space left: git's "unable to write file" does not say why."""
     try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            return f.read().decode(errors="replace")
+        stats = os.statvfs(_mount_point(path))
     except OSError:
-        return ""
+        return False
+    return stats.f_bavail * stats.f_frsize < NEARLY_FULL_BYTES
 
 
-def _tail(output: str, lines: int = LOG_TAIL_LINES) -> str:
-    kept = output.rstrip().splitlines()[-lines:]
-    return "\n".join(f"  | {line}" for line in kept)
+def _mount_point(path: Path) -> Path:
+    """The mount point of the filesystem path is on (or would be on)."""
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path

@@ -6,8 +6,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bisector.analysis.call_trace import CallTraceDiff
 from bisector.analysis.dispatch_diff import DispatchDiff
-from bisector.analysis.findings import Finding
+from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.kernel_trace import KernelTraceDiff
 from bisector.analysis.minimize import MinimizeResult
 from bisector.analysis.shape_table import DEFAULT_DECODE_M, ShapeTable, shape_table
@@ -20,6 +21,8 @@ class Explanation:
     dispatch: DispatchDiff | None = None  # dispatch traces, last good vs first bad
     kernels: KernelTraceDiff | None = None  # generic kernel traces, last good vs first bad
     minimized: MinimizeResult | None = None  # the culprit's smallest failing set of changes
+    calls: CallTraceDiff | None = None  # results of the traced functions, last good vs first bad
+    trace_note: str | None = None  # whether the traced re-runs ran or why not, and how to ask for them
     decode_m: int = DEFAULT_DECODE_M
     verify_m: int | None = None  # k + 1 of the speculative test; None: read from the traces (else 8)
 
@@ -34,7 +37,7 @@ class Explanation:
 
     @property
     def is_empty(self) -> bool:
-        return not any((self.static, self.dispatch, self.kernels, self.minimized))
+        return not any((self.static, self.dispatch, self.kernels, self.minimized, self.calls, self.trace_note))
 
     def findings(self) -> list[Finding]:
         """Every row, for the store's findings table; from_findings() rebuilds the explanation from them."""
@@ -45,6 +48,10 @@ class Explanation:
             rows += self.dispatch.to_findings()
         if self.kernels is not None:
             rows += self.kernels.to_findings()
+        if self.calls is not None:
+            rows += self.calls.to_findings()
+        if self.trace_note is not None:
+            rows.append(Finding(FindingKind.TRACE_NOTE, "", "traced re-runs", detail=self.trace_note))
         if self.minimized is not None:
             rows += self.minimized.to_findings()
         return rows
@@ -58,6 +65,8 @@ class Explanation:
             dispatch=DispatchDiff.from_findings(findings),
             kernels=KernelTraceDiff.from_findings(findings),
             minimized=MinimizeResult.from_findings(findings),
+            calls=CallTraceDiff.from_findings(findings),
+            trace_note=next((f.detail for f in findings if f.kind is FindingKind.TRACE_NOTE), None),
             decode_m=decode_m,
             verify_m=verify_m,
         )

@@ -22,9 +22,14 @@ class FindingKind(StrEnum):
     NATIVE_ARRAY = "native_array"  # an entry of a constant array in C/C++/CUDA
     NATIVE_THRESHOLD = "native_threshold"  # a constant, #define, or if/switch on the batch size in C/C++/CUDA
     DISPATCH_LOGIC = "dispatch_logic"  # a function that reads the tables or thresholds changed
+    LAUNCH_PARAM = "launch_param"  # a grid / keyword argument of a kernel[grid](...) or torch.ops launch
+    BRANCH_CONDITION = "branch_condition"  # an if-condition on arch, dtype, shape or env var in a function
+    ENV_GATE = "env_gate"  # an environment-variable read added, removed or changed (default, comparison)
     NOTE = "note"  # a file that could not be analysed (parse error, binary, too large), a rename
     STATIC_SUMMARY = "static_summary"  # which commit against which parent, how many files (rows may be none)
     # runtime and minimisation
+    TRACED_CALL = "traced_call"  # one (function, call arguments) of the call trace: result last good -> first bad
+    TRACE_NOTE = "trace_note"  # whether the traced re-runs ran, what they traced, how to ask for them
     DISPATCH = "dispatch"  # one (op, N, K, m) of the dispatch trace: kernel at last good -> first bad
     KERNEL_LAUNCH = "kernel_launch"  # one kernel (or CPU op) of the kernel trace: launch count before -> after
     MINIMAL_CHANGE = "minimal_change"  # one change unit of the culprit that the minimal failing set keeps
@@ -51,6 +56,9 @@ _STATIC_KINDS = frozenset(
         FindingKind.NATIVE_ARRAY,
         FindingKind.NATIVE_THRESHOLD,
         FindingKind.DISPATCH_LOGIC,
+        FindingKind.LAUNCH_PARAM,
+        FindingKind.BRANCH_CONDITION,
+        FindingKind.ENV_GATE,
     }
 )
 

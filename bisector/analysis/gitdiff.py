@@ -120,6 +120,31 @@ def file_at(repo: git.Repo, sha: str | None, path: str | None, max_bytes: int | 
     return FileVersion(mode, entry.data_stream.read())
 
 
+@dataclass(frozen=True)
+class BlobEntry:
+    mode: str
+    sha: str
+    size: int  # -1: unknown (the object is missing)
+
+
+def blob_entries(repo: git.Repo, rev: str, paths: list[str], chunk: int = 400) -> dict[str, BlobEntry]:
+    """Mode, blob id and size of each path that is a file at rev, in one `git ls-tree` per chunk of paths
+    (walking trees object by object costs a round trip per directory level and file)."""
+    entries: dict[str, BlobEntry] = {}
+    for start in range(0, len(paths), chunk):
+        listing = str(repo.git.ls_tree("-l", "-z", "--full-tree", rev, "--", *paths[start : start + chunk]))
+        for record in listing.split("\0"):
+            meta, _, path = record.partition("\t")
+            fields = meta.split()
+            if len(fields) == 4 and fields[1] == "blob":  # size "-": git lacks the object (read it to say so)
+                entries[path] = BlobEntry(fields[0], fields[2], int(fields[3]) if fields[3].isdigit() else -1)
+    return entries
+
+
+def blob_data(repo: git.Repo, blob_sha: str) -> bytes:
+    return bytes(repo.odb.stream(bytes.fromhex(blob_sha)).read())
+
+
 def blob_size(repo: git.Repo, sha: str | None, path: str | None) -> int:
     if sha is None or path is None:
         return 0

@@ -307,10 +307,8 @@ class ShellVariantTester:
         with self.log_path.open("ab") as log:
             log.write(f"# variant {variant.sha} units {' '.join(variant.units) or '(none)'}\n".encode())
             log.flush()
-            offset = log.tell()
             env = {**self.env, "BISECT_SHA": variant.sha}
             outcome = run_shell(self.command, self.worktree, env, log, self.timeout_s)
-        with self.log_path.open("rb") as log:
-            log.seek(offset)
-            output = log.read().decode(errors="replace")
+        # Judged on the run's own bounded output window, never on the log read back.
+        output = outcome.output.text()
         return judge_run(self.metric, outcome.exit_code, output, self.worktree, timed_out=outcome.timed_out).verdict

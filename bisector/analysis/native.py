@@ -32,6 +32,8 @@ _ARRAY_HEAD = re.compile(
     r"[\w:<>,*&\s]*\b(?:const|constexpr|__constant__)\b[\w:<>,*&\s]*?"
     r"\b(?P<name>[A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*(?:=\s*)?"
 )
+_CONST_WORD = re.compile(r"\b(?:const|constexpr|__constant__)\b")
+MAX_HEAD_CHARS = 400  # a declaration before its brace initializer ("static constexpr int TILES[2][3] =")
 _SCALAR_CONST = re.compile(
     r"\b(?:const|constexpr|__constant__)\b[^;=(){}\n]*?\b(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^;{}]+?)\s*;"
 )
@@ -41,29 +43,15 @@ _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?!\()[ \
 
 def strip_comments(text: str) -> str:
     """The text with comments blanked (newlines kept, so line numbers stay), strings left alone."""
-    out: list[str] = []
-    index, length = 0, len(text)
-    while index < length:
-        char = text[index]
-        pair = text[index : index + 2]
-        if pair == "//":
-            end = text.find("\n", index)
-            end = length if end < 0 else end
-            out.append(" " * (end - index))
-            index = end
-        elif pair == "/*":
-            end = text.find("*/", index + 2)
-            end = length if end < 0 else end + 2
-            out.append(re.sub(r"[^\n]", " ", text[index:end]))
-            index = end
-        elif char in "\"'":
-            end = _string_end(text, index)
-            out.append(text[index:end])
-            index = end
-        else:
-            out.append(char)
-            index += 1
-    return "".join(out)
+    return _COMMENT_OR_STRING.sub(_blank_comment, text)
+
+
+# A string or char literal (to skip: a // inside one is no comment), a // comment, or a /* */ comment (unterminated
+# ones run to the end). Literals end at their quote or at the end of the line.
+_COMMENT_OR_STRING = re.compile(
+    r"\"(?:\\.|[^\"\\\n])*(?:\"|(?=\n)|$)|'(?:\\.|[^'\\\n])*(?:'|(?=\n)|$)|//[^\n]*|/\*.*?(?:\*/|\Z)", re.S
+)
+_NOT_NEWLINE = re.compile(r"[^\n]")
 
 
 def _string_end(text: str, start: int) -> int:
@@ -71,6 +59,13 @@ def _string_end(text: str, start: int) -> int:
     while index < len(text) and text[index] not in (quote, "\n"):
         index += 2 if text[index] == "\\" else 1
     return min(index + 1, len(text))
+
+
+def _blank_comment(match: re.Match[str]) -> str:
+    text = match[0]
+    if text.startswith(("//", "/*")):
+        return _NOT_NEWLINE.sub(" ", text)
+    return text
 
 
 @dataclass(frozen=True)
@@ -157,9 +152,9 @@ def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:
     while index < len(stripped):
         char = stripped[index]
         if char == "{":
-            head = stripped[last_delimiter + 1 : index]
-            match = _ARRAY_HEAD.fullmatch(head)
-            if match is not None and "(" not in head:
+            head = stripped[last_delimiter + 1 : index].strip()
+            match = _ARRAY_HEAD.fullmatch(head) if _could_be_array_head(head) else None
+            if match is not None:
                 node, end = _initializer(stripped, index, starts)
                 yield match["name"], node
                 last_delimiter = index = end
@@ -168,6 +163,11 @@ def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:
         elif char in ";}":
             last_delimiter = index
         index += 1
+
+
+def _could_be_array_head(head: str) -> bool:
+    """Cheap checks before _ARRAY_HEAD, whose nested repeats take seconds on a long run of blanked lines."""
+    return len(head) <= MAX_HEAD_CHARS and "(" not in head and _CONST_WORD.search(head) is not None
 
 
 def _initializer(text: str, open_brace: int, starts: list[int]) -> tuple[Node, int]:

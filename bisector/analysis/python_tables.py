@@ -10,9 +10,12 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
+from bisector.analysis.env_gates import EnvGates, diff_env_gates, scan_env_gates
+from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render, sequence
 
@@ -55,6 +58,8 @@ class FunctionInfo:
 class PythonScan:
     entries: dict[str, tuple[FindingKind, Node]]  # "_TABLE", "Cls.TABLE", "kernel@triton.autotune" -> tree
     functions: dict[str, FunctionInfo]
+    sites: SiteScan = field(default_factory=SiteScan)  # launch sites and branch conditions in functions
+    env_gates: EnvGates = field(default_factory=dict)
 
 
 def scan_python(source: str | bytes) -> PythonScan:
@@ -62,17 +67,26 @@ def scan_python(source: str | bytes) -> PythonScan:
     tree = ast.parse(source)
     scanner = _Scanner()
     scanner.scan_body(tree.body, prefix="", env={})
-    return PythonScan(scanner.entries, scanner.functions)
+    return PythonScan(scanner.entries, scanner.functions, scan_sites(tree), scan_env_gates(tree))
 
 
 def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) -> list[Finding]:
-    """Keyed rows for every table entry, constant, autotune config or heuristic that differs, then the
-    functions that read any of them and whose code changed ("dispatch logic changed")."""
+    """Keyed rows for every table entry, constant, autotune config or heuristic that differs; outside tests, the
+    launch arguments, dispatch conditions and env gates that differ; then the functions that read a table or
+    constant and whose code changed ("dispatch logic changed"), unless a launch or condition row already names
+    the function more precisely."""
     old = before.entries if before else {}
     new = after.entries if after else {}
     findings = diff_entries(path, old, new)
-    findings.extend(_dispatch_logic(path, before, after, set(old) | set(new)))
-    return findings
+    logic = _dispatch_logic(path, before, after, set(old) | set(new))
+    if is_test_path(path):  # a test's own conditions and env reads choose nothing in the library
+        return findings + logic
+    sites = diff_sites(path, before.sites if before else None, after.sites if after else None)
+    named = {f.name for f in sites if f.kind is FindingKind.BRANCH_CONDITION}
+    named |= {f.detail.removeprefix("in ").split(";")[0] for f in sites if f.kind is FindingKind.LAUNCH_PARAM}
+    findings.extend(sites)
+    findings.extend(diff_env_gates(path, before.env_gates if before else None, after.env_gates if after else None))
+    return findings + [f for f in logic if f.name not in named]
 
 
 def _dispatch_logic(path: str, before: PythonScan | None, after: PythonScan | None, names: set[str]) -> list[Finding]:
@@ -125,15 +139,25 @@ class _Scanner:
                 self._definitions_in(statement, prefix, env)
 
     def _definitions_in(self, statement: ast.stmt, prefix: str, env: dict[str, Node]) -> None:
-        """Functions and classes under a module-level if / try / with (`if HAS_TRITON: @triton.autotune ...`)."""
+        """Everything under a module-level if / try / with (`if HAS_TRITON: CONFIGS = [...]; @triton.autotune ...`).
+        A table an if binds in both branches is kept once per branch: "CONFIGS (if is_hip())", "CONFIGS (else)"."""
+        if isinstance(statement, ast.If):
+            self._branches(statement, prefix, env)
+            return
         blocks: list[list[ast.stmt]] = []
         for field_name in ("body", "orelse", "finalbody"):
             blocks.append(getattr(statement, field_name, []))
         blocks.extend(handler.body for handler in getattr(statement, "handlers", []))
         for block in blocks:
-            defs = [s for s in block if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
-            nested = [s for s in block if isinstance(s, ast.If | ast.Try | ast.With)]
-            self.scan_body([*defs, *nested], prefix, env)
+            self.scan_body(block, prefix, env)
+
+    def _branches(self, statement: ast.If, prefix: str, env: dict[str, Node]) -> None:
+        both = _bound(statement.body, prefix) & _bound(statement.orelse, prefix)
+        test = ast.unparse(statement.test)
+        for block, label in ((statement.body, f"if {test}"), (statement.orelse, "else")):
+            self.scan_body(block, prefix, env)
+            for name in both & set(self.entries):
+                self.entries[f"{name} ({label})"] = self.entries.pop(name)
 
     def _assignment(self, statement: ast.Assign | ast.AnnAssign, prefix: str, env: dict[str, Node]) -> None:
         if statement.value is None:
@@ -194,6 +218,17 @@ class _Scanner:
             first_line=function.lineno,
             last_line=function.end_lineno or function.lineno,
         )
+
+
+def _bound(body: list[ast.stmt], prefix: str) -> set[str]:
+    """The names a block's own assignments bind (what an else branch may bind again)."""
+    names: set[str] = set()
+    for statement in body:
+        targets = statement.targets if isinstance(statement, ast.Assign) else []
+        if isinstance(statement, ast.AnnAssign):
+            targets = [statement.target]
+        names.update(prefix + t.id for t in targets if isinstance(t, ast.Name))
+    return names
 
 
 def _is_enum(cls: ast.ClassDef) -> bool:

@@ -14,6 +14,7 @@ from bisector.analysis.explanation import Explanation
 from bisector.analysis.findings import ABSENT_TEXT, Finding, FindingKind
 from bisector.analysis.kernel_trace import KernelTraceDiff
 from bisector.analysis.minimize import MinimizeResult
+from bisector.analysis.render_calls import calls_json, calls_markdown, calls_renderables
 from bisector.analysis.shape_table import ShapeRow, ShapeTable
 from bisector.analysis.static_diff import StaticDiff
 
@@ -38,7 +39,17 @@ def _static_line(finding: Finding) -> str:
     where = f"{finding.file}:{finding.line}" if finding.line else finding.file
     if finding.kind is FindingKind.DISPATCH_LOGIC:
         return f"{where}  dispatch logic changed: {finding.name} ({finding.detail}; {finding.change_text})"
-    return f"{where}  {finding.label or '(whole file)'}: {finding.change_text}"
+    detail = f"  [{finding.detail}]" if finding.detail else ""
+    return (
+        f"{where}  {_KIND_WORDS.get(finding.kind, '')}{finding.label or '(whole file)'}: {finding.change_text}{detail}"
+    )
+
+
+_KIND_WORDS = {
+    FindingKind.LAUNCH_PARAM: "launch ",
+    FindingKind.BRANCH_CONDITION: "branch in ",
+    FindingKind.ENV_GATE: "env gate ",
+}
 
 
 def _change(before: str, after: str) -> str:
@@ -85,10 +96,17 @@ def _dispatch_cells(row: DispatchRow) -> list[str]:
 def _dispatch_summary(dispatch: DispatchDiff) -> str:
     changed = sum(1 for row in dispatch.rows if row.changed)
     return (
-        f"{changed} (op, N, K, m) changed ({len(dispatch.only_before)} only at last good, "
-        f"{len(dispatch.only_after)} only at first bad); {dispatch.unchanged_shapes} op-shapes unchanged; "
-        f"{dispatch.decisions_before} -> {dispatch.decisions_after} decisions traced"
+        f"{changed} (op, N, K, m) took another kernel ({len(dispatch.only_before)} ran only at the last good "
+        f"commit, {len(dispatch.only_after)} only at the first bad); {dispatch.unchanged_shapes} (op, N, K) kept "
+        f"theirs; the traced runs made {dispatch.decisions_before} dispatch decisions at the last good commit and "
+        f"{dispatch.decisions_after} at the first bad"
     )
+
+
+def _dispatch_title(dispatch: DispatchDiff) -> str:
+    """The table's title names the batch sizes m its rows show."""
+    ms = sorted({row.m for row in dispatch.rows[:MAX_ROWS]})
+    return f"runtime dispatch at m = {', '.join(map(str, ms))} (last good -> first bad)" if ms else "runtime dispatch"
 
 
 def _kernel_summary(kernels: KernelTraceDiff) -> str:
@@ -143,13 +161,14 @@ def text_renderables(explanation: Explanation) -> list[RenderableType]:
         out.append(_dispatch_table(explanation.dispatch))
     if explanation.kernels is not None:
         out.append(_kernel_table(explanation.kernels))
+    out += calls_renderables(explanation.calls, explanation.trace_note)
     if explanation.minimized is not None:
         out.append(_minimized_text(explanation.minimized))
     return out
 
 
 def _dispatch_table(dispatch: DispatchDiff) -> RenderableType:
-    table = Table(title="runtime dispatch (last good -> first bad)", caption=_dispatch_summary(dispatch))
+    table = Table(title=_dispatch_title(dispatch), caption=_dispatch_summary(dispatch))
     for header in ("op", "(N, K)", "m", "last good", "first bad"):
         table.add_column(header, overflow="fold")
     for row in dispatch.rows[:MAX_ROWS]:
@@ -213,7 +232,11 @@ def markdown_lines(explanation: Explanation) -> list[str]:
         out += _markdown_static(explanation.static)
     if explanation.dispatch is not None:
         dispatch = explanation.dispatch
-        out += [f"<details><summary>Runtime dispatch: {_md(_dispatch_summary(dispatch))}</summary>", ""]
+        title = _dispatch_title(dispatch)
+        out += [
+            f"<details><summary>{_md(title[0].upper() + title[1:])}: {_md(_dispatch_summary(dispatch))}</summary>",
+            "",
+        ]
         rows = [_dispatch_cells(row) for row in dispatch.rows[:MAX_ROWS]]
         out += [*_md_table(["op", "(N, K)", "m", "last good", "first bad"], rows), "", "</details>", ""]
     if explanation.kernels is not None:
@@ -221,6 +244,7 @@ def markdown_lines(explanation: Explanation) -> list[str]:
         out += [f"<details><summary>Kernel launches: {_md(_kernel_summary(kernels))}</summary>", ""]
         rows = [[f"`{_short(r.name)}`", str(r.before or "-"), str(r.after or "-")] for r in kernels.rows[:MAX_ROWS]]
         out += [*_md_table(["kernel", "last good", "first bad"], rows), "", "</details>", ""]
+    out += calls_markdown(explanation.calls, explanation.trace_note)
     if explanation.minimized is not None:
         out += _markdown_minimized(explanation.minimized)
     return out
@@ -233,7 +257,13 @@ def _markdown_static(static: StaticDiff) -> list[str]:
         out = [f"{title}: {NO_TABLE_CHANGE}.", ""]
     else:
         cells = [
-            [f"`{f.file}:{f.line}`" if f.line else f"`{f.file}`", f"`{f.label or '(whole file)'}`", *_sides(f)]
+            [
+                f"`{f.file}:{f.line}`" if f.line else f"`{f.file}`",
+                _KIND_WORDS.get(f.kind, "")
+                + f"`{f.label or '(whole file)'}`"
+                + (f" ({_md(f.detail)})" if f.detail else ""),
+                *_sides(f),
+            ]
             for f in rows[:MAX_ROWS]
         ]
         out = [f"<details open><summary>{title}: {len(rows)} rows</summary>", ""]
@@ -294,6 +324,7 @@ def explanation_json(explanation: Explanation) -> dict[str, object]:
         "dispatch": None,
         "kernels": None,
         "minimized": None,
+        **calls_json(explanation.calls, explanation.trace_note),
     }
     if explanation.static is not None:
         static = explanation.static

@@ -15,6 +15,7 @@ from typing import TypeVar
 import git
 
 from bisector.analysis import gitdiff
+from bisector.analysis.file_roles import is_ci_config, is_test_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.python_tables import PythonScan, diff_python, scan_python
@@ -114,9 +115,14 @@ def static_diff(
         commit = gitdiff.resolve_commit(repo, sha)
         base = gitdiff.resolve_commit(repo, parent) if parent else gitdiff.first_parent(repo, commit)
         changes = gitdiff.changed_files(repo, base, commit)
+        readable = [c for c in changes if _language(c.path) is not None]
+        blobs = {
+            base: gitdiff.blob_entries(repo, base, [c.old_path for c in readable if c.old_path]) if base else {},
+            commit: gitdiff.blob_entries(repo, commit, [c.new_path for c in readable if c.new_path]),
+        }
         findings: list[Finding] = []
         for change in changes:
-            rows = _FileAnalysis(repo, base, commit, change, max_file_bytes).findings()
+            rows = _FileAnalysis(repo, base, commit, change, max_file_bytes, blobs).findings()
             findings.extend(_capped(rows, change.path, max_rows_per_file))
     finally:
         repo.close()
@@ -131,11 +137,14 @@ def _capped(rows: list[Finding], path: str, limit: int) -> list[Finding]:
 
 
 def _language(path: str) -> str | None:
+    """How to read a changed file; None for files that choose no dispatch (tests, CI configuration, others)."""
     lowered = path.lower()
+    if is_test_path(path):
+        return None
     if lowered.endswith(PYTHON_SUFFIXES):
         return "python"
     if lowered.endswith(TUNING_SUFFIXES):
-        return "tuning"
+        return None if is_ci_config(path) else "tuning"
     if lowered.endswith(NATIVE_SUFFIXES):
         return "native"
     return None
@@ -146,8 +155,17 @@ class _UnreadableError(Exception):
 
 
 class _FileAnalysis:
-    def __init__(self, repo: git.Repo, parent: str | None, sha: str, change: gitdiff.FileChange, max_bytes: int):
+    def __init__(
+        self,
+        repo: git.Repo,
+        parent: str | None,
+        sha: str,
+        change: gitdiff.FileChange,
+        max_bytes: int,
+        blobs: dict[str | None, dict[str, gitdiff.BlobEntry]],
+    ):
         self.repo, self.parent, self.sha, self.change, self.max_bytes = repo, parent, sha, change, max_bytes
+        self.blobs = blobs  # revision -> path -> blob, listed once for all changed files
         self.path = change.path
 
     def findings(self) -> list[Finding]:
@@ -167,15 +185,18 @@ class _FileAnalysis:
     def _version(self, sha: str | None, path: str | None) -> bytes | None:
         if sha is None or path is None:
             return None
-        size = gitdiff.blob_size(self.repo, sha, path)
-        if size > self.max_bytes:
-            raise _UnreadableError(f"{size} bytes at {sha[:12]}, over the {self.max_bytes}-byte limit")
-        version = gitdiff.file_at(self.repo, sha, path)
-        if version is None:
-            return None
-        if b"\0" in version.data[:_BINARY_PROBE_BYTES]:
+        entry = self.blobs.get(sha, {}).get(path)
+        if entry is None:
+            return None  # not a file at sha (absent, a submodule)
+        if entry.size > self.max_bytes:
+            raise _UnreadableError(f"{entry.size} bytes at {sha[:12]}, over the {self.max_bytes}-byte limit")
+        try:
+            data = gitdiff.blob_data(self.repo, entry.sha)
+        except (ValueError, git.GitCommandError) as exc:  # an object the repository lacks (a partial clone)
+            raise _UnreadableError(f"unreadable at {sha[:12]}: {str(exc).splitlines()[0][:120]}") from None
+        if b"\0" in data[:_BINARY_PROBE_BYTES]:
             raise _UnreadableError(f"binary at {sha[:12]}")
-        return version.data
+        return data
 
     def _diff(self, language: str, old: bytes | None, new: bytes | None) -> list[Finding]:
         if language == "python":

@@ -12,6 +12,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.values import Leaf, Mapping, Node, diff_values, render, sequence
 
 TUNING_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader when PyYAML has it
 
 
 class TuningFileError(ValueError):
@@ -73,7 +74,7 @@ def _loader(path: str) -> Callable[[str], object]:
 
 
 def _load_yaml(text: str) -> object:
-    documents = list(yaml.safe_load_all(text))
+    documents = list(yaml.load_all(text, Loader=_YAML_LOADER))
     if len(documents) == 1:
         return documents[0]
     return {f"document {index}": document for index, document in enumerate(documents)}

@@ -18,6 +18,7 @@ from bisector.analysis import (
     runtime_diffs,
     shape_table,
 )
+from bisector.analysis.runtime import RuntimeDiffs
 
 KIMI = [("kda_gate", 144, 7168), ("moe_router", 896, 7168), ("kda_out", 1536, 128)]
 
@@ -172,13 +173,14 @@ def test_traced_reruns_write_their_own_files_and_are_diffed(tmp_path: Path) -> N
         assert env["PYTHONPATH"].endswith(f"{os.pathsep}/opt/lib")
         subprocess.run(["bash", "-c", append, "trace", kernel], env=env, check=True)
 
-    dispatch, kernels = runtime_diffs(good, bad)
+    diffs = runtime_diffs(good, bad)
+    dispatch, kernels = diffs.dispatch, diffs.kernels
 
     assert dispatch is not None
     assert [(r.m, r.before, r.after, r.count_after) for r in dispatch.rows] == [(8, "simt", "mma", 2)]
     assert kernels is not None
     assert kernels.rows == ()  # traced, but no process imported torch
-    assert runtime_diffs(TraceFiles(tmp_path / "none.jsonl"), TraceFiles(tmp_path / "none2.jsonl")) == (None, None)
+    assert runtime_diffs(TraceFiles(tmp_path / "none.jsonl"), TraceFiles(tmp_path / "none2.jsonl")) == RuntimeDiffs()
 
 
 def test_a_good_table_mixing_kernels_per_shape_is_named_per_shape() -> None:

@@ -1,4 +1,4 @@
-"""Fixtures of the store tests: real SQLite files in tmp_path, and other processes that use them."""
+"""Fixtures of the store tests: real SQLite files in tmp_path, PostgreSQL databases, and other processes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from postgres_helpers import BACKENDS, fresh_postgres_database
 
 from db import Store
 
@@ -25,8 +26,20 @@ def db_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
+def sqlite_store(db_url: str) -> Iterator[Store]:
+    """For the tests of how processes share one SQLite file."""
     with Store.open(db_url) as opened:
+        yield opened
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, db_url: str) -> Iterator[Store]:
+    """A store on each backend: the SQLite file db_url, and a fresh PostgreSQL database (tests/postgres_helpers)."""
+    if request.param == "sqlite":
+        with Store.open(db_url) as opened:
+            yield opened
+        return
+    with fresh_postgres_database() as url, Store.open(url) as opened:
         yield opened
 
 

@@ -92,3 +92,18 @@ def test_tilde_in_sqlite_path_is_expanded(tmp_path: Path) -> None:
     finally:
         engine.dispose()
     assert (tmp_path / "home" / "nested" / "bisect.db").exists()
+
+
+def test_a_plain_path_is_a_sqlite_file_and_a_url_stays_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from db.engine import db_url
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert db_url("bisect.db") == f"sqlite:///{tmp_path}/bisect.db"
+    assert db_url("~/stores/b.db") == f"sqlite:///{tmp_path}/home/stores/b.db"
+    assert db_url("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert db_url("sqlite:///relative.db") == "sqlite:///relative.db"
+    monkeypatch.setenv("BISECT_DB", "env.db")
+    assert default_db_url() == f"sqlite:///{tmp_path}/env.db"

@@ -1,0 +1,110 @@
+"""Precision, recall and time per commit of `bisect explain` (the static diff) over the explain corpus.
+
+    python benchmarks/bench_explain.py --mirrors /work/.mirror [--out results.json]
+
+Reads benchmarks/explain_corpus/corpus.json (repo, commit, expected findings written from each diff) and the
+repositories from local mirrors (MIRRORS/<owner>+<name>/repo, bare); nothing is fetched. A prediction is a
+distinct (kind, file, name) among the dispatch-relevant rows; it is correct when an expected item matches it
+(kind among the item's |-separated kinds, same file, name matching the item's pattern, * matching anything).
+Recall counts the expected items matched by some prediction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import ROOT, machine_info
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_explain.py` without PYTHONPATH
+
+from bisector.analysis import static_diff
+
+CORPUS = Path(__file__).resolve().parent / "explain_corpus" / "corpus.json"
+
+
+def _matches(item: dict[str, str], unit: tuple[str, str, str]) -> bool:
+    kind, file, name = unit
+    pattern = re.escape(item["name"]).replace(r"\*", ".*")  # only * is a wildcard: names hold brackets
+    return kind in item["kind"].split("|") and file == item["file"] and re.fullmatch(pattern, name) is not None
+
+
+def _local_clone(mirrors: Path, repo: str, scratch: Path) -> Path:
+    """A bare clone sharing the mirror's objects (GitPython needs a repository it can tell is bare)."""
+    target = scratch / repo.replace("/", "+")
+    if not target.exists():
+        source = mirrors / repo.replace("/", "+") / "repo"
+        subprocess.run(["git", "clone", "-q", "--bare", "--shared", str(source), str(target)], check=True)
+    return target
+
+
+def evaluate(mirrors: Path, scratch: Path, corpus_file: Path = CORPUS) -> dict[str, Any]:
+    corpus = json.loads(corpus_file.read_text())["commits"]
+    rows: list[dict[str, Any]] = []
+    for entry in corpus:
+        clone = _local_clone(mirrors, entry["repo"], scratch)
+        started = time.perf_counter()
+        diff = static_diff(clone, entry["commit"])
+        elapsed = time.perf_counter() - started
+        units = sorted({(f.kind.value, f.file, f.name) for f in diff.table_findings})
+        expected = entry["expected"]
+        correct = [u for u in units if any(_matches(item, u) for item in expected)]
+        found = [item for item in expected if any(_matches(item, u) for u in units)]
+        rows.append(
+            {
+                "repo": entry["repo"],
+                "commit": entry["commit"],
+                "category": entry["category"],
+                "seconds": round(elapsed, 3),
+                "files": diff.changed_file_count,
+                "expected": len(expected),
+                "found": len(found),
+                "predicted": len(units),
+                "correct": len(correct),
+                "missed": [item for item in expected if item not in found],
+                "wrong": [list(u) for u in units if u not in correct],
+            }
+        )
+    predicted = sum(r["predicted"] for r in rows)
+    expected_total = sum(r["expected"] for r in rows)
+    times = sorted(r["seconds"] for r in rows)
+    return {
+        "machine": machine_info(),
+        "commits": len(rows),
+        "precision": round(sum(r["correct"] for r in rows) / predicted, 3) if predicted else None,
+        "recall": round(sum(r["found"] for r in rows) / expected_total, 3) if expected_total else None,
+        "seconds_median": times[len(times) // 2],
+        "seconds_max": times[-1],
+        "rows": rows,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mirrors", type=Path, required=True, help="Directory of <owner>+<name>/repo mirrors.")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="The corpus file (default: corpus.json).")
+    parser.add_argument("--out", type=Path, help="Write the full result as JSON here.")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="explain-corpus-") as scratch:
+        result = evaluate(args.mirrors, Path(scratch), args.corpus)
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1))
+    for row in result["rows"]:
+        if row["missed"] or row["wrong"]:
+            print(f"{row['repo']} {row['commit']}: missed {row['missed']} wrong {row['wrong']}")
+    print(
+        f"{result['commits']} commits: precision {result['precision']}, recall {result['recall']}, "
+        f"{result['seconds_median']} s median, {result['seconds_max']} s max per commit"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""Environment-variable gates of one Python module, read with ast, and the gates a commit adds, removes or flips.
+
+A gate is a read of an environment variable: os.environ.get("X", "0"), os.environ["X"], os.getenv("X"),
+"X" in os.environ, or an attribute of a settings object (envs.X, vllm-style). Each read is kept with the
+expression around it (int(...), == "1", .lower() in (...)) and the function that reads it, so a changed
+default or comparison is a flipped gate and a new reading function is a gate added there.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from collections.abc import Iterator, Mapping
+
+from bisector.analysis.findings import Finding, FindingKind
+
+MAX_TEXT = 160
+_ENVIRON = re.compile(r"(^|\.)environ$")
+_GETENV = re.compile(r"(^|\.)(getenv|environ\.get|environ\.setdefault)$")
+_SETTINGS_OWNER = re.compile(r"(^|_)envs?$|^environment$|_env$", re.I)
+_SETTINGS_NAME = re.compile(r"^[A-Z][A-Z0-9_]{2,}$")
+_WRAPPING_CALLS = frozenset({"int", "bool", "float", "str", "strtobool", "str2bool", "get_bool_env_var", "eval"})
+NOT_SET_BY_BISECT = "the bisect's environment does not set it"
+
+EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
+
+
+def scan_env_gates(tree: ast.Module) -> EnvGates:
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    names = _string_constants(tree)
+    gates: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        name = _variable(node, names)
+        if name is None:
+            continue
+        assert isinstance(node, ast.expr)
+        form = _short(ast.unparse(_widen(node, parents)))
+        gates.setdefault(name, []).append(f"{form} (in {_function_of(node, parents)})")
+    return {name: tuple(sorted(forms)) for name, forms in gates.items()}
+
+
+def diff_env_gates(path: str, before: EnvGates | None, after: EnvGates | None) -> list[Finding]:
+    old, new = before or {}, after or {}
+    rows: list[Finding] = []
+    for name in sorted(set(old) | set(new)):
+        was, now = frozenset(old.get(name, ())), frozenset(new.get(name, ()))
+        if was == now or _moved(old.get(name, ()), new.get(name, ())):
+            continue
+        how = "added" if not was else "removed" if not now else "changed"
+        before_text = "; ".join(sorted(was - now)) if was else None
+        after_text = "; ".join(sorted(now - was)) if now else None
+        if was and now and not (was - now):
+            before_text = "; ".join(sorted(was))
+        if was and now and not (now - was):
+            after_text = "; ".join(sorted(now))
+        rows.append(Finding(FindingKind.ENV_GATE, path, name, "", before_text, after_text, None, f"gate {how}"))
+    return rows
+
+
+def _moved(before: tuple[str, ...], after: tuple[str, ...]) -> bool:
+    """The same reads in the same forms, only in other functions: the gate means what it meant."""
+    return bool(before) and sorted(_form(f) for f in before) == sorted(_form(f) for f in after)
+
+
+def _form(read: str) -> str:
+    return read.rsplit(" (in ", 1)[0]
+
+
+def annotate_env_gates(findings: list[Finding], env: Mapping[str, str]) -> list[Finding]:
+    """Say, on each env-gate row, whether the bisect's own environment (spec.env) sets the variable."""
+    out: list[Finding] = []
+    for finding in findings:
+        if finding.kind is FindingKind.ENV_GATE and "bisect's environment" not in finding.detail:
+            value = env.get(finding.name)
+            said = f"the bisect's environment sets {finding.name}={value}" if value is not None else NOT_SET_BY_BISECT
+            finding = dataclasses.replace(finding, detail=f"{finding.detail}; {said}")
+        out.append(finding)
+    return out
+
+
+def _string_constants(tree: ast.Module) -> dict[str, str]:
+    """Module-level NAME = "text" assignments: the variable names a module keeps in constants."""
+    found: dict[str, str] = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target, value = statement.targets[0], _string(statement.value, {})
+            if isinstance(target, ast.Name) and value is not None:
+                found[target.id] = value
+    return found
+
+
+def _variable(node: ast.AST, names: dict[str, str]) -> str | None:
+    """The variable a node reads, when it is an environment read."""
+    if isinstance(node, ast.Call) and _GETENV.search(_dotted(node.func)) and node.args:
+        return _string(node.args[0], names)
+    if isinstance(node, ast.Subscript) and _ENVIRON.search(_dotted(node.value)) and isinstance(node.ctx, ast.Load):
+        return _string(node.slice, names)
+    if isinstance(node, ast.Compare) and _membership(node) and _ENVIRON.search(_dotted(node.comparators[0])):
+        return _string(node.left, names)
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and _settings_read(node):
+        return node.attr
+    return None
+
+
+def _membership(node: ast.Compare) -> bool:
+    return len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn)
+
+
+def _settings_read(node: ast.Attribute) -> bool:
+    return bool(_SETTINGS_NAME.match(node.attr) and _SETTINGS_OWNER.search(_dotted(node.value)))
+
+
+def _widen(node: ast.expr, parents: dict[ast.AST, ast.AST]) -> ast.expr:
+    """The read with what decides its meaning around it: int()/bool() wrappers, .lower(), a comparison, not."""
+    current = node
+    for _ in range(4):
+        parent = parents.get(current)
+        if isinstance(parent, ast.Compare | ast.UnaryOp) or _wrapping(parent, current) or _defaulted(parent, current):
+            current = parent  # type: ignore[assignment]  # both branches narrowed parent to an expr
+        elif isinstance(parent, ast.Attribute) and _called(parent, parents):
+            current = parents[parent]  # type: ignore[assignment]  # os.environ.get(...).lower()
+        else:
+            break
+    return current
+
+
+def _defaulted(parent: ast.AST | None, node: ast.expr) -> bool:
+    """os.getenv("X") or "4": the default is part of the gate."""
+    return isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.Or) and parent.values[0] is node
+
+
+def _wrapping(parent: ast.AST | None, node: ast.expr) -> bool:
+    return isinstance(parent, ast.Call) and node in parent.args and _dotted(parent.func) in _WRAPPING_CALLS
+
+
+def _called(attribute: ast.Attribute, parents: dict[ast.AST, ast.AST]) -> bool:
+    call = parents.get(attribute)
+    return isinstance(call, ast.Call) and call.func is attribute
+
+
+def _function_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str:
+    names: list[str] = []
+    current: ast.AST | None = parents.get(node)
+    while current is not None:
+        if isinstance(current, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.append(current.name)
+        current = parents.get(current)
+    return ".".join(reversed(names)) or "<module>"
+
+
+def _dotted(expr: ast.expr) -> str:
+    parts: list[str] = []
+    for node in _chain(expr):
+        parts.append(node)
+    return ".".join(reversed(parts))
+
+
+def _chain(expr: ast.expr) -> Iterator[str]:
+    while isinstance(expr, ast.Attribute):
+        yield expr.attr
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        yield expr.id
+
+
+def _string(expr: ast.expr, names: dict[str, str]) -> str | None:
+    """A literal variable name, or a module-level constant holding one."""
+    if isinstance(expr, ast.Name):
+        return names.get(expr.id)
+    return expr.value if isinstance(expr, ast.Constant) and isinstance(expr.value, str) else None
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."

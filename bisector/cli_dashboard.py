@@ -1,0 +1,167 @@
+"""`bisect list`, `bisect show`, `bisect stats`, `bisect dashboard`: looking back over stored bisects."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from bisector.cli_support import db_option, out_console, translated_errors
+
+F = TypeVar("F", bound=Callable[..., Any])
+TABLE_FORMATS = ("table", "json")
+
+
+def table_format_option(function: F) -> F:
+    return click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(TABLE_FORMATS),
+        default="table",
+        show_default=True,
+        help="A table for people or JSON for tools.",
+    )(function)
+
+
+def filter_options(function: F) -> F:
+    for decorator in reversed(
+        [
+            click.option("--repo", help="Only bisects of this repository (its path as stored)."),
+            click.option(
+                "--since", help="Only bisects created since: a date (2026-11-01), a datetime, or 7d, 12h, 4w."
+            ),
+        ]
+    ):
+        function = decorator(function)
+    return function
+
+
+@click.command(name="list")
+@filter_options
+@click.option("--status", help="Only bisects in this status (found, ambiguous, running, ...).")
+@click.option("--metric", help="Only bisects whose metric name contains this text.")
+@click.option("--culprit", help="Only bisects that blamed this commit (SHA prefix) or PR (#123).")
+@click.option("--limit", type=int, default=20, show_default=True, help="How many bisects to show, newest first.")
+@db_option
+@table_format_option
+def list_command(
+    repo: str | None,
+    since: str | None,
+    status: str | None,
+    metric: str | None,
+    culprit: str | None,
+    limit: int,
+    db_url: str | None,
+    output_format: str,
+) -> None:
+    """List past and running bisects, newest first, filtered."""
+    from rich.table import Table
+
+    from bisector.app import open_store
+    from bisector.history import culprit_label, find_bisects, parse_filter, summary_json
+
+    with translated_errors():
+        where = parse_filter(repo, status, metric, culprit, since)
+        with open_store(db_url, read_only=True) as store:
+            summaries = find_bisects(store, where, limit)
+    if output_format == "json":
+        click.echo(json.dumps([summary_json(s) for s in summaries], indent=2))
+        return
+    table = Table()
+    for column in ("id", "status", "created", "repo", "metric", "range", "first bad", "steps"):
+        table.add_column(column, overflow="fold", no_wrap=column != "repo")
+    for s in summaries:
+        table.add_row(
+            str(s.id), s.status.value, s.created.strftime("%Y-%m-%d %H:%M"), s.repo, s.metric,
+            f"{s.good[:10]}..{s.bad[:10]}", culprit_label(s),
+            f"{s.steps} ({s.steps_running} running)" if s.steps_running else str(s.steps),
+        )  # fmt: skip
+    out_console().print(table)
+
+
+@click.command()
+@click.argument("bisect_id", type=int)
+@click.option("--tail", type=click.IntRange(0, 200), default=5, show_default=True, help="Log lines shown per step.")
+@db_option
+@table_format_option
+def show(bisect_id: int, tail: int, db_url: str | None, output_format: str) -> None:
+    """Show a bisect: its report, then every step with the tail of its log."""
+    from rich.panel import Panel
+
+    from bisector.app import open_store
+    from bisector.history import log_tail
+    from bisector.report import BisectReport, print_text, report_json
+
+    with translated_errors(), open_store(db_url, read_only=True) as store:
+        report = BisectReport.load(store, bisect_id)
+    if output_format == "json":
+        data = report_json(report)
+        for step in data["steps"]:  # type: ignore[attr-defined]
+            step["log_tail"] = log_tail(Path(step["log_path"]), tail) if step["log_path"] else None
+        click.echo(json.dumps(data, indent=2))
+        return
+    console = out_console()
+    print_text(console, report)
+    for step in report.steps:
+        text = log_tail(Path(step.log_path), tail) if step.log_path else None
+        verdict = step.verdict.value if step.verdict else "running"
+        title = f"step {step.id}: {step.sha[:12]} {verdict}"
+        console.print(Panel(text or "(no log)", title=title, title_align="left", expand=False), soft_wrap=True)
+
+
+@click.command()
+@filter_options
+@db_option
+@table_format_option
+def stats(repo: str | None, since: str | None, db_url: str | None, output_format: str) -> None:
+    """Per repository and metric: bisects, time to culprit, GPU-hours, unclear results, frequent culprits."""
+    from rich.table import Table
+
+    from bisector.app import open_store
+    from bisector.history import compute_stats, parse_filter
+
+    with translated_errors():
+        where = parse_filter(repo=repo, since=since)
+        with open_store(db_url, read_only=True) as store:
+            result = compute_stats(store, where)
+    if output_format == "json":
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    table = Table(title="bisects per repository and metric")
+    columns = ("repo", "metric", "bisects", "found", "median to culprit", "GPU-hours", "unclear", "files", "tables")
+    for column in (*columns, "PR authors"):
+        table.add_column(column, overflow="fold")
+    for g in result.groups:
+        table.add_row(
+            g.repo, g.metric, str(g.bisects), str(g.found),
+            "-" if g.median_time_to_culprit_s is None else f"{g.median_time_to_culprit_s:.1f}s",
+            f"{g.gpu_hours:.3g}", "-" if g.unclear_share is None else f"{g.unclear_share:.0%}",
+            _counts(g.top_files), _counts(g.top_tables), _counts(g.top_authors),
+        )  # fmt: skip
+    out_console().print(table)
+
+
+def _counts(pairs: list[tuple[str, int]]) -> str:
+    return "\n".join(f"{name} ({count})" for name, count in pairs) or "-"
+
+
+@click.command()
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to bind; others than loopback need a token."
+)
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to listen on.")
+@click.option("--token-file", type=click.Path(dir_okay=False), help="File holding the bearer token (or $BISECT_TOKEN).")
+@click.option(
+    "--log-dir", type=click.Path(file_okay=False), help="Step logs served from here (default: data dir/logs)."
+)
+@db_option
+def dashboard(host: str, port: int, token_file: str | None, log_dir: str | None, db_url: str | None) -> None:
+    """Serve the web dashboard and its JSON API (read-only) over the store."""
+    from bisector.dashboard.server import serve, settings_from_options
+
+    with translated_errors():
+        settings, bind_host, bind_port = settings_from_options(host, port, token_file, log_dir, db_url)
+        serve(settings, bind_host, bind_port)

@@ -1,0 +1,1 @@
+"""The web dashboard: a read-only FastAPI app over the store (pages, JSON API, step logs)."""

@@ -1,0 +1,212 @@
+"""The dashboard's FastAPI app: HTML pages, the JSON API they use, and step logs. Nothing here writes.
+
+Every parameter is validated: bad values answer 400 (our checks) or 422 (FastAPI's type checks) with one
+readable message, unknown bisects 404, an unreachable database 503; never a traceback.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import FastAPI, Query, Request
+from fastapi import Path as PathParam
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from bisector.dashboard.logs import LogAccessError, read_log, relative_log_path
+from bisector.dashboard.plot import build_plot
+from bisector.errors import BisectError, StoreError, UnknownBisectError
+from bisector.history import (
+    MAX_LIMIT,
+    compute_stats,
+    culprit_label,
+    find_bisects,
+    log_tail,
+    parse_filter,
+    summary_json,
+)
+from bisector.report import BisectReport, report_json
+from db.store import Store
+
+PACKAGE_DIR = Path(__file__).parent
+TOKEN_COOKIE = "bisect_token"
+MAX_ID = 2**31 - 1
+BisectId = Annotated[int, PathParam(ge=1, le=MAX_ID, description="The bisect's id.")]
+Text = Annotated[str | None, Query(max_length=200)]
+
+
+@dataclass(frozen=True)
+class DashboardSettings:
+    db_url: str | None  # None: the default store
+    log_dir: Path  # step logs are served only from below this folder
+    token: str | None  # when set, every request needs it (Authorization: Bearer, or the cookie ?token= sets)
+
+
+def create_app(settings: DashboardSettings, store: Store) -> FastAPI:
+    """The app over an open store (the caller opens it first, so that a bad URL fails before serving)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            store.close()
+
+    # No /docs page: FastAPI's Swagger UI loads its assets from a CDN. The OpenAPI schema is served.
+    app = FastAPI(
+        title="gpu-bisect dashboard",
+        version="1",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/api/openapi.json",
+    )
+    app.state.store = store
+    templates = Jinja2Templates(directory=PACKAGE_DIR / "templates")
+    templates.env.globals["culprit_label"] = culprit_label
+    app.mount("/static", StaticFiles(directory=PACKAGE_DIR / "static"), name="static")
+    _add_error_handlers(app)
+    if settings.token is not None:
+        _require_token(app, settings.token)
+
+    def store_of(request: Request) -> Store:
+        store: Store = request.app.state.store
+        return store
+
+    # --- JSON API ------------------------------------------------------------------------------------
+
+    @app.get("/api/bisects", summary="Bisects, newest first, filtered as `bisect list` filters")
+    def api_bisects(
+        request: Request,
+        repo: Text = None,
+        status: Text = None,
+        metric: Text = None,
+        culprit: Text = None,
+        since: Text = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+    ) -> list[dict[str, object]]:
+        where = parse_filter(repo, status, metric, culprit, since)
+        return [summary_json(s) for s in find_bisects(store_of(request), where, limit)]
+
+    @app.get("/api/bisects/{bisect_id}", summary="One bisect's report (as `bisect report --format json`)")
+    def api_bisect(request: Request, bisect_id: BisectId) -> dict[str, object]:
+        return report_json(BisectReport.load(store_of(request), bisect_id))
+
+    @app.get("/api/bisects/{bisect_id}/steps", summary="A bisect's status, progress and steps with log tails")
+    def api_steps(request: Request, bisect_id: BisectId) -> dict[str, object]:
+        return _steps_json(BisectReport.load(store_of(request), bisect_id), settings.log_dir)
+
+    @app.get("/api/stats", summary="Per repository and metric aggregates, and bisects per week")
+    def api_stats(request: Request, repo: Text = None, since: Text = None) -> dict[str, object]:
+        return compute_stats(store_of(request), parse_filter(repo=repo, since=since)).to_json()
+
+    @app.get("/logs/{log_path:path}", response_class=PlainTextResponse, summary="A step log, from the log folder")
+    def logs(log_path: Annotated[str, PathParam(max_length=1000)]) -> PlainTextResponse:
+        return PlainTextResponse(read_log(settings.log_dir, log_path))
+
+    # --- pages ---------------------------------------------------------------------------------------
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def list_page(
+        request: Request,
+        repo: Text = None,
+        status: Text = None,
+        metric: Text = None,
+        culprit: Text = None,
+        since: Text = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+    ) -> Response:
+        where = parse_filter(repo, status, metric, culprit, since)
+        summaries = find_bisects(store_of(request), where, limit)
+        filters = {"repo": repo, "status": status, "metric": metric, "culprit": culprit, "since": since}
+        context = {"summaries": summaries, "filters": filters, "limit": limit}
+        return templates.TemplateResponse(request, "list.html", context)
+
+    @app.get("/bisects/{bisect_id}", response_class=HTMLResponse, include_in_schema=False)
+    def bisect_page(request: Request, bisect_id: BisectId) -> Response:
+        store = store_of(request)
+        report = BisectReport.load(store, bisect_id)
+        context = {
+            "report": report,
+            "findings": [f for f in store.findings(bisect_id) if f["kind"] != "static_summary"],
+            "conclusion": report.explanation.conclusion if report.explanation else None,
+            "data": report_json(report),
+            "plot": build_plot(report),
+            "steps": _steps_json(report, settings.log_dir)["steps"],
+        }
+        return templates.TemplateResponse(request, "bisect.html", context)
+
+    @app.get("/stats", response_class=HTMLResponse, include_in_schema=False)
+    def stats_page(request: Request, repo: Text = None, since: Text = None) -> Response:
+        stats = compute_stats(store_of(request), parse_filter(repo=repo, since=since))
+        peak = max((count for _, count in stats.weekly), default=0)
+        context = {"stats": stats, "peak": peak, "filters": {"repo": repo, "since": since}}
+        return templates.TemplateResponse(request, "stats.html", context)
+
+    return app
+
+
+def _steps_json(report: BisectReport, log_dir: Path) -> dict[str, object]:
+    steps = []
+    for step in report_json(report)["steps"]:  # type: ignore[attr-defined]
+        relative = relative_log_path(log_dir, step["log_path"]) if step["log_path"] else None
+        step["log_url"] = f"/logs/{relative}" if relative else None
+        step["log_tail"] = log_tail(log_dir / relative) if relative else None
+        steps.append(step)
+    done = sum(1 for s in steps if s["verdict"] != "running")
+    return {
+        "id": report.record.id,
+        "status": report.record.status.value,
+        "progress": {"steps": len(steps), "finished": done, "running": len(steps) - done},
+        "steps": steps,
+    }
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    def answer(request: Request, status: int, message: str) -> Response:
+        if request.url.path.startswith(("/api/", "/logs/")):
+            return JSONResponse({"detail": message}, status_code=status)
+        return PlainTextResponse(f"{status}: {message}\n", status_code=status)
+
+    async def on_bisect_error(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, UnknownBisectError):
+            return answer(request, 404, str(exc))
+        if isinstance(exc, LogAccessError):
+            return answer(request, exc.status, str(exc))
+        if isinstance(exc, StoreError):
+            return answer(request, 503, str(exc))
+        return answer(request, 400, str(exc))
+
+    async def on_validation_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        problems = [f"{'.'.join(str(part) for part in e['loc'][1:])}: {e['msg']}" for e in exc.errors()]
+        return answer(request, 422, "; ".join(problems) or "invalid request")
+
+    app.add_exception_handler(BisectError, on_bisect_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+
+
+def _require_token(app: FastAPI, token: str) -> None:
+    expected = token.encode()
+
+    @app.middleware("http")
+    async def check_token(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        given = given or request.query_params.get("token") or request.cookies.get(TOKEN_COOKIE, "")
+        if not hmac.compare_digest(given.encode(), expected):
+            return JSONResponse(
+                {"detail": "a bearer token is required (Authorization: Bearer TOKEN, or ?token=TOKEN once)"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        response = await call_next(request)
+        if request.query_params.get("token"):
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+        return response

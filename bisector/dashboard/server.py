@@ -1,0 +1,71 @@
+"""Starting the dashboard: settings from the command line, the token rule, uvicorn."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from pathlib import Path
+
+from bisector.dashboard.app import DashboardSettings, create_app
+from bisector.errors import InputError
+from bisector.paths import store_log_dir
+from db.store import Store
+
+TOKEN_VARIABLE = "BISECT_TOKEN"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address `host` names is a loopback one (localhost, 127.0.0.0/8, ::1)."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        raise InputError(f"--host {host!r}: not an address or a resolvable name") from None
+    return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
+
+
+def read_token(token_file: str | None) -> str | None:
+    if token_file is None:
+        return os.environ.get(TOKEN_VARIABLE) or None
+    try:
+        token = Path(token_file).read_text().strip()
+    except OSError as exc:
+        raise InputError(f"--token-file {token_file}: {exc.strerror}") from None
+    if not token:
+        raise InputError(f"--token-file {token_file} is empty")
+    return token
+
+
+def settings_from_options(
+    host: str, port: int, token_file: str | None, log_dir: str | None, db_url: str | None
+) -> tuple[DashboardSettings, str, int]:
+    """The app's settings and where to bind; refuses a non-loopback address without a token."""
+    token = read_token(token_file)
+    if token is None and not is_loopback(host):
+        raise InputError(
+            f"--host {host} is reachable from other machines: set ${TOKEN_VARIABLE} or --token-file to require a token"
+        )
+    logs = Path(log_dir).expanduser() if log_dir else _store_logs(db_url)
+    return DashboardSettings(db_url=db_url, log_dir=logs, token=token), host, port
+
+
+def serve(settings: DashboardSettings, host: str, port: int) -> None:
+    """Open the store, then serve until interrupted (the store is closed on the way out)."""
+    import sys
+
+    import uvicorn
+
+    app = create_app(settings, Store.open(settings.db_url))
+    shown = f"[{host}]" if ":" in host else host
+    print(f"bisect dashboard: http://{shown}:{port}/ over {app.state.store.url}", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+def _store_logs(db_url: str | None) -> Path:
+    """The store's own log folder: the logs of other stores sharing the data dir are not served."""
+    with Store.open(db_url, read_only=True) as store:
+        return store_log_dir(store.identity)

@@ -1,0 +1,92 @@
+"""The report as Markdown for a PR comment, answer first, in the order of the text report."""
+
+from __future__ import annotations
+
+from bisector.analysis import render_markdown as render_markdown_explanation
+from bisector.domain import BisectStatus, StepPurpose
+from bisector.report.model import BisectReport, one_line, pr_suffix
+from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows
+
+
+def md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: BisectReport) -> str:
+    record = report.record
+    old, new = report.terms
+    first_bad, last_good = report.commit(record.first_bad), report.commit(record.last_good)
+    out = [f"### gpu-bisect #{record.id}: {record.status.value}", ""]
+    if record.message and record.status not in (BisectStatus.FOUND, BisectStatus.AMBIGUOUS):
+        out += [md_escape(record.message), ""]
+    if first_bad is not None:
+        label = f"First {new} commit" if record.status is BisectStatus.FOUND else f"First commit known {new}"
+        out += [
+            f"**{label}:** `{first_bad.sha}` {md_escape(first_bad.subject)}{pr_suffix(first_bad)}  ",
+            f"{md_escape(first_bad.author)}, {fmt_date(first_bad.date)}",
+            "",
+        ]
+    if last_good is not None:
+        out += [f"**Last {old} commit:** `{last_good.sha}` {md_escape(last_good.subject)}{pr_suffix(last_good)}", ""]
+    if first_bad is not None and last_good is not None:
+        before, after = fmt_metric(report.metric(last_good.sha)), fmt_metric(report.metric(first_bad.sha))
+        if (before, after) != ("-", "-"):
+            out += [f"**Metric:** {before} at the last {old} commit, **{after}** at the first {new} commit.", ""]
+    if record.status is BisectStatus.AMBIGUOUS:
+        out += [
+            f"The first {new} commit is one of:",
+            *[f"- `{c.sha[:12]}` {md_escape(c.subject)}" for c in report.suspects()],
+            "",
+        ]
+    if report.explanation is not None:
+        out += [render_markdown_explanation(report.explanation), ""]  # under its own heading
+    out += ["#### Evidence", ""]
+    out += [*[f"- {md_escape(line)}" for line in report.noise_lines()]]
+    out += [f"- {md_escape(report.rule_sentence())} The test: `{md_escape(report.spec.run)}`."]
+    out += [f"- {md_escape(report.work_sentence())}", ""]
+    out += [
+        "<details><summary>Steps</summary>",
+        "",
+        "| # | purpose | position | commit | verdict | metric | worker | GPUs | build | run | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for step in report.steps:
+        note = one_line(step.detail) if step.purpose is StepPurpose.MANUAL else ""
+        out.append(
+            f"| {report.number(step)} | {step.purpose.value} | {report.position(step.sha)} | `{step.sha[:12]}` "
+            f"| {report.word(step.verdict)} | {fmt_metric(step.metric)} | {step.worker or '-'} "
+            f"| {','.join(map(str, step.gpus)) or '-'} | {fmt_s(step.build_s)} | {fmt_s(step.run_s)} "
+            f"| {md_escape(note)} |"
+        )
+    out += ["", "</details>", ""]
+    if report.failures:
+        out += [f"Failed steps ({len(report.failures)}):", ""]
+        for step in report.failures:
+            kind = (step.verdict.value if step.verdict else "") + (
+                f"/{step.error_kind.value}" if step.error_kind else ""
+            )
+            reason = md_escape(one_line(step.detail) or "no reason given")
+            out.append(
+                f"- step {report.number(step)} at `{step.sha[:12]}` ({kind}): {reason}; log `{step.log_path or 'none'}`"
+            )
+        out.append("")
+    out += [
+        "<details><summary>Commits in range</summary>",
+        "",
+        "| position | commit | verdict | subject |",
+        "|---|---|---|---|",
+    ]
+    for commit in range_rows(report):
+        if isinstance(commit, int):
+            out.append(f"| ... | | | {commit} untested commits |")
+            continue
+        state = report.state_of(commit.sha)
+        mark = f" **{first_bad_mark(report, commit)}**" if commit.sha == record.first_bad else ""
+        out.append(
+            f"| {commit.position} | `{commit.sha[:12]}` | {report.word(state) if state else ''} "
+            f"| {md_escape(commit.subject)}{mark} |"
+        )
+    out += ["", "</details>", ""]
+    target = report.reproduce_target()
+    out += [f"Reproduce {target.why} (`{target.sha[:12]}`) by hand:", "", "```sh", report.reproduce(), "```", ""]
+    return "\n".join(out)

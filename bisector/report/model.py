@@ -1,0 +1,292 @@
+"""BisectReport: one bisect as the store has it, and the answers every rendering shares.
+
+Steps are numbered 1..N within the bisect, in the order they started; search steps (and a person's marks) are
+counted apart from side runs (traced re-runs, confirmation, reference runs, reruns, minimisation variants).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+
+from bisector.analysis import Explanation
+from bisector.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
+from bisector.explain import stored_explanation
+from bisector.judging import RESULT_VERDICTS, UNTESTED, CommitView, Judge
+from bisector.spec import BisectSpec
+from bisector.terms import new_verdict, old_verdict, term_of
+from db.store import Store
+from workers.step import reproduce_command
+
+# Steps whose verdicts the search judged by; a manual step is a person's verdict, counted with the search.
+EVIDENCE_PURPOSES = (StepPurpose.SEARCH, StepPurpose.CONFIRM, StepPurpose.MANUAL)
+FAILED_VERDICTS = (Verdict.ERROR, Verdict.SKIP)
+SIDE_RUN_WORDS = {
+    StepPurpose.TRACE: "traced re-run(s) for the explanation",
+    StepPurpose.CONFIRM: "confirmation run(s) of the first bad commit and its parent",
+    StepPurpose.REFERENCE: "reference run(s) of the endpoints on a suspect worker",
+    StepPurpose.RERUN: "rerun(s) asked with `bisect rerun`",
+    StepPurpose.MINIMIZE: "minimisation variant(s)",
+}
+
+
+@dataclass(frozen=True)
+class ReproduceTarget:
+    sha: str
+    why: str  # e.g. "the first bad commit", "the good endpoint, which tested bad"
+
+
+@dataclass(frozen=True)
+class BisectReport:
+    record: BisectRecord
+    spec: BisectSpec
+    candidates: list[Commit]
+    steps: list[StepRecord]
+    explanation: Explanation | None = None
+
+    @classmethod
+    def load(cls, store: Store, bisect_id: int) -> BisectReport:
+        record = store.get_bisect(bisect_id)
+        return cls(
+            record,
+            BisectSpec.from_json(record.spec),
+            store.candidates(bisect_id),
+            store.steps(bisect_id),
+            stored_explanation(store, bisect_id),
+        )
+
+    # --- lookups ---------------------------------------------------------------------------------------------
+
+    @property
+    def terms(self) -> tuple[str, str]:
+        """(old, new): the words for the good endpoint's state and the bad endpoint's (good/bad unless given)."""
+        return self.spec.terms()
+
+    @cached_property
+    def _commits(self) -> dict[str, Commit]:
+        return {c.sha: c for c in self.candidates}
+
+    def commit(self, sha: str | None) -> Commit | None:
+        return self._commits.get(sha) if sha else None
+
+    def position(self, sha: str) -> int:
+        commit = self.commit(sha)
+        return commit.position if commit else -1
+
+    @cached_property
+    def _numbers(self) -> dict[int, int]:
+        return {step.id: number for number, step in enumerate(self.steps, start=1)}
+
+    def number(self, step: StepRecord) -> int:
+        """The step's number within this bisect, 1..N in the order the steps started."""
+        return self._numbers[step.id]
+
+    def word(self, verdict: Verdict | None) -> str:
+        """A verdict in the bisect's terms."""
+        return term_of(self.spec, verdict)
+
+    # --- evidence --------------------------------------------------------------------------------------------
+
+    @cached_property
+    def evidence(self) -> list[StepRecord]:
+        """The steps the search judged by: search, confirmation and manual steps of workers not quarantined."""
+        quarantined = dict(self.record.extra.get("quarantined") or {})  # type: ignore[call-overload]
+        return [s for s in self.steps if s.purpose in EVIDENCE_PURPOSES and s.worker not in quarantined]
+
+    @cached_property
+    def search_steps(self) -> list[StepRecord]:
+        return [s for s in self.steps if s.purpose is StepPurpose.SEARCH]
+
+    @cached_property
+    def manual_steps(self) -> list[StepRecord]:
+        return [s for s in self.steps if s.purpose is StepPurpose.MANUAL]
+
+    @cached_property
+    def side_runs(self) -> Counter[StepPurpose]:
+        """How many steps of each side purpose (not search, not manual) the bisect ran."""
+        return Counter(s.purpose for s in self.steps if s.purpose not in (StepPurpose.SEARCH, StepPurpose.MANUAL))
+
+    @cached_property
+    def failures(self) -> list[StepRecord]:
+        """Steps that failed (errors, skips): each is reported with its reason and its log."""
+        return [s for s in self.steps if s.verdict in FAILED_VERDICTS]
+
+    def decided_step(self, sha: str | None) -> StepRecord | None:
+        decided = [s for s in self.evidence if s.sha == sha and s.verdict in (Verdict.GOOD, Verdict.BAD)]
+        return decided[-1] if decided else None
+
+    def metric(self, sha: str | None) -> float | None:
+        step = self.decided_step(sha)
+        return step.metric if step else None
+
+    @cached_property
+    def _views(self) -> dict[str, CommitView]:
+        """What each tested commit's evidence says, judged as the coordinator judges it (bisector/judging.py)."""
+        judge = Judge(self.spec)
+        by_sha: dict[str, list[StepRecord]] = {}
+        for step in self.evidence:
+            by_sha.setdefault(step.sha, []).append(step)
+        good, bad = self.record.good, self.record.bad
+        views = {
+            sha: judge.view(by_sha.get(sha, []), endpoint=e) for sha, e in ((good, Verdict.GOOD), (bad, Verdict.BAD))
+        }
+        samples = (views[good].samples, views[bad].samples)
+        for sha, runs in by_sha.items():
+            if sha not in views:
+                views[sha] = judge.view(runs, endpoint_samples=samples)
+        for sha, runs in by_sha.items():
+            failed = sum(1 for s in runs if s.verdict is Verdict.ERROR)
+            tested = any(s.verdict in RESULT_VERDICTS for s in runs)
+            if views[sha] is UNTESTED and not tested and failed >= self.spec.max_attempts:
+                views[sha] = CommitView(Verdict.SKIP)  # untestable after its retries, as the coordinator counts it
+        return views
+
+    def state_of(self, sha: str) -> Verdict | None:
+        """The commit's verdict for the search as a test outcome (GOOD / BAD / SKIP), None while undecided."""
+        view = self._views.get(sha)
+        if view is None or view.verdict is None:
+            return None
+        if view.verdict is Verdict.SKIP:
+            return Verdict.SKIP
+        return old_verdict(self.spec) if view.verdict is Verdict.GOOD else new_verdict(self.spec)
+
+    def decided_commits(self) -> list[tuple[Commit, Verdict, datetime]]:
+        """Each commit the search has a verdict for, with the verdict and when its last evidence finished, in the
+        order they were decided (the endpoints first)."""
+        out = []
+        for sha in self._views:
+            commit, verdict = self.commit(sha), self.state_of(sha)
+            finished = [s.finished for s in self.evidence if s.sha == sha and s.finished is not None]
+            if commit is not None and verdict is not None and finished:
+                out.append((commit, verdict, max(finished)))
+        endpoints = {self.record.bad: 0, self.record.good: 1}
+        return sorted(out, key=lambda item: (endpoints.get(item[0].sha, 2), item[2], item[0].position))
+
+    # --- the answer ------------------------------------------------------------------------------------------
+
+    def suspects(self) -> list[Commit]:
+        """With an ambiguous result, the commits that could be the first bad one."""
+        first_bad, last_good = self.commit(self.record.first_bad), self.commit(self.record.last_good)
+        if first_bad is None or last_good is None:
+            return []
+        return [c for c in self.candidates if last_good.position < c.position <= first_bad.position]
+
+    def boundary(self) -> tuple[Commit | None, Commit | None]:
+        """(latest commit known old, earliest later commit known new) from the evidence so far: a running
+        bisect's range still open; the answer once it is finished."""
+        old, new = old_verdict(self.spec), new_verdict(self.spec)
+        olds = [c for c in self.candidates if self.state_of(c.sha) is old]
+        last_old = max(olds, key=lambda c: c.position, default=None)
+        floor = last_old.position if last_old else -1
+        news = [c for c in self.candidates if c.position > floor and self.state_of(c.sha) is new]
+        return last_old, min(news, key=lambda c: c.position, default=None)
+
+    def reproduce_target(self) -> ReproduceTarget:
+        """The step that matters most: a failing endpoint, else the first bad commit, else the bad endpoint."""
+        old_term, new_term = self.terms
+        record = self.record
+        if record.status in (BisectStatus.ENDPOINTS_MISMATCH, BisectStatus.FAILED):
+            good_state, bad_state = self.state_of(record.good), self.state_of(record.bad)
+            if good_state is not None and good_state is not old_verdict(self.spec):
+                return ReproduceTarget(record.good, f"the {old_term} endpoint, which tested {self.word(good_state)}")
+            if bad_state is not None and bad_state is not new_verdict(self.spec):
+                return ReproduceTarget(record.bad, f"the {new_term} endpoint, which tested {self.word(bad_state)}")
+            for sha, which in ((record.good, old_term), (record.bad, new_term)):
+                if any(s.sha == sha for s in self.failures):
+                    return ReproduceTarget(sha, f"the {which} endpoint, which failed")
+        if record.first_bad:
+            return ReproduceTarget(record.first_bad, f"the first {new_term} commit")
+        return ReproduceTarget(record.bad, f"the {new_term} endpoint")
+
+    def reproduce(self) -> str:
+        sha = self.reproduce_target().sha
+        step = self.decided_step(sha) or next((s for s in reversed(self.steps) if s.sha == sha and s.gpus), None)
+        env = dict(self.spec.env)
+        if step and step.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpus)
+        return reproduce_command(self.record.repo, sha, self.spec.build, self.spec.run, env)
+
+    # --- totals ----------------------------------------------------------------------------------------------
+
+    @property
+    def gpu_seconds(self) -> float:
+        return sum(duration(s) * len(s.gpus) for s in self.steps)
+
+    @property
+    def slot_seconds(self) -> float:
+        return sum(duration(s) for s in self.steps if s.purpose is not StepPurpose.MANUAL)
+
+    @property
+    def wall_s(self) -> float | None:
+        if self.record.finished is None:
+            return None
+        return (self.record.finished - self.record.created).total_seconds()
+
+    def noise_lines(self) -> list[str]:
+        """Repeats, flakes, quarantines and the confirmation, in plain words, when the bisect had any."""
+        lines = []
+        extra = self.record.extra
+        if self.spec.repeat_limit > 1:
+            lines.append(
+                f"each tested commit ran {self.spec.repeat} time(s), up to {self.spec.repeat_limit} while its "
+                "verdict was uncertain"
+            )
+        if extra.get("flake_seen"):
+            lines.append("flaky results were seen (a commit tested both ways): the noisy search took over")
+        quarantined = extra.get("quarantined")
+        if isinstance(quarantined, dict):
+            lines += [f"worker {worker} was set aside: {reason}" for worker, reason in sorted(quarantined.items())]
+        confirmation = extra.get("confirmation")
+        if isinstance(confirmation, dict):
+            lines.append(
+                f"confirmation (the first bad commit re-run against its parent): {confirmation.get('status')}, "
+                f"{confirmation.get('reason')} (confidence {float(str(confirmation.get('confidence', 0))):.3f})"
+            )
+        return lines
+
+    def work_sentence(self) -> str:
+        """What the bisect did, in plain words: search steps apart from side runs, time, the verdict rule."""
+        cancelled = sum(1 for s in self.search_steps if s.verdict is Verdict.CANCELLED)
+        dropped = f" ({cancelled} stopped early, no longer needed)" if cancelled else ""
+        parts = [
+            f"{len(self.candidates)} commits in range; {len(self.search_steps)} search step(s) tested them{dropped}"
+        ]
+        if self.manual_steps:
+            parts.append(f"{len(self.manual_steps)} verdict(s) given by hand")
+        side = [f"{count} {SIDE_RUN_WORDS.get(p, p.value)}" for p, count in sorted(self.side_runs.items())]
+        if side:
+            parts.append("besides: " + ", ".join(side))
+        took = "still running" if self.wall_s is None else f"took {self.wall_s:.1f} s"
+        time_line = (
+            f"{took}; the steps ran {self.slot_seconds:.1f} s in all on workers ({self.gpu_seconds:.1f} GPU-seconds)"
+        )
+        return "; ".join(parts) + ". " + time_line[0].upper() + time_line[1:] + "."
+
+    def rule_sentence(self) -> str:
+        old, new = self.terms
+        if self.spec.expect == "auto":
+            rule = f"a commit's samples are compared with both endpoints' ({self.spec.direction} is better)"
+        elif self.spec.expect:
+            rule = f"the test passes when its metric is {self.spec.expect}"
+        else:
+            rule = "the test passes when it exits 0"
+        state = f"passing is {new}, failing {old} (--find-fix)" if self.spec.find_fix else f"passing is {old}"
+        return f"Verdicts: {rule}; {state}."
+
+
+def duration(step: StepRecord) -> float:
+    return (step.finished - step.started).total_seconds() if step.finished else 0.0
+
+
+def one_line(detail: str) -> str:
+    """A step's detail as one whole line: its first non-empty line, uncut."""
+    return next((line.strip() for line in detail.splitlines() if line.strip()), "")
+
+
+def pr_suffix(commit: Commit) -> str:
+    """' (PR #n)' when the subject does not show the PR number already."""
+    if commit.pr is None or f"#{commit.pr}" in commit.subject:
+        return ""
+    return f" (PR #{commit.pr})"

@@ -1,0 +1,75 @@
+"""`bisect status ID`: a few lines on where a bisect stands. `bisect report ID` is the whole report."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bisector.domain import BisectRecord, BisectStatus, StepPurpose
+from bisector.report.model import BisectReport, one_line
+from bisector.report.text import fmt_metric, fmt_s
+
+LAST_STEPS = 5
+
+
+def owner_line(record: BisectRecord) -> str | None:
+    """Who runs the bisect (the coordinator holding its lease, and how fresh that is), while one may; and a found
+    culprit whose explanation a stopped coordinator left for `bisect resume`."""
+    from bisector.ownership import describe_owner
+
+    now = datetime.now(UTC)
+    if record.status is BisectStatus.FOUND and record.extra.get("analysis") == "pending":
+        if record.owner is None:
+            return f"owner: no coordinator; the explanation was cut short: `bisect resume {record.id}` finishes it"
+        return f"owner: {describe_owner(record.owner, record.heartbeat, now)} (explaining the culprit)"
+    if record.status.is_terminal():
+        return None
+    if record.owner is None:
+        return f"owner: no coordinator is running it; `bisect resume {record.id}` continues"
+    return f"owner: {describe_owner(record.owner, record.heartbeat, now)}"
+
+
+def status_lines(report: BisectReport) -> list[str]:
+    record = report.record
+    old, new = report.terms
+    lines = [f"bisect {record.id}: {record.status.value}"]
+    where = f" touching {' '.join(report.spec.paths)}" if report.spec.paths else ""
+    lines.append(
+        f"range: {record.good[:12]} ({old}) .. {record.bad[:12]} ({new}), {len(report.candidates)} commits{where}, "
+        f"in {record.repo}"
+    )
+    if (owner := owner_line(record)) is not None:
+        lines.append(owner)
+    running = sum(1 for s in report.steps if s.verdict is None)
+    done = sum(1 for s in report.search_steps if s.verdict is not None)
+    progress = f"progress: {done} search step(s) done, {running} running"
+    if report.manual_steps:
+        progress += f", {len(report.manual_steps)} verdict(s) given by hand"
+    last_old, first_new = report.boundary()
+    if record.status.is_terminal():
+        first_bad = report.commit(record.first_bad)
+        answer = record.message or (
+            f"first {new} commit: {first_bad.sha[:12]} {first_bad.subject}" if first_bad else ""
+        )
+        lines += [progress, f"answer: {answer}" if answer else "answer: none"]
+    elif last_old is not None and first_new is not None:
+        left = first_new.position - last_old.position
+        lines.append(
+            f"{progress}; the first {new} commit is one of {left} after {last_old.sha[:12]} up to {first_new.sha[:12]}"
+        )
+    else:
+        lines.append(f"{progress}; checking the endpoints")
+    if record.message and not record.status.is_terminal():
+        lines.append(f"note: {record.message}")
+    if report.steps:
+        lines.append("last steps:")
+        for step in report.steps[-LAST_STEPS:]:
+            metric = f" metric {fmt_metric(step.metric)}" if step.metric is not None else ""
+            where_run = f" on {step.worker}" if step.worker else ""
+            undecided = not (step.verdict and step.verdict.decides) or step.purpose is StepPurpose.MANUAL
+            reason = f": {one_line(step.detail)}" if step.detail and undecided else ""
+            lines.append(
+                f"  {report.number(step)}. {step.purpose.value} {step.sha[:12]} {report.word(step.verdict)}{metric}"
+                f"{where_run} {fmt_s(step.run_s)}{reason}"
+            )
+    lines.append(f"the whole report: bisect report {record.id}")
+    return lines

@@ -1,0 +1,183 @@
+"""The terminal report (rich), answer first: the verdict, the culprit and its metric on both sides, the
+explanation; then the evidence (steps, failures), the commits of the range, and how to reproduce."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from bisector.analysis import text_renderables
+from bisector.domain import BisectStatus, Commit, StepPurpose, Verdict
+from bisector.report.model import BisectReport, one_line, pr_suffix
+
+MAX_RANGE_ROWS = 40  # the commit table elides the middle of longer ranges
+
+VERDICT_STYLE = {
+    Verdict.GOOD: "green",
+    Verdict.BAD: "red",
+    Verdict.SKIP: "yellow",
+    Verdict.ERROR: "magenta",
+    Verdict.CANCELLED: "dim",
+}
+
+
+def fmt_metric(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4f}" if 1e-3 <= abs(value) < 1e5 else f"{value:.4g}"
+
+
+def fmt_s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}s"
+
+
+def fmt_date(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def answer_lines(report: BisectReport) -> list[str]:
+    """The answer in plain lines (shared by the text report and `bisect status` of a finished bisect)."""
+    record = report.record
+    old, new = report.terms
+    first_bad, last_good = report.commit(record.first_bad), report.commit(record.last_good)
+    shown = record.status not in (BisectStatus.FOUND, BisectStatus.AMBIGUOUS)  # those say it below
+    lines = [record.message] if record.message and shown else []
+    if first_bad is not None:
+        label = f"first {new} commit" if record.status is BisectStatus.FOUND else f"first commit known {new}"
+        lines += [
+            f"{label}: {first_bad.sha}",
+            f"  {first_bad.subject}{pr_suffix(first_bad)}",
+            f"  {first_bad.author}, {fmt_date(first_bad.date)}",
+        ]
+    if last_good is not None:
+        lines += [f"last {old} commit: {last_good.sha}", f"  {last_good.subject}{pr_suffix(last_good)}"]
+    if first_bad is not None and last_good is not None:
+        before, after = fmt_metric(report.metric(last_good.sha)), fmt_metric(report.metric(first_bad.sha))
+        if (before, after) != ("-", "-"):
+            lines.append(f"metric: {before} at the last {old} commit, {after} at the first {new} commit")
+    if record.status is BisectStatus.AMBIGUOUS:
+        lines.append(f"the first {new} commit is one of:")
+        lines += [f"  {c.sha[:12]} {c.subject}" for c in report.suspects()]
+    return lines
+
+
+def print_text(console: Console, report: BisectReport) -> None:
+    record = report.record
+    lines = [*answer_lines(report), *report.noise_lines(), report.rule_sentence(), report.work_sentence()]
+    style = "green" if record.status is BisectStatus.FOUND else "yellow"
+    console.print(
+        Panel(
+            Text("\n".join(lines)), title=f"bisect {record.id}: {record.status.value}", border_style=style, expand=False
+        )
+    )
+    if report.explanation is not None:
+        console.print(Text("why: what the first bad commit changes", style="bold underline"))
+        for renderable in text_renderables(report.explanation):
+            console.print(renderable)
+    console.print(Text("evidence", style="bold underline"))
+    console.print(_steps_table(report))
+    if report.failures:
+        console.print(Text(f"failed steps ({len(report.failures)})", style="bold"))
+        for step in report.failures:
+            kind = f"{step.verdict.value if step.verdict else ''}" + (
+                f"/{step.error_kind.value}" if step.error_kind else ""
+            )
+            console.print(
+                Text(
+                    f"  step {report.number(step)} at {step.sha[:12]} ({kind}): "
+                    f"{one_line(step.detail) or 'no reason given'}"
+                ),
+                soft_wrap=True,
+            )
+            console.print(
+                Text(f"    log: {step.log_path or 'none (the step never started its command)'}"), soft_wrap=True
+            )
+    if report.manual_steps:
+        console.print(Text(f"verdicts given by hand ({len(report.manual_steps)})", style="bold"))
+        for step in report.manual_steps:
+            console.print(
+                Text(f"  step {report.number(step)} at {step.sha[:12]}: {one_line(step.detail)}"), soft_wrap=True
+            )
+    console.print(_commits_table(report))
+    target = report.reproduce_target()
+    console.print(
+        f"reproduce {target.why} ({target.sha[:12]}) by hand:\n  {report.reproduce()}", soft_wrap=True, markup=False
+    )
+
+
+def _steps_table(report: BisectReport) -> Table:
+    side = sum(report.side_runs.values())
+    title = f"steps: {len(report.search_steps)} search" + (
+        f", {len(report.manual_steps)} by hand" if report.manual_steps else ""
+    )
+    title += f", {side} side run(s)" if side else ""
+    table = Table(title=title)
+    for column in ("#", "purpose", "pos", "commit", "verdict", "metric", "worker", "GPUs", "build", "run"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("note", overflow="fold")
+    for step in report.steps:
+        style = VERDICT_STYLE.get(step.verdict, "") if step.verdict else "cyan"
+        if step.purpose is StepPurpose.MANUAL:
+            note = "by hand: see below"
+        elif step.verdict in (Verdict.ERROR, Verdict.SKIP):
+            note = "failed: see below"
+        else:
+            note = ""
+        table.add_row(
+            str(report.number(step)), step.purpose.value, str(report.position(step.sha)), step.sha[:12],
+            Text(report.word(step.verdict), style=style), fmt_metric(step.metric), step.worker or "-",
+            ",".join(map(str, step.gpus)) or "-", fmt_s(step.build_s), fmt_s(step.run_s), Text(note),
+        )  # fmt: skip
+    return table
+
+
+def range_rows(report: BisectReport) -> list[Commit | int]:
+    """The commits a report's range table shows: all of a short range; of a longer one the ends, the tested
+    commits and the first bad one's neighbours, an int (how many commits are left out) in each gap."""
+    rows: list[Commit] = report.candidates
+    first_bad = report.commit(report.record.first_bad)
+    if len(rows) > MAX_RANGE_ROWS:
+        keep = {c.position for c in rows[:5] + rows[-5:]}
+        keep |= {report.position(s.sha) for s in report.steps}
+        if first_bad is not None:
+            keep |= {first_bad.position - 1, first_bad.position, first_bad.position + 1}
+        rows = [c for c in rows if c.position in keep]
+    out: list[Commit | int] = []
+    previous = -1
+    for commit in rows:
+        if commit.position != previous + 1:
+            out.append(commit.position - previous - 1)
+        previous = commit.position
+        out.append(commit)
+    return out
+
+
+def first_bad_mark(report: BisectReport, commit: Commit) -> str:
+    """The arrow beside the first bad commit in the range table ("first known" when it is not the answer)."""
+    if commit.sha != report.record.first_bad:
+        return ""
+    known = "" if report.record.status is BisectStatus.FOUND else "known "
+    return f"<- first {known}{report.terms[1]}"
+
+
+def _commits_table(report: BisectReport) -> Table:
+    table = Table(title="commits in range (oldest first)")
+    for column in ("pos", "commit", "verdict"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("subject", overflow="fold")
+    for commit in range_rows(report):
+        if isinstance(commit, int):
+            table.add_row("...", "", "", Text(f"{commit} untested commits", style="dim"))
+            continue
+        state = report.state_of(commit.sha)
+        mark = f"  {first_bad_mark(report, commit)}" if commit.sha == report.record.first_bad else ""
+        table.add_row(
+            str(commit.position), commit.sha[:12],
+            Text(report.word(state), style=VERDICT_STYLE[state]) if state else "",
+            Text(commit.subject + mark),
+        )  # fmt: skip
+    return table

@@ -1,0 +1,65 @@
+"""`bisect dashboard` in a subprocess on a free loopback port, and waiting for it to answer."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+READY_TIMEOUT_S = 120.0  # how long a slow, shared machine may take to import and bind
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def dashboard_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "bisector", "dashboard", *args]
+
+
+def dashboard_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("BISECT_TOKEN", "BISECT_DB")}
+    return {**env, "PYTHONPATH": str(ROOT), **extra}
+
+
+@contextmanager
+def running_dashboard(store_url: str, log_dir: Path, *args: str, **env: str) -> Iterator[str]:
+    """The base URL of a dashboard serving store_url; stopped (SIGTERM, then SIGKILL) afterwards."""
+    port = free_port()
+    command = dashboard_command("--port", str(port), "--db", store_url, "--log-dir", str(log_dir), *args)
+    process = subprocess.Popen(
+        command, env=dashboard_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"dashboard exited {process.returncode}: {process.stderr.read()}")  # type: ignore[union-attr]
+            try:
+                httpx.get(f"{base}/api/openapi.json", timeout=5.0)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stderr is not None:
+            process.stderr.close()

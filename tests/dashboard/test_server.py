@@ -1,0 +1,178 @@
+"""The dashboard served by a real uvicorn process over real stores, talked to with httpx."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from fill import Filled
+from server import dashboard_command, dashboard_env, running_dashboard
+
+from bisector.cli import main
+from bisector.report import BisectReport, report_json
+from db.store import Store
+
+
+@pytest.fixture(scope="module")
+def base(store_url: str, filled: Filled) -> Iterator[str]:
+    with running_dashboard(store_url, filled.log_dir) as url:
+        yield url
+
+
+def get(base: str, path: str, **kwargs) -> httpx.Response:
+    return httpx.get(base + path, timeout=60.0, **kwargs)
+
+
+def test_api_list_matches_the_cli(base: str, store_url: str, filled: Filled):
+    for query, flags in [("", []), ("?status=found&metric=exit", ["--status", "found", "--metric", "exit"])]:
+        cli = CliRunner().invoke(main, ["list", "--format", "json", *flags], env={"BISECT_DB": store_url})
+        response = get(base, "/api/bisects" + query)
+        assert response.status_code == 200
+        assert response.json() == json.loads(cli.stdout)
+    assert [b["id"] for b in get(base, "/api/bisects?culprit=%233007").json()] == [filled.exit_code_id, filled.found_id]
+
+
+def test_api_bisect_is_the_report_and_steps_have_logs(base: str, store_url: str, filled: Filled):
+    with Store.open(store_url) as store:
+        report = report_json(BisectReport.load(store, filled.found_id))
+    assert get(base, f"/api/bisects/{filled.found_id}").json() == report
+    steps = get(base, f"/api/bisects/{filled.found_id}/steps").json()
+    assert steps["status"] == "found"
+    assert steps["progress"] == {"steps": len(report["steps"]), "finished": len(report["steps"]), "running": 0}
+    first = steps["steps"][0]
+    assert first["log_url"].startswith("/logs/")
+    assert first["log_url"].endswith(f"/bisect-{filled.found_id}/{Path(first['log_path']).name}")
+    assert "metric: 10.0" in first["log_tail"]
+    assert get(base, first["log_url"]).text == Path(first["log_path"]).read_text()
+
+
+def test_api_stats_and_openapi(base: str, filled: Filled):
+    stats = get(base, "/api/stats").json()
+    assert sum(g["bisects"] for g in stats["groups"]) == 3
+    assert get(base, f"/api/stats?repo={filled.table_repo}").json()["groups"][0]["repo"] == str(filled.table_repo)
+    paths = get(base, "/api/openapi.json").json()["paths"]
+    assert {"/api/bisects", "/api/bisects/{bisect_id}", "/api/bisects/{bisect_id}/steps", "/api/stats"} <= set(paths)
+    assert all(set(operations) == {"get"} for operations in paths.values())
+
+
+def test_bisect_page_plots_the_report(base: str, filled: Filled):
+    page = get(base, f"/bisects/{filled.found_id}").text
+    report = get(base, f"/api/bisects/{filled.found_id}").json()
+    boundary = re.search(r'id="boundary" class="boundary" data-last-good="(\d+)" data-first-bad="(\d+)"', page)
+    assert boundary is not None
+    assert (int(boundary[1]), int(boundary[2])) == (report["last_good"]["position"], report["first_bad"]["position"])
+    points = re.findall(r'data-position="(\d+)"\s+data-verdict="(\w+)" data-sha="(\w+)" data-value="([0-9.]+)"', page)
+    expected = {
+        (s["position"], s["verdict"], s["sha"], float(v))
+        for s in report["steps"]
+        if s["purpose"] in ("search", "confirm")
+        for v in s["samples"]
+    }
+    assert {(int(p), v, sha, float(x)) for p, v, sha, x in points} == expected
+    assert 'data-threshold="8.0"' in page
+    assert report["reproduce"].split()[0] in page
+    assert "tuning.py" in page
+
+
+def test_list_and_stats_pages(base: str, filled: Filled):
+    page = get(base, "/?status=ambiguous").text
+    last_good, first_bad = filled.ambiguous_range
+    assert f"range {last_good[:10]}..{first_bad[:10]}" in page
+    assert f'href="/bisects/{filled.ambiguous_id}"' in page
+    assert f'href="/bisects/{filled.found_id}"' not in page
+    stats = get(base, "/stats").text
+    assert "tuning.py" in stats
+    assert 'data-count="3"' in stats
+
+
+BAD_REQUESTS = [
+    "/api/bisects?limit=0",
+    "/api/bisects?limit=abc",
+    "/api/bisects?limit=1001",
+    "/api/bisects?status=done",
+    "/api/bisects?culprit=xyz",
+    "/api/bisects?since=yesterday",
+    "/api/bisects?since=2026-02-30",
+    "/api/bisects?repo=" + "r" * 300,
+    "/api/bisects/0",
+    "/api/bisects/-1",
+    "/api/bisects/abc",
+    "/api/bisects/99999999999",
+    "/api/bisects/99999",
+    "/api/bisects/99999/steps",
+    "/api/stats?since=13d7",
+    "/bisects/abc",
+    "/bisects/99999",
+    "/?limit=-5",
+    "/stats?since=x",
+    "/logs/%2e%2e/bisect.db",
+    "/logs/bisect-1/..%2f..%2fbisect.db",
+    "/logs//etc/passwd",
+    "/logs/%2Fetc%2Fpasswd",
+    "/logs/nope.log",
+    "/logs/bisect-1/%00",
+]
+
+
+@pytest.mark.parametrize("path", BAD_REQUESTS)
+def test_bad_requests_get_a_clear_4xx(base: str, path: str):
+    response = get(base, path)
+    assert 400 <= response.status_code < 500, response.text
+    assert "Traceback" not in response.text
+    detail = response.json()["detail"] if path.startswith(("/api/", "/logs/")) else response.text
+    assert isinstance(detail, str)
+    assert 0 < len(detail) < 400
+
+
+def test_a_symlink_out_of_the_log_folder_is_refused(base: str, filled: Filled, tmp_path: Path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not a log")
+    link = filled.log_dir / "escape.log"
+    link.symlink_to(secret)
+    try:
+        response = get(base, "/logs/escape.log")
+    finally:
+        link.unlink()
+    assert response.status_code == 403
+    assert "not a log" not in response.text
+
+
+def test_no_endpoint_writes(base: str, filled: Filled):
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        response = httpx.request(method, f"{base}/api/bisects/{filled.found_id}", timeout=60.0)
+        assert response.status_code == 405
+
+
+def test_other_addresses_need_a_token(store_url: str, filled: Filled, tmp_path: Path):
+    if not store_url.startswith("sqlite"):
+        pytest.skip("the token rule does not depend on the backend")
+    refused = subprocess.run(
+        [*dashboard_command("--host", "0.0.0.0", "--port", "1", "--db", store_url)],
+        env=dashboard_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("bisect: error: --host 0.0.0.0 is reachable from other machines")
+    assert len(refused.stderr.strip().splitlines()) == 1
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token\n")
+    with running_dashboard(store_url, filled.log_dir, "--token-file", str(token_file)) as url:
+        assert get(url, "/api/bisects").status_code == 401
+        assert get(url, "/api/bisects", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert get(url, "/api/bisects", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+        with httpx.Client(base_url=url, timeout=60.0) as browser:
+            assert browser.get("/?token=s3cret-token").status_code == 200
+            assert browser.get(f"/bisects/{filled.found_id}").status_code == 200  # the cookie it set
+    with running_dashboard(store_url, filled.log_dir, BISECT_TOKEN="from-env") as url:
+        assert get(url, "/stats").status_code == 401
+        assert get(url, "/stats", headers={"Authorization": "Bearer from-env"}).status_code == 200
+    assert os.environ.get("BISECT_TOKEN") is None

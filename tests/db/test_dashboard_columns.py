@@ -1,0 +1,63 @@
+"""bisects.metric and bisects.device_s: kept by the store, and filled in by migration 0003 for older stores."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from alembic import command
+from postgres_helpers import BACKENDS, fresh_postgres_database
+from sqlalchemy import select
+
+from bisector.domain import StepResult, Verdict
+from db import Store
+from db.engine import make_engine
+from db.migrate import alembic_config, migration_connection
+from db.schema import bisects
+
+T0 = datetime(2026, 1, 2, tzinfo=UTC)
+
+
+@pytest.fixture(params=BACKENDS)
+def url(request: pytest.FixtureRequest, db_url: str) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield db_url
+        return
+    with fresh_postgres_database() as fresh:
+        yield fresh
+
+
+def columns(url: str) -> list[tuple[int, str, float]]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            query = select(bisects.c.id, bisects.c.metric, bisects.c.device_s).order_by(bisects.c.id)
+            return [tuple(row) for row in conn.execute(query)]
+    finally:
+        engine.dispose()
+
+
+def fill(store: Store) -> None:
+    plain = store.create_bisect("r", "a" * 40, "b" * 40, {"metric": r"latency_ms: ([0-9.]+)"}, T0)
+    by_json = store.create_bisect("r", "a" * 40, "b" * 40, {"metric_json": "out.json:bench.tok_s"}, T0)
+    store.create_bisect("r", "a" * 40, "b" * 40, {}, T0)
+    for gpus, build_s, run_s in [((0, 1), 2.0, 3.0), ((), 0.0, 4.0), ((5,), 1.5, 0.5)]:
+        step = store.start_step(plain, "c" * 40, 1, "w", "n", gpus, T0)
+        store.finish_step(step, StepResult(step, "c" * 40, Verdict.GOOD, build_s=build_s, run_s=run_s), T0)
+    store.start_step(by_json, "c" * 40, 1, "w", "n", (0,), T0 + timedelta(seconds=1))  # still running: no time yet
+
+
+def test_the_store_keeps_them_and_the_migration_recomputes_them(url: str) -> None:
+    with Store.open(url) as store:
+        fill(store)
+    expected = [(1, "latency_ms", 2 * 5.0 + 1 * 4.0 + 1 * 2.0), (2, "bench.tok_s", 0.0), (3, "exit code", 0.0)]
+    assert columns(url) == expected
+    engine = make_engine(url)
+    try:
+        with migration_connection(engine) as conn:
+            command.downgrade(alembic_config(conn), "0002")
+    finally:
+        engine.dispose()
+    Store.open(url).close()  # upgrades to head again, filling the columns from the specs and the steps
+    assert columns(url) == expected

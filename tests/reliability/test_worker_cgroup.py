@@ -1,0 +1,96 @@
+"""A test that starts a `setsid nohup` daemon: where cgroup v2 can be used, the daemon ends with its step."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from worker_steps import DRIVER, SAFETY_TIMEOUT_S, alive, run_one, step_request
+
+from bisector.domain import Verdict
+from bisector.synthetic import culprit_history
+from workers.local import LocalExecutor
+
+
+def cgroup_v2_writable() -> bool:
+    """Whether this process may make a child cgroup v2 of its own (what the workers need)."""
+    mount = next((line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+                  if line.split()[2] == "cgroup2"), None)  # fmt: skip
+    own = next(
+        (line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::")), None
+    )
+    if mount is None or own is None:
+        return False
+    probe = Path(mount) / own.lstrip("/") / f"gpu-bisect-probe-{os.getpid()}"
+    try:
+        probe.mkdir()
+    except OSError:
+        return False
+    probe.rmdir()
+    return True
+
+
+def test_a_setsid_daemon_the_test_started_is_gone_after_the_step(tmp_path: Path):
+    if not cgroup_v2_writable():
+        pytest.skip("no writable cgroup v2 here: a setsid daemon outlives its step (the process group still dies)")
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    pid_file = tmp_path / "daemon.pid"
+    daemon = f"setsid nohup sleep 1000 >/dev/null 2>&1 & echo $! > {pid_file}; bash test.sh"
+    daemon_pid = 0
+    try:
+        with LocalExecutor(str(history.path), workers=1) as executor:
+            result = run_one(executor, step_request(history, 1, 0, daemon, tmp_path / "logs"))
+            daemon_pid = int(pid_file.read_text())
+            deadline = time.monotonic() + SAFETY_TIMEOUT_S
+            while alive(daemon_pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            gone_while_the_worker_lives = not alive(daemon_pid)
+    finally:
+        if daemon_pid and alive(daemon_pid):
+            os.kill(daemon_pid, signal.SIGKILL)
+    assert result.verdict is Verdict.GOOD
+    assert gone_while_the_worker_lives, "the daemon the test started outlived its step"
+
+
+def test_tests_orphaned_by_workers_killed_with_their_coordinator_end_at_the_next_step(tmp_path: Path):
+    """SIGKILL to the coordinator's whole group: its workers die with it and cannot end their tests (sessions of
+    their own); the next worker that starts a step on the host ends them."""
+    if not cgroup_v2_writable():
+        pytest.skip("no writable cgroup v2 here: tests orphaned by a SIGKILLed worker run on")
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    out = tmp_path / "out"
+    out.mkdir()
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(history.path), history.shas[0], str(out)],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}, start_new_session=True,
+    )  # fmt: skip
+    tests: list[int] = []
+    try:
+        deadline = time.monotonic() + SAFETY_TIMEOUT_S
+        while not all((out / name).exists() for name in ("test-1", "test-2", "workers")):
+            assert time.monotonic() < deadline, "the tests never started"
+            time.sleep(0.05)
+        tests = [int((out / f"test-{i}").read_text()) for i in (1, 2)]
+        workers = [int(pid) for pid in (out / "workers").read_text().split()]
+        os.killpg(driver.pid, signal.SIGKILL)  # coordinator and workers at once
+        driver.wait()
+        while any(alive(pid) for pid in workers):
+            assert time.monotonic() < deadline, "the workers outlived SIGKILL"
+            time.sleep(0.05)
+        assert all(alive(pid) for pid in tests)  # orphaned
+        with LocalExecutor(str(history.path), workers=1) as executor:
+            result = run_one(executor, step_request(history, 3, 0, "bash test.sh", tmp_path / "logs"))
+        while any(alive(pid) for pid in tests) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        orphans_left = [pid for pid in tests if alive(pid)]
+    finally:
+        for pid in tests:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert result.verdict is Verdict.GOOD
+    assert orphans_left == [], "tests orphaned by killed workers kept running"

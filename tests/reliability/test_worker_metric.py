@@ -1,0 +1,87 @@
+"""The metric comes from the step's own output and worktree, on a bounded window, under a time limit."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from worker_steps import run_one, step_request
+
+from bisector.domain import Verdict
+from bisector.errors import InputError
+from bisector.metric import DEFAULT_INFRA_PATTERNS, Expectation, MetricSpec, judge_run
+from bisector.synthetic import culprit_history
+from workers.local import LocalExecutor
+
+AT_LEAST_4 = Expectation.parse(">= 4")
+BACKTRACKING = r"((?:a|aa)+)!"  # exponential on a line of a's without a '!'
+A_LINES = "yes $(printf 'a%.0s' $(seq 60)) | head -n 2000; exit 1"
+
+
+def test_the_metric_comes_from_the_steps_own_output_not_from_its_log_file(tmp_path: Path):
+    """Another process writing the step's log path (a second bisect whose ids collide) cannot change the metric."""
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    log = tmp_path / "logs" / "step-1.log"
+    overwrite = f"{{ head -c 4096 /dev/zero | tr '\\0' '#'; echo; echo 'accept length: 9.0'; }} > {log}"
+    run = f"echo 'accept length: 1.0'; {overwrite}"
+    metric = MetricSpec(regex=r"accept length: ([0-9.]+)", expect=AT_LEAST_4)
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        result = run_one(executor, step_request(history, 1, 0, run, tmp_path / "logs", metric=metric))
+    assert (result.verdict, result.samples) == (Verdict.BAD, (1.0,)), result.detail
+
+
+def test_a_backtracking_metric_regex_is_a_skip_that_says_so_not_a_hang(tmp_path: Path):
+    """Matching gets what is left of the step's timeout (15 s here; the run takes milliseconds)."""
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    metric = MetricSpec(regex=BACKTRACKING, expect=AT_LEAST_4)
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        slow = run_one(executor, step_request(history, 1, 0, A_LINES, tmp_path / "logs", metric=metric, timeout_s=15))
+        after = run_one(executor, step_request(history, 2, 0, "echo 'accept length: 5'", tmp_path / "logs"))
+    assert slow.verdict is Verdict.SKIP, slow.detail
+    assert "metric regex took longer than" in slow.detail
+    assert after.verdict is Verdict.GOOD  # the worker serves on
+
+
+def test_a_backtracking_infrastructure_pattern_is_a_skip_too(tmp_path: Path):
+    metric = MetricSpec(
+        regex=r"accept length: ([0-9.]+)", expect=AT_LEAST_4, infra_patterns=(*DEFAULT_INFRA_PATTERNS, BACKTRACKING)
+    )
+    output = subprocess.run(["bash", "-c", A_LINES], capture_output=True, text=True, check=False).stdout
+    judgement = judge_run(metric, 1, output, tmp_path, time_limit_s=1.0)
+    assert judgement.verdict is Verdict.SKIP
+    assert judgement.detail.startswith("metric regex took longer than 1 s on the output")
+
+
+@pytest.mark.parametrize("target", ["/tmp/results.json", "../results.json", "out/../../results.json"])
+def test_a_metric_file_outside_the_worktree_is_refused(target: str):
+    with pytest.raises(InputError, match="inside the worktree"):
+        MetricSpec(json_file=target, json_key="value", expect=AT_LEAST_4)
+
+
+def test_a_metric_file_that_links_out_of_the_worktree_is_not_read(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    outside = tmp_path / "shared-results.json"
+    outside.write_text('{"value": 9.0}')  # what another bisect's step wrote
+    metric = MetricSpec(json_file="results.json", json_key="value", expect=AT_LEAST_4)
+    inside = "echo '{\"value\": 1.0}' > results.json"
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        own = run_one(executor, step_request(history, 1, 0, inside, tmp_path / "logs", metric=metric))
+        linked = run_one(executor, step_request(history, 2, 0, f"ln -s {outside} results.json", tmp_path / "logs",
+                                                metric=metric))  # fmt: skip
+    assert (own.verdict, own.samples) == (Verdict.BAD, (1.0,))
+    assert linked.verdict is Verdict.SKIP
+    assert "leads out of the worktree" in linked.detail
+
+
+def test_the_metric_is_looked_for_in_the_last_mib_of_the_output_and_a_skip_says_so(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    metric = MetricSpec(regex=r"accept length: ([0-9.]+)", expect=AT_LEAST_4)
+    early = "echo 'accept length: 5.0'; yes 'more output' | head -c 2000000"
+    late = "yes 'more output' | head -c 2000000; echo 'accept length: 5.0'"
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        missed = run_one(executor, step_request(history, 1, 0, early, tmp_path / "logs", metric=metric))
+        found = run_one(executor, step_request(history, 2, 0, late, tmp_path / "logs", metric=metric))
+    assert missed.verdict is Verdict.SKIP
+    assert "(the metric is looked for in the last 1 MiB of the output)" in missed.detail
+    assert (found.verdict, found.samples) == (Verdict.GOOD, (5.0,))

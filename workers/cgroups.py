@@ -1,0 +1,113 @@
+"""A cgroup v2 per step command, so that whatever the test started dies with the step — `setsid nohup` daemons
+too, which leave the command's process group (and session) and so escape killpg.
+
+Where this process may create cgroups (root, or a delegated subtree), each command runs in a child cgroup of the
+worker's own: the command's shell moves itself there before it runs anything, and at the command's end
+`cgroup.kill` ends every process left in it and the cgroup is removed. Where cgroup v2 is not mounted or not
+writable, nothing is done (the process group is still killed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import time
+from pathlib import Path
+
+EMPTY_WAIT_S = 5.0  # how long a killed cgroup may take to empty before it is left for the kernel to reap
+_counter = itertools.count()
+
+
+def _cgroup2_mount() -> Path | None:
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    for line in mounts:
+        fields = line.split()
+        if len(fields) > 2 and fields[2] == "cgroup2":
+            return Path(fields[1])
+    return None
+
+
+def _own_cgroup() -> str | None:
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    return next((line[3:] for line in lines if line.startswith("0::")), None)
+
+
+class StepCgroup:
+    """One command's cgroup; `procs` is the file its shell writes its pid to."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.procs = path / "cgroup.procs"
+
+    @classmethod
+    def create(cls) -> StepCgroup | None:
+        """A fresh child cgroup of this process's own, or None where that cannot be made."""
+        mount, own = _cgroup2_mount(), _own_cgroup()
+        if mount is None or own is None:
+            return None
+        parent = mount / own.lstrip("/")
+        path = parent / f"gpu-bisect-{os.getpid()}-{next(_counter)}"
+        _sweep(parent)
+        try:
+            path.mkdir()
+        except OSError:
+            return None
+        if not (path / "cgroup.kill").exists() or not os.access(path / "cgroup.procs", os.W_OK):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+            return None
+        return cls(path)
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """argv run from a shell that first joins this cgroup (quietly carrying on where it may not)."""
+        return ["bash", "-c", 'echo $$ 2>/dev/null >"$0"; exec "$@"', str(self.procs), *argv]
+
+    def kill_and_remove(self) -> None:
+        """SIGKILL every process in the cgroup (daemons that left the process group included), then remove it.
+        Idempotent."""
+        if not self.path.exists():
+            return
+        with contextlib.suppress(OSError):
+            (self.path / "cgroup.kill").write_text("1")
+        deadline = time.monotonic() + EMPTY_WAIT_S
+        while True:
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:  # EBUSY while the killed processes exit
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(0.01)
+
+
+def _sweep(parent: Path) -> None:
+    """End the cgroups of workers that died without ending them (SIGKILLed with their coordinator): their tests
+    would run on as orphans. A cgroup is its worker's while a process with the pid in its name lives."""
+    try:
+        stale = [entry for entry in parent.glob("gpu-bisect-*-*") if not _alive(entry.name.split("-")[2])]
+    except OSError:
+        return
+    for entry in stale:
+        StepCgroup(entry).kill_and_remove()
+
+
+def _alive(pid: str) -> bool:
+    """Whether the process lives (a zombie no reaper took does not)."""
+    if not pid.isdigit():
+        return True  # not one of ours: leave it
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
