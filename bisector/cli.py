@@ -139,6 +139,7 @@ def _resource_pairs(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--image", type=click.Choice(["none", "venv"]), help="venv: build each commit's image once, reuse it.")
 @click.option("--image-input", "image_inputs", multiple=True, help="A path whose tree keys the image (repeatable).")
 @click.option("--images-max-size", help="LRU cap of this node's image cache, e.g. 20G.  [default: 20G]")
+@click.option("--notify", "notify_url", help="POST the finished report (JSON with a Markdown body) to this webhook.")
 @click.option("--term-old", help="The word for the good endpoint's state, e.g. fast (as git bisect --term-old).")
 @click.option("--term-new", help="The word for the bad endpoint's state, e.g. slow (as git bisect --term-new).")
 @click.argument("paths", nargs=-1, metavar="[-- PATH...]")
@@ -154,8 +155,12 @@ def start(**params: Any) -> None:
 
 def _start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
     from bisector.app import check_executor, make_coordinator, make_executor, open_store
+    from bisector.cli_triage import notify_with_warning
+    from bisector.notify import check_webhook_url
 
     with stoppable_by_signals(), translated_errors():
+        if params["notify_url"] is not None:
+            check_webhook_url(params["notify_url"])
         spec = spec_from_params(**params)
         check_executor(spec)
         with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report (Ray prints to it)
@@ -164,6 +169,8 @@ def _start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
             with contextlib.redirect_stdout(sys.stderr):
                 record = make_coordinator(store, observer()).start(spec, executor)
             print_report(store, record.id, output_format)
+            if params["notify_url"] is not None:
+                notify_with_warning(store, record.id, params["notify_url"])
     return record
 
 
@@ -435,6 +442,7 @@ def _make_demo(directory: Path, commits: int, seed: int) -> Any:
 from bisector import cli_dashboard  # noqa: E402  (registered after `main` is defined)
 from bisector.cli_habits import HABIT_COMMANDS  # noqa: E402  (the commands of cli_habits.py)
 from bisector.cli_images import images, run_at_command  # noqa: E402
+from bisector.cli_triage import triage  # noqa: E402
 
 for _command in (
     cli_dashboard.list_command,
@@ -444,6 +452,7 @@ for _command in (
     *HABIT_COMMANDS,
     images,
     run_at_command,
+    triage,
 ):
     main.add_command(_command)
 

@@ -212,7 +212,7 @@ class BisectSpec:
         values: dict[str, Any] = {k: v for k, v in data.items() if k in known}
         values["infra_patterns"] = tuple(values.get("infra_patterns", ()))
         values["image_inputs"] = tuple(values.get("image_inputs", ()))
-        values["paths"] = tuple(str(p) for p in values.get("paths", ()))
+        values["paths"] = tuple(values.get("paths", ()))
         values["env"] = dict(values.get("env", {}))
         values["resources"] = dict(values.get("resources", {}))
         return cls(**values)
@@ -247,6 +247,10 @@ def _check_types(spec: BisectSpec) -> None:
     for pattern in spec.infra_patterns:
         if not isinstance(pattern, str):
             raise InputError(f"infra_patterns: {_describe(pattern)} is not a string (a regex)")
+    for name, listed in (("paths", spec.paths), ("image_inputs", spec.image_inputs)):
+        for item in listed:
+            if not isinstance(item, str):
+                raise InputError(f"{name}: {_describe(item)} is not a string (a path)")
 
 
 def _is_instance(value: object, expected: type | tuple[type, ...]) -> bool:
@@ -353,5 +357,5 @@ def build_spec(repo_root: Path, flags: dict[str, object]) -> BisectSpec:
     merged["repo"] = str(repo_root)
     for listed in ("infra_patterns", "paths", "image_inputs"):
         if listed in merged:
-            merged[listed] = tuple(str(item) for item in merged[listed])
+            merged[listed] = tuple(merged[listed])  # the items' types are checked, never coerced
     return BisectSpec(**merged)

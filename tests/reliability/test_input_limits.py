@@ -52,6 +52,7 @@ def test_flags_out_of_bounds_are_refused(tmp_path: Path, history, flags: list[st
         ('env = { "A B" = "1" }', "--env 'A B': an environment variable's name is letters, digits and _"),
         ('resources = { H200 = "one" }', "resources: 'H200' = str 'one': the amount must be a number"),
         ("infra_patterns = [1]", "infra_patterns: int 1 is not a string (a regex)"),
+        ("paths = [1]", "paths: int 1 is not a string (a path)"),
         ("explain = 1", "explain must be true or false, not int 1"),
         ("confirm = 0", "confirm must be true or false, not int 0"),
     ],

@@ -1,0 +1,134 @@
+"""Sort each failure of the bad run into infrastructure, flaky or regression (the rules, in order):
+
+A failing test case (failure or error in the bad run):
+  1. a signature matches its message or logs            -> its class (infrastructure, or flaky for the
+                                                           operator's flaky signatures)
+  2. it passed on retry in the bad run                  -> flaky
+  3. it failed the same way in the good run             -> flaky (pre-existing); a different failure there
+                                                           is a regression (a new way to fail)
+  4. otherwise                                          -> regression (bisectable when it passed in the good
+                                                           run; a test absent or skipped there is reported
+                                                           but not bisected)
+A test that passed in the end after failed attempts is a failure too: flaky (passed on retry).
+A metric past its threshold in the bad run:
+  1. within the noise band of its threshold             -> flaky
+  2. past the threshold beyond the band in the good run -> flaky (pre-existing)
+  3. otherwise                                          -> regression
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bisector.errors import InputError
+from bisector.triage.model import CaseResult, FailureClass, MetricResult, Outcome, RunResults
+from bisector.triage.signatures import Signature
+
+DEFAULT_NOISE_BAND = "1%"
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
+
+
+@dataclass(frozen=True)
+class NoiseBand:
+    """How far past its threshold a metric may be and still count as noise: absolute, or relative."""
+
+    amount: float
+    relative: bool
+
+    @classmethod
+    def parse(cls, text: str) -> NoiseBand:
+        raw = text.strip()
+        relative = raw.endswith("%")
+        try:
+            amount = float(raw.removesuffix("%"))
+        except ValueError:
+            amount = -1.0
+        if not 0 <= amount < float("inf"):
+            raise InputError(f"noise band {text!r}: write an absolute amount (0.5) or a percentage (1%)")
+        return cls(amount / 100 if relative else amount, relative)
+
+    def width(self, threshold: float) -> float:
+        return self.amount * abs(threshold) if self.relative else self.amount
+
+    def __str__(self) -> str:
+        return f"{self.amount * 100:g}%" if self.relative else f"{self.amount:g}"
+
+
+@dataclass(frozen=True)
+class Failure:
+    test: str
+    failure_class: FailureClass
+    reason: str
+    bisectable: bool = False  # a regression whose good run passed: a bisect can start from it
+    case: CaseResult | None = None
+    metric: MetricResult | None = None
+
+    @property
+    def kind(self) -> str:
+        return "metric" if self.metric is not None else "test"
+
+
+def classify(good: RunResults, bad: RunResults, signatures: Sequence[Signature], band: NoiseBand) -> list[Failure]:
+    """Every failure of the bad run, in the order of its results (tests, then metrics)."""
+    failures = [
+        _classify_case(case, good.cases.get(name), signatures)
+        for name, case in bad.cases.items()
+        if case.outcome.is_failure() or case.passed_on_retry
+    ]
+    failures += [
+        _classify_metric(metric, good.metrics.get(name), band)
+        for name, metric in bad.metrics.items()
+        if not metric.passes()
+    ]
+    return failures
+
+
+def _classify_case(case: CaseResult, before: CaseResult | None, signatures: Sequence[Signature]) -> Failure:
+    for signature in signatures:
+        matched = signature.search(case.text)
+        if matched is not None:
+            label = signature.failure_class.value
+            reason = f"{label} signature {signature.name!r}: {_clip(matched)}"
+            return Failure(case.name, signature.failure_class, reason, case=case)
+    if case.passed_on_retry:
+        reason = f"passed on retry after {case.failed_attempts} failed attempt(s): {_clip(case.message)}"
+        return Failure(case.name, FailureClass.FLAKY, reason, case=case)
+    if before is not None and before.outcome.is_failure():
+        if before.outcome is case.outcome and _same_way(before.message, case.message):
+            reason = f"pre-existing: failed the same way in the good run: {_clip(case.message)}"
+            return Failure(case.name, FailureClass.FLAKY, reason, case=case)
+        reason = f"failed differently in the good run ({_clip(before.message)}); now: {_clip(case.message)}"
+        return Failure(case.name, FailureClass.REGRESSION, reason, case=case)
+    if before is None or before.outcome is Outcome.SKIPPED:
+        where = "absent from" if before is None else "skipped in"
+        reason = f"{case.outcome.value} ({where} the good run, so not bisected): {_clip(case.message)}"
+        return Failure(case.name, FailureClass.REGRESSION, reason, case=case)
+    reason = f"{case.outcome.value} (passed in the good run): {_clip(case.message)}"
+    return Failure(case.name, FailureClass.REGRESSION, reason, bisectable=True, case=case)
+
+
+def _classify_metric(metric: MetricResult, before: MetricResult | None, default_band: NoiseBand) -> Failure:
+    band = NoiseBand.parse(metric.noise_band) if metric.noise_band is not None else default_band
+    width = band.width(metric.threshold)
+    past_by = abs(metric.value - metric.threshold)
+    measured = f"{metric.value:g} vs threshold {metric.threshold:g} ({metric.direction.value} is better)"
+    if past_by <= width:
+        reason = f"within the noise band: {measured}, {past_by:g} past, band {band} = {width:g}"
+        return Failure(metric.name, FailureClass.FLAKY, reason, metric=metric)
+    if before is not None and not before.passes() and abs(before.value - before.threshold) > width:
+        reason = f"pre-existing: past the threshold in the good run too ({before.value:g}); now {measured}"
+        return Failure(metric.name, FailureClass.FLAKY, reason, metric=metric)
+    was = f"{before.value:g} in the good run" if before is not None else "absent from the good run"
+    reason = f"{measured}, {past_by:g} past (band {band} = {width:g}); {was}"
+    return Failure(metric.name, FailureClass.REGRESSION, reason, bisectable=before is not None, metric=metric)
+
+
+def _same_way(before: str, after: str) -> bool:
+    return _NUMBERS.sub("N", before) == _NUMBERS.sub("N", after)
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,151 @@
+"""Every failure class, from the JUnit and metrics fixtures, against a real repository."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from triage_repo import FIXTURES, results, serving_repo
+
+from bisector.errors import InputError
+from bisector.triage import FailureClass, NoiseBand, triage_runs
+from bisector.triage.classify import classify
+from bisector.triage.model import CaseResult, Outcome, RunResults
+from bisector.triage.signatures import builtin_signatures, load_signatures
+
+INFRA, FLAKY, REGRESSION = FailureClass.INFRASTRUCTURE, FailureClass.FLAKY, FailureClass.REGRESSION
+
+
+@pytest.fixture
+def runs(tmp_path: Path):
+    repo = serving_repo(tmp_path / "repo")
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    results(tmp_path, "good.xml", repo.good, "good/junit.xml")
+    results(tmp_path, "good_metrics.json", repo.good, "good/metrics.json")
+    results(tmp_path, "bad.xml", repo.serving, "bad/junit.xml")
+    results(tmp_path, "bad_metrics.json", repo.serving, "bad/metrics.json")
+    return repo, good, bad
+
+
+def by_test(report):
+    return {f.test: f for f in report.failures}
+
+
+def test_every_class_and_its_reason(runs):
+    repo, good, bad = runs
+    report = triage_runs(good, bad, repo=repo.path)
+    assert (report.good, report.bad) == (repo.good, repo.serving)  # read from the results' properties
+    failures = by_test(report)
+    expected = {
+        "tests.test_serving::test_connection_refused": (INFRA, "Connection refused"),
+        "tests.test_serving::test_graph_capture": (INFRA, "operation not permitted when stream is capturing"),
+        "tests.test_serving::test_nccl_allreduce": (INFRA, "'NCCL': Watchdog caught collective operation timeout"),
+        "tests.test_serving::test_oom": (INFRA, "CUDA out of memory"),
+        "tests.test_serving::test_timeout": (INFRA, "'timeout': Failed: Timeout >"),
+        "tests.test_serving::test_lost_runner": (INFRA, "'lost runner': The runner has received a shutdown signal"),
+        "tests.test_serving::test_retry_passes": (FLAKY, "passed on retry after 1 failed attempt(s)"),
+        "tests.test_serving::test_twice": (FLAKY, "passed on retry after 1 failed attempt(s)"),
+        "tests.test_serving::test_preexisting": (FLAKY, "pre-existing: failed the same way in the good run"),
+        "decode_latency_ms": (FLAKY, "within the noise band: 51.4 vs threshold 51 (lower is better), 0.4 past"),
+        "accept_length": (FLAKY, "pre-existing: past the threshold in the good run too (3.1)"),
+        "tests.test_serving::test_accept_length": (REGRESSION, "failed (passed in the good run): AssertionError"),
+        "tests.test_serving::test_artifact_upload": (REGRESSION, "503 Service Unavailable"),
+        "tests.test_serving::test_new_feature": (REGRESSION, "absent from the good run, so not bisected"),
+        "tests.test_kernels.TestGemm::test_small[8]": (REGRESSION, "max abs diff 0.0312"),
+        "tests.test_kernels.TestGemm::test_small[16]": (REGRESSION, "max abs diff 0.0625"),
+        "throughput_tok_s": (REGRESSION, "700 vs threshold 1000 (higher is better), 300 past"),
+    }
+    assert set(failures) == set(expected)  # passing and skipped tests are not failures
+    for test, (cls, reason) in expected.items():
+        assert failures[test].failure_class is cls, (test, failures[test].reason)
+        assert reason in failures[test].reason, (test, failures[test].reason)
+    assert failures["tests.test_serving::test_accept_length"].bisectable
+    assert not failures["tests.test_serving::test_new_feature"].bisectable
+    assert report.counts() == {INFRA: 6, FLAKY: 5, REGRESSION: 6}
+
+
+def test_the_noise_band_decides_between_flaky_and_regression(runs):
+    repo, good, bad = runs
+    absolute_wide = by_test(triage_runs(good, bad, repo=repo.path, noise_band="0.5"))
+    assert absolute_wide["decode_latency_ms"].failure_class is FLAKY
+    # the file's own band ("1%") wins over --noise-band; without it --noise-band decides
+    (bad / "metrics.json").write_text((bad / "metrics.json").read_text().replace('"noise_band": "1%",', ""))
+    assert by_test(triage_runs(good, bad, repo=repo.path, noise_band="0.5"))["decode_latency_ms"].failure_class is FLAKY
+    narrow = by_test(triage_runs(good, bad, repo=repo.path, noise_band="0.1"))["decode_latency_ms"]
+    assert narrow.failure_class is REGRESSION
+    assert "band 0.1 = 0.1" in narrow.reason
+    assert by_test(triage_runs(good, bad, repo=repo.path, noise_band="0%"))["decode_latency_ms"].failure_class is (
+        REGRESSION
+    )
+
+
+def test_a_test_failing_differently_in_the_good_run_is_a_regression(runs):
+    repo, good, bad = runs
+    junit = good / "junit.xml"
+    junit.write_text(junit.read_text().replace("expected 12 workers, got 11", "KeyError: 'workers'"))
+    failure = by_test(triage_runs(good, bad, repo=repo.path))["tests.test_serving::test_preexisting"]
+    assert failure.failure_class is REGRESSION
+    assert "failed differently in the good run (AssertionError: KeyError: 'workers')" in failure.reason
+
+
+@pytest.mark.parametrize("name", ["signatures.toml", "signatures.yaml"])
+def test_operator_signatures_come_first(runs, name: str):
+    repo, good, bad = runs
+    report = triage_runs(good, bad, repo=repo.path, signatures_file=FIXTURES / name)
+    failure = by_test(report)["tests.test_serving::test_artifact_upload"]
+    assert failure.failure_class is INFRA
+    assert failure.reason == "infrastructure signature 'artifact server down': 503 Service Unavailable"
+    assert report.infra_patterns == ("503 Service Unavailable",)  # what bisects started from it retry too
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[[signature]]\nname = 'x'\n", "write name, pattern and class as strings"),
+        ("[[signature]]\nname = 'x'\npattern = 'a'\nclass = 'regression'\n", "class must be infrastructure or flaky"),
+        ("[[signature]]\nname = 'x'\npattern = '('\nclass = 'flaky'\n", "is not a valid regex"),
+        ("signature = [", "does not parse"),
+        ("title = 'none'\n", "write a list of"),
+    ],
+)
+def test_bad_signature_files(tmp_path: Path, content: str, message: str):
+    path = tmp_path / "sigs.toml"
+    path.write_text(content)
+    with pytest.raises(InputError, match=message):
+        load_signatures(path)
+
+
+def test_commits_given_win_and_a_missing_commit_is_named(runs, tmp_path: Path):
+    repo, good, bad = runs
+    report = triage_runs(good, bad, repo=repo.path, good_rev=repo.docs, bad_rev="main")
+    assert (report.good, report.bad) == (repo.docs, repo.serving)
+    bare = tmp_path / "bare-bad"
+    bare.mkdir()
+    (bare / "junit.xml").write_text((bad / "junit.xml").read_text().replace(f'value="{repo.serving}"', 'value=""'))
+    with pytest.raises(InputError, match=r"no bad commit: give --bad REV, or record it in the bad results"):
+        triage_runs(good, bare, repo=repo.path)
+    with pytest.raises(InputError, match="is not an ancestor of the bad run's"):
+        triage_runs(good, bad, repo=repo.path, good_rev="main", bad_rev=repo.docs)
+
+
+@pytest.mark.parametrize(("text", "width"), [("1%", 0.51), ("0.25", 0.25), ("0", 0.0)])
+def test_noise_band_parsing(text: str, width: float):
+    assert NoiseBand.parse(text).width(51.0) == pytest.approx(width)
+
+
+@pytest.mark.parametrize("text", ["-1", "abc", "inf", "%"])
+def test_bad_noise_bands(text: str):
+    with pytest.raises(InputError, match="noise band"):
+        NoiseBand.parse(text)
+
+
+def test_a_regression_that_merely_logs_the_word_timeout_stays_a_regression():
+    failed = CaseResult(
+        name="t::x", classname="t", case="x", file="", outcome=Outcome.FAILED, message="assert 1 == 2",
+        text="config: Timeout=30s, NCCL_TIMEOUT=600\nassert 1 == 2", failed_attempts=0,
+    )  # fmt: skip
+    passed = replace(failed, outcome=Outcome.PASSED, message="", text="")
+    good, bad = RunResults(cases={"t::x": passed}), RunResults(cases={"t::x": failed})
+    [failure] = classify(good, bad, builtin_signatures(), NoiseBand.parse("1%"))
+    assert (failure.failure_class, failure.bisectable) == (REGRESSION, True)

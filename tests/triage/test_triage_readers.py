@@ -1,0 +1,120 @@
+"""Reading CI results: JUnit XML in its common shapes, the metrics JSON, directories, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from triage_repo import FIXTURES
+
+from bisector.errors import InputError
+from bisector.metric import Direction
+from bisector.triage.model import Outcome
+from bisector.triage.results import load_run
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_testsuites_root_with_several_suites_reruns_and_repeats():
+    run = load_run(FIXTURES / "bad.xml")
+    assert run.commit == "@COMMIT@"
+    assert len(run.cases) == 15
+    retried = run.cases["tests.test_serving::test_retry_passes"]
+    assert (retried.outcome, retried.failed_attempts, retried.passed_on_retry) == (Outcome.PASSED, 1, True)
+    assert retried.message == "AssertionError: 17 tokens out of order"
+    twice = run.cases["tests.test_serving::test_twice"]  # failed in one suite, passed in the next
+    assert (twice.outcome, twice.failed_attempts) == (Outcome.PASSED, 1)
+    lost = run.cases["tests.test_serving::test_lost_runner"]
+    assert lost.outcome is Outcome.ERROR
+    assert "The runner has received a shutdown signal" in lost.text  # from <system-err>
+    assert "decode m=1 -> simt" in run.cases["tests.test_serving::test_accept_length"].text  # <system-out>
+    assert run.cases["tests.test_serving::test_skipped"].outcome is Outcome.SKIPPED
+    assert run.cases["tests.test_kernels.TestGemm::test_small[8]"].classname == "tests.test_kernels.TestGemm"
+
+
+def test_single_testsuite_root_with_surefire_flaky_elements(tmp_path: Path):
+    xml = write(
+        tmp_path / "surefire.xml",
+        '<testsuite name="s" tests="2"><properties><property name="git_commit" value="abc123"/></properties>'
+        '<testcase classname="com.example.GemmTest" name="small" file="src/GemmTest.java">'
+        '<flakyFailure message="expected 1 got 2" type="java.lang.AssertionError"/></testcase>'
+        '<testcase classname="com.example.GemmTest" name="large"><failure message="boom"/>'
+        '<rerunFailure message="boom again"/></testcase></testsuite>',
+    )
+    run = load_run(xml)
+    assert run.commit == "abc123"
+    small = run.cases["com.example.GemmTest::small"]
+    assert small.passed_on_retry
+    assert small.file == "src/GemmTest.java"
+    large = run.cases["com.example.GemmTest::large"]
+    assert (large.outcome, large.failed_attempts, large.passed_on_retry) == (Outcome.FAILED, 1, False)
+    assert large.message == "boom"
+
+
+def test_a_case_failing_in_one_file_and_passing_in_the_next_passed_on_retry(tmp_path: Path):
+    failed = (
+        '<testsuite><testcase classname="tests.test_a" name="test_b"><failure message="boom"/></testcase></testsuite>'
+    )
+    passed = '<testsuite><testcase classname="tests.test_a" name="test_b"/></testsuite>'
+    write(tmp_path / "run" / "1-first.xml", failed)
+    write(tmp_path / "run" / "2-rerun.xml", passed)
+    retried = load_run(tmp_path / "run").cases["tests.test_a::test_b"]
+    assert (retried.outcome, retried.failed_attempts, retried.message) == (Outcome.PASSED, 1, "boom")
+
+
+def test_metrics_json_thresholds_expectations_and_bands():
+    run = load_run(FIXTURES / "bad_metrics.json")
+    latency = run.metrics["decode_latency_ms"]
+    assert (latency.value, latency.threshold, latency.direction) == (51.4, 51.0, Direction.LOWER)
+    assert latency.noise_band == "1%"  # the file's default band
+    assert not latency.passes()
+    accept = run.metrics["accept_length"]
+    assert (accept.threshold, accept.direction, accept.expect) == (4.0, Direction.HIGHER, ">= 4")
+
+
+def test_a_directory_merges_xml_and_json_and_agrees_on_the_commit(tmp_path: Path):
+    write(tmp_path / "run" / "junit.xml", (FIXTURES / "bad.xml").read_text().replace("@COMMIT@", "c0ffee"))
+    write(tmp_path / "run" / "metrics.json", (FIXTURES / "bad_metrics.json").read_text().replace("@COMMIT@", "c0ffee"))
+    write(tmp_path / "run" / "notes.txt", "ignored")
+    run = load_run(tmp_path / "run")
+    assert run.commit == "c0ffee"
+    assert len(run.sources) == 2
+    assert "throughput_tok_s" in run.metrics
+    assert "tests.test_serving::test_oom" in run.cases
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("broken.xml", "<testsuite><testcase", "not readable JUnit XML"),
+        ("other.xml", "<html><body/></html>", "the root element is <html>"),
+        ("broken.json", "{", "not readable JSON"),
+        ("flat.json", '{"latency": 51.4}', 'a metrics file is an object with a "metrics" object'),
+        ("nothreshold.json", '{"metrics": {"latency": {"value": 51.4}}}', "threshold must be a finite number"),
+        ("direction.json", '{"metrics": {"x": {"value": 1, "threshold": 2, "direction": "up"}}}', '"direction"'),
+        ("nan.json", '{"metrics": {"x": {"value": NaN, "threshold": 2, "direction": "lower"}}}', "finite number"),
+        ("pattern.json", '{"metrics": {"x": {"value": 1, "expect": "< 2", "pattern": "x"}}}', "exactly one group"),
+    ],
+)
+def test_bad_input_is_one_clear_error(tmp_path: Path, name: str, content: str, message: str):
+    with pytest.raises(InputError, match=message):
+        load_run(write(tmp_path / name, content))
+
+
+def test_results_that_disagree_on_their_commit_are_refused(tmp_path: Path):
+    write(tmp_path / "run" / "a.json", '{"commit": "aaa", "metrics": {}}')
+    write(tmp_path / "run" / "b.json", '{"commit": "bbb", "metrics": {}}')
+    with pytest.raises(InputError, match="records commit bbb but other results of the same run record aaa"):
+        load_run(tmp_path / "run")
+
+
+def test_missing_and_empty_paths(tmp_path: Path):
+    with pytest.raises(InputError, match="no such file or directory"):
+        load_run(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match=r"no \*\.xml or \*\.json results"):
+        load_run(tmp_path / "empty")
