@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Connection, CursorResult, Engine, Row, delete, exists, func, insert, select, text, update
+from sqlalchemy import Connection, CursorResult, Engine, Row, Update, delete, exists, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError, StatementError
 from sqlalchemy.pool import StaticPool
 
@@ -195,13 +195,11 @@ class Store:
             values["message"] = message
         # The guard is in the WHERE clause, so two processes cannot both leave the open statuses.
         guarded = update(bisects).where(bisects.c.id == bisect_id, bisects.c.status.in_(_OPEN_STATUSES)).values(values)
-        with self._write() as conn:
-            if conn.execute(guarded).rowcount == 1:
-                return
-            current = conn.execute(select(bisects.c.status).where(bisects.c.id == bisect_id)).scalar()
-        if current is None:
-            raise self._unknown(bisect_id)
-        raise StateError(f"bisect {bisect_id} is already {current}; it cannot become {status.value}")
+        self._change_status(
+            bisect_id,
+            guarded,
+            lambda current: f"bisect {bisect_id} is already {current}; it cannot become {status.value}",
+        )
 
     def reopen(self, bisect_id: int, was: BisectStatus, message: str) -> None:
         """Set a finished bisect back to running (a person's verdict changed its answer; `bisect resume` continues).
@@ -211,13 +209,22 @@ class Store:
             .where(bisects.c.id == bisect_id, bisects.c.status == BisectStatus(was).value)
             .values(status=BisectStatus.RUNNING.value, finished=None, first_bad=None, last_good=None, message=message)
         )
+        self._change_status(
+            bisect_id,
+            guarded,
+            lambda current: f"bisect {bisect_id} is {current} now, not {was.value}; it was not reopened",
+        )
+
+    def _change_status(self, bisect_id: int, guarded: Update, refusal: Callable[[str], str]) -> None:
+        """Run a status change whose WHERE clause holds its guard; StateError(refusal(current status)) when the
+        guard did not hold, UnknownBisectError when there is no such bisect."""
         with self._write() as conn:
             if conn.execute(guarded).rowcount == 1:
                 return
             current = conn.execute(select(bisects.c.status).where(bisects.c.id == bisect_id)).scalar()
         if current is None:
             raise self._unknown(bisect_id)
-        raise StateError(f"bisect {bisect_id} is {current} now, not {was.value}; it was not reopened")
+        raise StateError(refusal(current))
 
     def update_extra(self, bisect_id: int, **values: object) -> None:
         """Merge values (JSON-able) into the bisect's `extra` object."""

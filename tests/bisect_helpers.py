@@ -77,3 +77,12 @@ def stored_rows(db: Path, query: str) -> list[tuple[Any, ...]]:
             return conn.execute(query).fetchall()
     except sqlite3.OperationalError:
         return []
+
+
+def alive(pid: int) -> bool:
+    """Whether a process with this pid exists (a zombie counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

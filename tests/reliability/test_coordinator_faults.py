@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from bisect_helpers import cli_env, run_cli, start_cli, stored_rows, wait_for
+from bisect_helpers import alive, cli_env, run_cli, start_cli, stored_rows, wait_for
 
 from bisector.synthetic import culprit_history
 
@@ -28,14 +28,6 @@ def start_args(history, *extra: str) -> list[str]:
 def running_steps(db: Path) -> int:
     rows = stored_rows(db, "select count(*) from steps where verdict is null")
     return int(rows[0][0]) if rows else 0
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_two_stores_sharing_a_data_dir_keep_their_logs_apart(tmp_path: Path):

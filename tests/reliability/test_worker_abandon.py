@@ -3,23 +3,14 @@ worker process, its test with it, and the slot serves the next step."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from bisect_helpers import wait_for
+from bisect_helpers import alive, wait_for
 from worker_steps import results_of, step_request
 
 from bisector.domain import ErrorKind, Verdict
 from bisector.synthetic import culprit_history
 from workers.local import LocalExecutor
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_an_abandoned_step_takes_its_worker_and_test_down_and_the_slot_serves_again(tmp_path: Path):
