@@ -201,10 +201,9 @@ class BisectSpec:
         )
 
     def to_json(self) -> dict[str, object]:
+        """JSON-able as it will read back from the store: every tuple a list."""
         data = asdict(self)
-        data["infra_patterns"] = list(self.infra_patterns)
-        data["paths"] = list(self.paths)
-        return data
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in data.items()}
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> BisectSpec:
