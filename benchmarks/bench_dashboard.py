@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_info
 from bisector.history import compute_stats, find_bisects, parse_filter
-from bisector.report import BisectReport
+from bisector.report import BisectReport, report_json
 from db.queries import metric_label
 from db.schema import bisects, candidates, findings, steps
 from db.store import Store
@@ -160,7 +160,7 @@ def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
             "list": timed(lambda: find_bisects(store, everything, 50), args.runs),
             "list --status found": timed(lambda: find_bisects(store, found, 50), args.runs),
             "list --culprit SHA": timed(lambda: find_bisects(store, by_culprit, 50), args.runs),
-            "show": timed(lambda: BisectReport.load(store, show_id).to_json(), args.runs),
+            "show": timed(lambda: report_json(BisectReport.load(store, show_id)), args.runs),
             "stats": timed(lambda: compute_stats(store, everything), args.runs),
             "stats --repo": timed(lambda: compute_stats(store, one_repo), args.runs),
         }
