@@ -355,3 +355,31 @@ def test_a_boundary_given_by_hand_needs_no_endless_confirmation(tmp_path: Path, 
     assert report["first_bad"]["sha"] == history.shas[23]
     assert report["confirmation"]["status"] == "confirmed"
     assert report["search_steps"] == 0
+
+
+def test_a_log_whose_bad_marks_came_back_out_of_order_still_replays_to_the_first_bad_commit(tmp_path: Path, history):
+    """Parallel workers can find commit 24 bad after commit 23: git keeps one bad ref, which each bad mark moves,
+    so the log lists bad marks newest first."""
+    from datetime import UTC, datetime, timedelta
+
+    from bisector.coordinator import prepare_bisect
+    from bisector.domain import BisectStatus, StepResult, Verdict
+    from bisector.spec import build_spec
+    from db.store import NewStep, Store
+
+    db = tmp_path / "b.db"
+    spec = build_spec(history.path, {"good": history.shas[0], "bad": "main", "run": "bash test.sh"})
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    order = [(0, Verdict.GOOD), (40, Verdict.BAD), (22, Verdict.GOOD), (23, Verdict.BAD), (24, Verdict.BAD)]
+    with Store.open(f"sqlite:///{db}") as store:
+        bisect_id = prepare_bisect(store, spec)
+        ids = store.start_steps(bisect_id, [NewStep(history.shas[p], 1, "w", t0) for p, _ in order])
+        store.finish_steps([
+            (step_id, StepResult(step_id, history.shas[p], verdict), t0 + timedelta(seconds=i))
+            for i, (step_id, (p, verdict)) in enumerate(zip(ids, order, strict=True))
+        ])  # fmt: skip
+        store.set_status(bisect_id, BisectStatus.FOUND, first_bad=history.shas[23], last_good=history.shas[22])
+    log = bisect("log", str(bisect_id), db=db).stdout
+    bad_marks = [line.split()[-1] for line in log.splitlines() if line.startswith("git bisect bad")]
+    assert bad_marks == [history.shas[40], history.shas[24], history.shas[23]]
+    assert f"# first bad commit: [{history.shas[23]}]" in git_replay(history.path, log, tmp_path)

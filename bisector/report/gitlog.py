@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bisector.domain import BisectStatus, Commit
+from bisector.domain import BisectStatus, Commit, Verdict
 from bisector.errors import InputError
 from bisector.report.model import BisectReport
 from bisector.spec import DEFAULT_TERMS
@@ -39,7 +39,7 @@ def render_git_log(report: BisectReport) -> str:
     if report.spec.paths:
         args += ["--", *report.spec.paths]
     lines = ["git bisect start" + "".join(" " + sq_quote(a) for a in args)]
-    for commit, verdict, _ in report.decided_commits():
+    for commit, verdict in _git_order(report):
         word = report.word(verdict)
         lines += [f"# {word}: [{commit.sha}] {commit.subject}", f"git bisect {word} {commit.sha}"]
     record = report.record
@@ -50,6 +50,19 @@ def render_git_log(report: BisectReport) -> str:
         lines.append("# only skipped commits left to test")
         lines += [f"# possible first {new} commit: [{c.sha}] {c.subject}" for c in _newest_first(report.suspects())]
     return "\n".join(lines) + "\n"
+
+
+def _git_order(report: BisectReport) -> list[tuple[Commit, Verdict]]:
+    """The decided commits in the order they were decided, except that the new-term (bad) marks go newest first:
+    git keeps one bad ref, which each bad mark moves, so with parallel workers a newer commit found bad after
+    an older one would move it back past the first bad commit."""
+    new_term = report.terms[1]
+    decided = [(commit, verdict) for commit, verdict, _ in report.decided_commits()]
+    bad_slots = [i for i, (_, verdict) in enumerate(decided) if report.word(verdict) == new_term]
+    bads = sorted((decided[i] for i in bad_slots), key=lambda item: -item[0].position)
+    for slot, mark in zip(bad_slots, bads, strict=True):
+        decided[slot] = mark
+    return decided
 
 
 def _newest_first(commits: list[Commit]) -> list[Commit]:
