@@ -60,18 +60,18 @@ class FullDisk(InProcessExecutor):
 
 def test_a_step_that_never_reports_is_given_up_on_and_tested_again(tmp_path: Path, store: Store):
     history = culprit_history(tmp_path / "repo", 20, 13)
-    spec = synthetic_spec(history.path, history.shas[0], "main", timeout_s=2.0, workers=2)
+    spec = synthetic_spec(history.path, history.shas[0], "main", timeout_s=20.0, workers=2)
     executors: list[LosesResults] = []
 
     def factory(spec: BisectSpec) -> Executor:
         executors.append(LosesResults(spec, history.shas[-1]))
         return executors[-1]
 
-    record = Coordinator(store, factory, poll_interval_s=0.05, watchdog_grace_s=0.5).start(spec)
+    record = Coordinator(store, factory, poll_interval_s=0.05, watchdog_grace_s=1.0).start(spec)
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[13])
     bad_end = [s for s in store.steps(record.id) if s.sha == history.shas[-1]]
     assert bad_end[0].error_kind is ErrorKind.STALLED
-    assert "no result 2 s after the step was sent (its timeout is 2 s)" in bad_end[0].detail
+    assert "no result 21 s after the step was sent (its timeout is 20 s)" in bad_end[0].detail
     assert bad_end[0].id in executors[0].abandoned
     assert any(s.verdict is Verdict.BAD for s in bad_end[1:])
 
