@@ -117,7 +117,7 @@ def two_bisects(work: Path, repo: Path, shas: list[str]) -> dict[str, Any]:
 
 
 def prepare_cost(work: Path, repo: Path, sha: str) -> dict[str, Any]:
-    from bisector.metric import Expectation, MetricSpec
+    from vocab.metric import Expectation, MetricSpec
     from workers.executor import StepRequest
     from workers.images.builder import BuildJob, ImageBuilder
     from workers.images.cache import ImageCache
@@ -170,7 +170,7 @@ def adjacent_build(work: Path, repo: Path, shas: list[str], k: int) -> dict[str,
     from workers.step import StepRunner, WorkerSlot
 
     def build(sha: str, root: str, step: int, **env: str) -> float:
-        from bisector.metric import MetricSpec
+        from vocab.metric import MetricSpec
         from workers.executor import StepRequest
         from workers.images.key import ImageRecipe
 

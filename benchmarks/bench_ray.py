@@ -58,12 +58,12 @@ from common import ceil_log, load_average  # noqa: E402
 from common import machine_info as common_machine_info  # noqa: E402
 
 from bisector.coordinator import Coordinator, prepare_bisect  # noqa: E402
-from bisector.domain import BisectStatus, StepResult, Verdict  # noqa: E402
-from bisector.gitrepo import GitRepo  # noqa: E402
-from bisector.paths import worktree_root  # noqa: E402
 from bisector.spec import BisectSpec  # noqa: E402
 from bisector.synthetic import culprit_history  # noqa: E402
 from db.store import Store  # noqa: E402
+from vocab.domain import BisectStatus, StepResult, Verdict  # noqa: E402
+from vocab.gitrepo import GitRepo  # noqa: E402
+from vocab.paths import worktree_root  # noqa: E402
 from workers.executor import Assignment, Executor, StepRequest  # noqa: E402
 
 RUN_CMD = 'echo "bench-t0 $(date +%s.%N)"; bash test.sh; rc=$?; echo "bench-t1 $(date +%s.%N)"; exit $rc'

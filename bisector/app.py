@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from bisector.coordinator import Coordinator
-from bisector.errors import InputError
 from bisector.progress import ProgressObserver
 from bisector.spec import BisectSpec
 from db.store import Store
+from vocab.errors import InputError
 from workers.executor import Executor
 
 EXECUTORS = ("local", "ray", "inprocess")

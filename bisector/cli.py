@@ -29,7 +29,7 @@ from bisector.cli_support import (
     stoppable_by_signals,
     translated_errors,
 )
-from bisector.domain import Verdict
+from vocab.domain import Verdict
 
 if TYPE_CHECKING:
     from bisector.spec import BisectSpec
@@ -178,8 +178,8 @@ def spec_from_params(
     repo: str, env_pairs: tuple[str, ...], infra_patterns: tuple[str, ...], paths: tuple[str, ...], **flags: Any
 ) -> BisectSpec:
     """The BisectSpec of `bisect start`'s parsed options (also `bisect replay`'s)."""
-    from bisector.gitrepo import GitRepo
     from bisector.spec import build_spec
+    from vocab.gitrepo import GitRepo
 
     root = GitRepo(repo).root
     values = {
@@ -288,8 +288,8 @@ def cancel(bisect_id: int, db_url: str | None) -> None:
     """Cancel a running bisect; its coordinator stops its steps and exits."""
     from bisector.app import open_store
     from bisector.coordinator import store_missing_candidates
-    from bisector.domain import BisectStatus
-    from bisector.errors import StateError
+    from vocab.domain import BisectStatus
+    from vocab.errors import StateError
 
     with translated_errors(bisect_id), open_store(db_url) as store:
         record = store.get_bisect(bisect_id)
@@ -398,7 +398,7 @@ def demo_run(
     ctx: click.Context, directory: str | None, commits: int, seed: int, workers: int, output_format: str
 ) -> None:
     """Write the demo repository and bisect it end to end; other `bisect start` options pass through."""
-    from bisector.paths import data_dir
+    from vocab.paths import data_dir
 
     with translated_errors():
         target = Path(directory) if directory else data_dir() / "demo" / f"seed{seed}-n{commits}"
@@ -424,8 +424,8 @@ def _make_demo(directory: Path, commits: int, seed: int) -> Any:
     """(Re)create the demo repository; refuses to overwrite a directory that is not a demo repo."""
     import shutil
 
-    from bisector.errors import InputError
     from kernels.demo import DemoError, init_demo_repo
+    from vocab.errors import InputError
 
     if directory.exists() and any(directory.iterdir()):
         if not (directory / ".git" / DEMO_MARKER).exists():

@@ -110,9 +110,9 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
 def run_at_command(rev: str, repo: str, output_format: str, db_url: str | None, **flags: Any) -> None:
     """Run any command at any commit on its image (built once, reused after) and store the run."""
     from bisector.app import check_executor, make_executor, open_store
-    from bisector.gitrepo import GitRepo
     from bisector.run_at import adhoc_spec, decided, run_at
     from bisector.spec import build_spec, load_config_file
+    from vocab.gitrepo import GitRepo
 
     with stoppable_by_signals(), translated_errors():
         git_repo = GitRepo(repo)

@@ -14,7 +14,16 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from bisector.confirm import Confirmation, ConfirmStatus
-from bisector.domain import (
+from bisector.judging import RESULT_VERDICTS, UNTESTED, CommitView, Judge
+from bisector.ownership import HEARTBEAT_S, LEASE_TTL_S, Lease
+from bisector.progress import Progress, ProgressObserver, SilentObserver
+from bisector.spec import BisectSpec
+from bisector.stopping import StopRequested
+from bisector.strategies import KArySearch, OutcomeKind, SearchState, Strategy, estimated_steps_left
+from bisector.strategies.noisy import is_consistent
+from bisector.strategies.select import choose_strategy
+from db.store import NewStep, Store
+from vocab.domain import (
     BisectRecord,
     BisectStatus,
     Commit,
@@ -24,18 +33,9 @@ from bisector.domain import (
     StepResult,
     Verdict,
 )
-from bisector.errors import BisectError, StateError
-from bisector.gitrepo import GitRepo
-from bisector.judging import RESULT_VERDICTS, UNTESTED, CommitView, Judge
-from bisector.ownership import HEARTBEAT_S, LEASE_TTL_S, Lease
-from bisector.paths import log_dir
-from bisector.progress import Progress, ProgressObserver, SilentObserver
-from bisector.spec import BisectSpec
-from bisector.stopping import StopRequested
-from bisector.strategies import KArySearch, OutcomeKind, SearchState, Strategy, estimated_steps_left
-from bisector.strategies.noisy import is_consistent
-from bisector.strategies.select import choose_strategy
-from db.store import NewStep, Store
+from vocab.errors import BisectError, StateError
+from vocab.gitrepo import GitRepo
+from vocab.paths import log_dir
 from workers.executor import Assignment, Executor
 
 POLL_INTERVAL_S = 0.5

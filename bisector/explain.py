@@ -28,14 +28,14 @@ from bisector.analysis.call_trace import traced_functions
 from bisector.analysis.env_gates import annotate_env_gates
 from bisector.analysis.runtime import DISPATCH_TRACE_ENV
 from bisector.analysis.static_diff import StaticDiff
-from bisector.domain import BisectRecord, StepPurpose, Verdict
-from bisector.errors import BisectError, StateError
-from bisector.gitrepo import GitRepo
-from bisector.paths import log_dir
 from bisector.progress import ProgressObserver
 from bisector.side_runs import SideRun, SideRunner
 from bisector.spec import BisectSpec
 from db.store import Store
+from vocab.domain import BisectRecord, StepPurpose, Verdict
+from vocab.errors import BisectError, StateError
+from vocab.gitrepo import GitRepo
+from vocab.paths import log_dir
 from workers.executor import Executor
 
 MINIMIZE_KINDS = (FindingKind.MINIMAL_CHANGE, FindingKind.MINIMIZE_SUMMARY)

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from bisector.domain import BisectStatus
-from bisector.errors import InputError
 from db.queries import BisectFilter, BisectSummary, list_bisects, stats_rows
 from db.store import Store
+from vocab.domain import BisectStatus
+from vocab.errors import InputError
 
 MAX_LIMIT = 1000
 TOP_N = 5  # entries of each "most frequent" list

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from bisector.domain import ImageInfo
-from bisector.errors import InputError
 from db.store import Store
+from vocab.domain import ImageInfo
+from vocab.errors import InputError
 from workers.images.cache import ImageCache
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")

@@ -7,8 +7,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from bisector.domain import BisectRecord, Commit, StepResult, Verdict
 from bisector.progress import Progress
+from vocab.domain import BisectRecord, Commit, StepResult, Verdict
 from workers.executor import Assignment
 
 _STYLE = {Verdict.GOOD: "green", Verdict.BAD: "red", Verdict.SKIP: "yellow", Verdict.ERROR: "magenta"}

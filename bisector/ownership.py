@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 
-from bisector.errors import StateError, StoreError
 from db.store import Store
+from vocab.errors import StateError, StoreError
 
 LEASE_TTL_S = 60.0
 HEARTBEAT_S = 10.0

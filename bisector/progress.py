@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from bisector.domain import BisectRecord, Commit, StepResult
+from vocab.domain import BisectRecord, Commit, StepResult
 from workers.executor import Assignment
 
 

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from bisector.domain import BisectStatus, StepPurpose, StepResult, Verdict
-from bisector.paths import log_dir
 from bisector.spec import BisectSpec
 from db.store import Store
+from vocab.domain import BisectStatus, StepPurpose, StepResult, Verdict
+from vocab.paths import log_dir
 from workers.executor import Executor
 
 ADHOC_KIND = "adhoc"

@@ -12,13 +12,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from bisector.domain import ErrorKind, StepPurpose, StepResult, Verdict
-from bisector.errors import BisectError, ExecutorError
-from bisector.metric import MetricSpec
-from bisector.paths import log_dir
 from bisector.progress import ProgressObserver
 from bisector.spec import BisectSpec
 from db.store import INTERRUPTED_DETAIL, Store
+from vocab.domain import ErrorKind, StepPurpose, StepResult, Verdict
+from vocab.errors import BisectError, ExecutorError
+from vocab.metric import MetricSpec
+from vocab.paths import log_dir
 from workers.executor import Executor
 
 POLL_INTERVAL_S = 0.5

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bisector.paths import cache_dir, worktree_root
+from vocab.paths import cache_dir, worktree_root
 
 
 @dataclass(frozen=True)

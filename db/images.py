@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Connection, delete, select, update
 
-from bisector.domain import ImageInfo
 from db.schema import images
+from vocab.domain import ImageInfo
 
 
 def record_images(conn: Connection, infos: Iterable[ImageInfo]) -> None:

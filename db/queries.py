@@ -15,8 +15,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Update, and_, case, exists, func, literal, select, update
 
-from bisector.domain import BisectStatus
 from db.schema import bisects, candidates, findings, steps
+from vocab.domain import BisectStatus
 
 # Finding kinds that name a dispatch table, threshold or tuning entry (bisector.analysis.FindingKind values).
 TABLE_KINDS = (

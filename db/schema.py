@@ -34,7 +34,7 @@ NAMING_CONVENTION = {
 }
 
 SHA = String(64)  # 40 hex digits for SHA-1 repositories, 64 for SHA-256 ones
-ENUM = String(32)  # the value of a StrEnum from bisector.domain
+ENUM = String(32)  # the value of a StrEnum from vocab.domain
 
 
 class UTCDateTime(TypeDecorator[datetime]):

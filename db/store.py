@@ -1,4 +1,4 @@
-"""The result store: the only code that speaks SQL. Rows become bisector.domain objects here.
+"""The result store: the only code that speaks SQL. Rows become vocab.domain objects here.
 
 Every write is its own transaction, committed before the method returns: the coordinator may be killed
 at any moment, and `bisect resume` continues from what is stored. Errors of the database come out as
@@ -21,7 +21,12 @@ from sqlalchemy import Connection, CursorResult, Engine, Row, Update, delete, ex
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError, StatementError
 from sqlalchemy.pool import StaticPool
 
-from bisector.domain import (
+from db.engine import WRITE_OPTIONS, db_url, default_db_url, make_engine, make_read_only_engine, mask_url
+from db.images import delete_images, list_images, record_images
+from db.migrate import at_head, upgrade
+from db.queries import add_device_seconds, metric_label
+from db.schema import bisects, candidates, findings, steps
+from vocab.domain import (
     BisectRecord,
     BisectStatus,
     Commit,
@@ -32,12 +37,7 @@ from bisector.domain import (
     StepResult,
     Verdict,
 )
-from bisector.errors import StateError, StoreError, UnknownBisectError
-from db.engine import WRITE_OPTIONS, db_url, default_db_url, make_engine, make_read_only_engine, mask_url
-from db.images import delete_images, list_images, record_images
-from db.migrate import at_head, upgrade
-from db.queries import add_device_seconds, metric_label
-from db.schema import bisects, candidates, findings, steps
+from vocab.errors import StateError, StoreError, UnknownBisectError
 
 INTERRUPTED_DETAIL = "coordinator stopped while the step ran"
 _OPEN_STATUSES = [status.value for status in BisectStatus if not status.is_terminal()]

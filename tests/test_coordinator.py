@@ -11,10 +11,10 @@ from bisect_helpers import synthetic_spec
 
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator, utc_now
-from bisector.domain import BisectStatus, ErrorKind, StepPurpose, StepRecord, Verdict
-from bisector.errors import ExecutorError, RepoError, StateError
 from bisector.synthetic import SyntheticHistory, culprit_history, write_history
 from db.store import Store
+from vocab.domain import BisectStatus, ErrorKind, StepPurpose, StepRecord, Verdict
+from vocab.errors import ExecutorError, RepoError, StateError
 from workers.executor import Assignment, StepRequest
 from workers.inprocess import InProcessExecutor
 

@@ -363,9 +363,9 @@ def test_a_log_whose_bad_marks_came_back_out_of_order_still_replays_to_the_first
     from datetime import UTC, datetime, timedelta
 
     from bisector.coordinator import prepare_bisect
-    from bisector.domain import BisectStatus, StepResult, Verdict
     from bisector.spec import build_spec
     from db.store import NewStep, Store
+    from vocab.domain import BisectStatus, StepResult, Verdict
 
     db = tmp_path / "b.db"
     spec = build_spec(history.path, {"good": history.shas[0], "bad": "main", "run": "bash test.sh"})

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 from rich.console import Console
 
-from bisector.domain import Commit, StepResult, Verdict
 from bisector.live import LiveObserver
 from bisector.progress import Progress
+from vocab.domain import Commit, StepResult, Verdict
 from workers.executor import Assignment
 
 

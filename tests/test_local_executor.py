@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bisector.domain import ErrorKind, StepResult, Verdict
-from bisector.metric import MetricSpec
 from bisector.synthetic import culprit_history
+from vocab.domain import ErrorKind, StepResult, Verdict
+from vocab.metric import MetricSpec
 from workers import process
 from workers.executor import StepRequest
 from workers.local import LocalExecutor

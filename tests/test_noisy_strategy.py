@@ -9,8 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisector.domain import Verdict
-from bisector.errors import InputError
 from bisector.simulate import ConfirmPolicy, History, SimStatus, simulate
 from bisector.strategies import (
     CulpritPosterior,
@@ -21,6 +19,8 @@ from bisector.strategies import (
     choose_strategy,
     is_consistent,
 )
+from vocab.domain import Verdict
+from vocab.errors import InputError
 
 
 @given(

@@ -22,12 +22,12 @@ import pytest
 from bisect_helpers import synthetic_spec
 
 from bisector.coordinator import Coordinator
-from bisector.domain import BisectStatus, ErrorKind, StepResult, Verdict
-from bisector.errors import ExecutorError, InputError
-from bisector.metric import MetricSpec
 from bisector.spec import BisectSpec
 from bisector.synthetic import SyntheticHistory, culprit_history
 from db.store import Store
+from vocab.domain import BisectStatus, ErrorKind, StepResult, Verdict
+from vocab.errors import ExecutorError, InputError
+from vocab.metric import MetricSpec
 from workers.executor import StepRequest
 
 ray = pytest.importorskip("ray")
@@ -313,7 +313,7 @@ def test_resources_no_node_offers_fail_with_one_line(cluster, tmp_path: Path):
 
 def test_an_unreachable_cluster_is_one_line_error(tmp_path: Path):
     code = (
-        "from bisector.errors import ExecutorError\n"
+        "from vocab.errors import ExecutorError\n"
         "from workers.ray_executor import RayExecutor\n"
         "try:\n    RayExecutor('.', 1, 0, {}, '127.0.0.1:9')\n"
         "except ExecutorError as exc:\n    print(exc)\n"

@@ -9,12 +9,12 @@ import pytest
 from bisect_helpers import synthetic_spec
 
 from bisector.coordinator import prepare_bisect
-from bisector.domain import ErrorKind, StepPurpose, Verdict
-from bisector.errors import ExecutorError
 from bisector.progress import SilentObserver
 from bisector.side_runs import SideRun, SideRunner
 from bisector.synthetic import culprit_history
 from db.store import Store
+from vocab.domain import ErrorKind, StepPurpose, Verdict
+from vocab.errors import ExecutorError
 from workers.inprocess import InProcessExecutor
 
 # The first attempt of every run hits an infrastructure error; later attempts test the commit.

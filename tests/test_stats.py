@@ -10,8 +10,6 @@ from hypothesis import strategies as st
 from scipy.stats import fisher_exact
 
 from bisector.confirm import ConfirmStatus, confirm_pass_fail, fisher_p
-from bisector.domain import Verdict
-from bisector.metric import Direction, Expectation
 from bisector.stats import (
     Call,
     Decision,
@@ -23,6 +21,8 @@ from bisector.stats import (
     distinguishable_p,
     more_samples,
 )
+from vocab.domain import Verdict
+from vocab.metric import Direction, Expectation
 
 AT_LEAST_4 = Expectation.parse(">= 4.0")
 BELOW_51_MS = Expectation.parse("< 51.0")

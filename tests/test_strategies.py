@@ -8,8 +8,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisector.domain import Verdict
 from bisector.strategies import KArySearch, OutcomeKind, SearchState
+from vocab.domain import Verdict
 
 
 def simulate(size: int, first_bad: int, workers: int, skips: frozenset[int] = frozenset(), seed: int = 0):

@@ -1,4 +1,4 @@
-"""GitRepo.ensure_worktree / clean_worktree: libgit2 in-process where that is safe, git itself otherwise.
+"""GitRepo.ensure_worktree / clean_worktree: forced checkouts and cleans that never write outside the worktree.
 
 Real repositories and worktrees; every result is checked with the git CLI, which is what a step's build sees.
 """
@@ -11,10 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bisector import libgit
-from bisector.errors import RepoError
-from bisector.gitrepo import GitRepo
-from bisector.libgit import InProcessWorktree
+from vocab.errors import RepoError
+from vocab.gitrepo import GitRepo
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -54,15 +52,13 @@ def status(worktree: Path) -> str:
     return git(worktree, "status", "--porcelain", "--untracked-files=all")
 
 
-def test_in_process_checkout_gives_what_git_gives(repo: tuple[Path, list[str]], tmp_path: Path):
+def test_a_checkout_gives_the_commits_tree_detached(repo: tuple[Path, list[str]], tmp_path: Path):
     path, shas = repo
     gitrepo = GitRepo(path)
     worktree = tmp_path / "wt"
     gitrepo.ensure_worktree(worktree, shas[0])  # registered, then filled by git (an empty index is not clean)
-    handle = gitrepo._worktree(worktree)
-    assert handle is not None  # this repository needs nothing that only git does
     for sha, a_text, b_exists in ((shas[1], "two\n", True), (shas[2], "two\n", False), (shas[0], "one\n", False)):
-        assert handle.checkout(sha)  # in-process, and verified
+        gitrepo.ensure_worktree(worktree, sha)
         assert git(worktree, "rev-parse", "HEAD") == sha
         assert (worktree / "src/a.txt").read_text() == a_text
         assert (worktree / "src/b.txt").exists() is b_exists
@@ -71,9 +67,8 @@ def test_in_process_checkout_gives_what_git_gives(repo: tuple[Path, list[str]], 
     done = subprocess.run(["git", "symbolic-ref", "-q", "HEAD"], cwd=worktree, capture_output=True, check=False)
     assert done.returncode == 1  # detached
     assert git(path, "rev-parse", "HEAD") == shas[2]  # the main checkout did not move
-    assert handle.checkout("HEAD")  # what a worker does with its cached worktree at start
     with pytest.raises(RepoError, match="checkout of 000000000000"):
-        gitrepo.ensure_worktree(worktree, "0" * 40)  # libgit2 declines, git reports the missing commit
+        gitrepo.ensure_worktree(worktree, "0" * 40)
 
 
 def test_a_steps_leftovers_go_and_build_caches_stay(repo: tuple[Path, list[str]], tmp_path: Path):
@@ -148,40 +143,7 @@ def test_a_symlink_placed_between_the_tidy_and_the_next_checkout_is_not_written_
     assert status(worktree) == ""
 
 
-def test_the_in_process_path_stands_aside(repo: tuple[Path, list[str]], tmp_path: Path, monkeypatch):
-    """Hooks, filter drivers, sparse checkout and large trees go to git; so does an attribute libgit2 ignores."""
-    path, shas = repo
-    marker = tmp_path / "hook-ran"
-    hook = path / ".git/hooks/post-checkout"
-    hook.write_text(f'#!/bin/sh\necho "$3" >> {marker}\n')
-    hook.chmod(0o755)
-    gitrepo = GitRepo(path)
-    worktree = tmp_path / "wt"
-    gitrepo.ensure_worktree(worktree, shas[0])
-    hooks = path / ".git/hooks"
-    assert InProcessWorktree(worktree).cli_reason(hooks) == "a post-checkout hook"
-    marker.unlink(missing_ok=True)
-    gitrepo.ensure_worktree(worktree, shas[1])
-    assert gitrepo._worktree(worktree) is None
-    assert marker.read_text().strip() == "1"  # git ran the hook ("1": a whole-tree checkout)
-    assert git(worktree, "rev-parse", "HEAD") == shas[1]
-    hook.unlink()
-    for key, value, reason in (
-        ("filter.lfs.smudge", "git-lfs smudge -- %f", "filter drivers are configured (e.g. Git LFS)"),
-        ("core.sparseCheckout", "true", "sparse checkout"),
-        ("core.hooksPath", ".githooks", "core.hooksPath is set (its hooks may run at checkout)"),
-    ):
-        git(path, "config", key, value)
-        assert InProcessWorktree(worktree).cli_reason(hooks) == reason
-        git(path, "config", "--unset", key)
-    assert InProcessWorktree(worktree).cli_reason(hooks) is None
-    handle = InProcessWorktree(worktree)
-    monkeypatch.setattr(libgit, "MAX_TRACKED_FILES", 2)
-    assert not handle.checkout(shas[2])  # too large for the in-process path: untouched, git does it
-    assert git(worktree, "rev-parse", "HEAD") == shas[1]
-
-
-def test_an_attribute_libgit2_ignores_is_left_to_git(tmp_path: Path):
+def test_a_working_tree_encoding_attribute_is_applied(tmp_path: Path):
     path = tmp_path / "repo"
     path.mkdir()
     git(path, "init", "-q")
@@ -217,7 +179,7 @@ def test_clean_removes_a_nested_repository_as_git_clean_does(repo: tuple[Path, l
 
 
 def test_a_stale_index_lock_is_reported_by_git(repo: tuple[Path, list[str]], tmp_path: Path):
-    """A git killed mid-write leaves index.lock: libgit2 fails, and git gives the error the user sees."""
+    """A git killed mid-write leaves index.lock: the error names it, and the next checkout after it is gone works."""
     path, shas = repo
     gitrepo = GitRepo(path)
     worktree = tmp_path / "wt"
@@ -229,41 +191,3 @@ def test_a_stale_index_lock_is_reported_by_git(repo: tuple[Path, list[str]], tmp
     (admin / "index.lock").unlink()
     gitrepo.ensure_worktree(worktree, shas[1])
     assert git(worktree, "rev-parse", "HEAD") == shas[1]
-    assert gitrepo._worktree(worktree) is not None  # one failure does not take the worktree off libgit2
-
-
-@pytest.mark.parametrize(
-    ("leftover", "needs_clean"),
-    [
-        ("", False),
-        ("out.txt", True),
-        ("src/new.txt", True),
-        ("empty/", True),
-        ("results/deep/r.json", True),
-        ("link->src/a.txt", True),
-        ("build/obj/k.o", False),
-        ("src/step.log", False),
-    ],
-)
-def test_needs_clean_finds_what_git_clean_would_remove(
-    repo: tuple[Path, list[str]], tmp_path: Path, leftover: str, needs_clean: bool
-):
-    path, shas = repo
-    gitrepo = GitRepo(path)
-    worktree = tmp_path / "wt"
-    gitrepo.ensure_worktree(worktree, shas[1])
-    if leftover.endswith("/"):
-        (worktree / leftover).mkdir()
-    elif "->" in leftover:
-        name, target = leftover.split("->")
-        (worktree / name).symlink_to(worktree / target)
-    elif leftover:
-        (worktree / leftover).parent.mkdir(parents=True, exist_ok=True)
-        (worktree / leftover).write_text("x")
-    handle = gitrepo._worktree(worktree)
-    assert handle is not None
-    assert handle.needs_clean() is needs_clean
-    would_remove = git(worktree, "clean", "-ffdn")
-    assert bool(would_remove) is needs_clean  # the same answer as git's own dry run
-    gitrepo.clean_worktree(worktree)
-    assert git(worktree, "clean", "-ffdn") == ""

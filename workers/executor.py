@@ -9,8 +9,8 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 
-from bisector.domain import StepResult
-from bisector.metric import MetricSpec
+from vocab.domain import StepResult
+from vocab.metric import MetricSpec
 from workers.images.key import ImageRecipe
 
 

@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 
-from bisector.errors import InputError
+from vocab.errors import InputError
 
 
 def visible_gpus() -> tuple[int, ...]:

@@ -11,10 +11,10 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from bisector.domain import ErrorKind, StepResult, Verdict
-from bisector.errors import ExecutorError
-from bisector.gitrepo import GitRepo
-from bisector.paths import worktree_root
+from vocab.domain import ErrorKind, StepResult, Verdict
+from vocab.errors import ExecutorError
+from vocab.gitrepo import GitRepo
+from vocab.paths import worktree_root
 from workers.executor import Assignment, Executor, StepRequest
 from workers.gpu_leases import lease_exactly
 from workers.step import StepRunner, WorkerSlot

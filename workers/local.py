@@ -9,7 +9,6 @@ fresh process.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -21,40 +20,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from bisector.domain import ErrorKind, StepResult, Verdict
-from bisector.errors import ExecutorError, RepoError
-from bisector.gitrepo import GitRepo
-from bisector.paths import worktree_root
+from vocab.domain import ErrorKind, StepResult, Verdict
+from vocab.errors import ExecutorError, RepoError
+from vocab.gitrepo import GitRepo
+from vocab.paths import worktree_root
 from workers.executor import Assignment, Executor, StepRequest
 from workers.gpu_leases import lease_slots
 from workers.gpus import visible_gpus
 from workers.process import CancelSignal, kill_group
+from workers.slots import claim_worktree
 from workers.step import StepRunner, WorkerSlot
 
 _STOP = "stop"
 _CANCEL = "cancel"
 _IDLE_LOOK_S = 0.1  # how often an idle worker looks whether a stop signal came
-
-
-def _claim_worktree(root: Path, preferred: int) -> tuple[Path, IO[str]]:
-    """Lock a worktree directory for this process's lifetime so that two bisects never share one.
-
-    The lock lasts as long as the returned file stays open.
-    """
-    root.mkdir(parents=True, exist_ok=True)
-    index = preferred
-    while True:
-        lock_file = (root / f"slot-{index}.lock").open("a")
-        try:
-            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock_file.close()
-            index += 1
-            continue
-        return root / f"slot-{index}", lock_file
 
 
 def _worker_main(
@@ -73,7 +54,7 @@ def _worker_main(
     os.environ.clear()
     os.environ.update(environ)
     os.chdir(cwd)
-    worktree, lock_file = _claim_worktree(worktree_root(repo), slot_index)
+    worktree, lock_file = claim_worktree(worktree_root(repo), slot_index)
     clean_for: str | None = None
     opened: list[GitRepo] = []
     # Made and opened now, off the critical path; a failure shows at the first step.
@@ -206,7 +187,7 @@ class LocalExecutor(Executor):
         # Workers fork from a server that has imported this module once: W workers cost one interpreter start,
         # not W (on a small host, W interpreters importing at once delayed the first steps by 100s of ms).
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload([__name__, "bisector.libgit"])
+        self._context.set_forkserver_preload([__name__])
         # GPUs leased per host (workers/gpu_leases.py): another bisect's GPUs are never handed out here.
         slot_gpus, self._leases = lease_slots(visible_gpus(), workers, gpus_per_step)
         self._slots: list[_Slot] = []

@@ -23,13 +23,13 @@ from typing import IO
 
 import ray
 
-from bisector.domain import StepResult, Verdict
-from bisector.errors import RepoError
-from bisector.gitrepo import GitRepo
-from bisector.paths import data_dir, worktree_root
+from vocab.domain import StepResult, Verdict
+from vocab.errors import RepoError
+from vocab.gitrepo import GitRepo
+from vocab.paths import data_dir, worktree_root
 from workers.executor import StepRequest
-from workers.local import _claim_worktree
 from workers.process import KILL_GRACE_S, CancelSignal
+from workers.slots import claim_worktree
 from workers.step import StepRunner, WorkerSlot
 
 CONTROL_GROUP = "control"
@@ -123,7 +123,7 @@ class StepActor:
     def __init__(self, name: str, repo: str, slot_index: int, coordinator_node_id: str) -> None:
         self._node_id = ray.get_runtime_context().get_node_id()
         self._ship_logs = self._node_id != coordinator_node_id
-        worktree, self._lock_file = _claim_worktree(worktree_root(repo), slot_index)  # held for the actor's life
+        worktree, self._lock_file = claim_worktree(worktree_root(repo), slot_index)  # held for the actor's life
         clean_for: str | None = None
         with contextlib.suppress(RepoError):  # made now, off the critical path; a failure shows at the first step
             GitRepo(repo).ensure_worktree(worktree, "HEAD")

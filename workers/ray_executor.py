@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from bisector.domain import ErrorKind, StepResult, Verdict
-from bisector.errors import ExecutorError, InputError
+from vocab.domain import ErrorKind, StepResult, Verdict
+from vocab.errors import ExecutorError, InputError
 from workers.executor import Assignment, Executor, StepRequest
 from workers.gpu_leases import GpuLeases, lease_slots
 from workers.gpus import visible_gpus
@@ -370,10 +370,10 @@ def _probe(address: str) -> None:
 
 def _project_packages() -> list[str]:
     """The packages a remote node's actor imports, shipped so every node runs the coordinator's code."""
-    import bisector
+    import vocab
     import workers
 
-    return [str(Path(bisector.__file__).parent), str(Path(workers.__file__).parent)]
+    return [str(Path(vocab.__file__).parent), str(Path(workers.__file__).parent)]
 
 
 def _resolve_gpus_per_step(requested: int) -> int:

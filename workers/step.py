@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bisector.domain import ErrorKind, ImageInfo, StepResult, Verdict
-from bisector.errors import RepoError
-from bisector.gitrepo import GitRepo
-from bisector.metric import DISK_FULL_SIGNATURE, MatchTimeoutError, infra_judgement, infra_signature, judge_run
+from vocab.domain import ErrorKind, ImageInfo, StepResult, Verdict
+from vocab.errors import RepoError
+from vocab.gitrepo import GitRepo
+from vocab.metric import DISK_FULL_SIGNATURE, MatchTimeoutError, infra_judgement, infra_signature, judge_run
 from workers.executor import StepRequest
 from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
 from workers.images.key import ImageRecipe

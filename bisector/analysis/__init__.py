@@ -33,7 +33,6 @@ from bisector.analysis.kernel_trace import (
 from bisector.analysis.minimize import (
     MinimizeResult,
     MinimizeStatus,
-    ShellVariantTester,
     Trial,
     Variant,
     VariantTester,
@@ -72,7 +71,6 @@ __all__ = [
     "MinimizeStatus",
     "ShapeRow",
     "ShapeTable",
-    "ShellVariantTester",
     "StaticDiff",
     "TraceFiles",
     "Trial",

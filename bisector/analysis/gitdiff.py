@@ -1,4 +1,4 @@
-"""The git operations of the analysis that bisector/gitrepo.py does not have yet (GitPython underneath).
+"""The git operations of the analysis that vocab/gitrepo.py does not have yet (GitPython underneath).
 
 Changed files of a commit with rename detection, file contents and modes at a revision, zero-context hunks,
 and variant commits (the parent's tree with some files replaced) built with a private index, so that neither
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import git
 
-from bisector.errors import RepoError
+from vocab.errors import RepoError
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # what a root commit is diffed against
 VARIANT_IDENTITY = {

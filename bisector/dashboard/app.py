@@ -22,7 +22,6 @@ from fastapi.templating import Jinja2Templates
 
 from bisector.dashboard.logs import LogAccessError, read_log, relative_log_path
 from bisector.dashboard.plot import build_plot
-from bisector.errors import BisectError, StoreError, UnknownBisectError
 from bisector.history import (
     MAX_LIMIT,
     compute_stats,
@@ -34,6 +33,7 @@ from bisector.history import (
 )
 from bisector.report import BisectReport, report_json
 from db.store import Store
+from vocab.errors import BisectError, StoreError, UnknownBisectError
 
 PACKAGE_DIR = Path(__file__).parent
 TOKEN_COOKIE = "bisect_token"

@@ -8,9 +8,9 @@ import socket
 from pathlib import Path
 
 from bisector.dashboard.app import DashboardSettings, create_app
-from bisector.errors import InputError
-from bisector.paths import store_log_dir
 from db.store import Store
+from vocab.errors import InputError
+from vocab.paths import store_log_dir
 
 TOKEN_VARIABLE = "BISECT_TOKEN"
 

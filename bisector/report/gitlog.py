@@ -18,10 +18,10 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bisector.domain import BisectStatus, Commit, Verdict
-from bisector.errors import InputError
 from bisector.report.model import BisectReport
 from bisector.spec import DEFAULT_TERMS
+from vocab.domain import BisectStatus, Commit, Verdict
+from vocab.errors import InputError
 
 _IGNORED_COMMANDS = ("terms", "reset", "visualize", "view", "log", "run", "next")
 

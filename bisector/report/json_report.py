@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from bisector.analysis import explanation_json
-from bisector.domain import BisectStatus, Commit, StepRecord
 from bisector.report.model import BisectReport, one_line
+from vocab.domain import BisectStatus, Commit, StepRecord
 
 SCHEMA_VERSION = 1  # the first versioned report; reports without the key are older
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bisector.analysis import render_markdown as render_markdown_explanation
-from bisector.domain import BisectStatus, StepPurpose
 from bisector.report.model import BisectReport, one_line, pr_suffix
 from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows
+from vocab.domain import BisectStatus, StepPurpose
 
 
 def md_escape(text: str) -> str:

@@ -12,12 +12,12 @@ from datetime import datetime
 from functools import cached_property
 
 from bisector.analysis import Explanation
-from bisector.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
 from bisector.explain import stored_explanation
 from bisector.judging import RESULT_VERDICTS, UNTESTED, CommitView, Judge
 from bisector.spec import BisectSpec
 from bisector.terms import new_verdict, old_verdict, term_of
 from db.store import Store
+from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
 from workers.step import reproduce_command
 
 # Steps whose verdicts the search judged by; a manual step is a person's verdict, counted with the search.

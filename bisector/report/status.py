@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bisector.domain import BisectRecord, BisectStatus, StepPurpose
 from bisector.report.model import BisectReport, one_line
 from bisector.report.text import fmt_metric, fmt_s
+from vocab.domain import BisectRecord, BisectStatus, StepPurpose
 
 LAST_STEPS = 5
 

@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from bisector.analysis import text_renderables
-from bisector.domain import BisectStatus, Commit, StepPurpose, Verdict
 from bisector.report.model import BisectReport, one_line, pr_suffix
+from vocab.domain import BisectStatus, Commit, StepPurpose, Verdict
 
 MAX_RANGE_ROWS = 40  # the commit table elides the middle of longer ranges
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from bisector.domain import Verdict
+from vocab.domain import Verdict
 
 
 @dataclass(frozen=True)

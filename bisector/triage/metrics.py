@@ -26,9 +26,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bisector.errors import InputError
-from bisector.metric import Direction, Expectation
 from bisector.triage.model import MetricResult, RunResults
+from vocab.errors import InputError
+from vocab.metric import Direction, Expectation
 
 
 def read_metrics(path: Path, into: RunResults) -> None:

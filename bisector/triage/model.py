@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from bisector.metric import Direction
+from vocab.metric import Direction
 
 
 class FailureClass(StrEnum):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bisector.errors import InputError
 from bisector.triage.junit import read_junit
 from bisector.triage.metrics import read_metrics
 from bisector.triage.model import RunResults
+from vocab.errors import InputError
 
 
 def load_run(path: Path) -> RunResults:

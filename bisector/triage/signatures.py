@@ -1,7 +1,7 @@
 """The catalogue of failure signatures: regexes over a failure's message and logs that name its class.
 
 Order of matching: the operator's signatures (`--signatures FILE`) first, then the bisect's own
-infrastructure patterns (`bisector.metric.DEFAULT_INFRA_PATTERNS`, the ones a bisect step retries), then the
+infrastructure patterns (`vocab.metric.DEFAULT_INFRA_PATTERNS`, the ones a bisect step retries), then the
 CI-level ones below (timeouts, lost runners, name resolution, driver errors), which say more about a CI run
 than about a single bisect step. A file is TOML (`[[signature]]` tables) or YAML (a list, or a `signatures`
 list), each entry {name, pattern, class} with class `infrastructure` or `flaky`:
@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from bisector.errors import InputError
-from bisector.metric import DEFAULT_INFRA_PATTERNS
 from bisector.triage.model import FailureClass
+from vocab.errors import InputError
+from vocab.metric import DEFAULT_INFRA_PATTERNS
 
 CI_INFRA_PATTERNS: tuple[tuple[str, str], ...] = (
     ("lost runner", r"The runner has received a shutdown signal|lost communication with the server"),

@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bisector.errors import InputError
-from bisector.gitrepo import GitRepo
 from bisector.triage.classify import Failure
 from bisector.triage.model import CaseResult
 from bisector.triage.triage import TriageReport
+from vocab.errors import InputError
+from vocab.gitrepo import GitRepo
 
 DEFAULT_RUN_TEMPLATE = "python -m pytest -q {test}"
 _PARAMS = re.compile(r"\[.*\]$")

@@ -12,9 +12,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bisector.domain import Commit
-from bisector.gitrepo import GitRepo
 from bisector.triage.classify import Failure
+from vocab.domain import Commit
+from vocab.gitrepo import GitRepo
 
 _TRACEBACK_PATH = re.compile(
     r'File "([^"]+)"|([\w./+-]+\.(?:py|pyx|cu|cuh|cpp|cc|c|h|hpp|yaml|yml|json|toml|txt|cfg|ini)):\d+'

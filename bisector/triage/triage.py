@@ -6,13 +6,13 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bisector.errors import InputError
-from bisector.gitrepo import GitRepo
 from bisector.triage.classify import DEFAULT_NOISE_BAND, Failure, NoiseBand, classify
 from bisector.triage.model import FailureClass, RunResults
 from bisector.triage.results import load_run
 from bisector.triage.signatures import builtin_signatures, load_signatures
 from bisector.triage.suspects import Suspect, rank_suspects
+from vocab.errors import InputError
+from vocab.gitrepo import GitRepo
 
 
 @dataclass(frozen=True)

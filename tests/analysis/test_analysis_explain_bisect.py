@@ -10,9 +10,9 @@ from bisect_helpers import synthetic_spec
 
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator
-from bisector.domain import BisectStatus, StepPurpose
 from bisector.explain import stored_explanation
 from db.store import Store
+from vocab.domain import BisectStatus, StepPurpose
 
 DISPATCH = """\
     MMA_MIN_M = 16

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from bisector.analysis import (
     MinimizeResult,
     MinimizeStatus,
-    ShellVariantTester,
     UnitKind,
     Variant,
     VariantTester,
@@ -23,8 +22,9 @@ from bisector.analysis import (
 from bisector.analysis.change_units import culprit_changes
 from bisector.analysis.ddmin import Subset, ddmin
 from bisector.analysis.gitdiff import write_variant
-from bisector.domain import Verdict
-from bisector.metric import Expectation, MetricSpec
+from bisector.variant_tester import ShellVariantTester
+from vocab.domain import Verdict
+from vocab.metric import Expectation, MetricSpec
 
 
 @settings(max_examples=60, deadline=None)

@@ -14,7 +14,6 @@ from bisector.analysis import (
     Finding,
     KernelLaunchRow,
     KernelTraceDiff,
-    ShellVariantTester,
     dispatch_diff,
     explanation_json,
     minimize,
@@ -23,6 +22,7 @@ from bisector.analysis import (
     render_text,
     static_diff,
 )
+from bisector.variant_tester import ShellVariantTester
 
 GEMM = """\
     SIMT_ONLY = 1073741824

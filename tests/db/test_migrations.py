@@ -14,11 +14,11 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
-from bisector.errors import StoreError
 from db import Store
 from db.engine import make_engine
 from db.migrate import alembic_config, migration_connection
 from db.schema import metadata
+from vocab.errors import StoreError
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()

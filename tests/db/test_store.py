@@ -20,7 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bisector.domain import (
+from db import Store
+from db.store import NewStep
+from vocab.domain import (
     BisectStatus,
     Commit,
     ErrorKind,
@@ -29,9 +31,7 @@ from bisector.domain import (
     StepResult,
     Verdict,
 )
-from bisector.errors import StateError, StoreError, UnknownBisectError
-from db import Store
-from db.store import NewStep
+from vocab.errors import StateError, StoreError, UnknownBisectError
 
 RunPython = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -476,7 +476,7 @@ def test_read_only_connection_is_refused_at_open(db_url: str) -> None:
 
 OPEN_AND_REPORT = """
     import sys
-    from bisector.errors import StoreError
+    from vocab.errors import StoreError
     from db import Store
     try:
         Store.open(sys.argv[1]).close()
@@ -516,7 +516,7 @@ def test_read_only_database_file_is_a_store_error(db_url: str, run_python: RunPy
 CANCEL_FROM_ANOTHER_PROCESS = """
     import json, sys
     from datetime import UTC, datetime
-    from bisector.domain import BisectStatus
+    from vocab.domain import BisectStatus
     from db import Store
     with Store.open(sys.argv[1]) as store:
         bisect_id = int(sys.argv[2])
@@ -548,7 +548,7 @@ def test_another_process_reads_and_cancels_while_the_coordinator_holds_the_file(
 
 WRITE_WHEN_TOLD = """
     import sys, time
-    from bisector.domain import BisectStatus
+    from vocab.domain import BisectStatus
     from db import Store
     with Store.open(sys.argv[1]) as store:
         print("opened", flush=True)
@@ -624,7 +624,7 @@ def test_concurrent_writers_lose_nothing(sqlite_store: Store) -> None:
 KILLED_COORDINATOR = """
     import os, signal, sys
     from datetime import UTC, datetime
-    from bisector.domain import StepResult, Verdict
+    from vocab.domain import StepResult, Verdict
     from db import Store
     store = Store.open(sys.argv[1])
     bisect_id = store.create_bisect("/src/repo", "a" * 40, "b" * 40, {}, datetime.now(UTC))

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bisector.domain import BisectStatus, StepPurpose, Verdict
-from bisector.errors import StateError, StoreError
 from db import Store
+from vocab.domain import BisectStatus, StepPurpose, Verdict
+from vocab.errors import StateError, StoreError
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bisector.metric import Expectation, MetricSpec
+from vocab.metric import Expectation, MetricSpec
 from workers.executor import StepRequest
 from workers.images.key import ImageRecipe
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from image_repo import commit, image_request, make_image_repo
 
-from bisector.domain import Verdict
-from bisector.metric import Expectation, MetricSpec
+from vocab.domain import Verdict
+from vocab.metric import Expectation, MetricSpec
 from workers.images.cache import ImageCache, ImageStatus, images_root
 from workers.images.key import ImageRecipe, image_key
 from workers.step import StepRunner, WorkerSlot

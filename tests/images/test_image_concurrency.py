@@ -14,7 +14,7 @@ import pytest
 from bisect_helpers import wait_for
 from image_repo import image_request, make_image_repo
 
-from bisector.domain import Verdict
+from vocab.domain import Verdict
 from workers.images.cache import ImageCache, ImageStatus, LockTimeoutError
 from workers.images.key import ImageRecipe, image_key
 from workers.step import StepRunner, WorkerSlot

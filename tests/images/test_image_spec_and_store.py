@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bisector.domain import ImageInfo, StepResult, Verdict
-from bisector.errors import InputError
 from bisector.spec import BisectSpec, build_spec
 from db.store import Store
+from vocab.domain import ImageInfo, StepResult, Verdict
+from vocab.errors import InputError
 from workers.images.key import DEFAULT_MAX_BYTES, ImageRecipe, parse_size
 
 

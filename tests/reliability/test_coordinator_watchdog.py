@@ -14,10 +14,10 @@ from bisect_helpers import synthetic_spec
 
 from bisector.app import make_executor
 from bisector.coordinator import HARNESS_PAUSE_AFTER, Coordinator
-from bisector.domain import BisectStatus, ErrorKind, StepResult, Verdict
 from bisector.spec import BisectSpec
 from bisector.synthetic import culprit_history
 from db.store import Store
+from vocab.domain import BisectStatus, ErrorKind, StepResult, Verdict
 from workers.executor import Executor
 from workers.inprocess import InProcessExecutor
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from bisect_helpers import alive, wait_for
 from worker_steps import results_of, step_request
 
-from bisector.domain import ErrorKind, Verdict
 from bisector.synthetic import culprit_history
+from vocab.domain import ErrorKind, Verdict
 from workers.local import LocalExecutor
 
 

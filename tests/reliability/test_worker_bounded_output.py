@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from worker_steps import run_one, step_request
 
-from bisector.domain import Verdict
 from bisector.synthetic import culprit_history
+from vocab.domain import Verdict
 from workers.local import LocalExecutor
 
 MB = 1_000_000

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from worker_steps import DRIVER, SAFETY_TIMEOUT_S, alive, run_one, step_request
 
-from bisector.domain import Verdict
 from bisector.synthetic import culprit_history
+from vocab.domain import Verdict
 from workers.local import LocalExecutor
 
 

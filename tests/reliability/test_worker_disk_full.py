@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from worker_steps import run_one, step_request
 
-from bisector.domain import ErrorKind, Verdict
 from bisector.synthetic import culprit_history
+from vocab.domain import ErrorKind, Verdict
 from workers.local import LocalExecutor
 
 

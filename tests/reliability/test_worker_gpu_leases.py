@@ -24,7 +24,7 @@ DRIVER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from bisector.metric import MetricSpec
+    from vocab.metric import MetricSpec
     from workers.executor import StepRequest
     from workers.local import LocalExecutor
 

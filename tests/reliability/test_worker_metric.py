@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from worker_steps import run_one, step_request
 
-from bisector.domain import Verdict
-from bisector.errors import InputError
-from bisector.metric import DEFAULT_INFRA_PATTERNS, Expectation, MetricSpec, judge_run
 from bisector.synthetic import culprit_history
+from vocab.domain import Verdict
+from vocab.errors import InputError
+from vocab.metric import DEFAULT_INFRA_PATTERNS, Expectation, MetricSpec, judge_run
 from workers.local import LocalExecutor
 
 AT_LEAST_4 = Expectation.parse(">= 4")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from worker_steps import run_one, step_request
 
-from bisector.domain import ErrorKind, Verdict
 from bisector.synthetic import culprit_history
+from vocab.domain import ErrorKind, Verdict
 from workers.inprocess import InProcessExecutor
 from workers.local import LocalExecutor
 

@@ -6,9 +6,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from bisector.domain import StepResult
-from bisector.metric import MetricSpec
 from bisector.synthetic import SyntheticHistory
+from vocab.domain import StepResult
+from vocab.metric import MetricSpec
 from workers.executor import Executor, StepRequest
 
 SAFETY_TIMEOUT_S = 300.0  # only against a hang: no test depends on how fast a step runs
@@ -51,7 +51,7 @@ DRIVER = textwrap.dedent(
     """
     import signal, sys, time
     from pathlib import Path
-    from bisector.metric import MetricSpec
+    from vocab.metric import MetricSpec
     from workers.executor import StepRequest
     from workers.local import LocalExecutor
 

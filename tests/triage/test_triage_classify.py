@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from triage_repo import FIXTURES, results, serving_repo
 
-from bisector.errors import InputError
 from bisector.triage import FailureClass, NoiseBand, triage_runs
 from bisector.triage.classify import classify
 from bisector.triage.model import CaseResult, Outcome, RunResults
 from bisector.triage.signatures import builtin_signatures, load_signatures
+from vocab.errors import InputError
 
 INFRA, FLAKY, REGRESSION = FailureClass.INFRASTRUCTURE, FailureClass.FLAKY, FailureClass.REGRESSION
 

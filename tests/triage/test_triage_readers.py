@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from triage_repo import FIXTURES
 
-from bisector.errors import InputError
-from bisector.metric import Direction
 from bisector.triage.model import Outcome
 from bisector.triage.results import load_run
+from vocab.errors import InputError
+from vocab.metric import Direction
 
 
 def write(path: Path, text: str) -> Path:

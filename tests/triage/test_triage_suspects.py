@@ -6,9 +6,9 @@ from pathlib import Path
 
 from triage_repo import commit, git, init_repo, results, serving_repo
 
-from bisector.gitrepo import GitRepo
 from bisector.triage import triage_runs
 from bisector.triage.suspects import rank_suspects
+from vocab.gitrepo import GitRepo
 
 
 def test_commits_touching_named_files_first_then_newest(tmp_path: Path):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bisector.domain import ImageInfo
+from vocab.domain import ImageInfo
 from workers.images.cache import (
     ImageCache,
     ImageManifest,

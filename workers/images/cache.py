@@ -1,6 +1,6 @@
 """The image cache root of one node: an image's folder, its manifest, its lock, and the LRU size cap.
 
-Layout under root (bisector.paths.cache_dir()/images): `<id>/manifest.json` (the image's record on this node),
+Layout under root (vocab.paths.cache_dir()/images): `<id>/manifest.json` (the image's record on this node),
 `<id>/src` (the commit's tree and its build outputs), `<id>/venv`, `<id>/triton`, `<id>/inductor`;
 `locks/<id>.lock` (flock: exclusive while the image is built or removed, shared while a step uses it);
 `ccache/` (the compiler cache every image shares).
@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from bisector.paths import cache_dir
+from vocab.paths import cache_dir
 
 LOCK_POLL_S = 0.05
 

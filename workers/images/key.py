@@ -15,7 +15,7 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-from bisector.errors import InputError, RepoError
+from vocab.errors import InputError, RepoError
 
 IMAGE_MODES = ("none", "venv")  # none: build in the slot's worktree every step (no image)
 BASE_PACKAGES = ("torch", "triton", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")  # versions in the base env

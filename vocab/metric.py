@@ -26,8 +26,8 @@ from pathlib import Path, PurePosixPath
 
 import regex
 
-from bisector.domain import ErrorKind, Verdict
-from bisector.errors import InputError
+from vocab.domain import ErrorKind, Verdict
+from vocab.errors import InputError
 
 SKIP_EXIT_CODE = 125
 METRIC_TIME_LIMIT_S = 30.0  # the most all of one run's pattern matching may take

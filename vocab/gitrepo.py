@@ -6,22 +6,17 @@ and the analysis agree on one view of the repository.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import shutil
 import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import git
 
-from bisector.domain import Commit, parse_pr_number
-from bisector.errors import RepoError
-
-if TYPE_CHECKING:
-    from bisector.libgit import InProcessWorktree
+from vocab.domain import Commit, parse_pr_number
+from vocab.errors import RepoError
 
 
 def _one_line(exc: git.GitCommandError) -> str:
@@ -50,7 +45,6 @@ class GitRepo:
         if self._repo.bare:
             raise RepoError(f"bare repositories are not supported (no work tree): {path}")
         self.root = Path(self._repo.working_tree_dir or path).resolve()
-        self._in_process: dict[Path, InProcessWorktree | None] = {}  # per worktree; None: git checks it out
         self._linked: set[Path] = set()  # worktrees found to be this repository's (checked once, not per step)
 
     def resolve(self, rev: str) -> str:
@@ -199,7 +193,6 @@ class GitRepo:
     def _make_worktree(self, path: Path, sha: str) -> None:
         """Register a fresh worktree at path (--no-checkout), removing whatever is there first."""
         self._linked.discard(path)
-        self._in_process.pop(path, None)
         broken = path.exists() or path.is_symlink()
         try:
             if path.is_symlink() or path.is_file():
@@ -222,37 +215,11 @@ class GitRepo:
 
     def _check_out(self, path: Path, sha: str) -> None:
         try:
-            if not self._checkout_in_process(path, sha):
-                _run_git(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
+            _run_git(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
         except git.GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None
         except OSError as exc:  # the directory vanished under the slot
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {exc}") from None
-
-    def _checkout_in_process(self, path: Path, sha: str) -> bool:
-        """Check out through libgit2 where that is safe and faster (bisector.libgit); False: the caller runs git."""
-        from bisector.libgit import LibGitError
-
-        worktree = self._worktree(path)
-        if worktree is None:
-            return False
-        try:
-            return worktree.checkout(sha)
-        except LibGitError:
-            return False  # git will report what is wrong, or do it
-
-    def _worktree(self, path: Path) -> InProcessWorktree | None:
-        # Imported here: libgit2 costs ~50 ms to load, and only workers check out (their fork server preloads it).
-        from bisector.libgit import InProcessWorktree, LibGitError
-
-        if path not in self._in_process:
-            try:
-                worktree = InProcessWorktree(path)
-                git_needed = worktree.cli_reason(Path(self._repo.common_dir) / "hooks") is not None
-                self._in_process[path] = None if git_needed else worktree
-            except LibGitError:
-                self._in_process[path] = None
-        return self._in_process[path]
 
     def _links_here(self, path: Path) -> bool:
         """Whether the worktree at path is one of this repository's: its .git file names an admin directory
@@ -266,14 +233,7 @@ class GitRepo:
         return admin.resolve().parent.parent == mine and back.resolve() == (path / ".git").resolve()
 
     def clean_worktree(self, path: Path) -> None:
-        """Remove the untracked files a step left in a worktree (ignored ones stay, as build caches); no git
-        process when an in-process look finds nothing to remove."""
-        from bisector.libgit import LibGitError
-
-        worktree = self._worktree(path) if (path / ".git").exists() else None
-        with contextlib.suppress(LibGitError, OSError):  # unsure: git cleans
-            if worktree is not None and not worktree.needs_clean():
-                return
+        """Remove the untracked files a step left in a worktree (ignored ones stay, as build caches)."""
         try:
             _run_git(path, "clean", "-ffd", "--quiet")
         except git.GitCommandError as exc:

@@ -1,0 +1,98 @@
+"""The package import graph: layers without cycles, read from the source with ast (no imports run)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("vocab", "db", "workers", "kernels", "bisector")
+# What each package may import of the others; everything else is a layering error.
+ALLOWED = {
+    "vocab": set(),
+    "db": {"vocab"},
+    "workers": {"vocab"},
+    "kernels": set(),
+    "bisector": {"vocab", "db", "workers", "kernels"},
+}
+
+
+def imports(path: Path) -> Iterator[tuple[str, ast.ImportFrom | ast.Import]]:
+    """Every absolute module name a file imports (at any depth: function-local imports count too)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module, node
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node
+
+
+def sources(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def package_edges() -> dict[tuple[str, str], list[str]]:
+    edges: dict[tuple[str, str], list[str]] = {}
+    for package in PACKAGES:
+        for path in sources(package):
+            for name, _ in imports(path):
+                target = name.split(".")[0]
+                if target in PACKAGES and target != package:
+                    edges.setdefault((package, target), []).append(f"{module_name(path)} -> {name}")
+    return edges
+
+
+def test_every_package_imports_only_the_layers_below_it() -> None:
+    wrong = {edge: sites for edge, sites in package_edges().items() if edge[1] not in ALLOWED[edge[0]]}
+    assert not wrong, f"imports against the layering: {wrong}"
+
+
+def test_the_package_graph_has_no_cycle() -> None:
+    graph: dict[str, set[str]] = {package: set() for package in PACKAGES}
+    for source, target in package_edges():
+        graph[source].add(target)
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for step in graph[start] - seen:
+            if step == goal or reaches(step, goal, seen | {step}):
+                return True
+        return False
+
+    assert [package for package in PACKAGES if reaches(package, package, set())] == []
+
+
+def test_the_analysis_runs_nothing_itself() -> None:
+    """bisector.analysis decides what to run; executing it belongs to workers, reached through bisector."""
+    offending = [
+        f"{module_name(path)} -> {name}"
+        for path in sources("bisector/analysis")
+        for name, _ in imports(path)
+        if name.split(".")[0] == "workers"
+    ]
+    assert offending == []
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    offending = [
+        f"{module_name(path)}: from {name} import {alias.name}"
+        for package in PACKAGES
+        for path in sources(package)
+        for name, node in imports(path)
+        if isinstance(node, ast.ImportFrom) and name.split(".")[0] in PACKAGES
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+    assert offending == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_the_layer_check_sees_the_package(package: str) -> None:
+    """Guards the checks above against passing vacuously (a renamed package would leave them nothing to read)."""
+    assert sources(package), f"no sources found for {package}"
