@@ -178,3 +178,19 @@ images = Table(
     Column("log_tail", Text, nullable=False),  # a failed build's output's end
     Index("ix_images_last_used", "last_used"),
 )
+
+# Jobs of `bisect serve` (db/jobs.py): one row per submitted bisect, so that a restarted server resumes the
+# running ones and starts the queued ones.
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("bisect_id", Integer, ForeignKey("bisects.id", ondelete="CASCADE"), primary_key=True),
+    Column("state", ENUM, nullable=False),  # db.jobs.JobState
+    Column("priority", Integer, nullable=False),  # higher starts first and gets a larger share of the slots
+    Column("submitted", UTCDateTime, nullable=False),
+    Column("started", UTCDateTime, nullable=True),
+    Column("finished", UTCDateTime, nullable=True),
+    Column("source", Text, nullable=False),  # the repository as the client named it (the bisect's repo is a mirror)
+    # The scheduler's queue: open jobs by state, priority and age.
+    Index("ix_jobs_state_priority", "state", "priority", "submitted"),
+)

@@ -475,6 +475,11 @@ class Store:
         """A read transaction for the read-only queries of db/queries.py; errors become StoreErrors."""
         return self._read()
 
+    def writing(self) -> AbstractContextManager[Connection]:
+        """A write transaction for the SQL of a table kept beside the store's own (db/jobs.py); errors become
+        StoreErrors."""
+        return self._write()
+
     # --- worker images (db/images.py holds their SQL) ---------------------------------------------------------
 
     def images(self, node: str | None = None) -> list[ImageInfo]:

@@ -1,0 +1,102 @@
+"""The job queue of `bisect serve`: which submitted bisects wait, run, or are done, and in which order.
+
+A job is a bisect (same id) that a server took on: stored queued when submitted, running once a coordinator
+works on it, done when its coordinator returned. A restarted server resumes the running ones and starts the
+queued ones (bisector/service/scheduler.py). The SQL of the jobs table lives here and runs in the Store's
+transactions (`Store.reading()`, `Store.writing()`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import Row, select, update
+
+from db.schema import jobs
+from db.store import Store
+from vocab.errors import StateError, UnknownBisectError
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"  # stored, waiting for a slot of the server's pool
+    RUNNING = "running"  # a coordinator of the server works on it (or did, if the server died)
+    DONE = "done"  # its coordinator returned, or it was cancelled while queued; the bisect's status says how
+
+    def is_open(self) -> bool:
+        return self is not JobState.DONE
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    bisect_id: int
+    state: JobState
+    priority: int
+    submitted: datetime
+    started: datetime | None
+    finished: datetime | None
+    source: str  # the repository as the client named it
+
+
+class JobQueue:
+    """The jobs table over one store. Every call is one transaction."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def add(self, bisect_id: int, priority: int, source: str, submitted: datetime) -> None:
+        with self.store.writing() as conn:
+            conn.execute(
+                jobs.insert().values(
+                    bisect_id=bisect_id, state=JobState.QUEUED.value, priority=priority, submitted=submitted,
+                    source=source,
+                )
+            )  # fmt: skip
+
+    def get(self, bisect_id: int) -> JobRecord:
+        with self.store.reading() as conn:
+            row = conn.execute(select(jobs).where(jobs.c.bisect_id == bisect_id)).first()
+        if row is None:
+            raise UnknownBisectError(f"no job with id {bisect_id} in {self.store.url}")
+        return _record(row)
+
+    def open_jobs(self) -> list[JobRecord]:
+        """Running and queued jobs: running first, then by priority (highest first), then oldest first."""
+        open_states = [state.value for state in JobState if state.is_open()]
+        query = (
+            select(jobs)
+            .where(jobs.c.state.in_(open_states))
+            .order_by(jobs.c.state.desc(), jobs.c.priority.desc(), jobs.c.submitted, jobs.c.bisect_id)
+        )  # "running" sorts after "queued": desc puts it first
+        with self.store.reading() as conn:
+            return [_record(row) for row in conn.execute(query)]
+
+    def mark_running(self, bisect_id: int, now: datetime) -> None:
+        """queued -> running (a running job stays running: a restarted server resumes it)."""
+        with self.store.writing() as conn:
+            changed = conn.execute(
+                update(jobs)
+                .where(jobs.c.bisect_id == bisect_id, jobs.c.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))
+                .values(state=JobState.RUNNING.value, started=now)
+            ).rowcount
+        if not changed:
+            raise StateError(f"job {bisect_id} is not open")
+
+    def mark_done(self, bisect_id: int, now: datetime) -> bool:
+        """Whether the job was open (a done job stays done)."""
+        with self.store.writing() as conn:
+            return bool(
+                conn.execute(
+                    update(jobs)
+                    .where(jobs.c.bisect_id == bisect_id, jobs.c.state != JobState.DONE.value)
+                    .values(state=JobState.DONE.value, finished=now)
+                ).rowcount
+            )
+
+
+def _record(row: Row[object]) -> JobRecord:
+    return JobRecord(
+        bisect_id=row.bisect_id, state=JobState(row.state), priority=row.priority, submitted=row.submitted,
+        started=row.started, finished=row.finished, source=row.source,
+    )  # fmt: skip
