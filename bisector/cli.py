@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from bisector.cli_service import cancel_remote, print_remote, server_options
 from bisector.cli_support import (
     EXIT_NO_CULPRIT,
     CLIError,
@@ -284,8 +285,11 @@ def _executor_overrides(executor_flags: dict[str, Any]) -> dict[str, Any]:
 @main.command()
 @click.argument("bisect_id", type=int)
 @db_option
-def cancel(bisect_id: int, db_url: str | None) -> None:
+@server_options
+def cancel(bisect_id: int, db_url: str | None, server: str | None, token_file: str | None) -> None:
     """Cancel a running bisect; its coordinator stops its steps and exits."""
+    if server is not None:
+        return cancel_remote(server, token_file, bisect_id)
     from bisector.app import open_store
     from bisector.coordinator import store_missing_candidates
     from vocab.domain import BisectStatus
@@ -304,8 +308,11 @@ def cancel(bisect_id: int, db_url: str | None) -> None:
 @click.argument("bisect_id", type=int)
 @db_option
 @format_option
-def status(bisect_id: int, db_url: str | None, output_format: str) -> None:
+@server_options
+def status(bisect_id: int, db_url: str | None, output_format: str, server: str | None, token_file: str | None) -> None:
     """Show in a few lines where a bisect stands: state, progress, owner, last steps (`bisect report`: all)."""
+    if server is not None:
+        return print_remote(server, token_file, bisect_id, "status", output_format)
     from bisector.app import open_store
 
     with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
@@ -316,8 +323,13 @@ def status(bisect_id: int, db_url: str | None, output_format: str) -> None:
 @click.argument("bisect_id", type=int)
 @db_option
 @format_option
-def report_command(bisect_id: int, db_url: str | None, output_format: str) -> None:
+@server_options
+def report_command(
+    bisect_id: int, db_url: str | None, output_format: str, server: str | None, token_file: str | None
+) -> None:
     """Print the whole report of a bisect: the answer, the explanation, the evidence, the commits."""
+    if server is not None:
+        return print_remote(server, token_file, bisect_id, "report", output_format)
     from bisector.app import open_store
 
     with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
@@ -442,6 +454,7 @@ def _make_demo(directory: Path, commits: int, seed: int) -> Any:
 from bisector import cli_dashboard  # noqa: E402  (registered after `main` is defined)
 from bisector.cli_habits import HABIT_COMMANDS  # noqa: E402  (the commands of cli_habits.py)
 from bisector.cli_images import images, run_at_command  # noqa: E402
+from bisector.cli_service import serve, submit_command  # noqa: E402
 from bisector.cli_triage import triage  # noqa: E402
 
 for _command in (
@@ -453,6 +466,8 @@ for _command in (
     images,
     run_at_command,
     triage,
+    serve,
+    submit_command(start),
 ):
     main.add_command(_command)
 

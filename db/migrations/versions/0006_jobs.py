@@ -30,9 +30,7 @@ def upgrade() -> None:
         sa.Column("started", UTC_DATETIME, nullable=True),
         sa.Column("finished", UTC_DATETIME, nullable=True),
         sa.Column("source", sa.Text(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["bisect_id"], ["bisects.id"], name="fk_jobs_bisect_id_bisects", ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["bisect_id"], ["bisects.id"], name="fk_jobs_bisect_id_bisects", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("bisect_id", name="pk_jobs"),
     )
     op.create_index("ix_jobs_state_priority", "jobs", ["state", "priority", "submitted"])

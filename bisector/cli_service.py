@@ -1,0 +1,156 @@
+"""`bisect serve` and the client side of a server: `bisect submit`, and `--server` for status, report and cancel.
+
+Each command parses, makes one call (the service's server, or `ServiceClient`), and translates errors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from bisector.cli_support import CLIError, db_option, translated_errors
+
+F = TypeVar("F", bound=Callable[..., Any])
+# `bisect start` options that a server decides itself (where steps run, its store, notifications).
+SERVER_DECIDES = frozenset(
+    {"db_url", "output_format", "executor", "ray_address", "resource_pairs", "workers", "notify_url"}
+)
+RENAMED = {"run_cmd": "run", "build_cmd": "build", "env_pairs": "env"}
+
+
+@click.command()
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind; others than loopback: reads need the token too.",
+)
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to listen on.")
+@click.option(
+    "--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="The pool's workers."
+)
+@click.option(
+    "--slots",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Worker slots shared by all jobs (jobs running at once at most).",
+)
+@click.option("--ray-address", envvar="RAY_ADDRESS", help="With --executor ray: the cluster to join.")
+@click.option(
+    "--allow-repo", "allow_repos", multiple=True, metavar="PATH|URL", help="A repository served (repeatable)."
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    help="TOML: allow_repos, allow_commands, [recipes.NAME].",
+)
+@click.option(
+    "--allow-commands", is_flag=True, help="Accept free-form run/build/env from the API (otherwise recipes only)."
+)
+@click.option("--token-file", type=click.Path(dir_okay=False), help="File holding the bearer token (or $BISECT_TOKEN).")
+@click.option("--mirror-dir", type=click.Path(file_okay=False), help="The server's clones (default: data dir/mirrors).")
+@db_option
+def serve(host: str, port: int, db_url: str | None, **options: Any) -> None:
+    """Serve bisects over HTTP: queue submitted jobs over a shared pool of slots, resume them after a restart."""
+    from bisector.service.server import config_from_options
+    from bisector.service.server import serve as serve_forever
+
+    with translated_errors():
+        config = config_from_options(**options)
+        serve_forever(config, host, port, db_url)
+
+
+def server_options(function: F) -> F:
+    """--server URL (act on a `bisect serve` instead of the local store) and --token-file."""
+    function = click.option(
+        "--token-file",
+        type=click.Path(dir_okay=False),
+        help="With --server: the bearer token's file (or $BISECT_TOKEN).",
+    )(function)
+    return click.option("--server", help="A `bisect serve` URL: ask it instead of the local store.")(function)
+
+
+def client(server: str, token_file: str | None) -> Any:
+    from bisector.dashboard.server import read_token
+    from bisector.service.client import ServiceClient
+
+    return ServiceClient(server, read_token(token_file))
+
+
+def print_remote(server: str, token_file: str | None, bisect_id: int, view: str, output_format: str) -> None:
+    """`bisect report|status --server`: the server renders the same output as for a local store."""
+    with translated_errors(), client(server, token_file) as service:
+        click.echo(service.rendered(bisect_id, view, output_format))
+
+
+def cancel_remote(server: str, token_file: str | None, bisect_id: int) -> None:
+    with translated_errors(), client(server, token_file) as service:
+        service.cancel(bisect_id)
+    click.echo(f"bisect {bisect_id}: cancelled")
+
+
+def submit_command(start: click.Command) -> click.Command:
+    """`bisect submit`: `bisect start`'s options (less those the server decides) sent to a server."""
+
+    @click.command(name="submit")
+    @click.option("--server", required=True, help="The `bisect serve` URL.")
+    @click.option("--recipe", help="A named recipe of the server or of the repository's bisect.toml at the bad commit.")
+    @click.option(
+        "--priority",
+        type=click.IntRange(0, 100),
+        default=0,
+        show_default=True,
+        help="Higher starts first, gets more slots.",
+    )
+    @click.option(
+        "--token-file", type=click.Path(dir_okay=False), help="File holding the bearer token (or $BISECT_TOKEN)."
+    )
+    @click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="The id, or {id, status}.",
+    )
+    def submit(server: str, token_file: str | None, output_format: str, **params: Any) -> None:
+        """Queue a bisect on a `bisect serve`; prints its id (`bisect status --server URL ID` follows it)."""
+        with translated_errors(), client(server, token_file) as service:
+            answer = service.submit(request_from_params(params))
+        click.echo(
+            json.dumps({"id": answer["id"], "status": answer["status"]}) if output_format == "json" else answer["id"]
+        )
+
+    submit.params.extend(p for p in start.params if p.name not in SERVER_DECIDES)
+    return submit
+
+
+def request_from_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The JSON request of `bisect submit`'s options: given values only; a local --repo by its absolute path."""
+    request: dict[str, Any] = {}
+    for name, value in params.items():
+        if value is None or value == ():
+            continue
+        key = RENAMED.get(name, name)
+        request[key] = list(value) if isinstance(value, tuple) else value
+    if "env" in request:
+        request["env"] = _env(request["env"])
+    repo = str(request.get("repo", "."))
+    request["repo"] = str(Path(repo).resolve()) if "://" not in repo and Path(repo).exists() else repo
+    return request
+
+
+def _env(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CLIError(f"--env {pair!r}: write KEY=VALUE")
+        env[key] = value
+    return env

@@ -1,0 +1,83 @@
+"""The endpoints `bisect serve` adds to the dashboard's app: submit and cancel (bearer token), a job's state, and a
+bisect rendered as `bisect report|status` print it (what the `--server` client shows).
+
+    POST   /api/bisects                 a request (bisector/service/submission.py) -> 201 {id, status}
+    DELETE /api/bisects/{id}            cancel -> {id, status}; 409 when it has ended
+    GET    /api/jobs/{id}               the job: {id, state, priority, submitted, started, finished, source}
+    GET    /api/bisects/{id}/rendered   ?view=report|status&format=text|markdown|json -> text/plain
+
+Write endpoints answer 401 without the token, 403 for a free-form command the server does not allow, 400 for
+a bad request, 404 for an unknown bisect; never a traceback.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Header, Query
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from bisector.dashboard.app import BisectId
+from bisector.service.render import FORMATS, VIEWS, render
+from bisector.service.service import BisectService
+from bisector.service.submission import CommandNotAllowedError
+from db.jobs import JobRecord
+from vocab.errors import StateError
+
+UNAUTHORIZED = {"detail": "a bearer token is required (Authorization: Bearer TOKEN)"}
+
+
+def add_service_routes(app: FastAPI, service: BisectService) -> None:
+    expected = service.config.token.encode()
+
+    def authorized(authorization: str | None) -> bool:
+        given = (authorization or "").removeprefix("Bearer ").strip()
+        return bool(given) and hmac.compare_digest(given.encode(), expected)
+
+    def refused() -> JSONResponse:
+        return JSONResponse(UNAUTHORIZED, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+    @app.post("/api/bisects", status_code=201, summary="Queue a bisect (needs the bearer token)")
+    def submit(body: Annotated[dict[str, Any], Body()], authorization: Annotated[str | None, Header()] = None) -> Any:
+        if not authorized(authorization):
+            return refused()
+        try:
+            submitted = service.submit(body)
+        except CommandNotAllowedError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=403)
+        return JSONResponse({"id": submitted.id, "status": submitted.status}, status_code=201)
+
+    @app.delete("/api/bisects/{bisect_id}", summary="Cancel a queued or running bisect (needs the bearer token)")
+    def cancel(bisect_id: BisectId, authorization: Annotated[str | None, Header()] = None) -> Any:
+        if not authorized(authorization):
+            return refused()
+        try:
+            service.cancel(bisect_id)
+        except StateError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=409)
+        return {"id": bisect_id, "status": "cancelled"}
+
+    @app.get("/api/jobs/{bisect_id}", summary="A submitted bisect's place in the server's queue")
+    def job(bisect_id: BisectId) -> dict[str, object]:
+        return job_json(service.job(bisect_id))
+
+    @app.get("/api/bisects/{bisect_id}/rendered", response_class=PlainTextResponse, summary="As bisect report|status")
+    def rendered(
+        bisect_id: BisectId,
+        view: Annotated[str, Query(pattern=f"^({'|'.join(VIEWS)})$")] = "report",
+        output_format: Annotated[str, Query(alias="format", pattern=f"^({'|'.join(FORMATS)})$")] = "text",
+    ) -> PlainTextResponse:
+        return PlainTextResponse(render(service.store, bisect_id, view, output_format))
+
+
+def job_json(job: JobRecord) -> dict[str, object]:
+    return {
+        "id": job.bisect_id,
+        "state": job.state.value,
+        "priority": job.priority,
+        "submitted": job.submitted.isoformat(),
+        "started": job.started.isoformat() if job.started else None,
+        "finished": job.finished.isoformat() if job.finished else None,
+        "source": job.source,
+    }

@@ -1,0 +1,60 @@
+"""The HTTP client of `bisect submit|status|report|cancel --server URL` (httpx). Every failure is one line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from vocab.errors import BisectError, InputError, StateError, UnknownBisectError
+
+TIMEOUT_S = 120.0  # a submission fetches the repository first
+
+
+class ServiceClient:
+    def __init__(self, server: str, token: str | None = None, transport: httpx.BaseTransport | None = None) -> None:
+        if not server.startswith(("http://", "https://")):
+            raise InputError(f"--server {server!r}: an http:// or https:// URL")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.server = server.rstrip("/")
+        self._client = httpx.Client(base_url=self.server, headers=headers, timeout=TIMEOUT_S, transport=transport)
+
+    def submit(self, request: dict[str, Any]) -> dict[str, Any]:
+        """{id, status} of the queued bisect."""
+        answer: dict[str, Any] = self._call("POST", "/api/bisects", json=request).json()
+        return answer
+
+    def cancel(self, bisect_id: int) -> dict[str, Any]:
+        answer: dict[str, Any] = self._call("DELETE", f"/api/bisects/{bisect_id}").json()
+        return answer
+
+    def rendered(self, bisect_id: int, view: str, output_format: str) -> str:
+        params = {"view": view, "format": output_format}
+        return self._call("GET", f"/api/bisects/{bisect_id}/rendered", params=params).text
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> ServiceClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._client.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise InputError(f"cannot reach {self.server}: {exc}") from None
+        if response.status_code < 400:
+            return response
+        try:
+            detail = str(response.json().get("detail", response.text))
+        except ValueError:
+            detail = response.text.strip()
+        error: type[BisectError] = InputError
+        if response.status_code == 404:
+            error = UnknownBisectError
+        elif response.status_code == 409:
+            error = StateError
+        raise error(f"{self.server}: {response.status_code} {detail}")

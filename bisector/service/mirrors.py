@@ -1,0 +1,63 @@
+"""The server's own clones of the repositories it serves: cloned once, fetched before each job.
+
+A mirror is a git repository with a work tree that is never checked out (GitRepo refuses bare ones; workers add
+their own worktrees from it). Its branches and tags follow the source's (`+refs/heads/*:refs/heads/*`), so a
+bisect names `main` as the source does. One lock per mirror: concurrent submissions fetch one at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import threading
+from pathlib import Path
+
+from bisector.service.config import normalized_source
+from vocab.errors import InputError, RepoError
+
+REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+GIT_TIMEOUT_S = 600.0
+
+
+class Mirrors:
+    def __init__(self, root: Path, allowed: tuple[str, ...]) -> None:
+        self.root = root
+        self.allowed = tuple(normalized_source(source) for source in allowed)
+        self._locks = {source: threading.Lock() for source in self.allowed}
+
+    def allowed_source(self, source: str) -> str:
+        """The allowed repository that source names; InputError when the server does not serve it."""
+        wanted = normalized_source(source)
+        if wanted not in self.allowed:
+            raise InputError(f"repository {source!r} is not served here (allowed: {', '.join(self.allowed)})")
+        return wanted
+
+    def path(self, source: str) -> Path:
+        allowed = self.allowed_source(source)
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", allowed.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")) or "repo"
+        return self.root / f"{name}-{hashlib.sha256(allowed.encode()).hexdigest()[:12]}"
+
+    def sync(self, source: str) -> Path:
+        """The mirror of source, cloned if missing, fetched now. RepoError (one line) when git fails."""
+        allowed = self.allowed_source(source)
+        path = self.path(allowed)
+        with self._locks[allowed]:
+            if not (path / ".git").is_dir():
+                path.mkdir(parents=True, exist_ok=True)
+                _git(path, "init", "-q")
+                _git(path, "remote", "add", "origin", allowed)
+            _git(path, "fetch", "-q", "--prune", "--update-head-ok", "origin", *REFSPECS)
+        return path
+
+
+def _git(cwd: Path, *args: str) -> None:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=GIT_TIMEOUT_S
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RepoError(f"git {args[0]} in {cwd}: {exc}") from None
+    if done.returncode != 0:
+        message = " ".join(done.stderr.split())[:300]
+        raise RepoError(f"git {args[0]} in {cwd} failed: {message}")

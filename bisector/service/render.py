@@ -1,0 +1,31 @@
+"""A stored bisect's report or status as text, Markdown or JSON: exactly what `bisect report|status` print for
+a local store, so that `--server` prints the same."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from bisector.cli_support import REPORT_WIDTH
+from bisector.report import BisectReport, print_text, render_json, render_markdown, status_lines
+from db.store import Store
+
+VIEWS = ("report", "status")
+FORMATS = ("text", "markdown", "json")
+
+
+def render(store: Store, bisect_id: int, view: str, output_format: str) -> str:
+    report = BisectReport.load(store, bisect_id)
+    if output_format == "json":
+        return render_json(report)
+    if view == "status":
+        lines = status_lines(report)
+        if output_format == "markdown":
+            return "\n".join([f"**{lines[0]}**", "", *[f"    {line}" for line in lines[1:]]])
+        return "\n".join(lines)
+    if output_format == "markdown":
+        return render_markdown(report)
+    buffer = io.StringIO()
+    print_text(Console(file=buffer, highlight=False, width=REPORT_WIDTH, force_terminal=False), report)
+    return buffer.getvalue().rstrip("\n")

@@ -1,0 +1,171 @@
+"""The job scheduler of `bisect serve`: coordinators in threads over one SlotPool, and the queue in the store.
+
+At most `pool.slots` jobs run at once (each keeps at least one slot); the others wait, highest priority first,
+then oldest. A job's thread runs `Coordinator.resume`, which serves a queued bisect (no steps yet) and one that
+was running when a previous server died (its running steps re-queued, its finished steps kept) alike.
+
+Stopping the server stops the pool: each coordinator sees StopRequested in its thread, stores its running steps
+as interrupted and returns; its job stays `running` for the next server. A cancel (`DELETE /api/bisects/{id}`
+or `bisect cancel`) marks the bisect cancelled in the store, where its coordinator looks every half second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from bisector.coordinator import Coordinator, store_missing_candidates
+from bisector.spec import BisectSpec
+from bisector.stopping import StopRequested
+from db.jobs import JobQueue, JobRecord, JobState
+from db.store import Store
+from vocab.domain import BisectStatus
+from vocab.errors import BisectError, StateError
+from workers.executor import Executor
+from workers.pool import SlotPool
+
+SCHEDULE_INTERVAL_S = 0.5  # how often the queue is read when nothing woke the scheduler
+LEASE_RETRY_S = 30.0  # a job whose bisect another live coordinator holds is tried again this much later
+CANCEL_MESSAGE = "cancelled by the operator"
+
+CoordinatorFactory = Callable[[Store, Callable[[BisectSpec], Executor]], Coordinator]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def default_coordinator(store: Store, executor_factory: Callable[[BisectSpec], Executor]) -> Coordinator:
+    return Coordinator(store, executor_factory)
+
+
+class JobScheduler:
+    def __init__(
+        self,
+        store: Store,
+        pool: SlotPool,
+        make_coordinator: CoordinatorFactory = default_coordinator,
+        now: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.store = store
+        self.queue = JobQueue(store)
+        self.pool = pool
+        self.make_coordinator = make_coordinator
+        self.now = now
+        self._threads: dict[int, threading.Thread] = {}
+        self._not_before: dict[int, float] = {}  # job -> monotonic time before which it is not tried again
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._loop = threading.Thread(target=self._run_loop, name="job-scheduler", daemon=True)
+
+    def start(self) -> None:
+        """Resume the running jobs and start queued ones (this and every later round)."""
+        self._loop.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def add(self, bisect_id: int, priority: int, source: str) -> None:
+        self.queue.add(bisect_id, priority, source, self.now())
+        self.wake()
+
+    def cancel(self, bisect_id: int) -> JobRecord:
+        """Cancel a queued or running job's bisect (StateError when it has ended, UnknownBisectError when the
+        server never had it)."""
+        job = self.queue.get(bisect_id)
+        record = self.store.get_bisect(bisect_id)
+        if record.status.is_terminal():
+            raise StateError(f"bisect {bisect_id} is already {record.status.value}")
+        self.store.set_status(bisect_id, BisectStatus.CANCELLED, message=CANCEL_MESSAGE)
+        store_missing_candidates(self.store, record)
+        if job.state is JobState.QUEUED:
+            with self._lock:
+                if bisect_id not in self._threads:
+                    self.queue.mark_done(bisect_id, self.now())
+        self.wake()
+        return self.queue.get(bisect_id)
+
+    def running(self) -> list[int]:
+        with self._lock:
+            return [job for job, thread in self._threads.items() if thread.is_alive()]
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Stop every coordinator (their running steps stored as interrupted) and the scheduling loop."""
+        self._stopping.set()
+        self.pool.stop()
+        self._wake.set()
+        with contextlib.suppress(RuntimeError):
+            self._loop.join(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            threads = list(self._threads.values())
+        for thread in threads:
+            thread.join(max(deadline - time.monotonic(), 0.0))
+
+    # --- the loop ----------------------------------------------------------------------------------------------
+
+    def _run_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._schedule()
+            except BisectError as exc:  # the store was unreachable for a moment: try again next round
+                print(f"bisect serve: scheduling: {exc}", file=sys.stderr, flush=True)
+            self._wake.wait(SCHEDULE_INTERVAL_S)
+            self._wake.clear()
+
+    def _schedule(self) -> None:
+        with self._lock:
+            self._threads = {job: thread for job, thread in self._threads.items() if thread.is_alive()}
+            free = self.pool.slots - len(self._threads)
+            for job in self.queue.open_jobs():
+                if free <= 0 or self._stopping.is_set():
+                    return
+                if job.bisect_id in self._threads or self._not_before.get(job.bisect_id, 0.0) > time.monotonic():
+                    continue
+                if job.state is JobState.QUEUED and self.store.get_bisect(job.bisect_id).status.is_terminal():
+                    self.queue.mark_done(job.bisect_id, self.now())  # cancelled while it waited
+                    continue
+                thread = threading.Thread(target=self._run_job, args=(job,), name=f"bisect-{job.bisect_id}")
+                self._threads[job.bisect_id] = thread
+                free -= 1
+                thread.start()
+
+    def _run_job(self, job: JobRecord) -> None:
+        bisect_id = job.bisect_id
+
+        def view(spec: BisectSpec) -> Executor:
+            return self.pool.view(bisect_id, job.priority)
+
+        try:
+            self.queue.mark_running(bisect_id, self.now())
+            self.make_coordinator(self.store, view).resume(bisect_id)
+        except StopRequested:
+            return  # the server stops: the job stays running, for the next server to resume
+        except StateError as exc:
+            if not self._ended(bisect_id):  # another coordinator holds the lease: try again later
+                print(f"bisect serve: bisect {bisect_id}: {exc}", file=sys.stderr, flush=True)
+                self._not_before[bisect_id] = time.monotonic() + LEASE_RETRY_S
+                return
+        except Exception as exc:  # the job fails; the server serves on
+            detail = str(exc) if isinstance(exc, BisectError) else f"internal error: {exc!r}"
+            if not isinstance(exc, BisectError):
+                traceback.print_exc(file=sys.stderr)
+            with contextlib.suppress(BisectError):
+                self.store.set_status(
+                    bisect_id, BisectStatus.FAILED, message=f"the server's coordinator failed: {detail}"
+                )
+        with contextlib.suppress(BisectError):
+            self.queue.mark_done(bisect_id, self.now())
+        self.wake()
+
+    def _ended(self, bisect_id: int) -> bool:
+        try:
+            return self.store.get_bisect(bisect_id).status.is_terminal()
+        except BisectError:
+            return True

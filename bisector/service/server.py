@@ -1,0 +1,100 @@
+"""`bisect serve`: wire the store, the pool, the scheduler and the app together; serve until stopped.
+
+The one place that builds the service's parts. On SIGTERM or SIGINT uvicorn stops answering, then the scheduler
+stops every coordinator (running steps stored as interrupted, jobs left running for the next server), the pool
+closes its executor and the stores close.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+from bisector.dashboard.app import DashboardSettings, create_app
+from bisector.dashboard.server import is_loopback, read_token
+from bisector.dashboard.service_routes import add_service_routes
+from bisector.service.config import ServiceConfig, read_config_file
+from bisector.service.mirrors import Mirrors
+from bisector.service.scheduler import JobScheduler
+from bisector.service.service import BisectService
+from bisector.stopping import StopRequested
+from db.store import Store
+from vocab.errors import InputError
+from vocab.paths import data_dir, store_log_dir
+from workers.executor import Executor
+from workers.pool import SlotPool
+
+TOKEN_HELP = "set $BISECT_TOKEN or --token-file: the write endpoints need a bearer token"
+
+
+def config_from_options(
+    *,
+    allow_repos: tuple[str, ...],
+    config_file: str | None,
+    token_file: str | None,
+    slots: int,
+    executor: str,
+    ray_address: str | None,
+    allow_commands: bool,
+    mirror_dir: str | None,
+) -> ServiceConfig:
+    token = read_token(token_file)
+    if token is None:
+        raise InputError(f"bisect serve: {TOKEN_HELP}")
+    from_file = read_config_file(config_file) if config_file else {"allow_repos": [], "recipes": {}}
+    return ServiceConfig(
+        allowed_repos=(*from_file["allow_repos"], *allow_repos),
+        mirror_dir=Path(mirror_dir).expanduser() if mirror_dir else data_dir() / "mirrors",
+        token=token,
+        slots=slots,
+        executor=executor,
+        ray_address=ray_address,
+        allow_commands=allow_commands or bool(from_file.get("allow_commands", False)),
+        recipes=from_file["recipes"],
+    )
+
+
+def make_executor(config: ServiceConfig, repo: Path) -> Executor:
+    """The pool's one real executor (its workers' worktrees start in repo's mirror; other repositories' steps
+    re-make a slot's worktree for theirs)."""
+    if config.executor == "ray":
+        from workers.ray_executor import RayExecutor
+
+        return RayExecutor(str(repo), config.slots, 0, {}, config.ray_address)
+    from workers.local import LocalExecutor
+
+    return LocalExecutor(str(repo), config.slots, 0)
+
+
+def serve(config: ServiceConfig, host: str, port: int, db_url: str | None) -> None:
+    """Serve until SIGTERM / SIGINT; resumes the jobs a previous server left running before answering."""
+    import uvicorn
+
+    if not is_loopback(host):
+        print(f"bisect serve: {host} is reachable from other machines; every request needs the token", file=sys.stderr)
+    store = Store.open(db_url)
+    mirrors = Mirrors(config.mirror_dir, config.allowed_repos)
+    first_mirror = mirrors.sync(mirrors.allowed[0])  # clone or fetch; the others are cloned at their first job
+    pool = SlotPool(make_executor(config, first_mirror), stop_error=lambda: StopRequested(signal.SIGTERM))
+    scheduler = JobScheduler(store, pool)
+    try:
+        service = BisectService(config, store, mirrors, scheduler)
+        settings = DashboardSettings(
+            db_url=db_url, log_dir=store_log_dir(store.identity), token=None if is_loopback(host) else config.token
+        )
+        app = create_app(settings, Store.open(db_url))
+        add_service_routes(app, service)
+        scheduler.start()
+        shown = f"[{host}]" if ":" in host else host
+        print(
+            f"bisect serve: http://{shown}:{port}/ over {store.url}, {config.slots} slot(s), "
+            f"repositories: {', '.join(mirrors.allowed)}",
+            file=sys.stderr,
+            flush=True,
+        )
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    finally:
+        scheduler.stop()
+        pool.close()
+        store.close()

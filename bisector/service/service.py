@@ -1,0 +1,45 @@
+"""BisectService: what the write endpoints call. Submit (mirror fetched, spec built, bisect stored, job queued),
+cancel, and a job's state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bisector.coordinator import prepare_bisect
+from bisector.service.config import ServiceConfig
+from bisector.service.mirrors import Mirrors
+from bisector.service.scheduler import JobScheduler
+from bisector.service.submission import build_submission, check_request
+from db.jobs import JobRecord
+from db.store import Store
+
+
+@dataclass(frozen=True)
+class Submitted:
+    id: int
+    status: str  # the job's state: queued
+
+
+class BisectService:
+    def __init__(self, config: ServiceConfig, store: Store, mirrors: Mirrors, scheduler: JobScheduler) -> None:
+        self.config = config
+        self.store = store
+        self.mirrors = mirrors
+        self.scheduler = scheduler
+
+    def submit(self, body: object) -> Submitted:
+        """Store the requested bisect and queue it. InputError / CommandNotAllowedError / RepoError: nothing stored."""
+        request = check_request(body)
+        source = self.mirrors.allowed_source(request["repo"])
+        mirror = self.mirrors.sync(source)
+        submission = build_submission(self.config, mirror, source, request)
+        bisect_id = prepare_bisect(self.store, submission.spec)
+        self.store.update_extra(bisect_id, source=source, recipe=request.get("recipe"), priority=submission.priority)
+        self.scheduler.add(bisect_id, submission.priority, source)
+        return Submitted(bisect_id, "queued")
+
+    def cancel(self, bisect_id: int) -> JobRecord:
+        return self.scheduler.cancel(bisect_id)
+
+    def job(self, bisect_id: int) -> JobRecord:
+        return self.scheduler.queue.get(bisect_id)

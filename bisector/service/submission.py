@@ -1,0 +1,108 @@
+"""A submitted request -> the spec of a bisect on the server's mirror, by the server's rules.
+
+The request (JSON object): `repo` (as allowed), `good`, `bad`, optionally `recipe` (a name), `priority`, and the
+settings of TUNING_KEYS (how verdicts are read and searched). The command comes from the named recipe (the
+server's config first, then `[recipes.NAME]` of the repository's bisect.toml at the bad commit), or, with no
+name, from the top-level keys of that bisect.toml; `run`, `build` and `env` in the request itself only where the
+server allows commands (CommandNotAllowedError otherwise: HTTP 403).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bisector.service.config import COMMAND_KEYS, RECIPE_KEYS, ServiceConfig, check_recipe
+from bisector.spec import CONFIG_FILE_NAME, BisectSpec, build_spec
+from vocab.errors import InputError
+from vocab.gitrepo import GitRepo
+
+TUNING_KEYS = frozenset(
+    {"metric", "metric_json", "expect", "no_metric", "timeout", "all_parents", "max_attempts", "repeat",
+     "max_repeat", "noise_band", "direction", "find_fix", "strategy", "confirm", "infra_patterns", "explain",
+     "trace_kernels", "minimize", "term_old", "term_new", "paths", "image", "image_inputs", "images_max_size",
+     "gpus_per_step"}
+)  # fmt: skip
+REQUEST_KEYS = frozenset({"repo", "good", "bad", "recipe", "priority"}) | TUNING_KEYS | COMMAND_KEYS
+MAX_PRIORITY = 100
+
+
+class CommandNotAllowedError(InputError):
+    """A free-form command in a request to a server started without --allow-commands."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    source: str  # the repository as allowed
+    spec: BisectSpec  # on the mirror
+    priority: int
+
+
+def check_request(body: object) -> dict[str, Any]:
+    """The request's keys and basic types; InputError (HTTP 400) on anything else."""
+    if not isinstance(body, dict):
+        raise InputError("the request must be a JSON object")
+    unknown = set(body) - REQUEST_KEYS
+    if unknown:
+        raise InputError(f"unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(REQUEST_KEYS))})")
+    for key in ("repo", "good", "bad"):
+        if not isinstance(body.get(key), str) or not body[key]:
+            raise InputError(f"{key!r} is required (a string)")
+    recipe = body.get("recipe")
+    if recipe is not None and not isinstance(recipe, str):
+        raise InputError("'recipe' must be a string (a recipe's name)")
+    priority = body.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
+        raise InputError(f"'priority' must be a whole number from 0 to {MAX_PRIORITY}")
+    return body
+
+
+def check_commands(config: ServiceConfig, body: dict[str, Any]) -> None:
+    given = sorted(key for key in COMMAND_KEYS if body.get(key))
+    if given and not config.allow_commands:
+        raise CommandNotAllowedError(
+            f"{', '.join(given)}: free-form commands are refused by this server (started without --allow-commands); "
+            "name a recipe instead"
+        )
+
+
+def build_submission(config: ServiceConfig, mirror: Path, source: str, body: dict[str, Any]) -> Submission:
+    """The spec a request asks for (body checked by check_request, the mirror fetched)."""
+    check_commands(config, body)
+    repo = GitRepo(mirror)
+    bad = repo.resolve(body["bad"])
+    recipe = _recipe(config, repo, bad, body.get("recipe"))
+    flags: dict[str, Any] = {**recipe}
+    flags.update({key: value for key, value in body.items() if key in TUNING_KEYS | COMMAND_KEYS})
+    flags.update(good=body["good"], bad=body["bad"], executor=config.executor, workers=config.slots)
+    flags["ray_address"] = config.ray_address
+    if not flags.get("run"):
+        raise InputError("no command: name a recipe (or give the repository a bisect.toml with `run`)")
+    return Submission(source=source, spec=build_spec(repo.root, flags), priority=int(body.get("priority", 0)))
+
+
+def _recipe(config: ServiceConfig, repo: GitRepo, bad: str, name: str | None) -> dict[str, Any]:
+    if name is not None and name in config.recipes:
+        return dict(config.recipes[name])
+    text = repo.show_file(bad, CONFIG_FILE_NAME)
+    data = _parse_toml(text, bad) if text is not None else {}
+    recipes = data.pop("recipes", {})
+    if name is None:
+        table = data.get("bisect", data)
+        return check_recipe(
+            f"{CONFIG_FILE_NAME} at {bad[:12]}",
+            {k.replace("-", "_"): v for k, v in table.items() if k.replace("-", "_") in RECIPE_KEYS},
+        )
+    if not isinstance(recipes, dict) or name not in recipes:
+        known = sorted(set(config.recipes) | set(recipes if isinstance(recipes, dict) else {}))
+        raise InputError(f"unknown recipe {name!r} (known: {', '.join(known) or 'none'})")
+    return check_recipe(f"recipe {name!r} of {CONFIG_FILE_NAME} at {bad[:12]}", recipes[name])
+
+
+def _parse_toml(text: str, sha: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{CONFIG_FILE_NAME} at {sha[:12]}: {exc}") from None

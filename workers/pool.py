@@ -1,0 +1,242 @@
+"""SlotPool: one real executor shared by several coordinators, each through an Executor view of its own.
+
+The pool owns the executor. Each coordinator (a thread of `bisect serve`) gets a `PoolView`: its `poll` returns
+only its own steps' results and its `free_workers` only as many slots as its fair share allows.
+
+Fair share over the R registered views and S slots (the server runs at most S jobs at once, so R <= S):
+every view is entitled to one slot, and the S - R others go by priority weight (priority + 1, at least 1;
+largest remainders first). A view may also borrow slots that nobody's entitlement needs now; borrowed slots
+come back when their steps end (a running step is never preempted).
+
+Placement: the coordinator pins every step to a worker it got from `free_workers()`. So that two views never
+pin one worker, `free_workers()` reserves the workers it returns for its view until that view's next `poll`
+(the coordinator asks, submits, then polls); other views do not see them meanwhile.
+
+Stopping: `stop()` makes every view's `poll` and `submit` raise the pool's stop error (the server passes
+`bisector.stopping.StopRequested(SIGTERM)`: a coordinator treats it as a stop signal, in any thread, and stores its
+running steps as interrupted).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+from vocab.domain import StepResult
+from vocab.errors import ExecutorError
+from workers.executor import Assignment, Executor, StepRequest
+
+PUMP_POLL_S = 0.01  # how long the pump waits on the real executor while holding its lock
+PUMP_IDLE_S = 0.005  # the pump's pause between polls, so that submits get the lock
+
+
+class SlotPool:
+    """Thread-safe: coordinators in several threads use it through their views."""
+
+    def __init__(self, executor: Executor, stop_error: Callable[[], BaseException]) -> None:
+        """stop_error: what a view raises in its coordinator once the pool stops."""
+        self._executor = executor
+        self._stop_error = stop_error
+        self._lock = threading.RLock()
+        self._views: dict[int, PoolView] = {}
+        self._owner: dict[int, PoolView] = {}  # step id -> the view that submitted it
+        self._reserved: dict[str, PoolView] = {}  # worker -> the view it is reserved for
+        self._stopping = threading.Event()
+        self._closed = False
+        self._pump = threading.Thread(target=self._run_pump, name="slot-pool-pump", daemon=True)
+        self._pump.start()
+
+    @property
+    def slots(self) -> int:
+        return self._executor.slots
+
+    def view(self, key: int, priority: int = 0) -> PoolView:
+        """A new view for one coordinator (key: its bisect's id), registered until it closes."""
+        with self._lock:
+            if self._stopping.is_set():
+                raise self._stop()
+            if key in self._views:
+                raise ExecutorError(f"bisect {key} already has a view of the pool")
+            view = PoolView(self, key, priority)
+            self._views[key] = view
+            return view
+
+    def busy(self) -> int:
+        """Slots running a step now."""
+        with self._lock:
+            return self._executor.slots - len(self._executor.free_workers())
+
+    def shares(self) -> dict[int, int]:
+        """Each registered view's entitlement (view key -> slots)."""
+        with self._lock:
+            return self._shares()
+
+    def stop(self) -> None:
+        """Make every view raise a stop in its coordinator (the server is shutting down)."""
+        self._stopping.set()
+
+    def close(self) -> None:
+        self.stop()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._pump.join(timeout=10)
+        self._executor.close()
+
+    # --- used by the views, under the lock ---------------------------------------------------------------------
+
+    def _stop(self) -> BaseException:
+        return self._stop_error()
+
+    def _shares(self) -> dict[int, int]:
+        views = list(self._views.values())
+        if not views:
+            return {}
+        slots = self._executor.slots
+        shares = {view.key: 1 for view in views}
+        spare = max(slots - len(views), 0)
+        weights = {view.key: max(view.priority + 1, 1) for view in views}
+        total = sum(weights.values())
+        exact = {key: spare * weight / total for key, weight in weights.items()}
+        for key, amount in exact.items():
+            shares[key] += int(amount)
+        left = spare - sum(int(amount) for amount in exact.values())
+        by_remainder = sorted(exact, key=lambda key: (exact[key] - int(exact[key]), weights[key]), reverse=True)
+        for key in by_remainder[:left]:
+            shares[key] += 1
+        return shares
+
+    def _held(self, view: PoolView) -> int:
+        return sum(1 for owner in self._owner.values() if owner is view)
+
+    def _free_for(self, view: PoolView) -> list[str]:
+        """Free workers view may use now, reserved for it until its next poll."""
+        self._release(view)
+        if self._stopping.is_set():
+            return []
+        shares = self._shares()
+        available = [w for w in self._executor.free_workers() if w not in self._reserved]
+        needed_by_others = sum(
+            max(shares[other.key] - self._held(other) - self._reservations(other), 0)
+            for other in self._views.values()
+            if other is not view
+        )
+        own_deficit = max(shares.get(view.key, 1) - self._held(view), 0)
+        borrow = max(len(available) - needed_by_others - own_deficit, 0)
+        allowed = min(len(available), own_deficit + borrow)
+        chosen = available[:allowed]
+        for worker in chosen:
+            self._reserved[worker] = view
+        return chosen
+
+    def _reservations(self, view: PoolView) -> int:
+        return sum(1 for owner in self._reserved.values() if owner is view)
+
+    def _release(self, view: PoolView) -> None:
+        for worker in [w for w, owner in self._reserved.items() if owner is view]:
+            del self._reserved[worker]
+
+    def _submit(self, view: PoolView, request: StepRequest) -> Assignment:
+        if self._stopping.is_set():
+            raise self._stop()
+        worker = request.pin_worker
+        if worker and self._reserved.get(worker, view) is not view:
+            raise ExecutorError(f"worker {worker} is reserved for another bisect")
+        assignment = self._executor.submit(request)
+        self._reserved.pop(assignment.worker, None)
+        self._owner[request.step_id] = view
+        return assignment
+
+    def _cancel(self, view: PoolView, step_id: int, *, abandon: bool = False) -> None:
+        if self._owner.get(step_id) is not view:
+            return
+        if abandon:
+            self._executor.abandon(step_id)
+        else:
+            self._executor.cancel(step_id)
+
+    def _close_view(self, view: PoolView) -> None:
+        """The view's coordinator is done: its steps still running are cancelled; their results are dropped."""
+        self._release(view)
+        for step_id, owner in list(self._owner.items()):
+            if owner is view:
+                self._executor.cancel(step_id)
+                owner.orphaned.add(step_id)
+        self._views.pop(view.key, None)
+
+    # --- the pump: the one thread that polls the real executor ------------------------------------------------
+
+    def _run_pump(self) -> None:
+        while not self._closed:
+            with self._lock:
+                if self._closed:
+                    return
+                results = self._executor.poll(PUMP_POLL_S)
+                for result in results:
+                    owner = self._owner.pop(result.step_id, None)
+                    if owner is not None and result.step_id not in owner.orphaned:
+                        owner.inbox.put(result)
+            time.sleep(PUMP_IDLE_S)
+
+
+class PoolView(Executor):
+    """One coordinator's executor: the pool's workers, limited to its share, and only its own results."""
+
+    def __init__(self, pool: SlotPool, key: int, priority: int) -> None:
+        self._pool = pool
+        self.key = key
+        self.priority = priority
+        self.inbox: queue.Queue[StepResult] = queue.Queue()
+        self.orphaned: set[int] = set()
+        self._closed = False
+
+    @property
+    def slots(self) -> int:
+        with self._pool._lock:
+            return max(self._pool._shares().get(self.key, 1), 1)
+
+    def worker_names(self) -> list[str]:
+        with self._pool._lock:
+            return self._pool._executor.worker_names()
+
+    def free_workers(self) -> list[str]:
+        with self._pool._lock:
+            return self._pool._free_for(self)
+
+    def submit(self, request: StepRequest) -> Assignment:
+        with self._pool._lock:
+            return self._pool._submit(self, request)
+
+    def poll(self, timeout_s: float) -> list[StepResult]:
+        with self._pool._lock:
+            self._pool._release(self)
+        if self._pool._stopping.is_set():
+            raise self._pool._stop()
+        results: list[StepResult] = []
+        try:
+            results.append(self.inbox.get(timeout=max(timeout_s, 0.0)))
+        except queue.Empty:
+            return results
+        while True:
+            try:
+                results.append(self.inbox.get_nowait())
+            except queue.Empty:
+                return results
+
+    def cancel(self, step_id: int) -> None:
+        with self._pool._lock:
+            self._pool._cancel(self, step_id)
+
+    def abandon(self, step_id: int) -> None:
+        with self._pool._lock:
+            self._pool._cancel(self, step_id, abandon=True)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._pool._lock:
+            self._pool._close_view(self)
