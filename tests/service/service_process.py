@@ -1,0 +1,118 @@
+"""`bisect serve` in a subprocess on a free loopback port: started, waited for, killed (SIGKILL) or stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+READY_TIMEOUT_S = 120.0  # how long a slow, shared machine may take to import, clone and bind
+DONE_TIMEOUT_S = 300.0  # a safety net for waits on jobs, never a speed target
+TOKEN = "test-token-123"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServiceProcess:
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.args = args
+        self.env = env
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "bisector", "serve", "--port", str(self.port), *self.args]
+        self.process = subprocess.Popen(
+            command, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"bisect serve exited {self.process.returncode}: {self.process.stderr.read()}")  # type: ignore[union-attr]
+            try:
+                httpx.get(f"{self.base}/api/openapi.json", timeout=5.0)
+                return
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL the server alone (its workers see their pipes close and end their tests)."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+        self._close_pipe()
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            self._close_pipe()
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        if self.process is not None and self.process.stderr is not None:
+            self.process.stderr.close()
+
+    def post(self, body: dict[str, Any], authorization: str | None = f"Bearer {TOKEN}") -> httpx.Response:
+        headers = {"Authorization": authorization} if authorization is not None else {}
+        return httpx.post(f"{self.base}/api/bisects", json=body, headers=headers, timeout=120.0)
+
+    def delete(self, bisect_id: int, authorization: str | None = f"Bearer {TOKEN}") -> httpx.Response:
+        headers = {"Authorization": authorization} if authorization is not None else {}
+        return httpx.delete(f"{self.base}/api/bisects/{bisect_id}", headers=headers, timeout=60.0)
+
+    def job(self, bisect_id: int) -> dict[str, Any]:
+        answer: dict[str, Any] = httpx.get(f"{self.base}/api/jobs/{bisect_id}", timeout=60.0).json()
+        return answer
+
+    def count(self) -> int:
+        return len(httpx.get(f"{self.base}/api/bisects", params={"limit": 1000}, timeout=60.0).json())
+
+    def report(self, bisect_id: int) -> dict[str, Any]:
+        answer: dict[str, Any] = httpx.get(f"{self.base}/api/bisects/{bisect_id}", timeout=60.0).json()
+        return answer
+
+    def wait_done(self, bisect_id: int) -> dict[str, Any]:
+        """The report once the job is done."""
+        deadline = time.monotonic() + DONE_TIMEOUT_S
+        while self.job(bisect_id)["state"] != "done":
+            assert time.monotonic() < deadline, f"job {bisect_id} still {self.job(bisect_id)}"
+            time.sleep(0.2)
+        return self.report(bisect_id)
+
+
+def service_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("BISECT_TOKEN", "BISECT_DB")}
+    return {**env, "PYTHONPATH": str(ROOT), "BISECT_TOKEN": TOKEN, **extra}
+
+
+@contextmanager
+def running_service(*args: str, **env: str) -> Iterator[ServiceProcess]:
+    service = ServiceProcess(list(args), service_env(**env))
+    service.start()
+    try:
+        yield service
+    finally:
+        service.stop()

@@ -1,0 +1,122 @@
+"""SlotPool: fair shares, reservations, own results only, stop; over an InProcessExecutor running real commands."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bisector.spec import BisectSpec
+from bisector.stopping import StopRequested
+from bisector.synthetic import culprit_history
+from vocab.domain import Verdict
+from vocab.errors import ExecutorError
+from workers.executor import StepRequest
+from workers.inprocess import InProcessExecutor
+from workers.pool import SlotPool
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return culprit_history(tmp_path / "repo", 6, 3).path
+
+
+@pytest.fixture
+def pool(repo: Path) -> Iterator[SlotPool]:
+    opened = SlotPool(InProcessExecutor(str(repo), 4), stop_error=lambda: StopRequested(signal.SIGTERM))
+    yield opened
+    opened.close()
+
+
+def request(repo: Path, tmp_path: Path, step_id: int, worker: str, run: str = "exit 0") -> StepRequest:
+    spec = BisectSpec(repo=str(repo), good="HEAD~5", bad="HEAD", run=run)
+    return spec.step_request(
+        bisect_id=1, step_id=step_id, sha="HEAD", attempt=1, repo=str(repo), metric=spec.metric_spec(),
+        log_path=str(tmp_path / f"step-{step_id}.log"), pin_worker=worker,
+    )  # fmt: skip
+
+
+def test_shares_give_every_view_one_slot_and_the_rest_by_priority(pool: SlotPool) -> None:
+    pool.view(1, priority=0)
+    assert pool.shares() == {1: 4}
+    pool.view(2, priority=0)
+    assert pool.shares() == {1: 2, 2: 2}
+    pool.view(3, priority=3)
+    pool.view(4, priority=0)
+    assert pool.shares() == {1: 1, 2: 1, 3: 1, 4: 1}
+
+
+def test_priority_takes_the_larger_part_of_the_spare_slots(pool: SlotPool) -> None:
+    pool.view(1, priority=0)
+    pool.view(2, priority=2)
+    assert pool.shares() == {1: 1, 2: 3}
+
+
+def test_a_view_borrows_idle_slots_but_not_those_another_view_is_owed(
+    pool: SlotPool, repo: Path, tmp_path: Path
+) -> None:
+    first, second = pool.view(1), pool.view(2)
+    assert len(first.free_workers()) == 2  # second is owed its 2 while it holds none
+    for step_id, worker in enumerate(first.free_workers(), start=1):
+        first.submit(request(repo, tmp_path, step_id, worker, run="sleep 30"))
+    taken = second.free_workers()
+    assert len(taken) == 2
+    assert first.free_workers() == []  # the second view's reservation stands until its next poll
+    second.close()
+    assert len(first.free_workers()) == 2  # nobody else is owed a slot: it may borrow them
+
+
+def test_reserved_workers_are_not_handed_to_another_view(pool: SlotPool, repo: Path, tmp_path: Path) -> None:
+    first, second = pool.view(1), pool.view(2)
+    mine = first.free_workers()
+    assert not set(mine) & set(second.free_workers())
+    with pytest.raises(ExecutorError, match="reserved for another bisect"):
+        second.submit(request(repo, tmp_path, 1, mine[0]))
+
+
+def test_each_view_polls_only_its_own_results(pool: SlotPool, repo: Path, tmp_path: Path) -> None:
+    first, second = pool.view(1), pool.view(2)
+    first.submit(request(repo, tmp_path, 11, first.free_workers()[0]))
+    second.submit(request(repo, tmp_path, 22, second.free_workers()[0], run="exit 1"))
+    got: dict[int, list[int]] = {1: [], 2: []}
+    for _ in range(200):
+        got[1] += [r.step_id for r in first.poll(0.1)]
+        got[2] += [r.step_id for r in second.poll(0.1)]
+        if got[1] and got[2]:
+            break
+    assert got == {1: [11], 2: [22]}
+
+
+def test_a_closed_view_cancels_its_steps_and_gives_their_slots_back(pool: SlotPool, repo: Path, tmp_path: Path) -> None:
+    view = pool.view(1)
+    for step_id, worker in enumerate(view.free_workers(), start=1):
+        view.submit(request(repo, tmp_path, step_id, worker, run="sleep 60"))
+    assert pool.busy() == 4
+    view.close()
+    other = pool.view(2)
+    for _ in range(300):
+        if pool.busy() == 0:
+            break
+        other.poll(0.1)
+    assert pool.busy() == 0
+    assert len(other.free_workers()) == 4
+
+
+def test_stop_raises_in_the_coordinator_of_every_view(pool: SlotPool) -> None:
+    view = pool.view(1)
+    pool.stop()
+    with pytest.raises(StopRequested):
+        view.poll(0.0)
+    with pytest.raises(StopRequested):
+        pool.view(2)
+
+
+def test_results_keep_their_verdicts(pool: SlotPool, repo: Path, tmp_path: Path) -> None:
+    view = pool.view(1)
+    view.submit(request(repo, tmp_path, 5, view.free_workers()[0], run="exit 1"))
+    results = []
+    while not results:
+        results = view.poll(0.2)
+    assert results[0].verdict is Verdict.BAD

@@ -1,0 +1,178 @@
+"""`bisect serve` on loopback with a real HTTP client: jobs run to the end on local workers, several at once;
+tokens and the command policy guard the write endpoints; cancel; the CLI client prints what a local store would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from service_process import DONE_TIMEOUT_S, TOKEN, ServiceProcess, running_service, service_env
+
+from bisector.synthetic import SyntheticHistory, culprit_history
+
+pytestmark = pytest.mark.xdist_group("service")
+
+CONFIG = """
+[recipes.synthetic]
+run = "bash test.sh"
+explain = false
+
+[recipes.slow]
+run = "bash test.sh"
+env = { SYNTHETIC_SLEEP_S = "60" }
+"""
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
+    return culprit_history(tmp_path_factory.mktemp("hist") / "repo", 24, 15, sleep_s=0.05)
+
+
+@pytest.fixture(scope="module")
+def service(history: SyntheticHistory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    home = tmp_path_factory.mktemp("home")
+    config = home / "serve.toml"
+    config.write_text(CONFIG.replace("explain = false\n", ""))
+    env = {"BISECT_DATA_DIR": str(home / "data"), "BISECT_CACHE_DIR": str(home / "cache"), "BISECT_GPUS": "",
+           "BISECT_GPU_LOCK_DIR": str(home / "locks")}  # fmt: skip
+    args = ["--db", str(home / "bisect.db"), "--allow-repo", str(history.path), "--config", str(config), "--slots", "2"]
+    with running_service(*args, **env) as served:
+        served.db = str(home / "bisect.db")  # type: ignore[attr-defined]
+        served.home_env = env  # type: ignore[attr-defined]
+        yield served
+
+
+def submission(history: SyntheticHistory, **extra: object) -> dict[str, object]:
+    return {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "synthetic",
+            "explain": False, **extra}  # fmt: skip
+
+
+def test_a_submitted_job_runs_to_the_end_and_names_the_culprit(
+    service: ServiceProcess, history: SyntheticHistory
+) -> None:
+    answer = service.post(submission(history))
+    assert answer.status_code == 201
+    assert answer.json()["status"] == "queued"
+    report = service.wait_done(answer.json()["id"])
+    assert report["status"] == "found"
+    assert report["first_bad"]["sha"] == history.shas[history.first_bad]
+
+
+def test_concurrent_submissions_all_run_with_the_right_culprit(
+    service: ServiceProcess, history: SyntheticHistory
+) -> None:
+    with ThreadPoolExecutor(5) as threads:
+        answers = list(threads.map(lambda _: service.post(submission(history)), range(5)))
+    assert [a.status_code for a in answers] == [201] * 5
+    ids = [a.json()["id"] for a in answers]
+    assert len(set(ids)) == 5
+    for bisect_id in ids:
+        report = service.wait_done(bisect_id)
+        assert report["first_bad"]["sha"] == history.shas[history.first_bad]
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", "Basic dGVzdDp0ZXN0", f"Bearer {TOKEN}x"])
+def test_writes_without_the_right_token_get_401(
+    service: ServiceProcess, history: SyntheticHistory, authorization: str | None
+) -> None:
+    before = service.count()
+    answer = service.post(submission(history), authorization=authorization)
+    assert answer.status_code == 401
+    assert answer.headers["www-authenticate"] == "Bearer"
+    assert service.delete(1, authorization=authorization).status_code == 401
+    assert service.count() == before  # nothing was queued
+
+
+def test_a_free_form_command_is_refused_without_allow_commands(
+    service: ServiceProcess, history: SyntheticHistory
+) -> None:
+    body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "run": "rm -rf ~"}
+    answer = service.post(body)
+    assert answer.status_code == 403
+    assert "--allow-commands" in answer.json()["detail"]
+    env_answer = service.post(submission(history, env={"BASH_ENV": "/tmp/x"}))
+    assert env_answer.status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"repo": "/elsewhere"}, "not served here"),
+        ({"recipe": "nope"}, "unknown recipe"),
+        ({"bad": "no-such-ref"}, "unknown revision"),
+        ({"surprise": 1}, "unknown key"),
+    ],
+)
+def test_bad_requests_get_one_line_400(
+    service: ServiceProcess, history: SyntheticHistory, change: dict[str, object], words: str
+) -> None:
+    answer = service.post({**submission(history), **change})
+    assert answer.status_code == 400
+    assert words in answer.json()["detail"]
+
+
+def test_delete_cancels_a_running_job(service: ServiceProcess, history: SyntheticHistory) -> None:
+    bisect_id = service.post(submission(history, recipe="slow")).json()["id"]
+    deadline = time.monotonic() + DONE_TIMEOUT_S
+    while service.job(bisect_id)["state"] != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert service.delete(bisect_id).status_code == 200
+    assert service.wait_done(bisect_id)["status"] == "cancelled"
+    assert service.delete(bisect_id).status_code == 409
+    assert service.delete(999999).status_code == 404
+
+
+def bisect_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bisector", *args], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_the_cli_client_submits_and_prints_as_for_a_local_store(
+    service: ServiceProcess, history: SyntheticHistory
+) -> None:
+    env = service_env(**service.home_env)  # type: ignore[attr-defined]
+    submitted = bisect_cli(
+        "submit", "--server", service.base, "--repo", str(history.path), "--good", history.shas[0], "--bad", "main",
+        "--recipe", "synthetic", "--no-explain", "--format", "json", env=env,
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    answer = json.loads(submitted.stdout)
+    assert answer["status"] == "queued"
+    service.wait_done(answer["id"])
+    for command in (["status"], ["report"], ["report", "--format", "json"], ["status", "--format", "markdown"]):
+        remote = bisect_cli(*command, str(answer["id"]), "--server", service.base, env=env)
+        local = bisect_cli(*command, str(answer["id"]), "--db", service.db, env=env)  # type: ignore[attr-defined]
+        assert remote.returncode == local.returncode == 0, remote.stderr
+        assert remote.stdout == local.stdout
+
+
+def test_the_cli_client_cancels_and_says_so_in_one_line(service: ServiceProcess, history: SyntheticHistory) -> None:
+    env = service_env(**service.home_env)  # type: ignore[attr-defined]
+    bisect_id = service.post(submission(history, recipe="slow")).json()["id"]
+    cancelled = bisect_cli("cancel", str(bisect_id), "--server", service.base, env=env)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout.strip() == f"bisect {bisect_id}: cancelled"
+    again = bisect_cli("cancel", str(bisect_id), "--server", service.base, env=env)
+    assert again.returncode == 2
+    assert again.stderr.count("\n") == 1
+    assert "already cancelled" in again.stderr
+    no_token = bisect_cli("cancel", str(bisect_id), "--server", service.base, env={**env, "BISECT_TOKEN": ""})
+    assert no_token.returncode == 2
+    assert "401" in no_token.stderr
+    assert TOKEN not in no_token.stderr
+
+
+def test_serve_refuses_to_start_without_a_token(history: SyntheticHistory, tmp_path: Path) -> None:
+    env = {**service_env(), "BISECT_TOKEN": ""}
+    done = bisect_cli("serve", "--allow-repo", str(history.path), "--db", str(tmp_path / "b.db"), env=env)
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("bisect: error:")
+    assert "token" in done.stderr
