@@ -1,0 +1,69 @@
+"""A server killed (SIGKILL) mid-job and started again finishes the job without re-running finished steps, and
+starts the jobs that were still queued."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from service_process import DONE_TIMEOUT_S, ServiceProcess, service_env
+
+from bisector.synthetic import culprit_history
+from db.jobs import JobQueue, JobState
+from db.store import Store
+from vocab.domain import StepPurpose, StepRecord
+
+pytestmark = pytest.mark.xdist_group("service")
+
+
+def finished_steps(db: Path, bisect_id: int) -> list[StepRecord]:
+    with Store.open(str(db), read_only=True) as store:
+        return [s for s in store.steps(bisect_id) if s.verdict is not None]
+
+
+def test_a_killed_server_resumes_its_job_without_repeating_finished_steps(tmp_path: Path) -> None:
+    history = culprit_history(tmp_path / "repo", 40, 29, sleep_s=0.6)
+    db = tmp_path / "bisect.db"
+    config = tmp_path / "serve.toml"
+    config.write_text('[recipes.synthetic]\nrun = "bash test.sh"\n')
+    home = {"BISECT_DATA_DIR": str(tmp_path / "data"), "BISECT_CACHE_DIR": str(tmp_path / "cache"), "BISECT_GPUS": "",
+            "BISECT_GPU_LOCK_DIR": str(tmp_path / "locks")}  # fmt: skip
+    args = ["--db", str(db), "--allow-repo", str(history.path), "--config", str(config), "--slots", "1"]
+    body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "synthetic", "explain": False}
+    first = ServiceProcess(args, service_env(**home))
+    first.start()
+    try:
+        bisect_id = first.post(body).json()["id"]
+        queued_id = first.post(body).json()["id"]  # waits behind the first: one slot
+        deadline = time.monotonic() + DONE_TIMEOUT_S
+        while len(finished_steps(db, bisect_id)) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        first.kill()
+    finally:
+        first.stop()
+    before = finished_steps(db, bisect_id)
+    with Store.open(str(db), read_only=True) as store:
+        jobs = JobQueue(store)
+        assert jobs.get(bisect_id).state is JobState.RUNNING
+        assert jobs.get(queued_id).state is JobState.QUEUED
+
+    second = ServiceProcess(args, service_env(**home))
+    second.port, second.base = first.port, first.base  # the same address a client knew
+    second.start()
+    try:
+        report = second.wait_done(bisect_id)
+        queued_report = second.wait_done(queued_id)
+    finally:
+        second.stop()
+
+    assert report["status"] == "found"
+    assert report["first_bad"]["sha"] == history.shas[history.first_bad]
+    assert queued_report["first_bad"]["sha"] == history.shas[history.first_bad]
+    after = finished_steps(db, bisect_id)
+    assert [(s.id, s.sha, s.verdict) for s in after[: len(before)]] == [(s.id, s.sha, s.verdict) for s in before]
+    tested_before = {s.sha for s in before if s.purpose is StepPurpose.SEARCH and s.verdict.value in ("good", "bad")}
+    tested_again = [s.sha for s in after[len(before) :] if s.sha in tested_before]
+    assert tested_again == []
+    assert len(after) > len(before)  # the second server went on where the first stopped
