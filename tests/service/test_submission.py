@@ -1,0 +1,118 @@
+"""Mirrors (cloned once, fetched before each job, only allowed repositories) and requests -> specs (recipes from
+the server's config or the repository's bisect.toml at the bad commit; free-form commands only when allowed)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bisector.service.config import ServiceConfig
+from bisector.service.mirrors import Mirrors
+from bisector.service.submission import CommandNotAllowedError, build_submission, check_request
+from bisector.synthetic import culprit_history
+from vocab.errors import InputError
+from vocab.gitrepo import GitRepo
+
+REPO_TOML = """
+[bisect]
+run = "bash test.sh --default"
+metric = "metric: ([0-9.]+)"
+expect = ">= 8"
+
+[recipes.quick]
+run = "bash test.sh --quick"
+"""
+
+
+def commit_file(repo: Path, name: str, text: str, message: str) -> str:
+    (repo / name).write_text(text)
+    subprocess.run(["git", "-C", str(repo), "add", name], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", message], check=True
+    )
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    repo = culprit_history(tmp_path / "source", 8, 5).path
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-f", "main"], check=True)
+    return repo
+
+
+def config(tmp_path: Path, source: Path, **extra: Any) -> ServiceConfig:
+    return ServiceConfig(allowed_repos=(str(source),), mirror_dir=tmp_path / "mirrors", token="t", **extra)
+
+
+def test_a_mirror_is_cloned_once_and_fetched_before_each_job(tmp_path: Path, source: Path) -> None:
+    mirrors = Mirrors(tmp_path / "mirrors", (str(source),))
+    path = mirrors.sync(str(source))
+    head = GitRepo(source).resolve("main")
+    assert GitRepo(path).resolve("main") == head
+    newer = commit_file(source, "extra.txt", "x\n", "one more")
+    assert mirrors.sync(str(source)) == path
+    assert GitRepo(path).resolve("main") == newer
+    assert GitRepo(path).is_ancestor(head, newer)
+
+
+def test_only_allowed_repositories_are_mirrored(tmp_path: Path, source: Path) -> None:
+    mirrors = Mirrors(tmp_path / "mirrors", (str(source),))
+    with pytest.raises(InputError, match="not served here"):
+        mirrors.sync(str(tmp_path))
+    assert not (tmp_path / "mirrors").exists()
+
+
+def request(source: Path, **extra: object) -> dict[str, Any]:
+    return check_request({"repo": str(source), "good": "main~7", "bad": "main", **extra})
+
+
+def spec_for(tmp_path: Path, source: Path, settings: ServiceConfig, body: dict[str, Any]) -> Any:
+    mirror = Mirrors(settings.mirror_dir, settings.allowed_repos).sync(str(source))
+    return build_submission(settings, mirror, str(source), body).spec
+
+
+def test_the_repositorys_recipe_is_read_at_the_bad_commit(tmp_path: Path, source: Path) -> None:
+    commit_file(source, "bisect.toml", REPO_TOML, "recipes")
+    settings = config(tmp_path, source)
+    assert spec_for(tmp_path, source, settings, request(source, recipe="quick")).run == "bash test.sh --quick"
+    default = spec_for(tmp_path, source, settings, request(source))
+    assert (default.run, default.metric, default.expect) == ("bash test.sh --default", "metric: ([0-9.]+)", ">= 8")
+    with pytest.raises(InputError, match="no command"):  # main~1 has no bisect.toml
+        spec_for(tmp_path, source, settings, request(source, bad="main~1", good="main~6"))
+
+
+def test_the_servers_recipe_wins_and_tuning_keys_apply(tmp_path: Path, source: Path) -> None:
+    commit_file(source, "bisect.toml", REPO_TOML, "recipes")
+    settings = config(tmp_path, source, recipes={"quick": {"run": "server-run", "timeout": 30}})
+    spec = spec_for(tmp_path, source, settings, request(source, recipe="quick", repeat=3))
+    assert (spec.run, spec.timeout_s, spec.repeat, spec.executor, spec.workers) == ("server-run", 30.0, 3, "local", 1)
+
+
+def test_free_form_commands_need_allow_commands(tmp_path: Path, source: Path) -> None:
+    for body in (
+        request(source, run="echo hi"),
+        request(source, recipe="x", build="make"),
+        request(source, env={"A": "1"}),
+    ):
+        with pytest.raises(CommandNotAllowedError, match="--allow-commands"):
+            spec_for(tmp_path, source, config(tmp_path, source), body)
+    allowed = config(tmp_path, source, allow_commands=True)
+    assert spec_for(tmp_path, source, allowed, request(source, run="echo hi")).run == "echo hi"
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ([], "JSON object"),
+        ({"good": "a", "bad": "b"}, "'repo' is required"),
+        ({"repo": "r", "good": "a", "bad": "b", "priority": -1}, "priority"),
+        ({"repo": "r", "good": "a", "bad": "b", "priority": True}, "priority"),
+        ({"repo": "r", "good": "a", "bad": "b", "executor": "ray"}, "unknown key"),
+    ],
+)
+def test_bad_requests_are_refused_in_one_line(body: object, words: str) -> None:
+    with pytest.raises(InputError, match=words):
+        check_request(body)
