@@ -2,7 +2,8 @@
 
 A mirror is a git repository with a work tree that is never checked out (GitRepo refuses bare ones; workers add
 their own worktrees from it). Its branches and tags follow the source's (`+refs/heads/*:refs/heads/*`), so a
-bisect names `main` as the source does. One lock per mirror: concurrent submissions fetch one at a time.
+bisect names `main` as the source does. One lock per mirror: concurrent submissions fetch one at a time, and a
+fetch that began after a submission arrived serves it too (twenty submissions at once need one or two fetches).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import hashlib
 import re
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 from bisector.service.config import normalized_source
@@ -25,6 +27,7 @@ class Mirrors:
         self.root = root
         self.allowed = tuple(normalized_source(source) for source in allowed)
         self._locks = {source: threading.Lock() for source in self.allowed}
+        self._fetch_started: dict[str, float] = {}  # source -> monotonic start of its last successful fetch
 
     def allowed_source(self, source: str) -> str:
         """The allowed repository that source names; InputError when the server does not serve it."""
@@ -40,14 +43,19 @@ class Mirrors:
 
     def sync(self, source: str) -> Path:
         """The mirror of source, cloned if missing, fetched now. RepoError (one line) when git fails."""
+        asked = time.monotonic()
         allowed = self.allowed_source(source)
         path = self.path(allowed)
         with self._locks[allowed]:
+            if self._fetch_started.get(allowed, -1.0) >= asked:
+                return path  # a fetch that started after this call arrived has just finished
+            started = time.monotonic()
             if not (path / ".git").is_dir():
                 path.mkdir(parents=True, exist_ok=True)
                 _git(path, "init", "-q")
                 _git(path, "remote", "add", "origin", allowed)
             _git(path, "fetch", "-q", "--prune", "--update-head-ok", "origin", *REFSPECS)
+            self._fetch_started[allowed] = started
         return path
 
 
