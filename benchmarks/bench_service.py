@@ -110,6 +110,9 @@ def measure(db: Path, submitted: list[tuple[int, datetime]], ranges: list[tuple[
         jobs = {bisect_id: JobQueue(store).get(bisect_id) for bisect_id, _ in submitted}
         steps = {bisect_id: store.steps(bisect_id) for bisect_id, _ in submitted}
         records = {bisect_id: store.get_bisect(bisect_id) for bisect_id, _ in submitted}
+    for bisect_id, record in records.items():
+        if not steps[bisect_id]:
+            raise SystemExit(f"bisect {bisect_id} ran no step: {record.status.value}: {record.message}")
     all_steps = [s for listed in steps.values() for s in listed]
     first_step = min(s.started for s in all_steps)
     last_dequeued = max(job.started for job in jobs.values() if job.started is not None)
@@ -123,6 +126,12 @@ def measure(db: Path, submitted: list[tuple[int, datetime]], ranges: list[tuple[
     immediate = {job.bisect_id for job in order[:slots]}
     sent_at = dict(submitted)
     to_first = {i: (min(s.started for s in steps[i]) - sent_at[i]).total_seconds() for i in immediate}
+    # Where the first jobs' time went: the request's preparation, the wait for the scheduler, the coordinator's start.
+    phases = {
+        "queued_after_sent": [(jobs[i].submitted - sent_at[i]).total_seconds() for i in immediate],
+        "started_after_queued": [(jobs[i].started - jobs[i].submitted).total_seconds() for i in immediate],  # type: ignore[operator]
+        "first_step_after_started": [(min(s.started for s in steps[i]) - jobs[i].started).total_seconds() for i in immediate],  # type: ignore[operator]
+    }
     dequeue_to_first = {
         job.bisect_id: (min(s.started for s in steps[job.bisect_id]) - job.started).total_seconds()
         for job in order[slots:]
@@ -140,6 +149,7 @@ def measure(db: Path, submitted: list[tuple[int, datetime]], ranges: list[tuple[
             "median": round(statistics.median(to_first.values()), 3),
             "max": round(max(to_first.values()), 3),
         },
+        "first_jobs_phases_median_s": {name: round(statistics.median(values), 3) for name, values in phases.items()},
         "dequeue_to_first_step_s": {
             "median": round(statistics.median(dequeue_to_first.values()), 3) if dequeue_to_first else None,
             "max": round(max(dequeue_to_first.values()), 3) if dequeue_to_first else None,

@@ -10,7 +10,9 @@ come back when their steps end (a running step is never preempted).
 
 Placement: the coordinator pins every step to a worker it got from `free_workers()`. So that two views never
 pin one worker, `free_workers()` reserves the workers it returns for its view until that view's next `poll`
-(the coordinator asks, submits, then polls); other views do not see them meanwhile.
+(the coordinator asks, submits, then polls); other views do not see them meanwhile. A view with no step out
+waits in `free_workers()` for its first slot (one a borrower's step frees), so its coordinator never sees
+"no worker free and nothing in flight"; `interrupt(key)` ends that wait for a cancelled bisect.
 
 Stopping: `stop()` makes every view's `poll` and `submit` raise the pool's stop error (the server passes
 `bisector.stopping.StopRequested(SIGTERM)`: a coordinator treats it as a stop signal, in any thread, and stores its
@@ -30,6 +32,7 @@ from workers.executor import Assignment, Executor, StepRequest
 
 PUMP_POLL_S = 0.01  # how long the pump waits on the real executor while holding its lock
 PUMP_IDLE_S = 0.005  # the pump's pause between polls, so that submits get the lock
+FIRST_SLOT_WAIT_S = 0.5  # a view waiting for its first slot looks again at least this often
 
 
 class SlotPool:
@@ -40,6 +43,7 @@ class SlotPool:
         self._executor = executor
         self._stop_error = stop_error
         self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)  # slots freed, reservations released, views gone, stop
         self._views: dict[int, PoolView] = {}
         self._owner: dict[int, PoolView] = {}  # step id -> the view that submitted it
         self._reserved: dict[str, PoolView] = {}  # worker -> the view it is reserved for
@@ -76,6 +80,17 @@ class SlotPool:
     def stop(self) -> None:
         """Make every view raise a stop in its coordinator (the server is shutting down)."""
         self._stopping.set()
+        with self._lock:
+            self._changed.notify_all()
+
+    def interrupt(self, key: int) -> None:
+        """The view's bisect was cancelled: from now on it is offered no worker (its coordinator, waiting for its
+        first slot, goes on to read the cancel from the store)."""
+        with self._lock:
+            view = self._views.get(key)
+            if view is not None:
+                view.interrupted = True
+            self._changed.notify_all()
 
     def close(self) -> None:
         self.stop()
@@ -113,24 +128,33 @@ class SlotPool:
         return sum(1 for owner in self._owner.values() if owner is view)
 
     def _free_for(self, view: PoolView) -> list[str]:
-        """Free workers view may use now, reserved for it until its next poll."""
-        self._release(view)
-        if self._stopping.is_set():
-            return []
+        """Free workers view may use now, reserved for it until its next poll (a view's reservation only grows
+        until then, so that the coordinator's several asks within one round agree). A view with no step out waits
+        here for its first slot: a coordinator that finds no free worker and nothing in flight would conclude
+        that nothing is left to test."""
+        while True:
+            if self._stopping.is_set() or view.interrupted:
+                return []
+            chosen = self._grow_reservation(view)
+            if chosen or self._held(view) or not view.inbox.empty():
+                return chosen
+            self._changed.wait(FIRST_SLOT_WAIT_S)
+
+    def _grow_reservation(self, view: PoolView) -> list[str]:
         shares = self._shares()
+        mine = [w for w, owner in self._reserved.items() if owner is view]
         available = [w for w in self._executor.free_workers() if w not in self._reserved]
         needed_by_others = sum(
             max(shares[other.key] - self._held(other) - self._reservations(other), 0)
             for other in self._views.values()
             if other is not view
         )
-        own_deficit = max(shares.get(view.key, 1) - self._held(view), 0)
+        own_deficit = max(shares.get(view.key, 1) - self._held(view) - len(mine), 0)
         borrow = max(len(available) - needed_by_others - own_deficit, 0)
-        allowed = min(len(available), own_deficit + borrow)
-        chosen = available[:allowed]
-        for worker in chosen:
+        added = available[: own_deficit + borrow]
+        for worker in added:
             self._reserved[worker] = view
-        return chosen
+        return mine + added
 
     def _reservations(self, view: PoolView) -> int:
         return sum(1 for owner in self._reserved.values() if owner is view)
@@ -138,6 +162,7 @@ class SlotPool:
     def _release(self, view: PoolView) -> None:
         for worker in [w for w, owner in self._reserved.items() if owner is view]:
             del self._reserved[worker]
+        self._changed.notify_all()
 
     def _submit(self, view: PoolView, request: StepRequest) -> Assignment:
         if self._stopping.is_set():
@@ -166,6 +191,7 @@ class SlotPool:
                 self._executor.cancel(step_id)
                 owner.orphaned.add(step_id)
         self._views.pop(view.key, None)
+        self._changed.notify_all()
 
     # --- the pump: the one thread that polls the real executor ------------------------------------------------
 
@@ -179,6 +205,8 @@ class SlotPool:
                     owner = self._owner.pop(result.step_id, None)
                     if owner is not None and result.step_id not in owner.orphaned:
                         owner.inbox.put(result)
+                if results:
+                    self._changed.notify_all()
             time.sleep(PUMP_IDLE_S)
 
 
@@ -191,6 +219,7 @@ class PoolView(Executor):
         self.priority = priority
         self.inbox: queue.Queue[StepResult] = queue.Queue()
         self.orphaned: set[int] = set()
+        self.interrupted = False  # its bisect was cancelled: offered no more workers
         self._closed = False
 
     @property

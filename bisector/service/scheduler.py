@@ -82,8 +82,9 @@ class JobScheduler:
         record = self.store.get_bisect(bisect_id)
         if record.status.is_terminal():
             raise StateError(f"bisect {bisect_id} is already {record.status.value}")
-        self.store.set_status(bisect_id, BisectStatus.CANCELLED, message=CANCEL_MESSAGE)
+        self.store.set_status(bisect_id, BisectStatus.CANCELLED, finished=self.now(), message=CANCEL_MESSAGE)
         store_missing_candidates(self.store, record)
+        self.pool.interrupt(bisect_id)  # a coordinator still waiting for its first slot reads the cancel now
         if job.state is JobState.QUEUED:
             with self._lock:
                 if bisect_id not in self._threads:

@@ -3,6 +3,7 @@ cancel, and a job's state."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from bisector.coordinator import prepare_bisect
@@ -26,16 +27,22 @@ class BisectService:
         self.store = store
         self.mirrors = mirrors
         self.scheduler = scheduler
+        # Submissions are prepared one at a time: of many sent at once, the first is queued (and can start) after
+        # its own preparation, not after all of theirs.
+        self._submitting = threading.Lock()
 
     def submit(self, body: object) -> Submitted:
         """Store the requested bisect and queue it. InputError / CommandNotAllowedError / RepoError: nothing stored."""
         request = check_request(body)
         source = self.mirrors.allowed_source(request["repo"])
-        mirror = self.mirrors.sync(source)
-        submission = build_submission(self.config, mirror, source, request)
-        bisect_id = prepare_bisect(self.store, submission.spec)
-        self.store.update_extra(bisect_id, source=source, recipe=request.get("recipe"), priority=submission.priority)
-        self.scheduler.add(bisect_id, submission.priority, source)
+        with self._submitting:
+            mirror = self.mirrors.sync(source)
+            submission = build_submission(self.config, mirror, source, request)
+            bisect_id = prepare_bisect(self.store, submission.spec)
+            self.store.update_extra(
+                bisect_id, source=source, recipe=request.get("recipe"), priority=submission.priority
+            )
+            self.scheduler.add(bisect_id, submission.priority, source)
         return Submitted(bisect_id, "queued")
 
     def cancel(self, bisect_id: int) -> JobRecord:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -120,3 +121,28 @@ def test_results_keep_their_verdicts(pool: SlotPool, repo: Path, tmp_path: Path)
     while not results:
         results = view.poll(0.2)
     assert results[0].verdict is Verdict.BAD
+
+
+def test_a_view_with_nothing_out_waits_for_its_first_slot_instead_of_seeing_none(
+    pool: SlotPool, repo: Path, tmp_path: Path
+) -> None:
+    first = pool.view(1)
+    for step_id, worker in enumerate(first.free_workers(), start=1):  # alone: it borrows all four
+        first.submit(request(repo, tmp_path, step_id, worker, run="sleep 0.5"))
+    second = pool.view(2)
+    got = second.free_workers()  # returns once a borrowed slot is free, never with nothing
+    assert len(got) >= 1
+    assert not set(got) & set(first.free_workers())
+
+
+def test_interrupt_ends_the_wait_of_a_cancelled_bisect(pool: SlotPool, repo: Path, tmp_path: Path) -> None:
+    first = pool.view(1)
+    for step_id, worker in enumerate(first.free_workers(), start=1):
+        first.submit(request(repo, tmp_path, step_id, worker, run="sleep 60"))
+    second = pool.view(2)
+    answers: list[list[str]] = []
+    waiting = threading.Thread(target=lambda: answers.append(second.free_workers()))
+    waiting.start()
+    pool.interrupt(2)
+    waiting.join()
+    assert answers == [[]]
