@@ -72,7 +72,8 @@ def start_server(port: int, repo: Path, home: Path, slots: int, test_s: float) -
     config = home / "serve.toml"
     config.write_text(f'[recipes.synthetic]\nrun = "bash test.sh"\nenv = {{ SYNTHETIC_SLEEP_S = "{test_s}" }}\n')
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECT_TOKEN": TOKEN, "BISECT_DATA_DIR": str(home / "data"),
-           "BISECT_CACHE_DIR": str(home / "cache"), "BISECT_GPUS": "", "BISECT_GPU_LOCK_DIR": str(home / "locks")}  # fmt: skip
+           "BISECT_CACHE_DIR": str(home / "cache"), "BISECT_GPUS": "",
+           "BISECT_GPU_LOCK_DIR": str(home / "locks")}  # fmt: skip
     command = [sys.executable, "-m", "bisector", "serve", "--port", str(port), "--db", str(home / "bisect.db"),
                "--allow-repo", str(repo), "--config", str(config), "--slots", str(slots)]  # fmt: skip
     process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -105,7 +106,9 @@ def wait_all(base: str, ids: list[int]) -> None:
         time.sleep(0.5)
 
 
-def measure(db: Path, submitted: list[tuple[int, datetime]], ranges: list[tuple[str, str, str]], slots: int) -> dict[str, Any]:
+def measure(
+    db: Path, submitted: list[tuple[int, datetime]], ranges: list[tuple[str, str, str]], slots: int
+) -> dict[str, Any]:
     with Store.open(str(db), read_only=True) as store:
         jobs = {bisect_id: JobQueue(store).get(bisect_id) for bisect_id, _ in submitted}
         steps = {bisect_id: store.steps(bisect_id) for bisect_id, _ in submitted}
@@ -127,10 +130,12 @@ def measure(db: Path, submitted: list[tuple[int, datetime]], ranges: list[tuple[
     sent_at = dict(submitted)
     to_first = {i: (min(s.started for s in steps[i]) - sent_at[i]).total_seconds() for i in immediate}
     # Where the first jobs' time went: the request's preparation, the wait for the scheduler, the coordinator's start.
+    started = {i: jobs[i].started or last_dequeued for i in immediate}
+    first = {i: min(s.started for s in steps[i]) for i in immediate}
     phases = {
         "queued_after_sent": [(jobs[i].submitted - sent_at[i]).total_seconds() for i in immediate],
-        "started_after_queued": [(jobs[i].started - jobs[i].submitted).total_seconds() for i in immediate],  # type: ignore[operator]
-        "first_step_after_started": [(min(s.started for s in steps[i]) - jobs[i].started).total_seconds() for i in immediate],  # type: ignore[operator]
+        "started_after_queued": [(started[i] - jobs[i].submitted).total_seconds() for i in immediate],
+        "first_step_after_started": [(first[i] - started[i]).total_seconds() for i in immediate],
     }
     dequeue_to_first = {
         job.bisect_id: (min(s.started for s in steps[job.bisect_id]) - job.started).total_seconds()
