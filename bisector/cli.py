@@ -410,7 +410,7 @@ def demo_run(
     args = [
         "--repo", str(repo.path), "--good", repo.good, "--bad", repo.bad, "--run", repo.run_cmd,
         "--metric", repo.metric_regex, "--expect", repo.expect, "--workers", str(workers),
-        "--format", output_format, *ctx.args,
+        "--format", output_format, *_demo_image_args(repo), *ctx.args,
     ]  # fmt: skip
     with start.make_context("bisect start", args, parent=ctx) as sub:
         record = _start_bisect(**sub.params)
@@ -418,6 +418,19 @@ def demo_run(
         err_console().print(f"demo: expected the planted culprit {repo.culprit[:12]}, the bisect ended {record.status}")
         sys.exit(EXIT_NO_CULPRIT)
     err_console().print(f"demo: the bisect named the planted culprit {repo.culprit[:12]}", style="green")
+
+
+def _demo_image_args(repo: Any) -> list[str]:
+    """Each commit's image built once by the demo's build step, where uv is there to make the images' venvs."""
+    from workers.images.builder import uv_binary
+
+    try:
+        uv_binary()
+    except OSError:
+        err_console().print("demo: uv is not installed, so the steps build nothing and run in worktrees")
+        return []
+    inputs = [arg for path in repo.image_inputs for arg in ("--image-input", path)]
+    return ["--image", "venv", "--build", repo.build_cmd, *inputs]
 
 
 def _make_demo(directory: Path, commits: int, seed: int) -> Any:
