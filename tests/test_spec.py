@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bisector.cli import main
 from bisector.config import build_spec, load_config_file
@@ -128,3 +130,37 @@ def test_bisect_toml_and_flags_merge_into_the_typed_spec(tmp_path: Path):
     (tmp_path / "bisect.toml").write_text('[bisect]\nstrategy = "ternary"\n')
     with pytest.raises(InputError, match=r"--strategy must be one of kary, noisy \(got 'ternary'\)"):
         build_spec(tmp_path, {"good": "a", "bad": "b", "run": "true"})
+
+
+_NAME = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8)
+_VALID: dict[str, st.SearchStrategy[object]] = {
+    "repo": st.just("/r"), "good": _NAME, "bad": _NAME, "run": _NAME, "build": st.none() | _NAME,
+    "metric": st.none(), "metric_json": st.none(),
+    "expect": st.none(), "no_metric": st.sampled_from(["skip", "bad"]),
+    "timeout_s": st.floats(0.1, 1e5), "env": st.dictionaries(_NAME, st.text(max_size=5), max_size=3),
+    "infra_patterns": st.lists(st.sampled_from(["oops", "OOM.*"]), max_size=2),
+    "paths": st.lists(st.sampled_from(["src", "docs/a"]), max_size=2), "all_parents": st.booleans(),
+    "max_attempts": st.integers(1, 100), "repeat": st.integers(1, 10), "max_repeat": st.none() | st.integers(10, 1000),
+    "noise_band": st.floats(0, 10), "direction": st.none() | st.just("higher"), "find_fix": st.booleans(),
+    "strategy": st.none() | st.sampled_from(["kary", "noisy"]), "confirm": st.none() | st.booleans(),
+    "term_old": st.none() | st.just("fast"), "term_new": st.none() | st.just("slow"),
+    "executor": st.sampled_from(["local", "ray", "inprocess"]), "workers": st.integers(1, 256),
+    "gpus_per_step": st.integers(0, 8), "ray_address": st.none() | st.just("ray://head:10001"),
+    "resources": st.dictionaries(_NAME, st.floats(0.5, 8), max_size=2), "image": st.sampled_from(["none", "venv"]),
+    "image_inputs": st.lists(st.sampled_from(["csrc", "setup.py"]), max_size=2),
+    "images_max_size": st.sampled_from(["20G", "512M"]), "explain": st.booleans(), "trace_kernels": st.booleans(),
+    "minimize": st.booleans(),
+}  # fmt: skip
+
+
+_METRICS = [{}, {"metric": r"tok/s: ([0-9.]+)", "expect": ">= 4.0"}, {"metric_json": "o.json:a.b", "expect": "> 1"}]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.fixed_dictionaries(_VALID), st.sampled_from(_METRICS))
+def test_any_valid_option_values_round_trip_through_the_stored_json(values: dict[str, object], metric: dict[str, str]):
+    assert set(_VALID) == {option.name for option in OPTIONS}  # a new option needs its values here
+    values |= metric
+    spec = BisectSpec.from_options(values)
+    assert spec.to_json() == values
+    assert BisectSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
