@@ -63,6 +63,8 @@ class Option:
     metavar: str | None = None
     envvar: str | None = None
     attr: str = ""  # the field of its group's spec when it differs from name
+    items: tuple[type, ...] = ()  # a list's items or a table's values have these types ...
+    item_rule: str = ""  # ... or are refused with this reason
 
     @property
     def field_name(self) -> str:
@@ -100,10 +102,11 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
            "regression).", choices=NoMetricPolicy),
     Option("timeout_s", _TEST, _F, "Seconds a step (build + run) may take before it is killed.", flag="--timeout",
            toml_key="timeout"),
-    Option("env", _TEST, _T, "Environment for build and run (repeatable).", form=Form.PAIRS, metavar="K=V"),
+    Option("env", _TEST, _T, "Environment for build and run (repeatable).", form=Form.PAIRS, metavar="K=V",
+           items=_S, item_rule="names and values are strings"),
     Option("infra_patterns", _TEST, _L, "Extra regex of an infrastructure failure.", form=Form.REPEATED,
-           flag="--infra-pattern"),
-    Option("paths", _TEST, _L, flag=None),  # the arguments after --
+           flag="--infra-pattern", items=_S, item_rule="is not a string (a regex)"),
+    Option("paths", _TEST, _L, flag=None, items=_S, item_rule="is not a string (a path)"),  # the arguments after --
     Option("all_parents", _SEARCH, _B, "Descend into a bad merge to find the commit inside the branch it merged.",
            form=Form.FLAG),
     Option("max_attempts", _SEARCH, _I, "Tries per commit when infrastructure errors happen.  [default: 3]"),
@@ -126,10 +129,10 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
     Option("ray_address", _EXECUTOR, _S, "With --executor ray: the cluster to join (default: $RAY_ADDRESS, else "
            "start a local one).", optional=True, envvar="RAY_ADDRESS"),
     Option("resources", _EXECUTOR, _T, "With --executor ray: a custom resource each step needs, e.g. H200=1 "
-           "(repeatable).", form=Form.PAIRS, metavar="NAME=AMOUNT"),
+           "(repeatable).", form=Form.PAIRS, metavar="NAME=AMOUNT", items=_F, item_rule="the amount must be a number"),
     Option("image", _EXECUTOR, _S, "venv: build each commit's image once, reuse it.", choices=ImageMode),
     Option("image_inputs", _EXECUTOR, _L, "A path whose tree keys the image (repeatable).", form=Form.REPEATED,
-           flag="--image-input"),
+           flag="--image-input", items=_S, item_rule="is not a string (a path)"),
     Option("images_max_size", _EXECUTOR, _S, "LRU cap of this node's image cache, e.g. 20G.  [default: 20G]"),
     Option("explain", _ANALYSIS, _B, "After a culprit is found: diff its dispatch tables and re-run both sides "
            "traced.  [default: on]", form=Form.SWITCH),

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from bisector.options import (
@@ -279,17 +280,13 @@ class BisectSpec:
 
     from_json = from_options  # the stored JSON is the flat option values
 
-    def replaced(self, **values: object) -> BisectSpec:
-        """A copy with some option values changed (flat names, as in from_options)."""
-        return BisectSpec.from_options({**self.to_json(), **values})
-
 
 def _json_value(value: object) -> object:
     if isinstance(value, tuple):
         return list(value)
     if isinstance(value, dict):
         return dict(value)
-    if isinstance(value, Direction | NoMetricPolicy | StrategyName | ExecutorKind | ImageMode):
+    if isinstance(value, StrEnum):
         return value.value
     return value
 
@@ -311,19 +308,12 @@ def _typed(option: Option, value: object) -> object:
             raise InputError(f"{option.cli_flag or option.name} must be one of {known} (got {value!r})") from None
     if isinstance(value, list):
         for item in value:
-            if not isinstance(item, str):
-                what = "a regex" if option.name == "infra_patterns" else "a path"
-                raise InputError(f"{option.name}: {describe(item)} is not a string ({what})")
+            if not has_type(item, option.items):
+                raise InputError(f"{option.name}: {describe(item)} {option.item_rule}")
         return tuple(value)
     if isinstance(value, dict):
-        return _typed_table(option, value)
+        for key, item in value.items():
+            if not (isinstance(key, str) and has_type(item, option.items)):
+                raise InputError(f"{option.name}: {key!r} = {describe(item)}: {option.item_rule}")
+        return {key: float(item) if float in option.items else item for key, item in value.items()}
     return float(value) if option.is_number and isinstance(value, int) else value
-
-
-def _typed_table(option: Option, table: dict[Any, Any]) -> dict[str, Any]:
-    for key, item in table.items():
-        if option.name == "env" and not (isinstance(key, str) and isinstance(item, str)):
-            raise InputError(f"env: {key!r} = {describe(item)}: names and values are strings")
-        if option.name == "resources" and not (isinstance(key, str) and has_type(item, (int, float))):
-            raise InputError(f"resources: {key!r} = {describe(item)}: the amount must be a number")
-    return {key: float(item) if option.name == "resources" else item for key, item in table.items()}
