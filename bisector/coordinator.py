@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from bisector.confirm import Confirmation, ConfirmStatus
 from bisector.judging import RESULT_VERDICTS, UNTESTED, CommitView, Judge
+from bisector.options import StrategyName
 from bisector.ownership import HEARTBEAT_S, LEASE_TTL_S, Lease
 from bisector.progress import Progress, ProgressObserver, SilentObserver
 from bisector.spec import BisectSpec
@@ -51,7 +52,6 @@ HARNESS_KINDS = frozenset({ErrorKind.INTERRUPTED, ErrorKind.HARNESS, ErrorKind.D
 HARNESS_PAUSE_AFTER = 3  # harness failures in a row (no step result between) that pause the bisect
 WATCHDOG_MIN_GRACE_S = 60.0  # a step's result may come this long after its timeout before the watchdog acts
 ANALYSIS_PENDING, ANALYSIS_DONE = "pending", "done"  # bisects.extra["analysis"] of a found culprit
-EXECUTOR_KEYS = frozenset({"executor", "workers", "gpus_per_step", "ray_address", "resources"})
 
 ExecutorFactory = Callable[[BisectSpec], Executor]
 Clock = Callable[[], datetime]
@@ -73,7 +73,7 @@ def _prepare(
     Returns the stored bisect as it is now, so that the caller need not read it back."""
     repo = GitRepo(spec.repo)
     good, bad = repo.resolve(spec.good), repo.resolve(spec.bad)
-    candidates = repo.range_for_bisect(good, bad, spec.paths)  # --all-parents descends into bad merges later
+    candidates = repo.range_for_bisect(good, bad, spec.test.paths)  # --all-parents descends into bad merges later
     created, spec_json = now(), spec.to_json()
     bisect_id = store.create_bisect(str(repo.root), good, bad, spec_json, created)
     if store_candidates:
@@ -92,7 +92,7 @@ def store_missing_candidates(store: Store, record: BisectRecord) -> bool:
     if store.candidates(record.id):
         return False
     try:
-        paths = BisectSpec.from_json(record.spec).paths
+        paths = BisectSpec.from_json(record.spec).test.paths
         store.add_candidates(record.id, GitRepo(record.repo).range_for_bisect(record.good, record.bad, paths))
     except BisectError:
         return False
@@ -212,10 +212,7 @@ class Coordinator:
             raise StateError(f"bisect {bisect_id} is already {record.status.value}; nothing to resume")
         spec = BisectSpec.from_json(record.spec)
         if executor_overrides:
-            unknown = set(executor_overrides) - EXECUTOR_KEYS
-            if unknown:
-                raise StateError(f"resume can change only the executor settings, not {', '.join(sorted(unknown))}")
-            spec = replace(spec, **executor_overrides)  # type: ignore[arg-type]
+            spec = spec.with_executor(executor_overrides)
             self.store.update_extra(bisect_id, resumed_with=dict(executor_overrides))
         # The lease first: the steps of a coordinator that is still alive must not be marked interrupted.
         with self._lease(bisect_id) as lease, self._stoppable(bisect_id):
@@ -242,10 +239,7 @@ class Coordinator:
         record = self.store.get_bisect(bisect_id)
         spec = BisectSpec.from_json(record.spec)
         sha = GitRepo(record.repo).resolve(rev)
-        unknown = set(executor_overrides or {}) - EXECUTOR_KEYS
-        if unknown:
-            raise StateError(f"rerun can change only the executor settings, not {', '.join(sorted(unknown))}")
-        spec = replace(spec, **(executor_overrides or {}))  # type: ignore[arg-type]
+        spec = spec.with_executor(executor_overrides or {})
         with self.executor_factory(spec) as executor:
             runner = SideRunner(self.store, executor, bisect_id, spec, self.now, self.observer)
             return runner.run([SideRun(sha, StepPurpose.RERUN, label=f"rerun-{i}") for i in range(times)])
@@ -284,11 +278,11 @@ class Coordinator:
 
     def _analyse(self, record: BisectRecord, spec: BisectSpec, executor: Executor) -> None:
         """Explain and minimise a found culprit; a failure here is noted, the bisect's answer stands."""
-        if not (spec.explain or spec.minimize):
+        if not (spec.analysis.explain or spec.analysis.minimize):
             return  # not even the import: it takes a small host ~0.1 s
         from bisector.explain import explain_bisect, minimize_bisect
 
-        steps = [(spec.explain, explain_bisect), (spec.minimize, minimize_bisect)]
+        steps = [(spec.analysis.explain, explain_bisect), (spec.analysis.minimize, minimize_bisect)]
         for wanted, analysis in steps:
             if not wanted:
                 continue
@@ -341,8 +335,8 @@ class _Search:
         self.metric = spec.metric_spec()
         grace_s = owner.watchdog_grace_s
         if grace_s is None:
-            grace_s = max(WATCHDOG_MIN_GRACE_S, spec.timeout_s / 4)
-        self.step_deadline_s = spec.timeout_s + grace_s  # from sending a step to giving up on its result
+            grace_s = max(WATCHDOG_MIN_GRACE_S, spec.test.timeout_s / 4)
+        self.step_deadline_s = spec.test.timeout_s + grace_s  # from sending a step to giving up on its result
         self.sent_at: dict[int, float] = {}  # step id -> monotonic time it was sent
         self.harness_failures: list[str] = []  # details of the harness failures since the last step result
         self.log_dir = log_dir(self.store.identity, record.id)
@@ -351,7 +345,7 @@ class _Search:
             candidates = self.store.candidates(record.id)
             if not candidates:  # a coordinator stopped before it stored them: list them again
                 repo = GitRepo(record.repo)
-                candidates, candidates_stored = repo.range_for_bisect(record.good, record.bad, spec.paths), False
+                candidates, candidates_stored = repo.range_for_bisect(record.good, record.bad, spec.test.paths), False
         self.candidates: Sequence[Commit] = candidates
         self.candidates_stored = candidates_stored
         self.candidates_due: float | None = None  # monotonic time to store them, once the first steps are out
@@ -434,7 +428,7 @@ class _Search:
         if history is None:
             return None
         view = self.view(position)
-        if view.verdict is None and not history.results() and history.errors() >= self.spec.max_attempts:
+        if view.verdict is None and not history.results() and history.errors() >= self.spec.search.max_attempts:
             return Verdict.SKIP
         return view.verdict
 
@@ -460,7 +454,7 @@ class _Search:
         history = self.history.get(position)
         if history is None or history.results():
             return False
-        return 0 < history.errors() < self.spec.max_attempts
+        return 0 < history.errors() < self.spec.search.max_attempts
 
     def more_wanted(self, position: int) -> int:
         """Runs the commit still needs (repeats, adaptive repeats) beyond those in flight."""
@@ -475,13 +469,13 @@ class _Search:
             if any(g and b for g, b in observed.values()) or not is_consistent(len(self.order), observed):
                 self.flake_seen = True
                 self.observer.note("flaky results seen (a commit both good and bad, or good after bad)")
-        return choose_strategy(self.spec.strategy, self.spec.repeat_limit, self.flake_seen)
+        return choose_strategy(self.spec.search.strategy, self.spec.search.repeat_limit, self.flake_seen)
 
     @property
     def confirm_wanted(self) -> bool:
-        if self.spec.confirm is not None:
-            return self.spec.confirm
-        return self.spec.strategy == "noisy" or self.spec.repeat_limit > 1 or self.flake_seen
+        if self.spec.search.confirm is not None:
+            return self.spec.search.confirm
+        return self.spec.search.strategy is StrategyName.NOISY or self.spec.search.repeat_limit > 1 or self.flake_seen
 
     # --- loop ----------------------------------------------------------------------------------------------
 
@@ -565,7 +559,7 @@ class _Search:
             sha = self.candidates[self.in_flight[step_id]].sha
             detail = (
                 f"no result {self.step_deadline_s:.0f} s after the step was sent (its timeout is "
-                f"{self.spec.timeout_s:g} s): the worker was given up on"
+                f"{self.spec.test.timeout_s:g} s): the worker was given up on"
             )
             self.record_result(StepResult(step_id, sha, Verdict.ERROR, error_kind=ErrorKind.STALLED, detail=detail))
 
@@ -672,7 +666,7 @@ class _Search:
         good, bad = self.view(0).samples, self.view(self.position[self.record.bad]).samples
         direction = self.judge.direction
         assert direction is not None
-        check, p_value = check_endpoints(good, bad, direction=direction, find_fix=self.spec.find_fix)
+        check, p_value = check_endpoints(good, bad, direction=direction, find_fix=self.spec.search.find_fix)
         if check is EndpointsCheck.DISTINCT:
             return True
         why = "do not differ" if check is EndpointsCheck.NOT_DISTINCT else "differ the wrong way"
@@ -696,7 +690,7 @@ class _Search:
             from bisector.stats import confirm_samples
 
             result = confirm_samples(
-                before.samples, after.samples, direction=self.judge.direction, find_fix=self.spec.find_fix
+                before.samples, after.samples, direction=self.judge.direction, find_fix=self.spec.search.find_fix
             )
         else:
             result = confirm_pass_fail((before.goods, before.bads), (after.goods, after.bads))
@@ -710,7 +704,7 @@ class _Search:
 
     def descend_into_merge(self, merge: Commit) -> bool:
         """With --all-parents, continue the search inside the branch a bad merge brought in."""
-        if not self.spec.all_parents or any(phase["merge"] == merge.sha for phase in self.merge_phases):
+        if not self.spec.search.all_parents or any(phase["merge"] == merge.sha for phase in self.merge_phases):
             return False
         repo = GitRepo(self.record.repo)
         side = repo.merged_branch(merge.sha)
@@ -767,13 +761,15 @@ class _Search:
             if position in busy or position in wanted or self.position_verdict(position) is not None:
                 continue
             if position not in self.history or not (self.needs_retry(position) or self.more_wanted(position)):
-                wanted += [position] * self.spec.repeat  # untested, or its only results were quarantined
+                wanted += [position] * self.spec.search.repeat  # untested, or its only results were quarantined
         free = len(self.usable_workers()) - len(wanted)
         if free > 0:
-            probes = [self.order[i] for i in strategy.next_probes(self.state(), max(free // self.spec.repeat, 1))]
+            probes = [
+                self.order[i] for i in strategy.next_probes(self.state(), max(free // self.spec.search.repeat, 1))
+            ]
             for position in probes:
                 if position not in wanted:
-                    wanted += [position] * (self.spec.repeat if position not in self.history else 1)
+                    wanted += [position] * (self.spec.search.repeat if position not in self.history else 1)
         self.submit_all([(position, StepPurpose.SEARCH, "") for position in wanted[: len(self.usable_workers())]])
 
     def usable_workers(self) -> list[str]:
@@ -815,13 +811,13 @@ class _Search:
     def reference_endpoints(self) -> tuple[tuple[int, Verdict], tuple[int, Verdict]]:
         """The known commits a reference check runs, each with the verdict a healthy worker gives it."""
         good_pos, bad_pos = 0, self.position[self.record.bad]
-        if self.spec.find_fix:
+        if self.spec.search.find_fix:
             return (good_pos, Verdict.BAD), (bad_pos, Verdict.GOOD)
         return (good_pos, Verdict.GOOD), (bad_pos, Verdict.BAD)
 
     def reference_runs(self) -> int:
         # Several runs per endpoint: one unlucky run of a flaky test must not quarantine a healthy worker.
-        return max(self.spec.repeat, REFERENCE_RUNS)
+        return max(self.spec.search.repeat, REFERENCE_RUNS)
 
     def restore_reference_checks(self, stored_steps: Sequence[StepRecord]) -> None:
         """On resume: the answers already stored for each worker under check, and the runs it still owes
@@ -1022,7 +1018,7 @@ class _Search:
         extra: dict[str, object] = {}
         if decisions or self.flake_seen:
             extra.update(decisions=decisions, flake_seen=self.flake_seen)
-        if status is BisectStatus.FOUND and (self.spec.explain or self.spec.minimize):
+        if status is BisectStatus.FOUND and (self.spec.analysis.explain or self.spec.analysis.minimize):
             extra["analysis"] = ANALYSIS_PENDING  # stored with the verdict: a resume finishes what is cut short
         if extra:
             self.update_extra(**extra)
@@ -1046,7 +1042,7 @@ class _Search:
                 suspects=state.suspects(),
                 running=len(self.in_flight),
                 done=sum(1 for h in self.history.values() for s in h.steps if s.verdict is not None),
-                estimated_left=estimated_steps_left(state, self.executor.slots) * self.spec.repeat,
+                estimated_left=estimated_steps_left(state, self.executor.slots) * self.spec.search.repeat,
                 last_good=self.commit_at(lo),
                 first_bad=self.commit_at(hi),
             )

@@ -90,7 +90,7 @@ class SideRunner:
                 attempt = in_flight.pop(result.step_id)
                 self.store.finish_step(result.step_id, result, self.now())
                 side_run = runs[attempt.index]
-                if result.verdict is Verdict.ERROR and attempt.number < self.spec.max_attempts:
+                if result.verdict is Verdict.ERROR and attempt.number < self.spec.search.max_attempts:
                     pending.append(attempt.retry(result.worker))
                     self.observer.note(
                         f"{side_run.purpose.value} run at {result.sha[:12]} failed on {result.worker or 'a worker'} "

@@ -208,8 +208,8 @@ def test_cancel_stops_a_running_bisect(tmp_path: Path):
 def test_cancel_stores_the_candidates_a_dead_coordinator_had_not(tmp_path: Path, history):
     """A coordinator stores the candidates once its first steps are under way; if it died before that, cancelling
     the bisect lists and stores them, so that its report still names every commit."""
+    from bisector.config import build_spec
     from bisector.coordinator import _prepare, utc_now
-    from bisector.spec import build_spec
     from db.store import Store
 
     db = tmp_path / "b.db"

@@ -62,7 +62,7 @@ class BisectReport:
     @property
     def terms(self) -> tuple[str, str]:
         """(old, new): the words for the good endpoint's state and the bad endpoint's (good/bad unless given)."""
-        return self.spec.terms()
+        return self.spec.search.terms()
 
     @cached_property
     def _commits(self) -> dict[str, Commit]:
@@ -139,7 +139,7 @@ class BisectReport:
         for sha, runs in by_sha.items():
             failed = sum(1 for s in runs if s.verdict is Verdict.ERROR)
             tested = any(s.verdict in RESULT_VERDICTS for s in runs)
-            if views[sha] is UNTESTED and not tested and failed >= self.spec.max_attempts:
+            if views[sha] is UNTESTED and not tested and failed >= self.spec.search.max_attempts:
                 views[sha] = CommitView(Verdict.SKIP)  # untestable after its retries, as the coordinator counts it
         return views
 
@@ -203,10 +203,10 @@ class BisectReport:
     def reproduce(self) -> str:
         sha = self.reproduce_target().sha
         step = self.decided_step(sha) or next((s for s in reversed(self.steps) if s.sha == sha and s.gpus), None)
-        env = dict(self.spec.env)
+        env = dict(self.spec.test.env)
         if step and step.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpus)
-        return reproduce_command(self.record.repo, sha, self.spec.build, self.spec.run, env)
+        return reproduce_command(self.record.repo, sha, self.spec.test.build, self.spec.test.run, env)
 
     # --- totals ----------------------------------------------------------------------------------------------
 
@@ -228,9 +228,10 @@ class BisectReport:
         """Repeats, flakes, quarantines and the confirmation, in plain words, when the bisect had any."""
         lines = []
         extra = self.record.extra
-        if self.spec.repeat_limit > 1:
+        search = self.spec.search
+        if search.repeat_limit > 1:
             lines.append(
-                f"each tested commit ran {self.spec.repeat} time(s), up to {self.spec.repeat_limit} while its "
+                f"each tested commit ran {search.repeat} time(s), up to {search.repeat_limit} while its "
                 "verdict was uncertain"
             )
         if extra.get("flake_seen"):
@@ -266,13 +267,13 @@ class BisectReport:
 
     def rule_sentence(self) -> str:
         old, new = self.terms
-        if self.spec.expect == "auto":
-            rule = f"a commit's samples are compared with both endpoints' ({self.spec.direction} is better)"
-        elif self.spec.expect:
-            rule = f"the test passes when its metric is {self.spec.expect}"
+        if self.spec.test.expect == "auto":
+            rule = f"a commit's samples are compared with both endpoints' ({self.spec.search.direction} is better)"
+        elif self.spec.test.expect:
+            rule = f"the test passes when its metric is {self.spec.test.expect}"
         else:
             rule = "the test passes when it exits 0"
-        state = f"passing is {new}, failing {old} (--find-fix)" if self.spec.find_fix else f"passing is {old}"
+        state = f"passing is {new}, failing {old} (--find-fix)" if self.spec.search.find_fix else f"passing is {old}"
         return f"Verdicts: {rule}; {state}."
 
 
