@@ -14,7 +14,9 @@ times is retired. The test's process groups die with the actor (see the reaper i
 from __future__ import annotations
 
 import contextlib
+import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,8 @@ from vocab.domain import ErrorKind, StepResult, Verdict
 from vocab.errors import ExecutorError, InputError
 from workers.executor import Assignment, Executor, StepRequest
 from workers.gpu_leases import GpuLeases
+from workers.image_placement import ImagePlacement
+from workers.images.cache import IMAGE_ROOT_ENV
 
 try:
     import ray
@@ -81,8 +85,11 @@ class RayExecutor(Executor):
         start_timeout_s: float = START_TIMEOUT_S,
         start_grace_s: float = START_GRACE_S,
         max_restarts: int = MAX_RESTARTS,
+        image_root: str | None = None,
     ) -> None:
-        """start_grace_s: how long the start waits for the other slots once one is up (the rest join later)."""
+        """start_grace_s: how long the start waits for the other slots once one is up (the rest join later).
+        image_root: the image cache root every node mounts (default $BISECT_IMAGE_ROOT of this process); without
+        one each node keeps its own images (built again per node) and steps prefer nodes that hold theirs."""
         if workers < 1:
             raise InputError(f"--workers must be at least 1 (got {workers})")
         self._resources = checked_resources(resources or {})
@@ -90,6 +97,8 @@ class RayExecutor(Executor):
         self._start_timeout_s = start_timeout_s
         self._start_grace_s = start_grace_s
         self._max_restarts = max_restarts
+        self._image_root = image_root if image_root is not None else os.environ.get(IMAGE_ROOT_ENV, "")
+        self._placement = ImagePlacement()
         self._retired: list[str] = []
         self._slots: dict[str, _Slot] = {}
         self._leases = GpuLeases()
@@ -119,7 +128,7 @@ class RayExecutor(Executor):
 
     def _new_slot(self, index: int, restarts: int = 0) -> _Slot:
         name = f"ray-{index}"
-        actor: Any = self._actor_class.remote(name, self._repo, index, self._coordinator_node)
+        actor: Any = self._actor_class.remote(name, self._repo, index, self._coordinator_node, self._image_root)
         return _Slot(index, name, actor, actor.info.options(concurrency_group=CONTROL_GROUP).remote(), restarts)
 
     def _await_first_start(self) -> None:
@@ -211,7 +220,8 @@ class RayExecutor(Executor):
         free = [slot for slot in self._slots.values() if slot.free]
         if not free:
             raise ExecutorError("no free worker slot")
-        slot = next((s for s in free if s.name not in request.avoid_workers), free[0])
+        preferred = [s.name for s in free if s.name not in request.avoid_workers] or [s.name for s in free]
+        slot = self._slots[self.prefer_workers(request, preferred)[0]]
         if request.pin_worker:
             pinned = [s for s in free if s.name == request.pin_worker]
             if not pinned:
@@ -220,6 +230,15 @@ class RayExecutor(Executor):
         assert slot.info is not None
         slot.running = _Running(request, slot.actor.run.remote(request))
         return Assignment(slot.name, slot.info.hostname, slot.info.gpus)
+
+    def prefer_workers(self, request: StepRequest, workers: Sequence[str]) -> list[str]:
+        """workers on a node that holds the step's image (it ran a step on it) first."""
+
+        def node_of(worker: str) -> str | None:
+            slot = self._slots.get(worker)
+            return slot.info.node_id if slot is not None and slot.info is not None else None
+
+        return self._placement.rank(request, workers, node_of)
 
     def poll(self, timeout_s: float) -> list[StepResult]:
         running = {slot.running.ref: slot for slot in self._slots.values() if slot.running is not None}
@@ -247,6 +266,7 @@ class RayExecutor(Executor):
             retired = " (slot retired: lost too often)" if slot.name in self._retired else ""
             detail = f"Ray worker {slot.name} (pid {slot.info.pid} on {slot.info.hostname}) was lost mid-step{retired}"
             return self._failed(run, slot.info, slot.name, ErrorKind.WORKER_LOST, f"{detail}: {one_line(exc)}")
+        self._placement.record(outcome.result, slot.info.node_id)
         return _delivered(run.request, outcome)
 
     @staticmethod
