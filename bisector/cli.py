@@ -110,6 +110,11 @@ def _resource_pairs(pairs: tuple[str, ...]) -> dict[str, float]:
     default=None,
     help="Re-run the first bad commit against its parent at the end.  [default: with repeats or flakes]",
 )
+@click.option(
+    "--verify-endpoints",
+    type=click.Choice(["first", "lazy"]),
+    help="Run both endpoints first, or only when the answer depends on one.  [default: lazy at --workers 1]",
+)
 @click.option("--infra-pattern", "infra_patterns", multiple=True, help="Extra regex of an infrastructure failure.")
 @click.option(
     "--executor",
@@ -204,6 +209,7 @@ def spec_from_params(
         "find_fix": flags["find_fix"],
         "strategy": flags["strategy"],
         "confirm": flags["confirm"],
+        "verify_endpoints": flags["verify_endpoints"],
         "infra_patterns": infra_patterns,
         "executor": flags["executor"],
         "ray_address": flags["ray_address"],

@@ -66,6 +66,7 @@ class BisectSpec:
     find_fix: bool = False  # look for the commit that fixed the metric
     strategy: str | None = None  # kary | noisy; default: noisy once repeats > 1 or a flake is seen
     confirm: bool | None = None  # re-run first bad and its parent at the end; default: with the noisy strategy
+    verify_endpoints: str | None = None  # first | lazy (bisector/search/endpoints.py); default: lazy at 1 worker
     term_old: str | None = None  # the name of the good endpoint's state (git's --term-old); default: terms()
     term_new: str | None = None  # the name of the bad endpoint's state (git's --term-new)
     paths: tuple[str, ...] = ()  # only commits touching these paths are candidates (git bisect start -- PATH...)
@@ -106,6 +107,8 @@ class BisectSpec:
             raise InputError(f"--noise-band must be a number, 0 or more (got {self.noise_band:g})")
         if self.strategy not in (None, "kary", "noisy"):
             raise InputError(f"--strategy {self.strategy!r} is unknown; choose kary or noisy")
+        if self.verify_endpoints not in (None, "first", "lazy"):
+            raise InputError(f"--verify-endpoints must be first or lazy (got {self.verify_endpoints!r})")
         if self.direction not in (None, "higher", "lower"):
             raise InputError(f"--direction must be higher or lower (got {self.direction!r})")
         if self.expect == "auto":
@@ -225,7 +228,8 @@ _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "infra_patterns": tuple, "executor": str, "ray_address": (str, type(None)), "resources": dict,
     "explain": bool, "trace_kernels": bool, "minimize": bool, "repeat": int, "max_repeat": (int, type(None)),
     "noise_band": (int, float), "direction": (str, type(None)), "find_fix": bool, "strategy": (str, type(None)),
-    "confirm": (bool, type(None)), "image": str, "image_inputs": tuple, "images_max_size": str,
+    "confirm": (bool, type(None)), "verify_endpoints": (str, type(None)), "image": str, "image_inputs": tuple,
+    "images_max_size": str,
 }  # fmt: skip
 
 
@@ -300,6 +304,7 @@ _TOML_KEYS: dict[str, type | tuple[type, ...]] = {
     "find_fix": bool,
     "strategy": str,
     "confirm": bool,
+    "verify_endpoints": str,
     "term_old": str,
     "term_new": str,
     "paths": list,
