@@ -131,22 +131,35 @@ class BisectReport:
         noisy = self.spec.strategy == "noisy" or self.spec.repeat_limit > 1 or self.records.flake_seen
         return Ledger(self.spec, self.candidates, self.record.bad, self.steps, self.records.quarantined, noisy=noisy)
 
+    def given(self, sha: str) -> Verdict | None:
+        """An endpoint the search took as given, never running it (lazily: the answer did not rest on it): its
+        role, as `git bisect start BAD GOOD` takes it."""
+        name = {self.record.good: "good", self.record.bad: "bad"}.get(sha)
+        if name is None or self.records.endpoints.get(name) is not EndpointCheck.ASSUMED:
+            return None
+        return Verdict.GOOD if name == "good" else Verdict.BAD
+
     def state_of(self, sha: str) -> Verdict | None:
-        """The commit's verdict for the search as a test outcome (GOOD / BAD / SKIP), None while undecided."""
-        verdict = self.ledger.verdict_of(sha)
+        """The commit's verdict for the search as a test outcome (GOOD / BAD / SKIP), None while undecided; an
+        endpoint taken as given has its role."""
+        verdict = self.ledger.verdict_of(sha) or self.given(sha)
         if verdict is None or verdict is Verdict.SKIP:
             return verdict
         return old_verdict(self.spec) if verdict is Verdict.GOOD else new_verdict(self.spec)
 
     def decided_commits(self) -> list[tuple[Commit, Verdict, datetime]]:
         """Each commit the search has a verdict for, with the verdict and when its last evidence finished, in the
-        order they were decided (the endpoints first)."""
+        order they were decided (the endpoints first, those taken as given too)."""
         out = []
         for sha in [self.candidates[p].sha for p in self.ledger.tested() if p < len(self.candidates)]:
             commit, verdict = self.commit(sha), self.state_of(sha)
             finished = [s.finished for s in self.evidence if s.sha == sha and s.finished is not None]
             if commit is not None and verdict is not None and finished:
                 out.append((commit, verdict, max(finished)))
+        for sha in (self.record.good, self.record.bad):
+            commit, verdict = self.commit(sha), self.state_of(sha)
+            if self.given(sha) is not None and commit is not None and verdict is not None:
+                out.append((commit, verdict, self.record.created))
         endpoints = {self.record.bad: 0, self.record.good: 1}
         return sorted(out, key=lambda item: (endpoints.get(item[0].sha, 2), item[2], item[0].position))
 
