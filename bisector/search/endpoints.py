@@ -4,7 +4,7 @@ Plain runs (no repeats, no noise expected or seen): one run at an endpoint is it
 one that contradicts the endpoint's role is a mismatch. With noise (repeats, the noisy strategy, a flake seen)
 a contradicting run asks for more runs there: the endpoint contradicts its role only once its runs say so at
 the bisect's confidence (a one-sided binomial test against a fair coin at ENDPOINT_ALPHA), and keeps its role
-once most of its runs agree with it. After MAX_ENDPOINT_RUNS the majority decides.
+once most of its runs agree with it. After MAX_ENDPOINT_RUNS the majority decides (a tie keeps the role).
 
 When: `--verify-endpoints first` runs both endpoints before relying on them (the default with several
 workers: spare slots probe meanwhile). `lazy` (the default at --workers 1) runs an endpoint only when the
@@ -22,7 +22,7 @@ from bisector.search.judge import CommitView
 from vocab.domain import Verdict
 
 ENDPOINT_ALPHA = DEFAULT_ALPHA
-MAX_ENDPOINT_RUNS = 12
+MAX_ENDPOINT_RUNS = 16
 
 
 class VerifyEndpoints(StrEnum):
@@ -55,7 +55,7 @@ def endpoint_verdict(view: CommitView, role: Verdict, *, noisy: bool) -> tuple[V
     if agree > contra:
         return role, 0
     if runs >= MAX_ENDPOINT_RUNS:
-        return opposite, 0
+        return (role if agree == contra else opposite), 0
     return None, 1
 
 

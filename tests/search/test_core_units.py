@@ -56,7 +56,8 @@ def test_an_endpoint_with_noise_wants_more_runs_before_contradicting_its_role():
     assert endpoint_verdict(CommitView(Verdict.GOOD, goods=2, bads=1), Verdict.GOOD, noisy=True) == (Verdict.GOOD, 0)
     assert endpoint_verdict(CommitView(Verdict.BAD, goods=0, bads=6), Verdict.GOOD, noisy=True) == (Verdict.BAD, 0)
     assert endpoint_verdict(CommitView(Verdict.BAD, goods=0, bads=5), Verdict.GOOD, noisy=True) == (None, 1)
-    assert endpoint_verdict(CommitView(None, goods=6, bads=6), Verdict.BAD, noisy=True) == (Verdict.GOOD, 0)
+    assert endpoint_verdict(CommitView(None, goods=9, bads=7), Verdict.BAD, noisy=True) == (Verdict.GOOD, 0)
+    assert endpoint_verdict(CommitView(None, goods=8, bads=8), Verdict.BAD, noisy=True) == (Verdict.BAD, 0)
     assert binomial_tail(6, 6) == pytest.approx(1 / 64)
 
 
