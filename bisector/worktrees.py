@@ -12,11 +12,12 @@ import contextlib
 import fcntl
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from vocab.errors import RepoError
+from vocab.gitrepo import GitRepo
 from vocab.paths import cache_dir, worktree_root
 
 
@@ -56,17 +57,27 @@ def prune_worktrees(repo: str | None = None) -> tuple[list[WorktreeInfo], list[W
             if not idle:
                 kept.append(info)
                 continue
-            if info.repo is not None:
-                subprocess.run(
-                    ["git", "-C", str(info.repo), "worktree", "remove", "--force", str(info.path)],
-                    capture_output=True,
-                    check=False,
-                )
+            repo_of_slot = _open(info.repo)
+            if repo_of_slot is not None:
+                repo_of_slot.remove_worktree(info.path)
             shutil.rmtree(info.path, ignore_errors=True)
             removed.append(info)
-    for repo_path in {info.repo for info in removed if info.repo is not None}:
-        subprocess.run(["git", "-C", str(repo_path), "worktree", "prune"], capture_output=True, check=False)
+    for repo_path in {info.repo for info in removed}:
+        repo_of_slots = _open(repo_path)
+        if repo_of_slots is not None:
+            with contextlib.suppress(RepoError):  # the registrations stay until a later prune; the files are gone
+                repo_of_slots.prune_worktrees()
     return removed, kept
+
+
+def _open(repo: Path | None) -> GitRepo | None:
+    """The repository a slot belongs to, where it is still there to ask."""
+    if repo is None:
+        return None
+    try:
+        return GitRepo(repo)
+    except RepoError:
+        return None
 
 
 @contextlib.contextmanager

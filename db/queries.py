@@ -188,11 +188,11 @@ def stats_rows(conn: Connection, where: BisectFilter, top: int) -> StatsRows:
         statuses[(repo, metric)][BisectStatus(status)] = int(count)
     found = [*conditions, bisects.c.status == BisectStatus.FOUND.value]
     times: dict[GroupKey, list[float]] = defaultdict(list)
-    for repo, metric, created, finished in conn.execute(
-        select(*group, bisects.c.created, bisects.c.finished).where(*found)
-    ):
-        if finished is not None:
-            times[(repo, metric)].append((finished - created).total_seconds())
+    # Seconds computed by the database (parsing thousands of datetimes in Python cost more than the rest), to the
+    # millisecond: SQLite's julianday difference is exact to about 50 microseconds only.
+    took = _seconds_between(conn, bisects.c.created, bisects.c.finished)
+    for repo, metric, seconds in conn.execute(select(*group, took).where(*found, bisects.c.finished.is_not(None))):
+        times[(repo, metric)].append(round(float(seconds), 3))
     device = select(*group, func.sum(bisects.c.device_s)).where(*conditions).group_by(*group)
     device_seconds = {(r, m): float(total or 0.0) for r, m, total in conn.execute(device)}
     file_rows = and_(findings.c.file != "", findings.c.kind.not_in(NON_FILE_KINDS))

@@ -60,10 +60,7 @@ def test_the_package_graph_has_no_cycle() -> None:
         graph[source].add(target)
 
     def reaches(start: str, goal: str, seen: set[str]) -> bool:
-        for step in graph[start] - seen:
-            if step == goal or reaches(step, goal, seen | {step}):
-                return True
-        return False
+        return any(step == goal or reaches(step, goal, seen | {step}) for step in graph[start] - seen)
 
     assert [package for package in PACKAGES if reaches(package, package, set())] == []
 

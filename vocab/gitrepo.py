@@ -6,9 +6,11 @@ and the analysis agree on one view of the repository.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,11 +29,9 @@ def _one_line(exc: git.GitCommandError) -> str:
 _LOG_FORMAT = "%H%x1f%an%x1f%ae%x1f%ct%x1f%s"  # unit separators: subjects may hold any other character
 
 
-def _run_git(cwd: Path, *args: str) -> None:
-    """A git command on the per-step hot path, without GitPython's per-call overhead."""
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise git.GitCommandError(["git", *args], done.returncode, done.stderr)
+def _in_worktree(path: Path) -> git.Git:
+    """git run with the worktree as its working directory (checkout and clean act on that tree)."""
+    return git.Git(str(path))
 
 
 class GitRepo:
@@ -149,6 +149,35 @@ class GitRepo:
         except git.GitCommandError:
             return None
 
+    def tree_hash(self, sha: str, path: str = "") -> str | None:
+        """The hash of the tree (or blob) at path in sha, the commit's whole tree for "", None where absent."""
+        try:
+            return str(self._repo.git.rev_parse("--verify", "--quiet", f"{sha}:{path.rstrip('/')}"))
+        except git.GitCommandError:
+            return None
+
+    def origin_url(self) -> str | None:
+        """remote.origin.url, where the repository has one."""
+        try:
+            return str(self._repo.git.config("--get", "remote.origin.url")).strip() or None
+        except git.GitCommandError:
+            return None
+
+    def export_tree(self, sha: str, destination: Path) -> None:
+        """The commit's tree (no .git) into destination, which must not exist yet."""
+        destination.mkdir(parents=True)
+        try:
+            with tempfile.TemporaryFile() as archive:
+                self._repo.archive(archive, sha, format="tar")
+                archive.seek(0)  # tar itself unpacks: it keeps the tree's symlinks and modes as git wrote them
+                subprocess.run(["tar", "-x", "-C", str(destination)], stdin=archive, check=True, capture_output=True)
+        except git.GitCommandError as exc:
+            raise RepoError(f"exporting the tree of {sha[:12]} failed: {_one_line(exc)}") from None
+        except subprocess.CalledProcessError as exc:
+            raise RepoError(
+                f"unpacking the tree of {sha[:12]} failed: {exc.stderr.decode(errors='replace').strip()}"
+            ) from None
+
     # --- worktrees -------------------------------------------------------------------------------------
 
     def prune_worktrees(self) -> None:
@@ -157,6 +186,12 @@ class GitRepo:
             self._repo.git.worktree("prune")
         except git.GitCommandError as exc:
             raise RepoError(f"git worktree prune in {self.root} failed: {_one_line(exc)}") from None
+
+    def remove_worktree(self, path: Path) -> None:
+        """Forget the worktree at path and remove its directory (what a step left in it goes too)."""
+        with contextlib.suppress(git.GitCommandError):  # not registered (any more): removing the files is enough
+            self._repo.git.worktree("remove", "--force", str(path))
+        shutil.rmtree(path, ignore_errors=True)
 
     def ensure_worktree(self, path: Path, sha: str, *, clean: bool = True) -> None:
         """Check out sha in a detached worktree at path, creating it on first use and reusing it after.
@@ -215,7 +250,7 @@ class GitRepo:
 
     def _check_out(self, path: Path, sha: str) -> None:
         try:
-            _run_git(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
+            _in_worktree(path).checkout("--detach", "--force", "--quiet", sha)  # --force resets tracked files
         except git.GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None
         except OSError as exc:  # the directory vanished under the slot
@@ -235,6 +270,6 @@ class GitRepo:
     def clean_worktree(self, path: Path) -> None:
         """Remove the untracked files a step left in a worktree (ignored ones stay, as build caches)."""
         try:
-            _run_git(path, "clean", "-ffd", "--quiet")
+            _in_worktree(path).clean("-ffd", "--quiet")
         except git.GitCommandError as exc:
             raise RepoError(f"cleaning {path} failed: {_one_line(exc)}") from None

@@ -116,7 +116,9 @@ def _steps_table(report: BisectReport) -> Table:
     )
     title += f", {side} side run(s)" if side else ""
     table = Table(title=title)
-    for column in ("#", "purpose", "pos", "commit", "verdict", "metric", "worker", "GPUs", "build", "run"):
+    with_images = any(step.image for step in report.steps)
+    columns = ("#", "purpose", "pos", "commit", "verdict", "metric", "worker", "GPUs", "build", "run")
+    for column in (*columns, "image") if with_images else columns:
         table.add_column(column, no_wrap=True)
     table.add_column("note", overflow="fold")
     for step in report.steps:
@@ -127,12 +129,26 @@ def _steps_table(report: BisectReport) -> Table:
             note = "failed: see below"
         else:
             note = ""
-        table.add_row(
+        cells = [
             str(report.number(step)), step.purpose.value, str(report.position(step.sha)), step.sha[:12],
             Text(report.word(step.verdict), style=style), fmt_metric(step.metric), step.worker or "-",
-            ",".join(map(str, step.gpus)) or "-", fmt_s(step.build_s), fmt_s(step.run_s), Text(note),
-        )  # fmt: skip
+            ",".join(map(str, step.gpus)) or "-", fmt_s(step.build_s), fmt_s(step.run_s),
+        ]  # fmt: skip
+        if with_images:
+            cells.append(image_cell(step.image))
+        table.add_row(*cells, Text(note))
     return table
+
+
+def image_cell(image: dict[str, object] | None) -> str:
+    """Which image a step ran on and where it came from: `3f2a91c0e1 built 41.2s`, `3f2a91c0e1 cache`."""
+    if not image:
+        return "-"
+    source = str(image.get("source", ""))
+    built_here = source == "built" and not image.get("reused")
+    build_s = image.get("build_s")
+    took = f" {fmt_s(float(build_s))}" if built_here and isinstance(build_s, int | float) else ""
+    return f"{str(image.get('id', ''))[:10]} {source}{took}"
 
 
 def range_rows(report: BisectReport) -> list[Commit | int]:

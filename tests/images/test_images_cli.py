@@ -104,6 +104,13 @@ def test_a_second_bisect_over_the_same_range_builds_nothing(tmp_path: Path):
     assert all(s["image"]["reused"] and s["image"]["source"] == "cache" for s in second_steps)
     first_images = {s["image"]["id"] for s in reports[0]["steps"] if s["image"]}
     assert {s["image"]["id"] for s in second_steps} <= first_images
+    # The text report shows each step's image and where it came from.
+    texts = [run_cli("report", str(r["id"]), env=cli_env(db, COLUMNS="240")).stdout for r in reports]
+    image_id = second_steps[0]["image"]["id"][:10]
+    assert " image " in texts[0], texts[0]
+    assert f"{image_id} built" in texts[0] or " built " in texts[0], texts[0]
+    assert f"{image_id} cache" in texts[1], texts[1]
+    assert " built " not in texts[1], texts[1]
 
 
 def test_a_failed_image_build_is_a_stored_skip_with_its_log_tail(tmp_path: Path):

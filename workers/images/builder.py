@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from vocab.domain import ImageInfo
+from vocab.errors import RepoError
+from vocab.gitrepo import GitRepo
 from workers.images.cache import (
     ImageCache,
     ImageManifest,
@@ -121,10 +123,10 @@ class ImageBuilder:
         started = time.monotonic()
         try:
             self.cache.write_manifest(building)
-            export_tree(job.repo, job.sha, folder / "src")
+            GitRepo(job.repo).export_tree(job.sha, folder / "src")
             if job.recipe.mode == "venv":
                 make_venv(folder / "venv")
-        except (OSError, subprocess.CalledProcessError) as exc:
+        except (OSError, subprocess.CalledProcessError, RepoError) as exc:
             shutil.rmtree(folder, ignore_errors=True)
             return PreparedImage(error=f"could not prepare image {key.id} at {job.sha[:12]}: {_describe(exc)}")
         env = {**job.env, **self.image_env(folder, job.env)}
@@ -212,20 +214,6 @@ def _info(manifest: ImageManifest, folder: Path, *, source: str, reused: bool) -
         sha=manifest.sha, path=str(folder), node=manifest.node, size_bytes=manifest.size_bytes, key=manifest.key,
         created=manifest.created, last_used=manifest.last_used, log_tail=manifest.log_tail,
     )  # fmt: skip
-
-
-def export_tree(repo: str, sha: str, destination: Path) -> None:
-    """The commit's tree (no .git) into destination: the image's build directory."""
-    destination.mkdir(parents=True)
-    archive = subprocess.Popen(["git", "-C", repo, "archive", "--format=tar", sha], stdout=subprocess.PIPE)
-    assert archive.stdout is not None
-    try:
-        subprocess.run(["tar", "-x", "-C", str(destination)], stdin=archive.stdout, check=True, capture_output=True)
-    finally:
-        archive.stdout.close()
-        code = archive.wait()
-    if code != 0:
-        raise subprocess.CalledProcessError(code, f"git archive {sha}")
 
 
 def uv_binary() -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 import sys
 import sysconfig
 from dataclasses import asdict, dataclass, field
@@ -16,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 from vocab.errors import InputError, RepoError
+from vocab.gitrepo import GitRepo
 
 IMAGE_MODES = ("none", "venv")  # none: build in the slot's worktree every step (no image)
 BASE_PACKAGES = ("torch", "triton", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")  # versions in the base env
@@ -89,27 +89,19 @@ def image_key(repo: str, sha: str, build_cmd: str | None, recipe: ImageRecipe) -
 def inputs_tree(repo: str, sha: str, inputs: tuple[str, ...]) -> str:
     """The tree (or blob) hash of each input at sha, combined; the commit's whole tree when there are none.
     An input absent at sha counts as absent (its own 'missing' mark), not as an error."""
+    git_repo = GitRepo(repo)
     if not inputs:
-        return _git(repo, "rev-parse", f"{sha}^{{tree}}")
-    specs = [f"{sha}:{path.rstrip('/')}" for path in sorted(inputs)]
-    result = _run_git(repo, "rev-parse", *specs)
-    lines = result.stdout.split()
-    if result.returncode == 0 and len(lines) == len(specs):
-        hashes = lines
-    else:  # some input is absent at this commit: ask one by one
-        hashes = []
-        for spec in specs:
-            one = _run_git(repo, "rev-parse", "--verify", "--quiet", spec)
-            hashes.append(one.stdout.strip() if one.returncode == 0 else "missing")
+        tree = git_repo.tree_hash(sha)
+        if tree is None:
+            raise RepoError(f"no commit {sha[:12]} in {repo}")
+        return tree
+    hashes = [git_repo.tree_hash(sha, path) or "missing" for path in sorted(inputs)]
     listing = "\n".join(f"{path} {tree}" for path, tree in zip(sorted(inputs), hashes, strict=True))
     return hashlib.sha256(listing.encode()).hexdigest()
 
 
 def repository_identity(repo: str) -> str:
-    origin = _run_git(repo, "config", "--get", "remote.origin.url")
-    if origin.returncode == 0 and origin.stdout.strip():
-        return origin.stdout.strip()
-    return str(Path(repo).resolve())
+    return GitRepo(repo).origin_url() or str(Path(repo).resolve())
 
 
 @cache
@@ -128,14 +120,3 @@ def base_environment() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return env
-
-
-def _git(repo: str, *args: str) -> str:
-    result = _run_git(repo, *args)
-    if result.returncode != 0:
-        raise RepoError(f"git {' '.join(args)} in {repo}: {result.stderr.strip() or 'failed'}")
-    return result.stdout.strip()
-
-
-def _run_git(repo: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=False)
