@@ -247,16 +247,13 @@ class BisectReport:
         assumed = [name for name in ("good", "bad") if checks.get(name) is EndpointCheck.ASSUMED]
         lazily = [name for name in ("good", "bad") if checks.get(name) is EndpointCheck.TESTED_LAZILY]
         lines = []
-        if assumed:
-            ends = " and ".join(
-                f"the {self.word(Verdict.GOOD if n == 'good' else Verdict.BAD)} endpoint" for n in assumed
-            )
-            lines.append(f"{ends} taken as given, not run (the answer did not depend on it, as with git bisect)")
-        if lazily:
-            ends = " and ".join(
-                f"the {self.word(Verdict.GOOD if n == 'good' else Verdict.BAD)} endpoint" for n in lazily
-            )
-            lines.append(f"{ends} run to check it, because the answer depended on it")
+        for names, why in ((assumed, "taken as given, not run: the answer did not rest on"),
+                           (lazily, "run only because the answer rested on")):  # fmt: skip
+            if names:
+                ends = " and ".join(
+                    f"the {self.word(Verdict.GOOD if n == 'good' else Verdict.BAD)} endpoint" for n in names
+                )
+                lines.append(f"{ends} {why} {'it' if len(names) == 1 else 'them'}")
         return lines
 
     def work_sentence(self) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from scripted_bisect import scripted_bisect
 
+from bisector.report.model import BisectReport
 from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.synthetic import SyntheticHistory
 from db.store import Store
@@ -26,6 +27,9 @@ def test_lazy_endpoints_at_one_worker_run_what_git_bisect_runs(tmp_path: Path, s
     assert len(done.steps) == git_runs
     checks = SearchRecords.from_extra(done.record.extra).endpoints
     assert checks == {"good": EndpointCheck.ASSUMED, "bad": EndpointCheck.ASSUMED}
+    report = BisectReport.load(store, done.record.id)
+    assert "the good endpoint and the bad endpoint taken as given, not run" in " ".join(report.noise_lines())
+    assert {c.position for c, _, _ in report.decided_commits()} >= {0, 40}  # as git's log marks them
 
 
 @pytest.mark.parametrize(("culprit", "endpoint"), [(1, 0), (40, 40)])
@@ -36,6 +40,8 @@ def test_lazy_endpoints_run_the_one_the_answer_rests_on(tmp_path: Path, store: S
     assert done.positions()[-1] == endpoint  # only once every probe had said the same
     checks = SearchRecords.from_extra(done.record.extra).endpoints
     assert checks["good" if endpoint == 0 else "bad"] is EndpointCheck.TESTED_LAZILY
+    lines = BisectReport.load(store, done.record.id).noise_lines()
+    assert any("run only because the answer rested on it" in line for line in lines)
 
 
 def test_lazy_endpoint_that_contradicts_is_a_mismatch(tmp_path: Path, store: Store):
