@@ -37,6 +37,7 @@ def scripted_bisect(
     *,
     script: Callable[[SyntheticHistory], Script] | None = None,
     workers: int = 1,
+    watchdog_grace_s: float | None = None,
     **spec: object,
 ) -> Scripted:
     """commits + 1 positions, shas[0] good, shas[culprit] the first bad; answers: runs at a position in order
@@ -49,6 +50,6 @@ def scripted_bisect(
     executor = ScriptedExecutor(scripted, workers=workers)
     values: dict[str, object] = {"workers": workers, "explain": False, **spec}
     bisect_spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], **values)
-    coordinator = Coordinator(store, lambda _: executor, poll_interval_s=0.001)
+    coordinator = Coordinator(store, lambda _: executor, poll_interval_s=0.001, watchdog_grace_s=watchdog_grace_s)
     record = coordinator.start(bisect_spec, executor)
     return Scripted(history, record, executor, store.steps(record.id))

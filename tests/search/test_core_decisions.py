@@ -13,8 +13,8 @@ from bisector.report.model import BisectReport
 from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.synthetic import SyntheticHistory
 from db.store import Store
-from vocab.domain import BisectStatus, StepPurpose
-from workers.scripted import BAD, GOOD, LOST, SKIP, Answer, Script
+from vocab.domain import BisectStatus, ErrorKind, StepPurpose
+from workers.scripted import BAD, GOOD, LOST, SILENT, SKIP, Answer, Script
 
 
 def test_lazy_endpoints_at_one_worker_run_what_git_bisect_runs(tmp_path: Path, store: Store):
@@ -109,6 +109,15 @@ def test_a_confirmation_pair_is_run_again_when_its_worker_disappears(tmp_path: P
     assert lost.worker not in {s.worker for s in after}
     assert {done.history.shas[7], done.history.shas[8]} <= {s.sha for s in after}
     assert done.record.extra["confirmation"]["status"] == "confirmed"
+
+
+def test_a_step_that_never_answers_is_given_up_on_and_repeated_ones_pause(tmp_path: Path, store: Store):
+    """The watchdog stores a silent step as stalled (a harness failure: never the commit's fault); three in a
+    row pause the bisect for `bisect resume`."""
+    done = scripted_bisect(tmp_path, store, 40, 23, {20: [SILENT]}, timeout_s=0.01, watchdog_grace_s=0.0)
+    assert done.record.status is BisectStatus.PAUSED
+    assert [s.error_kind for s in done.steps] == [ErrorKind.STALLED] * 3
+    assert done.positions() == [20, 20, 20]
 
 
 def test_skips_beside_the_boundary_are_ambiguous(tmp_path: Path, store: Store):
