@@ -250,7 +250,7 @@ def test_failed_endpoint_is_what_the_report_reproduces(tmp_path: Path):
     history = write_history(tmp_path / "repo", ["buildfail"] + ["good"] * 5 + ["bad"] * 5)
     db = tmp_path / "b.db"
     args = ["start", "--repo", str(history.path), "--good", history.shas[0], "--bad", "main",
-            "--run", "bash test.sh", "--build", "bash build.sh"]  # fmt: skip
+            "--run", "bash test.sh", "--build", "bash build.sh", "--verify-endpoints", "first"]  # fmt: skip
     done = bisect(*args, "--format", "json", db=db)
     assert done.returncode == 3
     report = json.loads(done.stdout)

@@ -29,6 +29,7 @@ STORED_BY_MAIN = json.loads(
     '"find_fix": false, "strategy": "noisy", "confirm": null, "term_old": "fast", "term_new": "slow", '
     '"paths": ["."], "image": "none", "image_inputs": [], "images_max_size": "20G"}'
 )
+ADDED_SINCE = {"verify_endpoints": None}  # options added after STORED_BY_MAIN, at their defaults
 
 
 def test_json_stored_by_an_older_version_loads_typed_and_writes_back_the_same():
@@ -46,8 +47,8 @@ def test_json_stored_by_an_older_version_loads_typed_and_writes_back_the_same():
     assert spec.executor.kind is ExecutorKind.INPROCESS
     assert spec.executor.image is ImageMode.NONE
     assert not spec.analysis.explain
-    assert spec.to_json() == STORED_BY_MAIN
-    assert json.loads(json.dumps(spec.to_json())) == STORED_BY_MAIN
+    assert spec.to_json() == {**STORED_BY_MAIN, **ADDED_SINCE}
+    assert json.loads(json.dumps(spec.to_json())) == {**STORED_BY_MAIN, **ADDED_SINCE}
 
 
 def test_json_of_older_versions_without_later_keys_loads_with_defaults():
@@ -143,6 +144,7 @@ _VALID: dict[str, st.SearchStrategy[object]] = {
     "max_attempts": st.integers(1, 100), "repeat": st.integers(1, 10), "max_repeat": st.none() | st.integers(10, 1000),
     "noise_band": st.floats(0, 10), "direction": st.none() | st.just("higher"), "find_fix": st.booleans(),
     "strategy": st.none() | st.sampled_from(["kary", "noisy"]), "confirm": st.none() | st.booleans(),
+    "verify_endpoints": st.none() | st.sampled_from(["first", "lazy"]),
     "term_old": st.none() | st.just("fast"), "term_new": st.none() | st.just("slow"),
     "executor": st.sampled_from(["local", "ray", "inprocess"]), "workers": st.integers(1, 256),
     "gpus_per_step": st.integers(0, 8), "ray_address": st.none() | st.just("ray://head:10001"),

@@ -48,6 +48,7 @@ def report_json(report: BisectReport) -> dict[str, object]:
         "decisions": record.extra.get("decisions", {}),
         "flake_seen": bool(record.extra.get("flake_seen", False)),
         "quarantined": record.extra.get("quarantined", {}),
+        "endpoints": {name: check.value for name, check in report.records.endpoints.items()},
     }
 
 

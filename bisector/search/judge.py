@@ -1,4 +1,7 @@
-"""What a commit's runs say, for the search: a verdict, pass/fail observations, and whether to run it again.
+"""What a commit's runs say: a verdict, pass/fail observations, and whether to run it again.
+
+The runs only: bisector/search/ledger.py adds retries, quarantines and the endpoints' roles, and is the one
+place a commit's verdict is decided.
 
 One run decides a commit in the plain case (as git bisect does). With --repeat N each probe runs N times;
 with --max-repeat M more runs are asked, Pinpoint-style (1 -> 3 -> 7 ...), only while the runs disagree or
@@ -137,6 +140,6 @@ class Judge:
 
     def _swap(self, verdict: Verdict | None) -> Verdict | None:
         """With --find-fix the search's "bad" side is the new, fixed state: a passing run."""
-        if not self.spec.search.find_fix:
+        if not self.spec.search.find_fix or verdict is None:
             return verdict
-        return {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD}.get(verdict, verdict)  # type: ignore[arg-type]
+        return {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD}.get(verdict, verdict)
