@@ -21,6 +21,11 @@ Methods (bisector.simulate testers driving the real strategy classes):
             0.02, at most 20 pairs). Pass/fail: one run per probe. Metric: adaptive repeats 1 -> 3 -> 7
             with the threshold decision and a noise band of half the noise sigma (t-test alpha 0.01).
 * ours_search  ours without the confirmation: the search alone.
+* product   what `bisect start --strategy noisy` runs: the coordinator's own decision core
+            (bisector/simulate_core.py) with lazy endpoint checks, the endpoints' noise rule and
+            confirmation; metric cells add --max-repeat 7 and a noise band of half the noise sigma.
+
+Cell "one-sided 25%": a good commit fails 25% of its runs, a bad one always fails (the issue's case).
 
 Reported per cell and method: correct % (the named commit is the culprit), wrong %, not reproducible %
 (the confirmation refused the boundary: no answer, but no wrong answer), mean / p95 / max runs. The
@@ -60,9 +65,10 @@ from bisector.simulate import (  # noqa: E402
     Tester,
     simulate,
 )
+from bisector.simulate_core import ProductOptions, simulate_core  # noqa: E402
 from bisector.strategies import KArySearch, NoisyBisect, Strategy  # noqa: E402
 
-METHODS = ("plain", "fixed10", "pinpoint", "ours", "ours_search")
+METHODS = ("plain", "fixed10", "pinpoint", "ours", "ours_search", "product")
 MAX_RUNS = 20_000  # per bisect; far above what any method needs here, reported if ever hit
 CHUNK = 250
 ACCURACY_TARGET = 0.99
@@ -74,6 +80,7 @@ class Cell:
     name: str
     flake_rate: float = 0.0
     noise_sigma: float | None = None
+    one_sided: bool = False
 
 
 CELLS = (
@@ -84,6 +91,7 @@ CELLS = (
     Cell("flake 20%", 0.20),
     Cell("noise 0.5 effect", 0.0, 0.5),
     Cell("noise 1 effect", 0.0, 1.0),
+    Cell("one-sided 25%", 0.25, one_sided=True),
 )
 
 
@@ -102,11 +110,15 @@ def method_parts(method: str, cell: Cell) -> tuple[Strategy, Tester, ConfirmPoli
 
 def history_for(seed: int, commits: int, cell: Cell) -> History:
     culprit = random.Random(seed).randint(1, commits)
-    return History(commits + 1, culprit, flake_rate=cell.flake_rate, noise_sigma=cell.noise_sigma)
+    return History(
+        commits + 1, culprit, flake_rate=cell.flake_rate, noise_sigma=cell.noise_sigma, one_sided=cell.one_sided
+    )
 
 
 def run_chunk(task: tuple[str, Cell, int, int, int]) -> tuple[str, str, list[tuple[bool, str, int, int]], float]:
     method, cell, commits, first_seed, count = task
+    if method == "product":
+        return run_product_chunk(cell, commits, first_seed, count)
     strategy, tester, confirm = method_parts(method, cell)
     started = time.perf_counter()
     rows = []
@@ -116,6 +128,20 @@ def run_chunk(task: tuple[str, Cell, int, int, int]) -> tuple[str, str, list[tup
         )
         rows.append((result.correct, result.status.value, result.runs, result.confirm_runs))
     return method, cell.name, rows, time.perf_counter() - started
+
+
+def run_product_chunk(
+    cell: Cell, commits: int, first_seed: int, count: int
+) -> tuple[str, str, list[tuple[bool, str, int, int]], float]:
+    options = ProductOptions(strategy="noisy")
+    if cell.noise_sigma is not None:
+        options = ProductOptions(strategy="noisy", max_repeat=7, noise_band=cell.noise_sigma / 2)
+    started = time.perf_counter()
+    rows = []
+    for seed in range(first_seed, first_seed + count):
+        result = simulate_core(history_for(seed, commits, cell), options, seed=seed, max_runs=MAX_RUNS)
+        rows.append((result.correct, result.status.value, result.runs, result.confirm_runs))
+    return "product", cell.name, rows, time.perf_counter() - started
 
 
 def wilson_low(successes: int, n: int, z: float = 1.96) -> float:

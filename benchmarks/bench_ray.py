@@ -272,10 +272,11 @@ def _wait_gone(pids: list[int], limit_s: float = 10.0) -> None:
 def run_one(kind: str, history: Any, culprit: int, n: int, workers: int, work: Path) -> Run:
     run_dir = Path(tempfile.mkdtemp(prefix=f"{kind}-w{workers}-", dir=work))
     os.environ["BISECT_DATA_DIR"] = str(run_dir / "data")  # the coordinator's logs; the cache dir stays shared
-    spec = BisectSpec(
-        repo=str(history.path), good=history.shas[0], bad=history.shas[-1], run=RUN_CMD, workers=workers,
-        timeout_s=120.0, executor=kind, explain=False,  # the search alone: no re-runs to explain the culprit
-    )  # fmt: skip
+    spec = BisectSpec.from_options({
+        "repo": str(history.path), "good": history.shas[0], "bad": history.shas[-1], "run": RUN_CMD,
+        "workers": workers, "timeout_s": 120.0, "executor": kind,
+        "explain": False,  # the search alone: no re-runs to explain the culprit
+    })  # fmt: skip
     timings: dict[str, float] = {}
     holder: list[TimedExecutor] = []
 

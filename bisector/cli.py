@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from bisector.cli_options import START_OPTIONS, executor_overrides, option_values, spec_options
 from bisector.cli_service import cancel_remote, print_remote, server_options
 from bisector.cli_support import (
     EXIT_NO_CULPRIT,
-    CLIError,
     db_option,
     err_console,
     exit_for,
@@ -30,6 +30,7 @@ from bisector.cli_support import (
     stoppable_by_signals,
     translated_errors,
 )
+from bisector.options import EXECUTOR_OPTION_NAMES
 from vocab.domain import Verdict
 
 if TYPE_CHECKING:
@@ -45,104 +46,10 @@ def main() -> None:
     """Find the commit that caused a GPU regression, with parallel GPU workers and a stored history."""
 
 
-def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
-    from bisector.spec import ENV_NAME
-
-    env = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not ENV_NAME.fullmatch(key):
-            raise CLIError(f"--env {pair!r}: write KEY=VALUE, KEY of letters, digits and _")
-        env[key] = value
-    return env
-
-
-def _resource_pairs(pairs: tuple[str, ...]) -> dict[str, float]:
-    resources = {}
-    for pair in pairs:
-        name, sep, amount = pair.partition("=")
-        try:
-            resources[name] = float(amount)
-        except ValueError:
-            raise CLIError(f"--resources {pair!r}: write NAME=AMOUNT, e.g. H200=1") from None
-        if not sep or not name or resources[name] <= 0:
-            raise CLIError(f"--resources {pair!r}: write NAME=AMOUNT with a positive amount, e.g. H200=1")
-    return resources
-
-
 @main.command()
-@click.option("--good", help="A commit where the test passes (SHA, branch, tag).")
-@click.option("--bad", help="A later commit where it fails.")
 @click.option("--repo", type=click.Path(file_okay=False), default=".", show_default=True, help="The git repository.")
-@click.option("--run", "run_cmd", help="Shell command that tests a commit, run by bash at the worktree's root.")
-@click.option("--build", "build_cmd", help="Shell command run before --run; a failing build skips the commit.")
-@click.option("--metric", help="Regex with one group that captures the metric from the run's output.")
-@click.option("--metric-json", help="FILE:KEY: read the metric from a JSON file the run writes (KEY may be a.b.0).")
-@click.option(
-    "--expect",
-    help="What a good metric looks like, e.g. '>= 4.0' (higher is better) or '< 51.0'; 'auto' compares each "
-    "commit's samples with the endpoints' (needs --direction).",
-)
-@click.option(
-    "--no-metric",
-    type=click.Choice(["skip", "bad"]),
-    default=None,
-    help="A run that prints no metric is skipped (default) or bad (the crash is the regression).",
-)
-@click.option("--workers", type=int, help="Steps run at once (one GPU slot each).  [default: 1]")
-@click.option("--gpus-per-step", type=int, help="GPUs each step gets (CUDA_VISIBLE_DEVICES).  [default: 1 if any]")
-@click.option("--timeout", type=float, help="Seconds a step (build + run) may take before it is killed.")
-@click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="Environment for build and run (repeatable).")
-@click.option(
-    "--all-parents",
-    is_flag=True,
-    default=None,
-    help="Descend into a bad merge to find the commit inside the branch it merged.",
-)
-@click.option("--max-attempts", type=int, help="Tries per commit when infrastructure errors happen.  [default: 3]")
-@click.option("--repeat", type=int, help="Runs per probed commit (noisy metrics, flaky tests).  [default: 1]")
-@click.option("--max-repeat", type=int, help="More runs, doubling, while a commit's verdict is uncertain.")
-@click.option("--noise-band", type=float, help="Metric values this close to the threshold are uncertain.")
-@click.option("--direction", type=click.Choice(["higher", "lower"]), help="Which way the metric is better.")
-@click.option("--find-fix", is_flag=True, default=None, help="Find the commit that fixed the metric instead.")
-@click.option("--strategy", type=click.Choice(["kary", "noisy"]), help="Search: k-ary, or noisy (posterior).")
-@click.option(
-    "--confirm/--no-confirm",
-    default=None,
-    help="Re-run the first bad commit against its parent at the end.  [default: with repeats or flakes]",
-)
-@click.option("--infra-pattern", "infra_patterns", multiple=True, help="Extra regex of an infrastructure failure.")
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "ray", "inprocess"]),
-    default=None,
-    help="Where steps run: worker processes on this host (default) or a Ray cluster.",
-)
-@click.option(
-    "--ray-address",
-    envvar="RAY_ADDRESS",
-    help="With --executor ray: the cluster to join (default: $RAY_ADDRESS, else start a local one).",
-)
-@click.option(
-    "--resources",
-    "resource_pairs",
-    multiple=True,
-    metavar="NAME=AMOUNT",
-    help="With --executor ray: a custom resource each step needs, e.g. H200=1 (repeatable).",
-)
-@click.option(
-    "--explain/--no-explain",
-    default=None,
-    help="After a culprit is found: diff its dispatch tables and re-run both sides traced.  [default: on]",
-)
-@click.option("--trace-kernels", is_flag=True, default=None, help="The traced re-runs also record GPU kernels.")
-@click.option("--minimize", is_flag=True, default=None, help="After a culprit is found: find its smallest bad change.")
-@click.option("--image", type=click.Choice(["none", "venv"]), help="venv: build each commit's image once, reuse it.")
-@click.option("--image-input", "image_inputs", multiple=True, help="A path whose tree keys the image (repeatable).")
-@click.option("--images-max-size", help="LRU cap of this node's image cache, e.g. 20G.  [default: 20G]")
+@spec_options(*START_OPTIONS)
 @click.option("--notify", "notify_url", help="POST the finished report (JSON with a Markdown body) to this webhook.")
-@click.option("--term-old", help="The word for the good endpoint's state, e.g. fast (as git bisect --term-old).")
-@click.option("--term-new", help="The word for the bad endpoint's state, e.g. slow (as git bisect --term-new).")
 @click.argument("paths", nargs=-1, metavar="[-- PATH...]")
 @db_option
 @format_option
@@ -175,67 +82,33 @@ def _start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
     return record
 
 
-def spec_from_params(
-    repo: str, env_pairs: tuple[str, ...], infra_patterns: tuple[str, ...], paths: tuple[str, ...], **flags: Any
-) -> BisectSpec:
-    """The BisectSpec of `bisect start`'s parsed options (also `bisect replay`'s)."""
-    from bisector.spec import build_spec
+def spec_from_params(repo: str, **params: Any) -> BisectSpec:
+    """The BisectSpec of `bisect start`'s parsed options (also `bisect replay`'s): bisect.toml, then the flags."""
+    from bisector.config import build_spec
     from vocab.gitrepo import GitRepo
 
-    root = GitRepo(repo).root
-    values = {
-        "good": flags["good"],
-        "bad": flags["bad"],
-        "run": flags["run_cmd"],
-        "build": flags["build_cmd"],
-        "metric": flags["metric"],
-        "metric_json": flags["metric_json"],
-        "expect": flags["expect"],
-        "no_metric": flags["no_metric"],
-        "workers": flags["workers"],
-        "gpus_per_step": flags["gpus_per_step"],
-        "timeout": flags["timeout"],
-        "env": _env_pairs(env_pairs),
-        "all_parents": flags["all_parents"],
-        "max_attempts": flags["max_attempts"],
-        "repeat": flags["repeat"],
-        "max_repeat": flags["max_repeat"],
-        "noise_band": flags["noise_band"],
-        "direction": flags["direction"],
-        "find_fix": flags["find_fix"],
-        "strategy": flags["strategy"],
-        "confirm": flags["confirm"],
-        "infra_patterns": infra_patterns,
-        "executor": flags["executor"],
-        "ray_address": flags["ray_address"],
-        "resources": _resource_pairs(flags["resource_pairs"]),
-        "explain": flags["explain"],
-        "trace_kernels": flags["trace_kernels"],
-        "minimize": flags["minimize"],
-        "term_old": flags["term_old"],
-        "term_new": flags["term_new"],
-        "paths": tuple(paths),
-        "image": flags.get("image"),
-        "image_inputs": tuple(flags.get("image_inputs") or ()) or None,
-        "images_max_size": flags.get("images_max_size"),
-    }
-    return build_spec(root, values)
+    return build_spec(GitRepo(repo).root, option_values(params))
 
 
 @main.command()
 @click.argument("bisect_id", type=int)
-@click.option("--executor", type=click.Choice(["local", "ray", "inprocess"]), help="Move the rest to other workers.")
-@click.option("--workers", type=int, help="Steps run at once from now on.")
-@click.option("--gpus-per-step", type=int, help="GPUs each step gets from now on.")
-@click.option("--ray-address", envvar="RAY_ADDRESS", help="With --executor ray: the cluster to join.")
-@click.option("--resources", "resource_pairs", multiple=True, metavar="NAME=AMOUNT", help="Ray resources per step.")
+@spec_options(
+    *EXECUTOR_OPTION_NAMES,
+    help={
+        "executor": "Move the rest to other workers.",
+        "workers": "Steps run at once from now on.",
+        "gpus_per_step": "GPUs each step gets from now on.",
+        "ray_address": "With --executor ray: the cluster to join.",
+        "resources": "Ray resources per step.",
+    },
+)
 @db_option
 @format_option
 def resume(bisect_id: int, db_url: str | None, output_format: str, **executor_flags: Any) -> None:
     """Continue a bisect whose coordinator stopped, without re-running finished steps."""
     from bisector.app import make_coordinator, open_store
 
-    overrides = _executor_overrides(executor_flags)
+    overrides = executor_overrides(executor_flags)
     with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
             record = make_coordinator(store, observer()).resume(bisect_id, overrides)
@@ -247,19 +120,22 @@ def resume(bisect_id: int, db_url: str | None, output_format: str, **executor_fl
 @click.argument("bisect_id", type=int)
 @click.argument("rev")
 @click.option("--times", type=int, default=1, show_default=True, help="How many runs (on free workers in parallel).")
-@click.option(
-    "--executor", type=click.Choice(["local", "ray", "inprocess"]), help="Where to run (default: as the bisect)."
+@spec_options(
+    *EXECUTOR_OPTION_NAMES,
+    help={
+        "executor": "Where to run (default: as the bisect).",
+        "workers": "Runs at once.",
+        "gpus_per_step": "GPUs each run gets.",
+        "ray_address": "With --executor ray: the cluster to join.",
+        "resources": "Ray resources per run.",
+    },
 )
-@click.option("--workers", type=int, help="Runs at once.")
-@click.option("--gpus-per-step", type=int, help="GPUs each run gets.")
-@click.option("--ray-address", envvar="RAY_ADDRESS", help="With --executor ray: the cluster to join.")
-@click.option("--resources", "resource_pairs", multiple=True, metavar="NAME=AMOUNT", help="Ray resources per run.")
 @db_option
 def rerun(bisect_id: int, rev: str, times: int, db_url: str | None, **executor_flags: Any) -> None:
     """Run a bisect's build and test again at any commit (stored with the bisect, which is unchanged)."""
     from bisector.app import make_coordinator, open_store
 
-    overrides = _executor_overrides(executor_flags)
+    overrides = executor_overrides(executor_flags)
     with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
             results = make_coordinator(store, observer()).rerun(bisect_id, rev, times, overrides)
@@ -271,15 +147,6 @@ def rerun(bisect_id: int, rev: str, times: int, db_url: str | None, **executor_f
             )
     if any(r.verdict not in (Verdict.GOOD, Verdict.BAD, Verdict.MEASURED) for r in results):
         sys.exit(EXIT_NO_CULPRIT)
-
-
-def _executor_overrides(executor_flags: dict[str, Any]) -> dict[str, Any]:
-    overrides = {key: value for key, value in executor_flags.items() if value is not None}
-    if "resource_pairs" in overrides:
-        resources = _resource_pairs(overrides.pop("resource_pairs"))
-        if resources:
-            overrides["resources"] = resources
-    return overrides
 
 
 @main.command()
@@ -422,7 +289,7 @@ def demo_run(
     args = [
         "--repo", str(repo.path), "--good", repo.good, "--bad", repo.bad, "--run", repo.run_cmd,
         "--metric", repo.metric_regex, "--expect", repo.expect, "--workers", str(workers),
-        "--format", output_format, *ctx.args,
+        "--format", output_format, *_demo_image_args(repo), *ctx.args,
     ]  # fmt: skip
     with start.make_context("bisect start", args, parent=ctx) as sub:
         record = _start_bisect(**sub.params)
@@ -430,6 +297,19 @@ def demo_run(
         err_console().print(f"demo: expected the planted culprit {repo.culprit[:12]}, the bisect ended {record.status}")
         sys.exit(EXIT_NO_CULPRIT)
     err_console().print(f"demo: the bisect named the planted culprit {repo.culprit[:12]}", style="green")
+
+
+def _demo_image_args(repo: Any) -> list[str]:
+    """Each commit's image built once by the demo's build step, where uv is there to make the images' venvs."""
+    from workers.images.builder import uv_binary
+
+    try:
+        uv_binary()
+    except OSError:
+        err_console().print("demo: uv is not installed, so the steps build nothing and run in worktrees")
+        return []
+    inputs = [arg for path in repo.image_inputs for arg in ("--image-input", path)]
+    return ["--image", "venv", "--build", repo.build_cmd, *inputs]
 
 
 def _make_demo(directory: Path, commits: int, seed: int) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from bisector.cli_options import option_values, spec_options
 from bisector.cli_support import (
     EXIT_NO_CULPRIT,
     db_option,
@@ -94,14 +95,20 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
 @click.command(name="run-at")
 @click.argument("rev")
 @click.option("--repo", type=click.Path(file_okay=False), default=".", show_default=True, help="The git repository.")
-@click.option("--build", "build_cmd", help="Build command (default: bisect.toml's); run once per image.")
-@click.option("--run", "run_cmd", help="Shell command to run at the commit (default: bisect.toml's).")
-@click.option("--metric", help="Regex with one group that captures the metric from the run's output.")
-@click.option("--expect", help="What a good metric is, e.g. '>= 4.0' (default: bisect.toml's).")
-@click.option("--repeat", type=int, help="How many runs.  [default: 1]")
-@click.option("--gpus", "gpus_per_step", type=int, help="GPUs each run gets.")
-@click.option("--executor", type=click.Choice(["local", "inprocess"]), help="Where to run.  [default: local]")
-@click.option("--image", type=click.Choice(["venv", "none"]), help="Run on the commit's image.  [default: venv]")
+@spec_options(
+    "build", "run", "metric", "expect", "repeat", "gpus_per_step", "executor", "image",
+    help={
+        "build": "Build command (default: bisect.toml's); run once per image.",
+        "run": "Shell command to run at the commit (default: bisect.toml's).",
+        "expect": "What a good metric is, e.g. '>= 4.0' (default: bisect.toml's).",
+        "repeat": "How many runs.  [default: 1]",
+        "gpus_per_step": "GPUs each run gets.",
+        "executor": "Where to run.  [default: local]",
+        "image": "Run on the commit's image.  [default: venv]",
+    },
+    choices={"executor": ("local", "inprocess")},
+    aliases={"gpus_per_step": ("--gpus",)},
+)  # fmt: skip
 @click.option(
     "--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
     help="A line per run, or JSON (sha, verdict, metric, image, runs).",
@@ -110,16 +117,15 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
 def run_at_command(rev: str, repo: str, output_format: str, db_url: str | None, **flags: Any) -> None:
     """Run any command at any commit on its image (built once, reused after) and store the run."""
     from bisector.app import check_executor, make_executor, open_store
+    from bisector.config import build_spec, load_config_file
     from bisector.run_at import adhoc_spec, decided, run_at
-    from bisector.spec import build_spec, load_config_file
     from vocab.gitrepo import GitRepo
 
     with stoppable_by_signals(), translated_errors():
         git_repo = GitRepo(repo)
         sha = git_repo.resolve(rev)
-        values: dict[str, object] = {"good": sha, "bad": sha, "run": flags["run_cmd"], "build": flags["build_cmd"]}
-        values.update({k: flags[k] for k in ("metric", "expect", "repeat", "gpus_per_step", "executor", "image")})
-        if values["image"] is None and "image" not in load_config_file(git_repo.root):
+        values = {**option_values(flags), "good": sha, "bad": sha}
+        if "image" not in values and "image" not in load_config_file(git_repo.root):
             values["image"] = "venv"
         spec = adhoc_spec(build_spec(git_repo.root, values))
         check_executor(spec)

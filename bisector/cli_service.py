@@ -12,14 +12,12 @@ from typing import Any, TypeVar
 
 import click
 
-from bisector.cli_support import CLIError, db_option, translated_errors
+from bisector.cli_support import db_option, translated_errors
 
 F = TypeVar("F", bound=Callable[..., Any])
 # `bisect start` options that a server decides itself (where steps run, its store, notifications).
-SERVER_DECIDES = frozenset(
-    {"db_url", "output_format", "executor", "ray_address", "resource_pairs", "workers", "notify_url"}
-)
-RENAMED = {"run_cmd": "run", "build_cmd": "build", "env_pairs": "env"}
+SERVER_DECIDES = frozenset({"db_url", "output_format", "executor", "ray_address", "resources", "workers", "notify_url"})
+SUBMIT_KEYS = ("recipe", "priority")  # submit's own options, sent as they are
 
 
 @click.command()
@@ -132,25 +130,15 @@ def submit_command(start: click.Command) -> click.Command:
 
 
 def request_from_params(params: dict[str, Any]) -> dict[str, Any]:
-    """The JSON request of `bisect submit`'s options: given values only; a local --repo by its absolute path."""
+    """The JSON request of `bisect submit`'s options: given values only, under their bisect.toml keys; a local
+    --repo by its absolute path."""
+    from bisector.cli_options import option_values
+    from bisector.options import BY_NAME
+
     request: dict[str, Any] = {}
-    for name, value in params.items():
-        if value is None or value == ():
-            continue
-        key = RENAMED.get(name, name)
-        request[key] = list(value) if isinstance(value, tuple) else value
-    if "env" in request:
-        request["env"] = _env(request["env"])
+    for name, value in option_values(params).items():
+        request[BY_NAME[name].config_key or name] = list(value) if isinstance(value, tuple) else value
+    request |= {key: params[key] for key in SUBMIT_KEYS if params.get(key) is not None}
     repo = str(request.get("repo", "."))
     request["repo"] = str(Path(repo).resolve()) if "://" not in repo and Path(repo).exists() else repo
     return request
-
-
-def _env(pairs: list[str]) -> dict[str, str]:
-    env = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise CLIError(f"--env {pair!r}: write KEY=VALUE")
-        env[key] = value
-    return env

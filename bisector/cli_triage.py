@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from bisector.cli_options import option_values, spec_options
 from bisector.cli_support import (
     CLIError,
     db_option,
@@ -58,11 +59,16 @@ EXIT_REGRESSIONS = 1
     help="With --submit: the command that tests a regressed test; {test} {file} {name} {classname}.",
 )
 @click.option("--metric-run-template", help="With --submit: the command that measures a metric ({metric}).")
-@click.option("--build", "build_cmd", help="With --submit: shell command run before each test.")
-@click.option("--workers", type=int, help="With --submit: steps run at once per bisect.")
-@click.option("--executor", type=click.Choice(["local", "ray", "inprocess"]), help="With --submit: where steps run.")
-@click.option("--timeout", type=float, help="With --submit: seconds a step may take.")
-@click.option("--explain/--no-explain", default=None, help="With --submit: explain each culprit found.  [default: on]")
+@spec_options(
+    "build", "workers", "executor", "timeout_s", "explain",
+    help={
+        "build": "With --submit: shell command run before each test.",
+        "workers": "With --submit: steps run at once per bisect.",
+        "executor": "With --submit: where steps run.",
+        "timeout_s": "With --submit: seconds a step may take.",
+        "explain": "With --submit: explain each culprit found.  [default: on]",
+    },
+)  # fmt: skip
 @click.option("--notify", "notify_url", help="With --submit: POST each finished bisect's report to this webhook.")
 @db_option
 def triage(
@@ -123,9 +129,7 @@ def _submit(
     from bisector.triage.submit import plan_bisects, run_bisects
 
     plans, left_out = plan_bisects(report, flags.pop("run_template"), flags.pop("metric_run_template"))
-    options = {key: value for key, value in flags.items() if value is not None}
-    if "build_cmd" in options:
-        options["build"] = options.pop("build_cmd")
+    options = option_values(flags)
     rows: list[dict[str, Any]] = []
     if echo:
         click.echo(f"**Bisects** ({len(plans)} started; infrastructure and flaky failures are never bisected):\n")

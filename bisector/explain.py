@@ -97,7 +97,9 @@ class TracePlan:
 def plan_traced_reruns(static: StaticDiff | None, spec: BisectSpec, repo: str, first_bad: str) -> TracePlan:
     """Traced re-runs run only where they can add something: the static diff named functions to trace, the stack
     writes a dispatch trace, or the spec asks for kernel traces."""
-    return TracePlan(tuple(traced_functions(static)), writes_dispatch_trace(repo, first_bad), spec.trace_kernels)
+    return TracePlan(
+        tuple(traced_functions(static)), writes_dispatch_trace(repo, first_bad), spec.analysis.trace_kernels
+    )
 
 
 def writes_dispatch_trace(repo: str, sha: str) -> bool:
@@ -125,7 +127,7 @@ def explain_bisect(
     try:
         static = static_diff(record.repo, first_bad, base)
         static = StaticDiff(
-            static.repo, static.sha, static.parent, tuple(annotate_env_gates(list(static.findings), spec.env)),
+            static.repo, static.sha, static.parent, tuple(annotate_env_gates(list(static.findings), spec.test.env)),
             static.files,
         )  # fmt: skip
     except BisectError as exc:
@@ -138,12 +140,16 @@ def explain_bisect(
     if not plan.run:
         return explanation
     traces = log_dir(store.identity, record.id) / "traces"
-    good_files = TraceFiles.under(traces, "last-good", trace_kernels=spec.trace_kernels, functions=plan.functions)
-    bad_files = TraceFiles.under(traces, "first-bad", trace_kernels=spec.trace_kernels, functions=plan.functions)
+    good_files = TraceFiles.under(
+        traces, "last-good", trace_kernels=spec.analysis.trace_kernels, functions=plan.functions
+    )
+    bad_files = TraceFiles.under(
+        traces, "first-bad", trace_kernels=spec.analysis.trace_kernels, functions=plan.functions
+    )
     for files in (good_files, bad_files):
         files.reset()
     runner = SideRunner(store, executor, record.id, spec, now, observer)
-    base_env = {**os.environ, **spec.env}
+    base_env = {**os.environ, **spec.test.env}
     good_run, bad_run = runner.run(
         [
             SideRun(base, StepPurpose.TRACE, good_files.env(base_env), "last-good"),

@@ -95,7 +95,7 @@ def changed_answer(
     last_good, first_bad = positions.get(record.last_good or ""), positions.get(record.first_bad or "")
     if last_good is None or first_bad is None:
         return None
-    old, new = spec.terms()
+    old, new = spec.search.terms()
     at = commit.position
     if verdict is Verdict.SKIP:
         return "a skip beside the boundary" if at in (last_good, first_bad) else None
@@ -127,7 +127,7 @@ def store_log_marks(store: Store, bisect_id: int, log: GitLog, source: str, who:
             )
             continue
         _check_endpoint_mark(spec, record, positions[sha])
-        word = {"old": spec.terms()[0], "new": spec.terms()[1]}.get(mark.state, mark.state)
+        word = {"old": spec.search.terms()[0], "new": spec.search.terms()[1]}.get(mark.state, mark.state)
         note = f"from {source} line {mark.line}"
         store.add_manual_step(
             bisect_id, sha, verdict_for(spec, word), manual_detail(word, who or current_user(), note), when
@@ -145,7 +145,7 @@ def endpoints_from_log(log: GitLog) -> tuple[str | None, str | None]:
 def _candidate(store: Store, record: BisectRecord, sha: str) -> Commit:
     commit = next((c for c in store.candidates(record.id) if c.sha == sha), None)
     if commit is None:
-        paths = BisectSpec.from_json(record.spec).paths
+        paths = BisectSpec.from_json(record.spec).test.paths
         touching = f" touching {' '.join(paths)}" if paths else ""
         raise InputError(
             f"{sha[:12]} is not a candidate of bisect {record.id} (its range is the first-parent chain from "
@@ -155,7 +155,7 @@ def _candidate(store: Store, record: BisectRecord, sha: str) -> Commit:
 
 
 def _check_endpoint_mark(spec: BisectSpec, record: BisectRecord, commit: Commit) -> None:
-    if spec.expect == "auto" and commit.sha in (record.good, record.bad):
+    if spec.test.expect == "auto" and commit.sha in (record.good, record.bad):
         raise StateError(
             "--expect auto judges commits against the endpoints' samples, which a verdict by hand has none of: "
             "mark commits between the endpoints"

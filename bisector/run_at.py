@@ -62,7 +62,8 @@ class AdHocRun:
 
 
 def run_at(store: Store, spec: BisectSpec, sha: str, make_executor: Callable[[BisectSpec], Executor]) -> AdHocRun:
-    """Run spec's build (on the image) and test spec.repeat times at sha; store the row, the steps, the images."""
+    """Run spec's build (on the image) and test spec.search.repeat times at sha; store the row, the steps and
+    the images."""
     now = datetime.now(UTC)
     bisect_id = store.create_bisect(spec.repo, sha, sha, spec.to_json(), now)
     store.update_extra(bisect_id, kind=ADHOC_KIND)
@@ -71,14 +72,14 @@ def run_at(store: Store, spec: BisectSpec, sha: str, make_executor: Callable[[Bi
     results: list[StepResult] = []
     try:
         with make_executor(spec) as executor:
-            pending = spec.repeat
+            pending = repeat = spec.search.repeat
             running = 0
             while pending or running:
                 while pending and executor.free_slots():
-                    step_id = store.start_step(bisect_id, sha, spec.repeat - pending + 1, "", "", (), datetime.now(UTC),
+                    step_id = store.start_step(bisect_id, sha, repeat - pending + 1, "", "", (), datetime.now(UTC),
                                                purpose=StepPurpose.RERUN)  # fmt: skip
                     request = spec.step_request(
-                        bisect_id=bisect_id, step_id=step_id, sha=sha, attempt=spec.repeat - pending + 1,
+                        bisect_id=bisect_id, step_id=step_id, sha=sha, attempt=repeat - pending + 1,
                         repo=spec.repo, metric=metric, log_path=str(logs / f"step-{step_id}-{sha[:12]}.log"),
                     )  # fmt: skip
                     executor.submit(request)
@@ -99,7 +100,12 @@ def run_at(store: Store, spec: BisectSpec, sha: str, make_executor: Callable[[Bi
 
 def adhoc_spec(spec: BisectSpec) -> BisectSpec:
     """An ad hoc run uses images unless the configuration chose otherwise, and never searches or explains."""
-    return replace(spec, explain=False, minimize=False, confirm=False, workers=min(spec.workers, spec.repeat))
+    return replace(
+        spec,
+        search=replace(spec.search, confirm=False),
+        executor=replace(spec.executor, workers=min(spec.executor.workers, spec.search.repeat)),
+        analysis=replace(spec.analysis, explain=False, minimize=False),
+    )
 
 
 def decided(verdict: str) -> bool:

@@ -4,7 +4,8 @@ A `History` is a range of `size` commits, position 0 the good endpoint, `culprit
 size-1 the bad endpoint (both endpoints are taken as known, as `git bisect start BAD GOOD` does; no run
 is spent on them unless a tester needs their samples). One run of the test at a commit:
 
-* flips the commit's state with probability `flake_rate` (a flaky run: infrastructure, a race);
+* flips the commit's state with probability `flake_rate` (a flaky run: infrastructure, a race); with
+  `one_sided`, only a commit in the old state flakes (a good commit that sometimes fails);
 * pass/fail test (`noise_sigma` None): reports pass (1.0) or fail (0.0), judged by `pass rate >= 0.5`;
 * metric test: reports the fine level (1.0) or the broken level (0.0) plus Gaussian noise of
   `noise_sigma` (in units of the effect), judged by `>= 0.5` (higher is better) or, with
@@ -16,7 +17,8 @@ A `Tester` turns one probe of a commit into one verdict (a single run, a majorit
 repeats with statistics); the strategy sees one observation per probe. Time: every run takes one unit
 on its slot, a probe's runs go back to back, `slots` probes run at once; `rounds` is the makespan.
 Deterministic given the seed. Needs the `stats` extra (the testers use bisector.stats); used by the
-tests and benchmarks/bench_noise.py, never by the coordinator.
+tests and benchmarks/bench_noise.py, never by the coordinator. bisector/simulate_core.py runs the same
+histories through the coordinator's own decision core instead of a tester and strategy.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class History:
     size: int  # positions, endpoints included
     culprit: int  # the first bad position, 1..size-1
     flake_rate: float = 0.0  # probability that one run reports the other state
+    one_sided: bool = False  # only runs of old-state commits flake (a good commit failing now and then)
     noise_sigma: float | None = None  # None: a pass/fail test; else metric noise in units of the effect
     skips: frozenset[int] = frozenset()  # untestable commits (build fails)
     direction: Direction = Direction.HIGHER
@@ -91,7 +94,8 @@ class World:
         self.runs += 1
         history = self.history
         broken = history.is_new(position) != history.find_fix
-        if history.flake_rate and self.rng.random() < history.flake_rate:
+        flaky = not history.one_sided or not history.is_new(position)
+        if history.flake_rate and flaky and self.rng.random() < history.flake_rate:
             broken = not broken
         level = history.level(broken)
         if history.noise_sigma is None:
@@ -210,6 +214,8 @@ class SimStatus(StrEnum):
     AMBIGUOUS = "ambiguous"  # a range beside skipped commits
     NOT_REPRODUCIBLE = "not_reproducible"  # the confirmation refused the boundary
     BUDGET = "budget"  # max_runs spent without an answer
+    ENDPOINTS_MISMATCH = "endpoints_mismatch"  # an endpoint was found in the other state (the product's core)
+    FAILED = "failed"  # the product's core gave up (an untestable endpoint)
 
 
 @dataclass(frozen=True)

@@ -14,18 +14,18 @@ from vocab.errors import InputError
 
 def old_verdict(spec: BisectSpec) -> Verdict:
     """The test outcome of the old state (the good endpoint's)."""
-    return Verdict.BAD if spec.find_fix else Verdict.GOOD
+    return Verdict.BAD if spec.search.find_fix else Verdict.GOOD
 
 
 def new_verdict(spec: BisectSpec) -> Verdict:
-    return Verdict.GOOD if spec.find_fix else Verdict.BAD
+    return Verdict.GOOD if spec.search.find_fix else Verdict.BAD
 
 
 def term_of(spec: BisectSpec, verdict: Verdict | None) -> str:
     """The word a report shows for a verdict: the bisect's terms for good and bad, the verdict's name otherwise."""
     if verdict is None:
         return "running"
-    old, new = spec.terms()
+    old, new = spec.search.terms()
     if verdict is old_verdict(spec):
         return old
     if verdict is new_verdict(spec):
@@ -35,7 +35,7 @@ def term_of(spec: BisectSpec, verdict: Verdict | None) -> str:
 
 def verdict_for(spec: BisectSpec, word: str) -> Verdict:
     """The stored verdict of a person's word: a term, old/new, skip, or good/bad (the test passes / fails)."""
-    old, new = spec.terms()
+    old, new = spec.search.terms()
     if word == "skip":
         return Verdict.SKIP
     if word in (old, "old"):

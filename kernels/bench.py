@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from kernels import model, tiny_gemm
+from kernels import model, native, tiny_gemm
 
 
 def _device(name: str) -> torch.device:
@@ -79,6 +79,7 @@ def accept_length(args: argparse.Namespace) -> int:
         "histogram": result.histogram,
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})",
         "backend": backend,
+        "accept_count": "compiled" if native.COMPILED else "python",  # kernels/native.py, built by the demo's build
         "config": config.to_json(),
         "dispatch": dispatch_summary(config, args.k),
         "measure_s": round(result.wall_s, 3),

@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernels import demo_build
+
 GOOD_TAG = "demo-good"
 BRANCH = "main"
 _SIDE_REF = "refs/demo-side"  # pull request branches are written here, then the ref is deleted
@@ -40,6 +42,7 @@ STACK_FILES = (
     "fixed_order.py",
     "gemm_bench.py",
     "model.py",
+    "native.py",
     "probe.py",
     "tiny_gemm.py",
     "trace.py",
@@ -103,9 +106,11 @@ class DemoRepo:
     culprit: str  # full SHA of the first bad commit
     culprit_subject: str
     commits: int  # first-parent commits in good..bad
-    run_cmd: str  # run at the checkout's root
+    run_cmd: str  # run at the checkout's root, or at the image's copy of it with the image's venv python
     metric_regex: str  # one capture group: the metric
     expect: str  # the metric's condition for "good"
+    build_cmd: str = demo_build.BUILD_CMD  # installs the stack into the image's venv and compiles its C piece
+    image_inputs: tuple[str, ...] = demo_build.IMAGE_INPUTS  # the paths that key a commit's image
 
 
 @dataclass
@@ -146,7 +151,9 @@ def init_demo_repo(path: Path, commits: int = 200, seed: int = 0, *, python: str
     bad = _git(path, "rev-parse", BRANCH).strip()
     culprit = mark_sha[f":{culprit_mark}"]
     counted = int(_git(path, "rev-list", "--first-parent", "--count", f"{good}..{bad}").strip())
-    interpreter = shlex.quote(python or sys.executable)
+    # On an image, its venv's interpreter (the stack is installed there); elsewhere this one (the kernels extra).
+    interpreter = f'"${{BISECT_IMAGE_PYTHON:-{shlex.quote(python or sys.executable)}}}"'
+
     return DemoRepo(
         path=path.resolve(),
         good=good,
@@ -250,7 +257,8 @@ class _History:
         changes.update(
             {
                 "README.md": _README,
-                ".gitignore": "__pycache__/\n*.pyc\n.pytest_cache/\n",
+                ".gitignore": "__pycache__/\n*.pyc\n.pytest_cache/\n*.o\n*.so\n*.egg-info/\n",
+                **demo_build.FILES,
                 "CHANGELOG.md": "# Changelog\n\n## Unreleased\n",
                 ".github/workflows/ci.yml": _ci_yaml("v4", "3.11", 30),
                 "docs/dispatch.md": _DISPATCH_DOC,

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from kernels import native
 from kernels.fixed_order import row_sum
 from kernels.tiny_gemm import tiny_gemm
 
@@ -205,9 +206,7 @@ def measure_accept_length(decoder: Decoder, k: int) -> AcceptResult:
                 drafts = _draft(decoder, last, state, k)
                 logits, verified = decoder.forward([last, *drafts], state)
                 predicted = torch.argmax(logits, dim=-1).tolist()
-                accepted = 0
-                while accepted < k and drafts[accepted] == predicted[accepted]:
-                    accepted += 1
+                accepted = native.accepted_prefix(drafts, predicted, k)
                 histogram[accepted + 1] += 1
                 tokens += accepted + 1
                 state, last = verified[accepted], predicted[accepted]

@@ -27,7 +27,7 @@ def synthetic_spec(repo: Path, good: str, bad: str, **overrides: object) -> Bise
         "timeout_s": 60.0,
     }
     values.update(overrides)
-    return BisectSpec(**values)  # type: ignore[arg-type]
+    return BisectSpec.from_options(values)
 
 
 ROOT = Path(__file__).resolve().parents[1]

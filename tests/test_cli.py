@@ -206,16 +206,16 @@ def test_cancel_stops_a_running_bisect(tmp_path: Path):
 
 
 def test_cancel_stores_the_candidates_a_dead_coordinator_had_not(tmp_path: Path, history):
-    """A coordinator stores the candidates once its first steps are under way; if it died before that, cancelling
-    the bisect lists and stores them, so that its report still names every commit."""
-    from bisector.coordinator import _prepare, utc_now
-    from bisector.spec import build_spec
+    """A bisect whose creation was cut short between its row and its candidates: cancelling it lists and stores
+    them, so that its report still names every commit."""
+    from bisector.config import build_spec
+    from bisector.coordinator import utc_now
     from db.store import Store
 
     db = tmp_path / "b.db"
     spec = build_spec(history.path, {"good": history.shas[0], "bad": "main", "run": "bash test.sh"})
     with Store.open(f"sqlite:///{db}") as store:
-        bisect_id = _prepare(store, spec, utc_now, store_candidates=False)[0].id
+        bisect_id = store.create_bisect(str(history.path), history.shas[0], history.shas[-1], spec.to_json(), utc_now())
         assert store.candidates(bisect_id) == []
     assert bisect("cancel", str(bisect_id), db=db).returncode == 0
     done = bisect("status", str(bisect_id), "--format", "json", db=db)

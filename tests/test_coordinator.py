@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 from bisect_helpers import synthetic_spec
 
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator, utc_now
+from bisector.spec import BisectSpec
 from bisector.synthetic import SyntheticHistory, culprit_history, write_history
-from db.store import Store
-from vocab.domain import BisectStatus, ErrorKind, StepPurpose, StepRecord, Verdict
+from db.store import NewStep, Store
+from vocab.domain import BisectRecord, BisectStatus, ErrorKind, StepPurpose, StepRecord, Verdict
 from vocab.errors import ExecutorError, RepoError, StateError
+from vocab.gitrepo import GitRepo
 from workers.executor import Assignment, StepRequest
 from workers.inprocess import InProcessExecutor
 
@@ -33,7 +35,12 @@ def test_names_the_first_bad_commit(tmp_path: Path, store: Store, commits: int, 
     assert record.last_good == history.shas[culprit - 1]
     steps = store.steps(record.id)
     assert all(s.verdict is not None for s in steps)
-    assert {s.sha for s in steps} >= {history.shas[0], history.shas[-1]}
+    tested = {s.sha for s in steps}
+    if workers > 1:  # --verify-endpoints first: both endpoints run
+        assert tested >= {history.shas[0], history.shas[-1]}
+    else:  # lazy at one worker: an endpoint runs when the answer rests on it (every probe bad, or every one good)
+        assert (history.shas[0] in tested) == (culprit == 1)
+        assert (history.shas[-1] in tested) == (culprit == commits)
 
 
 def test_thousand_commits_with_local_worker_processes(tmp_path: Path, store: Store):
@@ -118,9 +125,14 @@ def test_endpoint_mismatch_stops_with_the_measured_values(tmp_path: Path, store:
     assert "metric 5" in record.message
 
 
-def test_untestable_endpoint_fails_clearly(tmp_path: Path, store: Store):
-    history = write_history(tmp_path / "repo", ["buildfail", "good", "bad"])
-    record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))
+@pytest.mark.parametrize(
+    ("verdicts", "verify"), [(["buildfail", "good", "bad"], "first"), (["buildfail", "bad", "bad"], "lazy")]
+)
+def test_untestable_endpoint_fails_clearly(tmp_path: Path, store: Store, verdicts: list[str], verify: str):
+    """Lazily, only an endpoint the answer rests on is run (here every probe is bad: the good end)."""
+    history = write_history(tmp_path / "repo", verdicts)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], verify_endpoints=verify)
+    record = coordinator(store).start(spec)
     assert record.status is BisectStatus.FAILED
     assert "cannot be tested" in record.message
     assert "build failed" in record.message
@@ -145,14 +157,18 @@ def test_resume_refuses_a_finished_bisect(tmp_path: Path, store: Store):
         coordinator(store).resume(record.id)
 
 
-def test_resume_lists_candidates_a_stopped_coordinator_had_not_stored(tmp_path: Path, store: Store):
-    """`start` stores the candidates once its first steps are out; a coordinator killed before that leaves a
-    bisect with none, and resume lists them again."""
-    from bisector.coordinator import _prepare
+def _created_without_candidates(store: Store, spec: BisectSpec) -> BisectRecord:
+    """A bisect whose creation was cut short after its row was stored, before its candidates were."""
+    repo = GitRepo(spec.repo)
+    bisect_id = store.create_bisect(str(repo.root), repo.resolve(spec.good), repo.resolve(spec.bad), spec.to_json(),
+                                    utc_now())  # fmt: skip
+    return store.get_bisect(bisect_id)
 
+
+def test_resume_lists_candidates_a_cut_short_creation_had_not_stored(tmp_path: Path, store: Store):
     history = culprit_history(tmp_path / "repo", 17, 9)
     spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=2)
-    bisect_id = _prepare(store, spec, utc_now, store_candidates=False)[0].id
+    bisect_id = _created_without_candidates(store, spec).id
     assert store.candidates(bisect_id) == []
     record = coordinator(store).resume(bisect_id)
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[9])
@@ -160,16 +176,14 @@ def test_resume_lists_candidates_a_stopped_coordinator_had_not_stored(tmp_path: 
 
 
 def test_store_missing_candidates_only_when_missing_and_listable(tmp_path: Path, store: Store):
-    from bisector.coordinator import _prepare, store_missing_candidates
+    from bisector.coordinator import store_missing_candidates
 
     history = culprit_history(tmp_path / "repo", 5, 3)
-    record = _prepare(store, synthetic_spec(history.path, history.shas[0], history.shas[-1]), utc_now,
-                      store_candidates=False)[0]  # fmt: skip
+    record = _created_without_candidates(store, synthetic_spec(history.path, history.shas[0], history.shas[-1]))
     assert store_missing_candidates(store, record)
     assert [c.sha for c in store.candidates(record.id)] == history.shas
     assert not store_missing_candidates(store, record)  # there already
-    gone = _prepare(store, synthetic_spec(history.path, history.shas[0], history.shas[-1]), utc_now,
-                    store_candidates=False)[0]  # fmt: skip
+    gone = _created_without_candidates(store, synthetic_spec(history.path, history.shas[0], history.shas[-1]))
     subprocess.run(["rm", "-rf", str(history.path)], check=True)
     assert not store_missing_candidates(store, gone)  # the repository is gone: nothing to list, no error
     assert store.candidates(gone.id) == []
@@ -182,39 +196,38 @@ def test_start_stores_the_candidates(tmp_path: Path, store: Store):
 
 
 @pytest.mark.parametrize("kind", ["found", "endpoints mismatch", "all parents"])
-def test_candidates_are_stored_before_the_verdict_when_the_bisect_ends_before_their_delay(
-    tmp_path: Path, store: Store, kind: str
-):
-    """The candidates wait candidates_delay_s after the first steps (off a small host's busiest moment); a bisect
-    over sooner stores them with its verdict, and one that descends into a merge stores them before the branch."""
+def test_candidates_are_stored_before_the_first_step(tmp_path: Path, store: Store, kind: str):
+    """The candidates are stored before any step is sent; a merged branch's, before the branch's first step."""
     verdicts = ["good"] * 3 + ["bad"] * 3
     if kind == "endpoints mismatch":
         verdicts = ["bad"] * 6
     branches = {3: ["good", "bad"]} if kind == "all parents" else {}
     history = write_history(tmp_path / "repo", verdicts, side_branches=branches)
     spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], all_parents=kind == "all parents")
-    with _VerdictWatchingStore.open(f"sqlite:///{tmp_path / 'watched.db'}") as watched:
-        waiting = Coordinator(watched, make_executor, poll_interval_s=0.05, candidates_delay_s=3600.0)
-        record = waiting.start(spec)
+    with _CandidatesWatchingStore.open(f"sqlite:///{tmp_path / 'watched.db'}") as watched:
+        record = Coordinator(watched, make_executor, poll_interval_s=0.05).start(spec)
         stored = [c.sha for c in watched.candidates(record.id)]
+        steps = watched.steps(record.id)
     expected = BisectStatus.ENDPOINTS_MISMATCH if kind == "endpoints mismatch" else BisectStatus.FOUND
     assert record.status is expected
     assert stored[: len(history.shas)] == history.shas
     assert len(stored) == len(history.shas) + len(branches.get(3, []))
-    assert watched.candidates_at_verdict == [len(stored)]  # all there when the verdict was written
+    position = {sha: i for i, sha in enumerate(stored)}
+    for step, known in zip(steps, watched.candidates_at_start, strict=True):  # each step's commit was listed
+        assert position[step.sha] < known
     if kind == "all parents":
         assert record.first_bad == history.side_shas[1]
 
 
-class _VerdictWatchingStore(Store):
-    """A real store that notes how many candidates are stored each time a bisect gets its final status."""
+class _CandidatesWatchingStore(Store):
+    """A real store that notes how many candidates are stored each time a step starts."""
 
-    candidates_at_verdict: list[int]
+    candidates_at_start: list[int]
 
-    def set_status(self, bisect_id: int, status: BisectStatus, **values: Any) -> None:
-        if status.is_terminal():
-            self.candidates_at_verdict = [*getattr(self, "candidates_at_verdict", []), len(self.candidates(bisect_id))]
-        super().set_status(bisect_id, status, **values)
+    def start_steps(self, bisect_id: int, new_steps: Sequence[NewStep]) -> list[int]:
+        known = len(self.candidates(bisect_id))
+        self.candidates_at_start = [*getattr(self, "candidates_at_start", []), *[known] * len(new_steps)]
+        return super().start_steps(bisect_id, new_steps)
 
 
 def test_all_parents_descends_into_a_bad_merge(tmp_path: Path, store: Store):
@@ -294,7 +307,7 @@ def _start_until_a_submit_fails(
 ) -> tuple[SyntheticHistory, int, list[StepRecord]]:
     """A bisect (culprit 23 of 40) whose executor cannot send its fail_at-th step: the history, bisect id, steps."""
     history = culprit_history(tmp_path / "repo", 40, 23)
-    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=workers)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=workers, verify_endpoints="first")
     executor = _FailingAtSubmit(str(history.path), workers=workers, fail_at=fail_at)
     with pytest.raises(ExecutorError, match="went away"):
         Coordinator(store, make_executor, poll_interval_s=0.05).start(spec, executor)

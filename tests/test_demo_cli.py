@@ -21,7 +21,7 @@ def bisect(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_demo_run_names_the_planted_culprit_explains_and_minimizes_it(tmp_path: Path):
+def test_demo_run_builds_images_names_the_planted_culprit_explains_and_minimizes_it(tmp_path: Path):
     done = bisect("demo", "run", "--dir", str(tmp_path / "demo"), "--commits", "40", "--workers", "2",
                   "--minimize", "--format", "json", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -45,6 +45,21 @@ def test_demo_run_names_the_planted_culprit_explains_and_minimizes_it(tmp_path: 
     assert all(unit["description"].startswith("_TUNED_MMA_MIN_M[") for unit in minimized["minimal"])
     assert len(minimized["minimal"]) < minimized["unit_count"]
     assert purposes.count("minimize") == minimized["test_count"]
+    # Each commit's image was built once by the demo's build step (uv venv, compiled piece); commits whose
+    # build inputs did not change ran on an earlier commit's image.
+    images = [
+        step["image"] for step in report["steps"] if step["purpose"] == "search" and step["verdict"] != "cancelled"
+    ]
+    assert all(images), report["steps"]
+    assert {image["source"] for image in images} <= {"built", "cache"}
+    assert any(image["source"] == "built" for image in images)
+    # The same demo again in the same directory builds nothing.
+    again = bisect("demo", "run", "--dir", str(tmp_path / "demo"), "--commits", "40", "--workers", "2",
+                   "--no-explain", "--format", "json", cwd=tmp_path)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    rerun = json.loads(again.stdout)
+    assert rerun["first_bad"]["sha"] == report["first_bad"]["sha"]
+    assert {(step["image"] or {}).get("source") for step in rerun["steps"]} == {"cache"}
 
 
 def test_explain_any_commit_without_a_bisect(tmp_path: Path):

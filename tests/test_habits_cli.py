@@ -250,7 +250,7 @@ def test_failed_endpoint_is_what_the_report_reproduces(tmp_path: Path):
     history = write_history(tmp_path / "repo", ["buildfail"] + ["good"] * 5 + ["bad"] * 5)
     db = tmp_path / "b.db"
     args = ["start", "--repo", str(history.path), "--good", history.shas[0], "--bad", "main",
-            "--run", "bash test.sh", "--build", "bash build.sh"]  # fmt: skip
+            "--run", "bash test.sh", "--build", "bash build.sh", "--verify-endpoints", "first"]  # fmt: skip
     done = bisect(*args, "--format", "json", db=db)
     assert done.returncode == 3
     report = json.loads(done.stdout)
@@ -362,8 +362,8 @@ def test_a_log_whose_bad_marks_came_back_out_of_order_still_replays_to_the_first
     so the log lists bad marks newest first."""
     from datetime import UTC, datetime, timedelta
 
+    from bisector.config import build_spec
     from bisector.coordinator import prepare_bisect
-    from bisector.spec import build_spec
     from db.store import NewStep, Store
     from vocab.domain import BisectStatus, StepResult, Verdict
 

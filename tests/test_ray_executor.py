@@ -85,7 +85,7 @@ def wait_for(executor: RayExecutor, count: int, limit_s: float = 300) -> list[St
 
 def ray_factory(made: list[RayExecutor], resources: dict[str, float] | None = None) -> Callable[[BisectSpec], object]:
     def factory(spec: BisectSpec) -> RayExecutor:
-        made.append(RayExecutor(spec.repo, spec.workers, spec.gpus_per_step, resources or {}, None))
+        made.append(RayExecutor(spec.repo, spec.executor.workers, spec.executor.gpus_per_step, resources or {}, None))
         return made[-1]
 
     return factory

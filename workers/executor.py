@@ -7,6 +7,7 @@ the store. An executor reports every submitted step exactly once: finished, canc
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from vocab.domain import StepResult
@@ -60,9 +61,15 @@ class Executor(abc.ABC):
     def free_slots(self) -> int:
         return len(self.free_workers())
 
+    def prefer_workers(self, request: StepRequest, workers: Sequence[str]) -> list[str]:
+        """workers ordered best first for request where nothing else tells them apart (an executor over several
+        nodes puts those that hold the step's image first); this one keeps the order given."""
+        return list(workers)
+
     @abc.abstractmethod
     def submit(self, request: StepRequest) -> Assignment:
-        """Start a step on a free slot (one not in request.avoid_workers when possible)."""
+        """Start a step on a free slot: request.pin_worker, else one not in request.avoid_workers when possible
+        (among those, prefer_workers' first)."""
 
     @abc.abstractmethod
     def poll(self, timeout_s: float) -> list[StepResult]:

@@ -120,7 +120,9 @@ def _gpu_ids() -> tuple[int, ...]:
 class StepActor:
     """One worker slot on a Ray node. Created by RayExecutor through ray.remote(StepActor)."""
 
-    def __init__(self, name: str, repo: str, slot_index: int, coordinator_node_id: str) -> None:
+    def __init__(self, name: str, repo: str, slot_index: int, coordinator_node_id: str, image_root: str = "") -> None:
+        """image_root: the image cache root the coordinator names for every node (a shared mount); empty: this
+        node's own (images_root() in the node's environment)."""
         self._node_id = ray.get_runtime_context().get_node_id()
         self._ship_logs = self._node_id != coordinator_node_id
         worktree, self._lock_file = claim_worktree(worktree_root(repo), slot_index)  # held for the actor's life
@@ -129,7 +131,7 @@ class StepActor:
             GitRepo(repo).ensure_worktree(worktree, "HEAD")
             clean_for = repo
         self._slot = WorkerSlot(name=name, gpus=_gpu_ids(), worktree=worktree, node=socket.gethostname())
-        self._runner = StepRunner(self._slot, clean_for=clean_for)
+        self._runner = StepRunner(self._slot, clean_for=clean_for, image_root=Path(image_root) if image_root else None)
         self._reaper = _Reaper()
         self._cancelled: set[int] = set()
         self._running: int | None = None

@@ -14,36 +14,41 @@ times is retired. The test's process groups die with the actor (see the reaper i
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from vocab.domain import ErrorKind, StepResult, Verdict
 from vocab.errors import ExecutorError, InputError
 from workers.executor import Assignment, Executor, StepRequest
-from workers.gpu_leases import GpuLeases, lease_slots
-from workers.gpus import visible_gpus
+from workers.gpu_leases import GpuLeases
+from workers.image_placement import ImagePlacement
+from workers.images.cache import IMAGE_ROOT_ENV
 
 try:
     import ray
     from ray import exceptions as ray_errors
 
     from workers.ray_actor import CONTROL_GROUP, ActorInfo, StepActor, StepOutcome
+    from workers.ray_cluster import (
+        CPUS_PER_SLOT,
+        checked_resources,
+        cluster_total,
+        connect,
+        describe,
+        one_line,
+        resolve_gpus_per_step,
+    )
 except ImportError as exc:
     raise ExecutorError(f"--executor ray needs Ray ({exc}): pip install 'gpu-bisect[ray]'") from None
 
 START_TIMEOUT_S = 120.0  # how long Ray may take to place a slot's actor (an autoscaler adds nodes meanwhile)
 START_GRACE_S = 15.0  # once one slot is up, how long the start waits for the others
 MAX_RESTARTS = 3  # fresh actors per slot after losses; then the slot is retired
-CONNECT_PROBE_S = 5.0  # ray.init retries an unreachable address for minutes; a TCP probe fails fast
-CPUS_PER_SLOT = 1
-RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+__all__ = ["RayExecutor", "checked_resources"]
 
 
 @dataclass
@@ -80,8 +85,11 @@ class RayExecutor(Executor):
         start_timeout_s: float = START_TIMEOUT_S,
         start_grace_s: float = START_GRACE_S,
         max_restarts: int = MAX_RESTARTS,
+        image_root: str | None = None,
     ) -> None:
-        """start_grace_s: how long the start waits for the other slots once one is up (the rest join later)."""
+        """start_grace_s: how long the start waits for the other slots once one is up (the rest join later).
+        image_root: the image cache root every node mounts (default $BISECT_IMAGE_ROOT of this process); without
+        one each node keeps its own images (built again per node) and steps prefer nodes that hold theirs."""
         if workers < 1:
             raise InputError(f"--workers must be at least 1 (got {workers})")
         self._resources = checked_resources(resources or {})
@@ -89,16 +97,18 @@ class RayExecutor(Executor):
         self._start_timeout_s = start_timeout_s
         self._start_grace_s = start_grace_s
         self._max_restarts = max_restarts
+        self._image_root = image_root if image_root is not None else os.environ.get(IMAGE_ROOT_ENV, "")
+        self._placement = ImagePlacement()
         self._retired: list[str] = []
         self._slots: dict[str, _Slot] = {}
         self._leases = GpuLeases()
         try:
-            self._owns_ray = _connect(address, workers, gpus_per_step, self._leases)
+            self._owns_ray = connect(address, workers, gpus_per_step, self._leases)
         except BaseException:
             self._leases.release()
             raise
         try:
-            self._gpus_per_step = _resolve_gpus_per_step(gpus_per_step)
+            self._gpus_per_step = resolve_gpus_per_step(gpus_per_step)
             self._coordinator_node = ray.get_runtime_context().get_node_id()
             threaded = ray.remote(concurrency_groups={CONTROL_GROUP: 2})  # type: ignore[call-overload]
             self._actor_class = threaded(StepActor).options(
@@ -118,7 +128,7 @@ class RayExecutor(Executor):
 
     def _new_slot(self, index: int, restarts: int = 0) -> _Slot:
         name = f"ray-{index}"
-        actor: Any = self._actor_class.remote(name, self._repo, index, self._coordinator_node)
+        actor: Any = self._actor_class.remote(name, self._repo, index, self._coordinator_node, self._image_root)
         return _Slot(index, name, actor, actor.info.options(concurrency_group=CONTROL_GROUP).remote(), restarts)
 
     def _await_first_start(self) -> None:
@@ -137,7 +147,7 @@ class RayExecutor(Executor):
         if not any(slot.info is not None for slot in self._slots.values()):
             raise ExecutorError(
                 f"Ray placed none of the {len(self._slots)} worker(s) within {self._start_timeout_s:g}s: each needs "
-                f"{_describe(self._requirement())}; the cluster has {_describe(_cluster_total())}"
+                f"{describe(self._requirement())}; the cluster has {describe(cluster_total())}"
             )
 
     def _requirement(self) -> dict[str, float]:
@@ -161,7 +171,7 @@ class RayExecutor(Executor):
                 slot.info = ray.get(ref)
             except ray_errors.RayError as exc:
                 if fail_fast:
-                    raise ExecutorError(f"Ray worker {slot.name} could not start: {_one_line(exc)}") from None
+                    raise ExecutorError(f"Ray worker {slot.name} could not start: {one_line(exc)}") from None
                 self._replace(slot)
 
     def _replace(self, slot: _Slot) -> None:
@@ -187,7 +197,7 @@ class RayExecutor(Executor):
             if remaining <= 0:
                 raise ExecutorError(
                     f"no Ray worker came back within {self._start_timeout_s:g}s after losses: each needs "
-                    f"{_describe(self._requirement())}; the cluster has {_describe(_cluster_total())}"
+                    f"{describe(self._requirement())}; the cluster has {describe(cluster_total())}"
                 )
             self._check_starting(remaining)
 
@@ -210,7 +220,8 @@ class RayExecutor(Executor):
         free = [slot for slot in self._slots.values() if slot.free]
         if not free:
             raise ExecutorError("no free worker slot")
-        slot = next((s for s in free if s.name not in request.avoid_workers), free[0])
+        preferred = [s.name for s in free if s.name not in request.avoid_workers] or [s.name for s in free]
+        slot = self._slots[self.prefer_workers(request, preferred)[0]]
         if request.pin_worker:
             pinned = [s for s in free if s.name == request.pin_worker]
             if not pinned:
@@ -219,6 +230,15 @@ class RayExecutor(Executor):
         assert slot.info is not None
         slot.running = _Running(request, slot.actor.run.remote(request))
         return Assignment(slot.name, slot.info.hostname, slot.info.gpus)
+
+    def prefer_workers(self, request: StepRequest, workers: Sequence[str]) -> list[str]:
+        """workers on a node that holds the step's image (it ran a step on it) first."""
+
+        def node_of(worker: str) -> str | None:
+            slot = self._slots.get(worker)
+            return slot.info.node_id if slot is not None and slot.info is not None else None
+
+        return self._placement.rank(request, workers, node_of)
 
     def poll(self, timeout_s: float) -> list[StepResult]:
         running = {slot.running.ref: slot for slot in self._slots.values() if slot.running is not None}
@@ -237,7 +257,7 @@ class RayExecutor(Executor):
         try:
             outcome: StepOutcome = ray.get(run.ref)
         except ray_errors.RayTaskError as exc:  # the runner raised; the actor lives on
-            detail = f"step runner failed: {_one_line(exc, last=True)}"
+            detail = f"step runner failed: {one_line(exc, last=True)}"
             return self._failed(run, slot.info, slot.name, ErrorKind.HARNESS, detail)
         except ray_errors.RayError as exc:  # actor, worker process or node gone
             self._replace(slot)
@@ -245,7 +265,8 @@ class RayExecutor(Executor):
                 return self._failed(run, slot.info, slot.name, None, "cancelled; its Ray worker was lost meanwhile")
             retired = " (slot retired: lost too often)" if slot.name in self._retired else ""
             detail = f"Ray worker {slot.name} (pid {slot.info.pid} on {slot.info.hostname}) was lost mid-step{retired}"
-            return self._failed(run, slot.info, slot.name, ErrorKind.WORKER_LOST, f"{detail}: {_one_line(exc)}")
+            return self._failed(run, slot.info, slot.name, ErrorKind.WORKER_LOST, f"{detail}: {one_line(exc)}")
+        self._placement.record(outcome.result, slot.info.node_id)
         return _delivered(run.request, outcome)
 
     @staticmethod
@@ -297,105 +318,6 @@ class RayExecutor(Executor):
         return list(self._retired)
 
 
-# --- connecting -------------------------------------------------------------------------------------------------
-
-
-def _connect(address: str | None, workers: int, gpus_per_step: int, leases: GpuLeases) -> bool:
-    """Connect this process to Ray. Returns whether it called ray.init (and so must call ray.shutdown).
-
-    A local cluster started here sees only the GPUs this bisect leased (workers/gpu_leases.py), so two bisects on
-    one host never share one."""
-    if ray.is_initialized():
-        return False
-    quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
-    if address:
-        _probe(address)
-        try:
-            ray.init(address=address, runtime_env={"py_modules": _project_packages()}, **quiet)
-        except Exception as exc:
-            hint = "" if os.environ.get("RAY_AUTH_MODE") else " (a cluster with token auth needs RAY_AUTH_MODE=token)"
-            raise ExecutorError(f"cannot connect to the Ray cluster at {address}: {_one_line(exc)}{hint}") from None
-        return True
-    gpus = visible_gpus()
-    fit = min(workers, len(gpus) // (gpus_per_step or 1))  # more slots than GPUs: Ray places them as GPUs free
-    if fit:
-        slot_gpus, _ = lease_slots(gpus, fit, gpus_per_step, leases=leases)
-        gpus = tuple(gpu for slot in slot_gpus for gpu in slot)
-    try:
-        with _visible_devices(gpus):
-            ray.init(
-                address="local",  # never join a cluster recorded in /tmp/ray by `ray start`: that takes --ray-address
-                num_cpus=max(os.cpu_count() or 1, workers * CPUS_PER_SLOT),
-                num_gpus=len(gpus),
-                include_dashboard=False,
-                **quiet,
-            )
-    except Exception as exc:
-        raise ExecutorError(f"cannot start a local Ray cluster: {_one_line(exc)}") from None
-    return True
-
-
-@contextlib.contextmanager
-def _visible_devices(gpus: tuple[int, ...]) -> Iterator[None]:
-    """Start the local cluster seeing exactly these GPUs ($BISECT_GPUS), so Ray hands out their real ids."""
-    if not gpus:
-        yield
-        return
-    previous = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ["CUDA_VISIBLE_DEVICES"]
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = previous
-
-
-def _probe(address: str) -> None:
-    """Fail in seconds, not minutes, when nothing listens at host:port ("auto" is left to Ray)."""
-    target = address.removeprefix("ray://")
-    try:
-        parts = urlsplit(f"//{target}")
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        raise ExecutorError(f"--ray-address {address!r}: expected HOST:PORT, ray://HOST:PORT or auto") from None
-    if host is None or port is None:
-        return
-    try:
-        socket.create_connection((host, port), timeout=CONNECT_PROBE_S).close()
-    except OSError as exc:
-        raise ExecutorError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
-
-
-def _project_packages() -> list[str]:
-    """The packages a remote node's actor imports, shipped so every node runs the coordinator's code."""
-    import vocab
-    import workers
-
-    return [str(Path(vocab.__file__).parent), str(Path(workers.__file__).parent)]
-
-
-def _resolve_gpus_per_step(requested: int) -> int:
-    """0 means one GPU per step when the cluster has GPUs, else CPU slots (as for the local executor)."""
-    if requested < 0:
-        raise InputError(f"--gpus-per-step must be 0 or more (got {requested})")
-    if requested:
-        return requested
-    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
-    return 1 if any(node["Alive"] and node["Resources"].get("GPU", 0) >= 1 for node in nodes) else 0
-
-
-def checked_resources(resources: dict[str, float]) -> dict[str, float]:
-    """The --resources of a step, refused when they name CPU/GPU/memory or a non-positive amount."""
-    for name, amount in resources.items():
-        if not name or name in RESERVED_RESOURCES:
-            raise InputError(f"--resources {name}={amount:g}: name a custom resource (GPUs: --gpus-per-step)")
-        if amount <= 0:
-            raise InputError(f"--resources {name}={amount:g}: the amount must be positive")
-    return dict(resources)
-
-
 # --- results ----------------------------------------------------------------------------------------------------
 
 
@@ -410,20 +332,3 @@ def _delivered(request: StepRequest, outcome: StepOutcome) -> StepResult:
     except OSError as exc:
         return replace(outcome.result, detail=f"{outcome.result.detail}\n(log not saved here: {exc})".strip())
     return outcome.result
-
-
-def _cluster_total() -> dict[str, float]:
-    return dict(ray.cluster_resources())  # type: ignore[no-untyped-call]
-
-
-def _describe(resources: dict[str, float]) -> str:
-    shown = {k: v for k, v in resources.items() if not k.startswith("node:") and k not in RESERVED_RESOURCES[2:]}
-    return ", ".join(f"{name} {amount:g}" for name, amount in sorted(shown.items()) if amount) or "nothing"
-
-
-def _one_line(exc: BaseException, *, last: bool = False) -> str:
-    """Ray's messages run over many lines; a task's error ends with the remote exception, others start with it."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    if last:
-        return lines[-1] if lines else type(exc).__name__
-    return f"{type(exc).__name__}: {lines[0] if lines else 'no message'}"

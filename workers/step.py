@@ -23,6 +23,7 @@ from vocab.gitrepo import GitRepo
 from vocab.metric import DISK_FULL_SIGNATURE, MatchTimeoutError, infra_judgement, infra_signature, judge_run
 from workers.executor import StepRequest
 from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
+from workers.images.cache import ImageCache
 from workers.images.key import ImageRecipe
 from workers.output import DETAIL_TAIL_BYTES, WINDOW_BYTES, StepLog
 from workers.process import ProcessOutcome, run_shell
@@ -70,11 +71,19 @@ def reproduce_command(repo: str, sha: str, build_cmd: str | None, run_cmd: str, 
 
 
 class StepRunner:
-    def __init__(self, slot: WorkerSlot, clean_for: str | None = None, opened: Sequence[GitRepo] = ()) -> None:
+    def __init__(
+        self,
+        slot: WorkerSlot,
+        clean_for: str | None = None,
+        opened: Sequence[GitRepo] = (),
+        image_root: Path | None = None,
+    ) -> None:
         """clean_for: the repo for which the slot's worktree is known to hold no untracked files (just made or
         cleaned by the caller), so the first step needs only a checkout. opened: repositories the caller has
-        opened already (with their worktree handles), so the first step does not pay for opening them."""
+        opened already (with their worktree handles), so the first step does not pay for opening them.
+        image_root: the image cache root (default: images_root() of this process's environment)."""
         self.slot = slot
+        self._image_root = image_root
         self._opened = list(opened)
         self._repos: dict[str, GitRepo] = {}
         self._tidy_repo = clean_for  # the repo whose worktree is clean now, if known
@@ -187,7 +196,7 @@ class StepRunner:
             request.repo, request.sha, request.build_cmd, recipe, env, log, time_left_s(request, started),
             should_cancel=should_cancel, on_start=on_start, cancel_fd=cancel_fd,
         )  # fmt: skip
-        with ImageBuilder().prepare(job) as prepared:
+        with ImageBuilder(ImageCache(self._image_root)).prepare(job) as prepared:
             info = prepared.info
             build_s = info.build_s if info is not None and not info.reused else 0.0
             if log.error is not None:

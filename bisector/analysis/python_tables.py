@@ -1,48 +1,22 @@
 """Literal tables, constants, Triton autotune configs and heuristics of one Python module, read with ast.
 
 Nothing is imported or executed: module- and class-level assignments are evaluated when they are literals
-(names of other literal constants resolved, simple arithmetic folded); anything else becomes a Symbol compared
-by its source text. diff_python compares two scans of one file.
+(literals.py: names of other literal constants resolved, simple arithmetic folded); anything else becomes a
+Symbol compared by its source text. diff_python compares two scans of one file.
 """
 
 from __future__ import annotations
 
 import ast
-import operator
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
 from bisector.analysis.env_gates import EnvGates, diff_env_gates, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render, sequence
-
-_WRAPPERS = frozenset({"dict", "list", "tuple", "set", "frozenset", "MappingProxyType", "types.MappingProxyType"})
-_SCALARS = (int, float, complex, str, bytes, bool, type(None))
-_MAX_BITS = 4096
-_BINARY: dict[type[ast.operator], Callable[[object, object], object]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-    ast.LShift: operator.lshift,
-    ast.RShift: operator.rshift,
-    ast.BitOr: operator.or_,
-    ast.BitAnd: operator.and_,
-    ast.BitXor: operator.xor,
-}
-_UNARY: dict[type[ast.unaryop], Callable[[Any], object]] = {
-    ast.USub: operator.neg,
-    ast.UAdd: operator.pos,
-    ast.Invert: operator.invert,
-    ast.Not: operator.not_,
-}
-CONFIG_TAG = "triton.Config"
+from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
+from bisector.analysis.values import Leaf, Mapping, Node, diff_entries
 
 
 @dataclass(frozen=True)
@@ -163,7 +137,7 @@ class _Scanner:
         if statement.value is None:
             return
         targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-        evaluator = _Evaluator(env)
+        evaluator = LiteralEvaluator(env)
         for target in targets:
             if isinstance(target, ast.Name):
                 self._bind(prefix, target.id, statement.value, evaluator.eval(statement.value), env)
@@ -176,7 +150,7 @@ class _Scanner:
                 self._set_item(prefix, target, evaluator, statement.value, env)
 
     def _bind(self, prefix: str, name: str, source: ast.expr, node: Node, env: dict[str, Node]) -> None:
-        env[name] = _plain(node)
+        env[name] = plain_value(node)
         if name.startswith("__") and name.endswith("__"):
             return
         kind = _kind_of(source, node)
@@ -186,7 +160,7 @@ class _Scanner:
             self.entries.pop(prefix + name, None)
 
     def _set_item(
-        self, prefix: str, target: ast.Subscript, evaluator: _Evaluator, value: ast.expr, env: dict[str, Node]
+        self, prefix: str, target: ast.Subscript, evaluator: LiteralEvaluator, value: ast.expr, env: dict[str, Node]
     ) -> None:
         """`TABLE[(1, 2)] = 3` after the table's literal: the row belongs to the table."""
         assert isinstance(target.value, ast.Name)
@@ -201,7 +175,7 @@ class _Scanner:
 
     def _function(self, function: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str, env: dict[str, Node]) -> None:
         name = prefix + function.name
-        evaluator = _Evaluator(env)
+        evaluator = LiteralEvaluator(env)
         for decorator in function.decorator_list:
             if not isinstance(decorator, ast.Call):
                 continue
@@ -239,14 +213,14 @@ def _is_enum(cls: ast.ClassDef) -> bool:
 def _kind_of(source: ast.expr, node: Node) -> FindingKind | None:
     if isinstance(node, Mapping) and node.tag == CONFIG_TAG:
         return FindingKind.AUTOTUNE_CONFIG
-    if isinstance(source, ast.Dict | ast.List | ast.Tuple | ast.Set) or _wrapped_literal(source) is not None:
+    if isinstance(source, ast.Dict | ast.List | ast.Tuple | ast.Set) or wrapped_literal(source) is not None:
         return FindingKind.TABLE_ENTRY
-    if isinstance(node, Leaf) and isinstance(node.value, _SCALARS):
+    if isinstance(node, Leaf) and isinstance(node.value, SCALARS):
         return FindingKind.CONSTANT
     return None
 
 
-def _autotune(decorator: ast.Call, evaluator: _Evaluator) -> Mapping:
+def _autotune(decorator: ast.Call, evaluator: LiteralEvaluator) -> Mapping:
     """configs (keyed by their meta-parameters), key and the other arguments of one triton.autotune."""
     arguments: list[tuple[str, ast.expr]] = list(zip(("configs", "key"), decorator.args, strict=False))
     arguments += [(kw.arg, kw.value) for kw in decorator.keywords if kw.arg is not None]
@@ -274,149 +248,3 @@ def _reads(function: ast.AST, class_name: str) -> Iterable[str]:
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             owner = node.value.id
             yield f"{class_name}.{node.attr}" if owner in ("self", "cls") and class_name else f"{owner}.{node.attr}"
-
-
-def _wrapped_literal(expr: ast.expr) -> ast.expr | None:
-    """The literal inside dict({...}), frozenset({...}), MappingProxyType({...}) and the like."""
-    if not isinstance(expr, ast.Call) or expr.keywords or len(expr.args) != 1:
-        return None
-    if ast.unparse(expr.func) in _WRAPPERS and isinstance(expr.args[0], ast.Dict | ast.List | ast.Tuple | ast.Set):
-        return expr.args[0]
-    return None
-
-
-def _plain(node: Node) -> Node:
-    """The value as another name sees it: a scalar's text is its repr, whatever expression made it."""
-    if isinstance(node, Leaf) and isinstance(node.value, _SCALARS):
-        return Leaf(node.value, repr(node.value), node.line)
-    return node
-
-
-def _has_names(expr: ast.expr) -> bool:
-    return any(isinstance(node, ast.Name | ast.Attribute) for node in ast.walk(expr))
-
-
-class _Evaluator:
-    """Literal evaluation with names resolved from env; whatever is not literal becomes a Symbol."""
-
-    def __init__(self, env: dict[str, Node]) -> None:
-        self.env = env
-
-    def eval(self, expr: ast.expr) -> Node:
-        line = expr.lineno
-        if isinstance(expr, ast.Constant):
-            return Leaf(expr.value, repr(expr.value), line)
-        if isinstance(expr, ast.Name | ast.Attribute):
-            return self._name(expr, line)
-        if isinstance(expr, ast.UnaryOp | ast.BinOp):
-            return self._arithmetic(expr, line)
-        if isinstance(expr, ast.Dict):
-            return self._dict(expr)
-        if isinstance(expr, ast.List | ast.Tuple | ast.Set):
-            return self._sequence(expr)
-        if isinstance(expr, ast.Call):
-            return self._call(expr, line)
-        return _symbol(expr)
-
-    def _name(self, expr: ast.Name | ast.Attribute, line: int) -> Node:
-        name = ast.unparse(expr)
-        value = self.env.get(name)
-        if value is None:
-            return _symbol(expr)
-        if isinstance(value, Leaf):
-            return Leaf(value.value, f"{name} ({value.text})", line)
-        return value
-
-    def _arithmetic(self, expr: ast.UnaryOp | ast.BinOp, line: int) -> Node:
-        try:
-            if isinstance(expr, ast.UnaryOp):
-                operand = self.eval(expr.operand)
-                if not isinstance(operand, Leaf) or isinstance(operand.value, Symbol):
-                    return _symbol(expr)
-                result = _UNARY[type(expr.op)](operand.value)
-            else:
-                left, right = self.eval(expr.left), self.eval(expr.right)
-                if not (isinstance(left, Leaf) and isinstance(right, Leaf)):
-                    return _symbol(expr)
-                result = _binary(expr.op, left.value, right.value)
-        except (ArithmeticError, TypeError, ValueError, KeyError):
-            return _symbol(expr)
-        if not isinstance(result, Hashable):
-            return _symbol(expr)
-        text = f"{ast.unparse(expr)} ({result!r})" if _has_names(expr) or isinstance(expr, ast.BinOp) else repr(result)
-        return Leaf(result, text, line)
-
-    def _dict(self, expr: ast.Dict) -> Node:
-        result = Mapping(line=expr.lineno)
-        for key_expr, value_expr in zip(expr.keys, expr.values, strict=True):
-            value = self.eval(value_expr)
-            if key_expr is None:  # {**OTHER}
-                if isinstance(value, Mapping):
-                    result.entries.update(value.entries)
-                continue
-            key = self.eval(key_expr)
-            identity = key.value if isinstance(key, Leaf) else Symbol(ast.unparse(key_expr))
-            result.entries[identity] = (ast.unparse(key_expr), value)
-        return result
-
-    def _sequence(self, expr: ast.List | ast.Tuple | ast.Set) -> Node:
-        if expr.elts and all(_is_triton_config(e) for e in expr.elts):
-            return self._configs([e for e in expr.elts if isinstance(e, ast.Call)], expr.lineno)
-        items = [self.eval(e) for e in expr.elts]
-        brackets = "()" if isinstance(expr, ast.Tuple) else "{}" if isinstance(expr, ast.Set) else "[]"
-        return sequence(items, brackets, expr.lineno, unordered=isinstance(expr, ast.Set))
-
-    def _configs(self, calls: list[ast.Call], line: int) -> Mapping:
-        """A list of triton.Config keyed by the meta-parameter dict; the value is the other arguments."""
-        result = Mapping(line=line, tag=CONFIG_TAG)
-        for call in calls:
-            meta = self.eval(call.args[0]) if call.args else Mapping()
-            rest = [(kw.arg or "**", self.eval(kw.value)) for kw in call.keywords]
-            rest += [(f"arg{i}", self.eval(arg)) for i, arg in enumerate(call.args[1:], start=1)]
-            text = ", ".join(f"{name}={render(value)}" for name, value in rest) or "(defaults)"
-            identity: Hashable = meta.canonical
-            key_text = render(meta)
-            duplicate = 1
-            while identity in result.entries:
-                duplicate += 1
-                identity, key_text = (meta.canonical, duplicate), f"{render(meta)} #{duplicate}"
-            leaf = Leaf(tuple((name, value.canonical) for name, value in rest), text, call.lineno)
-            result.entries[identity] = (key_text, leaf)
-        return result
-
-    def _call(self, expr: ast.Call, line: int) -> Node:
-        inner = _wrapped_literal(expr)
-        if inner is not None:
-            return self.eval(inner)
-        if ast.unparse(expr.func) == "dict" and not expr.args and all(kw.arg for kw in expr.keywords):
-            result = Mapping(line=line)
-            for kw in expr.keywords:
-                assert kw.arg is not None
-                result.entries[kw.arg] = (repr(kw.arg), self.eval(kw.value))
-            return result
-        if _is_triton_config(expr):
-            return self._configs([expr], line)
-        return _symbol(expr)
-
-
-def _is_triton_config(expr: ast.expr) -> bool:
-    return isinstance(expr, ast.Call) and ast.unparse(expr.func) in ("triton.Config", "Config")
-
-
-def _binary(op: ast.operator, left: object, right: object) -> object:
-    numeric = (int, float, complex)
-    if isinstance(left, str | bytes) and isinstance(op, ast.Add) and type(left) is type(right):
-        return _BINARY[ast.Add](left, right)
-    if not (isinstance(left, numeric) and isinstance(right, numeric)):
-        raise TypeError("only numbers are folded")
-    if isinstance(op, ast.Pow | ast.LShift) and isinstance(right, int) and abs(right) > _MAX_BITS:
-        raise ValueError("too large")
-    result = _BINARY[type(op)](left, right)
-    if isinstance(result, int) and result.bit_length() > _MAX_BITS:
-        raise ValueError("too large")
-    return result
-
-
-def _symbol(expr: ast.expr) -> Leaf:
-    text = ast.unparse(expr)
-    return Leaf(Symbol(text), text, getattr(expr, "lineno", None))

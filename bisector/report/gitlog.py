@@ -36,8 +36,8 @@ def render_git_log(report: BisectReport) -> str:
     args: list[str] = []
     if (old, new) != DEFAULT_TERMS:
         args += ["--term-old", old, "--term-new", new]
-    if report.spec.paths:
-        args += ["--", *report.spec.paths]
+    if report.spec.test.paths:
+        args += ["--", *report.spec.test.paths]
     lines = ["git bisect start" + "".join(" " + sq_quote(a) for a in args)]
     for commit, verdict in _git_order(report):
         word = report.word(verdict)

@@ -26,7 +26,7 @@ def report_json(report: BisectReport) -> dict[str, object]:
         "repo": record.repo,
         "good": record.good,
         "bad": record.bad,
-        "paths": list(report.spec.paths),
+        "paths": list(report.spec.test.paths),
         "created": record.created.isoformat(),
         "finished": record.finished.isoformat() if record.finished else None,
         "first_bad": _commit_json(first_bad, report.metric(record.first_bad)) if first_bad else None,
@@ -48,6 +48,7 @@ def report_json(report: BisectReport) -> dict[str, object]:
         "decisions": record.extra.get("decisions", {}),
         "flake_seen": bool(record.extra.get("flake_seen", False)),
         "quarantined": record.extra.get("quarantined", {}),
+        "endpoints": {name: check.value for name, check in report.records.endpoints.items()},
     }
 
 

@@ -42,7 +42,7 @@ def render_markdown(report: BisectReport) -> str:
         out += [render_markdown_explanation(report.explanation), ""]  # under its own heading
     out += ["#### Evidence", ""]
     out += [*[f"- {md_escape(line)}" for line in report.noise_lines()]]
-    out += [f"- {md_escape(report.rule_sentence())} The test: `{md_escape(report.spec.run)}`."]
+    out += [f"- {md_escape(report.rule_sentence())} The test: `{md_escape(report.spec.test.run)}`."]
     out += [f"- {md_escape(report.work_sentence())}", ""]
     out += [
         "<details><summary>Steps</summary>",

@@ -13,15 +13,14 @@ from functools import cached_property
 
 from bisector.analysis import Explanation
 from bisector.explain import stored_explanation
-from bisector.judging import RESULT_VERDICTS, UNTESTED, CommitView, Judge
+from bisector.search.ledger import EVIDENCE_PURPOSES, Ledger
+from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.spec import BisectSpec
 from bisector.terms import new_verdict, old_verdict, term_of
 from db.store import Store
 from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
 from workers.step import reproduce_command
 
-# Steps whose verdicts the search judged by; a manual step is a person's verdict, counted with the search.
-EVIDENCE_PURPOSES = (StepPurpose.SEARCH, StepPurpose.CONFIRM, StepPurpose.MANUAL)
 FAILED_VERDICTS = (Verdict.ERROR, Verdict.SKIP)
 SIDE_RUN_WORDS = {
     StepPurpose.TRACE: "traced re-run(s) for the explanation",
@@ -62,7 +61,7 @@ class BisectReport:
     @property
     def terms(self) -> tuple[str, str]:
         """(old, new): the words for the good endpoint's state and the bad endpoint's (good/bad unless given)."""
-        return self.spec.terms()
+        return self.spec.search.terms()
 
     @cached_property
     def _commits(self) -> dict[str, Commit]:
@@ -92,7 +91,7 @@ class BisectReport:
     @cached_property
     def evidence(self) -> list[StepRecord]:
         """The steps the search judged by: search, confirmation and manual steps of workers not quarantined."""
-        quarantined = dict(self.record.extra.get("quarantined") or {})  # type: ignore[call-overload]
+        quarantined = self.records.quarantined
         return [s for s in self.steps if s.purpose in EVIDENCE_PURPOSES and s.worker not in quarantined]
 
     @cached_property
@@ -122,45 +121,45 @@ class BisectReport:
         return step.metric if step else None
 
     @cached_property
-    def _views(self) -> dict[str, CommitView]:
-        """What each tested commit's evidence says, judged as the coordinator judges it (bisector/judging.py)."""
-        judge = Judge(self.spec)
-        by_sha: dict[str, list[StepRecord]] = {}
-        for step in self.evidence:
-            by_sha.setdefault(step.sha, []).append(step)
-        good, bad = self.record.good, self.record.bad
-        views = {
-            sha: judge.view(by_sha.get(sha, []), endpoint=e) for sha, e in ((good, Verdict.GOOD), (bad, Verdict.BAD))
-        }
-        samples = (views[good].samples, views[bad].samples)
-        for sha, runs in by_sha.items():
-            if sha not in views:
-                views[sha] = judge.view(runs, endpoint_samples=samples)
-        for sha, runs in by_sha.items():
-            failed = sum(1 for s in runs if s.verdict is Verdict.ERROR)
-            tested = any(s.verdict in RESULT_VERDICTS for s in runs)
-            if views[sha] is UNTESTED and not tested and failed >= self.spec.max_attempts:
-                views[sha] = CommitView(Verdict.SKIP)  # untestable after its retries, as the coordinator counts it
-        return views
+    def records(self) -> SearchRecords:
+        """The search's stored decisions (quarantines, confirmation, flakes, endpoint checks)."""
+        return SearchRecords.from_extra(self.record.extra)
+
+    @cached_property
+    def ledger(self) -> Ledger:
+        """Every commit judged by the search's own rule (bisector/search/ledger.py), from the stored steps."""
+        noisy = self.spec.search.strategy == "noisy" or self.spec.search.repeat_limit > 1 or self.records.flake_seen
+        return Ledger(self.spec, self.candidates, self.record.bad, self.steps, self.records.quarantined, noisy=noisy)
+
+    def given(self, sha: str) -> Verdict | None:
+        """An endpoint the search took as given, never running it (lazily: the answer did not rest on it): its
+        role, as `git bisect start BAD GOOD` takes it."""
+        name = {self.record.good: "good", self.record.bad: "bad"}.get(sha)
+        if name is None or self.records.endpoints.get(name) is not EndpointCheck.ASSUMED:
+            return None
+        return Verdict.GOOD if name == "good" else Verdict.BAD
 
     def state_of(self, sha: str) -> Verdict | None:
-        """The commit's verdict for the search as a test outcome (GOOD / BAD / SKIP), None while undecided."""
-        view = self._views.get(sha)
-        if view is None or view.verdict is None:
-            return None
-        if view.verdict is Verdict.SKIP:
-            return Verdict.SKIP
-        return old_verdict(self.spec) if view.verdict is Verdict.GOOD else new_verdict(self.spec)
+        """The commit's verdict for the search as a test outcome (GOOD / BAD / SKIP), None while undecided; an
+        endpoint taken as given has its role."""
+        verdict = self.ledger.verdict_of(sha) or self.given(sha)
+        if verdict is None or verdict is Verdict.SKIP:
+            return verdict
+        return old_verdict(self.spec) if verdict is Verdict.GOOD else new_verdict(self.spec)
 
     def decided_commits(self) -> list[tuple[Commit, Verdict, datetime]]:
         """Each commit the search has a verdict for, with the verdict and when its last evidence finished, in the
-        order they were decided (the endpoints first)."""
+        order they were decided (the endpoints first, those taken as given too)."""
         out = []
-        for sha in self._views:
+        for sha in [self.candidates[p].sha for p in self.ledger.tested() if p < len(self.candidates)]:
             commit, verdict = self.commit(sha), self.state_of(sha)
             finished = [s.finished for s in self.evidence if s.sha == sha and s.finished is not None]
             if commit is not None and verdict is not None and finished:
                 out.append((commit, verdict, max(finished)))
+        for sha in (self.record.good, self.record.bad):
+            commit, verdict = self.commit(sha), self.state_of(sha)
+            if self.given(sha) is not None and commit is not None and verdict is not None:
+                out.append((commit, verdict, self.record.created))
         endpoints = {self.record.bad: 0, self.record.good: 1}
         return sorted(out, key=lambda item: (endpoints.get(item[0].sha, 2), item[2], item[0].position))
 
@@ -203,10 +202,10 @@ class BisectReport:
     def reproduce(self) -> str:
         sha = self.reproduce_target().sha
         step = self.decided_step(sha) or next((s for s in reversed(self.steps) if s.sha == sha and s.gpus), None)
-        env = dict(self.spec.env)
+        env = dict(self.spec.test.env)
         if step and step.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpus)
-        return reproduce_command(self.record.repo, sha, self.spec.build, self.spec.run, env)
+        return reproduce_command(self.record.repo, sha, self.spec.test.build, self.spec.test.run, env)
 
     # --- totals ----------------------------------------------------------------------------------------------
 
@@ -225,25 +224,36 @@ class BisectReport:
         return (self.record.finished - self.record.created).total_seconds()
 
     def noise_lines(self) -> list[str]:
-        """Repeats, flakes, quarantines and the confirmation, in plain words, when the bisect had any."""
-        lines = []
-        extra = self.record.extra
-        if self.spec.repeat_limit > 1:
+        """Repeats, flakes, quarantines, the confirmation and endpoints not run, in plain words, when any."""
+        lines, records, search = [], self.records, self.spec.search
+        if search.repeat_limit > 1:
             lines.append(
-                f"each tested commit ran {self.spec.repeat} time(s), up to {self.spec.repeat_limit} while its "
+                f"each tested commit ran {search.repeat} time(s), up to {search.repeat_limit} while its "
                 "verdict was uncertain"
             )
-        if extra.get("flake_seen"):
+        if records.flake_seen:
             lines.append("flaky results were seen (a commit tested both ways): the noisy search took over")
-        quarantined = extra.get("quarantined")
-        if isinstance(quarantined, dict):
-            lines += [f"worker {worker} was set aside: {reason}" for worker, reason in sorted(quarantined.items())]
-        confirmation = extra.get("confirmation")
-        if isinstance(confirmation, dict):
+        lines += [f"worker {worker} was set aside: {why}" for worker, why in sorted(records.quarantined.items())]
+        if (confirmation := records.confirmation) is not None:
             lines.append(
-                f"confirmation (the first bad commit re-run against its parent): {confirmation.get('status')}, "
-                f"{confirmation.get('reason')} (confidence {float(str(confirmation.get('confidence', 0))):.3f})"
+                f"confirmation (the first bad commit re-run against its parent): {confirmation.status.value}, "
+                f"{confirmation.reason} (confidence {confirmation.confidence:.3f})"
             )
+        return lines + self.endpoint_lines()
+
+    def endpoint_lines(self) -> list[str]:
+        """Which endpoints were not run, and which were run only because the answer depended on them."""
+        checks = self.records.endpoints
+        assumed = [name for name in ("good", "bad") if checks.get(name) is EndpointCheck.ASSUMED]
+        lazily = [name for name in ("good", "bad") if checks.get(name) is EndpointCheck.TESTED_LAZILY]
+        lines = []
+        for names, why in ((assumed, "taken as given, not run: the answer did not rest on"),
+                           (lazily, "run only because the answer rested on")):  # fmt: skip
+            if names:
+                ends = " and ".join(
+                    f"the {self.word(Verdict.GOOD if n == 'good' else Verdict.BAD)} endpoint" for n in names
+                )
+                lines.append(f"{ends} {why} {'it' if len(names) == 1 else 'them'}")
         return lines
 
     def work_sentence(self) -> str:
@@ -266,13 +276,13 @@ class BisectReport:
 
     def rule_sentence(self) -> str:
         old, new = self.terms
-        if self.spec.expect == "auto":
-            rule = f"a commit's samples are compared with both endpoints' ({self.spec.direction} is better)"
-        elif self.spec.expect:
-            rule = f"the test passes when its metric is {self.spec.expect}"
+        if self.spec.test.expect == "auto":
+            rule = f"a commit's samples are compared with both endpoints' ({self.spec.search.direction} is better)"
+        elif self.spec.test.expect:
+            rule = f"the test passes when its metric is {self.spec.test.expect}"
         else:
             rule = "the test passes when it exits 0"
-        state = f"passing is {new}, failing {old} (--find-fix)" if self.spec.find_fix else f"passing is {old}"
+        state = f"passing is {new}, failing {old} (--find-fix)" if self.spec.search.find_fix else f"passing is {old}"
         return f"Verdicts: {rule}; {state}."
 
 

@@ -32,7 +32,7 @@ def status_lines(report: BisectReport) -> list[str]:
     record = report.record
     old, new = report.terms
     lines = [f"bisect {record.id}: {record.status.value}"]
-    where = f" touching {' '.join(report.spec.paths)}" if report.spec.paths else ""
+    where = f" touching {' '.join(report.spec.test.paths)}" if report.spec.test.paths else ""
     lines.append(
         f"range: {record.good[:12]} ({old}) .. {record.bad[:12]} ({new}), {len(report.candidates)} commits{where}, "
         f"in {record.repo}"

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bisector.config import CONFIG_FILE_NAME, build_spec
+from bisector.options import BY_CONFIG_KEY
 from bisector.service.config import COMMAND_KEYS, RECIPE_KEYS, ServiceConfig, check_recipe
-from bisector.spec import CONFIG_FILE_NAME, BisectSpec, build_spec
+from bisector.spec import BisectSpec
 from vocab.errors import InputError
 from vocab.gitrepo import GitRepo
 
@@ -80,7 +82,14 @@ def build_submission(config: ServiceConfig, mirror: Path, source: str, body: dic
     flags["ray_address"] = config.ray_address
     if not flags.get("run"):
         raise InputError("no command: name a recipe (or give the repository a bisect.toml with `run`)")
-    return Submission(source=source, spec=build_spec(repo.root, flags), priority=int(body.get("priority", 0)))
+    return Submission(
+        source=source, spec=build_spec(repo.root, _by_option(flags)), priority=int(body.get("priority", 0))
+    )
+
+
+def _by_option(settings: dict[str, Any]) -> dict[str, Any]:
+    """Requests and recipes use bisect.toml's keys (timeout, not timeout_s): the values by option name."""
+    return {BY_CONFIG_KEY[key].name if key in BY_CONFIG_KEY else key: value for key, value in settings.items()}
 
 
 def _recipe(config: ServiceConfig, repo: GitRepo, bad: str, name: str | None) -> dict[str, Any]:

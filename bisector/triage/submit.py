@@ -132,7 +132,7 @@ def run_bisects(
     `options` are more `bisect start` keys (workers, executor, build, timeout, ...) shared by every bisect.
     """
     from bisector.app import check_executor, make_coordinator, make_executor
-    from bisector.spec import build_spec
+    from bisector.config import build_spec
 
     for plan in plans:
         values = {**options, "good": report.good, "bad": report.bad, "run": plan.run}

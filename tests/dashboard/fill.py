@@ -68,7 +68,7 @@ def table_history(path: Path, commits: int, culprit: int) -> list[str]:
 
 def spec(repo: Path, good: str, bad: str, **values: object) -> BisectSpec:
     values = {"repo": str(repo), "good": good, "bad": bad, "run": "bash test.sh", "executor": "inprocess", **values}
-    return BisectSpec(**values)  # type: ignore[arg-type]
+    return BisectSpec.from_options(values)
 
 
 def fill_store(store: Store, root: Path) -> Filled:

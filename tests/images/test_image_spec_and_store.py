@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bisector.spec import BisectSpec, build_spec
+from bisector.config import build_spec
+from bisector.spec import BisectSpec
 from db.store import Store
 from vocab.domain import ImageInfo, StepResult, Verdict
 from vocab.errors import InputError
@@ -15,17 +16,17 @@ from workers.images.key import DEFAULT_MAX_BYTES, ImageRecipe, parse_size
 
 
 def spec(**values: object) -> BisectSpec:
-    return BisectSpec(repo="/r", good="a", bad="b", run="true", **values)  # type: ignore[arg-type]
+    return BisectSpec.from_options({"repo": "/r", "good": "a", "bad": "b", "run": "true", **values})
 
 
 def test_images_are_off_unless_asked_and_round_trip_through_json():
-    assert spec().image_recipe() is None
+    assert spec().executor.image_recipe() is None
     asked = spec(image="venv", image_inputs=("csrc", "setup.py"), images_max_size="512M")
-    assert asked.image_recipe() == ImageRecipe("venv", ("csrc", "setup.py"), 512 << 20)
+    assert asked.executor.image_recipe() == ImageRecipe("venv", ("csrc", "setup.py"), 512 << 20)
     assert BisectSpec.from_json(asked.to_json()) == asked
     request = asked.step_request(bisect_id=1, step_id=2, sha="c" * 40, attempt=1, repo="/r",
                                  metric=asked.metric_spec(), log_path="/l")  # fmt: skip
-    assert request.image == asked.image_recipe()
+    assert request.image == asked.executor.image_recipe()
     assert spec().step_request(bisect_id=1, step_id=2, sha="c" * 40, attempt=1, repo="/r",
                                metric=spec().metric_spec(), log_path="/l").image is None  # fmt: skip
 
@@ -58,9 +59,9 @@ def test_bisect_toml_keys(tmp_path: Path):
         '[bisect]\nimage = "venv"\nimage-inputs = ["python", "csrc"]\nimages_max_size = "1G"\n'
     )
     made = build_spec(tmp_path, {"good": "a", "bad": "b", "run": "true"})
-    assert made.image_recipe() == ImageRecipe("venv", ("python", "csrc"), 1 << 30)
+    assert made.executor.image_recipe() == ImageRecipe("venv", ("python", "csrc"), 1 << 30)
     (tmp_path / "bisect.toml").write_text('[bisect]\nimage_inputs = "python"\n')
-    with pytest.raises(InputError, match="image_inputs must be list"):
+    with pytest.raises(InputError, match="image_inputs must be a list"):
         build_spec(tmp_path, {"good": "a", "bad": "b", "run": "true"})
 
 

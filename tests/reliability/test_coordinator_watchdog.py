@@ -26,7 +26,7 @@ class LosesResults(InProcessExecutor):
     """Drops the first `lose` results of one commit (a worker that never reports) and records what was abandoned."""
 
     def __init__(self, spec: BisectSpec, sha: str, lose: int = 1) -> None:
-        super().__init__(spec.repo, spec.workers)
+        super().__init__(spec.repo, spec.executor.workers)
         self.sha, self.lose = sha, lose
         self.abandoned: list[int] = []
 
@@ -48,7 +48,7 @@ class FullDisk(InProcessExecutor):
     """Every result comes back as the harness's disk-full error, as a worker whose log disk filled up reports it."""
 
     def __init__(self, spec: BisectSpec) -> None:
-        super().__init__(spec.repo, spec.workers)
+        super().__init__(spec.repo, spec.executor.workers)
 
     def poll(self, timeout_s: float) -> list[StepResult]:
         return [

@@ -88,7 +88,8 @@ def test_the_servers_recipe_wins_and_tuning_keys_apply(tmp_path: Path, source: P
     commit_file(source, "bisect.toml", REPO_TOML, "recipes")
     settings = config(tmp_path, source, recipes={"quick": {"run": "server-run", "timeout": 30}})
     spec = spec_for(tmp_path, source, settings, request(source, recipe="quick", repeat=3))
-    assert (spec.run, spec.timeout_s, spec.repeat, spec.executor, spec.workers) == ("server-run", 30.0, 3, "local", 1)
+    assert (spec.test.run, spec.test.timeout_s, spec.search.repeat) == ("server-run", 30.0, 3)
+    assert (spec.executor.kind, spec.executor.workers) == ("local", 1)
 
 
 def test_free_form_commands_need_allow_commands(tmp_path: Path, source: Path) -> None:

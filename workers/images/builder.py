@@ -178,7 +178,10 @@ class ImageBuilder:
         venv = folder / "venv"
         if venv.is_dir():
             env["VIRTUAL_ENV"] = str(venv)
+            env["BISECT_IMAGE_PYTHON"] = str(venv / "bin" / "python")
             env["PATH"] = f"{venv / 'bin'}{os.pathsep}{base.get('PATH', os.defpath)}"
+            if not shutil.which("uv", path=env["PATH"]):  # a build may `uv pip install` into the venv
+                env["PATH"] += f"{os.pathsep}{Path(uv_binary()).parent}"
         if shutil.which("ccache", path=base.get("PATH")):
             env.setdefault("CC", base.get("CC") or "ccache gcc")
             env.setdefault("CXX", base.get("CXX") or "ccache g++")

@@ -1,7 +1,10 @@
-"""The image cache root of one node: an image's folder, its manifest, its lock, and the LRU size cap.
+"""The image cache root of a node (or of every node that mounts one): an image's folder, its manifest, its lock,
+and the LRU size cap.
 
-Layout under root (vocab.paths.cache_dir()/images): `<id>/manifest.json` (the image's record on this node),
-`<id>/src` (the commit's tree and its build outputs), `<id>/venv`, `<id>/triton`, `<id>/inductor`;
+The root is $BISECT_IMAGE_ROOT where every node mounts one root at that path (an image built on one node serves
+all; flock must work across them, as on NFSv4 or a cluster filesystem), else the node's own
+vocab.paths.cache_dir()/images. Layout under it: `<id>/manifest.json` (the image's record; its node is the
+builder's), `<id>/src` (the commit's tree and its build outputs), `<id>/venv`, `<id>/triton`, `<id>/inductor`;
 `locks/<id>.lock` (flock: exclusive while the image is built or removed, shared while a step uses it);
 `ccache/` (the compiler cache every image shares).
 
@@ -63,8 +66,13 @@ class ImageManifest:
         return cls(**values)  # type: ignore[arg-type]
 
 
+IMAGE_ROOT_ENV = "BISECT_IMAGE_ROOT"  # a cache root every node mounts at this path: images built on one serve all
+
+
 def images_root() -> Path:
-    return cache_dir() / "images"
+    """$BISECT_IMAGE_ROOT, else the node's own <cache dir>/images."""
+    shared = os.environ.get(IMAGE_ROOT_ENV)
+    return Path(shared) if shared else cache_dir() / "images"
 
 
 def now_iso() -> str:

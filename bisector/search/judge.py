@@ -1,4 +1,7 @@
-"""What a commit's runs say, for the search: a verdict, pass/fail observations, and whether to run it again.
+"""What a commit's runs say: a verdict, pass/fail observations, and whether to run it again.
+
+The runs only: bisector/search/ledger.py adds retries, quarantines and the endpoints' roles, and is the one
+place a commit's verdict is decided.
 
 One run decides a commit in the plain case (as git bisect does). With --repeat N each probe runs N times;
 with --max-repeat M more runs are asked, Pinpoint-style (1 -> 3 -> 7 ...), only while the runs disagree or
@@ -41,7 +44,7 @@ class Judge:
     @property
     def statistical(self) -> bool:
         """Whether verdicts come from sample statistics rather than from single runs."""
-        return self.metric.has_metric and (self.spec.repeat_limit > 1 or self.metric.comparative)
+        return self.metric.has_metric and (self.spec.search.repeat_limit > 1 or self.metric.comparative)
 
     def view(
         self,
@@ -79,15 +82,15 @@ class Judge:
         return CommitView(verdict, goods, bads, samples)
 
     def _wanted(self, n: int) -> int:
-        return max(self.spec.repeat - n, 0)
+        return max(self.spec.search.repeat - n, 0)
 
     def _pass_fail(self, results: Sequence[StepRecord], samples: tuple[float, ...]) -> CommitView:
         counts = Counter(self._swap(r.verdict) for r in results)
         goods, bads = counts[Verdict.GOOD], counts[Verdict.BAD]
         n = goods + bads
         more = self._wanted(n)
-        if not more and goods and bads and n < self.spec.repeat_limit:
-            more = min(self.spec.repeat_limit - n, n + 1)  # the runs disagree: ask more, doubling
+        if not more and goods and bads and n < self.spec.search.repeat_limit:
+            more = min(self.spec.search.repeat_limit - n, n + 1)  # the runs disagree: ask more, doubling
         if not more and goods == bads:
             more = 1  # seen both ways, equally often: one more run breaks the tie
         if more:
@@ -98,8 +101,10 @@ class Judge:
         from bisector.stats import decide_threshold, more_samples
 
         assert self.metric.expect is not None
-        decision = decide_threshold(samples, self.metric.expect, band=self.spec.noise_band, find_fix=self.spec.find_fix)
-        more = self._wanted(len(samples)) or more_samples(decision, max_repeat=self.spec.repeat_limit)
+        decision = decide_threshold(
+            samples, self.metric.expect, band=self.spec.search.noise_band, find_fix=self.spec.search.find_fix
+        )
+        more = self._wanted(len(samples)) or more_samples(decision, max_repeat=self.spec.search.repeat_limit)
         return self._decided(decision, samples, more)
 
     def _comparative(
@@ -119,7 +124,7 @@ class Judge:
         if len(good) < 2 or len(bad) < 2:
             return CommitView(None, samples=samples, more_runs=more)
         decision = decide_comparative(samples, good, bad)
-        more = more or more_samples(decision, max_repeat=self.spec.repeat_limit)
+        more = more or more_samples(decision, max_repeat=self.spec.search.repeat_limit)
         return self._decided(decision, samples, more)
 
     def _decided(self, decision: object, samples: tuple[float, ...], more: int) -> CommitView:
@@ -135,6 +140,6 @@ class Judge:
 
     def _swap(self, verdict: Verdict | None) -> Verdict | None:
         """With --find-fix the search's "bad" side is the new, fixed state: a passing run."""
-        if not self.spec.find_fix:
+        if not self.spec.search.find_fix or verdict is None:
             return verdict
-        return {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD}.get(verdict, verdict)  # type: ignore[arg-type]
+        return {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD}.get(verdict, verdict)

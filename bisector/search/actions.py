@@ -1,0 +1,58 @@
+"""What the decision core asks the loop to do. Plain values: the core never does any of it itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bisector.search.records import SearchRecords
+from vocab.domain import BisectStatus, StepPurpose
+
+
+@dataclass(frozen=True)
+class Submit:
+    """Run the commit at `position` once on `worker` (always named: the core places every step)."""
+
+    position: int
+    purpose: StepPurpose
+    worker: str
+
+
+@dataclass(frozen=True)
+class Cancel:
+    step_id: int
+
+
+@dataclass(frozen=True)
+class Note:
+    text: str  # for the person watching
+
+
+@dataclass(frozen=True)
+class Record:
+    """Store these fields of the search's records, after the results they were concluded from."""
+
+    records: SearchRecords
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Descend:
+    """--all-parents: the merge tested bad; list the commits it merged (git) and call `SearchCore.descend`, or
+    `SearchCore.no_branch` when it merged none."""
+
+    merge: str
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The bisect's answer; its records are stored with it. The loop then cancels what still runs."""
+
+    status: BisectStatus
+    message: str
+    first_bad: str | None = None
+    last_good: str | None = None
+    records: SearchRecords | None = None
+    names: tuple[str, ...] = ()
+
+
+Action = Submit | Cancel | Note | Record | Descend | Finish

@@ -1,0 +1,214 @@
+"""The thin loop: asks the decision core what to do, does it against the executor and the store, and tells the
+core what happened. Besides carrying out actions it owns only what needs a clock or I/O: `bisect cancel` and
+a person's marks read from the store, the lease, the watchdog on steps whose results never come, progress."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bisector.ownership import Lease
+from bisector.progress import ProgressObserver
+from bisector.search.actions import Action, Cancel, Descend, Finish, Note, Record, Submit
+from bisector.search.decide import SearchCore
+from bisector.search.pipeline import PlannedStep, StepPipeline
+from db.store import Store
+from vocab.domain import BisectStatus, Commit, ErrorKind, StepResult, Verdict
+from vocab.errors import StateError
+from vocab.gitrepo import GitRepo
+
+CANCEL_CHECK_S = 0.5
+PROGRESS_INTERVAL_S = 0.25
+
+
+@dataclass(frozen=True)
+class LoopTiming:
+    poll_interval_s: float
+    step_deadline_s: float  # from sending a step to giving up on its result (its timeout plus a grace)
+
+
+class SearchLoop:
+    def __init__(
+        self,
+        core: SearchCore,
+        pipeline: StepPipeline,
+        store: Store,
+        observer: ProgressObserver,
+        timing: LoopTiming,
+        *,
+        lease: Lease | None = None,
+        manual_seen: int = 0,
+        fresh: bool = False,
+    ) -> None:
+        """manual_seen: the id of the latest manual step the core has; fresh: a bisect created this moment (it
+        cannot have been cancelled yet: its first check waits CANCEL_CHECK_S)."""
+        self.core, self.pipeline, self.store, self.observer = core, pipeline, store, observer
+        self.executor = pipeline.executor
+        self.bisect_id = pipeline.bisect_id
+        self.timing = timing
+        self.lease = lease
+        self.manual_seen = manual_seen
+        self.commits: dict[int, Commit] = {}  # step id -> its commit, for the observer
+        self.sent_at: dict[int, float] = {}  # step id -> monotonic time it was sent
+        self.last_cancel_check = time.monotonic() if fresh else -CANCEL_CHECK_S
+        self.last_progress = -PROGRESS_INTERVAL_S
+
+    def run(self) -> None:
+        try:
+            self.loop()
+        except BaseException:
+            with contextlib.suppress(Exception):  # keep what came back; the original error is the one to see
+                self.flush()
+            raise
+        self.flush()
+
+    def loop(self) -> None:
+        while True:
+            if self.carry_out(self.core.decide(self.executor.free_workers(), self.executor.worker_names())):
+                return
+            # Results that came back while the steps went out are taken first: sending their successors matters
+            # more than writing (a round's results arrive within milliseconds). At most a round's worth waits.
+            if len(self.pipeline.unwritten) < self.executor.slots and self.take(0.0):
+                continue
+            self.flush()
+            if self.cancelled():  # read from the store: after the next steps are out, not before
+                self.cancel_all()
+                return
+            if self.lease is not None and self.lease.lost.is_set():
+                self.cancel_all()
+                raise StateError(f"another coordinator took bisect {self.bisect_id} over; this one stopped")
+            if not self.pipeline.running:  # workers are (re)starting: wait for one
+                time.sleep(self.timing.poll_interval_s)
+                continue
+            self.report_progress()
+            self.take(self.timing.poll_interval_s)
+            self.give_up_stalled()
+
+    def carry_out(self, actions: Sequence[Action]) -> bool:
+        """Do what the core asked; whether the search is over."""
+        submits: list[Submit] = []
+        for action in actions:
+            if isinstance(action, Note):
+                self.observer.note(action.text)
+            elif isinstance(action, Record):
+                self.flush()  # stored after the results they were concluded from
+                self.store.update_extra(self.bisect_id, **action.records.to_extra(*action.names))
+            elif isinstance(action, Cancel):
+                self.executor.cancel(action.step_id)
+            elif isinstance(action, Submit):
+                submits.append(action)
+            elif isinstance(action, Descend):
+                self.carry_out(self.descend(action.merge))
+            elif isinstance(action, Finish):
+                self.finish(action)
+                return True
+        self.submit(submits)
+        return False
+
+    def submit(self, submits: Sequence[Submit]) -> None:
+        ledger = self.core.ledger
+        planned = []
+        for i, submit in enumerate(submits):
+            earlier = sum(1 for s in submits[:i] if s.position == submit.position)
+            sha = ledger.candidates[submit.position].sha
+            attempt = ledger.attempts(submit.position) + 1 + earlier
+            avoid = ledger.failed_workers(submit.position)
+            planned.append(PlannedStep(sha, submit.purpose, submit.worker, attempt, avoid=avoid))
+        for submit, sent in zip(submits, self.pipeline.send(planned), strict=True):
+            step = sent.step
+            self.core.started(step, submit)
+            self.commits[step.id] = ledger.candidates[submit.position]
+            self.sent_at[step.id] = time.monotonic()
+            self.observer.step_started(step.id, self.commits[step.id], step.attempt, sent.assignment)
+
+    def descend(self, merge: str) -> list[Action]:
+        """--all-parents: list the commits a bad merge brought in (numbered after the candidates), store them."""
+        repo = GitRepo(self.pipeline.repo)
+        side = repo.merged_branch(merge)
+        if not side:
+            self.core.no_branch(merge)
+            return []
+        start = len(self.core.ledger.candidates)
+        commits = [repo.commit(sha, start + i) for i, sha in enumerate(side)]
+        self.store.add_candidates(self.bisect_id, commits)
+        return self.core.descend(merge, repo.parents(merge)[0], commits)
+
+    def finish(self, finish: Finish) -> None:
+        if finish.status is BisectStatus.PAUSED:
+            self.cancel_all()
+            self.set_status(finish)
+            self.observer.note(finish.message)
+            return
+        self.flush()  # every step's result is in the store before its verdict is
+        if finish.records is not None and finish.names:
+            self.store.update_extra(self.bisect_id, **finish.records.to_extra(*finish.names))
+        self.set_status(finish)
+        self.cancel_all()
+
+    def set_status(self, finish: Finish) -> None:
+        finished = None if finish.status is BisectStatus.PAUSED else self.pipeline.now()
+        with contextlib.suppress(StateError):  # `bisect cancel` from another process got there first
+            self.store.set_status(
+                self.bisect_id, finish.status, finished=finished, first_bad=finish.first_bad,
+                last_good=finish.last_good, message=finish.message,
+            )  # fmt: skip
+
+    def take(self, timeout_s: float) -> bool:
+        """Take in the results that come back within timeout_s; whether there were any. A result of a step the
+        watchdog gave up on comes too late and is dropped: the step is stored as stalled."""
+        results = self.pipeline.poll(timeout_s)
+        for result in results:
+            self.took(result)
+        return bool(results)
+
+    def took(self, result: StepResult) -> None:
+        self.sent_at.pop(result.step_id, None)
+        self.core.took(result, self.pipeline.finished_at(result.step_id))
+
+    def flush(self) -> None:
+        for result in self.pipeline.flush():
+            self.observer.step_finished(result, self.commits.pop(result.step_id))
+
+    def give_up_stalled(self) -> None:
+        """The watchdog: a step whose result has not come step_deadline_s after it was sent is stored as a
+        stalled harness error, and its worker is abandoned (executors replace it)."""
+        now, deadline_s = time.monotonic(), self.timing.step_deadline_s
+        for step_id, sent in list(self.sent_at.items()):
+            if now - sent <= deadline_s or step_id not in self.pipeline.running:
+                continue
+            self.executor.abandon(step_id)
+            detail = (
+                f"no result {deadline_s:.0f} s after the step was sent (its timeout is "
+                f"{self.pipeline.spec.test.timeout_s:g} s): the worker was given up on"
+            )
+            sha = self.pipeline.running[step_id].sha
+            self.took(self.pipeline.took(StepResult(step_id, sha, Verdict.ERROR, error_kind=ErrorKind.STALLED,
+                                                    detail=detail)))  # fmt: skip
+
+    def cancelled(self) -> bool:
+        """Whether `bisect cancel` marked the bisect; read from the store at most every CANCEL_CHECK_S, with the
+        verdicts a person stored meanwhile (`bisect mark`), which join their commits' evidence."""
+        now = time.monotonic()
+        if now - self.last_cancel_check < CANCEL_CHECK_S:
+            return False
+        self.last_cancel_check = now
+        for step in self.store.manual_steps(self.bisect_id, after_id=self.manual_seen):
+            self.manual_seen = step.id
+            self.core.take_manual(step)
+        return self.store.get_bisect(self.bisect_id).status is BisectStatus.CANCELLED
+
+    def cancel_all(self) -> None:
+        for step_id in list(self.pipeline.running):
+            self.executor.cancel(step_id)
+        while self.pipeline.running:
+            self.take(self.timing.poll_interval_s)
+        self.flush()
+
+    def report_progress(self) -> None:
+        """At most every PROGRESS_INTERVAL_S (the live display refreshes 4 times a second)."""
+        now = time.monotonic()
+        if now - self.last_progress >= PROGRESS_INTERVAL_S:
+            self.last_progress = now
+            self.observer.progress(self.core.progress(self.executor.slots))

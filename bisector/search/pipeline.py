@@ -1,0 +1,134 @@
+"""The one step pipeline, for search steps and side runs alike (trace, minimize, confirm, reference, rerun):
+a batch of placed steps is recorded in one transaction, then its requests go out; results are buffered and
+written in one transaction, always before any conclusion drawn from them; a step recorded but never sent,
+or still running when the coordinator stops, is stored as interrupted (`bisect resume` runs it again)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from bisector.spec import BisectSpec
+from db.store import INTERRUPTED_DETAIL, NewStep, Store
+from vocab.domain import ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
+from vocab.metric import MetricSpec
+from vocab.paths import log_dir
+from workers.executor import Assignment, Executor
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """One run, placed: the worker is always chosen by the caller (the pipeline never places)."""
+
+    sha: str
+    purpose: StepPurpose
+    worker: str
+    attempt: int = 1
+    env: dict[str, str] = field(default_factory=dict)  # added to the spec's env
+    label: str | None = None  # side runs: named in the log file (None: the log is named by the commit)
+    avoid: frozenset[str] = frozenset()  # workers that failed this commit
+
+
+@dataclass(frozen=True)
+class Sent:
+    step: StepRecord  # the running step as stored
+    assignment: Assignment
+
+
+class StepPipeline:
+    def __init__(
+        self,
+        store: Store,
+        executor: Executor,
+        bisect_id: int,
+        repo: str,
+        spec: BisectSpec,
+        now: Callable[[], datetime],
+        *,
+        metric: MetricSpec | None = None,
+    ) -> None:
+        self.store = store
+        self.executor = executor
+        self.bisect_id = bisect_id
+        self.repo = repo
+        self.spec = spec
+        self.now = now
+        self.metric = metric or spec.metric_spec()
+        self.log_dir = log_dir(store.identity, bisect_id)
+        self.running: dict[int, StepRecord] = {}  # step id -> the step as sent
+        self.unwritten: list[tuple[StepResult, datetime]] = []  # results taken in, not yet stored
+
+    def send(self, planned: Sequence[PlannedStep]) -> list[Sent]:
+        """Record the steps (one transaction), then send each to its worker."""
+        if not planned:
+            return []
+        started = self.now()
+        new = [NewStep(p.sha, p.attempt, p.worker, started, p.purpose) for p in planned]
+        step_ids = self.store.start_steps(self.bisect_id, new)
+        out: list[Sent] = []
+        try:
+            for step_id, plan in zip(step_ids, planned, strict=True):
+                out.append(self._send(step_id, plan, started))
+        except BaseException as exc:
+            unsent = [(i, p) for i, p in zip(step_ids[len(out) :], planned[len(out) :], strict=True)]
+            self._interrupt([(i, p.sha) for i, p in unsent], f"never sent to a worker: {exc}".strip())
+            raise
+        return out
+
+    def _send(self, step_id: int, plan: PlannedStep, started: datetime) -> Sent:
+        if plan.label is None:
+            name = f"step-{step_id}-{plan.sha[:12]}.log"
+        else:
+            name = f"step-{step_id}-{plan.purpose.value}{'-' + plan.label if plan.label else ''}.log"
+        request = self.spec.step_request(
+            bisect_id=self.bisect_id, step_id=step_id, sha=plan.sha, attempt=plan.attempt, repo=self.repo,
+            metric=self.metric, log_path=str(self.log_dir / name), env=plan.env, avoid_workers=plan.avoid,
+            pin_worker=plan.worker,
+        )  # fmt: skip
+        assignment = self.executor.submit(request)  # where it ran (node, GPUs) comes back with the result
+        step = StepRecord(
+            id=step_id, bisect_id=self.bisect_id, sha=plan.sha, attempt=plan.attempt, worker=assignment.worker,
+            node=assignment.node, gpus=assignment.gpus, started=started, finished=None, build_s=None, run_s=None,
+            exit_code=None, verdict=None, samples=(), log_path="", error_kind=None, detail="", purpose=plan.purpose,
+        )  # fmt: skip
+        self.running[step_id] = step
+        return Sent(step, assignment)
+
+    def poll(self, timeout_s: float) -> list[StepResult]:
+        """Results of this pipeline's running steps that came back within timeout_s (buffered for writing)."""
+        return [self.took(r) for r in self.executor.poll(timeout_s) if r.step_id in self.running]
+
+    def took(self, result: StepResult) -> StepResult:
+        """A result taken in (from the executor, or made up: a stalled step). Written by the next flush."""
+        self.running.pop(result.step_id)
+        self.unwritten.append((result, self.now()))
+        return result
+
+    def finished_at(self, step_id: int) -> datetime:
+        return next(finished for result, finished in reversed(self.unwritten) if result.step_id == step_id)
+
+    def flush(self) -> list[StepResult]:
+        """Store the results taken in since the last flush, in one transaction; returns them."""
+        if not self.unwritten:
+            return []
+        taken, self.unwritten = self.unwritten, []
+        try:
+            self.store.finish_steps([(result.step_id, result, finished) for result, finished in taken])
+        except BaseException:
+            self.unwritten = taken + self.unwritten  # not written: a later flush tries again
+            raise
+        return [result for result, _ in taken]
+
+    def interrupt_running(self) -> None:
+        """The coordinator stops (a signal, a lost store, an executor failure): its steps do not stay running."""
+        self._interrupt([(i, s.sha) for i, s in self.running.items()], INTERRUPTED_DETAIL)
+
+    def _interrupt(self, steps: Sequence[tuple[int, str]], detail: str) -> None:
+        stopped = [
+            (i, StepResult(i, sha, Verdict.ERROR, error_kind=ErrorKind.INTERRUPTED, detail=detail), self.now())
+            for i, sha in steps
+        ]
+        with contextlib.suppress(Exception):  # the original error is the one to see
+            self.store.finish_steps(stopped)

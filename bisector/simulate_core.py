@@ -1,0 +1,153 @@
+"""The product's simulator: a simulated history bisected by the coordinator's own decision core
+(bisector/search/decide.py), with every run's result drawn from `World` instead of a test process.
+
+So what the noise benchmark measures is what users run: endpoint checks (lazy or first), retries, adaptive
+repeats, the noisy strategy chosen as the product chooses it, confirmation pairs. Time: every run takes one
+unit on its worker; `rounds` is the makespan. Deterministic given the seed. Pass/fail histories use the
+steps' verdicts; metric histories (`noise_sigma`) also report each run's value as a sample.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from bisector.options import VerifyEndpoints
+from bisector.search.actions import Cancel, Descend, Finish, Submit
+from bisector.search.decide import SearchCore
+from bisector.search.ledger import Ledger
+from bisector.search.records import SearchRecords
+from bisector.simulate import DEFAULT_MAX_RUNS, History, SimResult, SimStatus, World
+from bisector.spec import BisectSpec
+from vocab.domain import BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
+
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+STATUSES = {
+    BisectStatus.FOUND: SimStatus.FOUND,
+    BisectStatus.AMBIGUOUS: SimStatus.AMBIGUOUS,
+    BisectStatus.NOT_REPRODUCIBLE: SimStatus.NOT_REPRODUCIBLE,
+    BisectStatus.ENDPOINTS_MISMATCH: SimStatus.ENDPOINTS_MISMATCH,
+}
+
+
+@dataclass(frozen=True)
+class ProductOptions:
+    """The search options a user gives (`bisect start`), as far as they shape the decisions."""
+
+    strategy: str | None = None
+    repeat: int = 1
+    max_repeat: int | None = None
+    confirm: bool | None = None
+    verify_endpoints: str | None = None
+    noise_band: float = 0.0
+
+
+@dataclass(order=True)
+class _Run:
+    finish: int
+    tiebreak: float
+    step_id: int = field(compare=False)
+    worker: str = field(compare=False)
+    result: StepResult = field(compare=False)
+
+
+def simulate_core(
+    history: History,
+    options: ProductOptions | None = None,
+    *,
+    slots: int = 1,
+    seed: int = 0,
+    max_runs: int = DEFAULT_MAX_RUNS,
+) -> SimResult:
+    """One bisect of `history` by the decision core, to its answer (or max_runs)."""
+    return _CoreSimulation(history, options or ProductOptions(), slots, seed, max_runs).run()
+
+
+class _CoreSimulation:
+    def __init__(self, history: History, options: ProductOptions, slots: int, seed: int, max_runs: int) -> None:
+        if slots < 1:
+            raise ValueError(f"slots must be at least 1 (got {slots})")
+        self.history, self.max_runs = history, max_runs
+        self.world = World(history, random.Random(seed))
+        self.spec = _spec(history, options, slots)
+        self.candidates = [Commit(p, f"{p:040x}", f"commit {p}", "sim", EPOCH) for p in range(history.size)]
+        ledger = Ledger(self.spec, self.candidates, self.candidates[-1].sha)
+        verify = VerifyEndpoints.for_workers(self.spec.search.verify_endpoints, slots)
+        self.core = SearchCore(0, ledger, SearchRecords(), verify=verify)
+        self.workers = [f"sim-{i}" for i in range(slots)]
+        self.queue: list[_Run] = []
+        self.now = 0
+        self.step_ids = 0
+        self.confirm_runs = 0
+
+    def run(self) -> SimResult:
+        while self.world.runs <= self.max_runs:
+            busy = {r.worker for r in self.queue}
+            for action in self.core.decide([w for w in self.workers if w not in busy], self.workers):
+                if isinstance(action, Finish):
+                    return self.result(action)
+                if isinstance(action, Submit):
+                    self.submit(action)
+                elif isinstance(action, Cancel):
+                    self.cancel(action.step_id)
+                elif isinstance(action, Descend):
+                    self.core.no_branch(action.merge)  # simulated histories have no merges
+            if self.queue:
+                run = heapq.heappop(self.queue)
+                self.now = run.finish
+                self.core.took(run.result, EPOCH + timedelta(seconds=self.now))
+        return SimResult(SimStatus.BUDGET, None, None, False, self.world.runs, self.confirm_runs, self.now, None)
+
+    def submit(self, submit: Submit) -> None:
+        self.step_ids += 1
+        commit = self.candidates[submit.position]
+        started = EPOCH + timedelta(seconds=self.now)
+        step = StepRecord(
+            id=self.step_ids, bisect_id=0, sha=commit.sha, attempt=1, worker=submit.worker, node="sim", gpus=(),
+            started=started, finished=None, build_s=None, run_s=None, exit_code=None, verdict=None, samples=(),
+            log_path="", error_kind=None, detail="", purpose=submit.purpose,
+        )  # fmt: skip
+        self.core.started(step, submit)
+        self.confirm_runs += submit.purpose is StepPurpose.CONFIRM
+        result = self.test(step.id, commit)
+        heapq.heappush(self.queue, _Run(self.now + 1, self.world.rng.random(), step.id, submit.worker, result))
+
+    def test(self, step_id: int, commit: Commit) -> StepResult:
+        if commit.position in self.history.skips:
+            self.world.runs += 1
+            return StepResult(step_id, commit.sha, Verdict.SKIP, detail="simulated skip")
+        value = self.world.run(commit.position)
+        verdict = Verdict.GOOD if self.history.expectation.is_met(value) else Verdict.BAD
+        samples = (value,) if self.history.noise_sigma is not None else ()
+        return StepResult(step_id, commit.sha, verdict, samples=samples)
+
+    def cancel(self, step_id: int) -> None:
+        run = next((r for r in self.queue if r.step_id == step_id), None)
+        if run is not None:
+            self.queue.remove(run)
+            heapq.heapify(self.queue)
+            cancelled = StepResult(step_id, run.result.sha, Verdict.CANCELLED)
+            self.core.took(cancelled, EPOCH + timedelta(seconds=self.now))
+
+    def result(self, finish: Finish) -> SimResult:
+        status = STATUSES.get(finish.status, SimStatus.FAILED)
+        lo = int(finish.last_good, 16) if finish.last_good else None
+        hi = int(finish.first_bad, 16) if finish.first_bad else None
+        named = status in (SimStatus.FOUND, SimStatus.AMBIGUOUS)
+        correct = named and lo is not None and hi is not None and lo < self.history.culprit <= hi
+        confirmation = self.core.records.confirmation
+        confidence = confirmation.confidence if confirmation is not None else None
+        return SimResult(status, lo, hi, correct, self.world.runs, self.confirm_runs, self.now, confidence)
+
+
+def _spec(history: History, options: ProductOptions, slots: int) -> BisectSpec:
+    measured = history.noise_sigma is not None
+    return BisectSpec.from_options({
+        "repo": "simulated", "good": "0", "bad": str(history.size - 1), "run": "simulated", "workers": slots,
+        "find_fix": history.find_fix, "strategy": options.strategy, "repeat": options.repeat,
+        "max_repeat": options.max_repeat, "confirm": options.confirm, "verify_endpoints": options.verify_endpoints,
+        "explain": False, "metric": r"metric: (\S+)" if measured else None,
+        "expect": str(history.expectation) if measured else None, "noise_band": float(options.noise_band),
+    })  # fmt: skip

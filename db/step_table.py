@@ -1,0 +1,124 @@
+"""SQL of the steps table (db/schema.py): steps started, finished, marked by a person, interrupted.
+
+Called by db/store.py's Store with a connection inside the Store's transaction; rows become StepRecords here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, func, insert, select, update
+
+from db.images import record_images
+from db.queries import add_device_seconds
+from db.rows import aware, dump, inserted_id, result_values, step_record, stored_text
+from db.schema import steps
+from vocab.domain import ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
+
+INTERRUPTED_DETAIL = "coordinator stopped while the step ran"
+
+
+@dataclass(frozen=True)
+class NewStep:
+    """A step about to start, as Store.start_steps records it."""
+
+    sha: str
+    attempt: int
+    worker: str
+    started: datetime
+    purpose: StepPurpose = StepPurpose.SEARCH
+    node: str = ""
+    gpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A result not written: its step has a verdict already (verdict), or no such step exists (sha empty)."""
+
+    step_id: int
+    sha: str = ""
+    verdict: str = ""
+
+
+def insert_steps(conn: Connection, bisect_id: int, new_steps: Sequence[NewStep]) -> list[int]:
+    """Running steps (verdict NULL); their ids in order. The foreign key refuses a step of an unknown bisect."""
+    rows = [
+        {
+            "bisect_id": bisect_id,
+            "sha": step.sha,
+            "attempt": step.attempt,
+            "worker": stored_text(step.worker),
+            "node": stored_text(step.node),
+            "gpus": dump(list(step.gpus)),
+            "started": aware(step.started),
+            "samples": dump([]),
+            "log_path": "",
+            "detail": "",
+            "purpose": StepPurpose(step.purpose).value,
+        }
+        for step in new_steps
+    ]
+    return [inserted_id(conn.execute(insert(steps), values)) for values in rows]
+
+
+def finish_steps(conn: Connection, results: Sequence[tuple[int, StepResult, datetime]]) -> list[Refusal]:
+    """Write each result on its step if the step has no verdict yet (adding its device seconds to its bisect and
+    its image to the images table); the results not written."""
+    refused: list[Refusal] = []
+    for step_id, result, finished in results:
+        guarded = update(steps).where(steps.c.id == step_id, steps.c.verdict.is_(None))
+        if conn.execute(guarded.values(result_values(result, finished))).rowcount == 1:
+            conn.execute(add_device_seconds(step_id))
+            if result.image is not None:
+                record_images(conn, [result.image])
+            continue
+        row = conn.execute(select(steps.c.sha, steps.c.verdict).where(steps.c.id == step_id)).one_or_none()
+        refused.append(Refusal(step_id) if row is None else Refusal(step_id, row.sha, str(row.verdict)))
+    return refused
+
+
+def select_steps(conn: Connection, bisect_id: int) -> list[StepRecord]:
+    """Every step of a bisect, by id (the order they started in)."""
+    query = select(steps).where(steps.c.bisect_id == bisect_id).order_by(steps.c.id)
+    return [step_record(row) for row in conn.execute(query)]
+
+
+def insert_manual_step(
+    conn: Connection, bisect_id: int, sha: str, verdict: Verdict, detail: str, when: datetime
+) -> int:
+    """A finished step of purpose manual that ran nothing, attempt numbered after the commit's other steps."""
+    attempt = conn.execute(
+        select(func.count()).select_from(steps).where(steps.c.bisect_id == bisect_id, steps.c.sha == sha)
+    ).scalar_one()
+    values = {
+        "bisect_id": bisect_id, "sha": sha, "attempt": int(attempt) + 1, "worker": "", "node": "",
+        "gpus": dump([]), "started": aware(when), "finished": aware(when), "verdict": Verdict(verdict).value,
+        "samples": dump([]), "log_path": "", "detail": detail, "purpose": StepPurpose.MANUAL.value,
+    }  # fmt: skip
+    return inserted_id(conn.execute(insert(steps).values(values)))
+
+
+def select_manual_steps(conn: Connection, bisect_id: int, after_id: int) -> list[StepRecord]:
+    query = (
+        select(steps)
+        .where(steps.c.bisect_id == bisect_id, steps.c.purpose == StepPurpose.MANUAL.value, steps.c.id > after_id)
+        .order_by(steps.c.id)
+    )
+    return [step_record(row) for row in conn.execute(query)]
+
+
+def interrupt_running_steps(conn: Connection, bisect_id: int, finished: datetime) -> int:
+    """Mark every running step of a bisect as an interrupted error; how many there were."""
+    query = (
+        update(steps)
+        .where(steps.c.bisect_id == bisect_id, steps.c.verdict.is_(None))
+        .values(
+            verdict=Verdict.ERROR.value,
+            error_kind=ErrorKind.INTERRUPTED.value,
+            detail=INTERRUPTED_DETAIL,
+            finished=aware(finished),
+        )
+    )
+    return int(conn.execute(query).rowcount)

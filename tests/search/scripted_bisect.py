@@ -1,0 +1,55 @@
+"""Bisects over a real git history and a real store whose steps a ScriptedExecutor answers from a table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bisect_helpers import synthetic_spec
+
+from bisector.coordinator import Coordinator
+from bisector.synthetic import SyntheticHistory, culprit_history
+from db.store import Store
+from vocab.domain import BisectRecord, StepPurpose, StepRecord
+from workers.scripted import BAD, GOOD, Answer, Script, ScriptedExecutor, table
+
+
+@dataclass(frozen=True)
+class Scripted:
+    history: SyntheticHistory
+    record: BisectRecord
+    executor: ScriptedExecutor
+    steps: list[StepRecord]
+
+    def positions(self, purpose: StepPurpose = StepPurpose.SEARCH) -> list[int]:
+        """The first-parent positions of the steps of this purpose, in the order they started."""
+        index = {sha: i for i, sha in enumerate(self.history.shas)}
+        return [index[s.sha] for s in self.steps if s.purpose is purpose]
+
+
+def scripted_bisect(
+    tmp_path: Path,
+    store: Store,
+    commits: int,
+    culprit: int,
+    answers: Mapping[int, Sequence[Answer]] | None = None,
+    *,
+    script: Callable[[SyntheticHistory], Script] | None = None,
+    workers: int = 1,
+    watchdog_grace_s: float | None = None,
+    **spec: object,
+) -> Scripted:
+    """commits + 1 positions, shas[0] good, shas[culprit] the first bad; answers: runs at a position in order
+    (the last repeats); other positions answer by which side of the culprit they lie. script: made from the
+    history, instead of the table."""
+    history = culprit_history(tmp_path / "repo", commits, culprit)
+    index = {sha: i for i, sha in enumerate(history.shas)}
+    listed = {history.shas[p]: list(a) for p, a in (answers or {}).items()}
+    scripted = script(history) if script else table(listed, lambda sha: BAD if index[sha] >= culprit else GOOD)
+    executor = ScriptedExecutor(scripted, workers=workers)
+    values: dict[str, object] = {"workers": workers, "explain": False, **spec}
+    bisect_spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], **values)
+    coordinator = Coordinator(store, lambda _: executor, poll_interval_s=0.001, watchdog_grace_s=watchdog_grace_s)
+    record = coordinator.start(bisect_spec, executor)
+    return Scripted(history, record, executor, store.steps(record.id))

@@ -1,0 +1,139 @@
+"""The decision core through the coordinator, over a scripted executor: real git, real store, no processes."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+from scripted_bisect import scripted_bisect
+
+from bisector.report.model import BisectReport
+from bisector.search.records import EndpointCheck, SearchRecords
+from bisector.synthetic import SyntheticHistory
+from db.store import Store
+from vocab.domain import BisectStatus, ErrorKind, StepPurpose
+from workers.scripted import BAD, GOOD, LOST, SILENT, SKIP, Answer, Script
+
+
+def test_lazy_endpoints_at_one_worker_run_what_git_bisect_runs(tmp_path: Path, store: Store):
+    """A clean bisect at --workers 1 runs no endpoint the answer does not rest on: as many runs as git's."""
+    done = scripted_bisect(tmp_path, store, 40, 23)
+    assert (done.record.status, done.record.first_bad) == (BisectStatus.FOUND, done.history.shas[23])
+    assert 0 not in done.positions()
+    assert 40 not in done.positions()
+    git_runs = _git_bisect_run_count(done.history.path, done.history.shas[0], done.history.shas[-1])
+    assert len(done.steps) == git_runs
+    checks = SearchRecords.from_extra(done.record.extra).endpoints
+    assert checks == {"good": EndpointCheck.ASSUMED, "bad": EndpointCheck.ASSUMED}
+    report = BisectReport.load(store, done.record.id)
+    assert "the good endpoint and the bad endpoint taken as given, not run" in " ".join(report.noise_lines())
+    assert {c.position for c, _, _ in report.decided_commits()} >= {0, 40}  # as git's log marks them
+
+
+@pytest.mark.parametrize(("culprit", "endpoint"), [(1, 0), (40, 40)])
+def test_lazy_endpoints_run_the_one_the_answer_rests_on(tmp_path: Path, store: Store, culprit: int, endpoint: int):
+    done = scripted_bisect(tmp_path, store, 40, culprit)
+    assert done.record.first_bad == done.history.shas[culprit]
+    assert done.positions().count(endpoint) == 1
+    assert done.positions()[-1] == endpoint  # only once every probe had said the same
+    checks = SearchRecords.from_extra(done.record.extra).endpoints
+    assert checks["good" if endpoint == 0 else "bad"] is EndpointCheck.TESTED_LAZILY
+    lines = BisectReport.load(store, done.record.id).noise_lines()
+    assert any("run only because the answer rested on it" in line for line in lines)
+
+
+def test_lazy_endpoint_that_contradicts_is_a_mismatch(tmp_path: Path, store: Store):
+    done = scripted_bisect(tmp_path, store, 20, 1, {0: [BAD]})
+    assert done.record.status is BisectStatus.ENDPOINTS_MISMATCH
+    assert "the good endpoint" in done.record.message
+
+
+def test_verify_first_runs_both_endpoints_first(tmp_path: Path, store: Store):
+    done = scripted_bisect(tmp_path, store, 20, 7, verify_endpoints="first")
+    assert done.positions()[:2] == [0, 20]
+    assert done.record.first_bad == done.history.shas[7]
+
+
+def test_noisy_good_endpoint_one_sided_flakes_do_not_stop_the_bisect(tmp_path: Path, store: Store):
+    """--strategy noisy, the good endpoint fails 25% of its runs at random (its first run here): more runs
+    there, never endpoints_mismatch from one run."""
+    rng = random.Random(7)
+    good_end = [BAD, *(BAD if rng.random() < 0.25 else GOOD for _ in range(30))]
+    done = scripted_bisect(tmp_path, store, 30, 17, {0: good_end}, strategy="noisy", workers=2)
+    assert (done.record.status, done.record.first_bad) == (BisectStatus.FOUND, done.history.shas[17])
+    assert done.positions().count(0) >= 2  # the contradicting run asked for more
+
+
+def test_a_truly_bad_good_endpoint_is_a_mismatch_once_established(tmp_path: Path, store: Store):
+    done = scripted_bisect(tmp_path, store, 30, 17, {0: [BAD]}, strategy="noisy", workers=2)
+    assert done.record.status is BisectStatus.ENDPOINTS_MISMATCH
+    assert done.positions().count(0) >= 5  # established at the bisect's confidence, not by one run
+
+
+def test_not_reproducible_through_the_coordinator(tmp_path: Path, store: Store):
+    """A boundary whose two sides fail equally often in re-runs: flaky, not a culprit."""
+    flip = [GOOD, BAD] * 30
+    done = scripted_bisect(
+        tmp_path, store, 16, 8, {7: flip, 8: [BAD, GOOD] * 30}, strategy="kary", confirm=True, workers=2
+    )
+    assert done.record.status is BisectStatus.NOT_REPRODUCIBLE
+    assert SearchRecords.from_extra(done.record.extra).confirmation is not None
+    assert set(done.positions(StepPurpose.CONFIRM)) == {7, 8}
+
+
+def test_a_worker_with_wrong_answers_is_quarantined(tmp_path: Path, store: Store):
+    """scripted-1 answers bad everywhere: the workers disagree, the reference runs show it, it is set aside."""
+
+    def broken_node(history: SyntheticHistory) -> Script:
+        def script(sha: str, run: int, worker: str) -> Answer:
+            return BAD if worker == "scripted-1" or history.shas.index(sha) >= 9 else GOOD
+
+        return script
+
+    done = scripted_bisect(tmp_path, store, 16, 9, script=broken_node, workers=2, repeat=2)
+    assert (done.record.status, done.record.first_bad) == (BisectStatus.FOUND, done.history.shas[9])
+    assert set(SearchRecords.from_extra(done.record.extra).quarantined) == {"scripted-1"}
+    assert {s.worker for s in done.steps if s.purpose is StepPurpose.REFERENCE} >= {"scripted-1"}
+
+
+def test_a_confirmation_pair_is_run_again_when_its_worker_disappears(tmp_path: Path, store: Store):
+    """The first confirmation run at the parent loses its worker: the whole pair runs again on another."""
+    done = scripted_bisect(tmp_path, store, 16, 8, {7: [GOOD, LOST, GOOD]}, confirm=True, workers=2,
+                           verify_endpoints="first")  # fmt: skip
+    assert (done.record.status, done.record.first_bad) == (BisectStatus.FOUND, done.history.shas[8])
+    confirm = [s for s in done.steps if s.purpose is StepPurpose.CONFIRM]
+    lost = next(s for s in confirm if s.error_kind is not None)
+    after = [s for s in confirm if s.id > lost.id]
+    assert lost.worker not in {s.worker for s in after}
+    assert {done.history.shas[7], done.history.shas[8]} <= {s.sha for s in after}
+    assert done.record.extra["confirmation"]["status"] == "confirmed"
+
+
+def test_a_step_that_never_answers_is_given_up_on_and_repeated_ones_pause(tmp_path: Path, store: Store):
+    """The watchdog stores a silent step as stalled (a harness failure: never the commit's fault); three in a
+    row pause the bisect for `bisect resume`."""
+    done = scripted_bisect(tmp_path, store, 40, 23, {20: [SILENT]}, timeout_s=0.01, watchdog_grace_s=0.0)
+    assert done.record.status is BisectStatus.PAUSED
+    assert [s.error_kind for s in done.steps] == [ErrorKind.STALLED] * 3
+    assert done.positions() == [20, 20, 20]
+
+
+def test_skips_beside_the_boundary_are_ambiguous(tmp_path: Path, store: Store):
+    done = scripted_bisect(tmp_path, store, 16, 8, {7: [SKIP]}, workers=3)
+    assert done.record.status is BisectStatus.AMBIGUOUS
+    assert done.record.last_good == done.history.shas[6]
+
+
+def _git_bisect_run_count(repo: Path, good: str, bad: str) -> int:
+    """How many times `git bisect run` runs the test on this range."""
+    counter = repo.parent / "git-runs"
+    counter.write_text("")
+    run = f"echo x >> {counter}; bash test.sh"
+    subprocess.run(["git", "bisect", "start", bad, good], cwd=repo, check=True, capture_output=True)
+    try:
+        subprocess.run(["git", "bisect", "run", "bash", "-c", run], cwd=repo, check=True, capture_output=True)
+    finally:
+        subprocess.run(["git", "bisect", "reset"], cwd=repo, check=True, capture_output=True)
+    return len(counter.read_text().splitlines())

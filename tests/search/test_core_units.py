@@ -1,0 +1,85 @@
+"""The decision core's parts on their own: pure, no git, no store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from bisector.confirm import Confirmation, ConfirmStatus
+from bisector.options import VerifyEndpoints
+from bisector.search.confirmation import Confirming
+from bisector.search.endpoints import binomial_tail, depends_on, endpoint_verdict
+from bisector.search.judge import CommitView
+from bisector.search.ledger import Ledger
+from bisector.search.records import Analysis, EndpointCheck, MergePhase, SearchRecords
+from bisector.spec import BisectSpec
+from vocab.domain import Commit, ErrorKind, StepPurpose, StepRecord, Verdict
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _ledger(steps: list[StepRecord] = (), **spec: object) -> Ledger:  # type: ignore[assignment]
+    candidates = [Commit(i, f"{i:040x}", f"change {i}", "a", NOW) for i in range(6)]
+    values: dict[str, object] = {"repo": "/nowhere", "good": "a", "bad": "b", "run": "true", **spec}
+    return Ledger(BisectSpec.from_options(values), candidates, candidates[-1].sha, steps)
+
+
+def _step(step_id: int, position: int, verdict: Verdict, error_kind: ErrorKind | None = None) -> StepRecord:
+    return StepRecord(
+        id=step_id, bisect_id=1, sha=f"{position:040x}", attempt=1, worker="w0", node="", gpus=(), started=NOW,
+        finished=NOW, build_s=None, run_s=None, exit_code=None, verdict=verdict, samples=(), log_path="",
+        error_kind=error_kind, detail="", purpose=StepPurpose.SEARCH,
+    )  # fmt: skip
+
+
+def test_a_pair_whose_worker_is_gone_is_run_again_whole():
+    confirming = Confirming(_ledger())
+    confirming.pair, confirming.second = (2, 3), {"w0": 3}
+    confirming.requeue_lost(["w1"])
+    assert (confirming.pairs, confirming.second) == ([(2, 3)], {})
+    assert confirming.next_run("w1") == 2
+    assert confirming.second == {"w1": 3}
+
+
+def test_errors_past_the_retry_budget_make_a_skip_but_harness_failures_never_count():
+    harness = [_step(i, 2, Verdict.ERROR, ErrorKind.INTERRUPTED) for i in range(5)]
+    assert _ledger(harness).verdict(2) is None
+    failures = [_step(i, 2, Verdict.ERROR, ErrorKind.INFRA) for i in range(3)]
+    assert _ledger(failures).verdict(2) is Verdict.SKIP
+    assert _ledger(failures[:2]).needs_retry(2)
+
+
+def test_an_endpoint_with_noise_wants_more_runs_before_contradicting_its_role():
+    one_bad = CommitView(Verdict.BAD, goods=0, bads=1)
+    assert endpoint_verdict(one_bad, Verdict.GOOD, noisy=False) == (Verdict.BAD, 0)
+    assert endpoint_verdict(one_bad, Verdict.GOOD, noisy=True) == (None, 1)
+    assert endpoint_verdict(CommitView(Verdict.GOOD, goods=2, bads=1), Verdict.GOOD, noisy=True) == (Verdict.GOOD, 0)
+    assert endpoint_verdict(CommitView(Verdict.BAD, goods=0, bads=6), Verdict.GOOD, noisy=True) == (Verdict.BAD, 0)
+    assert endpoint_verdict(CommitView(Verdict.BAD, goods=0, bads=5), Verdict.GOOD, noisy=True) == (None, 1)
+    assert endpoint_verdict(CommitView(None, goods=9, bads=7), Verdict.BAD, noisy=True) == (Verdict.GOOD, 0)
+    assert endpoint_verdict(CommitView(None, goods=8, bads=8), Verdict.BAD, noisy=True) == (Verdict.BAD, 0)
+    assert binomial_tail(6, 6) == pytest.approx(1 / 64)
+
+
+def test_lazy_verification_is_the_default_at_one_worker_only():
+    assert VerifyEndpoints.for_workers(None, 1) is VerifyEndpoints.LAZY
+    assert VerifyEndpoints.for_workers(None, 4) is VerifyEndpoints.FIRST
+    assert VerifyEndpoints.for_workers(VerifyEndpoints.FIRST, 1) is VerifyEndpoints.FIRST
+    assert depends_on(0, 1, 9) == (True, False)
+    assert depends_on(8, 9, 9) == (False, True)
+    assert depends_on(3, 4, 9) == (False, False)
+
+
+def test_search_records_round_trip_and_bad_shapes_read_as_absent():
+    records = SearchRecords(
+        quarantined={"w1": "wrong"}, reference_checked=("w0", "w1"), merge_phases=(MergePhase("ab", (0, 7, 8, 3)),),
+        confirmation=Confirmation(ConfirmStatus.CONFIRMED, 0.01, 4, 0, "reproduced"), decisions={"ab": {"n": 3}},
+        flake_seen=True, analysis=Analysis.PENDING, endpoints={"good": EndpointCheck.ASSUMED},
+    )  # fmt: skip
+    assert SearchRecords.from_extra(records.to_extra()) == records
+    assert records.to_extra("analysis") == {"analysis": "pending"}
+    junk = {"quarantined": [1], "merge_phases": [{"merge": 3}], "confirmation": {"status": "?"}, "analysis": 5}
+    assert SearchRecords.from_extra(junk) == SearchRecords()
+    with pytest.raises(ValueError, match="not a search record"):
+        records.to_extra("resumed_with")

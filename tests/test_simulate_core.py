@@ -1,0 +1,41 @@
+"""The product's simulator: simulated histories through the coordinator's own decision core."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bisector.simulate import History, SimStatus
+from bisector.simulate_core import ProductOptions, simulate_core
+
+
+@pytest.mark.parametrize("size", [3, 17, 1001])
+def test_a_clean_bisect_at_one_worker_runs_as_often_as_git_bisect(size: int):
+    """Lazy endpoints: no run the answer does not rest on; about log2(n) runs."""
+    for culprit in sorted({1, size // 3, size - 1}):
+        result = simulate_core(History(size, culprit))
+        assert (result.status, result.correct) == (SimStatus.FOUND, True)
+        lazy_ends = int(culprit == 1) + int(culprit == size - 1)
+        assert result.runs <= math.ceil(math.log2(size - 1)) + lazy_ends
+
+
+def test_verifying_first_runs_both_endpoints():
+    lazy = simulate_core(History(101, 50))
+    first = simulate_core(History(101, 50), ProductOptions(verify_endpoints="first"))
+    assert first.runs == lazy.runs + 2
+
+
+def test_one_sided_flakes_on_a_late_culprit_are_survived():
+    """The issue's case: a good commit fails 25% of its runs at random, 120 commits, the culprit at 113."""
+    history = History(121, 113, flake_rate=0.25, one_sided=True)
+    results = [simulate_core(history, ProductOptions(strategy="noisy"), seed=seed) for seed in range(20)]
+    assert sum(r.correct for r in results) >= 19
+    assert all(r.status is not SimStatus.ENDPOINTS_MISMATCH for r in results)
+
+
+def test_parallel_workers_take_fewer_rounds():
+    history = History(1001, 637)
+    one, eight = simulate_core(history), simulate_core(history, slots=8)
+    assert eight.correct
+    assert eight.rounds * 2.5 <= one.rounds

@@ -1,0 +1,168 @@
+"""The spec split by concern, and the one option table it, the click options and bisect.toml derive from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bisector.cli import main
+from bisector.config import build_spec, load_config_file
+from bisector.options import BY_CONFIG_KEY, OPTIONS, ExecutorKind, Form, ImageMode, StrategyName
+from bisector.spec import BisectSpec
+from vocab.errors import InputError
+from vocab.metric import Direction, NoMetricPolicy
+
+# The spec column of a bisect stored by `bisect start ... --executor inprocess --repeat 2 --env A=1
+# --infra-pattern oops --no-explain --term-old fast --term-new slow --strategy noisy --direction lower -- .`
+# on main before the spec was split (flat keys, as BisectSpec.to_json wrote them then).
+STORED_BY_MAIN = json.loads(
+    '{"repo": "/tmp/options_main_repo", "good": "HEAD~8", "bad": "HEAD", "run": "bash test.sh", "build": null, '
+    '"metric": null, "metric_json": null, "expect": null, "no_metric": "skip", "workers": 1, "gpus_per_step": 0, '
+    '"timeout_s": 3600.0, "env": {"A": "1"}, "all_parents": false, "max_attempts": 3, "infra_patterns": ["oops"], '
+    '"executor": "inprocess", "ray_address": null, "resources": {}, "explain": false, "trace_kernels": false, '
+    '"minimize": false, "repeat": 2, "max_repeat": null, "noise_band": 0.0, "direction": "lower", '
+    '"find_fix": false, "strategy": "noisy", "confirm": null, "term_old": "fast", "term_new": "slow", '
+    '"paths": ["."], "image": "none", "image_inputs": [], "images_max_size": "20G"}'
+)
+ADDED_SINCE = {"verify_endpoints": None}  # options added after STORED_BY_MAIN, at their defaults
+
+
+def test_json_stored_by_an_older_version_loads_typed_and_writes_back_the_same():
+    spec = BisectSpec.from_json(STORED_BY_MAIN)
+    assert (spec.repo, spec.good, spec.bad) == ("/tmp/options_main_repo", "HEAD~8", "HEAD")
+    assert spec.test.run == "bash test.sh"
+    assert spec.test.env == {"A": "1"}
+    assert spec.test.paths == (".",)
+    assert spec.test.no_metric is NoMetricPolicy.SKIP
+    assert spec.test.infra_patterns == ("oops",)
+    assert spec.search.strategy is StrategyName.NOISY
+    assert spec.search.direction is Direction.LOWER
+    assert spec.search.repeat == 2
+    assert spec.search.terms() == ("fast", "slow")
+    assert spec.executor.kind is ExecutorKind.INPROCESS
+    assert spec.executor.image is ImageMode.NONE
+    assert not spec.analysis.explain
+    assert spec.to_json() == {**STORED_BY_MAIN, **ADDED_SINCE}
+    assert json.loads(json.dumps(spec.to_json())) == {**STORED_BY_MAIN, **ADDED_SINCE}
+
+
+def test_json_of_older_versions_without_later_keys_loads_with_defaults():
+    older = {k: v for k, v in STORED_BY_MAIN.items() if not k.startswith(("term_", "image"))} | {"gone": 1}
+    spec = BisectSpec.from_json(older)
+    assert spec.search.terms() == ("good", "bad")
+    assert spec.executor.image is ImageMode.NONE
+    assert spec.executor.images_max_size == "20G"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"strategy": "ternary"}, "--strategy must be one of kary, noisy (got 'ternary')"),
+        ({"executor": "slurm"}, "--executor must be one of local, ray, inprocess (got 'slurm')"),
+        ({"no_metric": "fail"}, "--no-metric must be one of skip, bad (got 'fail')"),
+        ({"direction": 1}, "direction: expected a string or nothing, got int 1"),
+        ({"workers": "2"}, "workers: expected a whole number, got str '2'"),
+        ({"explain": 1}, "explain: expected true or false, got int 1"),
+        ({"timeout_s": True}, "timeout_s: expected a whole number or a number, got bool True"),
+        ({"run": None}, "run: expected a string, got NoneType None"),
+    ],
+)
+def test_stored_values_of_the_wrong_type_or_choice_are_refused_in_one_line(change: dict[str, object], message: str):
+    with pytest.raises(InputError) as refused:
+        BisectSpec.from_json(STORED_BY_MAIN | change)
+    assert str(refused.value) == message
+
+
+def test_a_missing_endpoint_is_refused():
+    with pytest.raises(InputError, match="good: missing"):
+        BisectSpec.from_json({k: v for k, v in STORED_BY_MAIN.items() if k != "good"})
+
+
+def test_resume_changes_only_the_executor():
+    spec = BisectSpec.from_json(STORED_BY_MAIN)
+    moved = spec.with_executor({"executor": "local", "workers": 4, "resources": {"H200": 1}})
+    assert (moved.executor.kind, moved.executor.workers, moved.executor.resources) == (
+        ExecutorKind.LOCAL,
+        4,
+        {"H200": 1.0},
+    )
+    assert (moved.test, moved.search, moved.analysis) == (spec.test, spec.search, spec.analysis)
+    with pytest.raises(InputError, match="only the executor settings can change, not repeat"):
+        spec.with_executor({"repeat": 3})
+
+
+def test_every_option_is_stored_and_every_flag_and_toml_key_comes_from_the_table():
+    assert list(BisectSpec.from_json(STORED_BY_MAIN).to_json()) == [option.name for option in OPTIONS]
+    start = main.commands["start"]
+    flags = {p.name: p for p in start.params if isinstance(p, click.Option)}
+    for option in OPTIONS:
+        if option.cli_flag is None:
+            assert option.name in ("repo", "paths")  # --repo names a directory in the repository; paths follow --
+            continue
+        param = flags[option.name]
+        assert option.cli_flag in param.opts
+        assert param.multiple is (option.form in (Form.REPEATED, Form.PAIRS))
+        if option.choices is not None:
+            assert isinstance(param.type, click.Choice)
+            assert list(param.type.choices) == [choice.value for choice in option.choices]
+    assert set(flags) - {o.name for o in OPTIONS} == {"notify_url", "db_url", "output_format"}
+    assert set(BY_CONFIG_KEY) == {o.name for o in OPTIONS if o.name not in ("repo", "timeout_s")} | {"timeout"}
+
+
+def test_bisect_toml_and_flags_merge_into_the_typed_spec(tmp_path: Path):
+    (tmp_path / "bisect.toml").write_text(
+        '[bisect]\nrun = "bash t.sh"\ntimeout = 60\nenv = { A = "1", B = "2" }\nstrategy = "kary"\n'
+        'executor = "inprocess"\nno-metric = "bad"\nexplain = false\n'
+    )
+    assert load_config_file(tmp_path)["timeout_s"] == 60
+    spec = build_spec(tmp_path, {"good": "a", "bad": "b", "env": {"B": "3"}, "workers": 2, "paths": ()})
+    assert spec.test.timeout_s == 60.0
+    assert isinstance(spec.test.timeout_s, float)
+    assert spec.test.env == {"A": "1", "B": "3"}
+    assert spec.test.no_metric is NoMetricPolicy.BAD
+    assert spec.search.strategy is StrategyName.KARY
+    assert (spec.executor.kind, spec.executor.workers) == (ExecutorKind.INPROCESS, 2)
+    assert not spec.analysis.explain
+    (tmp_path / "bisect.toml").write_text('[bisect]\nstrategy = "ternary"\n')
+    with pytest.raises(InputError, match=r"--strategy must be one of kary, noisy \(got 'ternary'\)"):
+        build_spec(tmp_path, {"good": "a", "bad": "b", "run": "true"})
+
+
+_NAME = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8)
+_VALID: dict[str, st.SearchStrategy[object]] = {
+    "repo": st.just("/r"), "good": _NAME, "bad": _NAME, "run": _NAME, "build": st.none() | _NAME,
+    "metric": st.none(), "metric_json": st.none(),
+    "expect": st.none(), "no_metric": st.sampled_from(["skip", "bad"]),
+    "timeout_s": st.floats(0.1, 1e5), "env": st.dictionaries(_NAME, st.text(max_size=5), max_size=3),
+    "infra_patterns": st.lists(st.sampled_from(["oops", "OOM.*"]), max_size=2),
+    "paths": st.lists(st.sampled_from(["src", "docs/a"]), max_size=2), "all_parents": st.booleans(),
+    "max_attempts": st.integers(1, 100), "repeat": st.integers(1, 10), "max_repeat": st.none() | st.integers(10, 1000),
+    "noise_band": st.floats(0, 10), "direction": st.none() | st.just("higher"), "find_fix": st.booleans(),
+    "strategy": st.none() | st.sampled_from(["kary", "noisy"]), "confirm": st.none() | st.booleans(),
+    "verify_endpoints": st.none() | st.sampled_from(["first", "lazy"]),
+    "term_old": st.none() | st.just("fast"), "term_new": st.none() | st.just("slow"),
+    "executor": st.sampled_from(["local", "ray", "inprocess"]), "workers": st.integers(1, 256),
+    "gpus_per_step": st.integers(0, 8), "ray_address": st.none() | st.just("ray://head:10001"),
+    "resources": st.dictionaries(_NAME, st.floats(0.5, 8), max_size=2), "image": st.sampled_from(["none", "venv"]),
+    "image_inputs": st.lists(st.sampled_from(["csrc", "setup.py"]), max_size=2),
+    "images_max_size": st.sampled_from(["20G", "512M"]), "explain": st.booleans(), "trace_kernels": st.booleans(),
+    "minimize": st.booleans(),
+}  # fmt: skip
+
+
+_METRICS = [{}, {"metric": r"tok/s: ([0-9.]+)", "expect": ">= 4.0"}, {"metric_json": "o.json:a.b", "expect": "> 1"}]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.fixed_dictionaries(_VALID), st.sampled_from(_METRICS))
+def test_any_valid_option_values_round_trip_through_the_stored_json(values: dict[str, object], metric: dict[str, str]):
+    assert set(_VALID) == {option.name for option in OPTIONS}  # a new option needs its values here
+    values |= metric
+    spec = BisectSpec.from_options(values)
+    assert spec.to_json() == values
+    assert BisectSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec

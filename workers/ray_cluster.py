@@ -1,0 +1,137 @@
+"""Connecting to Ray and reading the cluster: a local cluster started for one bisect or a shared one joined,
+the GPUs per step, the custom resources a step asks for, and Ray's messages put on one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import ray
+
+from vocab.errors import ExecutorError, InputError
+from workers.gpu_leases import GpuLeases, lease_slots
+from workers.gpus import visible_gpus
+
+CONNECT_PROBE_S = 5.0  # ray.init retries an unreachable address for minutes; a TCP probe fails fast
+CPUS_PER_SLOT = 1
+RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+def connect(address: str | None, workers: int, gpus_per_step: int, leases: GpuLeases) -> bool:
+    """Connect this process to Ray. Returns whether it called ray.init (and so must call ray.shutdown).
+
+    A local cluster started here sees only the GPUs this bisect leased (workers/gpu_leases.py), so two bisects on
+    one host never share one."""
+    if ray.is_initialized():
+        return False
+    quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
+    if address:
+        _probe(address)
+        try:
+            ray.init(address=address, runtime_env={"py_modules": _project_packages()}, **quiet)
+        except Exception as exc:
+            hint = "" if os.environ.get("RAY_AUTH_MODE") else " (a cluster with token auth needs RAY_AUTH_MODE=token)"
+            raise ExecutorError(f"cannot connect to the Ray cluster at {address}: {one_line(exc)}{hint}") from None
+        return True
+    gpus = visible_gpus()
+    fit = min(workers, len(gpus) // (gpus_per_step or 1))  # more slots than GPUs: Ray places them as GPUs free
+    if fit:
+        slot_gpus, _ = lease_slots(gpus, fit, gpus_per_step, leases=leases)
+        gpus = tuple(gpu for slot in slot_gpus for gpu in slot)
+    try:
+        with _visible_devices(gpus):
+            ray.init(
+                address="local",  # never join a cluster recorded in /tmp/ray by `ray start`: that takes --ray-address
+                num_cpus=max(os.cpu_count() or 1, workers * CPUS_PER_SLOT),
+                num_gpus=len(gpus),
+                include_dashboard=False,
+                **quiet,
+            )
+    except Exception as exc:
+        raise ExecutorError(f"cannot start a local Ray cluster: {one_line(exc)}") from None
+    return True
+
+
+@contextlib.contextmanager
+def _visible_devices(gpus: tuple[int, ...]) -> Iterator[None]:
+    """Start the local cluster seeing exactly these GPUs ($BISECT_GPUS), so Ray hands out their real ids."""
+    if not gpus:
+        yield
+        return
+    previous = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = previous
+
+
+def _probe(address: str) -> None:
+    """Fail in seconds, not minutes, when nothing listens at host:port ("auto" is left to Ray)."""
+    target = address.removeprefix("ray://")
+    try:
+        parts = urlsplit(f"//{target}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        raise ExecutorError(f"--ray-address {address!r}: expected HOST:PORT, ray://HOST:PORT or auto") from None
+    if host is None or port is None:
+        return
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_PROBE_S).close()
+    except OSError as exc:
+        raise ExecutorError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
+
+
+def _project_packages() -> list[str]:
+    """The packages a remote node's actor imports, shipped so every node runs the coordinator's code."""
+    import vocab
+    import workers
+
+    return [str(Path(vocab.__file__).parent), str(Path(workers.__file__).parent)]
+
+
+def resolve_gpus_per_step(requested: int) -> int:
+    """0 means one GPU per step when the cluster has GPUs, else CPU slots (as for the local executor)."""
+    if requested < 0:
+        raise InputError(f"--gpus-per-step must be 0 or more (got {requested})")
+    if requested:
+        return requested
+    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    return 1 if any(node["Alive"] and node["Resources"].get("GPU", 0) >= 1 for node in nodes) else 0
+
+
+def checked_resources(resources: dict[str, float]) -> dict[str, float]:
+    """The --resources of a step, refused when they name CPU/GPU/memory or a non-positive amount."""
+    for name, amount in resources.items():
+        if not name or name in RESERVED_RESOURCES:
+            raise InputError(f"--resources {name}={amount:g}: name a custom resource (GPUs: --gpus-per-step)")
+        if amount <= 0:
+            raise InputError(f"--resources {name}={amount:g}: the amount must be positive")
+    return dict(resources)
+
+
+def cluster_total() -> dict[str, float]:
+    return dict(ray.cluster_resources())  # type: ignore[no-untyped-call]
+
+
+def describe(resources: dict[str, float]) -> str:
+    shown = {k: v for k, v in resources.items() if not k.startswith("node:") and k not in RESERVED_RESOURCES[2:]}
+    return ", ".join(f"{name} {amount:g}" for name, amount in sorted(shown.items()) if amount) or "nothing"
+
+
+def one_line(exc: BaseException, *, last: bool = False) -> str:
+    """Ray's messages run over many lines; a task's error ends with the remote exception, others start with it."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if last:
+        return lines[-1] if lines else type(exc).__name__
+    return f"{type(exc).__name__}: {lines[0] if lines else 'no message'}"
