@@ -211,15 +211,15 @@ class Coordinator:
         steps = [] if fresh else self.store.steps(record.id)
         ledger = Ledger(spec, candidates, record.bad, steps)
         verify = VerifyEndpoints.for_workers(spec.search.verify_endpoints, spec.executor.workers)
+        pipeline = StepPipeline(self.store, executor, record.id, record.repo, spec, self.now)
         core = SearchCore(
             record.id, ledger, SearchRecords.from_extra(record.extra), stored=steps, strategy=self.strategy,
-            verify=verify,
+            verify=verify, prefer=pipeline.prefer_workers,
         )  # fmt: skip
         grace_s = self.watchdog_grace_s
         if grace_s is None:
             grace_s = max(WATCHDOG_MIN_GRACE_S, spec.test.timeout_s / 4)
         timing = LoopTiming(self.poll_interval_s, spec.test.timeout_s + grace_s)
-        pipeline = StepPipeline(self.store, executor, record.id, record.repo, spec, self.now)
         manual_seen = max((s.id for s in steps if s.purpose is StepPurpose.MANUAL), default=0)
         return SearchLoop(core, pipeline, self.store, self.observer, timing, lease=lease, manual_seen=manual_seen,
                           fresh=fresh)  # fmt: skip

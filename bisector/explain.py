@@ -156,16 +156,31 @@ def explain_bisect(
             SideRun(first_bad, StepPurpose.TRACE, bad_files.env(base_env), "first-bad"),
         ]
     )
+    note = plan.note
     if (good_run.verdict, bad_run.verdict) != (Verdict.GOOD, Verdict.BAD):
         observer.note(
             f"the traced re-runs gave {good_run.verdict.value} at last good and {bad_run.verdict.value} at first bad"
         )
+    if contradicted(good_run.verdict, bad_run.verdict, find_fix=spec.search.find_fix):
+        warning = (
+            f"the re-runs contradict the search ({good_run.verdict.value} at last good, {bad_run.verdict.value} at "
+            "first bad): the test may be flaky and this culprit wrong; bisect again with --strategy noisy or --repeat"
+        )
+        observer.note(warning)
+        note = f"{note}; warning: {warning}"
     diffs = runtime_diffs(good_files, bad_files)
     explanation = Explanation(
-        static=static, dispatch=diffs.dispatch, kernels=diffs.kernels, calls=diffs.calls, trace_note=plan.note
+        static=static, dispatch=diffs.dispatch, kernels=diffs.kernels, calls=diffs.calls, trace_note=note
     )
     store.replace_findings(record.id, EXPLAIN_KINDS, [f.to_json() for f in explanation.findings()])
     return explanation
+
+
+def contradicted(at_last_good: Verdict, at_first_bad: Verdict, *, find_fix: bool) -> bool:
+    """Whether re-runs of the boundary's two commits went the other way than the search found them (an
+    infrastructure error or a skip says nothing either way). With --find-fix the old state fails."""
+    old, new = (Verdict.BAD, Verdict.GOOD) if find_fix else (Verdict.GOOD, Verdict.BAD)
+    return at_last_good is new or at_first_bad is old
 
 
 def minimize_bisect(

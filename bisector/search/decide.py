@@ -13,7 +13,7 @@ runs, the endpoints, then the strategy's probes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -32,6 +32,8 @@ from bisector.strategies.noisy import is_consistent
 from bisector.strategies.select import choose_strategy
 from vocab.domain import BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
 
+WorkerPreference = Callable[[str, Sequence[str]], list[str]]  # (sha, workers that could run it) -> best first
+
 HARNESS_PAUSE_AFTER = 3  # harness failures in a row (no step result between) that pause the bisect
 
 
@@ -45,15 +47,18 @@ class SearchCore:
         stored: Sequence[StepRecord] = (),
         strategy: Strategy | None = None,
         verify: VerifyEndpoints = VerifyEndpoints.FIRST,
+        prefer: WorkerPreference | None = None,
     ) -> None:
         """stored: the bisect's steps so far (reference runs are restored from them); strategy: None to choose
-        as the bisect goes (kary, noisy once noise is expected or seen)."""
+        as the bisect goes (kary, noisy once noise is expected or seen); prefer: orders the workers that could run
+        a commit, best first (the executor's, e.g. those holding the commit's image); default: as given."""
         self.bisect_id = bisect_id
         self.ledger = ledger
         self.spec = ledger.spec
         self.records = records
         self.fixed_strategy = strategy
         self.verify = verify
+        self.prefer: WorkerPreference = prefer or (lambda sha, workers: list(workers))
         self.flake_seen = records.flake_seen
         self.health = Health(ledger, records.reference_checked)
         self.confirming = Confirming(ledger)
@@ -292,7 +297,9 @@ class SearchCore:
         wanted = search_positions(self, strategy, usable, workers)
         for position in wanted[: len(usable)]:
             avoid = self.ledger.failed_workers(position)
-            worker = next((w for w in usable if w not in avoid), usable[0])
+            worker = self.prefer(self.ledger.candidates[position].sha, [w for w in usable if w not in avoid] or usable)[
+                0
+            ]
             usable.remove(worker)
             out.append(Submit(position, StepPurpose.SEARCH, worker))
         return out

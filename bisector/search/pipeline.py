@@ -96,6 +96,13 @@ class StepPipeline:
         self.running[step_id] = step
         return Sent(step, assignment)
 
+    def prefer_workers(self, sha: str, workers: Sequence[str]) -> list[str]:
+        """workers ordered best first by the executor for a search step at sha (e.g. those holding its image)."""
+        request = self.spec.step_request(
+            bisect_id=self.bisect_id, step_id=0, sha=sha, attempt=1, repo=self.repo, metric=self.metric, log_path=""
+        )
+        return self.executor.prefer_workers(request, workers)
+
     def poll(self, timeout_s: float) -> list[StepResult]:
         """Results of this pipeline's running steps that came back within timeout_s (buffered for writing)."""
         return [self.took(r) for r in self.executor.poll(timeout_s) if r.step_id in self.running]

@@ -15,18 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from bisector.config import CONFIG_FILE_NAME, build_spec
-from bisector.options import BY_CONFIG_KEY
+from bisector.options import BY_CONFIG_KEY, OPTIONS, Group
 from bisector.service.config import COMMAND_KEYS, RECIPE_KEYS, ServiceConfig, check_recipe
 from bisector.spec import BisectSpec
 from vocab.errors import InputError
 from vocab.gitrepo import GitRepo
 
+_TUNED_GROUPS = (Group.TEST, Group.SEARCH, Group.ANALYSIS)  # how a commit is tested and judged, not where
 TUNING_KEYS = frozenset(
-    {"metric", "metric_json", "expect", "no_metric", "timeout", "all_parents", "max_attempts", "repeat",
-     "max_repeat", "noise_band", "direction", "find_fix", "strategy", "confirm", "infra_patterns", "explain",
-     "trace_kernels", "minimize", "term_old", "term_new", "paths", "image", "image_inputs", "images_max_size",
-     "gpus_per_step"}
-)  # fmt: skip
+    {o.config_key for o in OPTIONS if o.config_key is not None and o.group in _TUNED_GROUPS} - COMMAND_KEYS
+) | {"gpus_per_step", "image", "image_inputs", "images_max_size"}
 REQUEST_KEYS = frozenset({"repo", "good", "bad", "recipe", "priority"}) | TUNING_KEYS | COMMAND_KEYS
 MAX_PRIORITY = 100
 

@@ -79,3 +79,45 @@ def test_reruns_are_skipped_and_the_report_says_how_to_ask_when_nothing_can_be_t
     assert explanation.trace_note.startswith("skipped: the static diff names no function to trace")
     assert "bisect run --trace-kernels" in explanation.trace_note
     assert not [s for s in store.steps(record.id) if s.purpose is StepPurpose.TRACE]
+
+
+def test_traced_reruns_that_contradict_the_search_warn_that_the_culprit_may_be_a_flake(
+    history: History, store: Store
+) -> None:
+    """A good commit whose first run ever fails (a one-sided flake) is named by a one-run-per-commit search; its
+    traced re-run passes, and the stored explanation says the culprit may be wrong and how to bisect again."""
+    marker = history.path.parent / "flaked-once"
+    flaky_check = CHECK.replace(
+        "kernels = [",
+        f"import pathlib\n    if pathlib.Path('flaky').exists() and not pathlib.Path({str(marker)!r}).exists():\n"
+        f"        pathlib.Path({str(marker)!r}).touch()\n        sys.exit(1)\n    kernels = [",
+    )
+    files = {"src/mylib/__init__.py": "", "src/mylib/dispatch.py": DISPATCH, "check.py": flaky_check}
+    good = history.commit("dispatch", files)
+    history.commit(
+        "tidy", {"flaky": "", "src/mylib/dispatch.py": DISPATCH.replace("m >= MMA_MIN_M", "m > MMA_MIN_M - 1")}
+    )
+    bad = history.commit("MMA earlier", {"src/mylib/dispatch.py": DISPATCH.replace("m >= MMA_MIN_M", "m >= 2")})
+
+    spec = synthetic_spec(history.path, good, bad, run=f"{sys.executable} check.py", build=None, explain=True)
+    record = Coordinator(store, make_executor, poll_interval_s=0.05).start(spec)
+
+    assert record.status is BisectStatus.FOUND, record.message
+    assert record.first_bad != bad  # the flake misled the search
+    explanation = stored_explanation(store, record.id)
+    assert explanation is not None
+    assert explanation.trace_note is not None
+    assert "warning: the re-runs contradict the search (good at last good, good at first bad)" in explanation.trace_note
+    assert "--strategy noisy" in explanation.trace_note
+
+
+def test_contradicted_reads_the_boundary_both_ways():
+    from bisector.explain import contradicted
+    from vocab.domain import Verdict
+
+    assert not contradicted(Verdict.GOOD, Verdict.BAD, find_fix=False)
+    assert contradicted(Verdict.GOOD, Verdict.GOOD, find_fix=False)
+    assert contradicted(Verdict.BAD, Verdict.BAD, find_fix=False)
+    assert not contradicted(Verdict.ERROR, Verdict.SKIP, find_fix=False)  # says nothing either way
+    assert not contradicted(Verdict.BAD, Verdict.GOOD, find_fix=True)
+    assert contradicted(Verdict.GOOD, Verdict.GOOD, find_fix=True)

@@ -83,3 +83,23 @@ def test_search_records_round_trip_and_bad_shapes_read_as_absent():
     assert SearchRecords.from_extra(junk) == SearchRecords()
     with pytest.raises(ValueError, match="not a search record"):
         records.to_extra("resumed_with")
+
+
+def test_search_steps_go_first_to_the_worker_the_executor_prefers():
+    from bisector.search.actions import Submit
+    from bisector.search.decide import SearchCore
+
+    asked: list[tuple[str, list[str]]] = []
+
+    def prefer(sha: str, workers: list[str]) -> list[str]:
+        asked.append((sha, list(workers)))
+        return sorted(workers, reverse=True)  # as an executor would put the workers that hold sha's image first
+
+    plain = SearchCore(1, _ledger(), SearchRecords(), verify=VerifyEndpoints.LAZY)
+    placed = SearchCore(1, _ledger(), SearchRecords(), verify=VerifyEndpoints.LAZY, prefer=prefer)
+    first = [a for a in plain.decide(["w0", "w1", "w2"], ["w0", "w1", "w2"]) if isinstance(a, Submit)]
+    preferred = [a for a in placed.decide(["w0", "w1", "w2"], ["w0", "w1", "w2"]) if isinstance(a, Submit)]
+    assert [s.position for s in preferred] == [s.position for s in first]
+    assert first[0].worker == "w0"
+    assert preferred[0].worker == "w2"
+    assert asked[0] == (f"{first[0].position:040x}", ["w0", "w1", "w2"])
