@@ -1,12 +1,13 @@
 """Real bisects of a test with one-sided flakes: good commits fail 25 % of their runs at random, bad ones always.
 
     python benchmarks/bench_flaky.py [--bisects 20] [--commits 120] [--culprit 113] [--workers 1] [--out FILE]
+                                     [--start-arg=--strategy --start-arg=noisy ...]
 
-Each bisect is a real `python -m bisector start` subprocess with the product's defaults (no --strategy, no
---repeat: the search must notice the flakes itself) on a fresh synthetic history (bisector.synthetic) of
---commits suspects whose first bad commit is at --culprit; the run command is the history's `test.sh`
-followed by a 1-in-4 random failure. Reported: how many bisects named the culprit, how each one ended, and
-the median (and max) number of test runs. #14's target: at least 19 of 20 right.
+Each bisect is a real `python -m bisector start` subprocess, with the product's defaults (no --strategy, no
+--repeat: one run per commit, as git bisect run) or the --start-arg options given, on a fresh synthetic
+history (bisector.synthetic) of --commits suspects whose first bad commit is at --culprit; the run command is
+the history's `test.sh` followed by a 1-in-4 random failure. Reported: how many bisects named the culprit,
+how each one ended, and the median (and max) number of test runs. #14's target: at least 19 of 20 right.
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ from bisector.synthetic import culprit_history  # noqa: E402
 FLAKY_RUN = "bash test.sh && [ $((RANDOM % 4)) -ne 0 ]"  # a good commit fails one run in four
 
 
-def one_bisect(work: Path, index: int, commits: int, culprit: int, workers: int) -> dict[str, Any]:
+def one_bisect(
+    work: Path, index: int, commits: int, culprit: int, workers: int, start_args: list[str]
+) -> dict[str, Any]:
     history = culprit_history(work / f"repo-{index}", commits, culprit)
     env_dirs = {"BISECT_DATA_DIR": str(work / f"data-{index}"), "BISECT_CACHE_DIR": str(work / f"cache-{index}")}
     command = [sys.executable, "-m", "bisector", "start", "--repo", str(history.path), "--good", history.shas[0],
                "--bad", "main", "--run", FLAKY_RUN, "--workers", str(workers), "--no-explain", "--format", "json",
-               "--db", f"sqlite:///{work / f'store-{index}.db'}"]  # fmt: skip
+               "--db", f"sqlite:///{work / f'store-{index}.db'}", *start_args]  # fmt: skip
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT, env=_env(env_dirs))
     wall_s = time.monotonic() - started
@@ -68,11 +71,12 @@ def main() -> None:
     parser.add_argument("--culprit", type=int, default=113)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--start-arg", action="append", default=[], help="an option added to every bisect start")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         results = []
         for index in range(args.bisects):
-            result = one_bisect(Path(scratch), index, args.commits, args.culprit, args.workers)
+            result = one_bisect(Path(scratch), index, args.commits, args.culprit, args.workers, args.start_arg)
             results.append(result)
             print(f"{index + 1:>3}/{args.bisects} {result['status']:<20} right={result['right']} "
                   f"runs={result['runs']} wall={result['wall_s']}s", file=sys.stderr)  # fmt: skip
@@ -82,6 +86,7 @@ def main() -> None:
         "commits": args.commits,
         "culprit": args.culprit,
         "workers": args.workers,
+        "start_args": args.start_arg,
         "right": sum(r["right"] for r in results),
         "outcomes": dict(Counter(str(r["status"]) for r in results)),
         "runs": {"median": statistics.median(runs), "max": max(runs)},

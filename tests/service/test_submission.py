@@ -77,9 +77,13 @@ def spec_for(tmp_path: Path, source: Path, settings: ServiceConfig, body: dict[s
 def test_the_repositorys_recipe_is_read_at_the_bad_commit(tmp_path: Path, source: Path) -> None:
     commit_file(source, "bisect.toml", REPO_TOML, "recipes")
     settings = config(tmp_path, source)
-    assert spec_for(tmp_path, source, settings, request(source, recipe="quick")).run == "bash test.sh --quick"
+    assert spec_for(tmp_path, source, settings, request(source, recipe="quick")).test.run == "bash test.sh --quick"
     default = spec_for(tmp_path, source, settings, request(source))
-    assert (default.run, default.metric, default.expect) == ("bash test.sh --default", "metric: ([0-9.]+)", ">= 8")
+    assert (default.test.run, default.test.metric, default.test.expect) == (
+        "bash test.sh --default",
+        "metric: ([0-9.]+)",
+        ">= 8",
+    )
     with pytest.raises(InputError, match="no command"):  # main~1 has no bisect.toml
         spec_for(tmp_path, source, settings, request(source, bad="main~1", good="main~6"))
 
@@ -101,7 +105,7 @@ def test_free_form_commands_need_allow_commands(tmp_path: Path, source: Path) ->
         with pytest.raises(CommandNotAllowedError, match="--allow-commands"):
             spec_for(tmp_path, source, config(tmp_path, source), body)
     allowed = config(tmp_path, source, allow_commands=True)
-    assert spec_for(tmp_path, source, allowed, request(source, run="echo hi")).run == "echo hi"
+    assert spec_for(tmp_path, source, allowed, request(source, run="echo hi")).test.run == "echo hi"
 
 
 @pytest.mark.parametrize(
