@@ -191,3 +191,50 @@ def test_a_stale_index_lock_is_reported_by_git(repo: tuple[Path, list[str]], tmp
     (admin / "index.lock").unlink()
     gitrepo.ensure_worktree(worktree, shas[1])
     assert git(worktree, "rev-parse", "HEAD") == shas[1]
+
+
+def test_cleaning_a_removed_worktree_never_cleans_the_workers_own_directory(
+    repo: tuple[Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A step that deletes its worktree: the tidy after it must fail, not run git clean wherever the worker
+    runs (GitPython falls back to the process's directory; a worker's is the user's checkout)."""
+    path, shas = repo
+    gitrepo = GitRepo(path)
+    worktree = tmp_path / "wt"
+    gitrepo.ensure_worktree(worktree, shas[1])
+    (path / "my-notes.txt").write_text("untracked work of the user\n")
+    (path / "src/a.txt").write_text("an edit of the user\n")
+    monkeypatch.chdir(path)  # the worker's directory: the user's own checkout
+    subprocess.run(["rm", "-rf", str(worktree)], check=True)
+    with pytest.raises(RepoError):
+        gitrepo.clean_worktree(worktree)
+    assert (path / "my-notes.txt").exists()
+    gitrepo.ensure_worktree(worktree, shas[2])  # healed: a fresh worktree, the user's files untouched
+    assert (path / "my-notes.txt").read_text() == "untracked work of the user\n"
+    assert (path / "src/a.txt").read_text() == "an edit of the user\n"
+
+
+def test_a_worktree_whose_git_file_is_gone_never_acts_on_a_repository_above_it(
+    repo: tuple[Path, list[str]], tmp_path: Path
+):
+    """A cache under a git checkout (a dotfiles home): a step removes its worktree's .git; git must not take the
+    checkout above for the worktree's repository (clean would act on the user's checkout)."""
+    path, shas = repo
+    home = tmp_path / "home"
+    home.mkdir()
+    git(home, "init", "-q")
+    (home / "tracked.txt").write_text("committed\n")
+    git(home, "add", "tracked.txt")
+    git(home, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "home")
+    (home / "tracked.txt").write_text("edited, not committed\n")
+    gitrepo = GitRepo(path)
+    worktree = home / "cache" / "wt"
+    gitrepo.ensure_worktree(worktree, shas[1])
+    (worktree / ".git").unlink()
+    (worktree / "left.txt").write_text("x\n")
+    with pytest.raises(RepoError):
+        gitrepo.clean_worktree(worktree)
+    assert (home / "tracked.txt").read_text() == "edited, not committed\n"
+    gitrepo.ensure_worktree(worktree, shas[2])  # healed
+    assert git(worktree, "rev-parse", "HEAD") == shas[2]
+    assert (home / "tracked.txt").read_text() == "edited, not committed\n"

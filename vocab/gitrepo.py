@@ -30,8 +30,14 @@ _LOG_FORMAT = "%H%x1f%an%x1f%ae%x1f%ct%x1f%s"  # unit separators: subjects may h
 
 
 def _in_worktree(path: Path) -> git.Git:
-    """git run with the worktree as its working directory (checkout and clean act on that tree)."""
-    return git.Git(str(path))
+    """git run in the worktree and nowhere else, since checkout --force and clean destroy work. `-C path`: git
+    enters the directory itself and fails when it is gone (GitPython runs git in this process's working directory
+    when it cannot enter its own, and a worker's is the user's checkout). The ceiling: git does not take a
+    repository above the worktree for its own when the worktree's .git is gone (a cache under a git checkout)."""
+    runner = git.Git(str(path))
+    runner.set_persistent_git_options(C=str(path))
+    runner.update_environment(GIT_CEILING_DIRECTORIES=str(path.parent))
+    return runner
 
 
 class GitRepo:
