@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -16,6 +17,12 @@ def visible_gpus() -> tuple[int, ...]:
         value = os.environ.get(variable)
         if value is not None:
             return _parse_ids(variable, value)
+    return _listed_gpus()
+
+
+@functools.cache
+def _listed_gpus() -> tuple[int, ...]:
+    """What nvidia-smi lists, asked once per process (it takes up to a second on a GPU host)."""
     if shutil.which("nvidia-smi") is None:
         return ()
     try:

@@ -220,14 +220,17 @@ def _info(manifest: ImageManifest, folder: Path, *, source: str, reused: bool) -
 
 
 def uv_binary() -> str:
+    """The uv executable: the `uv` package's, else the first on PATH (a package installed with --target keeps
+    its binary where find_uv_bin does not look)."""
     try:
         from uv import find_uv_bin
-    except ImportError:
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
         found = shutil.which("uv")
         if found is None:
             raise OSError("uv is not installed: pip install 'gpu-bisect[images]'") from None
         return found
-    return str(find_uv_bin())
 
 
 def make_venv(venv: Path) -> None:
