@@ -29,7 +29,8 @@ def dashboard_command(*args: str) -> list[str]:
 
 def dashboard_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("BISECT_TOKEN", "BISECT_DB")}
-    return {**env, "PYTHONPATH": str(ROOT), **extra}
+    path = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)  # after ROOT: what the caller had
+    return {**env, "PYTHONPATH": path, **extra}
 
 
 @contextmanager
