@@ -61,6 +61,10 @@ def test_markdown_and_text_reports_and_status(tmp_path: Path, history):
     assert bisect(*start_args(history, "--format", "markdown"), db=db).stdout.startswith("### gpu-bisect #1: found")
     text = bisect("report", "1", db=db).stdout
     assert history.shas[23] in text
+    assert (
+        f"or through gpu-bisect (its image, where the bisect used images):\n  bisect rerun 1 {history.shas[23][:12]}"
+        in text
+    )
     assert "<- first bad" in text
     status = bisect("status", "1", db=db).stdout
     assert status.startswith("bisect 1: found\n")
@@ -254,3 +258,7 @@ def test_rerun_any_commit_of_a_bisect(tmp_path: Path, history):
     assert after["status"] == before["status"] == "found"
     assert [s["purpose"] for s in after["steps"]].count("rerun") == 2
     assert bisect("rerun", "1", "nosuchrev", db=db).returncode == 2
+    assert before["rerun"] == f"bisect rerun 1 {history.shas[23][:12]}"  # the report's command, run as printed
+    again = bisect(*before["rerun"].split()[1:], db=db)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith(f"{history.shas[23][:12]}  bad  metric 5")

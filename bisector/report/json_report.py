@@ -43,6 +43,7 @@ def report_json(report: BisectReport) -> dict[str, object]:
         "spec": report.spec.to_json(),
         "reproduce": report.reproduce(),
         "reproduce_target": {"sha": target.sha, "why": target.why},
+        "rerun": report.rerun_command(),
         "explanation": explanation_json(report.explanation) if report.explanation else None,
         "confirmation": record.extra.get("confirmation"),
         "decisions": record.extra.get("decisions", {}),

@@ -207,6 +207,11 @@ class BisectReport:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpus)
         return reproduce_command(self.record.repo, sha, self.spec.test.build, self.spec.test.run, env)
 
+    def rerun_command(self) -> str:
+        """The same step through gpu-bisect: its build and test at the target, on the bisect's image where it ran
+        on images (the by-hand command needs an environment of the user's for the build to install into)."""
+        return f"bisect rerun {self.record.id} {self.reproduce_target().sha[:12]}"
+
     # --- totals ----------------------------------------------------------------------------------------------
 
     @property
