@@ -7,7 +7,6 @@ same everywhere and bad values fail the same way (InputError, one line).
 from __future__ import annotations
 
 import re
-import statistics
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -178,7 +177,6 @@ def compute_stats(store: Store, where: BisectFilter) -> Stats:
     for key, statuses in sorted(rows.statuses.items()):
         finished = sum(count for status, count in statuses.items() if status.is_terminal())
         unclear = sum(statuses.get(status, 0) for status in _UNCLEAR)
-        times = rows.culprit_times_s.get(key, [])
         groups.append(
             GroupStats(
                 repo=key[0],
@@ -186,7 +184,7 @@ def compute_stats(store: Store, where: BisectFilter) -> Stats:
                 bisects=sum(statuses.values()),
                 found=statuses.get(BisectStatus.FOUND, 0),
                 running=statuses.get(BisectStatus.RUNNING, 0),
-                median_time_to_culprit_s=statistics.median(times) if times else None,
+                median_time_to_culprit_s=rows.median_culprit_s.get(key),
                 gpu_hours=rows.device_seconds.get(key, 0.0) / 3600,
                 unclear_share=unclear / finished if finished else None,
                 top_files=rows.files.get(key, []),

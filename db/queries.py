@@ -7,6 +7,7 @@ dataclasses; bisector/history.py turns them into lists, tables and statistics. N
 from __future__ import annotations
 
 import re
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -75,7 +76,7 @@ class StatsRows:
     """What the statistics aggregate, per (repository, metric), for the bisects a filter selects."""
 
     statuses: dict[GroupKey, dict[BisectStatus, int]]
-    culprit_times_s: dict[GroupKey, list[float]]  # finished - created of found bisects
+    median_culprit_s: dict[GroupKey, float]  # the median of finished - created over found bisects
     device_seconds: dict[GroupKey, float]  # sum over steps of (build_s + run_s) x max(1, number of GPUs)
     files: dict[GroupKey, list[tuple[str, int]]]  # findings.file -> found bisects naming it, most first
     tables: dict[GroupKey, list[tuple[str, int]]]  # findings.name of table-like findings -> found bisects
@@ -187,25 +188,36 @@ def stats_rows(conn: Connection, where: BisectFilter, top: int) -> StatsRows:
     for repo, metric, status, count in conn.execute(counts):
         statuses[(repo, metric)][BisectStatus(status)] = int(count)
     found = [*conditions, bisects.c.status == BisectStatus.FOUND.value]
-    times: dict[GroupKey, list[float]] = defaultdict(list)
-    # Seconds computed by the database (parsing thousands of datetimes in Python cost more than the rest), to the
-    # millisecond: SQLite's julianday difference is exact to about 50 microseconds only.
-    took = _seconds_between(conn, bisects.c.created, bisects.c.finished)
-    for repo, metric, seconds in conn.execute(select(*group, took).where(*found, bisects.c.finished.is_not(None))):
-        times[(repo, metric)].append(round(float(seconds), 3))
+    medians = _median_culprit_seconds(conn, [*found, bisects.c.finished.is_not(None)])
     device = select(*group, func.sum(bisects.c.device_s)).where(*conditions).group_by(*group)
     device_seconds = {(r, m): float(total or 0.0) for r, m, total in conn.execute(device)}
     file_rows = and_(findings.c.file != "", findings.c.kind.not_in(NON_FILE_KINDS))
     table_rows = and_(findings.c.name != "", findings.c.kind.in_(TABLE_KINDS))
     return StatsRows(
         statuses=dict(statuses),
-        culprit_times_s=dict(times),
+        median_culprit_s=medians,
         device_seconds=device_seconds,
         files=_frequent(conn, findings.c.file, findings.c.bisect_id, file_rows, found, top),
         tables=_frequent(conn, findings.c.name, findings.c.bisect_id, table_rows, found, top),
         authors=_culprit_authors(conn, found, top),
         weekly=_weekly(conn, conditions),
     )
+
+
+def _median_culprit_seconds(conn: Connection, conditions: list[Any]) -> dict[GroupKey, float]:
+    """Per group, the median time from creation to the answer, in seconds to the millisecond. Seconds come from
+    the database (parsing thousands of datetimes in Python cost more than the rest); PostgreSQL takes the median
+    too (percentile_cont: the mean of the middle two, as statistics.median), SQLite has no median of its own."""
+    took = _seconds_between(conn, bisects.c.created, bisects.c.finished)
+    if conn.dialect.name == "postgresql":
+        median = func.percentile_cont(0.5).within_group(took)
+        query = select(bisects.c.repo, bisects.c.metric, median).where(*conditions)
+        rows = conn.execute(query.group_by(bisects.c.repo, bisects.c.metric))
+        return {(repo, metric): round(float(seconds), 3) for repo, metric, seconds in rows}
+    times: dict[GroupKey, list[float]] = defaultdict(list)
+    for repo, metric, seconds in conn.execute(select(bisects.c.repo, bisects.c.metric, took).where(*conditions)):
+        times[(repo, metric)].append(round(float(seconds), 3))  # SQLite's julianday: exact to ~50 microseconds
+    return {key: round(statistics.median(values), 3) for key, values in times.items()}
 
 
 def _seconds_between(conn: Connection, start: Any, end: Any) -> Any:
