@@ -141,9 +141,10 @@ def rerun(bisect_id: int, rev: str, times: int, db_url: str | None, **executor_f
             results = make_coordinator(store, observer()).rerun(bisect_id, rev, times, overrides)
         for result in results:
             metric = f"  metric {result.samples[-1]:g}" if result.samples else ""
+            image = f"  image {result.image.id[:12]} ({result.image.source})" if result.image else ""
             click.echo(
                 f"{result.sha[:12]}  {result.verdict.value}{metric}  on {result.worker} "
-                f"(GPUs {','.join(map(str, result.gpus)) or '-'})  {result.run_s:.1f}s  log {result.log_path}"
+                f"(GPUs {','.join(map(str, result.gpus)) or '-'}){image}  {result.run_s:.1f}s  log {result.log_path}"
             )
     if any(r.verdict not in (Verdict.GOOD, Verdict.BAD, Verdict.MEASURED) for r in results):
         sys.exit(EXIT_NO_CULPRIT)

@@ -37,11 +37,14 @@ def test_run_at_builds_once_then_reuses_and_stores_the_runs(tmp_path: Path):
 
     again = run_at(repo.path, repo.shas[0], db)
     assert again["image"] == {**image, "source": "cache", "reused": True}
+    rerun = run_cli("rerun", "1", repo.shas[0], db=db)  # the first run's build and test, on its image
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"image {str(image['id'])[:12]} (cache)" in rerun.stdout
     steps = stored_rows(db, "SELECT bisect_id, purpose, verdict, image FROM steps ORDER BY id")
     assert [(row[0], row[1], row[2]) for row in steps] == [
-        (1, "rerun", "good"), (2, "rerun", "bad"), (2, "rerun", "bad"), (3, "rerun", "good")
+        (1, "rerun", "good"), (2, "rerun", "bad"), (2, "rerun", "bad"), (3, "rerun", "good"), (1, "rerun", "good")
     ]  # fmt: skip
-    assert json.loads(steps[-1][3]) == again["image"]
+    assert json.loads(steps[3][3]) == again["image"]
     kinds = stored_rows(db, "SELECT extra, message FROM bisects")
     assert all(json.loads(extra)["kind"] == "adhoc" and message.startswith("ad hoc run") for extra, message in kinds)
 
