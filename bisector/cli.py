@@ -63,11 +63,11 @@ def start(**params: Any) -> None:
 
 def _start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
     from bisector.app import check_executor, make_coordinator, make_executor, open_store
-    from bisector.cli_triage import notify_with_warning
-    from bisector.notify import check_webhook_url
 
     with stoppable_by_signals(), translated_errors():
-        if params["notify_url"] is not None:
+        if params["notify_url"] is not None:  # imported only then: httpx and the triage code take ~0.1 s
+            from bisector.notify import check_webhook_url
+
             check_webhook_url(params["notify_url"])
         spec = spec_from_params(**params)
         check_executor(spec)
@@ -78,6 +78,8 @@ def _start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
                 record = make_coordinator(store, observer()).start(spec, executor)
             print_report(store, record.id, output_format)
             if params["notify_url"] is not None:
+                from bisector.cli_triage import notify_with_warning
+
                 notify_with_warning(store, record.id, params["notify_url"])
     return record
 
