@@ -3,7 +3,9 @@
 # one directory: the second must build nothing), the same through Ray, #14's core benchmark against
 # `git bisect run` on a quiet 16-core host, and the dashboard queries on SQLite there.
 #
-# Where a package registry is reachable, first:   bash ../shared/device/make-bundle.sh uv psycopg psycopg-binary
+# Where a package registry is reachable, first (the dashboard needs fastapi and its opentelemetry too):
+#   bash ../shared/device/make-bundle.sh uv psycopg psycopg-binary fastapi starlette pydantic pydantic-core \
+#     uvicorn jinja2 markupsafe anyio sniffio h11 httpx httpcore certifi idna opentelemetry-api
 # Then on the GPU machine, from the repository root, with .devbundle/ sent along:
 #   bash benchmarks/device_session6.sh demo     # then, in a second call (each must stay under 10 minutes):
 #   bash benchmarks/device_session6.sh bench
