@@ -150,6 +150,9 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
     Option("image", _EXECUTOR, _S, "venv: build each commit's image once, reuse it.", choices=ImageMode),
     Option("image_inputs", _EXECUTOR, _L, "A path whose tree keys the image (repeatable).", form=Form.REPEATED,
            flag="--image-input", items=_S, item_rule="is not a string (a path)"),
+    Option("artifact", _EXECUTOR, _S, "With --image venv: a commit's prebuilt wheels, installed instead of running "
+           "--build where they exist: a wheel's path or URL, or a directory of wheels, with {sha} or {short}, "
+           "e.g. /wheels/{sha}/.", optional=True, metavar="TEMPLATE"),
     Option("images_max_size", _EXECUTOR, _S, "LRU cap of this node's image cache, e.g. 20G.  [default: 20G]"),
     Option("explain", _ANALYSIS, _B, "After a culprit is found: diff its dispatch tables and re-run both sides "
            "traced.  [default: on]", form=Form.SWITCH),

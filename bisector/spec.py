@@ -155,8 +155,11 @@ class ExecutorSpec:
     image: ImageMode = ImageMode.NONE
     image_inputs: tuple[str, ...] = ()  # paths whose tree decides an image's key (none: the commit's whole tree)
     images_max_size: str = "20G"  # the LRU cap of this node's image cache
+    artifact: str | None = None  # a commit's prebuilt wheels ({sha}), installed into its image instead of a build
 
     def __post_init__(self) -> None:
+        if self.artifact is not None and self.image is ImageMode.NONE:
+            raise InputError("--artifact installs prebuilt wheels into a commit's image: give --image venv too")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise InputError(f"--workers must be between 1 and {MAX_WORKERS} (got {self.workers})")
         if self.gpus_per_step < 0:
@@ -169,7 +172,7 @@ class ExecutorSpec:
     def image_recipe(self) -> ImageRecipe | None:
         if self.image is ImageMode.NONE:
             return None
-        return ImageRecipe(self.image.value, self.image_inputs, parse_size(self.images_max_size))
+        return ImageRecipe(self.image.value, self.image_inputs, parse_size(self.images_max_size), self.artifact)
 
 
 @dataclass(frozen=True)

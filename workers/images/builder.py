@@ -131,7 +131,8 @@ class ImageBuilder:
             return PreparedImage(error=f"could not prepare image {key.id} at {job.sha[:12]}: {_describe(exc)}")
         env = {**job.env, **self.image_env(folder, job.env)}
         outcome = None
-        if job.build_cmd:
+        from_artifact = job.recipe.mode == "venv" and install_artifact(job, folder / "venv")
+        if job.build_cmd and not from_artifact:
             job.log.note(f"$ {job.build_cmd}\n")
             outcome = run_shell(
                 job.build_cmd, folder / "src", env, job.log, max(deadline - time.monotonic(), 0.001),
@@ -159,8 +160,9 @@ class ImageBuilder:
         ready = replace(building, status=ImageStatus.READY, build_s=build_s, size_bytes=tree_size(folder))
         self.cache.write_manifest(ready)
         evicted = self.cache.evict(job.recipe.max_bytes, keep=frozenset({key.id}))
-        job.log.note(f"# image {key.id}: built in {build_s:.1f}s ({ready.size_bytes} bytes)\n")
-        prepared = self._ready(ready, source="built", reused=False)
+        made = "installed from its artifact" if from_artifact else "built"
+        job.log.note(f"# image {key.id}: {made} in {build_s:.1f}s ({ready.size_bytes} bytes)\n")
+        prepared = self._ready(ready, source="artifact" if from_artifact else "built", reused=False)
         assert prepared.info is not None
         return replace(prepared, info=replace(prepared.info, evicted=tuple(evicted)))
 
@@ -217,6 +219,36 @@ def _info(manifest: ImageManifest, folder: Path, *, source: str, reused: bool) -
         sha=manifest.sha, path=str(folder), node=manifest.node, size_bytes=manifest.size_bytes, key=manifest.key,
         created=manifest.created, last_used=manifest.last_used, log_tail=manifest.log_tail,
     )  # fmt: skip
+
+
+def install_artifact(job: BuildJob, venv: Path) -> bool:
+    """Install the commit's prebuilt wheels (--artifact: a wheel's path or URL, or a directory of wheels) into
+    the image's venv instead of running the build. False, with a note in the log, when there is none for this
+    commit or it does not install: the build runs then, as without an artifact."""
+    location = job.recipe.artifact_at(job.sha)
+    if location is None:
+        return False
+    local = Path(location.removeprefix("file://"))
+    if "://" not in location or location.startswith("file://"):
+        wheels = sorted(str(p) for p in local.glob("*.whl")) if local.is_dir() else [str(local)] * local.is_file()
+    else:
+        wheels = [location]
+    if not wheels:
+        job.log.note(f"# no artifact at {location}: building\n")
+        return False
+    job.log.note(f"$ uv pip install --no-deps {' '.join(wheels)}\n")
+    try:
+        done = subprocess.run(
+            [uv_binary(), "pip", "install", "--quiet", "--no-deps", "--python", str(venv / "bin" / "python"), *wheels],
+            capture_output=True, text=True, timeout=max(job.timeout_s, 1.0), check=False,
+        )  # fmt: skip
+        failure = "" if done.returncode == 0 else " ".join(done.stderr.split())[:300]
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        failure = _describe(exc)
+    if failure:
+        job.log.note(f"# the artifact did not install ({failure}): building\n")
+        return False
+    return True
 
 
 def uv_binary() -> str:

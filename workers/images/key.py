@@ -31,6 +31,7 @@ class ImageRecipe:
     mode: str = "venv"
     inputs: tuple[str, ...] = ()
     max_bytes: int = DEFAULT_MAX_BYTES
+    artifact: str | None = None  # where a commit's prebuilt wheels are ({sha}, {short}): installed instead of a build
 
     def __post_init__(self) -> None:
         if self.mode not in IMAGE_MODES:
@@ -40,6 +41,19 @@ class ImageRecipe:
                 raise InputError(f"image_inputs: {path!r} must be a path inside the repository")
         if self.max_bytes <= 0:
             raise InputError(f"images_max_size must be positive (got {self.max_bytes})")
+        if self.artifact is not None:
+            self.artifact_at("0" * 40)  # validates the template
+
+    def artifact_at(self, sha: str) -> str | None:
+        """The artifact location of the commit: the template with {sha} (and {short}, 12 characters) filled."""
+        if self.artifact is None:
+            return None
+        try:
+            return self.artifact.format(sha=sha, short=sha[:12])
+        except (KeyError, IndexError, ValueError) as exc:
+            raise InputError(
+                f"--artifact {self.artifact!r}: only {{sha}} and {{short}} can be filled ({exc})"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -73,7 +87,10 @@ def parse_size(text: str) -> int:
 
 
 def recipe_hash(build_cmd: str | None, recipe: ImageRecipe) -> str:
-    text = json.dumps({"build": build_cmd or "", "mode": recipe.mode, "inputs": sorted(recipe.inputs)})
+    fields: dict[str, object] = {"build": build_cmd or "", "mode": recipe.mode, "inputs": sorted(recipe.inputs)}
+    if recipe.artifact is not None:  # absent otherwise: the keys of images made without artifacts stay the same
+        fields["artifact"] = recipe.artifact
+    text = json.dumps(fields)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
