@@ -131,7 +131,8 @@ class ImageBuilder:
             return PreparedImage(error=f"could not prepare image {key.id} at {job.sha[:12]}: {_describe(exc)}")
         env = {**job.env, **self.image_env(folder, job.env)}
         outcome = None
-        from_artifact = job.recipe.mode == "venv" and install_artifact(job, folder / "venv")
+        remaining_s = deadline - time.monotonic()
+        from_artifact = job.recipe.mode == "venv" and install_artifact(job, folder / "venv", remaining_s)
         if job.build_cmd and not from_artifact:
             job.log.note(f"$ {job.build_cmd}\n")
             outcome = run_shell(
@@ -221,18 +222,14 @@ def _info(manifest: ImageManifest, folder: Path, *, source: str, reused: bool) -
     )  # fmt: skip
 
 
-def install_artifact(job: BuildJob, venv: Path) -> bool:
-    """Install the commit's prebuilt wheels (--artifact: a wheel's path or URL, or a directory of wheels) into
-    the image's venv instead of running the build. False, with a note in the log, when there is none for this
-    commit or it does not install: the build runs then, as without an artifact."""
+def install_artifact(job: BuildJob, venv: Path, timeout_s: float) -> bool:
+    """Install the commit's prebuilt wheels (--artifact) into the image's venv instead of running the build.
+    False, with a note in the log, when there is none for this commit or it does not install within timeout_s:
+    the build runs then, as without an artifact."""
     location = job.recipe.artifact_at(job.sha)
     if location is None:
         return False
-    local = Path(location.removeprefix("file://"))
-    if "://" not in location or location.startswith("file://"):
-        wheels = sorted(str(p) for p in local.glob("*.whl")) if local.is_dir() else [str(local)] * local.is_file()
-    else:
-        wheels = [location]
+    wheels = artifact_wheels(location)
     if not wheels:
         job.log.note(f"# no artifact at {location}: building\n")
         return False
@@ -240,7 +237,7 @@ def install_artifact(job: BuildJob, venv: Path) -> bool:
     try:
         done = subprocess.run(
             [uv_binary(), "pip", "install", "--quiet", "--no-deps", "--python", str(venv / "bin" / "python"), *wheels],
-            capture_output=True, text=True, timeout=max(job.timeout_s, 1.0), check=False,
+            capture_output=True, text=True, timeout=max(timeout_s, 0.001), check=False,
         )  # fmt: skip
         failure = "" if done.returncode == 0 else " ".join(done.stderr.split())[:300]
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -249,6 +246,17 @@ def install_artifact(job: BuildJob, venv: Path) -> bool:
         job.log.note(f"# the artifact did not install ({failure}): building\n")
         return False
     return True
+
+
+def artifact_wheels(location: str) -> list[str]:
+    """The wheels at an artifact location: a URL as it is (uv fetches it), a local wheel, or a local directory's
+    wheels; none where the path does not exist."""
+    if "://" in location and not location.startswith("file://"):
+        return [location]
+    local = Path(location.removeprefix("file://"))
+    if local.is_dir():
+        return sorted(str(wheel) for wheel in local.glob("*.whl"))
+    return [str(local)] if local.is_file() else []
 
 
 def uv_binary() -> str:
