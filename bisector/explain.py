@@ -31,6 +31,7 @@ from bisector.analysis.static_diff import StaticDiff
 from bisector.progress import ProgressObserver
 from bisector.side_runs import SideRun, SideRunner
 from bisector.spec import BisectSpec
+from bisector.terms import new_verdict, old_verdict
 from db.store import Store
 from vocab.domain import BisectRecord, StepPurpose, Verdict
 from vocab.errors import BisectError, StateError
@@ -161,7 +162,7 @@ def explain_bisect(
         observer.note(
             f"the traced re-runs gave {good_run.verdict.value} at last good and {bad_run.verdict.value} at first bad"
         )
-    if contradicted(good_run.verdict, bad_run.verdict, find_fix=spec.search.find_fix):
+    if contradicted(good_run.verdict, bad_run.verdict, spec):
         warning = (
             f"the re-runs contradict the search ({good_run.verdict.value} at last good, {bad_run.verdict.value} at "
             "first bad): the test may be flaky and this culprit wrong; bisect again with --strategy noisy or --repeat"
@@ -176,11 +177,11 @@ def explain_bisect(
     return explanation
 
 
-def contradicted(at_last_good: Verdict, at_first_bad: Verdict, *, find_fix: bool) -> bool:
+def contradicted(at_last_good: Verdict, at_first_bad: Verdict, spec: BisectSpec) -> bool:
     """Whether re-runs of the boundary's two commits went the other way than the search found them (an
-    infrastructure error or a skip says nothing either way). With --find-fix the old state fails."""
-    old, new = (Verdict.BAD, Verdict.GOOD) if find_fix else (Verdict.GOOD, Verdict.BAD)
-    return at_last_good is new or at_first_bad is old
+    infrastructure error or a skip says nothing either way): the last good in the new state, or the first bad
+    in the old one (bisector/terms.py: with --find-fix the old state fails)."""
+    return at_last_good is new_verdict(spec) or at_first_bad is old_verdict(spec)
 
 
 def minimize_bisect(

@@ -113,11 +113,16 @@ def test_traced_reruns_that_contradict_the_search_warn_that_the_culprit_may_be_a
 
 def test_contradicted_reads_the_boundary_both_ways():
     from bisector.explain import contradicted
+    from bisector.spec import BisectSpec
     from vocab.domain import Verdict
 
-    assert not contradicted(Verdict.GOOD, Verdict.BAD, find_fix=False)
-    assert contradicted(Verdict.GOOD, Verdict.GOOD, find_fix=False)
-    assert contradicted(Verdict.BAD, Verdict.BAD, find_fix=False)
-    assert not contradicted(Verdict.ERROR, Verdict.SKIP, find_fix=False)  # says nothing either way
-    assert not contradicted(Verdict.BAD, Verdict.GOOD, find_fix=True)
-    assert contradicted(Verdict.GOOD, Verdict.GOOD, find_fix=True)
+    regression, fix = (
+        BisectSpec.from_options({"repo": "/r", "good": "a", "bad": "b", "run": "true", "find_fix": find_fix})
+        for find_fix in (False, True)
+    )
+    assert not contradicted(Verdict.GOOD, Verdict.BAD, regression)
+    assert contradicted(Verdict.GOOD, Verdict.GOOD, regression)
+    assert contradicted(Verdict.BAD, Verdict.BAD, regression)
+    assert not contradicted(Verdict.ERROR, Verdict.SKIP, regression)  # says nothing either way
+    assert not contradicted(Verdict.BAD, Verdict.GOOD, fix)
+    assert contradicted(Verdict.GOOD, Verdict.GOOD, fix)
