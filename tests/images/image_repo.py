@@ -29,13 +29,17 @@ assert sys.prefix == '$VIRTUAL_ENV', sys.prefix
 print('metric:', ctypes.CDLL('./libvalue.so').value())
 "
 """
-PYPROJECT = """[build-system]
-requires = ["setuptools"]
-build-backend = "setuptools.build_meta"
-[project]
-name = "tinypkg"
-version = "0.1"
-"""
+
+
+def pyproject(name: str) -> str:
+    """A setuptools package's pyproject.toml (pip and uv build it offline, with the base's setuptools)."""
+    return (
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        f'[project]\nname = "{name}"\nversion = "0.1"\n'
+    )
+
+
+PYPROJECT = pyproject("tinypkg")
 RUN_CMD = "bash test.sh"
 METRIC = MetricSpec(regex=r"metric: ([0-9.]+)", expect=Expectation.parse(">= 8"))
 BUILD_CMD = "bash build.sh"
@@ -62,12 +66,17 @@ def commit(repo: Path, message: str, files: dict[str, str], remove: tuple[str, .
     return git(repo, "rev-parse", "HEAD")
 
 
-def make_image_repo(path: Path, values: tuple[int, ...] = (10, 10, 5)) -> ImageRepo:
-    """One commit per value: lib.c returns it; the second commit of equal value changes only the README."""
+def init_repo(path: Path) -> None:
+    """An empty repository on main with a committer configured."""
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
     git(path, "config", "user.email", "t@example.org")
     git(path, "config", "user.name", "t")
+
+
+def make_image_repo(path: Path, values: tuple[int, ...] = (10, 10, 5)) -> ImageRepo:
+    """One commit per value: lib.c returns it; the second commit of equal value changes only the README."""
+    init_repo(path)
     shas = []
     for index, value in enumerate(values):
         files = {

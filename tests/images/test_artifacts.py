@@ -10,33 +10,23 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import run_cli
-from image_repo import commit, git
+from image_repo import commit, init_repo, pyproject
 
 BUILD = """#!/usr/bin/env bash
 set -e
 echo "build at $(cat version)" >> "$BUILD_COUNTER"
 uv pip install --quiet --offline --no-deps --no-build-isolation ./pkg
 """
-PYPROJECT = """[build-system]
-requires = ["setuptools"]
-build-backend = "setuptools.build_meta"
-[project]
-name = "artpkg"
-version = "0.1"
-"""
 RUN = """python -c "import artpkg; print('metric:', artpkg.VALUE)" """
 
 
 def _repo(path: Path, values: tuple[int, ...]) -> list[str]:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "t@example.org")
-    git(path, "config", "user.name", "t")
+    init_repo(path)
     shas = []
     for index, value in enumerate(values):
         files = {"version": f"{index}\n", "pkg/artpkg/__init__.py": f"VALUE = {value}\n"}
         if index == 0:
-            files.update({"build.sh": BUILD, "pkg/pyproject.toml": PYPROJECT})
+            files.update({"build.sh": BUILD, "pkg/pyproject.toml": pyproject("artpkg")})
         shas.append(commit(path, f"value {value}", files))
     return shas
 
