@@ -8,7 +8,10 @@
 #     uvicorn jinja2 markupsafe anyio sniffio h11 httpx httpcore certifi idna opentelemetry-api
 # Then on the GPU machine, from the repository root, with .devbundle/ sent along:
 #   bash benchmarks/device_session6.sh demo     # then, in a second call (each must stay under 10 minutes):
-#   bash benchmarks/device_session6.sh bench
+#   bash benchmarks/device_session6.sh bench            # or: bench-bytecode
+# bench-bytecode compiles the bytecode first: that machine runs the project from source with
+# PYTHONDONTWRITEBYTECODE=1, so without it each process compiles ~1.2 s of Python (benchmarks/device_startup.sh),
+# which no installed copy does.
 # Everything goes to $OUT (./device-out when unset): versions.txt, demo-*.json/.stderr/.time, bench_core.*,
 # bench_dashboard.*.
 set -uo pipefail
@@ -44,9 +47,13 @@ if [ "${1:-demo}" = demo ]; then
   exit 0
 fi
 
+env | grep -E '^PYTHON' > "$out/python-env.txt"
+if [ "$1" = bench-bytecode ]; then
+  python3 -m compileall -q -j 0 /tmp/site bisector workers vocab db kernels benchmarks > /dev/null 2>&1
+fi
 timeout 330 python3 benchmarks/bench_core.py --commits 1000 --sleep 1 --workers 1,8 --culprits 3 --repeat 1 \
   --out "$out/bench_core.json" > "$out/bench_core.log" 2>&1
 echo "bench_core exit $?" >> "$out/bench_core.log"
-timeout 120 python3 benchmarks/bench_dashboard.py --runs 10 --out "$out/bench_dashboard.json" \
+timeout 240 python3 benchmarks/bench_dashboard.py --runs 10 --out "$out/bench_dashboard.json" \
   > "$out/bench_dashboard.log" 2>&1
 echo "bench_dashboard exit $?" >> "$out/bench_dashboard.log"
