@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 
 import httpx  # noqa: E402
 
-from benchmarks.common import machine_info  # noqa: E402
+from benchmarks.common import machine_info, project_pythonpath  # noqa: E402
 from bisector.synthetic import write_history  # noqa: E402
 from db.jobs import JobQueue  # noqa: E402
 from db.store import Store  # noqa: E402
@@ -71,19 +71,22 @@ def make_history(path: Path, jobs: int, block: int, seed: int) -> list[tuple[str
 def start_server(port: int, repo: Path, home: Path, slots: int, test_s: float) -> subprocess.Popen[bytes]:
     config = home / "serve.toml"
     config.write_text(f'[recipes.synthetic]\nrun = "bash test.sh"\nenv = {{ SYNTHETIC_SLEEP_S = "{test_s}" }}\n')
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECT_TOKEN": TOKEN, "BISECT_DATA_DIR": str(home / "data"),
-           "BISECT_CACHE_DIR": str(home / "cache"), "BISECT_GPUS": "",
+    env = {**os.environ, "PYTHONPATH": project_pythonpath(), "BISECT_TOKEN": TOKEN,
+           "BISECT_DATA_DIR": str(home / "data"), "BISECT_CACHE_DIR": str(home / "cache"), "BISECT_GPUS": "",
            "BISECT_GPU_LOCK_DIR": str(home / "locks")}  # fmt: skip
     command = [sys.executable, "-m", "bisector", "serve", "--port", str(port), "--db", str(home / "bisect.db"),
                "--allow-repo", str(repo), "--config", str(config), "--slots", str(slots)]  # fmt: skip
-    process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = home / "serve.stderr"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(command, env=env, stderr=stderr, start_new_session=True)
     while True:
         try:
             httpx.get(f"http://127.0.0.1:{port}/api/openapi.json", timeout=5.0)
             return process
         except httpx.TransportError:
             if process.poll() is not None:
-                raise SystemExit("bisect serve did not start") from None
+                tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
+                raise SystemExit(f"bisect serve did not start: {tail[0]}") from None
             time.sleep(0.1)
 
 
