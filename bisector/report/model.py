@@ -19,6 +19,7 @@ from bisector.spec import BisectSpec
 from bisector.terms import new_verdict, old_verdict, term_of
 from db.store import Store
 from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
+from vocab.errors import InputError
 from workers.step import reproduce_command
 
 FAILED_VERDICTS = (Verdict.ERROR, Verdict.SKIP)
@@ -77,6 +78,12 @@ class BisectReport:
     @cached_property
     def _numbers(self) -> dict[int, int]:
         return {step.id: number for number, step in enumerate(self.steps, start=1)}
+
+    def step(self, number: int) -> StepRecord:
+        """Step `number` as the report numbers it (`bisect rerun ID --step N`)."""
+        if not 1 <= number <= len(self.steps):
+            raise InputError(f"--step {number}: bisect {self.record.id} has steps 1..{len(self.steps)}")
+        return self.steps[number - 1]
 
     def number(self, step: StepRecord) -> int:
         """The step's number within this bisect, 1..N in the order the steps started."""
