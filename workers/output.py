@@ -124,11 +124,14 @@ class StepLog:
         self.write(text.encode())
 
     def finish(self) -> None:
-        """Write what the cap left out: a line saying how much, then the output's last LOG_END_BYTES."""
+        """Write what the cap left out: a line saying how much, then the output's last LOG_END_BYTES. What is
+        written after a finish is kept for the next one (a step whose test another process writes to the log
+        finishes its build's part before that process opens the log)."""
         if self.error is not None or self.dropped_bytes == 0:
             return
         end = self._end.last_bytes()
         omitted = self.dropped_bytes - len(end)
+        self._end = OutputWindow(LOG_END_BYTES)
         self._put(
             f"\n[gpu-bisect: log truncated at its per-step cap of {self.cap_bytes} bytes "
             f"(${LOG_CAP_VARIABLE}): {omitted} bytes of output left out; its last {len(end)} bytes follow]\n".encode()
