@@ -2,7 +2,8 @@
 runner in the image's interpreter (runtime_env py_executable), an image built on one node serves the other through
 a cache root both mount ($BISECT_IMAGE_ROOT), and without one, steps prefer the node that holds their image.
 
-Each node has a cache dir of its own (as separate machines would), so without a shared root nothing is shared.
+Each node has a cache dir of its own (as separate machines would), so without a shared root nothing is shared, and
+declares GPUs (none are real): a step's slot holds one, its image's runner none, and the test sees the slot's.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parents[1]
 SLOT = "image_slot"  # each node offers one: a two-slot executor has one worker per node
 SAFETY_S = 300.0  # only against a hang
-RUNNER = 'echo "runner pid=$PPID"'  # the process that runs the step's test (the shell's parent)
+# The process that runs the step's test (the shell's parent), and the GPUs the test sees.
+RUNNER = 'echo "runner pid=$PPID cvd=$CUDA_VISIBLE_DEVICES"'
 SEED_PTH = "_gpu_bisect_base.pth"
 
 
@@ -52,11 +54,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         env.setenv("BISECT_DATA_DIR", str(homes / "head" / "data"))
         local = cluster_utils.Cluster(
             initialize_head=True,
-            head_node_args={"num_cpus": 2, "num_gpus": 0, "resources": {SLOT: 1}, "include_dashboard": False},
+            head_node_args={"num_cpus": 2, "num_gpus": 2, "resources": {SLOT: 1}, "include_dashboard": False},
         )
         env.setenv("BISECT_CACHE_DIR", str(homes / "far" / "cache"))
         env.setenv("BISECT_DATA_DIR", str(homes / "far" / "data"))
-        local.add_node(num_cpus=2, num_gpus=0, resources={SLOT: 1})
+        local.add_node(num_cpus=2, num_gpus=1, resources={SLOT: 1})  # declared GPUs: one per step
     ray.init(address=local.address, log_to_driver=False, logging_level=logging.ERROR)
     yield homes
     ray.shutdown()
@@ -90,7 +92,9 @@ def runner_of(result: StepResult) -> str:
     """The interpreter of the image's runner that ran the step's test (RUNNER checks its pid), or "" when none
     did (the slot's actor ran it)."""
     log = Path(result.log_path).read_text()
-    (test_parent,) = re.findall(r"^runner pid=(\d+)$", log, re.MULTILINE)
+    (test_parent,) = re.findall(r"^runner pid=(\d+) ", log, re.MULTILINE)
+    gpus = ",".join(map(str, result.gpus))
+    assert f"runner pid={test_parent} cvd={gpus}\n" in log  # the slot's GPUs, which its actor holds
     runners = re.findall(r"^# runner (\S+) \(pid (\d+)\)$", log, re.MULTILINE)
     assert [pid for _, pid in runners] in ([], [test_parent])
     return runners[0][0] if runners else ""
@@ -132,6 +136,7 @@ def test_an_image_built_on_one_node_serves_the_other_through_a_shared_root(clust
     assert not (cluster / "far" / "cache" / "images" / built.image.id).exists()
     python = str(shared / built.image.id / "venv" / "bin" / "python")
     assert (runner_of(built), runner_of(reused)) == (python, python)  # on both nodes, the image's interpreter
+    assert (len(built.gpus), len(reused.gpus)) == (1, 1)
 
 
 def test_without_a_shared_root_each_node_builds_and_steps_prefer_the_node_with_the_image(
@@ -174,7 +179,7 @@ def test_an_image_whose_python_lacks_the_base_packages_runs_its_test_from_the_sl
     note = "the image's python cannot host the step's runner under Ray (ModuleNotFoundError"
     assert note in Path(result.log_path).read_text()
     assert runner_of(result) == ""
-    assert f"runner pid={slot.pid}\n" in Path(result.log_path).read_text()  # the slot's actor ran the test
+    assert f"runner pid={slot.pid} " in Path(result.log_path).read_text()  # the slot's actor ran the test
 
 
 def test_a_cancel_reaches_a_test_running_in_its_image_and_stops_it(cluster, repo, tmp_path: Path):
