@@ -1,4 +1,5 @@
-"""Which changed files can choose dispatch: tests and CI configuration cannot, whatever their language."""
+"""What a changed file is for, by its path: tests and CI configuration choose no dispatch whatever their language;
+a tuning file holds tuned values even when it is added or removed whole."""
 
 from __future__ import annotations
 
@@ -8,6 +9,12 @@ _TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.py$
 _CI_CONFIG = re.compile(
     r"^\.(github|gitlab|circleci|buildkite)/|(^|/)\.pre-commit-config\.yaml$|(^|/)\.gitlab-ci\.yml$"
 )
+# A word of a path (between / _ . - = , and the ends) that names tuned values. In source code "config" is left
+# out: config.h, config.py and the like mostly hold build or program settings, not kernel tuning.
+_TUNING_WORD = r"tune|tuned|tuning|tunings|autotune\w*|heuristics?"
+_SEPARATED = r"(?:^|[/_.\-=,])(?:{words})(?:[/_.\-=,]|$)"
+_TUNING_SOURCE = re.compile(_SEPARATED.format(words=_TUNING_WORD), re.I)
+_TUNING_DATA = re.compile(_SEPARATED.format(words=f"{_TUNING_WORD}|configs?|presets?"), re.I)
 
 
 def is_test_path(path: str) -> bool:
@@ -18,3 +25,10 @@ def is_test_path(path: str) -> bool:
 def is_ci_config(path: str) -> bool:
     """A CI workflow or hook configuration (YAML that is not a tuning file)."""
     return bool(_CI_CONFIG.search(path.lower()))
+
+
+def is_tuning_path(path: str, *, data: bool) -> bool:
+    """A file whose path says it holds tuned values: a tuning / tuned / autotune / heuristics word in a directory
+    or the file name (configs/gfx950-GEMM.json, dispatch/tuning/tuning_scan.cuh); for data files (JSON, YAML,
+    TOML) also config(s) and presets."""
+    return bool((_TUNING_DATA if data else _TUNING_SOURCE).search(path))

@@ -52,6 +52,8 @@ _COMMENT_OR_STRING = re.compile(
     r"\"(?:\\.|[^\"\\\n])*(?:\"|(?=\n)|$)|'(?:\\.|[^'\\\n])*(?:'|(?=\n)|$)|//[^\n]*|/\*.*?(?:\*/|\Z)", re.S
 )
 _NOT_NEWLINE = re.compile(r"[^\n]")
+_NEWLINE = re.compile(r"\n")
+_DELIMITER = re.compile(r"[{};]")
 
 
 def _string_end(text: str, start: int) -> int:
@@ -76,7 +78,7 @@ class NativeScan:
 
 def scan_native(text: str) -> NativeScan:
     stripped = strip_comments(text)
-    starts = [0] + [i + 1 for i, c in enumerate(stripped) if c == "\n"]
+    starts = [0] + [match.end() for match in _NEWLINE.finditer(stripped)]
     entries: dict[str, tuple[FindingKind, Node]] = {}
 
     def add(name: str, kind: FindingKind, node: Node) -> None:
@@ -148,21 +150,20 @@ def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:
     """Brace initializers of const / constexpr / __constant__ declarations, parsed into trees."""
     stripped = _PREPROCESSOR.sub(lambda match: " " * len(match[0]), stripped)
     last_delimiter = -1
-    index = 0
-    while index < len(stripped):
-        char = stripped[index]
-        if char == "{":
+    position = 0
+    while (delimiter := _DELIMITER.search(stripped, position)) is not None:
+        index = delimiter.start()
+        position = index + 1
+        if delimiter[0] == "{":
             head = stripped[last_delimiter + 1 : index].strip()
             match = _ARRAY_HEAD.fullmatch(head) if _could_be_array_head(head) else None
             if match is not None:
                 node, end = _initializer(stripped, index, starts)
                 yield match["name"], node
-                last_delimiter = index = end
+                last_delimiter = end
+                position = end + 1
                 continue
-            last_delimiter = index
-        elif char in ";}":
-            last_delimiter = index
-        index += 1
+        last_delimiter = index
 
 
 def _could_be_array_head(head: str) -> bool:

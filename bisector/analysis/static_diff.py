@@ -3,6 +3,11 @@
 Python modules (literal tables, constants, Triton autotune / heuristics, the functions that read them),
 JSON / YAML / TOML tuning files, and C / C++ / CUDA sources. A file that cannot be analysed in one version
 (syntax error, binary, too large) gives a note instead of rows.
+
+A file added or removed whole is new (or dropped) code, not a change of the dispatch inside it: its entries are
+not rows (the callers or includes that start or stop using it change too, and those files are compared); it is
+named in a note instead, grouped by directory when there are many. Tuning files by their path (file_roles) are
+the exception: a tuning file added or removed is new or dropped tuning, so its entries are rows.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import TypeVar
 import git
 
 from bisector.analysis import gitdiff
-from bisector.analysis.file_roles import is_ci_config, is_test_path
+from bisector.analysis.file_roles import is_ci_config, is_test_path, is_tuning_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.python_tables import PythonScan, diff_python, scan_python
@@ -24,6 +29,7 @@ from bisector.analysis.values import Node
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_ROWS_PER_FILE = 400
+MAX_WHOLE_FILE_NOTES = 20  # more files added or removed whole than this: one note per directory
 _BINARY_PROBE_BYTES = 8000  # git's own heuristic: a NUL byte in the first 8000 bytes means binary
 PYTHON_SUFFIXES = (".py", ".pyi")
 T = TypeVar("T")
@@ -115,15 +121,17 @@ def static_diff(
         commit = gitdiff.resolve_commit(repo, sha)
         base = gitdiff.resolve_commit(repo, parent) if parent else gitdiff.first_parent(repo, commit)
         changes = gitdiff.changed_files(repo, base, commit)
-        readable = [c for c in changes if _language(c.path) is not None]
+        whole = [c for c in changes if _added_or_removed_whole(c)]
+        readable = [c for c in changes if _language(c.path) is not None and c not in whole]
         blobs = {
             base: gitdiff.blob_entries(repo, base, [c.old_path for c in readable if c.old_path]) if base else {},
             commit: gitdiff.blob_entries(repo, commit, [c.new_path for c in readable if c.new_path]),
         }
         findings: list[Finding] = []
-        for change in changes:
+        for change in readable:
             rows = _FileAnalysis(repo, base, commit, change, max_file_bytes, blobs).findings()
             findings.extend(_capped(rows, change.path, max_rows_per_file))
+        findings.extend(_whole_file_notes(whole))
     finally:
         repo.close()
     return StaticDiff(str(repo_path), commit, base, tuple(findings), tuple(change.path for change in changes))
@@ -134,6 +142,41 @@ def _capped(rows: list[Finding], path: str, limit: int) -> list[Finding]:
         return rows
     note = Finding(FindingKind.NOTE, path, "rows cut", detail=f"{len(rows) - limit} more changed rows not listed")
     return [*rows[:limit], note]
+
+
+def _added_or_removed_whole(change: gitdiff.FileChange) -> bool:
+    """A file the analysis would read that the commit adds or removes whole and that is no tuning file."""
+    language = _language(change.path)
+    if language is None or (change.old_path is not None and change.new_path is not None):
+        return False
+    return not is_tuning_path(change.path, data=language == "tuning")
+
+
+def _whole_file_notes(changes: list[gitdiff.FileChange]) -> list[Finding]:
+    """One note per file added or removed whole, or per directory (as deep as keeps the notes few)."""
+    if len(changes) <= MAX_WHOLE_FILE_NOTES:
+        return [
+            Finding(FindingKind.NOTE, c.path, _whole_name(c), detail="new or dropped code: its entries are not rows")
+            for c in changes
+        ]
+    for depth in (2, 1, 0):
+        groups: dict[tuple[str, str], list[str]] = {}
+        for change in changes:
+            directory = "/".join(change.path.split("/")[:-1][:depth])
+            groups.setdefault((_whole_name(change), f"{directory}/" if directory else ""), []).append(change.path)
+        if len(groups) <= MAX_WHOLE_FILE_NOTES:
+            break
+    return [
+        Finding(
+            FindingKind.NOTE, directory, f"{len(paths)} files {name}",
+            detail=f"new or dropped code: their entries are not rows (first: {', '.join(paths[:3])})",
+        )  # fmt: skip
+        for (name, directory), paths in groups.items()
+    ]
+
+
+def _whole_name(change: gitdiff.FileChange) -> str:
+    return "added whole" if change.old_path is None else "removed whole"
 
 
 def _language(path: str) -> str | None:

@@ -299,13 +299,50 @@ def test_a_culprit_with_no_table_change_says_so(history: History) -> None:
     assert not diff.changes_dispatch
 
 
-def test_added_and_deleted_files_and_the_root_commit(history: History) -> None:
-    root = history.commit("root", {"k.py": "T = {1: 2}\n"})
-    sha = history.commit("swap", {"k.py": None, "n.py": "LIMIT = 4\n"})
+def test_a_file_added_or_removed_whole_is_a_note_unless_its_path_says_tuning(history: History) -> None:
+    root = history.commit("root", {"k.py": "T = {1: 2}\n", "csrc/old.cu": "const int kTile = 16;\n"})
+    sha = history.commit(
+        "swap",
+        {
+            "k.py": None,
+            "csrc/old.cu": None,
+            "n.py": "LIMIT = 4\n",
+            "ops/configs/gfx950-GEMM-N=1024.json": '{"BLOCK_M": 64, "num_warps": 4}\n',
+            "cub/tuning/tuning_scan.cuh": "constexpr int items_per_thread = 15;\n",
+            "ops/autotune_configs.py": "CONFIGS = [dict(BLOCK=64)]\n",
+        },
+    )
 
-    assert rows(static_diff(history.path, root)) == {"T[1]": "(absent) -> 2"}
-    assert static_diff(history.path, root).parent is None
-    assert rows(static_diff(history.path, sha)) == {"T[1]": "2 -> (absent)", "LIMIT": "(absent) -> 4"}
+    first = static_diff(history.path, root)
+    assert first.parent is None
+    assert rows(first) == {}
+    assert {(n.file, n.name) for n in first.notes} == {("k.py", "added whole"), ("csrc/old.cu", "added whole")}
+    diff = static_diff(history.path, sha)
+    assert rows(diff) == {
+        '["BLOCK_M"]': "(absent) -> 64",
+        '["num_warps"]': "(absent) -> 4",
+        "items_per_thread": "(absent) -> 15",
+        "CONFIGS[0]": "(absent) -> {'BLOCK': 64}",
+    }
+    assert {(n.file, n.name) for n in diff.notes} == {
+        ("k.py", "removed whole"),
+        ("csrc/old.cu", "removed whole"),
+        ("n.py", "added whole"),
+    }
+    assert len(diff.files) == 6
+
+
+def test_many_files_removed_whole_give_one_note_per_directory(history: History) -> None:
+    vendored = {f"third_party/libfoo/src/f{i}.cpp": f"const int k{i} = {i};\n" for i in range(30)}
+    vendored |= {f"third_party/libfoo/utils/u{i}.py": f"LIMIT_{i} = {i}\n" for i in range(5)}
+    history.commit("vendor", {**vendored, "kernels/gemm.py": "TILE = 16\n"})
+    sha = history.commit("drop the vendored library", {**dict.fromkeys(vendored), "kernels/gemm.py": "TILE = 32\n"})
+
+    diff = static_diff(history.path, sha)
+
+    assert rows(diff) == {"TILE": "16 -> 32"}
+    assert {(n.file, n.name) for n in diff.notes} == {("third_party/libfoo/", "35 files removed whole")}
+    assert diff.changed_file_count == 36
 
 
 NATIVE = """\
