@@ -53,6 +53,9 @@ _COMMENT_OR_STRING = re.compile(
 )
 _NOT_NEWLINE = re.compile(r"[^\n]")
 _NEWLINE = re.compile(r"\n")
+_NUMBER = re.compile(r"(?<![\w.])\.?\d")  # a number literal (1, 0x10, 1.5f, .5), not the 4 of float4
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
 _DELIMITER = re.compile(r"[{};]")
 
 
@@ -100,14 +103,65 @@ def scan_native(text: str) -> NativeScan:
 
 
 def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Iterable[Hunk]) -> list[Finding]:
-    old = before.entries if before else {}
-    new = after.entries if after else {}
+    """Rows for the entries and batch-size conditions that differ. Not rows: a const / constexpr added or removed
+    whose value holds no number (derived from other names: a new local, a sizeof), and a value that differs
+    only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
+    kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it)."""
+    old = _tuned(before.entries if before else {}, after.entries if after else {})
+    new = _tuned(after.entries if after else {}, before.entries if before else {})
+    renamed = _Renames(before, after)
+    for name in set(old) & set(new):
+        if renamed.same(old[name][1], new[name][1]):
+            del old[name], new[name]
     findings = diff_entries(path, old, new)
     old_lines = before.lines if before else []
     new_lines = after.lines if after else []
     for hunk in hunks:
         findings.extend(_batch_conditions(path, hunk, old_lines, new_lines))
     return findings
+
+
+def _tuned(
+    entries: dict[str, tuple[FindingKind, Node]], other: dict[str, tuple[FindingKind, Node]]
+) -> dict[str, tuple[FindingKind, Node]]:
+    """The entries, less the const / constexpr scalars that are absent from the other side and hold no number."""
+    return {
+        name: (kind, node)
+        for name, (kind, node) in entries.items()
+        if name in other
+        or kind is not FindingKind.NATIVE_THRESHOLD
+        or name.startswith("#define")
+        or not isinstance(node, Leaf)
+        or _NUMBER.search(node.text)
+    }
+
+
+class _Renames:
+    """Names spelled differently on the two sides of a file, matched ignoring case and underscores."""
+
+    def __init__(self, before: NativeScan | None, after: NativeScan | None) -> None:
+        self._texts = ("\n".join(before.lines) if before else "", "\n".join(after.lines) if after else "")
+        self._names: tuple[set[str], set[str]] | None = None
+
+    def same(self, old: Node, new: Node) -> bool:
+        if not (isinstance(old, Leaf) and isinstance(new, Leaf)) or old.text == new.text:
+            return False
+        old_tokens, new_tokens = _TOKEN.findall(old.text), _TOKEN.findall(new.text)
+        if len(old_tokens) != len(new_tokens):
+            return False
+        pairs = {(a, b) for a, b in zip(old_tokens, new_tokens, strict=True) if a != b}
+        return all(_spelling(a) == _spelling(b) and self._renamed(a, b) for a, b in pairs)
+
+    def _renamed(self, old: str, new: str) -> bool:
+        if not (_IDENTIFIER.fullmatch(old) and _IDENTIFIER.fullmatch(new)):
+            return False
+        if self._names is None:
+            self._names = (set(_IDENTIFIER.findall(self._texts[0])), set(_IDENTIFIER.findall(self._texts[1])))
+        return old not in self._names[1] and new not in self._names[0]
+
+
+def _spelling(name: str) -> str:
+    return name.replace("_", "").lower()
 
 
 def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[str]) -> list[Finding]:

@@ -168,9 +168,11 @@ def _whole_file_notes(changes: list[gitdiff.FileChange]) -> list[Finding]:
             break
     return [
         Finding(
-            FindingKind.NOTE, directory, f"{len(paths)} files {name}",
+            FindingKind.NOTE,
+            directory,
+            f"{len(paths)} files {name}",
             detail=f"new or dropped code: their entries are not rows (first: {', '.join(paths[:3])})",
-        )  # fmt: skip
+        )
         for (name, directory), paths in groups.items()
     ]
 

@@ -393,6 +393,52 @@ def test_native_constant_arrays_defines_and_batch_size_thresholds(history: Histo
     ]
 
 
+POLICY = """\
+    #include <cub/util_math.cuh>
+
+    constexpr int nominal_4b_items_to_items(int items, int size) { return items * 4 / size; }
+
+    struct policy_selector {
+      int key_size;
+      constexpr auto operator()(int cc) const -> policy {
+        const int ipt_800 = nominal_4b_items_to_items(15, key_size);
+        if (cc >= 800) {
+          return policy{256, ipt_800};
+        }
+        const int ipt_600 = nominal_4b_items_to_items(13, key_size);
+        return policy{512, ipt_600};
+      }
+    };
+"""
+
+
+def test_native_renamed_helper_and_derived_locals_are_no_rows_a_changed_literal_is(history: History) -> None:
+    history.commit("policy", {"cub/dispatch/policy_merge.cuh": POLICY})
+    after = (
+        POLICY.replace(
+            "constexpr int nominal_4b_items_to_items(int items, int size) { return items * 4 / size; }\n", ""
+        )
+        .replace("nominal_4b_items_to_items(15", "nominal_4B_items_to_items(15")
+        .replace("nominal_4b_items_to_items(13", "nominal_4B_items_to_items(17")
+        .replace("    if (cc >= 800) {", "    constexpr int alignment = alignof(T) * vec_size;\n    if (cc >= 800) {")
+        .replace("  int key_size;", "  int key_size;\n  static constexpr int min_items = 2;")
+    )
+    sha = history.commit("Drop the obsolete helper; retune sm60", {"cub/dispatch/policy_merge.cuh": after})
+
+    assert rows(static_diff(history.path, sha)) == {
+        "ipt_600": "nominal_4b_items_to_items(13, key_size) -> nominal_4B_items_to_items(17, key_size)",
+        "min_items": "(absent) -> 2",
+    }
+    # another helper (a new name, not the old one spelled differently) is a change
+    other = history.commit(
+        "swap the helper",
+        {"cub/dispatch/policy_merge.cuh": after.replace("nominal_4B_items_to_items(15", "items_v2(15")},
+    )
+    assert rows(static_diff(history.path, other)) == {
+        "ipt_800": "nominal_4B_items_to_items(15, key_size) -> items_v2(15, key_size)"
+    }
+
+
 def test_unknown_revision_is_a_repo_error(history: History) -> None:
     history.commit("a", {"k.py": "X = 1\n"})
     with pytest.raises(RepoError, match="unknown revision"):
