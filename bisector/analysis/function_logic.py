@@ -133,7 +133,7 @@ def _block_pieces(statements: Iterable[ast.AST], class_name: str, fields: frozen
         if not blocks:
             yield _piece([statement], class_name, fields)
             continue
-        head = [v for f, v in ast.iter_fields(statement) if f not in _BLOCK_FIELDS and isinstance(v, ast.AST | list)]
+        head: list[object] = [v for f, v in ast.iter_fields(statement) if f not in _BLOCK_FIELDS]
         yield _piece(head, class_name, fields, kind=type(statement).__name__)
         for field_name, block in blocks:
             yield Piece(f"[{field_name}", frozenset())
@@ -142,8 +142,9 @@ def _block_pieces(statements: Iterable[ast.AST], class_name: str, fields: frozen
 
 
 def _piece(parts: list[object], class_name: str, fields: frozenset[str], kind: str = "") -> Piece:
-    nodes = [n for part in parts for n in (part if isinstance(part, list) else [part]) if isinstance(n, ast.AST)]
-    dump = kind + "\n".join(ast.dump(node) for node in nodes)
+    items = [n for part in parts for n in (part if isinstance(part, list) else [part])]
+    nodes = [n for n in items if isinstance(n, ast.AST)]
+    dump = kind + "\n".join(ast.dump(n) if isinstance(n, ast.AST) else repr(n) for n in items)
     return Piece(dump, frozenset(name for node in nodes for name in _reads(node, class_name, fields)))
 
 

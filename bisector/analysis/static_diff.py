@@ -127,9 +127,11 @@ def static_diff(
             base: gitdiff.blob_entries(repo, base, [c.old_path for c in readable if c.old_path]) if base else {},
             commit: gitdiff.blob_entries(repo, commit, [c.new_path for c in readable if c.new_path]),
         }
+        native = [c for c in readable if _language(c.path) == "native"]
+        hunks = gitdiff.hunks_of(repo, base, commit, native) if native else {}
         findings: list[Finding] = []
         for change in readable:
-            rows = _FileAnalysis(repo, base, commit, change, max_file_bytes, blobs).findings()
+            rows = _FileAnalysis(repo, base, commit, change, max_file_bytes, blobs, hunks.get(change, [])).findings()
             findings.extend(_capped(rows, change.path, max_rows_per_file))
         findings.extend(_whole_file_notes(whole))
     finally:
@@ -208,9 +210,11 @@ class _FileAnalysis:
         change: gitdiff.FileChange,
         max_bytes: int,
         blobs: dict[str | None, dict[str, gitdiff.BlobEntry]],
+        hunks: list[gitdiff.Hunk],
     ):
         self.repo, self.parent, self.sha, self.change, self.max_bytes = repo, parent, sha, change, max_bytes
         self.blobs = blobs  # revision -> path -> blob, listed once for all changed files
+        self.hunks = hunks  # of a C / C++ / CUDA file, diffed once for all of them
         self.path = change.path
 
     def findings(self) -> list[Finding]:
@@ -249,8 +253,7 @@ class _FileAnalysis:
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))
-        hunks = gitdiff.file_hunks(self.repo, self.parent, self.sha, self.change)
-        return diff_native(self.path, before, after, hunks)
+        return diff_native(self.path, before, after, self.hunks)
 
     def _parsed(self, old: bytes | None, new: bytes | None, parse: Callable[[bytes], T]) -> tuple[T | None, T | None]:
         results: list[T | None] = []

@@ -393,6 +393,18 @@ def test_native_constant_arrays_defines_and_batch_size_thresholds(history: Histo
     ]
 
 
+def test_native_conditions_of_several_files_and_of_a_quoted_path(history: History) -> None:
+    files = {"csrc/gemm.cu": NATIVE, "csrc/sub dir/attn.cuh": NATIVE, "csrc/naïve.cu": NATIVE}
+    history.commit("cuda", files)
+    sha = history.commit("retune", {path: text.replace("m <= 4", "m <= 1") for path, text in files.items()})
+
+    conditions = [f for f in static_diff(history.path, sha).findings if f.name == "condition on the batch size"]
+
+    assert sorted((f.file, f.line, f.change_text) for f in conditions) == [
+        (path, 10, "if (m <= 4) { -> if (m <= 1) {") for path in sorted(files)
+    ]
+
+
 POLICY = """\
     #include <cub/util_math.cuh>
 
