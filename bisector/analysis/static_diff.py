@@ -1,7 +1,7 @@
 """Static table diff of a commit against its parent, in every changed file.
 
 Python modules (literal tables, constants, Triton autotune / heuristics, the functions that read them),
-JSON / YAML / TOML tuning files, and C / C++ / CUDA sources. A file that cannot be analysed in one version
+JSON / YAML / TOML / CSV tuning files, and C / C++ / CUDA sources. A file that cannot be analysed in one version
 (syntax error, binary, too large) gives a note instead of rows.
 
 A file added or removed whole is new (or dropped) code, not a change of the dispatch inside it: its entries are
@@ -24,8 +24,13 @@ from bisector.analysis.file_roles import is_ci_config, is_test_path, is_tuning_p
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.python_tables import PythonScan, diff_python, scan_python
-from bisector.analysis.tuning_files import TUNING_SUFFIXES, TuningFileError, diff_tuning_file, load_tuning_file
-from bisector.analysis.values import Node
+from bisector.analysis.tuning_files import (
+    TUNING_SUFFIXES,
+    TuningFileError,
+    TuningTree,
+    diff_tuning_file,
+    load_tuning_file,
+)
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_ROWS_PER_FILE = 400
@@ -288,7 +293,7 @@ def _parse_python(data: bytes) -> PythonScan:
         raise _UnreadableError(str(exc)) from None
 
 
-def _parse_tuning(path: str, data: bytes) -> Node:
+def _parse_tuning(path: str, data: bytes) -> TuningTree:
     try:
         return load_tuning_file(path, _decode(data))
     except TuningFileError as exc:
