@@ -20,7 +20,7 @@ from typing import TypeVar
 import git
 
 from bisector.analysis import gitdiff
-from bisector.analysis.file_roles import is_ci_config, is_test_path, is_tuning_path
+from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.python_tables import PythonScan, diff_python, scan_python
@@ -189,14 +189,14 @@ def _whole_name(change: gitdiff.FileChange) -> str:
 
 
 def _language(path: str) -> str | None:
-    """How to read a changed file; None for files that choose no dispatch (tests, CI configuration, others)."""
+    """How to read a changed file; None for files that choose no dispatch (tests, tool and package settings, others)."""
     lowered = path.lower()
     if is_test_path(path):
         return None
     if lowered.endswith(PYTHON_SUFFIXES):
         return "python"
     if lowered.endswith(TUNING_SUFFIXES):
-        return None if is_ci_config(path) else "tuning"
+        return None if is_tooling_config(path) else "tuning"
     if lowered.endswith(NATIVE_SUFFIXES):
         return "native"
     return None

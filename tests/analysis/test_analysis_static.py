@@ -368,6 +368,24 @@ def test_a_csv_tuning_table_is_keyed_by_its_leading_columns(history: History) ->
     assert {(n.file, n.name) for n in diff.notes} == {("bench/results.csv", "removed whole")}
 
 
+def test_tool_and_package_settings_are_no_tuning_files(history: History) -> None:
+    settings = {
+        "pyproject.toml": '[project]\ndependencies = ["triton==3.4"]\n',
+        ".github/workflows/ci.yml": "jobs:\n  test:\n    runs-on: ubuntu-22.04\n",
+        "environment.yml": "dependencies:\n  - cuda=12.4\n",
+        "ops/configs/gemm.yaml": "BLOCK_M: 64\n",
+    }
+    history.commit("settings", settings)
+    sha = history.commit("bump", {path: text.replace("3.4", "3.5").replace("22.04", "24.04").replace("12.4", "12.8")
+                                  .replace("64", "128") for path, text in settings.items()})  # fmt: skip
+
+    diff = static_diff(history.path, sha)
+
+    assert {(f.file, f.label, f.change_text) for f in diff.table_findings} == {
+        ("ops/configs/gemm.yaml", '["BLOCK_M"]', "64 -> 128")
+    }
+
+
 def test_many_files_removed_whole_give_one_note_per_directory(history: History) -> None:
     vendored = {f"third_party/libfoo/src/f{i}.cpp": f"const int k{i} = {i};\n" for i in range(30)}
     vendored |= {f"third_party/libfoo/utils/u{i}.py": f"LIMIT_{i} = {i}\n" for i in range(5)}
