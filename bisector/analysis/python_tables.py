@@ -26,6 +26,7 @@ class PythonScan:
     sites: SiteScan = field(default_factory=SiteScan)  # launch sites and branch conditions in functions
     env_gates: EnvGates = field(default_factory=dict)
     env_names: frozenset[str] = frozenset()  # string constants that name an env variable a read uses
+    fields: frozenset[str] = frozenset()  # "Class.field" of dataclass-like classes: defaults of instance fields
 
 
 def scan_python(source: str | bytes) -> PythonScan:
@@ -35,21 +36,28 @@ def scan_python(source: str | bytes) -> PythonScan:
     scanner = _Scanner(text.splitlines())
     scanner.scan_body(tree.body, prefix="", env={})
     gates, env_names = scan_env_gates(tree) if "env" in text.lower() else ({}, frozenset())
-    return PythonScan(scanner.entries, scanner.functions, scan_sites(tree), gates, env_names)
+    return PythonScan(scanner.entries, scanner.functions, scan_sites(tree), gates, env_names, frozenset(scanner.fields))
 
 
 def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) -> list[Finding]:
     """Keyed rows for every table entry, constant, autotune config or heuristic that differs; outside tests, the
     launch arguments, dispatch conditions and env gates that differ; then the functions whose changed code reads a
     table or constant ("dispatch logic changed"), unless a launch, condition or env-gate row already names the
-    function more precisely. A constant that only names an env variable is shown by that variable's gate rows."""
+    function more precisely. A constant that only names an env variable is shown by that variable's gate rows; a
+    field added to or removed from a dataclass-like class is a new or dropped parameter (its changed default is
+    a row)."""
     old = before.entries if before else {}
     new = after.entries if after else {}
     env_names = (before.env_names if before else frozenset()) | (after.env_names if after else frozenset())
+    fields = (before.fields if before else frozenset()) | (after.fields if after else frozenset())
     tested = is_test_path(path)  # a test's own conditions and env reads choose nothing in the library
     if not tested:
-        old = {name: entry for name, entry in old.items() if name not in env_names}
-        new = {name: entry for name, entry in new.items() if name not in env_names}
+        old = {
+            name: entry for name, entry in old.items() if name not in env_names and (name in new or name not in fields)
+        }
+        new = {
+            name: entry for name, entry in new.items() if name not in env_names and (name in old or name not in fields)
+        }
     findings = diff_entries(path, old, new)
     logic = dispatch_logic_rows(
         path, before.functions if before else {}, after.functions if after else {}, set(old) | set(new)
@@ -67,6 +75,7 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
 class _Scanner:
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
+        self.fields: set[str] = set()  # "Class.field" of dataclass-like classes
         self.entries: dict[str, tuple[FindingKind, Node]] = {}
         self.functions: dict[str, FunctionInfo] = {}
 
@@ -78,7 +87,9 @@ class _Scanner:
                 self._assignment(statement, prefix, env)
             elif isinstance(statement, ast.ClassDef) and not _is_enum(statement):
                 class_env = dict(env)
-                self.scan_body(statement.body, f"{prefix}{statement.name}.", class_env, record_fields(statement))
+                fields = record_fields(statement)
+                self.fields.update(f"{prefix}{statement.name}.{name}" for name in fields)
+                self.scan_body(statement.body, f"{prefix}{statement.name}.", class_env, fields)
                 for name, node in class_env.items():
                     if env.get(name) is not node:
                         env[f"{statement.name}.{name}"] = node

@@ -125,3 +125,13 @@ def gpu_override():
         None,
         "os.environ.get(GPU_ENV) (in gpu_override)",
     )
+
+
+def test_a_field_added_to_a_dataclass_is_no_row_a_changed_default_is(history: History) -> None:
+    history.commit("kernels", {"ops/gemm.py": KERNELS})
+    after = KERNELS.replace("    block: int = 64\n", "    block: int = 128\n    swizzle: int = 8\n")
+    sha = history.commit("a swizzle option; bigger blocks", {"ops/gemm.py": after})
+
+    diff = static_diff(history.path, sha)
+
+    assert [(f.label, f.change_text) for f in diff.table_findings] == [("GemmConfig.block", "64 -> 128")]
