@@ -40,6 +40,7 @@ _SHAPE_NAMES = re.compile(
     r"^(m|n|k|b|h|d|s|t|bs|bt|batch\w*|seq\w*|num_\w+|n_\w+|head\w*|\w*_size|\w*_len|\w*_dim|\w*tokens\w*)$",
     re.I,
 )
+_TILE = re.compile(r"\bBLOCK_\w+|\bblock_size\w*|\bnum_warps\b|\bnum_stages\b|\btile_\w+", re.I)
 _THRESHOLD_NAMES = re.compile(r"^(MAX|MIN)_|_(THRESHOLD|LIMIT|MAX|MIN)$")
 
 
@@ -56,8 +57,8 @@ def condition_category(test: ast.expr, gates: Mapping[str, Gate] | None = None, 
 
 
 def _is_threshold(test: ast.expr) -> bool:
-    """A comparison of a size-like name (M, batch_size, num_tokens, ...) with a number or a threshold constant
-    (MAX_BATCH, SPLIT_THRESHOLD, ...)."""
+    """A comparison of a size-like name (M, batch_size, num_tokens, ...) with a number, a threshold constant
+    (MAX_BATCH, SPLIT_THRESHOLD, ...) or a tile parameter (config.kwargs["BLOCK_M"] <= M in a config pruner)."""
     for node in ast.walk(test):
         if not isinstance(node, ast.Compare):
             continue
@@ -65,7 +66,8 @@ def _is_threshold(test: ast.expr) -> bool:
         has_number = any(isinstance(s, ast.Constant) and type(s.value) in (int, float) for s in sides)
         has_threshold = any(_THRESHOLD_NAMES.search(_last_name(s)) for s in sides)
         named = any(_SHAPE_NAMES.match(_last_name(s)) for s in sides)
-        if (has_number and named) or (has_threshold and len(sides) == 2):
+        tile = any(_TILE.search(ast.unparse(s)) for s in sides)
+        if ((has_number or tile) and named) or (has_threshold and len(sides) == 2):
             return True
     return False
 

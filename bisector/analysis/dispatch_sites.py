@@ -6,6 +6,7 @@
                                                    a branch condition on the arch, the dtype, a shape, an env var
     tuned = get_arch() == "gfx950"                 a condition kept in a name (conditions.py): a branch condition
                                                    itself, and `if tuned:` is an arch condition
+    while ... / [c for c in configs if ...]        loop and filter conditions are branch conditions too
 
 A keyword argument passed as a local name (num_warps=num_warps) shows the assignments to that name in the
 function, so a changed heuristic before the launch is a changed launch parameter. Each launch site carries
@@ -90,6 +91,8 @@ class _Walker:
             self.body(node.body, prefix, function, (*conditions, test))
             self.body(node.orelse, prefix, function, (*conditions, f"not ({test})"))
         else:
+            if isinstance(node, ast.While):  # `while num_stages > 0 and ...:` in a config pruner chooses too
+                self._branch(function, node.test)
             self._stored_condition(node, function)
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):
@@ -101,6 +104,9 @@ class _Walker:
         for child in ast.walk(node):
             if isinstance(child, ast.IfExp):
                 self._branch(function, child.test)
+            elif isinstance(child, ast.comprehension):  # [c for c in configs if c.kwargs["BLOCK_M"] <= M]
+                for test in child.ifs:
+                    self._branch(function, test)
             elif isinstance(child, ast.Call):
                 self._launch(child, function, conditions)
 

@@ -359,3 +359,30 @@ def cache_key(bench):
             "major, minor = get_compute_capability(w.device)",
         )
     }
+
+
+def test_loop_and_filter_conditions_of_a_config_pruner_are_branch_conditions(history: History) -> None:
+    source = """\
+def prune(configs, M, smem):
+    kept = [c for c in configs if c.kwargs["BLOCK_M"] <= M]
+    for config in kept:
+        num_stages = config.num_stages
+        while num_stages > 0 and config.kwargs["BLOCK_K"] * num_stages > smem:
+            num_stages -= 1
+    return kept
+"""
+    history.commit("pruner", {"ops/prune.py": source})
+    after = source.replace('c.kwargs["BLOCK_M"] <= M]', 'c.kwargs["BLOCK_M"] <= 2 * M]').replace(
+        "num_stages > 0 and", "num_stages > 1 and"
+    )
+    sha = history.commit("keep bigger tiles, at least two stages", {"ops/prune.py": after})
+
+    found = static_diff(history.path, sha).findings
+
+    assert {(f.before, f.after) for f in found if f.kind is FindingKind.BRANCH_CONDITION} == {
+        ("c.kwargs['BLOCK_M'] <= M", "c.kwargs['BLOCK_M'] <= 2 * M"),
+        (
+            "num_stages > 0 and config.kwargs['BLOCK_K'] * num_stages > smem",
+            "num_stages > 1 and config.kwargs['BLOCK_K'] * num_stages > smem",
+        ),
+    }
