@@ -1,10 +1,11 @@
 """C, C++ and CUDA, read as text (no compiler): constant arrays, scalar constants and #defines, and the
-if / switch conditions on a batch size that a commit changes."""
+if / switch / #if conditions on a batch size, the arch or a dtype that a commit changes."""
 
 from __future__ import annotations
 
 import bisect
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -24,6 +25,16 @@ _COMPARISON = (
     rf"|(?:<=|>=|==|!=|(?<!<)<|(?<![->])>)\s*\b(?:{_BATCH_NAMES})\b)"
 )
 _CONDITION = re.compile(rf"(?:\b(?:if|while)\s*\(|\?).*?{_COMPARISON}|{_COMPARISON}.*\?")
+_BRANCH = re.compile(r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b|\b(?:if|while)\s*(?:constexpr\s*)?\(|\?")
+_ARCH_WORDS = re.compile(
+    r"__CUDA_ARCH\w*__|__CUDA_ARCH_\w+|__gfx\w+|\bgfx\d+|\bsm_?\d{2,3}\w*|\bSM_?\d{2,3}\w*|compute_capability|"
+    r"\bcc\s*[<>=!]=?|\barch\b|NV_PROVIDES_SM\w*|NV_IS_EXACTLY_SM\w*|__HIP_ARCH\w*|\bCUDA_VERSION\b|__CUDACC_VER_\w+"
+)
+# numeric element types by name (is_same_v<T, Ctx> and sizeof(T) checks pick template paths of all kinds: not these)
+_DTYPE_WORDS = re.compile(
+    r"\b(?:half|__half|__nv_bfloat16|bfloat16(?:_t)?|__nv_fp8\w*|fp8\w*|float8\w*|fp4\w*|bf16|fp16|\w*e4m3\w*|\w*e5m2\w*)\b|"
+    r"\bis_same(?:_v)?\s*<[^;]*\b(?:float|double|u?int8_t)\b"
+)
 _CASE = re.compile(r"^\s*case\s+[^:]+:")
 _SWITCH = re.compile(rf"\bswitch\s*\(\s*([^)]*\b(?:{_BATCH_NAMES})\b[^)]*)\)")
 _ANY_SWITCH = re.compile(r"\bswitch\s*\(")
@@ -165,9 +176,12 @@ def _spelling(name: str) -> str:
 
 
 def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[str]) -> list[Finding]:
-    """The if / ?: / case lines on a batch size that the hunk removes and adds, paired in order."""
+    """The condition lines (batch size, arch, dtype, case) that the hunk removes and adds, paired in order; a
+    line removed and added with the same text only moved."""
     removed = [(i, label) for i in range(hunk.old_lo, hunk.old_hi) if (label := _condition(old_lines, i))]
     added = [(i, label) for i in range(hunk.new_lo, hunk.new_hi) if (label := _condition(new_lines, i))]
+    moved = Counter(_text(old_lines[i]) for i, _ in removed) & Counter(_text(new_lines[i]) for i, _ in added)
+    removed, added = _unmoved(removed, old_lines, moved), _unmoved(added, new_lines, moved)
     findings: list[Finding] = []
     for position in range(max(len(removed), len(added))):
         old = removed[position] if position < len(removed) else None
@@ -178,16 +192,32 @@ def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: li
                 kind=FindingKind.NATIVE_THRESHOLD,
                 file=path,
                 name=label,
-                before=" ".join(old_lines[old[0]].split()) if old else None,
-                after=" ".join(new_lines[new[0]].split()) if new else None,
+                before=_text(old_lines[old[0]]) if old else None,
+                after=_text(new_lines[new[0]]) if new else None,
                 line=(new[0] + 1) if new else (old[0] + 1) if old else None,
             )
         )
     return findings
 
 
+def _text(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _unmoved(found: list[tuple[int, str]], lines: list[str], moved: Counter[str]) -> list[tuple[int, str]]:
+    left = Counter(moved)
+    kept = []
+    for index, label in found:
+        if left[_text(lines[index])] > 0:
+            left[_text(lines[index])] -= 1
+        else:
+            kept.append((index, label))
+    return kept
+
+
 def _condition(lines: list[str], index: int) -> str:
-    """'condition on the batch size' or 'case of switch (m)' when line index is one, else ''."""
+    """'condition on the batch size', 'case of switch (m)', 'condition on the arch' (#if __CUDA_ARCH__ >= 900,
+    if (cc >= 90)) or 'condition on the dtype' (if constexpr (is_same_v<T, half>)) when line index is one, else ''."""
     if index >= len(lines):
         return ""
     line = lines[index]
@@ -197,7 +227,17 @@ def _condition(lines: list[str], index: int) -> str:
                 switch = _SWITCH.search(lines[earlier])
                 return f"case of switch ({' '.join(switch[1].split())})" if switch else ""
         return ""
-    return "condition on the batch size" if _CONDITION.search(line) else ""
+    if _CONDITION.search(line):
+        return "condition on the batch size"
+    if not _BRANCH.search(line):
+        return ""
+    return (
+        "condition on the arch"
+        if _ARCH_WORDS.search(line)
+        else "condition on the dtype"
+        if _DTYPE_WORDS.search(line)
+        else ""
+    )
 
 
 def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:

@@ -459,6 +459,39 @@ def test_native_conditions_of_several_files_and_of_a_quoted_path(history: Histor
     ]
 
 
+ARCH_DTYPE = """\
+    template <typename T>
+    int pick(int cc) {
+    #if __CUDA_ARCH__ >= 900
+      return 1;
+    #endif
+      if constexpr (std::is_same_v<T, half>) {
+        return 2;
+      }
+      if (cc >= 80) {
+        return 3;
+      }
+      return 0;
+    }
+"""
+
+
+def test_native_conditions_on_the_arch_and_the_dtype(history: History) -> None:
+    history.commit("pick", {"csrc/pick.cuh": ARCH_DTYPE})
+    after = ARCH_DTYPE.replace(">= 900", ">= 1000").replace("T, half>", "T, __nv_bfloat16>").replace(">= 80", ">= 89")
+    sha = history.commit("retarget", {"csrc/pick.cuh": after})
+
+    assert [(f.line, f.label, f.change_text) for f in static_diff(history.path, sha).table_findings] == [
+        (3, "condition on the arch", "#if __CUDA_ARCH__ >= 900 -> #if __CUDA_ARCH__ >= 1000"),
+        (
+            6,
+            "condition on the dtype",
+            "if constexpr (std::is_same_v<T, half>) { -> if constexpr (std::is_same_v<T, __nv_bfloat16>) {",
+        ),
+        (9, "condition on the arch", "if (cc >= 80) { -> if (cc >= 89) {"),
+    ]
+
+
 POLICY = """\
     #include <cub/util_math.cuh>
 
