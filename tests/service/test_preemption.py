@@ -31,8 +31,8 @@ exec bash test.sh
 """
 
 
-def steps_of(db: Path, bisect_id: int) -> list[StepRecord]:
-    with Store.open(str(db), read_only=True) as store:
+def steps_of(db: str, bisect_id: int) -> list[StepRecord]:
+    with Store.open(db, read_only=True) as store:
         return store.steps(bisect_id)
 
 
@@ -48,7 +48,9 @@ def wait_for(what: str, condition: Callable[[], bool]) -> None:
         time.sleep(0.05)
 
 
-def test_a_job_submitted_while_another_holds_every_slot_preempts_a_speculative_probe(tmp_path: Path) -> None:
+def test_a_job_submitted_while_another_holds_every_slot_preempts_a_speculative_probe(
+    tmp_path: Path, store_url: str
+) -> None:
     block = 12
     verdicts = ["good"] * 7 + ["bad"] * (block - 7) + ["good"] * 4 + ["bad"] * (block - 4)
     history = write_history(tmp_path / "repo", verdicts, sleep_s=0.05)
@@ -63,10 +65,10 @@ def test_a_job_submitted_while_another_holds_every_slot_preempts_a_speculative_p
         f'env = {{ GATE = "{gate}", OPEN = "{first_range[0]} {first_range[1]}" }}\n'
         '[recipes.plain]\nrun = "bash test.sh"\n'
     )
-    db = tmp_path / "bisect.db"
+    db = store_url
     home = {"BISECT_DATA_DIR": str(tmp_path / "data"), "BISECT_CACHE_DIR": str(tmp_path / "cache"), "BISECT_GPUS": "",
             "BISECT_GPU_LOCK_DIR": str(tmp_path / "locks")}  # fmt: skip
-    args = ["--db", str(db), "--allow-repo", str(history.path), "--config", str(config), "--slots", "2"]
+    args = ["--db", db, "--allow-repo", str(history.path), "--config", str(config), "--slots", "2"]
 
     def body(good_bad: tuple[str, str, str], recipe: str) -> dict[str, object]:
         return {"repo": str(history.path), "good": good_bad[0], "bad": good_bad[1], "recipe": recipe, "explain": False,
