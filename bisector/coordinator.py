@@ -58,7 +58,7 @@ def _prepare(
     good, bad = repo.resolve(spec.good), repo.resolve(spec.bad)
     candidates = repo.range_for_bisect(good, bad, spec.test.paths)  # --all-parents descends into bad merges later
     created, spec_json = now(), spec.to_json()
-    bisect_id = store.create_bisect(str(repo.root), good, bad, spec_json, created, extra)
+    bisect_id = store.create_bisect(str(repo.root), good, bad, spec_json, created, **(extra or {}))
     store.add_candidates(bisect_id, candidates)
     record = BisectRecord(
         id=bisect_id, repo=str(repo.root), good=good, bad=bad, spec=spec_json, status=BisectStatus.RUNNING,

@@ -122,13 +122,7 @@ class Store:
     # --- bisects -----------------------------------------------------------------------------------
 
     def create_bisect(
-        self,
-        repo: str,
-        good: str,
-        bad: str,
-        spec: dict[str, object],
-        created: datetime,
-        extra: Mapping[str, object] | None = None,
+        self, repo: str, good: str, bad: str, spec: dict[str, object], created: datetime, **extra: object
     ) -> int:
         """extra: the bisect's first `extra` values, stored in the same transaction as the bisect."""
         with self._write() as conn:
