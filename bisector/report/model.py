@@ -20,6 +20,7 @@ from bisector.terms import new_verdict, old_verdict, term_of
 from db.store import Store
 from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
 from vocab.errors import InputError
+from workers.pool import PREEMPTED
 from workers.step import reproduce_command
 
 FAILED_VERDICTS = (Verdict.ERROR, Verdict.SKIP)
@@ -270,8 +271,10 @@ class BisectReport:
 
     def work_sentence(self) -> str:
         """What the bisect did, in plain words: search steps apart from side runs, time, the verdict rule."""
-        cancelled = sum(1 for s in self.search_steps if s.verdict is Verdict.CANCELLED)
-        dropped = f" ({cancelled} stopped early, no longer needed)" if cancelled else ""
+        cancelled = [s for s in self.search_steps if s.verdict is Verdict.CANCELLED]
+        preempted = sum(1 for s in cancelled if s.detail.startswith(PREEMPTED))
+        why = "no longer needed" if not preempted else f"{preempted} of them to give another bisect a slot"
+        dropped = f" ({len(cancelled)} stopped early, {why})" if cancelled else ""
         parts = [
             f"{len(self.candidates)} commits in range; {len(self.search_steps)} search step(s) tested them{dropped}"
         ]

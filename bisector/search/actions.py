@@ -10,11 +10,16 @@ from vocab.domain import BisectStatus, StepPurpose
 
 @dataclass(frozen=True)
 class Submit:
-    """Run the commit at `position` once on `worker` (always named: the core places every step)."""
+    """Run the commit at `position` once on `worker` (always named: the core places every step).
+
+    speculative: a probe between the endpoints, one of several the search runs at once. An executor shared with
+    other bisects may cancel it to give its slot to one holding none; its result then comes back CANCELLED, which
+    the core takes as not run (the commit may be probed again)."""
 
     position: int
     purpose: StepPurpose
     worker: str
+    speculative: bool = False
 
 
 @dataclass(frozen=True)
