@@ -232,7 +232,7 @@ class BisectSpec:
         preemptible: bool = False,
     ) -> StepRequest:
         """What a worker needs to run this spec's build and test at sha: search steps and side runs alike.
-        env is added to the spec's env; preemptible: a speculative probe (workers/pool.py may cancel it)."""
+        env is added to the spec's env; preemptible: a search run (workers/pool.py may cancel it)."""
         return StepRequest(
             step_id=step_id,
             bisect_id=bisect_id,

@@ -9,9 +9,9 @@ largest remainders first). A view may also borrow slots that nobody's entitlemen
 come back when their steps end, or sooner by preemption.
 
 Preemption: when a view holding no slot waits for its first one and no slot is free, the pool cancels the newest
-preemptible step (StepRequest.preemptible: a speculative probe, never an endpoint check, a confirmation or a
-reference run, which the coordinator marks as not preemptible) of the view most over its share, at most one per
-waiting view at a time. A view's only slot is never taken: a victim holds more than its share, so at least two.
+preemptible step (StepRequest.preemptible: a search run, an endpoint check or a probe; never a confirmation, a
+reference or a side run, which the coordinator marks as not preemptible) of the view most over its share, at most
+one per waiting view at a time. A view's only slot is never taken: a victim holds more than its share, so at least two.
 The step's result comes back to its coordinator as CANCELLED, its detail starting with PREEMPTED (not a verdict,
 not a failure of the commit or the worker: the search takes it as not run); the freed slot goes to the views
 owed one, as any freed slot does.

@@ -295,14 +295,13 @@ class SearchCore:
                 taken.add(worker)
         usable = [w for w in free if w not in taken and w not in self.confirming.second]
         wanted = search_positions(self, strategy, usable, workers)
-        ends = (self.order[0], self.order[self.last])
         for position in wanted[: len(usable)]:
             avoid = self.ledger.failed_workers(position)
             worker = self.prefer(self.ledger.candidates[position].sha, [w for w in usable if w not in avoid] or usable)[
                 0
             ]
             usable.remove(worker)
-            out.append(Submit(position, StepPurpose.SEARCH, worker, speculative=position not in ends))
+            out.append(Submit(position, StepPurpose.SEARCH, worker, preemptible=True))
         return out
 
     def cancel_irrelevant(self) -> list[Action]:

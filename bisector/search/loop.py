@@ -116,7 +116,7 @@ class SearchLoop:
             attempt = ledger.attempts(submit.position) + 1 + earlier
             avoid = ledger.failed_workers(submit.position)
             planned.append(
-                PlannedStep(sha, submit.purpose, submit.worker, attempt, avoid=avoid, preemptible=submit.speculative)
+                PlannedStep(sha, submit.purpose, submit.worker, attempt, avoid=avoid, preemptible=submit.preemptible)
             )
         for submit, sent in zip(submits, self.pipeline.send(planned), strict=True):
             step = sent.step

@@ -29,7 +29,7 @@ class PlannedStep:
     env: dict[str, str] = field(default_factory=dict)  # added to the spec's env
     label: str | None = None  # side runs: named in the log file (None: the log is named by the commit)
     avoid: frozenset[str] = frozenset()  # workers that failed this commit
-    preemptible: bool = False  # a speculative probe: a shared pool may cancel it (it comes back CANCELLED)
+    preemptible: bool = False  # a search run: a shared pool may cancel it (it comes back CANCELLED)
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,8 @@ def test_search_steps_go_first_to_the_worker_the_executor_prefers():
     assert asked[0] == (f"{first[0].position:040x}", ["w0", "w1", "w2"])
 
 
-def test_probes_between_the_endpoints_are_speculative_and_a_cancelled_one_counts_as_not_run():
+@pytest.mark.parametrize("victim", ["probe", "endpoint"])
+def test_search_runs_are_preemptible_and_a_preempted_one_counts_as_not_run(victim: str):
     from dataclasses import replace
 
     from bisector.search.actions import Submit
@@ -115,19 +116,17 @@ def test_probes_between_the_endpoints_are_speculative_and_a_cancelled_one_counts
     core = SearchCore(1, _ledger(), SearchRecords(), verify=VerifyEndpoints.FIRST)
     workers = ["w0", "w1", "w2", "w3"]
     submits = [a for a in core.decide(workers, workers) if isinstance(a, Submit)]
-    assert {s.position: s.speculative for s in submits if s.position in (0, 5)} == {0: False, 5: False}
-    probes = [s for s in submits if s.position not in (0, 5)]
-    assert probes
-    assert all(s.speculative for s in probes)
+    assert {0, 5} <= {s.position for s in submits}  # both endpoint checks and probes between them
+    assert all(s.preemptible for s in submits)
     for step_id, submit in enumerate(submits, start=1):
         step = replace(_step(step_id, submit.position, Verdict.GOOD), verdict=None, finished=None, worker=submit.worker)
         core.started(step, submit)
-    preempted = next(i for i, s in enumerate(submits, start=1) if s is probes[0])
+    target = next(s for s in submits if (s.position in (0, 5)) == (victim == "endpoint"))
+    preempted = submits.index(target) + 1
     detail = "preempted: its slot went to bisect 2, which held none (not a verdict; it may run again)"
-    core.took(StepResult(preempted, f"{probes[0].position:040x}", Verdict.CANCELLED, detail=detail), NOW)
-    position = probes[0].position
-    assert core.ledger.verdict(position) is None
-    assert not core.ledger.needs_retry(position)  # not a failure of the commit
+    core.took(StepResult(preempted, f"{target.position:040x}", Verdict.CANCELLED, detail=detail), NOW)
+    assert core.ledger.verdict(target.position) is None
+    assert not core.ledger.needs_retry(target.position)  # not a failure of the commit
     assert core.harness_failures == []  # nor of the harness
-    again = [a for a in core.decide([probes[0].worker], workers) if isinstance(a, Submit)]
-    assert [(s.position, s.speculative) for s in again] == [(position, True)]  # probed again, still speculative
+    again = [a for a in core.decide([target.worker], workers) if isinstance(a, Submit)]
+    assert [(s.position, s.preemptible) for s in again] == [(target.position, True)]  # run again
