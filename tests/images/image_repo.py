@@ -3,6 +3,7 @@ library with the compiler cache; its test prints the library's value as the metr
 
 from __future__ import annotations
 
+import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,3 +100,16 @@ def image_request(
         metric=METRIC, log_path=str(tmp / "logs" / f"step-{step_id}.log"),
         timeout_s=120, env=env, image=recipe or ImageRecipe("venv", ("lib.c", "build.sh", "pkg")),
     )  # fmt: skip
+
+
+def run_at(repo: Path, rev: str, db: Path, *extra: str) -> dict[str, object]:
+    """`bisect run-at REV --format json` with the image repository's build, test and metric (in process unless
+    extra names another executor: the last --executor given wins)."""
+    from bisect_helpers import run_cli  # tests/ is on the path of tests, not of want_image.py's workers
+
+    done = run_cli("run-at", rev, "--repo", str(repo), "--build", BUILD_CMD, "--run", RUN_CMD,
+                   "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8", "--executor", "inprocess",
+                   "--format", "json", *extra, db=db)  # fmt: skip
+    assert done.returncode in (0, 3), done.stderr
+    answer: dict[str, object] = json.loads(done.stdout)
+    return answer

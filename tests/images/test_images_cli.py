@@ -8,17 +8,10 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import cli_env, run_cli, stored_rows
-from image_repo import BUILD_CMD, RUN_CMD, commit, make_image_repo
+from image_repo import BUILD_CMD, RUN_CMD, commit, make_image_repo, run_at
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 METRIC = ["--metric", r"metric: ([0-9.]+)", "--expect", ">= 8"]
-
-
-def run_at(repo: Path, rev: str, db: Path, *extra: str) -> dict[str, object]:
-    done = run_cli("run-at", rev, "--repo", str(repo), "--build", BUILD_CMD, "--run", RUN_CMD, *METRIC,
-                   "--executor", "inprocess", "--format", "json", *extra, db=db)  # fmt: skip
-    assert done.returncode in (0, 3), done.stderr
-    return json.loads(done.stdout)
 
 
 def test_run_at_builds_once_then_reuses_and_stores_the_runs(tmp_path: Path):

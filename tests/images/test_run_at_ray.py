@@ -3,13 +3,12 @@ it, and a second run at the same commit reuses it (the same JSON as the local ex
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
-from bisect_helpers import run_cli, stored_rows
-from image_repo import BUILD_CMD, RUN_CMD, make_image_repo
+from bisect_helpers import stored_rows
+from image_repo import make_image_repo, run_at
 
 pytest.importorskip("ray")
 
@@ -21,11 +20,8 @@ pytestmark = [
 
 
 def run_at_on_ray(repo: Path, rev: str, db: Path) -> dict[str, object]:
-    done = run_cli("run-at", rev, "--repo", str(repo), "--build", BUILD_CMD, "--run", RUN_CMD,
-                   "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8", "--executor", "ray", "--format", "json",
-                   db=db)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    answer: dict[str, object] = json.loads(done.stdout)
+    answer = run_at(repo, rev, db, "--executor", "ray")
+    assert answer["verdict"] != "error", answer
     return answer
 
 

@@ -103,6 +103,12 @@ class ServiceProcess:
         return self.report(bisect_id)
 
 
+def service_home(root: Path) -> dict[str, str]:
+    """A server's own data, cache and GPU-lock dirs under root, and no GPUs: the environment it runs in."""
+    return {"BISECT_DATA_DIR": str(root / "data"), "BISECT_CACHE_DIR": str(root / "cache"), "BISECT_GPUS": "",
+            "BISECT_GPU_LOCK_DIR": str(root / "locks")}  # fmt: skip
+
+
 def service_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("BISECT_TOKEN", "BISECT_DB")}
     return {**env, "PYTHONPATH": str(ROOT), "BISECT_TOKEN": TOKEN, **extra}

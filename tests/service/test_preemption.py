@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from service_process import DONE_TIMEOUT_S, ServiceProcess, running_service
+from service_process import DONE_TIMEOUT_S, ServiceProcess, running_service, service_home
 
 from bisector.synthetic import write_history
 from db.store import Store
@@ -66,8 +66,7 @@ def test_a_job_submitted_while_another_holds_every_slot_preempts_a_speculative_p
         '[recipes.plain]\nrun = "bash test.sh"\n'
     )
     db = store_url
-    home = {"BISECT_DATA_DIR": str(tmp_path / "data"), "BISECT_CACHE_DIR": str(tmp_path / "cache"), "BISECT_GPUS": "",
-            "BISECT_GPU_LOCK_DIR": str(tmp_path / "locks")}  # fmt: skip
+    home = service_home(tmp_path)
     args = ["--db", db, "--allow-repo", str(history.path), "--config", str(config), "--slots", "2"]
 
     def body(good_bad: tuple[str, str, str], recipe: str) -> dict[str, object]:

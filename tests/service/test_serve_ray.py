@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from service_process import running_service
+from service_process import running_service, service_home
 
 from bisector.synthetic import culprit_history
 
@@ -32,8 +32,7 @@ def test_two_jobs_run_on_the_ray_slots_and_the_cluster_ends_with_the_server(tmp_
     home = tmp_path / "home"
     home.mkdir()
     (home / "serve.toml").write_text(CONFIG)
-    env = {"BISECT_DATA_DIR": str(home / "data"), "BISECT_CACHE_DIR": str(home / "cache"), "BISECT_GPUS": "",
-           "BISECT_GPU_LOCK_DIR": str(home / "locks")}  # fmt: skip
+    env = service_home(home)
     args = ["--db", str(home / "bisect.db"), "--allow-repo", str(history.path), "--config", str(home / "serve.toml"),
             "--slots", "2", "--executor", "ray"]  # fmt: skip
     body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "synthetic", "explain": False}

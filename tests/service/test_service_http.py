@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from service_process import DONE_TIMEOUT_S, TOKEN, ServiceProcess, running_service, service_env
+from service_process import DONE_TIMEOUT_S, TOKEN, ServiceProcess, running_service, service_env, service_home
 
 from bisector.synthetic import SyntheticHistory, culprit_history
 
@@ -41,8 +41,7 @@ def service(
     home = tmp_path_factory.mktemp("home")
     config = home / "serve.toml"
     config.write_text(CONFIG.replace("explain = false\n", ""))
-    env = {"BISECT_DATA_DIR": str(home / "data"), "BISECT_CACHE_DIR": str(home / "cache"), "BISECT_GPUS": "",
-           "BISECT_GPU_LOCK_DIR": str(home / "locks")}  # fmt: skip
+    env = service_home(home)
     args = ["--db", module_store_url, "--allow-repo", str(history.path), "--config", str(config), "--slots", "2"]
     with running_service(*args, **env) as served:
         served.db = module_store_url  # type: ignore[attr-defined]

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
-from service_process import DONE_TIMEOUT_S, ServiceProcess, service_env
+from service_process import DONE_TIMEOUT_S, ServiceProcess, service_env, service_home
 
 from bisector.coordinator import prepare_bisect
 from bisector.spec import BisectSpec
-from bisector.synthetic import culprit_history
+from bisector.synthetic import SyntheticHistory, culprit_history
 from db.jobs import JobQueue, JobState
 from db.store import Store
 from vocab.domain import BisectStatus, StepPurpose, StepRecord
@@ -25,15 +25,21 @@ def finished_steps(db: str, bisect_id: int) -> list[StepRecord]:
         return [s for s in store.steps(bisect_id) if s.verdict is not None]
 
 
+def one_slot_server(
+    tmp_path: Path, history: SyntheticHistory, db: str
+) -> tuple[list[str], dict[str, str], dict[str, object]]:
+    """`bisect serve`'s arguments (one slot, the synthetic recipe), its environment, and a request for history."""
+    config = tmp_path / "serve.toml"
+    config.write_text('[recipes.synthetic]\nrun = "bash test.sh"\n')
+    args = ["--db", db, "--allow-repo", str(history.path), "--config", str(config), "--slots", "1"]
+    body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "synthetic", "explain": False}
+    return args, service_home(tmp_path), body
+
+
 def test_a_killed_server_resumes_its_job_without_repeating_finished_steps(tmp_path: Path, store_url: str) -> None:
     history = culprit_history(tmp_path / "repo", 40, 29, sleep_s=0.6)
     db = store_url
-    config = tmp_path / "serve.toml"
-    config.write_text('[recipes.synthetic]\nrun = "bash test.sh"\n')
-    home = {"BISECT_DATA_DIR": str(tmp_path / "data"), "BISECT_CACHE_DIR": str(tmp_path / "cache"), "BISECT_GPUS": "",
-            "BISECT_GPU_LOCK_DIR": str(tmp_path / "locks")}  # fmt: skip
-    args = ["--db", db, "--allow-repo", str(history.path), "--config", str(config), "--slots", "1"]
-    body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "synthetic", "explain": False}
+    args, home, body = one_slot_server(tmp_path, history, db)
     first = ServiceProcess(args, service_env(**home))
     first.start()
     try:
@@ -77,12 +83,7 @@ def test_a_bisect_stored_by_a_server_that_died_before_queueing_it_is_queued_at_t
 ) -> None:
     history = culprit_history(tmp_path / "repo", 16, 11, sleep_s=0.05)
     db = store_url
-    config = tmp_path / "serve.toml"
-    config.write_text('[recipes.synthetic]\nrun = "bash test.sh"\n')
-    home = {"BISECT_DATA_DIR": str(tmp_path / "data"), "BISECT_CACHE_DIR": str(tmp_path / "cache"), "BISECT_GPUS": "",
-            "BISECT_GPU_LOCK_DIR": str(tmp_path / "locks")}  # fmt: skip
-    args = ["--db", db, "--allow-repo", str(history.path), "--config", str(config), "--slots", "1"]
-    body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "synthetic", "explain": False}
+    args, home, body = one_slot_server(tmp_path, history, db)
     first = ServiceProcess(args, service_env(**home))
     first.start()
     try:
