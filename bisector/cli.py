@@ -62,6 +62,10 @@ def start(**params: Any) -> None:
 
 
 def _start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
+    if params.get("executor") in (None, "local"):  # the default (bisect.toml may still choose another)
+        from workers.local_forkserver import boot
+
+        boot()  # a process of its own: the workers' fork server boots while this one imports and lists the range
     from bisector.app import check_executor, make_coordinator, make_executor, open_store
 
     with stoppable_by_signals(), translated_errors():
