@@ -7,6 +7,7 @@ without naming one commit (ambiguous, endpoints mismatch, failed, cancelled).
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import shlex
 import sys
@@ -360,7 +361,11 @@ for _command in (
 
 
 def main_entry() -> None:
-    main(prog_name="bisect")
+    try:
+        main(prog_name="bisect")
+    finally:
+        # Everything left lives until the process ends: the interpreter's last collection need not walk it.
+        gc.freeze()
 
 
 if __name__ == "__main__":
