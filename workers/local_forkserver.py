@@ -13,13 +13,13 @@ import multiprocessing
 import multiprocessing.context
 import multiprocessing.forkserver
 
-WORKER_MODULE = "workers.local"  # imported once by the server: each worker is forked with it loaded
+SERVER_PRELOAD = "workers.local_server"  # imported once by the server: each worker is forked with it loaded
 
 
 def boot() -> multiprocessing.context.ForkServerContext:
     """The fork-server context of the local workers, its server started (a no-op when it runs already)."""
     context = multiprocessing.get_context("forkserver")
     assert isinstance(context, multiprocessing.context.ForkServerContext)
-    context.set_forkserver_preload([WORKER_MODULE])
+    context.set_forkserver_preload([SERVER_PRELOAD])
     multiprocessing.forkserver.ensure_running()
     return context
