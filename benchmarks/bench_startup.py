@@ -54,9 +54,10 @@ WRAPPED = (
 PHASES = {
     "interpreter start": ("spawn", "main"),
     "import bisector.cli (click, rich, options)": ("bench imported", "cli imported"),
-    "import the rest (SQLAlchemy, GitPython, coordinator)": ("cli imported", "bisector.app imported"),
-    "  of which: boot fork server (the call)": ("boot fork server >", "boot fork server <"),
-    "spec (bisect.toml, flags)": ("spec >", "spec <"),
+    # bisect start reads the spec (and boots the fork server) before it imports bisector.app; older commits after
+    "import the rest (SQLAlchemy, GitPython, coordinator; spec too)": ("cli imported", "bisector.app imported"),
+    "  spec (bisect.toml, flags)": ("spec >", "spec <"),
+    "  boot fork server (the call)": ("boot fork server >", "boot fork server <"),
     "make executor (wait for the fork server, fork W)": ("make executor >", "make executor <"),
     "open store (schema or version check)": ("open store >", "open store <"),
     "range listing (git)": ("range listing >", "range listing <"),

@@ -185,7 +185,7 @@ class LocalExecutor(Executor):
     def __init__(self, repo: str, workers: int, gpus_per_step: int = 0) -> None:
         self._repo = repo
         GitRepo(repo).prune_worktrees()
-        # Workers fork from a server that has imported this module once (`bisect start` boots it first thing).
+        # Workers fork from a server that has imported this module once (`bisect start` boots it early).
         self._context = boot_fork_server()
         # GPUs leased per host (workers/gpu_leases.py): another bisect's GPUs are never handed out here.
         slot_gpus, self._leases = lease_slots(visible_gpus(), workers, gpus_per_step)

@@ -4,7 +4,7 @@ Local workers fork from one `multiprocessing` fork server that has imported the 
 cost one interpreter start, not W. `boot()` starts that server and returns at once: the server is a separate
 process that imports the worker module while the caller goes on (imports, store, range). The first worker forked
 afterwards waits only for whatever is left of that boot. This module imports nothing of the project, so `bisect
-start` can call it first.
+start` can call it before its heavy imports.
 """
 
 from __future__ import annotations
