@@ -111,11 +111,12 @@ def child(argv: list[str], started: float) -> None:
         if name == "bisector.app" and builtins.__import__ is importing:
             builtins.__import__ = real_import
             marks.append(("bisector.app imported", time.time()))
-            for module_name, path, label in WRAPPED[1:]:
+            for module_name, path, label in WRAPPED[2:]:
                 wrap(module_name, path, label)
         return module
 
-    wrap(*WRAPPED[0])
+    wrap(*WRAPPED[0])  # the boot and the spec come before bisector.app's import
+    wrap(*WRAPPED[1])
     builtins.__import__ = importing
     sys.argv = ["bisect", *argv]
     try:
