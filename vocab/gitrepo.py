@@ -90,8 +90,7 @@ class GitRepo:
         """The commits from good (position 0) to bad (the last position), oldest first, along bad's
         first-parent chain: each merge is one candidate, the usual view of a main branch. With paths, only the
         commits between that touch them (as `git bisect start -- PATH...`); the endpoints stay."""
-        pathspec = ["--", *paths] if paths else []
-        commits = [self.commit(good, 0), *(commit for commit, _ in self._first_parent_log(good, bad, *pathspec))]
+        commits = [self.commit(good, 0), *(commit for commit, _ in self._first_parent_log(good, bad, paths=paths))]
         if paths and commits[-1].sha != bad:
             commits.append(self.commit(bad, len(commits)))
         return commits
@@ -108,7 +107,7 @@ class GitRepo:
             self._check_first_parent(good, bad, self.parents(oldest)[:1])
             return self.candidates(good, bad, paths)
         # One git process: the chain with each commit's parents, and good itself as the boundary commit.
-        listed = self._first_parent_log(good, bad, "--boundary")
+        listed = self._first_parent_log(good, bad, boundary=True)
         chain = [(commit, parents) for commit, parents in listed if parents is not None]
         boundary = {commit.sha: commit for commit, parents in listed if parents is None}
         if not chain or good not in boundary or chain[0][1][:1] != [good]:
@@ -126,13 +125,16 @@ class GitRepo:
                 f"choose a good commit on the main line{example}"
             )
 
-    def _first_parent_log(self, good: str, bad: str, *args: str) -> list[tuple[Commit, list[str] | None]]:
-        """`git log --first-parent` from bad down to good (excluded), oldest first: each commit with its parents;
-        with --boundary also the excluded commits next to the chain, with None for their parents. The chain's
-        positions start at 1 (good's is 0); a boundary commit's position is 0."""
-        listing = str(
-            self._repo.git.log("--reverse", "--first-parent", f"--format={_LOG_FORMAT}", "-z", *args, bad, f"^{good}")
-        )
+    def _first_parent_log(
+        self, good: str, bad: str, *, boundary: bool = False, paths: Sequence[str] = ()
+    ) -> list[tuple[Commit, list[str] | None]]:
+        """`git log --first-parent` from bad down to good (excluded), oldest first, limited to commits touching paths
+        when given: each commit with its parents; with boundary also the excluded commits next to the chain, with
+        None for their parents. The chain's positions start at 1 (good's is 0); a boundary commit's position is 0."""
+        options = ["--reverse", "--first-parent", f"--format={_LOG_FORMAT}", "-z"]
+        if boundary:
+            options.append("--boundary")
+        listing = str(self._repo.git.log(*options, bad, f"^{good}", *(["--", *paths] if paths else [])))
         listed: list[tuple[Commit, list[str] | None]] = []
         position = 0
         for entry in (e for e in listing.split("\0") if e.strip()):
