@@ -68,7 +68,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, capture, ceil_log, load_average, machine_info
+from common import ROOT, capture, ceil_log, load_average, machine_info, project_pythonpath
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_core.py` without PYTHONPATH
@@ -157,7 +157,7 @@ def child_env(data_dir: Path | None = None, cache_dir: Path | None = None) -> di
     for name in ("SYNTHETIC_SLEEP_S", "BISECT_DB", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
         env.pop(name, None)
     env["BISECT_GPUS"] = ""  # CPU slots: W=8 must not depend on how many GPUs this host has
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = project_pythonpath()
     if data_dir is not None:
         env["BISECT_DATA_DIR"] = str(data_dir)
     if cache_dir is not None:

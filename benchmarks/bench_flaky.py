@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_flaky.py` without PYTHONPATH
 
-from benchmarks.common import machine_info  # noqa: E402
+from benchmarks.common import machine_info, project_pythonpath  # noqa: E402
 from bisector.synthetic import culprit_history  # noqa: E402
 
 FLAKY_RUN = "bash test.sh && [ $((RANDOM % 4)) -ne 0 ]"  # a good commit fails one run in four
@@ -61,7 +61,7 @@ def one_bisect(
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
-    return {**os.environ, **extra, "PYTHONPATH": str(ROOT)}
+    return {**os.environ, **extra, "PYTHONPATH": project_pythonpath()}
 
 
 def main() -> None:

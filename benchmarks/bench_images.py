@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, capture, load_average, machine_info
+from benchmarks.common import capture, load_average, machine_info, project_pythonpath
 
 BUILD = """#!/usr/bin/env bash
 set -e
@@ -86,7 +86,7 @@ def make_repo(path: Path, files: int, functions: int, commits: int, culprit: int
 
 
 def fresh_env(base: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "BISECT_CACHE_DIR": str(base / "cache"),
+    return {**os.environ, "PYTHONPATH": project_pythonpath(), "BISECT_CACHE_DIR": str(base / "cache"),
             "BISECT_DATA_DIR": str(base / "data"), "BISECT_GPUS": "", **extra}  # fmt: skip
 
 

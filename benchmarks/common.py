@@ -12,6 +12,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def project_pythonpath() -> str:
+    """This checkout first, then what the caller had (the GPU machine's bundle lives on PYTHONPATH)."""
+    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def capture(*cmd: str, cwd: Path | None = None, strip: bool = True) -> str:
     try:
         done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False, timeout=30)

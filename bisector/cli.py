@@ -20,6 +20,7 @@ from bisector.cli_options import START_OPTIONS, executor_overrides, option_value
 from bisector.cli_service import cancel_remote, print_remote, server_options
 from bisector.cli_support import (
     EXIT_NO_CULPRIT,
+    CLIError,
     db_option,
     err_console,
     exit_for,
@@ -125,7 +126,11 @@ def resume(bisect_id: int, db_url: str | None, output_format: str, **executor_fl
 
 @main.command()
 @click.argument("bisect_id", type=int)
-@click.argument("rev")
+@click.argument("rev", required=False)
+@click.option(
+    "--step", "step_number", type=int, metavar="N",
+    help="Repeat stored step N (as `bisect report` numbers it): its commit, on its image, instead of REV.",
+)  # fmt: skip
 @click.option("--times", type=int, default=1, show_default=True, help="How many runs (on free workers in parallel).")
 @spec_options(
     *EXECUTOR_OPTION_NAMES,
@@ -138,12 +143,21 @@ def resume(bisect_id: int, db_url: str | None, output_format: str, **executor_fl
     },
 )
 @db_option
-def rerun(bisect_id: int, rev: str, times: int, db_url: str | None, **executor_flags: Any) -> None:
-    """Run a bisect's build and test again at any commit (stored with the bisect, which is unchanged)."""
+def rerun(
+    bisect_id: int, rev: str | None, step_number: int | None, times: int, db_url: str | None, **executor_flags: Any
+) -> None:
+    """Run a bisect's build and test again at any commit, or repeat one of its steps (stored with the bisect,
+    which is unchanged)."""
     from bisector.app import make_coordinator, open_store
+    from bisector.report.model import BisectReport
 
     overrides = executor_overrides(executor_flags)
     with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
+        if (rev is None) == (step_number is None):
+            raise CLIError("give REV or --step N (one of them)")
+        if step_number is not None:
+            rev = BisectReport.load(store, bisect_id).step(step_number).sha
+        assert rev is not None
         with contextlib.redirect_stdout(sys.stderr):
             results = make_coordinator(store, observer()).rerun(bisect_id, rev, times, overrides)
         for result in results:

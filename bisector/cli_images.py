@@ -96,7 +96,8 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
 @click.argument("rev")
 @click.option("--repo", type=click.Path(file_okay=False), default=".", show_default=True, help="The git repository.")
 @spec_options(
-    "build", "run", "metric", "expect", "repeat", "gpus_per_step", "executor", "image", "artifact",
+    "build", "run", "metric", "expect", "repeat", "gpus_per_step", "executor", "ray_address", "resources", "image",
+    "artifact",
     help={
         "build": "Build command (default: bisect.toml's); run once per image.",
         "run": "Shell command to run at the commit (default: bisect.toml's).",
@@ -104,9 +105,10 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
         "repeat": "How many runs.  [default: 1]",
         "gpus_per_step": "GPUs each run gets.",
         "executor": "Where to run.  [default: local]",
+        "ray_address": "With --executor ray: the cluster to join (default: a local one).",
+        "resources": "Ray resources per run.",
         "image": "Run on the commit's image.  [default: venv]",
     },
-    choices={"executor": ("local", "inprocess")},
     aliases={"gpus_per_step": ("--gpus",)},
 )  # fmt: skip
 @click.option(

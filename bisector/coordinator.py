@@ -41,19 +41,24 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def prepare_bisect(store: Store, spec: BisectSpec, now: Clock = utc_now) -> int:
-    """Resolve and validate the range, then store the bisect and its candidates. Returns the new id."""
-    return _prepare(store, spec, now)[0].id
+def prepare_bisect(
+    store: Store, spec: BisectSpec, now: Clock = utc_now, *, extra: Mapping[str, object] | None = None
+) -> int:
+    """Resolve and validate the range, then store the bisect (with extra, in one transaction) and its candidates.
+    Returns the new id."""
+    return _prepare(store, spec, now, extra)[0].id
 
 
-def _prepare(store: Store, spec: BisectSpec, now: Clock) -> tuple[BisectRecord, list[Commit]]:
+def _prepare(
+    store: Store, spec: BisectSpec, now: Clock, extra: Mapping[str, object] | None = None
+) -> tuple[BisectRecord, list[Commit]]:
     """The bisect and its candidates are stored before any step is sent. Returns the stored bisect as it is now,
     so that the caller need not read it back."""
     repo = GitRepo(spec.repo)
     good, bad = repo.resolve(spec.good), repo.resolve(spec.bad)
     candidates = repo.range_for_bisect(good, bad, spec.test.paths)  # --all-parents descends into bad merges later
     created, spec_json = now(), spec.to_json()
-    bisect_id = store.create_bisect(str(repo.root), good, bad, spec_json, created)
+    bisect_id = store.create_bisect(str(repo.root), good, bad, spec_json, created, **(extra or {}))
     store.add_candidates(bisect_id, candidates)
     record = BisectRecord(
         id=bisect_id, repo=str(repo.root), good=good, bad=bad, spec=spec_json, status=BisectStatus.RUNNING,

@@ -229,9 +229,10 @@ class BisectSpec:
         env: dict[str, str] | None = None,
         avoid_workers: frozenset[str] = frozenset(),
         pin_worker: str = "",
+        preemptible: bool = False,
     ) -> StepRequest:
         """What a worker needs to run this spec's build and test at sha: search steps and side runs alike.
-        env is added to the spec's env."""
+        env is added to the spec's env; preemptible: a search run (workers/pool.py may cancel it)."""
         return StepRequest(
             step_id=step_id,
             bisect_id=bisect_id,
@@ -247,6 +248,7 @@ class BisectSpec:
             avoid_workers=avoid_workers,
             pin_worker=pin_worker,
             image=self.executor.image_recipe(),
+            preemptible=preemptible,
         )
 
     def with_executor(self, overrides: Mapping[str, object]) -> BisectSpec:

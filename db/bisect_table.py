@@ -26,7 +26,15 @@ def bisect_exists(conn: Connection, bisect_id: int) -> bool:
     return bool(conn.execute(select(exists().where(bisects.c.id == bisect_id))).scalar())
 
 
-def insert_bisect(conn: Connection, repo: str, good: str, bad: str, spec: dict[str, object], created: datetime) -> int:
+def insert_bisect(
+    conn: Connection,
+    repo: str,
+    good: str,
+    bad: str,
+    spec: dict[str, object],
+    created: datetime,
+    extra: Mapping[str, object] | None = None,
+) -> int:
     values = {
         "repo": repo,
         "good": good,
@@ -35,7 +43,7 @@ def insert_bisect(conn: Connection, repo: str, good: str, bad: str, spec: dict[s
         "status": BisectStatus.RUNNING.value,
         "created": aware(created),
         "message": "",
-        "extra": dump({}),
+        "extra": dump(dict(extra or {})),
         "metric": metric_label(spec),
     }
     return inserted_id(conn.execute(insert(bisects).values(values)))

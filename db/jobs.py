@@ -14,9 +14,13 @@ from enum import StrEnum
 
 from sqlalchemy import Row, select, update
 
-from db.schema import jobs
+from db.rows import load
+from db.schema import bisects, jobs
 from db.store import Store
+from vocab.domain import BisectStatus
 from vocab.errors import StateError, UnknownBisectError
+
+SOURCE_KEY = "source"  # a bisect a server stored carries its request's repository under this key of `extra`
 
 
 class JobState(StrEnum):
@@ -53,6 +57,32 @@ class JobQueue:
                     source=source,
                 )
             )  # fmt: skip
+
+    def queue_stranded(self) -> list[int]:
+        """Queue the bisects a server stored but never queued (it died between the two): running, stored with a
+        source in `extra` (with the bisect, in one transaction), no job. Each is queued as submitted when it was
+        created, with its stored priority. One transaction; their ids, oldest first."""
+        query = (
+            select(bisects.c.id, bisects.c.extra, bisects.c.created)
+            .outerjoin(jobs, jobs.c.bisect_id == bisects.c.id)
+            .where(jobs.c.bisect_id.is_(None), bisects.c.status == BisectStatus.RUNNING.value)
+            .order_by(bisects.c.id)
+        )
+        queued: list[int] = []
+        with self.store.writing() as conn:
+            for row in conn.execute(query).all():
+                extra = load(row.extra)
+                if not isinstance(extra, dict) or not isinstance(extra.get(SOURCE_KEY), str):
+                    continue  # not a server's: a local `bisect run` left running
+                priority = extra.get("priority")
+                conn.execute(
+                    jobs.insert().values(
+                        bisect_id=row.id, state=JobState.QUEUED.value, submitted=row.created,
+                        priority=priority if isinstance(priority, int) else 0, source=extra[SOURCE_KEY],
+                    )
+                )  # fmt: skip
+                queued.append(row.id)
+        return queued
 
     def get(self, bisect_id: int) -> JobRecord:
         with self.store.reading() as conn:

@@ -121,9 +121,12 @@ class Store:
 
     # --- bisects -----------------------------------------------------------------------------------
 
-    def create_bisect(self, repo: str, good: str, bad: str, spec: dict[str, object], created: datetime) -> int:
+    def create_bisect(
+        self, repo: str, good: str, bad: str, spec: dict[str, object], created: datetime, **extra: object
+    ) -> int:
+        """extra: the bisect's first `extra` values, stored in the same transaction as the bisect."""
         with self._write() as conn:
-            return bisect_table.insert_bisect(conn, repo, good, bad, spec, created)
+            return bisect_table.insert_bisect(conn, repo, good, bad, spec, created, extra)
 
     def get_bisect(self, bisect_id: int) -> BisectRecord:
         with self._read() as conn:

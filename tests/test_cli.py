@@ -262,3 +262,24 @@ def test_rerun_any_commit_of_a_bisect(tmp_path: Path, history):
     again = bisect(*before["rerun"].split()[1:], db=db)
     assert again.returncode == 0, again.stderr
     assert again.stdout.startswith(f"{history.shas[23][:12]}  bad  metric 5")
+
+
+def test_rerun_step_repeats_a_stored_step_at_its_commit(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    assert bisect(*start_args(history, "--no-explain"), db=db).returncode == 0
+    report = json.loads(bisect("report", "1", "--format", "json", db=db).stdout)
+    step = report["steps"][-1]
+    done = bisect("rerun", "1", "--step", str(step["number"]), db=db)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"{step['sha'][:12]}  {step['verdict']}")
+    after = json.loads(bisect("report", "1", "--format", "json", db=db).stdout)
+    assert after["steps"][-1]["sha"] == step["sha"]
+    assert after["steps"][-1]["purpose"] == "rerun"
+    for args in (("--step", "0"), ("--step", str(len(after["steps"]) + 1)), ()):
+        refused = bisect("rerun", "1", *args, db=db)
+        assert refused.returncode == 2, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    both = bisect("rerun", "1", step["sha"], "--step", "1", db=db)
+    assert both.returncode == 2
+    assert "one of them" in both.stderr
+    assert json.loads(bisect("report", "1", "--format", "json", db=db).stdout)["steps"] == after["steps"]

@@ -4,7 +4,8 @@ worker — and the slot serves the next step.
 
 Every case runs real steps (a real git repository, real worker processes or actors, real shell commands). To add
 an executor, add an ExecutorCase to CASES: how to make it for a repository and W workers, and how to kill the
-worker process that runs a step (None where a worker cannot be lost, as a thread cannot).
+worker process that runs a step (None where a worker cannot be lost, as a thread cannot). A case with an image
+runs every step on its commit's venv image (on Ray: the test in an actor started with the image's python).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from bisector.synthetic import SyntheticHistory, culprit_history
 from vocab.domain import ErrorKind, StepResult, Verdict
 from vocab.metric import MetricSpec
 from workers.executor import Assignment, Executor, StepRequest
+from workers.images.key import ImageRecipe
 from workers.inprocess import InProcessExecutor
 from workers.local import LocalExecutor
 
@@ -38,6 +40,7 @@ class ExecutorCase:
     name: str
     make: Callable[[pytest.FixtureRequest, str, int], Executor]
     kill_worker: Callable[[Executor, str], None] | None  # kill the process that runs this worker's steps
+    image: ImageRecipe | None = None  # the steps' image recipe
 
 
 def make_local(request: pytest.FixtureRequest, repo: str, workers: int) -> Executor:
@@ -67,6 +70,7 @@ CASES = [
     pytest.param(ExecutorCase("local", make_local, kill_pid_of), id="local"),
     pytest.param(ExecutorCase("inprocess", make_inprocess, None), id="inprocess"),
     pytest.param(ExecutorCase("ray", make_ray, kill_pid_of), id="ray", marks=RAY),
+    pytest.param(ExecutorCase("ray-image", make_ray, kill_pid_of, ImageRecipe("venv")), id="ray-image", marks=RAY),
 ]
 
 
@@ -92,8 +96,8 @@ def case(request: pytest.FixtureRequest) -> ExecutorCase:
 class Harness:
     """Submits steps and keeps every result an executor reports, so that a second report of a step shows."""
 
-    def __init__(self, executor: Executor, history: SyntheticHistory, logs: Path) -> None:
-        self.executor, self.history, self.logs = executor, history, logs
+    def __init__(self, executor: Executor, history: SyntheticHistory, logs: Path, image: ImageRecipe | None) -> None:
+        self.executor, self.history, self.logs, self.image = executor, history, logs, image
         self.reported: list[StepResult] = []
         self.assigned: dict[int, Assignment] = {}
         self._next_id = 1
@@ -103,7 +107,7 @@ class Harness:
         request = StepRequest(
             step_id=step_id, bisect_id=1, sha=self.history.shas[position], attempt=1, repo=str(self.history.path),
             run_cmd=run, metric=MetricSpec(), log_path=str(self.logs / f"step-{step_id}.log"), timeout_s=SAFETY_S,
-            pin_worker=worker,
+            pin_worker=worker, image=self.image,
         )  # fmt: skip
         self.assigned[step_id] = self.executor.submit(request)
         return step_id
@@ -128,6 +132,8 @@ class Harness:
         last = [self.submit("bash test.sh", worker=worker) for worker in self.executor.worker_names()]
         finals = self.until_reported(*last)
         assert {finals[i].verdict for i in last} == {Verdict.GOOD}
+        if self.image is not None:  # the test ran in the image's interpreter
+            assert all("/venv/bin/python (pid" in Path(finals[i].log_path).read_text() for i in last)
         counts = Counter(r.step_id for r in self.reported)
         assert counts == Counter(list(self.assigned)), "each submitted step reported exactly once"
         assert self.executor.poll(0) == []
@@ -138,7 +144,7 @@ def harness(case: ExecutorCase, request: pytest.FixtureRequest, tmp_path: Path) 
     history = culprit_history(tmp_path / "repo", 6, 3)
     (tmp_path / "logs").mkdir()
     with case.make(request, str(history.path), WORKERS) as executor:
-        yield Harness(executor, history, tmp_path / "logs")
+        yield Harness(executor, history, tmp_path / "logs", case.image)
 
 
 def long_step(harness: Harness, step_id_hint: int) -> str:

@@ -1,24 +1,28 @@
-"""Worker images on a real two-node local Ray cluster: a step runs inside its image's venv on either node, an image
-built on one node serves the other through a cache root both mount ($BISECT_IMAGE_ROOT), and without one, steps
-prefer the node that holds their image.
+"""Worker images on a real two-node local Ray cluster: a step runs inside its image's venv on either node, its
+runner in the image's interpreter (runtime_env py_executable), an image built on one node serves the other through
+a cache root both mount ($BISECT_IMAGE_ROOT), and without one, steps prefer the node that holds their image.
 
-Each node has a cache dir of its own (as separate machines would), so without a shared root nothing is shared.
+Each node has a cache dir of its own (as separate machines would), so without a shared root nothing is shared, and
+declares GPUs (none are real): a step's slot holds one, its image's runner none, and the test sees the slot's.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from images.image_repo import ImageRepo, image_request, make_image_repo
+from bisect_helpers import wait_for
+from images.image_repo import RUN_CMD, ImageRepo, image_request, make_image_repo
 
-from vocab.domain import StepResult, Verdict
+from vocab.domain import ErrorKind, StepResult, Verdict
 from workers.executor import StepRequest
 from workers.images.cache import IMAGE_ROOT_ENV
 
@@ -35,6 +39,9 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parents[1]
 SLOT = "image_slot"  # each node offers one: a two-slot executor has one worker per node
 SAFETY_S = 300.0  # only against a hang
+# The process that runs the step's test (the shell's parent), and the GPUs the test sees.
+RUNNER = 'echo "runner pid=$PPID cvd=$CUDA_VISIBLE_DEVICES"'
+SEED_PTH = "_gpu_bisect_base.pth"
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +54,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         env.setenv("BISECT_DATA_DIR", str(homes / "head" / "data"))
         local = cluster_utils.Cluster(
             initialize_head=True,
-            head_node_args={"num_cpus": 2, "num_gpus": 0, "resources": {SLOT: 1}, "include_dashboard": False},
+            head_node_args={"num_cpus": 2, "num_gpus": 2, "resources": {SLOT: 1}, "include_dashboard": False},
         )
         env.setenv("BISECT_CACHE_DIR", str(homes / "far" / "cache"))
         env.setenv("BISECT_DATA_DIR", str(homes / "far" / "data"))
-        local.add_node(num_cpus=2, num_gpus=0, resources={SLOT: 1})
+        local.add_node(num_cpus=2, num_gpus=1, resources={SLOT: 1})  # declared GPUs: one per step
     ray.init(address=local.address, log_to_driver=False, logging_level=logging.ERROR)
     yield homes
     ray.shutdown()
@@ -63,16 +70,43 @@ def repo(tmp_path: Path) -> ImageRepo:
     return make_image_repo(tmp_path / "repo")
 
 
-def run(executor: RayExecutor, request: StepRequest) -> StepResult:
+def run(executor: RayExecutor, request: StepRequest, verdict: Verdict = Verdict.GOOD) -> StepResult:
     executor.submit(request)
+    result = wait_result(executor, request.step_id)
+    assert result.verdict is verdict, result.detail  # test.sh asserts it runs on the image's venv python
+    return result
+
+
+def wait_result(executor: RayExecutor, step_id: int) -> StepResult:
     deadline = time.monotonic() + SAFETY_S
     results: list[StepResult] = []
     while not results:
-        assert time.monotonic() < deadline, f"step {request.step_id} never came back"
+        assert time.monotonic() < deadline, f"step {step_id} never came back"
         results = executor.poll(0.2)
     (result,) = results
-    assert result.verdict is Verdict.GOOD, result.detail  # test.sh asserts it runs on the image's venv python
+    assert result.step_id == step_id
     return result
+
+
+def runner_of(result: StepResult) -> str:
+    """The interpreter of the image's runner that ran the step's test (RUNNER checks its pid), or "" when none
+    did (the slot's actor ran it)."""
+    log = Path(result.log_path).read_text()
+    (test_parent,) = re.findall(r"^runner pid=(\d+) ", log, re.MULTILINE)
+    gpus = ",".join(map(str, result.gpus))
+    assert f"runner pid={test_parent} cvd={gpus}\n" in log  # the slot's GPUs, which its actor holds
+    runners = re.findall(r"^# runner (\S+) \(pid (\d+)\)$", log, re.MULTILINE)
+    assert [pid for _, pid in runners] in ([], [test_parent])
+    return runners[0][0] if runners else ""
+
+
+def gone(pid: int) -> bool:
+    """Whether the process has ended (a zombie that its new parent has not reaped yet counts)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
 
 
 def workers_by_node(executor: RayExecutor) -> tuple[str, str]:
@@ -90,6 +124,7 @@ def test_an_image_built_on_one_node_serves_the_other_through_a_shared_root(clust
     with RayExecutor(str(repo.path), 2, 0, {SLOT: 1}, None, image_root=str(shared)) as executor:
         near, far = workers_by_node(executor)
         request = image_request(repo.path, repo.shas[0], tmp_path, 1, BUILD_COUNTER=str(builds))
+        request = replace(request, run_cmd=f"{RUNNER}; {RUN_CMD}")
         built = run(executor, replace(request, pin_worker=far))
         reused = run(executor, replace(request, step_id=2, log_path=str(tmp_path / "2.log"), pin_worker=near))
     assert built.image is not None
@@ -99,6 +134,9 @@ def test_an_image_built_on_one_node_serves_the_other_through_a_shared_root(clust
     assert Path(reused.image.path).parent == shared
     assert builds.read_text().splitlines() == ["build at 0"]
     assert not (cluster / "far" / "cache" / "images" / built.image.id).exists()
+    python = str(shared / built.image.id / "venv" / "bin" / "python")
+    assert (runner_of(built), runner_of(reused)) == (python, python)  # on both nodes, the image's interpreter
+    assert (len(built.gpus), len(reused.gpus)) == (1, 1)
 
 
 def test_without_a_shared_root_each_node_builds_and_steps_prefer_the_node_with_the_image(
@@ -122,3 +160,57 @@ def test_without_a_shared_root_each_node_builds_and_steps_prefer_the_node_with_t
     assert elsewhere.image is not None
     assert (elsewhere.image.source, elsewhere.image.id) == ("built", built.image.id)  # built again on this node
     assert builds.read_text().splitlines() == ["build at 0", "build at 1"]
+
+
+def test_an_image_whose_python_lacks_the_base_packages_runs_its_test_from_the_slot(cluster, repo, tmp_path: Path):
+    """Its build removes the venv's link to the base environment: no ray there, so no Ray worker can start in it."""
+    build = f'bash build.sh && rm "$VIRTUAL_ENV"/lib/python*/site-packages/{SEED_PTH}'
+    test = (
+        '! python -c "import ray" 2>/dev/null && python -c "import ctypes, tinypkg; '
+        "print('metric:', ctypes.CDLL('./libvalue.so').value())\""
+    )
+    request = image_request(repo.path, repo.shas[0], tmp_path, 1)
+    request = replace(request, build_cmd=build, run_cmd=f"{RUNNER}; {test}")
+    with RayExecutor(str(repo.path), 1, 0, {SLOT: 1}, None, image_root=str(tmp_path / "images")) as executor:
+        result = run(executor, request)
+        (slot,) = executor.worker_info().values()
+    assert result.image is not None
+    assert result.image.source == "built"
+    note = "the image's python cannot host the step's runner under Ray (ModuleNotFoundError"
+    assert note in Path(result.log_path).read_text()
+    assert runner_of(result) == ""
+    assert f"runner pid={slot.pid} " in Path(result.log_path).read_text()  # the slot's actor ran the test
+
+
+def test_a_cancel_reaches_a_test_running_in_its_image_and_stops_it(cluster, repo, tmp_path: Path):
+    pid_file = tmp_path / "test.pid"
+    request = image_request(repo.path, repo.shas[0], tmp_path, 1)
+    request = replace(request, run_cmd=f"{RUNNER}; echo $$ > {pid_file}; sleep 600")
+    with RayExecutor(str(repo.path), 1, 0, {SLOT: 1}, None, image_root=str(tmp_path / "images")) as executor:
+        executor.submit(request)
+        wait_for(pid_file.exists, SAFETY_S, "the test to start")
+        executor.cancel(request.step_id)
+        cancelled = wait_result(executor, request.step_id)
+        again = run(executor, replace(request, step_id=2, run_cmd=RUN_CMD, log_path=str(tmp_path / "2.log")))
+    assert cancelled.verdict is Verdict.CANCELLED, cancelled.detail
+    assert gone(int(pid_file.read_text()))
+    assert again.image is not None
+    assert again.image.reused
+
+
+def test_a_lost_image_runner_makes_the_step_lost_its_test_dies_and_the_slot_serves_on(cluster, repo, tmp_path: Path):
+    pids = tmp_path / "pids"
+    request = image_request(repo.path, repo.shas[0], tmp_path, 1)
+    request = replace(request, run_cmd=f"{RUNNER}; echo $PPID $$ > {pids}.new; mv {pids}.new {pids}; sleep 600")
+    with RayExecutor(str(repo.path), 1, 0, {SLOT: 1}, None, image_root=str(tmp_path / "images")) as executor:
+        executor.submit(request)
+        wait_for(pids.exists, SAFETY_S, "the test to start")
+        runner, test = map(int, pids.read_text().split())
+        assert runner not in executor.worker_pids().values()  # the image's runner, not the slot's actor
+        os.kill(runner, signal.SIGKILL)
+        lost = wait_result(executor, request.step_id)
+        wait_for(lambda: gone(test), SAFETY_S, "the reaper to kill the test")
+        again = run(executor, replace(request, step_id=2, run_cmd=RUN_CMD, log_path=str(tmp_path / "2.log")))
+    assert (lost.verdict, lost.error_kind) == (Verdict.ERROR, ErrorKind.WORKER_LOST), lost.detail
+    assert "the image's runner" in lost.detail
+    assert again.worker == lost.worker

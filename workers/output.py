@@ -6,7 +6,9 @@ whole line) and passes each chunk to two places:
 - ``StepLog``: the step's log file. It holds at most ``cap_bytes`` (LOG_CAP_BYTES, 64 MiB, or
   ``$BISECT_LOG_CAP_BYTES``): the first bytes up to the cap less LOG_END_BYTES, then, if more came, a line saying
   how many bytes were left out, then the last LOG_END_BYTES of the output (so the log still ends where the test
-  ended). A write error (ENOSPC) is kept in ``error``, never raised; the step reports it.
+  ended). A write error (ENOSPC) is kept in ``error``, never raised; the step reports it. Where a second StepLog
+  appends to the file after the first one finished (a test run by an image's own runner on Ray, after the build),
+  each keeps the end of its own output: when both overflow, the file holds one LOG_END_BYTES and a line more.
 - ``OutputWindow``: the last WINDOW_BYTES (1 MiB) of one command's output. The metric regex and the
   infrastructure signatures are matched against it (a metric must be printed within the last 1 MiB of the run's
   output), and a failure's detail is its ``tail``: at most DETAIL_TAIL_BYTES, cut on a UTF-8 boundary.
@@ -124,11 +126,14 @@ class StepLog:
         self.write(text.encode())
 
     def finish(self) -> None:
-        """Write what the cap left out: a line saying how much, then the output's last LOG_END_BYTES."""
+        """Write what the cap left out: a line saying how much, then the output's last LOG_END_BYTES. What is
+        written after a finish is kept for the next one (a step whose test another process writes to the log
+        finishes its build's part before that process opens the log)."""
         if self.error is not None or self.dropped_bytes == 0:
             return
         end = self._end.last_bytes()
         omitted = self.dropped_bytes - len(end)
+        self._end = OutputWindow(LOG_END_BYTES)
         self._put(
             f"\n[gpu-bisect: log truncated at its per-step cap of {self.cap_bytes} bytes "
             f"(${LOG_CAP_VARIABLE}): {omitted} bytes of output left out; its last {len(end)} bytes follow]\n".encode()

@@ -6,7 +6,15 @@ only its own steps' results and its `free_workers` only as many slots as its fai
 Fair share over the R registered views and S slots (the server runs at most S jobs at once, so R <= S):
 every view is entitled to one slot, and the S - R others go by priority weight (priority + 1, at least 1;
 largest remainders first). A view may also borrow slots that nobody's entitlement needs now; borrowed slots
-come back when their steps end (a running step is never preempted).
+come back when their steps end, or sooner by preemption.
+
+Preemption: when a view holding no slot waits for its first one and no slot is free, the pool cancels the newest
+preemptible step (StepRequest.preemptible: a search run, an endpoint check or a probe; never a confirmation, a
+reference or a side run, which the coordinator marks as not preemptible) of the view most over its share, at most
+one per waiting view at a time. A view's only slot is never taken: a victim holds more than its share, so at least two.
+The step's result comes back to its coordinator as CANCELLED, its detail starting with PREEMPTED (not a verdict,
+not a failure of the commit or the worker: the search takes it as not run); the freed slot goes to the views
+owed one, as any freed slot does.
 
 Placement: the coordinator pins every step to a worker it got from `free_workers()`. So that two views never
 pin one worker, `free_workers()` reserves the workers it returns for its view until that view's next `poll`
@@ -25,14 +33,16 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
-from vocab.domain import StepResult
+from vocab.domain import StepResult, Verdict
 from vocab.errors import ExecutorError
 from workers.executor import Assignment, Executor, StepRequest
 
 PUMP_POLL_S = 0.01  # how long the pump waits on the real executor while holding its lock
 PUMP_IDLE_S = 0.005  # the pump's pause between polls, so that submits get the lock
 FIRST_SLOT_WAIT_S = 0.5  # a view waiting for its first slot looks again at least this often
+PREEMPTED = "preempted"  # the first word of a preempted step's detail
 
 
 class SlotPool:
@@ -47,6 +57,8 @@ class SlotPool:
         self._views: dict[int, PoolView] = {}
         self._owner: dict[int, PoolView] = {}  # step id -> the view that submitted it
         self._reserved: dict[str, PoolView] = {}  # worker -> the view it is reserved for
+        self._preemptible: set[int] = set()  # running steps the pool may cancel for a view holding none
+        self._preempted: dict[int, int] = {}  # step id -> the key of the view its slot is being freed for
         self._stopping = threading.Event()
         self._closed = False
         self._pump = threading.Thread(target=self._run_pump, name="slot-pool-pump", daemon=True)
@@ -138,7 +150,29 @@ class SlotPool:
             chosen = self._grow_reservation(view)
             if chosen or self._held(view) or not view.inbox.empty():
                 return chosen
+            self._preempt_for(view)
             self._changed.wait(FIRST_SLOT_WAIT_S)
+
+    def _preempt_for(self, view: PoolView) -> None:
+        """view holds no slot and got none: unless a slot is free (a reservation ends soon) or one is already
+        being freed for it, cancel the newest preemptible step of the view most over its share."""
+        if view.key in self._preempted.values() or self._executor.free_workers():
+            return
+        shares = self._shares()
+        excess: dict[int, int] = {}
+        for other in self._views.values():
+            held = self._held(other) - sum(1 for s, o in self._owner.items() if o is other and s in self._preempted)
+            if other is not view and held > shares[other.key]:
+                excess[other.key] = held - shares[other.key]
+        for key in sorted(excess, key=lambda k: excess[k], reverse=True):
+            victim = self._views[key]
+            steps = [
+                s for s, o in self._owner.items() if o is victim and s in self._preemptible and s not in self._preempted
+            ]
+            if steps:
+                self._preempted[max(steps)] = view.key
+                self._executor.cancel(max(steps))
+                return
 
     def _grow_reservation(self, view: PoolView) -> list[str]:
         shares = self._shares()
@@ -173,6 +207,8 @@ class SlotPool:
         assignment = self._executor.submit(request)
         self._reserved.pop(assignment.worker, None)
         self._owner[request.step_id] = view
+        if request.preemptible:
+            self._preemptible.add(request.step_id)
         return assignment
 
     def _cancel(self, view: PoolView, step_id: int, *, abandon: bool = False) -> None:
@@ -193,6 +229,15 @@ class SlotPool:
         self._views.pop(view.key, None)
         self._changed.notify_all()
 
+    def _ended(self, result: StepResult) -> StepResult:
+        """A step's result as its coordinator gets it: a step cancelled by preemption says so."""
+        self._preemptible.discard(result.step_id)
+        beneficiary = self._preempted.pop(result.step_id, None)
+        if beneficiary is None or result.verdict is not Verdict.CANCELLED:
+            return result
+        why = f"{PREEMPTED}: its slot went to bisect {beneficiary}, which held none (not a verdict; it may run again)"
+        return replace(result, detail=why)
+
     # --- the pump: the one thread that polls the real executor ------------------------------------------------
 
     def _run_pump(self) -> None:
@@ -201,7 +246,7 @@ class SlotPool:
                 if self._closed:
                     return
                 results = self._executor.poll(PUMP_POLL_S)
-                for result in results:
+                for result in map(self._ended, results):
                     owner = self._owner.pop(result.step_id, None)
                     if owner is not None and result.step_id not in owner.orphaned:
                         owner.inbox.put(result)

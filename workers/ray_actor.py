@@ -3,9 +3,8 @@
 The executor creates it as a threaded actor: `run` executes in the default concurrency group (one step at a
 time) while `cancel` and `info` answer from the "control" group, so a cancel reaches a running step.
 
-Each test command runs in its own process group. Ray kills only an actor's direct children when the actor
-dies, so a reaper process (double-forked: no child of the actor) holds the groups the actor announced and
-kills them when the actor's pipe closes — on ray.kill, SIGKILL, OOM kill or a clean exit alike.
+Each test command runs in its own process group, announced to the actor's reaper (workers/ray_reaper.py), which
+kills what is left of them when the actor dies.
 """
 
 from __future__ import annotations
@@ -14,12 +13,9 @@ import contextlib
 import dataclasses
 import os
 import socket
-import subprocess
-import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import ray
 
@@ -28,38 +24,15 @@ from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
 from vocab.paths import data_dir, worktree_root
 from workers.executor import StepRequest
-from workers.process import KILL_GRACE_S, CancelSignal
+from workers.process import CancelSignal
+from workers.ray_image_host import RayImageHost
+from workers.ray_reaper import Reaper
 from workers.slots import claim_worktree
 from workers.step import StepRunner, WorkerSlot
 
 CONTROL_GROUP = "control"
 LOG_RETURN_LIMIT_BYTES = 4 << 20  # a log shipped back to the coordinator keeps its head and its tail
 LOG_HEAD_BYTES = 64 << 10
-
-# Runs as `python -c`; reads "+PGID" / "-PGID" lines until the actor's end of the pipe closes.
-_REAPER_SOURCE = """
-import os, signal, sys, time
-if os.fork():
-    os._exit(0)
-os.setsid()
-groups = set()
-for line in sys.stdin:
-    (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
-def signal_all(sig):
-    alive = False
-    for pgid in groups:
-        try:
-            os.killpg(pgid, sig)
-            alive = True
-        except OSError:
-            pass
-    return alive
-signal_all(signal.SIGTERM)
-deadline = time.monotonic() + float(sys.argv[1])
-while signal_all(0) and time.monotonic() < deadline:
-    time.sleep(0.05)
-signal_all(signal.SIGKILL)
-"""
 
 
 @dataclass(frozen=True)
@@ -80,33 +53,6 @@ class StepOutcome:
 
     result: StepResult
     log: bytes | None = None
-
-
-class _Reaper:
-    """The actor's side of the reaper: announce each process group a step starts, forget it when the step ends."""
-
-    def __init__(self) -> None:
-        launcher = subprocess.Popen(
-            [sys.executable, "-c", _REAPER_SOURCE, str(KILL_GRACE_S)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert launcher.stdin is not None
-        self._pipe: IO[str] = launcher.stdin
-        launcher.wait()  # the launcher exits at once; its forked child keeps the pipe's read end
-
-    def started(self, pgid: int) -> None:
-        self._send(f"+{pgid}\n")
-
-    def ended(self, pgid: int) -> None:
-        self._send(f"-{pgid}\n")
-
-    def _send(self, line: str) -> None:
-        with contextlib.suppress(OSError):
-            self._pipe.write(line)
-            self._pipe.flush()
 
 
 def _gpu_ids() -> tuple[int, ...]:
@@ -131,8 +77,12 @@ class StepActor:
             GitRepo(repo).ensure_worktree(worktree, "HEAD")
             clean_for = repo
         self._slot = WorkerSlot(name=name, gpus=_gpu_ids(), worktree=worktree, node=socket.gethostname())
-        self._runner = StepRunner(self._slot, clean_for=clean_for, image_root=Path(image_root) if image_root else None)
-        self._reaper = _Reaper()
+        self._image_host = RayImageHost(self._slot, self._node_id)  # a venv image's test runs in its interpreter
+        self._runner = StepRunner(
+            self._slot, clean_for=clean_for, image_root=Path(image_root) if image_root else None,
+            image_host=self._image_host,
+        )  # fmt: skip
+        self._reaper = Reaper()
         self._cancelled: set[int] = set()
         self._running: int | None = None
         self._wake = CancelSignal()  # set when the running step is cancelled: its command stops at once
@@ -154,6 +104,7 @@ class StepActor:
             self._cancelled.add(step_id)
             if step_id == self._running:
                 self._wake.set()
+                self._image_host.cancel()
 
     def run(self, request: StepRequest) -> StepOutcome:
         if self._is_cancelled(request.step_id):

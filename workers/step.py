@@ -11,6 +11,7 @@ import errno
 import os
 import shlex
 import socket
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
 from vocab.metric import DISK_FULL_SIGNATURE, MatchTimeoutError, infra_judgement, infra_signature, judge_run
 from workers.executor import StepRequest
+from workers.image_test import ImageTest, ImageTestHost
 from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
 from workers.images.cache import ImageCache
 from workers.images.key import ImageRecipe
@@ -77,13 +79,17 @@ class StepRunner:
         clean_for: str | None = None,
         opened: Sequence[GitRepo] = (),
         image_root: Path | None = None,
+        image_host: ImageTestHost | None = None,
     ) -> None:
         """clean_for: the repo for which the slot's worktree is known to hold no untracked files (just made or
         cleaned by the caller), so the first step needs only a checkout. opened: repositories the caller has
         opened already (with their worktree handles), so the first step does not pay for opening them.
-        image_root: the image cache root (default: images_root() of this process's environment)."""
+        image_root: the image cache root (default: images_root() of this process's environment).
+        image_host: runs a step's test inside its venv image's interpreter (Ray); without one, or when it cannot,
+        the test runs from this process with the image's environment."""
         self.slot = slot
         self._image_root = image_root
+        self._image_host = image_host
         self._opened = list(opened)
         self._repos: dict[str, GitRepo] = {}
         self._tidy_repo = clean_for  # the repo whose worktree is clean now, if known
@@ -207,9 +213,40 @@ class StepRunner:
                 with contextlib.suppress(OSError):
                     (prepared.run_dir / request.metric.json_file).unlink()
             image_env = {**env, **prepared.env}
+            python = prepared.env.get("BISECT_IMAGE_PYTHON")
+            if self._image_host is not None and python:
+                log.finish()  # the build's part of the log is complete before another process appends to it
+                test = ImageTest(request, image_env, prepared.run_dir, python, started, build_s, info)
+                hosted = self._image_host(test, log, should_cancel)
+                if hosted is not None:
+                    return hosted
             return self._run_test(
                 request, log, image_env, prepared.run_dir, started, build_s, info, should_cancel, on_start, cancel_fd
             )
+
+    def run_image_test(
+        self,
+        test: ImageTest,
+        should_cancel: Callable[[], bool] = lambda: False,
+        on_start: Callable[[int], None] = lambda pgid: None,
+        cancel_fd: int | None = None,
+    ) -> StepResult:
+        """Run a test whose image another step runner holds (an ImageTestHost's side), appending to the step's log."""
+        log_path = Path(test.request.log_path)
+        try:
+            log_file = log_path.open("ab", buffering=0)
+        except OSError as exc:
+            return self._harness_failed(test.request, exc, f"opening the step log {log_path}", log_path)
+        with log_file:
+            log = StepLog(log_file)
+            log.note(f"# runner {sys.executable} (pid {os.getpid()})\n")
+            try:
+                return self._run_test(
+                    test.request, log, test.env, test.run_dir, test.started, test.build_s, test.image,
+                    should_cancel, on_start, cancel_fd,
+                )  # fmt: skip
+            finally:
+                log.finish()
 
     def _image_failed(self, request: StepRequest, prepared: PreparedImage, build_s: float) -> StepResult:
         if prepared.cancelled:

@@ -4,6 +4,9 @@
     torch.ops.my_lib.gemm(a, b, 128)               a torch custom-op launch: its arguments
     if is_hip() / capability >= (9, 0) / x.dtype == torch.float8_e4m3fn / M <= 64 / os.environ.get(...)
                                                    a branch condition on the arch, the dtype, a shape, an env var
+    tuned = get_arch() == "gfx950"                 a condition kept in a name (conditions.py): a branch condition
+                                                   itself, and `if tuned:` is an arch condition
+    while ... / [c for c in configs if ...]        loop and filter conditions are branch conditions too
 
 A keyword argument passed as a local name (num_warps=num_warps) shows the assignments to that name in the
 function, so a changed heuristic before the launch is a changed launch parameter. Each launch site carries
@@ -18,36 +21,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from bisector.analysis.conditions import Gate, condition_category, gates_read, module_gates, stored_condition
 from bisector.analysis.findings import Finding, FindingKind
 
+__all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
+
 MAX_TEXT = 160
-_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("env", re.compile(r"\benviron\b|\bgetenv\b|\benvs?\.[A-Z_]|\benv_flag|_env\(|\bENV_", re.I)),
-    (
-        "arch",
-        re.compile(
-            r"is_hip|is_cuda|is_rocm|is_xpu|is_cpu\b|torch\.version\.(hip|cuda)|capabilit|device_name|"
-            r"\barch\b|_arch\b|\w*sm_?\d{2,3}\w*|is_hopper|is_blackwell|is_ampere|gfx\d|current_platform|"
-            r"is_navi|is_mi\d|cuda_version|version\.cuda|bare_metal_version|triton\.__version__|has_triton|"
-            r"infer_device|device\.type|\bxpu\b|\bnpu\b|\bmajor\b|\bminor\b",
-            re.I,
-        ),
-    ),
-    (
-        "dtype",  # torch's dtype names are lower case: Float8Config is a class, not a dtype
-        re.compile(
-            r"dtype|element_size|itemsize|float8_|fp8|fp16|bf16|bfloat16|float16|float32|\bu?int[48]\b|"
-            r"is_floating_point"
-        ),
-    ),
-    ("shape", re.compile(r"\.shape\b|\.size\(|numel|\.ndim\b|\.dim\(\)|stride\(", re.I)),
-)
 _NOT_KERNELS = re.compile(r"cache|dict|registry|table|_map\b|mapping|dispatch", re.I)
-_SHAPE_NAMES = re.compile(
-    r"^(m|n|k|b|h|d|s|t|bs|bt|batch\w*|seq\w*|num_\w+|n_\w+|head\w*|\w*_size|\w*_len|\w*_dim|\w*tokens\w*)$",
-    re.I,
-)
-_THRESHOLD_NAMES = re.compile(r"^(MAX|MIN)_|_(THRESHOLD|LIMIT|MAX|MIN)$")
 
 
 @dataclass(frozen=True)
@@ -70,6 +50,7 @@ class Branch:
     test: str
     category: str  # "arch", "dtype", "shape", "env", or "" (not a dispatch condition)
     line: int
+    meaning: str = ""  # the definitions of the gates it reads ("tuned = get_arch() == 'gfx950'")
 
 
 @dataclass
@@ -78,49 +59,19 @@ class SiteScan:
     branches: dict[str, list[Branch]] = field(default_factory=dict)  # function -> its branches in order
 
 
-def condition_category(test: ast.expr) -> str:
-    """What a condition is about: env var, arch, dtype or shape (in that order of precedence); "" otherwise."""
-    text = ast.unparse(test)
-    for name, pattern in _CATEGORIES:
-        if pattern.search(text):
-            return name
-    return "shape" if _is_threshold(test) else ""
-
-
-def _is_threshold(test: ast.expr) -> bool:
-    """A comparison of a size-like name (M, batch_size, num_tokens, ...) with a number or a threshold constant
-    (MAX_BATCH, SPLIT_THRESHOLD, ...)."""
-    for node in ast.walk(test):
-        if not isinstance(node, ast.Compare):
-            continue
-        sides = [node.left, *node.comparators]
-        has_number = any(isinstance(s, ast.Constant) and type(s.value) in (int, float) for s in sides)
-        has_threshold = any(_THRESHOLD_NAMES.search(_last_name(s)) for s in sides)
-        named = any(_SHAPE_NAMES.match(_last_name(s)) for s in sides)
-        if (has_number and named) or (has_threshold and len(sides) == 2):
-            return True
-    return False
-
-
-def _last_name(expr: ast.expr) -> str:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    return ""
-
-
 def scan_sites(tree: ast.Module) -> SiteScan:
     scan = SiteScan()
-    _Walker(scan).body(tree.body, "", "<module>", ())
+    _Walker(scan, module_gates(tree.body)).body(tree.body, "", "<module>", ())
     return scan
 
 
 class _Walker:
-    def __init__(self, scan: SiteScan) -> None:
+    def __init__(self, scan: SiteScan, gates: dict[str, Gate]) -> None:
         self.scan = scan
         self.counts: dict[tuple[str, str], int] = {}
-        self.assigned: dict[str, dict[str, list[str]]] = {}  # function -> its local assignments
+        self.defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.assigned: dict[str, dict[str, list[str]]] = {}  # function -> its local assignments, read when it launches
+        self.gates: dict[str, dict[str, Gate]] = {"<module>": gates}  # function -> the gates it sees
 
     def body(self, statements: list[ast.stmt], prefix: str, function: str, conditions: tuple[str, ...]) -> None:
         for statement in statements:
@@ -132,14 +83,17 @@ class _Walker:
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             name = prefix + node.name
             self.scan.branches.setdefault(name, [])
-            self.assigned[name] = _assignments(node)
+            self.defs[name] = node
+            self.gates[name] = dict(self.gates[function])
             self.body(node.body, f"{name}.<locals>.", name, ())
         elif isinstance(node, ast.If):
-            self._branch(function, node.test)
-            test = _short(ast.unparse(node.test))
+            test = self._branch(function, node.test)
             self.body(node.body, prefix, function, (*conditions, test))
             self.body(node.orelse, prefix, function, (*conditions, f"not ({test})"))
         else:
+            if isinstance(node, ast.While):  # `while num_stages > 0 and ...:` in a config pruner chooses too
+                self._branch(function, node.test)
+            self._stored_condition(node, function)
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):
                     self.statement(child, prefix, function, conditions)
@@ -150,13 +104,29 @@ class _Walker:
         for child in ast.walk(node):
             if isinstance(child, ast.IfExp):
                 self._branch(function, child.test)
+            elif isinstance(child, ast.comprehension):  # [c for c in configs if c.kwargs["BLOCK_M"] <= M]
+                for test in child.ifs:
+                    self._branch(function, test)
             elif isinstance(child, ast.Call):
                 self._launch(child, function, conditions)
 
-    def _branch(self, function: str, test: ast.expr) -> None:
-        category = condition_category(test)
-        branch = Branch(function, _short(ast.unparse(test)), category, test.lineno)
+    def _branch(self, function: str, test: ast.expr) -> str:
+        """Record the condition; returns its text."""
+        gates = self.gates[function]
+        meaning = "; ".join(gate.text for gate in gates_read(test, gates))
+        text = ast.unparse(test)
+        branch = Branch(function, _short(text), condition_category(test, gates, text), test.lineno, meaning)
         self.scan.branches.setdefault(function, []).append(branch)
+        return branch.test
+
+    def _stored_condition(self, node: ast.stmt, function: str) -> None:
+        """`tuned = get_arch() == "gfx950"`: a branch condition of the function, and a gate from here on."""
+        stored = stored_condition(node, self.gates[function])
+        if stored is None:
+            return
+        names, gate = stored
+        self.gates[function].update(dict.fromkeys(names, gate))
+        self.scan.branches.setdefault(function, []).append(Branch(function, gate.text, gate.category, node.lineno))
 
     def _launch(self, call: ast.Call, function: str, conditions: tuple[str, ...]) -> None:
         arguments: dict[str, str] = {}
@@ -174,6 +144,8 @@ class _Walker:
         occurrence = self.counts.get(key, 0)
         self.counts[key] = occurrence + 1
         condition = " and ".join(conditions)
+        if function not in self.assigned and function in self.defs:
+            self.assigned[function] = _assignments(self.defs[function])
         arguments = _resolved(arguments, self.assigned.get(function, {}))
         self.scan.launches.append(LaunchSite(function, kernel, occurrence, arguments, condition, call.lineno))
 
@@ -313,4 +285,6 @@ def _branch(path: str, function: str, was: Branch | None, now: Branch | None) ->
         return []
     line = now.line if now else was.line if was else None
     before, after = (was.test if was else None), (now.test if now else None)
-    return [Finding(FindingKind.BRANCH_CONDITION, path, function, f"{category} condition", before, after, line)]
+    meaning = (now.meaning if now else "") or (was.meaning if was else "")
+    detail = f"where {meaning}" if meaning else ""
+    return [Finding(FindingKind.BRANCH_CONDITION, path, function, f"{category} condition", before, after, line, detail)]

@@ -26,18 +26,34 @@ NOT_SET_BY_BISECT = "the bisect's environment does not set it"
 EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
 
 
-def scan_env_gates(tree: ast.Module) -> EnvGates:
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+def scan_env_gates(tree: ast.Module) -> tuple[EnvGates, frozenset[str]]:
+    """The module's env gates, and the module-level string constants that name a variable some read uses
+    (`GPU_ENV = "CCCL_BENCH_GPU"`, then `os.environ.get(GPU_ENV)`: the gate's rows already say what they hold)."""
     names = _string_constants(tree)
+    parents: dict[ast.AST, ast.AST] = {}
+    reads: list[tuple[ast.AST, str]] = []
+    stack: list[ast.AST] = [tree]
+    while stack:  # one walk for the reads and the parents
+        node = stack.pop()
+        if (name := _variable(node, names)) is not None:
+            reads.append((node, name))
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+            stack.append(child)
     gates: dict[str, list[str]] = {}
-    for node in ast.walk(tree):
-        name = _variable(node, names)
-        if name is None:
-            continue
+    used: set[str] = set()
+    for node, name in reads:
         assert isinstance(node, ast.expr)
         form = _short(ast.unparse(_widen(node, parents)))
         gates.setdefault(name, []).append(f"{form} (in {_function_of(node, parents)})")
-    return {name: tuple(sorted(forms)) for name, forms in gates.items()}
+        used.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in names)
+    return {name: tuple(sorted(forms)) for name, forms in gates.items()}, frozenset(used)
+
+
+def reading_functions(row: Finding) -> set[str]:
+    """The functions whose reads an env-gate row shows (on either side)."""
+    reads = [part for text in (row.before, row.after) if text for part in text.split("; ")]
+    return {read.rsplit(" (in ", 1)[1].removesuffix(")") for read in reads if " (in " in read}
 
 
 def diff_env_gates(path: str, before: EnvGates | None, after: EnvGates | None) -> list[Finding]:

@@ -1,13 +1,23 @@
-"""Which changed files can choose dispatch: tests and CI configuration cannot, whatever their language."""
+"""What a changed file is for, by its path: tests and tool settings choose no dispatch whatever their language;
+a tuning file holds tuned values even when it is added or removed whole."""
 
 from __future__ import annotations
 
 import re
 
 _TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.py$|(^|/)conftest\.py$")
-_CI_CONFIG = re.compile(
-    r"^\.(github|gitlab|circleci|buildkite)/|(^|/)\.pre-commit-config\.yaml$|(^|/)\.gitlab-ci\.yml$"
+# CI, editor and tool settings (any file or directory whose name starts with a dot: .github/, .travis.yml,
+# .readthedocs.yaml, .vscode/) and package or build metadata, by file name.
+_TOOLING_CONFIG = re.compile(
+    r"(^|/)\.[^/]+(/|$)|(^|/)(pyproject\.toml|cargo\.toml|package(-lock)?\.json|[tj]sconfig\.json|renovate\.json|"
+    r"environment\.ya?ml|meta\.ya?ml|mkdocs\.ya?ml|codecov\.ya?ml|(docker-)?compose\.ya?ml|appveyor\.ya?ml)$"
 )
+# A word of a path (between / _ . - = , and the ends) that names tuned values. In source code "config" is left
+# out: config.h, config.py and the like mostly hold build or program settings, not kernel tuning.
+_TUNING_WORD = r"tune|tuned|tuning|tunings|autotune\w*|heuristics?"
+_SEPARATED = r"(?:^|[/_.\-=,])(?:{words})(?:[/_.\-=,]|$)"
+_TUNING_SOURCE = re.compile(_SEPARATED.format(words=_TUNING_WORD), re.I)
+_TUNING_DATA = re.compile(_SEPARATED.format(words=f"{_TUNING_WORD}|configs?|presets?"), re.I)
 
 
 def is_test_path(path: str) -> bool:
@@ -15,6 +25,14 @@ def is_test_path(path: str) -> bool:
     return bool(_TEST_PATH.search(path))
 
 
-def is_ci_config(path: str) -> bool:
-    """A CI workflow or hook configuration (YAML that is not a tuning file)."""
-    return bool(_CI_CONFIG.search(path.lower()))
+def is_tooling_config(path: str) -> bool:
+    """CI, editor, tool or package settings (JSON / YAML / TOML that is no tuning file): .github/ workflows,
+    .pre-commit-config.yaml, pyproject.toml, package.json, environment.yml, ..."""
+    return bool(_TOOLING_CONFIG.search(path.lower()))
+
+
+def is_tuning_path(path: str, *, data: bool) -> bool:
+    """A file whose path says it holds tuned values: a tuning / tuned / autotune / heuristics word in a directory
+    or the file name (configs/gfx950-GEMM.json, dispatch/tuning/tuning_scan.cuh); for data files (JSON, YAML,
+    TOML) also config(s) and presets."""
+    return bool((_TUNING_DATA if data else _TUNING_SOURCE).search(path))

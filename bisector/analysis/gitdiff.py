@@ -157,11 +157,45 @@ def blob_size(repo: git.Repo, sha: str | None, path: str | None) -> int:
 
 def file_hunks(repo: git.Repo, parent: str | None, sha: str, change: FileChange) -> list[Hunk]:
     """Zero-context hunks of one changed file (none for binary files and pure renames or mode changes)."""
-    paths = [p for p in dict.fromkeys((change.old_path, change.new_path)) if p]
+    return _hunks(_patch(repo, parent, sha, _paths(change)).splitlines())
+
+
+def hunks_of(
+    repo: git.Repo, parent: str | None, sha: str, changes: list[FileChange], chunk: int = 400
+) -> dict[FileChange, list[Hunk]]:
+    """file_hunks of many changed files with one `git diff` per chunk of them. A file whose section of the patch
+    cannot be told by its header (a quoted path) is diffed on its own."""
+    found: dict[FileChange, list[Hunk]] = {}
+    for start in range(0, len(changes), chunk):
+        part = changes[start : start + chunk]
+        by_header = {f"diff --git a/{c.old_path or c.new_path} b/{c.new_path or c.old_path}": c for c in part}
+        paths = list(dict.fromkeys(p for c in part for p in _paths(c)))
+        for section in _SECTION.split(_patch(repo, parent, sha, paths)):
+            header, _, body = section.partition("\n")
+            change = by_header.get(header)
+            if change is not None and change not in found:
+                found[change] = _hunks(body.splitlines())
+    for change in changes:
+        if change not in found:
+            found[change] = file_hunks(repo, parent, sha, change)
+    return found
+
+
+_SECTION = re.compile(r"^(?=diff --git )", re.M)
+
+
+def _paths(change: FileChange) -> list[str]:
+    return [p for p in dict.fromkeys((change.old_path, change.new_path)) if p]
+
+
+def _patch(repo: git.Repo, parent: str | None, sha: str, paths: list[str]) -> str:
     raw = repo.git.diff("-U0", *_DIFF_FLAGS, parent or EMPTY_TREE, sha, "--", *paths, stdout_as_string=False)
-    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+    return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+
+
+def _hunks(lines: list[str]) -> list[Hunk]:
     hunks: list[Hunk] = []
-    for line in text.splitlines():
+    for line in lines:
         match = _HUNK_HEADER.match(line)
         if match is None:
             continue

@@ -100,6 +100,8 @@ class LiteralEvaluator:
                 result = _UNARY[type(expr.op)](operand.value)
             else:
                 left, right = self.eval(expr.left), self.eval(expr.right)
+                if isinstance(expr.op, ast.Add) and (_is_configs(left) or _is_configs(right)):
+                    return _joined_configs(left, right, line)
                 if not (isinstance(left, Leaf) and isinstance(right, Leaf)):
                     return _symbol(expr)
                 result = _binary(expr.op, left.value, right.value)
@@ -161,6 +163,29 @@ class LiteralEvaluator:
         if _is_triton_config(expr):
             return self._configs([expr], line)
         return _symbol(expr)
+
+
+def _is_configs(node: Node) -> bool:
+    return isinstance(node, Mapping) and node.tag == CONFIG_TAG
+
+
+def _joined_configs(left: Node, right: Node, line: int) -> Mapping:
+    """CONFIGS = [triton.Config(...), ...] + more_configs(): the literal configs keyed as in a plain list, and
+    each part that is not a literal list of configs as one entry of its own (compared by its text)."""
+    result = Mapping(line=line, tag=CONFIG_TAG)
+    for part in (left, right):
+        if isinstance(part, Mapping) and part.tag == CONFIG_TAG:
+            items = list(part.entries.items())
+        else:
+            text = render(part)
+            items = [(Symbol(text), (f"+ {text}", part))]
+        for identity, entry in items:
+            unique, count = identity, 1
+            while unique in result.entries:
+                count += 1
+                unique = (identity, count)
+            result.entries[unique] = entry
+    return result
 
 
 def _is_triton_config(expr: ast.expr) -> bool:

@@ -1,10 +1,11 @@
 """C, C++ and CUDA, read as text (no compiler): constant arrays, scalar constants and #defines, and the
-if / switch conditions on a batch size that a commit changes."""
+if / switch / #if conditions on a batch size, the arch or a dtype that a commit changes."""
 
 from __future__ import annotations
 
 import bisect
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -24,6 +25,16 @@ _COMPARISON = (
     rf"|(?:<=|>=|==|!=|(?<!<)<|(?<![->])>)\s*\b(?:{_BATCH_NAMES})\b)"
 )
 _CONDITION = re.compile(rf"(?:\b(?:if|while)\s*\(|\?).*?{_COMPARISON}|{_COMPARISON}.*\?")
+_BRANCH = re.compile(r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b|\b(?:if|while)\s*(?:constexpr\s*)?\(|\?")
+_ARCH_WORDS = re.compile(
+    r"__CUDA_ARCH\w*__|__CUDA_ARCH_\w+|__gfx\w+|\bgfx\d+|\bsm_?\d{2,3}\w*|\bSM_?\d{2,3}\w*|compute_capability|"
+    r"\bcc\s*[<>=!]=?|\barch\b|NV_PROVIDES_SM\w*|NV_IS_EXACTLY_SM\w*|__HIP_ARCH\w*|\bCUDA_VERSION\b|__CUDACC_VER_\w+"
+)
+# numeric element types by name (is_same_v<T, Ctx> and sizeof(T) checks pick template paths of all kinds: not these)
+_DTYPE_WORDS = re.compile(
+    r"\b(?:half|__half|__nv_bfloat16|bfloat16(?:_t)?|__nv_fp8\w*|fp8\w*|float8\w*|fp4\w*|bf16|fp16|\w*e4m3\w*|\w*e5m2\w*)\b|"
+    r"\bis_same(?:_v)?\s*<[^;]*\b(?:float|double|u?int8_t)\b"
+)
 _CASE = re.compile(r"^\s*case\s+[^:]+:")
 _SWITCH = re.compile(rf"\bswitch\s*\(\s*([^)]*\b(?:{_BATCH_NAMES})\b[^)]*)\)")
 _ANY_SWITCH = re.compile(r"\bswitch\s*\(")
@@ -52,6 +63,11 @@ _COMMENT_OR_STRING = re.compile(
     r"\"(?:\\.|[^\"\\\n])*(?:\"|(?=\n)|$)|'(?:\\.|[^'\\\n])*(?:'|(?=\n)|$)|//[^\n]*|/\*.*?(?:\*/|\Z)", re.S
 )
 _NOT_NEWLINE = re.compile(r"[^\n]")
+_NEWLINE = re.compile(r"\n")
+_NUMBER = re.compile(r"(?<![\w.])\.?\d")  # a number literal (1, 0x10, 1.5f, .5), not the 4 of float4
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
+_DELIMITER = re.compile(r"[{};]")
 
 
 def _string_end(text: str, start: int) -> int:
@@ -76,7 +92,7 @@ class NativeScan:
 
 def scan_native(text: str) -> NativeScan:
     stripped = strip_comments(text)
-    starts = [0] + [i + 1 for i, c in enumerate(stripped) if c == "\n"]
+    starts = [0] + [match.end() for match in _NEWLINE.finditer(stripped)]
     entries: dict[str, tuple[FindingKind, Node]] = {}
 
     def add(name: str, kind: FindingKind, node: Node) -> None:
@@ -98,8 +114,16 @@ def scan_native(text: str) -> NativeScan:
 
 
 def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Iterable[Hunk]) -> list[Finding]:
-    old = before.entries if before else {}
-    new = after.entries if after else {}
+    """Rows for the entries and batch-size conditions that differ. Not rows: a const / constexpr added or removed
+    whose value holds no number (derived from other names: a new local, a sizeof), and a value that differs
+    only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
+    kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it)."""
+    old = _tuned(before.entries if before else {}, after.entries if after else {})
+    new = _tuned(after.entries if after else {}, before.entries if before else {})
+    renamed = _Renames(before, after)
+    for name in set(old) & set(new):
+        if renamed.same(old[name][1], new[name][1]):
+            del old[name], new[name]
     findings = diff_entries(path, old, new)
     old_lines = before.lines if before else []
     new_lines = after.lines if after else []
@@ -108,10 +132,56 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     return findings
 
 
+def _tuned(
+    entries: dict[str, tuple[FindingKind, Node]], other: dict[str, tuple[FindingKind, Node]]
+) -> dict[str, tuple[FindingKind, Node]]:
+    """The entries, less the const / constexpr scalars that are absent from the other side and hold no number."""
+    return {
+        name: (kind, node)
+        for name, (kind, node) in entries.items()
+        if name in other
+        or kind is not FindingKind.NATIVE_THRESHOLD
+        or name.startswith("#define")
+        or not isinstance(node, Leaf)
+        or _NUMBER.search(node.text)
+    }
+
+
+class _Renames:
+    """Names spelled differently on the two sides of a file, matched ignoring case and underscores."""
+
+    def __init__(self, before: NativeScan | None, after: NativeScan | None) -> None:
+        self._texts = ("\n".join(before.lines) if before else "", "\n".join(after.lines) if after else "")
+        self._names: tuple[set[str], set[str]] | None = None
+
+    def same(self, old: Node, new: Node) -> bool:
+        if not (isinstance(old, Leaf) and isinstance(new, Leaf)) or old.text == new.text:
+            return False
+        old_tokens, new_tokens = _TOKEN.findall(old.text), _TOKEN.findall(new.text)
+        if len(old_tokens) != len(new_tokens):
+            return False
+        pairs = {(a, b) for a, b in zip(old_tokens, new_tokens, strict=True) if a != b}
+        return all(_spelling(a) == _spelling(b) and self._renamed(a, b) for a, b in pairs)
+
+    def _renamed(self, old: str, new: str) -> bool:
+        if not (_IDENTIFIER.fullmatch(old) and _IDENTIFIER.fullmatch(new)):
+            return False
+        if self._names is None:
+            self._names = (set(_IDENTIFIER.findall(self._texts[0])), set(_IDENTIFIER.findall(self._texts[1])))
+        return old not in self._names[1] and new not in self._names[0]
+
+
+def _spelling(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
 def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[str]) -> list[Finding]:
-    """The if / ?: / case lines on a batch size that the hunk removes and adds, paired in order."""
+    """The condition lines (batch size, arch, dtype, case) that the hunk removes and adds, paired in order; a
+    line removed and added with the same text only moved."""
     removed = [(i, label) for i in range(hunk.old_lo, hunk.old_hi) if (label := _condition(old_lines, i))]
     added = [(i, label) for i in range(hunk.new_lo, hunk.new_hi) if (label := _condition(new_lines, i))]
+    moved = Counter(_text(old_lines[i]) for i, _ in removed) & Counter(_text(new_lines[i]) for i, _ in added)
+    removed, added = _unmoved(removed, old_lines, moved), _unmoved(added, new_lines, moved)
     findings: list[Finding] = []
     for position in range(max(len(removed), len(added))):
         old = removed[position] if position < len(removed) else None
@@ -122,16 +192,32 @@ def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: li
                 kind=FindingKind.NATIVE_THRESHOLD,
                 file=path,
                 name=label,
-                before=" ".join(old_lines[old[0]].split()) if old else None,
-                after=" ".join(new_lines[new[0]].split()) if new else None,
+                before=_text(old_lines[old[0]]) if old else None,
+                after=_text(new_lines[new[0]]) if new else None,
                 line=(new[0] + 1) if new else (old[0] + 1) if old else None,
             )
         )
     return findings
 
 
+def _text(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _unmoved(found: list[tuple[int, str]], lines: list[str], moved: Counter[str]) -> list[tuple[int, str]]:
+    left = Counter(moved)
+    kept = []
+    for index, label in found:
+        if left[_text(lines[index])] > 0:
+            left[_text(lines[index])] -= 1
+        else:
+            kept.append((index, label))
+    return kept
+
+
 def _condition(lines: list[str], index: int) -> str:
-    """'condition on the batch size' or 'case of switch (m)' when line index is one, else ''."""
+    """'condition on the batch size', 'case of switch (m)', 'condition on the arch' (#if __CUDA_ARCH__ >= 900,
+    if (cc >= 90)) or 'condition on the dtype' (if constexpr (is_same_v<T, half>)) when line index is one, else ''."""
     if index >= len(lines):
         return ""
     line = lines[index]
@@ -141,28 +227,37 @@ def _condition(lines: list[str], index: int) -> str:
                 switch = _SWITCH.search(lines[earlier])
                 return f"case of switch ({' '.join(switch[1].split())})" if switch else ""
         return ""
-    return "condition on the batch size" if _CONDITION.search(line) else ""
+    if _CONDITION.search(line):
+        return "condition on the batch size"
+    if not _BRANCH.search(line):
+        return ""
+    return (
+        "condition on the arch"
+        if _ARCH_WORDS.search(line)
+        else "condition on the dtype"
+        if _DTYPE_WORDS.search(line)
+        else ""
+    )
 
 
 def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:
     """Brace initializers of const / constexpr / __constant__ declarations, parsed into trees."""
     stripped = _PREPROCESSOR.sub(lambda match: " " * len(match[0]), stripped)
     last_delimiter = -1
-    index = 0
-    while index < len(stripped):
-        char = stripped[index]
-        if char == "{":
+    position = 0
+    while (delimiter := _DELIMITER.search(stripped, position)) is not None:
+        index = delimiter.start()
+        position = index + 1
+        if delimiter[0] == "{":
             head = stripped[last_delimiter + 1 : index].strip()
             match = _ARRAY_HEAD.fullmatch(head) if _could_be_array_head(head) else None
             if match is not None:
                 node, end = _initializer(stripped, index, starts)
                 yield match["name"], node
-                last_delimiter = index = end
+                last_delimiter = end
+                position = end + 1
                 continue
-            last_delimiter = index
-        elif char in ";}":
-            last_delimiter = index
-        index += 1
+        last_delimiter = index
 
 
 def _could_be_array_head(head: str) -> bool:

@@ -8,24 +8,15 @@ Symbol compared by its source text. diff_python compares two scans of one file.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
-from bisector.analysis.env_gates import EnvGates, diff_env_gates, scan_env_gates
+from bisector.analysis.env_gates import EnvGates, diff_env_gates, reading_functions, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, function_info, record_fields
 from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
 from bisector.analysis.values import Leaf, Mapping, Node, diff_entries
-
-
-@dataclass(frozen=True)
-class FunctionInfo:
-    name: str  # qualified: "threshold_for", "Dispatcher.pick"
-    dump: str  # ast.dump without the docstring: equal dumps mean the same logic
-    reads: frozenset[str]  # module / class names it loads ("_TUNED_MMA_MIN_M", "Dispatcher.TABLE")
-    first_line: int
-    last_line: int
 
 
 @dataclass(frozen=True)
@@ -34,81 +25,76 @@ class PythonScan:
     functions: dict[str, FunctionInfo]
     sites: SiteScan = field(default_factory=SiteScan)  # launch sites and branch conditions in functions
     env_gates: EnvGates = field(default_factory=dict)
+    env_names: frozenset[str] = frozenset()  # string constants that name an env variable a read uses
+    fields: frozenset[str] = frozenset()  # "Class.field" of dataclass-like classes: defaults of instance fields
 
 
 def scan_python(source: str | bytes) -> PythonScan:
     """Scan a module's source; raises SyntaxError (or ValueError for null bytes) when it does not parse."""
     tree = ast.parse(source)
-    scanner = _Scanner()
+    text = source.decode("utf-8", errors="replace") if isinstance(source, bytes) else source
+    scanner = _Scanner(text.splitlines())
     scanner.scan_body(tree.body, prefix="", env={})
-    return PythonScan(scanner.entries, scanner.functions, scan_sites(tree), scan_env_gates(tree))
+    gates, env_names = scan_env_gates(tree) if "env" in text.lower() else ({}, frozenset())
+    return PythonScan(scanner.entries, scanner.functions, scan_sites(tree), gates, env_names, frozenset(scanner.fields))
 
 
 def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) -> list[Finding]:
     """Keyed rows for every table entry, constant, autotune config or heuristic that differs; outside tests, the
-    launch arguments, dispatch conditions and env gates that differ; then the functions that read a table or
-    constant and whose code changed ("dispatch logic changed"), unless a launch or condition row already names
-    the function more precisely."""
+    launch arguments, dispatch conditions and env gates that differ; then the functions whose changed code reads a
+    table or constant ("dispatch logic changed"), unless a launch, condition or env-gate row already names the
+    function more precisely. A constant that only names an env variable is shown by that variable's gate rows; a
+    field added to or removed from a dataclass-like class is a new or dropped parameter (its changed default is
+    a row)."""
     old = before.entries if before else {}
     new = after.entries if after else {}
+    env_names = (before.env_names if before else frozenset()) | (after.env_names if after else frozenset())
+    fields = (before.fields if before else frozenset()) | (after.fields if after else frozenset())
+    tested = is_test_path(path)  # a test's own conditions and env reads choose nothing in the library
+    if not tested:
+        old = {
+            name: entry for name, entry in old.items() if name not in env_names and (name in new or name not in fields)
+        }
+        new = {
+            name: entry for name, entry in new.items() if name not in env_names and (name in old or name not in fields)
+        }
     findings = diff_entries(path, old, new)
-    logic = _dispatch_logic(path, before, after, set(old) | set(new))
-    if is_test_path(path):  # a test's own conditions and env reads choose nothing in the library
+    logic = dispatch_logic_rows(
+        path, before.functions if before else {}, after.functions if after else {}, set(old) | set(new)
+    )
+    if tested:
         return findings + logic
     sites = diff_sites(path, before.sites if before else None, after.sites if after else None)
+    gates = diff_env_gates(path, before.env_gates if before else None, after.env_gates if after else None)
     named = {f.name for f in sites if f.kind is FindingKind.BRANCH_CONDITION}
     named |= {f.detail.removeprefix("in ").split(";")[0] for f in sites if f.kind is FindingKind.LAUNCH_PARAM}
-    findings.extend(sites)
-    findings.extend(diff_env_gates(path, before.env_gates if before else None, after.env_gates if after else None))
-    return findings + [f for f in logic if f.name not in named]
-
-
-def _dispatch_logic(path: str, before: PythonScan | None, after: PythonScan | None, names: set[str]) -> list[Finding]:
-    old = before.functions if before else {}
-    new = after.functions if after else {}
-    rows: list[Finding] = []
-    for name in [*old, *(n for n in new if n not in old)]:
-        was, now = old.get(name), new.get(name)
-        if was is not None and now is not None and was.dump == now.dump:
-            continue
-        reads = sorted(((was.reads if was else frozenset()) | (now.reads if now else frozenset())) & names)
-        if not reads:
-            continue
-        rows.append(
-            Finding(
-                kind=FindingKind.DISPATCH_LOGIC,
-                file=path,
-                name=name,
-                before=_span(was),
-                after=_span(now),
-                line=now.first_line if now else was.first_line if was else None,
-                detail="reads " + ", ".join(reads),
-            )
-        )
-    return rows
-
-
-def _span(info: FunctionInfo | None) -> str | None:
-    return None if info is None else f"lines {info.first_line}-{info.last_line}"
+    named |= {function for row in gates for function in reading_functions(row)}
+    return findings + sites + gates + [f for f in logic if f.name not in named]
 
 
 class _Scanner:
-    def __init__(self) -> None:
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.fields: set[str] = set()  # "Class.field" of dataclass-like classes
         self.entries: dict[str, tuple[FindingKind, Node]] = {}
         self.functions: dict[str, FunctionInfo] = {}
 
-    def scan_body(self, body: list[ast.stmt], prefix: str, env: dict[str, Node]) -> None:
+    def scan_body(
+        self, body: list[ast.stmt], prefix: str, env: dict[str, Node], fields: frozenset[str] = frozenset()
+    ) -> None:
         for statement in body:
             if isinstance(statement, ast.Assign | ast.AnnAssign):
                 self._assignment(statement, prefix, env)
             elif isinstance(statement, ast.ClassDef) and not _is_enum(statement):
                 class_env = dict(env)
-                self.scan_body(statement.body, f"{prefix}{statement.name}.", class_env)
+                fields = record_fields(statement)
+                self.fields.update(f"{prefix}{statement.name}.{name}" for name in fields)
+                self.scan_body(statement.body, f"{prefix}{statement.name}.", class_env, fields)
                 for name, node in class_env.items():
                     if env.get(name) is not node:
                         env[f"{statement.name}.{name}"] = node
             elif isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-                self._function(statement, prefix, env)
+                self._function(statement, prefix, env, fields)
             elif isinstance(statement, ast.If | ast.Try | ast.With):
                 self._definitions_in(statement, prefix, env)
 
@@ -173,7 +159,13 @@ class _Scanner:
         table.entries[key.value] = (ast.unparse(target.slice), evaluator.eval(value))
         table.__dict__.pop("canonical", None)
 
-    def _function(self, function: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str, env: dict[str, Node]) -> None:
+    def _function(
+        self,
+        function: ast.FunctionDef | ast.AsyncFunctionDef,
+        prefix: str,
+        env: dict[str, Node],
+        fields: frozenset[str],
+    ) -> None:
         name = prefix + function.name
         evaluator = LiteralEvaluator(env)
         for decorator in function.decorator_list:
@@ -184,14 +176,7 @@ class _Scanner:
                 self.entries[f"{name}@{called}"] = (FindingKind.AUTOTUNE_CONFIG, _autotune(decorator, evaluator))
             elif called.rsplit(".", 1)[-1] == "heuristics" and decorator.args:
                 self.entries[f"{name}@{called}"] = (FindingKind.HEURISTIC, evaluator.eval(decorator.args[0]))
-        class_name = prefix.rstrip(".")
-        self.functions[name] = FunctionInfo(
-            name=name,
-            dump=_dump_without_docstring(function),
-            reads=frozenset(_reads(function, class_name)),
-            first_line=function.lineno,
-            last_line=function.end_lineno or function.lineno,
-        )
+        self.functions[name] = function_info(function, name, prefix.rstrip("."), fields, self.lines)
 
 
 def _bound(body: list[ast.stmt], prefix: str) -> set[str]:
@@ -228,23 +213,3 @@ def _autotune(decorator: ast.Call, evaluator: LiteralEvaluator) -> Mapping:
     for name, expr in arguments:
         result.entries[name] = (name, evaluator.eval(expr))
     return result
-
-
-def _dump_without_docstring(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    body = function.body
-    first = body[0] if body else None
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        body = body[1:]
-    parts: list[ast.AST] = [function.args, *function.decorator_list, *body]
-    if function.returns is not None:
-        parts.append(function.returns)
-    return "\n".join(ast.dump(part) for part in parts)
-
-
-def _reads(function: ast.AST, class_name: str) -> Iterable[str]:
-    for node in ast.walk(function):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            yield node.id
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            owner = node.value.id
-            yield f"{class_name}.{node.attr}" if owner in ("self", "cls") and class_name else f"{owner}.{node.attr}"

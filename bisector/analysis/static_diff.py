@@ -1,8 +1,13 @@
 """Static table diff of a commit against its parent, in every changed file.
 
 Python modules (literal tables, constants, Triton autotune / heuristics, the functions that read them),
-JSON / YAML / TOML tuning files, and C / C++ / CUDA sources. A file that cannot be analysed in one version
+JSON / YAML / TOML / CSV tuning files, and C / C++ / CUDA sources. A file that cannot be analysed in one version
 (syntax error, binary, too large) gives a note instead of rows.
+
+A file added or removed whole is new (or dropped) code, not a change of the dispatch inside it: its entries are
+not rows (the callers or includes that start or stop using it change too, and those files are compared); it is
+named in a note instead, grouped by directory when there are many. Tuning files by their path (file_roles) are
+the exception: a tuning file added or removed is new or dropped tuning, so its entries are rows.
 """
 
 from __future__ import annotations
@@ -15,15 +20,21 @@ from typing import TypeVar
 import git
 
 from bisector.analysis import gitdiff
-from bisector.analysis.file_roles import is_ci_config, is_test_path
+from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.python_tables import PythonScan, diff_python, scan_python
-from bisector.analysis.tuning_files import TUNING_SUFFIXES, TuningFileError, diff_tuning_file, load_tuning_file
-from bisector.analysis.values import Node
+from bisector.analysis.tuning_files import (
+    TUNING_SUFFIXES,
+    TuningFileError,
+    TuningTree,
+    diff_tuning_file,
+    load_tuning_file,
+)
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_ROWS_PER_FILE = 400
+MAX_WHOLE_FILE_NOTES = 20  # more files added or removed whole than this: one note per directory
 _BINARY_PROBE_BYTES = 8000  # git's own heuristic: a NUL byte in the first 8000 bytes means binary
 PYTHON_SUFFIXES = (".py", ".pyi")
 T = TypeVar("T")
@@ -115,15 +126,19 @@ def static_diff(
         commit = gitdiff.resolve_commit(repo, sha)
         base = gitdiff.resolve_commit(repo, parent) if parent else gitdiff.first_parent(repo, commit)
         changes = gitdiff.changed_files(repo, base, commit)
-        readable = [c for c in changes if _language(c.path) is not None]
+        whole = [c for c in changes if _added_or_removed_whole(c)]
+        readable = [c for c in changes if _language(c.path) is not None and c not in whole]
         blobs = {
             base: gitdiff.blob_entries(repo, base, [c.old_path for c in readable if c.old_path]) if base else {},
             commit: gitdiff.blob_entries(repo, commit, [c.new_path for c in readable if c.new_path]),
         }
+        native = [c for c in readable if _language(c.path) == "native"]
+        hunks = gitdiff.hunks_of(repo, base, commit, native) if native else {}
         findings: list[Finding] = []
-        for change in changes:
-            rows = _FileAnalysis(repo, base, commit, change, max_file_bytes, blobs).findings()
+        for change in readable:
+            rows = _FileAnalysis(repo, base, commit, change, max_file_bytes, blobs, hunks.get(change, [])).findings()
             findings.extend(_capped(rows, change.path, max_rows_per_file))
+        findings.extend(_whole_file_notes(whole))
     finally:
         repo.close()
     return StaticDiff(str(repo_path), commit, base, tuple(findings), tuple(change.path for change in changes))
@@ -136,15 +151,52 @@ def _capped(rows: list[Finding], path: str, limit: int) -> list[Finding]:
     return [*rows[:limit], note]
 
 
+def _added_or_removed_whole(change: gitdiff.FileChange) -> bool:
+    """A file the analysis would read that the commit adds or removes whole and that is no tuning file."""
+    language = _language(change.path)
+    if language is None or (change.old_path is not None and change.new_path is not None):
+        return False
+    return not is_tuning_path(change.path, data=language == "tuning")
+
+
+def _whole_file_notes(changes: list[gitdiff.FileChange]) -> list[Finding]:
+    """One note per file added or removed whole, or per directory (as deep as keeps the notes few)."""
+    if len(changes) <= MAX_WHOLE_FILE_NOTES:
+        return [
+            Finding(FindingKind.NOTE, c.path, _whole_name(c), detail="new or dropped code: its entries are not rows")
+            for c in changes
+        ]
+    for depth in (2, 1, 0):
+        groups: dict[tuple[str, str], list[str]] = {}
+        for change in changes:
+            directory = "/".join(change.path.split("/")[:-1][:depth])
+            groups.setdefault((_whole_name(change), f"{directory}/" if directory else ""), []).append(change.path)
+        if len(groups) <= MAX_WHOLE_FILE_NOTES:
+            break
+    return [
+        Finding(
+            FindingKind.NOTE,
+            directory,
+            f"{len(paths)} files {name}",
+            detail=f"new or dropped code: their entries are not rows (first: {', '.join(paths[:3])})",
+        )
+        for (name, directory), paths in groups.items()
+    ]
+
+
+def _whole_name(change: gitdiff.FileChange) -> str:
+    return "added whole" if change.old_path is None else "removed whole"
+
+
 def _language(path: str) -> str | None:
-    """How to read a changed file; None for files that choose no dispatch (tests, CI configuration, others)."""
+    """How to read a changed file; None for files that choose no dispatch (tests, tool and package settings, others)."""
     lowered = path.lower()
     if is_test_path(path):
         return None
     if lowered.endswith(PYTHON_SUFFIXES):
         return "python"
     if lowered.endswith(TUNING_SUFFIXES):
-        return None if is_ci_config(path) else "tuning"
+        return None if is_tooling_config(path) else "tuning"
     if lowered.endswith(NATIVE_SUFFIXES):
         return "native"
     return None
@@ -163,9 +215,11 @@ class _FileAnalysis:
         change: gitdiff.FileChange,
         max_bytes: int,
         blobs: dict[str | None, dict[str, gitdiff.BlobEntry]],
+        hunks: list[gitdiff.Hunk],
     ):
         self.repo, self.parent, self.sha, self.change, self.max_bytes = repo, parent, sha, change, max_bytes
         self.blobs = blobs  # revision -> path -> blob, listed once for all changed files
+        self.hunks = hunks  # of a C / C++ / CUDA file, diffed once for all of them
         self.path = change.path
 
     def findings(self) -> list[Finding]:
@@ -204,8 +258,7 @@ class _FileAnalysis:
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))
-        hunks = gitdiff.file_hunks(self.repo, self.parent, self.sha, self.change)
-        return diff_native(self.path, before, after, hunks)
+        return diff_native(self.path, before, after, self.hunks)
 
     def _parsed(self, old: bytes | None, new: bytes | None, parse: Callable[[bytes], T]) -> tuple[T | None, T | None]:
         results: list[T | None] = []
@@ -240,7 +293,7 @@ def _parse_python(data: bytes) -> PythonScan:
         raise _UnreadableError(str(exc)) from None
 
 
-def _parse_tuning(path: str, data: bytes) -> Node:
+def _parse_tuning(path: str, data: bytes) -> TuningTree:
     try:
         return load_tuning_file(path, _decode(data))
     except TuningFileError as exc:

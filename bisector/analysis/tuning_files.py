@@ -1,4 +1,4 @@
-"""Keyed diffs of JSON, YAML and TOML tuning files (per-device, per-shape kernel configs and the like)."""
+"""Keyed diffs of JSON, YAML, TOML and CSV tuning files (per-device, per-shape kernel configs and the like)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from collections.abc import Callable
 
 import yaml
 
+from bisector.analysis.csv_tables import CsvError, CsvTable, diff_csv, load_csv
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.values import Leaf, Mapping, Node, diff_values, render, sequence
 
-TUNING_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
+TUNING_SUFFIXES = (".json", ".yaml", ".yml", ".toml", ".csv")
+TuningTree = Node | CsvTable
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader when PyYAML has it
 
 
@@ -19,8 +21,13 @@ class TuningFileError(ValueError):
     """The file is not valid JSON / YAML / TOML."""
 
 
-def load_tuning_file(path: str, text: str) -> Node:
-    """The file's tree; raises TuningFileError when it does not parse."""
+def load_tuning_file(path: str, text: str) -> TuningTree:
+    """The file's tree (a CSV file's table); raises TuningFileError when it does not parse."""
+    if path.lower().endswith(".csv"):
+        try:
+            return load_csv(text)
+        except CsvError as exc:
+            raise TuningFileError(_one_line(exc)) from None
     loader = _loader(path)
     try:
         data = loader(text)
@@ -29,7 +36,11 @@ def load_tuning_file(path: str, text: str) -> Node:
     return to_node(data)
 
 
-def diff_tuning_file(path: str, before: Node | None, after: Node | None) -> list[Finding]:
+def diff_tuning_file(path: str, before: TuningTree | None, after: TuningTree | None) -> list[Finding]:
+    if isinstance(before, CsvTable) or isinstance(after, CsvTable):
+        changes = diff_csv(_table(before), _table(after))
+    else:
+        changes = diff_values(before, after)
     return [
         Finding(
             kind=FindingKind.TUNING_FILE,
@@ -39,8 +50,12 @@ def diff_tuning_file(path: str, before: Node | None, after: Node | None) -> list
             before=None if change.before is None else render(change.before),
             after=None if change.after is None else render(change.after),
         )
-        for change in diff_values(before, after)
+        for change in changes
     ]
+
+
+def _table(tree: TuningTree | None) -> CsvTable | None:
+    return tree if isinstance(tree, CsvTable) else None
 
 
 def to_node(data: object) -> Node:

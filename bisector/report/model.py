@@ -18,6 +18,8 @@ from bisector.spec import BisectSpec
 from bisector.terms import new_verdict, old_verdict, term_of
 from db.store import Store
 from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
+from vocab.errors import InputError
+from workers.pool import PREEMPTED
 from workers.step import reproduce_command
 
 if TYPE_CHECKING:
@@ -88,6 +90,12 @@ class BisectReport:
     @cached_property
     def _numbers(self) -> dict[int, int]:
         return {step.id: number for number, step in enumerate(self.steps, start=1)}
+
+    def step(self, number: int) -> StepRecord:
+        """Step `number` as the report numbers it (`bisect rerun ID --step N`)."""
+        if not 1 <= number <= len(self.steps):
+            raise InputError(f"--step {number}: bisect {self.record.id} has steps 1..{len(self.steps)}")
+        return self.steps[number - 1]
 
     def number(self, step: StepRecord) -> int:
         """The step's number within this bisect, 1..N in the order the steps started."""
@@ -274,8 +282,10 @@ class BisectReport:
 
     def work_sentence(self) -> str:
         """What the bisect did, in plain words: search steps apart from side runs, time, the verdict rule."""
-        cancelled = sum(1 for s in self.search_steps if s.verdict is Verdict.CANCELLED)
-        dropped = f" ({cancelled} stopped early, no longer needed)" if cancelled else ""
+        cancelled = [s for s in self.search_steps if s.verdict is Verdict.CANCELLED]
+        preempted = sum(1 for s in cancelled if s.detail.startswith(PREEMPTED))
+        why = "no longer needed" if not preempted else f"{preempted} of them to give another bisect a slot"
+        dropped = f" ({len(cancelled)} stopped early, {why})" if cancelled else ""
         parts = [
             f"{len(self.candidates)} commits in range; {len(self.search_steps)} search step(s) tested them{dropped}"
         ]

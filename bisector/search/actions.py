@@ -10,11 +10,16 @@ from vocab.domain import BisectStatus, StepPurpose
 
 @dataclass(frozen=True)
 class Submit:
-    """Run the commit at `position` once on `worker` (always named: the core places every step)."""
+    """Run the commit at `position` once on `worker` (always named: the core places every step).
+
+    preemptible: a search run (an endpoint check or a probe). An executor shared with other bisects may cancel it
+    to give its slot to one holding none; its result then comes back CANCELLED, which the core takes as not run
+    (the commit is run again later). Confirmation and reference runs are pairs and checks of one worker: never."""
 
     position: int
     purpose: StepPurpose
     worker: str
+    preemptible: bool = False
 
 
 @dataclass(frozen=True)

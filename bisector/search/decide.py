@@ -301,7 +301,7 @@ class SearchCore:
                 0
             ]
             usable.remove(worker)
-            out.append(Submit(position, StepPurpose.SEARCH, worker))
+            out.append(Submit(position, StepPurpose.SEARCH, worker, preemptible=True))
         return out
 
     def cancel_irrelevant(self) -> list[Action]:

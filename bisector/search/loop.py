@@ -115,7 +115,9 @@ class SearchLoop:
             sha = ledger.candidates[submit.position].sha
             attempt = ledger.attempts(submit.position) + 1 + earlier
             avoid = ledger.failed_workers(submit.position)
-            planned.append(PlannedStep(sha, submit.purpose, submit.worker, attempt, avoid=avoid))
+            planned.append(
+                PlannedStep(sha, submit.purpose, submit.worker, attempt, avoid=avoid, preemptible=submit.preemptible)
+            )
         for submit, sent in zip(submits, self.pipeline.send(planned), strict=True):
             step = sent.step
             self.core.started(step, submit)

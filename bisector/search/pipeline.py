@@ -29,6 +29,7 @@ class PlannedStep:
     env: dict[str, str] = field(default_factory=dict)  # added to the spec's env
     label: str | None = None  # side runs: named in the log file (None: the log is named by the commit)
     avoid: frozenset[str] = frozenset()  # workers that failed this commit
+    preemptible: bool = False  # a search run: a shared pool may cancel it (it comes back CANCELLED)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class StepPipeline:
         request = self.spec.step_request(
             bisect_id=self.bisect_id, step_id=step_id, sha=plan.sha, attempt=plan.attempt, repo=self.repo,
             metric=self.metric, log_path=str(self.log_dir / name), env=plan.env, avoid_workers=plan.avoid,
-            pin_worker=plan.worker,
+            pin_worker=plan.worker, preemptible=plan.preemptible,
         )  # fmt: skip
         assignment = self.executor.submit(request)  # where it ran (node, GPUs) comes back with the result
         step = StepRecord(

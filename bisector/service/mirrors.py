@@ -4,13 +4,19 @@ A mirror is a git repository with a work tree that is never checked out (GitRepo
 their own worktrees from it). Its branches and tags follow the source's (`+refs/heads/*:refs/heads/*`), so a
 bisect names `main` as the source does. One lock per mirror: concurrent submissions fetch one at a time, and a
 fetch that began after a submission arrived serves it too (twenty submissions at once need one or two fetches).
+A mirror is made whole or not at all: cloned in a directory beside it and renamed into place once fetched, so a
+failed or killed clone leaves no half-made mirror (a partial directory left by a killed server is removed at the
+next clone) and the next submission clones again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -50,13 +56,32 @@ class Mirrors:
             if self._fetch_started.get(allowed, -1.0) >= asked:
                 return path  # a fetch that started after this call arrived has just finished
             started = time.monotonic()
-            if not (path / ".git").is_dir():
-                path.mkdir(parents=True, exist_ok=True)
-                _git(path, "init", "-q")
-                _git(path, "remote", "add", "origin", allowed)
-            _git(path, "fetch", "-q", "--prune", "--update-head-ok", "origin", *REFSPECS)
+            if path.is_dir():
+                _fetch(path)
+            else:
+                _clone(allowed, path)
             self._fetch_started[allowed] = started
         return path
+
+
+def _fetch(path: Path) -> None:
+    _git(path, "fetch", "-q", "--prune", "--update-head-ok", "origin", *REFSPECS)
+
+
+def _clone(source: str, path: Path) -> None:
+    """Make the mirror of source at path whole, or leave nothing there."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.partial-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+    try:
+        _git(partial, "init", "-q")
+        _git(partial, "remote", "add", "origin", source)
+        _fetch(partial)
+        os.rename(partial, path)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
 
 
 def _git(cwd: Path, *args: str) -> None:

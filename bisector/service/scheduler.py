@@ -65,7 +65,11 @@ class JobScheduler:
         self._loop = threading.Thread(target=self._run_loop, name="job-scheduler", daemon=True)
 
     def start(self) -> None:
-        """Resume the running jobs and start queued ones (this and every later round)."""
+        """Queue the bisects a previous server stored but died before queueing, then resume the running jobs and
+        start queued ones (this and every later round)."""
+        if stranded := self.queue.queue_stranded():
+            listed = ", ".join(str(i) for i in stranded)
+            print(f"bisect serve: queued bisect(s) {listed}, stored by a server that stopped first", file=sys.stderr)
         self._loop.start()
 
     def wake(self) -> None:

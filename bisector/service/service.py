@@ -11,7 +11,7 @@ from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
 from bisector.service.submission import build_submission, check_request
-from db.jobs import JobRecord
+from db.jobs import SOURCE_KEY, JobRecord
 from db.store import Store
 
 
@@ -38,10 +38,10 @@ class BisectService:
         with self._submitting:
             mirror = self.mirrors.sync(source)
             submission = build_submission(self.config, mirror, source, request)
-            bisect_id = prepare_bisect(self.store, submission.spec)
-            self.store.update_extra(
-                bisect_id, source=source, recipe=request.get("recipe"), priority=submission.priority
-            )
+            # Its source is stored with the bisect: a server that dies before queueing it queues it at its next
+            # start (JobQueue.queue_stranded).
+            served = {SOURCE_KEY: source, "recipe": request.get("recipe"), "priority": submission.priority}
+            bisect_id = prepare_bisect(self.store, submission.spec, extra=served)
             self.scheduler.add(bisect_id, submission.priority, source)
         return Submitted(bisect_id, "queued")
 

@@ -283,3 +283,106 @@ def test_a_variable_named_by_a_module_constant_and_launch_keywords_passed_as_a_d
 
     assert rows(found, FindingKind.ENV_GATE) == {"LIB_GPU": (None, "os.environ.get(GPU_ENV) (in name)")}
     assert rows(found, FindingKind.LAUNCH_PARAM) == {"_k[...] **": (None, "TUNED")}
+
+
+GATED = """\
+import torch
+from lib.utils import arch_info, launch
+
+tuned_decode = arch_info.get_arch() == "gfx950"
+DEFAULT_WARPS = 4
+
+
+def decode(q, out):
+    warps = 1 if tuned_decode else DEFAULT_WARPS
+    low_precision = q.dtype == torch.float8_e4m3fn
+    if low_precision:
+        return launch(q, out, warps, "fp8")
+    return launch(q, out, warps, "bf16")
+"""
+
+
+def test_a_condition_kept_in_a_name_is_a_gate_where_it_is_made_and_where_it_is_read(history: History) -> None:
+    history.commit("decode", {"ops/decode.py": GATED})
+    last = '    return launch(q, out, warps, "bf16")'
+    after = (
+        GATED.replace('get_arch() == "gfx950"', 'get_arch() in ("gfx950", "gfx942")')
+        .replace("q.dtype == torch.float8_e4m3fn", "q.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)")
+        .replace(last, "    if tuned_decode and not low_precision:\n        warps = 2\n" + last)
+    )
+    sha = history.commit("tune decode on gfx942 too", {"ops/decode.py": after})
+
+    found = static_diff(history.path, sha).findings
+
+    assert rows(found, FindingKind.BRANCH_CONDITION) == {
+        "<module> arch condition": (
+            "tuned_decode = arch_info.get_arch() == 'gfx950'",
+            "tuned_decode = arch_info.get_arch() in ('gfx950', 'gfx942')",
+        ),
+        "decode dtype condition": (
+            "low_precision = q.dtype == torch.float8_e4m3fn",
+            "low_precision = q.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)",
+        ),
+        "decode arch condition": (None, "tuned_decode and (not low_precision)"),
+    }
+    read = next(f for f in found if f.label == "decode arch condition")
+    assert read.detail == (
+        "where tuned_decode = arch_info.get_arch() in ('gfx950', 'gfx942'); "
+        "low_precision = q.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)"
+    )
+
+
+def test_where_the_arch_comes_from_is_an_arch_condition_a_device_name_is_not(history: History) -> None:
+    source = """\
+import torch
+
+
+def dequantize(w):
+    major, minor = torch.cuda.get_device_capability()
+    device_arch = f"{major * 10 + minor}"
+    return get_module(device_arch).dequantize(w)
+
+
+def cache_key(bench):
+    gpu = get_device_name(bench.device)
+    return (gpu, bench.name)
+"""
+    history.commit("fp4", {"ops/fp4.py": source})
+    after = source.replace("torch.cuda.get_device_capability()", "get_compute_capability(w.device)")
+    sha = history.commit("the weight's device", {"ops/fp4.py": after.replace("get_device_name(", "gpu_name(")})
+
+    found = static_diff(history.path, sha).findings
+
+    assert rows(found, FindingKind.BRANCH_CONDITION) == {
+        "dequantize arch condition": (
+            "major, minor = torch.cuda.get_device_capability()",
+            "major, minor = get_compute_capability(w.device)",
+        )
+    }
+
+
+def test_loop_and_filter_conditions_of_a_config_pruner_are_branch_conditions(history: History) -> None:
+    source = """\
+def prune(configs, M, smem):
+    kept = [c for c in configs if c.kwargs["BLOCK_M"] <= M]
+    for config in kept:
+        num_stages = config.num_stages
+        while num_stages > 0 and config.kwargs["BLOCK_K"] * num_stages > smem:
+            num_stages -= 1
+    return kept
+"""
+    history.commit("pruner", {"ops/prune.py": source})
+    after = source.replace('c.kwargs["BLOCK_M"] <= M]', 'c.kwargs["BLOCK_M"] <= 2 * M]').replace(
+        "num_stages > 0 and", "num_stages > 1 and"
+    )
+    sha = history.commit("keep bigger tiles, at least two stages", {"ops/prune.py": after})
+
+    found = static_diff(history.path, sha).findings
+
+    assert {(f.before, f.after) for f in found if f.kind is FindingKind.BRANCH_CONDITION} == {
+        ("c.kwargs['BLOCK_M'] <= M", "c.kwargs['BLOCK_M'] <= 2 * M"),
+        (
+            "num_stages > 0 and config.kwargs['BLOCK_K'] * num_stages > smem",
+            "num_stages > 1 and config.kwargs['BLOCK_K'] * num_stages > smem",
+        ),
+    }

@@ -299,13 +299,104 @@ def test_a_culprit_with_no_table_change_says_so(history: History) -> None:
     assert not diff.changes_dispatch
 
 
-def test_added_and_deleted_files_and_the_root_commit(history: History) -> None:
-    root = history.commit("root", {"k.py": "T = {1: 2}\n"})
-    sha = history.commit("swap", {"k.py": None, "n.py": "LIMIT = 4\n"})
+def test_a_file_added_or_removed_whole_is_a_note_unless_its_path_says_tuning(history: History) -> None:
+    root = history.commit("root", {"k.py": "T = {1: 2}\n", "csrc/old.cu": "const int kTile = 16;\n"})
+    sha = history.commit(
+        "swap",
+        {
+            "k.py": None,
+            "csrc/old.cu": None,
+            "n.py": "LIMIT = 4\n",
+            "ops/configs/gfx950-GEMM-N=1024.json": '{"BLOCK_M": 64, "num_warps": 4}\n',
+            "cub/tuning/tuning_scan.cuh": "constexpr int items_per_thread = 15;\n",
+            "ops/autotune_configs.py": "CONFIGS = [dict(BLOCK=64)]\n",
+        },
+    )
 
-    assert rows(static_diff(history.path, root)) == {"T[1]": "(absent) -> 2"}
-    assert static_diff(history.path, root).parent is None
-    assert rows(static_diff(history.path, sha)) == {"T[1]": "2 -> (absent)", "LIMIT": "(absent) -> 4"}
+    first = static_diff(history.path, root)
+    assert first.parent is None
+    assert rows(first) == {}
+    assert {(n.file, n.name) for n in first.notes} == {("k.py", "added whole"), ("csrc/old.cu", "added whole")}
+    diff = static_diff(history.path, sha)
+    assert rows(diff) == {
+        '["BLOCK_M"]': "(absent) -> 64",
+        '["num_warps"]': "(absent) -> 4",
+        "items_per_thread": "(absent) -> 15",
+        "CONFIGS[0]": "(absent) -> {'BLOCK': 64}",
+    }
+    assert {(n.file, n.name) for n in diff.notes} == {
+        ("k.py", "removed whole"),
+        ("csrc/old.cu", "removed whole"),
+        ("n.py", "added whole"),
+    }
+    assert len(diff.files) == 6
+
+
+TUNED_CSV = """\
+gfx,cu_num,M,N,K,splitK,us,kernelName
+gfx950,256,1,64,7168,8,4.63,gemm_t16x64
+gfx950,256,2,64,7168,8,4.96,gemm_t16x64
+gfx950,256,4,64,7168,4,5.10,gemm_t32x64
+"""
+
+
+def test_a_csv_tuning_table_is_keyed_by_its_leading_columns(history: History) -> None:
+    history.commit("tuned", {"ops/configs/tuned_gemm.csv": TUNED_CSV, "bench/results.csv": "a,b\n1,2\n"})
+    after = (
+        TUNED_CSV.replace("4.96,gemm_t16x64", "4.20,gemm_t16x128")
+        .replace("gfx950,256,4,64,7168,4,5.10,gemm_t32x64\n", "")
+        .replace("gfx950,256,1,64", "gfx942,304,1,64,7168,4,6.0,gemm_t16x64\ngfx950,256,1,64")
+    )
+    sha = history.commit(
+        "retune",
+        {
+            "ops/configs/tuned_gemm.csv": after,
+            "bench/results.csv": None,
+            "ops/configs/tuned_fmoe.csv": "token,model_dim,block_m\n1,7168,32\n",
+        },
+    )
+
+    diff = static_diff(history.path, sha)
+
+    assert rows(diff) == {
+        "[gfx=gfx950, cu_num=256, M=2][us]": "4.96 -> 4.20",
+        "[gfx=gfx950, cu_num=256, M=2][kernelName]": "gemm_t16x64 -> gemm_t16x128",
+        "[gfx=gfx950, cu_num=256, M=4]": "{N: 64, K: 7168, splitK: 4, us: 5.10, kernelName: gemm_t32x64} -> (absent)",
+        "[gfx=gfx942, cu_num=304, M=1]": "(absent) -> {N: 64, K: 7168, splitK: 4, us: 6.0, kernelName: gemm_t16x64}",
+        "[token=1]": "(absent) -> {model_dim: 7168, block_m: 32}",
+    }
+    assert {(n.file, n.name) for n in diff.notes} == {("bench/results.csv", "removed whole")}
+
+
+def test_tool_and_package_settings_are_no_tuning_files(history: History) -> None:
+    settings = {
+        "pyproject.toml": '[project]\ndependencies = ["triton==3.4"]\n',
+        ".github/workflows/ci.yml": "jobs:\n  test:\n    runs-on: ubuntu-22.04\n",
+        "environment.yml": "dependencies:\n  - cuda=12.4\n",
+        "ops/configs/gemm.yaml": "BLOCK_M: 64\n",
+    }
+    history.commit("settings", settings)
+    sha = history.commit("bump", {path: text.replace("3.4", "3.5").replace("22.04", "24.04").replace("12.4", "12.8")
+                                  .replace("64", "128") for path, text in settings.items()})  # fmt: skip
+
+    diff = static_diff(history.path, sha)
+
+    assert {(f.file, f.label, f.change_text) for f in diff.table_findings} == {
+        ("ops/configs/gemm.yaml", '["BLOCK_M"]', "64 -> 128")
+    }
+
+
+def test_many_files_removed_whole_give_one_note_per_directory(history: History) -> None:
+    vendored = {f"third_party/libfoo/src/f{i}.cpp": f"const int k{i} = {i};\n" for i in range(30)}
+    vendored |= {f"third_party/libfoo/utils/u{i}.py": f"LIMIT_{i} = {i}\n" for i in range(5)}
+    history.commit("vendor", {**vendored, "kernels/gemm.py": "TILE = 16\n"})
+    sha = history.commit("drop the vendored library", {**dict.fromkeys(vendored), "kernels/gemm.py": "TILE = 32\n"})
+
+    diff = static_diff(history.path, sha)
+
+    assert rows(diff) == {"TILE": "16 -> 32"}
+    assert {(n.file, n.name) for n in diff.notes} == {("third_party/libfoo/", "35 files removed whole")}
+    assert diff.changed_file_count == 36
 
 
 NATIVE = """\
@@ -354,6 +445,97 @@ def test_native_constant_arrays_defines_and_batch_size_thresholds(history: Histo
         ("native_threshold", 10, "condition on the batch size", "if (m <= 4) { -> if (m <= 1) {"),
         ("native_threshold", 15, "case of switch (m)", "case 8: return 1; -> case 2: return 1;"),
     ]
+
+
+def test_native_conditions_of_several_files_and_of_a_quoted_path(history: History) -> None:
+    files = {"csrc/gemm.cu": NATIVE, "csrc/sub dir/attn.cuh": NATIVE, "csrc/naïve.cu": NATIVE}
+    history.commit("cuda", files)
+    sha = history.commit("retune", {path: text.replace("m <= 4", "m <= 1") for path, text in files.items()})
+
+    conditions = [f for f in static_diff(history.path, sha).findings if f.name == "condition on the batch size"]
+
+    assert sorted((f.file, f.line, f.change_text) for f in conditions) == [
+        (path, 10, "if (m <= 4) { -> if (m <= 1) {") for path in sorted(files)
+    ]
+
+
+ARCH_DTYPE = """\
+    template <typename T>
+    int pick(int cc) {
+    #if __CUDA_ARCH__ >= 900
+      return 1;
+    #endif
+      if constexpr (std::is_same_v<T, half>) {
+        return 2;
+      }
+      if (cc >= 80) {
+        return 3;
+      }
+      return 0;
+    }
+"""
+
+
+def test_native_conditions_on_the_arch_and_the_dtype(history: History) -> None:
+    history.commit("pick", {"csrc/pick.cuh": ARCH_DTYPE})
+    after = ARCH_DTYPE.replace(">= 900", ">= 1000").replace("T, half>", "T, __nv_bfloat16>").replace(">= 80", ">= 89")
+    sha = history.commit("retarget", {"csrc/pick.cuh": after})
+
+    assert [(f.line, f.label, f.change_text) for f in static_diff(history.path, sha).table_findings] == [
+        (3, "condition on the arch", "#if __CUDA_ARCH__ >= 900 -> #if __CUDA_ARCH__ >= 1000"),
+        (
+            6,
+            "condition on the dtype",
+            "if constexpr (std::is_same_v<T, half>) { -> if constexpr (std::is_same_v<T, __nv_bfloat16>) {",
+        ),
+        (9, "condition on the arch", "if (cc >= 80) { -> if (cc >= 89) {"),
+    ]
+
+
+POLICY = """\
+    #include <cub/util_math.cuh>
+
+    constexpr int nominal_4b_items_to_items(int items, int size) { return items * 4 / size; }
+
+    struct policy_selector {
+      int key_size;
+      constexpr auto operator()(int cc) const -> policy {
+        const int ipt_800 = nominal_4b_items_to_items(15, key_size);
+        if (cc >= 800) {
+          return policy{256, ipt_800};
+        }
+        const int ipt_600 = nominal_4b_items_to_items(13, key_size);
+        return policy{512, ipt_600};
+      }
+    };
+"""
+
+
+def test_native_renamed_helper_and_derived_locals_are_no_rows_a_changed_literal_is(history: History) -> None:
+    history.commit("policy", {"cub/dispatch/policy_merge.cuh": POLICY})
+    after = (
+        POLICY.replace(
+            "constexpr int nominal_4b_items_to_items(int items, int size) { return items * 4 / size; }\n", ""
+        )
+        .replace("nominal_4b_items_to_items(15", "nominal_4B_items_to_items(15")
+        .replace("nominal_4b_items_to_items(13", "nominal_4B_items_to_items(17")
+        .replace("    if (cc >= 800) {", "    constexpr int alignment = alignof(T) * vec_size;\n    if (cc >= 800) {")
+        .replace("  int key_size;", "  int key_size;\n  static constexpr int min_items = 2;")
+    )
+    sha = history.commit("Drop the obsolete helper; retune sm60", {"cub/dispatch/policy_merge.cuh": after})
+
+    assert rows(static_diff(history.path, sha)) == {
+        "ipt_600": "nominal_4b_items_to_items(13, key_size) -> nominal_4B_items_to_items(17, key_size)",
+        "min_items": "(absent) -> 2",
+    }
+    # another helper (a new name, not the old one spelled differently) is a change
+    other = history.commit(
+        "swap the helper",
+        {"cub/dispatch/policy_merge.cuh": after.replace("nominal_4B_items_to_items(15", "items_v2(15")},
+    )
+    assert rows(static_diff(history.path, other)) == {
+        "ipt_800": "nominal_4B_items_to_items(15, key_size) -> items_v2(15, key_size)"
+    }
 
 
 def test_unknown_revision_is_a_repo_error(history: History) -> None:

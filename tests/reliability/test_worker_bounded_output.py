@@ -11,6 +11,7 @@ from worker_steps import run_one, step_request
 from bisector.synthetic import culprit_history
 from vocab.domain import Verdict
 from workers.local import LocalExecutor
+from workers.output import LOG_END_BYTES, StepLog
 
 MB = 1_000_000
 PRINTERS = {
@@ -64,3 +65,24 @@ def test_the_detail_is_cut_on_a_character_boundary(tmp_path: Path):
     assert "\ufffd" not in result.detail  # no character cut in half
     assert "€€€" in result.detail
     assert result.detail.endswith("Fehler: Prüfung fehlgeschlagen")
+
+
+def test_a_log_a_second_writer_appends_to_keeps_each_ones_end_and_stays_bounded(tmp_path: Path):
+    """The build's part of a step's log, finished, then the test's part appended by another process (a Ray image's
+    runner): each part's end is kept, a finish says each cut once, and the file stays within one end more."""
+    cap = 4 * LOG_END_BYTES
+    path = tmp_path / "step.log"
+    with path.open("ab", buffering=0) as file:
+        build = StepLog(file, cap)
+        build.write(b"b" * (2 * cap) + b"build's end\n")
+        build.finish()
+        build.finish()  # a second finish adds nothing
+    with path.open("ab", buffering=0) as file:
+        test = StepLog(file, cap)
+        test.write(b"t" * (2 * cap) + b"test's end\n")
+        test.finish()
+    text = path.read_bytes()
+    assert text.count(b"[gpu-bisect: log truncated") == 2
+    assert text.index(b"build's end") < text.index(b"test's end")
+    assert text.endswith(b"test's end\n")
+    assert len(text) <= cap + LOG_END_BYTES + 512

@@ -103,3 +103,30 @@ def test_search_steps_go_first_to_the_worker_the_executor_prefers():
     assert first[0].worker == "w0"
     assert preferred[0].worker == "w2"
     assert asked[0] == (f"{first[0].position:040x}", ["w0", "w1", "w2"])
+
+
+@pytest.mark.parametrize("victim", ["probe", "endpoint"])
+def test_search_runs_are_preemptible_and_a_preempted_one_counts_as_not_run(victim: str):
+    from dataclasses import replace
+
+    from bisector.search.actions import Submit
+    from bisector.search.decide import SearchCore
+    from vocab.domain import StepResult
+
+    core = SearchCore(1, _ledger(), SearchRecords(), verify=VerifyEndpoints.FIRST)
+    workers = ["w0", "w1", "w2", "w3"]
+    submits = [a for a in core.decide(workers, workers) if isinstance(a, Submit)]
+    assert {0, 5} <= {s.position for s in submits}  # both endpoint checks and probes between them
+    assert all(s.preemptible for s in submits)
+    for step_id, submit in enumerate(submits, start=1):
+        step = replace(_step(step_id, submit.position, Verdict.GOOD), verdict=None, finished=None, worker=submit.worker)
+        core.started(step, submit)
+    target = next(s for s in submits if (s.position in (0, 5)) == (victim == "endpoint"))
+    preempted = submits.index(target) + 1
+    detail = "preempted: its slot went to bisect 2, which held none (not a verdict; it may run again)"
+    core.took(StepResult(preempted, f"{target.position:040x}", Verdict.CANCELLED, detail=detail), NOW)
+    assert core.ledger.verdict(target.position) is None
+    assert not core.ledger.needs_retry(target.position)  # not a failure of the commit
+    assert core.harness_failures == []  # nor of the harness
+    again = [a for a in core.decide([target.worker], workers) if isinstance(a, Submit)]
+    assert [(s.position, s.preemptible) for s in again] == [(target.position, True)]  # run again

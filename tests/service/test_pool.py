@@ -12,11 +12,11 @@ import pytest
 from bisector.spec import BisectSpec, CommitTest
 from bisector.stopping import StopRequested
 from bisector.synthetic import culprit_history
-from vocab.domain import Verdict
+from vocab.domain import StepResult, Verdict
 from vocab.errors import ExecutorError
 from workers.executor import StepRequest
 from workers.inprocess import InProcessExecutor
-from workers.pool import SlotPool
+from workers.pool import PREEMPTED, PoolView, SlotPool
 
 
 @pytest.fixture
@@ -31,12 +31,22 @@ def pool(repo: Path) -> Iterator[SlotPool]:
     opened.close()
 
 
-def request(repo: Path, tmp_path: Path, step_id: int, worker: str, run: str = "exit 0") -> StepRequest:
+def request(
+    repo: Path, tmp_path: Path, step_id: int, worker: str, run: str = "exit 0", *, preemptible: bool = False
+) -> StepRequest:
     spec = BisectSpec(repo=str(repo), good="HEAD~5", bad="HEAD", test=CommitTest(run=run))
     return spec.step_request(
         bisect_id=1, step_id=step_id, sha="HEAD", attempt=1, repo=str(repo), metric=spec.metric_spec(),
-        log_path=str(tmp_path / f"step-{step_id}.log"), pin_worker=worker,
+        log_path=str(tmp_path / f"step-{step_id}.log"), pin_worker=worker, preemptible=preemptible,
     )  # fmt: skip
+
+
+def results_of(view: PoolView, count: int) -> list[StepResult]:
+    """The view's next count results (each step reports once; a step of `sleep 60` ends only when cancelled)."""
+    results: list[StepResult] = []
+    while len(results) < count:
+        results += view.poll(0.2)
+    return results
 
 
 def test_shares_give_every_view_one_slot_and_the_rest_by_priority(pool: SlotPool) -> None:
@@ -146,3 +156,40 @@ def test_interrupt_ends_the_wait_of_a_cancelled_bisect(pool: SlotPool, repo: Pat
     pool.interrupt(2)
     waiting.join()
     assert answers == [[]]
+
+
+def test_a_view_holding_nothing_preempts_the_newest_speculative_step_of_the_view_most_over_its_share(
+    pool: SlotPool, repo: Path, tmp_path: Path
+) -> None:
+    first = pool.view(1)
+    workers = first.free_workers()  # alone: it borrows all four
+    first.submit(request(repo, tmp_path, 1, workers[0], run="sleep 60", preemptible=True))
+    first.submit(request(repo, tmp_path, 2, workers[1], run="sleep 60"))  # an endpoint check, say
+    first.submit(request(repo, tmp_path, 3, workers[2], run="sleep 60", preemptible=True))
+    first.poll(0.0)  # as its coordinator does after a round: the worker it left unused is no longer reserved
+    second = pool.view(2)
+    second.submit(request(repo, tmp_path, 4, second.free_workers()[0], run="sleep 60", preemptible=True))
+    assert pool.busy() == 4
+    third = pool.view(3)
+    assert pool.shares() == {1: 2, 2: 1, 3: 1}
+    # Step 4 is the newest, but it is the second view's only slot; step 3 is the first view's newest speculative one.
+    got = third.free_workers()  # returns once the preempted step's slot is free (the others run for a minute)
+    assert got == [workers[2]]
+    [cancelled] = results_of(first, 1)
+    assert cancelled.step_id == 3
+    assert cancelled.verdict is Verdict.CANCELLED
+    assert cancelled.detail.startswith(f"{PREEMPTED}: its slot went to bisect 3")
+    assert pool.busy() == 3
+
+
+def test_steps_not_marked_preemptible_are_never_preempted(pool: SlotPool, repo: Path, tmp_path: Path) -> None:
+    first = pool.view(1)
+    first_workers = first.free_workers()
+    for step_id, worker in enumerate(first_workers, start=1):
+        first.submit(request(repo, tmp_path, step_id, worker, run="sleep 60", preemptible=step_id == 1))
+    first.poll(0.0)
+    second = pool.view(2)
+    assert second.free_workers() == [first_workers[0]]  # the one preemptible step, the oldest, gave its slot
+    [cancelled] = results_of(first, 1)
+    assert (cancelled.step_id, cancelled.verdict) == (1, Verdict.CANCELLED)  # not 4, the newest
+    assert pool.busy() == 3  # the others run on

@@ -35,15 +35,17 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
 
 
 @pytest.fixture(scope="module")
-def service(history: SyntheticHistory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+def service(
+    history: SyntheticHistory, tmp_path_factory: pytest.TempPathFactory, module_store_url: str
+) -> Iterator[ServiceProcess]:
     home = tmp_path_factory.mktemp("home")
     config = home / "serve.toml"
     config.write_text(CONFIG.replace("explain = false\n", ""))
     env = {"BISECT_DATA_DIR": str(home / "data"), "BISECT_CACHE_DIR": str(home / "cache"), "BISECT_GPUS": "",
            "BISECT_GPU_LOCK_DIR": str(home / "locks")}  # fmt: skip
-    args = ["--db", str(home / "bisect.db"), "--allow-repo", str(history.path), "--config", str(config), "--slots", "2"]
+    args = ["--db", module_store_url, "--allow-repo", str(history.path), "--config", str(config), "--slots", "2"]
     with running_service(*args, **env) as served:
-        served.db = str(home / "bisect.db")  # type: ignore[attr-defined]
+        served.db = module_store_url  # type: ignore[attr-defined]
         served.home_env = env  # type: ignore[attr-defined]
         yield served
 

@@ -9,27 +9,30 @@ from pathlib import Path
 import pytest
 from service_process import DONE_TIMEOUT_S, ServiceProcess, service_env
 
+from bisector.coordinator import prepare_bisect
+from bisector.spec import BisectSpec
 from bisector.synthetic import culprit_history
 from db.jobs import JobQueue, JobState
 from db.store import Store
-from vocab.domain import StepPurpose, StepRecord
+from vocab.domain import BisectStatus, StepPurpose, StepRecord
+from vocab.errors import UnknownBisectError
 
 pytestmark = pytest.mark.xdist_group("service")
 
 
-def finished_steps(db: Path, bisect_id: int) -> list[StepRecord]:
-    with Store.open(str(db), read_only=True) as store:
+def finished_steps(db: str, bisect_id: int) -> list[StepRecord]:
+    with Store.open(db, read_only=True) as store:
         return [s for s in store.steps(bisect_id) if s.verdict is not None]
 
 
-def test_a_killed_server_resumes_its_job_without_repeating_finished_steps(tmp_path: Path) -> None:
+def test_a_killed_server_resumes_its_job_without_repeating_finished_steps(tmp_path: Path, store_url: str) -> None:
     history = culprit_history(tmp_path / "repo", 40, 29, sleep_s=0.6)
-    db = tmp_path / "bisect.db"
+    db = store_url
     config = tmp_path / "serve.toml"
     config.write_text('[recipes.synthetic]\nrun = "bash test.sh"\n')
     home = {"BISECT_DATA_DIR": str(tmp_path / "data"), "BISECT_CACHE_DIR": str(tmp_path / "cache"), "BISECT_GPUS": "",
             "BISECT_GPU_LOCK_DIR": str(tmp_path / "locks")}  # fmt: skip
-    args = ["--db", str(db), "--allow-repo", str(history.path), "--config", str(config), "--slots", "1"]
+    args = ["--db", db, "--allow-repo", str(history.path), "--config", str(config), "--slots", "1"]
     body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "synthetic", "explain": False}
     first = ServiceProcess(args, service_env(**home))
     first.start()
@@ -44,7 +47,7 @@ def test_a_killed_server_resumes_its_job_without_repeating_finished_steps(tmp_pa
     finally:
         first.stop()
     before = finished_steps(db, bisect_id)
-    with Store.open(str(db), read_only=True) as store:
+    with Store.open(db, read_only=True) as store:
         jobs = JobQueue(store)
         assert jobs.get(bisect_id).state is JobState.RUNNING
         assert jobs.get(queued_id).state is JobState.QUEUED
@@ -67,3 +70,45 @@ def test_a_killed_server_resumes_its_job_without_repeating_finished_steps(tmp_pa
     tested_again = [s.sha for s in after[len(before) :] if s.sha in tested_before]
     assert tested_again == []
     assert len(after) > len(before)  # the second server went on where the first stopped
+
+
+def test_a_bisect_stored_by_a_server_that_died_before_queueing_it_is_queued_at_the_next_start(
+    tmp_path: Path, store_url: str
+) -> None:
+    history = culprit_history(tmp_path / "repo", 16, 11, sleep_s=0.05)
+    db = store_url
+    config = tmp_path / "serve.toml"
+    config.write_text('[recipes.synthetic]\nrun = "bash test.sh"\n')
+    home = {"BISECT_DATA_DIR": str(tmp_path / "data"), "BISECT_CACHE_DIR": str(tmp_path / "cache"), "BISECT_GPUS": "",
+            "BISECT_GPU_LOCK_DIR": str(tmp_path / "locks")}  # fmt: skip
+    args = ["--db", db, "--allow-repo", str(history.path), "--config", str(config), "--slots", "1"]
+    body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "synthetic", "explain": False}
+    first = ServiceProcess(args, service_env(**home))
+    first.start()
+    try:
+        served_id = first.post(body).json()["id"]
+        first.wait_done(served_id)
+    finally:
+        first.stop()
+    # What a server killed between storing a request's bisect and queueing its job leaves: the bisect (on the
+    # server's mirror, with its source stored in the same transaction) and no job. Beside it, a local `bisect run`
+    # left running (no source): not the server's to run.
+    with Store.open(db) as store:
+        spec = BisectSpec.from_json(store.get_bisect(served_id).spec)
+        served = {"source": str(history.path), "recipe": "synthetic", "priority": 0}
+        stranded = prepare_bisect(store, spec, extra=served)
+        local = prepare_bisect(store, spec)
+
+    second = ServiceProcess(args, service_env(**home))
+    second.start()
+    try:
+        report = second.wait_done(stranded)
+    finally:
+        second.stop()
+
+    assert (report["status"], report["first_bad"]["sha"]) == ("found", history.shas[history.first_bad])
+    with Store.open(db, read_only=True) as store:
+        assert JobQueue(store).get(stranded).source == str(history.path)
+        with pytest.raises(UnknownBisectError):
+            JobQueue(store).get(local)
+        assert store.get_bisect(local).status is BisectStatus.RUNNING

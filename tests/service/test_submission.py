@@ -13,7 +13,7 @@ from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
 from bisector.service.submission import CommandNotAllowedError, build_submission, check_request
 from bisector.synthetic import culprit_history
-from vocab.errors import InputError
+from vocab.errors import InputError, RepoError
 from vocab.gitrepo import GitRepo
 
 REPO_TOML = """
@@ -63,6 +63,22 @@ def test_only_allowed_repositories_are_mirrored(tmp_path: Path, source: Path) ->
     with pytest.raises(InputError, match="not served here"):
         mirrors.sync(str(tmp_path))
     assert not (tmp_path / "mirrors").exists()
+
+
+def test_a_failed_clone_leaves_no_half_made_mirror_and_the_next_sync_clones_cleanly(
+    tmp_path: Path, source: Path
+) -> None:
+    later = tmp_path / "later"  # allowed, but not there yet
+    mirrors = Mirrors(tmp_path / "mirrors", (str(later),))
+    with pytest.raises(RepoError, match="git fetch"):
+        mirrors.sync(str(later))
+    assert list((tmp_path / "mirrors").iterdir()) == []
+    killed = tmp_path / "mirrors" / f".{mirrors.path(str(later)).name}.partial-left-by-a-killed-server"
+    killed.mkdir()
+    subprocess.run(["git", "clone", "-q", str(source), str(later)], check=True)
+    path = mirrors.sync(str(later))
+    assert list((tmp_path / "mirrors").iterdir()) == [path]
+    assert GitRepo(path).resolve("main") == GitRepo(source).resolve("main")
 
 
 def request(source: Path, **extra: object) -> dict[str, Any]:

@@ -1,0 +1,170 @@
+"""What a dispatch condition is about (env var, arch, dtype, shape), and the names that hold a condition.
+
+A condition stored in a name is a gate: after `tuned = get_arch() == "gfx950"` (module level or in a function),
+`if tuned:` and `... if tuned else ...` are arch conditions, and the assignment itself is a condition of the
+module or function that makes it, so a changed definition is a changed condition. The arch kept in names
+(`major, minor = get_device_capability()`) is a gate too: where the arch comes from is part of the decision. Arch,
+dtype and shape only: an env read kept in a name is an env gate of env_gates.py, which shows the read and its form.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+MAX_TEXT = 160
+_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("env", re.compile(r"\benviron\b|\bgetenv\b|\benvs?\.[A-Z_]|\benv_flag|_env\(|\bENV_", re.I)),
+    (
+        "arch",
+        re.compile(
+            r"is_hip|is_cuda|is_rocm|is_xpu|is_cpu\b|torch\.version\.(hip|cuda)|capabilit|device_name|"
+            r"\barch\b|_arch\b|\w*sm_?\d{2,3}\w*|is_hopper|is_blackwell|is_ampere|gfx\d|current_platform|"
+            r"is_navi|is_mi\d|cuda_version|version\.cuda|bare_metal_version|triton\.__version__|has_triton|"
+            r"infer_device|device\.type|\bxpu\b|\bnpu\b|\bmajor\b|\bminor\b",
+            re.I,
+        ),
+    ),
+    (
+        "dtype",  # torch's dtype names are lower case: Float8Config is a class, not a dtype
+        re.compile(
+            r"dtype|element_size|itemsize|float8_|fp8|fp16|bf16|bfloat16|float16|float32|\bu?int[48]\b|"
+            r"is_floating_point"
+        ),
+    ),
+    ("shape", re.compile(r"\.shape\b|\.size\(|numel|\.ndim\b|\.dim\(\)|stride\(", re.I)),
+)
+_SHAPE_NAMES = re.compile(
+    r"^(m|n|k|b|h|d|s|t|bs|bt|batch\w*|seq\w*|num_\w+|n_\w+|head\w*|\w*_size|\w*_len|\w*_dim|\w*tokens\w*)$",
+    re.I,
+)
+_TILE = re.compile(r"\bBLOCK_\w+|\bblock_size\w*|\bnum_warps\b|\bnum_stages\b|\btile_\w+", re.I)
+_THRESHOLD_NAMES = re.compile(r"^(MAX|MIN)_|_(THRESHOLD|LIMIT|MAX|MIN)$")
+
+
+def condition_category(test: ast.expr, gates: Mapping[str, Gate] | None = None, text: str | None = None) -> str:
+    """What a condition is about: env var, arch, dtype or shape (in that order of precedence), or the category of
+    a gate it reads; "" otherwise. text: the condition's source when the caller has it."""
+    text = ast.unparse(test) if text is None else text
+    for name, pattern in _CATEGORIES:
+        if pattern.search(text):
+            return name
+    for gate in gates_read(test, gates):
+        return gate.category
+    return "shape" if _is_threshold(test) else ""
+
+
+def _is_threshold(test: ast.expr) -> bool:
+    """A comparison of a size-like name (M, batch_size, num_tokens, ...) with a number, a threshold constant
+    (MAX_BATCH, SPLIT_THRESHOLD, ...) or a tile parameter (config.kwargs["BLOCK_M"] <= M in a config pruner)."""
+    for node in ast.walk(test):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        has_number = any(isinstance(s, ast.Constant) and type(s.value) in (int, float) for s in sides)
+        has_threshold = any(_THRESHOLD_NAMES.search(_last_name(s)) for s in sides)
+        named = any(_SHAPE_NAMES.match(_last_name(s)) for s in sides)
+        tile = any(_TILE.search(ast.unparse(s)) for s in sides)
+        if ((has_number or tile) and named) or (has_threshold and len(sides) == 2):
+            return True
+    return False
+
+
+def _last_name(expr: ast.expr) -> str:
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    return ""
+
+
+# calls that ask for the arch; not for the device's name, which keys caches, logs and benchmark results as often
+_ARCH_QUERY = re.compile(r"capabilit|(^|_)arch($|_)|gfx|sm_version", re.I)
+_CONDITION_CALL = re.compile(r"^(is|has|use|uses|supports?|should|can|enable|enabled)_\w+$")
+
+
+@dataclass(frozen=True)
+class Gate:
+    category: str  # "arch", "dtype", "shape", "env"
+    text: str  # "tuned = arch_info.get_arch() == 'gfx950'"
+
+
+def gates_read(test: ast.expr, gates: Mapping[str, Gate] | None) -> list[Gate]:
+    """The gates a condition reads, in order, once each."""
+    if not gates:
+        return []
+    found: dict[str, Gate] = {}
+    for node in ast.walk(test):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in gates:
+            found.setdefault(node.id, gates[node.id])
+    return list(found.values())
+
+
+def stored_condition(statement: ast.stmt, gates: Mapping[str, Gate]) -> tuple[list[str], Gate] | None:
+    """(names, gate) when the statement keeps a dispatch condition in a name (a comparison, and / or / not, or a
+    call of an is_* / has_* / use_* / supports_* predicate, about the arch, a dtype or a shape), or keeps the arch
+    itself in names (`major, minor = get_device_capability()`, `arch = get_arch()`: where the arch comes from)."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target, value = statement.targets[0], statement.value
+    elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        target, value = statement.target, statement.value
+    else:
+        return None
+    elements = target.elts if isinstance(target, ast.Tuple) else [target]
+    if not elements or not all(isinstance(e, ast.Name) for e in elements):
+        return None
+    names = [e.id for e in elements if isinstance(e, ast.Name)]
+    text = _short(f"{', '.join(names)} = {ast.unparse(value)}")
+    if _is_arch_query(value):
+        return names, Gate("arch", text)
+    category = condition_category(value, gates) if len(names) == 1 and _is_condition(value) else ""
+    if category in ("arch", "dtype", "shape"):  # an env read kept in a name is an env gate (env_gates.py) already
+        return names, Gate(category, text)
+    return None
+
+
+def module_gates(body: Iterable[ast.stmt]) -> dict[str, Gate]:
+    """The gates a module's own statements make (under module-level if / try / with too), for the functions that
+    read them wherever they are defined."""
+    gates: dict[str, Gate] = {}
+    for statement in _module_statements(body):
+        stored = stored_condition(statement, gates)
+        if stored is not None:
+            gates.update(dict.fromkeys(stored[0], stored[1]))
+    return gates
+
+
+def _module_statements(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
+    for statement in body:
+        yield statement
+        if isinstance(statement, ast.If | ast.Try | ast.With):
+            for field_name in ("body", "orelse", "finalbody"):
+                yield from _module_statements(getattr(statement, field_name, []))
+            for handler in getattr(statement, "handlers", []):
+                yield from _module_statements(handler.body)
+
+
+def _is_arch_query(value: ast.expr) -> bool:
+    """A call that asks for the arch: get_device_capability(), get_compute_capability(dev)[0], get_arch(), ..."""
+    while isinstance(value, ast.Subscript):
+        value = value.value
+    return isinstance(value, ast.Call) and bool(_ARCH_QUERY.search(_last_name(value.func)))
+
+
+def _is_condition(value: ast.expr) -> bool:
+    """A comparison, a not, a predicate call, or and / or of names and at least one of those (`x or "2"` is a
+    default, not a condition)."""
+    if isinstance(value, ast.Compare) or (isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not)):
+        return True
+    if isinstance(value, ast.BoolOp):
+        operands = value.values
+        plain = all(_is_condition(v) or isinstance(v, ast.Name | ast.Attribute) for v in operands)
+        return plain and any(_is_condition(v) for v in operands)
+    return isinstance(value, ast.Call) and bool(_CONDITION_CALL.match(_last_name(value.func)))
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."

@@ -1,0 +1,161 @@
+"""The functions of a module that read its tables or constants, and the rows for those whose reading code changed.
+
+A function is cut into pieces: each simple statement, and the header of each compound statement (the test of an
+if, the iterable of a for, the items of a with), with markers where a block starts and ends. A commit changes a
+function's dispatch logic when a piece it adds or removes reads a module or class table or constant; a change
+elsewhere in the function (a log line, a new argument of an unrelated call) is not one. Decorators compared
+entry by entry (triton.autotune, triton.heuristics) are not pieces. Fields of a dataclass-like class read
+through self are the instance's values, not the class's constants.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+
+from bisector.analysis.findings import Finding, FindingKind
+
+ENTRY_DECORATORS = ("autotune", "heuristics")  # decorators whose arguments are entries of their own
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+_RECORD_BASES = ("NamedTuple", "BaseModel", "TypedDict")
+
+
+@dataclass(frozen=True)
+class Piece:
+    dump: str  # ast.dump of the statement or header: equal dumps mean the same code
+    reads: frozenset[str]  # module / class names it loads ("_TUNED_MMA_MIN_M", "Dispatcher.TABLE")
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    name: str  # qualified: "threshold_for", "Dispatcher.pick"
+    text: str  # its source, decorators included: equal texts need no closer look
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    class_name: str  # resolves self.X / cls.X reads
+    fields: frozenset[str]  # of a dataclass-like class: self.X reads of these are no constants
+    first_line: int
+    last_line: int
+
+    @cached_property
+    def pieces(self) -> tuple[Piece, ...]:
+        """The function cut into pieces (its docstring left out), made when its text changed."""
+        function = self.node
+        body = function.body
+        first = body[0] if body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            body = body[1:]
+        heads: list[ast.AST] = [function.args]
+        heads += [d for d in function.decorator_list if not _entry_decorator(d)]
+        if function.returns is not None:
+            heads.append(function.returns)
+        pieces = [_piece([head], self.class_name, self.fields) for head in heads]
+        pieces += _block_pieces(body, self.class_name, self.fields)
+        return tuple(pieces)
+
+
+def function_info(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    name: str,
+    class_name: str,
+    fields: frozenset[str],
+    lines: list[str],
+) -> FunctionInfo:
+    """One function of a module whose source lines are lines."""
+    start = min([function.lineno, *(d.lineno for d in function.decorator_list)])
+    end = function.end_lineno or function.lineno
+    text = "\n".join(lines[start - 1 : end])
+    return FunctionInfo(name, text, function, class_name, fields, function.lineno, end)
+
+
+def record_fields(cls: ast.ClassDef) -> frozenset[str]:
+    """The annotated names of a dataclass-like class (@dataclass, NamedTuple, BaseModel, TypedDict): per-instance
+    fields whose class-level values are only defaults."""
+    decorators = [ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in cls.decorator_list]
+    record = any(d.rsplit(".", 1)[-1] == "dataclass" for d in decorators)
+    record = record or any(ast.unparse(base).rsplit(".", 1)[-1] in _RECORD_BASES for base in cls.bases)
+    if not record:
+        return frozenset()
+    return frozenset(s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))
+
+
+def dispatch_logic_rows(
+    path: str, old: dict[str, FunctionInfo], new: dict[str, FunctionInfo], names: set[str]
+) -> list[Finding]:
+    """One row per function whose added or removed pieces read one of names (tables and constants)."""
+    rows: list[Finding] = []
+    for name in [*old, *(n for n in new if n not in old)]:
+        was, now = old.get(name), new.get(name)
+        reads = sorted(_changed_reads(was, now) & names)
+        if not reads:
+            continue
+        rows.append(
+            Finding(
+                kind=FindingKind.DISPATCH_LOGIC,
+                file=path,
+                name=name,
+                before=_span(was),
+                after=_span(now),
+                line=now.first_line if now else was.first_line if was else None,
+                detail="reads " + ", ".join(reads),
+            )
+        )
+    return rows
+
+
+def _changed_reads(was: FunctionInfo | None, now: FunctionInfo | None) -> set[str]:
+    if was is not None and now is not None and was.text == now.text:
+        return set()
+    old = was.pieces if was else ()
+    new = now.pieces if now else ()
+    matcher = difflib.SequenceMatcher(a=[p.dump for p in old], b=[p.dump for p in new], autojunk=False)
+    reads: set[str] = set()
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            for piece in (*old[i1:i2], *new[j1:j2]):
+                reads |= piece.reads
+    return reads
+
+
+def _span(info: FunctionInfo | None) -> str | None:
+    return None if info is None else f"lines {info.first_line}-{info.last_line}"
+
+
+def _entry_decorator(decorator: ast.expr) -> bool:
+    return isinstance(decorator, ast.Call) and ast.unparse(decorator.func).rsplit(".", 1)[-1] in ENTRY_DECORATORS
+
+
+def _block_pieces(statements: Iterable[ast.AST], class_name: str, fields: frozenset[str]) -> Iterator[Piece]:
+    for statement in statements:
+        blocks = [(f, getattr(statement, f)) for f in _BLOCK_FIELDS if getattr(statement, f, None)]
+        if not blocks:
+            yield _piece([statement], class_name, fields)
+            continue
+        head: list[object] = [v for f, v in ast.iter_fields(statement) if f not in _BLOCK_FIELDS]
+        yield _piece(head, class_name, fields, kind=type(statement).__name__)
+        for field_name, block in blocks:
+            yield Piece(f"[{field_name}", frozenset())
+            yield from _block_pieces(block, class_name, fields)
+            yield Piece("]", frozenset())
+
+
+def _piece(parts: list[object], class_name: str, fields: frozenset[str], kind: str = "") -> Piece:
+    items = [n for part in parts for n in (part if isinstance(part, list) else [part])]
+    nodes = [n for n in items if isinstance(n, ast.AST)]
+    dump = kind + "\n".join(ast.dump(n) if isinstance(n, ast.AST) else repr(n) for n in items)
+    return Piece(dump, frozenset(name for node in nodes for name in _reads(node, class_name, fields)))
+
+
+def _reads(node: ast.AST, class_name: str, fields: frozenset[str]) -> Iterator[str]:
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
+            yield child.id
+        elif isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name):
+            owner = child.value.id
+            if owner in ("self", "cls") and class_name:
+                if child.attr not in fields:
+                    yield f"{class_name}.{child.attr}"
+            else:
+                yield f"{owner}.{child.attr}"
