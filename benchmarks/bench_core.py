@@ -1,6 +1,7 @@
 """Core benchmark: the local executor (W = 1, 4, 8 workers) against `git bisect run` on the same repositories.
 
-    python benchmarks/bench_core.py [--commits 1000] [--sleep 0.2] [--workers 1,4,8] [--culprits 3] [--out FILE]
+    python benchmarks/bench_core.py [--commits 1000] [--sleep 0.2] [--workers 1,4,8] [--culprits 3]
+                                    [--stores fresh,existing] [--out FILE]
 
 For each of --culprits seeded culprit positions one synthetic history is generated (bisector.synthetic,
 `commits + 1` commits on a linear main branch: index 0 good, indexes >= culprit bad, `test.sh` sleeping
@@ -8,8 +9,11 @@ For each of --culprits seeded culprit positions one synthetic history is generat
 commit, bad = the tip), so n = --commits suspects, and must name the known culprit or the benchmark fails.
 
 gpu-bisect runs as a real subprocess, `python -m bisector start ... --format json --db sqlite:///FILE`, with a
-fresh BISECT_DATA_DIR, BISECT_CACHE_DIR and SQLite file per run (so every run pays the store migration and
-the worktree creation). git runs `git bisect start BAD GOOD && git bisect run bash test.sh` in the repository.
+fresh BISECT_DATA_DIR and BISECT_CACHE_DIR per run (so every run pays the worktree creation). --stores says on
+which store: `fresh`, a new SQLite file per run (the run creates the schema); `existing`, one SQLite file for the
+whole benchmark, made with its schema and one bisect before the timed runs and holding every earlier run's
+bisect (a user's normal case: one store per user or team, created once). Each store kind is its own
+configuration. git runs `git bisect start BAD GOOD && git bisect run bash test.sh` in the repository.
 
 Definitions (also written into the JSON output under "definitions"):
 
@@ -26,9 +30,9 @@ Definitions (also written into the JSON output under "definitions"):
 * bisect wall: the store's created -> finished (what the report calls wall_s): range and candidates
   stored, workers spawned, every step, up to the verdict. The target's overhead is
   bisect wall - critical test time, per critical-path step in ms and as % of bisect wall.
-* end-to-end wall: the subprocess from spawn to exit; startup = spawn -> created (interpreter, imports,
-  store migration, range listing), teardown = finished -> exit (cancelling stragglers, stopping workers,
-  rendering the report).
+* end-to-end wall: the subprocess from spawn to exit (and its stdout and stderr closed); startup = spawn ->
+  created (interpreter, imports, store schema, range listing), teardown = finished -> exit (cancelling
+  stragglers, stopping workers, rendering the report, the interpreter's exit).
 * per-step split (gpu-bisect): dispatch = (finished - started) - test time of every step but a worker's
   first; pre = started -> the `# started` line the worker writes into the step log after its checkout;
   gap = idle time of a worker between two of its steps; worker start = the largest pre of a worker's first
@@ -77,6 +81,15 @@ STARTUP_TARGET_S = 0.3
 COST_PER_STEP_TARGET_MS = 10.0
 SUBPROCESS_TIMEOUT_S = 900.0
 BASELINE_RUNS = 7
+FRESH, EXISTING = "fresh", "existing"
+QUICK_RUNS = """\
+#14's cases (1 s tests, n = 1000, W=1 and W=8 side by side with git bisect run), on both kinds of store:
+  python benchmarks/bench_core.py --sleep 1 --workers 1,8 --culprits 3 --repeat 1    # about 3 minutes
+Quick look, one culprit, the user's usual existing store only:
+  python benchmarks/bench_core.py --sleep 1 --workers 1,8 --culprits 1 --repeat 1 --stores existing  # ~40 s
+Compile the bytecode first where the checkout runs with PYTHONDONTWRITEBYTECODE=1, as an installed copy has it:
+  python -m compileall -q bisector db workers vocab kernels
+"""
 
 DEFINITIONS = {
     "n": "suspects: commits after the good endpoint up to the bad one (--commits)",
@@ -89,8 +102,9 @@ DEFINITIONS = {
     "overhead_ms_per_round": "overhead_s / rounds (per step on the critical path; per step for W=1 and git)",
     "overhead_pct": "overhead_s / bisect_wall_s",
     "cost_ms_per_step": "overhead_s / steps: what the coordinator and workers add per step (target < 10 ms at W=8)",
-    "e2e_wall_s": "subprocess spawn -> exit",
-    "startup_s": "spawn -> store created (interpreter, imports, migration, range listing)",
+    "e2e_wall_s": "subprocess spawn -> exit (its stdout and stderr closed)",
+    "startup_s": "spawn -> store created (interpreter, imports, store schema, range listing)",
+    "store": "fresh: a new SQLite file per run; existing: one file made before the timed runs, shared by them",
     "first_step_delay_s": "store created -> first step started (candidates stored, worker processes spawned)",
     "teardown_s": "store finished -> process exit (stragglers cancelled, workers stopped, report rendered)",
     "dispatch_ms": "per step but each worker's first: (finished - started) - test time (checkout, IPC, store writes)",
@@ -169,6 +183,7 @@ def baseline_test_s(repo: Repo, runs: int = BASELINE_RUNS) -> float:
 class Run:
     tool: str  # "gpu-bisect" or "git bisect"
     workers: int
+    store: str  # "fresh" or "existing" (gpu-bisect), "-" (git)
     culprit_index: int
     n: int
     found: str
@@ -262,9 +277,15 @@ def _ms(value: float) -> float:
     return round(value * 1000, 1)
 
 
-def run_gpu_bisect(repo: Repo, n: int, workers: int, work: Path, *, metric: bool) -> Run:
+def existing_store_url(work: Path) -> str:
+    """The store every `--stores existing` run of this benchmark shares."""
+    return f"sqlite:///{work / 'existing-store.db'}"
+
+
+def run_gpu_bisect(repo: Repo, n: int, workers: int, work: Path, *, metric: bool, store: str = FRESH) -> Run:
+    """store: FRESH (a new SQLite file) or EXISTING (work's shared store, see existing_store_url)."""
     run_dir = Path(tempfile.mkdtemp(prefix=f"w{workers}-", dir=work))
-    db_url = f"sqlite:///{run_dir / 'bisect.db'}"
+    db_url = f"sqlite:///{run_dir / 'bisect.db'}" if store == FRESH else existing_store_url(work)
     env = child_env(run_dir / "data", run_dir / "cache")
     cmd = [
         sys.executable, "-m", "bisector", "start", "--repo", str(repo.path), "--good", repo.good, "--bad", repo.bad,
@@ -317,6 +338,7 @@ def run_gpu_bisect(repo: Repo, n: int, workers: int, work: Path, *, metric: bool
     return Run(
         tool="gpu-bisect",
         workers=workers,
+        store=store,
         culprit_index=repo.culprit_index,
         n=n,
         found=found,
@@ -385,6 +407,7 @@ def run_git_bisect(repo: Repo, n: int, test_s: float) -> Run:
     return Run(
         tool="git bisect",
         workers=1,
+        store="-",
         culprit_index=repo.culprit_index,
         n=n,
         found=found,
@@ -410,12 +433,13 @@ def run_git_bisect(repo: Repo, n: int, test_s: float) -> Run:
 
 def summarize(runs: list[Run], n: int) -> list[dict[str, Any]]:
     rows = []
-    for tool, workers in dict.fromkeys((r.tool, r.workers) for r in runs):
-        group = [r for r in runs if r.tool == tool and r.workers == workers]
+    for tool, workers, store in dict.fromkeys((r.tool, r.workers, r.store) for r in runs):
+        group = [r for r in runs if (r.tool, r.workers, r.store) == (tool, workers, store)]
         row: dict[str, Any] = {
-            "config": _config_name(tool, workers),
+            "config": _config_name(tool, workers, store),
             "tool": tool,
             "workers": workers,
+            "store": store,
             "runs": len(group),
             "all_correct": all(r.correct for r in group),
             "steps_max": max(r.steps for r in group),
@@ -489,7 +513,8 @@ def print_tables(runs: list[Run], summary: list[dict[str, Any]], n: int) -> None
         detail.add_column(column, justify="left" if column == "config" else "right", no_wrap=True)
     for r in runs:
         detail.add_row(
-            _config_name(r.tool, r.workers), str(r.culprit_index), str(r.steps), str(r.cancelled), str(r.rounds),
+            _config_name(r.tool, r.workers, r.store), str(r.culprit_index), str(r.steps), str(r.cancelled),
+            str(r.rounds),
             f"{r.bisect_wall_s:.3f}", f"{r.critical_test_s:.3f}", f"{r.overhead_ms_per_round:.1f}",
             f"{r.overhead_pct:.1f}", f"{r.e2e_wall_s:.3f}", opt(r.startup_s), opt(r.first_step_delay_s),
             opt(r.teardown_s), opt(r.worker_first_pre_ms_max, "{:.0f}"), opt(r.dispatch_ms_median, "{:.1f}"),
@@ -521,21 +546,32 @@ def print_tables(runs: list[Run], summary: list[dict[str, Any]], n: int) -> None
     console.print(table)
 
 
-def _config_name(tool: str, workers: int) -> str:
-    return f"W={workers}" if tool == "gpu-bisect" else "git bisect run"
+def _config_name(tool: str, workers: int, store: str) -> str:
+    if tool != "gpu-bisect":
+        return "git bisect run"
+    return f"W={workers}" if store == FRESH else f"W={workers}, {store} store"
 
 
 # --- main ----------------------------------------------------------------------------------------------------
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0] if __doc__ else None,
+        epilog=QUICK_RUNS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--commits", type=int, default=1000, help="suspects n: commits after the good endpoint")
     parser.add_argument("--sleep", type=float, default=0.2, help="seconds each test sleeps")
     parser.add_argument("--workers", default="1,4,8", help="comma-separated worker counts")
     parser.add_argument("--culprits", type=int, default=3, help="seeded culprit positions, one repository each")
     parser.add_argument("--seed", type=int, default=20261129)
     parser.add_argument("--repeat", type=int, default=2, help="runs of every configuration per culprit")
+    parser.add_argument(
+        "--stores", default=f"{FRESH},{EXISTING}",
+        help="comma-separated: fresh (a new SQLite store per run) and/or existing (one store made before the timed "
+        "runs, shared by them; its making is the warm-up, --no-warmup or not)",
+    )  # fmt: skip
     parser.add_argument("--metric", action="store_true", help="judge by --metric/--expect instead of the exit code")
     parser.add_argument("--no-git", action="store_true", help="skip the `git bisect run` baseline")
     parser.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up bisect")
@@ -546,6 +582,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.worker_counts = [int(w) for w in args.workers.split(",") if w.strip()]
     except ValueError:
         parser.error(f"--workers {args.workers!r}: expected comma-separated integers")
+    args.store_kinds = list(dict.fromkeys(kind.strip() for kind in args.stores.split(",") if kind.strip()))
+    if not args.store_kinds or not set(args.store_kinds) <= {FRESH, EXISTING}:
+        parser.error(f"--stores {args.stores!r}: expected {FRESH}, {EXISTING} or both, comma-separated")
     if not args.worker_counts or min(args.worker_counts) < 1:
         parser.error("--workers: every count must be at least 1")
     if args.commits < 2 or args.culprits < 1 or args.repeat < 1 or args.sleep < 0:
@@ -566,30 +605,35 @@ def main(argv: list[str] | None = None) -> int:
         baselines = {r.culprit_index: baseline_test_s(r) for r in repos}
         print(f"work dir {work}; culprits {positions}; direct `bash test.sh`: "
               + ", ".join(f"{b * 1000:.1f} ms" for b in baselines.values()), file=sys.stderr)  # fmt: skip
-        if not args.no_warmup:  # imports compiled, page cache warm: the first timed run is not special
+        # Untimed: imports compiled, page cache warm, so the first timed run is not special. With --stores existing
+        # this bisect also makes the shared store (its schema and one bisect) before the timed runs.
+        if EXISTING in args.store_kinds:
+            run_gpu_bisect(repos[0], n, 1, work, metric=args.metric, store=EXISTING)
+        elif not args.no_warmup:
             run_gpu_bisect(repos[0], n, 1, work, metric=args.metric)
-        configs: list[tuple[str, int]] = [("gpu-bisect", w) for w in args.worker_counts]
+        configs = [("gpu-bisect", w, kind) for w in args.worker_counts for kind in args.store_kinds]
         if not args.no_git:
-            configs.append(("git bisect", 1))
+            configs.append(("git bisect", 1, "-"))
         for round_index in range(args.repeat):
             for i, repo in enumerate(repos):
                 shift = (i + round_index) % len(configs)  # rotate the order so no config always runs first
-                for tool, workers in configs[shift:] + configs[:shift]:
+                for tool, workers, kind in configs[shift:] + configs[:shift]:
                     if tool == "gpu-bisect":
-                        result = run_gpu_bisect(repo, n, workers, work, metric=args.metric)
+                        result = run_gpu_bisect(repo, n, workers, work, metric=args.metric, store=kind)
                     else:
                         result = run_git_bisect(repo, n, baselines[repo.culprit_index])
                     runs.append(result)
+                    name = _config_name(tool, workers, kind)
                     print(
-                        f"  culprit {repo.culprit_index:>5} {tool:<10} W={workers}: {result.steps} steps, "
+                        f"  culprit {repo.culprit_index:>5} {name:<22}: {result.steps} steps, "
                         f"{result.rounds} rounds, {result.bisect_wall_s:.2f}s, overhead {result.overhead_pct:.1f}%",
                         file=sys.stderr,
                     )
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    order = {("gpu-bisect", w): i for i, w in enumerate(args.worker_counts)} | {("git bisect", 1): 99}
-    runs.sort(key=lambda r: (order[(r.tool, r.workers)], r.culprit_index))
+    order = {config: i for i, config in enumerate(sorted(configs, key=lambda c: (c[0] != "gpu-bisect", c[1])))}
+    runs.sort(key=lambda r: (order[(r.tool, r.workers, r.store)], r.culprit_index))
     summary = summarize(runs, n)
     print_tables(runs, summary, n)
     output = {
@@ -602,6 +646,7 @@ def main(argv: list[str] | None = None) -> int:
             "culprits": positions,
             "seed": args.seed,
             "repeat": args.repeat,
+            "stores": args.store_kinds,
             "judge": "metric" if args.metric else "exit code",
             "direct_test_s": {str(k): round(v, 4) for k, v in baselines.items()},
         },

@@ -7,6 +7,7 @@ without naming one commit (ambiguous, endpoints mismatch, failed, cancelled).
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import shlex
 import sys
@@ -31,7 +32,7 @@ from bisector.cli_support import (
     stoppable_by_signals,
     translated_errors,
 )
-from bisector.options import EXECUTOR_OPTION_NAMES
+from bisector.options import EXECUTOR_OPTION_NAMES, ExecutorKind
 from vocab.domain import Verdict
 
 if TYPE_CHECKING:
@@ -63,14 +64,18 @@ def start(**params: Any) -> None:
 
 
 def _start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
-    from bisector.app import check_executor, make_coordinator, make_executor, open_store
-
     with stoppable_by_signals(), translated_errors():
         if params["notify_url"] is not None:  # imported only then: httpx and the triage code take ~0.1 s
             from bisector.notify import check_webhook_url
 
             check_webhook_url(params["notify_url"])
         spec = spec_from_params(**params)
+        if spec.executor.kind is ExecutorKind.LOCAL:
+            from workers.local_forkserver import boot
+
+            boot()  # a process of its own: the workers' fork server boots while this one imports and lists the range
+        from bisector.app import check_executor, make_coordinator, make_executor, open_store
+
         check_executor(spec)
         with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report (Ray prints to it)
             executor = make_executor(spec)  # its workers boot while the store opens and the range is listed
@@ -370,7 +375,11 @@ for _command in (
 
 
 def main_entry() -> None:
-    main(prog_name="bisect")
+    try:
+        main(prog_name="bisect")
+    finally:
+        # Everything left lives until the process ends: the interpreter's last collection need not walk it.
+        gc.freeze()
 
 
 if __name__ == "__main__":

@@ -150,6 +150,36 @@ def test_bad_ranges_are_refused_before_anything_is_stored(tmp_path: Path, store:
     assert store.list_bisects() == []
 
 
+def test_a_good_commit_that_came_in_through_a_merge_is_refused(tmp_path: Path, store: Store):
+    """The range is bad's first-parent chain down to good: a good on a merged branch is named, with the main-line
+    commit to use instead (the oldest listed commit's first parent), and nothing is stored."""
+    repo = tmp_path / "repo"
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    def commit(message: str) -> str:
+        git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", message)
+        return git("rev-parse", "HEAD")
+
+    repo.mkdir()
+    git("init", "-q", "-b", "main")
+    c0 = commit("c0")
+    git("checkout", "-q", "-b", "side")
+    b1 = commit("b1")
+    git("checkout", "-q", "main")
+    commit("c1")
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "merge", "-q", "--no-ff", "-m", "c2: merge", "side")
+    tip = commit("c3")
+    with pytest.raises(RepoError, match=f"not on the first-parent chain.*e.g. {c0[:12]}"):
+        coordinator(store).start(synthetic_spec(repo, b1, tip))
+    assert store.list_bisects() == []
+    commits = GitRepo(repo).range_for_bisect(c0, tip)  # from the main line: the merge is one candidate
+    assert [(c.position, c.subject) for c in commits] == [(0, "c0"), (1, "c1"), (2, "c2: merge"), (3, "c3")]
+    assert (commits[0].sha, commits[-1].sha) == (c0, tip)
+
+
 def test_resume_refuses_a_finished_bisect(tmp_path: Path, store: Store):
     history = culprit_history(tmp_path / "repo", 3, 2)
     record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))

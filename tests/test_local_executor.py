@@ -18,6 +18,7 @@ from vocab.metric import MetricSpec
 from workers import process
 from workers.executor import StepRequest
 from workers.local import LocalExecutor
+from workers.local_forkserver import SERVER_PRELOAD
 from workers.process import CancelSignal
 
 
@@ -248,3 +249,17 @@ def test_a_step_runs_in_a_process_that_holds_more_than_1024_fds(tmp_path: Path):
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_the_fork_server_preloads_the_module_of_the_workers() -> None:
+    """`bisect start` boots the fork server before importing workers.local: what it preloads must import that
+    module, or every worker would import it again after the fork."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(SERVER_PRELOAD)
+    assert spec is not None
+    assert spec.origin is not None
+    tree = ast.parse(Path(spec.origin).read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert LocalExecutor.__module__ in imported

@@ -26,7 +26,9 @@ def _one_line(exc: git.GitCommandError) -> str:
     return stderr.removeprefix("stderr: ").strip("' ") or str(exc)
 
 
-_LOG_FORMAT = "%H%x1f%an%x1f%ae%x1f%ct%x1f%s"  # unit separators: subjects may hold any other character
+# mark (- for a boundary commit), SHA, parents, author, e-mail, commit time, subject; unit separators: a subject may
+# hold any other character
+_LOG_FORMAT = "%m%x1f%H%x1f%P%x1f%an%x1f%ae%x1f%ct%x1f%s"
 
 
 def _in_worktree(path: Path) -> git.Git:
@@ -88,25 +90,7 @@ class GitRepo:
         """The commits from good (position 0) to bad (the last position), oldest first, along bad's
         first-parent chain: each merge is one candidate, the usual view of a main branch. With paths, only the
         commits between that touch them (as `git bisect start -- PATH...`); the endpoints stay."""
-        pathspec = ["--", *paths] if paths else []
-        listing = str(
-            self._repo.git.log(
-                "--reverse", "--first-parent", f"--format={_LOG_FORMAT}", "-z", bad, f"^{good}", *pathspec
-            )
-        )
-        commits = [self.commit(good, 0)]
-        for entry in (e for e in listing.split("\0") if e.strip()):
-            sha, author, email, timestamp, subject = entry.strip("\n").split("\x1f", 4)
-            commits.append(
-                Commit(
-                    position=len(commits),
-                    sha=sha,
-                    subject=subject,
-                    author=f"{author} <{email}>",
-                    date=datetime.fromtimestamp(int(timestamp), tz=UTC),
-                    pr=parse_pr_number(subject),
-                )
-            )
+        commits = [self.commit(good, 0), *(commit for commit, _ in self._first_parent_log(good, bad, paths=paths))]
         if paths and commits[-1].sha != bad:
             commits.append(self.commit(bad, len(commits)))
         return commits
@@ -116,28 +100,56 @@ class GitRepo:
         only the commits between that touch them are candidates."""
         if good == bad:
             raise RepoError(f"empty range: good and bad are the same commit {good[:12]}")
-        if not self.is_ancestor(good, bad):
-            raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
         if paths:
+            if not self.is_ancestor(good, bad):
+                raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
             oldest = str(self._repo.git.rev_list("--reverse", "--first-parent", bad, f"^{good}")).split()[0]
-            if self.parents(oldest)[:1] != [good]:
-                raise RepoError(
-                    f"good {good[:12]} is not on the first-parent chain of bad {bad[:12]} (it came in through a "
-                    f"merge); choose a good commit on the main line, e.g. {self.parents(oldest)[0][:12]}"
-                )
+            self._check_first_parent(good, bad, self.parents(oldest)[:1])
             return self.candidates(good, bad, paths)
-        commits = self.candidates(good, bad)
-        if not self._on_first_parent_chain(commits, good):
+        # One git process: the chain with each commit's parents, and good itself as the boundary commit.
+        listed = self._first_parent_log(good, bad, boundary=True)
+        chain = [(commit, parents) for commit, parents in listed if parents is not None]
+        boundary = {commit.sha: commit for commit, parents in listed if parents is None}
+        if not chain or good not in boundary or chain[0][1][:1] != [good]:
+            if not self.is_ancestor(good, bad):
+                raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
+            self._check_first_parent(good, bad, chain[0][1][:1] if chain else [])
+        return [boundary[good], *(commit for commit, _ in chain)]
+
+    @staticmethod
+    def _check_first_parent(good: str, bad: str, oldest_first_parent: list[str]) -> None:
+        if oldest_first_parent != [good]:
+            example = f", e.g. {oldest_first_parent[0][:12]}" if oldest_first_parent else ""
             raise RepoError(
                 f"good {good[:12]} is not on the first-parent chain of bad {bad[:12]} (it came in through a merge); "
-                f"choose a good commit on the main line, e.g. {self.parents(commits[1].sha)[0][:12]}"
+                f"choose a good commit on the main line{example}"
             )
-        return commits
 
-    def _on_first_parent_chain(self, commits: Sequence[Commit], good: str) -> bool:
-        oldest = commits[1].sha
-        parents = self.parents(oldest)
-        return bool(parents) and parents[0] == good
+    def _first_parent_log(
+        self, good: str, bad: str, *, boundary: bool = False, paths: Sequence[str] = ()
+    ) -> list[tuple[Commit, list[str] | None]]:
+        """`git log --first-parent` from bad down to good (excluded), oldest first, limited to commits touching paths
+        when given: each commit with its parents; with boundary also the excluded commits next to the chain, with
+        None for their parents. The chain's positions start at 1 (good's is 0); a boundary commit's position is 0."""
+        options = ["--reverse", "--first-parent", f"--format={_LOG_FORMAT}", "-z"]
+        if boundary:
+            options.append("--boundary")
+        listing = str(self._repo.git.log(*options, bad, f"^{good}", *(["--", *paths] if paths else [])))
+        listed: list[tuple[Commit, list[str] | None]] = []
+        position = 0
+        for entry in (e for e in listing.split("\0") if e.strip()):
+            mark, sha, parents, author, email, timestamp, subject = entry.strip("\n").split("\x1f", 6)
+            position += mark != "-"
+            commit = Commit(
+                position=position if mark != "-" else 0,
+                sha=sha,
+                subject=subject,
+                author=f"{author} <{email}>",
+                date=datetime.fromtimestamp(int(timestamp), tz=UTC),
+                pr=parse_pr_number(subject),
+            )
+            listed.append((commit, None if mark == "-" else parents.split()))
+        return listed
 
     def merged_branch(self, merge: str) -> list[str]:
         """The commits a merge brought in along its second parent's first-parent chain, oldest first."""

@@ -29,6 +29,7 @@ from vocab.paths import worktree_root
 from workers.executor import Assignment, Executor, StepRequest
 from workers.gpu_leases import lease_slots
 from workers.gpus import visible_gpus
+from workers.local_forkserver import boot as boot_fork_server
 from workers.process import CancelSignal, kill_group
 from workers.slots import claim_worktree
 from workers.step import StepRunner, WorkerSlot
@@ -184,10 +185,8 @@ class LocalExecutor(Executor):
     def __init__(self, repo: str, workers: int, gpus_per_step: int = 0) -> None:
         self._repo = repo
         GitRepo(repo).prune_worktrees()
-        # Workers fork from a server that has imported this module once: W workers cost one interpreter start,
-        # not W (on a small host, W interpreters importing at once delayed the first steps by 100s of ms).
-        self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload([__name__])
+        # Workers fork from a server that has imported this module once (`bisect start` boots it early).
+        self._context = boot_fork_server()
         # GPUs leased per host (workers/gpu_leases.py): another bisect's GPUs are never handed out here.
         slot_gpus, self._leases = lease_slots(visible_gpus(), workers, gpus_per_step)
         self._slots: list[_Slot] = []

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from bisector.analysis import explanation_json
 from bisector.report.model import BisectReport, one_line
 from vocab.domain import BisectStatus, Commit, StepRecord
 
@@ -44,7 +43,7 @@ def report_json(report: BisectReport) -> dict[str, object]:
         "reproduce": report.reproduce(),
         "reproduce_target": {"sha": target.sha, "why": target.why},
         "rerun": report.rerun_command(),
-        "explanation": explanation_json(report.explanation) if report.explanation else None,
+        "explanation": _explanation_json(report),
         "confirmation": record.extra.get("confirmation"),
         "decisions": record.extra.get("decisions", {}),
         "flake_seen": bool(record.extra.get("flake_seen", False)),
@@ -95,3 +94,11 @@ def _commit_json(commit: Commit, metric: float | None) -> dict[str, object]:
         "pr": commit.pr,
         "metric": metric,
     }
+
+
+def _explanation_json(report: BisectReport) -> dict[str, object] | None:
+    if report.explanation is None:
+        return None
+    from bisector.analysis import explanation_json  # imported only for a bisect that has an explanation
+
+    return explanation_json(report.explanation)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from bisector.analysis import render_markdown as render_markdown_explanation
 from bisector.report.model import BisectReport, one_line, pr_suffix
 from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows
 from vocab.domain import BisectStatus, StepPurpose
@@ -39,6 +38,8 @@ def render_markdown(report: BisectReport) -> str:
             "",
         ]
     if report.explanation is not None:
+        from bisector.analysis import render_markdown as render_markdown_explanation  # only for a bisect that has one
+
         out += [render_markdown_explanation(report.explanation), ""]  # under its own heading
     out += ["#### Evidence", ""]
     out += [*[f"- {md_escape(line)}" for line in report.noise_lines()]]

@@ -10,9 +10,8 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-from bisector.analysis import Explanation
-from bisector.explain import stored_explanation
 from bisector.search.ledger import EVIDENCE_PURPOSES, Ledger
 from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.spec import BisectSpec
@@ -22,6 +21,9 @@ from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRe
 from vocab.errors import InputError
 from workers.pool import PREEMPTED
 from workers.step import reproduce_command
+
+if TYPE_CHECKING:
+    from bisector.analysis import Explanation
 
 FAILED_VERDICTS = (Verdict.ERROR, Verdict.SKIP)
 SIDE_RUN_WORDS = {
@@ -37,6 +39,15 @@ SIDE_RUN_WORDS = {
 class ReproduceTarget:
     sha: str
     why: str  # e.g. "the first bad commit", "the good endpoint, which tested bad"
+
+
+def _stored_explanation(store: Store, bisect_id: int) -> Explanation | None:
+    """The bisect's stored explanation; the analysis code is imported only for a bisect that has findings."""
+    if not store.findings(bisect_id):
+        return None
+    from bisector.explain import stored_explanation
+
+    return stored_explanation(store, bisect_id)
 
 
 @dataclass(frozen=True)
@@ -55,7 +66,7 @@ class BisectReport:
             BisectSpec.from_json(record.spec),
             store.candidates(bisect_id),
             store.steps(bisect_id),
-            stored_explanation(store, bisect_id),
+            _stored_explanation(store, bisect_id),
         )
 
     # --- lookups ---------------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from bisector.analysis import text_renderables
 from bisector.report.model import BisectReport, one_line, pr_suffix
 from vocab.domain import BisectStatus, Commit, StepPurpose, Verdict
 
@@ -75,6 +74,8 @@ def print_text(console: Console, report: BisectReport) -> None:
         )
     )
     if report.explanation is not None:
+        from bisector.analysis import text_renderables  # only for a bisect that has one
+
         console.print(Text("why: what the first bad commit changes", style="bold underline"))
         for renderable in text_renderables(report.explanation):
             console.print(renderable)
