@@ -31,6 +31,7 @@ class StepRequest:
     avoid_workers: frozenset[str] = frozenset()  # workers that already failed this commit
     pin_worker: str = ""  # run on exactly this worker (it must be free): confirmation pairs, reference checks
     image: ImageRecipe | None = None  # build once per image and run there (workers/images), not in the worktree
+    container: str | None = None  # the commit's container image: the test runs in it (workers/container.py)
 
 
 @dataclass(frozen=True)
