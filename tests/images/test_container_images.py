@@ -62,7 +62,8 @@ def _probe(into: Path) -> str:
     if not BUSYBOX.is_file():
         return "no /bin/busybox to make the base image from (apt-get install busybox-static)"
     try:
-        _base_image(into)
+        if _podman("image", "exists", BASE, check=False).returncode != 0:
+            _base_image(into)
     except subprocess.CalledProcessError as exc:
         return f"podman import failed: {exc.stderr.strip()[-300:]}"
     ran = _podman("run", "--rm", BASE, "sh", "-c", "echo ran", check=False)
