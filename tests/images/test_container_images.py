@@ -83,6 +83,7 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if why:
             pytest.skip(f"no container can run here: {why}")
         patch.setenv("BISECT_CONTAINER_PULL_TIMEOUT", "60")  # localhost has no registry: a pull fails at once
+        patch.setenv("BISECT_CONTAINER_BUILD_ARGS", "--layers=false")  # a failed build leaves no layer behind
         repository = f"localhost/bisect-test-stack-{uuid.uuid4().hex[:8]}"
         yield repository + ":{short}"
         listed = _podman("images", "--format", "{{.Repository}}:{{.Tag}}", repository, check=False)
@@ -137,20 +138,29 @@ def test_a_bisect_uses_the_images_that_exist_and_builds_the_others(podman: str, 
     built_log = Path(by_sha[shas[3]]["log_path"]).read_text()
     assert "podman build" in built_log
     assert "in /bisect/worktree tag=t1 value=5" in built_log  # the worktree mounted, the spec's env passed
-    assert _podman("ps", "-a", "--filter", f"label={STEP_LABEL}", "--format", "{{.Names}}").stdout.strip() == ""
+    assert _containers_of(podman) == []
 
 
-def test_an_image_gpu_bisect_built_is_reused_as_cache(podman: str, tmp_path: Path):
+def _containers_of(template: str) -> list[str]:
+    """The containers, running or not, of this module's images."""
+    listed = _podman("ps", "-a", "--filter", f"label={STEP_LABEL}", "--format", "{{.Names}} {{.Image}}").stdout
+    repository = template.partition(":")[0]
+    return [line for line in listed.splitlines() if line.split()[-1].startswith(repository + ":")]
+
+
+def test_an_image_gpu_bisect_built_is_reused_as_cache_and_bisect_toml_names_the_template(podman: str, tmp_path: Path):
     repo = tmp_path / "repo"
     shas = _repo(repo, (10,))
 
-    def run_at() -> dict[str, object]:
-        done = run_cli("run-at", shas[0], "--repo", str(repo), "--run", RUN, *METRIC, "--image-template", podman,
+    def run_at(*template: str) -> dict[str, object]:
+        done = run_cli("run-at", shas[0], "--repo", str(repo), "--run", RUN, *METRIC, *template,
                        "--format", "json", db=tmp_path / "b.db")  # fmt: skip
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
-    first, second = run_at(), run_at()
+    first = run_at("--image-template", podman)
+    (repo / "bisect.toml").write_text(f'[bisect]\nimage_template = "{podman}"\n')  # the same, from bisect.toml
+    second = run_at()
     assert (first["verdict"], first["metric"], first["image"]["source"]) == ("good", 10.0, "built")
     assert (second["image"]["source"], second["image"]["id"]) == ("cache", first["image"]["id"])
 
