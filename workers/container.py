@@ -5,7 +5,8 @@ or `cache` when gpu-bisect built it before: its label says so); else it is built
 Dockerfile of C's worktree (source `built`; a failed build skips the commit, like a venv image's). The test then
 runs in a container named for the step, the worktree mounted at WORKTREE_MOUNT and the working directory, the spec's
 env and the step's ids passed, the slot's GPUs passed through CDI (or NVIDIA_VISIBLE_DEVICES). Killing the engine's
-client does not stop a container, so whatever ends the run (its end, a cancel, the timeout) removes it by name.
+client does not stop a container, so whatever ends the run (its end, a cancel, the timeout) removes it by name,
+and so does a guard when the client dies with its worker.
 
 The engine and its extra flags come from the environment: BISECT_CONTAINER_ENGINE (default podman),
 BISECT_CONTAINER_RUN_ARGS and BISECT_CONTAINER_BUILD_ARGS (shell words), BISECT_CONTAINER_PULL_TIMEOUT (seconds a
@@ -71,6 +72,7 @@ class ContainerEngine:
     build_args: tuple[str, ...] = ()
     pull_timeout_s: float = DEFAULT_PULL_TIMEOUT_S
     gpus: str = "cdi"  # cdi: --device nvidia.com/gpu=N; env: NVIDIA_VISIBLE_DEVICES (the NVIDIA runtime hook)
+    env: Mapping[str, str] | None = None  # the engine's environment (the step's: its env may configure the engine)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ContainerEngine:
@@ -84,6 +86,7 @@ class ContainerEngine:
             build_args=tuple(shlex.split(env.get("BISECT_CONTAINER_BUILD_ARGS", ""))),
             pull_timeout_s=pull_timeout_s,
             gpus=env.get("BISECT_CONTAINER_GPUS", "cdi"),
+            env=dict(env),
         )
 
     def inspect(self, reference: str) -> tuple[str, str] | None:
@@ -92,7 +95,7 @@ class ContainerEngine:
         try:
             done = subprocess.run(
                 [self.binary, "image", "inspect", "--format", template, reference],
-                capture_output=True, text=True, timeout=ENGINE_CALL_TIMEOUT_S, check=False,
+                capture_output=True, text=True, env=self.env, timeout=ENGINE_CALL_TIMEOUT_S, check=False,
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired):
             return None
@@ -106,8 +109,16 @@ class ContainerEngine:
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             subprocess.run(
                 [self.binary, "rm", "--force", "--ignore", "--time", "0", name],
-                capture_output=True, timeout=ENGINE_CALL_TIMEOUT_S, check=False,
+                capture_output=True, env=self.env, timeout=ENGINE_CALL_TIMEOUT_S, check=False,
             )  # fmt: skip
+
+    def guard(self, name: str, client_pid: int) -> None:
+        """Remove the container once the engine's client is gone, however it went (its worker killed outright, its
+        process group reaped): a shell of its own session outlives both, polling the pid each second."""
+        loop = '(while kill -0 "$1" 2>/dev/null; do sleep 1; done; shift; exec "$@") >/dev/null 2>&1 </dev/null &'
+        argv = ["sh", "-c", loop, "sh", str(client_pid), self.binary, "rm", "--force", "--ignore", "--time", "0", name]
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            subprocess.run(argv, env=self.env, start_new_session=True, timeout=ENGINE_CALL_TIMEOUT_S, check=False)
 
     def pull_command(self, reference: str) -> str:
         return shlex.join([self.binary, "pull", "--quiet", reference])
@@ -210,10 +221,15 @@ def run_in_container(
     label = f"{request.bisect_id}/{request.step_id}/{request.attempt}"
     argv = engine.run_command(reference, name, label, worktree, passed, runner.slot.gpus)
     command = shlex.join([*argv, "sh", "-c", request.run_cmd])
+
+    def client_started(pid: int) -> None:
+        on_start(pid)
+        engine.guard(name, pid)
+
     try:
         return runner.run_test(
             request, log, env, worktree, started, build_s, info,
-            should_cancel, on_start, cancel_fd, command=command,
+            should_cancel, client_started, cancel_fd, command=command,
         )  # fmt: skip
     finally:
         engine.remove_container(name)

@@ -13,6 +13,7 @@ import tarfile
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from vocab.domain import ErrorKind, StepResult, Verdict
 from vocab.metric import Expectation, MetricSpec
 from workers.container import STEP_LABEL
 from workers.executor import StepRequest
+from workers.local import LocalExecutor
 from workers.step import StepRunner, WorkerSlot
 
 BASE = "localhost/bisect-test-base"
@@ -210,6 +212,22 @@ def test_cancel_and_timeout_remove_the_container(podman: str, tmp_path: Path):
     assert (timed_out.verdict, timed_out.error_kind) == (Verdict.ERROR, ErrorKind.TIMEOUT)
     assert "started" in (tmp_path / "step.log").read_text()
     assert _step_containers() == []
+
+
+def test_a_worker_killed_mid_step_leaves_no_container(podman: str, tmp_path: Path):
+    """The executor reaps a dead worker's process group; the container outlives that, until its guard removes it."""
+    repo = tmp_path / "repo"
+    shas = _repo(repo, (10,))
+    engine_env = {"CONTAINERS_CONF": os.environ["CONTAINERS_CONF"]} if "CONTAINERS_CONF" in os.environ else {}
+    request = replace(_request(repo, shas[0], podman, tmp_path, 600), env=engine_env)  # a forked worker's env
+    with LocalExecutor(str(repo), workers=1) as executor:
+        executor.submit(request)
+        wait_for(lambda: bool(_step_containers()), what="the step's container")
+        executor.abandon(request.step_id)
+        lost: list[StepResult] = []
+        wait_for(lambda: bool(lost.extend(executor.poll(0.2)) or lost), what="the lost step's result")
+    assert lost[0].error_kind is ErrorKind.WORKER_LOST
+    wait_for(lambda: _step_containers() == [], what="the container's removal")
 
 
 @pytest.mark.parametrize(
