@@ -204,10 +204,15 @@ def run_in_container(
         if build.timed_out:
             detail = "container image build timed out"
             return runner.result(request, Verdict.ERROR, build_s=build_s, error_kind=ErrorKind.TIMEOUT, detail=detail)
+        if build.exit_code < 0 or build.exit_code > 127:  # killed: says nothing about the commit
+            detail = f"container image build died (exit {build.exit_code})\n{build.output.tail()}"
+            kind = ErrorKind.SIGNAL
+            return runner.result(request, Verdict.ERROR, exit_code=build.exit_code, build_s=build_s,
+                                 error_kind=kind, detail=detail)  # fmt: skip
         found = engine.inspect(reference) if build.exit_code == 0 else None
         if found is None:
             tail = build.output.tail()
-            detail = f"container image build failed (exit {build.exit_code})\n{tail}"[:DETAIL_TAIL_BYTES]
+            detail = f"container image build failed (exit {build.exit_code})\n{tail[-(DETAIL_TAIL_BYTES - 64) :]}"
             info = _info(engine, request, runner.slot.node, reference, "", "built", build_s, "failed", tail)
             return runner.result(request, Verdict.SKIP, exit_code=build.exit_code, build_s=build_s, detail=detail,
                                  image=info)  # fmt: skip
