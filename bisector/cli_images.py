@@ -97,7 +97,7 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
 @click.option("--repo", type=click.Path(file_okay=False), default=".", show_default=True, help="The git repository.")
 @spec_options(
     "build", "run", "metric", "expect", "repeat", "gpus_per_step", "executor", "ray_address", "resources", "image",
-    "artifact",
+    "artifact", "image_template",
     help={
         "build": "Build command (default: bisect.toml's); run once per image.",
         "run": "Shell command to run at the commit (default: bisect.toml's).",
@@ -127,7 +127,8 @@ def run_at_command(rev: str, repo: str, output_format: str, db_url: str | None, 
         git_repo = GitRepo(repo)
         sha = git_repo.resolve(rev)
         values = {**option_values(flags), "good": sha, "bad": sha}
-        if "image" not in values and "image" not in load_config_file(git_repo.root):
+        config = load_config_file(git_repo.root)
+        if not {"image", "image_template"} & {*values, *config}:  # a container image or else a venv image
             values["image"] = "venv"
         spec = adhoc_spec(build_spec(git_repo.root, values))
         check_executor(spec)

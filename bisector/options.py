@@ -153,6 +153,10 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
     Option("artifact", _EXECUTOR, _S, "With --image venv: a commit's prebuilt wheels, installed instead of running "
            "--build where they exist: a wheel's path or URL, or a directory of wheels, with {sha} or {short}, "
            "e.g. /wheels/{sha}/.", optional=True, metavar="TEMPLATE"),
+    Option("image_template", _EXECUTOR, _S, "Run each step in the commit's container image, e.g. "
+           "registry.example.org/stack:{sha} ({sha} or {short}): used where the container engine has it or pulls "
+           "it, else built from the commit's Containerfile or Dockerfile (local executor).", optional=True,
+           metavar="TEMPLATE"),
     Option("images_max_size", _EXECUTOR, _S, "LRU cap of this node's image cache, e.g. 20G.  [default: 20G]"),
     Option("explain", _ANALYSIS, _B, "After a culprit is found: diff its dispatch tables and re-run both sides "
            "traced.  [default: on]", form=Form.SWITCH),

@@ -31,6 +31,7 @@ from bisector.options import (
 )
 from vocab.errors import InputError
 from vocab.metric import DEFAULT_INFRA_PATTERNS, Direction, Expectation, MetricSpec, NoMetricPolicy
+from workers.container import check_container_template, container_reference
 from workers.executor import StepRequest
 from workers.images.key import ImageRecipe, parse_size
 
@@ -156,8 +157,11 @@ class ExecutorSpec:
     image_inputs: tuple[str, ...] = ()  # paths whose tree decides an image's key (none: the commit's whole tree)
     images_max_size: str = "20G"  # the LRU cap of this node's image cache
     artifact: str | None = None  # a commit's prebuilt wheels ({sha}), installed into its image instead of a build
+    image_template: str | None = None  # a commit's container image ({sha}): steps run in it (workers/container.py)
 
     def __post_init__(self) -> None:
+        if self.image_template is not None:
+            check_container_template(self.image_template, self.image.value, self.artifact, self.kind.value)
         if self.artifact is not None and self.image is ImageMode.NONE:
             raise InputError("--artifact installs prebuilt wheels into a commit's image: give --image venv too")
         if not 1 <= self.workers <= MAX_WORKERS:
@@ -195,6 +199,8 @@ class BisectSpec:
     analysis: AnalysisSpec = field(default_factory=AnalysisSpec)
 
     def __post_init__(self) -> None:
+        if self.executor.image_template is not None and self.test.build:
+            raise InputError("with --image-template the commit's Containerfile is its build: leave out --build")
         expect, direction = self.test.expect, self.search.direction
         if expect == "auto":
             if direction is None:
@@ -249,6 +255,7 @@ class BisectSpec:
             pin_worker=pin_worker,
             image=self.executor.image_recipe(),
             preemptible=preemptible,
+            container=container_reference(self.executor.image_template, sha),
         )
 
     def with_executor(self, overrides: Mapping[str, object]) -> BisectSpec:

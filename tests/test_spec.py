@@ -29,7 +29,8 @@ STORED_BY_MAIN = json.loads(
     '"find_fix": false, "strategy": "noisy", "confirm": null, "term_old": "fast", "term_new": "slow", '
     '"paths": ["."], "image": "none", "image_inputs": [], "images_max_size": "20G"}'
 )
-ADDED_SINCE = {"verify_endpoints": None, "artifact": None}  # options added after STORED_BY_MAIN, at their defaults
+# options added after STORED_BY_MAIN, at their defaults
+ADDED_SINCE = {"verify_endpoints": None, "artifact": None, "image_template": None}
 
 
 def test_json_stored_by_an_older_version_loads_typed_and_writes_back_the_same():
@@ -150,8 +151,8 @@ _VALID: dict[str, st.SearchStrategy[object]] = {
     "gpus_per_step": st.integers(0, 8), "ray_address": st.none() | st.just("ray://head:10001"),
     "resources": st.dictionaries(_NAME, st.floats(0.5, 8), max_size=2), "image": st.sampled_from(["none", "venv"]),
     "image_inputs": st.lists(st.sampled_from(["csrc", "setup.py"]), max_size=2),
-    "images_max_size": st.sampled_from(["20G", "512M"]), "artifact": st.none(), "explain": st.booleans(),
-    "trace_kernels": st.booleans(),
+    "images_max_size": st.sampled_from(["20G", "512M"]), "artifact": st.none(), "image_template": st.none(),
+    "explain": st.booleans(), "trace_kernels": st.booleans(),
     "minimize": st.booleans(),
 }  # fmt: skip
 

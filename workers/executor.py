@@ -32,6 +32,7 @@ class StepRequest:
     pin_worker: str = ""  # run on exactly this worker (it must be free): confirmation pairs, reference checks
     image: ImageRecipe | None = None  # build once per image and run there (workers/images), not in the worktree
     preemptible: bool = False  # a search run: a shared pool may cancel it for a bisect holding no slot
+    container: str | None = None  # the commit's container image: the test runs in it (workers/container.py)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from vocab.domain import ErrorKind, ImageInfo, StepResult, Verdict
 from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
 from vocab.metric import DISK_FULL_SIGNATURE, MatchTimeoutError, infra_judgement, infra_signature, judge_run
+from workers.container import run_in_container
 from workers.executor import StepRequest
 from workers.image_test import ImageTest, ImageTestHost
 from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
@@ -161,6 +162,8 @@ class StepRunner:
         log.note(self._header(request))
         if log.error is not None:  # nothing started: no test runs with nowhere to log
             return self._log_failed(request, log.error)
+        if request.container is not None:
+            return run_in_container(self, request, log, env, started, should_cancel, on_start, cancel_fd)
         if request.image is not None:
             return self._run_on_image(request, request.image, log, env, started, should_cancel, on_start, cancel_fd)
         build_s = 0.0
@@ -174,15 +177,15 @@ class StepRunner:
             if log.error is not None:
                 return self._log_failed(request, log.error)
             if build.cancelled:
-                return self._result(request, Verdict.CANCELLED, build_s=build_s, detail="cancelled")
+                return self.result(request, Verdict.CANCELLED, build_s=build_s, detail="cancelled")
             if build.timed_out:
-                return self._result(
+                return self.result(
                     request, Verdict.ERROR, exit_code=build.exit_code, build_s=build_s,
                     error_kind=ErrorKind.TIMEOUT, detail="build timed out",
                 )  # fmt: skip
             if build.exit_code != 0:
                 return self._build_failed(request, build, time_left_s(request, started))
-        return self._run_test(
+        return self.run_test(
             request, log, env, self.slot.worktree, started, build_s, None, should_cancel, on_start, cancel_fd
         )
 
@@ -220,7 +223,7 @@ class StepRunner:
                 hosted = self._image_host(test, log, should_cancel)
                 if hosted is not None:
                     return hosted
-            return self._run_test(
+            return self.run_test(
                 request, log, image_env, prepared.run_dir, started, build_s, info, should_cancel, on_start, cancel_fd
             )
 
@@ -241,7 +244,7 @@ class StepRunner:
             log = StepLog(log_file)
             log.note(f"# runner {sys.executable} (pid {os.getpid()})\n")
             try:
-                return self._run_test(
+                return self.run_test(
                     test.request, log, test.env, test.run_dir, test.started, test.build_s, test.image,
                     should_cancel, on_start, cancel_fd,
                 )  # fmt: skip
@@ -250,23 +253,19 @@ class StepRunner:
 
     def _image_failed(self, request: StepRequest, prepared: PreparedImage, build_s: float) -> StepResult:
         if prepared.cancelled:
-            return self._result(request, Verdict.CANCELLED, build_s=build_s, detail="cancelled")
+            return self.result(request, Verdict.CANCELLED, build_s=build_s, detail="cancelled")
         if prepared.timed_out:
-            kind = ErrorKind.TIMEOUT
-            return self._result(
-                request, Verdict.ERROR, build_s=build_s, error_kind=kind, detail="image build timed out"
-            )
+            kind, detail = ErrorKind.TIMEOUT, "image build timed out"
+            return self.result(request, Verdict.ERROR, build_s=build_s, error_kind=kind, detail=detail)
         if prepared.failed_build:
-            return self._result(
+            return self.result(
                 request, Verdict.SKIP, exit_code=prepared.exit_code, build_s=build_s,
                 detail=prepared.failed_build, image=prepared.info,
             )  # fmt: skip
         kind = ErrorKind.SIGNAL if prepared.exit_code is not None else ErrorKind.HARNESS
-        return self._result(
-            request, Verdict.ERROR, exit_code=prepared.exit_code, error_kind=kind, detail=prepared.error
-        )
+        return self.result(request, Verdict.ERROR, exit_code=prepared.exit_code, error_kind=kind, detail=prepared.error)
 
-    def _run_test(
+    def run_test(
         self,
         request: StepRequest,
         log: StepLog,
@@ -278,18 +277,19 @@ class StepRunner:
         should_cancel: Callable[[], bool],
         on_start: Callable[[int], None],
         cancel_fd: int | None,
+        command: str | None = None,
     ) -> StepResult:
-        log.note(f"$ {request.run_cmd}\n")
+        """Run the test (command: the one that runs it, e.g. in a container) in cwd and judge its output there."""
+        log.note(f"$ {command or request.run_cmd}\n")
         run = run_shell(
-            request.run_cmd, cwd, env, log, max(time_left_s(request, started), 0.001),
+            command or request.run_cmd, cwd, env, log, max(time_left_s(request, started), 0.001),
             should_cancel=should_cancel, on_start=on_start, cancel_fd=cancel_fd,
         )  # fmt: skip
         if log.error is not None:
             return self._log_failed(request, log.error)
         if run.cancelled:
-            return self._result(
-                request, Verdict.CANCELLED, build_s=build_s, run_s=run.elapsed_s, detail="cancelled", image=image
-            )
+            done = {"build_s": build_s, "run_s": run.elapsed_s, "image": image}
+            return self.result(request, Verdict.CANCELLED, detail="cancelled", **done)
         judgement = judge_run(
             request.metric, run.exit_code, run.output.text(), cwd, timed_out=run.timed_out,
             time_limit_s=max(time_left_s(request, started), METRIC_MIN_TIME_S),
@@ -299,7 +299,7 @@ class StepRunner:
             detail = f"{detail} (the metric is looked for in the last {WINDOW_BYTES >> 20} MiB of the output)"
         if judgement.verdict in (Verdict.SKIP, Verdict.ERROR) or (not judgement.samples and run.exit_code != 0):
             detail = f"{detail}\n{run.output.tail()}".strip()
-        return self._result(
+        return self.result(
             request, judgement.verdict, samples=judgement.samples, exit_code=run.exit_code,
             build_s=build_s, run_s=run.elapsed_s, error_kind=judgement.error_kind, detail=detail, image=image,
         )  # fmt: skip
@@ -316,18 +316,18 @@ class StepRunner:
             judgement = infra_judgement(signature) if signature else None
             why = judgement.detail if judgement else f"build died (exit {exit_code})"
             kind = judgement.error_kind if judgement else ErrorKind.SIGNAL
-            return self._result(
+            return self.result(
                 request, Verdict.ERROR, exit_code=exit_code, build_s=build_s, error_kind=kind,
                 detail=f"{why}\n{build.output.tail()}",
             )  # fmt: skip
-        return self._result(
+        return self.result(
             request, Verdict.SKIP, exit_code=exit_code, build_s=build_s,
             detail=f"build failed (exit {exit_code})\n{build.output.tail()}",
         )  # fmt: skip
 
     def harness_error(self, request: StepRequest, detail: str) -> StepResult:
         """The result of a step the harness failed to carry out (the runner raised)."""
-        return self._result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=detail[:DETAIL_TAIL_BYTES])
+        return self.result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=detail[:DETAIL_TAIL_BYTES])
 
     def _log_failed(self, request: StepRequest, error: OSError) -> StepResult:
         """The log could not be written (its command was stopped at that)."""
@@ -339,11 +339,10 @@ class StepRunner:
         if _is_disk_full(error) or _nearly_full(path):
             where = _mount_point(path)
             detail = f"disk full: no space left on {where} {doing}; free space and `bisect resume {request.bisect_id}`"
-            return self._result(request, Verdict.ERROR, error_kind=ErrorKind.DISK_FULL, detail=detail)
+            return self.result(request, Verdict.ERROR, error_kind=ErrorKind.DISK_FULL, detail=detail)
         message = " ".join(str(error).split())[:DETAIL_TAIL_BYTES]
-        return self._result(
-            request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=f"harness failed {doing}: {message}"
-        )
+        detail = f"harness failed {doing}: {message}"
+        return self.result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=detail)
 
     def _header(self, request: StepRequest) -> str:
         gpus = ",".join(map(str, self.slot.gpus)) or "none"
@@ -353,7 +352,7 @@ class StepRunner:
             f"# worktree {self.slot.worktree}\n# started {datetime.now(UTC).isoformat()}\n"
         )
 
-    def _result(self, request: StepRequest, verdict: Verdict, **values: object) -> StepResult:
+    def result(self, request: StepRequest, verdict: Verdict, **values: object) -> StepResult:
         detail = str(values.get("detail", ""))
         if values.get("error_kind") is ErrorKind.DISK_FULL and "bisect resume" not in detail:
             first, newline, rest = detail.partition("\n")

@@ -1,0 +1,248 @@
+"""--image-template: each step runs in its commit's container image, used where the engine has it, else built from
+the commit's Containerfile. Real podman, real images (made offline from Debian's busybox-static), real bisects.
+
+Passing GPUs into a container (CDI's nvidia.com/gpu=N, NVIDIA_VISIBLE_DEVICES) cannot be tested here: no GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from bisect_helpers import run_cli, wait_for
+from image_repo import commit, init_repo
+
+from vocab.domain import ErrorKind, StepResult, Verdict
+from vocab.metric import Expectation, MetricSpec
+from workers.container import STEP_LABEL
+from workers.executor import StepRequest
+from workers.local import LocalExecutor
+from workers.step import StepRunner, WorkerSlot
+
+BASE = "localhost/bisect-test-base"
+BUSYBOX = Path("/bin/busybox")
+APPLETS = ("sh", "cat", "echo", "pwd", "sleep", "test", "[", "mkdir")
+HOST_CONF = Path(__file__).with_name("containers.conf")
+CONTAINERFILE = f"FROM {BASE}\nCOPY . /stack\nRUN sh /stack/build.sh\n"
+BUILD = """set -e
+if [ -e /stack/broken ]; then echo "error: the stack does not build"; exit 3; fi
+cat /stack/value > /stack/built
+echo built
+"""
+RUN = 'echo "metric: $(cat /stack/built)"; echo "in $(pwd) tag=$TAG value=$(cat value)"'
+METRIC = ("--metric", r"metric: ([0-9.]+)", "--expect", ">= 8")
+
+
+def _podman(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=300, check=check)
+
+
+def _base_image(into: Path) -> None:
+    """The base image, offline: busybox and its applets in a tarball, imported."""
+    tarball = into / "base.tar"
+    with tarfile.open(tarball, "w") as tar:
+        tar.add(BUSYBOX, "bin/busybox")
+        for applet in APPLETS:
+            link = tarfile.TarInfo(f"bin/{applet}")
+            link.type, link.linkname = tarfile.SYMTYPE, "busybox"
+            tar.addfile(link)
+    _podman("import", str(tarball), BASE)
+
+
+def _probe(into: Path) -> str:
+    """Why podman cannot run a container here ("" when it can)."""
+    if shutil.which("podman") is None:
+        return "podman is not installed (apt-get install podman runc)"
+    if not BUSYBOX.is_file():
+        return "no /bin/busybox to make the base image from (apt-get install busybox-static)"
+    try:
+        if _podman("image", "exists", BASE, check=False).returncode != 0:
+            _base_image(into)
+    except subprocess.CalledProcessError as exc:
+        return f"podman import failed: {exc.stderr.strip()[-300:]}"
+    ran = _podman("run", "--rm", BASE, "sh", "-c", "echo ran", check=False)
+    return "" if ran.stdout.strip() == "ran" else f"podman run failed: {ran.stderr.strip()[-300:]}"
+
+
+@pytest.fixture(scope="module")
+def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A template naming this module's images (removed at the end); skips when no container can run here. Where
+    podman's own settings fail, this host kind's containers.conf (runc, lower rlimits) is tried."""
+    into = tmp_path_factory.mktemp("podman")
+    with pytest.MonkeyPatch.context() as patch:
+        why = _probe(into)
+        if why and "CONTAINERS_CONF" not in os.environ:
+            patch.setenv("CONTAINERS_CONF", str(HOST_CONF))
+            why = _probe(into)
+        if why:
+            pytest.skip(f"no container can run here: {why}")
+        patch.setenv("BISECT_CONTAINER_PULL_TIMEOUT", "60")  # localhost has no registry: a pull fails at once
+        patch.setenv("BISECT_CONTAINER_BUILD_ARGS", "--layers=false")  # a failed build leaves no layer behind
+        repository = f"localhost/bisect-test-stack-{uuid.uuid4().hex[:8]}"
+        yield repository + ":{short}"
+        listed = _podman("images", "--format", "{{.Repository}}:{{.Tag}}", repository, check=False)
+        for image in listed.stdout.split():
+            _podman("rmi", "--force", image, check=False)
+
+
+def _repo(path: Path, values: tuple[int, ...], broken: int = -1) -> list[str]:
+    init_repo(path)
+    shas = []
+    for index, value in enumerate(values):
+        files = {"value": f"{value}\n", "version": f"{index}\n"}
+        if index == 0:
+            files.update({"Containerfile": CONTAINERFILE, "build.sh": BUILD})
+        shas.append(commit(path, f"value {value}", {**files, **({"broken": ""} if index == broken else {})}))
+    return shas
+
+
+def _prebuilt(template: str, sha: str, value: int, into: Path) -> str:
+    """An image as a CI job would publish it for sha (not by gpu-bisect): its id."""
+    context = into / f"ctx-{sha[:12]}"
+    context.mkdir()
+    (context / "Containerfile").write_text(f"FROM {BASE}\nRUN mkdir /stack && echo {value} > /stack/built\n")
+    reference = template.format(short=sha[:12])
+    _podman("build", "-q", "-t", reference, str(context))
+    return _podman("image", "inspect", "--format", "{{.Id}}", reference).stdout.strip()
+
+
+def test_a_bisect_uses_the_images_that_exist_and_builds_the_others(podman: str, tmp_path: Path):
+    repo = tmp_path / "repo"
+    values = (10, 10, 10, 5, 5, 5)
+    shas = _repo(repo, values)
+    prebuilt = {shas[i]: _prebuilt(podman, shas[i], values[i], tmp_path) for i in (0, 2, 5)}
+    done = run_cli("start", "--repo", str(repo), "--good", shas[0], "--bad", "main", "--run", RUN, *METRIC,
+                   "--image-template", podman, "--env", "TAG=t1", "--format", "json", db=tmp_path / "b.db")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["first_bad"]["sha"] == shas[3]
+    tested = [step for step in report["steps"] if step["verdict"] in ("good", "bad")]
+    by_sha = {step["sha"]: step for step in tested}
+    assert {shas[2], shas[3]} <= set(by_sha)  # the culprit and its parent were tested
+    for step in tested:
+        image = step["image"]
+        if step["sha"] in prebuilt:  # used as it is, not built
+            assert (image["source"], image["reused"]) == ("artifact", True)
+            assert image["id"] == prebuilt[step["sha"]][:16]
+        else:
+            assert image["source"] in ("built", "cache")
+    assert by_sha[shas[3]]["image"]["source"] == "built"
+    prebuilt_log = Path(by_sha[shas[2]]["log_path"]).read_text()
+    assert "podman build" not in prebuilt_log
+    built_log = Path(by_sha[shas[3]]["log_path"]).read_text()
+    assert "podman build" in built_log
+    assert "in /bisect/worktree tag=t1 value=5" in built_log  # the worktree mounted, the spec's env passed
+    assert _containers_of(podman) == []
+
+
+def _containers_of(template: str) -> list[str]:
+    """The containers, running or not, of this module's images."""
+    listed = _podman("ps", "-a", "--filter", f"label={STEP_LABEL}", "--format", "{{.Names}} {{.Image}}").stdout
+    repository = template.partition(":")[0]
+    return [line for line in listed.splitlines() if line.split()[-1].startswith(repository + ":")]
+
+
+def test_an_image_gpu_bisect_built_is_reused_as_cache_and_bisect_toml_names_the_template(podman: str, tmp_path: Path):
+    repo = tmp_path / "repo"
+    shas = _repo(repo, (10,))
+
+    def run_at(*template: str) -> dict[str, object]:
+        done = run_cli("run-at", shas[0], "--repo", str(repo), "--run", RUN, *METRIC, *template,
+                       "--format", "json", db=tmp_path / "b.db")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    first = run_at("--image-template", podman)
+    (repo / "bisect.toml").write_text(f'[bisect]\nimage_template = "{podman}"\n')  # the same, from bisect.toml
+    second = run_at()
+    assert (first["verdict"], first["metric"], first["image"]["source"]) == ("good", 10.0, "built")
+    assert (second["image"]["source"], second["image"]["id"]) == ("cache", first["image"]["id"])
+
+
+def test_a_failed_container_build_skips_the_commit_with_its_log_tail(podman: str, tmp_path: Path):
+    repo = tmp_path / "repo"
+    shas = _repo(repo, (10, 10), broken=1)
+    done = run_cli("run-at", shas[1], "--repo", str(repo), "--run", RUN, *METRIC, "--image-template", podman,
+                   "--format", "json", db=tmp_path / "b.db")  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    run = json.loads(done.stdout)
+    assert run["verdict"] == "skip"
+    assert run["image"]["source"] == "built"
+    assert "container image build failed" in run["runs"][0]["detail"]
+    assert "error: the stack does not build" in run["runs"][0]["detail"]
+    assert _podman("image", "exists", podman.format(short=shas[1][:12]), check=False).returncode == 1
+
+
+def _request(repo: Path, sha: str, template: str, tmp_path: Path, timeout_s: float) -> StepRequest:
+    return StepRequest(
+        step_id=7, bisect_id=3, sha=sha, attempt=1, repo=str(repo), run_cmd="echo started; sleep 600",
+        metric=MetricSpec(regex=r"metric: ([0-9.]+)", expect=Expectation.parse(">= 8")),
+        log_path=str(tmp_path / "step.log"), timeout_s=timeout_s, container=template.format(short=sha[:12]),
+    )  # fmt: skip
+
+
+def _step_containers() -> list[str]:
+    return _podman("ps", "-a", "--filter", f"label={STEP_LABEL}=3/7/1", "--format", "{{.Names}}").stdout.split()
+
+
+def test_cancel_and_timeout_remove_the_container(podman: str, tmp_path: Path):
+    repo = tmp_path / "repo"
+    shas = _repo(repo, (10,))
+    runner = StepRunner(WorkerSlot("w0", (), tmp_path / "worktree"))
+    cancel = threading.Event()
+    results: list[StepResult] = []
+    thread = threading.Thread(
+        target=lambda: results.append(runner.run(_request(repo, shas[0], podman, tmp_path, 600), cancel.is_set))
+    )
+    thread.start()
+    wait_for(lambda: bool(_step_containers()), what="the step's container")
+    cancel.set()
+    thread.join()
+    assert results[0].verdict is Verdict.CANCELLED
+    assert _step_containers() == []
+    timed_out = runner.run(_request(repo, shas[0], podman, tmp_path, 20))
+    assert (timed_out.verdict, timed_out.error_kind) == (Verdict.ERROR, ErrorKind.TIMEOUT)
+    assert "started" in (tmp_path / "step.log").read_text()
+    assert _step_containers() == []
+
+
+def test_a_worker_killed_mid_step_leaves_no_container(podman: str, tmp_path: Path):
+    """The executor reaps a dead worker's process group; the container outlives that, until its guard removes it."""
+    repo = tmp_path / "repo"
+    shas = _repo(repo, (10,))
+    engine_env = {"CONTAINERS_CONF": os.environ["CONTAINERS_CONF"]} if "CONTAINERS_CONF" in os.environ else {}
+    request = replace(_request(repo, shas[0], podman, tmp_path, 600), env=engine_env)  # a forked worker's env
+    with LocalExecutor(str(repo), workers=1) as executor:
+        executor.submit(request)
+        wait_for(lambda: bool(_step_containers()), what="the step's container")
+        executor.abandon(request.step_id)
+        lost: list[StepResult] = []
+        wait_for(lambda: bool(lost.extend(executor.poll(0.2)) or lost), what="the lost step's result")
+    assert lost[0].error_kind is ErrorKind.WORKER_LOST
+    wait_for(lambda: _step_containers() == [], what="the container's removal")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--image-template", "r/s:{commit}"], "only {sha} and {short}"),
+        (["--image-template", "r/s:{sha}", "--image", "venv"], "leave out --image venv"),
+        (["--image-template", "r/s:{sha}", "--executor", "ray"], "local executor only"),
+        (["--image-template", "r/s:{sha}", "--build", "make"], "leave out --build"),
+    ],
+)
+def test_an_image_template_that_cannot_work_is_refused(tmp_path: Path, extra: list[str], message: str):
+    repo = tmp_path / "repo"
+    shas = _repo(repo, (10,))
+    done = run_cli("run-at", shas[0], "--repo", str(repo), "--run", RUN, *extra, db=tmp_path / "b.db")
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
