@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import shlex
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ BUILT_LABEL = "org.gpu-bisect.built-at"  # set on the images gpu-bisect builds: 
 STEP_LABEL = "org.gpu-bisect.step"  # set on each step's container: bisect id, step id, attempt
 WORKTREE_MOUNT = "/bisect/worktree"
 PASSED_ENV = ("BISECT_SHA", "BISECT_STEP_ID", "BISECT_ATTEMPT", "BISECT_WORKER")  # with the spec's env
+REMOVE_RETRY_S = 0.5  # between attempts to remove a container that is still there
 ENGINE_CALL_TIMEOUT_S = 120.0  # an inspect or a removal that takes longer is given up
 DEFAULT_PULL_TIMEOUT_S = 300.0
 
@@ -105,12 +107,25 @@ class ContainerEngine:
         return image_id, "" if built_at == "<no value>" else built_at.strip()
 
     def remove_container(self, name: str) -> None:
-        """Stop and remove the container at once, if it is there."""
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            subprocess.run(
-                [self.binary, "rm", "--force", "--ignore", "--time", "0", name],
-                capture_output=True, env=self.env, timeout=ENGINE_CALL_TIMEOUT_S, check=False,
-            )  # fmt: skip
+        """Stop and remove the container at once, if it is there; returns once the engine no longer has it (a
+        container still being created when its client was killed can outlive the first `rm`), or after
+        ENGINE_CALL_TIMEOUT_S."""
+        deadline = time.monotonic() + ENGINE_CALL_TIMEOUT_S
+        while True:
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                subprocess.run(
+                    [self.binary, "rm", "--force", "--ignore", "--time", "0", name],
+                    capture_output=True, env=self.env, timeout=ENGINE_CALL_TIMEOUT_S, check=False,
+                )  # fmt: skip
+                exists = subprocess.run(
+                    [self.binary, "container", "exists", name],
+                    capture_output=True, env=self.env, timeout=ENGINE_CALL_TIMEOUT_S, check=False,
+                )  # fmt: skip
+                if exists.returncode == 1:  # 0: still there; anything else: the engine cannot tell
+                    return
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(REMOVE_RETRY_S)
 
     def guard(self, name: str, client_pid: int) -> None:
         """Remove the container once the engine's client is gone, however it went (its worker killed outright, its
