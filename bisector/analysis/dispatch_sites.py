@@ -61,17 +61,22 @@ class SiteScan:
 
 def scan_sites(tree: ast.Module) -> SiteScan:
     scan = SiteScan()
-    _Walker(scan, module_gates(tree.body)).body(tree.body, "", "<module>", ())
+    _Walker(scan, module_gates(tree.body), tree.body).body(tree.body, "", "<module>", ())
     return scan
 
 
 class _Walker:
-    def __init__(self, scan: SiteScan, gates: dict[str, Gate]) -> None:
+    def __init__(self, scan: SiteScan, gates: dict[str, Gate], module: list[ast.stmt]) -> None:
         self.scan = scan
         self.counts: dict[tuple[str, str], int] = {}
         self.defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.assigned: dict[str, dict[str, list[str]]] = {}  # function -> its local assignments, read when it launches
         self.gates: dict[str, dict[str, Gate]] = {"<module>": gates}  # function -> the gates it sees
+        self.kernels = frozenset(
+            node.name
+            for node in module
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.decorator_list
+        )
 
     def body(self, statements: list[ast.stmt], prefix: str, function: str, conditions: tuple[str, ...]) -> None:
         for statement in statements:
@@ -130,7 +135,7 @@ class _Walker:
 
     def _launch(self, call: ast.Call, function: str, conditions: tuple[str, ...]) -> None:
         arguments: dict[str, str] = {}
-        if isinstance(call.func, ast.Subscript) and _is_kernel_launch(call.func):  # kernel[grid](...)
+        if isinstance(call.func, ast.Subscript) and _is_kernel_launch(call.func, self.kernels):  # kernel[grid](...)
             kernel = f"{ast.unparse(call.func.value)}[...]"
             arguments["grid"] = _short(ast.unparse(call.func.slice))
             arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
@@ -150,10 +155,12 @@ class _Walker:
         self.scan.launches.append(LaunchSite(function, kernel, occurrence, arguments, condition, call.lineno))
 
 
-def _is_kernel_launch(target: ast.Subscript) -> bool:
+def _is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:
     """kernel[grid](...) rather than a call through a dict or cache (cache[key](...)): the grid is a tuple, a
-    lambda, a call (triton.cdiv), or a name that says grid."""
-    if _NOT_KERNELS.search(ast.unparse(target.value)):
+    lambda, a call (triton.cdiv), or a name that says grid. A decorated function of the module (@triton.jit) is a
+    kernel whatever its name says (_fwd_kernel_no_prompt_cache)."""
+    name = ast.unparse(target.value)
+    if _NOT_KERNELS.search(name) and name not in kernels:
         return False
     grid = target.slice
     if isinstance(grid, ast.Tuple | ast.Lambda | ast.Call | ast.List):

@@ -1,0 +1,41 @@
+"""More launch, condition and autotune rules of the static diff, on real git histories."""
+
+from __future__ import annotations
+
+from analysis_history import History
+
+from bisector.analysis import Finding, FindingKind, static_diff
+
+
+def rows(findings: tuple[Finding, ...], kind: FindingKind) -> dict[str, tuple[str | None, str | None]]:
+    return {f.label: (f.before, f.after) for f in findings if f.kind is kind}
+
+
+NO_CACHE_LAUNCH = """\
+    import triton
+
+
+    @triton.jit
+    def _fwd_kernel_no_prompt_cache(Q, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        pass
+
+
+    def attention(q, k, max_len):
+        BLOCK_M = 128
+        BLOCK_N = BLOCK_M // 2
+        grid = (triton.cdiv(max_len, BLOCK_M), 1)
+        _fwd_kernel_no_prompt_cache[grid](q, k, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+        kernel_cache[(1, 2)](q)
+"""
+
+
+def test_a_kernel_whose_name_says_cache_is_still_a_launch(history: History) -> None:
+    history.commit("attention", {"ops/attn.py": NO_CACHE_LAUNCH})
+    changed = NO_CACHE_LAUNCH.replace("BLOCK_M // 2", "BLOCK_M").replace("kernel_cache[(1, 2)]", "kernel_cache[(1, 4)]")
+    sha = history.commit("block n", {"ops/attn.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert rows(found, FindingKind.LAUNCH_PARAM) == {
+        "_fwd_kernel_no_prompt_cache[...] BLOCK_N": ("BLOCK_N (= BLOCK_M // 2)", "BLOCK_N (= BLOCK_M)")
+    }
