@@ -8,6 +8,7 @@ Symbol compared by its source text. diff_python compares two scans of one file.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
@@ -177,6 +178,54 @@ class _Scanner:
             elif called.rsplit(".", 1)[-1] == "heuristics" and decorator.args:
                 self.entries[f"{name}@{called}"] = (FindingKind.HEURISTIC, evaluator.eval(decorator.args[0]))
         self.functions[name] = function_info(function, name, prefix.rstrip("."), fields, self.lines)
+        if _TUNING_FUNCTION.search(function.name):
+            self.scan_body(_local_tables(function.body), f"{name}.<locals>.", dict(env))
+
+
+# A function that builds a tuning space by its name: get_autotune_config, get_all_configs, tuned_params.
+_TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic", re.I)
+
+
+def _local_tables(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The assignments and ifs of a tuning function's body, with `xs.append(e)`, `xs.extend([...])` and
+    `xs += [...]` after `xs = [...]` folded into that list (new nodes: the module's tree is not changed)."""
+    out: list[ast.stmt] = []
+    lists: dict[str, ast.Assign] = {}
+    for statement in body:
+        if isinstance(statement, ast.If):
+            out.append(ast.If(statement.test, _local_tables(statement.body), _local_tables(statement.orelse)))
+            ast.copy_location(out[-1], statement)
+        elif isinstance(statement, ast.Assign | ast.AnnAssign):
+            target = statement.targets[0] if isinstance(statement, ast.Assign) else statement.target
+            if isinstance(target, ast.Name) and isinstance(statement.value, ast.List):
+                folded = ast.Assign([target], ast.List(list(statement.value.elts), ast.Load()))
+                lists[target.id] = ast.copy_location(folded, statement)
+                ast.copy_location(folded.value, statement.value)
+                out.append(folded)
+            else:
+                out.append(statement)
+        else:
+            name, added = _added_to_list(statement)
+            if name in lists:
+                value = lists[name].value
+                assert isinstance(value, ast.List)
+                value.elts.extend(added)
+    return out
+
+
+def _added_to_list(statement: ast.stmt) -> tuple[str | None, list[ast.expr]]:
+    """`xs.append(e)` -> ("xs", [e]); `xs.extend([a, b])` and `xs += [a, b]` -> ("xs", [a, b])."""
+    if isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+        if isinstance(statement.op, ast.Add) and isinstance(statement.value, ast.List | ast.Tuple):
+            return statement.target.id, list(statement.value.elts)
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        call = statement.value
+        if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) and len(call.args) == 1:
+            if call.func.attr == "append":
+                return call.func.value.id, [call.args[0]]
+            if call.func.attr == "extend" and isinstance(call.args[0], ast.List | ast.Tuple):
+                return call.func.value.id, list(call.args[0].elts)
+    return None, []
 
 
 def _bound(body: list[ast.stmt], prefix: str) -> set[str]:

@@ -39,3 +39,47 @@ def test_a_kernel_whose_name_says_cache_is_still_a_launch(history: History) -> N
     assert rows(found, FindingKind.LAUNCH_PARAM) == {
         "_fwd_kernel_no_prompt_cache[...] BLOCK_N": ("BLOCK_N (= BLOCK_M // 2)", "BLOCK_N (= BLOCK_M)")
     }
+
+
+CONFIG_BUILDER = """\
+    import triton
+
+
+    def get_autotune_config(arch):
+        configs = []
+        configs.append(triton.Config({"BLOCK_K": 16}, num_warps=1))
+        configs.append(triton.Config({"BLOCK_K": 64}, num_warps=2))
+        if arch == 10:
+            tile_n = [128, 256]
+        else:
+            tile_n = [64, 128]
+        return configs, tile_n
+
+
+    def unpack(x):
+        parts = [1, 2]
+        return parts
+"""
+
+
+def test_lists_a_tuning_function_builds_are_tables(history: History) -> None:
+    history.commit("configs", {"ops/configs.py": CONFIG_BUILDER})
+    changed = (
+        CONFIG_BUILDER.replace(
+            '        configs.append(triton.Config({"BLOCK_K": 64}',
+            '        configs.append(triton.Config({"BLOCK_K": 32}, num_warps=1))\n'
+            '        configs.append(triton.Config({"BLOCK_K": 64}',
+        )
+        .replace("tile_n = [128, 256]", "tile_n = [64, 128, 256]")
+        .replace("parts = [1, 2]", "parts = [1, 2, 3]")
+    )
+    sha = history.commit("more configs", {"ops/configs.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert rows(found, FindingKind.AUTOTUNE_CONFIG) == {
+        "get_autotune_config.<locals>.configs[{'BLOCK_K': 32}]": (None, "num_warps=1")
+    }
+    assert rows(found, FindingKind.TABLE_ENTRY) == {
+        "get_autotune_config.<locals>.tile_n (if arch == 10)": ("[128, 256]", "[64, 128, 256]")
+    }
