@@ -124,7 +124,8 @@ def _span(info: FunctionInfo | None) -> str | None:
 
 
 def _entry_decorator(decorator: ast.expr) -> bool:
-    return isinstance(decorator, ast.Call) and ast.unparse(decorator.func).rsplit(".", 1)[-1] in ENTRY_DECORATORS
+    """triton.autotune, triton.heuristics, and wrappers named after them (fla_cache_autotune)."""
+    return isinstance(decorator, ast.Call) and ast.unparse(decorator.func).rsplit(".", 1)[-1].endswith(ENTRY_DECORATORS)
 
 
 def _block_pieces(statements: Iterable[ast.AST], class_name: str, fields: frozenset[str]) -> Iterator[Piece]:

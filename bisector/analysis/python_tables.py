@@ -17,7 +17,7 @@ from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, function_info, record_fields
 from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
-from bisector.analysis.values import Leaf, Mapping, Node, diff_entries
+from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ class _Scanner:
             if not isinstance(decorator, ast.Call):
                 continue
             called = ast.unparse(decorator.func)
-            if called.rsplit(".", 1)[-1] == "autotune":
+            if called.rsplit(".", 1)[-1].endswith("autotune"):  # triton.autotune, fla_cache_autotune
                 self.entries[f"{name}@{called}"] = (FindingKind.AUTOTUNE_CONFIG, _autotune(decorator, evaluator))
             elif called.rsplit(".", 1)[-1] == "heuristics" and decorator.args:
                 self.entries[f"{name}@{called}"] = (FindingKind.HEURISTIC, evaluator.eval(decorator.args[0]))
@@ -249,9 +249,17 @@ def _kind_of(source: ast.expr, node: Node) -> FindingKind | None:
         return FindingKind.AUTOTUNE_CONFIG
     if isinstance(source, ast.Dict | ast.List | ast.Tuple | ast.Set) or wrapped_literal(source) is not None:
         return FindingKind.TABLE_ENTRY
+    if isinstance(source, ast.IfExp) and all(_is_literal(branch) for branch in (source.body, source.orelse)):
+        return FindingKind.TABLE_ENTRY  # NUM_WARPS = [2] if IS_HOPPER else [2, 4, 8]
     if isinstance(node, Leaf) and isinstance(node.value, SCALARS):
         return FindingKind.CONSTANT
     return None
+
+
+def _is_literal(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant | ast.Dict | ast.List | ast.Tuple | ast.Set) and not any(
+        isinstance(node, ast.Call | ast.Name | ast.Attribute) for node in ast.walk(expr)
+    )
 
 
 def _autotune(decorator: ast.Call, evaluator: LiteralEvaluator) -> Mapping:
@@ -260,5 +268,17 @@ def _autotune(decorator: ast.Call, evaluator: LiteralEvaluator) -> Mapping:
     arguments += [(kw.arg, kw.value) for kw in decorator.keywords if kw.arg is not None]
     result = Mapping(line=decorator.lineno)
     for name, expr in arguments:
-        result.entries[name] = (name, evaluator.eval(expr))
+        result.entries[name] = (name, _with_tables_read(evaluator.eval(expr), expr, evaluator.env))
     return result
+
+
+def _with_tables_read(value: Node, expr: ast.expr, env: dict[str, Node]) -> Node:
+    """A value that is no literal (`[Config(...) for w in NUM_WARPS]`) compared with the module tables it reads,
+    so that a changed NUM_WARPS changes the autotune list that iterates it."""
+    if not (isinstance(value, Leaf) and isinstance(value.value, Symbol)):
+        return value
+    read = sorted({node.id for node in ast.walk(expr) if isinstance(node, ast.Name) and node.id in env})
+    if not read:
+        return value
+    text = value.text + "".join(f"; {name} = {render(env[name])}" for name in read)
+    return Leaf(Symbol(text), text, value.line)

@@ -83,3 +83,43 @@ def test_lists_a_tuning_function_builds_are_tables(history: History) -> None:
     assert rows(found, FindingKind.TABLE_ENTRY) == {
         "get_autotune_config.<locals>.tile_n (if arch == 10)": ("[128, 256]", "[64, 128, 256]")
     }
+
+
+WARPS_MODULE = """\
+    import triton
+    from mylib.cache import cache_autotune
+
+    IS_HOPPER = True
+    NUM_WARPS = [2, 4] if IS_HOPPER else [2, 4, 8]
+
+
+    @triton.autotune(configs=[triton.Config({}, num_warps=w) for w in NUM_WARPS], key=["BT"])
+    @triton.jit
+    def bwd_kernel(x, BT: tl.constexpr):
+        pass
+
+
+    @cache_autotune(configs=[triton.Config({}, num_warps=w) for w in [2, 4] if not IS_HOPPER], key=["BT"])
+    @triton.jit
+    def fwd_kernel(x, BT: tl.constexpr):
+        pass
+"""
+
+
+def test_conditional_lists_wrapped_autotune_and_lists_an_autotune_comprehension_reads(history: History) -> None:
+    history.commit("kernels", {"ops/wy.py": WARPS_MODULE})
+    changed = WARPS_MODULE.replace("[2, 4] if IS_HOPPER", "[2] if IS_HOPPER").replace(
+        "if not IS_HOPPER]", "if not IS_HOPPER or w == 2]"
+    )
+    sha = history.commit("hopper warps", {"ops/wy.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert rows(found, FindingKind.TABLE_ENTRY) == {
+        "NUM_WARPS": ("[2, 4] if IS_HOPPER else [2, 4, 8]", "[2] if IS_HOPPER else [2, 4, 8]")
+    }
+    assert {f.name for f in found if f.kind is FindingKind.AUTOTUNE_CONFIG} == {
+        "bwd_kernel@triton.autotune",
+        "fwd_kernel@cache_autotune",
+    }
+    assert not [f for f in found if f.kind is FindingKind.DISPATCH_LOGIC]
