@@ -1,7 +1,8 @@
 """Environment-variable gates of one Python module, read with ast, and the gates a commit adds, removes or flips.
 
 A gate is a read of an environment variable: os.environ.get("X", "0"), os.environ["X"], os.getenv("X"),
-"X" in os.environ, or an attribute of a settings object (envs.X, vllm-style). Each read is kept with the
+"X" in os.environ, or an attribute of a settings object (envs.X, vllm-style); or a write the stack will read,
+os.environ["X"] = "ieee", with the conditions around it. Each read is kept with the
 expression around it (int(...), == "1", .lower() in (...)) and the function that reads it, so a changed
 default or comparison is a flipped gate and a new reading function is a gate added there.
 """
@@ -44,7 +45,7 @@ def scan_env_gates(tree: ast.Module) -> tuple[EnvGates, frozenset[str]]:
     used: set[str] = set()
     for node, name in reads:
         assert isinstance(node, ast.expr)
-        form = _short(ast.unparse(_widen(node, parents)))
+        form = _short(_write(node, parents) or ast.unparse(_widen(node, parents)))
         gates.setdefault(name, []).append(f"{form} (in {_function_of(node, parents)})")
         used.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in names)
     return {name: tuple(sorted(forms)) for name, forms in gates.items()}, frozenset(used)
@@ -110,13 +111,30 @@ def _variable(node: ast.AST, names: dict[str, str]) -> str | None:
     """The variable a node reads, when it is an environment read."""
     if isinstance(node, ast.Call) and _GETENV.search(_dotted(node.func)) and node.args:
         return _string(node.args[0], names)
-    if isinstance(node, ast.Subscript) and _ENVIRON.search(_dotted(node.value)) and isinstance(node.ctx, ast.Load):
-        return _string(node.slice, names)
+    if isinstance(node, ast.Subscript) and _ENVIRON.search(_dotted(node.value)):  # a read, or a write (os.environ[X] = v)
+        return _string(node.slice, names) if isinstance(node.ctx, ast.Load | ast.Store) else None
     if isinstance(node, ast.Compare) and _membership(node) and _ENVIRON.search(_dotted(node.comparators[0])):
         return _string(node.left, names)
     if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and _settings_read(node):
         return node.attr
     return None
+
+
+def _write(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
+    """`os.environ["X"] = "ieee"` with the if-conditions around it: the module sets what the stack will read."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)):
+        return None
+    assignment = parents.get(node)
+    text = ast.unparse(assignment) if isinstance(assignment, ast.Assign) else f"{ast.unparse(node)} = ..."
+    conditions: list[str] = []
+    child: ast.AST | None = assignment
+    current = parents.get(assignment) if assignment is not None else None
+    while current is not None and not isinstance(current, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        if isinstance(current, ast.If):
+            test = ast.unparse(current.test)
+            conditions.append(test if child in current.body else f"not ({test})")
+        child, current = current, parents.get(current)
+    return text + (f" when {' and '.join(reversed(conditions))}" if conditions else "")
 
 
 def _membership(node: ast.Compare) -> bool:

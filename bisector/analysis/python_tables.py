@@ -28,6 +28,7 @@ class PythonScan:
     env_gates: EnvGates = field(default_factory=dict)
     env_names: frozenset[str] = frozenset()  # string constants that name an env variable a read uses
     fields: frozenset[str] = frozenset()  # "Class.field" of dataclass-like classes: defaults of instance fields
+    conditional: frozenset[str] = frozenset()  # tables chosen by a condition: NUM_WARPS = [2] if HOPPER else [4]
 
 
 def scan_python(source: str | bytes) -> PythonScan:
@@ -37,7 +38,15 @@ def scan_python(source: str | bytes) -> PythonScan:
     scanner = _Scanner(text.splitlines())
     scanner.scan_body(tree.body, prefix="", env={})
     gates, env_names = scan_env_gates(tree) if "env" in text.lower() else ({}, frozenset())
-    return PythonScan(scanner.entries, scanner.functions, scan_sites(tree), gates, env_names, frozenset(scanner.fields))
+    return PythonScan(
+        scanner.entries,
+        scanner.functions,
+        scan_sites(tree),
+        gates,
+        env_names,
+        frozenset(scanner.fields),
+        frozenset(scanner.conditional),
+    )
 
 
 def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) -> list[Finding]:
@@ -52,6 +61,10 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     env_names = (before.env_names if before else frozenset()) | (after.env_names if after else frozenset())
     fields = (before.fields if before else frozenset()) | (after.fields if after else frozenset())
     tested = is_test_path(path)  # a test's own conditions and env reads choose nothing in the library
+    # a conditional table only shows when it changes: a new one is a new gate, shown by its condition and readers
+    conditional = (before.conditional if before else frozenset()) | (after.conditional if after else frozenset())
+    old = {name: entry for name, entry in old.items() if name in new or name not in conditional}
+    new = {name: entry for name, entry in new.items() if name in old or name not in conditional}
     if not tested:
         old = {
             name: entry for name, entry in old.items() if name not in env_names and (name in new or name not in fields)
@@ -77,6 +90,7 @@ class _Scanner:
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         self.fields: set[str] = set()  # "Class.field" of dataclass-like classes
+        self.conditional: set[str] = set()
         self.entries: dict[str, tuple[FindingKind, Node]] = {}
         self.functions: dict[str, FunctionInfo] = {}
 
@@ -141,6 +155,8 @@ class _Scanner:
         if name.startswith("__") and name.endswith("__"):
             return
         kind = _kind_of(source, node)
+        if isinstance(source, ast.IfExp) and kind is not None:
+            self.conditional.add(prefix + name)
         if kind is not None:
             self.entries[prefix + name] = (kind, node)
         else:
@@ -187,7 +203,7 @@ _TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic", re.I)
 
 
 def _local_tables(body: list[ast.stmt]) -> list[ast.stmt]:
-    """The assignments and ifs of a tuning function's body, with `xs.append(e)`, `xs.extend([...])` and
+    """The table assignments and ifs of a tuning function's body, with `xs.append(e)`, `xs.extend([...])` and
     `xs += [...]` after `xs = [...]` folded into that list (new nodes: the module's tree is not changed)."""
     out: list[ast.stmt] = []
     lists: dict[str, ast.Assign] = {}
@@ -195,14 +211,14 @@ def _local_tables(body: list[ast.stmt]) -> list[ast.stmt]:
         if isinstance(statement, ast.If):
             out.append(ast.If(statement.test, _local_tables(statement.body), _local_tables(statement.orelse)))
             ast.copy_location(out[-1], statement)
-        elif isinstance(statement, ast.Assign | ast.AnnAssign):
+        elif isinstance(statement, ast.Assign | ast.AnnAssign):  # tables only: a local flag is no tuning value
             target = statement.targets[0] if isinstance(statement, ast.Assign) else statement.target
             if isinstance(target, ast.Name) and isinstance(statement.value, ast.List):
                 folded = ast.Assign([target], ast.List(list(statement.value.elts), ast.Load()))
                 lists[target.id] = ast.copy_location(folded, statement)
                 ast.copy_location(folded.value, statement.value)
                 out.append(folded)
-            else:
+            elif isinstance(statement.value, ast.Dict | ast.Tuple | ast.Set):
                 out.append(statement)
         else:
             name, added = _added_to_list(statement)

@@ -108,13 +108,16 @@ WARPS_MODULE = """\
 
 def test_conditional_lists_wrapped_autotune_and_lists_an_autotune_comprehension_reads(history: History) -> None:
     history.commit("kernels", {"ops/wy.py": WARPS_MODULE})
-    changed = WARPS_MODULE.replace("[2, 4] if IS_HOPPER", "[2] if IS_HOPPER").replace(
-        "if not IS_HOPPER]", "if not IS_HOPPER or w == 2]"
+    changed = (
+        WARPS_MODULE.replace("[2, 4] if IS_HOPPER", "[2] if IS_HOPPER")
+        .replace("if not IS_HOPPER]", "if not IS_HOPPER or w == 2]")
+        .replace("IS_HOPPER = True\n", "IS_HOPPER = True\n    LAUNCH = {'num_warps': 1} if IS_HOPPER else {}\n")
     )
     sha = history.commit("hopper warps", {"ops/wy.py": changed})
 
     found = static_diff(history.path, sha).findings
 
+    # a new conditional table (LAUNCH) is new code: its readers show it; a changed one is a row
     assert rows(found, FindingKind.TABLE_ENTRY) == {
         "NUM_WARPS": ("[2, 4] if IS_HOPPER else [2, 4, 8]", "[2] if IS_HOPPER else [2, 4, 8]")
     }
@@ -123,3 +126,17 @@ def test_conditional_lists_wrapped_autotune_and_lists_an_autotune_comprehension_
         "fwd_kernel@cache_autotune",
     }
     assert not [f for f in found if f.kind is FindingKind.DISPATCH_LOGIC]
+
+
+def test_an_env_variable_the_module_sets_is_a_gate_with_its_condition(history: History) -> None:
+    history.commit("utils", {"lib/utils.py": "import os\n\nis_nvidia = True\n"})
+    sha = history.commit(
+        "ieee",
+        {"lib/utils.py": "import os\n\nis_nvidia = True\nif is_nvidia:\n    os.environ['TRITON_F32_DEFAULT'] = 'ieee'\n"},
+    )
+
+    found = static_diff(history.path, sha).findings
+
+    assert rows(found, FindingKind.ENV_GATE) == {
+        "TRITON_F32_DEFAULT": (None, "os.environ['TRITON_F32_DEFAULT'] = 'ieee' when is_nvidia (in <module>)")
+    }
