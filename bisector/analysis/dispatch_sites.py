@@ -7,6 +7,7 @@
     tuned = get_arch() == "gfx950"                 a condition kept in a name (conditions.py): a branch condition
                                                    itself, and `if tuned:` is an arch condition
     while ... / [c for c in configs if ...]        loop and filter conditions are branch conditions too
+    return capability >= (8, 0)                    so is a predicate's returned comparison (supports(), is_*())
 
 A keyword argument passed as a local name (num_warps=num_warps) shows the assignments to that name in the
 function, so a changed heuristic before the launch is a changed launch parameter. Each launch site carries
@@ -98,6 +99,8 @@ class _Walker:
         else:
             if isinstance(node, ast.While):  # `while num_stages > 0 and ...:` in a config pruner chooses too
                 self._branch(function, node.test)
+            elif isinstance(node, ast.Return) and isinstance(node.value, ast.Compare | ast.BoolOp):
+                self._branch(function, node.value)  # a predicate: `return capability == (8, 0)` in supports()
             self._stored_condition(node, function)
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):

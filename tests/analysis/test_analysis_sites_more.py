@@ -132,11 +132,46 @@ def test_an_env_variable_the_module_sets_is_a_gate_with_its_condition(history: H
     history.commit("utils", {"lib/utils.py": "import os\n\nis_nvidia = True\n"})
     sha = history.commit(
         "ieee",
-        {"lib/utils.py": "import os\n\nis_nvidia = True\nif is_nvidia:\n    os.environ['TRITON_F32_DEFAULT'] = 'ieee'\n"},
+        {
+            "lib/utils.py": "import os\n\nis_nvidia = True\nif is_nvidia:\n    os.environ['TRITON_F32_DEFAULT'] = 'ieee'\n"
+        },
     )
 
     found = static_diff(history.path, sha).findings
 
     assert rows(found, FindingKind.ENV_GATE) == {
         "TRITON_F32_DEFAULT": (None, "os.environ['TRITON_F32_DEFAULT'] = 'ieee' when is_nvidia (in <module>)")
+    }
+
+
+SUPPORTS = """\
+    import torch
+
+
+    class FwOp:
+        def supports(self, d):
+            device_capability = torch.cuda.get_device_capability(d.device)
+            return device_capability >= (7, 5)
+
+        def shape_not_supported_reasons(self, K):
+            reasons = []
+            if K not in {16, 32, 64, 128}:
+                reasons.append("K")
+            return reasons
+"""
+
+
+def test_a_returned_arch_comparison_and_a_size_in_a_set_of_numbers_are_conditions(history: History) -> None:
+    history.commit("op", {"ops/fmha.py": SUPPORTS})
+    changed = SUPPORTS.replace(">= (7, 5)", "== (8, 0)").replace("64, 128}", "64, 128, 256}")
+    sha = history.commit("sm80 only", {"ops/fmha.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert rows(found, FindingKind.BRANCH_CONDITION) == {
+        "FwOp.supports arch condition": ("device_capability >= (7, 5)", "device_capability == (8, 0)"),
+        "FwOp.shape_not_supported_reasons shape condition": (
+            "K not in {16, 32, 64, 128}",
+            "K not in {16, 32, 64, 128, 256}",
+        ),
     }
