@@ -256,12 +256,19 @@ def _pair_launches(old: list[LaunchSite], new: list[LaunchSite]) -> list[tuple[L
             pairs.append((match, site))
     leftovers = list(by_identity.values())
     for site in unmatched_new:
-        match = next((o for o in leftovers if o.kernel == site.kernel), None)
+        match = next((o for o in leftovers if o.kernel == site.kernel), None) or next(
+            (o for o in leftovers if _renamed_kernel(o, site)), None
+        )
         if match is not None:
             leftovers.remove(match)
         pairs.append((match, site))
     pairs.extend((site, None) for site in leftovers)
     return pairs
+
+
+def _renamed_kernel(old: LaunchSite, new: LaunchSite) -> bool:
+    """The same call of a renamed kernel: same caller, arguments and condition."""
+    return (old.function, old.arguments, old.condition) == (new.function, new.arguments, new.condition)
 
 
 def _launch(path: str, site: LaunchSite, key: str, before: str | None, after: str | None, detail: str) -> Finding:

@@ -72,6 +72,7 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
         new = {
             name: entry for name, entry in new.items() if name not in env_names and (name in old or name not in fields)
         }
+    old, new = _without_renames(old, new)
     findings = diff_entries(path, old, new)
     logic = dispatch_logic_rows(
         path, before.functions if before else {}, after.functions if after else {}, set(old) | set(new)
@@ -84,6 +85,38 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     named |= {f.detail.removeprefix("in ").split(";")[0] for f in sites if f.kind is FindingKind.LAUNCH_PARAM}
     named |= {function for row in gates for function in reading_functions(row)}
     return findings + sites + gates + [f for f in logic if f.name not in named]
+
+
+def _without_renames(
+    old: dict[str, tuple[FindingKind, Node]], new: dict[str, tuple[FindingKind, Node]]
+) -> tuple[dict[str, tuple[FindingKind, Node]], dict[str, tuple[FindingKind, Node]]]:
+    """A decorator entry that only moved to a renamed function (proprocess@triton.autotune ->
+    preprocess@triton.autotune, the same configs) is no change: both sides are left out."""
+    added = {name: entry for name, entry in new.items() if name not in old and "@" in name}
+    renamed: set[str] = set()
+    for name, (kind, value) in old.items():
+        if name in new or "@" not in name:
+            continue
+        decorator = name.split("@", 1)[1]
+        match = next(
+            (
+                other
+                for other, (other_kind, other_value) in added.items()
+                if other.split("@", 1)[1] == decorator
+                and other_kind is kind
+                and other_value.canonical == value.canonical
+            ),
+            None,
+        )
+        if match is not None:
+            renamed.update((name, match))
+            del added[match]
+    if not renamed:
+        return old, new
+    return (
+        {name: entry for name, entry in old.items() if name not in renamed},
+        {name: entry for name, entry in new.items() if name not in renamed},
+    )
 
 
 class _Scanner:

@@ -175,3 +175,30 @@ def test_a_returned_arch_comparison_and_a_size_in_a_set_of_numbers_are_condition
             "K not in {16, 32, 64, 128, 256}",
         ),
     }
+
+
+RENAMED = """\
+    import triton
+
+
+    @triton.heuristics({"EVEN": lambda args: args["T"] % 64 == 0})
+    @triton.autotune(configs=[triton.Config({}, num_warps=w) for w in [2, 4]], key=["T"])
+    @triton.jit
+    def proprocess_qkw(q, T, EVEN: tl.constexpr):
+        pass
+
+
+    def run(q, T):
+        proprocess_qkw[(T,)](q, T)
+"""
+
+
+def test_a_renamed_kernel_with_the_same_decorators_and_calls_is_no_change(history: History) -> None:
+    history.commit("kernel", {"ops/h.py": RENAMED})
+    retuned = RENAMED.replace("proprocess_qkw", "preprocess_qkw").replace("[2, 4]", "[4, 8]")
+    sha = history.commit("rename and retune", {"ops/h.py": retuned})
+    autotune = {f.name for f in static_diff(history.path, sha).table_findings if f.kind is FindingKind.AUTOTUNE_CONFIG}
+    assert autotune == {"proprocess_qkw@triton.autotune", "preprocess_qkw@triton.autotune"}
+
+    sha = history.commit("rename only", {"ops/h.py": retuned.replace("preprocess_qkw", "process_qkw")})
+    assert static_diff(history.path, sha).table_findings == ()
