@@ -48,7 +48,7 @@ class LaunchSite:
 @dataclass(frozen=True)
 class Branch:
     function: str
-    test: str
+    test: str  # the whole condition, whitespace collapsed (rows show it cut to MAX_TEXT)
     category: str  # "arch", "dtype", "shape", "env", or "" (not a dispatch condition)
     line: int
     meaning: str = ""  # the definitions of the gates it reads ("tuned = get_arch() == 'gfx950'")
@@ -123,9 +123,9 @@ class _Walker:
         gates = self.gates[function]
         meaning = "; ".join(gate.text for gate in gates_read(test, gates))
         text = ast.unparse(test)
-        branch = Branch(function, _short(text), condition_category(test, gates, text), test.lineno, meaning)
+        branch = Branch(function, " ".join(text.split()), condition_category(test, gates, text), test.lineno, meaning)
         self.scan.branches.setdefault(function, []).append(branch)
-        return branch.test
+        return _short(branch.test)
 
     def _stored_condition(self, node: ast.stmt, function: str) -> None:
         """`tuned = get_arch() == "gfx950"`: a branch condition of the function, and a gate from here on."""
@@ -206,6 +206,15 @@ def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast
         for child in ast.iter_child_nodes(node):
             if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
                 stack.append(child)
+
+
+def _shown(before: str | None, after: str | None) -> tuple[str | None, str | None]:
+    """Two condition texts for display: long ones cut to MAX_TEXT around where they first differ."""
+    if before is None or after is None:
+        return (before and _short(before)), (after and _short(after))
+    start = next((i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b), 0)
+    start = max(0, start - MAX_TEXT // 2) if max(len(before), len(after)) > MAX_TEXT else 0
+    return (_short(("..." if start else "") + before[start:]), _short(("..." if start else "") + after[start:]))
 
 
 def _short(text: str) -> str:
@@ -301,7 +310,7 @@ def _branch(path: str, function: str, was: Branch | None, now: Branch | None) ->
     if not category:
         return []
     line = now.line if now else was.line if was else None
-    before, after = (was.test if was else None), (now.test if now else None)
+    before, after = _shown(was.test if was else None, now.test if now else None)
     meaning = (now.meaning if now else "") or (was.meaning if was else "")
     detail = f"where {meaning}" if meaning else ""
     return [Finding(FindingKind.BRANCH_CONDITION, path, function, f"{category} condition", before, after, line, detail)]

@@ -202,3 +202,39 @@ def test_a_renamed_kernel_with_the_same_decorators_and_calls_is_no_change(histor
 
     sha = history.commit("rename only", {"ops/h.py": retuned.replace("preprocess_qkw", "process_qkw")})
     assert static_diff(history.path, sha).table_findings == ()
+
+
+LONG_CONDITION = """\
+    import torch
+
+
+    class DotProductAttention:
+        def forward(self, query_layer, key_layer, value_layer):
+            use_flash = True
+            if (
+                query_layer.dtype not in [torch.bfloat16, torch.float16]
+                or key_layer.dtype not in [torch.bfloat16, torch.float16]
+                or value_layer.dtype not in [torch.bfloat16, torch.float16]
+                or (self.device_compute_capability == 8.6 and key_layer.shape[-1] > 64)
+            ):
+                use_flash = False
+            if is_cdna():
+                use_flash = False
+            return use_flash
+"""
+
+
+def test_a_long_condition_changed_past_its_shown_length_and_amd_arch_predicates(history: History) -> None:
+    history.commit("attention", {"te/attention.py": LONG_CONDITION})
+    changed = LONG_CONDITION.replace("== 8.6", "in (8.6, 8.9)").replace("is_cdna()", "is_cdna3()")
+    sha = history.commit("sm89", {"te/attention.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    conditions = rows(found, FindingKind.BRANCH_CONDITION)
+    assert set(conditions) == {"DotProductAttention.forward arch condition"}
+    assert [(f.before, f.after) for f in found if f.after and "cdna" in f.after] == [("is_cdna()", "is_cdna3()")]
+    long_row = next(f for f in found if f.after and "8.9" in f.after)
+    assert long_row.before is not None
+    assert long_row.before.startswith("...")
+    assert "== 8.6" in long_row.before
