@@ -73,7 +73,7 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
             name: entry for name, entry in new.items() if name not in env_names and (name in old or name not in fields)
         }
     old, new = _without_renames(old, new)
-    findings = diff_entries(path, old, new)
+    findings = _without_aliases(diff_entries(path, old, new))
     logic = dispatch_logic_rows(
         path, before.functions if before else {}, after.functions if after else {}, set(old) | set(new)
     )
@@ -85,6 +85,16 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     named |= {f.detail.removeprefix("in ").split(";")[0] for f in sites if f.kind is FindingKind.LAUNCH_PARAM}
     named |= {function for row in gates for function in reading_functions(row)}
     return findings + sites + gates + [f for f in logic if f.name not in named]
+
+
+def _without_aliases(findings: list[Finding]) -> list[Finding]:
+    """`BwOp.MAX_K = FwOp.MAX_K`: the alias's row repeats the row of the constant it names; left out."""
+    named = {f.name for f in findings}
+    return [
+        f
+        for f in findings
+        if not any(text and text.startswith(f"{other} (") for other in named - {f.name} for text in (f.before, f.after))
+    ]
 
 
 def _without_renames(
@@ -160,12 +170,22 @@ class _Scanner:
             self.scan_body(block, prefix, env)
 
     def _branches(self, statement: ast.If, prefix: str, env: dict[str, Node]) -> None:
-        both = _bound(statement.body, prefix) & _bound(statement.orelse, prefix)
+        """A name bound in one branch only that was bound before (`if cc >= 12: HAS_XFORMERS = False`) is an
+        override under a condition: the entry keeps its unconditional value, the condition's row shows the rest."""
+        body, orelse = _bound(statement.body, prefix), _bound(statement.orelse, prefix)
+        both = body & orelse
+        overridden = {name for name in body ^ orelse if name.removeprefix(prefix) in env}
+        earlier = {name: self.entries.get(name) for name in overridden}
         test = ast.unparse(statement.test)
         for block, label in ((statement.body, f"if {test}"), (statement.orelse, "else")):
             self.scan_body(block, prefix, env)
             for name in both & set(self.entries):
                 self.entries[f"{name} ({label})"] = self.entries.pop(name)
+        for name, entry in earlier.items():
+            if entry is None:
+                self.entries.pop(name, None)
+            else:
+                self.entries[name] = entry
 
     def _assignment(self, statement: ast.Assign | ast.AnnAssign, prefix: str, env: dict[str, Node]) -> None:
         if statement.value is None:
@@ -185,7 +205,7 @@ class _Scanner:
 
     def _bind(self, prefix: str, name: str, source: ast.expr, node: Node, env: dict[str, Node]) -> None:
         env[name] = plain_value(node)
-        if name.startswith("__") and name.endswith("__"):
+        if name.startswith("__") and name.endswith("__") or _TEST_DATA.search(name):
             return
         kind = _kind_of(source, node)
         if isinstance(source, ast.IfExp) and kind is not None:
@@ -230,6 +250,9 @@ class _Scanner:
         if _TUNING_FUNCTION.search(function.name):
             self.scan_body(_local_tables(function.body), f"{name}.<locals>.", dict(env))
 
+
+# Values kept for the tests (_TEST_K, TEST_SHAPES): they choose nothing in the library.
+_TEST_DATA = re.compile(r"(^|_)TESTS?(_|$)", re.I)
 
 # A function that builds a tuning space by its name: get_autotune_config, get_all_configs, tuned_params.
 _TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic", re.I)

@@ -238,3 +238,37 @@ def test_a_long_condition_changed_past_its_shown_length_and_amd_arch_predicates(
     assert long_row.before is not None
     assert long_row.before.startswith("...")
     assert "== 8.6" in long_row.before
+
+
+OPS = """\
+    import torch
+
+    HAS_FAST = True
+    BLOCK = 64
+
+
+    class FwOp:
+        SUPPORTED_MAX_K = 128
+        _TEST_K = [128]
+
+
+    class BwOp:
+        SUPPORTED_MAX_K = FwOp.SUPPORTED_MAX_K
+"""
+
+
+def test_aliases_test_data_and_conditional_overrides_give_no_rows_of_their_own(history: History) -> None:
+    history.commit("ops", {"ops/fmha.py": OPS})
+    changed = (
+        OPS.replace("SUPPORTED_MAX_K = 128", "SUPPORTED_MAX_K = 256")
+        .replace("_TEST_K = [128]", "_TEST_K = [128, 256]")
+        .replace("BLOCK = 64\n", "BLOCK = 64\n    if torch.cuda.get_device_capability()[0] >= 12:\n        HAS_FAST = False\n")
+    )
+    sha = history.commit("k 256", {"ops/fmha.py": changed})
+
+    found = static_diff(history.path, sha).table_findings
+
+    assert {(f.kind, f.name) for f in found} == {
+        (FindingKind.CONSTANT, "FwOp.SUPPORTED_MAX_K"),
+        (FindingKind.BRANCH_CONDITION, "<module>"),
+    }
