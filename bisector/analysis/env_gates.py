@@ -160,7 +160,9 @@ def _widen(node: ast.expr, parents: dict[ast.AST, ast.AST]) -> ast.expr:
 
 
 def _defaulted(parent: ast.AST | None, node: ast.expr) -> bool:
-    """os.getenv("X") or "4": the default is part of the gate."""
+    """os.getenv("X") or "4": the default is part of the gate (not `"X" in os.environ or other`: a test, no value)."""
+    if isinstance(node, ast.Compare | ast.UnaryOp):
+        return False
     return isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.Or) and parent.values[0] is node
 
 

@@ -272,3 +272,14 @@ def test_aliases_test_data_and_conditional_overrides_give_no_rows_of_their_own(h
         (FindingKind.CONSTANT, "FwOp.SUPPORTED_MAX_K"),
         (FindingKind.BRANCH_CONDITION, "<module>"),
     }
+
+
+def test_an_env_membership_test_joined_by_or_is_not_read_with_a_default(history: History) -> None:
+    source = "import os\n\n\ndef stats():\n    if 'NO_STATS' in os.environ or USE_SCOPE:\n        return None\n"
+    history.commit("stats", {"lib/stats.py": source})
+    changed = source.replace("USE_SCOPE", "os.environ.get('USE_SCOPE', '0') == '1'")
+    sha = history.commit("scope from env", {"lib/stats.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert {f.name for f in found if f.kind is FindingKind.ENV_GATE} == {"USE_SCOPE"}
