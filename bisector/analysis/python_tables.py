@@ -177,10 +177,18 @@ class _Scanner:
         overridden = {name for name in body ^ orelse if name.removeprefix(prefix) in env}
         earlier = {name: self.entries.get(name) for name in overridden}
         test = ast.unparse(statement.test)
+        before = dict(env)
+        after_body: dict[str, Node] = {}
         for block, label in ((statement.body, f"if {test}"), (statement.orelse, "else")):
+            if label == "else":  # the else branch (an elif chain) sees the names as they were before the if
+                after_body = dict(env)
+                env.clear()
+                env.update(before)
             self.scan_body(block, prefix, env)
             for name in both & set(self.entries):
                 self.entries[f"{name} ({label})"] = self.entries.pop(name)
+        for name, value in after_body.items():
+            env.setdefault(name, value)
         for name, entry in earlier.items():
             if entry is None:
                 self.entries.pop(name, None)

@@ -49,10 +49,10 @@ CONFIG_BUILDER = """\
         configs = []
         configs.append(triton.Config({"BLOCK_K": 16}, num_warps=1))
         configs.append(triton.Config({"BLOCK_K": 64}, num_warps=2))
-        if arch == 10:
-            tile_n = [128, 256]
-        else:
+        if arch == 9:
             tile_n = [64, 128]
+        elif arch == 10:
+            tile_n = [128, 256]
         return configs, tile_n
 
 
@@ -81,7 +81,7 @@ def test_lists_a_tuning_function_builds_are_tables(history: History) -> None:
         "get_autotune_config.<locals>.configs[{'BLOCK_K': 32}]": (None, "num_warps=1")
     }
     assert rows(found, FindingKind.TABLE_ENTRY) == {
-        "get_autotune_config.<locals>.tile_n (if arch == 10)": ("[128, 256]", "[64, 128, 256]")
+        "get_autotune_config.<locals>.tile_n": ("[128, 256]", "[64, 128, 256]")
     }
 
 
