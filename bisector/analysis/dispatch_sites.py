@@ -100,7 +100,8 @@ class _Walker:
             if isinstance(node, ast.While):  # `while num_stages > 0 and ...:` in a config pruner chooses too
                 self._branch(function, node.test)
             elif isinstance(node, ast.Return) and isinstance(node.value, ast.Compare | ast.BoolOp):
-                self._branch(function, node.value)  # a predicate: `return capability == (8, 0)` in supports()
+                if not function.rsplit(".", 1)[-1].startswith("__"):  # __eq__ compares objects, chooses nothing
+                    self._branch(function, node.value)  # a predicate: `return capability == (8, 0)` in supports()
             self._stored_condition(node, function)
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):

@@ -2,7 +2,7 @@
 
 A gate is a read of an environment variable: os.environ.get("X", "0"), os.environ["X"], os.getenv("X"),
 "X" in os.environ, or an attribute of a settings object (envs.X, vllm-style); or a write the stack will read,
-os.environ["X"] = "ieee", with the conditions around it. Each read is kept with the
+os.environ["X"] = "ieee" (not of the process's own PATH, HOME, USER, ...). Each read is kept with the
 expression around it (int(...), == "1", .lower() in (...)) and the function that reads it, so a changed
 default or comparison is a flipped gate and a new reading function is a gate added there.
 """
@@ -22,6 +22,10 @@ _GETENV = re.compile(r"(^|\.)(getenv|environ\.get|environ\.setdefault)$")
 _SETTINGS_OWNER = re.compile(r"(^|_)envs?$|^environment$|_env$", re.I)
 _SETTINGS_NAME = re.compile(r"^[A-Z][A-Z0-9_]{2,}$")
 _WRAPPING_CALLS = frozenset({"int", "bool", "float", "str", "strtobool", "str2bool", "get_bool_env_var", "eval"})
+# The process's own settings: a module that sets them (PATH for a toolkit, USER for a cache dir) chooses no kernel.
+_PROCESS_VARIABLES = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "USERNAME", "SHELL", "PWD", "TMPDIR", "TEMP", "TMP", "LANG", "PYTHONPATH"}
+)
 NOT_SET_BY_BISECT = "the bisect's environment does not set it"
 
 EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
@@ -36,7 +40,7 @@ def scan_env_gates(tree: ast.Module) -> tuple[EnvGates, frozenset[str]]:
     stack: list[ast.AST] = [tree]
     while stack:  # one walk for the reads and the parents
         node = stack.pop()
-        if (name := _variable(node, names)) is not None:
+        if (name := _variable(node, names)) is not None and not (name in _PROCESS_VARIABLES and _is_store(node)):
             reads.append((node, name))
         for child in ast.iter_child_nodes(node):
             parents[child] = node
@@ -121,20 +125,16 @@ def _variable(node: ast.AST, names: dict[str, str]) -> str | None:
 
 
 def _write(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
-    """`os.environ["X"] = "ieee"` with the if-conditions around it: the module sets what the stack will read."""
+    """`os.environ["X"] = "ieee"`: the module sets what the stack will read (the condition around it, if any, is
+    a branch condition row of its own)."""
     if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)):
         return None
     assignment = parents.get(node)
-    text = ast.unparse(assignment) if isinstance(assignment, ast.Assign) else f"{ast.unparse(node)} = ..."
-    conditions: list[str] = []
-    child: ast.AST | None = assignment
-    current = parents.get(assignment) if assignment is not None else None
-    while current is not None and not isinstance(current, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        if isinstance(current, ast.If):
-            test = ast.unparse(current.test)
-            conditions.append(test if child in current.body else f"not ({test})")
-        child, current = current, parents.get(current)
-    return text + (f" when {' and '.join(reversed(conditions))}" if conditions else "")
+    return ast.unparse(assignment) if isinstance(assignment, ast.Assign) else f"{ast.unparse(node)} = ..."
+
+
+def _is_store(node: ast.AST) -> bool:
+    return isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
 
 
 def _membership(node: ast.Compare) -> bool:

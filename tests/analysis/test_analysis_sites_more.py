@@ -128,19 +128,19 @@ def test_conditional_lists_wrapped_autotune_and_lists_an_autotune_comprehension_
     assert not [f for f in found if f.kind is FindingKind.DISPATCH_LOGIC]
 
 
-def test_an_env_variable_the_module_sets_is_a_gate_with_its_condition(history: History) -> None:
+def test_an_env_variable_the_module_sets_is_a_gate_unless_the_process_owns_it(history: History) -> None:
     history.commit("utils", {"lib/utils.py": "import os\n\nis_nvidia = True\n"})
     sha = history.commit(
         "ieee",
         {
-            "lib/utils.py": "import os\n\nis_nvidia = True\nif is_nvidia:\n    os.environ['TRITON_F32_DEFAULT'] = 'ieee'\n"
+            "lib/utils.py": "import os\n\nis_nvidia = True\nif is_nvidia:\n    os.environ['TRITON_F32_DEFAULT'] = 'ieee'\n    os.environ['PATH'] = '/opt/cuda/bin'\n"
         },
     )
 
     found = static_diff(history.path, sha).findings
 
     assert rows(found, FindingKind.ENV_GATE) == {
-        "TRITON_F32_DEFAULT": (None, "os.environ['TRITON_F32_DEFAULT'] = 'ieee' when is_nvidia (in <module>)")
+        "TRITON_F32_DEFAULT": (None, "os.environ['TRITON_F32_DEFAULT'] = 'ieee' (in <module>)")
     }
 
 
@@ -153,6 +153,9 @@ SUPPORTS = """\
             device_capability = torch.cuda.get_device_capability(d.device)
             return device_capability >= (7, 5)
 
+        def __eq__(self, other):
+            return self.dtype == other.dtype
+
         def shape_not_supported_reasons(self, K):
             reasons = []
             if K not in {16, 32, 64, 128}:
@@ -163,7 +166,11 @@ SUPPORTS = """\
 
 def test_a_returned_arch_comparison_and_a_size_in_a_set_of_numbers_are_conditions(history: History) -> None:
     history.commit("op", {"ops/fmha.py": SUPPORTS})
-    changed = SUPPORTS.replace(">= (7, 5)", "== (8, 0)").replace("64, 128}", "64, 128, 256}")
+    changed = (
+        SUPPORTS.replace(">= (7, 5)", "== (8, 0)")
+        .replace("self.dtype == other.dtype", "self.dtype is other.dtype")
+        .replace("64, 128}", "64, 128, 256}")
+    )
     sha = history.commit("sm80 only", {"ops/fmha.py": changed})
 
     found = static_diff(history.path, sha).findings
@@ -262,7 +269,10 @@ def test_aliases_test_data_and_conditional_overrides_give_no_rows_of_their_own(h
     changed = (
         OPS.replace("SUPPORTED_MAX_K = 128", "SUPPORTED_MAX_K = 256")
         .replace("_TEST_K = [128]", "_TEST_K = [128, 256]")
-        .replace("BLOCK = 64\n", "BLOCK = 64\n    if torch.cuda.get_device_capability()[0] >= 12:\n        HAS_FAST = False\n")
+        .replace(
+            "BLOCK = 64\n",
+            "BLOCK = 64\n    if torch.cuda.get_device_capability()[0] >= 12:\n        HAS_FAST = False\n",
+        )
     )
     sha = history.commit("k 256", {"ops/fmha.py": changed})
 
