@@ -2,6 +2,7 @@
 
     kernel[grid](x, y, num_warps=8, BLOCK_M=64)     a Triton launch: its grid and keyword arguments
     torch.ops.my_lib.gemm(a, b, 128)               a torch custom-op launch: its arguments
+    gemm_sm90(a, b, tile_M=128, cluster_N=2)       a call passing tile / launch keywords (CuTe DSL): its keywords
     if is_hip() / capability >= (9, 0) / x.dtype == torch.float8_e4m3fn / M <= 64 / os.environ.get(...)
                                                    a branch condition on the arch, the dtype, a shape, an env var
     tuned = get_arch() == "gfx950"                 a condition kept in a name (conditions.py): a branch condition
@@ -147,6 +148,9 @@ class _Walker:
             kernel = ast.unparse(call.func).removesuffix(".default")
             arguments.update((f"arg{i}", _short(ast.unparse(a))) for i, a in enumerate(call.args))
             arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
+        elif _tile_call(call):  # a CuTe DSL / JIT kernel entry: gemm_sm90(a, b, tile_M=128, cluster_N=2)
+            kernel = ast.unparse(call.func)
+            arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
         else:
             return
         key = (function, kernel)
@@ -170,6 +174,17 @@ def _is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:
     if isinstance(grid, ast.Tuple | ast.Lambda | ast.Call | ast.List):
         return True
     return isinstance(grid, ast.Name | ast.Attribute) and "grid" in ast.unparse(grid).lower()
+
+
+# Keywords that choose a kernel's tiling or launch shape whatever the launch syntax.
+_TILE_KEYWORD = re.compile(r"^(tile|block|cluster)_?[mnk]$|^(BLOCK|TILE|CLUSTER)_\w+$|^num_(warps|stages|ctas)$", re.I)
+
+
+def _tile_call(call: ast.Call) -> bool:
+    """A plain call passing tile or launch keywords, other than a config object (triton.Config(..., num_warps=4))."""
+    if ast.unparse(call.func).rsplit(".", 1)[-1].endswith(("Config", "config", "dict")):
+        return False
+    return any(kw.arg and _TILE_KEYWORD.match(kw.arg) for kw in call.keywords)
 
 
 def _resolved(arguments: dict[str, str], assigned: dict[str, list[str]]) -> dict[str, str]:

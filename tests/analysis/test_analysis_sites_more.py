@@ -293,3 +293,18 @@ def test_an_env_membership_test_joined_by_or_is_not_read_with_a_default(history:
     found = static_diff(history.path, sha).findings
 
     assert {f.name for f in found if f.kind is FindingKind.ENV_GATE} == {"USE_SCOPE"}
+
+
+def test_a_call_passing_tile_keywords_is_a_launch_and_a_config_object_is_not(history: History) -> None:
+    source = (
+        "import triton\n\n\ndef gemm(a, b):\n"
+        "    gemm_sm90(a, b, tile_M=128, tile_N=64, cluster_M=2)\n"
+        "    return triton.Config({}, num_warps=4)\n"
+    )
+    history.commit("gemm", {"ops/gemm.py": source})
+    changed = source.replace("tile_M=128", "tile_M=tile_m").replace("num_warps=4", "num_warps=8")
+    sha = history.commit("tile m", {"ops/gemm.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert rows(found, FindingKind.LAUNCH_PARAM) == {"gemm_sm90 tile_M": ("128", "tile_m")}
