@@ -308,3 +308,22 @@ def test_a_call_passing_tile_keywords_is_a_launch_and_a_config_object_is_not(his
     found = static_diff(history.path, sha).findings
 
     assert rows(found, FindingKind.LAUNCH_PARAM) == {"gemm_sm90 tile_M": ("128", "tile_m")}
+
+
+def test_a_native_flag_accumulated_with_a_size_comparison_is_a_condition(history: History) -> None:
+    source = (
+        "bool pick(int m, int block_m, int best) {\n"
+        "    bool success = false;\n"
+        "    success |= block_m != best;\n"
+        "    return success;\n"
+        "}\n"
+    )
+    history.commit("heuristic", {"csrc/heuristics.hpp": source})
+    changed = source.replace("block_m != best;", "block_m != best\n               and block_m <= m;")
+    sha = history.commit("not larger than m", {"csrc/heuristics.hpp": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert [(f.name, f.before, f.after) for f in found if f.kind is FindingKind.NATIVE_THRESHOLD] == [
+        ("condition on the batch size", None, "and block_m <= m;")
+    ]
