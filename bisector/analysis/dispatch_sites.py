@@ -177,12 +177,14 @@ def _is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:
 
 
 # Keywords that choose a kernel's tiling or launch shape whatever the launch syntax.
-_TILE_KEYWORD = re.compile(r"^(tile|block|cluster)_?[mnk]$|^(BLOCK|TILE|CLUSTER)_\w+$|^num_(warps|stages|ctas)$", re.I)
+_TILE_KEYWORD = re.compile(r"^(?i:(tile|block|cluster)_?[mnk]|num_(warps|stages|ctas))$|^(BLOCK|TILE|CLUSTER)_[A-Z0-9_]+$")
 
 
 def _tile_call(call: ast.Call) -> bool:
-    """A plain call passing tile or launch keywords, other than a config object (triton.Config(..., num_warps=4))."""
-    if ast.unparse(call.func).rsplit(".", 1)[-1].endswith(("Config", "config", "dict")):
+    """A plain call passing tile or launch keywords, other than a config object (triton.Config(..., num_warps=4))
+    or a call inside a kernel (tl.range(..., num_stages=3))."""
+    callee = ast.unparse(call.func)
+    if callee.rsplit(".", 1)[-1].endswith(("Config", "config", "dict")) or callee.startswith(("tl.", "triton.")):
         return False
     return any(kw.arg and _TILE_KEYWORD.match(kw.arg) for kw in call.keywords)
 

@@ -295,14 +295,22 @@ def test_an_env_membership_test_joined_by_or_is_not_read_with_a_default(history:
     assert {f.name for f in found if f.kind is FindingKind.ENV_GATE} == {"USE_SCOPE"}
 
 
-def test_a_call_passing_tile_keywords_is_a_launch_and_a_config_object_is_not(history: History) -> None:
+def test_a_call_passing_tile_keywords_is_a_launch_and_a_config_object_or_tl_call_is_not(history: History) -> None:
     source = (
         "import triton\n\n\ndef gemm(a, b):\n"
         "    gemm_sm90(a, b, tile_M=128, tile_N=64, cluster_M=2)\n"
+        "    sort_rows(a, block_size=32)\n"
+        "    for i in tl.range(0, 4, num_stages=2):\n"
+        "        pass\n"
         "    return triton.Config({}, num_warps=4)\n"
     )
     history.commit("gemm", {"ops/gemm.py": source})
-    changed = source.replace("tile_M=128", "tile_M=tile_m").replace("num_warps=4", "num_warps=8")
+    changed = (
+        source.replace("tile_M=128", "tile_M=tile_m")
+        .replace("num_warps=4", "num_warps=8")
+        .replace("block_size=32", "block_size=64")
+        .replace("num_stages=2", "num_stages=3")
+    )
     sha = history.commit("tile m", {"ops/gemm.py": changed})
 
     found = static_diff(history.path, sha).findings
