@@ -150,7 +150,13 @@ def _piece(parts: list[object], class_name: str, fields: frozenset[str], kind: s
 
 
 def _reads(node: ast.AST, class_name: str, fields: frozenset[str]) -> Iterator[str]:
-    for child in ast.walk(node):
+    """The names a piece loads, except inside f-strings (a constant formatted into a message chooses nothing)."""
+    stack = [node]
+    while stack:
+        child = stack.pop()
+        if isinstance(child, ast.JoinedStr):
+            continue
+        stack.extend(ast.iter_child_nodes(child))
         if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
             yield child.id
         elif isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name):
