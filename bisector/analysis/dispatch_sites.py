@@ -53,6 +53,8 @@ class Branch:
     category: str  # "arch", "dtype", "shape", "env", or "" (not a dispatch condition)
     line: int
     meaning: str = ""  # the definitions of the gates it reads ("tuned = get_arch() == 'gfx950'")
+    parts: tuple[tuple[str, str], ...] = ()  # the operands of a top-level and / or: (text, category)
+    returned: bool = False  # a predicate's returned comparison (`return cc >= (8, 0)`)
 
 
 @dataclass
@@ -102,7 +104,7 @@ class _Walker:
                 self._branch(function, node.test)
             elif isinstance(node, ast.Return) and isinstance(node.value, ast.Compare | ast.BoolOp):
                 if not function.rsplit(".", 1)[-1].startswith("__"):  # __eq__ compares objects, chooses nothing
-                    self._branch(function, node.value)  # a predicate: `return capability == (8, 0)` in supports()
+                    self._branch(function, node.value, returned=True)  # `return capability == (8, 0)`
             self._stored_condition(node, function)
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):
@@ -120,12 +122,15 @@ class _Walker:
             elif isinstance(child, ast.Call):
                 self._launch(child, function, conditions)
 
-    def _branch(self, function: str, test: ast.expr) -> str:
+    def _branch(self, function: str, test: ast.expr, *, returned: bool = False) -> str:
         """Record the condition; returns its text."""
         gates = self.gates[function]
         meaning = "; ".join(gate.text for gate in gates_read(test, gates))
         text = ast.unparse(test)
-        branch = Branch(function, " ".join(text.split()), condition_category(test, gates, text), test.lineno, meaning)
+        category = condition_category(test, gates, text)
+        if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
+            return _short(text)
+        branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, _parts(test, gates), returned)
         self.scan.branches.setdefault(function, []).append(branch)
         return _short(branch.test)
 
@@ -135,8 +140,11 @@ class _Walker:
         if stored is None:
             return
         names, gate = stored
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        parts = _parts(value, self.gates[function]) if value is not None else ()
         self.gates[function].update(dict.fromkeys(names, gate))
-        self.scan.branches.setdefault(function, []).append(Branch(function, gate.text, gate.category, node.lineno))
+        branch = Branch(function, gate.text, gate.category, node.lineno, parts=parts)
+        self.scan.branches.setdefault(function, []).append(branch)
 
     def _launch(self, call: ast.Call, function: str, conditions: tuple[str, ...]) -> None:
         arguments: dict[str, str] = {}
@@ -163,6 +171,12 @@ class _Walker:
         self.scan.launches.append(LaunchSite(function, kernel, occurrence, arguments, condition, call.lineno))
 
 
+def _parts(test: ast.expr, gates: dict[str, Gate]) -> tuple[tuple[str, str], ...]:
+    if not isinstance(test, ast.BoolOp):
+        return ()
+    return tuple((" ".join(ast.unparse(v).split()), condition_category(v, gates)) for v in test.values)
+
+
 def _is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:
     """kernel[grid](...) rather than a call through a dict or cache (cache[key](...)): the grid is a tuple, a
     lambda, a call (triton.cdiv), or a name that says grid. A decorated function of the module (@triton.jit) is a
@@ -177,7 +191,9 @@ def _is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:
 
 
 # Keywords that choose a kernel's tiling or launch shape whatever the launch syntax.
-_TILE_KEYWORD = re.compile(r"^(?i:(tile|block|cluster)_?[mnk]|num_(warps|stages|ctas))$|^(BLOCK|TILE|CLUSTER)_[A-Z0-9_]+$")
+_TILE_KEYWORD = re.compile(
+    r"^(?i:(tile|block|cluster)_?[mnk]|num_(warps|stages|ctas))$|^(BLOCK|TILE|CLUSTER)_[A-Z0-9_]+$"
+)
 
 
 def _tile_call(call: ast.Call) -> bool:
@@ -314,6 +330,8 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
             # a condition that only moved within the function (same text on both sides) is not a change
             removed = [b for b in was[i1:i2] if before_tests.count(b.test) > after_tests.count(b.test)]
             added = [b for b in now[j1:j2] if after_tests.count(b.test) > before_tests.count(b.test)]
+            if function not in old or function not in new:  # a new or dropped predicate shows where it is called
+                removed, added = [b for b in removed if not b.returned], [b for b in added if not b.returned]
             for index in range(max(len(removed), len(added))):
                 rows.extend(_branch(path, function, _at(removed, index), _at(added, index)))
     return rows
@@ -324,7 +342,16 @@ def _at(branches: list[Branch], index: int) -> Branch | None:
 
 
 def _branch(path: str, function: str, was: Branch | None, now: Branch | None) -> list[Finding]:
+    """A row when the condition is about a dispatch category; for an and / or changed in some operands, when one
+    of the operands that changed is (`x is not None and dtype == fp16` -> `flag and dtype == fp16`: no row)."""
     category = (now.category if now else "") or (was.category if was else "")
+    if was is not None and now is not None and was.parts and now.parts:
+        changed = set(was.parts) ^ set(now.parts)
+        category = (
+            next((c for _, c in sorted(changed) if c), "")
+            if len(changed) < len(was.parts) + len(now.parts)
+            else category
+        )
     if not category:
         return []
     line = now.line if now else was.line if was else None

@@ -349,3 +349,36 @@ def test_a_constant_formatted_into_a_message_is_no_dispatch_logic(history: Histo
 
     sha = history.commit("logic", {"ops/op.py": source.replace("cls.MIN_CC[0]", "cls.MIN_CC[1]")})
     assert [f.name for f in static_diff(history.path, sha).table_findings] == ["Op.reasons"]
+
+
+SCALING = """\
+    import torch
+
+
+    class Attention:
+        def uses_mx(self):
+            return self.dtype in [torch.float8_e4m3fn]
+
+        def forward(self, key):
+            scaling = self.layer is not None and key.dtype == torch.float16
+            if self.layer is not None and key.dtype == torch.float16:
+                return scaling
+            return None
+"""
+
+
+def test_only_the_changed_operands_of_and_or_decide_and_a_dropped_predicate_is_no_row(history: History) -> None:
+    history.commit("attention", {"ops/attn.py": SCALING})
+    changed = SCALING.replace("self.layer is not None", "self.scaling_flag").replace(
+        "        def uses_mx(self):\n            return self.dtype in [torch.float8_e4m3fn]\n\n", ""
+    )
+    sha = history.commit("flag", {"ops/attn.py": changed})
+    assert static_diff(history.path, sha).table_findings == ()
+
+    sha = history.commit("bf16", {"ops/attn.py": changed.replace("torch.float16:", "torch.bfloat16:")})
+    assert rows(static_diff(history.path, sha).findings, FindingKind.BRANCH_CONDITION) == {
+        "Attention.forward dtype condition": (
+            "self.scaling_flag and key.dtype == torch.float16",
+            "self.scaling_flag and key.dtype == torch.bfloat16",
+        )
+    }
