@@ -53,7 +53,6 @@ class Branch:
     category: str  # "arch", "dtype", "shape", "env", or "" (not a dispatch condition)
     line: int
     meaning: str = ""  # the definitions of the gates it reads ("tuned = get_arch() == 'gfx950'")
-    parts: tuple[tuple[str, str], ...] = ()  # the operands of a top-level and / or: (text, category)
     returned: bool = False  # a predicate's returned comparison (`return cc >= (8, 0)`)
 
 
@@ -130,7 +129,7 @@ class _Walker:
         category = condition_category(test, gates, text)
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
             return _short(text)
-        branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, _parts(test, gates), returned)
+        branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned)
         self.scan.branches.setdefault(function, []).append(branch)
         return _short(branch.test)
 
@@ -140,10 +139,8 @@ class _Walker:
         if stored is None:
             return
         names, gate = stored
-        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
-        parts = _parts(value, self.gates[function]) if value is not None else ()
         self.gates[function].update(dict.fromkeys(names, gate))
-        branch = Branch(function, gate.text, gate.category, node.lineno, parts=parts)
+        branch = Branch(function, gate.text, gate.category, node.lineno)
         self.scan.branches.setdefault(function, []).append(branch)
 
     def _launch(self, call: ast.Call, function: str, conditions: tuple[str, ...]) -> None:
@@ -169,12 +166,6 @@ class _Walker:
             self.assigned[function] = _assignments(self.defs[function])
         arguments = _resolved(arguments, self.assigned.get(function, {}))
         self.scan.launches.append(LaunchSite(function, kernel, occurrence, arguments, condition, call.lineno))
-
-
-def _parts(test: ast.expr, gates: dict[str, Gate]) -> tuple[tuple[str, str], ...]:
-    if not isinstance(test, ast.BoolOp):
-        return ()
-    return tuple((" ".join(ast.unparse(v).split()), condition_category(v, gates)) for v in test.values)
 
 
 def _is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:
@@ -342,16 +333,7 @@ def _at(branches: list[Branch], index: int) -> Branch | None:
 
 
 def _branch(path: str, function: str, was: Branch | None, now: Branch | None) -> list[Finding]:
-    """A row when the condition is about a dispatch category; for an and / or changed in some operands, when one
-    of the operands that changed is (`x is not None and dtype == fp16` -> `flag and dtype == fp16`: no row)."""
     category = (now.category if now else "") or (was.category if was else "")
-    if was is not None and now is not None and was.parts and now.parts:
-        changed = set(was.parts) ^ set(now.parts)
-        category = (
-            next((c for _, c in sorted(changed) if c), "")
-            if len(changed) < len(was.parts) + len(now.parts)
-            else category
-        )
     if not category:
         return []
     line = now.line if now else was.line if was else None

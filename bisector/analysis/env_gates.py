@@ -115,7 +115,9 @@ def _variable(node: ast.AST, names: dict[str, str]) -> str | None:
     """The variable a node reads, when it is an environment read."""
     if isinstance(node, ast.Call) and _GETENV.search(_dotted(node.func)) and node.args:
         return _string(node.args[0], names)
-    if isinstance(node, ast.Subscript) and _ENVIRON.search(_dotted(node.value)):  # a read, or a write (os.environ[X] = v)
+    if isinstance(node, ast.Subscript) and _ENVIRON.search(
+        _dotted(node.value)
+    ):  # a read, or a write (os.environ[X] = v)
         return _string(node.slice, names) if isinstance(node.ctx, ast.Load | ast.Store) else None
     if isinstance(node, ast.Compare) and _membership(node) and _ENVIRON.search(_dotted(node.comparators[0])):
         return _string(node.left, names)

@@ -351,7 +351,7 @@ def test_a_constant_formatted_into_a_message_is_no_dispatch_logic(history: Histo
     assert [f.name for f in static_diff(history.path, sha).table_findings] == ["Op.reasons"]
 
 
-SCALING = """\
+PREDICATE = """\
     import torch
 
 
@@ -360,25 +360,16 @@ SCALING = """\
             return self.dtype in [torch.float8_e4m3fn]
 
         def forward(self, key):
-            scaling = self.layer is not None and key.dtype == torch.float16
-            if self.layer is not None and key.dtype == torch.float16:
-                return scaling
+            if self.uses_mx():
+                return key
             return None
 """
 
 
-def test_only_the_changed_operands_of_and_or_decide_and_a_dropped_predicate_is_no_row(history: History) -> None:
-    history.commit("attention", {"ops/attn.py": SCALING})
-    changed = SCALING.replace("self.layer is not None", "self.scaling_flag").replace(
+def test_a_dropped_predicate_gives_no_condition_row_of_its_own(history: History) -> None:
+    history.commit("attention", {"ops/attn.py": PREDICATE})
+    changed = PREDICATE.replace(
         "        def uses_mx(self):\n            return self.dtype in [torch.float8_e4m3fn]\n\n", ""
-    )
-    sha = history.commit("flag", {"ops/attn.py": changed})
+    ).replace("self.uses_mx()", "self.mx")
+    sha = history.commit("inline", {"ops/attn.py": changed})
     assert static_diff(history.path, sha).table_findings == ()
-
-    sha = history.commit("bf16", {"ops/attn.py": changed.replace("torch.float16:", "torch.bfloat16:")})
-    assert rows(static_diff(history.path, sha).findings, FindingKind.BRANCH_CONDITION) == {
-        "Attention.forward dtype condition": (
-            "self.scaling_flag and key.dtype == torch.float16",
-            "self.scaling_flag and key.dtype == torch.bfloat16",
-        )
-    }
