@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from bisector.analysis.conditions import Gate, condition_category, gates_read, module_gates, stored_condition
 from bisector.analysis.findings import Finding, FindingKind
 
-__all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
+__all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "same_top_level", "scan_sites"]
 
 MAX_TEXT = 160
 _NOT_KERNELS = re.compile(r"cache|dict|registry|table|_map\b|mapping|dispatch", re.I)
@@ -62,10 +62,38 @@ class SiteScan:
     branches: dict[str, list[Branch]] = field(default_factory=dict)  # function -> its branches in order
 
 
-def scan_sites(tree: ast.Module) -> SiteScan:
+def scan_sites(tree: ast.Module, unchanged: frozenset[int] = frozenset()) -> SiteScan:
+    """unchanged: indexes of top-level functions and classes that the other version has with the same text and the
+    same module gates (same_top_level): they scan the same on both sides, so neither side scans them."""
     scan = SiteScan()
-    _Walker(scan, module_gates(tree.body), tree.body).body(tree.body, "", "<module>", ())
+    body = [s for i, s in enumerate(tree.body) if i not in unchanged]
+    _Walker(scan, module_gates(tree.body), tree.body).body(body, "", "<module>", ())
     return scan
+
+
+def same_top_level(
+    old: ast.Module, old_lines: list[str], new: ast.Module, new_lines: list[str]
+) -> tuple[frozenset[int], frozenset[int]]:
+    """Indexes of the top-level functions and classes whose text (decorators included) both versions share, when
+    the module gates are the same on both sides; empty sets otherwise."""
+    if module_gates(old.body) != module_gates(new.body):
+        return frozenset(), frozenset()
+    old_texts = _definition_texts(old, old_lines)
+    new_texts = _definition_texts(new, new_lines)
+    common = set(old_texts.values()) & set(new_texts.values())
+    return (
+        frozenset(i for i, text in old_texts.items() if text in common),
+        frozenset(i for i, text in new_texts.items() if text in common),
+    )
+
+
+def _definition_texts(tree: ast.Module, lines: list[str]) -> dict[int, str]:
+    texts: dict[int, str] = {}
+    for index, statement in enumerate(tree.body):
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            first = min([statement.lineno, *(d.lineno for d in statement.decorator_list)])
+            texts[index] = "\n".join(lines[first - 1 : statement.end_lineno])
+    return texts
 
 
 class _Walker:
@@ -101,9 +129,8 @@ class _Walker:
         else:
             if isinstance(node, ast.While):  # `while num_stages > 0 and ...:` in a config pruner chooses too
                 self._branch(function, node.test)
-            elif isinstance(node, ast.Return) and isinstance(node.value, ast.Compare | ast.BoolOp):
-                if not function.rsplit(".", 1)[-1].startswith("__"):  # __eq__ compares objects, chooses nothing
-                    self._branch(function, node.value, returned=True)  # `return capability == (8, 0)`
+            elif isinstance(node, ast.Return) and node.value is not None and _predicate_return(node.value, function):
+                self._branch(function, node.value, returned=True)  # `return capability == (8, 0)`
             self._stored_condition(node, function)
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):
@@ -166,6 +193,11 @@ class _Walker:
             self.assigned[function] = _assignments(self.defs[function])
         arguments = _resolved(arguments, self.assigned.get(function, {}))
         self.scan.launches.append(LaunchSite(function, kernel, occurrence, arguments, condition, call.lineno))
+
+
+def _predicate_return(value: ast.expr, function: str) -> bool:
+    """`return capability == (8, 0)` outside dunder methods (__eq__ compares objects, it chooses nothing)."""
+    return isinstance(value, ast.Compare | ast.BoolOp) and not function.rsplit(".", 1)[-1].startswith("__")
 
 
 def _is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:

@@ -11,7 +11,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
+from bisector.analysis.dispatch_sites import SiteScan, diff_sites, same_top_level, scan_sites
 from bisector.analysis.env_gates import EnvGates, diff_env_gates, reading_functions, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
@@ -31,17 +31,45 @@ class PythonScan:
     conditional: frozenset[str] = frozenset()  # tables chosen by a condition: NUM_WARPS = [2] if HOPPER else [4]
 
 
-def scan_python(source: str | bytes) -> PythonScan:
-    """Scan a module's source; raises SyntaxError (or ValueError for null bytes) when it does not parse."""
+@dataclass(frozen=True)
+class ParsedModule:
+    tree: ast.Module
+    lines: list[str]
+
+
+def parse_module(source: str | bytes) -> ParsedModule:
+    """Parse a module's source; raises SyntaxError (or ValueError for null bytes) when it does not parse."""
     tree = ast.parse(source)
     text = source.decode("utf-8", errors="replace") if isinstance(source, bytes) else source
-    scanner = _Scanner(text.splitlines())
+    return ParsedModule(tree, text.splitlines())
+
+
+def scan_pair(before: ParsedModule | None, after: ParsedModule | None) -> tuple[PythonScan | None, PythonScan | None]:
+    """Scan both versions of a module; launch sites and conditions are read only in the top-level functions and
+    classes whose text changed (the others scan the same on both sides)."""
+    old_same: frozenset[int] = frozenset()
+    new_same: frozenset[int] = frozenset()
+    if before is not None and after is not None:
+        old_same, new_same = same_top_level(before.tree, before.lines, after.tree, after.lines)
+    return (
+        None if before is None else scan_python(before, old_same),
+        None if after is None else scan_python(after, new_same),
+    )
+
+
+def scan_python(source: str | bytes | ParsedModule, unchanged: frozenset[int] = frozenset()) -> PythonScan:
+    """Scan a module's source (raises SyntaxError or ValueError when it does not parse); unchanged: top-level
+    statements whose launch sites and conditions are not read (scan_pair)."""
+    parsed = source if isinstance(source, ParsedModule) else parse_module(source)
+    tree = parsed.tree
+    scanner = _Scanner(parsed.lines)
     scanner.scan_body(tree.body, prefix="", env={})
-    gates, env_names = scan_env_gates(tree) if "env" in text.lower() else ({}, frozenset())
+    has_env = any("env" in line.lower() for line in parsed.lines)
+    gates, env_names = scan_env_gates(tree) if has_env else ({}, frozenset())
     return PythonScan(
         scanner.entries,
         scanner.functions,
-        scan_sites(tree),
+        scan_sites(tree, unchanged),
         gates,
         env_names,
         frozenset(scanner.fields),
@@ -213,7 +241,7 @@ class _Scanner:
 
     def _bind(self, prefix: str, name: str, source: ast.expr, node: Node, env: dict[str, Node]) -> None:
         env[name] = plain_value(node)
-        if name.startswith("__") and name.endswith("__") or _TEST_DATA.search(name):
+        if (name.startswith("__") and name.endswith("__")) or _TEST_DATA.search(name):
             return
         kind = _kind_of(source, node)
         if isinstance(source, ast.IfExp) and kind is not None:
@@ -295,9 +323,13 @@ def _local_tables(body: list[ast.stmt]) -> list[ast.stmt]:
 
 def _added_to_list(statement: ast.stmt) -> tuple[str | None, list[ast.expr]]:
     """`xs.append(e)` -> ("xs", [e]); `xs.extend([a, b])` and `xs += [a, b]` -> ("xs", [a, b])."""
-    if isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
-        if isinstance(statement.op, ast.Add) and isinstance(statement.value, ast.List | ast.Tuple):
-            return statement.target.id, list(statement.value.elts)
+    if (
+        isinstance(statement, ast.AugAssign)
+        and isinstance(statement.target, ast.Name)
+        and isinstance(statement.op, ast.Add)
+        and isinstance(statement.value, ast.List | ast.Tuple)
+    ):
+        return statement.target.id, list(statement.value.elts)
     if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
         call = statement.value
         if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) and len(call.args) == 1:

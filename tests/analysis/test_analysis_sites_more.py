@@ -5,6 +5,7 @@ from __future__ import annotations
 from analysis_history import History
 
 from bisector.analysis import Finding, FindingKind, static_diff
+from bisector.analysis.python_tables import parse_module, scan_pair
 
 
 def rows(findings: tuple[Finding, ...], kind: FindingKind) -> dict[str, tuple[str | None, str | None]]:
@@ -133,7 +134,10 @@ def test_an_env_variable_the_module_sets_is_a_gate_unless_the_process_owns_it(hi
     sha = history.commit(
         "ieee",
         {
-            "lib/utils.py": "import os\n\nis_nvidia = True\nif is_nvidia:\n    os.environ['TRITON_F32_DEFAULT'] = 'ieee'\n    os.environ['PATH'] = '/opt/cuda/bin'\n"
+            "lib/utils.py": (
+                "import os\n\nis_nvidia = True\nif is_nvidia:\n"
+                "    os.environ['TRITON_F32_DEFAULT'] = 'ieee'\n    os.environ['PATH'] = '/opt/cuda/bin'\n"
+            )
         },
     )
 
@@ -373,3 +377,18 @@ def test_a_dropped_predicate_gives_no_condition_row_of_its_own(history: History)
     ).replace("self.uses_mx()", "self.mx")
     sha = history.commit("inline", {"ops/attn.py": changed})
     assert static_diff(history.path, sha).table_findings == ()
+
+
+def test_only_top_level_definitions_whose_text_changed_are_scanned_for_sites() -> None:
+    source = (
+        "def same(x):\n    if x.shape[0] > 64:\n        return 1\n\n\n"
+        "def edited(x):\n    if x.shape[0] > 64:\n        return 2\n"
+    )
+    before, after = scan_pair(
+        parse_module(source), parse_module(source.replace("> 64:\n        return 2", "> 32:\n        return 2"))
+    )
+
+    assert before is not None
+    assert after is not None
+    assert set(before.sites.branches) == set(after.sites.branches) == {"edited"}
+    assert set(before.functions) == {"same", "edited"}  # tables and function logic still see every function
