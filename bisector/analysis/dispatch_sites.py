@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from bisector.analysis.conditions import Gate, condition_category, gates_read, module_gates, stored_condition
 from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.function_logic import code_text
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "same_top_level", "scan_sites"]
 
@@ -92,8 +93,23 @@ def _definition_texts(tree: ast.Module, lines: list[str]) -> dict[int, str]:
     for index, statement in enumerate(tree.body):
         if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             first = min([statement.lineno, *(d.lineno for d in statement.decorator_list)])
-            texts[index] = "\n".join(lines[first - 1 : statement.end_lineno])
+            docstrings = {line for node in _with_methods(statement) for line in _docstring_lines(node)}
+            kept = [lines[n - 1] for n in range(first, (statement.end_lineno or first) + 1) if n not in docstrings]
+            texts[index] = code_text(kept)
     return texts
+
+
+def _with_methods(statement: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[ast.stmt]:
+    return [statement, *(s for s in statement.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef))]
+
+
+def _docstring_lines(node: ast.stmt) -> range:
+    """The lines of a function's or class's docstring (a docstring that changes changes no dispatch)."""
+    body = getattr(node, "body", [])
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return range(first.lineno, (first.end_lineno or first.lineno) + 1)
+    return range(0)
 
 
 class _Walker:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -32,7 +33,7 @@ class Piece:
 @dataclass(frozen=True)
 class FunctionInfo:
     name: str  # qualified: "threshold_for", "Dispatcher.pick"
-    text: str  # its source, decorators included: equal texts need no closer look
+    text: str  # its source, decorators included, without comments (code_text): equal texts need no closer look
     node: ast.FunctionDef | ast.AsyncFunctionDef
     class_name: str  # resolves self.X / cls.X reads
     fields: frozenset[str]  # of a dataclass-like class: self.X reads of these are no constants
@@ -66,8 +67,18 @@ def function_info(
     """One function of a module whose source lines are lines."""
     start = min([function.lineno, *(d.lineno for d in function.decorator_list)])
     end = function.end_lineno or function.lineno
-    text = "\n".join(lines[start - 1 : end])
-    return FunctionInfo(name, text, function, class_name, fields, function.lineno, end)
+    return FunctionInfo(name, code_text(lines[start - 1 : end]), function, class_name, fields, function.lineno, end)
+
+
+# A Python comment: a whole line ("# note"; not "#define" in a string of C source), or "  # note" after code when
+# neither the code's last character nor the note is a quote. Comments change nothing a scan reads.
+_COMMENT = re.compile(r"^\s*#(?:\s.*)?$|(?<=[^'\"#\s])\s+#\s[^'\"]*$")
+
+
+def code_text(lines: list[str]) -> str:
+    """Source lines without comments and blank lines: equal code texts scan the same."""
+    code = (_COMMENT.sub("", line).rstrip() for line in lines)
+    return "\n".join(line for line in code if line)
 
 
 def record_fields(cls: ast.ClassDef) -> frozenset[str]:

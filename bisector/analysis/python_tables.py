@@ -8,6 +8,7 @@ Symbol compared by its source text. diff_python compares two scans of one file.
 from __future__ import annotations
 
 import ast
+import gc
 import re
 from dataclasses import dataclass, field
 
@@ -39,7 +40,13 @@ class ParsedModule:
 
 def parse_module(source: str | bytes) -> ParsedModule:
     """Parse a module's source; raises SyntaxError (or ValueError for null bytes) when it does not parse."""
-    tree = ast.parse(source)
+    collecting = gc.isenabled()
+    gc.disable()  # a parse makes no reference cycles; collections during it only slow it (a third of its time)
+    try:
+        tree = ast.parse(source)
+    finally:
+        if collecting:
+            gc.enable()
     text = source.decode("utf-8", errors="replace") if isinstance(source, bytes) else source
     return ParsedModule(tree, text.splitlines())
 

@@ -392,3 +392,13 @@ def test_only_top_level_definitions_whose_text_changed_are_scanned_for_sites() -
     assert after is not None
     assert set(before.sites.branches) == set(after.sites.branches) == {"edited"}
     assert set(before.functions) == {"same", "edited"}  # tables and function logic still see every function
+
+    commented = (
+        source.replace("return 1", "return 1  # one")
+        .replace("def same(x):\n", 'def same(x):\n    """Doc."""\n')
+        .replace("def edited(x):\n", "def edited(x):\n    # note\n")
+    )
+    before, after = scan_pair(parse_module(source), parse_module(commented))
+    assert before is not None
+    assert after is not None
+    assert before.sites.branches == after.sites.branches == {}
