@@ -23,7 +23,7 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"is_hip|is_cuda|is_rocm|is_xpu|is_cpu\b|torch\.version\.(hip|cuda)|capabilit|device_name|"
             r"\barch\b|_arch\b|\w*sm_?\d{2,3}\w*|is_hopper|is_blackwell|is_ampere|gfx\d|current_platform|"
             r"is_navi|is_mi\d|cuda_version|version\.cuda|bare_metal_version|triton\.__version__|has_triton|"
-            r"infer_device|device\.type|\bxpu\b|\bnpu\b|\bmajor\b|\bminor\b",
+            r"infer_device|device[._]type|\bxpu\b|\bnpu\b|\bmajor\b|\bminor\b|is_[cr]dna\d*",
             re.I,
         ),
     ),
@@ -63,13 +63,21 @@ def _is_threshold(test: ast.expr) -> bool:
         if not isinstance(node, ast.Compare):
             continue
         sides = [node.left, *node.comparators]
-        has_number = any(isinstance(s, ast.Constant) and type(s.value) in (int, float) for s in sides)
+        has_number = any(_number(s) or _numbers(s) for s in sides)  # M <= 64, K not in {16, 32, 64}
         has_threshold = any(_THRESHOLD_NAMES.search(_last_name(s)) for s in sides)
         named = any(_SHAPE_NAMES.match(_last_name(s)) for s in sides)
         tile = any(_TILE.search(ast.unparse(s)) for s in sides)
         if ((has_number or tile) and named) or (has_threshold and len(sides) == 2):
             return True
     return False
+
+
+def _number(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant) and type(expr.value) in (int, float)
+
+
+def _numbers(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Set | ast.Tuple | ast.List) and bool(expr.elts) and all(map(_number, expr.elts))
 
 
 def _last_name(expr: ast.expr) -> str:

@@ -2,11 +2,13 @@
 
     kernel[grid](x, y, num_warps=8, BLOCK_M=64)     a Triton launch: its grid and keyword arguments
     torch.ops.my_lib.gemm(a, b, 128)               a torch custom-op launch: its arguments
+    gemm_sm90(a, b, tile_M=128, cluster_N=2)       a call passing tile / launch keywords (CuTe DSL): its keywords
     if is_hip() / capability >= (9, 0) / x.dtype == torch.float8_e4m3fn / M <= 64 / os.environ.get(...)
                                                    a branch condition on the arch, the dtype, a shape, an env var
     tuned = get_arch() == "gfx950"                 a condition kept in a name (conditions.py): a branch condition
                                                    itself, and `if tuned:` is an arch condition
     while ... / [c for c in configs if ...]        loop and filter conditions are branch conditions too
+    return capability >= (8, 0)                    so is a predicate's returned comparison (supports(), is_*())
 
 A keyword argument passed as a local name (num_warps=num_warps) shows the assignments to that name in the
 function, so a changed heuristic before the launch is a changed launch parameter. Each launch site carries
@@ -23,8 +25,9 @@ from dataclasses import dataclass, field
 
 from bisector.analysis.conditions import Gate, condition_category, gates_read, module_gates, stored_condition
 from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.function_logic import code_text
 
-__all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
+__all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "same_top_level", "scan_sites"]
 
 MAX_TEXT = 160
 _NOT_KERNELS = re.compile(r"cache|dict|registry|table|_map\b|mapping|dispatch", re.I)
@@ -47,10 +50,11 @@ class LaunchSite:
 @dataclass(frozen=True)
 class Branch:
     function: str
-    test: str
+    test: str  # the whole condition, whitespace collapsed (rows show it cut to MAX_TEXT)
     category: str  # "arch", "dtype", "shape", "env", or "" (not a dispatch condition)
     line: int
     meaning: str = ""  # the definitions of the gates it reads ("tuned = get_arch() == 'gfx950'")
+    returned: bool = False  # a predicate's returned comparison (`return cc >= (8, 0)`)
 
 
 @dataclass
@@ -59,19 +63,67 @@ class SiteScan:
     branches: dict[str, list[Branch]] = field(default_factory=dict)  # function -> its branches in order
 
 
-def scan_sites(tree: ast.Module) -> SiteScan:
+def scan_sites(tree: ast.Module, unchanged: frozenset[int] = frozenset()) -> SiteScan:
+    """unchanged: indexes of top-level functions and classes that the other version has with the same text and the
+    same module gates (same_top_level): they scan the same on both sides, so neither side scans them."""
     scan = SiteScan()
-    _Walker(scan, module_gates(tree.body)).body(tree.body, "", "<module>", ())
+    body = [s for i, s in enumerate(tree.body) if i not in unchanged]
+    _Walker(scan, module_gates(tree.body), tree.body).body(body, "", "<module>", ())
     return scan
 
 
+def same_top_level(
+    old: ast.Module, old_lines: list[str], new: ast.Module, new_lines: list[str]
+) -> tuple[frozenset[int], frozenset[int]]:
+    """Indexes of the top-level functions and classes whose text (decorators included) both versions share, when
+    the module gates are the same on both sides; empty sets otherwise."""
+    if module_gates(old.body) != module_gates(new.body):
+        return frozenset(), frozenset()
+    old_texts = _definition_texts(old, old_lines)
+    new_texts = _definition_texts(new, new_lines)
+    common = set(old_texts.values()) & set(new_texts.values())
+    return (
+        frozenset(i for i, text in old_texts.items() if text in common),
+        frozenset(i for i, text in new_texts.items() if text in common),
+    )
+
+
+def _definition_texts(tree: ast.Module, lines: list[str]) -> dict[int, str]:
+    texts: dict[int, str] = {}
+    for index, statement in enumerate(tree.body):
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            first = min([statement.lineno, *(d.lineno for d in statement.decorator_list)])
+            docstrings = {line for node in _with_methods(statement) for line in _docstring_lines(node)}
+            kept = [lines[n - 1] for n in range(first, (statement.end_lineno or first) + 1) if n not in docstrings]
+            texts[index] = code_text(kept)
+    return texts
+
+
+def _with_methods(statement: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[ast.stmt]:
+    return [statement, *(s for s in statement.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef))]
+
+
+def _docstring_lines(node: ast.stmt) -> range:
+    """The lines of a function's or class's docstring (a docstring that changes changes no dispatch)."""
+    body = getattr(node, "body", [])
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return range(first.lineno, (first.end_lineno or first.lineno) + 1)
+    return range(0)
+
+
 class _Walker:
-    def __init__(self, scan: SiteScan, gates: dict[str, Gate]) -> None:
+    def __init__(self, scan: SiteScan, gates: dict[str, Gate], module: list[ast.stmt]) -> None:
         self.scan = scan
         self.counts: dict[tuple[str, str], int] = {}
         self.defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.assigned: dict[str, dict[str, list[str]]] = {}  # function -> its local assignments, read when it launches
         self.gates: dict[str, dict[str, Gate]] = {"<module>": gates}  # function -> the gates it sees
+        self.kernels = frozenset(
+            node.name
+            for node in module
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.decorator_list
+        )
 
     def body(self, statements: list[ast.stmt], prefix: str, function: str, conditions: tuple[str, ...]) -> None:
         for statement in statements:
@@ -93,6 +145,8 @@ class _Walker:
         else:
             if isinstance(node, ast.While):  # `while num_stages > 0 and ...:` in a config pruner chooses too
                 self._branch(function, node.test)
+            elif isinstance(node, ast.Return) and node.value is not None and _predicate_return(node.value, function):
+                self._branch(function, node.value, returned=True)  # `return capability == (8, 0)`
             self._stored_condition(node, function)
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):
@@ -110,14 +164,17 @@ class _Walker:
             elif isinstance(child, ast.Call):
                 self._launch(child, function, conditions)
 
-    def _branch(self, function: str, test: ast.expr) -> str:
+    def _branch(self, function: str, test: ast.expr, *, returned: bool = False) -> str:
         """Record the condition; returns its text."""
         gates = self.gates[function]
         meaning = "; ".join(gate.text for gate in gates_read(test, gates))
         text = ast.unparse(test)
-        branch = Branch(function, _short(text), condition_category(test, gates, text), test.lineno, meaning)
+        category = condition_category(test, gates, text)
+        if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
+            return _short(text)
+        branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned)
         self.scan.branches.setdefault(function, []).append(branch)
-        return branch.test
+        return _short(branch.test)
 
     def _stored_condition(self, node: ast.stmt, function: str) -> None:
         """`tuned = get_arch() == "gfx950"`: a branch condition of the function, and a gate from here on."""
@@ -126,17 +183,21 @@ class _Walker:
             return
         names, gate = stored
         self.gates[function].update(dict.fromkeys(names, gate))
-        self.scan.branches.setdefault(function, []).append(Branch(function, gate.text, gate.category, node.lineno))
+        branch = Branch(function, gate.text, gate.category, node.lineno)
+        self.scan.branches.setdefault(function, []).append(branch)
 
     def _launch(self, call: ast.Call, function: str, conditions: tuple[str, ...]) -> None:
         arguments: dict[str, str] = {}
-        if isinstance(call.func, ast.Subscript) and _is_kernel_launch(call.func):  # kernel[grid](...)
+        if isinstance(call.func, ast.Subscript) and _is_kernel_launch(call.func, self.kernels):  # kernel[grid](...)
             kernel = f"{ast.unparse(call.func.value)}[...]"
             arguments["grid"] = _short(ast.unparse(call.func.slice))
             arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
         elif ast.unparse(call.func).startswith("torch.ops."):
             kernel = ast.unparse(call.func).removesuffix(".default")
             arguments.update((f"arg{i}", _short(ast.unparse(a))) for i, a in enumerate(call.args))
+            arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
+        elif _tile_call(call):  # a CuTe DSL / JIT kernel entry: gemm_sm90(a, b, tile_M=128, cluster_N=2)
+            kernel = ast.unparse(call.func)
             arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
         else:
             return
@@ -150,15 +211,37 @@ class _Walker:
         self.scan.launches.append(LaunchSite(function, kernel, occurrence, arguments, condition, call.lineno))
 
 
-def _is_kernel_launch(target: ast.Subscript) -> bool:
+def _predicate_return(value: ast.expr, function: str) -> bool:
+    """`return capability == (8, 0)` outside dunder methods (__eq__ compares objects, it chooses nothing)."""
+    return isinstance(value, ast.Compare | ast.BoolOp) and not function.rsplit(".", 1)[-1].startswith("__")
+
+
+def _is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:
     """kernel[grid](...) rather than a call through a dict or cache (cache[key](...)): the grid is a tuple, a
-    lambda, a call (triton.cdiv), or a name that says grid."""
-    if _NOT_KERNELS.search(ast.unparse(target.value)):
+    lambda, a call (triton.cdiv), or a name that says grid. A decorated function of the module (@triton.jit) is a
+    kernel whatever its name says (_fwd_kernel_no_prompt_cache)."""
+    name = ast.unparse(target.value)
+    if _NOT_KERNELS.search(name) and name not in kernels:
         return False
     grid = target.slice
     if isinstance(grid, ast.Tuple | ast.Lambda | ast.Call | ast.List):
         return True
     return isinstance(grid, ast.Name | ast.Attribute) and "grid" in ast.unparse(grid).lower()
+
+
+# Keywords that choose a kernel's tiling or launch shape whatever the launch syntax.
+_TILE_KEYWORD = re.compile(
+    r"^(?i:(tile|block|cluster)_?[mnk]|num_(warps|stages|ctas))$|^(BLOCK|TILE|CLUSTER)_[A-Z0-9_]+$"
+)
+
+
+def _tile_call(call: ast.Call) -> bool:
+    """A plain call passing tile or launch keywords, other than a config object (triton.Config(..., num_warps=4))
+    or a call inside a kernel (tl.range(..., num_stages=3))."""
+    callee = ast.unparse(call.func)
+    if callee.rsplit(".", 1)[-1].endswith(("Config", "config", "dict")) or callee.startswith(("tl.", "triton.")):
+        return False
+    return any(kw.arg and _TILE_KEYWORD.match(kw.arg) for kw in call.keywords)
 
 
 def _resolved(arguments: dict[str, str], assigned: dict[str, list[str]]) -> dict[str, str]:
@@ -196,6 +279,15 @@ def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast
         for child in ast.iter_child_nodes(node):
             if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
                 stack.append(child)
+
+
+def _shown(before: str | None, after: str | None) -> tuple[str | None, str | None]:
+    """Two condition texts for display: long ones cut to MAX_TEXT around where they first differ."""
+    if before is None or after is None:
+        return (before and _short(before)), (after and _short(after))
+    start = next((i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b), 0)
+    start = max(0, start - MAX_TEXT // 2) if max(len(before), len(after)) > MAX_TEXT else 0
+    return (_short(("..." if start else "") + before[start:]), _short(("..." if start else "") + after[start:]))
 
 
 def _short(text: str) -> str:
@@ -246,12 +338,19 @@ def _pair_launches(old: list[LaunchSite], new: list[LaunchSite]) -> list[tuple[L
             pairs.append((match, site))
     leftovers = list(by_identity.values())
     for site in unmatched_new:
-        match = next((o for o in leftovers if o.kernel == site.kernel), None)
+        match = next((o for o in leftovers if o.kernel == site.kernel), None) or next(
+            (o for o in leftovers if _renamed_kernel(o, site)), None
+        )
         if match is not None:
             leftovers.remove(match)
         pairs.append((match, site))
     pairs.extend((site, None) for site in leftovers)
     return pairs
+
+
+def _renamed_kernel(old: LaunchSite, new: LaunchSite) -> bool:
+    """The same call of a renamed kernel: same caller, arguments and condition."""
+    return (old.function, old.arguments, old.condition) == (new.function, new.arguments, new.condition)
 
 
 def _launch(path: str, site: LaunchSite, key: str, before: str | None, after: str | None, detail: str) -> Finding:
@@ -270,6 +369,8 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
             # a condition that only moved within the function (same text on both sides) is not a change
             removed = [b for b in was[i1:i2] if before_tests.count(b.test) > after_tests.count(b.test)]
             added = [b for b in now[j1:j2] if after_tests.count(b.test) > before_tests.count(b.test)]
+            if function not in old or function not in new:  # a new or dropped predicate shows where it is called
+                removed, added = [b for b in removed if not b.returned], [b for b in added if not b.returned]
             for index in range(max(len(removed), len(added))):
                 rows.extend(_branch(path, function, _at(removed, index), _at(added, index)))
     return rows
@@ -284,7 +385,7 @@ def _branch(path: str, function: str, was: Branch | None, now: Branch | None) ->
     if not category:
         return []
     line = now.line if now else was.line if was else None
-    before, after = (was.test if was else None), (now.test if now else None)
+    before, after = _shown(was.test if was else None, now.test if now else None)
     meaning = (now.meaning if now else "") or (was.meaning if was else "")
     detail = f"where {meaning}" if meaning else ""
     return [Finding(FindingKind.BRANCH_CONDITION, path, function, f"{category} condition", before, after, line, detail)]

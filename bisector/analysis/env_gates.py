@@ -1,7 +1,8 @@
 """Environment-variable gates of one Python module, read with ast, and the gates a commit adds, removes or flips.
 
 A gate is a read of an environment variable: os.environ.get("X", "0"), os.environ["X"], os.getenv("X"),
-"X" in os.environ, or an attribute of a settings object (envs.X, vllm-style). Each read is kept with the
+"X" in os.environ, or an attribute of a settings object (envs.X, vllm-style); or a write the stack will read,
+os.environ["X"] = "ieee" (not of the process's own PATH, HOME, USER, ...). Each read is kept with the
 expression around it (int(...), == "1", .lower() in (...)) and the function that reads it, so a changed
 default or comparison is a flipped gate and a new reading function is a gate added there.
 """
@@ -21,6 +22,10 @@ _GETENV = re.compile(r"(^|\.)(getenv|environ\.get|environ\.setdefault)$")
 _SETTINGS_OWNER = re.compile(r"(^|_)envs?$|^environment$|_env$", re.I)
 _SETTINGS_NAME = re.compile(r"^[A-Z][A-Z0-9_]{2,}$")
 _WRAPPING_CALLS = frozenset({"int", "bool", "float", "str", "strtobool", "str2bool", "get_bool_env_var", "eval"})
+# The process's own settings: a module that sets them (PATH for a toolkit, USER for a cache dir) chooses no kernel.
+_PROCESS_VARIABLES = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "USERNAME", "SHELL", "PWD", "TMPDIR", "TEMP", "TMP", "LANG", "PYTHONPATH"}
+)
 NOT_SET_BY_BISECT = "the bisect's environment does not set it"
 
 EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
@@ -35,7 +40,7 @@ def scan_env_gates(tree: ast.Module) -> tuple[EnvGates, frozenset[str]]:
     stack: list[ast.AST] = [tree]
     while stack:  # one walk for the reads and the parents
         node = stack.pop()
-        if (name := _variable(node, names)) is not None:
+        if (name := _variable(node, names)) is not None and not (name in _PROCESS_VARIABLES and _is_store(node)):
             reads.append((node, name))
         for child in ast.iter_child_nodes(node):
             parents[child] = node
@@ -44,7 +49,7 @@ def scan_env_gates(tree: ast.Module) -> tuple[EnvGates, frozenset[str]]:
     used: set[str] = set()
     for node, name in reads:
         assert isinstance(node, ast.expr)
-        form = _short(ast.unparse(_widen(node, parents)))
+        form = _short(_write(node, parents) or ast.unparse(_widen(node, parents)))
         gates.setdefault(name, []).append(f"{form} (in {_function_of(node, parents)})")
         used.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in names)
     return {name: tuple(sorted(forms)) for name, forms in gates.items()}, frozenset(used)
@@ -110,13 +115,28 @@ def _variable(node: ast.AST, names: dict[str, str]) -> str | None:
     """The variable a node reads, when it is an environment read."""
     if isinstance(node, ast.Call) and _GETENV.search(_dotted(node.func)) and node.args:
         return _string(node.args[0], names)
-    if isinstance(node, ast.Subscript) and _ENVIRON.search(_dotted(node.value)) and isinstance(node.ctx, ast.Load):
-        return _string(node.slice, names)
+    if isinstance(node, ast.Subscript) and _ENVIRON.search(
+        _dotted(node.value)
+    ):  # a read, or a write (os.environ[X] = v)
+        return _string(node.slice, names) if isinstance(node.ctx, ast.Load | ast.Store) else None
     if isinstance(node, ast.Compare) and _membership(node) and _ENVIRON.search(_dotted(node.comparators[0])):
         return _string(node.left, names)
     if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and _settings_read(node):
         return node.attr
     return None
+
+
+def _write(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
+    """`os.environ["X"] = "ieee"`: the module sets what the stack will read (the condition around it, if any, is
+    a branch condition row of its own)."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)):
+        return None
+    assignment = parents.get(node)
+    return ast.unparse(assignment) if isinstance(assignment, ast.Assign) else f"{ast.unparse(node)} = ..."
+
+
+def _is_store(node: ast.AST) -> bool:
+    return isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
 
 
 def _membership(node: ast.Compare) -> bool:
@@ -142,7 +162,9 @@ def _widen(node: ast.expr, parents: dict[ast.AST, ast.AST]) -> ast.expr:
 
 
 def _defaulted(parent: ast.AST | None, node: ast.expr) -> bool:
-    """os.getenv("X") or "4": the default is part of the gate."""
+    """os.getenv("X") or "4": the default is part of the gate (not `"X" in os.environ or other`: a test, no value)."""
+    if isinstance(node, ast.Compare | ast.UnaryOp):
+        return False
     return isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.Or) and parent.values[0] is node
 
 

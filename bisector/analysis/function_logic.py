@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -32,7 +33,7 @@ class Piece:
 @dataclass(frozen=True)
 class FunctionInfo:
     name: str  # qualified: "threshold_for", "Dispatcher.pick"
-    text: str  # its source, decorators included: equal texts need no closer look
+    text: str  # its source, decorators included, without comments (code_text): equal texts need no closer look
     node: ast.FunctionDef | ast.AsyncFunctionDef
     class_name: str  # resolves self.X / cls.X reads
     fields: frozenset[str]  # of a dataclass-like class: self.X reads of these are no constants
@@ -66,8 +67,18 @@ def function_info(
     """One function of a module whose source lines are lines."""
     start = min([function.lineno, *(d.lineno for d in function.decorator_list)])
     end = function.end_lineno or function.lineno
-    text = "\n".join(lines[start - 1 : end])
-    return FunctionInfo(name, text, function, class_name, fields, function.lineno, end)
+    return FunctionInfo(name, code_text(lines[start - 1 : end]), function, class_name, fields, function.lineno, end)
+
+
+# A Python comment: a whole line ("# note"; not "#define" in a string of C source), or "  # note" after code when
+# neither the code's last character nor the note is a quote. Comments change nothing a scan reads.
+_COMMENT = re.compile(r"^\s*#(?:\s.*)?$|(?<=[^'\"#\s])\s+#\s[^'\"]*$")
+
+
+def code_text(lines: list[str]) -> str:
+    """Source lines without comments and blank lines: equal code texts scan the same."""
+    code = (_COMMENT.sub("", line).rstrip() for line in lines)
+    return "\n".join(line for line in code if line)
 
 
 def record_fields(cls: ast.ClassDef) -> frozenset[str]:
@@ -124,7 +135,8 @@ def _span(info: FunctionInfo | None) -> str | None:
 
 
 def _entry_decorator(decorator: ast.expr) -> bool:
-    return isinstance(decorator, ast.Call) and ast.unparse(decorator.func).rsplit(".", 1)[-1] in ENTRY_DECORATORS
+    """triton.autotune, triton.heuristics, and wrappers named after them (fla_cache_autotune)."""
+    return isinstance(decorator, ast.Call) and ast.unparse(decorator.func).rsplit(".", 1)[-1].endswith(ENTRY_DECORATORS)
 
 
 def _block_pieces(statements: Iterable[ast.AST], class_name: str, fields: frozenset[str]) -> Iterator[Piece]:
@@ -149,7 +161,13 @@ def _piece(parts: list[object], class_name: str, fields: frozenset[str], kind: s
 
 
 def _reads(node: ast.AST, class_name: str, fields: frozenset[str]) -> Iterator[str]:
-    for child in ast.walk(node):
+    """The names a piece loads, except inside f-strings (a constant formatted into a message chooses nothing)."""
+    stack = [node]
+    while stack:
+        child = stack.pop()
+        if isinstance(child, ast.JoinedStr):
+            continue
+        stack.extend(ast.iter_child_nodes(child))
         if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
             yield child.id
         elif isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name):

@@ -24,7 +24,11 @@ _COMPARISON = (
     rf"(?:\b(?:{_BATCH_NAMES})\b\s*(?:<=|>=|==|!=|<(?!<)|>(?!>))"
     rf"|(?:<=|>=|==|!=|(?<!<)<|(?<![->])>)\s*\b(?:{_BATCH_NAMES})\b)"
 )
-_CONDITION = re.compile(rf"(?:\b(?:if|while)\s*\(|\?).*?{_COMPARISON}|{_COMPARISON}.*\?")
+# a comparison in an if / while / ?:, in a flag accumulated with |= or &= (success |= block_m <= m), or on a
+# continuation line of a boolean expression (&& block_m <= m)
+_CONDITION = re.compile(
+    rf"(?:\b(?:if|while)\s*\(|\?|[|&]=|^\s*(?:and\b|or\b|&&|\|\|)).*?{_COMPARISON}|{_COMPARISON}.*\?"
+)
 _BRANCH = re.compile(r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b|\b(?:if|while)\s*(?:constexpr\s*)?\(|\?")
 _ARCH_WORDS = re.compile(
     r"__CUDA_ARCH\w*__|__CUDA_ARCH_\w+|__gfx\w+|\bgfx\d+|\bsm_?\d{2,3}\w*|\bSM_?\d{2,3}\w*|compute_capability|"

@@ -8,15 +8,17 @@ Symbol compared by its source text. diff_python compares two scans of one file.
 from __future__ import annotations
 
 import ast
+import gc
+import re
 from dataclasses import dataclass, field
 
-from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
+from bisector.analysis.dispatch_sites import SiteScan, diff_sites, same_top_level, scan_sites
 from bisector.analysis.env_gates import EnvGates, diff_env_gates, reading_functions, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, function_info, record_fields
 from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
-from bisector.analysis.values import Leaf, Mapping, Node, diff_entries
+from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render
 
 
 @dataclass(frozen=True)
@@ -27,16 +29,59 @@ class PythonScan:
     env_gates: EnvGates = field(default_factory=dict)
     env_names: frozenset[str] = frozenset()  # string constants that name an env variable a read uses
     fields: frozenset[str] = frozenset()  # "Class.field" of dataclass-like classes: defaults of instance fields
+    conditional: frozenset[str] = frozenset()  # tables chosen by a condition: NUM_WARPS = [2] if HOPPER else [4]
 
 
-def scan_python(source: str | bytes) -> PythonScan:
-    """Scan a module's source; raises SyntaxError (or ValueError for null bytes) when it does not parse."""
-    tree = ast.parse(source)
+@dataclass(frozen=True)
+class ParsedModule:
+    tree: ast.Module
+    lines: list[str]
+
+
+def parse_module(source: str | bytes) -> ParsedModule:
+    """Parse a module's source; raises SyntaxError (or ValueError for null bytes) when it does not parse."""
+    collecting = gc.isenabled()
+    gc.disable()  # a parse makes no reference cycles; collections during it only slow it (a third of its time)
+    try:
+        tree = ast.parse(source)
+    finally:
+        if collecting:
+            gc.enable()
     text = source.decode("utf-8", errors="replace") if isinstance(source, bytes) else source
-    scanner = _Scanner(text.splitlines())
+    return ParsedModule(tree, text.splitlines())
+
+
+def scan_pair(before: ParsedModule | None, after: ParsedModule | None) -> tuple[PythonScan | None, PythonScan | None]:
+    """Scan both versions of a module; launch sites and conditions are read only in the top-level functions and
+    classes whose text changed (the others scan the same on both sides)."""
+    old_same: frozenset[int] = frozenset()
+    new_same: frozenset[int] = frozenset()
+    if before is not None and after is not None:
+        old_same, new_same = same_top_level(before.tree, before.lines, after.tree, after.lines)
+    return (
+        None if before is None else scan_python(before, old_same),
+        None if after is None else scan_python(after, new_same),
+    )
+
+
+def scan_python(source: str | bytes | ParsedModule, unchanged: frozenset[int] = frozenset()) -> PythonScan:
+    """Scan a module's source (raises SyntaxError or ValueError when it does not parse); unchanged: top-level
+    statements whose launch sites and conditions are not read (scan_pair)."""
+    parsed = source if isinstance(source, ParsedModule) else parse_module(source)
+    tree = parsed.tree
+    scanner = _Scanner(parsed.lines)
     scanner.scan_body(tree.body, prefix="", env={})
-    gates, env_names = scan_env_gates(tree) if "env" in text.lower() else ({}, frozenset())
-    return PythonScan(scanner.entries, scanner.functions, scan_sites(tree), gates, env_names, frozenset(scanner.fields))
+    has_env = any("env" in line.lower() for line in parsed.lines)
+    gates, env_names = scan_env_gates(tree) if has_env else ({}, frozenset())
+    return PythonScan(
+        scanner.entries,
+        scanner.functions,
+        scan_sites(tree, unchanged),
+        gates,
+        env_names,
+        frozenset(scanner.fields),
+        frozenset(scanner.conditional),
+    )
 
 
 def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) -> list[Finding]:
@@ -51,6 +96,10 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     env_names = (before.env_names if before else frozenset()) | (after.env_names if after else frozenset())
     fields = (before.fields if before else frozenset()) | (after.fields if after else frozenset())
     tested = is_test_path(path)  # a test's own conditions and env reads choose nothing in the library
+    # a conditional table only shows when it changes: a new one is a new gate, shown by its condition and readers
+    conditional = (before.conditional if before else frozenset()) | (after.conditional if after else frozenset())
+    old = {name: entry for name, entry in old.items() if name in new or name not in conditional}
+    new = {name: entry for name, entry in new.items() if name in old or name not in conditional}
     if not tested:
         old = {
             name: entry for name, entry in old.items() if name not in env_names and (name in new or name not in fields)
@@ -58,7 +107,8 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
         new = {
             name: entry for name, entry in new.items() if name not in env_names and (name in old or name not in fields)
         }
-    findings = diff_entries(path, old, new)
+    old, new = _without_renames(old, new)
+    findings = _without_aliases(diff_entries(path, old, new))
     logic = dispatch_logic_rows(
         path, before.functions if before else {}, after.functions if after else {}, set(old) | set(new)
     )
@@ -72,10 +122,53 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     return findings + sites + gates + [f for f in logic if f.name not in named]
 
 
+def _without_aliases(findings: list[Finding]) -> list[Finding]:
+    """`BwOp.MAX_K = FwOp.MAX_K`: the alias's row repeats the row of the constant it names; left out."""
+    named = {f.name for f in findings}
+    return [
+        f
+        for f in findings
+        if not any(text and text.startswith(f"{other} (") for other in named - {f.name} for text in (f.before, f.after))
+    ]
+
+
+def _without_renames(
+    old: dict[str, tuple[FindingKind, Node]], new: dict[str, tuple[FindingKind, Node]]
+) -> tuple[dict[str, tuple[FindingKind, Node]], dict[str, tuple[FindingKind, Node]]]:
+    """A decorator entry that only moved to a renamed function (proprocess@triton.autotune ->
+    preprocess@triton.autotune, the same configs) is no change: both sides are left out."""
+    added = {name: entry for name, entry in new.items() if name not in old and "@" in name}
+    renamed: set[str] = set()
+    for name, (kind, value) in old.items():
+        if name in new or "@" not in name:
+            continue
+        decorator = name.split("@", 1)[1]
+        match = next(
+            (
+                other
+                for other, (other_kind, other_value) in added.items()
+                if other.split("@", 1)[1] == decorator
+                and other_kind is kind
+                and other_value.canonical == value.canonical
+            ),
+            None,
+        )
+        if match is not None:
+            renamed.update((name, match))
+            del added[match]
+    if not renamed:
+        return old, new
+    return (
+        {name: entry for name, entry in old.items() if name not in renamed},
+        {name: entry for name, entry in new.items() if name not in renamed},
+    )
+
+
 class _Scanner:
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         self.fields: set[str] = set()  # "Class.field" of dataclass-like classes
+        self.conditional: set[str] = set()
         self.entries: dict[str, tuple[FindingKind, Node]] = {}
         self.functions: dict[str, FunctionInfo] = {}
 
@@ -112,12 +205,30 @@ class _Scanner:
             self.scan_body(block, prefix, env)
 
     def _branches(self, statement: ast.If, prefix: str, env: dict[str, Node]) -> None:
-        both = _bound(statement.body, prefix) & _bound(statement.orelse, prefix)
+        """A name bound in one branch only that was bound before (`if cc >= 12: HAS_XFORMERS = False`) is an
+        override under a condition: the entry keeps its unconditional value, the condition's row shows the rest."""
+        body, orelse = _bound(statement.body, prefix), _bound(statement.orelse, prefix)
+        both = body & orelse
+        overridden = {name for name in body ^ orelse if name.removeprefix(prefix) in env}
+        earlier = {name: self.entries.get(name) for name in overridden}
         test = ast.unparse(statement.test)
+        before = dict(env)
+        after_body: dict[str, Node] = {}
         for block, label in ((statement.body, f"if {test}"), (statement.orelse, "else")):
+            if label == "else":  # the else branch (an elif chain) sees the names as they were before the if
+                after_body = dict(env)
+                env.clear()
+                env.update(before)
             self.scan_body(block, prefix, env)
             for name in both & set(self.entries):
                 self.entries[f"{name} ({label})"] = self.entries.pop(name)
+        for name, value in after_body.items():
+            env.setdefault(name, value)
+        for name, entry in earlier.items():
+            if entry is None:
+                self.entries.pop(name, None)
+            else:
+                self.entries[name] = entry
 
     def _assignment(self, statement: ast.Assign | ast.AnnAssign, prefix: str, env: dict[str, Node]) -> None:
         if statement.value is None:
@@ -137,9 +248,11 @@ class _Scanner:
 
     def _bind(self, prefix: str, name: str, source: ast.expr, node: Node, env: dict[str, Node]) -> None:
         env[name] = plain_value(node)
-        if name.startswith("__") and name.endswith("__"):
+        if (name.startswith("__") and name.endswith("__")) or _TEST_DATA.search(name):
             return
         kind = _kind_of(source, node)
+        if isinstance(source, ast.IfExp) and kind is not None:
+            self.conditional.add(prefix + name)
         if kind is not None:
             self.entries[prefix + name] = (kind, node)
         else:
@@ -172,11 +285,66 @@ class _Scanner:
             if not isinstance(decorator, ast.Call):
                 continue
             called = ast.unparse(decorator.func)
-            if called.rsplit(".", 1)[-1] == "autotune":
+            if called.rsplit(".", 1)[-1].endswith("autotune"):  # triton.autotune, fla_cache_autotune
                 self.entries[f"{name}@{called}"] = (FindingKind.AUTOTUNE_CONFIG, _autotune(decorator, evaluator))
             elif called.rsplit(".", 1)[-1] == "heuristics" and decorator.args:
                 self.entries[f"{name}@{called}"] = (FindingKind.HEURISTIC, evaluator.eval(decorator.args[0]))
         self.functions[name] = function_info(function, name, prefix.rstrip("."), fields, self.lines)
+        if _TUNING_FUNCTION.search(function.name):
+            self.scan_body(_local_tables(function.body), f"{name}.<locals>.", dict(env))
+
+
+# Values kept for the tests (_TEST_K, TEST_SHAPES): they choose nothing in the library.
+_TEST_DATA = re.compile(r"(^|_)TESTS?(_|$)", re.I)
+
+# A function that builds a tuning space by its name: get_autotune_config, get_all_configs, tuned_params.
+_TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic", re.I)
+
+
+def _local_tables(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The table assignments and ifs of a tuning function's body, with `xs.append(e)`, `xs.extend([...])` and
+    `xs += [...]` after `xs = [...]` folded into that list (new nodes: the module's tree is not changed)."""
+    out: list[ast.stmt] = []
+    lists: dict[str, ast.Assign] = {}
+    for statement in body:
+        if isinstance(statement, ast.If):
+            out.append(ast.If(statement.test, _local_tables(statement.body), _local_tables(statement.orelse)))
+            ast.copy_location(out[-1], statement)
+        elif isinstance(statement, ast.Assign | ast.AnnAssign):  # tables only: a local flag is no tuning value
+            target = statement.targets[0] if isinstance(statement, ast.Assign) else statement.target
+            if isinstance(target, ast.Name) and isinstance(statement.value, ast.List):
+                folded = ast.Assign([target], ast.List(list(statement.value.elts), ast.Load()))
+                lists[target.id] = ast.copy_location(folded, statement)
+                ast.copy_location(folded.value, statement.value)
+                out.append(folded)
+            elif isinstance(statement.value, ast.Dict | ast.Tuple | ast.Set):
+                out.append(statement)
+        else:
+            name, added = _added_to_list(statement)
+            if name in lists:
+                value = lists[name].value
+                assert isinstance(value, ast.List)
+                value.elts.extend(added)
+    return out
+
+
+def _added_to_list(statement: ast.stmt) -> tuple[str | None, list[ast.expr]]:
+    """`xs.append(e)` -> ("xs", [e]); `xs.extend([a, b])` and `xs += [a, b]` -> ("xs", [a, b])."""
+    if (
+        isinstance(statement, ast.AugAssign)
+        and isinstance(statement.target, ast.Name)
+        and isinstance(statement.op, ast.Add)
+        and isinstance(statement.value, ast.List | ast.Tuple)
+    ):
+        return statement.target.id, list(statement.value.elts)
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        call = statement.value
+        if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) and len(call.args) == 1:
+            if call.func.attr == "append":
+                return call.func.value.id, [call.args[0]]
+            if call.func.attr == "extend" and isinstance(call.args[0], ast.List | ast.Tuple):
+                return call.func.value.id, list(call.args[0].elts)
+    return None, []
 
 
 def _bound(body: list[ast.stmt], prefix: str) -> set[str]:
@@ -200,9 +368,17 @@ def _kind_of(source: ast.expr, node: Node) -> FindingKind | None:
         return FindingKind.AUTOTUNE_CONFIG
     if isinstance(source, ast.Dict | ast.List | ast.Tuple | ast.Set) or wrapped_literal(source) is not None:
         return FindingKind.TABLE_ENTRY
+    if isinstance(source, ast.IfExp) and all(_is_literal(branch) for branch in (source.body, source.orelse)):
+        return FindingKind.TABLE_ENTRY  # NUM_WARPS = [2] if IS_HOPPER else [2, 4, 8]
     if isinstance(node, Leaf) and isinstance(node.value, SCALARS):
         return FindingKind.CONSTANT
     return None
+
+
+def _is_literal(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant | ast.Dict | ast.List | ast.Tuple | ast.Set) and not any(
+        isinstance(node, ast.Call | ast.Name | ast.Attribute) for node in ast.walk(expr)
+    )
 
 
 def _autotune(decorator: ast.Call, evaluator: LiteralEvaluator) -> Mapping:
@@ -211,5 +387,17 @@ def _autotune(decorator: ast.Call, evaluator: LiteralEvaluator) -> Mapping:
     arguments += [(kw.arg, kw.value) for kw in decorator.keywords if kw.arg is not None]
     result = Mapping(line=decorator.lineno)
     for name, expr in arguments:
-        result.entries[name] = (name, evaluator.eval(expr))
+        result.entries[name] = (name, _with_tables_read(evaluator.eval(expr), expr, evaluator.env))
     return result
+
+
+def _with_tables_read(value: Node, expr: ast.expr, env: dict[str, Node]) -> Node:
+    """A value that is no literal (`[Config(...) for w in NUM_WARPS]`) compared with the module tables it reads,
+    so that a changed NUM_WARPS changes the autotune list that iterates it."""
+    if not (isinstance(value, Leaf) and isinstance(value.value, Symbol)):
+        return value
+    read = sorted({node.id for node in ast.walk(expr) if isinstance(node, ast.Name) and node.id in env})
+    if not read:
+        return value
+    text = value.text + "".join(f"; {name} = {render(env[name])}" for name in read)
+    return Leaf(Symbol(text), text, value.line)

@@ -23,7 +23,7 @@ from bisector.analysis import gitdiff
 from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
-from bisector.analysis.python_tables import PythonScan, diff_python, scan_python
+from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
 from bisector.analysis.tuning_files import (
     TUNING_SUFFIXES,
     TuningFileError,
@@ -254,7 +254,7 @@ class _FileAnalysis:
 
     def _diff(self, language: str, old: bytes | None, new: bytes | None) -> list[Finding]:
         if language == "python":
-            return diff_python(self.path, *self._parsed(old, new, _parse_python))
+            return diff_python(self.path, *scan_pair(*self._parsed(old, new, _parse_python)))
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))
@@ -284,9 +284,9 @@ def _decode(data: bytes) -> str:
         raise _UnreadableError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
-def _parse_python(data: bytes) -> PythonScan:
+def _parse_python(data: bytes) -> ParsedModule:
     try:
-        return scan_python(data)
+        return parse_module(data)
     except SyntaxError as exc:
         raise _UnreadableError(f"line {exc.lineno}: {exc.msg}") from None
     except ValueError as exc:
