@@ -4,6 +4,7 @@ run to the end on the Ray slots with the right culprits, and stopping the server
 from __future__ import annotations
 
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -16,6 +17,7 @@ pytest.importorskip("ray")
 
 pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]  # one local Ray cluster at a time
 
+RAY_EXIT_TIMEOUT_S = 60.0  # a safety net, never a speed target
 CONFIG = """
 [recipes.synthetic]
 run = "bash test.sh"
@@ -47,4 +49,7 @@ def test_two_jobs_run_on_the_ray_slots_and_the_cluster_ends_with_the_server(tmp_
         assert report["status"] == "found"
         assert report["first_bad"]["sha"] == history.shas[history.first_bad]
         assert {step["worker"] for step in report["steps"]} <= {"ray-0", "ray-1"}
+    deadline = time.monotonic() + RAY_EXIT_TIMEOUT_S  # the raylet may take a moment to exit after the server
+    while raylets() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not raylets() - before, "the server's Ray cluster outlived it"
