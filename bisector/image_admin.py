@@ -31,9 +31,20 @@ def list_images(store: Store, cache: ImageCache) -> list[ImageInfo]:
     return store.images()
 
 
+def is_container(info: ImageInfo) -> bool:
+    """A container image (--image-template): the engine holds it, not the cache root; its path is its reference."""
+    return "reference" in info.key
+
+
 def remove_images(store: Store, cache: ImageCache, ids: list[str]) -> list[str]:
     """Remove these images of this node (folder and row); all or nothing is checked before any is removed."""
-    known = {info.id for info in store.images(cache.node)} | {m.id for m in cache.manifests()}
+    rows = store.images(cache.node)
+    containers = [info for info in rows if info.id in ids and is_container(info)]
+    if containers:
+        raise InputError(
+            f"{containers[0].id} is a container image: remove it with the engine (e.g. podman rmi {containers[0].path})"
+        )
+    known = {info.id for info in rows} | {m.id for m in cache.manifests()}
     unknown = [image_id for image_id in ids if image_id not in known]
     if unknown:
         raise InputError(f"no image {', '.join(unknown)} on {cache.node} (see `bisect images ls`)")
@@ -60,6 +71,6 @@ def prune_images(store: Store, cache: ImageCache, max_bytes: int | None, older_t
 def forget_missing(store: Store, cache: ImageCache) -> None:
     """Drop the rows of this node's images whose folder another process removed (an LRU eviction)."""
     present = {m.id for m in cache.manifests()}
-    gone = [info.id for info in store.images(cache.node) if info.id not in present]
+    gone = [info.id for info in store.images(cache.node) if info.id not in present and not is_container(info)]
     if gone:
         store.forget_images(cache.node, gone)

@@ -165,6 +165,18 @@ def test_an_image_gpu_bisect_built_is_reused_as_cache_and_bisect_toml_names_the_
     second = run_at()
     assert (first["verdict"], first["metric"], first["image"]["source"]) == ("good", 10.0, "built")
     assert (second["image"]["source"], second["image"]["id"]) == ("cache", first["image"]["id"])
+    for _ in range(2):  # listing keeps the engine's images (they have no folder in the cache root)
+        listed = run_cli("images", "ls", "--format", "json", db=tmp_path / "b.db")
+        assert listed.returncode == 0, listed.stderr
+        assert [(i["id"], i["path"]) for i in json.loads(listed.stdout)] == [
+            (first["image"]["id"], podman.format(short=shas[0][:12]))
+        ]
+    refused = run_cli("images", "rm", str(first["image"]["id"]), db=tmp_path / "b.db")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        f"bisect: error: {first['image']['id']} is a container image: remove it with the engine "
+        f"(e.g. podman rmi {podman.format(short=shas[0][:12])})"
+    ]
 
 
 def test_a_failed_container_build_skips_the_commit_with_its_log_tail(podman: str, tmp_path: Path):
