@@ -14,32 +14,8 @@
 # which no installed copy does.
 # Everything goes to $OUT (./device-out when unset): versions.txt, demo-*.json/.stderr/.time, bench_core.*,
 # bench_dashboard.*.
-set -uo pipefail
-out=${OUT:-device-out}
-mkdir -p "$out"
-bash .devbundle/install.sh > "$out/install.log" 2>&1 || { echo "bundle install failed" >&2; tail "$out/install.log"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PATH=$PATH:/tmp/site/bin
-work=$(mktemp -d)
-export BISECT_DATA_DIR=$work/data BISECT_CACHE_DIR=$work/cache
-{
-  python3 --version
-  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
-  python3 -c 'import ray; print("ray", ray.__version__)'
-  python3 -c 'from workers.images.builder import uv_binary; print("uv", uv_binary())'
-  git --version
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  nproc
-  date -u +%FT%TZ
-} > "$out/versions.txt" 2>&1
-
-demo() {  # name, extra args
-  local name=$1; shift
-  local started code
-  started=$(date +%s%N)
-  python3 -m bisector demo run --dir "$work/demo" --format json "$@" > "$out/demo-$name.json" 2> "$out/demo-$name.stderr"
-  code=$?
-  echo "exit $code wall_ms $(( ($(date +%s%N) - started) / 1000000 ))" > "$out/demo-$name.time"
-}
+[ "${1:-demo}" = bench-bytecode ] && export COMPILE_BYTECODE=1
+source benchmarks/device_common.sh
 if [ "${1:-demo}" = demo ]; then
   demo first
   demo second
@@ -48,9 +24,6 @@ if [ "${1:-demo}" = demo ]; then
 fi
 
 env | grep -E '^PYTHON' > "$out/python-env.txt"
-if [ "$1" = bench-bytecode ]; then
-  python3 -m compileall -q -j 0 /tmp/site bisector workers vocab db kernels benchmarks > /dev/null 2>&1
-fi
 timeout 330 python3 benchmarks/bench_core.py --commits 1000 --sleep 1 --workers 1,8 --culprits 3 --repeat 1 \
   --out "$out/bench_core.json" > "$out/bench_core.log" 2>&1
 echo "bench_core exit $?" >> "$out/bench_core.log"
