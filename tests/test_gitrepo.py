@@ -67,6 +67,12 @@ def test_what_is_not_a_work_tree_is_refused_in_one_line(tmp_path: Path, make: st
     assert "\n" not in str(raised.value)
 
 
+def test_a_repository_git_refuses_to_open_says_why_in_one_line(history: tuple[Path, dict[str, str]]):
+    with pytest.raises(RepoError, match=r"git cannot open .*must be run in a work tree") as raised:
+        GitRepo(history[0] / ".git")
+    assert "\n" not in str(raised.value)
+
+
 def test_a_commit_reads_as_git_log_shows_it(history: tuple[Path, dict[str, str]]):
     path, shas = history
     commit = GitRepo(path).commit(shas["change"], position=7)

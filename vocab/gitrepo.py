@@ -82,7 +82,9 @@ class GitRepo:
         except _GitCommandError as exc:  # a bare repository answers the first question, then fails on the work tree
             if exc.stdout.startswith("true"):
                 raise RepoError(f"bare repositories are not supported (no work tree): {path}") from None
-            raise RepoError(f"not a git repository: {path}") from None
+            if "not a git repository" in str(exc) or not Path(path).is_dir():
+                raise RepoError(f"not a git repository: {path}") from None
+            raise RepoError(f"git cannot open {path}: {exc}") from None  # e.g. another user's (safe.directory)
         _, common_dir, root = listed.splitlines()
         self.root = Path(root).resolve()
         self._common_dir = (Path(path) / common_dir).resolve()  # relative to path where git gives it so
