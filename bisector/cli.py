@@ -76,6 +76,7 @@ def _start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
             boot()  # a process of its own: the workers' fork server boots while this one imports and lists the range
         from bisector.app import check_executor, make_coordinator, make_executor, open_store
 
+        gc.freeze()  # what the imports made lives as long as the process: the bisect's collections need not walk it
         check_executor(spec)
         with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report (Ray prints to it)
             executor = make_executor(spec)  # its workers boot while the store opens and the range is listed

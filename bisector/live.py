@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console, Group
-from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
 from bisector.progress import Progress
 from vocab.domain import BisectRecord, Commit, StepResult, Verdict
 from workers.executor import Assignment
+
+if TYPE_CHECKING:  # imported where used: only a terminal shows the live table
+    from rich.live import Live
+    from rich.table import Table
 
 _STYLE = {Verdict.GOOD: "green", Verdict.BAD: "red", Verdict.SKIP: "yellow", Verdict.ERROR: "magenta"}
 
@@ -23,6 +27,8 @@ class LiveObserver:
         self.latest: Progress | None = None
         self.live: Live | None = None
         if console.is_terminal:
+            from rich.live import Live
+
             # Rendered by Live's own thread at each refresh (_View.__rich__): the coordinator only updates the
             # data, so an event costs it no table rendering between a result and the next probe.
             self.live = Live(_View(self), console=console, refresh_per_second=4, transient=True)
@@ -56,6 +62,8 @@ class LiveObserver:
             self.live = None
 
     def render(self) -> Group:
+        from rich.table import Table
+
         parts: list[Text | Table] = []
         if self.latest is not None:
             p = self.latest

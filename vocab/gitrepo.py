@@ -1,4 +1,4 @@
-"""All git access of gpu-bisect goes through this module (GitPython).
+"""All git access of gpu-bisect's coordinator and workers goes through this module (git run as a subprocess).
 
 Ref resolution, ancestry, the candidate range and worktrees live here so that the coordinator, the workers
 and the analysis agree on one view of the repository.
@@ -8,38 +8,69 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-
-import git
+from typing import IO
 
 from vocab.domain import Commit, parse_pr_number
 from vocab.errors import RepoError
 
+# git's messages in English whatever the user's locale: RepoErrors quote them
+_GIT_LOCALE = {"LANGUAGE": "C", "LC_ALL": "C"}
 
-def _one_line(exc: git.GitCommandError) -> str:
-    stderr = str(exc.stderr or "").strip().replace("\n", " ")
-    return stderr.removeprefix("stderr: ").strip("' ") or str(exc)
+
+class _GitCommandError(Exception):
+    """git exited non-zero (or could not start); str() is its stderr on one line, stdout what it printed first."""
+
+    def __init__(self, message: str, stdout: str = "") -> None:
+        super().__init__(message)
+        self.stdout = stdout
+
+
+def _git(
+    directory: str | Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    output: IO[bytes] | None = None,
+    errors: str = "surrogateescape",
+) -> str:
+    """`git -C directory args...`: its stdout (one trailing newline dropped, decoded with errors), or into output.
+    Raises _GitCommandError when git exits non-zero."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(directory), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=output if output is not None else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **_GIT_LOCALE, **(env or {})},
+            check=False,
+        )
+    except OSError as exc:  # no git on PATH
+        raise _GitCommandError(f"git {args[0]}: {exc}") from None
+    stdout = (done.stdout or b"").decode(errors=errors).removesuffix("\n")
+    if done.returncode != 0:
+        stderr = " ".join(done.stderr.decode(errors="replace").split())
+        raise _GitCommandError(stderr or f"git {args[0]} exited {done.returncode}", stdout)
+    return stdout
 
 
 # mark (- for a boundary commit), SHA, parents, author, e-mail, commit time, subject; unit separators: a subject may
 # hold any other character
 _LOG_FORMAT = "%m%x1f%H%x1f%P%x1f%an%x1f%ae%x1f%ct%x1f%s"
+# one commit: SHA, author, e-mail, commit time, then the whole message
+_COMMIT_FORMAT = "%H%x1f%an%x1f%ae%x1f%ct%x1f%B"
 
 
-def _in_worktree(path: Path) -> git.Git:
+def _in_worktree(path: Path, *args: str) -> None:
     """git run in the worktree and nowhere else, since checkout --force and clean destroy work. `-C path`: git
-    enters the directory itself and fails when it is gone (GitPython runs git in this process's working directory
-    when it cannot enter its own, and a worker's is the user's checkout). The ceiling: git does not take a
-    repository above the worktree for its own when the worktree's .git is gone (a cache under a git checkout)."""
-    runner = git.Git(str(path))
-    runner.set_persistent_git_options(C=str(path))
-    runner.update_environment(GIT_CEILING_DIRECTORIES=str(path.parent))
-    return runner
+    enters the directory itself and fails when it is gone. The ceiling: git does not take a repository above the
+    worktree for its own when the worktree's .git is gone (a cache under a git checkout)."""
+    _git(path, *args, env={"GIT_CEILING_DIRECTORIES": str(path.parent)})
 
 
 class GitRepo:
@@ -47,44 +78,60 @@ class GitRepo:
 
     def __init__(self, path: str | Path) -> None:
         try:
-            self._repo = git.Repo(path, search_parent_directories=True)
-        except (git.NoSuchPathError, git.InvalidGitRepositoryError):
-            raise RepoError(f"not a git repository: {path}") from None
-        if self._repo.bare:
-            raise RepoError(f"bare repositories are not supported (no work tree): {path}")
-        self.root = Path(self._repo.working_tree_dir or path).resolve()
+            listed = _git(path, "rev-parse", "--is-bare-repository", "--git-common-dir", "--show-toplevel")
+        except _GitCommandError as exc:  # a bare repository answers the first question, then fails on the work tree
+            if exc.stdout.startswith("true"):
+                raise RepoError(f"bare repositories are not supported (no work tree): {path}") from None
+            if "not a git repository" in str(exc) or not Path(path).is_dir():
+                raise RepoError(f"not a git repository: {path}") from None
+            raise RepoError(f"git cannot open {path}: {exc}") from None  # e.g. another user's (safe.directory)
+        _, common_dir, root = listed.splitlines()
+        self.root = Path(root).resolve()
+        self._common_dir = (Path(path) / common_dir).resolve()  # relative to path where git gives it so
         self._linked: set[Path] = set()  # worktrees found to be this repository's (checked once, not per step)
+
+    def _run(self, *args: str, errors: str = "surrogateescape") -> str:
+        return _git(self.root, *args, errors=errors)
 
     def resolve(self, rev: str) -> str:
         """The full SHA of a commit named by a SHA prefix, branch, tag or other revision expression."""
         if not rev or rev.startswith("-"):
             raise RepoError(f"not a revision: {rev!r}")
         try:
-            return str(self._repo.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}"))
-        except git.GitCommandError:
+            return self._run("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+        except _GitCommandError:
             raise RepoError(f"unknown revision {rev!r} in {self.root}") from None
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         try:
-            self._repo.git.merge_base("--is-ancestor", ancestor, descendant)
-        except git.GitCommandError:
+            self._run("merge-base", "--is-ancestor", ancestor, descendant)
+        except _GitCommandError:
             return False
         return True
 
     def commit(self, sha: str, position: int = 0) -> Commit:
-        c = self._repo.commit(sha)
-        subject = str(c.message).strip().splitlines()[0] if str(c.message).strip() else ""
+        try:
+            shown = self._run(
+                "log", "-1", "--no-show-signature", f"--format={_COMMIT_FORMAT}", sha, "--", errors="replace"
+            )
+        except _GitCommandError as exc:
+            raise RepoError(f"reading commit {sha[:12]} failed: {exc}") from None
+        full_sha, author, email, timestamp, message = shown.split("\x1f", 4)
+        subject = message.strip().splitlines()[0] if message.strip() else ""
         return Commit(
             position=position,
-            sha=c.hexsha,
+            sha=full_sha,
             subject=subject,
-            author=f"{c.author.name} <{c.author.email}>",
-            date=datetime.fromtimestamp(c.committed_date, tz=UTC),
+            author=f"{author} <{email}>",
+            date=datetime.fromtimestamp(int(timestamp), tz=UTC),
             pr=parse_pr_number(subject),
         )
 
     def parents(self, sha: str) -> list[str]:
-        return [p.hexsha for p in self._repo.commit(sha).parents]
+        try:
+            return self._run("log", "-1", "--no-show-signature", "--format=%P", sha, "--").split()
+        except _GitCommandError as exc:
+            raise RepoError(f"reading commit {sha[:12]} failed: {exc}") from None
 
     def candidates(self, good: str, bad: str, paths: Sequence[str] = ()) -> list[Commit]:
         """The commits from good (position 0) to bad (the last position), oldest first, along bad's
@@ -103,7 +150,7 @@ class GitRepo:
         if paths:
             if not self.is_ancestor(good, bad):
                 raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
-            oldest = str(self._repo.git.rev_list("--reverse", "--first-parent", bad, f"^{good}")).split()[0]
+            oldest = self._run("rev-list", "--reverse", "--first-parent", bad, f"^{good}").split()[0]
             self._check_first_parent(good, bad, self.parents(oldest)[:1])
             return self.candidates(good, bad, paths)
         # One git process: the chain with each commit's parents, and good itself as the boundary commit.
@@ -131,10 +178,10 @@ class GitRepo:
         """`git log --first-parent` from bad down to good (excluded), oldest first, limited to commits touching paths
         when given: each commit with its parents; with boundary also the excluded commits next to the chain, with
         None for their parents. The chain's positions start at 1 (good's is 0); a boundary commit's position is 0."""
-        options = ["--reverse", "--first-parent", f"--format={_LOG_FORMAT}", "-z"]
+        options = ["--reverse", "--first-parent", "--no-show-signature", f"--format={_LOG_FORMAT}", "-z"]
         if boundary:
             options.append("--boundary")
-        listing = str(self._repo.git.log(*options, bad, f"^{good}", *(["--", *paths] if paths else [])))
+        listing = self._run("log", *options, bad, f"^{good}", "--", *paths, errors="replace")
         listed: list[tuple[Commit, list[str] | None]] = []
         position = 0
         for entry in (e for e in listing.split("\0") if e.strip()):
@@ -156,29 +203,29 @@ class GitRepo:
         parents = self.parents(merge)
         if len(parents) < 2:
             return []
-        return str(self._repo.git.rev_list("--reverse", "--first-parent", parents[1], f"^{parents[0]}")).split()
+        return self._run("rev-list", "--reverse", "--first-parent", parents[1], f"^{parents[0]}").split()
 
     def diff(self, base: str, head: str, *paths: str) -> str:
-        return str(self._repo.git.diff(base, head, "--", *paths))
+        return self._run("diff", base, head, "--", *paths)
 
     def show_file(self, sha: str, path: str) -> str | None:
         try:
-            return str(self._repo.git.show(f"{sha}:{path}"))
-        except git.GitCommandError:
+            return self._run("show", f"{sha}:{path}")
+        except _GitCommandError:
             return None
 
     def tree_hash(self, sha: str, path: str = "") -> str | None:
         """The hash of the tree (or blob) at path in sha, the commit's whole tree for "", None where absent."""
         try:
-            return str(self._repo.git.rev_parse("--verify", "--quiet", f"{sha}:{path.rstrip('/')}"))
-        except git.GitCommandError:
+            return self._run("rev-parse", "--verify", "--quiet", f"{sha}:{path.rstrip('/')}")
+        except _GitCommandError:
             return None
 
     def origin_url(self) -> str | None:
         """remote.origin.url, where the repository has one."""
         try:
-            return str(self._repo.git.config("--get", "remote.origin.url")).strip() or None
-        except git.GitCommandError:
+            return self._run("config", "--get", "remote.origin.url").strip() or None
+        except _GitCommandError:
             return None
 
     def export_tree(self, sha: str, destination: Path) -> None:
@@ -186,11 +233,11 @@ class GitRepo:
         destination.mkdir(parents=True)
         try:
             with tempfile.TemporaryFile() as archive:
-                self._repo.archive(archive, sha, format="tar")
+                _git(self.root, "archive", "--format=tar", sha, output=archive)
                 archive.seek(0)  # tar itself unpacks: it keeps the tree's symlinks and modes as git wrote them
                 subprocess.run(["tar", "-x", "-C", str(destination)], stdin=archive, check=True, capture_output=True)
-        except git.GitCommandError as exc:
-            raise RepoError(f"exporting the tree of {sha[:12]} failed: {_one_line(exc)}") from None
+        except _GitCommandError as exc:
+            raise RepoError(f"exporting the tree of {sha[:12]} failed: {exc}") from None
         except subprocess.CalledProcessError as exc:
             raise RepoError(
                 f"unpacking the tree of {sha[:12]} failed: {exc.stderr.decode(errors='replace').strip()}"
@@ -201,14 +248,14 @@ class GitRepo:
     def prune_worktrees(self) -> None:
         """Forget worktrees whose directories are gone (a cleared cache), so their paths can be reused."""
         try:
-            self._repo.git.worktree("prune")
-        except git.GitCommandError as exc:
-            raise RepoError(f"git worktree prune in {self.root} failed: {_one_line(exc)}") from None
+            self._run("worktree", "prune")
+        except _GitCommandError as exc:
+            raise RepoError(f"git worktree prune in {self.root} failed: {exc}") from None
 
     def remove_worktree(self, path: Path) -> None:
         """Forget the worktree at path and remove its directory (what a step left in it goes too)."""
-        with contextlib.suppress(git.GitCommandError):  # not registered (any more): removing the files is enough
-            self._repo.git.worktree("remove", "--force", str(path))
+        with contextlib.suppress(_GitCommandError):  # not registered (any more): removing the files is enough
+            self._run("worktree", "remove", "--force", str(path))
         shutil.rmtree(path, ignore_errors=True)
 
     def ensure_worktree(self, path: Path, sha: str, *, clean: bool = True) -> None:
@@ -258,20 +305,18 @@ class GitRepo:
             with (path.parent / ".worktree-add.lock").open("a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if broken:  # forget the broken slot's registration (git keeps adds in progress: "initializing")
-                    self._repo.git.worktree("prune")
-                self._repo.git.worktree("add", "--detach", "--force", "--no-checkout", str(path), sha)
-        except git.GitCommandError as exc:
-            raise RepoError(f"making the worktree {path} at {sha[:12]} failed: {_one_line(exc)}") from None
+                    self._run("worktree", "prune")
+                self._run("worktree", "add", "--detach", "--force", "--no-checkout", str(path), sha)
+        except _GitCommandError as exc:
+            raise RepoError(f"making the worktree {path} at {sha[:12]} failed: {exc}") from None
         except OSError as exc:
             raise RepoError(f"making the worktree {path} failed: {exc}") from None
         self._linked.add(path)
 
     def _check_out(self, path: Path, sha: str) -> None:
         try:
-            _in_worktree(path).checkout("--detach", "--force", "--quiet", sha)  # --force resets tracked files
-        except git.GitCommandError as exc:
-            raise RepoError(f"checkout of {sha[:12]} in {path} failed: {_one_line(exc)}") from None
-        except OSError as exc:  # the directory vanished under the slot
+            _in_worktree(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
+        except _GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {exc}") from None
 
     def _links_here(self, path: Path) -> bool:
@@ -282,12 +327,12 @@ class GitRepo:
             back = Path((admin / "gitdir").read_text().strip())
         except OSError:
             return False
-        mine = Path(self._repo.common_dir).resolve()
+        mine = self._common_dir
         return admin.resolve().parent.parent == mine and back.resolve() == (path / ".git").resolve()
 
     def clean_worktree(self, path: Path) -> None:
         """Remove the untracked files a step left in a worktree (ignored ones stay, as build caches)."""
         try:
-            _in_worktree(path).clean("-ffd", "--quiet")
-        except git.GitCommandError as exc:
-            raise RepoError(f"cleaning {path} failed: {_one_line(exc)}") from None
+            _in_worktree(path, "clean", "-ffd", "--quiet")
+        except _GitCommandError as exc:
+            raise RepoError(f"cleaning {path} failed: {exc}") from None

@@ -32,7 +32,6 @@ from workers.gpus import visible_gpus
 from workers.local_forkserver import boot as boot_fork_server
 from workers.process import CancelSignal, kill_group
 from workers.slots import claim_worktree
-from workers.step import StepRunner, WorkerSlot
 
 _STOP = "stop"
 _CANCEL = "cancel"
@@ -48,6 +47,8 @@ def _worker_main(
     coordinator says so or its pipe closes (the coordinator died), and on SIGINT, SIGTERM or SIGHUP (a Ctrl-C or a
     CI runner's SIGTERM to the coordinator's process group reaches the workers too; their tests run in sessions
     of their own and would outlive them)."""
+    from workers.step import StepRunner, WorkerSlot  # the coordinator, which imports this module, runs no step
+
     stopping = _StopFlag()
     stopping.install()
     # A fork server's child starts with the server's environment and directory, which were the coordinator's

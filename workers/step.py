@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shlex
 import socket
 import sys
 import time
@@ -57,20 +56,6 @@ def step_environment(
     if worker:
         env["BISECT_WORKER"] = worker
     return env
-
-
-def reproduce_command(repo: str, sha: str, build_cmd: str | None, run_cmd: str, env: dict[str, str]) -> str:
-    """A shell command line that re-runs one step by hand in a fresh worktree."""
-    workdir = f"/tmp/bisect-repro-{sha[:12]}"
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
-    parts = [
-        f"git -C {shlex.quote(repo)} worktree add --detach {workdir} {sha}",
-        f"cd {workdir}",
-    ]
-    if build_cmd:
-        parts.append(f"{exports + ' ' if exports else ''}bash -c {shlex.quote(build_cmd)}")
-    parts.append(f"{exports + ' ' if exports else ''}bash -c {shlex.quote(run_cmd)}")
-    return " && ".join(parts)
 
 
 class StepRunner:

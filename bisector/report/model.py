@@ -6,6 +6,7 @@ counted apart from side runs (traced re-runs, confirmation, reference runs, reru
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +21,6 @@ from db.store import Store
 from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
 from vocab.errors import InputError
 from workers.pool import PREEMPTED
-from workers.step import reproduce_command
 
 if TYPE_CHECKING:
     from bisector.analysis import Explanation
@@ -326,3 +326,17 @@ def pr_suffix(commit: Commit) -> str:
     if commit.pr is None or f"#{commit.pr}" in commit.subject:
         return ""
     return f" (PR #{commit.pr})"
+
+
+def reproduce_command(repo: str, sha: str, build_cmd: str | None, run_cmd: str, env: dict[str, str]) -> str:
+    """A shell command line that re-runs one step by hand in a fresh worktree."""
+    workdir = f"/tmp/bisect-repro-{sha[:12]}"
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+    parts = [
+        f"git -C {shlex.quote(repo)} worktree add --detach {workdir} {sha}",
+        f"cd {workdir}",
+    ]
+    if build_cmd:
+        parts.append(f"{exports + ' ' if exports else ''}bash -c {shlex.quote(build_cmd)}")
+    parts.append(f"{exports + ' ' if exports else ''}bash -c {shlex.quote(run_cmd)}")
+    return " && ".join(parts)
