@@ -23,7 +23,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from bisector.analysis.conditions import Gate, condition_category, gates_read, module_gates, stored_condition
+from bisector.analysis.conditions import (
+    Gate,
+    chooses_implementation,
+    condition_category,
+    gates_read,
+    module_gates,
+    stored_condition,
+)
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import code_text
 
@@ -139,7 +146,7 @@ class _Walker:
             self.gates[name] = dict(self.gates[function])
             self.body(node.body, f"{name}.<locals>.", name, ())
         elif isinstance(node, ast.If):
-            test = self._branch(function, node.test)
+            test = self._branch(function, node.test, chooses=chooses_implementation(node))
             self.body(node.body, prefix, function, (*conditions, test))
             self.body(node.orelse, prefix, function, (*conditions, f"not ({test})"))
         else:
@@ -164,12 +171,13 @@ class _Walker:
             elif isinstance(child, ast.Call):
                 self._launch(child, function, conditions)
 
-    def _branch(self, function: str, test: ast.expr, *, returned: bool = False) -> str:
-        """Record the condition; returns its text."""
+    def _branch(self, function: str, test: ast.expr, *, returned: bool = False, chooses: bool = False) -> str:
+        """Record the condition; returns its text. chooses: its branches set the implementation (a backend choice
+        whatever it tests)."""
         gates = self.gates[function]
         meaning = "; ".join(gate.text for gate in gates_read(test, gates))
         text = ast.unparse(test)
-        category = condition_category(test, gates, text)
+        category = condition_category(test, gates, text) or ("backend" if chooses else "")
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
             return _short(text)
         branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned)
@@ -182,6 +190,8 @@ class _Walker:
         if stored is None:
             return
         names, gate = stored
+        if gate.category == "env":  # an env gate row (env_gates.py); module-level ones gate other functions' ifs
+            return
         self.gates[function].update(dict.fromkeys(names, gate))
         branch = Branch(function, gate.text, gate.category, node.lineno)
         self.scan.branches.setdefault(function, []).append(branch)
