@@ -33,6 +33,7 @@ from bisector.analysis.conditions import (
 )
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import code_text
+from bisector.analysis.launch_calls import launch_call
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "same_top_level", "scan_sites"]
 
@@ -206,7 +207,7 @@ class _Walker:
             kernel = ast.unparse(call.func).removesuffix(".default")
             arguments.update((f"arg{i}", _short(ast.unparse(a))) for i, a in enumerate(call.args))
             arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
-        elif _tile_call(call):  # a CuTe DSL / JIT kernel entry: gemm_sm90(a, b, tile_M=128, cluster_N=2)
+        elif launch_call(call):  # gemm_sm90(a, b, tile_M=128), wrapper(q, k, pv_accum_dtype="fp32")
             kernel = ast.unparse(call.func)
             arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
         else:
@@ -237,21 +238,6 @@ def _is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:
     if isinstance(grid, ast.Tuple | ast.Lambda | ast.Call | ast.List):
         return True
     return isinstance(grid, ast.Name | ast.Attribute) and "grid" in ast.unparse(grid).lower()
-
-
-# Keywords that choose a kernel's tiling or launch shape whatever the launch syntax.
-_TILE_KEYWORD = re.compile(
-    r"^(?i:(tile|block|cluster)_?[mnk]|num_(warps|stages|ctas))$|^(BLOCK|TILE|CLUSTER)_[A-Z0-9_]+$"
-)
-
-
-def _tile_call(call: ast.Call) -> bool:
-    """A plain call passing tile or launch keywords, other than a config object (triton.Config(..., num_warps=4))
-    or a call inside a kernel (tl.range(..., num_stages=3))."""
-    callee = ast.unparse(call.func)
-    if callee.rsplit(".", 1)[-1].endswith(("Config", "config", "dict")) or callee.startswith(("tl.", "triton.")):
-        return False
-    return any(kw.arg and _TILE_KEYWORD.match(kw.arg) for kw in call.keywords)
 
 
 def _resolved(arguments: dict[str, str], assigned: dict[str, list[str]]) -> dict[str, str]:
@@ -307,9 +293,27 @@ def _short(text: str) -> str:
 
 def diff_sites(path: str, before: SiteScan | None, after: SiteScan | None) -> list[Finding]:
     """Rows for launch arguments (and launch conditions) that differ, and for dispatch conditions (arch, dtype,
-    shape, env) added, removed or changed in a function."""
+    shape, env) added, removed or changed in a function. A launch added or removed with the branch that leads to it
+    (`elif arch == "sm121": kernel(...)`) is shown by that branch's row."""
     old, new = before or SiteScan(), after or SiteScan()
-    return [*_launch_rows(path, old.launches, new.launches), *_branch_rows(path, old.branches, new.branches)]
+    branches = _branch_rows(path, old.branches, new.branches)
+    whole = {(f.name, f.after or f.before) for f in branches if f.before is None or f.after is None}
+    launches = [
+        f
+        for f in _launch_rows(path, old.launches, new.launches)
+        if not (f.key == "launch" and any(_led_by(f, function, test) for function, test in whole))
+    ]
+    return [*launches, *branches]
+
+
+def _led_by(row: Finding, function: str, test: str | None) -> bool:
+    """The launch row's site is in function, under test (its innermost condition)."""
+    detail = row.detail
+    return (
+        bool(test)
+        and detail.startswith(f"in {function}; when ")
+        and (detail.endswith(f"when {test}") or detail.endswith(f" and {test}"))
+    )
 
 
 def _launch_rows(path: str, old: list[LaunchSite], new: list[LaunchSite]) -> list[Finding]:
@@ -381,6 +385,8 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
             added = [b for b in now[j1:j2] if after_tests.count(b.test) > before_tests.count(b.test)]
             if function not in old or function not in new:  # a new or dropped predicate shows where it is called
                 removed, added = [b for b in removed if not b.returned], [b for b in added if not b.returned]
+                if ".<locals>." in function and function.rsplit(".<locals>.", 1)[0] in old.keys() & new.keys():
+                    removed, added = [], []  # a new or dropped closure: its enclosing function's rows show it
             for index in range(max(len(removed), len(added))):
                 rows.extend(_branch(path, function, _at(removed, index), _at(added, index)))
     return rows
