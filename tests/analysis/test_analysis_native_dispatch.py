@@ -190,3 +190,47 @@ def test_a_new_or_dropped_module_flag_is_no_row_but_a_flipped_one_is(history: Hi
     found = static_diff(history.path, sha).findings
 
     assert rows(found, FindingKind.CONSTANT) == [("HAS_SM90", "False", "True")]
+
+
+ATTENTION = """\
+def attention(q, k, v, arch, scale):
+    if arch == "sm90":
+        return fp8_wrapper(q, k, v, sm_scale=scale, pv_accum_dtype="fp32")
+    out = torch.empty(q.shape, dtype="float16")
+    return fp16_wrapper(q, k, v, sm_scale=scale)
+
+
+def prepare(x, n):
+    return x
+"""
+
+
+def test_a_wrapper_keyword_choosing_the_precision_is_a_launch_and_a_launch_under_a_new_branch_is_not(
+    history: History,
+) -> None:
+    history.commit("attention", {"pkg/core.py": ATTENTION})
+    changed = (
+        ATTENTION.replace('pv_accum_dtype="fp32"', 'pv_accum_dtype="fp32+fp16"')
+        .replace('dtype="float16"', 'dtype="bfloat16"')
+        .replace(
+            "    out = torch.empty",
+            '    elif arch == "sm121":\n        return fp8_wrapper(q, k, v, sm_scale=scale, pv_accum_dtype="fp32")\n'
+            "    out = torch.empty",
+        )
+        .replace(
+            "    return x\n",
+            "    def pick(m):\n        if m.shape[0] > 64:\n            return 1\n        return 2\n"
+            "    if n > 128:\n        return pick(x)\n    return x\n",
+        )
+    )
+    sha = history.commit("fp16 accumulation, sm121", {"pkg/core.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert rows(found, FindingKind.LAUNCH_PARAM) == [
+        ("fp8_wrapper pv_accum_dtype", "'fp32'", "'fp32+fp16'")
+    ]  # not torch.empty's dtype, not the sm121 launch (its branch's row shows it)
+    assert rows(found, FindingKind.BRANCH_CONDITION) == [
+        ("attention arch condition", None, "arch == 'sm121'"),
+        ("prepare shape condition", None, "n > 128"),
+    ]  # not the conditions of the new closure prepare.<locals>.pick
