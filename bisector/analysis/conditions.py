@@ -32,7 +32,7 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "dtype",  # torch's dtype names are lower case: Float8Config is a class, not a dtype
         re.compile(
-            r"dtype|element_size|itemsize|float8_|fp8|fp16|bf16|bfloat16|float16|float32|\bu?int[48]\b|"
+            r"dtype|element_size|itemsize|float8_|fp8|fp16|bf16|bfloat16|float16|float32|\bu?int[48]\b|fp4|"
             r"is_floating_point"
         ),
     ),
@@ -185,13 +185,16 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
-# Names that hold which implementation runs: backend = "tir", self.kernel = fast_gemm, use_ipex = True.
+# Names that hold which implementation runs: backend = "tir", self.kernel = fast_gemm, use_ipex = True; and, given a
+# string, which named config it runs with: config_name = "mha_block_64".
 _CHOICE_NAMES = re.compile(r"^(\w*_)?(backend|kernel|impl|implementation|algo|algorithm|engine)$|^use_\w+$", re.I)
+_CONFIG_NAMES = re.compile(r"config|cfg", re.I)
 
 
 def chooses_implementation(statement: ast.If) -> bool:
     """An if whose branches set the backend, kernel or implementation to a constant or a named function (`if
-    source_format in ["nf"]: backend = "tir"`): whatever it tests, it is a dispatch condition."""
+    source_format in ["nf"]: backend = "tir"`), or name the config to run (`if rows > 64: config = "block_128"`):
+    whatever it tests, it is a dispatch condition."""
     for branch in (statement.body, statement.orelse):
         for node in branch:
             if not isinstance(node, ast.Assign | ast.AnnAssign):
@@ -200,4 +203,14 @@ def chooses_implementation(statement: ast.If) -> bool:
             chosen = isinstance(node.value, ast.Constant | ast.Name | ast.Attribute)
             if chosen and any(_CHOICE_NAMES.match(_last_name(target)) for target in targets):
                 return True
+            named = isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+            if named and any(_CONFIG_NAMES.search(_last_name(target)) for target in targets):
+                return True
     return False
+
+
+def passed_condition(keyword: str, value: ast.expr) -> bool:
+    """A comparison passed to a keyword that switches the callee (`use_fp4=precision == "fp4"`, `is_causal=...`)."""
+    if not isinstance(value, ast.Compare):
+        return False
+    return bool(_CONDITION_CALL.match(keyword)) or keyword.startswith(("use_", "enable_"))

@@ -29,6 +29,7 @@ from bisector.analysis.conditions import (
     condition_category,
     gates_read,
     module_gates,
+    passed_condition,
     stored_condition,
 )
 from bisector.analysis.findings import Finding, FindingKind
@@ -171,6 +172,9 @@ class _Walker:
                     self._branch(function, test)
             elif isinstance(child, ast.Call):
                 self._launch(child, function, conditions)
+                for keyword in child.keywords:  # f(x, use_fp4=precision == "fp4"): the callee branches on it
+                    if keyword.arg and passed_condition(keyword.arg, keyword.value):
+                        self._branch(function, keyword.value, chooses=True)
 
     def _branch(self, function: str, test: ast.expr, *, returned: bool = False, chooses: bool = False) -> str:
         """Record the condition; returns its text. chooses: its branches set the implementation (a backend choice
