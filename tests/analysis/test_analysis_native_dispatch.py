@@ -234,3 +234,31 @@ def test_a_wrapper_keyword_choosing_the_precision_is_a_launch_and_a_launch_under
         ("attention arch condition", None, "arch == 'sm121'"),
         ("prepare shape condition", None, "n > 128"),
     ]  # not the conditions of the new closure prepare.<locals>.pick
+
+
+VARLEN = """\
+def varlen_fwd(q, total_q, batch_size, precision):
+    rows = total_q / batch_size
+    if rows >= 256:
+        config_name = "prefill"
+    else:
+        config_name = "decode"
+    return load_module(q, config_name, device=q.device)
+"""
+
+
+def test_an_if_naming_the_config_and_a_comparison_passed_to_a_switch_keyword_are_conditions(
+    history: History,
+) -> None:
+    history.commit("varlen", {"pkg/flash.py": VARLEN})
+    changed = VARLEN.replace("rows >= 256", "rows > 64").replace(
+        "device=q.device)", 'device=q.device, use_fp4=precision == "fp4", scale=precision == "x")'
+    )
+    sha = history.commit("four blocks, fp4", {"pkg/flash.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert rows(found, FindingKind.BRANCH_CONDITION) == [
+        ("varlen_fwd backend condition", "rows >= 256", "rows > 64"),
+        ("varlen_fwd dtype condition", None, "precision == 'fp4'"),
+    ]  # scale= is no switch keyword
