@@ -146,7 +146,8 @@ class _Walker:
             self.scan.branches.setdefault(name, [])
             self.defs[name] = node
             self.gates[name] = dict(self.gates[function])
-            self.body(node.body, f"{name}.<locals>.", name, ())
+            if not _device_code(node):  # a jit kernel's calls and branches run on the device: no launch, no dispatch
+                self.body(node.body, f"{name}.<locals>.", name, ())
         elif isinstance(node, ast.If):
             test = self._branch(function, node.test, chooses=chooses_implementation(node))
             self.body(node.body, prefix, function, (*conditions, test))
@@ -224,6 +225,13 @@ class _Walker:
             self.assigned[function] = _assignments(self.defs[function])
         arguments = _resolved(arguments, self.assigned.get(function, {}))
         self.scan.launches.append(LaunchSite(function, kernel, occurrence, arguments, condition, call.lineno))
+
+
+def _device_code(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A Triton kernel (@triton.jit): its branches choose nothing a launch does not. Not a CuTe DSL @cute.jit, whose
+    host functions choose the kernel."""
+    names = (ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in function.decorator_list)
+    return any(name in ("triton.jit", "jit", "tl.jit") for name in names)
 
 
 def _predicate_return(value: ast.expr, function: str) -> bool:
