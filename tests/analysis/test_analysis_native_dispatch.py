@@ -262,3 +262,39 @@ def test_an_if_naming_the_config_and_a_comparison_passed_to_a_switch_keyword_are
         ("varlen_fwd backend condition", "rows >= 256", "rows > 64"),
         ("varlen_fwd dtype condition", None, "precision == 'fp4'"),
     ]  # scale= is no switch keyword
+
+
+KERNELS = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def load_block(ptr, d: tl.constexpr, BLOCK_K: tl.constexpr):
+    if d > 0:
+        return tl.load(ptr)
+    return fetch(ptr, BLOCK_K=BLOCK_K)
+
+
+@cute.jit
+def host_entry(a, dtype):
+    if dtype == "fp16":
+        run_fp16(a)
+"""
+
+
+def test_a_triton_kernels_own_branches_and_calls_are_no_rows_but_a_cute_jit_hosts_are(history: History) -> None:
+    history.commit("kernels", {"pkg/kernels.py": KERNELS})
+    changed = (
+        KERNELS.replace("if d > 0:", "if d == BLOCK_K:")
+        .replace("fetch(ptr, BLOCK_K=BLOCK_K)", "fetch(ptr, BLOCK_K=2 * BLOCK_K)")
+        .replace('dtype == "fp16"', 'dtype == "bf16"')
+    )
+    sha = history.commit("boundary", {"pkg/kernels.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert rows(found, FindingKind.BRANCH_CONDITION) == [
+        ("host_entry dtype condition", "dtype == 'fp16'", "dtype == 'bf16'")
+    ]
+    assert rows(found, FindingKind.LAUNCH_PARAM) == []
