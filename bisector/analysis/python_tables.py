@@ -295,7 +295,8 @@ class _Scanner:
             if not isinstance(decorator, ast.Call):
                 continue
             called = ast.unparse(decorator.func)
-            if called.rsplit(".", 1)[-1].endswith("autotune"):  # triton.autotune, fla_cache_autotune
+            configs = any(kw.arg == "configs" for kw in decorator.keywords)  # a tuner by its arguments: libtuner
+            if called.rsplit(".", 1)[-1].endswith("autotune") or configs:  # triton.autotune, fla_cache_autotune
                 self.entries[f"{name}@{called}"] = (FindingKind.AUTOTUNE_CONFIG, _autotune(decorator, evaluator))
             elif called.rsplit(".", 1)[-1] == "heuristics" and decorator.args:
                 self.entries[f"{name}@{called}"] = (FindingKind.HEURISTIC, evaluator.eval(decorator.args[0]))

@@ -298,3 +298,24 @@ def test_a_triton_kernels_own_branches_and_calls_are_no_rows_but_a_cute_jit_host
         ("host_entry dtype condition", "dtype == 'fp16'", "dtype == 'bf16'")
     ]
     assert rows(found, FindingKind.LAUNCH_PARAM) == []
+
+
+def test_a_decorator_passing_configs_is_an_autotune_whatever_its_name(history: History) -> None:
+    source = (
+        "@libtuner(\n"
+        '    configs=runtime.get_tuned_config("mm"),\n'
+        '    key=["M", "N", "K"],\n'
+        '    strategy=["log", "log", "log"],\n'
+        ")\n"
+        "@triton.jit\n"
+        "def mm_kernel(a, b, M, N, K):\n"
+        "    pass\n"
+    )
+    history.commit("mm", {"pkg/mm.py": source})
+    sha = history.commit("align", {"pkg/mm.py": source.replace('"log", "log", "log"', '"align32", "align32", "align32"')})
+
+    found = static_diff(history.path, sha).findings
+
+    assert rows(found, FindingKind.AUTOTUNE_CONFIG) == [
+        ("mm_kernel@libtuner[strategy]", "['log', 'log', 'log']", "['align32', 'align32', 'align32']")
+    ]
