@@ -312,7 +312,8 @@ def test_a_decorator_passing_configs_is_an_autotune_whatever_its_name(history: H
         "    pass\n"
     )
     history.commit("mm", {"pkg/mm.py": source})
-    sha = history.commit("align", {"pkg/mm.py": source.replace('"log", "log", "log"', '"align32", "align32", "align32"')})
+    changed = source.replace('"log", "log", "log"', '"align32", "align32", "align32"')
+    sha = history.commit("align", {"pkg/mm.py": changed})
 
     found = static_diff(history.path, sha).findings
 
