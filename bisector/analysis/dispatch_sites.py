@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import difflib
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from bisector.analysis.conditions import (
@@ -34,11 +33,11 @@ from bisector.analysis.conditions import (
 )
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import code_text
+from bisector.analysis.launch_arguments import MAX_TEXT, assignments, resolved, short_text
 from bisector.analysis.launch_calls import launch_call
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "same_top_level", "scan_sites"]
 
-MAX_TEXT = 160
 _NOT_KERNELS = re.compile(r"cache|dict|registry|table|_map\b|mapping|dispatch", re.I)
 
 
@@ -185,10 +184,10 @@ class _Walker:
         text = ast.unparse(test)
         category = condition_category(test, gates, text) or ("backend" if chooses else "")
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
-            return _short(text)
+            return short_text(text)
         branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned)
         self.scan.branches.setdefault(function, []).append(branch)
-        return _short(branch.test)
+        return short_text(branch.test)
 
     def _stored_condition(self, node: ast.stmt, function: str) -> None:
         """`tuned = get_arch() == "gfx950"`: a branch condition of the function, and a gate from here on."""
@@ -206,15 +205,15 @@ class _Walker:
         arguments: dict[str, str] = {}
         if isinstance(call.func, ast.Subscript) and _is_kernel_launch(call.func, self.kernels):  # kernel[grid](...)
             kernel = f"{ast.unparse(call.func.value)}[...]"
-            arguments["grid"] = _short(ast.unparse(call.func.slice))
-            arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
+            arguments["grid"] = short_text(ast.unparse(call.func.slice))
+            arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
         elif ast.unparse(call.func).startswith("torch.ops."):
             kernel = ast.unparse(call.func).removesuffix(".default")
-            arguments.update((f"arg{i}", _short(ast.unparse(a))) for i, a in enumerate(call.args))
-            arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
+            arguments.update((f"arg{i}", short_text(ast.unparse(a))) for i, a in enumerate(call.args))
+            arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
         elif launch_call(call):  # gemm_sm90(a, b, tile_M=128), wrapper(q, k, pv_accum_dtype="fp32")
             kernel = ast.unparse(call.func)
-            arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
+            arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
         else:
             return
         key = (function, kernel)
@@ -222,8 +221,8 @@ class _Walker:
         self.counts[key] = occurrence + 1
         condition = " and ".join(conditions)
         if function not in self.assigned and function in self.defs:
-            self.assigned[function] = _assignments(self.defs[function])
-        arguments = _resolved(arguments, self.assigned.get(function, {}))
+            self.assigned[function] = assignments(self.defs[function])
+        arguments = resolved(arguments, self.assigned.get(function, {}))
         self.scan.launches.append(LaunchSite(function, kernel, occurrence, arguments, condition, call.lineno))
 
 
@@ -252,55 +251,13 @@ def _is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:
     return isinstance(grid, ast.Name | ast.Attribute) and "grid" in ast.unparse(grid).lower()
 
 
-def _resolved(arguments: dict[str, str], assigned: dict[str, list[str]]) -> dict[str, str]:
-    """Arguments passed as a local name, shown with what the function assigns to that name."""
-    out: dict[str, str] = {}
-    for name, value in arguments.items():
-        values = assigned.get(value) if value.isidentifier() else None
-        out[name] = f"{value} (= {' | '.join(values)})" if values else value
-    return out
-
-
-def _assignments(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]]:
-    """name -> the expressions assigned to it in the function's own body (not nested functions), in order."""
-    found: dict[str, list[str]] = {}
-    for node in _own_nodes(function):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    found.setdefault(target.id, []).append(_short(ast.unparse(node.value)))
-        elif isinstance(node, ast.AnnAssign | ast.AugAssign) and isinstance(node.target, ast.Name) and node.value:
-            operator = "=" if isinstance(node, ast.AnnAssign) else f"{_OPS.get(type(node.op), '?')}="
-            text = _short(ast.unparse(node.value))
-            found.setdefault(node.target.id, []).append(text if operator == "=" else f"{operator} {text}")
-    return found
-
-
-_OPS: dict[type[ast.operator], str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Div: "/"}
-
-
-def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
-    stack: list[ast.AST] = list(function.body)
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-                stack.append(child)
-
-
 def _shown(before: str | None, after: str | None) -> tuple[str | None, str | None]:
     """Two condition texts for display: long ones cut to MAX_TEXT around where they first differ."""
     if before is None or after is None:
-        return (before and _short(before)), (after and _short(after))
+        return (before and short_text(before)), (after and short_text(after))
     start = next((i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b), 0)
     start = max(0, start - MAX_TEXT // 2) if max(len(before), len(after)) > MAX_TEXT else 0
-    return (_short(("..." if start else "") + before[start:]), _short(("..." if start else "") + after[start:]))
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+    return (short_text(("..." if start else "") + before[start:]), short_text(("..." if start else "") + after[start:]))
 
 
 def diff_sites(path: str, before: SiteScan | None, after: SiteScan | None) -> list[Finding]:
