@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
-from bisector.analysis.native_dispatch import condition_label, diff_env_reads, env_reads
+from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".inc")
@@ -203,8 +203,8 @@ def _spelling(name: str) -> str:
 
 
 def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[str]) -> list[Finding]:
-    """The condition lines (batch size, arch, dtype, case) that the hunk removes and adds, paired in order; a
-    line removed and added with the same text only moved."""
+    """The condition lines (batch size, arch, dtype, case, switch macro) that the hunk removes and adds, paired in
+    order (a line removed and added with the same text only moved), then the parameter defaults it changes."""
     removed = [(i, label) for i in range(hunk.old_lo, hunk.old_hi) if (label := _condition(old_lines, i))]
     added = [(i, label) for i in range(hunk.new_lo, hunk.new_hi) if (label := _condition(new_lines, i))]
     moved = Counter(_text(old_lines[i]) for i, _ in removed) & Counter(_text(new_lines[i]) for i, _ in added)
@@ -224,7 +224,8 @@ def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: li
                 line=(new[0] + 1) if new else (old[0] + 1) if old else None,
             )
         )
-    return findings
+    old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
+    return findings + default_rows(path, old_hunk, new_hunk, hunk.new_lo + 1 if new_hunk else None)
 
 
 def _text(line: str) -> str:

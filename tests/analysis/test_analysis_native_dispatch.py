@@ -51,11 +51,36 @@ def test_a_switch_macro_a_parameter_default_and_an_env_read_in_cuda_are_rows(his
             "BOOL_SWITCH(params.seqlen <= 128, kShort, [&] {",
             "BOOL_SWITCH(params.seqlen <= 256, kShort, [&] {",
         ),
-        ("default of max_par", "int max_par = 8", "int max_par = 16"),
+        ("default of max_par", "8", "16"),
     ]  # n_chunks_new, a new local computed from other names, is no row
     assert rows(found, FindingKind.ENV_GATE) == [
         ("CONV_DETERMINISTIC read", None, 'const char* env = std::getenv("CONV_DETERMINISTIC");')
     ]
+
+
+def test_a_signature_reflowed_or_a_parameter_added_with_a_default_and_an_alias_are_no_default_rows(
+    history: History,
+) -> None:
+    source = (
+        "using policy_t = detail::reduce::policy;\n"
+        "void launch(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = nullptr) const {\n"
+        "}\n"
+    )
+    history.commit("launcher", {"csrc/launch.cuh": source})
+    changed = (
+        "using policy_t = detail::topk::policy;\n"
+        "void launch(dim3 grid,\n"
+        "            dim3 block,\n"
+        "            size_t smem = 0,\n"
+        "            cudaStream_t stream = nullptr,\n"
+        "            bool dependent_launch = false) const {\n"
+        "}\n"
+    )
+    sha = history.commit("reflow, dependent launch", {"csrc/launch.cuh": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert rows(found, FindingKind.NATIVE_THRESHOLD) == []
 
 
 def test_an_arch_check_kept_in_a_bool_and_a_refusing_check_are_arch_conditions(history: History) -> None:
