@@ -4,7 +4,8 @@ A condition stored in a name is a gate: after `tuned = get_arch() == "gfx950"` (
 `if tuned:` and `... if tuned else ...` are arch conditions, and the assignment itself is a condition of the
 module or function that makes it, so a changed definition is a changed condition. The arch kept in names
 (`major, minor = get_device_capability()`) is a gate too: where the arch comes from is part of the decision. Arch,
-dtype and shape only: an env read kept in a name is an env gate of env_gates.py, which shows the read and its form.
+dtype and shape make rows of their own here; an env read kept in a name is an env gate of env_gates.py, which shows
+the read and its form, and a condition that reads the name is an env condition.
 """
 
 from __future__ import annotations
@@ -23,21 +24,23 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"is_hip|is_cuda|is_rocm|is_xpu|is_cpu\b|torch\.version\.(hip|cuda)|capabilit|device_name|"
             r"\barch\b|_arch\b|\w*sm_?\d{2,3}\w*|is_hopper|is_blackwell|is_ampere|gfx\d|current_platform|"
             r"is_navi|is_mi\d|cuda_version|version\.cuda|bare_metal_version|triton\.__version__|has_triton|"
-            r"infer_device|device[._]type|\bxpu\b|\bnpu\b|\bmajor\b|\bminor\b|is_[cr]dna\d*",
+            r"infer_device|device[._]type|\bxpu\b|\bnpu\b|\bmajor\b|\bminor\b|is_[cr]dna\d*|"
+            r"\bsys\.platform\b|\bplatform\.(?:system|machine)\(|\b(?:cuda|xpu|mps|npu|hip|mlu|musa)\.is_available\(",
             re.I,
         ),
     ),
     (
         "dtype",  # torch's dtype names are lower case: Float8Config is a class, not a dtype
         re.compile(
-            r"dtype|element_size|itemsize|float8_|fp8|fp16|bf16|bfloat16|float16|float32|\bu?int[48]\b|"
+            r"dtype|element_size|itemsize|float8_|fp8|fp16|bf16|bfloat16|float16|float32|\bu?int[48]\b|fp4|"
             r"is_floating_point"
         ),
     ),
     ("shape", re.compile(r"\.shape\b|\.size\(|numel|\.ndim\b|\.dim\(\)|stride\(", re.I)),
 )
 _SHAPE_NAMES = re.compile(
-    r"^(m|n|k|b|h|d|s|t|bs|bt|batch\w*|seq\w*|num_\w+|n_\w+|head\w*|\w*_size|\w*_len|\w*_dim|\w*tokens\w*)$",
+    r"^(m|n|k|b|h|d|s|t|bs|bt|batch\w*|seq\w*|num_\w+|n_\w+|head\w*|\w*_size|\w*_len|\w*_dim|\w*tokens\w*|"
+    r"\w*features)$",
     re.I,
 )
 _TILE = re.compile(r"\bBLOCK_\w+|\bblock_size\w*|\bnum_warps\b|\bnum_stages\b|\btile_\w+", re.I)
@@ -81,6 +84,9 @@ def _numbers(expr: ast.expr) -> bool:
 
 
 def _last_name(expr: ast.expr) -> str:
+    """The name an operand is about: `x.attr` -> attr, `M % 16` -> M (a divisibility test is about M)."""
+    if isinstance(expr, ast.BinOp):
+        return _last_name(expr.left)
     if isinstance(expr, ast.Name):
         return expr.id
     if isinstance(expr, ast.Attribute):
@@ -112,7 +118,8 @@ def gates_read(test: ast.expr, gates: Mapping[str, Gate] | None) -> list[Gate]:
 
 def stored_condition(statement: ast.stmt, gates: Mapping[str, Gate]) -> tuple[list[str], Gate] | None:
     """(names, gate) when the statement keeps a dispatch condition in a name (a comparison, and / or / not, or a
-    call of an is_* / has_* / use_* / supports_* predicate, about the arch, a dtype or a shape), or keeps the arch
+    call of an is_* / has_* / use_* / supports_* predicate, about the arch, a dtype, a shape or an env variable: an
+    env gate's own row is env_gates.py's, but `if ENABLE_CACHE:` is an env condition), or keeps the arch
     itself in names (`major, minor = get_device_capability()`, `arch = get_arch()`: where the arch comes from)."""
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
         target, value = statement.targets[0], statement.value
@@ -128,7 +135,7 @@ def stored_condition(statement: ast.stmt, gates: Mapping[str, Gate]) -> tuple[li
     if _is_arch_query(value):
         return names, Gate("arch", text)
     category = condition_category(value, gates) if len(names) == 1 and _is_condition(value) else ""
-    if category in ("arch", "dtype", "shape"):  # an env read kept in a name is an env gate (env_gates.py) already
+    if category in ("arch", "dtype", "shape", "env"):
         return names, Gate(category, text)
     return None
 
@@ -176,3 +183,34 @@ def _is_condition(value: ast.expr) -> bool:
 def _short(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+
+
+# Names that hold which implementation runs: backend = "tir", self.kernel = fast_gemm, use_ipex = True; and, given a
+# string, which named config it runs with: config_name = "mha_block_64".
+_CHOICE_NAMES = re.compile(r"^(\w*_)?(backend|kernel|impl|implementation|algo|algorithm|engine)$|^use_\w+$", re.I)
+_CONFIG_NAMES = re.compile(r"config|cfg", re.I)
+
+
+def chooses_implementation(statement: ast.If) -> bool:
+    """An if whose branches set the backend, kernel or implementation to a constant or a named function (`if
+    source_format in ["nf"]: backend = "tir"`), or name the config to run (`if rows > 64: config = "block_128"`):
+    whatever it tests, it is a dispatch condition."""
+    for branch in (statement.body, statement.orelse):
+        for node in branch:
+            if not isinstance(node, ast.Assign | ast.AnnAssign):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            chosen = isinstance(node.value, ast.Constant | ast.Name | ast.Attribute)
+            if chosen and any(_CHOICE_NAMES.match(_last_name(target)) for target in targets):
+                return True
+            named = isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+            if named and any(_CONFIG_NAMES.search(_last_name(target)) for target in targets):
+                return True
+    return False
+
+
+def passed_condition(keyword: str, value: ast.expr) -> bool:
+    """A comparison passed to a keyword that switches the callee (`use_fp4=precision == "fp4"`, `is_causal=...`)."""
+    if not isinstance(value, ast.Compare):
+        return False
+    return bool(_CONDITION_CALL.match(keyword)) or keyword.startswith(("use_", "enable_"))

@@ -20,16 +20,24 @@ from __future__ import annotations
 import ast
 import difflib
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from bisector.analysis.conditions import Gate, condition_category, gates_read, module_gates, stored_condition
+from bisector.analysis.conditions import (
+    Gate,
+    chooses_implementation,
+    condition_category,
+    gates_read,
+    module_gates,
+    passed_condition,
+    stored_condition,
+)
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import code_text
+from bisector.analysis.launch_arguments import MAX_TEXT, assignments, resolved, short_text
+from bisector.analysis.launch_calls import launch_call
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "same_top_level", "scan_sites"]
 
-MAX_TEXT = 160
 _NOT_KERNELS = re.compile(r"cache|dict|registry|table|_map\b|mapping|dispatch", re.I)
 
 
@@ -137,9 +145,10 @@ class _Walker:
             self.scan.branches.setdefault(name, [])
             self.defs[name] = node
             self.gates[name] = dict(self.gates[function])
-            self.body(node.body, f"{name}.<locals>.", name, ())
+            if not _device_code(node):  # a jit kernel's calls and branches run on the device: no launch, no dispatch
+                self.body(node.body, f"{name}.<locals>.", name, ())
         elif isinstance(node, ast.If):
-            test = self._branch(function, node.test)
+            test = self._branch(function, node.test, chooses=chooses_implementation(node))
             self.body(node.body, prefix, function, (*conditions, test))
             self.body(node.orelse, prefix, function, (*conditions, f"not ({test})"))
         else:
@@ -163,18 +172,22 @@ class _Walker:
                     self._branch(function, test)
             elif isinstance(child, ast.Call):
                 self._launch(child, function, conditions)
+                for keyword in child.keywords:  # f(x, use_fp4=precision == "fp4"): the callee branches on it
+                    if keyword.arg and passed_condition(keyword.arg, keyword.value):
+                        self._branch(function, keyword.value, chooses=True)
 
-    def _branch(self, function: str, test: ast.expr, *, returned: bool = False) -> str:
-        """Record the condition; returns its text."""
+    def _branch(self, function: str, test: ast.expr, *, returned: bool = False, chooses: bool = False) -> str:
+        """Record the condition; returns its text. chooses: its branches set the implementation (a backend choice
+        whatever it tests)."""
         gates = self.gates[function]
         meaning = "; ".join(gate.text for gate in gates_read(test, gates))
         text = ast.unparse(test)
-        category = condition_category(test, gates, text)
+        category = condition_category(test, gates, text) or ("backend" if chooses else "")
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
-            return _short(text)
+            return short_text(text)
         branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned)
         self.scan.branches.setdefault(function, []).append(branch)
-        return _short(branch.test)
+        return short_text(branch.test)
 
     def _stored_condition(self, node: ast.stmt, function: str) -> None:
         """`tuned = get_arch() == "gfx950"`: a branch condition of the function, and a gate from here on."""
@@ -182,6 +195,8 @@ class _Walker:
         if stored is None:
             return
         names, gate = stored
+        if gate.category == "env":  # an env gate row (env_gates.py); module-level ones gate other functions' ifs
+            return
         self.gates[function].update(dict.fromkeys(names, gate))
         branch = Branch(function, gate.text, gate.category, node.lineno)
         self.scan.branches.setdefault(function, []).append(branch)
@@ -190,15 +205,15 @@ class _Walker:
         arguments: dict[str, str] = {}
         if isinstance(call.func, ast.Subscript) and _is_kernel_launch(call.func, self.kernels):  # kernel[grid](...)
             kernel = f"{ast.unparse(call.func.value)}[...]"
-            arguments["grid"] = _short(ast.unparse(call.func.slice))
-            arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
+            arguments["grid"] = short_text(ast.unparse(call.func.slice))
+            arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
         elif ast.unparse(call.func).startswith("torch.ops."):
             kernel = ast.unparse(call.func).removesuffix(".default")
-            arguments.update((f"arg{i}", _short(ast.unparse(a))) for i, a in enumerate(call.args))
-            arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
-        elif _tile_call(call):  # a CuTe DSL / JIT kernel entry: gemm_sm90(a, b, tile_M=128, cluster_N=2)
+            arguments.update((f"arg{i}", short_text(ast.unparse(a))) for i, a in enumerate(call.args))
+            arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
+        elif launch_call(call):  # gemm_sm90(a, b, tile_M=128), wrapper(q, k, pv_accum_dtype="fp32")
             kernel = ast.unparse(call.func)
-            arguments.update((kw.arg or "**", _short(ast.unparse(kw.value))) for kw in call.keywords)
+            arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
         else:
             return
         key = (function, kernel)
@@ -206,9 +221,16 @@ class _Walker:
         self.counts[key] = occurrence + 1
         condition = " and ".join(conditions)
         if function not in self.assigned and function in self.defs:
-            self.assigned[function] = _assignments(self.defs[function])
-        arguments = _resolved(arguments, self.assigned.get(function, {}))
+            self.assigned[function] = assignments(self.defs[function])
+        arguments = resolved(arguments, self.assigned.get(function, {}))
         self.scan.launches.append(LaunchSite(function, kernel, occurrence, arguments, condition, call.lineno))
+
+
+def _device_code(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A Triton kernel (@triton.jit): its branches choose nothing a launch does not. Not a CuTe DSL @cute.jit, whose
+    host functions choose the kernel."""
+    names = (ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in function.decorator_list)
+    return any(name in ("triton.jit", "jit", "tl.jit") for name in names)
 
 
 def _predicate_return(value: ast.expr, function: str) -> bool:
@@ -229,77 +251,38 @@ def _is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:
     return isinstance(grid, ast.Name | ast.Attribute) and "grid" in ast.unparse(grid).lower()
 
 
-# Keywords that choose a kernel's tiling or launch shape whatever the launch syntax.
-_TILE_KEYWORD = re.compile(
-    r"^(?i:(tile|block|cluster)_?[mnk]|num_(warps|stages|ctas))$|^(BLOCK|TILE|CLUSTER)_[A-Z0-9_]+$"
-)
-
-
-def _tile_call(call: ast.Call) -> bool:
-    """A plain call passing tile or launch keywords, other than a config object (triton.Config(..., num_warps=4))
-    or a call inside a kernel (tl.range(..., num_stages=3))."""
-    callee = ast.unparse(call.func)
-    if callee.rsplit(".", 1)[-1].endswith(("Config", "config", "dict")) or callee.startswith(("tl.", "triton.")):
-        return False
-    return any(kw.arg and _TILE_KEYWORD.match(kw.arg) for kw in call.keywords)
-
-
-def _resolved(arguments: dict[str, str], assigned: dict[str, list[str]]) -> dict[str, str]:
-    """Arguments passed as a local name, shown with what the function assigns to that name."""
-    out: dict[str, str] = {}
-    for name, value in arguments.items():
-        values = assigned.get(value) if value.isidentifier() else None
-        out[name] = f"{value} (= {' | '.join(values)})" if values else value
-    return out
-
-
-def _assignments(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]]:
-    """name -> the expressions assigned to it in the function's own body (not nested functions), in order."""
-    found: dict[str, list[str]] = {}
-    for node in _own_nodes(function):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    found.setdefault(target.id, []).append(_short(ast.unparse(node.value)))
-        elif isinstance(node, ast.AnnAssign | ast.AugAssign) and isinstance(node.target, ast.Name) and node.value:
-            operator = "=" if isinstance(node, ast.AnnAssign) else f"{_OPS.get(type(node.op), '?')}="
-            text = _short(ast.unparse(node.value))
-            found.setdefault(node.target.id, []).append(text if operator == "=" else f"{operator} {text}")
-    return found
-
-
-_OPS: dict[type[ast.operator], str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Div: "/"}
-
-
-def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
-    stack: list[ast.AST] = list(function.body)
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-                stack.append(child)
-
-
 def _shown(before: str | None, after: str | None) -> tuple[str | None, str | None]:
     """Two condition texts for display: long ones cut to MAX_TEXT around where they first differ."""
     if before is None or after is None:
-        return (before and _short(before)), (after and _short(after))
+        return (before and short_text(before)), (after and short_text(after))
     start = next((i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b), 0)
     start = max(0, start - MAX_TEXT // 2) if max(len(before), len(after)) > MAX_TEXT else 0
-    return (_short(("..." if start else "") + before[start:]), _short(("..." if start else "") + after[start:]))
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+    return (short_text(("..." if start else "") + before[start:]), short_text(("..." if start else "") + after[start:]))
 
 
 def diff_sites(path: str, before: SiteScan | None, after: SiteScan | None) -> list[Finding]:
     """Rows for launch arguments (and launch conditions) that differ, and for dispatch conditions (arch, dtype,
-    shape, env) added, removed or changed in a function."""
+    shape, env) added, removed or changed in a function. A launch added or removed with the branch that leads to it
+    (`elif arch == "sm121": kernel(...)`) is shown by that branch's row."""
     old, new = before or SiteScan(), after or SiteScan()
-    return [*_launch_rows(path, old.launches, new.launches), *_branch_rows(path, old.branches, new.branches)]
+    branches = _branch_rows(path, old.branches, new.branches)
+    whole = {(f.name, f.after or f.before) for f in branches if f.before is None or f.after is None}
+    launches = [
+        f
+        for f in _launch_rows(path, old.launches, new.launches)
+        if not (f.key == "launch" and any(_led_by(f, function, test) for function, test in whole))
+    ]
+    return [*launches, *branches]
+
+
+def _led_by(row: Finding, function: str, test: str | None) -> bool:
+    """The launch row's site is in function, under test (its innermost condition)."""
+    detail = row.detail
+    return (
+        bool(test)
+        and detail.startswith(f"in {function}; when ")
+        and (detail.endswith(f"when {test}") or detail.endswith(f" and {test}"))
+    )
 
 
 def _launch_rows(path: str, old: list[LaunchSite], new: list[LaunchSite]) -> list[Finding]:
@@ -371,6 +354,8 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
             added = [b for b in now[j1:j2] if after_tests.count(b.test) > before_tests.count(b.test)]
             if function not in old or function not in new:  # a new or dropped predicate shows where it is called
                 removed, added = [b for b in removed if not b.returned], [b for b in added if not b.returned]
+                if ".<locals>." in function and function.rsplit(".<locals>.", 1)[0] in old.keys() & new.keys():
+                    removed, added = [], []  # a new or dropped closure: its enclosing function's rows show it
             for index in range(max(len(removed), len(added))):
                 rows.extend(_branch(path, function, _at(removed, index), _at(added, index)))
     return rows

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".inc")
@@ -29,9 +30,14 @@ _COMPARISON = (
 _CONDITION = re.compile(
     rf"(?:\b(?:if|while)\s*\(|\?|[|&]=|^\s*(?:and\b|or\b|&&|\|\|)).*?{_COMPARISON}|{_COMPARISON}.*\?"
 )
-_BRANCH = re.compile(r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b|\b(?:if|while)\s*(?:constexpr\s*)?\(|\?")
+# a branch, a condition kept in a bool (`bool is_sm90 = major == 9;`) or a check that refuses the other case
+_BRANCH = re.compile(
+    r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b|\b(?:if|while)\s*(?:constexpr\s*)?\(|\?|"
+    r"\bbool\s+[A-Za-z_]\w*\s*=[^=]|\b(?:TORCH_CHECK|AT_ASSERTM?|TORCH_INTERNAL_ASSERT)\s*\("
+)
 _ARCH_WORDS = re.compile(
-    r"__CUDA_ARCH\w*__|__CUDA_ARCH_\w+|__gfx\w+|\bgfx\d+|\bsm_?\d{2,3}\w*|\bSM_?\d{2,3}\w*|compute_capability|"
+    r"__CUDA_ARCH\w*__|__CUDA_ARCH_\w+|__gfx\w+|\bgfx\d+|\b\w*sm_?\d{2,3}\w*|\b\w*SM_?\d{2,3}\w*|compute_capability|"
+    r"\b(?:major|minor)\s*[<>=!]=?\s*\d|"
     r"\bcc\s*[<>=!]=?|\barch\b|NV_PROVIDES_SM\w*|NV_IS_EXACTLY_SM\w*|__HIP_ARCH\w*|\bCUDA_VERSION\b|__CUDACC_VER_\w+"
 )
 # numeric element types by name (is_same_v<T, Ctx> and sizeof(T) checks pick template paths of all kinds: not these)
@@ -69,6 +75,7 @@ _COMMENT_OR_STRING = re.compile(
 _NOT_NEWLINE = re.compile(r"[^\n]")
 _NEWLINE = re.compile(r"\n")
 _NUMBER = re.compile(r"(?<![\w.])\.?\d")  # a number literal (1, 0x10, 1.5f, .5), not the 4 of float4
+_LITERAL = re.compile(r"-?(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)?)[uUlLfF]*|true|false")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
 _DELIMITER = re.compile(r"[{};]")
@@ -92,6 +99,8 @@ def _blank_comment(match: re.Match[str]) -> str:
 class NativeScan:
     entries: dict[str, tuple[FindingKind, Node]]  # array or constant name -> value tree
     lines: list[str]  # the comment-stripped lines, for the conditions of changed hunks
+    env: dict[str, list[str]]  # environment variable -> the lines that read it
+    nested: frozenset[str] = frozenset()  # scalar constants declared in a function's body (locals)
 
 
 def scan_native(text: str) -> NativeScan:
@@ -99,22 +108,31 @@ def scan_native(text: str) -> NativeScan:
     starts = [0] + [match.end() for match in _NEWLINE.finditer(stripped)]
     entries: dict[str, tuple[FindingKind, Node]] = {}
 
-    def add(name: str, kind: FindingKind, node: Node) -> None:
+    nested: set[str] = set()
+    bodies: list[tuple[int, int]] | None = None
+
+    def add(name: str, kind: FindingKind, node: Node) -> str:
         unique, count = name, 1
         while unique in entries:
             count += 1
             unique = f"{name}#{count}"
         entries[unique] = (kind, node)
+        return unique
 
     for name, node in _arrays(stripped, starts):
         add(name, FindingKind.NATIVE_ARRAY, node)
     for match in _SCALAR_CONST.finditer(stripped):
         line = bisect.bisect_right(starts, match.start("name"))
-        add(match["name"], FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
+        unique = add(match["name"], FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
+        if bodies is None:
+            bodies = _function_bodies(stripped)
+        if _inside(bodies, match.start("name")):
+            nested.add(unique)
     for match in _DEFINE.finditer(stripped):
         line = bisect.bisect_right(starts, match.start("name"))
         add(f"#define {match['name']}", FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
-    return NativeScan(entries, stripped.splitlines())
+    lines = stripped.splitlines()
+    return NativeScan(entries, lines, env_reads(lines) if "env" in stripped else {}, frozenset(nested))
 
 
 def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Iterable[Hunk]) -> list[Finding]:
@@ -122,8 +140,8 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     whose value holds no number (derived from other names: a new local, a sizeof), and a value that differs
     only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
     kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it)."""
-    old = _tuned(before.entries if before else {}, after.entries if after else {})
-    new = _tuned(after.entries if after else {}, before.entries if before else {})
+    old = _tuned(before.entries if before else {}, after.entries if after else {}, before.nested if before else set())
+    new = _tuned(after.entries if after else {}, before.entries if before else {}, after.nested if after else set())
     renamed = _Renames(before, after)
     for name in set(old) & set(new):
         if renamed.same(old[name][1], new[name][1]):
@@ -133,13 +151,18 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     new_lines = after.lines if after else []
     for hunk in hunks:
         findings.extend(_batch_conditions(path, hunk, old_lines, new_lines))
+    findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
     return findings
 
 
 def _tuned(
-    entries: dict[str, tuple[FindingKind, Node]], other: dict[str, tuple[FindingKind, Node]]
+    entries: dict[str, tuple[FindingKind, Node]],
+    other: dict[str, tuple[FindingKind, Node]],
+    nested: frozenset[str] | set[str],
 ) -> dict[str, tuple[FindingKind, Node]]:
-    """The entries, less the const / constexpr scalars that are absent from the other side and hold no number."""
+    """The entries, less the const / constexpr scalars that are absent from the other side and hold no number, or
+    are locals of a function computed from other names (`const int n_chunks = (len + kChunk - 1) / kChunk;`: its
+    readers, changed too, show it); a local holding a number alone (`constexpr int kNumStages = 4;`) is a row."""
     return {
         name: (kind, node)
         for name, (kind, node) in entries.items()
@@ -147,7 +170,7 @@ def _tuned(
         or kind is not FindingKind.NATIVE_THRESHOLD
         or name.startswith("#define")
         or not isinstance(node, Leaf)
-        or _NUMBER.search(node.text)
+        or (_NUMBER.search(node.text) and (name not in nested or _LITERAL.fullmatch(node.text) is not None))
     }
 
 
@@ -180,8 +203,8 @@ def _spelling(name: str) -> str:
 
 
 def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[str]) -> list[Finding]:
-    """The condition lines (batch size, arch, dtype, case) that the hunk removes and adds, paired in order; a
-    line removed and added with the same text only moved."""
+    """The condition lines (batch size, arch, dtype, case, switch macro) that the hunk removes and adds, paired in
+    order (a line removed and added with the same text only moved), then the parameter defaults it changes."""
     removed = [(i, label) for i in range(hunk.old_lo, hunk.old_hi) if (label := _condition(old_lines, i))]
     added = [(i, label) for i in range(hunk.new_lo, hunk.new_hi) if (label := _condition(new_lines, i))]
     moved = Counter(_text(old_lines[i]) for i, _ in removed) & Counter(_text(new_lines[i]) for i, _ in added)
@@ -201,7 +224,8 @@ def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: li
                 line=(new[0] + 1) if new else (old[0] + 1) if old else None,
             )
         )
-    return findings
+    old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
+    return findings + default_rows(path, old_hunk, new_hunk, hunk.new_lo + 1 if new_hunk else None)
 
 
 def _text(line: str) -> str:
@@ -234,13 +258,13 @@ def _condition(lines: list[str], index: int) -> str:
     if _CONDITION.search(line):
         return "condition on the batch size"
     if not _BRANCH.search(line):
-        return ""
+        return condition_label(line)
     return (
         "condition on the arch"
         if _ARCH_WORDS.search(line)
         else "condition on the dtype"
         if _DTYPE_WORDS.search(line)
-        else ""
+        else condition_label(line)
     )
 
 
@@ -262,6 +286,35 @@ def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:
                 position = end + 1
                 continue
         last_delimiter = index
+
+
+_AGGREGATE = re.compile(r"\b(?:struct|class|namespace|union|enum)\b")
+
+
+def _function_bodies(stripped: str) -> list[tuple[int, int]]:
+    """(start, end) of the outermost function bodies: a brace after a ) that opens no struct, class or namespace."""
+    bodies: list[tuple[int, int]] = []
+    stack: list[bool] = []  # per open brace: inside a function body
+    last_delimiter, opened = -1, 0
+    code = _PREPROCESSOR.sub(lambda match: " " * len(match[0]), stripped)
+    for delimiter in _DELIMITER.finditer(code):
+        index = delimiter.start()
+        if delimiter[0] == "{":
+            head = code[last_delimiter + 1 : index]
+            inside = bool(stack and stack[-1])
+            if not inside and ")" in head and not _AGGREGATE.search(head):
+                opened = index
+                inside = True
+            stack.append(inside)
+        elif delimiter[0] == "}" and stack and stack.pop() and not (stack and stack[-1]):
+            bodies.append((opened, index))  # the outermost function body closes
+        last_delimiter = index
+    return bodies
+
+
+def _inside(bodies: list[tuple[int, int]], position: int) -> bool:
+    at = bisect.bisect_right(bodies, (position, position)) - 1
+    return at >= 0 and bodies[at][0] <= position <= bodies[at][1]
 
 
 def _could_be_array_head(head: str) -> bool:

@@ -97,10 +97,10 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     env_names = (before.env_names if before else frozenset()) | (after.env_names if after else frozenset())
     fields = (before.fields if before else frozenset()) | (after.fields if after else frozenset())
     tested = is_test_path(path)  # a test's own conditions and env reads choose nothing in the library
-    # a conditional table only shows when it changes: a new one is a new gate, shown by its condition and readers
+    # a conditional table or a flag only shows when it changes: a new one is a new gate, shown by its readers
     conditional = (before.conditional if before else frozenset()) | (after.conditional if after else frozenset())
-    old = {name: entry for name, entry in old.items() if name in new or name not in conditional}
-    new = {name: entry for name, entry in new.items() if name in old or name not in conditional}
+    old = {name: entry for name, entry in old.items() if name in new or name not in conditional | _flags(old)}
+    new = {name: entry for name, entry in new.items() if name in old or name not in conditional | _flags(new)}
     if not tested:
         old = {
             name: entry for name, entry in old.items() if name not in env_names and (name in new or name not in fields)
@@ -123,13 +123,22 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     return findings + sites + gates + [f for f in logic if f.name not in named]
 
 
+def _flags(entries: dict[str, tuple[FindingKind, Node]]) -> frozenset[str]:
+    """Boolean constants (HAS_SM90 = True): a new or dropped one is shown by the conditions that read it."""
+    return frozenset(
+        name for name, (_, node) in entries.items() if isinstance(node, Leaf) and isinstance(node.value, bool)
+    )
+
+
 def _without_aliases(findings: list[Finding]) -> list[Finding]:
-    """`BwOp.MAX_K = FwOp.MAX_K`: the alias's row repeats the row of the constant it names; left out."""
+    """`BwOp.MAX_K = FwOp.MAX_K`: the alias's row repeats the row of the constant it names; left out. An autotune
+    list that names a changed table is no alias: it is what the kernel's search tries."""
     named = {f.name for f in findings}
     return [
         f
         for f in findings
-        if not any(text and text.startswith(f"{other} (") for other in named - {f.name} for text in (f.before, f.after))
+        if f.kind is FindingKind.AUTOTUNE_CONFIG
+        or not any(text and text.startswith(f"{other} (") for other in named - {f.name} for text in (f.before, f.after))
     ]
 
 
@@ -286,10 +295,14 @@ class _Scanner:
             if not isinstance(decorator, ast.Call):
                 continue
             called = ast.unparse(decorator.func)
-            if called.rsplit(".", 1)[-1].endswith("autotune"):  # triton.autotune, fla_cache_autotune
+            configs = any(kw.arg == "configs" for kw in decorator.keywords)  # a tuner by its arguments: libtuner
+            if called.rsplit(".", 1)[-1].endswith("autotune") or configs:  # triton.autotune, fla_cache_autotune
                 self.entries[f"{name}@{called}"] = (FindingKind.AUTOTUNE_CONFIG, _autotune(decorator, evaluator))
             elif called.rsplit(".", 1)[-1] == "heuristics" and decorator.args:
                 self.entries[f"{name}@{called}"] = (FindingKind.HEURISTIC, evaluator.eval(decorator.args[0]))
+        for parameter, default in _parameter_defaults(function):
+            self.entries[f"{name}({parameter})"] = (FindingKind.CONSTANT, evaluator.eval(default))
+            self.fields.add(f"{name}({parameter})")  # like a record's field: a new parameter is no row
         self.functions[name] = function_info(function, name, prefix.rstrip("."), fields, self.lines)
         if _TUNING_FUNCTION.search(function.name):
             self.scan_body(local_tables(function.body), f"{name}.<locals>.", dict(env))
@@ -300,6 +313,20 @@ _TEST_DATA = re.compile(r"(^|_)TESTS?(_|$)", re.I)
 
 # A function that builds a tuning space by its name: get_autotune_config, get_all_configs, tuned_params.
 _TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic", re.I)
+
+
+def _parameter_defaults(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, ast.expr]]:
+    """A function's parameters whose default is a number, a string or a bool (`max_par=16`, `backend="triton"`):
+    what every caller that passes none runs with."""
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    pairs = list(zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults, strict=True))
+    pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d is not None]
+    return [
+        (argument.arg, default)
+        for argument, default in pairs
+        if isinstance(default, ast.Constant) and type(default.value) in (int, float, str, bool)
+    ]
 
 
 def _bound(body: list[ast.stmt], prefix: str) -> set[str]:
@@ -327,7 +354,22 @@ def _kind_of(source: ast.expr, node: Node) -> FindingKind | None:
         return FindingKind.TABLE_ENTRY  # NUM_WARPS = [2] if IS_HOPPER else [2, 4, 8]
     if isinstance(node, Leaf) and isinstance(node.value, SCALARS):
         return FindingKind.CONSTANT
+    if _config_call(source):
+        return FindingKind.TABLE_ENTRY  # CONFIGS = make_configs([128, 256], [4, 8])
     return None
+
+
+def _config_call(source: ast.expr) -> bool:
+    """A call of a config-making function (its name says config / tune) with literal arguments, a list among them:
+    the tuning space it builds is chosen by those lists."""
+    if not isinstance(source, ast.Call) or not _TUNING_FUNCTION.search(ast.unparse(source.func).rsplit(".", 1)[-1]):
+        return False
+    arguments = [*source.args, *(kw.value for kw in source.keywords)]
+    return (
+        bool(arguments)
+        and all(map(_is_literal, arguments))
+        and any(isinstance(a, ast.List | ast.Tuple | ast.Set) for a in arguments)
+    )
 
 
 def _is_literal(expr: ast.expr) -> bool:

@@ -1,0 +1,92 @@
+"""C, C++ and CUDA dispatch read from single lines: switch macros, parameter defaults and environment reads.
+
+    BOOL_SWITCH(params.seqlen <= 128, kIsShort, [&] { ... })   a switch macro: its first argument chooses a template
+    void gemm(..., int max_par = 16)                             a parameter's default (a caller that passes none)
+    const char* env = std::getenv("MY_LIB_DETERMINISTIC");       an environment read: a gate of what follows
+
+native.py pairs the condition lines of each hunk (condition_label here names the switch macros) and asks default_rows
+for the parameters whose default a hunk changes; env_reads and diff_env_reads give one row per variable whose reads
+were added, removed or rewritten.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bisector.analysis.findings import Finding, FindingKind
+
+# An upper-case macro whose name says it switches (BOOL_SWITCH, FP16_SWITCH, HEADDIM_SWITCH, EVENK_SWITCH): its first
+# argument is a run-time condition turned into a compile-time constant, so the kernel instance it picks.
+_SWITCH_MACRO = re.compile(r"\b([A-Z][A-Z0-9_]*SWITCH)\s*\(")
+_TYPE = r"(?:const\s+|unsigned\s+|signed\s+|long\s+)*[A-Za-z_][\w:<>]*[\s&*]+"
+_VALUE = r"(?P<value>-?[\w.:]+)"
+# a parameter with a default on its own line of a signature (no ; after it): `    int max_par = 16` / `int x = 1) {`
+_DEFAULT_LINE = re.compile(rf"^\s*{_TYPE}(?P<name>[A-Za-z_]\w*)\s*=\s*{_VALUE}\s*(?:,|\)\s*(?:const\s*)?\{{?)?\s*$")
+# a parameter with a default inside a one-line signature: `(int m, int max_par = 16)`
+_DEFAULT_INLINE = re.compile(rf"[(,]\s*{_TYPE}(?P<name>[A-Za-z_]\w*)\s*=\s*{_VALUE}\s*(?=[,)])")
+_ENV_READ = re.compile(r"\b(?:getenv|secure_getenv|GetEnvironmentVariableA?)\s*\(\s*\"(?P<name>[A-Za-z_]\w*)\"")
+_NOT_PARAMETER = re.compile(r"^\s*(?:using|typedef|template|return|static_assert|#)\b")
+_KEYWORDS = frozenset({"return", "case", "goto", "else", "delete", "new", "throw"})
+
+
+def condition_label(line: str) -> str:
+    """'condition of BOOL_SWITCH' when the line calls a switch macro, else ''."""
+    switch = _SWITCH_MACRO.search(line)
+    if switch is not None and not line.lstrip().startswith("#"):
+        return f"condition of {switch[1]}"
+    return ""
+
+
+def parameter_defaults(line: str) -> dict[str, str]:
+    """Parameter name -> default value of the parameters with defaults on a line of a signature."""
+    if _NOT_PARAMETER.match(line) or _KEYWORDS.intersection(line.split()):
+        return {}
+    whole = _DEFAULT_LINE.match(line)
+    if whole is not None:
+        return {whole["name"]: whole["value"]}
+    return {match["name"]: match["value"] for match in _DEFAULT_INLINE.finditer(line)}
+
+
+def default_rows(path: str, old_lines: list[str], new_lines: list[str], line: int | None) -> list[Finding]:
+    """The parameters whose default differs between the lines a hunk removes and those it adds (a parameter on one
+    side only is a new or dropped parameter; one that only moved to another line keeps its default)."""
+    old: dict[str, str] = {}
+    new: dict[str, str] = {}
+    for lines, defaults in ((old_lines, old), (new_lines, new)):
+        for text in lines:
+            defaults.update(parameter_defaults(text))
+    return [
+        Finding(FindingKind.NATIVE_THRESHOLD, path, f"default of {name}", before=old[name], after=new[name], line=line)
+        for name in old
+        if name in new and old[name] != new[name]
+    ]
+
+
+def env_reads(lines: list[str]) -> dict[str, list[str]]:
+    """Environment variable -> the (whitespace-collapsed) lines that read it, in order."""
+    reads: dict[str, list[str]] = {}
+    for line in lines:
+        for match in _ENV_READ.finditer(line):
+            reads.setdefault(match["name"], []).append(" ".join(line.split()))
+    return reads
+
+
+def diff_env_reads(path: str, before: dict[str, list[str]], after: dict[str, list[str]]) -> list[Finding]:
+    """One row per variable read on one side only or read by lines of other text (a changed default or test)."""
+    rows: list[Finding] = []
+    for name in [*before, *(n for n in after if n not in before)]:
+        old, new = before.get(name), after.get(name)
+        if old == new:
+            continue
+        rows.append(
+            Finding(
+                FindingKind.ENV_GATE,
+                path,
+                name,
+                "read",
+                " | ".join(old) if old else None,
+                " | ".join(new) if new else None,
+                detail="environment read in C / C++",
+            )
+        )
+    return rows
