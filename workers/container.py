@@ -2,8 +2,8 @@
 
 The image named by the template at C is used where the container engine has it or can pull it (source `artifact`,
 or `cache` when gpu-bisect built it before: its label says so); else it is built from the Containerfile or
-Dockerfile of C's worktree (source `built`; a failed build skips the commit, like a venv image's:
-workers/container_image.py). The test then runs in a container named
+Dockerfile of C's worktree (source `built`), once however many steps want it at once; a failed build skips the
+commit and is remembered, like a venv image's (workers/container_image.py). The test then runs in a container named
 for the step, the worktree mounted at WORKTREE_MOUNT and the working directory, the spec's env and the step's ids
 passed, the slot's GPUs passed through CDI (or NVIDIA_VISIBLE_DEVICES). Killing the engine's client does not stop a
 container, so whatever ends the run (its end, a cancel, the timeout) removes it by name, and so does a guard when
@@ -22,6 +22,7 @@ from vocab.errors import InputError
 from workers.container_engine import ContainerEngine
 from workers.container_image import ContainerImages
 from workers.executor import StepRequest
+from workers.images.cache import ImageCache
 from workers.step_context import StepContext
 
 if TYPE_CHECKING:
@@ -56,12 +57,12 @@ def container_name(request: StepRequest) -> str:
     return f"bisect-step-{request.bisect_id}-{request.step_id}-{request.attempt}-{uuid.uuid4().hex[:8]}"
 
 
-def run_in_container(runner: StepRunner, step: StepContext) -> StepResult:
+def run_in_container(runner: StepRunner, step: StepContext, cache: ImageCache) -> StepResult:
     """Get the commit's image (use, pull or build it), then run the test in a container of it."""
     request = step.request
     assert request.container is not None
     engine = ContainerEngine.from_env(step.env)
-    obtained = ContainerImages(runner, engine).obtain(step, request.container)
+    obtained = ContainerImages(runner, engine, cache).obtain(step, request.container)
     if isinstance(obtained, StepResult):
         return obtained
     if request.metric.json_file:  # a file left by an earlier run in the worktree must not be judged

@@ -159,7 +159,7 @@ class StepRunner:
         if log.error is not None:  # nothing started: no test runs with nowhere to log
             return self._log_failed(request, log.error)
         if request.container is not None:
-            return run_in_container(self, step)
+            return run_in_container(self, step, ImageCache(self._image_root))
         if request.image is not None:
             return self._run_on_image(step, request.image)
         build_s = 0.0
