@@ -13,8 +13,11 @@ the client dies with its worker. The engine's settings: workers/container_engine
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vocab.domain import StepResult
@@ -83,3 +86,13 @@ def run_in_container(runner: StepRunner, step: StepContext, cache: ImageCache) -
         return runner.run_test(replace(step, on_start=client_started), obtained.build_s, obtained, command=command)
     finally:
         engine.remove_container(name)
+
+
+def reproduce_in_container(
+    reference: str, workdir: str, env: Mapping[str, str], gpus: tuple[int, ...], run_cmd: str
+) -> str:
+    """The engine command line that runs a step's test by hand in workdir (a worktree at its commit): the one a
+    step runs (workers/container_engine.py), with no name or label, the engine's settings taken from this
+    process's environment and env. Its env values are the caller's to export."""
+    engine = ContainerEngine.from_env({**os.environ, **env})
+    return engine.run_command(reference, Path(workdir), env, gpus, run_cmd)

@@ -22,7 +22,7 @@ from vocab.domain import ErrorKind, ImageInfo, StepResult, Verdict
 from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
 from vocab.metric import DISK_FULL_SIGNATURE, MatchTimeoutError, infra_judgement, infra_signature, judge_run
-from workers.container import run_in_container
+from workers.container import reproduce_in_container, run_in_container
 from workers.executor import StepRequest
 from workers.image_test import ImageTest, ImageTestHost
 from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
@@ -60,17 +60,25 @@ def step_environment(
     return env
 
 
-def reproduce_command(repo: str, sha: str, build_cmd: str | None, run_cmd: str, env: dict[str, str]) -> str:
-    """A shell command line that re-runs one step by hand in a fresh worktree."""
+def reproduce_command(
+    repo: str, sha: str, build_cmd: str | None, run_cmd: str, env: dict[str, str], gpus: tuple[int, ...] = (),
+    container: str | None = None,
+) -> str:  # fmt: skip
+    """A shell command line that re-runs one step by hand in a fresh worktree: its build and test on the host with
+    CUDA_VISIBLE_DEVICES for its GPUs, or (container: the commit's image reference) the engine's command that ran
+    its test in a container (workers/container.py)."""
     workdir = f"/tmp/bisect-repro-{sha[:12]}"
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+    host_env = dict(env) if container or not gpus else {**env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}
+    exports = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(host_env.items()))
     parts = [
         f"git -C {shlex.quote(repo)} worktree add --detach {workdir} {sha}",
         f"cd {workdir}",
     ]
+    if container is not None:
+        return " && ".join([*parts, exports + reproduce_in_container(container, workdir, env, gpus, run_cmd)])
     if build_cmd:
-        parts.append(f"{exports + ' ' if exports else ''}bash -c {shlex.quote(build_cmd)}")
-    parts.append(f"{exports + ' ' if exports else ''}bash -c {shlex.quote(run_cmd)}")
+        parts.append(f"{exports}bash -c {shlex.quote(build_cmd)}")
+    parts.append(f"{exports}bash -c {shlex.quote(run_cmd)}")
     return " && ".join(parts)
 
 

@@ -19,6 +19,7 @@ from bisector.terms import new_verdict, old_verdict, term_of
 from db.store import Store
 from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
 from vocab.errors import InputError
+from workers.container import container_reference
 from workers.pool import PREEMPTED
 from workers.step import reproduce_command
 
@@ -221,10 +222,10 @@ class BisectReport:
     def reproduce(self) -> str:
         sha = self.reproduce_target().sha
         step = self.decided_step(sha) or next((s for s in reversed(self.steps) if s.sha == sha and s.gpus), None)
-        env = dict(self.spec.test.env)
-        if step and step.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpus)
-        return reproduce_command(self.record.repo, sha, self.spec.test.build, self.spec.test.run, env)
+        container = container_reference(self.spec.executor.image_template, sha)
+        gpus = tuple(step.gpus) if step else ()
+        test = self.spec.test
+        return reproduce_command(self.record.repo, sha, test.build, test.run, dict(test.env), gpus, container)
 
     def rerun_command(self) -> str:
         """The same step through gpu-bisect: its build and test at the target, on the bisect's image where it ran

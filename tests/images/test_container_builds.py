@@ -1,17 +1,20 @@
 """--image-template builds: one image wanted by several steps at once is built once, a crashed builder's lock is
-taken over, a failed build is remembered (and `bisect images` lists, removes and prunes its record). Real podman;
-each build appends a line to a file mounted into it (container_repo.BUILD), so the tests count builds."""
+taken over, a failed build is remembered (and `bisect images` lists, removes and prunes its record), and the
+report's reproduce line is the engine's command that ran the test. Real podman; each build appends a line to a
+file mounted into it (container_repo.BUILD), so the tests count builds."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 from bisect_helpers import run_cli, wait_for
-from container_repo import METRIC, RUN, container_repo
+from container_repo import METRIC, RUN, container_repo, podman_cmd
 
 from vocab.domain import ErrorKind, StepResult, Verdict
 from vocab.metric import Expectation, MetricSpec
@@ -19,7 +22,7 @@ from workers.container_image import container_record_id
 from workers.executor import StepRequest
 from workers.images.cache import ImageCache, LockTimeoutError
 from workers.local import LocalExecutor
-from workers.step import StepRunner, WorkerSlot
+from workers.step import StepRunner, WorkerSlot, reproduce_command
 
 WAITING = "another step is pulling or building it; waiting"
 
@@ -154,3 +157,44 @@ def test_a_failed_build_is_remembered_until_images_rm_or_prune(podman: str, buil
     assert listed() == []
     run_at()
     assert len(_lines(builds)) == 3
+
+
+def test_the_reproduce_line_is_the_engine_command_and_runs(podman: str, tmp_path: Path):
+    repo = tmp_path / "repo"
+    shas = container_repo(repo, (10, 5))
+    done = run_cli("start", "--repo", str(repo), "--good", shas[0], "--bad", shas[1], "--run", RUN, *METRIC,
+                   "--image-template", podman, "--env", "TAG=it's $x", "--format", "json",
+                   db=tmp_path / "b.db")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["first_bad"]["sha"] == shas[1]
+    line = report["reproduce"]
+    workdir = f"/tmp/bisect-repro-{shas[1][:12]}"
+    reference = podman.format(short=shas[1][:12])
+    run_part = line.split(" && ")[-1]
+    assert run_part.startswith("TAG='it'\"'\"'s $x' podman run --rm ")
+    assert f" -v {workdir}:/bisect/worktree -w /bisect/worktree -e TAG {reference} sh -c " in run_part
+    try:
+        ran = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=300, check=False)
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.splitlines()[-2:] == ["metric: 5", "in /bisect/worktree tag=it's $x value=5"]
+    finally:
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", workdir], capture_output=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert podman_cmd("ps", "-a", "--filter", f"ancestor={reference}", "--format", "{{.Names}}").stdout.strip() == ""
+
+
+def test_the_reproduce_line_passes_the_steps_gpus_as_the_step_did(monkeypatch: pytest.MonkeyPatch):
+    """No podman needed: the line only."""
+    monkeypatch.setenv("BISECT_CONTAINER_RUN_ARGS", "--security-opt label=disable")
+    line = reproduce_command("/r", "a" * 40, None, "python t.py", {"TAG": "x"}, (0, 3), "reg/stack:aaaa")
+    workdir = f"/tmp/bisect-repro-{'a' * 12}"
+    assert line.split(" && ")[-1] == (
+        f"TAG=x podman run --rm --security-opt label=disable -v {workdir}:/bisect/worktree -w /bisect/worktree "
+        "-e TAG --device nvidia.com/gpu=0 --device nvidia.com/gpu=3 reg/stack:aaaa sh -c 'python t.py'"
+    )
+    on_host = reproduce_command("/r", "a" * 40, "make", "python t.py", {"TAG": "x"}, (0, 3))
+    assert on_host.split(" && ")[-2:] == [
+        "CUDA_VISIBLE_DEVICES=0,3 TAG=x bash -c make",
+        "CUDA_VISIBLE_DEVICES=0,3 TAG=x bash -c 'python t.py'",
+    ]
