@@ -36,10 +36,16 @@ def is_container(info: ImageInfo) -> bool:
     return "reference" in info.key
 
 
+def is_engines(info: ImageInfo) -> bool:
+    """A container image the engine holds (its row stays while the engine has it), not a failed build's record
+    (kept in the cache root like a failed venv image: removed by `images rm`, prune and the LRU cap)."""
+    return is_container(info) and info.status != "failed"
+
+
 def remove_images(store: Store, cache: ImageCache, ids: list[str]) -> list[str]:
     """Remove these images of this node (folder and row); all or nothing is checked before any is removed."""
     rows = store.images(cache.node)
-    containers = [info for info in rows if info.id in ids and is_container(info)]
+    containers = [info for info in rows if info.id in ids and is_engines(info)]
     if containers:
         raise InputError(
             f"{containers[0].id} is a container image: remove it with the engine (e.g. podman rmi {containers[0].path})"
@@ -71,6 +77,6 @@ def prune_images(store: Store, cache: ImageCache, max_bytes: int | None, older_t
 def forget_missing(store: Store, cache: ImageCache) -> None:
     """Drop the rows of this node's images whose folder another process removed (an LRU eviction)."""
     present = {m.id for m in cache.manifests()}
-    gone = [info.id for info in store.images(cache.node) if info.id not in present and not is_container(info)]
+    gone = [info.id for info in store.images(cache.node) if info.id not in present and not is_engines(info)]
     if gone:
         store.forget_images(cache.node, gone)

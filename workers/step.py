@@ -29,6 +29,7 @@ from workers.images.cache import ImageCache
 from workers.images.key import ImageRecipe
 from workers.output import DETAIL_TAIL_BYTES, WINDOW_BYTES, StepLog
 from workers.process import ProcessOutcome, run_shell
+from workers.step_context import StepContext
 
 NEARLY_FULL_BYTES = 64 << 10  # a harness failure on a filesystem with less free space than this is a full disk
 METRIC_MIN_TIME_S = 1.0  # the least time judging a run's output gets, even when the run used up the step's timeout
@@ -128,35 +129,30 @@ class StepRunner:
             return self._harness_failed(request, exc, f"opening the step log {log_path}", log_path)
         started = time.monotonic()  # the step's timeout covers its build and run
         with log_file:
-            log = StepLog(log_file)
+            step = StepContext(
+                request, StepLog(log_file), env, self.slot.worktree, self.slot.gpus, started,
+                should_cancel, on_start, cancel_fd,
+            )  # fmt: skip
             try:
-                return self._build_and_run(request, log, env, started, should_cancel, on_start, cancel_fd)
+                return self._build_and_run(step)
             finally:
-                log.finish()
+                step.log.finish()
 
-    def _build_and_run(
-        self,
-        request: StepRequest,
-        log: StepLog,
-        env: dict[str, str],
-        started: float,
-        should_cancel: Callable[[], bool],
-        on_start: Callable[[int], None],
-        cancel_fd: int | None,
-    ) -> StepResult:
+    def _build_and_run(self, step: StepContext) -> StepResult:
+        request, log = step.request, step.log
         log.note(self._header(request))
         if log.error is not None:  # nothing started: no test runs with nowhere to log
             return self._log_failed(request, log.error)
         if request.container is not None:
-            return run_in_container(self, request, log, env, started, should_cancel, on_start, cancel_fd)
+            return run_in_container(self, step, ImageCache(self._image_root))
         if request.image is not None:
-            return self._run_on_image(request, request.image, log, env, started, should_cancel, on_start, cancel_fd)
+            return self._run_on_image(step, request.image)
         build_s = 0.0
         if request.build_cmd:
             log.note(f"$ {request.build_cmd}\n")
             build = run_shell(
-                request.build_cmd, self.slot.worktree, env, log, time_left_s(request, started),
-                should_cancel=should_cancel, on_start=on_start, cancel_fd=cancel_fd,
+                request.build_cmd, step.workdir, step.env, log, step.time_left_s(),
+                should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
             )  # fmt: skip
             build_s = build.elapsed_s
             if log.error is not None:
@@ -169,26 +165,15 @@ class StepRunner:
                     error_kind=ErrorKind.TIMEOUT, detail="build timed out",
                 )  # fmt: skip
             if build.exit_code != 0:
-                return self._build_failed(request, build, time_left_s(request, started))
-        return self.run_test(
-            request, log, env, self.slot.worktree, started, build_s, None, should_cancel, on_start, cancel_fd
-        )
+                return self._build_failed(request, build, step.time_left_s())
+        return self.run_test(step, build_s, None)
 
-    def _run_on_image(
-        self,
-        request: StepRequest,
-        recipe: ImageRecipe,
-        log: StepLog,
-        env: dict[str, str],
-        started: float,
-        should_cancel: Callable[[], bool],
-        on_start: Callable[[int], None],
-        cancel_fd: int | None,
-    ) -> StepResult:
+    def _run_on_image(self, step: StepContext, recipe: ImageRecipe) -> StepResult:
         """Prepare or reuse the commit's image (workers/images), then run the test in it with its environment."""
+        request, log = step.request, step.log
         job = BuildJob(
-            request.repo, request.sha, request.build_cmd, recipe, env, log, time_left_s(request, started),
-            should_cancel=should_cancel, on_start=on_start, cancel_fd=cancel_fd,
+            request.repo, request.sha, request.build_cmd, recipe, step.env, log, step.time_left_s(),
+            should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
         )  # fmt: skip
         with ImageBuilder(ImageCache(self._image_root)).prepare(job) as prepared:
             info = prepared.info
@@ -200,17 +185,15 @@ class StepRunner:
             if request.metric.json_file:  # the image's tree outlives runs: never judge an earlier run's file
                 with contextlib.suppress(OSError):
                     (prepared.run_dir / request.metric.json_file).unlink()
-            image_env = {**env, **prepared.env}
+            image_env = {**step.env, **prepared.env}
             python = prepared.env.get("BISECT_IMAGE_PYTHON")
             if self._image_host is not None and python:
                 log.finish()  # the build's part of the log is complete before another process appends to it
-                test = ImageTest(request, image_env, prepared.run_dir, python, started, build_s, info)
-                hosted = self._image_host(test, log, should_cancel)
+                test = ImageTest(request, image_env, prepared.run_dir, python, step.started, build_s, info)
+                hosted = self._image_host(test, log, step.should_cancel)
                 if hosted is not None:
                     return hosted
-            return self.run_test(
-                request, log, image_env, prepared.run_dir, started, build_s, info, should_cancel, on_start, cancel_fd
-            )
+            return self.run_test(step.moved(prepared.run_dir, image_env), build_s, info)
 
     def run_image_test(
         self,
@@ -226,15 +209,15 @@ class StepRunner:
         except OSError as exc:
             return self._harness_failed(test.request, exc, f"opening the step log {log_path}", log_path)
         with log_file:
-            log = StepLog(log_file)
-            log.note(f"# runner {sys.executable} (pid {os.getpid()})\n")
+            step = StepContext(
+                test.request, StepLog(log_file), test.env, test.run_dir, self.slot.gpus, test.started,
+                should_cancel, on_start, cancel_fd,
+            )  # fmt: skip
+            step.log.note(f"# runner {sys.executable} (pid {os.getpid()})\n")
             try:
-                return self.run_test(
-                    test.request, log, test.env, test.run_dir, test.started, test.build_s, test.image,
-                    should_cancel, on_start, cancel_fd,
-                )  # fmt: skip
+                return self.run_test(step, test.build_s, test.image)
             finally:
-                log.finish()
+                step.log.finish()
 
     def _image_failed(self, request: StepRequest, prepared: PreparedImage, build_s: float) -> StepResult:
         if prepared.cancelled:
@@ -251,24 +234,15 @@ class StepRunner:
         return self.result(request, Verdict.ERROR, exit_code=prepared.exit_code, error_kind=kind, detail=prepared.error)
 
     def run_test(
-        self,
-        request: StepRequest,
-        log: StepLog,
-        env: dict[str, str],
-        cwd: Path,
-        started: float,
-        build_s: float,
-        image: ImageInfo | None,
-        should_cancel: Callable[[], bool],
-        on_start: Callable[[int], None],
-        cancel_fd: int | None,
-        command: str | None = None,
+        self, step: StepContext, build_s: float, image: ImageInfo | None, command: str | None = None
     ) -> StepResult:
-        """Run the test (command: the one that runs it, e.g. in a container) in cwd and judge its output there."""
+        """Run the test (command: the one that runs it, e.g. in a container) in the step's workdir and judge its
+        output there."""
+        request, log, cwd = step.request, step.log, step.workdir
         log.note(f"$ {command or request.run_cmd}\n")
         run = run_shell(
-            command or request.run_cmd, cwd, env, log, max(time_left_s(request, started), 0.001),
-            should_cancel=should_cancel, on_start=on_start, cancel_fd=cancel_fd,
+            command or request.run_cmd, cwd, step.env, log, step.command_timeout_s(),
+            should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
         )  # fmt: skip
         if log.error is not None:
             return self._log_failed(request, log.error)
@@ -277,7 +251,7 @@ class StepRunner:
             return self.result(request, Verdict.CANCELLED, detail="cancelled", **done)
         judgement = judge_run(
             request.metric, run.exit_code, run.output.text(), cwd, timed_out=run.timed_out,
-            time_limit_s=max(time_left_s(request, started), METRIC_MIN_TIME_S),
+            time_limit_s=max(step.time_left_s(), METRIC_MIN_TIME_S),
         )  # fmt: skip
         detail = judgement.detail
         if request.metric.regex is not None and not judgement.samples and run.output.cut:
@@ -352,10 +326,6 @@ class StepRunner:
             gpus=self.slot.gpus,
             **values,  # type: ignore[arg-type]
         )
-
-
-def time_left_s(request: StepRequest, started: float) -> float:
-    return request.timeout_s - (time.monotonic() - started)
 
 
 def _is_disk_full(error: BaseException) -> bool:

@@ -20,6 +20,7 @@ from bisector.terms import new_verdict, old_verdict, term_of
 from db.store import Store
 from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
 from vocab.errors import InputError
+from workers.container import container_reference, reproduce_in_container
 from workers.pool import PREEMPTED
 
 if TYPE_CHECKING:
@@ -221,10 +222,10 @@ class BisectReport:
     def reproduce(self) -> str:
         sha = self.reproduce_target().sha
         step = self.decided_step(sha) or next((s for s in reversed(self.steps) if s.sha == sha and s.gpus), None)
-        env = dict(self.spec.test.env)
-        if step and step.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpus)
-        return reproduce_command(self.record.repo, sha, self.spec.test.build, self.spec.test.run, env)
+        container = container_reference(self.spec.executor.image_template, sha)
+        gpus = tuple(step.gpus) if step else ()
+        test = self.spec.test
+        return reproduce_command(self.record.repo, sha, test.build, test.run, dict(test.env), gpus, container)
 
     def rerun_command(self) -> str:
         """The same step through gpu-bisect: its build and test at the target, on the bisect's image where it ran
@@ -328,15 +329,23 @@ def pr_suffix(commit: Commit) -> str:
     return f" (PR #{commit.pr})"
 
 
-def reproduce_command(repo: str, sha: str, build_cmd: str | None, run_cmd: str, env: dict[str, str]) -> str:
-    """A shell command line that re-runs one step by hand in a fresh worktree."""
+def reproduce_command(
+    repo: str, sha: str, build_cmd: str | None, run_cmd: str, env: dict[str, str], gpus: tuple[int, ...] = (),
+    container: str | None = None,
+) -> str:  # fmt: skip
+    """A shell command line that re-runs one step by hand in a fresh worktree: its build and test on the host with
+    CUDA_VISIBLE_DEVICES for its GPUs, or (container: the commit's image reference) the engine's command that ran
+    its test in a container (workers/container.py)."""
     workdir = f"/tmp/bisect-repro-{sha[:12]}"
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+    host_env = dict(env) if container or not gpus else {**env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}
+    exports = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(host_env.items()))
     parts = [
         f"git -C {shlex.quote(repo)} worktree add --detach {workdir} {sha}",
         f"cd {workdir}",
     ]
+    if container is not None:
+        return " && ".join([*parts, exports + reproduce_in_container(container, workdir, env, gpus, run_cmd)])
     if build_cmd:
-        parts.append(f"{exports + ' ' if exports else ''}bash -c {shlex.quote(build_cmd)}")
-    parts.append(f"{exports + ' ' if exports else ''}bash -c {shlex.quote(run_cmd)}")
+        parts.append(f"{exports}bash -c {shlex.quote(build_cmd)}")
+    parts.append(f"{exports}bash -c {shlex.quote(run_cmd)}")
     return " && ".join(parts)

@@ -7,101 +7,20 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import tarfile
 import threading
-import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from bisect_helpers import run_cli, wait_for
-from image_repo import commit, init_repo
+from container_repo import BASE, METRIC, RUN, container_repo, podman_cmd
 
 from vocab.domain import ErrorKind, StepResult, Verdict
 from vocab.metric import Expectation, MetricSpec
-from workers.container import STEP_LABEL
+from workers.container_engine import STEP_LABEL
 from workers.executor import StepRequest
 from workers.local import LocalExecutor
 from workers.step import StepRunner, WorkerSlot
-
-BASE = "localhost/bisect-test-base"
-BUSYBOX = Path("/bin/busybox")
-APPLETS = ("sh", "cat", "echo", "pwd", "sleep", "test", "[", "mkdir")
-HOST_CONF = Path(__file__).with_name("containers.conf")
-CONTAINERFILE = f"FROM {BASE}\nCOPY . /stack\nRUN sh /stack/build.sh\n"
-BUILD = """set -e
-if [ -e /stack/broken ]; then echo "error: the stack does not build"; exit 3; fi
-cat /stack/value > /stack/built
-echo built
-"""
-RUN = 'echo "metric: $(cat /stack/built)"; echo "in $(pwd) tag=$TAG value=$(cat value)"'
-METRIC = ("--metric", r"metric: ([0-9.]+)", "--expect", ">= 8")
-
-
-def _podman(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=300, check=check)
-
-
-def _base_image(into: Path) -> None:
-    """The base image, offline: busybox and its applets in a tarball, imported."""
-    tarball = into / "base.tar"
-    with tarfile.open(tarball, "w") as tar:
-        tar.add(BUSYBOX, "bin/busybox")
-        for applet in APPLETS:
-            link = tarfile.TarInfo(f"bin/{applet}")
-            link.type, link.linkname = tarfile.SYMTYPE, "busybox"
-            tar.addfile(link)
-    _podman("import", str(tarball), BASE)
-
-
-def _probe(into: Path) -> str:
-    """Why podman cannot run a container here ("" when it can)."""
-    if shutil.which("podman") is None:
-        return "podman is not installed (apt-get install podman runc)"
-    if not BUSYBOX.is_file():
-        return "no /bin/busybox to make the base image from (apt-get install busybox-static)"
-    try:
-        if _podman("image", "exists", BASE, check=False).returncode != 0:
-            _base_image(into)
-    except subprocess.CalledProcessError as exc:
-        return f"podman import failed: {exc.stderr.strip()[-300:]}"
-    ran = _podman("run", "--rm", BASE, "sh", "-c", "echo ran", check=False)
-    return "" if ran.stdout.strip() == "ran" else f"podman run failed: {ran.stderr.strip()[-300:]}"
-
-
-@pytest.fixture(scope="module")
-def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A template naming this module's images (removed at the end); skips when no container can run here. Where
-    podman's own settings fail, this host kind's containers.conf (runc, lower rlimits) is tried."""
-    into = tmp_path_factory.mktemp("podman")
-    with pytest.MonkeyPatch.context() as patch:
-        why = _probe(into)
-        if why and "CONTAINERS_CONF" not in os.environ:
-            patch.setenv("CONTAINERS_CONF", str(HOST_CONF))
-            why = _probe(into)
-        if why:
-            pytest.skip(f"no container can run here: {why}")
-        patch.setenv("BISECT_CONTAINER_PULL_TIMEOUT", "60")  # localhost has no registry: a pull fails at once
-        patch.setenv("BISECT_CONTAINER_BUILD_ARGS", "--layers=false")  # a failed build leaves no layer behind
-        repository = f"localhost/bisect-test-stack-{uuid.uuid4().hex[:8]}"
-        yield repository + ":{short}"
-        listed = _podman("images", "--format", "{{.Repository}}:{{.Tag}}", repository, check=False)
-        for image in listed.stdout.split():
-            _podman("rmi", "--force", image, check=False)
-
-
-def _repo(path: Path, values: tuple[int, ...], broken: int = -1) -> list[str]:
-    init_repo(path)
-    shas = []
-    for index, value in enumerate(values):
-        files = {"value": f"{value}\n", "version": f"{index}\n"}
-        if index == 0:
-            files.update({"Containerfile": CONTAINERFILE, "build.sh": BUILD})
-        shas.append(commit(path, f"value {value}", {**files, **({"broken": ""} if index == broken else {})}))
-    return shas
 
 
 def _prebuilt(template: str, sha: str, value: int, into: Path) -> str:
@@ -110,14 +29,14 @@ def _prebuilt(template: str, sha: str, value: int, into: Path) -> str:
     context.mkdir()
     (context / "Containerfile").write_text(f"FROM {BASE}\nRUN mkdir /stack && echo {value} > /stack/built\n")
     reference = template.format(short=sha[:12])
-    _podman("build", "-q", "-t", reference, str(context))
-    return _podman("image", "inspect", "--format", "{{.Id}}", reference).stdout.strip()
+    podman_cmd("build", "-q", "-t", reference, str(context))
+    return podman_cmd("image", "inspect", "--format", "{{.Id}}", reference).stdout.strip()
 
 
 def test_a_bisect_uses_the_images_that_exist_and_builds_the_others(podman: str, tmp_path: Path):
     repo = tmp_path / "repo"
     values = (10, 10, 10, 5, 5, 5)
-    shas = _repo(repo, values)
+    shas = container_repo(repo, values)
     prebuilt = {shas[i]: _prebuilt(podman, shas[i], values[i], tmp_path) for i in (0, 2, 5)}
     done = run_cli("start", "--repo", str(repo), "--good", shas[0], "--bad", "main", "--run", RUN, *METRIC,
                    "--image-template", podman, "--env", "TAG=t1", "--format", "json", db=tmp_path / "b.db")  # fmt: skip
@@ -145,14 +64,14 @@ def test_a_bisect_uses_the_images_that_exist_and_builds_the_others(podman: str, 
 
 def _containers_of(template: str) -> list[str]:
     """The containers, running or not, of this module's images."""
-    listed = _podman("ps", "-a", "--filter", f"label={STEP_LABEL}", "--format", "{{.Names}} {{.Image}}").stdout
+    listed = podman_cmd("ps", "-a", "--filter", f"label={STEP_LABEL}", "--format", "{{.Names}} {{.Image}}").stdout
     repository = template.partition(":")[0]
     return [line for line in listed.splitlines() if line.split()[-1].startswith(repository + ":")]
 
 
 def test_an_image_gpu_bisect_built_is_reused_as_cache_and_bisect_toml_names_the_template(podman: str, tmp_path: Path):
     repo = tmp_path / "repo"
-    shas = _repo(repo, (10,))
+    shas = container_repo(repo, (10,))
 
     def run_at(*template: str) -> dict[str, object]:
         done = run_cli("run-at", shas[0], "--repo", str(repo), "--run", RUN, *METRIC, *template,
@@ -181,7 +100,7 @@ def test_an_image_gpu_bisect_built_is_reused_as_cache_and_bisect_toml_names_the_
 
 def test_a_failed_container_build_skips_the_commit_with_its_log_tail(podman: str, tmp_path: Path):
     repo = tmp_path / "repo"
-    shas = _repo(repo, (10, 10), broken=1)
+    shas = container_repo(repo, (10, 10), broken=1)
     done = run_cli("run-at", shas[1], "--repo", str(repo), "--run", RUN, *METRIC, "--image-template", podman,
                    "--format", "json", db=tmp_path / "b.db")  # fmt: skip
     assert done.returncode == 3, done.stderr
@@ -190,7 +109,7 @@ def test_a_failed_container_build_skips_the_commit_with_its_log_tail(podman: str
     assert run["image"]["source"] == "built"
     assert "container image build failed" in run["runs"][0]["detail"]
     assert "error: the stack does not build" in run["runs"][0]["detail"]
-    assert _podman("image", "exists", podman.format(short=shas[1][:12]), check=False).returncode == 1
+    assert podman_cmd("image", "exists", podman.format(short=shas[1][:12]), check=False).returncode == 1
 
 
 def _request(repo: Path, sha: str, template: str, tmp_path: Path, timeout_s: float) -> StepRequest:
@@ -202,12 +121,12 @@ def _request(repo: Path, sha: str, template: str, tmp_path: Path, timeout_s: flo
 
 
 def _step_containers() -> list[str]:
-    return _podman("ps", "-a", "--filter", f"label={STEP_LABEL}=3/7/1", "--format", "{{.Names}}").stdout.split()
+    return podman_cmd("ps", "-a", "--filter", f"label={STEP_LABEL}=3/7/1", "--format", "{{.Names}}").stdout.split()
 
 
 def test_cancel_and_timeout_remove_the_container(podman: str, tmp_path: Path):
     repo = tmp_path / "repo"
-    shas = _repo(repo, (10,))
+    shas = container_repo(repo, (10,))
     runner = StepRunner(WorkerSlot("w0", (), tmp_path / "worktree"))
     cancel = threading.Event()
     results: list[StepResult] = []
@@ -229,7 +148,7 @@ def test_cancel_and_timeout_remove_the_container(podman: str, tmp_path: Path):
 def test_a_worker_killed_mid_step_leaves_no_container(podman: str, tmp_path: Path):
     """The executor reaps a dead worker's process group; the container outlives that, until its guard removes it."""
     repo = tmp_path / "repo"
-    shas = _repo(repo, (10,))
+    shas = container_repo(repo, (10,))
     engine_env = {"CONTAINERS_CONF": os.environ["CONTAINERS_CONF"]} if "CONTAINERS_CONF" in os.environ else {}
     request = replace(_request(repo, shas[0], podman, tmp_path, 600), env=engine_env)  # a forked worker's env
     with LocalExecutor(str(repo), workers=1) as executor:
@@ -253,7 +172,7 @@ def test_a_worker_killed_mid_step_leaves_no_container(podman: str, tmp_path: Pat
 )
 def test_an_image_template_that_cannot_work_is_refused(tmp_path: Path, extra: list[str], message: str):
     repo = tmp_path / "repo"
-    shas = _repo(repo, (10,))
+    shas = container_repo(repo, (10,))
     done = run_cli("run-at", shas[0], "--repo", str(repo), "--run", RUN, *extra, db=tmp_path / "b.db")
     assert done.returncode == 2, done.stderr
     assert message in done.stderr

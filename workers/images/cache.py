@@ -124,16 +124,18 @@ class ImageCache:
     @contextlib.contextmanager
     def lock(
         self, image_id: str, *, shared: bool = False, timeout_s: float = float("inf"),
-        should_cancel: Callable[[], bool] = lambda: False,
+        should_cancel: Callable[[], bool] = lambda: False, on_wait: Callable[[], None] = lambda: None,
     ) -> Iterator[int]:  # fmt: skip
         """Hold the image's lock (exclusive to build or remove it, shared to use it); yields the descriptor, so
-        a builder can turn its exclusive lock into a shared one (lock_shared) once the image is ready."""
+        a builder can turn its exclusive lock into a shared one (lock_shared) once the image is ready. on_wait is
+        called once if the lock is not free at first."""
         locks = self.root / "locks"
         locks.mkdir(parents=True, exist_ok=True)
         fd = os.open(locks / f"{image_id}.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
             deadline = time.monotonic() + timeout_s
+            waited = False
             while True:
                 try:
                     fcntl.flock(fd, mode | fcntl.LOCK_NB)
@@ -141,6 +143,9 @@ class ImageCache:
                 except BlockingIOError:
                     if time.monotonic() >= deadline or should_cancel():
                         raise LockTimeoutError(image_id) from None
+                    if not waited:
+                        on_wait()
+                        waited = True
                     time.sleep(LOCK_POLL_S)
             yield fd
         finally:

@@ -1,0 +1,157 @@
+"""A step's container image (--image-template): used where the engine has it or can pull it, else built from the
+commit's Containerfile, once however many steps want it at once; a failed build is remembered.
+
+The image's lock and its failure record live in the image cache root (workers/images/cache.py) under the id
+container_record_id(reference): `locks/<id>.lock` (flock, exclusive while a step pulls or builds the image: it
+dies with its holder, so a builder that crashed blocks no one) and `<id>/manifest.json` (status failed, the build's
+log tail: steps wanting that reference skip without building until `bisect images rm <id>`, as after a failed venv
+image build). An image the engine has is used without the lock: the engine's tag changes atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from vocab.domain import ErrorKind, ImageInfo, StepResult, Verdict
+from workers.container_engine import CONTAINERFILES, ContainerEngine
+from workers.images.cache import ImageCache, ImageManifest, ImageStatus, LockTimeoutError, now_iso
+from workers.output import DETAIL_TAIL_BYTES
+from workers.process import run_shell
+from workers.step_context import StepContext
+
+if TYPE_CHECKING:
+    from workers.step import StepRunner
+
+
+def container_record_id(reference: str) -> str:
+    """The id of a container image's lock and failure record (16 hex digits, like an image key's)."""
+    return hashlib.sha256(reference.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ContainerImages:
+    """Getting the container images of one step runner's steps."""
+
+    runner: StepRunner
+    engine: ContainerEngine
+    cache: ImageCache
+
+    def obtain(self, step: StepContext, reference: str) -> ImageInfo | StepResult:
+        """The ready image's info (build_s: this step's build, if it built it), or the step's result when there is
+        none (a stored or new failed build: a skip; a cancel; a timeout; a harness error)."""
+        record_id = container_record_id(reference)
+        found = self.engine.inspect(reference)
+        if found is not None:
+            self._forget_failure(record_id)  # an image made since (by hand, by CI) answers for the reference
+            return self._found(step, reference, found)
+
+        def waiting() -> None:
+            step.log.note(f"# container image {reference}: another step is pulling or building it; waiting\n")
+
+        try:
+            with self.cache.lock(
+                record_id, timeout_s=max(step.time_left_s(), 0), should_cancel=step.should_cancel, on_wait=waiting
+            ):
+                return self._obtain_held(step, reference, record_id)
+        except LockTimeoutError:
+            if step.should_cancel():
+                return self.runner.result(step.request, Verdict.CANCELLED, detail="cancelled")
+            detail = f"timed out waiting for another step's pull or build of container image {reference}"
+            return self.runner.result(step.request, Verdict.ERROR, error_kind=ErrorKind.TIMEOUT, detail=detail)
+
+    def _obtain_held(self, step: StepContext, reference: str, record_id: str) -> ImageInfo | StepResult:
+        found = self.engine.inspect(reference)  # made by the step that held the lock before
+        if found is not None:
+            return self._found(step, reference, found)
+        failed = self.cache.manifest(record_id)
+        if failed is not None and failed.status is ImageStatus.FAILED:
+            detail = (
+                f"container image {reference} failed to build at {failed.sha[:12]} "
+                f"(`bisect images rm {record_id}` to build it again)\n{failed.log_tail}"
+            )
+            step.log.note(f"# {detail.splitlines()[0]}\n")
+            info = self._info(step, reference, record_id, failed.sha, "cache", 0.0, "failed", failed.log_tail)
+            return self.runner.result(step.request, Verdict.SKIP, detail=detail.strip(), image=info)
+        if self.engine.pull_timeout_s > 0:
+            command = self.engine.pull_command(reference)
+            step.log.note(f"$ {command}\n")
+            run_shell(
+                command, step.workdir, step.env, step.log, min(self.engine.pull_timeout_s, step.command_timeout_s()),
+                should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
+            )  # fmt: skip
+            found = self.engine.inspect(reference)
+            if found is not None:
+                return self._found(step, reference, found)
+        if step.should_cancel():
+            return self.runner.result(step.request, Verdict.CANCELLED, detail="cancelled")
+        return self._build(step, reference, record_id)
+
+    def _build(self, step: StepContext, reference: str, record_id: str) -> ImageInfo | StepResult:
+        request, runner = step.request, self.runner
+        containerfile = next((name for name in CONTAINERFILES if (step.workdir / name).is_file()), None)
+        if containerfile is None:
+            detail = f"no container image {reference}, and no {' or '.join(CONTAINERFILES)} at the commit to build it"
+            info = self._info(step, reference, record_id, request.sha, "built", 0.0, "failed", detail)
+            return runner.result(request, Verdict.SKIP, detail=detail, image=info)
+        command = self.engine.build_command(reference, containerfile, request.sha)
+        step.log.note(f"$ {command}\n")
+        build = run_shell(
+            command, step.workdir, step.env, step.log, step.command_timeout_s(),
+            should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
+        )  # fmt: skip
+        build_s = build.elapsed_s
+        if step.log.error is not None:
+            return runner.result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=str(step.log.error))
+        if build.cancelled:
+            return runner.result(request, Verdict.CANCELLED, build_s=build_s, detail="cancelled")
+        if build.timed_out:
+            detail = "container image build timed out"
+            return runner.result(request, Verdict.ERROR, build_s=build_s, error_kind=ErrorKind.TIMEOUT, detail=detail)
+        if build.exit_code < 0 or build.exit_code > 127:  # killed: says nothing about the commit
+            detail = f"container image build died (exit {build.exit_code})\n{build.output.tail()}"
+            return runner.result(request, Verdict.ERROR, exit_code=build.exit_code, build_s=build_s,
+                                 error_kind=ErrorKind.SIGNAL, detail=detail)  # fmt: skip
+        found = self.engine.inspect(reference) if build.exit_code == 0 else None
+        if found is not None:
+            return self._info(step, reference, found[0], request.sha, "built", build_s, "ready", "")
+        tail = build.output.tail()
+        info = self._info(step, reference, record_id, request.sha, "built", build_s, "failed", tail)
+        self._remember_failure(request.repo, info, record_id)
+        detail = f"container image build failed (exit {build.exit_code})\n{tail[-(DETAIL_TAIL_BYTES - 64) :]}"
+        return runner.result(request, Verdict.SKIP, exit_code=build.exit_code, build_s=build_s, detail=detail,
+                             image=info)  # fmt: skip
+
+    def _remember_failure(self, repo: str, info: ImageInfo, record_id: str) -> None:
+        """Store a failed build's record: later steps wanting its reference skip with its log tail."""
+        failed = ImageManifest(
+            id=record_id, key=info.key, repo=repo, sha=info.sha, node=self.cache.node, status=ImageStatus.FAILED,
+            created=info.created, last_used=info.last_used, build_s=info.build_s, log_tail=info.log_tail,
+        )  # fmt: skip
+        self.cache.write_manifest(failed)
+
+    def _found(self, step: StepContext, reference: str, found: tuple[str, str]) -> ImageInfo:
+        image_id, built_at = found
+        source = "cache" if built_at else "artifact"
+        step.log.note(f"# container image {reference} ({source}, {image_id.removeprefix('sha256:')[:12]})\n")
+        return self._info(step, reference, image_id, built_at or step.request.sha, source, 0.0, "ready", "")
+
+    def _forget_failure(self, record_id: str) -> None:
+        failed = self.cache.manifest(record_id)
+        if failed is not None and failed.status is ImageStatus.FAILED:
+            self.cache.remove(record_id)  # not when a step holds its lock: it finds the image then
+
+    def _info(
+        self, step: StepContext, reference: str, image_id: str, sha: str, source: str, build_s: float, status: str,
+        log_tail: str,
+    ) -> ImageInfo:  # fmt: skip
+        """The image as a step reports it: its id is the engine's image id's first 16 hex digits (a failed build's:
+        its record's id); its path, the reference."""
+        now = now_iso()
+        return ImageInfo(
+            id=image_id.removeprefix("sha256:")[:16], source=source, reused=source != "built", build_s=build_s,
+            status=status, sha=sha, path=reference, node=self.runner.slot.node,
+            key={"reference": reference, "engine": self.engine.binary}, created=now, last_used=now,
+            log_tail=log_tail[-DETAIL_TAIL_BYTES:],
+        )  # fmt: skip
