@@ -46,7 +46,7 @@ class SearchCore:
         *,
         stored: Sequence[StepRecord] = (),
         strategy: Strategy | None = None,
-        verify: VerifyEndpoints = VerifyEndpoints.FIRST,
+        verify: VerifyEndpoints = VerifyEndpoints.LAZY,
         prefer: WorkerPreference | None = None,
     ) -> None:
         """stored: the bisect's steps so far (reference runs are restored from them); strategy: None to choose
@@ -111,7 +111,8 @@ class SearchCore:
         return self.spec.search.strategy == "noisy" or self.spec.search.repeat_limit > 1 or self.flake_seen
 
     def lazy(self) -> bool:
-        """Endpoints are run only when the conclusion depends on them (never once noise is expected)."""
+        """Endpoints are run when the conclusion rests on them or a slot is spare (never once noise is expected:
+        then both run before the search relies on them)."""
         return self.verify is VerifyEndpoints.LAZY and not self.noise_expected()
 
     def strategy(self) -> Strategy:
@@ -271,9 +272,29 @@ class SearchCore:
         return Finish(status, message, first_bad, last_good, self.records, tuple(names))
 
     def endpoint_checks(self) -> dict[str, EndpointCheck]:
-        tested = EndpointCheck.TESTED_LAZILY if self.verify is VerifyEndpoints.LAZY else EndpointCheck.TESTED
+        """How each endpoint was checked: as recorded when it was sent; one run otherwise (a person's mark) counts
+        as the policy's; one never run was assumed."""
+        tested = EndpointCheck.TESTED_LAZILY if self.lazy() else EndpointCheck.TESTED
         ends = {"good": 0, "bad": self.ledger.bad_position}
-        return {name: tested if self.ledger.histories.get(p) else EndpointCheck.ASSUMED for name, p in ends.items()}
+        return {
+            name: self.records.endpoints.get(name, tested) if self.ledger.histories.get(p) else EndpointCheck.ASSUMED
+            for name, p in ends.items()
+        }
+
+    def endpoints_sent(self, submits: Sequence[Submit]) -> None:
+        """Record why an endpoint runs, the first time it is sent: before relying on it (first, or noise), because
+        the conclusion rests on it, or in a spare slot."""
+        names = {0: "good", self.ledger.bad_position: "bad"}
+        sent = {names[s.position] for s in submits if s.position in names} - set(self.records.endpoints)
+        if not sent:
+            return
+        owed = {names.get(self.order[index]) for index in self.endpoints_owed()}
+        if not self.lazy():
+            why = dict.fromkeys(sent, EndpointCheck.TESTED)
+        else:
+            why = {n: EndpointCheck.TESTED_LAZILY if n in owed else EndpointCheck.TESTED_SPARE for n in sent}
+        self.records = replace(self.records, endpoints={**self.records.endpoints, **why})
+        self.stored("endpoints")
 
     def submissions(self, free: Sequence[str], workers: Sequence[str]) -> list[Action]:
         """Fill free workers: confirmation pairs, reference runs, retries, more runs, the endpoints, probes."""
@@ -302,6 +323,7 @@ class SearchCore:
             ]
             usable.remove(worker)
             out.append(Submit(position, StepPurpose.SEARCH, worker, preemptible=True))
+        self.endpoints_sent([a for a in out if isinstance(a, Submit)])
         return out
 
     def cancel_irrelevant(self) -> list[Action]:
@@ -339,3 +361,11 @@ class SearchCore:
             return []
         need_good, need_bad = depends_on(outcome.last_good, outcome.first_bad, self.last)
         return [i for i, need in ((0, need_good), (self.last, need_bad)) if need]
+
+    def endpoints_reached(self) -> list[int]:
+        """Lazily: indexes (0, last) of the endpoints the candidates still reach (no probe good yet: the good
+        end; none bad: the bad end), which the answer may come to rest on. Run in slots no probe can use."""
+        if not self.lazy():
+            return []
+        lo, hi = self.state().boundary()
+        return [i for i, reached in ((0, lo == 0), (self.last, hi == self.last)) if reached]
