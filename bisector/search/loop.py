@@ -24,13 +24,14 @@ from vocab.gitrepo import GitRepo
 
 CANCEL_CHECK_S = 0.5
 PROGRESS_INTERVAL_S = 0.25
-GATHER_FRACTION = 0.05  # of a step's duration: how long its batch-mates are waited for
+GATHER_FRACTION = 0.15  # of a step's duration: how long its batch-mates are waited for, at most
 GATHER_MIN_S = 0.02
-GATHER_MAX_S = 5.0
+GATHER_MAX_S = 10.0
 
 
 def gather_window_s(step_s: float) -> float:
-    """How long the rest of a batch is waited for once one of its steps came back after step_s seconds."""
+    """How long the rest of a batch is waited for once one of its steps came back after step_s seconds. Equal
+    steps come back well within it (the wait ends with the batch); unequal ones idle a slot at most this long."""
     return min(max(GATHER_FRACTION * step_s, GATHER_MIN_S), GATHER_MAX_S)
 
 

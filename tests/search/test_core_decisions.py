@@ -102,6 +102,18 @@ def test_lazy_endpoints_take_the_slots_no_probe_can_use(tmp_path: Path, store: S
     assert "the good endpoint and the bad endpoint run early, in a slot no probe could use" in lines
 
 
+def test_a_flake_seen_at_eight_workers_has_both_endpoints_verified_before_the_answer(tmp_path: Path, store: Store):
+    """Lazily nothing runs the endpoints of this range, until 178 (a first-round probe, after the culprit) answers
+    good: a flake; from then on noise is expected, so both endpoints are verified before the answer."""
+    done = scripted_bisect(tmp_path, store, 200, 117, {178: [GOOD, BAD]}, workers=8)
+    assert 178 in done.rounds()[0]
+    assert (done.record.status, done.record.first_bad) == (BisectStatus.FOUND, done.history.shas[117])
+    assert {0, 200} <= set(done.positions())
+    records = SearchRecords.from_extra(done.record.extra)
+    assert records.flake_seen
+    assert records.endpoints == {"good": EndpointCheck.TESTED, "bad": EndpointCheck.TESTED}
+
+
 class _Trickling(ScriptedExecutor):
     """Reports one result per poll: a round's results that come back moments apart."""
 
