@@ -116,6 +116,7 @@ class SearchCore:
         return self.verify is VerifyEndpoints.LAZY and not self.noise_expected()
 
     def strategy(self) -> Strategy:
+        """The strategy for what is known now, after noticing flakes in it (which makes the search noisy)."""
         if self.fixed_strategy is not None:
             return self.fixed_strategy
         if not self.flake_seen:
@@ -125,6 +126,13 @@ class SearchCore:
                 self.ledger.set_noisy(True)
                 self.changed()
                 self.outbox.append(Note("flaky results seen (a commit both good and bad, or good after bad)"))
+        return self.chosen_strategy()
+
+    def chosen_strategy(self) -> Strategy:
+        """The strategy as chosen so far, without looking for flakes (which is `decide`'s to do, after it has
+        looked for a conclusion)."""
+        if self.fixed_strategy is not None:
+            return self.fixed_strategy
         return choose_strategy(self.spec.search.strategy, self.spec.search.repeat_limit, self.flake_seen)
 
     # --- what happened ---------------------------------------------------------------------------------------
@@ -300,9 +308,7 @@ class SearchCore:
         """Fill free workers: confirmation pairs, reference runs, retries, more runs, the endpoints, probes."""
         strategy = self.strategy()
         out: list[Action] = []
-        kary = isinstance(strategy, KArySearch)
-        if kary:
-            out += self.cancel_irrelevant()
+        out += self.cancel_irrelevant()
         free = [w for w in free if w not in self.ledger.quarantined]
         self.confirming.requeue_lost(workers)
         taken: set[str] = set()
@@ -327,14 +333,21 @@ class SearchCore:
         return out
 
     def cancel_irrelevant(self) -> list[Action]:
-        """Stop in-flight probes outside the boundary (an endpoint check is never irrelevant)."""
+        """Stop in-flight probes whose results can no longer matter."""
+        return [Cancel(step_id) for step_id in self.irrelevant_flights()]
+
+    def irrelevant_flights(self) -> list[int]:
+        """Step ids of the K-ary search's in-flight probes outside the boundary (an endpoint check is never
+        irrelevant): what they say cannot change the answer."""
+        if not isinstance(self.chosen_strategy(), KArySearch):
+            return []
         if not self.lazy() and (self.verdict(0) is None or self.verdict(self.last) is None):
             return []
         lo, hi = self.state().boundary()
         open_positions = set(self.order[lo : hi + 1])  # more runs at the boundary itself only help
         ends = {self.order[0], self.order[self.last]}
         return [
-            Cancel(step_id)
+            step_id
             for step_id, flight in self.ledger.in_flight.items()
             if flight.position not in open_positions and flight.position not in ends
         ]

@@ -188,8 +188,13 @@ class SearchLoop:
         return bool(results)
 
     def gather(self, batches: set[int], deadline: float) -> None:
-        """Take results until no step of these batches runs, or none comes back by the deadline."""
-        while any(self.batch_of.get(step_id) in batches for step_id in self.pipeline.running):
+        """Take results until no step of these batches runs, or none comes back by the deadline. Once every one
+        still running is a probe whose result cannot matter, they are stopped, so that their slots come back
+        with the rest (cancels land within milliseconds)."""
+        while mates := {step_id for step_id in self.pipeline.running if self.batch_of.get(step_id) in batches}:
+            if mates <= set(self.core.irrelevant_flights()):
+                for step_id in mates:
+                    self.executor.cancel(step_id)
             results = self.pipeline.poll(max(deadline - time.monotonic(), 0.0))
             if not results:
                 return

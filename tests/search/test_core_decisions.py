@@ -127,13 +127,16 @@ class _Trickling(ScriptedExecutor):
 
 
 def test_a_round_that_comes_back_one_result_at_a_time_is_decided_as_one(tmp_path: Path, store: Store):
-    """The loop waits for the rest of a batch before deciding: no probe is placed on part of a round's results
-    (it would land where the others' results make it useless, and be cancelled)."""
+    """The loop waits for the rest of a batch before deciding, so the next round splits what all of it left:
+    no probe is placed on part of a round's results (it would land where the others' results make it useless).
+    Steps still out whose results can no longer matter are stopped, so their slots join the next round."""
     batched = scripted_bisect(tmp_path / "batched", store, 200, 117, workers=8)
     trickled = scripted_bisect(tmp_path / "trickled", store, 200, 117, workers=8, executor_type=_Trickling)
     assert trickled.record.first_bad == trickled.history.shas[117]
     assert [sorted(r) for r in trickled.rounds()] == [sorted(r) for r in batched.rounds()]
-    assert not [s for s in trickled.steps if s.verdict is Verdict.CANCELLED]
+    cancelled = {trickled.history.shas.index(s.sha) for s in trickled.steps if s.verdict is Verdict.CANCELLED}
+    assert 156 in cancelled  # the first round's probes after 133 (bad, reported before them) no longer mattered
+    assert all(p > 118 for p in cancelled)  # only such probes: 118 is bad, probed in the second round
 
 
 def test_lazy_endpoint_that_contradicts_is_a_mismatch(tmp_path: Path, store: Store):
