@@ -191,10 +191,12 @@ class SearchLoop:
         """Take results until no step of these batches runs, or none comes back by the deadline. Once every one
         still running is a probe whose result cannot matter, they are stopped, so that their slots come back
         with the rest (cancels land within milliseconds)."""
+        stopped: set[int] = set()
         while mates := {step_id for step_id in self.pipeline.running if self.batch_of.get(step_id) in batches}:
             if mates <= set(self.core.irrelevant_flights()):
-                for step_id in mates:
+                for step_id in mates - stopped:
                     self.executor.cancel(step_id)
+                stopped |= mates
             results = self.pipeline.poll(max(deadline - time.monotonic(), 0.0))
             if not results:
                 return
