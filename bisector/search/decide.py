@@ -329,7 +329,7 @@ class SearchCore:
             ]
             usable.remove(worker)
             out.append(Submit(position, StepPurpose.SEARCH, worker, preemptible=True))
-        self.endpoints_sent([a for a in out if isinstance(a, Submit)])
+        self.endpoints_sent([a for a in out if isinstance(a, Submit) and a.purpose is StepPurpose.SEARCH])
         return out
 
     def cancel_irrelevant(self) -> list[Action]:
