@@ -215,7 +215,7 @@ class Coordinator:
             candidates = self.store.candidates(record.id)
         steps = [] if fresh else self.store.steps(record.id)
         ledger = Ledger(spec, candidates, record.bad, steps)
-        verify = VerifyEndpoints.for_workers(spec.search.verify_endpoints, spec.executor.workers)
+        verify = VerifyEndpoints.chosen(spec.search.verify_endpoints)
         pipeline = StepPipeline(self.store, executor, record.id, record.repo, spec, self.now)
         core = SearchCore(
             record.id, ledger, SearchRecords.from_extra(record.extra), stored=steps, strategy=self.strategy,

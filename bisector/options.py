@@ -22,14 +22,12 @@ class VerifyEndpoints(StrEnum):
     """When the endpoints are tested (bisector/search/endpoints.py)."""
 
     FIRST = "first"  # both endpoints are tested before the search relies on them
-    LAZY = "lazy"  # an endpoint is tested only when the conclusion depends on it
+    LAZY = "lazy"  # an endpoint is tested when the conclusion rests on it, or early in a slot no probe can use
 
     @classmethod
-    def for_workers(cls, choice: VerifyEndpoints | None, workers: int) -> VerifyEndpoints:
-        """The operator's choice, else lazy at one worker and first with several."""
-        if choice is not None:
-            return choice
-        return cls.LAZY if workers == 1 else cls.FIRST
+    def chosen(cls, choice: VerifyEndpoints | None) -> VerifyEndpoints:
+        """The operator's choice, else lazy (at every worker count)."""
+        return cls.LAZY if choice is None else choice
 
 
 class ExecutorKind(StrEnum):
@@ -132,8 +130,9 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
     Option("strategy", _SEARCH, _S, "Search: k-ary, or noisy (posterior).", optional=True, choices=StrategyName),
     Option("confirm", _SEARCH, _B, "Re-run the first bad commit against its parent at the end.  [default: with "
            "repeats or flakes]", form=Form.SWITCH, optional=True),
-    Option("verify_endpoints", _SEARCH, _S, "When the endpoints are tested: first, before relying on them, or "
-           "lazy, only when the answer rests on one.  [default: lazy at one worker]", optional=True,
+    Option("verify_endpoints", _SEARCH, _S, "When the endpoints are tested: lazy, when the answer rests on one (or "
+           "early, in a slot no probe can use), or first, both before relying on them; with noise (--repeat, "
+           "--strategy noisy, flaky results) both are tested first.  [default: lazy]", optional=True,
            choices=VerifyEndpoints),
     Option("term_old", _SEARCH, _S, "The word for the good endpoint's state, e.g. fast (as git bisect --term-old).",
            optional=True),

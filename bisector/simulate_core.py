@@ -74,7 +74,7 @@ class _CoreSimulation:
         self.spec = _spec(history, options, slots)
         self.candidates = [Commit(p, f"{p:040x}", f"commit {p}", "sim", EPOCH) for p in range(history.size)]
         ledger = Ledger(self.spec, self.candidates, self.candidates[-1].sha)
-        verify = VerifyEndpoints.for_workers(self.spec.search.verify_endpoints, slots)
+        verify = VerifyEndpoints.chosen(self.spec.search.verify_endpoints)
         self.core = SearchCore(0, ledger, SearchRecords(), verify=verify)
         self.workers = [f"sim-{i}" for i in range(slots)]
         self.queue: list[_Run] = []

@@ -109,7 +109,7 @@ class SearchPolicy:
     find_fix: bool = False  # look for the commit that fixed the metric
     strategy: StrategyName | None = None  # default: noisy once repeats > 1 or a flake is seen
     confirm: bool | None = None  # re-run first bad and its parent at the end; default: with the noisy strategy
-    verify_endpoints: VerifyEndpoints | None = None  # first | lazy; default: lazy at one worker, else first
+    verify_endpoints: VerifyEndpoints | None = None  # first | lazy; default (None): lazy
     term_old: str | None = None  # the name of the good endpoint's state (git's --term-old); default: terms()
     term_new: str | None = None  # the name of the bad endpoint's state (git's --term-new)
 

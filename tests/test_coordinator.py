@@ -11,6 +11,7 @@ from bisect_helpers import synthetic_spec
 
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator, utc_now
+from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.spec import BisectSpec
 from bisector.synthetic import SyntheticHistory, culprit_history, write_history
 from db.store import NewStep, Store
@@ -36,11 +37,15 @@ def test_names_the_first_bad_commit(tmp_path: Path, store: Store, commits: int, 
     steps = store.steps(record.id)
     assert all(s.verdict is not None for s in steps)
     tested = {s.sha for s in steps}
-    if workers > 1:  # --verify-endpoints first: both endpoints run
-        assert tested >= {history.shas[0], history.shas[-1]}
-    else:  # lazy at one worker: an endpoint runs when the answer rests on it (every probe bad, or every one good)
-        assert (history.shas[0] in tested) == (culprit == 1)
-        assert (history.shas[-1] in tested) == (culprit == commits)
+    checks = SearchRecords.from_extra(record.extra).endpoints
+    for name, sha, rests_on in (("good", history.shas[0], culprit == 1), ("bad", history.shas[-1], culprit == commits)):
+        # Lazily an endpoint runs when the answer rests on it (every probe bad, or every one good); with several
+        # workers also early, in a slot no probe can use. The record says which ran.
+        assert (sha in tested) == (checks[name] is not EndpointCheck.ASSUMED)
+        if rests_on:
+            assert sha in tested
+        elif workers == 1:
+            assert sha not in tested
 
 
 def test_thousand_commits_with_local_worker_processes(tmp_path: Path, store: Store):

@@ -157,7 +157,9 @@ def test_an_endpoint_judged_only_by_a_quarantined_worker_is_tested_again(tmp_pat
     from vocab.domain import StepResult, Verdict
 
     history = culprit_history(tmp_path / "repo", 10, 6)
-    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], explain=False, workers=2)
+    spec = synthetic_spec(
+        history.path, history.shas[0], history.shas[-1], explain=False, workers=2, verify_endpoints="first"
+    )
 
     def good_endpoint_judged_by_a_quarantined_worker(bisect_id: int) -> None:
         step = store.start_step(bisect_id, history.shas[0], 1, "thread-1", "vm", (), datetime.now(UTC))

@@ -194,7 +194,7 @@ def test_a_worker_lost_mid_step_is_retried_elsewhere(cluster, tmp_path: Path, st
     run = victim_run(tmp_path, '[ "$(cat counter.txt)" = 0 ]')  # the good endpoint, tested first
     made: list[RayExecutor] = []
     watcher = kill_when_started(tmp_path / "victim-pid", made, how)
-    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], run=run, workers=2)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], run=run, workers=2, verify_endpoints="first")
     record = Coordinator(store, ray_factory(made), poll_interval_s=0.05).start(spec)
     watcher.join(timeout=5)
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[7]), record.message
@@ -223,8 +223,9 @@ def test_a_node_lost_mid_step_is_retried_on_another(cluster, tmp_path: Path, sto
 
     remover = threading.Thread(target=remove_when_started, daemon=True)
     remover.start()
-    # One slot per node: the head offers one "bisect_slot", the doomed node the other.
-    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], run=run, workers=2)
+    # One slot per node: the head offers one "bisect_slot", the doomed node the other. Both endpoints run first: an
+    # endpoint check (whichever lands on the doomed node) always matters, so it is lost, never cancelled.
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], run=run, workers=2, verify_endpoints="first")
     record = Coordinator(store, ray_factory(made, {"bisect_slot": 1}), poll_interval_s=0.05).start(spec)
     remover.join(timeout=5)
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[5])

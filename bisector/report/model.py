@@ -267,13 +267,19 @@ class BisectReport:
         return lines + self.endpoint_lines()
 
     def endpoint_lines(self) -> list[str]:
-        """Which endpoints were not run, and which were run only because the answer depended on them."""
+        """Which endpoints were not run, which were run only because the answer rested on them, and which were
+        run early in a slot no probe could use."""
         checks = self.records.endpoints
         assumed = [name for name in ("good", "bad") if checks.get(name) is EndpointCheck.ASSUMED]
         lazily = [name for name in ("good", "bad") if checks.get(name) is EndpointCheck.TESTED_LAZILY]
+        spare = [name for name in ("good", "bad") if checks.get(name) is EndpointCheck.TESTED_SPARE]
         lines = []
-        for names, why in ((assumed, "taken as given, not run: the answer did not rest on"),
-                           (lazily, "run only because the answer rested on")):  # fmt: skip
+        reasons = (
+            (assumed, "taken as given, not run: the answer did not rest on"),
+            (lazily, "run only because the answer rested on"),
+            (spare, "run early, in a slot no probe could use, as the answer could rest on"),
+        )
+        for names, why in reasons:
             if names:
                 ends = " and ".join(
                     f"the {self.word(Verdict.GOOD if n == 'good' else Verdict.BAD)} endpoint" for n in names

@@ -66,7 +66,8 @@ def conclude(core: SearchCore) -> Finish | Descend | None:
 
 def search_positions(core: SearchCore, strategy: Strategy, usable: Sequence[str], workers: Sequence[str]) -> list[int]:
     """Positions to run for the search, most urgent first (one entry per run): retries, more runs, the
-    endpoints owed, then the strategy's probes for the workers left."""
+    endpoints owed, the strategy's probes for the workers left, then (lazily) the endpoints the candidates
+    still reach, in slots no probe can use."""
     ledger, order, repeat = core.ledger, core.order, core.spec.search.repeat
     busy = {f.position for f in ledger.in_flight.values()}
     tested = sorted(p for p in ledger.tested() if p in core.index_of)
@@ -77,18 +78,27 @@ def search_positions(core: SearchCore, strategy: Strategy, usable: Sequence[str]
     wanted = [p for p in tested if p not in busy and ledger.needs_retry(p) and placeable(core, p, usable, workers)]
     for position in tested:
         wanted += [position] * ledger.more_wanted(position)
-    for index in core.endpoints_owed():
-        position = order[index]
-        if position in busy or position in wanted or ledger.verdict(position) is not None:
-            continue
-        if position not in ledger.histories or not (ledger.needs_retry(position) or ledger.more_wanted(position)):
-            wanted += [position] * repeat  # untested, or its only results were quarantined
+    wanted += endpoint_runs(core, core.endpoints_owed(), busy, wanted)
     free = len(usable) - len(wanted)
     if free > 0:
         for position in [order[i] for i in strategy.next_probes(core.state(), max(free // repeat, 1))]:
             if position not in wanted:
                 wanted += [position] * (repeat if position not in ledger.histories else 1)
+    if len(wanted) < len(usable):
+        wanted += endpoint_runs(core, core.endpoints_reached(), busy, wanted)
     return wanted
+
+
+def endpoint_runs(core: SearchCore, indexes: Sequence[int], busy: set[int], wanted: Sequence[int]) -> list[int]:
+    """Runs of the endpoints at these indexes that are undecided, not running and not already wanted."""
+    ledger, out = core.ledger, []
+    for index in indexes:
+        position = core.order[index]
+        if position in busy or position in wanted or ledger.verdict(position) is not None:
+            continue
+        if position not in ledger.histories or not (ledger.needs_retry(position) or ledger.more_wanted(position)):
+            out += [position] * core.spec.search.repeat  # untested, or its only results were quarantined
+    return out
 
 
 def placeable(core: SearchCore, position: int, usable: Sequence[str], workers: Sequence[str]) -> bool:

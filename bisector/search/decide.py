@@ -46,7 +46,7 @@ class SearchCore:
         *,
         stored: Sequence[StepRecord] = (),
         strategy: Strategy | None = None,
-        verify: VerifyEndpoints = VerifyEndpoints.FIRST,
+        verify: VerifyEndpoints = VerifyEndpoints.LAZY,
         prefer: WorkerPreference | None = None,
     ) -> None:
         """stored: the bisect's steps so far (reference runs are restored from them); strategy: None to choose
@@ -111,10 +111,12 @@ class SearchCore:
         return self.spec.search.strategy == "noisy" or self.spec.search.repeat_limit > 1 or self.flake_seen
 
     def lazy(self) -> bool:
-        """Endpoints are run only when the conclusion depends on them (never once noise is expected)."""
+        """Endpoints are run when the conclusion rests on them or a slot is spare (never once noise is expected:
+        then both run before the search relies on them)."""
         return self.verify is VerifyEndpoints.LAZY and not self.noise_expected()
 
     def strategy(self) -> Strategy:
+        """The strategy for what is known now, after noticing flakes in it (which makes the search noisy)."""
         if self.fixed_strategy is not None:
             return self.fixed_strategy
         if not self.flake_seen:
@@ -124,6 +126,13 @@ class SearchCore:
                 self.ledger.set_noisy(True)
                 self.changed()
                 self.outbox.append(Note("flaky results seen (a commit both good and bad, or good after bad)"))
+        return self.chosen_strategy()
+
+    def chosen_strategy(self) -> Strategy:
+        """The strategy as chosen so far, without looking for flakes (which is `decide`'s to do, after it has
+        looked for a conclusion)."""
+        if self.fixed_strategy is not None:
+            return self.fixed_strategy
         return choose_strategy(self.spec.search.strategy, self.spec.search.repeat_limit, self.flake_seen)
 
     # --- what happened ---------------------------------------------------------------------------------------
@@ -271,17 +280,35 @@ class SearchCore:
         return Finish(status, message, first_bad, last_good, self.records, tuple(names))
 
     def endpoint_checks(self) -> dict[str, EndpointCheck]:
-        tested = EndpointCheck.TESTED_LAZILY if self.verify is VerifyEndpoints.LAZY else EndpointCheck.TESTED
+        """How each endpoint was checked: as recorded when it was sent; one run otherwise (a person's mark) counts
+        as the policy's; one never run was assumed."""
+        tested = EndpointCheck.TESTED_LAZILY if self.lazy() else EndpointCheck.TESTED
         ends = {"good": 0, "bad": self.ledger.bad_position}
-        return {name: tested if self.ledger.histories.get(p) else EndpointCheck.ASSUMED for name, p in ends.items()}
+        return {
+            name: self.records.endpoints.get(name, tested) if self.ledger.histories.get(p) else EndpointCheck.ASSUMED
+            for name, p in ends.items()
+        }
+
+    def endpoints_sent(self, submits: Sequence[Submit]) -> None:
+        """Record why an endpoint runs, the first time it is sent: before relying on it (first, or noise), because
+        the conclusion rests on it, or in a spare slot."""
+        names = {0: "good", self.ledger.bad_position: "bad"}
+        sent = {names[s.position] for s in submits if s.position in names} - set(self.records.endpoints)
+        if not sent:
+            return
+        owed = {names.get(self.order[index]) for index in self.endpoints_owed()}
+        if not self.lazy():
+            why = dict.fromkeys(sent, EndpointCheck.TESTED)
+        else:
+            why = {n: EndpointCheck.TESTED_LAZILY if n in owed else EndpointCheck.TESTED_SPARE for n in sent}
+        self.records = replace(self.records, endpoints={**self.records.endpoints, **why})
+        self.stored("endpoints")
 
     def submissions(self, free: Sequence[str], workers: Sequence[str]) -> list[Action]:
         """Fill free workers: confirmation pairs, reference runs, retries, more runs, the endpoints, probes."""
         strategy = self.strategy()
         out: list[Action] = []
-        kary = isinstance(strategy, KArySearch)
-        if kary:
-            out += self.cancel_irrelevant()
+        out += self.cancel_irrelevant()
         free = [w for w in free if w not in self.ledger.quarantined]
         self.confirming.requeue_lost(workers)
         taken: set[str] = set()
@@ -302,17 +329,25 @@ class SearchCore:
             ]
             usable.remove(worker)
             out.append(Submit(position, StepPurpose.SEARCH, worker, preemptible=True))
+        self.endpoints_sent([a for a in out if isinstance(a, Submit) and a.purpose is StepPurpose.SEARCH])
         return out
 
     def cancel_irrelevant(self) -> list[Action]:
-        """Stop in-flight probes outside the boundary (an endpoint check is never irrelevant)."""
+        """Stop in-flight probes whose results can no longer matter."""
+        return [Cancel(step_id) for step_id in self.irrelevant_flights()]
+
+    def irrelevant_flights(self) -> list[int]:
+        """Step ids of the K-ary search's in-flight probes outside the boundary (an endpoint check is never
+        irrelevant): what they say cannot change the answer."""
+        if not isinstance(self.chosen_strategy(), KArySearch):
+            return []
         if not self.lazy() and (self.verdict(0) is None or self.verdict(self.last) is None):
             return []
         lo, hi = self.state().boundary()
         open_positions = set(self.order[lo : hi + 1])  # more runs at the boundary itself only help
         ends = {self.order[0], self.order[self.last]}
         return [
-            Cancel(step_id)
+            step_id
             for step_id, flight in self.ledger.in_flight.items()
             if flight.position not in open_positions and flight.position not in ends
         ]
@@ -339,3 +374,11 @@ class SearchCore:
             return []
         need_good, need_bad = depends_on(outcome.last_good, outcome.first_bad, self.last)
         return [i for i, need in ((0, need_good), (self.last, need_bad)) if need]
+
+    def endpoints_reached(self) -> list[int]:
+        """Lazily: indexes (0, last) of the endpoints the candidates still reach (no probe good yet: the good
+        end; none bad: the bad end), which the answer may come to rest on. Run in slots no probe can use."""
+        if not self.lazy():
+            return []
+        lo, hi = self.state().boundary()
+        return [i for i, reached in ((0, lo == 0), (self.last, hi == self.last)) if reached]

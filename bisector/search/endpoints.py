@@ -6,10 +6,11 @@ a contradicting run asks for more runs there: the endpoint contradicts its role 
 the bisect's confidence (a one-sided binomial test against a fair coin at ENDPOINT_ALPHA), and keeps its role
 once most of its runs agree with it. After MAX_ENDPOINT_RUNS the majority decides (a tie keeps the role).
 
-When: `--verify-endpoints first` runs both endpoints before relying on them (the default with several
-workers: spare slots probe meanwhile). `lazy` (the default at --workers 1) runs an endpoint only when the
-conclusion depends on it (every probe bad: the good end; every probe good: the bad end), so a clean bisect
-runs no more steps than `git bisect run`.
+When: `lazy` (the default, at any number of workers) runs an endpoint when the conclusion rests on it (every
+probe bad: the good end; every probe good: the bad end), so a clean bisect runs no more steps than `git bisect
+run` and no round gives a probe's slot to an endpoint; a slot no probe can use goes to an endpoint the candidates
+still reach (no probe good yet, or none bad), which the conclusion may come to rest on. `--verify-endpoints
+first` runs both before relying on them, and so does any bisect that expects noise (the rules above need them).
 """
 
 from __future__ import annotations

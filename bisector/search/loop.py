@@ -1,6 +1,9 @@
 """The thin loop: asks the decision core what to do, does it against the executor and the store, and tells the
 core what happened. Besides carrying out actions it owns only what needs a clock or I/O: `bisect cancel` and
-a person's marks read from the store, the lease, the watchdog on steps whose results never come, progress."""
+a person's marks read from the store, the lease, the watchdog on steps whose results never come, progress, and
+gathering a round: the steps one pass sent come back within moments of each other, and a pass that decided on
+the first result alone would spend the free slot on a probe the others' results make useless, so the rest of
+the batch is waited for, briefly (`gather_window_s`)."""
 
 from __future__ import annotations
 
@@ -21,6 +24,15 @@ from vocab.gitrepo import GitRepo
 
 CANCEL_CHECK_S = 0.5
 PROGRESS_INTERVAL_S = 0.25
+GATHER_FRACTION = 0.15  # of a step's duration: how long its batch-mates are waited for, at most
+GATHER_MIN_S = 0.02
+GATHER_MAX_S = 10.0
+
+
+def gather_window_s(step_s: float) -> float:
+    """How long the rest of a batch is waited for once one of its steps came back after step_s seconds. Equal
+    steps come back well within it (the wait ends with the batch); unequal ones idle a slot at most this long."""
+    return min(max(GATHER_FRACTION * step_s, GATHER_MIN_S), GATHER_MAX_S)
 
 
 @dataclass(frozen=True)
@@ -52,6 +64,8 @@ class SearchLoop:
         self.manual_seen = manual_seen
         self.commits: dict[int, Commit] = {}  # step id -> its commit, for the observer
         self.sent_at: dict[int, float] = {}  # step id -> monotonic time it was sent
+        self.batch_of: dict[int, int] = {}  # running step id -> the number of the pass that sent it
+        self.batches = 0
         self.last_cancel_check = time.monotonic() if fresh else -CANCEL_CHECK_S
         self.last_progress = -PROGRESS_INTERVAL_S
 
@@ -70,7 +84,7 @@ class SearchLoop:
                 return
             # Results that came back while the steps went out are taken first: sending their successors matters
             # more than writing (a round's results arrive within milliseconds). At most a round's worth waits.
-            if len(self.pipeline.unwritten) < self.executor.slots and self.take(0.0):
+            if len(self.pipeline.unwritten) < self.executor.slots and self.take(0.0, gather=True):
                 continue
             self.flush()
             if self.cancelled():  # read from the store: after the next steps are out, not before
@@ -83,7 +97,7 @@ class SearchLoop:
                 time.sleep(self.timing.poll_interval_s)
                 continue
             self.report_progress()
-            self.take(self.timing.poll_interval_s)
+            self.take(self.timing.poll_interval_s, gather=True)
             self.give_up_stalled()
 
     def carry_out(self, actions: Sequence[Action]) -> bool:
@@ -118,11 +132,13 @@ class SearchLoop:
             planned.append(
                 PlannedStep(sha, submit.purpose, submit.worker, attempt, avoid=avoid, preemptible=submit.preemptible)
             )
+        self.batches += 1
         for submit, sent in zip(submits, self.pipeline.send(planned), strict=True):
             step = sent.step
             self.core.started(step, submit)
             self.commits[step.id] = ledger.candidates[submit.position]
             self.sent_at[step.id] = time.monotonic()
+            self.batch_of[step.id] = self.batches
             self.observer.step_started(step.id, self.commits[step.id], step.attempt, sent.assignment)
 
     def descend(self, merge: str) -> list[Action]:
@@ -157,16 +173,39 @@ class SearchLoop:
                 last_good=finish.last_good, message=finish.message,
             )  # fmt: skip
 
-    def take(self, timeout_s: float) -> bool:
-        """Take in the results that come back within timeout_s; whether there were any. A result of a step the
-        watchdog gave up on comes too late and is dropped: the step is stored as stalled."""
+    def take(self, timeout_s: float, *, gather: bool = False) -> bool:
+        """Take in the results that come back within timeout_s; whether there were any. gather: then wait for
+        the rest of their batches (`gather_window_s`). A result of a step the watchdog gave up on comes too late
+        and is dropped: the step is stored as stalled."""
         results = self.pipeline.poll(timeout_s)
+        now = time.monotonic()
+        batches = {self.batch_of[r.step_id] for r in results if r.step_id in self.batch_of}
+        step_s = max((now - self.sent_at.get(r.step_id, now) for r in results), default=0.0)
         for result in results:
             self.took(result)
+        if gather and batches:
+            self.gather(batches, now + gather_window_s(step_s))
         return bool(results)
+
+    def gather(self, batches: set[int], deadline: float) -> None:
+        """Take results until no step of these batches runs, or none comes back by the deadline. Once every one
+        still running is a probe whose result cannot matter, they are stopped, so that their slots come back
+        with the rest (cancels land within milliseconds)."""
+        stopped: set[int] = set()
+        while mates := {step_id for step_id in self.pipeline.running if self.batch_of.get(step_id) in batches}:
+            if mates <= set(self.core.irrelevant_flights()):
+                for step_id in mates - stopped:
+                    self.executor.cancel(step_id)
+                stopped |= mates
+            results = self.pipeline.poll(max(deadline - time.monotonic(), 0.0))
+            if not results:
+                return
+            for result in results:
+                self.took(result)
 
     def took(self, result: StepResult) -> None:
         self.sent_at.pop(result.step_id, None)
+        self.batch_of.pop(result.step_id, None)
         self.core.took(result, self.pipeline.finished_at(result.step_id))
 
     def flush(self) -> None:

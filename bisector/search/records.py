@@ -24,9 +24,10 @@ class Analysis(StrEnum):
 class EndpointCheck(StrEnum):
     """How an endpoint's role (good end, bad end) was established."""
 
-    TESTED = "tested"  # run before the search relied on it (--verify-endpoints first)
-    TESTED_LAZILY = "tested_lazily"  # run because the conclusion depended on it
-    ASSUMED = "assumed"  # never run: the conclusion did not depend on it (as `git bisect run`)
+    TESTED = "tested"  # run before the search relied on it (--verify-endpoints first, or noise expected)
+    TESTED_LAZILY = "tested_lazily"  # run because the conclusion rested on it
+    TESTED_SPARE = "tested_spare"  # lazily, run early in a slot no probe could use (the candidates reach it)
+    ASSUMED = "assumed"  # never run: the conclusion did not rest on it (as `git bisect run`)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ class SearchRecords:
     decisions: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # sha -> stats.Decision JSON
     flake_seen: bool = False
     analysis: Analysis | None = None
-    endpoints: Mapping[str, EndpointCheck] = field(default_factory=dict)  # "good" / "bad" -> how checked
+    # "good" / "bad" -> how checked: stored when an endpoint is first sent to run, ASSUMED ones at the end
+    endpoints: Mapping[str, EndpointCheck] = field(default_factory=dict)
 
     @classmethod
     def from_extra(cls, extra: Mapping[str, object]) -> SearchRecords:

@@ -60,7 +60,8 @@ class FullDisk(InProcessExecutor):
 
 def test_a_step_that_never_reports_is_given_up_on_and_tested_again(tmp_path: Path, store: Store):
     history = culprit_history(tmp_path / "repo", 20, 13)
-    spec = synthetic_spec(history.path, history.shas[0], "main", timeout_s=20.0, workers=2)
+    # Both endpoints run first: the bad one is the step whose result is lost.
+    spec = synthetic_spec(history.path, history.shas[0], "main", timeout_s=20.0, workers=2, verify_endpoints="first")
     executors: list[LosesResults] = []
 
     def factory(spec: BisectSpec) -> Executor:

@@ -27,6 +27,15 @@ class Scripted:
         index = {sha: i for i, sha in enumerate(self.history.shas)}
         return [index[s.sha] for s in self.steps if s.purpose is purpose]
 
+    def rounds(self) -> list[list[int]]:
+        """The positions of the search steps, grouped by the pass that sent them (one start time each)."""
+        index = {sha: i for i, sha in enumerate(self.history.shas)}
+        grouped: dict[object, list[int]] = {}
+        for step in self.steps:
+            if step.purpose is StepPurpose.SEARCH:
+                grouped.setdefault(step.started, []).append(index[step.sha])
+        return list(grouped.values())
+
 
 def scripted_bisect(
     tmp_path: Path,
@@ -38,6 +47,7 @@ def scripted_bisect(
     script: Callable[[SyntheticHistory], Script] | None = None,
     workers: int = 1,
     watchdog_grace_s: float | None = None,
+    executor_type: type[ScriptedExecutor] = ScriptedExecutor,
     **spec: object,
 ) -> Scripted:
     """commits + 1 positions, shas[0] good, shas[culprit] the first bad; answers: runs at a position in order
@@ -47,7 +57,7 @@ def scripted_bisect(
     index = {sha: i for i, sha in enumerate(history.shas)}
     listed = {history.shas[p]: list(a) for p, a in (answers or {}).items()}
     scripted = script(history) if script else table(listed, lambda sha: BAD if index[sha] >= culprit else GOOD)
-    executor = ScriptedExecutor(scripted, workers=workers)
+    executor = executor_type(scripted, workers=workers)
     values: dict[str, object] = {"workers": workers, "explain": False, **spec}
     bisect_spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], **values)
     coordinator = Coordinator(store, lambda _: executor, poll_interval_s=0.001, watchdog_grace_s=watchdog_grace_s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import subprocess
 from pathlib import Path
@@ -13,8 +14,8 @@ from bisector.report.model import BisectReport
 from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.synthetic import SyntheticHistory
 from db.store import Store
-from vocab.domain import BisectStatus, ErrorKind, StepPurpose
-from workers.scripted import BAD, GOOD, LOST, SILENT, SKIP, Answer, Script
+from vocab.domain import BisectStatus, ErrorKind, StepPurpose, StepResult, Verdict
+from workers.scripted import BAD, GOOD, LOST, SILENT, SKIP, Answer, Script, ScriptedExecutor
 
 
 def test_lazy_endpoints_at_one_worker_run_what_git_bisect_runs(tmp_path: Path, store: Store):
@@ -42,6 +43,100 @@ def test_lazy_endpoints_run_the_one_the_answer_rests_on(tmp_path: Path, store: S
     assert checks["good" if endpoint == 0 else "bad"] is EndpointCheck.TESTED_LAZILY
     lines = BisectReport.load(store, done.record.id).noise_lines()
     assert any("run only because the answer rested on it" in line for line in lines)
+
+
+def _parts(lo: int, hi: int, probes: list[int]) -> list[int]:
+    """Suspects per part when probes split the candidates (lo, hi]: the first bad commit lies in one part."""
+    cuts = [lo, *sorted(probes), hi]
+    return [b - a for a, b in itertools.pairwise(cuts)]
+
+
+def test_lazy_endpoints_at_eight_workers_run_no_endpoint_when_probes_settle_it(tmp_path: Path, store: Store):
+    """W=8: no slot goes to an endpoint while probes have a use for it, each round splits the candidates into
+    nine parts as even as whole commits allow, and probes on both sides of the culprit settle it."""
+    done = scripted_bisect(tmp_path, store, 200, 117, workers=8)
+    assert (done.record.status, done.record.first_bad) == (BisectStatus.FOUND, done.history.shas[117])
+    assert not {0, 200} & set(done.positions())
+    first, second, *rest = done.rounds()
+    assert len(first) == len(second) == 8
+    assert max(_parts(0, 200, first)) - min(_parts(0, 200, first)) <= 1  # 22 or 23 suspects each
+    lo = max(p for p in first if p < 117)
+    hi = min(p for p in first if p >= 117)
+    assert max(_parts(lo, hi, second)) - min(_parts(lo, hi, second)) <= 1
+    assert len(rest) == 1  # 200 suspects -> 23 -> 3 at most -> one
+    assert not [s for s in done.steps if s.verdict is Verdict.CANCELLED]
+    checks = SearchRecords.from_extra(done.record.extra).endpoints
+    assert checks == {"good": EndpointCheck.ASSUMED, "bad": EndpointCheck.ASSUMED}
+    report = BisectReport.load(store, done.record.id)
+    assert "the good endpoint and the bad endpoint taken as given, not run" in " ".join(report.noise_lines())
+
+
+@pytest.mark.parametrize(
+    ("culprit", "answers", "end", "name"), [(1, {0: [BAD]}, 0, "good"), (81, {81: [GOOD]}, 81, "bad")]
+)
+def test_a_wrong_endpoint_at_eight_workers_is_caught_when_the_answer_rests_on_it(
+    tmp_path: Path, store: Store, culprit: int, answers: dict[int, list[Answer]], end: int, name: str
+):
+    """81 suspects: 9 probes' parts of 9, then 8 probes inside the last part fill every slot; they all say the
+    same, so the answer rests on the endpoint beside them, which is run alone, says otherwise: a mismatch."""
+    done = scripted_bisect(tmp_path, store, 81, culprit, answers, workers=8)
+    assert done.record.status is BisectStatus.ENDPOINTS_MISMATCH
+    assert f"the {name} endpoint {done.history.shas[end][:12]} tested" in done.record.message
+    assert [len(r) for r in done.rounds()] == [8, 8, 1]
+    assert done.rounds()[-1] == [end]
+    assert 81 - end not in done.positions()  # the other endpoint was never needed
+    checks = SearchRecords.from_extra(done.record.extra).endpoints
+    assert checks == {name: EndpointCheck.TESTED_LAZILY, "good" if name == "bad" else "bad": EndpointCheck.ASSUMED}
+    lines = " ".join(BisectReport.load(store, done.record.id).noise_lines())
+    assert f"the {name} endpoint run only because the answer rested on it" in lines
+
+
+def test_lazy_endpoints_take_the_slots_no_probe_can_use(tmp_path: Path, store: Store):
+    """Five commits at W=8: four probes leave four slots idle, so both endpoints run in the same round."""
+    done = scripted_bisect(tmp_path, store, 5, 3, workers=8)
+    assert (done.record.status, done.record.first_bad) == (BisectStatus.FOUND, done.history.shas[3])
+    assert [sorted(r) for r in done.rounds()] == [[0, 1, 2, 3, 4, 5]]
+    checks = SearchRecords.from_extra(done.record.extra).endpoints
+    assert checks == {"good": EndpointCheck.TESTED_SPARE, "bad": EndpointCheck.TESTED_SPARE}
+    lines = " ".join(BisectReport.load(store, done.record.id).noise_lines())
+    assert "the good endpoint and the bad endpoint run early, in a slot no probe could use" in lines
+
+
+def test_a_flake_seen_at_eight_workers_has_both_endpoints_verified_before_the_answer(tmp_path: Path, store: Store):
+    """Lazily nothing runs the endpoints of this range, until 178 (a first-round probe, after the culprit) answers
+    good: a flake; from then on noise is expected, so both endpoints are verified before the answer."""
+    done = scripted_bisect(tmp_path, store, 200, 117, {178: [GOOD, BAD]}, workers=8)
+    assert 178 in done.rounds()[0]
+    assert (done.record.status, done.record.first_bad) == (BisectStatus.FOUND, done.history.shas[117])
+    assert {0, 200} <= set(done.positions())
+    records = SearchRecords.from_extra(done.record.extra)
+    assert records.flake_seen
+    assert records.endpoints == {"good": EndpointCheck.TESTED, "bad": EndpointCheck.TESTED}
+
+
+class _Trickling(ScriptedExecutor):
+    """Reports one result per poll: a round's results that come back moments apart."""
+
+    def poll(self, timeout_s: float) -> list[StepResult]:
+        ready = [(step_id, step) for step_id, step in self.running.items() if not step.answer.never]
+        if ready:
+            step_id, step = ready[0]
+            self._report(step_id, step.answer)
+        out, self.done = self.done, []
+        return out
+
+
+def test_a_round_that_comes_back_one_result_at_a_time_is_decided_as_one(tmp_path: Path, store: Store):
+    """The loop waits for the rest of a batch before deciding, so the next round splits what all of it left:
+    no probe is placed on part of a round's results (it would land where the others' results make it useless).
+    Steps still out whose results can no longer matter are stopped, so their slots join the next round."""
+    batched = scripted_bisect(tmp_path / "batched", store, 200, 117, workers=8)
+    trickled = scripted_bisect(tmp_path / "trickled", store, 200, 117, workers=8, executor_type=_Trickling)
+    assert trickled.record.first_bad == trickled.history.shas[117]
+    assert [sorted(r) for r in trickled.rounds()] == [sorted(r) for r in batched.rounds()]
+    cancelled = {trickled.history.shas.index(s.sha) for s in trickled.steps if s.verdict is Verdict.CANCELLED}
+    assert 156 in cancelled  # the first round's probes after 133 (bad, reported before them) no longer mattered
+    assert all(p > 118 for p in cancelled)  # only such probes: 118 is bad, probed in the second round
 
 
 def test_lazy_endpoint_that_contradicts_is_a_mismatch(tmp_path: Path, store: Store):

@@ -62,10 +62,9 @@ def test_an_endpoint_with_noise_wants_more_runs_before_contradicting_its_role():
     assert binomial_tail(6, 6) == pytest.approx(1 / 64)
 
 
-def test_lazy_verification_is_the_default_at_one_worker_only():
-    assert VerifyEndpoints.for_workers(None, 1) is VerifyEndpoints.LAZY
-    assert VerifyEndpoints.for_workers(None, 4) is VerifyEndpoints.FIRST
-    assert VerifyEndpoints.for_workers(VerifyEndpoints.FIRST, 1) is VerifyEndpoints.FIRST
+def test_lazy_verification_is_the_default_and_first_a_choice():
+    assert VerifyEndpoints.chosen(None) is VerifyEndpoints.LAZY
+    assert VerifyEndpoints.chosen(VerifyEndpoints.FIRST) is VerifyEndpoints.FIRST
     assert depends_on(0, 1, 9) == (True, False)
     assert depends_on(8, 9, 9) == (False, True)
     assert depends_on(3, 4, 9) == (False, False)
