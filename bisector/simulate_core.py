@@ -3,8 +3,10 @@
 
 So what the noise benchmark measures is what users run: endpoint checks (lazy or first), retries, adaptive
 repeats, the noisy strategy chosen as the product chooses it, confirmation pairs. Time: every run takes one
-unit on its worker; `rounds` is the makespan. Deterministic given the seed. Pass/fail histories use the
-steps' verdicts; metric histories (`noise_sigma`) also report each run's value as a sample.
+unit on its worker; `rounds` is the makespan; the runs that end in one unit are taken in together before the
+next decision, as the search loop gathers a round (bisector/search/loop.py). Deterministic given the seed.
+Pass/fail histories use the steps' verdicts; metric histories (`noise_sigma`) also report each run's value as a
+sample.
 """
 
 from __future__ import annotations
@@ -94,10 +96,11 @@ class _CoreSimulation:
                     self.cancel(action.step_id)
                 elif isinstance(action, Descend):
                     self.core.no_branch(action.merge)  # simulated histories have no merges
-            if self.queue:
-                run = heapq.heappop(self.queue)
-                self.now = run.finish
-                self.core.took(run.result, EPOCH + timedelta(seconds=self.now))
+            if self.queue:  # the runs that end together are taken together, as the loop gathers a round
+                self.now = self.queue[0].finish
+                while self.queue and self.queue[0].finish == self.now:
+                    run = heapq.heappop(self.queue)
+                    self.core.took(run.result, EPOCH + timedelta(seconds=self.now))
         return SimResult(SimStatus.BUDGET, None, None, False, self.world.runs, self.confirm_runs, self.now, None)
 
     def submit(self, submit: Submit) -> None:

@@ -39,3 +39,11 @@ def test_parallel_workers_take_fewer_rounds():
     one, eight = simulate_core(history), simulate_core(history, slots=8)
     assert eight.correct
     assert eight.rounds * 2.5 <= one.rounds
+
+
+def test_a_round_is_taken_in_whole_so_eight_workers_split_by_nine():
+    """The runs of a round end together and are decided on together (as the loop gathers a round): each round
+    splits the suspects into 9 parts, so n = 1000 takes at most 4 rounds (9^3 < 1000 < 9^4) and often 3."""
+    rounds = [simulate_core(History(1000, culprit), slots=8).rounds for culprit in range(1, 1000, 37)]
+    assert max(rounds) == 4
+    assert rounds.count(3) >= len(rounds) // 3
