@@ -161,7 +161,7 @@ class ExecutorSpec:
 
     def __post_init__(self) -> None:
         if self.image_template is not None:
-            check_container_template(self.image_template, self.image.value, self.artifact, self.kind.value)
+            check_container_template(self.image_template, self.image.value, self.artifact)
         if self.artifact is not None and self.image is ImageMode.NONE:
             raise InputError("--artifact installs prebuilt wheels into a commit's image: give --image venv too")
         if not 1 <= self.workers <= MAX_WORKERS:

@@ -44,15 +44,13 @@ def container_reference(template: str | None, sha: str) -> str | None:
         raise InputError(f"--image-template {template!r}: only {{sha}} and {{short}} can be filled ({exc})") from None
 
 
-def check_container_template(template: str, image: str, artifact: str | None, executor: str) -> None:
+def check_container_template(template: str, image: str, artifact: str | None) -> None:
     """Refuse an --image-template that cannot work with the other executor settings."""
     reference = container_reference(template, "0" * 40) or ""
     if not reference or any(c.isspace() for c in reference):
         raise InputError(f"--image-template {template!r}: an image reference has no spaces")
     if image != "none" or artifact is not None:
         raise InputError("--image-template runs steps in container images: leave out --image venv and --artifact")
-    if executor == "ray":
-        raise InputError("--image-template runs with the local executor only (Ray's image_uri is not supported)")
 
 
 def container_name(request: StepRequest) -> str:

@@ -166,7 +166,6 @@ def test_a_worker_killed_mid_step_leaves_no_container(podman: str, tmp_path: Pat
     [
         (["--image-template", "r/s:{commit}"], "only {sha} and {short}"),
         (["--image-template", "r/s:{sha}", "--image", "venv"], "leave out --image venv"),
-        (["--image-template", "r/s:{sha}", "--executor", "ray"], "local executor only"),
         (["--image-template", "r/s:{sha}", "--build", "make"], "leave out --build"),
     ],
 )
