@@ -15,7 +15,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-MAX_TEXT = 160
+from bisector.analysis.findings import short_text
+
 _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("env", re.compile(r"\benviron\b|\bgetenv\b|\benvs?\.[A-Z_]|\benv_flag|_env\(|\bENV_", re.I)),
     (
@@ -131,7 +132,7 @@ def stored_condition(statement: ast.stmt, gates: Mapping[str, Gate]) -> tuple[li
     if not elements or not all(isinstance(e, ast.Name) for e in elements):
         return None
     names = [e.id for e in elements if isinstance(e, ast.Name)]
-    text = _short(f"{', '.join(names)} = {ast.unparse(value)}")
+    text = short_text(f"{', '.join(names)} = {ast.unparse(value)}")
     if _is_arch_query(value):
         return names, Gate("arch", text)
     category = condition_category(value, gates) if len(names) == 1 and _is_condition(value) else ""
@@ -178,11 +179,6 @@ def _is_condition(value: ast.expr) -> bool:
         plain = all(_is_condition(v) or isinstance(v, ast.Name | ast.Attribute) for v in operands)
         return plain and any(_is_condition(v) for v in operands)
     return isinstance(value, ast.Call) and bool(_CONDITION_CALL.match(_last_name(value.func)))
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
 # Names that hold which implementation runs: backend = "tir", self.kernel = fast_gemm, use_ipex = True; and, given a

@@ -31,9 +31,9 @@ from bisector.analysis.conditions import (
     passed_condition,
     stored_condition,
 )
-from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.findings import MAX_TEXT, Finding, FindingKind, short_text
 from bisector.analysis.function_logic import code_text
-from bisector.analysis.launch_arguments import MAX_TEXT, assignments, resolved, short_text
+from bisector.analysis.launch_arguments import assignments, resolved
 from bisector.analysis.launch_calls import launch_call
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "same_top_level", "scan_sites"]

@@ -14,9 +14,8 @@ import dataclasses
 import re
 from collections.abc import Iterator, Mapping
 
-from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.findings import Finding, FindingKind, short_text
 
-MAX_TEXT = 160
 _ENVIRON = re.compile(r"(^|\.)environ$")
 _GETENV = re.compile(r"(^|\.)(getenv|environ\.get|environ\.setdefault)$")
 _SETTINGS_OWNER = re.compile(r"(^|_)envs?$|^environment$|_env$", re.I)
@@ -49,7 +48,7 @@ def scan_env_gates(tree: ast.Module) -> tuple[EnvGates, frozenset[str]]:
     used: set[str] = set()
     for node, name in reads:
         assert isinstance(node, ast.expr)
-        form = _short(_write(node, parents) or ast.unparse(_widen(node, parents)))
+        form = short_text(_write(node, parents) or ast.unparse(_widen(node, parents)))
         gates.setdefault(name, []).append(f"{form} (in {_function_of(node, parents)})")
         used.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in names)
     return {name: tuple(sorted(forms)) for name, forms in gates.items()}, frozenset(used)
@@ -207,8 +206,3 @@ def _string(expr: ast.expr, names: dict[str, str]) -> str | None:
     if isinstance(expr, ast.Name):
         return names.get(expr.id)
     return expr.value if isinstance(expr, ast.Constant) and isinstance(expr.value, str) else None
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."

@@ -10,6 +10,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 ABSENT_TEXT = "(absent)"
+MAX_TEXT = 160  # a condition, launch argument or env read longer than this is cut in rows
+
+
+def short_text(text: str) -> str:
+    """Row text: whitespace collapsed, cut to MAX_TEXT."""
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
 class FindingKind(StrEnum):

@@ -5,13 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-MAX_TEXT = 160  # longer texts are cut in rows
-
-
-def short_text(text: str) -> str:
-    """Whitespace collapsed, cut to MAX_TEXT."""
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+from bisector.analysis.findings import short_text
 
 
 def resolved(arguments: dict[str, str], assigned: dict[str, list[str]]) -> dict[str, str]:
