@@ -117,9 +117,7 @@ class SearchCore:
 
     def strategy(self) -> Strategy:
         """The strategy for what is known now, after noticing flakes in it (which makes the search noisy)."""
-        if self.fixed_strategy is not None:
-            return self.fixed_strategy
-        if not self.flake_seen:
+        if self.fixed_strategy is None and not self.flake_seen:
             observed = self.state().observed()
             if any(g and b for g, b in observed.values()) or not is_consistent(len(self.order), observed):
                 self.flake_seen = True
