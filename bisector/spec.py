@@ -31,7 +31,7 @@ from bisector.options import (
 )
 from vocab.errors import InputError
 from vocab.metric import DEFAULT_INFRA_PATTERNS, Direction, Expectation, MetricSpec, NoMetricPolicy
-from workers.container import check_container_template, container_reference
+from workers.container_engine import check_container_template, container_reference
 from workers.executor import StepRequest
 from workers.images.key import ImageRecipe, parse_size
 

@@ -50,6 +50,8 @@ NOT_BEFORE_THE_FIRST_STEP = (
     ("rich.syntax", "tracebacks and code listings: never printed by start"),
     ("rich.live", "the live table is shown on a terminal only"),
     ("workers.step", "steps run in the workers, not the coordinator"),
+    ("workers.container", "a step's container runs in the workers (the spec reads templates in container_engine)"),
+    ("workers.container_image", "a step's container image is got in the workers"),
     ("regex", "output patterns run in the workers"),
     ("httpx", "only --notify and the service client need it"),
     ("ray", "another executor's"),

@@ -13,15 +13,11 @@ the client dies with its worker. The engine's settings: workers/container_engine
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
-from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vocab.domain import StepResult
-from vocab.errors import InputError
 from workers.container_engine import ContainerEngine
 from workers.container_image import ContainerImages
 from workers.executor import StepRequest
@@ -32,25 +28,6 @@ if TYPE_CHECKING:
     from workers.step import StepRunner
 
 PASSED_ENV = ("BISECT_SHA", "BISECT_STEP_ID", "BISECT_ATTEMPT", "BISECT_WORKER")  # with the spec's env
-
-
-def container_reference(template: str | None, sha: str) -> str | None:
-    """The commit's image reference: the template with {sha} (and {short}, 12 characters) filled."""
-    if template is None:
-        return None
-    try:
-        return template.format(sha=sha, short=sha[:12])
-    except (KeyError, IndexError, ValueError) as exc:
-        raise InputError(f"--image-template {template!r}: only {{sha}} and {{short}} can be filled ({exc})") from None
-
-
-def check_container_template(template: str, image: str, artifact: str | None) -> None:
-    """Refuse an --image-template that cannot work with the other executor settings."""
-    reference = container_reference(template, "0" * 40) or ""
-    if not reference or any(c.isspace() for c in reference):
-        raise InputError(f"--image-template {template!r}: an image reference has no spaces")
-    if image != "none" or artifact is not None:
-        raise InputError("--image-template runs steps in container images: leave out --image venv and --artifact")
 
 
 def container_name(request: StepRequest) -> str:
@@ -84,13 +61,3 @@ def run_in_container(runner: StepRunner, step: StepContext, cache: ImageCache) -
         return runner.run_test(replace(step, on_start=client_started), obtained.build_s, obtained, command=command)
     finally:
         engine.remove_container(name)
-
-
-def reproduce_in_container(
-    reference: str, workdir: str, env: Mapping[str, str], gpus: tuple[int, ...], run_cmd: str
-) -> str:
-    """The engine command line that runs a step's test by hand in workdir (a worktree at its commit): the one a
-    step runs (workers/container_engine.py), with no name or label, the engine's settings taken from this
-    process's environment and env. Its env values are the caller's to export."""
-    engine = ContainerEngine.from_env({**os.environ, **env})
-    return engine.run_command(reference, Path(workdir), env, gpus, run_cmd)

@@ -1,4 +1,5 @@
-"""ContainerEngine: the container engine's command lines (podman's by default) for a step's image and container.
+"""ContainerEngine: the container engine's command lines (podman's by default) for a step's image and container;
+the image reference a template names at a commit, and the command line that reruns a step's test by hand.
 
 The engine and its extra flags come from the environment: BISECT_CONTAINER_ENGINE (default podman),
 BISECT_CONTAINER_RUN_ARGS and BISECT_CONTAINER_BUILD_ARGS (shell words), BISECT_CONTAINER_PULL_TIMEOUT (seconds a
@@ -8,12 +9,15 @@ pull may take; 0: never pull), BISECT_CONTAINER_GPUS (cdi, the default, or env).
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from vocab.errors import InputError
 
 CONTAINERFILES = ("Containerfile", "Dockerfile")
 BUILT_LABEL = "org.gpu-bisect.built-at"  # set on the images gpu-bisect builds: the commit they were built at
@@ -120,3 +124,32 @@ class ContainerEngine:
             for gpu in gpus:
                 argv += ["--device", f"nvidia.com/gpu={gpu}"]
         return shlex.join([*argv, reference, "sh", "-c", run_cmd])
+
+
+def container_reference(template: str | None, sha: str) -> str | None:
+    """The commit's image reference: the template with {sha} (and {short}, 12 characters) filled."""
+    if template is None:
+        return None
+    try:
+        return template.format(sha=sha, short=sha[:12])
+    except (KeyError, IndexError, ValueError) as exc:
+        raise InputError(f"--image-template {template!r}: only {{sha}} and {{short}} can be filled ({exc})") from None
+
+
+def check_container_template(template: str, image: str, artifact: str | None) -> None:
+    """Refuse an --image-template that cannot work with the other executor settings."""
+    reference = container_reference(template, "0" * 40) or ""
+    if not reference or any(c.isspace() for c in reference):
+        raise InputError(f"--image-template {template!r}: an image reference has no spaces")
+    if image != "none" or artifact is not None:
+        raise InputError("--image-template runs steps in container images: leave out --image venv and --artifact")
+
+
+def reproduce_in_container(
+    reference: str, workdir: str, env: Mapping[str, str], gpus: tuple[int, ...], run_cmd: str
+) -> str:
+    """The engine command line that runs a step's test by hand in workdir (a worktree at its commit): the one a
+    step runs (run_command), with no name or label, the engine's settings taken from this
+    process's environment and env. Its env values are the caller's to export."""
+    engine = ContainerEngine.from_env({**os.environ, **env})
+    return engine.run_command(reference, Path(workdir), env, gpus, run_cmd)

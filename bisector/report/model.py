@@ -20,7 +20,7 @@ from bisector.terms import new_verdict, old_verdict, term_of
 from db.store import Store
 from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
 from vocab.errors import InputError
-from workers.container import container_reference, reproduce_in_container
+from workers.container_engine import container_reference, reproduce_in_container
 from workers.pool import PREEMPTED
 
 if TYPE_CHECKING:
@@ -341,7 +341,7 @@ def reproduce_command(
 ) -> str:  # fmt: skip
     """A shell command line that re-runs one step by hand in a fresh worktree: its build and test on the host with
     CUDA_VISIBLE_DEVICES for its GPUs, or (container: the commit's image reference) the engine's command that ran
-    its test in a container (workers/container.py)."""
+    its test in a container (workers/container_engine.py)."""
     workdir = f"/tmp/bisect-repro-{sha[:12]}"
     host_env = dict(env) if container or not gpus else {**env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}
     exports = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(host_env.items()))
