@@ -263,8 +263,10 @@ class GitRepo:
 
         A slot found broken (its `.git` gone or not this repository's, the directory removed, git's record of it
         gone: a step may do any of that) is healed first: removed, `git worktree prune`d and added again. A
-        checkout that fails in a slot that turns out broken is healed and tried once more; RepoError only when
-        that fails too, or the slot is sound and the checkout still fails (an unknown commit).
+        checkout that fails in a slot that turns out broken is healed and tried once more; so is one that fails in a
+        sound slot holding git's index.lock: the caller holds path alone (a claimed slot), so that lock was left by a
+        git killed mid-checkout with its worker. RepoError only when the second try fails too, or the slot is sound
+        and the checkout still fails (an unknown commit).
 
         ``clean=False`` skips removing untracked files, for a caller that cleaned the worktree already
         (``clean_worktree`` right after its last step, off the next step's critical path).
@@ -274,9 +276,10 @@ class GitRepo:
         try:
             self._check_out(path, sha)
         except RepoError:
-            if self._links_here(path):
+            if not self._links_here(path):
+                self._make_worktree(path, sha)
+            elif not self._drop_index_lock(path):
                 raise
-            self._make_worktree(path, sha)
             self._check_out(path, sha)
         if clean:
             self.clean_worktree(path)
@@ -318,6 +321,15 @@ class GitRepo:
             _in_worktree(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
         except _GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {exc}") from None
+
+    def _drop_index_lock(self, path: Path) -> bool:
+        """Remove the index.lock in the worktree's admin directory; whether there was one."""
+        admin = Path((path / ".git").read_text().removeprefix("gitdir:").strip())
+        try:
+            (admin / "index.lock").unlink()
+        except FileNotFoundError:
+            return False
+        return True
 
     def _links_here(self, path: Path) -> bool:
         """Whether the worktree at path is one of this repository's: its .git file names an admin directory
