@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,6 +60,57 @@ def test_a_setsid_daemon_the_test_started_is_gone_after_the_step(tmp_path: Path)
     assert gone_while_the_worker_lives, "the daemon the test started outlived its step"
 
 
+# The follow-up step of the orphan test, run in the same cgroup as the killed driver (see isolated_cgroup).
+ONE_STEP = textwrap.dedent(
+    """
+    import sys
+    from vocab.metric import MetricSpec
+    from workers.executor import StepRequest
+    from workers.local import LocalExecutor
+
+    repo, sha, log = sys.argv[1], sys.argv[2], sys.argv[3]
+    with LocalExecutor(repo, workers=1) as executor:
+        executor.submit(StepRequest(
+            step_id=3, bisect_id=1, sha=sha, attempt=1, repo=repo, metric=MetricSpec(), timeout_s=120,
+            run_cmd="bash test.sh", log_path=log,
+        ))
+        results = []
+        while not results:
+            results = executor.poll(0.5)
+    print(results[0].verdict.value)
+    """
+)
+
+
+@contextlib.contextmanager
+def isolated_cgroup() -> Iterator[Path]:
+    """A cgroup of this test's own, so that the sweep of a test running in parallel (a worker starting a step on
+    the same host ends every dead worker's step cgroups under its own cgroup) cannot end this test's orphans
+    before it looks at them. Its name is outside the sweep's pattern; whatever is left in it is killed at the end."""
+    mount = next(line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+                 if line.split()[2] == "cgroup2")  # fmt: skip
+    own = next(line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::"))
+    path = Path(mount) / own.lstrip("/") / f"bisect-test-orphans-{os.getpid()}"
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        for child in [*path.iterdir()]:
+            if child.is_dir():
+                (child / "cgroup.kill").write_text("1")
+        (path / "cgroup.kill").write_text("1")
+        deadline = time.monotonic() + SAFETY_TIMEOUT_S
+        for cgroup in [*(child for child in path.iterdir() if child.is_dir()), path]:
+            while cgroup.exists() and time.monotonic() < deadline:
+                with contextlib.suppress(OSError):
+                    cgroup.rmdir()
+                time.sleep(0.01)
+
+
+def in_cgroup(cgroup: Path, argv: list[str]) -> list[str]:
+    return ["bash", "-c", 'echo $$ >"$0" && exec "$@"', str(cgroup / "cgroup.procs"), *argv]
+
+
 def test_tests_orphaned_by_workers_killed_with_their_coordinator_end_at_the_next_step(tmp_path: Path):
     """SIGKILL to the coordinator's whole group: its workers die with it and cannot end their tests (sessions of
     their own); the next worker that starts a step on the host ends them."""
@@ -65,32 +119,38 @@ def test_tests_orphaned_by_workers_killed_with_their_coordinator_end_at_the_next
     history = culprit_history(tmp_path / "repo", 2, 1)
     out = tmp_path / "out"
     out.mkdir()
-    driver = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, str(history.path), history.shas[0], str(out)],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}, start_new_session=True,
-    )  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     tests: list[int] = []
-    try:
-        deadline = time.monotonic() + SAFETY_TIMEOUT_S
-        while not all((out / name).exists() for name in ("test-1", "test-2", "workers")):
-            assert time.monotonic() < deadline, "the tests never started"
-            time.sleep(0.05)
-        tests = [int((out / f"test-{i}").read_text()) for i in (1, 2)]
-        workers = [int(pid) for pid in (out / "workers").read_text().split()]
-        os.killpg(driver.pid, signal.SIGKILL)  # coordinator and workers at once
-        driver.wait()
-        while any(alive(pid) for pid in workers):
-            assert time.monotonic() < deadline, "the workers outlived SIGKILL"
-            time.sleep(0.05)
-        assert all(alive(pid) for pid in tests)  # orphaned
-        with LocalExecutor(str(history.path), workers=1) as executor:
-            result = run_one(executor, step_request(history, 3, 0, "bash test.sh", tmp_path / "logs"))
-        while any(alive(pid) for pid in tests) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        orphans_left = [pid for pid in tests if alive(pid)]
-    finally:
-        for pid in tests:
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
-    assert result.verdict is Verdict.GOOD
+    with isolated_cgroup() as cgroup:
+        driver = subprocess.Popen(
+            in_cgroup(cgroup, [sys.executable, "-c", DRIVER, str(history.path), history.shas[0], str(out)]),
+            env=env, start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + SAFETY_TIMEOUT_S
+            while not all((out / name).exists() for name in ("test-1", "test-2", "workers")):
+                assert time.monotonic() < deadline, "the tests never started"
+                time.sleep(0.05)
+            tests = [int((out / f"test-{i}").read_text()) for i in (1, 2)]
+            workers = [int(pid) for pid in (out / "workers").read_text().split()]
+            os.killpg(driver.pid, signal.SIGKILL)  # coordinator and workers at once
+            driver.wait()
+            while any(alive(pid) for pid in workers):
+                assert time.monotonic() < deadline, "the workers outlived SIGKILL"
+                time.sleep(0.05)
+            assert all(alive(pid) for pid in tests)  # orphaned
+            next_step = subprocess.run(
+                in_cgroup(cgroup, [sys.executable, "-c", ONE_STEP, str(history.path), history.shas[0],
+                                   str(tmp_path / "step-3.log")]),
+                env=env, capture_output=True, text=True, timeout=SAFETY_TIMEOUT_S,
+            )  # fmt: skip
+            while any(alive(pid) for pid in tests) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            orphans_left = [pid for pid in tests if alive(pid)]
+        finally:
+            for pid in tests:
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+    assert next_step.returncode == 0, next_step.stderr
+    assert next_step.stdout.split() == [Verdict.GOOD.value]
     assert orphans_left == [], "tests orphaned by killed workers kept running"
