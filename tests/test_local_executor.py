@@ -6,6 +6,7 @@ import os
 import resource
 import select
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -205,6 +206,21 @@ def test_a_cancel_signal_stops_the_command_at_once_not_at_the_next_look(tmp_path
     assert outcome.cancelled
     assert outcome.exit_code != 0  # killed, not finished
     cancel.close()
+
+
+def test_a_stopped_command_loses_what_left_its_group_first_and_may_wind_down(tmp_path: Path):
+    """On a cancel, a process the command started in a session of its own (as a container build's RUN step is) is
+    killed before any signal to the command's group, and the command, seeing it end, finishes by itself."""
+    ready = tmp_path / "leaver"
+    leaver = f"import os, time; os.setsid(); open({str(ready)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    script = f'{sys.executable} -c "{leaver}" & wait $!; echo winding down; exit 7'
+    with (tmp_path / "log").open("wb") as log:
+        outcome = process.run_shell(script, tmp_path, dict(os.environ), log, 600.0, should_cancel=ready.exists)
+    assert outcome.cancelled
+    assert outcome.exit_code == 7, outcome.output.tail()  # not killed by the group's SIGTERM
+    assert "winding down" in outcome.output.tail()
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(ready.read_text()), 0)
 
 
 def test_a_cancel_signal_is_readable_exactly_while_set():

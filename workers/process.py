@@ -22,6 +22,7 @@ from typing import IO
 
 from workers.cgroups import StepCgroup
 from workers.output import READ_CHUNK_BYTES, OutputWindow, StepLog
+from workers.process_tree import kill_group_leavers
 
 KILL_GRACE_S = 5.0
 POLL_INTERVAL_S = 0.05  # how often a running step checks its deadline and cancel flag
@@ -208,25 +209,32 @@ def run_shell(
     waiter = _Waiter(proc, reader, cancel_fd)
     deadline = started + timeout_s
     timed_out = cancelled = False
-    kill_at: float | None = None  # set once the group got SIGTERM: SIGKILL then
+    # Stopping: the signals still to send to the group, the next at signal_at. Processes the command started
+    # outside its group (a container build's RUN step) are killed first, and the command gets KILL_GRACE_S to
+    # wind down by itself (podman removes its working container) before the group's SIGTERM.
+    signals: list[signal.Signals] = []
+    signal_at: float | None = None
     try:
         while proc.poll() is None:
             reader.drain()
             now = time.monotonic()
-            if kill_at is None:
+            if signal_at is None:
                 timed_out = now >= deadline
                 cancelled = not timed_out and (should_cancel() or step_log.error is not None)
                 if timed_out or cancelled:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGTERM)
-                    kill_at = now + KILL_GRACE_S
                     waiter.ignore_cancel()
-            elif now >= kill_at:
+                    signals = [signal.SIGTERM, signal.SIGKILL]
+                    signal_at = now + KILL_GRACE_S if kill_group_leavers(proc.pid) else now
+            if signal_at is not None and now >= signal_at:
+                sent = signals.pop(0)
+                kill_group_leavers(proc.pid)
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                break
-            until = kill_at if kill_at is not None else deadline
+                    os.killpg(proc.pid, sent)
+                if sent is signal.SIGKILL:
+                    proc.wait()
+                    break
+                signal_at = now + KILL_GRACE_S
+            until = signal_at if signal_at is not None else deadline
             waiter.wait(min(POLL_INTERVAL_S, max(until - time.monotonic(), 0.0)))
         # The shell exited; anything it left running in its group would outlive the step (and hold the pipe).
         with contextlib.suppress(ProcessLookupError):
