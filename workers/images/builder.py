@@ -22,6 +22,7 @@ from pathlib import Path
 from vocab.domain import ImageInfo
 from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
+from vocab.paths import tree_size
 from workers.build_outcome import BuildEnd, BuildOutcome, judge_build
 from workers.images.cache import (
     ImageCache,
@@ -30,7 +31,6 @@ from workers.images.cache import (
     LockTimeoutError,
     lock_shared,
     now_iso,
-    tree_size,
 )
 from workers.images.key import ImageKey, ImageRecipe, image_key
 from workers.output import StepLog
