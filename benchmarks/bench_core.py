@@ -71,6 +71,7 @@ from typing import Any
 from common import (
     ROOT,
     BenchmarkError,
+    add_history_options,
     capture,
     ceil_log,
     command_line,
@@ -80,6 +81,7 @@ from common import (
     machine_info,
     project_pythonpath,
     run_main,
+    worker_counts,
     write_results,
 )
 
@@ -556,11 +558,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         epilog=QUICK_RUNS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--commits", type=int, default=1000, help="suspects n: commits after the good endpoint")
-    parser.add_argument("--sleep", type=float, default=0.2, help="seconds each test sleeps")
-    parser.add_argument("--workers", default="1,4,8", help="comma-separated worker counts")
-    parser.add_argument("--culprits", type=int, default=3, help="seeded culprit positions, one repository each")
-    parser.add_argument("--seed", type=int, default=20261129)
+    add_history_options(parser, commits=1000, sleep_s=0.2, workers="1,4,8")
     parser.add_argument("--repeat", type=int, default=2, help="runs of every configuration per culprit")
     parser.add_argument(
         "--stores", default=f"{FRESH},{EXISTING}",
@@ -573,15 +571,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep the work directory (repos, stores, logs)")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_core.json")
     args = parser.parse_args(argv)
-    try:
-        args.worker_counts = [int(w) for w in args.workers.split(",") if w.strip()]
-    except ValueError:
-        parser.error(f"--workers {args.workers!r}: expected comma-separated integers")
+    args.worker_counts = worker_counts(parser, args.workers)
     args.store_kinds = list(dict.fromkeys(kind.strip() for kind in args.stores.split(",") if kind.strip()))
     if not args.store_kinds or not set(args.store_kinds) <= {FRESH, EXISTING}:
         parser.error(f"--stores {args.stores!r}: expected {FRESH}, {EXISTING} or both, comma-separated")
-    if not args.worker_counts or min(args.worker_counts) < 1:
-        parser.error("--workers: every count must be at least 1")
     if args.commits < 2 or args.culprits < 1 or args.repeat < 1 or args.sleep < 0:
         parser.error("--commits >= 2, --culprits >= 1, --repeat >= 1 and --sleep >= 0 are required")
     return args

@@ -55,12 +55,14 @@ if str(ROOT) not in sys.path:
 
 from common import (  # noqa: E402
     BenchmarkError,
+    add_history_options,
     ceil_log,
     command_line,
     culprit_positions,
     load_average,
     longest_chain,
     run_main,
+    worker_counts,
     write_results,
 )
 from common import machine_info as common_machine_info  # noqa: E402
@@ -391,18 +393,14 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--commits", type=int, default=4000, help="suspects n: commits after the good endpoint")
-    parser.add_argument("--sleep", type=float, default=0.5, help="seconds each test sleeps")
-    parser.add_argument("--workers", default="1,2,4,8,16", help="comma-separated slot counts W")
-    parser.add_argument("--culprits", type=int, default=3, help="seeded culprit positions, one repository each")
-    parser.add_argument("--seed", type=int, default=20261129)
+    add_history_options(parser, commits=4000, sleep_s=0.5, workers="1,2,4,8,16")
     parser.add_argument("--executors", default="local,ray", help="comma-separated: local, ray")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_ray.json")
     args = parser.parse_args(argv)
-    args.worker_counts = [int(w) for w in args.workers.split(",") if w.strip()]
+    args.worker_counts = worker_counts(parser, args.workers)
     args.kinds = [k.strip() for k in args.executors.split(",") if k.strip()]
-    if not args.worker_counts or min(args.worker_counts) < 1 or not set(args.kinds) <= {"local", "ray"}:
-        parser.error("--workers must list counts >= 1 and --executors only local and ray")
+    if not set(args.kinds) <= {"local", "ray"}:
+        parser.error(f"--executors {args.executors!r}: expected local, ray or both, comma-separated")
     return args
 
 

@@ -3,6 +3,7 @@ path of a bisect's steps, and how a benchmark writes its results and ends."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -87,6 +88,27 @@ def ceil_log(n: int, base: int) -> int:
         power *= base
         k += 1
     return k
+
+
+def add_history_options(parser: argparse.ArgumentParser, *, commits: int, sleep_s: float, workers: str) -> None:
+    """The options of a benchmark that bisects seeded synthetic histories at several worker counts (the defaults
+    given): --commits, --sleep, --workers, --culprits, --seed. worker_counts reads --workers."""
+    parser.add_argument("--commits", type=int, default=commits, help="suspects n: commits after the good endpoint")
+    parser.add_argument("--sleep", type=float, default=sleep_s, help="seconds each test sleeps")
+    parser.add_argument("--workers", default=workers, help="comma-separated worker counts W")
+    parser.add_argument("--culprits", type=int, default=3, help="seeded culprit positions, one repository each")
+    parser.add_argument("--seed", type=int, default=20261129)
+
+
+def worker_counts(parser: argparse.ArgumentParser, text: str) -> list[int]:
+    """--workers' counts; a usage error (exit 2) unless they are integers, at least one, each >= 1."""
+    try:
+        counts = [int(w) for w in text.split(",") if w.strip()]
+    except ValueError:
+        parser.error(f"--workers {text!r}: expected comma-separated integers")
+    if not counts or min(counts) < 1:
+        parser.error("--workers: every count must be at least 1")
+    return counts
 
 
 def culprit_positions(commits: int, count: int, seed: int) -> list[int]:
