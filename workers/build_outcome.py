@@ -88,6 +88,7 @@ def judge_build(
         signature = None
     if signature:
         return BuildOutcome(BuildEnd.INFRA, process, what, infra_judgement(signature))
+    # an empty match (a pattern that matches no text) counts as infrastructure too, told as a death
     if signature is not None or process.exit_code < 0 or process.exit_code > 127:
         return BuildOutcome(BuildEnd.INFRA, process, what)
     return BuildOutcome(BuildEnd.FAILED, process, what)
