@@ -54,7 +54,6 @@ import argparse
 import itertools
 import json
 import os
-import random
 import re
 import shlex
 import shutil
@@ -65,10 +64,26 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, capture, ceil_log, load_average, machine_info, project_pythonpath
+from common import (
+    ROOT,
+    BenchmarkError,
+    add_history_options,
+    capture,
+    ceil_log,
+    command_line,
+    culprit_positions,
+    load_average,
+    longest_chain,
+    machine_info,
+    project_pythonpath,
+    run_main,
+    worker_counts,
+    write_results,
+)
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_core.py` without PYTHONPATH
@@ -116,10 +131,6 @@ DEFINITIONS = {
 }
 
 
-class BenchmarkError(RuntimeError):
-    pass
-
-
 # --- environment ---------------------------------------------------------------------------------------------
 
 
@@ -133,13 +144,6 @@ class Repo:
     bad: str
     culprit_index: int
     culprit_sha: str
-
-
-def culprit_positions(commits: int, count: int, seed: int) -> list[int]:
-    """count distinct culprit indexes in 1..commits, seeded, sorted."""
-    if count > commits:
-        raise BenchmarkError(f"--culprits {count} exceeds --commits {commits}")
-    return sorted(random.Random(seed).sample(range(1, commits + 1), count))
 
 
 def build_repo(path: Path, commits: int, culprit: int, sleep_s: float) -> Repo:
@@ -215,18 +219,11 @@ class Run:
     step_log: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _chains(steps: list[dict[str, Any]], weight: str | None) -> float:
-    """The longest chain of steps in which each starts after the previous one finished.
-
-    weight None counts steps; otherwise sums steps[i][weight].
-    """
-    ordered = sorted(steps, key=lambda s: s["started"])
-    best: list[float] = []
-    for i, step in enumerate(ordered):
-        before = [best[j] for j in range(i) if ordered[j]["finished"] <= step["started"]]
-        own = 1.0 if weight is None else float(step[weight])
-        best.append(own + max(before, default=0.0))
-    return max(best, default=0.0)
+def _chain(steps: list[dict[str, Any]], weight: str | None) -> float:
+    """The heaviest chain of steps in which each starts after the previous one finished: weight None counts
+    steps; otherwise sums steps[i][weight]."""
+    weigh = (lambda s: 1.0) if weight is None else itemgetter(weight)
+    return longest_chain(steps, itemgetter("started"), itemgetter("finished"), weigh)
 
 
 def _stored_steps(db_url: str, bisect_id: int, last: int) -> list[dict[str, Any]]:
@@ -277,6 +274,22 @@ def _ms(value: float) -> float:
     return round(value * 1000, 1)
 
 
+def _times(test_s: float, critical_s: float, wall_s: float, e2e_s: float, rounds: int) -> dict[str, Any]:
+    """A run's times and overheads (DEFINITIONS), rounded as stored, from its test time, critical test time, bisect
+    wall, end-to-end wall and rounds."""
+    overhead = wall_s - critical_s
+    return {
+        "test_s": round(test_s, 3),
+        "critical_test_s": round(critical_s, 3),
+        "bisect_wall_s": round(wall_s, 3),
+        "overhead_s": round(overhead, 3),
+        "overhead_ms_per_round": _ms(overhead / rounds),
+        "overhead_pct": round(100 * overhead / wall_s, 1),
+        "e2e_wall_s": round(e2e_s, 3),
+        "e2e_overhead_pct": round(100 * (e2e_s - critical_s) / e2e_s, 1),
+    }
+
+
 def existing_store_url(work: Path) -> str:
     """The store every `--stores existing` run of this benchmark shares."""
     return f"sqlite:///{work / 'existing-store.db'}"
@@ -316,11 +329,10 @@ def run_gpu_bisect(repo: Repo, n: int, workers: int, work: Path, *, metric: bool
     created = datetime.fromisoformat(report["created"]).timestamp()
     finished = datetime.fromisoformat(report["finished"]).timestamp()
     live = [s for s in steps if s["verdict"] != "cancelled"]
-    rounds = int(_chains(live, None))
-    critical = _chains(steps, "test_s")
+    rounds = int(_chain(live, None))
+    critical = _chain(steps, "test_s")
     test_s = sum(s["test_s"] for s in steps)
     wall = finished - created
-    overhead = wall - critical
     first_start = min(s["started"] for s in steps)
     loop = finished - first_start
     decided_runs = [s["test_s"] for s in steps if s["verdict"] in ("good", "bad")]
@@ -348,14 +360,7 @@ def run_gpu_bisect(repo: Repo, n: int, workers: int, work: Path, *, metric: bool
         cancelled=len(steps) - len(live),
         endpoint_checks=sum(1 for s in steps if s["endpoint"]),
         rounds=rounds,
-        test_s=round(test_s, 3),
-        critical_test_s=round(critical, 3),
-        bisect_wall_s=round(wall, 3),
-        overhead_s=round(overhead, 3),
-        overhead_ms_per_round=_ms(overhead / rounds),
-        overhead_pct=round(100 * overhead / wall, 1),
-        e2e_wall_s=round(e2e, 3),
-        e2e_overhead_pct=round(100 * (e2e - critical) / e2e, 1),
+        **_times(test_s, critical, wall, e2e, rounds),
         startup_s=round(created - spawned, 3),
         first_step_delay_s=round(first_start - created, 3),
         loop_s=round(loop, 3),
@@ -403,7 +408,6 @@ def run_git_bisect(repo: Repo, n: int, test_s: float) -> Run:
     if steps != announced:
         raise BenchmarkError(f"git bisect log shows {steps} steps but `git bisect run` ran the test {announced} times")
     tests = steps * test_s
-    overhead = wall - tests
     return Run(
         tool="git bisect",
         workers=1,
@@ -417,14 +421,7 @@ def run_git_bisect(repo: Repo, n: int, test_s: float) -> Run:
         cancelled=0,
         endpoint_checks=0,
         rounds=steps,
-        test_s=round(tests, 3),
-        critical_test_s=round(tests, 3),
-        bisect_wall_s=round(wall, 3),
-        overhead_s=round(overhead, 3),
-        overhead_ms_per_round=_ms(overhead / steps),
-        overhead_pct=round(100 * overhead / wall, 1),
-        e2e_wall_s=round(wall, 3),
-        e2e_overhead_pct=round(100 * overhead / wall, 1),
+        **_times(tests, tests, wall, wall, steps),  # sequential: every test is on the critical path
     )
 
 
@@ -561,11 +558,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         epilog=QUICK_RUNS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--commits", type=int, default=1000, help="suspects n: commits after the good endpoint")
-    parser.add_argument("--sleep", type=float, default=0.2, help="seconds each test sleeps")
-    parser.add_argument("--workers", default="1,4,8", help="comma-separated worker counts")
-    parser.add_argument("--culprits", type=int, default=3, help="seeded culprit positions, one repository each")
-    parser.add_argument("--seed", type=int, default=20261129)
+    add_history_options(parser, commits=1000, sleep_s=0.2, workers="1,4,8")
     parser.add_argument("--repeat", type=int, default=2, help="runs of every configuration per culprit")
     parser.add_argument(
         "--stores", default=f"{FRESH},{EXISTING}",
@@ -578,15 +571,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep the work directory (repos, stores, logs)")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_core.json")
     args = parser.parse_args(argv)
-    try:
-        args.worker_counts = [int(w) for w in args.workers.split(",") if w.strip()]
-    except ValueError:
-        parser.error(f"--workers {args.workers!r}: expected comma-separated integers")
+    args.worker_counts = worker_counts(parser, args.workers)
     args.store_kinds = list(dict.fromkeys(kind.strip() for kind in args.stores.split(",") if kind.strip()))
     if not args.store_kinds or not set(args.store_kinds) <= {FRESH, EXISTING}:
         parser.error(f"--stores {args.stores!r}: expected {FRESH}, {EXISTING} or both, comma-separated")
-    if not args.worker_counts or min(args.worker_counts) < 1:
-        parser.error("--workers: every count must be at least 1")
     if args.commits < 2 or args.culprits < 1 or args.repeat < 1 or args.sleep < 0:
         parser.error("--commits >= 2, --culprits >= 1, --repeat >= 1 and --sleep >= 0 are required")
     return args
@@ -638,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
     print_tables(runs, summary, n)
     output = {
         "benchmark": "core: local executor vs git bisect run",
-        "command": " ".join(["python", "benchmarks/bench_core.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": command_line("bench_core.py", argv),
         "parameters": {
             "commits": n,
             "sleep_s": args.sleep,
@@ -664,8 +652,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": [asdict(r) for r in runs],
         "benchmark_wall_s": round(time.perf_counter() - started, 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(output, indent=2) + "\n")
+    write_results(args.out, output)
     print(f"results: {args.out} ({output['benchmark_wall_s']:.0f}s)", file=sys.stderr)
     missed = [
         f"{row['config']} {name}"
@@ -679,8 +666,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchmarkError as exc:
-        print(f"bench_core: {exc}", file=sys.stderr)
-        sys.exit(1)
+    run_main(main, "bench_core")

@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import logging
 import os
-import random
 import shutil
 import statistics
 import sys
@@ -47,6 +45,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +53,18 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_ray.py` without PYTHONPATH
 
-from common import ceil_log, load_average  # noqa: E402
+from common import (  # noqa: E402
+    BenchmarkError,
+    add_history_options,
+    ceil_log,
+    command_line,
+    culprit_positions,
+    load_average,
+    longest_chain,
+    run_main,
+    worker_counts,
+    write_results,
+)
 from common import machine_info as common_machine_info  # noqa: E402
 
 from bisector.coordinator import Coordinator, prepare_bisect  # noqa: E402
@@ -68,10 +78,6 @@ from workers.executor import Assignment, Executor, StepRequest  # noqa: E402
 
 RUN_CMD = 'echo "bench-t0 $(date +%s.%N)"; bash test.sh; rc=$?; echo "bench-t1 $(date +%s.%N)"; exit $rc'
 OVERHEAD_TARGET_MS = 100.0
-
-
-class BenchmarkError(RuntimeError):
-    pass
 
 
 class TimedExecutor(Executor):
@@ -184,12 +190,7 @@ def _stamps(log_path: str) -> tuple[float | None, float | None, float | None]:
 
 def _chain(steps: list[_Step], weigh: Callable[[_Step], float]) -> float:
     """The heaviest chain of steps each submitted after the previous one's result arrived."""
-    ordered = sorted(steps, key=lambda s: s.submit)
-    best: list[float] = []
-    for i, step in enumerate(ordered):
-        before = [best[j] for j in range(i) if ordered[j].arrive <= step.submit]
-        best.append(weigh(step) + max(before, default=0.0))
-    return max(best, default=0.0)
+    return longest_chain(steps, attrgetter("submit"), attrgetter("arrive"), weigh)
 
 
 def _ms(values: list[float], how: Callable[[list[float]], float]) -> float:
@@ -392,18 +393,14 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--commits", type=int, default=4000, help="suspects n: commits after the good endpoint")
-    parser.add_argument("--sleep", type=float, default=0.5, help="seconds each test sleeps")
-    parser.add_argument("--workers", default="1,2,4,8,16", help="comma-separated slot counts W")
-    parser.add_argument("--culprits", type=int, default=3, help="seeded culprit positions, one repository each")
-    parser.add_argument("--seed", type=int, default=20261129)
+    add_history_options(parser, commits=4000, sleep_s=0.5, workers="1,2,4,8,16")
     parser.add_argument("--executors", default="local,ray", help="comma-separated: local, ray")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_ray.json")
     args = parser.parse_args(argv)
-    args.worker_counts = [int(w) for w in args.workers.split(",") if w.strip()]
+    args.worker_counts = worker_counts(parser, args.workers)
     args.kinds = [k.strip() for k in args.executors.split(",") if k.strip()]
-    if not args.worker_counts or min(args.worker_counts) < 1 or not set(args.kinds) <= {"local", "ray"}:
-        parser.error("--workers must list counts >= 1 and --executors only local and ray")
+    if not set(args.kinds) <= {"local", "ray"}:
+        parser.error(f"--executors {args.executors!r}: expected local, ray or both, comma-separated")
     return args
 
 
@@ -419,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     ray_start_s = None
     try:
-        positions = sorted(random.Random(args.seed).sample(range(1, n + 1), args.culprits))
+        positions = culprit_positions(n, args.culprits, args.seed)
         histories = {c: culprit_history(work / f"repo-{c}", n, c, sleep_s=args.sleep) for c in positions}
         for history in histories.values():
             prepare_worktrees(history.path, history.shas[0], max(args.worker_counts))
@@ -450,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     result = {
         "benchmark": "ray executor vs local executor",
-        "command": " ".join(["python", "benchmarks/bench_ray.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": command_line("bench_ray.py", argv),
         "parameters": {"commits": n, "sleep_s": args.sleep, "workers": args.worker_counts, "culprits": positions},
         "machine": machine_before,
         "loadavg_after": load_average(),
@@ -459,15 +456,10 @@ def main(argv: list[str] | None = None) -> int:
         "runs": [asdict(r) for r in runs],
         "benchmark_wall_s": round(time.perf_counter() - started, 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_results(args.out, result)
     print(f"results: {args.out} ({result['benchmark_wall_s']:.0f}s); ray cluster start {ray_start_s}", file=sys.stderr)
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchmarkError as exc:
-        print(f"bench_ray: {exc}", file=sys.stderr)
-        sys.exit(1)
+    run_main(main, "bench_ray")

@@ -1,15 +1,27 @@
-"""What the benchmarks share: the machine they ran on, and exact ceil(log_b n)."""
+"""What the benchmarks share: the machine they ran on, exact ceil(log_b n), culprit positions, the critical
+path of a bisect's steps, and how a benchmark writes its results and ends."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import platform
+import random
 import subprocess
+import sys
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+class BenchmarkError(RuntimeError):
+    """A run failed or named a wrong commit: the benchmark says so on one line and exits 1 (run_main)."""
 
 
 def project_pythonpath() -> str:
@@ -76,3 +88,62 @@ def ceil_log(n: int, base: int) -> int:
         power *= base
         k += 1
     return k
+
+
+def add_history_options(parser: argparse.ArgumentParser, *, commits: int, sleep_s: float, workers: str) -> None:
+    """The options of a benchmark that bisects seeded synthetic histories at several worker counts (the defaults
+    given): --commits, --sleep, --workers, --culprits, --seed. worker_counts reads --workers."""
+    parser.add_argument("--commits", type=int, default=commits, help="suspects n: commits after the good endpoint")
+    parser.add_argument("--sleep", type=float, default=sleep_s, help="seconds each test sleeps")
+    parser.add_argument("--workers", default=workers, help="comma-separated worker counts W")
+    parser.add_argument("--culprits", type=int, default=3, help="seeded culprit positions, one repository each")
+    parser.add_argument("--seed", type=int, default=20261129)
+
+
+def worker_counts(parser: argparse.ArgumentParser, text: str) -> list[int]:
+    """--workers' counts; a usage error (exit 2) unless they are integers, at least one, each >= 1."""
+    try:
+        counts = [int(w) for w in text.split(",") if w.strip()]
+    except ValueError:
+        parser.error(f"--workers {text!r}: expected comma-separated integers")
+    if not counts or min(counts) < 1:
+        parser.error("--workers: every count must be at least 1")
+    return counts
+
+
+def culprit_positions(commits: int, count: int, seed: int) -> list[int]:
+    """count distinct culprit indexes in 1..commits, seeded, sorted."""
+    if count > commits:
+        raise BenchmarkError(f"--culprits {count} exceeds --commits {commits}")
+    return sorted(random.Random(seed).sample(range(1, commits + 1), count))
+
+
+def longest_chain(
+    steps: Sequence[T], began: Callable[[T], float], ended: Callable[[T], float], weigh: Callable[[T], float]
+) -> float:
+    """The heaviest chain of steps in which each began after the previous one ended (weigh: 1 counts steps)."""
+    ordered = sorted(steps, key=began)
+    best: list[float] = []
+    for i, step in enumerate(ordered):
+        before = [best[j] for j in range(i) if ended(ordered[j]) <= began(step)]
+        best.append(weigh(step) + max(before, default=0.0))
+    return max(best, default=0.0)
+
+
+def command_line(script: str, argv: list[str] | None) -> str:
+    """How the benchmark was started, for its results: `python benchmarks/<script> ARGS`."""
+    return " ".join(["python", f"benchmarks/{script}", *(argv if argv is not None else sys.argv[1:])])
+
+
+def write_results(out: Path, results: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def run_main(main: Callable[[], int], name: str) -> None:
+    """Exit with main's code; a BenchmarkError is one line on stderr (`name: why`) and exit 1."""
+    try:
+        sys.exit(main())
+    except BenchmarkError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        sys.exit(1)

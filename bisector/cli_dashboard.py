@@ -9,21 +9,13 @@ from typing import Any, TypeVar
 
 import click
 
-from bisector.cli_support import db_option, out_console, translated_errors
+from bisector.cli_support import db_option, out_console, output_format_option, translated_errors
 
 F = TypeVar("F", bound=Callable[..., Any])
 TABLE_FORMATS = ("table", "json")
 
 
-def table_format_option(function: F) -> F:
-    return click.option(
-        "--format",
-        "output_format",
-        type=click.Choice(TABLE_FORMATS),
-        default="table",
-        show_default=True,
-        help="A table for people or JSON for tools.",
-    )(function)
+table_format_option = output_format_option(TABLE_FORMATS, "A table for people or JSON for tools.")
 
 
 def filter_options(function: F) -> F:

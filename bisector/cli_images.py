@@ -15,6 +15,7 @@ from bisector.cli_support import (
     db_option,
     err_console,
     out_console,
+    output_format_option,
     stoppable_by_signals,
     translated_errors,
 )
@@ -26,10 +27,9 @@ def images() -> None:
 
 
 @images.command(name="ls")
-@click.option(
-    "--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
-    help="A table, or a JSON list (id, sha, source, size, build_s, last_used, status, node, path).",
-)  # fmt: skip
+@output_format_option(
+    ("text", "json"), "A table, or a JSON list (id, sha, source, size, build_s, last_used, status, node, path)."
+)
 @db_option
 def images_ls(output_format: str, db_url: str | None) -> None:
     """List the images the store knows of, most recently used first."""
@@ -111,10 +111,7 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
     },
     aliases={"gpus_per_step": ("--gpus",)},
 )  # fmt: skip
-@click.option(
-    "--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
-    help="A line per run, or JSON (sha, verdict, metric, image, runs).",
-)  # fmt: skip
+@output_format_option(("text", "json"), "A line per run, or JSON (sha, verdict, metric, image, runs).")
 @db_option
 def run_at_command(rev: str, repo: str, output_format: str, db_url: str | None, **flags: Any) -> None:
     """Run any command at any commit on its image (built once, reused after) and store the run."""

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from bisector.cli_support import db_option, translated_errors
+from bisector.cli_support import db_option, output_format_option, translated_errors
 
 F = TypeVar("F", bound=Callable[..., Any])
 # `bisect start` options that a server decides itself (where steps run, its store, notifications).
@@ -109,14 +109,7 @@ def submit_command(start: click.Command) -> click.Command:
     @click.option(
         "--token-file", type=click.Path(dir_okay=False), help="File holding the bearer token (or $BISECT_TOKEN)."
     )
-    @click.option(
-        "--format",
-        "output_format",
-        type=click.Choice(["text", "json"]),
-        default="text",
-        show_default=True,
-        help="The id, or {id, status}.",
-    )
+    @output_format_option(("text", "json"), "The id, or {id, status}.")
     def submit(server: str, token_file: str | None, output_format: str, **params: Any) -> None:
         """Queue a bisect on a `bisect serve`; prints its id (`bisect status --server URL ID` follows it)."""
         with translated_errors(), client(server, token_file) as service:

@@ -6,7 +6,7 @@ Command modules (`bisector/cli.py` and the `cli_*.py` beside it) import from her
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -76,15 +76,19 @@ def db_option(function: F) -> F:
     )(function)
 
 
-def format_option(function: F) -> F:
+def output_format_option(choices: Sequence[str], help_text: str) -> Callable[[F], F]:
+    """A command's --format (its value: output_format): one of choices, the first by default."""
     return click.option(
         "--format",
         "output_format",
-        type=click.Choice(FORMATS),
-        default="text",
+        type=click.Choice(choices),
+        default=choices[0],
         show_default=True,
-        help="How to print the report.",
-    )(function)
+        help=help_text,
+    )
+
+
+format_option = output_format_option(FORMATS, "How to print the report.")
 
 
 def out_console() -> Console:

@@ -18,6 +18,7 @@ from bisector.cli_support import (
     db_option,
     err_console,
     observer,
+    output_format_option,
     stoppable_by_signals,
     translated_errors,
 )
@@ -31,14 +32,7 @@ EXIT_REGRESSIONS = 1
 @click.option("--good", "good_rev", help="The good run's commit (default: the one its results record).")
 @click.option("--bad", "bad_rev", help="The bad run's commit (default: the one its results record).")
 @click.option("--repo", type=click.Path(file_okay=False), default=".", show_default=True, help="The git repository.")
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["markdown", "json"]),
-    default="markdown",
-    show_default=True,
-    help="Markdown to paste into a PR or an issue, or JSON.",
-)
+@output_format_option(("markdown", "json"), "Markdown to paste into a PR or an issue, or JSON.")
 @click.option(
     "--signatures",
     "signatures_file",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
-from vocab.paths import cache_dir, worktree_root
+from vocab.paths import cache_dir, tree_size, worktree_root
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ def list_worktrees(repo: str | None = None) -> list[WorktreeInfo]:
             continue
         for path in sorted((p for p in root.glob("slot-*") if p.is_dir()), key=_slot_number):
             with _slot_lock(path) as idle:
-                out.append(WorktreeInfo(path, _owning_repo(path), _head(path), not idle, _size(path)))
+                out.append(WorktreeInfo(path, _owning_repo(path), _head(path), not idle, tree_size(path)))
     return out
 
 
@@ -123,12 +122,3 @@ def _head(path: Path) -> str:
         return (admin / "HEAD").read_text().strip() if admin else ""
     except OSError:
         return ""
-
-
-def _size(path: Path) -> int:
-    total = 0
-    for dirpath, _dirnames, filenames in os.walk(path):
-        for name in filenames:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-    return total

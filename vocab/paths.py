@@ -1,7 +1,9 @@
-"""Per-user locations: the store and logs under the data dir, worktrees and images under the cache dir."""
+"""Per-user locations: the store and logs under the data dir, worktrees and images under the cache dir; what a
+tree below them holds on disk."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -55,3 +57,15 @@ def worktree_root(repo: str | Path) -> Path:
     resolved = Path(repo).resolve()
     key = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
     return cache_dir() / "worktrees" / f"{resolved.name}-{key}"
+
+
+def tree_size(path: Path) -> int:
+    """Bytes of the files below path. Links are never followed: one to a file counts as the link itself, one to a
+    directory not at all; a file that vanishes meanwhile counts 0.
+    What `bisect worktrees ls` shows of a worktree and an image's manifest stores as its size."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total

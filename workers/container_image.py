@@ -11,10 +11,11 @@ image build). An image the engine has is used without the lock: the engine's tag
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from vocab.domain import ErrorKind, ImageInfo, StepResult, Verdict
+from workers.build_outcome import BuildEnd, judge_build
 from workers.container_engine import CONTAINERFILES, ContainerEngine
 from workers.images.cache import ImageCache, ImageManifest, ImageStatus, LockTimeoutError, now_iso
 from workers.output import DETAIL_TAIL_BYTES
@@ -97,29 +98,29 @@ class ContainerImages:
             return runner.result(request, Verdict.SKIP, detail=detail, image=info)
         command = self.engine.build_command(reference, containerfile, request.sha)
         step.log.note(f"$ {command}\n")
-        build = run_shell(
+        process = run_shell(
             command, step.workdir, step.env, step.log, step.command_timeout_s(),
             should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
         )  # fmt: skip
-        build_s = build.elapsed_s
-        if step.log.error is not None:
-            return runner.result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=str(step.log.error))
-        if build.cancelled:
-            return runner.result(request, Verdict.CANCELLED, build_s=build_s, detail="cancelled")
-        if build.timed_out:
-            detail = "container image build timed out"
-            return runner.result(request, Verdict.ERROR, build_s=build_s, error_kind=ErrorKind.TIMEOUT, detail=detail)
-        if build.exit_code < 0 or build.exit_code > 127:  # killed: says nothing about the commit
-            detail = f"container image build died (exit {build.exit_code})\n{build.output.tail()}"
+        build = judge_build(process, "container image build")
+        build_s = build.build_s
+        if process.log_error is not None:
+            return runner.result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=str(process.log_error))
+        if build.end is BuildEnd.CANCELLED:
+            return runner.result(request, Verdict.CANCELLED, build_s=build_s, detail=build.why)
+        if build.end is BuildEnd.TIMED_OUT:
+            return runner.result(request, Verdict.ERROR, build_s=build_s, error_kind=build.error_kind, detail=build.why)
+        if build.end is BuildEnd.INFRA:  # killed: says nothing about the commit
             return runner.result(request, Verdict.ERROR, exit_code=build.exit_code, build_s=build_s,
-                                 error_kind=ErrorKind.SIGNAL, detail=detail)  # fmt: skip
-        found = self.engine.inspect(reference) if build.exit_code == 0 else None
-        if found is not None:
-            return self._info(step, reference, found[0], request.sha, "built", build_s, "ready", "")
-        tail = build.output.tail()
-        info = self._info(step, reference, record_id, request.sha, "built", build_s, "failed", tail)
+                                 error_kind=build.error_kind, detail=build.detail())  # fmt: skip
+        if build.end is BuildEnd.SUCCEEDED:
+            found = self.engine.inspect(reference)
+            if found is not None:
+                return self._info(step, reference, found[0], request.sha, "built", build_s, "ready", "")
+            build = replace(build, end=BuildEnd.FAILED)  # no image after it: as a failed build
+        info = self._info(step, reference, record_id, request.sha, "built", build_s, "failed", process.output.tail())
         self._remember_failure(request.repo, info, record_id)
-        detail = f"container image build failed (exit {build.exit_code})\n{tail[-(DETAIL_TAIL_BYTES - 64) :]}"
+        detail = build.detail(tail_chars=DETAIL_TAIL_BYTES - 64)
         return runner.result(request, Verdict.SKIP, exit_code=build.exit_code, build_s=build_s, detail=detail,
                              image=info)  # fmt: skip
 

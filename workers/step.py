@@ -20,7 +20,8 @@ from pathlib import Path
 from vocab.domain import ErrorKind, ImageInfo, StepResult, Verdict
 from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
-from vocab.metric import DISK_FULL_SIGNATURE, MatchTimeoutError, infra_judgement, infra_signature, judge_run
+from vocab.metric import DISK_FULL_SIGNATURE, judge_run
+from workers.build_outcome import BuildEnd, BuildOutcome, judge_build
 from workers.container import run_in_container
 from workers.executor import StepRequest
 from workers.image_test import ImageTest, ImageTestHost
@@ -28,7 +29,7 @@ from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
 from workers.images.cache import ImageCache
 from workers.images.key import ImageRecipe
 from workers.output import DETAIL_TAIL_BYTES, WINDOW_BYTES, StepLog
-from workers.process import ProcessOutcome, run_shell
+from workers.process import run_shell
 from workers.step_context import StepContext
 
 NEARLY_FULL_BYTES = 64 << 10  # a harness failure on a filesystem with less free space than this is a full disk
@@ -150,22 +151,15 @@ class StepRunner:
         build_s = 0.0
         if request.build_cmd:
             log.note(f"$ {request.build_cmd}\n")
-            build = run_shell(
+            process = run_shell(
                 request.build_cmd, step.workdir, step.env, log, step.time_left_s(),
                 should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
             )  # fmt: skip
-            build_s = build.elapsed_s
-            if log.error is not None:
-                return self._log_failed(request, log.error)
-            if build.cancelled:
-                return self.result(request, Verdict.CANCELLED, build_s=build_s, detail="cancelled")
-            if build.timed_out:
-                return self.result(
-                    request, Verdict.ERROR, exit_code=build.exit_code, build_s=build_s,
-                    error_kind=ErrorKind.TIMEOUT, detail="build timed out",
-                )  # fmt: skip
-            if build.exit_code != 0:
-                return self._build_failed(request, build, step.time_left_s())
+            time_limit_s = max(step.time_left_s(), METRIC_MIN_TIME_S)
+            build = judge_build(process, "build", request.metric.infra_patterns, time_limit_s)
+            build_s = build.build_s
+            if build.end is not BuildEnd.SUCCEEDED:
+                return self._build_failed(request, build)
         return self.run_test(step, build_s, None)
 
     def _run_on_image(self, step: StepContext, recipe: ImageRecipe) -> StepResult:
@@ -263,25 +257,15 @@ class StepRunner:
             build_s=build_s, run_s=run.elapsed_s, error_kind=judgement.error_kind, detail=detail, image=image,
         )  # fmt: skip
 
-    def _build_failed(self, request: StepRequest, build: ProcessOutcome, time_left: float) -> StepResult:
-        exit_code, build_s = build.exit_code, build.elapsed_s
-        try:
-            signature = infra_signature(
-                build.output.text(), request.metric.infra_patterns, max(time_left, METRIC_MIN_TIME_S)
-            )
-        except MatchTimeoutError:
-            signature = None
-        if signature is not None or exit_code < 0 or exit_code > 127:
-            judgement = infra_judgement(signature) if signature else None
-            why = judgement.detail if judgement else f"build died (exit {exit_code})"
-            kind = judgement.error_kind if judgement else ErrorKind.SIGNAL
-            return self.result(
-                request, Verdict.ERROR, exit_code=exit_code, build_s=build_s, error_kind=kind,
-                detail=f"{why}\n{build.output.tail()}",
-            )  # fmt: skip
+    def _build_failed(self, request: StepRequest, build: BuildOutcome) -> StepResult:
+        if build.process.log_error is not None:
+            return self._log_failed(request, build.process.log_error)
+        if build.end is BuildEnd.CANCELLED:
+            return self.result(request, Verdict.CANCELLED, build_s=build.build_s, detail=build.why)
+        verdict = Verdict.SKIP if build.end is BuildEnd.FAILED else Verdict.ERROR
         return self.result(
-            request, Verdict.SKIP, exit_code=exit_code, build_s=build_s,
-            detail=f"build failed (exit {exit_code})\n{build.output.tail()}",
+            request, verdict, exit_code=build.exit_code, build_s=build.build_s, error_kind=build.error_kind,
+            detail=build.detail(),
         )  # fmt: skip
 
     def harness_error(self, request: StepRequest, detail: str) -> StepResult:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
@@ -32,6 +32,7 @@ from bisector.history import (
     summary_json,
 )
 from bisector.report import BisectReport, report_json
+from db.queries import BisectFilter
 from db.store import Store
 from vocab.errors import BisectError, StoreError, UnknownBisectError
 
@@ -40,6 +41,31 @@ TOKEN_COOKIE = "bisect_token"
 MAX_ID = 2**31 - 1
 BisectId = Annotated[int, PathParam(ge=1, le=MAX_ID, description="The bisect's id.")]
 Text = Annotated[str | None, Query(max_length=200)]
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """The bisect list's query, filtered as `bisect list` filters: the list API's and the list page's."""
+
+    where: BisectFilter
+    filters: dict[str, str | None]  # repo, status, metric, culprit, since: as given (the page's form shows them)
+    limit: int
+
+
+def list_query(
+    repo: Text = None,
+    status: Text = None,
+    metric: Text = None,
+    culprit: Text = None,
+    since: Text = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+) -> ListQuery:
+    """The query of a request; InputError (a 400) names a bad value."""
+    filters = {"repo": repo, "status": status, "metric": metric, "culprit": culprit, "since": since}
+    return ListQuery(parse_filter(repo, status, metric, culprit, since), filters, limit)
+
+
+ListQueryParam = Annotated[ListQuery, Depends(list_query)]
 
 
 @dataclass(frozen=True)
@@ -83,17 +109,8 @@ def create_app(settings: DashboardSettings, store: Store) -> FastAPI:
     # --- JSON API ------------------------------------------------------------------------------------
 
     @app.get("/api/bisects", summary="Bisects, newest first, filtered as `bisect list` filters")
-    def api_bisects(
-        request: Request,
-        repo: Text = None,
-        status: Text = None,
-        metric: Text = None,
-        culprit: Text = None,
-        since: Text = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
-    ) -> list[dict[str, object]]:
-        where = parse_filter(repo, status, metric, culprit, since)
-        return [summary_json(s) for s in find_bisects(store_of(request), where, limit)]
+    def api_bisects(request: Request, query: ListQueryParam) -> list[dict[str, object]]:
+        return [summary_json(s) for s in find_bisects(store_of(request), query.where, query.limit)]
 
     @app.get("/api/bisects/{bisect_id}", summary="One bisect's report (as `bisect report --format json`)")
     def api_bisect(request: Request, bisect_id: BisectId) -> dict[str, object]:
@@ -114,19 +131,9 @@ def create_app(settings: DashboardSettings, store: Store) -> FastAPI:
     # --- pages ---------------------------------------------------------------------------------------
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    def list_page(
-        request: Request,
-        repo: Text = None,
-        status: Text = None,
-        metric: Text = None,
-        culprit: Text = None,
-        since: Text = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
-    ) -> Response:
-        where = parse_filter(repo, status, metric, culprit, since)
-        summaries = find_bisects(store_of(request), where, limit)
-        filters = {"repo": repo, "status": status, "metric": metric, "culprit": culprit, "since": since}
-        context = {"summaries": summaries, "filters": filters, "limit": limit}
+    def list_page(request: Request, query: ListQueryParam) -> Response:
+        summaries = find_bisects(store_of(request), query.where, query.limit)
+        context = {"summaries": summaries, "filters": query.filters, "limit": query.limit}
         return templates.TemplateResponse(request, "list.html", context)
 
     @app.get("/bisects/{bisect_id}", response_class=HTMLResponse, include_in_schema=False)

@@ -22,6 +22,8 @@ from pathlib import Path
 from vocab.domain import ImageInfo
 from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
+from vocab.paths import tree_size
+from workers.build_outcome import BuildEnd, BuildOutcome, judge_build
 from workers.images.cache import (
     ImageCache,
     ImageManifest,
@@ -29,7 +31,6 @@ from workers.images.cache import (
     LockTimeoutError,
     lock_shared,
     now_iso,
-    tree_size,
 )
 from workers.images.key import ImageKey, ImageRecipe, image_key
 from workers.output import StepLog
@@ -84,7 +85,7 @@ class ImageBuilder:
         while True:
             manifest = self.cache.manifest(key.id)
             if manifest is not None and manifest.status is ImageStatus.FAILED:
-                yield self._failed(manifest, reused=True)
+                yield self._failed(manifest)
                 return
             shared = manifest is not None and manifest.status is ImageStatus.READY
             try:
@@ -98,7 +99,7 @@ class ImageBuilder:
                         yield self._ready(self.cache.touch(current), source="cache", reused=True)
                         return
                     if current is not None and current.status is ImageStatus.FAILED:
-                        yield self._failed(current, reused=True)
+                        yield self._failed(current)
                         return
                     if shared:  # it was removed or is rebuilt meanwhile: look again
                         continue
@@ -130,34 +131,32 @@ class ImageBuilder:
             shutil.rmtree(folder, ignore_errors=True)
             return PreparedImage(error=f"could not prepare image {key.id} at {job.sha[:12]}: {_describe(exc)}")
         env = {**job.env, **self.image_env(folder, job.env)}
-        outcome = None
+        build = None
         remaining_s = deadline - time.monotonic()
         from_artifact = job.recipe.mode == "venv" and install_artifact(job, folder / "venv", remaining_s)
         if job.build_cmd and not from_artifact:
             job.log.note(f"$ {job.build_cmd}\n")
-            outcome = run_shell(
+            process = run_shell(
                 job.build_cmd, folder / "src", env, job.log, max(deadline - time.monotonic(), 0.001),
                 should_cancel=job.should_cancel, on_start=job.on_start, cancel_fd=job.cancel_fd,
             )  # fmt: skip
-            code = outcome.exit_code
-            if outcome.cancelled or outcome.timed_out or outcome.log_error is not None or code < 0 or code > 127:
+            build = judge_build(process, "image build")
+            if build.end not in (BuildEnd.SUCCEEDED, BuildEnd.FAILED):
                 shutil.rmtree(folder, ignore_errors=True)  # not the commit's fault: nothing is kept
-                why = "" if outcome.cancelled or outcome.timed_out else f"image build died (exit {code})"
-                if outcome.log_error is not None:
-                    why = f"writing the step log: {outcome.log_error}"
+                why = "" if build.end in (BuildEnd.CANCELLED, BuildEnd.TIMED_OUT) else build.why
                 return PreparedImage(
-                    cancelled=outcome.cancelled, timed_out=outcome.timed_out, error=why, exit_code=code
+                    cancelled=process.cancelled, timed_out=process.timed_out, error=why, exit_code=build.exit_code
                 )
         build_s = time.monotonic() - started
-        if outcome is not None and outcome.exit_code != 0:
+        if build is not None and build.end is BuildEnd.FAILED:
             failed = replace(
                 building, status=ImageStatus.FAILED, build_s=build_s, size_bytes=0,
-                log_tail=outcome.output.tail(),
+                log_tail=build.process.output.tail(),
             )  # fmt: skip
             shutil.rmtree(folder / "src", ignore_errors=True)
             shutil.rmtree(folder / "venv", ignore_errors=True)
             self.cache.write_manifest(failed)
-            return self._failed(failed, reused=False, exit_code=outcome.exit_code)
+            return self._failed(failed, build)
         ready = replace(building, status=ImageStatus.READY, build_s=build_s, size_bytes=tree_size(folder))
         self.cache.write_manifest(ready)
         evicted = self.cache.evict(job.recipe.max_bytes, keep=frozenset({key.id}))
@@ -198,19 +197,20 @@ class ImageBuilder:
             env=self.image_env(folder, dict(os.environ)),
         )
 
-    def _failed(self, manifest: ImageManifest, *, reused: bool, exit_code: int | None = None) -> PreparedImage:
+    def _failed(self, manifest: ImageManifest, build: BuildOutcome | None = None) -> PreparedImage:
+        """The failed image of manifest: its build just now, or (without build) an earlier one, reused."""
         folder = self.cache.image_dir(manifest.id)
-        if reused:
+        if build is None:
             why = (
                 f"image {manifest.id} failed to build at {manifest.sha[:12]} "
                 f"(`bisect images rm {manifest.id}` to build it again)"
             )
         else:
-            why = f"image build failed (exit {exit_code})"
+            why = build.why
         return PreparedImage(
-            info=_info(manifest, folder, source="built" if not reused else "cache", reused=reused),
+            info=_info(manifest, folder, source="cache" if build is None else "built", reused=build is None),
             failed_build=f"{why}\n{manifest.log_tail}".strip(),
-            exit_code=exit_code,
+            exit_code=None if build is None else build.exit_code,
         )
 
 

@@ -183,13 +183,3 @@ class ImageCache:
 def lock_shared(fd: int) -> None:
     """Turn a held exclusive image lock into a shared one (a built image about to be used)."""
     fcntl.flock(fd, fcntl.LOCK_SH)
-
-
-def tree_size(path: Path) -> int:
-    """Bytes of the regular files below path (links not followed)."""
-    total = 0
-    for folder, _, files in os.walk(path):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(folder, name)).st_size
-    return total

@@ -1,0 +1,100 @@
+"""How a build ended (workers/build_outcome.py), judged from real commands' outcomes, and what a step makes of a
+worktree build through a real StepRunner."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bisector.synthetic import SyntheticHistory, culprit_history
+from vocab.domain import ErrorKind, Verdict
+from vocab.metric import DEFAULT_INFRA_PATTERNS, MetricSpec
+from workers.build_outcome import BuildEnd, BuildOutcome, judge_build
+from workers.executor import StepRequest
+from workers.process import run_shell
+from workers.step import StepRunner, WorkerSlot
+
+
+def built(tmp_path: Path, command: str, *, timeout_s: float = 120.0, cancel: bool = False, log: str = "log",
+          patterns: tuple[str, ...] = DEFAULT_INFRA_PATTERNS, time_limit_s: float = 30.0) -> BuildOutcome:  # fmt: skip
+    with (tmp_path / log).open("ab", buffering=0) as file:
+        process = run_shell(command, tmp_path, dict(os.environ), file, timeout_s, should_cancel=lambda: cancel)
+    return judge_build(process, "image build", patterns, time_limit_s)
+
+
+def test_exit_0_is_a_build_that_succeeded(tmp_path: Path):
+    build = built(tmp_path, "echo compiled")
+    assert (build.end, build.exit_code, build.error_kind, build.why) == (BuildEnd.SUCCEEDED, 0, None, "")
+
+
+def test_an_exit_from_1_to_127_is_the_commits_failed_build_with_its_log_tail(tmp_path: Path):
+    build = built(tmp_path, "echo 'lib.c:3: error: expected ;'; exit 3")
+    assert (build.end, build.exit_code, build.error_kind) == (BuildEnd.FAILED, 3, None)
+    assert build.why == "image build failed (exit 3)"
+    assert build.detail() == "image build failed (exit 3)\n  | lib.c:3: error: expected ;"
+    assert build.detail(tail_chars=5) == "image build failed (exit 3)\nted ;"
+
+
+@pytest.mark.parametrize(("command", "code"), [("kill -9 $$", -9), ("exit 200", 200)])
+def test_a_build_killed_by_a_signal_is_infrastructure(tmp_path: Path, command: str, code: int):
+    build = built(tmp_path, f"echo half built; {command}")
+    assert (build.end, build.exit_code, build.error_kind) == (BuildEnd.INFRA, code, ErrorKind.SIGNAL)
+    assert build.detail() == f"image build died (exit {code})\n  | half built"
+
+
+def test_an_infrastructure_signature_in_a_failed_builds_output_is_infrastructure(tmp_path: Path):
+    command = "echo 'pip: ConnectionRefusedError: [Errno 111] Connection refused' >&2; exit 1"
+    build = built(tmp_path, command)
+    assert (build.end, build.error_kind) == (BuildEnd.INFRA, ErrorKind.INFRA)
+    assert build.why == "infrastructure: Connection refused"
+    full = built(tmp_path, "echo 'cc1: No space left on device'; exit 1")
+    assert (full.end, full.error_kind) == (BuildEnd.INFRA, ErrorKind.DISK_FULL)
+    unsought = built(tmp_path, command, patterns=())  # the image builds look for none: the commit's failure
+    assert (unsought.end, unsought.error_kind) == (BuildEnd.FAILED, None)
+
+
+def test_a_signature_search_that_takes_too_long_finds_none(tmp_path: Path):
+    backtracking = (r"^(a|aa)+$|a",)  # finds "a", after exponential backtracking on a long run of a's
+    short = built(tmp_path, "printf 'aab'; exit 1", patterns=backtracking)
+    assert (short.end, short.why) == (BuildEnd.INFRA, "infrastructure: a")
+    long = built(tmp_path, f"printf '{'a' * 40}b'; exit 1", patterns=backtracking, time_limit_s=0.01)
+    assert (long.end, long.error_kind) == (BuildEnd.FAILED, None)
+
+
+def test_the_deadline_a_cancel_and_the_log_stop_a_build_before_its_exit_is_judged(tmp_path: Path):
+    late = built(tmp_path, "sleep 60; exit 3", timeout_s=0.2)
+    assert (late.end, late.error_kind, late.why) == (BuildEnd.TIMED_OUT, ErrorKind.TIMEOUT, "image build timed out")
+    assert late.detail() == "image build timed out"
+    cancelled = built(tmp_path, "sleep 60", cancel=True)
+    assert (cancelled.end, cancelled.error_kind, cancelled.why) == (BuildEnd.CANCELLED, None, "cancelled")
+    with Path("/dev/full").open("ab", buffering=0) as full:  # every write fails with ENOSPC
+        process = run_shell("echo built; exit 0", tmp_path, dict(os.environ), full, 120.0)
+    unlogged = judge_build(process, "build")
+    assert (unlogged.end, unlogged.error_kind) == (BuildEnd.LOG_FAILED, None)  # the caller tells harness from disk
+    assert unlogged.why.startswith("writing the step log: [Errno 28]")
+
+
+def build_request(history: SyntheticHistory, tmp_path: Path, build_cmd: str, step_id: int) -> StepRequest:
+    return StepRequest(
+        step_id=step_id, bisect_id=1, sha=history.shas[0], attempt=1, repo=str(history.path), run_cmd="bash test.sh",
+        build_cmd=build_cmd, metric=MetricSpec(), log_path=str(tmp_path / "logs" / f"step-{step_id}.log"),
+        timeout_s=120.0,
+    )  # fmt: skip
+
+
+def test_a_worktree_build_is_a_skip_an_error_or_the_test(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 3, 2)
+    runner = StepRunner(WorkerSlot("w0", (), tmp_path / "worktree"))
+    failed = runner.run(build_request(history, tmp_path, "echo 'missing header'; exit 2", 1))
+    assert (failed.verdict, failed.exit_code, failed.error_kind) == (Verdict.SKIP, 2, None)
+    assert failed.detail == "build failed (exit 2)\n  | missing header"
+    killed = runner.run(build_request(history, tmp_path, "kill -KILL $$", 2))
+    assert (killed.verdict, killed.exit_code, killed.error_kind) == (Verdict.ERROR, -9, ErrorKind.SIGNAL)
+    assert killed.detail.startswith("build died (exit -9)")
+    refused = runner.run(build_request(history, tmp_path, "echo 'Connection refused'; exit 1", 3))
+    assert (refused.verdict, refused.error_kind) == (Verdict.ERROR, ErrorKind.INFRA)
+    assert refused.detail.startswith("infrastructure: Connection refused")
+    tested = runner.run(build_request(history, tmp_path, "true", 4))
+    assert tested.verdict is Verdict.GOOD, tested.detail
