@@ -102,7 +102,7 @@ class ContainerImages:
             command, step.workdir, step.env, step.log, step.command_timeout_s(),
             should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
         )  # fmt: skip
-        build = judge_build(process, "container image build")
+        build = judge_build(process, "container image build", request.metric.infra_patterns)
         build_s = build.build_s
         if process.log_error is not None:
             return runner.result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=str(process.log_error))

@@ -168,6 +168,7 @@ class StepRunner:
         job = BuildJob(
             request.repo, request.sha, request.build_cmd, recipe, step.env, log, step.time_left_s(),
             should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
+            infra_patterns=request.metric.infra_patterns,
         )  # fmt: skip
         with ImageBuilder(ImageCache(self._image_root)).prepare(job) as prepared:
             info = prepared.info
@@ -224,7 +225,7 @@ class StepRunner:
                 request, Verdict.SKIP, exit_code=prepared.exit_code, build_s=build_s,
                 detail=prepared.failed_build, image=prepared.info,
             )  # fmt: skip
-        kind = ErrorKind.SIGNAL if prepared.exit_code is not None else ErrorKind.HARNESS
+        kind = prepared.error_kind or (ErrorKind.SIGNAL if prepared.exit_code is not None else ErrorKind.HARNESS)
         return self.result(request, Verdict.ERROR, exit_code=prepared.exit_code, error_kind=kind, detail=prepared.error)
 
     def run_test(

@@ -20,6 +20,7 @@ BUILD = """set -e
 if [ -d /count ]; then echo "build at $(cat /stack/version)" >> /count/builds; fi
 while [ -e /count/hold ]; do sleep 1; done
 if [ -e /stack/broken ]; then echo "error: the stack does not build"; exit 3; fi
+if [ -e /stack/offline ]; then echo "pip: [Errno 111] Connection refused"; exit 1; fi
 cat /stack/value > /stack/built
 echo built
 """

@@ -17,6 +17,7 @@ set -e
 echo "build at $(cat version)" >> "${BUILD_COUNTER:-/dev/null}"
 sleep "${BUILD_SLEEP_S:-0}"
 if [ -e broken ]; then echo "error: lib.c does not compile"; exit 3; fi
+if [ -n "${NETWORK_DOWN:-}" ]; then echo "pip: [Errno 111] Connection refused"; exit 1; fi
 uv pip install --quiet --offline --no-deps --no-build-isolation -e ./pkg
 $CC -c -fPIC -O1 -o lib.o lib.c  # a compile ccache can serve; the link is not cached
 $CC -shared -o libvalue.so lib.o

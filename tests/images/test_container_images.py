@@ -14,11 +14,14 @@ from pathlib import Path
 import pytest
 from bisect_helpers import run_cli, wait_for
 from container_repo import BASE, METRIC, RUN, container_repo, podman_cmd
+from image_repo import commit
 
 from vocab.domain import ErrorKind, StepResult, Verdict
 from vocab.metric import Expectation, MetricSpec
 from workers.container_engine import STEP_LABEL
+from workers.container_image import container_record_id
 from workers.executor import StepRequest
+from workers.images.cache import ImageCache
 from workers.local import LocalExecutor
 from workers.step import StepRunner, WorkerSlot
 
@@ -110,6 +113,19 @@ def test_a_failed_container_build_skips_the_commit_with_its_log_tail(podman: str
     assert "container image build failed" in run["runs"][0]["detail"]
     assert "error: the stack does not build" in run["runs"][0]["detail"]
     assert podman_cmd("image", "exists", podman.format(short=shas[1][:12]), check=False).returncode == 1
+
+
+def test_a_container_build_failing_on_infrastructure_is_an_error_not_a_failed_image(podman: str, tmp_path: Path):
+    repo = tmp_path / "repo"
+    container_repo(repo, (10,))
+    offline = commit(repo, "the build's network is down", {"offline": ""})
+    runner = StepRunner(WorkerSlot("w0", (), tmp_path / "worktree"))
+    request = replace(_request(repo, offline, podman, tmp_path, 600), run_cmd=RUN)
+    result = runner.run(request)
+    assert (result.verdict, result.error_kind) == (Verdict.ERROR, ErrorKind.INFRA), result.detail
+    assert "Connection refused" in result.detail
+    reference = podman.format(short=offline[:12])
+    assert ImageCache().manifest(container_record_id(reference)) is None  # no failure record: the next step builds
 
 
 def _request(repo: Path, sha: str, template: str, tmp_path: Path, timeout_s: float) -> StepRequest:

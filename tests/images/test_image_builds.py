@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from image_repo import commit, image_request, make_image_repo
 
-from vocab.domain import Verdict
+from vocab.domain import ErrorKind, Verdict
 from vocab.metric import Expectation, MetricSpec
 from workers.images.cache import ImageCache, ImageStatus, images_root
 from workers.images.key import ImageRecipe, image_key
@@ -115,6 +115,25 @@ def test_a_failed_build_is_kept_and_skips_without_rebuilding(tmp_path: Path):
     third = slot.run(image_request(repo.path, broken, tmp_path, 3, recipe=recipe, BUILD_COUNTER=str(counter)))
     assert third.verdict is Verdict.SKIP
     assert len(counter.read_text().splitlines()) == 2
+
+
+def test_a_build_failing_on_infrastructure_is_an_error_and_leaves_no_failed_image(tmp_path: Path):
+    """A build that dies of the network (an infrastructure signature in its output) says nothing about the commit:
+    an error to retry, not a failed image that would skip the commit in every later bisect."""
+    repo = make_image_repo(tmp_path / "repo")
+    counter = tmp_path / "builds"
+    slot = runner(tmp_path)
+
+    down = slot.run(image_request(repo.path, repo.shas[0], tmp_path, 1, BUILD_COUNTER=str(counter), NETWORK_DOWN="1"))
+    assert (down.verdict, down.error_kind) == (Verdict.ERROR, ErrorKind.INFRA), down.detail
+    assert "Connection refused" in down.detail
+    assert not [m for m in ImageCache().manifests() if m.status is ImageStatus.FAILED]
+
+    back = slot.run(image_request(repo.path, repo.shas[0], tmp_path, 2, BUILD_COUNTER=str(counter)))
+    assert back.verdict is Verdict.GOOD, back.detail
+    assert back.image is not None
+    assert (back.image.source, back.image.reused) == ("built", False)
+    assert counter.read_text().splitlines() == ["build at 0", "build at 0"]
 
 
 def test_the_size_cap_evicts_least_recently_used_images_not_in_use(tmp_path: Path):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from vocab.domain import ImageInfo
+from vocab.domain import ErrorKind, ImageInfo
 from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
 from vocab.paths import tree_size
@@ -51,6 +51,7 @@ class PreparedImage:
     cancelled: bool = False
     timed_out: bool = False
     error: str = ""  # the harness could not make the image (export, venv, a build killed by a signal)
+    error_kind: ErrorKind | None = None  # the error's kind where the build's end told it (a signal, a signature)
 
     @property
     def ready(self) -> bool:
@@ -71,6 +72,7 @@ class BuildJob:
     should_cancel: Callable[[], bool] = lambda: False
     on_start: Callable[[int], None] = lambda pgid: None
     cancel_fd: int | None = None
+    infra_patterns: tuple[str, ...] = ()  # a failed build printing one is infrastructure: an error, no record
 
 
 class ImageBuilder:
@@ -140,12 +142,16 @@ class ImageBuilder:
                 job.build_cmd, folder / "src", env, job.log, max(deadline - time.monotonic(), 0.001),
                 should_cancel=job.should_cancel, on_start=job.on_start, cancel_fd=job.cancel_fd,
             )  # fmt: skip
-            build = judge_build(process, "image build")
+            build = judge_build(process, "image build", job.infra_patterns)
             if build.end not in (BuildEnd.SUCCEEDED, BuildEnd.FAILED):
                 shutil.rmtree(folder, ignore_errors=True)  # not the commit's fault: nothing is kept
                 why = "" if build.end in (BuildEnd.CANCELLED, BuildEnd.TIMED_OUT) else build.why
                 return PreparedImage(
-                    cancelled=process.cancelled, timed_out=process.timed_out, error=why, exit_code=build.exit_code
+                    cancelled=process.cancelled,
+                    timed_out=process.timed_out,
+                    error=why,
+                    exit_code=build.exit_code,
+                    error_kind=build.error_kind,
                 )
         build_s = time.monotonic() - started
         if build is not None and build.end is BuildEnd.FAILED:
