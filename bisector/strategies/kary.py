@@ -101,8 +101,10 @@ def _split(segment: list[int], count: int, later_parts: int, ends: tuple[int, in
     inner = [p for p in segment if p not in ends]
     if count >= len(inner):
         return inner  # every commit tested this round; the slots left over can run the endpoints
+    if count == 0:
+        return []
     if rounds_needed(len(segment) + 1, count, later_parts) > rounds_needed(len(inner) + 1, count, later_parts):
-        segment = inner  # an endpoint's own round is then no later than the fewest rounds with it counted
+        segment = inner  # counted, it would add a round; left out, its check adds at most that round
     sizes = part_sizes(len(segment) + 1, count, later_parts)
     cuts = [segment[end - 1] for end in accumulate(sizes[:-1])]
     return [p for p in cuts if p not in ends]
