@@ -106,9 +106,10 @@ def test_w_workers_take_about_log_base_w_plus_1_rounds():
         assert worst <= bound, (workers, worst, bound)
 
 
-def test_fresh_probes_sit_at_the_quantiles():
+def test_fresh_probes_leave_parts_that_later_rounds_settle_soonest():
+    """100 suspects, 3 slots: three parts of 16 (two more 4-way rounds settle each) and one of 52; one slot: halves."""
     state = SearchState(101, {0: Verdict.GOOD, 100: Verdict.BAD})
-    assert KArySearch().next_probes(state, 3) == [25, 50, 75]
+    assert KArySearch().next_probes(state, 3) == [52, 68, 84]
     assert KArySearch().next_probes(state, 1) == [50]
 
 

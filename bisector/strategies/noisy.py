@@ -5,8 +5,8 @@ Two regimes, one model (the flake rate ε has a spike-and-slab prior: "reliable,
 
 * While the observations are consistent with some culprit (every good one before every bad one, no commit
   seen both ways), nothing says the test is flaky: ε = 0, every observation is certain, the posterior is
-  uniform over the open range and its quantiles i/(W+1) are exactly the k-ary split. The strategy then
-  *is* KArySearch (it delegates), so on a reliable test it costs exactly what plain bisection costs.
+  uniform over the open range: the prior KArySearch sizes its parts for. The strategy then *is* KArySearch
+  (it delegates), so on a reliable test it costs exactly what the k-ary search costs.
 * The first contradiction (a commit seen good and bad, or good after bad) proves ε > 0. From then on the
   posterior of `CulpritPosterior` is used: ε ~ Beta(a, b) integrated out, so its estimate is learned from
   every observation, endpoints included. Probes go to the posterior quantiles i/(W+1) for the W free

@@ -53,17 +53,18 @@ def _parts(lo: int, hi: int, probes: list[int]) -> list[int]:
 
 def test_lazy_endpoints_at_eight_workers_run_no_endpoint_when_probes_settle_it(tmp_path: Path, store: Store):
     """W=8: no slot goes to an endpoint while probes have a use for it, each round splits the candidates into
-    nine parts as even as whole commits allow, and probes on both sides of the culprit settle it."""
+    nine parts sized for the fewest rounds on average (an endpoint not run counts as one more suspect beside
+    it), and probes on both sides of the culprit settle it."""
     done = scripted_bisect(tmp_path, store, 200, 117, workers=8)
     assert (done.record.status, done.record.first_bad) == (BisectStatus.FOUND, done.history.shas[117])
     assert not {0, 200} & set(done.positions())
     first, second, *rest = done.rounds()
     assert len(first) == len(second) == 8
-    assert max(_parts(0, 200, first)) - min(_parts(0, 200, first)) <= 1  # 22 or 23 suspects each
+    assert _parts(0, 200, first) == [80, 9, 9, 9, 9, 9, 9, 9, 57]  # part_sizes(202, 8, 9), less the endpoints
     lo = max(p for p in first if p < 117)
     hi = min(p for p in first if p >= 117)
-    assert max(_parts(lo, hi, second)) - min(_parts(lo, hi, second)) <= 1
-    assert len(rest) == 1  # 200 suspects -> 23 -> 3 at most -> one
+    assert _parts(lo, hi, second) == [1] * 9  # (116, 125]
+    assert not rest
     assert not [s for s in done.steps if s.verdict is Verdict.CANCELLED]
     checks = SearchRecords.from_extra(done.record.extra).endpoints
     assert checks == {"good": EndpointCheck.ASSUMED, "bad": EndpointCheck.ASSUMED}
@@ -103,10 +104,10 @@ def test_lazy_endpoints_take_the_slots_no_probe_can_use(tmp_path: Path, store: S
 
 
 def test_a_flake_seen_at_eight_workers_has_both_endpoints_verified_before_the_answer(tmp_path: Path, store: Store):
-    """Lazily nothing runs the endpoints of this range, until 178 (a first-round probe, after the culprit) answers
+    """Lazily nothing runs the endpoints of this range, until 143 (a first-round probe, after the culprit) answers
     good: a flake; from then on noise is expected, so both endpoints are verified before the answer."""
-    done = scripted_bisect(tmp_path, store, 200, 117, {178: [GOOD, BAD]}, workers=8)
-    assert 178 in done.rounds()[0]
+    done = scripted_bisect(tmp_path, store, 200, 117, {143: [GOOD, BAD]}, workers=8)
+    assert 143 in done.rounds()[0]
     assert (done.record.status, done.record.first_bad) == (BisectStatus.FOUND, done.history.shas[117])
     assert {0, 200} <= set(done.positions())
     records = SearchRecords.from_extra(done.record.extra)
@@ -135,8 +136,8 @@ def test_a_round_that_comes_back_one_result_at_a_time_is_decided_as_one(tmp_path
     assert trickled.record.first_bad == trickled.history.shas[117]
     assert [sorted(r) for r in trickled.rounds()] == [sorted(r) for r in batched.rounds()]
     cancelled = {trickled.history.shas.index(s.sha) for s in trickled.steps if s.verdict is Verdict.CANCELLED}
-    assert 156 in cancelled  # the first round's probes after 133 (bad, reported before them) no longer mattered
-    assert all(p > 118 for p in cancelled)  # only such probes: 118 is bad, probed in the second round
+    assert 134 in cancelled  # the first round's probes after 125 (bad, reported before them) no longer mattered
+    assert all(p > 117 for p in cancelled)  # only probes after a bad one: 117 is bad, probed in the second round
 
 
 def test_lazy_endpoint_that_contradicts_is_a_mismatch(tmp_path: Path, store: Store):
