@@ -20,7 +20,9 @@ from __future__ import annotations
 import ast
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from bisector.analysis.conditions import (
     Gate,
@@ -32,12 +34,13 @@ from bisector.analysis.conditions import (
     stored_condition,
 )
 from bisector.analysis.findings import MAX_TEXT, Finding, FindingKind, short_text
-from bisector.analysis.function_logic import code_text
 from bisector.analysis.launch_arguments import assignments, resolved
 from bisector.analysis.launch_calls import launch_call
+from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, method_owner
 
-__all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "same_top_level", "scan_sites"]
+__all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
 
+_CHOICE = re.compile(r" = \.\.\. if (.*) else \.\.\.$")  # reach.launch_flow's text of a launch input's choice
 _NOT_KERNELS = re.compile(r"cache|dict|registry|table|_map\b|mapping|dispatch", re.I)
 
 
@@ -73,55 +76,15 @@ class SiteScan:
 
 def scan_sites(tree: ast.Module, unchanged: frozenset[int] = frozenset()) -> SiteScan:
     """unchanged: indexes of top-level functions and classes that the other version has with the same text and the
-    same module gates (same_top_level): they scan the same on both sides, so neither side scans them."""
+    same module gates (top_level.same_top_level): they scan the same on both sides, so neither side scans them."""
     scan = SiteScan()
     body = [s for i, s in enumerate(tree.body) if i not in unchanged]
-    _Walker(scan, module_gates(tree.body), tree.body).body(body, "", "<module>", ())
+    _Walker(scan, module_gates(tree.body), tree).body(body, "", "<module>", ())
     return scan
 
 
-def same_top_level(
-    old: ast.Module, old_lines: list[str], new: ast.Module, new_lines: list[str]
-) -> tuple[frozenset[int], frozenset[int]]:
-    """Indexes of the top-level functions and classes whose text (decorators included) both versions share, when
-    the module gates are the same on both sides; empty sets otherwise."""
-    if module_gates(old.body) != module_gates(new.body):
-        return frozenset(), frozenset()
-    old_texts = _definition_texts(old, old_lines)
-    new_texts = _definition_texts(new, new_lines)
-    common = set(old_texts.values()) & set(new_texts.values())
-    return (
-        frozenset(i for i, text in old_texts.items() if text in common),
-        frozenset(i for i, text in new_texts.items() if text in common),
-    )
-
-
-def _definition_texts(tree: ast.Module, lines: list[str]) -> dict[int, str]:
-    texts: dict[int, str] = {}
-    for index, statement in enumerate(tree.body):
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            first = min([statement.lineno, *(d.lineno for d in statement.decorator_list)])
-            docstrings = {line for node in _with_methods(statement) for line in _docstring_lines(node)}
-            kept = [lines[n - 1] for n in range(first, (statement.end_lineno or first) + 1) if n not in docstrings]
-            texts[index] = code_text(kept)
-    return texts
-
-
-def _with_methods(statement: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[ast.stmt]:
-    return [statement, *(s for s in statement.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef))]
-
-
-def _docstring_lines(node: ast.stmt) -> range:
-    """The lines of a function's or class's docstring (a docstring that changes changes no dispatch)."""
-    body = getattr(node, "body", [])
-    first = body[0] if body else None
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        return range(first.lineno, (first.end_lineno or first.lineno) + 1)
-    return range(0)
-
-
 class _Walker:
-    def __init__(self, scan: SiteScan, gates: dict[str, Gate], module: list[ast.stmt]) -> None:
+    def __init__(self, scan: SiteScan, gates: dict[str, Gate], module: ast.Module) -> None:
         self.scan = scan
         self.counts: dict[tuple[str, str], int] = {}
         self.defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
@@ -129,9 +92,13 @@ class _Walker:
         self.gates: dict[str, dict[str, Gate]] = {"<module>": gates}  # function -> the gates it sees
         self.kernels = frozenset(
             node.name
-            for node in module
+            for node in module.body
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.decorator_list
         )
+        self.module = module
+        self._graph: LaunchGraph | None = None  # what launches in the module (reach.py), read when first needed
+        self.flows: dict[str, tuple[frozenset[str], dict[int, str]]] = {}  # function -> reach.launch_flow
+        self.owners: dict[str, str] = {}  # method -> its class
 
     def body(self, statements: list[ast.stmt], prefix: str, function: str, conditions: tuple[str, ...]) -> None:
         for statement in statements:
@@ -146,9 +113,11 @@ class _Walker:
             self.defs[name] = node
             self.gates[name] = dict(self.gates[function])
             if not _device_code(node):  # a jit kernel's calls and branches run on the device: no launch, no dispatch
+                self.owners[name] = method_owner(prefix)
                 self.body(node.body, f"{name}.<locals>.", name, ())
         elif isinstance(node, ast.If):
-            test = self._branch(function, node.test, chooses=chooses_implementation(node))
+            guards = lambda: guards_launch(node, self._flow(function)[0], self.graph, method_owner(prefix))  # noqa: E731
+            test = self._branch(function, node.test, chooses=chooses_implementation(node), guards=guards)
             self.body(node.body, prefix, function, (*conditions, test))
             self.body(node.orelse, prefix, function, (*conditions, f"not ({test})"))
         else:
@@ -166,7 +135,7 @@ class _Walker:
     def expression(self, node: ast.expr, function: str, conditions: tuple[str, ...]) -> None:
         for child in ast.walk(node):
             if isinstance(child, ast.IfExp):
-                self._branch(function, child.test)
+                self._branch(function, child.test, chosen=partial(self._chosen, function, child))
             elif isinstance(child, ast.comprehension):  # [c for c in configs if c.kwargs["BLOCK_M"] <= M]
                 for test in child.ifs:
                     self._branch(function, test)
@@ -176,13 +145,20 @@ class _Walker:
                     if keyword.arg and passed_condition(keyword.arg, keyword.value):
                         self._branch(function, keyword.value, chooses=True)
 
-    def _branch(self, function: str, test: ast.expr, *, returned: bool = False, chooses: bool = False) -> str:
+    def _branch(
+        self, function: str, test: ast.expr, *, returned: bool = False, chooses: bool = False,
+        guards: Callable[[], bool] | None = None, chosen: Callable[[], str] | None = None,
+    ) -> str:  # fmt: skip
         """Record the condition; returns its text. chooses: its branches set the implementation (a backend choice
-        whatever it tests)."""
+        whatever it tests); guards: they set launch inputs or launch different kernels (reach.py); chosen: the
+        assignment of a launch input it chooses between literals (`BLOCK_N = 32 if D <= 64 else 64`)."""
         gates = self.gates[function]
         meaning = "; ".join(gate.text for gate in gates_read(test, gates))
         text = ast.unparse(test)
         category = condition_category(test, gates, text) or ("backend" if chooses else "")
+        chosen_text = chosen() if chosen and not category else ""
+        if not category and (chosen_text or (guards and guards())):
+            category, text = "launch", chosen_text or text
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
             return short_text(text)
         branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned)
@@ -200,6 +176,30 @@ class _Walker:
         self.gates[function].update(dict.fromkeys(names, gate))
         branch = Branch(function, gate.text, gate.category, node.lineno)
         self.scan.branches.setdefault(function, []).append(branch)
+
+    def _flow(self, function: str) -> tuple[frozenset[str], dict[int, str]]:
+        """What reaches the function's launches (reach.launch_flow), read when a condition first asks."""
+        if function not in self.flows:
+            node = self.defs.get(function)
+            found = (frozenset(), {}) if node is None else launch_flow(node, self.graph, self.owners.get(function, ""))
+            self.flows[function] = found
+        return self.flows[function]
+
+    def _chosen(self, function: str, node: ast.IfExp) -> str:
+        return self._flow(function)[1].get(id(node), "")
+
+    @property
+    def graph(self) -> LaunchGraph:
+        if self._graph is None:
+            self._graph = launch_graph(self.module, self._launches)
+        return self._graph
+
+    def _launches(self, call: ast.Call) -> bool:
+        """A launch as _launch reads one."""
+        func = call.func
+        if isinstance(func, ast.Subscript):
+            return _is_kernel_launch(func, self.kernels)
+        return ast.unparse(func).startswith("torch.ops.") or launch_call(call)
 
     def _launch(self, call: ast.Call, function: str, conditions: tuple[str, ...]) -> None:
         arguments: dict[str, str] = {}
@@ -352,6 +352,8 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
             # a condition that only moved within the function (same text on both sides) is not a change
             removed = [b for b in was[i1:i2] if before_tests.count(b.test) > after_tests.count(b.test)]
             added = [b for b in now[j1:j2] if after_tests.count(b.test) > before_tests.count(b.test)]
+            removed = [b for b in removed if _rechosen(b, now)]
+            added = [b for b in added if _rechosen(b, was)]
             if function not in old or function not in new:  # a new or dropped predicate shows where it is called
                 removed, added = [b for b in removed if not b.returned], [b for b in added if not b.returned]
                 if ".<locals>." in function and function.rsplit(".<locals>.", 1)[0] in old.keys() & new.keys():
@@ -359,6 +361,23 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
             for index in range(max(len(removed), len(added))):
                 rows.extend(_branch(path, function, _at(removed, index), _at(added, index)))
     return rows
+
+
+def _rechosen(branch: Branch, other: list[Branch]) -> bool:
+    """A launch input a condition starts or stops choosing between literals (`tile_m = ... if cap == 10 else
+    ...`) is shown by the launch row that reads it, and so is an if that became such a choice (the same test, the
+    same values); the condition is a row when the other side's choice by the same test was of another input (it
+    chose num_stages before, BLOCK_N now)."""
+    if branch.category != "launch":
+        return True
+    condition = _chosen_condition(branch)
+    choices = [_chosen_condition(b) for b in other if _chosen_condition(b) != b.test]
+    return condition in choices if condition != branch.test else condition not in choices
+
+
+def _chosen_condition(branch: Branch) -> str:
+    match = _CHOICE.search(branch.test)
+    return match.group(1) if match else branch.test
 
 
 def _at(branches: list[Branch], index: int) -> Branch | None:

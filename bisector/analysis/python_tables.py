@@ -12,13 +12,14 @@ import gc
 import re
 from dataclasses import dataclass, field
 
-from bisector.analysis.dispatch_sites import SiteScan, diff_sites, same_top_level, scan_sites
+from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
 from bisector.analysis.env_gates import EnvGates, diff_env_gates, reading_functions, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, function_info, record_fields
 from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
 from bisector.analysis.local_tables import local_tables
+from bisector.analysis.top_level import same_top_level
 from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render
 
 

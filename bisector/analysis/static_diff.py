@@ -31,6 +31,7 @@ from bisector.analysis.tuning_files import (
     diff_tuning_file,
     load_tuning_file,
 )
+from bisector.analysis.unreached import Versions, without_unreached
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_ROWS_PER_FILE = 400
@@ -135,9 +136,13 @@ def static_diff(
         native = [c for c in readable if _language(c.path) == "native"]
         hunks = gitdiff.hunks_of(repo, base, commit, native) if native else {}
         findings: list[Finding] = []
+        modules: dict[str, Versions] = {}  # the changed Python modules, for what their rows reach (unreached.py)
         for change in readable:
-            rows = _FileAnalysis(repo, base, commit, change, max_file_bytes, blobs, hunks.get(change, [])).findings()
-            findings.extend(_capped(rows, change.path, max_rows_per_file))
+            analysis = _FileAnalysis(repo, base, commit, change, max_file_bytes, blobs, hunks.get(change, []))
+            findings.extend(_capped(analysis.findings(), change.path, max_rows_per_file))
+            if analysis.modules is not None:
+                modules[change.path] = analysis.modules
+        findings = without_unreached(findings, modules)
         findings.extend(_whole_file_notes(whole))
     finally:
         repo.close()
@@ -221,6 +226,7 @@ class _FileAnalysis:
         self.blobs = blobs  # revision -> path -> blob, listed once for all changed files
         self.hunks = hunks  # of a C / C++ / CUDA file, diffed once for all of them
         self.path = change.path
+        self.modules: Versions | None = None  # a Python file's parsed versions, once diffed
 
     def findings(self) -> list[Finding]:
         language = _language(self.path)
@@ -254,7 +260,9 @@ class _FileAnalysis:
 
     def _diff(self, language: str, old: bytes | None, new: bytes | None) -> list[Finding]:
         if language == "python":
-            return diff_python(self.path, *scan_pair(*self._parsed(old, new, _parse_python)))
+            parsed = self._parsed(old, new, _parse_python)
+            self.modules = parsed
+            return diff_python(self.path, *scan_pair(*parsed))
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))

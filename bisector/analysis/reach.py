@@ -1,0 +1,233 @@
+"""Which code of one Python module reaches a kernel launch: a call graph of its functions and the local names
+that flow into launches.
+
+    def _run(x, BLOCK):  _kernel[grid](x, BLOCK=BLOCK)     _run launches (a launch site)
+    def forward(x):                                         forward reaches a launch through _run (the call graph:
+        BLOCK_N = 32 if D <= 64 else 64                     module functions, self.method) and BLOCK_N, D flow
+        _run(x, BLOCK_N)                                    into it, so `D <= 64` chooses what is launched
+
+A launch is what dispatch_sites reads as one (kernel[grid](...), torch.ops.*, tile-keyword calls), a call of a
+decorated kernel of the module, or a call into a native extension module the module imports (`import pkg._qattn
+as qattn`, `from pkg import my_ext`). Calls into other Python modules are not followed: a name passed to them
+reaches no launch this module can show.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+LaunchTest = Callable[[ast.Call], bool]
+
+# The last part of a module name that says it is compiled code: _C, _qattn, my_ext, flash_cuda, fused_kernels.
+_NATIVE_MODULE = re.compile(r"^_\w+$|(^|_)(C|ext|cuda|kernels?)$")
+_KERNEL_DECORATOR = re.compile(r"jit|kernel|autotune|heuristics|custom_op|triton_op")
+_MAX_FLOW_ROUNDS = 8  # local assignment chains followed back from a launch argument
+
+
+@dataclass(frozen=True)
+class LaunchGraph:
+    """The module's launching functions (qualified names: "f", "Cls.m") and how to tell a launching call."""
+
+    launchers: frozenset[str]
+    native_modules: frozenset[str]  # local names bound to native extension modules
+    is_launch: LaunchTest
+    kernels: frozenset[str] = frozenset()  # module functions decorated as kernels (@triton.jit, @cute.jit, ...)
+
+    def launches(self, call: ast.Call, owner: str) -> bool:
+        """The call launches a kernel, directly or through a launching function of the module; owner: the class
+        of the calling method ("" outside classes), for self.method calls."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            return (
+                func.id in self.kernels or func.id in self.launchers or (bool(call.keywords) and self.is_launch(call))
+            )
+        if isinstance(func, ast.Attribute):
+            base = func.value
+            if isinstance(base, ast.Name) and (
+                base.id in self.native_modules or _callee(call, owner) in self.launchers
+            ):
+                return True
+            return (bool(call.keywords) or _rooted_at_torch(base)) and self.is_launch(call)
+        return isinstance(func, ast.Subscript) and self.is_launch(call)
+
+
+def launch_graph(tree: ast.Module, is_launch: LaunchTest) -> LaunchGraph:
+    """The functions that launch, directly or through other functions of the module they call."""
+    native = _native_modules(tree.body)
+    kernels = frozenset(
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and any(_KERNEL_DECORATOR.search(ast.unparse(d)) for d in node.decorator_list)
+    )
+    direct = LaunchGraph(frozenset(), native, is_launch, kernels)
+    calls: dict[str, set[str]] = {}
+    launching: set[str] = set()
+    for name, owner, function in _functions(tree.body):
+        callees = calls.setdefault(name, set())
+        for node in _own_calls(function):
+            if name not in launching and direct.launches(node, owner):
+                launching.add(name)
+            callees.add(_callee(node, owner))
+    changed = True
+    while changed:  # callers of launching functions launch: to a fixed point
+        changed = False
+        for name, callees in calls.items():
+            if name not in launching and callees & launching:
+                launching.add(name)
+                changed = True
+    return LaunchGraph(frozenset(launching), native, is_launch, kernels)
+
+
+def launch_flow(function: FunctionNode, graph: LaunchGraph, owner: str) -> tuple[frozenset[str], dict[int, str]]:
+    """The local names whose values reach a launching call of the function (its arguments, and the names the
+    assignments to those read, `grid = (cdiv(M, BLOCK_M),)`: BLOCK_M too, followed back a few steps); and the
+    conditional expressions choosing between literals for one of them: id() -> "BLOCK_N = ... if D <= 64 else
+    ..." (that condition chooses a launch parameter whatever it tests; the values are the launch row's)."""
+    names: set[str] = set()
+    flows: dict[str, set[str]] = {}
+    choices: list[tuple[list[str], ast.IfExp]] = []
+    for statement in function.body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                if graph.launches(node, owner):
+                    names.update(_loaded([*node.args, *(kw.value for kw in node.keywords), node.func]))
+            elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                read = _loaded([node.value])
+                plain = [t.id for t in targets if isinstance(t, ast.Name)]
+                for target in targets:
+                    for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
+                        flows.setdefault(name, set()).update(read)
+                if isinstance(node.value, ast.IfExp) and plain and _literal_choice(node.value):
+                    choices.append((plain, node.value))
+    for _ in range(_MAX_FLOW_ROUNDS):
+        more = {read for name in names for read in flows.get(name, ())} - names
+        if not more:
+            break
+        names |= more
+    guarded = {
+        id(choice): f"{' = '.join(targets)} = ... if {' '.join(ast.unparse(choice.test).split())} else ..."
+        for targets, choice in choices
+        if any(target in names for target in targets)
+    }
+    return frozenset(names), guarded
+
+
+def guards_launch(statement: ast.If, inputs: frozenset[str], graph: LaunchGraph, owner: str) -> bool:
+    """An if whose branches set a launch input to different literals (`if cap == (8, 0): BLOCK_M = 128 else:
+    BLOCK_M = 64`), or launch different kernels (`elif FAST: fast_ext.f16(q) else: fast_ext.f32(q)`)."""
+    if not statement.orelse:
+        return any(_sets_input(s, inputs) for s in statement.body)
+    body = _launched(statement.body, graph, owner)
+    orelse = _launched(statement.orelse, graph, owner)
+    if (body or orelse) and body != orelse:
+        return True
+    return any(_sets_input(s, inputs) for s in [*statement.body, *statement.orelse])
+
+
+def method_owner(prefix: str) -> str:
+    """The class whose methods a walker's prefix names ("Cls." -> "Cls"); "" for functions and closures."""
+    return "" if not prefix or ".<locals>." in prefix else prefix.rstrip(".")
+
+
+def _launched(block: list[ast.stmt], graph: LaunchGraph, owner: str) -> frozenset[str]:
+    return frozenset(
+        ast.unparse(node.func)
+        for statement in block
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Call) and graph.launches(node, owner)
+    )
+
+
+def _sets_input(statement: ast.stmt, inputs: frozenset[str]) -> bool:
+    if not isinstance(statement, ast.Assign) or not _literal(statement.value):
+        return False
+    return any(isinstance(t, ast.Name) and t.id in inputs for t in statement.targets)
+
+
+def _literal_choice(expr: ast.IfExp) -> bool:
+    return all(_literal(branch) or (isinstance(branch, ast.IfExp) and _literal_choice(branch)) for branch in
+               (expr.body, expr.orelse))  # fmt: skip
+
+
+def _literal(expr: ast.expr) -> bool:
+    """A number, string, bool or a tuple of them: a tuning value, not a tensor or a computed size."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, int | float | str | bool)
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        return _literal(expr.operand)
+    return isinstance(expr, ast.Tuple) and bool(expr.elts) and all(map(_literal, expr.elts))
+
+
+def _functions(body: list[ast.stmt], owner: str = "") -> Iterator[tuple[str, str, FunctionNode]]:
+    """(qualified name, owning class, node) of module functions and class methods, under module-level if / try."""
+    for statement in body:
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield f"{owner}.{statement.name}" if owner else statement.name, owner, statement
+        elif isinstance(statement, ast.ClassDef) and not owner:
+            yield from _functions(statement.body, statement.name)
+        elif isinstance(statement, ast.If | ast.Try | ast.With) and not owner:
+            blocks = [getattr(statement, name, []) for name in ("body", "orelse", "finalbody")]
+            blocks += [handler.body for handler in getattr(statement, "handlers", [])]
+            for block in blocks:
+                yield from _functions(block)
+
+
+def _own_calls(function: FunctionNode) -> Iterator[ast.Call]:
+    """The calls in a function's body, closures included (they run when it calls them)."""
+    for statement in function.body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                yield node
+
+
+def _callee(call: ast.Call, owner: str) -> str:
+    """The module function a call names: f(...) -> "f", self.m(...) / cls.m(...) -> "Owner.m"."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        if func.value.id in ("self", "cls") and owner:
+            return f"{owner}.{func.attr}"
+        return f"{func.value.id}.{func.attr}"  # Cls.static_method(...)
+    return ""
+
+
+def _native_modules(body: list[ast.stmt]) -> frozenset[str]:
+    """Names the module's own imports (under module-level if / try too) bind to native extension modules."""
+    names: set[str] = set()
+    for node in _module_statements(body):
+        if isinstance(node, ast.Import):
+            names.update(a.asname for a in node.names if a.asname and _native(a.name))
+        elif isinstance(node, ast.ImportFrom):
+            names.update(a.asname or a.name for a in node.names if _native(a.name))
+    return frozenset(names)
+
+
+def _module_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    for statement in body:
+        yield statement
+        if isinstance(statement, ast.If | ast.Try):
+            blocks = [statement.body, statement.orelse, *(h.body for h in getattr(statement, "handlers", []))]
+            for block in blocks:
+                yield from _module_statements(block)
+
+
+def _rooted_at_torch(expr: ast.expr) -> bool:
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return isinstance(expr, ast.Name) and expr.id == "torch"
+
+
+def _native(module: str) -> bool:
+    last = module.rsplit(".", 1)[-1]
+    return bool(_NATIVE_MODULE.search(last)) and not last.startswith("__")
+
+
+def _loaded(exprs: Iterable[ast.expr]) -> set[str]:
+    return {n.id for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
