@@ -116,7 +116,7 @@ class _Walker:
                 self.owners[name] = method_owner(prefix)
                 self.body(node.body, f"{name}.<locals>.", name, ())
         elif isinstance(node, ast.If):
-            guards = lambda: guards_launch(node, self._flow(function)[0], self.graph, method_owner(prefix))  # noqa: E731
+            guards = partial(self._guards, function, node, method_owner(prefix))
             test = self._branch(function, node.test, chooses=chooses_implementation(node), guards=guards)
             self.body(node.body, prefix, function, (*conditions, test))
             self.body(node.orelse, prefix, function, (*conditions, f"not ({test})"))
@@ -184,6 +184,10 @@ class _Walker:
             found = (frozenset(), {}) if node is None else launch_flow(node, self.graph, self.owners.get(function, ""))
             self.flows[function] = found
         return self.flows[function]
+
+    def _guards(self, function: str, node: ast.If, owner: str) -> bool:
+        inputs = self._flow(function)[0]
+        return bool(inputs) and guards_launch(node, inputs, self.graph, owner)
 
     def _chosen(self, function: str, node: ast.IfExp) -> str:
         return self._flow(function)[1].get(id(node), "")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
+from bisector.analysis.native_reach import MAX_READER_LINES, guards_launch, instantiating_case, reaching_values
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".inc")
@@ -48,6 +49,7 @@ _DTYPE_WORDS = re.compile(
 _CASE = re.compile(r"^\s*case\s+[^:]+:")
 _SWITCH = re.compile(rf"\bswitch\s*\(\s*([^)]*\b(?:{_BATCH_NAMES})\b[^)]*)\)")
 _ANY_SWITCH = re.compile(r"\bswitch\s*\(")
+_ANY_SWITCH_ON = re.compile(r"\bswitch\s*\(\s*([^)]*)\)")
 _ARRAY_HEAD = re.compile(
     r"\s*(?:template\s*<[^>]*>\s*)?"
     r"[\w:<>,*&\s]*\b(?:const|constexpr|__constant__)\b[\w:<>,*&\s]*?"
@@ -225,7 +227,11 @@ def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: li
             )
         )
     old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
-    return findings + default_rows(path, old_hunk, new_hunk, hunk.new_lo + 1 if new_hunk else None)
+    line = hunk.new_lo + 1 if new_hunk else None
+    after = new_lines[hunk.new_hi : hunk.new_hi + MAX_READER_LINES]
+    return (
+        findings + default_rows(path, old_hunk, new_hunk, line) + reaching_values(path, old_hunk, new_hunk, after, line)
+    )
 
 
 def _text(line: str) -> str:
@@ -252,20 +258,18 @@ def _condition(lines: list[str], index: int) -> str:
     if _CASE.match(line):
         for earlier in range(index, max(index - 200, -1), -1):
             if _ANY_SWITCH.search(lines[earlier]):
-                switch = _SWITCH.search(lines[earlier])
+                switch = _SWITCH.search(lines[earlier]) or (
+                    _ANY_SWITCH_ON.search(lines[earlier]) if instantiating_case(lines, index) else None
+                )
                 return f"case of switch ({' '.join(switch[1].split())})" if switch else ""
         return ""
     if _CONDITION.search(line):
         return "condition on the batch size"
-    if not _BRANCH.search(line):
-        return condition_label(line)
-    return (
-        "condition on the arch"
-        if _ARCH_WORDS.search(line)
-        else "condition on the dtype"
-        if _DTYPE_WORDS.search(line)
-        else condition_label(line)
-    )
+    if _BRANCH.search(line) and _ARCH_WORDS.search(line):
+        return "condition on the arch"
+    if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
+        return "condition on the dtype"
+    return condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
 
 
 def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 LaunchTest = Callable[[ast.Call], bool]
@@ -28,59 +27,58 @@ _KERNEL_DECORATOR = re.compile(r"jit|kernel|autotune|heuristics|custom_op|triton
 _MAX_FLOW_ROUNDS = 8  # local assignment chains followed back from a launch argument
 
 
-@dataclass(frozen=True)
 class LaunchGraph:
-    """The module's launching functions (qualified names: "f", "Cls.m") and how to tell a launching call."""
+    """The module's call graph to its launches, followed on demand: a function of the module (qualified name:
+    "f", "Cls.m") launches when its body (closures included) makes a launching call, or calls a module function
+    that launches; each function is read at most once."""
 
-    launchers: frozenset[str]
-    native_modules: frozenset[str]  # local names bound to native extension modules
-    is_launch: LaunchTest
-    kernels: frozenset[str] = frozenset()  # module functions decorated as kernels (@triton.jit, @cute.jit, ...)
+    def __init__(self, tree: ast.Module, is_launch: LaunchTest) -> None:
+        self.is_launch = is_launch
+        self.native_modules = _native_modules(tree.body)  # local names bound to native extension modules
+        self.definitions = {name: (owner, node) for name, owner, node in _functions(tree.body)}
+        self.kernels = frozenset(  # module functions decorated as kernels (@triton.jit, @cute.jit, ...)
+            name
+            for name, (owner, node) in self.definitions.items()
+            if not owner and any(_KERNEL_DECORATOR.search(ast.unparse(d)) for d in node.decorator_list)
+        )
+        self._launching: dict[str, bool] = {}
+        self.bodies: dict[int, list[ast.AST]] = {}  # id() of a function read -> its calls and assignments
 
     def launches(self, call: ast.Call, owner: str) -> bool:
         """The call launches a kernel, directly or through a launching function of the module; owner: the class
         of the calling method ("" outside classes), for self.method calls."""
         func = call.func
         if isinstance(func, ast.Name):
-            return (
-                func.id in self.kernels or func.id in self.launchers or (bool(call.keywords) and self.is_launch(call))
-            )
-        if isinstance(func, ast.Attribute):
-            base = func.value
-            if isinstance(base, ast.Name) and (
-                base.id in self.native_modules or _callee(call, owner) in self.launchers
-            ):
+            if func.id in self.kernels or (bool(call.keywords) and self.is_launch(call)):
                 return True
-            return (bool(call.keywords) or _rooted_at_torch(base)) and self.is_launch(call)
-        return isinstance(func, ast.Subscript) and self.is_launch(call)
+        elif isinstance(func, ast.Attribute):
+            base = func.value
+            if isinstance(base, ast.Name) and base.id in self.native_modules:
+                return True
+            if (call.keywords or _rooted_at_torch(base)) and self.is_launch(call):
+                return True
+        else:
+            return isinstance(func, ast.Subscript) and self.is_launch(call)
+        callee = _callee(call, owner)
+        return callee in self.definitions and self.launching(callee)
+
+    def launching(self, name: str) -> bool:
+        if name not in self._launching:
+            self._launching[name] = False  # a recursive call does not launch by itself
+            owner, function = self.definitions[name]
+            calls = (node for node in self.nodes(function) if isinstance(node, ast.Call))
+            self._launching[name] = any(self.launches(call, owner) for call in calls)
+        return self._launching[name]
+
+    def nodes(self, function: FunctionNode) -> list[ast.AST]:
+        if id(function) not in self.bodies:
+            self.bodies[id(function)] = _flow_nodes(function)
+        return self.bodies[id(function)]
 
 
 def launch_graph(tree: ast.Module, is_launch: LaunchTest) -> LaunchGraph:
-    """The functions that launch, directly or through other functions of the module they call."""
-    native = _native_modules(tree.body)
-    kernels = frozenset(
-        node.name
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and any(_KERNEL_DECORATOR.search(ast.unparse(d)) for d in node.decorator_list)
-    )
-    direct = LaunchGraph(frozenset(), native, is_launch, kernels)
-    calls: dict[str, set[str]] = {}
-    launching: set[str] = set()
-    for name, owner, function in _functions(tree.body):
-        callees = calls.setdefault(name, set())
-        for node in _own_calls(function):
-            if name not in launching and direct.launches(node, owner):
-                launching.add(name)
-            callees.add(_callee(node, owner))
-    changed = True
-    while changed:  # callers of launching functions launch: to a fixed point
-        changed = False
-        for name, callees in calls.items():
-            if name not in launching and callees & launching:
-                launching.add(name)
-                changed = True
-    return LaunchGraph(frozenset(launching), native, is_launch, kernels)
+    """The module's call graph to its launches (LaunchGraph)."""
+    return LaunchGraph(tree, is_launch)
 
 
 def launch_flow(function: FunctionNode, graph: LaunchGraph, owner: str) -> tuple[frozenset[str], dict[int, str]]:
@@ -88,28 +86,28 @@ def launch_flow(function: FunctionNode, graph: LaunchGraph, owner: str) -> tuple
     assignments to those read, `grid = (cdiv(M, BLOCK_M),)`: BLOCK_M too, followed back a few steps); and the
     conditional expressions choosing between literals for one of them: id() -> "BLOCK_N = ... if D <= 64 else
     ..." (that condition chooses a launch parameter whatever it tests; the values are the launch row's)."""
-    names: set[str] = set()
-    flows: dict[str, set[str]] = {}
+    nodes = graph.nodes(function)
+    launching = [node for node in nodes if isinstance(node, ast.Call) and graph.launches(node, owner)]
+    if not launching:
+        return frozenset(), {}
+    names = _loaded(arg for call in launching for arg in [*call.args, *(kw.value for kw in call.keywords), call.func])
+    flows: dict[str, list[ast.expr]] = {}
     choices: list[tuple[list[str], ast.IfExp]] = []
-    for statement in function.body:
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Call):
-                if graph.launches(node, owner):
-                    names.update(_loaded([*node.args, *(kw.value for kw in node.keywords), node.func]))
-            elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and node.value is not None:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                read = _loaded([node.value])
-                plain = [t.id for t in targets if isinstance(t, ast.Name)]
-                for target in targets:
-                    for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
-                        flows.setdefault(name, set()).update(read)
-                if isinstance(node.value, ast.IfExp) and plain and _literal_choice(node.value):
-                    choices.append((plain, node.value))
+    for node in nodes:
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
+                    flows.setdefault(name, []).append(node.value)
+            plain = [t.id for t in targets if isinstance(t, ast.Name)]
+            if isinstance(node.value, ast.IfExp) and plain and _literal_choice(node.value):
+                choices.append((plain, node.value))
+    fresh = set(names)
     for _ in range(_MAX_FLOW_ROUNDS):
-        more = {read for name in names for read in flows.get(name, ())} - names
-        if not more:
+        fresh = _loaded(value for name in fresh for value in flows.get(name, ())) - names
+        if not fresh:
             break
-        names |= more
+        names |= fresh
     guarded = {
         id(choice): f"{' = '.join(targets)} = ... if {' '.join(ast.unparse(choice.test).split())} else ..."
         for targets, choice in choices
@@ -178,12 +176,14 @@ def _functions(body: list[ast.stmt], owner: str = "") -> Iterator[tuple[str, str
                 yield from _functions(block)
 
 
-def _own_calls(function: FunctionNode) -> Iterator[ast.Call]:
-    """The calls in a function's body, closures included (they run when it calls them)."""
-    for statement in function.body:
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Call):
-                yield node
+def _flow_nodes(function: FunctionNode) -> list[ast.AST]:
+    """The calls and assignments in a function's body, closures included (they run when it calls them)."""
+    return [
+        node
+        for statement in function.body
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Call | ast.Assign | ast.AugAssign | ast.AnnAssign)
+    ]
 
 
 def _callee(call: ast.Call, owner: str) -> str:

@@ -41,7 +41,12 @@ _JUDGED = frozenset(
         FindingKind.DISPATCH_LOGIC,
     }
 )
-_MAX_STORE_DEPTH = 3  # an env value kept in a name, kept in another name, ...
+_MAX_STORE_DEPTH = 3
+_DEFINITIONS = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+)  # an env value kept in a name, kept in another name, ...
 
 
 def without_unreached(findings: list[Finding], modules: Mapping[str, Versions]) -> list[Finding]:
@@ -60,7 +65,6 @@ class _Tree:
         self.text = "\n".join(parsed.lines)
         self.main_lines = frozenset() if script else _main_lines(self.module)
         self._parents: dict[ast.AST, ast.AST] | None = None
-        self._tests: list[ast.If | ast.While] | None = None
 
     @property
     def parents(self) -> dict[ast.AST, ast.AST]:
@@ -68,11 +72,17 @@ class _Tree:
             self._parents = {child: node for node in ast.walk(self.module) for child in ast.iter_child_nodes(node)}
         return self._parents
 
-    @property
-    def tests(self) -> list[ast.If | ast.While]:
-        if self._tests is None:
-            self._tests = [node for node in ast.walk(self.module) if isinstance(node, ast.If | ast.While)]
-        return self._tests
+    def tests(self, function: str) -> list[ast.If | ast.While]:
+        """The if and while statements of a function ("Cls.method"; a closure's outer function; the whole module
+        for "<module>" or a name it does not define)."""
+        scope: ast.AST = self.module
+        body = self.module.body
+        for part in function.split(".<locals>.", 1)[0].split("."):
+            found = next((s for s in body if isinstance(s, _DEFINITIONS) and s.name == part), None)
+            if found is None:
+                break
+            scope, body = found, found.body
+        return [node for node in ast.walk(scope) if isinstance(node, ast.If | ast.While)]
 
 
 class _Index:
@@ -115,7 +125,7 @@ class _Index:
             lined = (tree is new) or other_text is None  # the row's line is this side's
             found = [
                 node
-                for node in tree.tests
+                for node in tree.tests(row.name)
                 if (node.test.lineno == row.line if lined else short_text(ast.unparse(node.test)) == text)
             ]
             if not found:
