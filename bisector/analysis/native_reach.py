@@ -3,8 +3,8 @@
     if (d_in < d_out) {                           a condition whose block launches or instantiates a kernel
         using Gemm = DefaultGemm<..., GemmShape<32, 128, 16>, ...>;      (<<<...>>>, f<T, 576>(...), gemm.run())
     case 3072: case_macro(3072);                  a case that passes its value on: a kernel instance per case
-    int blocks = DIVIDE(dim, NUM_THREADS * 2);    a local whose value the function passes to a launch or to the
-    auto kernel = pick_kernel(blocks);            call that picks the kernel, a few lines on
+    int blocks = DIVIDE(dim, NUM_THREADS * 2);    a local whose value the function passes to the call that picks
+    auto kernel = pick_kernel(blocks);            the kernel or to a launch's <<<grid, block>>>, a few lines on
 
 What a condition tests does not matter here (native.py names batch, arch and dtype tests): what it guards does.
 """
@@ -24,7 +24,8 @@ _OPENING_IF = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?if\s*(?:constexpr\s*)?\(.*\
 _CASE_VALUE = re.compile(r"^\s*case\s+(?P<value>[\w:]+)\s*:(?P<rest>.*)$")
 _ASSIGNMENT = re.compile(r"^\s*(?:(?:const|auto|int|int64_t|int32_t|size_t|uint32_t|float|bool)\s+)?"
                          r"(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^=;][^;]*);\s*$")  # fmt: skip
-_KERNEL_PICK = re.compile(r"<<<|\b\w*(?:pick|select|choose|get)\w*_?kernel\w*\s*[<(]|\bkernel\w*\s*=", re.I)
+_KERNEL_PICK = re.compile(r"\b\w*(?:pick|select|choose|get)\w*_?kernel\w*\s*[<(]|\bkernel\w*\s*=", re.I)
+_LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")
 MAX_BLOCK_LINES = 120  # how far a condition's block is read for a launch
 MAX_READER_LINES = 12  # how far after a changed local its reader is looked for
 
@@ -70,12 +71,20 @@ def reaching_values(
             continue
         token = re.compile(rf"\b{re.escape(name)}\b")
         following = [*new_lines, *after[:MAX_READER_LINES]]
-        if any(token.search(text) and _KERNEL_PICK.search(text) for text in following):
+        if any(_reads_choice(token, text) for text in following):
             rows.append(
                 Finding(FindingKind.NATIVE_THRESHOLD, path, f"{name} (read by the kernel choice)", before=old[name],
                         after=value, line=line)
             )  # fmt: skip
     return rows
+
+
+def _reads_choice(token: re.Pattern[str], text: str) -> bool:
+    """The line picks a kernel with the name, or launches with it in its launch configuration (grid, block)."""
+    if not token.search(text):
+        return False
+    config = _LAUNCH_CONFIG.search(text)
+    return bool(_KERNEL_PICK.search(text)) or (config is not None and token.search(config[1]) is not None)
 
 
 def _assigned(lines: list[str]) -> dict[str, str]:
