@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
-from bisector.analysis.native_reach import MAX_READER_LINES, guards_launch, instantiating_case, reaching_values
+from bisector.analysis.native_reach import (
+    MAX_READER_LINES,
+    data_locals,
+    guards_launch,
+    instantiating_case,
+    reaching_values,
+)
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".inc")
@@ -139,11 +145,13 @@ def scan_native(text: str) -> NativeScan:
 
 def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Iterable[Hunk]) -> list[Finding]:
     """Rows for the entries and batch-size conditions that differ. Not rows: a const / constexpr added or removed
-    whose value holds no number (derived from other names: a new local, a sizeof), and a value that differs
+    whose value holds no number (derived from other names: a new local, a sizeof), a local only read through its
+    address (native_reach.data_locals: a value handed on as data), and a value that differs
     only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
     kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it)."""
     old = _tuned(before.entries if before else {}, after.entries if after else {}, before.nested if before else set())
     new = _tuned(after.entries if after else {}, before.entries if before else {}, after.nested if after else set())
+    old, new = without_data_locals(old, before), without_data_locals(new, after)
     renamed = _Renames(before, after)
     for name in set(old) & set(new):
         if renamed.same(old[name][1], new[name][1]):
@@ -155,6 +163,15 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
         findings.extend(_batch_conditions(path, hunk, old_lines, new_lines))
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
     return findings
+
+
+def without_data_locals(
+    entries: dict[str, tuple[FindingKind, Node]], scan: NativeScan | None
+) -> dict[str, tuple[FindingKind, Node]]:
+    if scan is None or not scan.nested:
+        return entries
+    data = data_locals([name for name in entries if name in scan.nested], scan.lines)
+    return {name: entry for name, entry in entries.items() if name not in data}
 
 
 def _tuned(

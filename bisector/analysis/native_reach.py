@@ -26,6 +26,7 @@ _ASSIGNMENT = re.compile(r"^\s*(?:(?:const|auto|int|int64_t|int32_t|size_t|uint3
                          r"(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^=;][^;]*);\s*$")  # fmt: skip
 _KERNEL_PICK = re.compile(r"\b\w*(?:pick|select|choose|get)\w*_?kernel\w*\s*[<(]|\bkernel\w*\s*=", re.I)
 _LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")
+_NAME_USE = re.compile(r"(?P<address>&\s*)?\b(?P<name>[A-Za-z_]\w*)(?P<assigned>\s*=(?!=))?")
 MAX_BLOCK_LINES = 120  # how far a condition's block is read for a launch
 MAX_READER_LINES = 12  # how far after a changed local its reader is looked for
 
@@ -77,6 +78,20 @@ def reaching_values(
                         after=value, line=line)
             )  # fmt: skip
     return rows
+
+
+def data_locals(names: list[str], lines: list[str]) -> set[str]:
+    """The function-local constants ("beta_zero", "beta_zero#2") whose every read takes their address
+    (`args.beta_ptr = &beta_zero;`): a value handed to a kernel as data, not a choice of kernel, tile or launch."""
+    bases = {name.split("#", 1)[0] for name in names}
+    plain_read: set[str] = set()  # read other than through its address
+    address_read: set[str] = set()
+    for match in _NAME_USE.finditer("\n".join(lines)):
+        name = match["name"]
+        if name not in bases or match["assigned"]:
+            continue
+        (address_read if match["address"] else plain_read).add(name)
+    return {name for name in names if (base := name.split("#", 1)[0]) in address_read and base not in plain_read}
 
 
 def _reads_choice(token: re.Pattern[str], text: str) -> bool:

@@ -13,6 +13,7 @@ the exception: a tuning file added or removed is new or dropped tuning, so its e
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -129,10 +130,14 @@ def static_diff(
         changes = gitdiff.changed_files(repo, base, commit)
         whole = [c for c in changes if _added_or_removed_whole(c)]
         readable = [c for c in changes if _language(c.path) is not None and c not in whole]
+        inits = {c.path: f"{posixpath.dirname(c.path)}/__init__.py" for c in readable if _in_directory_python(c)}
         blobs = {
             base: gitdiff.blob_entries(repo, base, [c.old_path for c in readable if c.old_path]) if base else {},
-            commit: gitdiff.blob_entries(repo, commit, [c.new_path for c in readable if c.new_path]),
+            commit: gitdiff.blob_entries(
+                repo, commit, [c.new_path for c in readable if c.new_path] + [*inits.values()]
+            ),
         }
+        scripts = frozenset(path for path, init in inits.items() if init not in blobs[commit])
         native = [c for c in readable if _language(c.path) == "native"]
         hunks = gitdiff.hunks_of(repo, base, commit, native) if native else {}
         findings: list[Finding] = []
@@ -142,11 +147,16 @@ def static_diff(
             findings.extend(_capped(analysis.findings(), change.path, max_rows_per_file))
             if analysis.modules is not None:
                 modules[change.path] = analysis.modules
-        findings = without_unreached(findings, modules)
+        findings = without_unreached(findings, modules, scripts)
         findings.extend(_whole_file_notes(whole))
     finally:
         repo.close()
     return StaticDiff(str(repo_path), commit, base, tuple(findings), tuple(change.path for change in changes))
+
+
+def _in_directory_python(change: gitdiff.FileChange) -> bool:
+    """A Python module below the top of the repository (one at the top may be a module the package installs)."""
+    return _language(change.path) == "python" and "/" in change.path and change.new_path is not None
 
 
 def _capped(rows: list[Finding], path: str, limit: int) -> list[Finding]:

@@ -6,6 +6,10 @@
         print("restored", config)       a condition whose branches only print or log chooses no kernel
     DEBUG = os.getenv("X_DEBUG") == "1" an env read whose value reaches only such conditions (or print / log
     ...  if DEBUG: logger.info(...)     arguments), in any changed module that reads the name, is no gate
+    benchmark/run_bench.py              a program outside the package (no __init__.py beside it, a __main__
+                                        block or calls at its top level) that defines and launches no kernel:
+                                        the library never reads its values (the env variables it reads stay
+                                        gates: a test may run the program)
 
 A row is dropped only when every place it names (on both sides of the commit) is shown to reach nothing but
 output; a read the analysis cannot follow (returned, passed to a call, stored where no changed module reads it)
@@ -21,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from bisector.analysis.env_gates import env_reads
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.python_tables import ParsedModule
+from bisector.analysis.reach import launches_kernels
 
 Versions = tuple[ParsedModule | None, ParsedModule | None]  # a changed module before and after the commit
 
@@ -49,12 +54,23 @@ _DEFINITIONS = (
 )  # an env value kept in a name, kept in another name, ...
 
 
-def without_unreached(findings: list[Finding], modules: Mapping[str, Versions]) -> list[Finding]:
-    """The findings less the Python rows whose change reaches no kernel choice (see the module's docstring)."""
+def without_unreached(
+    findings: list[Finding], modules: Mapping[str, Versions], scripts: frozenset[str] = frozenset()
+) -> list[Finding]:
+    """The findings less the Python rows whose change reaches no kernel choice (see the module's docstring).
+    scripts: the changed modules that no package holds (no __init__.py beside them, not at the top)."""
     if not modules:
         return findings
     index = _Index(modules)
-    return [f for f in findings if f.file not in modules or not index.unreached(f)]
+    outside = {
+        path for path in scripts & modules.keys() if not _BUILD_SCRIPT.search(path) and index.kernel_free_program(path)
+    }
+    return [
+        f
+        for f in findings
+        if f.file not in modules
+        or not ((f.file in outside and f.kind is not FindingKind.ENV_GATE) or index.unreached(f))
+    ]  # an env variable a script reads is one the bisect's test may set when it runs the script
 
 
 class _Tree:
@@ -100,6 +116,13 @@ class _Index:
                 None if new is None else _Tree(new, script),
             )
         return self.trees[path]
+
+    def kernel_free_program(self, path: str) -> bool:
+        """The module runs as a program (a __main__ block, or calls at its top level) and neither version defines
+        or launches a kernel."""
+        trees = [tree.module for tree in self.versions(path) if tree is not None]
+        program = any(_main_lines(tree) or any(_top_level_call(s) for s in tree.body) for tree in trees)
+        return program and not any(launches_kernels(tree) for tree in trees)
 
     def unreached(self, row: Finding) -> bool:
         if row.kind not in _JUDGED:
@@ -206,6 +229,10 @@ def _output_call(call: ast.Call) -> bool:
         owner = ast.unparse(func.value).rsplit(".", 1)[-1]
         return bool(_OUTPUT_CALL.match(func.attr)) and bool(_OUTPUT_OWNER.match(owner))
     return False
+
+
+def _top_level_call(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
 
 
 def _main_lines(module: ast.Module) -> frozenset[int]:
