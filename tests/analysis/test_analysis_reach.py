@@ -179,3 +179,56 @@ def test_native_code_that_reaches_a_kernel_choice_is_a_row_and_code_that_does_no
         ("blocks (read by the kernel choice)", "DIVIDE(dim, 128)", "DIVIDE(dim, 256)"),
         ("condition choosing the kernel", None, "if (d_in < d_out) {"),
     ]  # stride reaches the kernel's arguments, not which kernel runs
+
+
+GEMM_CU = """\
+void run_gemm(Args &args) {
+    static const float beta_zero = 0.0f;
+    args.beta_ptr = &beta_zero;
+    constexpr int kStages = 4;
+    gemm_kernel<kStages><<<args.grid, 128>>>(args);
+}
+"""
+
+
+def test_a_local_constant_read_only_through_its_address_is_no_row(history: History) -> None:
+    history.commit("gemm", {"csrc/gemm.cu": GEMM_CU})
+    changed = GEMM_CU.replace("    static const float beta_zero = 0.0f;\n    args.beta_ptr = &beta_zero;\n", "")
+    sha = history.commit("beta on the device; three stages", {"csrc/gemm.cu": changed.replace("= 4;", "= 3;")})
+
+    found = static_diff(history.path, sha).findings
+
+    # kStages picks the kernel instance; beta_zero is a value the kernel reads through a pointer
+    assert rows(found, FindingKind.NATIVE_THRESHOLD) == [("kStages", "4", "3")]
+
+
+BENCH_PY = """\
+import os
+
+from pkg import attention
+
+BATCH = 4
+GPU = os.environ.get("BENCH_GPU", "0")
+
+
+def bench():
+    attention(BATCH)
+
+
+bench()
+"""
+
+
+def test_a_program_outside_the_package_gives_no_rows_but_its_env_gates(history: History) -> None:
+    history.commit("bench", {"bench/run_bench.py": BENCH_PY, "pkg/__init__.py": "", "pkg/tuning.py": BENCH_PY})
+    changed = BENCH_PY.replace("BATCH = 4", "BATCH = 8").replace('"BENCH_GPU", "0"', '"BENCH_GPU", "1"')
+    sha = history.commit("bigger batch", {"bench/run_bench.py": changed, "pkg/tuning.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    # the same text inside the package (pkg/ has an __init__.py) is read by the library
+    assert [(f.file, f.label) for f in found if f.kind is FindingKind.CONSTANT] == [("pkg/tuning.py", "BATCH")]
+    assert sorted((f.file, f.label) for f in found if f.kind is FindingKind.ENV_GATE) == [
+        ("bench/run_bench.py", "BENCH_GPU"),
+        ("pkg/tuning.py", "BENCH_GPU"),
+    ]
