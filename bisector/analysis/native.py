@@ -151,7 +151,7 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it)."""
     old = _tuned(before.entries if before else {}, after.entries if after else {}, before.nested if before else set())
     new = _tuned(after.entries if after else {}, before.entries if before else {}, after.nested if after else set())
-    old, new = without_data_locals(old, before), without_data_locals(new, after)
+    old, new = without_data_locals(old, before, new), without_data_locals(new, after, old)
     renamed = _Renames(before, after)
     for name in set(old) & set(new):
         if renamed.same(old[name][1], new[name][1]):
@@ -166,11 +166,17 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
 
 
 def without_data_locals(
-    entries: dict[str, tuple[FindingKind, Node]], scan: NativeScan | None
+    entries: dict[str, tuple[FindingKind, Node]], scan: NativeScan | None, other: dict[str, tuple[FindingKind, Node]]
 ) -> dict[str, tuple[FindingKind, Node]]:
+    """The entries less the changed function locals read only through their address (native_reach.data_locals)."""
     if scan is None or not scan.nested:
         return entries
-    data = data_locals([name for name in entries if name in scan.nested], scan.lines)
+    changed = [
+        name
+        for name, (_, node) in entries.items()
+        if name in scan.nested and (name not in other or other[name][1].canonical != node.canonical)
+    ]
+    data = data_locals(changed, scan.lines) if changed else set()
     return {name: entry for name, entry in entries.items() if name not in data}
 
 

@@ -83,10 +83,13 @@ def reaching_values(
 def data_locals(names: list[str], lines: list[str]) -> set[str]:
     """The function-local constants ("beta_zero", "beta_zero#2") whose every read takes their address
     (`args.beta_ptr = &beta_zero;`): a value handed to a kernel as data, not a choice of kernel, tile or launch."""
-    bases = {name.split("#", 1)[0] for name in names}
+    text = "\n".join(lines)
+    bases = {base for name in names if re.search(rf"&\s*{re.escape(base := name.split('#', 1)[0])}\b", text)}
+    if not bases:
+        return set()
     plain_read: set[str] = set()  # read other than through its address
     address_read: set[str] = set()
-    for match in _NAME_USE.finditer("\n".join(lines)):
+    for match in _NAME_USE.finditer(text):
         name = match["name"]
         if name not in bases or match["assigned"]:
             continue
