@@ -35,13 +35,12 @@ from bisector.analysis.conditions import (
 )
 from bisector.analysis.findings import MAX_TEXT, Finding, FindingKind, short_text
 from bisector.analysis.launch_arguments import assignments, resolved
-from bisector.analysis.launch_calls import launch_call
+from bisector.analysis.launch_calls import decorated, is_kernel_launch, launch_call, launch_test
 from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, method_owner
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
 
 _CHOICE = re.compile(r" = \.\.\. if (.*) else \.\.\.$")  # reach.launch_flow's text of a launch input's choice
-_NOT_KERNELS = re.compile(r"cache|dict|registry|table|_map\b|mapping|dispatch", re.I)
 
 
 @dataclass(frozen=True)
@@ -90,11 +89,7 @@ class _Walker:
         self.defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.assigned: dict[str, dict[str, list[str]]] = {}  # function -> its local assignments, read when it launches
         self.gates: dict[str, dict[str, Gate]] = {"<module>": gates}  # function -> the gates it sees
-        self.kernels = frozenset(
-            node.name
-            for node in module.body
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.decorator_list
-        )
+        self.kernels = decorated(module)
         self.module = module
         self._graph: LaunchGraph | None = None  # what launches in the module (reach.py), read when first needed
         self.flows: dict[str, tuple[frozenset[str], dict[int, str]]] = {}  # function -> reach.launch_flow
@@ -195,19 +190,12 @@ class _Walker:
     @property
     def graph(self) -> LaunchGraph:
         if self._graph is None:
-            self._graph = launch_graph(self.module, self._launches)
+            self._graph = launch_graph(self.module, launch_test(self.kernels))
         return self._graph
-
-    def _launches(self, call: ast.Call) -> bool:
-        """A launch as _launch reads one."""
-        func = call.func
-        if isinstance(func, ast.Subscript):
-            return _is_kernel_launch(func, self.kernels)
-        return ast.unparse(func).startswith("torch.ops.") or launch_call(call)
 
     def _launch(self, call: ast.Call, function: str, conditions: tuple[str, ...]) -> None:
         arguments: dict[str, str] = {}
-        if isinstance(call.func, ast.Subscript) and _is_kernel_launch(call.func, self.kernels):  # kernel[grid](...)
+        if isinstance(call.func, ast.Subscript) and is_kernel_launch(call.func, self.kernels):  # kernel[grid](...)
             kernel = f"{ast.unparse(call.func.value)}[...]"
             arguments["grid"] = short_text(ast.unparse(call.func.slice))
             arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
@@ -240,19 +228,6 @@ def _device_code(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _predicate_return(value: ast.expr, function: str) -> bool:
     """`return capability == (8, 0)` outside dunder methods (__eq__ compares objects, it chooses nothing)."""
     return isinstance(value, ast.Compare | ast.BoolOp) and not function.rsplit(".", 1)[-1].startswith("__")
-
-
-def _is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:
-    """kernel[grid](...) rather than a call through a dict or cache (cache[key](...)): the grid is a tuple, a
-    lambda, a call (triton.cdiv), or a name that says grid. A decorated function of the module (@triton.jit) is a
-    kernel whatever its name says (_fwd_kernel_no_prompt_cache)."""
-    name = ast.unparse(target.value)
-    if _NOT_KERNELS.search(name) and name not in kernels:
-        return False
-    grid = target.slice
-    if isinstance(grid, ast.Tuple | ast.Lambda | ast.Call | ast.List):
-        return True
-    return isinstance(grid, ast.Name | ast.Attribute) and "grid" in ast.unparse(grid).lower()
 
 
 def _shown(before: str | None, after: str | None) -> tuple[str | None, str | None]:
