@@ -35,7 +35,7 @@ class LaunchGraph:
     def __init__(self, tree: ast.Module, is_launch: LaunchTest) -> None:
         self.is_launch = is_launch
         self.native_modules = _native_modules(tree.body)  # local names bound to native extension modules
-        self.definitions = {name: (owner, node) for name, owner, node in _functions(tree.body)}
+        self.definitions = {name: (owner, node) for name, owner, node in module_functions(tree.body)}
         self.kernels = frozenset(  # module functions decorated as kernels (@triton.jit, @cute.jit, ...)
             name
             for name, (owner, node) in self.definitions.items()
@@ -59,7 +59,7 @@ class LaunchGraph:
                 return True
         else:
             return isinstance(func, ast.Subscript) and self.is_launch(call)
-        callee = _callee(call, owner)
+        callee = callee_name(call, owner)
         return callee in self.definitions and self.launching(callee)
 
     def launching(self, name: str) -> bool:
@@ -184,18 +184,18 @@ def _literal(expr: ast.expr) -> bool:
     return isinstance(expr, ast.Tuple) and bool(expr.elts) and all(map(_literal, expr.elts))
 
 
-def _functions(body: list[ast.stmt], owner: str = "") -> Iterator[tuple[str, str, FunctionNode]]:
+def module_functions(body: list[ast.stmt], owner: str = "") -> Iterator[tuple[str, str, FunctionNode]]:
     """(qualified name, owning class, node) of module functions and class methods, under module-level if / try."""
     for statement in body:
         if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
             yield f"{owner}.{statement.name}" if owner else statement.name, owner, statement
         elif isinstance(statement, ast.ClassDef) and not owner:
-            yield from _functions(statement.body, statement.name)
+            yield from module_functions(statement.body, statement.name)
         elif isinstance(statement, ast.If | ast.Try | ast.With) and not owner:
             blocks = [getattr(statement, name, []) for name in ("body", "orelse", "finalbody")]
             blocks += [handler.body for handler in getattr(statement, "handlers", [])]
             for block in blocks:
-                yield from _functions(block)
+                yield from module_functions(block)
 
 
 def _flow_nodes(function: FunctionNode) -> list[ast.AST]:
@@ -208,7 +208,7 @@ def _flow_nodes(function: FunctionNode) -> list[ast.AST]:
     ]
 
 
-def _callee(call: ast.Call, owner: str) -> str:
+def callee_name(call: ast.Call, owner: str) -> str:
     """The module function a call names: f(...) -> "f", self.m(...) / cls.m(...) -> "Owner.m"."""
     func = call.func
     if isinstance(func, ast.Name):

@@ -23,6 +23,7 @@ import git
 from bisector.analysis import gitdiff
 from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.launch_feeds import feed_rows
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
 from bisector.analysis.tuning_files import (
@@ -147,11 +148,19 @@ def static_diff(
             findings.extend(_capped(analysis.findings(), change.path, max_rows_per_file))
             if analysis.modules is not None:
                 modules[change.path] = analysis.modules
+        findings.extend(_feed_rows(findings, modules))
         findings = without_unreached(findings, modules, scripts)
         findings.extend(_whole_file_notes(whole))
     finally:
         repo.close()
     return StaticDiff(str(repo_path), commit, base, tuple(findings), tuple(change.path for change in changes))
+
+
+def _feed_rows(findings: list[Finding], modules: dict[str, Versions]) -> list[Finding]:
+    """launch_feeds.py's rows for the functions no dispatch-logic row names already."""
+    named = {(f.file, f.name) for f in findings if f.kind is FindingKind.DISPATCH_LOGIC}
+    rows = [row for path, (old, new) in modules.items() for row in feed_rows(path, old, new)]
+    return [row for row in rows if (row.file, row.name) not in named]
 
 
 def _in_directory_python(change: gitdiff.FileChange) -> bool:

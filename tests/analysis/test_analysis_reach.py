@@ -232,3 +232,42 @@ def test_a_program_outside_the_package_gives_no_rows_but_its_env_gates(history: 
         ("bench/run_bench.py", "BENCH_GPU"),
         ("pkg/tuning.py", "BENCH_GPU"),
     ]
+
+
+FLASH_PY = """\
+import triton
+
+
+@triton.jit
+def _bwd_kernel(x, BLOCK: tl.constexpr):
+    pass
+
+
+def get_fwd_config(D):
+    return (64, 4) if D <= 64 else (128, 8)
+
+
+def get_bwd_config(D):
+    return (32, 4) if D <= 64 else (64, 8)
+
+
+def backward(x, D):
+    config = get_fwd_config(D)
+    block, warps = config
+    _bwd_kernel[(x.numel() // block,)](x, BLOCK=block, num_warps=warps)
+"""
+
+
+def test_a_launch_that_takes_its_inputs_from_another_module_function_is_a_dispatch_logic_row(
+    history: History,
+) -> None:
+    history.commit("flash", {"pkg/flash.py": FLASH_PY})
+    sha = history.commit(
+        "backward's own config", {"pkg/flash.py": FLASH_PY.replace("= get_fwd_config(D)", "= get_bwd_config(D)")}
+    )
+
+    found = static_diff(history.path, sha).findings
+
+    assert [(f.name, f.before, f.after) for f in found if f.kind is FindingKind.DISPATCH_LOGIC] == [
+        ("backward", "config = get_fwd_config(D)", "config = get_bwd_config(D)")
+    ]
