@@ -11,11 +11,14 @@ dispatch decision, though no literal of the caller changed (reach.py follows the
 from __future__ import annotations
 
 import ast
+import re
 
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.launch_calls import decorated, launch_test
 from bisector.analysis.python_tables import ParsedModule
 from bisector.analysis.reach import FunctionNode, LaunchGraph, callee_name, launch_flow, module_functions
+
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 
 
 def feed_rows(path: str, old: ParsedModule | None, new: ParsedModule | None) -> list[Finding]:
@@ -25,10 +28,13 @@ def feed_rows(path: str, old: ParsedModule | None, new: ParsedModule | None) -> 
     if old is None or new is None:
         return []
     old_functions, new_functions = _definitions(old), _definitions(new)
-    changed = [
+    old_names = {name.rsplit(".", 1)[-1] for name in old_functions}
+    new_names = {name.rsplit(".", 1)[-1] for name in new_functions}
+    changed = [  # a function whose text names other functions of the module than before (the cheap test first)
         name
         for name, (_, node) in new_functions.items()
-        if name in old_functions and _text(new, node) != _text(old, old_functions[name][1])
+        if name in old_functions
+        and _called(_text(new, node), new_names) != _called(_text(old, old_functions[name][1]), old_names)
     ]
     if not changed:
         return []
@@ -53,6 +59,10 @@ def _definitions(module: ParsedModule) -> dict[str, tuple[str, FunctionNode]]:
 
 def _text(module: ParsedModule, node: FunctionNode) -> str:
     return "\n".join(module.lines[node.lineno - 1 : node.end_lineno or node.lineno])
+
+
+def _called(text: str, functions: set[str]) -> set[str]:
+    return {word for word in _CALLED.findall(text) if word in functions}
 
 
 def _graph(tree: ast.Module) -> LaunchGraph:

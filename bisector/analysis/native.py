@@ -108,7 +108,7 @@ class NativeScan:
     entries: dict[str, tuple[FindingKind, Node]]  # array or constant name -> value tree
     lines: list[str]  # the comment-stripped lines, for the conditions of changed hunks
     env: dict[str, list[str]]  # environment variable -> the lines that read it
-    nested: frozenset[str] = frozenset()  # scalar constants declared in a function's body (locals)
+    nested: frozenset[str] = frozenset()  # constants and brace-initialised objects declared in a function's body
 
 
 def scan_native(text: str) -> NativeScan:
@@ -127,8 +127,12 @@ def scan_native(text: str) -> NativeScan:
         entries[unique] = (kind, node)
         return unique
 
-    for name, node in _arrays(stripped, starts):
-        add(name, FindingKind.NATIVE_ARRAY, node)
+    for name, node, brace in _arrays(stripped, starts):
+        unique = add(name, FindingKind.NATIVE_ARRAY, node)
+        if bodies is None:
+            bodies = _function_bodies(stripped)
+        if _inside(bodies, brace):
+            nested.add(unique)
     for match in _SCALAR_CONST.finditer(stripped):
         line = bisect.bisect_right(starts, match.start("name"))
         unique = add(match["name"], FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
@@ -145,8 +149,9 @@ def scan_native(text: str) -> NativeScan:
 
 def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Iterable[Hunk]) -> list[Finding]:
     """Rows for the entries and batch-size conditions that differ. Not rows: a const / constexpr added or removed
-    whose value holds no number (derived from other names: a new local, a sizeof), a local only read through its
-    address (native_reach.data_locals: a value handed on as data), and a value that differs
+    whose value holds no number (derived from other names: a new local, a sizeof), a local never read or read
+    only through its address (native_reach.data_locals: a guard object, a value handed on as data), and a value
+    that differs
     only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
     kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it)."""
     old = _tuned(before.entries if before else {}, after.entries if after else {}, before.nested if before else set())
@@ -295,7 +300,7 @@ def _condition(lines: list[str], index: int) -> str:
     return condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
 
 
-def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:
+def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node, int]]:
     """Brace initializers of const / constexpr / __constant__ declarations, parsed into trees."""
     stripped = _PREPROCESSOR.sub(lambda match: " " * len(match[0]), stripped)
     last_delimiter = -1
@@ -308,13 +313,14 @@ def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:
             match = _ARRAY_HEAD.fullmatch(head) if _could_be_array_head(head) else None
             if match is not None:
                 node, end = _initializer(stripped, index, starts)
-                yield match["name"], node
+                yield match["name"], node, index
                 last_delimiter = end
                 position = end + 1
                 continue
         last_delimiter = index
 
 
+_TEMPLATE_PARAMETERS = re.compile(r"\btemplate\s*<(?:[^<>]|<[^<>]*>)*>")  # `template <class T>` opens no class
 _AGGREGATE = re.compile(r"\b(?:struct|class|namespace|union|enum)\b")
 
 
@@ -329,7 +335,7 @@ def _function_bodies(stripped: str) -> list[tuple[int, int]]:
         if delimiter[0] == "{":
             head = code[last_delimiter + 1 : index]
             inside = bool(stack and stack[-1])
-            if not inside and ")" in head and not _AGGREGATE.search(head):
+            if not inside and ")" in head and not _AGGREGATE.search(_TEMPLATE_PARAMETERS.sub(" ", head)):
                 opened = index
                 inside = True
             stack.append(inside)

@@ -26,7 +26,6 @@ _ASSIGNMENT = re.compile(r"^\s*(?:(?:const|auto|int|int64_t|int32_t|size_t|uint3
                          r"(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^=;][^;]*);\s*$")  # fmt: skip
 _KERNEL_PICK = re.compile(r"\b\w*(?:pick|select|choose|get)\w*_?kernel\w*\s*[<(]|\bkernel\w*\s*=", re.I)
 _LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")
-_NAME_USE = re.compile(r"(?P<address>&\s*)?\b(?P<name>[A-Za-z_]\w*)(?P<assigned>\s*=(?!=))?")
 MAX_BLOCK_LINES = 120  # how far a condition's block is read for a launch
 MAX_READER_LINES = 12  # how far after a changed local its reader is looked for
 
@@ -81,20 +80,17 @@ def reaching_values(
 
 
 def data_locals(names: list[str], lines: list[str]) -> set[str]:
-    """The function-local constants ("beta_zero", "beta_zero#2") whose every read takes their address
-    (`args.beta_ptr = &beta_zero;`): a value handed to a kernel as data, not a choice of kernel, tile or launch."""
+    """The function-local constants and objects ("beta_zero", "beta_zero#2", "device_guard") that the file never
+    reads, or reads only through their address (`args.beta_ptr = &beta_zero;`): a guard held for its scope or a
+    value handed to a kernel as data, not a choice of kernel, tile or launch."""
     text = "\n".join(lines)
-    bases = {base for name in names if re.search(rf"&\s*{re.escape(base := name.split('#', 1)[0])}\b", text)}
-    if not bases:
-        return set()
-    plain_read: set[str] = set()  # read other than through its address
-    address_read: set[str] = set()
-    for match in _NAME_USE.finditer(text):
-        name = match["name"]
-        if name not in bases or match["assigned"]:
-            continue
-        (address_read if match["address"] else plain_read).add(name)
-    return {name for name in names if (base := name.split("#", 1)[0]) in address_read and base not in plain_read}
+    data: set[str] = set()
+    for name in names:
+        base = re.escape(name.split("#", 1)[0])
+        uses = re.finditer(rf"(?P<address>&\s*)?\b{base}\b(?P<declared>\s*(?:=(?!=)|\{{))?", text)
+        if not any(not use["address"] and not use["declared"] for use in uses):
+            data.add(name)
+    return data
 
 
 def _reads_choice(token: re.Pattern[str], text: str) -> bool:

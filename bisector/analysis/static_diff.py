@@ -12,6 +12,7 @@ the exception: a tuning file added or removed is new or dropped tuning, so its e
 
 from __future__ import annotations
 
+import gc
 import os
 import posixpath
 from collections.abc import Callable, Sequence
@@ -125,6 +126,8 @@ def static_diff(
 ) -> StaticDiff:
     """Diff the tables of commit sha (any revision) against parent (default: its first parent)."""
     repo = gitdiff.open_repo(repo_path)
+    collecting = gc.isenabled()
+    gc.disable()  # the parsed modules stay alive to the end (unreached.py) and make no cycles: collections only cost
     try:
         commit = gitdiff.resolve_commit(repo, sha)
         base = gitdiff.resolve_commit(repo, parent) if parent else gitdiff.first_parent(repo, commit)
@@ -153,6 +156,8 @@ def static_diff(
         findings.extend(_whole_file_notes(whole))
     finally:
         repo.close()
+        if collecting:
+            gc.enable()
     return StaticDiff(str(repo_path), commit, base, tuple(findings), tuple(change.path for change in changes))
 
 
