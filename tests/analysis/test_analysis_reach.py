@@ -182,6 +182,7 @@ def test_native_code_that_reaches_a_kernel_choice_is_a_row_and_code_that_does_no
 
 
 GEMM_CU = """\
+template <class T, class... Options>
 void run_gemm(Args &args) {
     static const float beta_zero = 0.0f;
     args.beta_ptr = &beta_zero;
@@ -191,14 +192,20 @@ void run_gemm(Args &args) {
 """
 
 
-def test_a_local_constant_read_only_through_its_address_is_no_row(history: History) -> None:
+def test_a_local_read_only_through_its_address_or_never_read_is_no_row(history: History) -> None:
     history.commit("gemm", {"csrc/gemm.cu": GEMM_CU})
-    changed = GEMM_CU.replace("    static const float beta_zero = 0.0f;\n    args.beta_ptr = &beta_zero;\n", "")
-    sha = history.commit("beta on the device; three stages", {"csrc/gemm.cu": changed.replace("= 4;", "= 3;")})
+    changed = GEMM_CU.replace(
+        "    static const float beta_zero = 0.0f;\n    args.beta_ptr = &beta_zero;\n",
+        "    const at::cuda::CUDAGuard device_guard{args.device};\n",
+    )
+    sha = history.commit(
+        "beta on the device, its guard; three stages", {"csrc/gemm.cu": changed.replace("= 4;", "= 3;")}
+    )
 
     found = static_diff(history.path, sha).findings
 
-    # kStages picks the kernel instance; beta_zero is a value the kernel reads through a pointer
+    # kStages picks the kernel instance; beta_zero is a value the kernel reads through a pointer, device_guard an
+    # object held for the function's scope
     assert rows(found, FindingKind.NATIVE_THRESHOLD) == [("kStages", "4", "3")]
 
 
