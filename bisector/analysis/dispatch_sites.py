@@ -36,7 +36,7 @@ from bisector.analysis.conditions import (
 from bisector.analysis.findings import MAX_TEXT, Finding, FindingKind, short_text
 from bisector.analysis.launch_arguments import assignments, resolved
 from bisector.analysis.launch_calls import decorated, is_kernel_launch, launch_call, launch_test
-from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, method_owner
+from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
 
@@ -181,11 +181,10 @@ class _Walker:
         return self.flows[function]
 
     def _guards(self, function: str, node: ast.If, owner: str) -> bool:
-        inputs = self._flow(function)[0]
-        return bool(inputs) and guards_launch(node, inputs, self.graph, owner)
+        return guards_launch(node, lambda: self._flow(function)[0], self.graph, owner)
 
     def _chosen(self, function: str, node: ast.IfExp) -> str:
-        return self._flow(function)[1].get(id(node), "")
+        return self._flow(function)[1].get(id(node), "") if literal_choice(node) else ""
 
     @property
     def graph(self) -> LaunchGraph:

@@ -122,7 +122,7 @@ def launch_flow(function: FunctionNode, graph: LaunchGraph, owner: str) -> tuple
                 for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
                     flows.setdefault(name, []).append(node.value)
             plain = [t.id for t in targets if isinstance(t, ast.Name)]
-            if isinstance(node.value, ast.IfExp) and plain and _literal_choice(node.value):
+            if isinstance(node.value, ast.IfExp) and plain and literal_choice(node.value):
                 choices.append((plain, node.value))
     fresh = set(names)
     for _ in range(_MAX_FLOW_ROUNDS):
@@ -138,16 +138,29 @@ def launch_flow(function: FunctionNode, graph: LaunchGraph, owner: str) -> tuple
     return frozenset(names), guarded
 
 
-def guards_launch(statement: ast.If, inputs: frozenset[str], graph: LaunchGraph, owner: str) -> bool:
-    """An if whose branches set a launch input to different literals (`if cap == (8, 0): BLOCK_M = 128 else:
-    BLOCK_M = 64`), or launch different kernels (`elif FAST: fast_ext.f16(q) else: fast_ext.f32(q)`)."""
-    if not statement.orelse:
-        return any(_sets_input(s, inputs) for s in statement.body)
-    body = _launched(statement.body, graph, owner)
-    orelse = _launched(statement.orelse, graph, owner)
-    if (body or orelse) and body != orelse:
-        return True
-    return any(_sets_input(s, inputs) for s in [*statement.body, *statement.orelse])
+def guards_launch(statement: ast.If, inputs: Callable[[], frozenset[str]], graph: LaunchGraph, owner: str) -> bool:
+    """An if whose branches launch different kernels (`elif FAST: fast_ext.f16(q) else: fast_ext.f32(q)`), or set
+    a launch input to literals (`if cap == (8, 0): BLOCK_M = 128 else: BLOCK_M = 64`); inputs: the function's
+    launch inputs (launch_flow), asked for only when a branch assigns a literal."""
+    if statement.orelse:
+        body = _launched(statement.body, graph, owner)
+        orelse = _launched(statement.orelse, graph, owner)
+        if (body or orelse) and body != orelse:
+            return True
+    assigned = [
+        target.id
+        for s in [*statement.body, *statement.orelse]
+        if isinstance(s, ast.Assign) and _literal(s.value)
+        for target in s.targets
+        if isinstance(target, ast.Name)
+    ]
+    return bool(assigned) and not inputs().isdisjoint(assigned)
+
+
+def literal_choice(expr: ast.IfExp) -> bool:
+    """`32 if D <= 64 else 64`: a choice between literals (nested choices too)."""
+    return all(_literal(branch) or (isinstance(branch, ast.IfExp) and literal_choice(branch)) for branch in
+               (expr.body, expr.orelse))  # fmt: skip
 
 
 def method_owner(prefix: str) -> str:
@@ -162,17 +175,6 @@ def _launched(block: list[ast.stmt], graph: LaunchGraph, owner: str) -> frozense
         for node in ast.walk(statement)
         if isinstance(node, ast.Call) and graph.launches(node, owner)
     )
-
-
-def _sets_input(statement: ast.stmt, inputs: frozenset[str]) -> bool:
-    if not isinstance(statement, ast.Assign) or not _literal(statement.value):
-        return False
-    return any(isinstance(t, ast.Name) and t.id in inputs for t in statement.targets)
-
-
-def _literal_choice(expr: ast.IfExp) -> bool:
-    return all(_literal(branch) or (isinstance(branch, ast.IfExp) and _literal_choice(branch)) for branch in
-               (expr.body, expr.orelse))  # fmt: skip
 
 
 def _literal(expr: ast.expr) -> bool:

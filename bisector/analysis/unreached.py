@@ -19,6 +19,7 @@ keeps the row.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from collections.abc import Iterable, Mapping
 
@@ -80,13 +81,35 @@ class _Tree:
         self.module = parsed.tree
         self.text = "\n".join(parsed.lines)
         self.main_lines = frozenset() if script else _main_lines(self.module)
-        self._parents: dict[ast.AST, ast.AST] | None = None
+        self._starts = [statement.lineno for statement in self.module.body]
+        self._parents: dict[int, dict[ast.AST, ast.AST]] = {}  # top-level statement index -> parents in it
+        self._env: dict[str, list[ast.AST]] | None = None
 
-    @property
-    def parents(self) -> dict[ast.AST, ast.AST]:
-        if self._parents is None:
-            self._parents = {child: node for node in ast.walk(self.module) for child in ast.iter_child_nodes(node)}
-        return self._parents
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        """The node's parent, from a map of the top-level statement that holds it (built once per statement)."""
+        line = getattr(node, "lineno", None)
+        if line is None:
+            return None
+        index = bisect.bisect_right(self._starts, line) - 1
+        if index < 0:
+            return None
+        if index not in self._parents:
+            statement = self.module.body[index]
+            parents: dict[ast.AST, ast.AST] = {statement: self.module}
+            for holder in ast.walk(statement):
+                for child in ast.iter_child_nodes(holder):
+                    parents[child] = holder
+            self._parents[index] = parents
+        return self._parents[index].get(node)
+
+    def env_reads(self, variable: str) -> list[ast.AST]:
+        if variable not in self.text:
+            return []
+        if self._env is None:
+            self._env = {}
+            for node, name in env_reads(self.module):
+                self._env.setdefault(name, []).append(node)
+        return self._env.get(variable, [])
 
     def tests(self, function: str) -> list[ast.If | ast.While]:
         """The if and while statements of a function ("Cls.method"; a closure's outer function; the whole module
@@ -134,8 +157,7 @@ class _Index:
         if row.kind is FindingKind.BRANCH_CONDITION:
             return self._output_condition(row, old, new)
         if row.kind is FindingKind.ENV_GATE:
-            reads = [(tree, node) for tree in (old, new) if tree for node, name in env_reads(tree.module)
-                     if name == row.name]  # fmt: skip
+            reads = [(tree, node) for tree in (old, new) if tree for node in tree.env_reads(row.name)]
             return bool(reads) and all(self._reaches_output_only(tree, node, 0) for tree, node in reads)
         return False
 
@@ -159,11 +181,11 @@ class _Index:
     def _reaches_output_only(self, tree: _Tree, node: ast.AST, depth: int) -> bool:
         """The value of node (an env read, a name) reaches only output: an if / while test whose branches print
         or log, an argument of a print / log call, or a name whose every read in the changed modules does."""
-        child, parent = node, tree.parents.get(node)
+        child, parent = node, tree.parent(node)
         while isinstance(parent, ast.expr | ast.keyword | ast.comprehension):
             if isinstance(parent, ast.Call) and _output_call(parent) and child is not parent.func:
                 return True
-            child, parent = parent, tree.parents.get(parent)
+            child, parent = parent, tree.parent(parent)
         if isinstance(parent, ast.If | ast.While) and child is parent.test:
             return _output_only_branches(parent)
         if isinstance(parent, ast.Assign | ast.AnnAssign) and child is parent.value and depth < _MAX_STORE_DEPTH:
