@@ -15,16 +15,19 @@ import re
 
 from bisector.analysis.findings import Finding, FindingKind
 
-# A launch or an instantiation: kernel<<<grid, block>>>, run<cutlass::half_t, 576>(...), gemm.run(), launch_x(...).
+# A launch or an instantiation: kernel<<<grid, block>>>, run<cutlass::half_t, 576>(...), gemm.run(), launch_x(...);
+# not a member template (x.data_ptr<float>(), p->get<T>()) or a cast.
 _LAUNCH = re.compile(
-    r"<<<|\b(?!std::)(?!\w*_cast\b)[A-Za-z_][\w:]*\s*<[^;<>()]*(?:<[^;<>()]*>[^;<>()]*)*>\s*\(|"
+    r"<<<|(?<![.>\w:])(?!std::)(?!\w*_cast\b)[A-Za-z_][\w:]*\s*<[^;<>()]*(?:<[^;<>()]*>[^;<>()]*)*>\s*\(|"
     r"[.:]run\s*\(|\blaunch\w*\s*[<(]|\bLAUNCH\w*\s*\(|\bDefault\w*Gemm\w*<|\bGemmShape\s*<"
 )
 _OPENING_IF = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?if\s*(?:constexpr\s*)?\(.*\{\s*\\?\s*$")
 _CASE_VALUE = re.compile(r"^\s*case\s+(?P<value>[\w:]+)\s*:(?P<rest>.*)$")
 _ASSIGNMENT = re.compile(r"^\s*(?:(?:const|auto|int|int64_t|int32_t|size_t|uint32_t|float|bool)\s+)?"
                          r"(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^=;][^;]*);\s*$")  # fmt: skip
-_KERNEL_PICK = re.compile(r"\b\w*(?:pick|select|choose|get)\w*_?kernel\w*\s*[<(]|\bkernel\w*\s*=", re.I)
+_KERNEL_PICK = re.compile(
+    r"\b\w*(?:pick|select|choose|get)\w*_?kernel\w*\s*[<(]|\bkernel(?:_fn|_func|_ptr)?\s*=(?!=)", re.I
+)
 _LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")
 MAX_BLOCK_LINES = 120  # how far a condition's block is read for a launch
 MAX_READER_LINES = 12  # how far after a changed local its reader is looked for

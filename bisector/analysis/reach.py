@@ -23,6 +23,10 @@ LaunchTest = Callable[[ast.Call], bool]
 
 # The last part of a module name that says it is compiled code: _C, _qattn, my_ext, flash_cuda, fused_kernels.
 _NATIVE_MODULE = re.compile(r"^_\w+$|(^|_)(C|ext|cuda|kernels?)$")
+# Private Python modules by their usual names (_utils, _compat, _config): helpers, not compiled code.
+_PYTHON_HELPER = re.compile(
+    r"^_(?:utils?|helpers?|common|compat|config|base|core|types|typing|version|logging|registry|constants|api)$"
+)
 _KERNEL_DECORATOR = re.compile(r"jit|kernel|autotune|heuristics|custom_op|triton_op")
 _MAX_FLOW_ROUNDS = 8  # local assignment chains followed back from a launch argument
 
@@ -250,7 +254,7 @@ def _rooted_at_torch(expr: ast.expr) -> bool:
 
 def _native(module: str) -> bool:
     last = module.rsplit(".", 1)[-1]
-    return bool(_NATIVE_MODULE.search(last)) and not last.startswith("__")
+    return bool(_NATIVE_MODULE.search(last)) and not last.startswith("__") and not _PYTHON_HELPER.search(last)
 
 
 def _loaded(exprs: Iterable[ast.expr]) -> set[str]:
