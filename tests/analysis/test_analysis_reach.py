@@ -145,7 +145,10 @@ SGMV_CU = """\
         default: assert(false); \\
     }
 
-void sgmv(float* y, int d_in, int d_out, int dim) {
+void sgmv(float* y, int d_in, int d_out, int dim, at::Tensor t) {
+    if (t.defined()) {
+        y = t.data_ptr<float>();
+    }
     int blocks = DIVIDE(dim, 128);
     int stride = dim * 2;
     auto kernel = pick_sgmv_kernel(blocks);
@@ -164,6 +167,7 @@ def test_native_code_that_reaches_a_kernel_choice_is_a_row_and_code_that_does_no
         )
         .replace("DIVIDE(dim, 128)", "DIVIDE(dim, 256)")
         .replace("int stride = dim * 2;", "int stride = dim * 4;")
+        .replace("if (t.defined()) {", "if (t.defined() && t.numel() > 0) {")
         .replace(
             "    run_gemm<64, 64, 16>(y, d_in, d_out);\n",
             "    if (d_in < d_out) {\n        run_gemm<32, 128, 16>(y, d_in, d_out);\n    } else {\n"
@@ -178,7 +182,7 @@ def test_native_code_that_reaches_a_kernel_choice_is_a_row_and_code_that_does_no
         ("case of switch (hidden)", None, "case 3072: case_macro(3072); \\"),
         ("blocks (read by the kernel choice)", "DIVIDE(dim, 128)", "DIVIDE(dim, 256)"),
         ("condition choosing the kernel", None, "if (d_in < d_out) {"),
-    ]  # stride reaches the kernel's arguments, not which kernel runs
+    ]  # stride reaches the kernel's arguments, not which kernel runs; the t.defined() block reads a pointer
 
 
 GEMM_CU = """\
