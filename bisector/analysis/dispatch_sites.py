@@ -21,7 +21,7 @@ import ast
 import difflib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from bisector.analysis.conditions import (
@@ -94,6 +94,10 @@ class _Walker:
         self._graph: LaunchGraph | None = None  # what launches in the module (reach.py), read when first needed
         self.flows: dict[str, tuple[frozenset[str], dict[int, str]]] = {}  # function -> reach.launch_flow
         self.owners: dict[str, str] = {}  # method -> its class
+        self.collected: dict[str, list[ast.AST]] = {}  # function -> its calls and assignments, as walked
+        # function -> (index of a condition no category names, what it becomes if it chooses a launch: the
+        # launch-input choice's text, "" to keep its own, None when it chooses none), resolved at the function's end
+        self.pending: dict[str, list[tuple[int, Callable[[], str | None]]]] = {}
 
     def body(self, statements: list[ast.stmt], prefix: str, function: str, conditions: tuple[str, ...]) -> None:
         for statement in statements:
@@ -110,6 +114,7 @@ class _Walker:
             if not _device_code(node):  # a jit kernel's calls and branches run on the device: no launch, no dispatch
                 self.owners[name] = method_owner(prefix)
                 self.body(node.body, f"{name}.<locals>.", name, ())
+                self._resolve(name, node)
         elif isinstance(node, ast.If):
             guards = partial(self._guards, function, node, method_owner(prefix))
             test = self._branch(function, node.test, chooses=chooses_implementation(node), guards=guards)
@@ -121,6 +126,8 @@ class _Walker:
             elif isinstance(node, ast.Return) and node.value is not None and _predicate_return(node.value, function):
                 self._branch(function, node.value, returned=True)  # `return capability == (8, 0)`
             self._stored_condition(node, function)
+            if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                self.collected.setdefault(function, []).append(node)
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):
                     self.statement(child, prefix, function, conditions)
@@ -135,6 +142,7 @@ class _Walker:
                 for test in child.ifs:
                     self._branch(function, test)
             elif isinstance(child, ast.Call):
+                self.collected.setdefault(function, []).append(child)
                 self._launch(child, function, conditions)
                 for keyword in child.keywords:  # f(x, use_fp4=precision == "fp4"): the callee branches on it
                     if keyword.arg and passed_condition(keyword.arg, keyword.value):
@@ -142,7 +150,7 @@ class _Walker:
 
     def _branch(
         self, function: str, test: ast.expr, *, returned: bool = False, chooses: bool = False,
-        guards: Callable[[], bool] | None = None, chosen: Callable[[], str] | None = None,
+        guards: Callable[[], bool] | None = None, chosen: Callable[[], str | None] | None = None,
     ) -> str:  # fmt: skip
         """Record the condition; returns its text. chooses: its branches set the implementation (a backend choice
         whatever it tests); guards: they set launch inputs or launch different kernels (reach.py); chosen: the
@@ -151,14 +159,33 @@ class _Walker:
         meaning = "; ".join(gate.text for gate in gates_read(test, gates))
         text = ast.unparse(test)
         category = condition_category(test, gates, text) or ("backend" if chooses else "")
-        chosen_text = chosen() if chosen and not category else ""
-        if not category and (chosen_text or (guards and guards())):
-            category, text = "launch", chosen_text or text
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
             return short_text(text)
         branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned)
-        self.scan.branches.setdefault(function, []).append(branch)
+        branches = self.scan.branches.setdefault(function, [])
+        if not category and function in self.defs and (guards or chosen):
+            resolve = chosen or (lambda: "" if guards and guards() else None)
+            self.pending.setdefault(function, []).append((len(branches), resolve))
+        branches.append(branch)
         return short_text(branch.test)
+
+    def _resolve(self, function: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """At the end of a function's walk: its calls and assignments (closures' too) are what reach.py reads of
+        it, and the conditions no category named are launch conditions when they choose a launch."""
+        nodes, depth = self.collected.setdefault(function, []), function.count(".<locals>.") + 1
+        for name in [
+            n for n in self.collected if n.startswith(f"{function}.<locals>.") and n.count(".<locals>.") == depth
+        ]:
+            nodes.extend(self.collected[name])  # direct closures, each holding its own closures already
+        pending = self.pending.pop(function, [])
+        if not pending:
+            return
+        self.graph.bodies.setdefault(id(node), nodes)
+        branches = self.scan.branches[function]
+        for index, resolve in pending:
+            text = resolve()
+            if text is not None:
+                branches[index] = replace(branches[index], category="launch", test=text or branches[index].test)
 
     def _stored_condition(self, node: ast.stmt, function: str) -> None:
         """`tuned = get_arch() == "gfx950"`: a branch condition of the function, and a gate from here on."""
@@ -174,17 +201,15 @@ class _Walker:
 
     def _flow(self, function: str) -> tuple[frozenset[str], dict[int, str]]:
         """What reaches the function's launches (reach.launch_flow), read when a condition first asks."""
-        if function not in self.flows:
-            node = self.defs.get(function)
-            found = (frozenset(), {}) if node is None else launch_flow(node, self.graph, self.owners.get(function, ""))
-            self.flows[function] = found
+        if function not in self.flows:  # defs has every function a pending condition is in
+            self.flows[function] = launch_flow(self.defs[function], self.graph, self.owners.get(function, ""))
         return self.flows[function]
 
     def _guards(self, function: str, node: ast.If, owner: str) -> bool:
         return guards_launch(node, lambda: self._flow(function)[0], self.graph, owner)
 
-    def _chosen(self, function: str, node: ast.IfExp) -> str:
-        return self._flow(function)[1].get(id(node), "") if literal_choice(node) else ""
+    def _chosen(self, function: str, node: ast.IfExp) -> str | None:
+        return self._flow(function)[1].get(id(node)) if literal_choice(node) else None
 
     @property
     def graph(self) -> LaunchGraph:

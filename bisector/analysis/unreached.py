@@ -84,6 +84,7 @@ class _Tree:
         self._starts = [statement.lineno for statement in self.module.body]
         self._parents: dict[int, dict[ast.AST, ast.AST]] = {}  # top-level statement index -> parents in it
         self._env: dict[str, list[ast.AST]] | None = None
+        self._tests: dict[str, list[ast.If | ast.While]] = {}  # outer function -> its ifs and whiles
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         """The node's parent, from a map of the top-level statement that holds it (built once per statement)."""
@@ -114,14 +115,18 @@ class _Tree:
     def tests(self, function: str) -> list[ast.If | ast.While]:
         """The if and while statements of a function ("Cls.method"; a closure's outer function; the whole module
         for "<module>" or a name it does not define)."""
+        outer = function.split(".<locals>.", 1)[0]
+        if outer in self._tests:
+            return self._tests[outer]
         scope: ast.AST = self.module
         body = self.module.body
-        for part in function.split(".<locals>.", 1)[0].split("."):
+        for part in outer.split("."):
             found = next((s for s in body if isinstance(s, _DEFINITIONS) and s.name == part), None)
             if found is None:
                 break
             scope, body = found, found.body
-        return [node for node in ast.walk(scope) if isinstance(node, ast.If | ast.While)]
+        self._tests[outer] = [node for node in ast.walk(scope) if isinstance(node, ast.If | ast.While)]
+        return self._tests[outer]
 
 
 class _Index:
