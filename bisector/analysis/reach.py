@@ -6,7 +6,7 @@ that flow into launches.
         BLOCK_N = 32 if D <= 64 else 64                     module functions, self.method) and BLOCK_N, D flow
         _run(x, BLOCK_N)                                    into it, so `D <= 64` chooses what is launched
 
-A launch is what dispatch_sites reads as one (kernel[grid](...), torch.ops.*, tile-keyword calls), a call of a
+A launch is what launch_calls.py reads as one (kernel[grid](...), torch.ops.*, tile-keyword calls), a call of a
 decorated kernel of the module, or a call into a native extension module the module imports (`import pkg._qattn
 as qattn`, `from pkg import my_ext`). Calls into other Python modules are not followed: a name passed to them
 reaches no launch this module can show.
