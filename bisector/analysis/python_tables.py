@@ -90,9 +90,8 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     """Keyed rows for every table entry, constant, autotune config or heuristic that differs; outside tests, the
     launch arguments, dispatch conditions and env gates that differ; then the functions whose changed code reads a
     table or constant ("dispatch logic changed"), unless a launch, condition or env-gate row already names the
-    function more precisely. A constant that only names an env variable is shown by that variable's gate rows; a
-    field added to or removed from a dataclass-like class is a new or dropped parameter (its changed default is
-    a row)."""
+    function more precisely. A constant that only names an env variable is shown by its gate rows; a field added
+    to or removed from a dataclass-like class is a new or dropped parameter (a changed default is a row)."""
     old = before.entries if before else {}
     new = after.entries if after else {}
     env_names = (before.env_names if before else frozenset()) | (after.env_names if after else frozenset())
