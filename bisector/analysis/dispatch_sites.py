@@ -20,7 +20,9 @@ from __future__ import annotations
 import ast
 import difflib
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import partial
 
 from bisector.analysis.conditions import (
     Gate,
@@ -32,13 +34,13 @@ from bisector.analysis.conditions import (
     stored_condition,
 )
 from bisector.analysis.findings import MAX_TEXT, Finding, FindingKind, short_text
-from bisector.analysis.function_logic import code_text
 from bisector.analysis.launch_arguments import assignments, resolved
-from bisector.analysis.launch_calls import launch_call
+from bisector.analysis.launch_calls import decorated, is_kernel_launch, launch_call, launch_test
+from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
 
-__all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "same_top_level", "scan_sites"]
+__all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
 
-_NOT_KERNELS = re.compile(r"cache|dict|registry|table|_map\b|mapping|dispatch", re.I)
+_CHOICE = re.compile(r" = \.\.\. if (.*) else \.\.\.$")  # reach.launch_flow's text of a launch input's choice
 
 
 @dataclass(frozen=True)
@@ -73,65 +75,29 @@ class SiteScan:
 
 def scan_sites(tree: ast.Module, unchanged: frozenset[int] = frozenset()) -> SiteScan:
     """unchanged: indexes of top-level functions and classes that the other version has with the same text and the
-    same module gates (same_top_level): they scan the same on both sides, so neither side scans them."""
+    same module gates (top_level.same_top_level): they scan the same on both sides, so neither side scans them."""
     scan = SiteScan()
     body = [s for i, s in enumerate(tree.body) if i not in unchanged]
-    _Walker(scan, module_gates(tree.body), tree.body).body(body, "", "<module>", ())
+    _Walker(scan, module_gates(tree.body), tree).body(body, "", "<module>", ())
     return scan
 
 
-def same_top_level(
-    old: ast.Module, old_lines: list[str], new: ast.Module, new_lines: list[str]
-) -> tuple[frozenset[int], frozenset[int]]:
-    """Indexes of the top-level functions and classes whose text (decorators included) both versions share, when
-    the module gates are the same on both sides; empty sets otherwise."""
-    if module_gates(old.body) != module_gates(new.body):
-        return frozenset(), frozenset()
-    old_texts = _definition_texts(old, old_lines)
-    new_texts = _definition_texts(new, new_lines)
-    common = set(old_texts.values()) & set(new_texts.values())
-    return (
-        frozenset(i for i, text in old_texts.items() if text in common),
-        frozenset(i for i, text in new_texts.items() if text in common),
-    )
-
-
-def _definition_texts(tree: ast.Module, lines: list[str]) -> dict[int, str]:
-    texts: dict[int, str] = {}
-    for index, statement in enumerate(tree.body):
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            first = min([statement.lineno, *(d.lineno for d in statement.decorator_list)])
-            docstrings = {line for node in _with_methods(statement) for line in _docstring_lines(node)}
-            kept = [lines[n - 1] for n in range(first, (statement.end_lineno or first) + 1) if n not in docstrings]
-            texts[index] = code_text(kept)
-    return texts
-
-
-def _with_methods(statement: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[ast.stmt]:
-    return [statement, *(s for s in statement.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef))]
-
-
-def _docstring_lines(node: ast.stmt) -> range:
-    """The lines of a function's or class's docstring (a docstring that changes changes no dispatch)."""
-    body = getattr(node, "body", [])
-    first = body[0] if body else None
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        return range(first.lineno, (first.end_lineno or first.lineno) + 1)
-    return range(0)
-
-
 class _Walker:
-    def __init__(self, scan: SiteScan, gates: dict[str, Gate], module: list[ast.stmt]) -> None:
+    def __init__(self, scan: SiteScan, gates: dict[str, Gate], module: ast.Module) -> None:
         self.scan = scan
         self.counts: dict[tuple[str, str], int] = {}
         self.defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.assigned: dict[str, dict[str, list[str]]] = {}  # function -> its local assignments, read when it launches
         self.gates: dict[str, dict[str, Gate]] = {"<module>": gates}  # function -> the gates it sees
-        self.kernels = frozenset(
-            node.name
-            for node in module
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.decorator_list
-        )
+        self.kernels = decorated(module)
+        self.module = module
+        self._graph: LaunchGraph | None = None  # what launches in the module (reach.py), read when first needed
+        self.flows: dict[str, tuple[frozenset[str], dict[int, str]]] = {}  # function -> reach.launch_flow
+        self.owners: dict[str, str] = {}  # method -> its class
+        self.collected: dict[str, list[ast.AST]] = {}  # function -> its calls and assignments, as walked
+        # function -> (index of a condition no category names, what it becomes if it chooses a launch: the
+        # launch-input choice's text, "" to keep its own, None when it chooses none), resolved at the function's end
+        self.pending: dict[str, list[tuple[int, Callable[[], str | None]]]] = {}
 
     def body(self, statements: list[ast.stmt], prefix: str, function: str, conditions: tuple[str, ...]) -> None:
         for statement in statements:
@@ -146,9 +112,12 @@ class _Walker:
             self.defs[name] = node
             self.gates[name] = dict(self.gates[function])
             if not _device_code(node):  # a jit kernel's calls and branches run on the device: no launch, no dispatch
+                self.owners[name] = method_owner(prefix)
                 self.body(node.body, f"{name}.<locals>.", name, ())
+                self._resolve(name, node)
         elif isinstance(node, ast.If):
-            test = self._branch(function, node.test, chooses=chooses_implementation(node))
+            guards = partial(self._guards, function, node, method_owner(prefix))
+            test = self._branch(function, node.test, chooses=chooses_implementation(node), guards=guards)
             self.body(node.body, prefix, function, (*conditions, test))
             self.body(node.orelse, prefix, function, (*conditions, f"not ({test})"))
         else:
@@ -157,6 +126,8 @@ class _Walker:
             elif isinstance(node, ast.Return) and node.value is not None and _predicate_return(node.value, function):
                 self._branch(function, node.value, returned=True)  # `return capability == (8, 0)`
             self._stored_condition(node, function)
+            if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                self.collected.setdefault(function, []).append(node)
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):
                     self.statement(child, prefix, function, conditions)
@@ -166,19 +137,24 @@ class _Walker:
     def expression(self, node: ast.expr, function: str, conditions: tuple[str, ...]) -> None:
         for child in ast.walk(node):
             if isinstance(child, ast.IfExp):
-                self._branch(function, child.test)
+                self._branch(function, child.test, chosen=partial(self._chosen, function, child))
             elif isinstance(child, ast.comprehension):  # [c for c in configs if c.kwargs["BLOCK_M"] <= M]
                 for test in child.ifs:
                     self._branch(function, test)
             elif isinstance(child, ast.Call):
+                self.collected.setdefault(function, []).append(child)
                 self._launch(child, function, conditions)
                 for keyword in child.keywords:  # f(x, use_fp4=precision == "fp4"): the callee branches on it
                     if keyword.arg and passed_condition(keyword.arg, keyword.value):
                         self._branch(function, keyword.value, chooses=True)
 
-    def _branch(self, function: str, test: ast.expr, *, returned: bool = False, chooses: bool = False) -> str:
+    def _branch(
+        self, function: str, test: ast.expr, *, returned: bool = False, chooses: bool = False,
+        guards: Callable[[], bool] | None = None, chosen: Callable[[], str | None] | None = None,
+    ) -> str:  # fmt: skip
         """Record the condition; returns its text. chooses: its branches set the implementation (a backend choice
-        whatever it tests)."""
+        whatever it tests); guards: they set launch inputs or launch different kernels (reach.py); chosen: the
+        assignment of a launch input it chooses between literals (`BLOCK_N = 32 if D <= 64 else 64`)."""
         gates = self.gates[function]
         meaning = "; ".join(gate.text for gate in gates_read(test, gates))
         text = ast.unparse(test)
@@ -186,8 +162,30 @@ class _Walker:
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
             return short_text(text)
         branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned)
-        self.scan.branches.setdefault(function, []).append(branch)
+        branches = self.scan.branches.setdefault(function, [])
+        if not category and function in self.defs and (guards or chosen):
+            resolve = chosen or (lambda: "" if guards and guards() else None)
+            self.pending.setdefault(function, []).append((len(branches), resolve))
+        branches.append(branch)
         return short_text(branch.test)
+
+    def _resolve(self, function: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """At the end of a function's walk: its calls and assignments (closures' too) are what reach.py reads of
+        it, and the conditions no category named are launch conditions when they choose a launch."""
+        nodes, depth = self.collected.setdefault(function, []), function.count(".<locals>.") + 1
+        for name in [
+            n for n in self.collected if n.startswith(f"{function}.<locals>.") and n.count(".<locals>.") == depth
+        ]:
+            nodes.extend(self.collected[name])  # direct closures, each holding its own closures already
+        pending = self.pending.pop(function, [])
+        if not pending:
+            return
+        self.graph.bodies.setdefault(id(node), nodes)
+        branches = self.scan.branches[function]
+        for index, resolve in pending:
+            text = resolve()
+            if text is not None:
+                branches[index] = replace(branches[index], category="launch", test=text or branches[index].test)
 
     def _stored_condition(self, node: ast.stmt, function: str) -> None:
         """`tuned = get_arch() == "gfx950"`: a branch condition of the function, and a gate from here on."""
@@ -201,9 +199,27 @@ class _Walker:
         branch = Branch(function, gate.text, gate.category, node.lineno)
         self.scan.branches.setdefault(function, []).append(branch)
 
+    def _flow(self, function: str) -> tuple[frozenset[str], dict[int, str]]:
+        """What reaches the function's launches (reach.launch_flow), read when a condition first asks."""
+        if function not in self.flows:  # defs has every function a pending condition is in
+            self.flows[function] = launch_flow(self.defs[function], self.graph, self.owners.get(function, ""))
+        return self.flows[function]
+
+    def _guards(self, function: str, node: ast.If, owner: str) -> bool:
+        return guards_launch(node, lambda: self._flow(function)[0], self.graph, owner)
+
+    def _chosen(self, function: str, node: ast.IfExp) -> str | None:
+        return self._flow(function)[1].get(id(node)) if literal_choice(node) else None
+
+    @property
+    def graph(self) -> LaunchGraph:
+        if self._graph is None:
+            self._graph = launch_graph(self.module, launch_test(self.kernels))
+        return self._graph
+
     def _launch(self, call: ast.Call, function: str, conditions: tuple[str, ...]) -> None:
         arguments: dict[str, str] = {}
-        if isinstance(call.func, ast.Subscript) and _is_kernel_launch(call.func, self.kernels):  # kernel[grid](...)
+        if isinstance(call.func, ast.Subscript) and is_kernel_launch(call.func, self.kernels):  # kernel[grid](...)
             kernel = f"{ast.unparse(call.func.value)}[...]"
             arguments["grid"] = short_text(ast.unparse(call.func.slice))
             arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
@@ -236,19 +252,6 @@ def _device_code(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _predicate_return(value: ast.expr, function: str) -> bool:
     """`return capability == (8, 0)` outside dunder methods (__eq__ compares objects, it chooses nothing)."""
     return isinstance(value, ast.Compare | ast.BoolOp) and not function.rsplit(".", 1)[-1].startswith("__")
-
-
-def _is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:
-    """kernel[grid](...) rather than a call through a dict or cache (cache[key](...)): the grid is a tuple, a
-    lambda, a call (triton.cdiv), or a name that says grid. A decorated function of the module (@triton.jit) is a
-    kernel whatever its name says (_fwd_kernel_no_prompt_cache)."""
-    name = ast.unparse(target.value)
-    if _NOT_KERNELS.search(name) and name not in kernels:
-        return False
-    grid = target.slice
-    if isinstance(grid, ast.Tuple | ast.Lambda | ast.Call | ast.List):
-        return True
-    return isinstance(grid, ast.Name | ast.Attribute) and "grid" in ast.unparse(grid).lower()
 
 
 def _shown(before: str | None, after: str | None) -> tuple[str | None, str | None]:
@@ -352,6 +355,8 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
             # a condition that only moved within the function (same text on both sides) is not a change
             removed = [b for b in was[i1:i2] if before_tests.count(b.test) > after_tests.count(b.test)]
             added = [b for b in now[j1:j2] if after_tests.count(b.test) > before_tests.count(b.test)]
+            removed = [b for b in removed if _rechosen(b, now)]
+            added = [b for b in added if _rechosen(b, was)]
             if function not in old or function not in new:  # a new or dropped predicate shows where it is called
                 removed, added = [b for b in removed if not b.returned], [b for b in added if not b.returned]
                 if ".<locals>." in function and function.rsplit(".<locals>.", 1)[0] in old.keys() & new.keys():
@@ -359,6 +364,23 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
             for index in range(max(len(removed), len(added))):
                 rows.extend(_branch(path, function, _at(removed, index), _at(added, index)))
     return rows
+
+
+def _rechosen(branch: Branch, other: list[Branch]) -> bool:
+    """A launch input a condition starts or stops choosing between literals (`tile_m = ... if cap == 10 else
+    ...`) is shown by the launch row that reads it, and so is an if that became such a choice (the same test, the
+    same values); the condition is a row when the other side's choice by the same test was of another input (it
+    chose num_stages before, BLOCK_N now)."""
+    if branch.category != "launch":
+        return True
+    condition = _chosen_condition(branch)
+    choices = [_chosen_condition(b) for b in other if _chosen_condition(b) != b.test]
+    return condition in choices if condition != branch.test else condition not in choices
+
+
+def _chosen_condition(branch: Branch) -> str:
+    match = _CHOICE.search(branch.test)
+    return match.group(1) if match else branch.test
 
 
 def _at(branches: list[Branch], index: int) -> Branch | None:

@@ -54,6 +54,14 @@ def scan_env_gates(tree: ast.Module) -> tuple[EnvGates, frozenset[str]]:
     return {name: tuple(sorted(forms)) for name, forms in gates.items()}, frozenset(used)
 
 
+def env_reads(tree: ast.Module) -> Iterator[tuple[ast.AST, str]]:
+    """(node, variable) of every environment read or write of the module, as scan_env_gates finds them."""
+    names = _string_constants(tree)
+    for node in ast.walk(tree):
+        if (name := _variable(node, names)) is not None:
+            yield node, name
+
+
 def reading_functions(row: Finding) -> set[str]:
     """The functions whose reads an env-gate row shows (on either side)."""
     reads = [part for text in (row.before, row.after) if text for part in text.split("; ")]

@@ -1,5 +1,6 @@
-"""Plain calls that launch a kernel by their keywords, whatever the launch syntax.
+"""Calls that launch a kernel: kernel[grid](...), torch.ops.*, and plain calls by their keywords.
 
+kernel[grid](x, BLOCK=64)                               a Triton launch (not cache[key](...))
 gemm_sm90(a, b, tile_M=128, cluster_N=2)               tile or launch keywords (a CuTe DSL / JIT entry)
 sageattn_fp8_cuda(q, k, v, pv_accum_dtype="fp32+fp16")  a string naming the precision, backend or kernel that
                                                         a kernel wrapper runs with
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 
+_NOT_KERNELS = re.compile(r"cache|dict|registry|table|_map\b|mapping|dispatch", re.I)
 # Keywords that choose a kernel's tiling or launch shape.
 _TILE_KEYWORD = re.compile(
     r"^(?i:(tile|block|cluster)_?[mnk]|num_(warps|stages|ctas))$|^(BLOCK|TILE|CLUSTER)_[A-Z0-9_]+$"
@@ -34,3 +37,36 @@ def launch_call(call: ast.Call) -> bool:
         if chosen and _CHOICE_KEYWORD.match(keyword.arg) and not callee.startswith(("torch.", "np.", "numpy.")):
             return True
     return False
+
+
+def is_kernel_launch(target: ast.Subscript, kernels: frozenset[str]) -> bool:
+    """kernel[grid](...) rather than a call through a dict or cache (cache[key](...)): the grid is a tuple, a
+    lambda, a call (triton.cdiv), or a name that says grid. A decorated function of the module (@triton.jit) is a
+    kernel whatever its name says (_fwd_kernel_no_prompt_cache)."""
+    name = ast.unparse(target.value)
+    if _NOT_KERNELS.search(name) and name not in kernels:
+        return False
+    grid = target.slice
+    if isinstance(grid, ast.Tuple | ast.Lambda | ast.Call | ast.List):
+        return True
+    return isinstance(grid, ast.Name | ast.Attribute) and "grid" in ast.unparse(grid).lower()
+
+
+def launch_test(kernels: frozenset[str]) -> Callable[[ast.Call], bool]:
+    """Whether a call is a launch as scan_sites reads one; kernels: the module's decorated functions."""
+
+    def launches(call: ast.Call) -> bool:
+        func = call.func
+        if isinstance(func, ast.Subscript):
+            return is_kernel_launch(func, kernels)
+        return ast.unparse(func).startswith("torch.ops.") or launch_call(call)
+
+    return launches
+
+
+def decorated(module: ast.Module) -> frozenset[str]:
+    return frozenset(
+        node.name
+        for node in module.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.decorator_list
+    )

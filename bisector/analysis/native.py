@@ -12,6 +12,13 @@ from dataclasses import dataclass
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
+from bisector.analysis.native_reach import (
+    MAX_READER_LINES,
+    data_locals,
+    guards_launch,
+    instantiating_case,
+    reaching_values,
+)
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".inc")
@@ -48,6 +55,7 @@ _DTYPE_WORDS = re.compile(
 _CASE = re.compile(r"^\s*case\s+[^:]+:")
 _SWITCH = re.compile(rf"\bswitch\s*\(\s*([^)]*\b(?:{_BATCH_NAMES})\b[^)]*)\)")
 _ANY_SWITCH = re.compile(r"\bswitch\s*\(")
+_ANY_SWITCH_ON = re.compile(r"\bswitch\s*\(\s*([^)]*)\)")
 _ARRAY_HEAD = re.compile(
     r"\s*(?:template\s*<[^>]*>\s*)?"
     r"[\w:<>,*&\s]*\b(?:const|constexpr|__constant__)\b[\w:<>,*&\s]*?"
@@ -100,7 +108,7 @@ class NativeScan:
     entries: dict[str, tuple[FindingKind, Node]]  # array or constant name -> value tree
     lines: list[str]  # the comment-stripped lines, for the conditions of changed hunks
     env: dict[str, list[str]]  # environment variable -> the lines that read it
-    nested: frozenset[str] = frozenset()  # scalar constants declared in a function's body (locals)
+    nested: frozenset[str] = frozenset()  # constants and brace-initialised objects declared in a function's body
 
 
 def scan_native(text: str) -> NativeScan:
@@ -119,8 +127,12 @@ def scan_native(text: str) -> NativeScan:
         entries[unique] = (kind, node)
         return unique
 
-    for name, node in _arrays(stripped, starts):
-        add(name, FindingKind.NATIVE_ARRAY, node)
+    for name, node, brace in _arrays(stripped, starts):
+        unique = add(name, FindingKind.NATIVE_ARRAY, node)
+        if bodies is None:
+            bodies = _function_bodies(stripped)
+        if _inside(bodies, brace):
+            nested.add(unique)
     for match in _SCALAR_CONST.finditer(stripped):
         line = bisect.bisect_right(starts, match.start("name"))
         unique = add(match["name"], FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
@@ -137,11 +149,14 @@ def scan_native(text: str) -> NativeScan:
 
 def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Iterable[Hunk]) -> list[Finding]:
     """Rows for the entries and batch-size conditions that differ. Not rows: a const / constexpr added or removed
-    whose value holds no number (derived from other names: a new local, a sizeof), and a value that differs
+    whose value holds no number (derived from other names: a new local, a sizeof), a local never read or read
+    only through its address (native_reach.data_locals: a guard object, a value handed on as data), and a value
+    that differs
     only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
     kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it)."""
     old = _tuned(before.entries if before else {}, after.entries if after else {}, before.nested if before else set())
     new = _tuned(after.entries if after else {}, before.entries if before else {}, after.nested if after else set())
+    old, new = without_data_locals(old, before, new), without_data_locals(new, after, old)
     renamed = _Renames(before, after)
     for name in set(old) & set(new):
         if renamed.same(old[name][1], new[name][1]):
@@ -153,6 +168,21 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
         findings.extend(_batch_conditions(path, hunk, old_lines, new_lines))
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
     return findings
+
+
+def without_data_locals(
+    entries: dict[str, tuple[FindingKind, Node]], scan: NativeScan | None, other: dict[str, tuple[FindingKind, Node]]
+) -> dict[str, tuple[FindingKind, Node]]:
+    """The entries less the changed function locals read only through their address (native_reach.data_locals)."""
+    if scan is None or not scan.nested:
+        return entries
+    changed = [
+        name
+        for name, (_, node) in entries.items()
+        if name in scan.nested and (name not in other or other[name][1].canonical != node.canonical)
+    ]
+    data = data_locals(changed, scan.lines) if changed else set()
+    return {name: entry for name, entry in entries.items() if name not in data}
 
 
 def _tuned(
@@ -225,7 +255,11 @@ def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: li
             )
         )
     old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
-    return findings + default_rows(path, old_hunk, new_hunk, hunk.new_lo + 1 if new_hunk else None)
+    line = hunk.new_lo + 1 if new_hunk else None
+    after = new_lines[hunk.new_hi : hunk.new_hi + MAX_READER_LINES]
+    return (
+        findings + default_rows(path, old_hunk, new_hunk, line) + reaching_values(path, old_hunk, new_hunk, after, line)
+    )
 
 
 def _text(line: str) -> str:
@@ -252,23 +286,21 @@ def _condition(lines: list[str], index: int) -> str:
     if _CASE.match(line):
         for earlier in range(index, max(index - 200, -1), -1):
             if _ANY_SWITCH.search(lines[earlier]):
-                switch = _SWITCH.search(lines[earlier])
+                switch = _SWITCH.search(lines[earlier]) or (
+                    _ANY_SWITCH_ON.search(lines[earlier]) if instantiating_case(lines, index) else None
+                )
                 return f"case of switch ({' '.join(switch[1].split())})" if switch else ""
         return ""
     if _CONDITION.search(line):
         return "condition on the batch size"
-    if not _BRANCH.search(line):
-        return condition_label(line)
-    return (
-        "condition on the arch"
-        if _ARCH_WORDS.search(line)
-        else "condition on the dtype"
-        if _DTYPE_WORDS.search(line)
-        else condition_label(line)
-    )
+    if _BRANCH.search(line) and _ARCH_WORDS.search(line):
+        return "condition on the arch"
+    if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
+        return "condition on the dtype"
+    return condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
 
 
-def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:
+def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node, int]]:
     """Brace initializers of const / constexpr / __constant__ declarations, parsed into trees."""
     stripped = _PREPROCESSOR.sub(lambda match: " " * len(match[0]), stripped)
     last_delimiter = -1
@@ -281,13 +313,14 @@ def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node]]:
             match = _ARRAY_HEAD.fullmatch(head) if _could_be_array_head(head) else None
             if match is not None:
                 node, end = _initializer(stripped, index, starts)
-                yield match["name"], node
+                yield match["name"], node, index
                 last_delimiter = end
                 position = end + 1
                 continue
         last_delimiter = index
 
 
+_TEMPLATE_PARAMETERS = re.compile(r"\btemplate\s*<(?:[^<>]|<[^<>]*>)*>")  # `template <class T>` opens no class
 _AGGREGATE = re.compile(r"\b(?:struct|class|namespace|union|enum)\b")
 
 
@@ -302,7 +335,7 @@ def _function_bodies(stripped: str) -> list[tuple[int, int]]:
         if delimiter[0] == "{":
             head = code[last_delimiter + 1 : index]
             inside = bool(stack and stack[-1])
-            if not inside and ")" in head and not _AGGREGATE.search(head):
+            if not inside and ")" in head and not _AGGREGATE.search(_TEMPLATE_PARAMETERS.sub(" ", head)):
                 opened = index
                 inside = True
             stack.append(inside)

@@ -12,13 +12,14 @@ import gc
 import re
 from dataclasses import dataclass, field
 
-from bisector.analysis.dispatch_sites import SiteScan, diff_sites, same_top_level, scan_sites
+from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
 from bisector.analysis.env_gates import EnvGates, diff_env_gates, reading_functions, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, function_info, record_fields
 from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
 from bisector.analysis.local_tables import local_tables
+from bisector.analysis.top_level import same_top_level
 from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render
 
 
@@ -89,9 +90,8 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     """Keyed rows for every table entry, constant, autotune config or heuristic that differs; outside tests, the
     launch arguments, dispatch conditions and env gates that differ; then the functions whose changed code reads a
     table or constant ("dispatch logic changed"), unless a launch, condition or env-gate row already names the
-    function more precisely. A constant that only names an env variable is shown by that variable's gate rows; a
-    field added to or removed from a dataclass-like class is a new or dropped parameter (its changed default is
-    a row)."""
+    function more precisely. A constant that only names an env variable is shown by its gate rows; a field added
+    to or removed from a dataclass-like class is a new or dropped parameter (a changed default is a row)."""
     old = before.entries if before else {}
     new = after.entries if after else {}
     env_names = (before.env_names if before else frozenset()) | (after.env_names if after else frozenset())

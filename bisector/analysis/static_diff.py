@@ -12,7 +12,9 @@ the exception: a tuning file added or removed is new or dropped tuning, so its e
 
 from __future__ import annotations
 
+import gc
 import os
+import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -22,6 +24,7 @@ import git
 from bisector.analysis import gitdiff
 from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.launch_feeds import feed_rows
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
 from bisector.analysis.tuning_files import (
@@ -31,6 +34,7 @@ from bisector.analysis.tuning_files import (
     diff_tuning_file,
     load_tuning_file,
 )
+from bisector.analysis.unreached import Versions, without_unreached
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_ROWS_PER_FILE = 400
@@ -122,26 +126,51 @@ def static_diff(
 ) -> StaticDiff:
     """Diff the tables of commit sha (any revision) against parent (default: its first parent)."""
     repo = gitdiff.open_repo(repo_path)
+    collecting = gc.isenabled()
+    gc.disable()  # the parsed modules stay alive to the end (unreached.py) and make no cycles: collections only cost
     try:
         commit = gitdiff.resolve_commit(repo, sha)
         base = gitdiff.resolve_commit(repo, parent) if parent else gitdiff.first_parent(repo, commit)
         changes = gitdiff.changed_files(repo, base, commit)
         whole = [c for c in changes if _added_or_removed_whole(c)]
         readable = [c for c in changes if _language(c.path) is not None and c not in whole]
+        inits = {c.path: f"{posixpath.dirname(c.path)}/__init__.py" for c in readable if _in_directory_python(c)}
         blobs = {
             base: gitdiff.blob_entries(repo, base, [c.old_path for c in readable if c.old_path]) if base else {},
-            commit: gitdiff.blob_entries(repo, commit, [c.new_path for c in readable if c.new_path]),
+            commit: gitdiff.blob_entries(
+                repo, commit, [c.new_path for c in readable if c.new_path] + [*inits.values()]
+            ),
         }
+        scripts = frozenset(path for path, init in inits.items() if init not in blobs[commit])
         native = [c for c in readable if _language(c.path) == "native"]
         hunks = gitdiff.hunks_of(repo, base, commit, native) if native else {}
         findings: list[Finding] = []
+        modules: dict[str, Versions] = {}  # the changed Python modules, for what their rows reach (unreached.py)
         for change in readable:
-            rows = _FileAnalysis(repo, base, commit, change, max_file_bytes, blobs, hunks.get(change, [])).findings()
-            findings.extend(_capped(rows, change.path, max_rows_per_file))
+            analysis = _FileAnalysis(repo, base, commit, change, max_file_bytes, blobs, hunks.get(change, []))
+            findings.extend(_capped(analysis.findings(), change.path, max_rows_per_file))
+            if analysis.modules is not None:
+                modules[change.path] = analysis.modules
+        findings.extend(_feed_rows(findings, modules))
+        findings = without_unreached(findings, modules, scripts)
         findings.extend(_whole_file_notes(whole))
     finally:
         repo.close()
+        if collecting:
+            gc.enable()
     return StaticDiff(str(repo_path), commit, base, tuple(findings), tuple(change.path for change in changes))
+
+
+def _feed_rows(findings: list[Finding], modules: dict[str, Versions]) -> list[Finding]:
+    """launch_feeds.py's rows for the functions no dispatch-logic row names already."""
+    named = {(f.file, f.name) for f in findings if f.kind is FindingKind.DISPATCH_LOGIC}
+    rows = [row for path, (old, new) in modules.items() for row in feed_rows(path, old, new)]
+    return [row for row in rows if (row.file, row.name) not in named]
+
+
+def _in_directory_python(change: gitdiff.FileChange) -> bool:
+    """A Python module below the top of the repository (one at the top may be a module the package installs)."""
+    return _language(change.path) == "python" and "/" in change.path and change.new_path is not None
 
 
 def _capped(rows: list[Finding], path: str, limit: int) -> list[Finding]:
@@ -221,6 +250,7 @@ class _FileAnalysis:
         self.blobs = blobs  # revision -> path -> blob, listed once for all changed files
         self.hunks = hunks  # of a C / C++ / CUDA file, diffed once for all of them
         self.path = change.path
+        self.modules: Versions | None = None  # a Python file's parsed versions, once diffed
 
     def findings(self) -> list[Finding]:
         language = _language(self.path)
@@ -254,7 +284,9 @@ class _FileAnalysis:
 
     def _diff(self, language: str, old: bytes | None, new: bytes | None) -> list[Finding]:
         if language == "python":
-            return diff_python(self.path, *scan_pair(*self._parsed(old, new, _parse_python)))
+            parsed = self._parsed(old, new, _parse_python)
+            self.modules = parsed
+            return diff_python(self.path, *scan_pair(*parsed))
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))
