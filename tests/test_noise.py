@@ -47,7 +47,7 @@ def test_single_runs_trust_a_flake_and_repeats_do_not(tmp_path: Path, store: Sto
     (tmp_path / "b").mkdir()
     repeated = coordinator(store).start(
         synthetic_spec(history.path, history.shas[0], history.shas[-1], run=flaky_run(tmp_path / "b", 8, 1),
-                       repeat=3, explain=False, workers=3)
+                       repeat=3, explain=False, workers=1)
     )  # fmt: skip
     assert (repeated.status, repeated.first_bad) == (BisectStatus.FOUND, history.shas[12])
     assert repeated.extra.get("flake_seen") is True

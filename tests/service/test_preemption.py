@@ -82,6 +82,8 @@ def test_a_job_submitted_while_another_holds_every_slot_preempts_a_speculative_p
         wait_for("the first job's probes on both slots", lambda: running(gated_probes(first)) == 2)
         second = service.post(body(second_range, "plain")).json()["id"]
         wait_for("the second job's first step", lambda: bool(steps_of(db, second)))
+        # the first job's coordinator stores its cancelled probe on its own thread: maybe just after the slot went
+        wait_for("the preempted probe stored", lambda: running(gated_probes(first)) < 2)
 
         assert gate.exists()  # so no probe of the first job has ended on its own: one was preempted
         probes = gated_probes(first)
