@@ -17,19 +17,26 @@ from worker_steps import DRIVER, SAFETY_TIMEOUT_S, alive, run_one, step_request
 
 from bisector.synthetic import culprit_history
 from vocab.domain import Verdict
+from workers.cgroups import StepCgroup
 from workers.local import LocalExecutor
 
 
-def cgroup_v2_writable() -> bool:
-    """Whether this process may make a child cgroup v2 of its own (what the workers need)."""
+def own_cgroup_dir() -> Path | None:
+    """This process's cgroup v2 directory, or None where cgroup v2 is not mounted."""
     mount = next((line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
                   if line.split()[2] == "cgroup2"), None)  # fmt: skip
     own = next(
         (line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::")), None
     )
-    if mount is None or own is None:
+    return None if mount is None or own is None else Path(mount) / own.lstrip("/")
+
+
+def cgroup_v2_writable() -> bool:
+    """Whether this process may make a child cgroup v2 of its own (what the workers need)."""
+    own = own_cgroup_dir()
+    if own is None:
         return False
-    probe = Path(mount) / own.lstrip("/") / f"gpu-bisect-probe-{os.getpid()}"
+    probe = own / f"gpu-bisect-probe-{os.getpid()}"
     try:
         probe.mkdir()
     except OSError:
@@ -87,24 +94,15 @@ def isolated_cgroup() -> Iterator[Path]:
     """A cgroup of this test's own, so that the sweep of a test running in parallel (a worker starting a step on
     the same host ends every dead worker's step cgroups under its own cgroup) cannot end this test's orphans
     before it looks at them. Its name is outside the sweep's pattern; whatever is left in it is killed at the end."""
-    mount = next(line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
-                 if line.split()[2] == "cgroup2")  # fmt: skip
-    own = next(line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::"))
-    path = Path(mount) / own.lstrip("/") / f"bisect-test-orphans-{os.getpid()}"
+    own = own_cgroup_dir()
+    assert own is not None  # the test skips where cgroup v2 cannot be written
+    path = own / f"bisect-test-orphans-{os.getpid()}"
     path.mkdir()
     try:
         yield path
     finally:
-        for child in [*path.iterdir()]:
-            if child.is_dir():
-                (child / "cgroup.kill").write_text("1")
-        (path / "cgroup.kill").write_text("1")
-        deadline = time.monotonic() + SAFETY_TIMEOUT_S
-        for cgroup in [*(child for child in path.iterdir() if child.is_dir()), path]:
-            while cgroup.exists() and time.monotonic() < deadline:
-                with contextlib.suppress(OSError):
-                    cgroup.rmdir()
-                time.sleep(0.01)
+        for cgroup in [*(child for child in path.iterdir() if child.is_dir()), path]:  # children first: rmdir
+            StepCgroup(cgroup).kill_and_remove()
 
 
 def in_cgroup(cgroup: Path, argv: list[str]) -> list[str]:
