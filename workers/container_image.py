@@ -104,7 +104,7 @@ class ContainerImages:
         )  # fmt: skip
         build = judge_build(process, "container image build", request.metric.infra_patterns)
         build_s = build.build_s
-        if process.log_error is not None:
+        if build.end is BuildEnd.LOG_FAILED:
             return runner.result(request, Verdict.ERROR, error_kind=ErrorKind.HARNESS, detail=str(process.log_error))
         if build.end is BuildEnd.CANCELLED:
             return runner.result(request, Verdict.CANCELLED, build_s=build_s, detail=build.why)
