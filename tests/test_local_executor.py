@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing.forkserver
 import os
 import resource
 import select
@@ -20,6 +21,7 @@ from workers import process
 from workers.executor import StepRequest
 from workers.local import LocalExecutor
 from workers.local_forkserver import SERVER_PRELOAD
+from workers.local_forkserver import boot as boot_fork_server
 from workers.process import CancelSignal
 
 
@@ -279,3 +281,42 @@ def test_the_fork_server_preloads_the_module_of_the_workers() -> None:
     tree = ast.parse(Path(spec.origin).read_text())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert {LocalExecutor.__module__, "workers.step", "regex"} <= imported
+
+
+def _blocked_in(thread: threading.Thread, function: str) -> bool:
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_a_fork_server_killed_while_it_forks_a_worker_is_started_afresh(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 4, 2)
+    boot_fork_server()
+    server = multiprocessing.forkserver._forkserver._forkserver_pid
+    assert server is not None
+    os.kill(server, signal.SIGSTOP)  # alive to the executor's look, so it asks this server for its worker
+    made: list[LocalExecutor | BaseException] = []
+
+    def make() -> None:
+        try:
+            made.append(LocalExecutor(str(history.path), workers=1))
+        except BaseException as exc:
+            made.append(exc)
+
+    maker = threading.Thread(target=make)
+    maker.start()
+    deadline = time.monotonic() + 60
+    while not _blocked_in(maker, "read_signed") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _blocked_in(maker, "read_signed"), "the executor never asked the stopped fork server for a worker"
+    os.kill(server, signal.SIGKILL)  # it dies mid-fork: the executor reads EOF where the worker's pid should be
+    maker.join(60)
+    executor = made[0]
+    assert isinstance(executor, LocalExecutor), executor
+    with executor:
+        executor.submit(request(history, 1, 1, "bash test.sh", tmp_path))
+        results = wait_for(executor, 1)
+    assert [r.verdict for r in results] == [Verdict.GOOD]

@@ -199,8 +199,17 @@ class LocalExecutor(Executor):
             raise
 
     def _start_slot(self, index: int, gpus: tuple[int, ...]) -> _Slot:
-        parent, child = self._context.Pipe()
         name = f"local-{index}"
+        try:
+            try:
+                return self._fork_slot(index, name, gpus)
+            except EOFError:  # the fork server died while it forked this worker: the next start runs a fresh one
+                return self._fork_slot(index, name, gpus)
+        except (OSError, EOFError) as exc:
+            raise ExecutorError(f"cannot start local worker {name}: {exc}") from None
+
+    def _fork_slot(self, index: int, name: str, gpus: tuple[int, ...]) -> _Slot:
+        parent, child = self._context.Pipe()
         process = self._context.Process(
             target=_worker_main,
             args=(name, gpus, self._repo, index, child, dict(os.environ), os.getcwd()),
@@ -209,9 +218,11 @@ class LocalExecutor(Executor):
         )
         try:
             process.start()
-        except OSError as exc:
-            raise ExecutorError(f"cannot start local worker {name}: {exc}") from None
-        child.close()
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
         return _Slot(index, name, gpus, process, parent)
 
     @property
