@@ -35,6 +35,8 @@ from workers.slots import claim_worktree
 
 _STOP = "stop"
 _CANCEL = "cancel"
+_START_ATTEMPTS = 3
+_START_RETRY_S = 0.2
 _IDLE_LOOK_S = 0.1  # how often an idle worker looks whether a stop signal came
 
 
@@ -200,13 +202,17 @@ class LocalExecutor(Executor):
 
     def _start_slot(self, index: int, gpus: tuple[int, ...]) -> _Slot:
         name = f"local-{index}"
-        try:
+        attempt = 1
+        while True:
             try:
                 return self._fork_slot(index, name, gpus)
-            except EOFError:  # the fork server died while it forked this worker: the next start runs a fresh one
-                return self._fork_slot(index, name, gpus)
-        except (OSError, EOFError) as exc:
-            raise ExecutorError(f"cannot start local worker {name}: {exc}") from None
+            except (OSError, EOFError) as exc:
+                # A fork server that died (killed with some of the job) answers EOF mid-fork, or refuses the
+                # connection before it is a zombie that the next start sees dead and replaces.
+                if attempt == _START_ATTEMPTS:
+                    raise ExecutorError(f"cannot start local worker {name}: {exc}") from None
+            attempt += 1
+            time.sleep(_START_RETRY_S)
 
     def _fork_slot(self, index: int, name: str, gpus: tuple[int, ...]) -> _Slot:
         parent, child = self._context.Pipe()
