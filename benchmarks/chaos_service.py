@@ -1,0 +1,224 @@
+"""Kill `bisect serve` at random moments while it runs several queued bisects over its shared slots, start it
+again on the same address, and check what must hold once every job is done.
+
+    python benchmarks/chaos_service.py [--jobs 4] [--slots 3] [--commits 200] [--sleep 0.3] [--kills 6]
+        [--seed 1] [--db URL] [--work DIR] [--out FILE]
+
+The jobs are submitted over HTTP (synthetic histories with planted culprits, one recipe). Until --kills kills
+are spent, the server is SIGKILLed at a random moment, either alone (its workers must see their pipes close and
+end their tests) or with its whole process group (workers and tests too), and started again at once on the same
+port. Checked as in chaos_kill.py: every job's report names its planted culprit, no process of the run is left,
+no commit got two verdicts, the SQLite store passes `PRAGMA integrity_check`; reported: kills, restarts and
+steps per job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from chaos_kill import integrity, marked_processes, search_steps, verdict_conflicts
+from common import ROOT, BenchmarkError, load_average, machine_info, project_pythonpath, run_main, write_results
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bisector.synthetic import RUN_CMD, culprit_history
+
+TOKEN = "chaos-token"
+READY_LIMIT_S = 120.0
+DONE_LIMIT_S = 900.0  # all jobs, kills included: past it the benchmark fails
+ORPHAN_WAIT_S = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """One `bisect serve` address, started again after each kill."""
+
+    def __init__(self, args: list[str], env: dict[str, str], logs: Path) -> None:
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.args, self.env, self.logs = args, env, logs
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "bisector", "serve", "--port", str(self.port), *self.args]
+        with (self.logs / f"serve-{self.starts}.err").open("wb") as err:
+            self.process = subprocess.Popen(
+                command, env=self.env, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+        self.starts += 1
+        deadline = time.monotonic() + READY_LIMIT_S
+        while True:
+            if self.process.poll() is not None:
+                raise BenchmarkError(f"bisect serve exited {self.process.returncode} (see {self.logs})")
+            try:
+                httpx.get(f"{self.base}/api/openapi.json", timeout=5.0)
+                return
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise BenchmarkError(f"bisect serve not listening after {READY_LIMIT_S:.0f} s") from None
+                time.sleep(0.1)
+
+    def kill(self, whole_group: bool) -> None:
+        assert self.process is not None
+        if whole_group:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        else:
+            self.process.kill()
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def submit(self, body: dict[str, Any]) -> int:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        answer = httpx.post(f"{self.base}/api/bisects", json=body, headers=headers, timeout=120.0)
+        answer.raise_for_status()
+        return int(answer.json()["id"])
+
+    def state(self, bisect_id: int) -> str:
+        return str(httpx.get(f"{self.base}/api/jobs/{bisect_id}", timeout=60.0).json()["state"])
+
+    def report(self, bisect_id: int) -> dict[str, Any]:
+        answer: dict[str, Any] = httpx.get(f"{self.base}/api/bisects/{bisect_id}", timeout=60.0).json()
+        return answer
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(args.work)
+    rng = random.Random(args.seed)
+    marker = f"{os.getpid()}-{time.time_ns()}"
+    histories = []
+    for index in range(args.jobs):
+        culprit = rng.randint(1, args.commits)
+        histories.append(culprit_history(work / f"repo-{index}", args.commits, culprit))
+    config = work / "serve.toml"
+    config.write_text(f'[recipes.synthetic]\nrun = "{RUN_CMD}"\n')
+    serve_args = ["--db", args.db, "--config", str(config), "--slots", str(args.slots)]
+    for history in histories:
+        serve_args += ["--allow-repo", str(history.path)]
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("BISECT_TOKEN", "BISECT_DB")},
+        "CHAOS_MARKER": marker, "PYTHONPATH": project_pythonpath(), "BISECT_TOKEN": TOKEN,
+        "BISECT_DATA_DIR": str(work / "data"), "BISECT_CACHE_DIR": str(work / "cache"), "BISECT_GPUS": "",
+        "BISECT_GPU_LOCK_DIR": str(work / "locks"), "SYNTHETIC_SLEEP_S": str(args.sleep),
+    }  # fmt: skip
+    logs = work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    server = Server(serve_args, env, logs)
+    server.start()
+    ids = [
+        server.submit({"repo": str(h.path), "good": h.shas[0], "bad": "main", "recipe": "synthetic", "explain": False})
+        for h in histories
+    ]
+    kills: list[str] = []
+    deadline = time.monotonic() + DONE_LIMIT_S
+    next_kill = time.monotonic() + rng.uniform(0.5, args.kill_window)
+    try:
+        while True:
+            if time.monotonic() > deadline:
+                raise BenchmarkError(f"jobs not done after {DONE_LIMIT_S:.0f} s")
+            if len(kills) < args.kills and time.monotonic() >= next_kill:
+                whole_group = rng.random() < 0.5
+                server.kill(whole_group)
+                kills.append("group" if whole_group else "server")
+                server.start()
+                next_kill = time.monotonic() + rng.uniform(0.5, args.kill_window)
+            try:
+                if all(server.state(i) == "done" for i in ids):
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        reports = [server.report(i) for i in ids]
+    finally:
+        server.stop()
+    ended = time.monotonic()
+    left = marked_processes(marker)
+    while left and time.monotonic() - ended < ORPHAN_WAIT_S:
+        time.sleep(0.5)
+        left = marked_processes(marker)
+
+    problems, rows = [], []
+    for index, (history, bisect_id, report) in enumerate(zip(histories, ids, reports, strict=True)):
+        planted = history.shas[history.first_bad]
+        found = (report.get("first_bad") or {}).get("sha")
+        if found != planted:
+            problems.append(
+                f"job {bisect_id}: {report.get('status')} {found} ({report.get('message')}), planted {planted[:12]}"
+            )
+        if args.db.startswith("sqlite:///"):
+            problems += [f"job {bisect_id}: {c}" for c in verdict_conflicts(args.db, bisect_id)]
+        decided, undecided = search_steps(report)
+        rows.append({"job": index, "id": bisect_id, "status": report.get("status"), "correct": found == planted,
+                     "search_steps_decided": decided, "search_steps_without_verdict": undecided})  # fmt: skip
+    problems += [f"left running: pid {pid} {cmd[:120]}" for pid, cmd in left]
+    checked = integrity(args.db) if args.db.startswith("sqlite:///") else "not checked"
+    if checked not in ("ok", "not checked"):
+        problems.append(f"store integrity: {checked}")
+    return {"rows": rows, "kills": kills, "server_starts": server.starts, "problems": problems,
+            "integrity": checked, "left_running": len(left)}  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=4, help="bisects submitted, each on its own history")
+    parser.add_argument("--slots", type=int, default=3, help="the server's shared worker slots")
+    parser.add_argument("--commits", type=int, default=200)
+    parser.add_argument("--sleep", type=float, default=0.3, help="seconds each synthetic test takes")
+    parser.add_argument("--kills", type=int, default=6, help="server kills in all")
+    parser.add_argument("--kill-window", type=float, default=4.0, help="a kill comes 0.5 s to this after a start")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--db", help="the store (default: a SQLite file under --work)")
+    parser.add_argument("--work", help="where histories, data and caches go (default: a fresh temporary dir)")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="chaos-serve-") as scratch:
+        args.work = args.work or scratch
+        args.db = args.db or f"sqlite:///{Path(args.work) / 'store.db'}"
+        started = time.monotonic()
+        results = run(args)
+        results["wall_s"] = round(time.monotonic() - started, 1)
+    results.update(parameters={k: v for k, v in vars(args).items() if k != "out"}, machine=machine_info(),
+                   load_average=load_average())  # fmt: skip
+    for row in results["rows"]:
+        print(f"job {row['id']}: {row['status']}, correct {row['correct']}, steps decided "
+              f"{row['search_steps_decided']}, without a verdict {row['search_steps_without_verdict']}")  # fmt: skip
+    print(
+        f"kills {','.join(results['kills']) or '-'}; server started {results['server_starts']} times; store "
+        f"integrity: {results['integrity']}; processes left: {results['left_running']}; {results['wall_s']} s"
+    )
+    if args.out:
+        write_results(args.out, results)
+    if results["problems"]:
+        raise BenchmarkError("; ".join(results["problems"]))
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main, "chaos_service")
