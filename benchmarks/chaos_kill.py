@@ -2,7 +2,7 @@
 check what must hold afterwards.
 
     python benchmarks/chaos_kill.py [--bisects 4] [--commits 200] [--workers 3] [--sleep 0.3] [--kills 5]
-        [--one-repo] [--seed 1] [--db URL] [--work DIR] [--out FILE]
+        [--executor local|ray] [--one-repo] [--seed 1] [--db URL] [--work DIR] [--out FILE]
 
 Each bisect has a synthetic history of its own with a planted culprit (bisector.synthetic; --sleep seconds a
 test), or with --one-repo all bisect one history, sharing its worktree slots. A driver thread per bisect runs
@@ -138,7 +138,7 @@ class Driver(threading.Thread):
             self.outcome.runs.append("start")
             return [
                 "start", "--repo", str(self.repo), "--good", self.good, "--bad", self.bad, "--run", RUN_CMD,
-                "--workers", str(self.args.workers), "--no-explain", *common,
+                "--workers", str(self.args.workers), "--executor", self.args.executor, "--no-explain", *common,
             ]  # fmt: skip
         self.outcome.runs.append("resume")
         return ["resume", str(self.outcome.bisect_id), *common]
@@ -306,6 +306,7 @@ def main() -> int:
     parser.add_argument("--sleep", type=float, default=0.3, help="seconds each synthetic test takes")
     parser.add_argument("--kills", type=int, default=5, help="kills per bisect")
     parser.add_argument("--kill-window", type=float, default=3.0, help="a kill comes 0.2 s to this after a start")
+    parser.add_argument("--executor", default="local", choices=("local", "ray"), help="the bisects' workers")
     parser.add_argument("--one-repo", action="store_true", help="every bisect on one history (shared worktrees)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--db", help="the shared store (default: a SQLite file under --work)")
