@@ -2,7 +2,7 @@
 check what must hold afterwards.
 
     python benchmarks/chaos_kill.py [--bisects 4] [--commits 200] [--workers 3] [--sleep 0.3] [--kills 5]
-        [--executor local|ray] [--one-repo] [--seed 1] [--db URL] [--work DIR] [--out FILE]
+        [--executor local|ray] [--images] [--one-repo] [--seed 1] [--db URL] [--work DIR] [--out FILE]
 
 Each bisect has a synthetic history of its own with a planted culprit (bisector.synthetic; --sleep seconds a
 test), or with --one-repo all bisect one history, sharing its worktree slots. A driver thread per bisect runs
@@ -55,6 +55,10 @@ from bisector.synthetic import RUN_CMD, culprit_history
 KILL_KINDS = ("group", "coordinator", "worker")
 RUN_LIMIT_S = 600.0  # one start or resume that takes longer than this is stuck: the benchmark fails
 ORPHAN_WAIT_S = 30.0
+# --images: a build that takes a while and marks its image complete as its last act, and a test that refuses an
+# image without the mark (exit 3: a bad verdict, so a reused half-built image shows as a wrong culprit)
+IMAGE_BUILD = 'sleep 0.5 && bash build.sh && touch "$BISECT_IMAGE_DIR/.complete"'
+IMAGE_RUN = f'test -f "$BISECT_IMAGE_DIR/.complete" || {{ echo "$BISECT_IMAGE_ID incomplete"; exit 3; }}; {RUN_CMD}'
 _BISECT_ID = re.compile(r"^bisect (\d+):", re.MULTILINE)
 
 
@@ -136,9 +140,11 @@ class Driver(threading.Thread):
         common = ["--db", self.args.db, "--format", "json"]
         if self.outcome.bisect_id is None:
             self.outcome.runs.append("start")
+            images = ["--image", "venv", "--build", IMAGE_BUILD, "--run", IMAGE_RUN] if self.args.images else []
             return [
                 "start", "--repo", str(self.repo), "--good", self.good, "--bad", self.bad, "--run", RUN_CMD,
-                "--workers", str(self.args.workers), "--executor", self.args.executor, "--no-explain", *common,
+                "--workers", str(self.args.workers), "--executor", self.args.executor, "--no-explain", *images,
+                *common,
             ]  # fmt: skip
         self.outcome.runs.append("resume")
         return ["resume", str(self.outcome.bisect_id), *common]
@@ -307,6 +313,7 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=5, help="kills per bisect")
     parser.add_argument("--kill-window", type=float, default=3.0, help="a kill comes 0.2 s to this after a start")
     parser.add_argument("--executor", default="local", choices=("local", "ray"), help="the bisects' workers")
+    parser.add_argument("--images", action="store_true", help="--image venv, builds killed mid-way included")
     parser.add_argument("--one-repo", action="store_true", help="every bisect on one history (shared worktrees)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--db", help="the shared store (default: a SQLite file under --work)")
