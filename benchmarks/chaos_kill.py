@@ -19,7 +19,8 @@ and the data, cache and store live under --work, so nothing of the user's is tou
 
 Checked afterwards (exit 1 if any fails, each failure on a line of its own):
 - every bisect's report names its planted culprit;
-- no process carrying this run's marker is left 30 s after the last driver ended (tests, workers, fork servers);
+- no process carrying this run's marker is left 30 s after the last driver ended (tests, workers, fork servers;
+  120 s with Ray, whose agents outlive a killed local cluster by about a minute);
 - no commit of a bisect got two different verdicts, and a SQLite store passes `PRAGMA integrity_check`.
 Reported besides: kills by kind, runs per bisect, steps per bisect (search steps with a verdict, steps that
 ended without one) against a bisect of the same history that nobody killed, commits decided more than once, and
@@ -54,7 +55,9 @@ from bisector.synthetic import RUN_CMD, culprit_history
 
 KILL_KINDS = ("group", "coordinator", "worker")
 RUN_LIMIT_S = 600.0  # one start or resume that takes longer than this is stuck: the benchmark fails
-ORPHAN_WAIT_S = 30.0
+# How long the run's processes may outlive its last bisect. A local Ray cluster's agents (DashboardAgent,
+# RuntimeEnvAgent) notice a killed coordinator's raylet is gone only after about a minute.
+ORPHAN_WAIT_S = {"local": 30.0, "ray": 120.0}
 # --images: a build that takes a while and marks its image complete as its last act, and a test that refuses an
 # image without the mark (exit 3: a bad verdict, so a reused half-built image shows as a wrong culprit)
 IMAGE_BUILD = 'sleep 0.5 && bash build.sh && touch "$BISECT_IMAGE_DIR/.complete"'
@@ -91,18 +94,20 @@ def _children(pid: int) -> list[int]:
 
 
 def _workers_of(coordinator: int) -> list[int]:
-    """The coordinator's Python descendants: the fork server, the workers forked from it and multiprocessing's
-    resource tracker (not tests or shells)."""
+    """The coordinator's worker-side descendants: the fork server, the workers forked from it and multiprocessing's
+    resource tracker, or with Ray the processes of its StepActors (`ray::StepActor...`); not tests, shells or
+    Ray's own daemons."""
     found, queue = [], _children(coordinator)
     while queue:
         pid = queue.pop()
+        queue.extend(_children(pid))
         try:
             argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
         except OSError:
             continue
-        if b"python" in argv0:
+        local = argv0.endswith((b"python", b"python3")) or b"/python3." in argv0
+        if argv0.startswith(b"ray::StepActor") or (local and b"ray" not in Path(f"/proc/{pid}/cmdline").read_bytes()):
             found.append(pid)
-            queue.extend(_children(pid))
     return found
 
 
@@ -264,9 +269,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         driver.join()
     ended = time.monotonic()
     left = marked_processes(marker)
-    while left and time.monotonic() - ended < ORPHAN_WAIT_S:
+    while left and time.monotonic() - ended < ORPHAN_WAIT_S[args.executor]:
         time.sleep(0.5)
         left = marked_processes(marker)
+    lingered = round(time.monotonic() - ended, 1)
     # The same histories bisected once more by a run nobody kills, for the steps an undisturbed bisect takes.
     for driver in drivers:
         calm = Outcome(driver.outcome.index, driver.outcome.culprit_sha)
@@ -301,7 +307,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     checked = integrity(args.db) if args.db.startswith("sqlite:///") else "not checked"
     if checked not in ("ok", "not checked"):
         problems.append(f"store integrity: {checked}")
-    return {"rows": rows, "problems": problems, "integrity": checked, "left_running": len(left)}
+    return {"rows": rows, "problems": problems, "integrity": checked, "left_running": len(left),
+            "lingered_s": lingered}  # fmt: skip
 
 
 def main() -> int:
@@ -335,7 +342,8 @@ def main() -> int:
             f"{row['search_steps_decided']} (undisturbed {row['undisturbed_steps_decided']}), without a verdict "
             f"{row['search_steps_without_verdict']}, worktrees left {row['worktrees_left']}"
         )
-    print(f"store integrity: {results['integrity']}; processes left: {results['left_running']}; "
+    print(f"store integrity: {results['integrity']}; processes left: {results['left_running']} (the last ended "
+          f"{results['lingered_s']} s after the bisects); "
           f"{results['wall_s']} s")  # fmt: skip
     if args.out:
         write_results(args.out, results)
