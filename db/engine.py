@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from sqlalchemy import Connection, Engine, create_engine, event, make_url
 from sqlalchemy.engine import URL
@@ -40,6 +40,17 @@ def db_url(value: str) -> str:
     if "://" in value:
         return value
     return f"sqlite:///{Path(value).expanduser().absolute()}"
+
+
+def database_identity(url: URL) -> str:
+    """Names one database whatever URL reached it: a SQLite file by its resolved path (the read-only open's
+    `file:...?mode=ro` URI included), others by their URL without the password."""
+    if url.get_backend_name() == "sqlite":
+        database = url.database or ""
+        if database.startswith("file:"):
+            database = unquote(database.removeprefix("file:").split("?", 1)[0])
+        return f"sqlite:{Path(database).resolve()}"
+    return url.render_as_string(hide_password=True)
 
 
 def make_read_only_engine(url: str) -> Engine | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
-from pathlib import Path
 from types import TracebackType
 from typing import Self
 
@@ -23,7 +22,15 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError, StatementError
 from sqlalchemy.pool import StaticPool
 
 from db import bisect_table, step_table
-from db.engine import WRITE_OPTIONS, db_url, default_db_url, make_engine, make_read_only_engine, mask_url
+from db.engine import (
+    WRITE_OPTIONS,
+    database_identity,
+    db_url,
+    default_db_url,
+    make_engine,
+    make_read_only_engine,
+    mask_url,
+)
 from db.images import delete_images, list_images
 from db.migrate import at_head, upgrade
 from db.rows import dump
@@ -88,12 +95,7 @@ class Store:
     def identity(self) -> str:
         """Names this database and no other, whatever URL reached it (a SQLite file by its resolved path):
         what two stores that share a data directory keep their step logs apart by."""
-        url = self._engine.url
-        if self.is_private:
-            return f"sqlite-memory:{id(self)}"
-        if url.get_backend_name() == "sqlite":
-            return f"sqlite:{Path(url.database or '').resolve()}"
-        return url.render_as_string(hide_password=True)
+        return f"sqlite-memory:{id(self)}" if self.is_private else database_identity(self._engine.url)
 
     @property
     def is_private(self) -> bool:

@@ -34,10 +34,12 @@ def dashboard_env(**extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def running_dashboard(store_url: str, log_dir: Path, *args: str, **env: str) -> Iterator[str]:
-    """The base URL of a dashboard serving store_url; stopped (SIGTERM, then SIGKILL) afterwards."""
+def running_dashboard(store_url: str, log_dir: Path | None, *args: str, **env: str) -> Iterator[str]:
+    """The base URL of a dashboard serving store_url (logs from log_dir; None: its default, the store's own log
+    folder in the data dir); stopped (SIGTERM, then SIGKILL) afterwards."""
     port = free_port()
-    command = dashboard_command("--port", str(port), "--db", store_url, "--log-dir", str(log_dir), *args)
+    logs = ["--log-dir", str(log_dir)] if log_dir is not None else []
+    command = dashboard_command("--port", str(port), "--db", store_url, *logs, *args)
     process = subprocess.Popen(
         command, env=dashboard_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )

@@ -30,6 +30,18 @@ def get(base: str, path: str, **kwargs) -> httpx.Response:
     return httpx.get(base + path, timeout=60.0, **kwargs)
 
 
+def test_by_default_the_store_s_own_logs_are_served(store_url: str, filled: Filled) -> None:
+    """Without --log-dir the dashboard serves the store's log folder in the data dir: the one the coordinator
+    wrote, found through the store's identity however the dashboard opened the store."""
+    data_dir = filled.log_dir.parent
+    with running_dashboard(store_url, None, BISECT_DATA_DIR=str(data_dir)) as url:
+        steps = get(url, f"/api/bisects/{filled.found_id}/steps").json()["steps"]
+        first = steps[0]
+        assert first["log_url"] is not None
+        assert f"metric: {10.0 if first['verdict'] == 'good' else 5.0}" in first["log_tail"]
+        assert get(url, first["log_url"]).text == Path(first["log_path"]).read_text()
+
+
 def test_api_list_matches_the_cli(base: str, store_url: str, filled: Filled):
     for query, flags in [("", []), ("?status=found&metric=exit", ["--status", "found", "--metric", "exit"])]:
         cli = CliRunner().invoke(main, ["list", "--format", "json", *flags], env={"BISECT_DB": store_url})

@@ -427,6 +427,19 @@ def test_bisect_db_selects_the_database(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert (tmp_path / "elsewhere.db").is_file()
 
 
+def test_a_store_file_has_one_identity_however_it_is_opened(tmp_path: Path) -> None:
+    """The identity names the store's log folder: a read-only open (list, show, the dashboard) must find the same
+    logs as the coordinator that wrote them, whatever path reached the file."""
+    (tmp_path / "sub").mkdir()
+    with Store.open(f"sqlite:///{tmp_path / 'bisect.db'}") as written:
+        new_bisect(written)
+        identity = written.identity
+    for url in (f"sqlite:///{tmp_path / 'sub' / '..' / 'bisect.db'}", str(tmp_path / "bisect.db")):
+        for read_only in (False, True):
+            with Store.open(url, read_only=read_only) as store:
+                assert store.identity == identity == f"sqlite:{tmp_path / 'bisect.db'}"
+
+
 def test_in_memory_store_is_one_database_for_all_threads() -> None:
     with Store.open("sqlite://") as store, ThreadPoolExecutor(max_workers=1) as pool:
         bisect_id = new_bisect(store)
