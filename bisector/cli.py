@@ -357,6 +357,7 @@ def _make_demo(directory: Path, commits: int, seed: int) -> Any:
 from bisector import cli_dashboard  # noqa: E402  (registered after `main` is defined)
 from bisector.cli_habits import HABIT_COMMANDS  # noqa: E402  (the commands of cli_habits.py)
 from bisector.cli_images import images, run_at_command  # noqa: E402
+from bisector.cli_logs import logs  # noqa: E402
 from bisector.cli_service import serve, submit_command  # noqa: E402
 from bisector.cli_triage import triage  # noqa: E402
 
@@ -367,6 +368,7 @@ for _command in (
     cli_dashboard.dashboard,
     *HABIT_COMMANDS,
     images,
+    logs,
     run_at_command,
     triage,
     serve,

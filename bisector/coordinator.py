@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from bisector.log_retention import keep_logs_bounded
 from bisector.options import VerifyEndpoints
 from bisector.ownership import HEARTBEAT_S, LEASE_TTL_S, Lease
 from bisector.progress import ProgressObserver, SilentObserver
@@ -197,6 +198,8 @@ class Coordinator:
         if final.status is BisectStatus.FOUND and SearchRecords.from_extra(final.extra).analysis is Analysis.PENDING:
             final = self._finish_analysis(final, spec, executor)
         self.observer.finished(final)
+        if final.status.is_terminal():
+            keep_logs_bounded(self.store, self.observer.note)
         return final
 
     def _loop(

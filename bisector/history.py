@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from bisector.log_retention import pruned_note
 from db.queries import BisectFilter, BisectSummary, list_bisects, stats_rows
 from db.store import Store
 from vocab.domain import BisectStatus
@@ -208,12 +209,13 @@ def bisects_per_week(counts: dict[date, int]) -> list[tuple[date, int]]:
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str | None:
-    """The last `lines` lines of a log (read from its last LOG_TAIL_MAX_BYTES); None when it cannot be read."""
+    """The last `lines` lines of a log (read from its last LOG_TAIL_MAX_BYTES); where the log retention removed it,
+    the note it left; None when it cannot be read."""
     try:
         with path.open("rb") as handle:
             size = handle.seek(0, 2)
             handle.seek(max(0, size - LOG_TAIL_MAX_BYTES))
             data = handle.read(LOG_TAIL_MAX_BYTES)
     except OSError:
-        return None
+        return pruned_note(path)
     return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
