@@ -162,6 +162,26 @@ def test_the_size_cap_evicts_least_recently_used_images_not_in_use(tmp_path: Pat
     assert json.loads((cache.image_dir(third.image.id) / "manifest.json").read_text())["status"] == "ready"
 
 
+def test_the_size_cap_counts_what_tests_wrote_into_an_image_after_its_build(tmp_path: Path):
+    """Triton's and Inductor's caches live in the image and grow with every test run on it."""
+    repo = make_image_repo(tmp_path / "repo", values=(1, 2))
+    cache = ImageCache()
+    slot = runner(tmp_path)
+    first = slot.run(image_request(repo.path, repo.shas[0], tmp_path, 1))
+    assert first.image is not None
+    built = cache.manifest(first.image.id)
+    assert built is not None
+    triton = cache.image_dir(built.id) / "triton"
+    triton.mkdir(exist_ok=True)
+    (triton / "kernel.cubin").write_bytes(b"\0" * (4 << 20))  # as a test's compiled kernels would
+    second = slot.run(image_request(repo.path, repo.shas[1], tmp_path, 2))
+    assert second.image is not None
+    newer = cache.manifest(second.image.id)
+    assert newer is not None
+    cap = built.size_bytes + newer.size_bytes + (1 << 20)  # both images as built fit; with the cubin they do not
+    assert cache.evict(cap, keep=frozenset({second.image.id})) == [built.id]
+
+
 def test_a_metric_file_left_by_an_earlier_run_on_the_image_is_not_judged_again(tmp_path: Path):
     repo = make_image_repo(tmp_path / "repo")
     slot = runner(tmp_path)

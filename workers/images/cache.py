@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from vocab.paths import cache_dir
+from vocab.paths import cache_dir, tree_size
 
 LOCK_POLL_S = 0.05
 
@@ -167,7 +167,10 @@ class ImageCache:
         """Remove least recently used images not in use until the root holds at most max_bytes (and, with
         older_than_s, every image unused for longer); images in keep stay. The ids removed."""
         manifests = sorted(self.manifests(), key=lambda m: m.last_used)
-        total = sum(m.size_bytes for m in manifests)
+        # Measured now, not the size recorded at the build: tests write into their image (Triton's and
+        # Inductor's caches live in it), so what the folders hold grows after it.
+        sizes = {m.id: tree_size(self.image_dir(m.id)) for m in manifests}
+        total = sum(sizes.values())
         cutoff = None if older_than_s is None else datetime.now(UTC).timestamp() - older_than_s
         removed: list[str] = []
         for manifest in manifests:
@@ -175,7 +178,7 @@ class ImageCache:
             if manifest.id in keep or manifest.status is ImageStatus.BUILDING or not (total > max_bytes or stale):
                 continue
             if self.remove(manifest.id):
-                total -= manifest.size_bytes
+                total -= sizes[manifest.id]
                 removed.append(manifest.id)
         return removed
 
