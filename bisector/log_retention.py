@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from db.queries import bisect_ends
 from db.store import Store
 from vocab.errors import BisectError
 from vocab.paths import store_log_dir
@@ -54,18 +55,15 @@ def configured_max_bytes() -> int | None:
 def log_folders(store: Store) -> list[LogFolder]:
     """This store's bisect log folders, oldest bisect first."""
     root = store_log_dir(store.identity)
+    with store.reading() as conn:
+        ends = bisect_ends(conn)
     folders = []
     for entry in sorted(root.glob("bisect-*"), key=_bisect_number):
         number = _bisect_number(entry)
         if number < 0 or not entry.is_dir():
             continue
         size, last_write, names = _walk(entry)
-        try:
-            record = store.get_bisect(number)
-        except BisectError:
-            ended, known = None, False
-        else:
-            ended, known = (record.finished if record.status.is_terminal() else None), True
+        ended, known = ends.get(number), number in ends
         folders.append(LogFolder(number, entry, size, last_write, ended, known, names == {PRUNED_NOTE}))
     return folders
 

@@ -176,6 +176,12 @@ def list_bisects(conn: Connection, where: BisectFilter, limit: int) -> list[Bise
     return _with_step_counts(conn, summaries)
 
 
+def bisect_ends(conn: Connection) -> dict[int, datetime | None]:
+    """Every bisect's id and when it ended (None while it runs or is paused): the log retention's one query."""
+    rows = conn.execute(select(bisects.c.id, bisects.c.status, bisects.c.finished))
+    return {row.id: row.finished if BisectStatus(row.status).is_terminal() else None for row in rows}
+
+
 def stats_rows(conn: Connection, where: BisectFilter, top: int) -> StatsRows:
     """The aggregates of the statistics, computed by the database (`top` entries of each frequency list)."""
     if conn.dialect.name == "postgresql":
