@@ -14,8 +14,10 @@ test), or with --one-repo all bisect one history, sharing its worktree slots. A 
   multiprocessing's resource tracker); a lost step must be rerun as an infrastructure error, and a slot started
   again.
 After a kill that ended the coordinator the driver runs `bisect resume ID` (or `bisect start` again while the
-bisect was not stored yet); the last run goes to its end. Every process carries a marker in its environment,
-and the data, cache and store live under --work, so nothing of the user's is touched.
+bisect was not stored yet); the last run goes to its end, or with --cancels P (a chance per bisect) gets a
+`bisect cancel ID` at a random moment, and must then end `cancelled` (or found, when it ended first). Every
+process carries a marker in its environment, and the data, cache and store live under --work, so nothing of the
+user's is touched.
 
 Checked afterwards (exit 1 if any fails, each failure on a line of its own):
 - every bisect's report names its planted culprit;
@@ -75,6 +77,8 @@ class Outcome:
     runs: list[str] = field(default_factory=list)  # "start" / "resume", one per process started
     kills: list[str] = field(default_factory=list)
     final_exit: int | None = None
+    cancelled: bool = False  # a `bisect cancel` was accepted
+    cancel_answer: str | None = None  # what `bisect cancel` said
     report: dict[str, Any] | None = None
     problems: list[str] = field(default_factory=list)
 
@@ -162,6 +166,7 @@ class Driver(threading.Thread):
 
     def run(self) -> None:
         kills_left = self.args.kills
+        will_cancel = self.rng.random() < self.args.cancels
         while True:
             run = len(self.outcome.runs)
             argv = self._argv()
@@ -173,6 +178,9 @@ class Driver(threading.Thread):
                 )  # fmt: skip
                 started = time.monotonic()
                 kill_at = started + self.rng.uniform(0.2, self.args.kill_window) if kills_left else None
+                cancel_at = None
+                if will_cancel and not kills_left:  # in the last run: cancelled while it goes, or after its end
+                    cancel_at = started + self.rng.uniform(0.2, self.args.kill_window)
                 killed_coordinator = False
                 while proc.poll() is None:
                     if time.monotonic() - started > RUN_LIMIT_S:
@@ -180,6 +188,11 @@ class Driver(threading.Thread):
                         proc.wait()
                         self.outcome.problems.append(f"{argv[0]} ran over {RUN_LIMIT_S:.0f} s: killed")
                         return
+                    if cancel_at is not None and time.monotonic() >= cancel_at:
+                        self._learn_id(stderr)
+                        if self.outcome.bisect_id is not None:
+                            cancel_at = None
+                            self._cancel()
                     if kill_at is not None and time.monotonic() >= kill_at:
                         kind = self._kill(proc.pid)
                         kill_at = None
@@ -200,6 +213,15 @@ class Driver(threading.Thread):
                     tail = stderr.read_text(errors="replace").strip().splitlines()[-1:]
                     self.outcome.problems.append(f"run {run} exited {proc.returncode} without a report: {tail}")
                 return
+
+    def _cancel(self) -> None:
+        """`bisect cancel ID`, as a user would while the bisect runs."""
+        argv = [sys.executable, "-m", "bisector", "cancel", str(self.outcome.bisect_id), "--db", self.args.db]
+        done = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=120)
+        self.outcome.cancelled = done.returncode == 0
+        self.outcome.cancel_answer = (done.stdout + done.stderr).strip()[-200:]
+        if done.returncode not in (0, 2):  # 2: already ended, one line that says so
+            self.outcome.problems.append(f"bisect cancel exited {done.returncode}: {done.stderr.strip()[-200:]}")
 
     def _kill(self, coordinator: int) -> str:
         kind = self.rng.choice(KILL_KINDS)
@@ -276,7 +298,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # The same histories bisected once more by a run nobody kills, for the steps an undisturbed bisect takes.
     for driver in drivers:
         calm = Outcome(driver.outcome.index, driver.outcome.culprit_sha)
-        quiet = argparse.Namespace(**{**vars(args), "kills": 0})
+        quiet = argparse.Namespace(**{**vars(args), "kills": 0, "cancels": 0.0})
         Driver(calm, driver.repo, driver.good, driver.bad, quiet, env).run()
         baselines[driver.outcome.index] = search_steps(calm.report) if calm.report else None
 
@@ -287,7 +309,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         problems += [f"bisect {outcome.index}: {p}" for p in outcome.problems]
         report = outcome.report or {}
         found = (report.get("first_bad") or {}).get("sha")
-        if found != outcome.culprit_sha:
+        if outcome.cancelled and report.get("status") != "cancelled" and found != outcome.culprit_sha:
+            problems.append(f"bisect {outcome.index}: cancelled, yet {report.get('status')} {found}")
+        elif not outcome.cancelled and found != outcome.culprit_sha:
             problems.append(
                 f"bisect {outcome.index} (id {outcome.bisect_id}): {report.get('status')} {found}"
                 f" ({report.get('message')}), planted {outcome.culprit_sha[:12]}"
@@ -298,7 +322,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         worktrees = _worktrees(driver.repo)
         rows.append({
             "bisect": outcome.index, "id": outcome.bisect_id, "status": report.get("status"),
-            "correct": found == outcome.culprit_sha, "kills": outcome.kills, "runs": outcome.runs,
+            "correct": found == outcome.culprit_sha, "cancelled": outcome.cancelled,
+            "cancel_answer": outcome.cancel_answer, "kills": outcome.kills,
+            "runs": outcome.runs,
             "search_steps_decided": decided, "search_steps_without_verdict": undecided,
             "undisturbed_steps_decided": (baselines[outcome.index] or (None,))[0],
             "worktrees_left": worktrees,
@@ -320,6 +346,7 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=5, help="kills per bisect")
     parser.add_argument("--kill-window", type=float, default=3.0, help="a kill comes 0.2 s to this after a start")
     parser.add_argument("--executor", default="local", choices=("local", "ray"), help="the bisects' workers")
+    parser.add_argument("--cancels", type=float, default=0.0, help="chance that a bisect is cancelled at the end")
     parser.add_argument("--images", action="store_true", help="--image venv, builds killed mid-way included")
     parser.add_argument("--one-repo", action="store_true", help="every bisect on one history (shared worktrees)")
     parser.add_argument("--seed", type=int, default=1)
@@ -338,6 +365,7 @@ def main() -> int:
     for row in results["rows"]:
         print(
             f"bisect {row['bisect']} (id {row['id']}): {row['status']}, correct {row['correct']}, "
+            f"{'cancelled, ' if row['cancelled'] else ''}"
             f"kills {','.join(row['kills']) or '-'}, runs {len(row['runs'])}, steps decided "
             f"{row['search_steps_decided']} (undisturbed {row['undisturbed_steps_decided']}), without a verdict "
             f"{row['search_steps_without_verdict']}, worktrees left {row['worktrees_left']}"
