@@ -6,12 +6,14 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.native_conditions import THRESHOLD_LABEL, more_condition_label
 from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
+from bisector.analysis.native_instances import instance_rows
 from bisector.analysis.native_reach import (
     MAX_READER_LINES,
     data_locals,
@@ -19,6 +21,7 @@ from bisector.analysis.native_reach import (
     instantiating_case,
     reaching_values,
 )
+from bisector.analysis.native_scope import enclosing_function
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".inc")
@@ -147,7 +150,7 @@ def scan_native(text: str) -> NativeScan:
     return NativeScan(entries, lines, env_reads(lines) if "env" in stripped else {}, frozenset(nested))
 
 
-def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Iterable[Hunk]) -> list[Finding]:
+def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Sequence[Hunk]) -> list[Finding]:
     """Rows for the entries and batch-size conditions that differ. Not rows: a const / constexpr added or removed
     whose value holds no number (derived from other names: a new local, a sizeof), a local never read or read
     only through its address (native_reach.data_locals: a guard object, a value handed on as data), and a value
@@ -166,6 +169,7 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     new_lines = after.lines if after else []
     for hunk in hunks:
         findings.extend(_batch_conditions(path, hunk, old_lines, new_lines))
+    findings.extend(instance_rows(path, old_lines, new_lines, hunks))
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
     return findings
 
@@ -234,7 +238,7 @@ def _spelling(name: str) -> str:
 
 def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[str]) -> list[Finding]:
     """The condition lines (batch size, arch, dtype, case, switch macro) that the hunk removes and adds, paired in
-    order (a line removed and added with the same text only moved), then the parameter defaults it changes."""
+    order (a line removed and added with the same text only moved) and named by their function, then defaults."""
     removed = [(i, label) for i in range(hunk.old_lo, hunk.old_hi) if (label := _condition(old_lines, i))]
     added = [(i, label) for i in range(hunk.new_lo, hunk.new_hi) if (label := _condition(new_lines, i))]
     moved = Counter(_text(old_lines[i]) for i, _ in removed) & Counter(_text(new_lines[i]) for i, _ in added)
@@ -244,16 +248,19 @@ def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: li
         old = removed[position] if position < len(removed) else None
         new = added[position] if position < len(added) else None
         label = (new or old or (0, ""))[1]
+        scope = enclosing_function(new_lines, new[0]) if new else enclosing_function(old_lines, old[0]) if old else None
         findings.append(
             Finding(
                 kind=FindingKind.NATIVE_THRESHOLD,
                 file=path,
-                name=label,
+                name=scope.function if scope else label,
+                key=label if scope else "",
                 before=_text(old_lines[old[0]]) if old else None,
                 after=_text(new_lines[new[0]]) if new else None,
                 line=(new[0] + 1) if new else (old[0] + 1) if old else None,
             )
         )
+    findings = [f for f in findings if f.key != THRESHOLD_LABEL or (f.before and f.after)]  # a new test: new code
     old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
     line = hunk.new_lo + 1 if new_hunk else None
     after = new_lines[hunk.new_hi : hunk.new_hi + MAX_READER_LINES]
@@ -297,7 +304,8 @@ def _condition(lines: list[str], index: int) -> str:
         return "condition on the arch"
     if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
         return "condition on the dtype"
-    return condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
+    label = condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
+    return label or more_condition_label(lines, index)
 
 
 def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node, int]]:

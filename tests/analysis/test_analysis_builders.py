@@ -113,3 +113,154 @@ def test_a_builder_whose_result_a_table_row_shows_has_no_row_of_its_own(history:
 
     assert "make_configs" not in rows(found, FindingKind.AUTOTUNE_CONFIG)
     assert any(f.name == "DEFAULT_CONFIGS" for f in found if f.kind.is_dispatch_relevant)
+
+
+INSTANCES = """\
+    namespace ck {
+    using gemm_f16_instances = std::tuple<
+        // M, N, K, stages
+        DeviceGemm<Row, Col, F16, 256, 128, 128, 64, 3>,
+        DeviceGemm<Row, Col, F16, 256, 128, 64, 64, 3>,
+        DeviceGemm<Row, Col, F16, 128, 64, 64, 32, 2>
+    >;
+    using Gemm = DefaultGemm<
+        F16,
+        GemmShape<64, 64, 16>,
+        GemmShape<32, 32, 16>,
+        GemmShape<16, 8, 8>
+    >::Kernel;
+    }  // namespace ck
+"""
+
+REGISTRY = """\
+    #define GN_SELECT(FUNC) \\
+      GN_CASE(4, FUNC) \\
+      GN_CASE(8, FUNC) \\
+      GN_CASE(16, FUNC)
+
+    REGISTER_LAUNCHER(1024, fp16, fp32, 2, 1, 4, 8);
+    REGISTER_LAUNCHER(2048, fp16, fp32, 2, 1, 4, 8);
+    REGISTER_LAUNCHER(4096, fp16, fp32, 2, 1, 4, 16);
+
+    void prepare(const int *shapes, int n) {
+      printf("%d\\n", 1);
+      printf("%d\\n", 2);
+      printf("%d\\n", 3);
+    }
+"""
+
+PER_SIZE = """\
+    template <int DEPTH, int GROUP>
+    struct config {};
+
+    __global__ void kernel(float *x) {
+      warp_load<2>(x, 0);
+      warp_load<4>(x, 1);
+      warp_load<8>(x, 2);
+    }
+
+    int main() {
+      int N = 1024;
+      run_benchmark<config<4, 8>>(N, N);
+      N = 2048;
+      run_benchmark<config<4, 16>>(N, N);
+      N = 4096;
+      run_benchmark<config<4, 4>>(N, N);
+      return 0;
+    }
+"""
+
+
+def test_native_instance_lists_are_rows_named_by_what_holds_them(history: History) -> None:
+    history.commit("instances", {"src/instances.cpp": INSTANCES, "src/registry.cu": REGISTRY, "src/bench.cu": PER_SIZE})
+    instances = INSTANCES.replace(
+        "    DeviceGemm<Row, Col, F16, 256, 128, 64, 64, 3>,\n",
+        "    // DeviceGemm<Row, Col, F16, 256, 128, 64, 64, 3>,\n",
+    ).replace("GemmShape<32, 32, 16>", "GemmShape<32, 64, 16>")
+    registry = REGISTRY.replace("GN_CASE(8, FUNC) \\\n", "GN_CASE(8, FUNC) \\\n  GN_CASE(12, FUNC) \\\n").replace(
+        "REGISTER_LAUNCHER(4096", "REGISTER_LAUNCHER(3072, fp16, fp32, 2, 1, 4, 8);\nREGISTER_LAUNCHER(4096"
+    )
+    registry = registry.replace('printf("%d\\n", 2);', 'printf("%d\\n", 5);')
+    per_size = PER_SIZE.replace("config<4, 16>", "config<5, 16>").replace("warp_load<4>(x, 1)", "warp_load<4>(x, 3)")
+    sha = history.commit(
+        "retuned", {"src/instances.cpp": instances, "src/registry.cu": registry, "src/bench.cu": per_size}
+    )
+
+    found = static_diff(history.path, sha).findings
+
+    assert {(f.kind.value, f.file, f.name, f.before, f.after) for f in found if "instance list" in f.detail} == {
+        (
+            "native_array",
+            "src/instances.cpp",
+            "gemm_f16_instances",
+            "DeviceGemm<Row, Col, F16, 256, 128, 64, 64, 3>,",
+            None,
+        ),
+        ("native_array", "src/registry.cu", "GN_SELECT", None, "GN_CASE(12, FUNC) \\"),
+        (
+            "native_array",
+            "src/registry.cu",
+            "REGISTER_LAUNCHER",
+            None,
+            "REGISTER_LAUNCHER(3072, fp16, fp32, 2, 1, 4, 8);",
+        ),
+        (
+            "launch_param",
+            "src/bench.cu",
+            "main",
+            "run_benchmark<config<4, 16>>(N, N);",
+            "run_benchmark<config<5, 16>>(N, N);",
+        ),
+    }  # not the arguments of one template (Gemm), a check or print, or a kernel's own calls (warp_load)
+
+
+def test_native_conditions_are_named_by_their_function_with_arch_continuations_and_thresholds(
+    history: History,
+) -> None:
+    source = """\
+        bool supported(const Props *dprops) {
+          bool ok = (dprops->major == 8 && dprops->minor == 0) ||
+                    (dprops->major == 9 && dprops->minor == 0);
+          return ok;
+        }
+
+        int split_k(int experts, int n) {
+          if (experts <= 8) {
+            return invoke(n, 8);
+          }
+          if (n == 0) {
+            return 0;
+          }
+          return invoke(n, 16);
+        }
+
+        __global__ void reduce(float *x, int threads) {
+          if (threads >= 32) {
+            x[0] = 1;
+          }
+        }
+    """
+    history.commit("dispatch", {"csrc/api.cpp": source})
+    changed = (
+        source.replace(
+            "(dprops->major == 9 && dprops->minor == 0);",
+            "(dprops->major == 9 && dprops->minor == 0) ||\n"
+            "                    (dprops->major == 10 && dprops->minor == 0);",
+        )
+        .replace("experts <= 8", "experts <= 10")
+        .replace("n == 0", "n == 1")
+        .replace("threads >= 32", "threads > 32")
+    )
+    sha = history.commit("blackwell, ten experts", {"csrc/api.cpp": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert [(f.label, f.before, f.after) for f in found if f.kind is FindingKind.NATIVE_THRESHOLD] == [
+        (
+            "supported condition on the arch",
+            "(dprops->major == 9 && dprops->minor == 0);",
+            "(dprops->major == 9 && dprops->minor == 0) ||",
+        ),
+        ("supported condition on the arch", None, "(dprops->major == 10 && dprops->minor == 0);"),
+        ("split_k threshold", "if (experts <= 8) {", "if (experts <= 10) {"),
+    ]  # not n == 0 -> n == 1 (an empty check), not the kernel's own threshold
