@@ -15,6 +15,7 @@ import difflib
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
+from bisector.analysis.code_shape import code_shape, docstring_node
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
 CONFIG_CALL_NAME = "Config"  # triton.Config, Config, tl.Config: what @triton.autotune(configs=...) takes
@@ -46,7 +47,7 @@ def config_builder_rows(
         if name not in old or _named_already(name, named) or f"{name.rsplit('.', 1)[-1]}(" in called:
             continue
         old_node, old_text = old[name]
-        if _shape(old_node) == _shape(node):
+        if code_shape(old_node) == code_shape(node):
             continue
         removed, added = _changed_lines(old_text, text)
         findings.append(
@@ -77,7 +78,7 @@ def _builders(module: ParsedSource) -> dict[str, tuple[Builder, list[str]]]:
     found: dict[str, tuple[Builder, list[str]]] = {}
     for name, node in _definitions(module.tree.body, ""):
         if name not in found and _builds_configs(node):
-            docstring = _docstring(node)
+            docstring = docstring_node(node)
             skipped = range(docstring.lineno, (docstring.end_lineno or 0) + 1) if docstring else range(0)
             lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
             found[name] = (node, [module.lines[line - 1] for line in lines if line not in skipped])
@@ -146,22 +147,6 @@ def _is_config_call(node: ast.AST) -> bool:
     if isinstance(function, ast.Attribute):
         return function.attr == CONFIG_CALL_NAME
     return isinstance(function, ast.Name) and function.id == CONFIG_CALL_NAME
-
-
-def _shape(node: Builder) -> str:
-    """The code without positions and docstrings: equal when only comments, layout or docstrings changed."""
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _docstring(node):
-        return ast.dump(ast.Module(body=node.body[1:], type_ignores=[])) + ast.dump(node.args)
-    return ast.dump(node)
-
-
-def _docstring(node: Builder) -> ast.Expr | None:
-    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or not node.body:
-        return None
-    first = node.body[0]
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        return first
-    return None
 
 
 def _changed_lines(old: list[str], new: list[str]) -> tuple[str, str]:

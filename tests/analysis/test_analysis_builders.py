@@ -264,3 +264,66 @@ def test_native_conditions_are_named_by_their_function_with_arch_continuations_a
         ("supported condition on the arch", None, "(dprops->major == 10 && dprops->minor == 0);"),
         ("split_k threshold", "if (experts <= 8) {", "if (experts <= 10) {"),
     ]  # not n == 0 -> n == 1 (an empty check), not the kernel's own threshold
+
+
+CHOOSER = """\
+    import triton
+
+
+    @triton.jit
+    def _attn_kernel(q, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        pass
+
+
+    def _kernel_meta(BLOCK_DK):
+        \"\"\"Tiles for the head size.\"\"\"
+        num_warps = 4
+        num_stages = min(4, max(2, 768 // BLOCK_DK))
+        BLOCK_M = max(16, 16384 // BLOCK_DK)
+        BLOCK_N = 64
+        if num_stages == 2:
+            num_warps = 8
+        return BLOCK_M, BLOCK_N, num_warps, num_stages
+
+
+    def _block_d(head_dim):
+        BLOCK_D = triton.next_power_of_2(head_dim)
+        if head_dim > 256:
+            BLOCK_D = 256
+        return BLOCK_D, head_dim
+
+
+    def attention(q, head_dim):
+        BLOCK_DK, _ = _block_d(head_dim)
+        BLOCK_M, BLOCK_N, num_warps, num_stages = _kernel_meta(BLOCK_DK)
+        _attn_kernel[(1,)](q, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps, num_stages=num_stages)
+"""
+
+
+def test_a_function_returning_launch_parameters_is_one_dispatch_logic_row_when_its_code_changes(
+    history: History,
+) -> None:
+    history.commit("attention", {"ops/attn.py": CHOOSER})
+    changed = CHOOSER.replace("if num_stages == 2:", "if BLOCK_DK <= 128:").replace("head_dim > 256", "head_dim > 128")
+    sha = history.commit("tiles by head size", {"ops/attn.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert [(f.kind.value, f.name) for f in found if f.kind.is_dispatch_relevant] == [
+        ("branch_condition", "_block_d"),
+        ("dispatch_logic", "_kernel_meta"),
+    ]  # not a branch-condition row inside _kernel_meta: the row for the whole chooser says it; _block_d returns
+    # one tile size, so it is no chooser and its condition keeps its row
+
+
+def test_annotations_docstrings_and_layout_in_a_chooser_are_no_change(history: History) -> None:
+    history.commit("attention", {"ops/attn.py": CHOOSER})
+    changed = (
+        CHOOSER.replace("def _kernel_meta(BLOCK_DK):", "def _kernel_meta(BLOCK_DK: int) -> tuple[int, ...]:")
+        .replace("num_warps = 4", "num_warps: int = 4")
+        .replace("Tiles for the head size.", "Tiles for the head size, by shared memory.")
+        .replace("BLOCK_N = 64", "BLOCK_N = (\n        64\n    )")
+    )
+    sha = history.commit("typed", {"ops/attn.py": changed})
+
+    assert [f for f in static_diff(history.path, sha).findings if f.kind.is_dispatch_relevant] == []
