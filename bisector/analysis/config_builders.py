@@ -38,16 +38,19 @@ def config_builder_rows(
     `CONFIGS = make_configs([512], [1])`)."""
     if before is None or after is None:
         return []
-    old, new = _builders(before), _builders(after)
     rows = list(rows)
     named = {row.name for row in rows}
     called = " ".join(text for row in rows for text in (row.before, row.after) if text)
     findings = []
-    for name, (node, text) in new.items():
-        if name not in old or _named_already(name, named) or f"{name.rsplit('.', 1)[-1]}(" in called:
+    old_definitions = _first_definitions(before)
+    for name, node in _first_definitions(after).items():
+        old_node = old_definitions.get(name)
+        if old_node is None or _named_already(name, named) or f"{name.rsplit('.', 1)[-1]}(" in called:
             continue
-        old_node, old_text = old[name]
-        if code_shape(old_node) == code_shape(node):
+        old_text, text = _source(before, old_node), _source(after, node)
+        if old_text == text or CONFIG_CALL_NAME not in "".join(text) or not _builds_configs(node):
+            continue  # the cheap tests first: most definitions are the same on both sides
+        if not _builds_configs(old_node) or code_shape(old_node) == code_shape(node):
             continue
         removed, added = _changed_lines(old_text, text)
         findings.append(
@@ -72,17 +75,20 @@ def _continues_name(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
-def _builders(module: ParsedSource) -> dict[str, tuple[Builder, list[str]]]:
-    """Builder name -> (node, its source lines), for module-level functions, methods and assignments (in `if` /
-    `try` blocks too) whose code makes Config objects other than as a plain literal list."""
-    found: dict[str, tuple[Builder, list[str]]] = {}
+def _first_definitions(module: ParsedSource) -> dict[str, Builder]:
+    """Name -> the first module-level function, method or assignment (in `if` / `try` blocks too) of that name."""
+    found: dict[str, Builder] = {}
     for name, node in _definitions(module.tree.body, ""):
-        if name not in found and _builds_configs(node):
-            docstring = docstring_node(node)
-            skipped = range(docstring.lineno, (docstring.end_lineno or 0) + 1) if docstring else range(0)
-            lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
-            found[name] = (node, [module.lines[line - 1] for line in lines if line not in skipped])
+        found.setdefault(name, node)
     return found
+
+
+def _source(module: ParsedSource, node: Builder) -> list[str]:
+    """The definition's source lines, less its docstring."""
+    docstring = docstring_node(node)
+    skipped = range(docstring.lineno, (docstring.end_lineno or 0) + 1) if docstring else range(0)
+    lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
+    return [module.lines[line - 1] for line in lines if line not in skipped]
 
 
 def _definitions(body: list[ast.stmt], prefix: str) -> Iterator[tuple[str, Builder]]:

@@ -24,6 +24,9 @@ class ParsedSource(Protocol):
     @property
     def tree(self) -> ast.Module: ...
 
+    @property
+    def lines(self) -> list[str]: ...
+
 
 def with_chooser_rows(
     path: str, before: ParsedSource | None, after: ParsedSource | None, rows: list[Finding]
@@ -32,8 +35,12 @@ def with_chooser_rows(
     dispatch-logic row names it already), less the branch-condition rows inside those choosers."""
     if before is None or after is None:
         return rows
-    old, new = _choosers(before.tree), _choosers(after.tree)
-    changed = {name: node for name, node in new.items() if name in old and code_shape(old[name]) != code_shape(node)}
+    old = dict(_functions(before.tree.body, ""))
+    changed = {
+        name: node
+        for name, node in _functions(after.tree.body, "")
+        if name in old and _text(before, old[name]) != _text(after, node) and _changed_chooser(old[name], node)
+    }
     if not changed:
         return rows
     named = {row.name for row in rows if row.kind is FindingKind.DISPATCH_LOGIC}
@@ -56,8 +63,12 @@ def _inside(name: str, functions: dict[str, FunctionNode]) -> bool:
     return any(name == function or name.startswith(f"{function}.<locals>.") for function in functions)
 
 
-def _choosers(tree: ast.Module) -> dict[str, FunctionNode]:
-    return {name: node for name, node in _functions(tree.body, "") if _returns_tiles(node)}
+def _text(module: ParsedSource, node: FunctionNode) -> list[str]:
+    return module.lines[node.lineno - 1 : node.end_lineno or node.lineno]
+
+
+def _changed_chooser(old: FunctionNode, new: FunctionNode) -> bool:
+    return _returns_tiles(new) and _returns_tiles(old) and code_shape(old) != code_shape(new)
 
 
 def _functions(body: list[ast.stmt], prefix: str) -> Iterator[tuple[str, FunctionNode]]:

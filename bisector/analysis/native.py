@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
-from bisector.analysis.native_conditions import THRESHOLD_LABEL, more_condition_label
+from bisector.analysis.native_conditions import more_condition_label, row_name
 from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
 from bisector.analysis.native_instances import instance_rows
 from bisector.analysis.native_reach import (
@@ -21,7 +21,6 @@ from bisector.analysis.native_reach import (
     instantiating_case,
     reaching_values,
 )
-from bisector.analysis.native_scope import enclosing_function
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".inc")
@@ -247,20 +246,20 @@ def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: li
     for position in range(max(len(removed), len(added))):
         old = removed[position] if position < len(removed) else None
         new = added[position] if position < len(added) else None
-        label = (new or old or (0, ""))[1]
-        scope = enclosing_function(new_lines, new[0]) if new else enclosing_function(old_lines, old[0]) if old else None
+        name, key = row_name(old_lines, new_lines, old, new)
+        if not name:
+            continue  # a kernel's own branch, an empty check, a new threshold (row_name)
         findings.append(
             Finding(
                 kind=FindingKind.NATIVE_THRESHOLD,
                 file=path,
-                name=scope.function if scope else label,
-                key=label if scope else "",
+                name=name,
+                key=key,
                 before=_text(old_lines[old[0]]) if old else None,
                 after=_text(new_lines[new[0]]) if new else None,
                 line=(new[0] + 1) if new else (old[0] + 1) if old else None,
             )
         )
-    findings = [f for f in findings if f.key != THRESHOLD_LABEL or (f.before and f.after)]  # a new test: new code
     old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
     line = hunk.new_lo + 1 if new_hunk else None
     after = new_lines[hunk.new_hi : hunk.new_hi + MAX_READER_LINES]

@@ -234,10 +234,17 @@ def test_native_conditions_are_named_by_their_function_with_arch_continuations_a
           return invoke(n, 16);
         }
 
-        __global__ void reduce(float *x, int threads) {
+        __global__ void reduce(float *x, int threads, int m) {
           if (threads >= 32) {
             x[0] = 1;
           }
+          if (m <= 16) {
+            x[1] = 1;
+          }
+        }
+
+        void launch(float *x, int m) {
+          reduce<<<1, 32>>>(x, 32, m);
         }
     """
     history.commit("dispatch", {"csrc/api.cpp": source})
@@ -250,6 +257,8 @@ def test_native_conditions_are_named_by_their_function_with_arch_continuations_a
         .replace("experts <= 8", "experts <= 10")
         .replace("n == 0", "n == 1")
         .replace("threads >= 32", "threads > 32")
+        .replace("m <= 16", "m <= 32")
+        .replace("  reduce<<<1, 32>>>", "  if (m == 0) {\n    return;\n  }\n  reduce<<<1, 32>>>")
     )
     sha = history.commit("blackwell, ten experts", {"csrc/api.cpp": changed})
 
@@ -263,7 +272,7 @@ def test_native_conditions_are_named_by_their_function_with_arch_continuations_a
         ),
         ("supported condition on the arch", None, "(dprops->major == 10 && dprops->minor == 0);"),
         ("split_k threshold", "if (experts <= 8) {", "if (experts <= 10) {"),
-    ]  # not n == 0 -> n == 1 (an empty check), not the kernel's own threshold
+    ]  # not n == 0 -> n == 1 or a new m == 0 (empty checks), not the kernel's own threshold or batch-size branch
 
 
 CHOOSER = """\
