@@ -25,6 +25,8 @@ _WRAPPING_CALLS = frozenset({"int", "bool", "float", "str", "strtobool", "str2bo
 _PROCESS_VARIABLES = frozenset(
     {"PATH", "HOME", "USER", "LOGNAME", "USERNAME", "SHELL", "PWD", "TMPDIR", "TEMP", "TMP", "LANG", "PYTHONPATH"}
 )
+# A variable that names a place (APEX_CACHE_DIR, CUDA_HOME, MODEL_PATH) says where files are, not which kernel runs.
+_LOCATION = re.compile(r"(?:^|_)(?:DIR|DIRECTORY|PATH|HOME|ROOT|FILE|PREFIX)$")
 NOT_SET_BY_BISECT = "the bisect's environment does not set it"
 
 EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
@@ -68,10 +70,18 @@ def reading_functions(row: Finding) -> set[str]:
     return {read.rsplit(" (in ", 1)[1].removesuffix(")") for read in reads if " (in " in read}
 
 
+def names_a_location(variable: str) -> bool:
+    """CUDA_HOME, TRITON_CACHE_DIR, MODEL_PATH: where files are, which no gate of a kernel choice is."""
+    return _LOCATION.search(variable) is not None
+
+
 def diff_env_gates(path: str, before: EnvGates | None, after: EnvGates | None) -> list[Finding]:
+    """A row per variable whose reads differ, but for variables that name a place (names_a_location)."""
     old, new = before or {}, after or {}
     rows: list[Finding] = []
     for name in sorted(set(old) | set(new)):
+        if names_a_location(name):
+            continue
         was, now = frozenset(old.get(name, ())), frozenset(new.get(name, ()))
         if was == now or _moved(old.get(name, ()), new.get(name, ())):
             continue

@@ -336,3 +336,32 @@ def test_annotations_docstrings_and_layout_in_a_chooser_are_no_change(history: H
     sha = history.commit("typed", {"ops/attn.py": changed})
 
     assert [f for f in static_diff(history.path, sha).findings if f.kind.is_dispatch_relevant] == []
+
+
+def test_an_env_variable_that_names_a_place_is_no_gate(history: History) -> None:
+    module = """\
+        import os
+
+        CACHE_DIR = os.environ.get("KERNELS_CACHE_DIR", "/tmp/kernels")
+        USE_FAST = os.getenv("KERNELS_USE_FAST", "0") == "1"
+    """
+    native = """\
+        #include <cstdlib>
+        bool use_split() {
+          return std::getenv("KERNELS_SPLIT") != nullptr;
+        }
+    """
+    history.commit("env", {"ops/env.py": module, "csrc/env.cpp": native})
+    changed_module = module.replace('"/tmp/kernels"', '"~/.cache/kernels"').replace('"0") == "1"', '"1") == "1"')
+    changed_native = native.replace(
+        "  return std", '  const char *home = std::getenv("CUDA_HOME");\n  return home && std'
+    ).replace('"KERNELS_SPLIT"', '"KERNELS_SPLIT_K"')
+    sha = history.commit("defaults", {"ops/env.py": changed_module, "csrc/env.cpp": changed_native})
+
+    found = static_diff(history.path, sha).findings
+
+    assert sorted(f.name for f in found if f.kind is FindingKind.ENV_GATE) == [
+        "KERNELS_SPLIT",
+        "KERNELS_SPLIT_K",
+        "KERNELS_USE_FAST",
+    ]  # not KERNELS_CACHE_DIR or CUDA_HOME: where files are, not which kernel runs
