@@ -25,8 +25,12 @@ _WRAPPING_CALLS = frozenset({"int", "bool", "float", "str", "strtobool", "str2bo
 _PROCESS_VARIABLES = frozenset(
     {"PATH", "HOME", "USER", "LOGNAME", "USERNAME", "SHELL", "PWD", "TMPDIR", "TEMP", "TMP", "LANG", "PYTHONPATH"}
 )
-# A variable that names a place (APEX_CACHE_DIR, CUDA_HOME, MODEL_PATH) says where files are, not which kernel runs.
-_LOCATION = re.compile(r"(?:^|_)(?:DIR|DIRECTORY|PATH|HOME|ROOT|FILE|PREFIX)$")
+# A variable that names a place (APEX_CACHE_DIR, CUDA_HOME, MODEL_PATH) says where files are, not which kernel runs;
+# a PATH names a place only after a noun of one (LIB_FAST_PATH is a code path).
+_LOCATION = re.compile(
+    r"(?:^|_)(?:DIR|DIRECTORY|HOME|ROOT|FILE|PREFIX)$|"
+    r"(?:^|_)(?:CACHE|MODEL|LIB|LIBRARY|INSTALL|INCLUDE|DATA|LOG|OUTPUT|CONFIG|BIN|TOOLKIT|SEARCH|CUDA|ROCM)_PATH$"
+)
 NOT_SET_BY_BISECT = "the bisect's environment does not set it"
 
 EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
