@@ -98,12 +98,9 @@ def _returns_tiles(function: FunctionNode) -> bool:
 
 
 def _own_nodes(function: FunctionNode) -> Iterator[ast.AST]:
-    stack: list[ast.AST] = list(function.body)
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    stack: list[ast.AST] = [statement for statement in function.body if not isinstance(statement, nested)]
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(
-            child
-            for child in ast.iter_child_nodes(node)
-            if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef)
-        )
+        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, nested))

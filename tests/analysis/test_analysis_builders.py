@@ -365,3 +365,47 @@ def test_an_env_variable_that_names_a_place_is_no_gate(history: History) -> None
         "KERNELS_SPLIT_K",
         "KERNELS_USE_FAST",
     ]  # not KERNELS_CACHE_DIR or CUDA_HOME: where files are, not which kernel runs
+
+
+def test_a_capability_kept_in_a_module_placeholder_is_an_arch_condition(history: History) -> None:
+    module = """\
+        import torch
+        import triton
+
+
+        @triton.jit
+        def _fwd_kernel(q, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+            pass
+
+
+        def attention_fwd(q, head_dim):
+            def _block_d(dim):
+                BLOCK_D = triton.next_power_of_2(dim)
+                BLOCK_DV = BLOCK_D
+                return BLOCK_D, BLOCK_DV
+
+            BLOCK_D, _ = _block_d(head_dim)
+            BLOCK_M = max(16, 16384 // BLOCK_D)
+            _fwd_kernel[(1,)](q, BLOCK_M=BLOCK_M, BLOCK_D=BLOCK_D)
+    """
+    history.commit("attention", {"ops/attn.py": module})
+    changed = module.replace("import triton\n", "import triton\n\n        _nv_cap = None\n").replace(
+        "            BLOCK_M = max(16, 16384 // BLOCK_D)\n",
+        "            global _nv_cap\n"
+        "            if _nv_cap is None:\n"
+        "                _nv_cap = _query_device(q)\n"
+        "            if _nv_cap[0] < 8:\n"
+        "                BLOCK_M = max(16, 8192 // BLOCK_D)\n"
+        "            else:\n"
+        "                BLOCK_M = max(16, 16384 // BLOCK_D)\n",
+    )
+    sha = history.commit("smaller tiles before sm80", {"ops/attn.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert {(f.kind.value, f.name, f.after) for f in found if f.kind is not FindingKind.LAUNCH_PARAM} >= {
+        ("branch_condition", "attention_fwd", "_nv_cap[0] < 8")
+    }
+    assert not [f for f in found if f.name == "_nv_cap" or f.kind is FindingKind.DISPATCH_LOGIC]
+    # _nv_cap = None is a placeholder set at run time; attention_fwd returns nothing (its helper's return of tile
+    # sizes is the helper's), so it is no launch-config chooser
