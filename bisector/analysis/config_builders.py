@@ -30,7 +30,52 @@ class ParsedSource(Protocol):
     def lines(self) -> list[str]: ...
 
 
-def config_builder_rows(
+def with_builder_rows(
+    path: str, before: ParsedSource | None, after: ParsedSource | None, rows: list[Finding]
+) -> list[Finding]:
+    """The module's rows with one autotune row per config builder whose code differs between the two versions,
+    less the rows of the module tables the commit adds for a builder with a row to read (`bm_range = [128]` for
+    `for BM in bm_range`, directly or through another module name): the builder's row shows them."""
+    found = _builder_rows(path, before, after, rows)
+    if not found or after is None:
+        return rows
+    read = _names_read(after, {row.name for row in found})
+    return [row for row in rows if not (_added_table(row) and _base_name(row.name) in read)] + found
+
+
+def _added_table(row: Finding) -> bool:
+    return row.kind in (FindingKind.TABLE_ENTRY, FindingKind.CONSTANT) and row.before is None
+
+
+def _base_name(name: str) -> str:
+    return name.split(" (", 1)[0].split("[", 1)[0]
+
+
+def _names_read(module: ParsedSource, builders: set[str]) -> set[str]:
+    """The names the builders read, and the names the module-level assignments of those names read."""
+    definitions = _first_definitions(module)
+    read = {n.id for name in builders if name in definitions for n in ast.walk(definitions[name])
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}  # fmt: skip
+    for statement in _module_assignments(module.tree.body):
+        targets = {t.id for target in statement.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+        if targets & read:
+            read |= {n.id for n in ast.walk(statement.value) if isinstance(n, ast.Name)}
+    return read
+
+
+def _module_assignments(body: list[ast.stmt]) -> Iterator[ast.Assign]:
+    for statement in body:
+        if isinstance(statement, ast.Assign):
+            yield statement
+        elif isinstance(statement, ast.If | ast.Try):
+            blocks = [statement.body, statement.orelse]
+            if isinstance(statement, ast.Try):
+                blocks += [handler.body for handler in statement.handlers] + [statement.finalbody]
+            for block in blocks:
+                yield from _module_assignments(block)
+
+
+def _builder_rows(
     path: str, before: ParsedSource | None, after: ParsedSource | None, rows: Iterable[Finding]
 ) -> list[Finding]:
     """One autotune row per config builder whose code differs between the two versions of a module, unless

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.native_aliases import without_alias_renames
 from bisector.analysis.native_conditions import more_condition_label, row_name
 from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
 from bisector.analysis.native_instances import instance_rows
@@ -163,7 +164,7 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     for name in set(old) & set(new):
         if renamed.same(old[name][1], new[name][1]):
             del old[name], new[name]
-    findings = diff_entries(path, old, new)
+    findings = without_alias_renames(diff_entries(path, old, new), after.lines if after else [])
     old_lines = before.lines if before else []
     new_lines = after.lines if after else []
     for hunk in hunks:

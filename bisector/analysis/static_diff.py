@@ -22,7 +22,7 @@ from typing import TypeVar
 import git
 
 from bisector.analysis import gitdiff
-from bisector.analysis.config_builders import config_builder_rows
+from bisector.analysis.config_builders import with_builder_rows
 from bisector.analysis.config_choosers import with_chooser_rows
 from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding, FindingKind
@@ -289,7 +289,7 @@ class _FileAnalysis:
             parsed = self._parsed(old, new, _parse_python)
             self.modules = parsed
             rows = diff_python(self.path, *scan_pair(*parsed))
-            return with_chooser_rows(self.path, *parsed, rows + config_builder_rows(self.path, *parsed, rows))
+            return with_chooser_rows(self.path, *parsed, with_builder_rows(self.path, *parsed, rows))
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))

@@ -409,3 +409,48 @@ def test_a_capability_kept_in_a_module_placeholder_is_an_arch_condition(history:
     assert not [f for f in found if f.name == "_nv_cap" or f.kind is FindingKind.DISPATCH_LOGIC]
     # _nv_cap = None is a placeholder set at run time; attention_fwd returns nothing (its helper's return of tile
     # sizes is the helper's), so it is no launch-config chooser
+
+
+def test_a_value_that_only_says_a_new_type_alias_is_no_change(history: History) -> None:
+    source = """\
+        #include <cstdint>
+
+        void launch(const float *x, int n) {
+          const int ILP = sizeof(uint4) / sizeof(float);
+          const int kWidth = sizeof(uint4) / 2;
+          run(x, n, ILP, kWidth);
+        }
+    """
+    history.commit("vector loads", {"csrc/loss.cu": source})
+    changed = (
+        source.replace("#include <cstdint>\n", "#include <cstdint>\n\n        typedef uint4 vector_t;\n")
+        .replace("sizeof(uint4) / sizeof(float)", "sizeof(vector_t) / sizeof(float)")
+        .replace("sizeof(uint4) / 2", "sizeof(uint2) / 2")
+    )
+    sha = history.commit("vector_t", {"csrc/loss.cu": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert [(f.name, f.before, f.after) for f in found if f.kind is FindingKind.NATIVE_THRESHOLD] == [
+        ("kWidth", "sizeof(uint4) / 2", "sizeof(uint2) / 2")
+    ]  # ILP says the same type under its new alias
+
+
+def test_tables_a_commit_adds_for_a_changed_builder_to_read_are_shown_by_the_builders_row(history: History) -> None:
+    history.commit("configs", {"ops/matmul.py": BUILT_CONFIGS})
+    changed = BUILT_CONFIGS.replace(
+        'HAS_WS = os.getenv("ENABLE_WS") == "1"\n',
+        'HAS_WS = os.getenv("ENABLE_WS") == "1"\n'
+        "    small_blocks = [32, 64]\n"
+        "    if HAS_WS:\n"
+        "        bm_range = small_blocks\n"
+        "    else:\n"
+        "        bm_range = [128]\n"
+        "    WARPS = [4, 8, 16]\n",
+    ).replace("for BM in [128]\n", "for BM in bm_range\n")
+    sha = history.commit("ranges by flag", {"ops/matmul.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert {f.name for f in found if f.kind.is_dispatch_relevant} == {"matmul_get_configs", "<module>", "WARPS"}
+    # small_blocks and bm_range are the builder's new inputs; WARPS is read by no builder: a table of its own
