@@ -454,3 +454,29 @@ def test_tables_a_commit_adds_for_a_changed_builder_to_read_are_shown_by_the_bui
 
     assert {f.name for f in found if f.kind.is_dispatch_relevant} == {"matmul_get_configs", "<module>", "WARPS"}
     # small_blocks and bm_range are the builder's new inputs; WARPS is read by no builder: a table of its own
+
+
+def test_a_variable_a_settings_class_declares_is_an_env_gate(history: History) -> None:
+    module = """\
+        class EnvVar:
+            def __init__(self, name, default):
+                self.name, self.default = name, default
+
+
+        class Environment:
+            KERNELS_CACHE = EnvVar("KERNELS_CACHE", "1")
+    """
+    history.commit("settings", {"pkg/env.py": module})
+    changed = module.replace(
+        '"1")\n',
+        '"1")\n'
+        '            KERNELS_COST_MODEL = EnvVar("KERNELS_COST_MODEL", None)\n'
+        '            label = EnvVar("kernels", 1)\n',
+    )  # a lower-case name is no variable of the environment
+    sha = history.commit("cost model from the environment", {"pkg/env.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert [(f.name, f.after) for f in found if f.kind is FindingKind.ENV_GATE] == [
+        ("KERNELS_COST_MODEL", "EnvVar('KERNELS_COST_MODEL', None) (in Environment)")
+    ]
