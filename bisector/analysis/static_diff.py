@@ -29,6 +29,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.launch_feeds import feed_rows
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
+from bisector.analysis.tile_assignments import with_tile_rows
 from bisector.analysis.tuning_files import (
     TUNING_SUFFIXES,
     TuningFileError,
@@ -289,7 +290,8 @@ class _FileAnalysis:
             parsed = self._parsed(old, new, _parse_python)
             self.modules = parsed
             rows = diff_python(self.path, *scan_pair(*parsed))
-            return with_chooser_rows(self.path, *parsed, with_builder_rows(self.path, *parsed, rows))
+            rows = with_chooser_rows(self.path, *parsed, with_builder_rows(self.path, *parsed, rows))
+            return with_tile_rows(self.path, *parsed, rows)
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))

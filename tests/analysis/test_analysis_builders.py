@@ -480,3 +480,35 @@ def test_a_variable_a_settings_class_declares_is_an_env_gate(history: History) -
     assert [(f.name, f.after) for f in found if f.kind is FindingKind.ENV_GATE] == [
         ("KERNELS_COST_MODEL", "EnvVar('KERNELS_COST_MODEL', None) (in Environment)")
     ]
+
+
+def test_a_tile_or_instruction_shape_chosen_in_code_is_a_dispatch_logic_row(history: History) -> None:
+    module = """\
+        from math import gcd
+
+
+        class Emitter:
+            def _initialize_prefix(self, warp_col_tiles):
+                inst_m, inst_n = 64, gcd(warp_col_tiles, 256)
+                self.prefix = f"m{inst_m}n{inst_n}"
+
+            def describe(self, warp_col_tiles):
+                num_warps: int = 4
+                return f"{warp_col_tiles} over {num_warps} warps"
+    """
+    history.commit("emitter", {"pkg/emitter.py": module})
+    changed = module.replace("gcd(warp_col_tiles, 256)", "widest_n(warp_col_tiles)").replace(
+        "num_warps: int = 4", "num_warps = 4"
+    )
+    sha = history.commit("widest legal n", {"pkg/emitter.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert [(f.kind.value, f.name, f.before, f.after) for f in found if f.kind.is_dispatch_relevant] == [
+        (
+            "dispatch_logic",
+            "Emitter._initialize_prefix",
+            "inst_m, inst_n = (64, gcd(warp_col_tiles, 256))",
+            "inst_m, inst_n = (64, widest_n(warp_col_tiles))",
+        )
+    ]  # describe's num_warps only lost its annotation
