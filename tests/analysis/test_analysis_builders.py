@@ -512,3 +512,25 @@ def test_a_tile_or_instruction_shape_chosen_in_code_is_a_dispatch_logic_row(hist
             "inst_m, inst_n = (64, widest_n(warp_col_tiles))",
         )
     ]  # describe's num_warps only lost its annotation
+
+
+def test_a_parsed_version_is_a_constant_of_its_version_string(history: History) -> None:
+    module = """\
+        from packaging import version
+
+        MIN_TRITON = version.parse("3.0.0")
+        NAME = version.parse(get_name())
+    """
+    history.commit("versions", {"ops/versions.py": module})
+    changed = module.replace('"3.0.0"', '"3.2.0"').replace(
+        'MIN_TRITON = version.parse("3.2.0")\n',
+        'MIN_TRITON = version.parse("3.2.0")\n        VERSION_330 = Version("3.3.0")\n',
+    )
+    sha = history.commit("newer triton", {"ops/versions.py": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert sorted((f.name, f.before, f.after) for f in found if f.kind is FindingKind.CONSTANT) == [
+        ("MIN_TRITON", "'3.0.0'", "'3.2.0'"),
+        ("VERSION_330", None, "'3.3.0'"),
+    ]
