@@ -43,7 +43,7 @@ def with_tile_rows(
             continue
         if _text(before, old[name]) == _text(after, node):
             continue  # the cheap test first
-        was, now = _tile_assignments(old[name]), _tile_assignments(node)
+        was, now = _tile_assignments(old[name], set(old)), _tile_assignments(node, set(old))
         if was != now:
             gone, new = sorted((was - now).elements()), sorted((now - was).elements())
             added.append(
@@ -72,8 +72,10 @@ def _text(module: ParsedSource, node: FunctionNode) -> list[str]:
     return module.lines[node.lineno - 1 : node.end_lineno or node.lineno]
 
 
-def _tile_assignments(function: FunctionNode) -> Counter[str]:
-    """`name = value` texts of the function's own assignments (not of nested functions) to tile names."""
+def _tile_assignments(function: FunctionNode, module_functions: set[str]) -> Counter[str]:
+    """`name = value` texts of the function's own assignments (not of nested functions) to tile names; a value
+    that calls a function of the module is that call whatever its arguments (`BLOCK_M, num_warps = _meta(d)`: the
+    function's own rows show what it returns, launch_feeds.py a change of function)."""
     found: Counter[str] = Counter()
     nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
     stack: list[ast.AST] = [statement for statement in function.body if not isinstance(statement, nested)]
@@ -83,6 +85,12 @@ def _tile_assignments(function: FunctionNode) -> Counter[str]:
             assigned = node.targets if isinstance(node, ast.Assign) else [node.target]
             targets = [n.id for target in assigned for n in ast.walk(target) if isinstance(n, ast.Name)]
             if any(is_tile_name(t) or _INSTRUCTION_SHAPE.match(t) for t in targets):
-                found[f"{', '.join(targets)} = {ast.unparse(node.value)}"] += 1
+                found[f"{', '.join(targets)} = {_value_text(node.value, module_functions)}"] += 1
         stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, nested))
     return found
+
+
+def _value_text(value: ast.expr, module_functions: set[str]) -> str:
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in module_functions:
+        return f"{value.func.id}(...)"
+    return ast.unparse(value)

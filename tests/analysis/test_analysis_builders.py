@@ -495,10 +495,21 @@ def test_a_tile_or_instruction_shape_chosen_in_code_is_a_dispatch_logic_row(hist
             def describe(self, warp_col_tiles):
                 num_warps: int = 4
                 return f"{warp_col_tiles} over {num_warps} warps"
+
+
+        def _meta(head_dim, causal=False):
+            return (64, 4) if causal or head_dim > 128 else (128, 8)
+
+
+        def plan(head_dim, causal):
+            BLOCK_M, num_warps = _meta(head_dim)
+            return BLOCK_M * num_warps
     """
     history.commit("emitter", {"pkg/emitter.py": module})
-    changed = module.replace("gcd(warp_col_tiles, 256)", "widest_n(warp_col_tiles)").replace(
-        "num_warps: int = 4", "num_warps = 4"
+    changed = (
+        module.replace("gcd(warp_col_tiles, 256)", "widest_n(warp_col_tiles)")
+        .replace("num_warps: int = 4", "num_warps = 4")
+        .replace("_meta(head_dim)", "_meta(head_dim, causal)")
     )
     sha = history.commit("widest legal n", {"pkg/emitter.py": changed})
 
@@ -511,7 +522,7 @@ def test_a_tile_or_instruction_shape_chosen_in_code_is_a_dispatch_logic_row(hist
             "inst_m, inst_n = (64, gcd(warp_col_tiles, 256))",
             "inst_m, inst_n = (64, widest_n(warp_col_tiles))",
         )
-    ]  # describe's num_warps only lost its annotation
+    ]  # describe's num_warps only lost its annotation; plan calls the same module function with other arguments
 
 
 def test_a_parsed_version_is_a_constant_of_its_version_string(history: History) -> None:
