@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
-from bisector.analysis.native_aliases import without_alias_renames
 from bisector.analysis.native_conditions import more_condition_label, row_name
 from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
+from bisector.analysis.native_entries import kept_entry_rows
 from bisector.analysis.native_instances import instance_rows
+from bisector.analysis.native_launches import launch_shape_rows
 from bisector.analysis.native_reach import (
     MAX_READER_LINES,
     data_locals,
@@ -154,8 +155,7 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     """Rows for the entries and batch-size conditions that differ. Not rows: a const / constexpr added or removed
     whose value holds no number (derived from other names: a new local, a sizeof), a local never read or read
     only through its address (native_reach.data_locals: a guard object, a value handed on as data), and a value
-    that differs
-    only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
+    that differs only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
     kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it)."""
     old = _tuned(before.entries if before else {}, after.entries if after else {}, before.nested if before else set())
     new = _tuned(after.entries if after else {}, before.entries if before else {}, after.nested if after else set())
@@ -164,12 +164,12 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     for name in set(old) & set(new):
         if renamed.same(old[name][1], new[name][1]):
             del old[name], new[name]
-    findings = without_alias_renames(diff_entries(path, old, new), after.lines if after else [])
+    findings = kept_entry_rows(diff_entries(path, old, new), before, after)
     old_lines = before.lines if before else []
     new_lines = after.lines if after else []
     for hunk in hunks:
         findings.extend(_batch_conditions(path, hunk, old_lines, new_lines))
-    findings.extend(instance_rows(path, old_lines, new_lines, hunks))
+    findings += instance_rows(path, old_lines, new_lines, hunks) + launch_shape_rows(path, old_lines, new_lines, hunks)
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
     return findings
 

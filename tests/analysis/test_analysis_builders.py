@@ -545,3 +545,34 @@ def test_a_parsed_version_is_a_constant_of_its_version_string(history: History) 
         ("MIN_TRITON", "'3.0.0'", "'3.2.0'"),
         ("VERSION_330", None, "'3.3.0'"),
     ]
+
+
+def test_a_launch_shape_is_a_row_and_a_kernels_computed_local_is_none(history: History) -> None:
+    source = """\
+        __global__ void combine(const float *x, int s_q) {
+          constexpr int kBlockM = 64;
+          const int batch_idx = blockIdx.x;
+          const int s_q_idx = blockIdx.y;
+          use(x, batch_idx, s_q_idx, kBlockM);
+        }
+
+        void run_combine(const float *x, int b, int s_q, int h, cudaStream_t stream) {
+          dim3 grid(b, s_q, h);
+          combine<<<grid, 128, 0, stream>>>(x, s_q);
+        }
+    """
+    history.commit("combine", {"csrc/combine.cu": source})
+    changed = (
+        source.replace("kBlockM = 64", "kBlockM = 128")
+        .replace("const int batch_idx = blockIdx.x;", "const int batch_idx = blockIdx.x / s_q;")
+        .replace("const int s_q_idx = blockIdx.y;", "const int s_q_idx = blockIdx.x % s_q;")
+        .replace("dim3 grid(b, s_q, h);", "dim3 grid(b * s_q, 1, h);")
+    )
+    sha = history.commit("one grid row per query", {"csrc/combine.cu": changed})
+
+    found = static_diff(history.path, sha).findings
+
+    assert sorted((f.kind.value, f.label, f.before, f.after) for f in found if f.kind.is_dispatch_relevant) == [
+        ("launch_param", "run_combine launch shape", "dim3 grid(b, s_q, h);", "dim3 grid(b * s_q, 1, h);"),
+        ("native_threshold", "kBlockM", "64", "128"),
+    ]  # batch_idx and s_q_idx are the kernel's own arithmetic
