@@ -165,11 +165,11 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
         if renamed.same(old[name][1], new[name][1]):
             del old[name], new[name]
     findings = kept_entry_rows(diff_entries(path, old, new), before, after)
-    old_lines = before.lines if before else []
-    new_lines = after.lines if after else []
+    old_lines, new_lines = (before.lines if before else []), (after.lines if after else [])
     for hunk in hunks:
         findings.extend(_batch_conditions(path, hunk, old_lines, new_lines))
-    findings += instance_rows(path, old_lines, new_lines, hunks) + launch_shape_rows(path, old_lines, new_lines, hunks)
+    findings += instance_rows(path, old_lines, new_lines, hunks)
+    findings += launch_shape_rows(path, old_lines, new_lines, hunks, {f.line for f in findings})
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
     return findings
 

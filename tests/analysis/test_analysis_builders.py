@@ -557,7 +557,8 @@ def test_a_launch_shape_is_a_row_and_a_kernels_computed_local_is_none(history: H
         }
 
         void run_combine(const float *x, int b, int s_q, int h, cudaStream_t stream) {
-          dim3 grid(b, s_q, h);
+          int blocks_per_slice = 256 / b;
+          dim3 grid(b, s_q, h * blocks_per_slice);
           combine<<<grid, 128, 0, stream>>>(x, s_q);
         }
     """
@@ -566,13 +567,20 @@ def test_a_launch_shape_is_a_row_and_a_kernels_computed_local_is_none(history: H
         source.replace("kBlockM = 64", "kBlockM = 128")
         .replace("const int batch_idx = blockIdx.x;", "const int batch_idx = blockIdx.x / s_q;")
         .replace("const int s_q_idx = blockIdx.y;", "const int s_q_idx = blockIdx.x % s_q;")
-        .replace("dim3 grid(b, s_q, h);", "dim3 grid(b * s_q, 1, h);")
+        .replace("dim3 grid(b, s_q, h * blocks_per_slice);", "dim3 grid(b * s_q, 1, h * blocks_per_slice);")
+        .replace("256 / b;\n", "256 / b;\n          blocks_per_slice = max(blocks_per_slice, 1);\n")
     )
     sha = history.commit("one grid row per query", {"csrc/combine.cu": changed})
 
     found = static_diff(history.path, sha).findings
 
-    assert sorted((f.kind.value, f.label, f.before, f.after) for f in found if f.kind.is_dispatch_relevant) == [
-        ("launch_param", "run_combine launch shape", "dim3 grid(b, s_q, h);", "dim3 grid(b * s_q, 1, h);"),
+    assert sorted((f.kind.value, f.label, f.before or "", f.after) for f in found if f.kind.is_dispatch_relevant) == [
+        ("launch_param", "run_combine launch shape", "", "blocks_per_slice = max(blocks_per_slice, 1);"),
+        (
+            "launch_param",
+            "run_combine launch shape",
+            "dim3 grid(b, s_q, h * blocks_per_slice);",
+            "dim3 grid(b * s_q, 1, h * blocks_per_slice);",
+        ),
         ("native_threshold", "kBlockM", "64", "128"),
     ]  # batch_idx and s_q_idx are the kernel's own arithmetic
