@@ -26,6 +26,7 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\barch\b|_arch\b|\w*sm_?\d{2,3}\w*|is_hopper|is_blackwell|is_ampere|gfx\d|current_platform|"
             r"is_navi|is_mi\d|cuda_version|version\.cuda|bare_metal_version|triton\.__version__|has_triton|"
             r"infer_device|device[._]type|\bxpu\b|\bnpu\b|\bmajor\b|\bminor\b|is_[cr]dna\d*|"
+            r"\b\w*(?:nv|cuda|gpu|device|sm|compute)_?cap\b|\bcc\b|"
             r"\bsys\.platform\b|\bplatform\.(?:system|machine)\(|\b(?:cuda|xpu|mps|npu|hip|mlu|musa)\.is_available\(",
             re.I,
         ),

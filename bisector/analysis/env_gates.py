@@ -1,8 +1,9 @@
 """Environment-variable gates of one Python module, read with ast, and the gates a commit adds, removes or flips.
 
 A gate is a read of an environment variable: os.environ.get("X", "0"), os.environ["X"], os.getenv("X"),
-"X" in os.environ, or an attribute of a settings object (envs.X, vllm-style); or a write the stack will read,
-os.environ["X"] = "ieee" (not of the process's own PATH, HOME, USER, ...). Each read is kept with the
+"X" in os.environ, a settings class's declaration (X = EnvVar("X", None)), or an attribute of a settings object
+(envs.X, vllm-style); or a write the stack will read, os.environ["X"] = "ieee" (not of the process's own PATH,
+HOME, USER, ...). Each read is kept with the
 expression around it (int(...), == "1", .lower() in (...)) and the function that reads it, so a changed
 default or comparison is a flipped gate and a new reading function is a gate added there.
 """
@@ -18,12 +19,20 @@ from bisector.analysis.findings import Finding, FindingKind, short_text
 
 _ENVIRON = re.compile(r"(^|\.)environ$")
 _GETENV = re.compile(r"(^|\.)(getenv|environ\.get|environ\.setdefault)$")
+# a settings class declaring its variables: TILELANG_CACHE = EnvVar("TILELANG_CACHE", None)
+_DECLARED = re.compile(r"(^|\.)(?:Env|Environment)(?:Var|Variable)\w*$|(^|\.)env_var$", re.I)
 _SETTINGS_OWNER = re.compile(r"(^|_)envs?$|^environment$|_env$", re.I)
 _SETTINGS_NAME = re.compile(r"^[A-Z][A-Z0-9_]{2,}$")
 _WRAPPING_CALLS = frozenset({"int", "bool", "float", "str", "strtobool", "str2bool", "get_bool_env_var", "eval"})
 # The process's own settings: a module that sets them (PATH for a toolkit, USER for a cache dir) chooses no kernel.
 _PROCESS_VARIABLES = frozenset(
     {"PATH", "HOME", "USER", "LOGNAME", "USERNAME", "SHELL", "PWD", "TMPDIR", "TEMP", "TMP", "LANG", "PYTHONPATH"}
+)
+# A variable that names a place (APEX_CACHE_DIR, CUDA_HOME, MODEL_PATH) says where files are, not which kernel runs;
+# a PATH names a place only after a noun of one (LIB_FAST_PATH is a code path).
+_LOCATION = re.compile(
+    r"(?:^|_)(?:DIR|DIRECTORY|HOME|ROOT|FILE|PREFIX)$|"
+    r"(?:^|_)(?:CACHE|MODEL|LIB|LIBRARY|INSTALL|INCLUDE|DATA|LOG|OUTPUT|CONFIG|BIN|TOOLKIT|SEARCH|CUDA|ROCM)_PATH$"
 )
 NOT_SET_BY_BISECT = "the bisect's environment does not set it"
 
@@ -68,10 +77,18 @@ def reading_functions(row: Finding) -> set[str]:
     return {read.rsplit(" (in ", 1)[1].removesuffix(")") for read in reads if " (in " in read}
 
 
+def names_a_location(variable: str) -> bool:
+    """CUDA_HOME, TRITON_CACHE_DIR, MODEL_PATH: where files are, which no gate of a kernel choice is."""
+    return _LOCATION.search(variable) is not None
+
+
 def diff_env_gates(path: str, before: EnvGates | None, after: EnvGates | None) -> list[Finding]:
+    """A row per variable whose reads differ, but for variables that name a place (names_a_location)."""
     old, new = before or {}, after or {}
     rows: list[Finding] = []
     for name in sorted(set(old) | set(new)):
+        if names_a_location(name):
+            continue
         was, now = frozenset(old.get(name, ())), frozenset(new.get(name, ()))
         if was == now or _moved(old.get(name, ()), new.get(name, ())):
             continue
@@ -122,6 +139,9 @@ def _variable(node: ast.AST, names: dict[str, str]) -> str | None:
     """The variable a node reads, when it is an environment read."""
     if isinstance(node, ast.Call) and _GETENV.search(_dotted(node.func)) and node.args:
         return _string(node.args[0], names)
+    if isinstance(node, ast.Call) and _DECLARED.search(_dotted(node.func)) and node.args:
+        declared = _string(node.args[0], names)
+        return declared if declared and _SETTINGS_NAME.match(declared) else None
     if isinstance(node, ast.Subscript) and _ENVIRON.search(
         _dotted(node.value)
     ):  # a read, or a write (os.environ[X] = v)

@@ -15,6 +15,10 @@ from typing import Any
 from bisector.analysis.values import Leaf, Mapping, Node, Symbol, render, sequence
 
 _WRAPPERS = frozenset({"dict", "list", "tuple", "set", "frozenset", "MappingProxyType", "types.MappingProxyType"})
+_VERSION_PARSERS = frozenset(
+    {"version.parse", "packaging.version.parse", "Version", "version.Version", "packaging.version.Version",
+     "parse_version", "pkg_resources.parse_version", "LooseVersion", "StrictVersion"}
+)  # fmt: skip
 SCALARS = (int, float, complex, str, bytes, bool, type(None))
 MAX_BITS = 4096
 _BINARY: dict[type[ast.operator], Callable[[object, object], object]] = {
@@ -47,6 +51,16 @@ def wrapped_literal(expr: ast.expr) -> ast.expr | None:
     if ast.unparse(expr.func) in _WRAPPERS and isinstance(expr.args[0], ast.Dict | ast.List | ast.Tuple | ast.Set):
         return expr.args[0]
     return None
+
+
+def version_literal(expr: ast.expr) -> ast.expr | None:
+    """The version string of version.parse("3.2.0"), Version("3.2.0") and the like: a version threshold is the
+    string it parses (VERSION_320 = version.parse("3.2.0") is a constant "3.2.0")."""
+    if not isinstance(expr, ast.Call) or expr.keywords or len(expr.args) != 1:
+        return None
+    argument = expr.args[0]
+    is_text = isinstance(argument, ast.Constant) and isinstance(argument.value, str)
+    return argument if is_text and ast.unparse(expr.func) in _VERSION_PARSERS else None
 
 
 def plain_value(node: Node) -> Node:
@@ -151,7 +165,7 @@ class LiteralEvaluator:
         return result
 
     def _call(self, expr: ast.Call, line: int) -> Node:
-        inner = wrapped_literal(expr)
+        inner = wrapped_literal(expr) or version_literal(expr)
         if inner is not None:
             return self.eval(inner)
         if ast.unparse(expr.func) == "dict" and not expr.args and all(kw.arg for kw in expr.keywords):

@@ -6,12 +6,16 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.native_conditions import more_condition_label, row_name
 from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
+from bisector.analysis.native_entries import kept_entry_rows
+from bisector.analysis.native_instances import instance_rows
+from bisector.analysis.native_launches import launch_shape_rows
 from bisector.analysis.native_reach import (
     MAX_READER_LINES,
     data_locals,
@@ -147,12 +151,11 @@ def scan_native(text: str) -> NativeScan:
     return NativeScan(entries, lines, env_reads(lines) if "env" in stripped else {}, frozenset(nested))
 
 
-def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Iterable[Hunk]) -> list[Finding]:
+def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Sequence[Hunk]) -> list[Finding]:
     """Rows for the entries and batch-size conditions that differ. Not rows: a const / constexpr added or removed
     whose value holds no number (derived from other names: a new local, a sizeof), a local never read or read
     only through its address (native_reach.data_locals: a guard object, a value handed on as data), and a value
-    that differs
-    only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
+    that differs only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
     kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it)."""
     old = _tuned(before.entries if before else {}, after.entries if after else {}, before.nested if before else set())
     new = _tuned(after.entries if after else {}, before.entries if before else {}, after.nested if after else set())
@@ -161,11 +164,12 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     for name in set(old) & set(new):
         if renamed.same(old[name][1], new[name][1]):
             del old[name], new[name]
-    findings = diff_entries(path, old, new)
-    old_lines = before.lines if before else []
-    new_lines = after.lines if after else []
+    findings = kept_entry_rows(diff_entries(path, old, new), before, after)
+    old_lines, new_lines = (before.lines if before else []), (after.lines if after else [])
     for hunk in hunks:
         findings.extend(_batch_conditions(path, hunk, old_lines, new_lines))
+    findings += instance_rows(path, old_lines, new_lines, hunks)
+    findings += launch_shape_rows(path, old_lines, new_lines, hunks, {f.line for f in findings})
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
     return findings
 
@@ -234,7 +238,7 @@ def _spelling(name: str) -> str:
 
 def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[str]) -> list[Finding]:
     """The condition lines (batch size, arch, dtype, case, switch macro) that the hunk removes and adds, paired in
-    order (a line removed and added with the same text only moved), then the parameter defaults it changes."""
+    order (a line removed and added with the same text only moved) and named by their function, then defaults."""
     removed = [(i, label) for i in range(hunk.old_lo, hunk.old_hi) if (label := _condition(old_lines, i))]
     added = [(i, label) for i in range(hunk.new_lo, hunk.new_hi) if (label := _condition(new_lines, i))]
     moved = Counter(_text(old_lines[i]) for i, _ in removed) & Counter(_text(new_lines[i]) for i, _ in added)
@@ -243,12 +247,15 @@ def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: li
     for position in range(max(len(removed), len(added))):
         old = removed[position] if position < len(removed) else None
         new = added[position] if position < len(added) else None
-        label = (new or old or (0, ""))[1]
+        name, key = row_name(old_lines, new_lines, old, new)
+        if not name:
+            continue  # a kernel's own branch, an empty check, a new threshold (row_name)
         findings.append(
             Finding(
                 kind=FindingKind.NATIVE_THRESHOLD,
                 file=path,
-                name=label,
+                name=name,
+                key=key,
                 before=_text(old_lines[old[0]]) if old else None,
                 after=_text(new_lines[new[0]]) if new else None,
                 line=(new[0] + 1) if new else (old[0] + 1) if old else None,
@@ -297,7 +304,8 @@ def _condition(lines: list[str], index: int) -> str:
         return "condition on the arch"
     if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
         return "condition on the dtype"
-    return condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
+    label = condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
+    return label or more_condition_label(lines, index)
 
 
 def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node, int]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from bisector.analysis.env_gates import names_a_location
 from bisector.analysis.findings import Finding, FindingKind
 
 # An upper-case macro whose name says it switches (BOOL_SWITCH, FP16_SWITCH, HEADDIM_SWITCH, EVENK_SWITCH): its first
@@ -72,11 +73,12 @@ def env_reads(lines: list[str]) -> dict[str, list[str]]:
 
 
 def diff_env_reads(path: str, before: dict[str, list[str]], after: dict[str, list[str]]) -> list[Finding]:
-    """One row per variable read on one side only or read by lines of other text (a changed default or test)."""
+    """One row per variable read on one side only or read by lines of other text (a changed default or test), but
+    for variables that name a place (CUDA_HOME, *_DIR: env_gates.names_a_location)."""
     rows: list[Finding] = []
     for name in [*before, *(n for n in after if n not in before)]:
         old, new = before.get(name), after.get(name)
-        if old == new:
+        if old == new or names_a_location(name):
             continue
         rows.append(
             Finding(

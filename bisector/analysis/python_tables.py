@@ -124,9 +124,9 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
 
 
 def _flags(entries: dict[str, tuple[FindingKind, Node]]) -> frozenset[str]:
-    """Boolean constants (HAS_SM90 = True): a new or dropped one is shown by the conditions that read it."""
+    """Flags (HAS_SM90 = True) and run-time placeholders (_cap = None): a new or dropped one is shown by its readers."""
     return frozenset(
-        name for name, (_, node) in entries.items() if isinstance(node, Leaf) and isinstance(node.value, bool)
+        name for name, (_, node) in entries.items() if isinstance(node, Leaf) and node.text in ("True", "False", "None")
     )
 
 

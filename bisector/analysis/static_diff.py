@@ -22,11 +22,14 @@ from typing import TypeVar
 import git
 
 from bisector.analysis import gitdiff
+from bisector.analysis.config_builders import with_builder_rows
+from bisector.analysis.config_choosers import with_chooser_rows
 from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.launch_feeds import feed_rows
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
+from bisector.analysis.tile_assignments import with_tile_rows
 from bisector.analysis.tuning_files import (
     TUNING_SUFFIXES,
     TuningFileError,
@@ -286,7 +289,9 @@ class _FileAnalysis:
         if language == "python":
             parsed = self._parsed(old, new, _parse_python)
             self.modules = parsed
-            return diff_python(self.path, *scan_pair(*parsed))
+            rows = diff_python(self.path, *scan_pair(*parsed))
+            rows = with_chooser_rows(self.path, *parsed, with_builder_rows(self.path, *parsed, rows))
+            return with_tile_rows(self.path, *parsed, rows)
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))

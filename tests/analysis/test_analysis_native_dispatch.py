@@ -47,7 +47,7 @@ def test_a_switch_macro_a_parameter_default_and_an_env_read_in_cuda_are_rows(his
 
     assert rows(found, FindingKind.NATIVE_THRESHOLD) == [
         (
-            "condition of BOOL_SWITCH",
+            "conv_bwd_launch condition of BOOL_SWITCH",
             "BOOL_SWITCH(params.seqlen <= 128, kShort, [&] {",
             "BOOL_SWITCH(params.seqlen <= 256, kShort, [&] {",
         ),
@@ -101,9 +101,9 @@ def test_an_arch_check_kept_in_a_bool_and_a_refusing_check_are_arch_conditions(h
     found = static_diff(history.path, sha).findings
 
     assert rows(found, FindingKind.NATIVE_THRESHOLD) == [
-        ("condition on the arch", 'TORCH_CHECK(is_sm120, "only supports Blackwell GPUs.");',
+        ("mha_fwd condition on the arch", 'TORCH_CHECK(is_sm120, "only supports Blackwell GPUs.");',
          "bool is_sm121 = dprops->major == 12 && dprops->minor == 1;"),
-        ("condition on the arch", None, 'TORCH_CHECK(is_sm120 || is_sm121, "only supports Blackwell GPUs.");'),
+        ("mha_fwd condition on the arch", None, 'TORCH_CHECK(is_sm120 || is_sm121, "only supports Blackwell GPUs.");'),
     ]  # fmt: skip
 
 

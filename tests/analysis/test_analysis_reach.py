@@ -181,7 +181,7 @@ def test_native_code_that_reaches_a_kernel_choice_is_a_row_and_code_that_does_no
     assert rows(found, FindingKind.NATIVE_THRESHOLD) == [
         ("case of switch (hidden)", None, "case 3072: case_macro(3072); \\"),
         ("blocks (read by the kernel choice)", "DIVIDE(dim, 128)", "DIVIDE(dim, 256)"),
-        ("condition choosing the kernel", None, "if (d_in < d_out) {"),
+        ("sgmv condition choosing the kernel", None, "if (d_in < d_out) {"),
     ]  # stride reaches the kernel's arguments, not which kernel runs; the t.defined() block reads a pointer
 
 

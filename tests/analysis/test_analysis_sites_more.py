@@ -336,8 +336,8 @@ def test_a_native_flag_accumulated_with_a_size_comparison_is_a_condition(history
 
     found = static_diff(history.path, sha).findings
 
-    assert [(f.name, f.before, f.after) for f in found if f.kind is FindingKind.NATIVE_THRESHOLD] == [
-        ("condition on the batch size", None, "and block_m <= m;")
+    assert [(f.label, f.before, f.after) for f in found if f.kind is FindingKind.NATIVE_THRESHOLD] == [
+        ("pick condition on the batch size", None, "and block_m <= m;")
     ]
 
 

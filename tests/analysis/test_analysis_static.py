@@ -442,8 +442,8 @@ def test_native_constant_arrays_defines_and_batch_size_thresholds(history: Histo
         ("native_array", 3, "kTileM", "{16, 16, 32, 64} -> {16, 32, 32, 64}"),
         ("native_array", 6, "kConfigs[1]", "{32, 64, 8} -> {32, 128, 8}"),
         ("native_threshold", 2, "#define MMA_MIN_M", "8 -> 2"),
-        ("native_threshold", 10, "condition on the batch size", "if (m <= 4) { -> if (m <= 1) {"),
-        ("native_threshold", 15, "case of switch (m)", "case 8: return 1; -> case 2: return 1;"),
+        ("native_threshold", 10, "pick_kernel condition on the batch size", "if (m <= 4) { -> if (m <= 1) {"),
+        ("native_threshold", 15, "pick_kernel case of switch (m)", "case 8: return 1; -> case 2: return 1;"),
     ]
 
 
@@ -452,7 +452,7 @@ def test_native_conditions_of_several_files_and_of_a_quoted_path(history: Histor
     history.commit("cuda", files)
     sha = history.commit("retune", {path: text.replace("m <= 4", "m <= 1") for path, text in files.items()})
 
-    conditions = [f for f in static_diff(history.path, sha).findings if f.name == "condition on the batch size"]
+    conditions = [f for f in static_diff(history.path, sha).findings if f.key == "condition on the batch size"]
 
     assert sorted((f.file, f.line, f.change_text) for f in conditions) == [
         (path, 10, "if (m <= 4) { -> if (m <= 1) {") for path in sorted(files)
@@ -482,13 +482,13 @@ def test_native_conditions_on_the_arch_and_the_dtype(history: History) -> None:
     sha = history.commit("retarget", {"csrc/pick.cuh": after})
 
     assert [(f.line, f.label, f.change_text) for f in static_diff(history.path, sha).table_findings] == [
-        (3, "condition on the arch", "#if __CUDA_ARCH__ >= 900 -> #if __CUDA_ARCH__ >= 1000"),
+        (3, "pick condition on the arch", "#if __CUDA_ARCH__ >= 900 -> #if __CUDA_ARCH__ >= 1000"),
         (
             6,
-            "condition on the dtype",
+            "pick condition on the dtype",
             "if constexpr (std::is_same_v<T, half>) { -> if constexpr (std::is_same_v<T, __nv_bfloat16>) {",
         ),
-        (9, "condition on the arch", "if (cc >= 80) { -> if (cc >= 89) {"),
+        (9, "pick condition on the arch", "if (cc >= 80) { -> if (cc >= 89) {"),
     ]
 
 

@@ -1,0 +1,49 @@
+"""What a piece of Python code does, as text to compare: its AST without positions, its docstring and its type
+annotations (`x: int = 4` is `x = 4`; `def f(n: int) -> int` is `def f(n)`), so that comments, layout, docstrings
+and annotations are no change."""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def code_shape(node: ast.AST) -> str:
+    """The dump of node with docstrings and annotations removed (node itself is not changed)."""
+    return ast.dump(_Unannotated().visit(copy.deepcopy(node)))
+
+
+def docstring_node(node: ast.AST) -> ast.Expr | None:
+    """The docstring statement of a function, or None."""
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or not node.body:
+        return None
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return first
+    return None
+
+
+class _Unannotated(ast.NodeTransformer):
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        return self._function(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
+        return self._function(node)
+
+    def _function(self, node: FunctionNode) -> ast.AST:
+        if docstring_node(node) is not None and len(node.body) > 1:
+            node.body = node.body[1:]
+        node.returns = None
+        for argument in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs, node.args.vararg,
+                         node.args.kwarg]:  # fmt: skip
+            if argument is not None:
+                argument.annotation = None
+        self.generic_visit(node)
+        return node
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        if node.value is None:
+            return ast.Pass()
+        return ast.Assign(targets=[node.target], value=self.visit(node.value), lineno=node.lineno)

@@ -1,0 +1,79 @@
+"""More C / C++ / CUDA condition lines (native.py's `_condition` asks here after its own labels): the arch named in
+a line that continues a boolean expression (`(dprops->major == 10 && dprops->minor == 0) ||`), in a bool or a `?:`
+(`bool is_sm8x = cc_major == 8 && cc_minor > 0;`, `TargetIsVolta(target) ? 16 : 8`), and a threshold: a size
+compared with a number (other than 0 or 1: those test for empty, null or errors) in an `if` / `while` / `?:` of a
+host function (a kernel's own branches are its body), a row when the commit changes it (a new test alone is new
+code). row_name names native.py's condition rows by the function they are in."""
+
+from __future__ import annotations
+
+import re
+
+from bisector.analysis.native_scope import enclosing_function
+
+ARCH_LABEL = "condition on the arch"
+THRESHOLD_LABEL = "threshold"
+BATCH_LABEL = "condition on the batch size"
+
+_ARCH = re.compile(
+    r"\b\w*(?:major|minor)\s*[<>=!]=\s*\d|\b\w*(?:major|minor)\s*[<>]\s*\d|"
+    r"\b\w*(?:Volta|Turing|Ampere|Hopper|Blackwell|Pascal|Maxwell|Kepler)\w*\b"
+)
+_CONTINUES = re.compile(r"^\s*(?:&&|\|\||and\b|or\b)|(?:&&|\|\|)\s*$")
+_CHOICE = re.compile(r"\bbool\s+[A-Za-z_]\w*\s*=[^=]|\?[^:]*:")
+_BRANCH = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while)\s*(?:constexpr\s*)?\(|\?[^:]*:")
+_NUMBER_TEST = re.compile(
+    r"(?:[<>]=?|[=!]=)\s*\(?\s*(?P<right>-?\d[\w.]*)|(?P<left>(?<![\w.])-?\d[\w.]*)\s*\)?\s*(?:[<>]=?|[=!]=)(?!=)"
+)
+_COUNTER = re.compile(r"\+\+|--")  # `++idle < 8192`: a loop's own count, not a size
+_ZEROS = frozenset({"0", "0u", "0ul", "0l", "0.0", "0.0f", "0.f"})
+_NOT_THRESHOLDS = frozenset({"0", "1", "-1", "0u", "1u", "0ul", "1ul", "0.0", "0.0f", "0.f", "0l", "1l"})
+
+
+def more_condition_label(lines: list[str], index: int) -> str:
+    """'condition on the arch', 'threshold' or ''."""
+    line = lines[index]
+    continued = _CONTINUES.search(line) or (index > 0 and _CONTINUES.search(lines[index - 1]))
+    if (continued or _CHOICE.search(line)) and _ARCH.search(line):
+        return ARCH_LABEL
+    if _BRANCH.search(line) and _ARCH.search(line):
+        return ARCH_LABEL
+    if _BRANCH.search(line) and _has_threshold(line) and not _COUNTER.search(line):
+        scope = enclosing_function(lines, index)
+        if scope is not None and not scope.device:
+            return THRESHOLD_LABEL
+    return ""
+
+
+def row_name(
+    old_lines: list[str], new_lines: list[str], old: tuple[int, str] | None, new: tuple[int, str] | None
+) -> tuple[str, str]:
+    """(name, key) of the row pairing condition lines old and new ((index, label), either may be None): the function
+    the condition is in and what it tests, or the label alone at file scope; ("", "") for no row: a branch of a
+    kernel's own code (`__global__` / `__device__`: only its arch conditions pick code), a size compared with 0
+    alone (an empty check), a threshold on one side only (a new or dropped test is new or dropped code)."""
+    lines, (index, label) = (new_lines, new) if new else (old_lines, old or (0, ""))
+    line = lines[index] if index < len(lines) else ""
+    if label == THRESHOLD_LABEL and not (old and new):
+        return "", ""
+    numbers = _compared_numbers(line)
+    if label == BATCH_LABEL and numbers and all(number in _ZEROS for number in numbers):
+        return "", ""
+    scope = enclosing_function(lines, index)
+    if scope is None:
+        return label, ""
+    if scope.device and label != ARCH_LABEL:
+        return "", ""
+    return scope.function, label
+
+
+def _compared_numbers(line: str) -> list[str]:
+    return [(match["right"] or match["left"]).lower() for match in _NUMBER_TEST.finditer(line)]
+
+
+def _has_threshold(line: str) -> bool:
+    for match in _NUMBER_TEST.finditer(line):
+        number = (match["right"] or match["left"]).lower()
+        if number not in _NOT_THRESHOLDS:
+            return True
+    return False

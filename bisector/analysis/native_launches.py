@@ -1,0 +1,94 @@
+"""The launch shape of a C / C++ / CUDA launch site: a grid or block built with dim3 (`dim3 grid(b, s_q, h);`,
+`dim3(params.b * params.s_q, 1, h)` passed to a launch), a `<<<grid, block, smem>>>` configuration, or an
+assignment to a grid-, blocks- or CTA-count name (`blocks_per_act_slice = max(blocks_per_act_slice, 1);`) that a
+hunk changes in host code is a launch-parameter row named by the host function (a kernel's own use of them is its
+body). A line removed and added with the same text only moved."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Set
+
+from bisector.analysis.findings import Finding, FindingKind, short_text
+from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.native_scope import enclosing_function
+
+_SHAPE = re.compile(
+    r"\bdim3\b\s*(?:[A-Za-z_]\w*\s*)?[({]|<<<|"
+    # a plain assignment to a launch-shape name: blocks_per_act_slice = max(blocks_per_act_slice, 1);
+    r"^\s*(?:(?:int|unsigned|size_t|int64_t|uint32_t|auto)\s+)?"
+    r"(?i:[a-z_]*(?:grid|blocks|ctas?_per|num_ctas|threads_per)\w*)\s*[+\-*/]?=[^=]"
+)
+
+
+def launch_shape_rows(
+    path: str, old_lines: list[str], new_lines: list[str], hunks: Iterable[Hunk], rowed: Set[int | None]
+) -> list[Finding]:
+    """The launch-shape rows of the hunks, but for lines another row of the file shows already (rowed: their
+    numbers)."""
+    rows: list[Finding] = []
+    for hunk in hunks:
+        removed = [i for i in range(hunk.old_lo, min(hunk.old_hi, len(old_lines))) if _SHAPE.search(old_lines[i])]
+        added = [i for i in range(hunk.new_lo, min(hunk.new_hi, len(new_lines))) if _SHAPE.search(new_lines[i])]
+        moved = Counter(_text(old_lines[i]) for i in removed) & Counter(_text(new_lines[i]) for i in added)
+        removed, added = _unmoved(removed, old_lines, moved), _unmoved(added, new_lines, moved)
+        for old, new in _paired(removed, added, old_lines, new_lines):
+            lines, index = (new_lines, new) if new is not None else (old_lines, old if old is not None else 0)
+            scope = enclosing_function(lines, index)
+            if scope is None or scope.device or index + 1 in rowed:
+                continue
+            rows.append(
+                Finding(
+                    FindingKind.LAUNCH_PARAM,
+                    path,
+                    scope.function,
+                    "launch shape",
+                    short_text(old_lines[old]) if old is not None else None,
+                    short_text(new_lines[new]) if new is not None else None,
+                    index + 1,
+                    "grid / block of a launch in C / C++",
+                )
+            )
+    return rows
+
+
+def _paired(
+    removed: list[int], added: list[int], old_lines: list[str], new_lines: list[str]
+) -> list[tuple[int | None, int | None]]:
+    """Removed and added lines paired by what they set (the name assigned, dim3's variable, <<<), in order; a line
+    with no counterpart is paired with None."""
+    pairs: list[tuple[int | None, int | None]] = []
+    left = list(added)
+    for old in removed:
+        key = _key(old_lines[old])
+        match = next((new for new in left if _key(new_lines[new]) == key), None)
+        if match is not None:
+            left.remove(match)
+        pairs.append((old, match))
+    return pairs + [(None, new) for new in left]
+
+
+def _key(line: str) -> str:
+    if "<<<" in line:
+        return "<<<"
+    declared = re.search(r"\bdim3\s+([A-Za-z_]\w*)", line)
+    if declared is not None:
+        return declared[1]
+    assigned = re.match(r"\s*(?:\w+\s+)?([A-Za-z_]\w*)\s*[+\-*/]?=", line)
+    return assigned[1] if assigned is not None else line.strip()
+
+
+def _text(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _unmoved(found: list[int], lines: list[str], moved: Counter[str]) -> list[int]:
+    left = Counter(moved)
+    kept = []
+    for index in found:
+        if left[_text(lines[index])] > 0:
+            left[_text(lines[index])] -= 1
+        else:
+            kept.append(index)
+    return kept

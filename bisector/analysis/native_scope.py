@@ -1,0 +1,59 @@
+"""Where a line of C / C++ / CUDA is: the function whose body holds it (its name as written in its head,
+`GemmNode::ComputeWarpPartition`, and whether it is device code), found by walking up the comment-stripped lines
+and counting braces. Namespaces, classes, loops, lambdas passed to macros and plain blocks are walked through."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_SCOPE_LINES = 400  # how far above a line its function head is looked for
+MAX_HEAD_LINES = 30  # a function head spread over this many lines at most (one parameter a line)
+
+_FUNCTION_HEAD = re.compile(r"(?P<name>~?[A-Za-z_][\w:~]*)\s*\([^;{}]*\)[^;{}()]*\{\s*$")
+_CONTROL = frozenset(
+    {"if", "for", "while", "switch", "catch", "sizeof", "decltype", "return", "defined", "constexpr", "else", "do"}
+)
+_ATTRIBUTES = re.compile(r"\b(?:__launch_bounds__|__attribute__|alignas|__declspec)\s*\((?:[^()]|\([^()]*\))*\)")
+_DEVICE = re.compile(r"\b(?:__global__|__device__|[A-Z_]*DEVICE[A-Z_]*)\b")  # CK_TILE_DEVICE, KITTENS_DEVICE
+
+
+@dataclass(frozen=True)
+class Scope:
+    function: str  # the name as its head writes it
+    device: bool  # a __global__ / __device__ function: kernel code
+    opening: str  # the head, joined onto one line (`switch (n) {` when the nearest block is a switch)
+    in_switch: bool  # the nearest enclosing block is a switch
+
+
+def enclosing_function(lines: list[str], index: int) -> Scope | None:
+    """The function whose body holds line index, or None at file, namespace or class scope."""
+    depth = 0
+    in_switch: bool | None = None
+    for earlier in range(index - 1, max(index - MAX_SCOPE_LINES, -1), -1):
+        line = lines[earlier]
+        if line.lstrip().startswith("#"):
+            continue
+        depth += line.count("}") - line.count("{")
+        if depth >= 0:
+            continue
+        opening = _ATTRIBUTES.sub(" ", joined_head(lines, earlier))
+        if in_switch is None:
+            in_switch = re.search(r"\bswitch\s*\(", opening) is not None
+        function = _FUNCTION_HEAD.search(opening)
+        if function is None or function["name"] in _CONTROL or function["name"].isupper():
+            depth = 0  # a namespace, a class, a loop, a macro's lambda or a plain block: look further up
+            continue
+        return Scope(function["name"], _DEVICE.search(opening) is not None, opening, bool(in_switch))
+    return None
+
+
+def joined_head(lines: list[str], index: int) -> str:
+    """The line that opens a block, joined with the lines above it back to the previous statement's end."""
+    parts = [lines[index].strip()]
+    for earlier in range(index - 1, max(index - MAX_HEAD_LINES, -1), -1):
+        text = lines[earlier].strip()
+        if not text or text.endswith((";", "}", "{")) or text.startswith("#"):
+            break
+        parts.insert(0, text)
+    return " ".join(parts)

@@ -1,0 +1,96 @@
+"""Tile and instruction shapes chosen in code: a function whose assignment to a tile or instruction-shape name
+changes (`inst_m, inst_n = 64, gcd(self.warp_col_tiles, 256)` -> `... = 64, select_wgmma_inst_n(...)`, `BLOCK_N =
+64` -> `BLOCK_N = 128`) decides how a kernel is tiled even where no launch of the module reads it (a code generator,
+a compiler's instruction emitter). One dispatch-logic row per such function, unless another row already names it
+(a launch's row shows the tiles it reads); kernels' own code (decorated functions) is left out.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from collections.abc import Iterator
+from typing import Protocol
+
+from bisector.analysis.findings import Finding, FindingKind, short_text
+from bisector.analysis.launch_calls import is_tile_name
+
+_INSTRUCTION_SHAPE = re.compile(r"^(?:inst|mma|wgmma|micro_size|warp_tile|atom)_?[mnkxy]$", re.I)
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+class ParsedSource(Protocol):
+    @property
+    def tree(self) -> ast.Module: ...
+
+    @property
+    def lines(self) -> list[str]: ...
+
+
+def with_tile_rows(
+    path: str, before: ParsedSource | None, after: ParsedSource | None, rows: list[Finding]
+) -> list[Finding]:
+    """The module's rows and a dispatch-logic row for each function on both sides, named by no row, whose
+    assignments to tile or instruction-shape names differ."""
+    if before is None or after is None:
+        return rows
+    named = {row.name for row in rows} | {row.detail.removeprefix("in ").split(";")[0] for row in rows}
+    old = dict(_functions(before.tree.body, ""))
+    added = []
+    for name, node in _functions(after.tree.body, ""):
+        if name in named or name not in old or node.decorator_list:
+            continue
+        if _text(before, old[name]) == _text(after, node):
+            continue  # the cheap test first
+        was, now = _tile_assignments(old[name], set(old)), _tile_assignments(node, set(old))
+        if was != now:
+            gone, new = sorted((was - now).elements()), sorted((now - was).elements())
+            added.append(
+                Finding(
+                    FindingKind.DISPATCH_LOGIC,
+                    path,
+                    name,
+                    before=short_text("; ".join(gone)) if gone else None,
+                    after=short_text("; ".join(new)) if new else None,
+                    line=node.lineno,
+                    detail="tile or instruction shape chosen in code",
+                )
+            )
+    return rows + added
+
+
+def _functions(body: list[ast.stmt], prefix: str) -> Iterator[tuple[str, FunctionNode]]:
+    for statement in body:
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield f"{prefix}{statement.name}", statement
+        elif isinstance(statement, ast.ClassDef) and not prefix:
+            yield from _functions(statement.body, f"{statement.name}.")
+
+
+def _text(module: ParsedSource, node: FunctionNode) -> list[str]:
+    return module.lines[node.lineno - 1 : node.end_lineno or node.lineno]
+
+
+def _tile_assignments(function: FunctionNode, module_functions: set[str]) -> Counter[str]:
+    """`name = value` texts of the function's own assignments (not of nested functions) to tile names; a value
+    that calls a function of the module is that call whatever its arguments (`BLOCK_M, num_warps = _meta(d)`: the
+    function's own rows show what it returns, launch_feeds.py a change of function)."""
+    found: Counter[str] = Counter()
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    stack: list[ast.AST] = [statement for statement in function.body if not isinstance(statement, nested)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:  # x: int = 4 is x = 4
+            assigned = node.targets if isinstance(node, ast.Assign) else [node.target]
+            targets = [n.id for target in assigned for n in ast.walk(target) if isinstance(n, ast.Name)]
+            if any(is_tile_name(t) or _INSTRUCTION_SHAPE.match(t) for t in targets):
+                found[f"{', '.join(targets)} = {_value_text(node.value, module_functions)}"] += 1
+        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, nested))
+    return found
+
+
+def _value_text(value: ast.expr, module_functions: set[str]) -> str:
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in module_functions:
+        return f"{value.func.id}(...)"
+    return ast.unparse(value)
