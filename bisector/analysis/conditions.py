@@ -132,12 +132,14 @@ def stored_condition(statement: ast.stmt, gates: Mapping[str, Gate]) -> tuple[li
     if not elements or not all(isinstance(e, ast.Name) for e in elements):
         return None
     names = [e.id for e in elements if isinstance(e, ast.Name)]
-    text = short_text(f"{', '.join(names)} = {ast.unparse(value)}")
     if _is_arch_query(value):
-        return names, Gate("arch", text)
-    category = condition_category(value, gates) if len(names) == 1 and _is_condition(value) else ""
+        category = "arch"
+    elif len(names) == 1 and _is_condition(value):
+        category = condition_category(value, gates)
+    else:
+        return None
     if category in ("arch", "dtype", "shape", "env"):
-        return names, Gate(category, text)
+        return names, Gate(category, short_text(f"{', '.join(names)} = {ast.unparse(value)}"))
     return None
 
 

@@ -26,6 +26,9 @@ _PROCESS_VARIABLES = frozenset(
     {"PATH", "HOME", "USER", "LOGNAME", "USERNAME", "SHELL", "PWD", "TMPDIR", "TEMP", "TMP", "LANG", "PYTHONPATH"}
 )
 NOT_SET_BY_BISECT = "the bisect's environment does not set it"
+# A word that every read or write above needs in the source (environ, getenv, a settings owner such as envs or
+# self.env or vllm_env): a module without one has no gates, and its tree need not be walked.
+_ENV_WORD = re.compile(r"environ|getenv|(?<![^\W_])envs?\b", re.I)
 
 EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
 
@@ -52,6 +55,11 @@ def scan_env_gates(tree: ast.Module) -> tuple[EnvGates, frozenset[str]]:
         gates.setdefault(name, []).append(f"{form} (in {_function_of(node, parents)})")
         used.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in names)
     return {name: tuple(sorted(forms)) for name, forms in gates.items()}, frozenset(used)
+
+
+def mentions_env(lines: list[str]) -> bool:
+    """Whether a module's source can hold an env read or write (scan_env_gates finds none otherwise)."""
+    return _ENV_WORD.search("\n".join(lines)) is not None
 
 
 def env_reads(tree: ast.Module) -> Iterator[tuple[ast.AST, str]]:

@@ -20,6 +20,7 @@ from functools import cached_property
 from bisector.analysis.findings import Finding, FindingKind
 
 ENTRY_DECORATORS = ("autotune", "heuristics")  # decorators whose arguments are entries of their own
+_WORD = re.compile(r"\w+")
 _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 _RECORD_BASES = ("NamedTuple", "BaseModel", "TypedDict")
 
@@ -77,7 +78,7 @@ _COMMENT = re.compile(r"^\s*#(?:\s.*)?$|(?<=[^'\"#\s])\s+#\s[^'\"]*$")
 
 def code_text(lines: list[str]) -> str:
     """Source lines without comments and blank lines: equal code texts scan the same."""
-    code = (_COMMENT.sub("", line).rstrip() for line in lines)
+    code = ((_COMMENT.sub("", line) if "#" in line else line).rstrip() for line in lines)
     return "\n".join(line for line in code if line)
 
 
@@ -97,8 +98,13 @@ def dispatch_logic_rows(
 ) -> list[Finding]:
     """One row per function whose added or removed pieces read one of names (tables and constants)."""
     rows: list[Finding] = []
+    words = {name.rsplit(".", 1)[-1] for name in names}  # a read of a name has its last part in the source
     for name in [*old, *(n for n in new if n not in old)]:
         was, now = old.get(name), new.get(name)
+        if (was is None or now is None or was.text != now.text) and not any(
+            info is not None and not words.isdisjoint(_WORD.findall(info.text)) for info in (was, now)
+        ):
+            continue  # neither version names a table or constant: no read of one changed
         reads = sorted(_changed_reads(was, now) & names)
         if not reads:
             continue

@@ -25,6 +25,8 @@ def launch_call(call: ast.Call) -> bool:
     """A plain call passing tile or launch keywords, or a string to a keyword that chooses the precision, backend
     or kernel; not a config object (triton.Config(..., num_warps=4)), a call inside a kernel (tl.range(...,
     num_stages=3)), or a tensor factory (torch.empty(..., dtype=...): a string dtype there is no choice of kernel)."""
+    if not any(keyword.arg for keyword in call.keywords):
+        return False
     callee = ast.unparse(call.func)
     if callee.rsplit(".", 1)[-1].endswith(("Config", "config", "dict")) or callee.startswith(("tl.", "triton.")):
         return False

@@ -10,16 +10,16 @@ from __future__ import annotations
 import ast
 import gc
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
-from bisector.analysis.env_gates import EnvGates, diff_env_gates, reading_functions, scan_env_gates
+from bisector.analysis.env_gates import EnvGates, diff_env_gates, mentions_env, reading_functions, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, function_info, record_fields
 from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
 from bisector.analysis.local_tables import local_tables
-from bisector.analysis.top_level import same_top_level
+from bisector.analysis.top_level import same_methods, same_top_level
 from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render
 
 
@@ -55,30 +55,32 @@ def parse_module(source: str | bytes) -> ParsedModule:
 
 def scan_pair(before: ParsedModule | None, after: ParsedModule | None) -> tuple[PythonScan | None, PythonScan | None]:
     """Scan both versions of a module; launch sites and conditions are read only in the top-level functions and
-    classes whose text changed (the others scan the same on both sides)."""
-    old_same: frozenset[int] = frozenset()
-    new_same: frozenset[int] = frozenset()
-    if before is not None and after is not None:
-        old_same, new_same = same_top_level(before.tree, before.lines, after.tree, after.lines)
-    return (
-        None if before is None else scan_python(before, old_same),
-        None if after is None else scan_python(after, new_same),
-    )
+    classes, and the methods of the other classes, whose text changed (the others scan the same on both sides)."""
+    if before is None or after is None:
+        return (None if before is None else scan_python(before), None if after is None else scan_python(after))
+    old_same, new_same = same_top_level(before.tree, before.lines, after.tree, after.lines)
+    methods = same_methods(before.tree, before.lines, after.tree, after.lines)
+    old, new = scan_python(before, old_same, methods), scan_python(after, new_same, methods)
+    if old.sites.skipped != new.sites.skipped:  # a skipped method sees other gates on the two sides: scan it
+        old = replace(old, sites=scan_sites(before.tree, old_same))
+        new = replace(new, sites=scan_sites(after.tree, new_same))
+    return old, new
 
 
-def scan_python(source: str | bytes | ParsedModule, unchanged: frozenset[int] = frozenset()) -> PythonScan:
-    """Scan a module's source (raises SyntaxError or ValueError when it does not parse); unchanged: top-level
-    statements whose launch sites and conditions are not read (scan_pair)."""
+def scan_python(
+    source: str | bytes | ParsedModule, unchanged: frozenset[int] = frozenset(), methods: frozenset[str] = frozenset()
+) -> PythonScan:
+    """Scan a module's source (raises SyntaxError or ValueError when it does not parse); unchanged and methods:
+    top-level statements and class methods whose launch sites and conditions are not read (scan_pair)."""
     parsed = source if isinstance(source, ParsedModule) else parse_module(source)
     tree = parsed.tree
     scanner = _Scanner(parsed.lines)
     scanner.scan_body(tree.body, prefix="", env={})
-    has_env = any("env" in line.lower() for line in parsed.lines)
-    gates, env_names = scan_env_gates(tree) if has_env else ({}, frozenset())
+    gates, env_names = scan_env_gates(tree) if mentions_env(parsed.lines) else ({}, frozenset())
     return PythonScan(
         scanner.entries,
         scanner.functions,
-        scan_sites(tree, unchanged),
+        scan_sites(tree, unchanged, methods),
         gates,
         env_names,
         frozenset(scanner.fields),
