@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from bisector.analysis.ast_walk import walk
+from bisector.analysis.ast_walk import walk_inner
 from bisector.analysis.conditions import (
     Gate,
     chooses_implementation,
@@ -145,7 +145,7 @@ class _Walker:
                     self.expression(child, function, conditions)
 
     def expression(self, node: ast.expr, function: str, conditions: tuple[str, ...]) -> None:
-        for child in walk(node):
+        for child in walk_inner(node):
             if isinstance(child, ast.IfExp):
                 self._branch(function, child.test, chosen=partial(self._chosen, function, child))
             elif isinstance(child, ast.comprehension):  # [c for c in configs if c.kwargs["BLOCK_M"] <= M]

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
-from bisector.analysis.env_gates import EnvGates, diff_env_gates, mentions_env, reading_functions, scan_env_gates
+from bisector.analysis.env_gates import EnvGates, diff_env_gates, reading_functions, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, function_info, record_fields
@@ -38,6 +38,7 @@ class PythonScan:
 class ParsedModule:
     tree: ast.Module
     lines: list[str]
+    numbered: bool = True  # lines[n - 1] is the tree's line n (str.splitlines also splits at \f, \v, \x1c, ...)
 
 
 def parse_module(source: str | bytes) -> ParsedModule:
@@ -50,7 +51,10 @@ def parse_module(source: str | bytes) -> ParsedModule:
         if collecting:
             gc.enable()
     text = source.decode("utf-8", errors="replace") if isinstance(source, bytes) else source
-    return ParsedModule(tree, text.splitlines())
+    return ParsedModule(tree, text.splitlines(), _OTHER_LINE_BREAKS.search(text) is None)
+
+
+_OTHER_LINE_BREAKS = re.compile("[\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def scan_pair(before: ParsedModule | None, after: ParsedModule | None) -> tuple[PythonScan | None, PythonScan | None]:
@@ -76,7 +80,7 @@ def scan_python(
     tree = parsed.tree
     scanner = _Scanner(parsed.lines)
     scanner.scan_body(tree.body, prefix="", env={})
-    gates, env_names = scan_env_gates(tree) if mentions_env(parsed.lines) else ({}, frozenset())
+    gates, env_names = scan_env_gates(tree, parsed.lines if parsed.numbered else None)
     return PythonScan(
         scanner.entries,
         scanner.functions,

@@ -72,7 +72,7 @@ def same_methods(old: ast.Module, old_lines: list[str], new: ast.Module, new_lin
     if (old_graph.native_modules, old_graph.kernels) != (new_graph.native_modules, new_graph.kernels):
         return frozenset()
     callers = "\n".join(text for name, text in old_texts.items() if text and name not in changed)
-    called = [name for name in changed if re.search(rf"\b{re.escape(name.rsplit('.', 1)[-1])}\b", callers)]
+    called = [name for name in changed if re.search(_call_pattern(name), callers)]
     if any(_launching(old_graph, name) != _launching(new_graph, name) for name in called):
         return frozenset()  # a method of the same text may launch through it on one side only
     return frozenset(name for name in old_texts.keys() & new_texts.keys() if "." in name and name not in changed)
@@ -90,6 +90,13 @@ def _text(function: FunctionNode, lines: list[str]) -> str:
     first = min([function.lineno, *(d.lineno for d in function.decorator_list)])
     docstring = _docstring_lines(function)
     return code_text([lines[n - 1] for n in range(first, (function.end_lineno or first) + 1) if n not in docstring])
+
+
+def _call_pattern(name: str) -> str:
+    """What a call of the module function or method name needs in its caller's text (reach.callee_name): the
+    function's name, or an attribute of that name for a method (self.m, cls.m, Cls.m)."""
+    function = re.escape(name.rsplit(".", 1)[-1])
+    return rf"\.[\s\\]*{function}\b" if "." in name else rf"\b{function}\b"
 
 
 def _launching(graph: LaunchGraph, name: str) -> bool:
