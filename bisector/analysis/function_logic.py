@@ -28,7 +28,7 @@ _RECORD_BASES = ("NamedTuple", "BaseModel", "TypedDict")
 @dataclass(frozen=True)
 class Piece:
     dump: str  # ast.dump of the statement or header: equal dumps mean the same code
-    reads: frozenset[str]  # module / class names it loads ("_TUNED_MMA_MIN_M", "Dispatcher.TABLE")
+    nodes: tuple[ast.AST, ...] = ()  # its code, read for the names it loads when it is added or removed (_reads)
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class FunctionInfo:
         heads += [d for d in function.decorator_list if not _entry_decorator(d)]
         if function.returns is not None:
             heads.append(function.returns)
-        pieces = [_piece([head], self.class_name, self.fields) for head in heads]
-        pieces += _block_pieces(body, self.class_name, self.fields)
+        pieces = [_piece([head]) for head in heads]
+        pieces += _block_pieces(body)
         return tuple(pieces)
 
 
@@ -131,8 +131,10 @@ def _changed_reads(was: FunctionInfo | None, now: FunctionInfo | None) -> set[st
     reads: set[str] = set()
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag != "equal":
-            for piece in (*old[i1:i2], *new[j1:j2]):
-                reads |= piece.reads
+            for info, pieces in ((was, old[i1:i2]), (now, new[j1:j2])):
+                for piece in pieces:
+                    assert info is not None  # a function absent on one side has no pieces there
+                    reads.update(name for node in piece.nodes for name in _reads(node, info.class_name, info.fields))
     return reads
 
 
@@ -145,25 +147,25 @@ def _entry_decorator(decorator: ast.expr) -> bool:
     return isinstance(decorator, ast.Call) and ast.unparse(decorator.func).rsplit(".", 1)[-1].endswith(ENTRY_DECORATORS)
 
 
-def _block_pieces(statements: Iterable[ast.AST], class_name: str, fields: frozenset[str]) -> Iterator[Piece]:
+def _block_pieces(statements: Iterable[ast.AST]) -> Iterator[Piece]:
     for statement in statements:
         blocks = [(f, getattr(statement, f)) for f in _BLOCK_FIELDS if getattr(statement, f, None)]
         if not blocks:
-            yield _piece([statement], class_name, fields)
+            yield _piece([statement])
             continue
         head: list[object] = [v for f, v in ast.iter_fields(statement) if f not in _BLOCK_FIELDS]
-        yield _piece(head, class_name, fields, kind=type(statement).__name__)
+        yield _piece(head, kind=type(statement).__name__)
         for field_name, block in blocks:
-            yield Piece(f"[{field_name}", frozenset())
-            yield from _block_pieces(block, class_name, fields)
-            yield Piece("]", frozenset())
+            yield Piece(f"[{field_name}")
+            yield from _block_pieces(block)
+            yield Piece("]")
 
 
-def _piece(parts: list[object], class_name: str, fields: frozenset[str], kind: str = "") -> Piece:
+def _piece(parts: list[object], kind: str = "") -> Piece:
     items = [n for part in parts for n in (part if isinstance(part, list) else [part])]
     nodes = [n for n in items if isinstance(n, ast.AST)]
     dump = kind + "\n".join(ast.dump(n) if isinstance(n, ast.AST) else repr(n) for n in items)
-    return Piece(dump, frozenset(name for node in nodes for name in _reads(node, class_name, fields)))
+    return Piece(dump, tuple(nodes))
 
 
 def _reads(node: ast.AST, class_name: str, fields: frozenset[str]) -> Iterator[str]:
