@@ -36,7 +36,7 @@ from bisector.analysis.conditions import (
 )
 from bisector.analysis.findings import MAX_TEXT, Finding, FindingKind, short_text
 from bisector.analysis.launch_arguments import Assignments, assignments, resolved
-from bisector.analysis.launch_calls import decorated, is_kernel_launch, launch_call, launch_test
+from bisector.analysis.launch_calls import decorated, is_kernel_launch, launch_call, launch_test, torch_op
 from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
@@ -233,7 +233,7 @@ class _Walker:
             kernel = f"{ast.unparse(call.func.value)}[...]"
             arguments["grid"] = short_text(ast.unparse(call.func.slice))
             arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
-        elif ast.unparse(call.func).startswith("torch.ops."):
+        elif torch_op(call.func):
             kernel = ast.unparse(call.func).removesuffix(".default")
             arguments.update((f"arg{i}", short_text(ast.unparse(a))) for i, a in enumerate(call.args))
             arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)

@@ -28,7 +28,7 @@ _PROCESS_VARIABLES = frozenset(
 NOT_SET_BY_BISECT = "the bisect's environment does not set it"
 # A word that every read or write above needs in the source (environ, getenv, a settings owner such as envs or
 # self.env or vllm_env): a statement without one has no gates, and its tree need not be walked.
-_ENV_WORD = re.compile(r"environ|getenv|(?<![^\W_])envs?\b", re.I)
+_ENV_WORD = re.compile(r"environ|getenv|(?<![^\W_])envs?\b")  # searched in the lowered source
 
 EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
 
@@ -62,7 +62,8 @@ def scan_env_gates(tree: ast.Module, lines: list[str] | None = None) -> tuple[En
 def _mentions_env(statement: ast.stmt, lines: list[str]) -> bool:
     """Whether a statement's source can hold an env read or write (its lines have a word every read needs)."""
     first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
-    return _ENV_WORD.search("\n".join(lines[first - 1 : statement.end_lineno or statement.lineno])) is not None
+    text = "\n".join(lines[first - 1 : statement.end_lineno or statement.lineno]).lower()
+    return "env" in text and _ENV_WORD.search(text) is not None
 
 
 def env_reads(tree: ast.Module) -> Iterator[tuple[ast.AST, str]]:

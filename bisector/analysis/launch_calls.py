@@ -61,9 +61,17 @@ def launch_test(kernels: frozenset[str]) -> Callable[[ast.Call], bool]:
         func = call.func
         if isinstance(func, ast.Subscript):
             return is_kernel_launch(func, kernels)
-        return ast.unparse(func).startswith("torch.ops.") or launch_call(call)
+        return torch_op(func) or launch_call(call)
 
     return launches
+
+
+def torch_op(func: ast.expr) -> bool:
+    """The callee's text starts with torch.ops. (its leftmost name, read first, is torch)."""
+    root = func
+    while isinstance(root, ast.Attribute | ast.Subscript | ast.Call):
+        root = root.func if isinstance(root, ast.Call) else root.value
+    return isinstance(root, ast.Name) and root.id == "torch" and ast.unparse(func).startswith("torch.ops.")
 
 
 def decorated(module: ast.Module) -> frozenset[str]:

@@ -1,6 +1,7 @@
-"""The methods a commit leaves as they were are not scanned on either side (top_level.same_methods): what such a
-method's scan reads from outside it, the gates before it and whether its callees launch, still makes its rows
-when that changed (real git histories)."""
+"""Work the scans leave out, and what still makes rows (real git histories): the methods a commit leaves as they
+were are not scanned on either side (top_level.same_methods), but what such a method's scan reads from outside
+it, the gates before it and whether its callees launch, still counts; env gates are looked for only in the
+statements whose lines mention env, when the lines are the parser's lines."""
 
 from __future__ import annotations
 
@@ -73,3 +74,22 @@ def test_methods_of_the_same_text_in_a_changed_class_give_no_rows(history: Histo
     sha = history.commit("describe says operator", {"pkg/op.py": renamed})
 
     assert branch_rows(history, sha) == []
+
+
+FLAGS_PY = 'import os\n\nX = 1\f\n\n\ndef fast():\n    return os.environ.get("LIB_FAST", "0") == "1"\n'
+
+
+def test_an_env_read_after_a_form_feed_is_a_gate(history: History) -> None:
+    # str.splitlines breaks lines at the form feed too, so the source's lines are not the parser's lines there
+    history.commit("flags", {"pkg/__init__.py": "", "pkg/flags.py": FLAGS_PY})
+    sha = history.commit("fast by default", {"pkg/flags.py": FLAGS_PY.replace('"0"', '"1"')})
+
+    found = static_diff(history.path, sha).findings
+
+    assert [(f.name, f.before, f.after) for f in found if f.kind is FindingKind.ENV_GATE] == [
+        (
+            "LIB_FAST",
+            "os.environ.get('LIB_FAST', '0') == '1' (in fast)",
+            "os.environ.get('LIB_FAST', '1') == '1' (in fast)",
+        )
+    ]
