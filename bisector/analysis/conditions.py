@@ -70,8 +70,9 @@ def _is_threshold(test: ast.expr) -> bool:
         has_number = any(_number(s) or _numbers(s) for s in sides)  # M <= 64, K not in {16, 32, 64}
         has_threshold = any(_THRESHOLD_NAMES.search(_last_name(s)) for s in sides)
         named = any(_SHAPE_NAMES.match(_last_name(s)) for s in sides)
-        tile = any(_TILE.search(ast.unparse(s)) for s in sides)
-        if ((has_number or tile) and named) or (has_threshold and len(sides) == 2):
+        if named and (has_number or any(_TILE.search(ast.unparse(s)) for s in sides)):  # a tile: text made last
+            return True
+        if has_threshold and len(sides) == 2:
             return True
     return False
 
