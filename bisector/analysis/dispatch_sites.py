@@ -34,7 +34,7 @@ from bisector.analysis.conditions import (
     passed_condition,
     stored_condition,
 )
-from bisector.analysis.findings import MAX_TEXT, Finding, FindingKind, short_text
+from bisector.analysis.findings import Finding, FindingKind, short_text, shown_pair
 from bisector.analysis.launch_arguments import Assignments, assignments, resolved
 from bisector.analysis.launch_calls import decorated, is_kernel_launch, launch_call, launch_test, torch_op
 from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
@@ -264,15 +264,6 @@ def _predicate_return(value: ast.expr, function: str) -> bool:
     return isinstance(value, ast.Compare | ast.BoolOp) and not function.rsplit(".", 1)[-1].startswith("__")
 
 
-def _shown(before: str | None, after: str | None) -> tuple[str | None, str | None]:
-    """Two condition texts for display: long ones cut to MAX_TEXT around where they first differ."""
-    if before is None or after is None:
-        return (before and short_text(before)), (after and short_text(after))
-    start = next((i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b), 0)
-    start = max(0, start - MAX_TEXT // 2) if max(len(before), len(after)) > MAX_TEXT else 0
-    return (short_text(("..." if start else "") + before[start:]), short_text(("..." if start else "") + after[start:]))
-
-
 def diff_sites(path: str, before: SiteScan | None, after: SiteScan | None) -> list[Finding]:
     """Rows for launch arguments (and launch conditions) that differ, and for dispatch conditions (arch, dtype,
     shape, env) added, removed or changed in a function. A launch added or removed with the branch that leads to it
@@ -402,7 +393,7 @@ def _branch(path: str, function: str, was: Branch | None, now: Branch | None) ->
     if not category:
         return []
     line = now.line if now else was.line if was else None
-    before, after = _shown(was.test if was else None, now.test if now else None)
+    before, after = shown_pair(was.test if was else None, now.test if now else None)
     meaning = (now.meaning if now else "") or (was.meaning if was else "")
     detail = f"where {meaning}" if meaning else ""
     return [Finding(FindingKind.BRANCH_CONDITION, path, function, f"{category} condition", before, after, line, detail)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import gc
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
 from bisector.analysis.env_gates import EnvGates, diff_env_gates, reading_functions, scan_env_gates
@@ -19,7 +19,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, function_info, record_fields
 from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
 from bisector.analysis.local_tables import local_tables
-from bisector.analysis.top_level import same_methods, same_top_level
+from bisector.analysis.top_level import Unchanged, same_methods, same_top_level
 from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render
 
 
@@ -51,10 +51,7 @@ def parse_module(source: str | bytes) -> ParsedModule:
         if collecting:
             gc.enable()
     text = source.decode("utf-8", errors="replace") if isinstance(source, bytes) else source
-    return ParsedModule(tree, text.splitlines(), _OTHER_LINE_BREAKS.search(text) is None)
-
-
-_OTHER_LINE_BREAKS = re.compile("[\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+    return ParsedModule(tree, text.splitlines(), re.search("[\v\f\x1c\x1d\x1e\x85\u2028\u2029]", text) is None)
 
 
 def scan_pair(before: ParsedModule | None, after: ParsedModule | None) -> tuple[PythonScan | None, PythonScan | None]:
@@ -64,18 +61,15 @@ def scan_pair(before: ParsedModule | None, after: ParsedModule | None) -> tuple[
         return (None if before is None else scan_python(before), None if after is None else scan_python(after))
     old_same, new_same = same_top_level(before.tree, before.lines, after.tree, after.lines)
     methods = same_methods(before.tree, before.lines, after.tree, after.lines)
-    old, new = scan_python(before, old_same, methods), scan_python(after, new_same, methods)
-    if old.sites.skipped != new.sites.skipped:  # a skipped method sees other gates on the two sides: scan it
-        old = replace(old, sites=scan_sites(before.tree, old_same))
-        new = replace(new, sites=scan_sites(after.tree, new_same))
-    return old, new
+    old, new = scan_python(before, (old_same, methods)), scan_python(after, (new_same, methods))
+    if old.sites.skipped == new.sites.skipped:  # every skipped method saw the same gates on both sides
+        return old, new
+    return scan_python(before, (old_same, frozenset())), scan_python(after, (new_same, frozenset()))
 
 
-def scan_python(
-    source: str | bytes | ParsedModule, unchanged: frozenset[int] = frozenset(), methods: frozenset[str] = frozenset()
-) -> PythonScan:
-    """Scan a module's source (raises SyntaxError or ValueError when it does not parse); unchanged and methods:
-    top-level statements and class methods whose launch sites and conditions are not read (scan_pair)."""
+def scan_python(source: str | bytes | ParsedModule, unchanged: Unchanged = (frozenset(), frozenset())) -> PythonScan:
+    """Scan a module's source (raises SyntaxError or ValueError when it does not parse); unchanged: top-level
+    statements and class methods whose launch sites and conditions are not read (scan_pair)."""
     parsed = source if isinstance(source, ParsedModule) else parse_module(source)
     tree = parsed.tree
     scanner = _Scanner(parsed.lines)
@@ -84,7 +78,7 @@ def scan_python(
     return PythonScan(
         scanner.entries,
         scanner.functions,
-        scan_sites(tree, unchanged, methods),
+        scan_sites(tree, *unchanged),
         gates,
         env_names,
         frozenset(scanner.fields),

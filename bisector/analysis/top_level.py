@@ -12,6 +12,9 @@ from bisector.analysis.function_logic import code_text
 from bisector.analysis.launch_calls import decorated, launch_test
 from bisector.analysis.reach import FunctionNode, LaunchGraph, module_functions
 
+# What two versions share with the same text: indexes of one side's top-level definitions, qualified method names.
+Unchanged = tuple[frozenset[int], frozenset[str]]
+
 
 def same_top_level(
     old: ast.Module, old_lines: list[str], new: ast.Module, new_lines: list[str]
