@@ -71,8 +71,9 @@ def _is_threshold(test: ast.expr) -> bool:
         has_number = any(_number(s) or _numbers(s) for s in sides)  # M <= 64, K not in {16, 32, 64}
         has_threshold = any(_THRESHOLD_NAMES.search(_last_name(s)) for s in sides)
         named = any(_SHAPE_NAMES.match(_last_name(s)) for s in sides)
-        tile = any(_TILE.search(ast.unparse(s)) for s in sides)
-        if ((has_number or tile) and named) or (has_threshold and len(sides) == 2):
+        if named and (has_number or any(_TILE.search(ast.unparse(s)) for s in sides)):  # a tile: text made last
+            return True
+        if has_threshold and len(sides) == 2:
             return True
     return False
 
@@ -133,12 +134,14 @@ def stored_condition(statement: ast.stmt, gates: Mapping[str, Gate]) -> tuple[li
     if not elements or not all(isinstance(e, ast.Name) for e in elements):
         return None
     names = [e.id for e in elements if isinstance(e, ast.Name)]
-    text = short_text(f"{', '.join(names)} = {ast.unparse(value)}")
     if _is_arch_query(value):
-        return names, Gate("arch", text)
-    category = condition_category(value, gates) if len(names) == 1 and _is_condition(value) else ""
+        category = "arch"
+    elif len(names) == 1 and _is_condition(value):
+        category = condition_category(value, gates)
+    else:
+        return None
     if category in ("arch", "dtype", "shape", "env"):
-        return names, Gate(category, text)
+        return names, Gate(category, short_text(f"{', '.join(names)} = {ast.unparse(value)}"))
     return None
 
 

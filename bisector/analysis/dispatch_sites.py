@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 
+from bisector.analysis.ast_walk import walk_inner
 from bisector.analysis.conditions import (
     Gate,
     chooses_implementation,
@@ -33,9 +34,9 @@ from bisector.analysis.conditions import (
     passed_condition,
     stored_condition,
 )
-from bisector.analysis.findings import MAX_TEXT, Finding, FindingKind, short_text
-from bisector.analysis.launch_arguments import assignments, resolved
-from bisector.analysis.launch_calls import decorated, is_kernel_launch, launch_call, launch_test
+from bisector.analysis.findings import Finding, FindingKind, short_text, shown_pair
+from bisector.analysis.launch_arguments import Assignments, assignments, resolved
+from bisector.analysis.launch_calls import decorated, is_kernel_launch, launch_call, launch_test, torch_op
 from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
@@ -71,23 +72,29 @@ class Branch:
 class SiteScan:
     launches: list[LaunchSite] = field(default_factory=list)
     branches: dict[str, list[Branch]] = field(default_factory=dict)  # function -> its branches in order
+    skipped: dict[str, dict[str, Gate]] = field(default_factory=dict)  # method not scanned -> the gates it sees
 
 
-def scan_sites(tree: ast.Module, unchanged: frozenset[int] = frozenset()) -> SiteScan:
+def scan_sites(
+    tree: ast.Module, unchanged: frozenset[int] = frozenset(), methods: frozenset[str] = frozenset()
+) -> SiteScan:
     """unchanged: indexes of top-level functions and classes that the other version has with the same text and the
-    same module gates (top_level.same_top_level): they scan the same on both sides, so neither side scans them."""
+    same module gates (top_level.same_top_level): they scan the same on both sides, so neither side scans them.
+    methods: qualified names of class methods the same way (top_level.same_methods); the gates each would have
+    seen are kept in the scan's skipped, for the caller to check that they are the same on both sides."""
     scan = SiteScan()
     body = [s for i, s in enumerate(tree.body) if i not in unchanged]
-    _Walker(scan, module_gates(tree.body), tree).body(body, "", "<module>", ())
+    _Walker(scan, module_gates(tree.body), tree, methods).body(body, "", "<module>", ())
     return scan
 
 
 class _Walker:
-    def __init__(self, scan: SiteScan, gates: dict[str, Gate], module: ast.Module) -> None:
+    def __init__(self, scan: SiteScan, gates: dict[str, Gate], module: ast.Module, methods: frozenset[str]) -> None:
         self.scan = scan
+        self.methods = methods  # class methods not scanned (scan_sites)
         self.counts: dict[tuple[str, str], int] = {}
         self.defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-        self.assigned: dict[str, dict[str, list[str]]] = {}  # function -> its local assignments, read when it launches
+        self.assigned: dict[str, Assignments] = {}  # function -> its local assignments, read when it launches
         self.gates: dict[str, dict[str, Gate]] = {"<module>": gates}  # function -> the gates it sees
         self.kernels = decorated(module)
         self.module = module
@@ -108,6 +115,9 @@ class _Walker:
             self.body(node.body, f"{prefix}{node.name}.", function, ())
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             name = prefix + node.name
+            if function == "<module>" and name in self.methods:
+                self.scan.skipped[name] = dict(self.gates[function])
+                return
             self.scan.branches.setdefault(name, [])
             self.defs[name] = node
             self.gates[name] = dict(self.gates[function])
@@ -135,7 +145,7 @@ class _Walker:
                     self.expression(child, function, conditions)
 
     def expression(self, node: ast.expr, function: str, conditions: tuple[str, ...]) -> None:
-        for child in ast.walk(node):
+        for child in walk_inner(node):
             if isinstance(child, ast.IfExp):
                 self._branch(function, child.test, chosen=partial(self._chosen, function, child))
             elif isinstance(child, ast.comprehension):  # [c for c in configs if c.kwargs["BLOCK_M"] <= M]
@@ -223,7 +233,7 @@ class _Walker:
             kernel = f"{ast.unparse(call.func.value)}[...]"
             arguments["grid"] = short_text(ast.unparse(call.func.slice))
             arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
-        elif ast.unparse(call.func).startswith("torch.ops."):
+        elif torch_op(call.func):
             kernel = ast.unparse(call.func).removesuffix(".default")
             arguments.update((f"arg{i}", short_text(ast.unparse(a))) for i, a in enumerate(call.args))
             arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
@@ -252,15 +262,6 @@ def _device_code(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _predicate_return(value: ast.expr, function: str) -> bool:
     """`return capability == (8, 0)` outside dunder methods (__eq__ compares objects, it chooses nothing)."""
     return isinstance(value, ast.Compare | ast.BoolOp) and not function.rsplit(".", 1)[-1].startswith("__")
-
-
-def _shown(before: str | None, after: str | None) -> tuple[str | None, str | None]:
-    """Two condition texts for display: long ones cut to MAX_TEXT around where they first differ."""
-    if before is None or after is None:
-        return (before and short_text(before)), (after and short_text(after))
-    start = next((i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b), 0)
-    start = max(0, start - MAX_TEXT // 2) if max(len(before), len(after)) > MAX_TEXT else 0
-    return (short_text(("..." if start else "") + before[start:]), short_text(("..." if start else "") + after[start:]))
 
 
 def diff_sites(path: str, before: SiteScan | None, after: SiteScan | None) -> list[Finding]:
@@ -392,7 +393,7 @@ def _branch(path: str, function: str, was: Branch | None, now: Branch | None) ->
     if not category:
         return []
     line = now.line if now else was.line if was else None
-    before, after = _shown(was.test if was else None, now.test if now else None)
+    before, after = shown_pair(was.test if was else None, now.test if now else None)
     meaning = (now.meaning if now else "") or (was.meaning if was else "")
     detail = f"where {meaning}" if meaning else ""
     return [Finding(FindingKind.BRANCH_CONDITION, path, function, f"{category} condition", before, after, line, detail)]

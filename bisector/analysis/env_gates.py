@@ -35,18 +35,23 @@ _LOCATION = re.compile(
     r"(?:^|_)(?:CACHE|MODEL|LIB|LIBRARY|INSTALL|INCLUDE|DATA|LOG|OUTPUT|CONFIG|BIN|TOOLKIT|SEARCH|CUDA|ROCM)_PATH$"
 )
 NOT_SET_BY_BISECT = "the bisect's environment does not set it"
+# A word that every read or write above needs in the source (environ, getenv, a settings owner such as envs or
+# self.env or vllm_env): a statement without one has no gates, and its tree need not be walked.
+_ENV_WORD = re.compile(r"environ|getenv|(?<![^\W_])envs?\b")  # searched in the lowered source
 
 EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
 
 
-def scan_env_gates(tree: ast.Module) -> tuple[EnvGates, frozenset[str]]:
+def scan_env_gates(tree: ast.Module, lines: list[str] | None = None) -> tuple[EnvGates, frozenset[str]]:
     """The module's env gates, and the module-level string constants that name a variable some read uses
-    (`GPU_ENV = "CCCL_BENCH_GPU"`, then `os.environ.get(GPU_ENV)`: the gate's rows already say what they hold)."""
+    (`GPU_ENV = "CCCL_BENCH_GPU"`, then `os.environ.get(GPU_ENV)`: the gate's rows already say what they hold).
+    lines: the module's source lines, when given only the top-level statements that mention env are walked."""
     names = _string_constants(tree)
-    parents: dict[ast.AST, ast.AST] = {}
+    roots = [statement for statement in tree.body if lines is None or _mentions_env(statement, lines)]
+    parents: dict[ast.AST, ast.AST] = dict.fromkeys(roots, tree)
     reads: list[tuple[ast.AST, str]] = []
-    stack: list[ast.AST] = [tree]
-    while stack:  # one walk for the reads and the parents
+    stack: list[ast.AST] = list(roots)
+    while stack:  # one walk for the reads and the parents (the order of the reads does not matter: forms are sorted)
         node = stack.pop()
         if (name := _variable(node, names)) is not None and not (name in _PROCESS_VARIABLES and _is_store(node)):
             reads.append((node, name))
@@ -61,6 +66,13 @@ def scan_env_gates(tree: ast.Module) -> tuple[EnvGates, frozenset[str]]:
         gates.setdefault(name, []).append(f"{form} (in {_function_of(node, parents)})")
         used.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in names)
     return {name: tuple(sorted(forms)) for name, forms in gates.items()}, frozenset(used)
+
+
+def _mentions_env(statement: ast.stmt, lines: list[str]) -> bool:
+    """Whether a statement's source can hold an env read or write (its lines have a word every read needs)."""
+    first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
+    text = "\n".join(lines[first - 1 : statement.end_lineno or statement.lineno]).lower()
+    return "env" in text and _ENV_WORD.search(text) is not None
 
 
 def env_reads(tree: ast.Module) -> Iterator[tuple[ast.AST, str]]:

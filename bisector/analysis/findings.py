@@ -19,6 +19,15 @@ def short_text(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
+def shown_pair(before: str | None, after: str | None) -> tuple[str | None, str | None]:
+    """Two condition texts for display: long ones cut to MAX_TEXT around where they first differ."""
+    if before is None or after is None:
+        return (before and short_text(before)), (after and short_text(after))
+    start = next((i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b), 0)
+    start = max(0, start - MAX_TEXT // 2) if max(len(before), len(after)) > MAX_TEXT else 0
+    return (short_text(("..." if start else "") + before[start:]), short_text(("..." if start else "") + after[start:]))
+
+
 class FindingKind(StrEnum):
     # static diff of a commit against its parent
     TABLE_ENTRY = "table_entry"  # one entry of a literal table (dict key, list index), Python

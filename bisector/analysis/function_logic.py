@@ -20,6 +20,7 @@ from functools import cached_property
 from bisector.analysis.findings import Finding, FindingKind
 
 ENTRY_DECORATORS = ("autotune", "heuristics")  # decorators whose arguments are entries of their own
+_WORD = re.compile(r"\w+")
 _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 _RECORD_BASES = ("NamedTuple", "BaseModel", "TypedDict")
 
@@ -27,7 +28,7 @@ _RECORD_BASES = ("NamedTuple", "BaseModel", "TypedDict")
 @dataclass(frozen=True)
 class Piece:
     dump: str  # ast.dump of the statement or header: equal dumps mean the same code
-    reads: frozenset[str]  # module / class names it loads ("_TUNED_MMA_MIN_M", "Dispatcher.TABLE")
+    nodes: tuple[ast.AST, ...] = ()  # its code, read for the names it loads when it is added or removed (_reads)
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,8 @@ class FunctionInfo:
         heads += [d for d in function.decorator_list if not _entry_decorator(d)]
         if function.returns is not None:
             heads.append(function.returns)
-        pieces = [_piece([head], self.class_name, self.fields) for head in heads]
-        pieces += _block_pieces(body, self.class_name, self.fields)
+        pieces = [_piece([head]) for head in heads]
+        pieces += _block_pieces(body)
         return tuple(pieces)
 
 
@@ -77,7 +78,7 @@ _COMMENT = re.compile(r"^\s*#(?:\s.*)?$|(?<=[^'\"#\s])\s+#\s[^'\"]*$")
 
 def code_text(lines: list[str]) -> str:
     """Source lines without comments and blank lines: equal code texts scan the same."""
-    code = (_COMMENT.sub("", line).rstrip() for line in lines)
+    code = ((_COMMENT.sub("", line) if "#" in line else line).rstrip() for line in lines)
     return "\n".join(line for line in code if line)
 
 
@@ -97,8 +98,13 @@ def dispatch_logic_rows(
 ) -> list[Finding]:
     """One row per function whose added or removed pieces read one of names (tables and constants)."""
     rows: list[Finding] = []
+    words = {name.rsplit(".", 1)[-1] for name in names}  # a read of a name has its last part in the source
     for name in [*old, *(n for n in new if n not in old)]:
         was, now = old.get(name), new.get(name)
+        if (was is None or now is None or was.text != now.text) and not any(
+            info is not None and not words.isdisjoint(_WORD.findall(info.text)) for info in (was, now)
+        ):
+            continue  # neither version names a table or constant: no read of one changed
         reads = sorted(_changed_reads(was, now) & names)
         if not reads:
             continue
@@ -125,8 +131,10 @@ def _changed_reads(was: FunctionInfo | None, now: FunctionInfo | None) -> set[st
     reads: set[str] = set()
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag != "equal":
-            for piece in (*old[i1:i2], *new[j1:j2]):
-                reads |= piece.reads
+            for info, pieces in ((was, old[i1:i2]), (now, new[j1:j2])):
+                for piece in pieces:
+                    assert info is not None  # a function absent on one side has no pieces there
+                    reads.update(name for node in piece.nodes for name in _reads(node, info.class_name, info.fields))
     return reads
 
 
@@ -139,25 +147,25 @@ def _entry_decorator(decorator: ast.expr) -> bool:
     return isinstance(decorator, ast.Call) and ast.unparse(decorator.func).rsplit(".", 1)[-1].endswith(ENTRY_DECORATORS)
 
 
-def _block_pieces(statements: Iterable[ast.AST], class_name: str, fields: frozenset[str]) -> Iterator[Piece]:
+def _block_pieces(statements: Iterable[ast.AST]) -> Iterator[Piece]:
     for statement in statements:
         blocks = [(f, getattr(statement, f)) for f in _BLOCK_FIELDS if getattr(statement, f, None)]
         if not blocks:
-            yield _piece([statement], class_name, fields)
+            yield _piece([statement])
             continue
         head: list[object] = [v for f, v in ast.iter_fields(statement) if f not in _BLOCK_FIELDS]
-        yield _piece(head, class_name, fields, kind=type(statement).__name__)
+        yield _piece(head, kind=type(statement).__name__)
         for field_name, block in blocks:
-            yield Piece(f"[{field_name}", frozenset())
-            yield from _block_pieces(block, class_name, fields)
-            yield Piece("]", frozenset())
+            yield Piece(f"[{field_name}")
+            yield from _block_pieces(block)
+            yield Piece("]")
 
 
-def _piece(parts: list[object], class_name: str, fields: frozenset[str], kind: str = "") -> Piece:
+def _piece(parts: list[object], kind: str = "") -> Piece:
     items = [n for part in parts for n in (part if isinstance(part, list) else [part])]
     nodes = [n for n in items if isinstance(n, ast.AST)]
     dump = kind + "\n".join(ast.dump(n) if isinstance(n, ast.AST) else repr(n) for n in items)
-    return Piece(dump, frozenset(name for node in nodes for name in _reads(node, class_name, fields)))
+    return Piece(dump, tuple(nodes))
 
 
 def _reads(node: ast.AST, class_name: str, fields: frozenset[str]) -> Iterator[str]:

@@ -30,6 +30,8 @@ def launch_call(call: ast.Call) -> bool:
     """A plain call passing tile or launch keywords, or a string to a keyword that chooses the precision, backend
     or kernel; not a config object (triton.Config(..., num_warps=4)), a call inside a kernel (tl.range(...,
     num_stages=3)), or a tensor factory (torch.empty(..., dtype=...): a string dtype there is no choice of kernel)."""
+    if not any(keyword.arg for keyword in call.keywords):
+        return False
     callee = ast.unparse(call.func)
     if callee.rsplit(".", 1)[-1].endswith(("Config", "config", "dict")) or callee.startswith(("tl.", "triton.")):
         return False
@@ -64,9 +66,17 @@ def launch_test(kernels: frozenset[str]) -> Callable[[ast.Call], bool]:
         func = call.func
         if isinstance(func, ast.Subscript):
             return is_kernel_launch(func, kernels)
-        return ast.unparse(func).startswith("torch.ops.") or launch_call(call)
+        return torch_op(func) or launch_call(call)
 
     return launches
+
+
+def torch_op(func: ast.expr) -> bool:
+    """The callee's text starts with torch.ops. (its leftmost name, read first, is torch)."""
+    root = func
+    while isinstance(root, ast.Attribute | ast.Subscript | ast.Call):
+        root = root.func if isinstance(root, ast.Call) else root.value
+    return isinstance(root, ast.Name) and root.id == "torch" and ast.unparse(func).startswith("torch.ops.")
 
 
 def decorated(module: ast.Module) -> frozenset[str]:

@@ -30,12 +30,16 @@ def feed_rows(path: str, old: ParsedModule | None, new: ParsedModule | None) -> 
     old_functions, new_functions = _definitions(old), _definitions(new)
     old_names = {name.rsplit(".", 1)[-1] for name in old_functions}
     new_names = {name.rsplit(".", 1)[-1] for name in new_functions}
-    changed = [  # a function whose text names other functions of the module than before (the cheap test first)
-        name
-        for name, (_, node) in new_functions.items()
-        if name in old_functions
-        and _called(_text(new, node), new_names) != _called(_text(old, old_functions[name][1]), old_names)
-    ]
+    added_or_dropped = old_names ^ new_names
+    changed = []  # a function whose text names other functions of the module than before (the cheap test first)
+    for name, (_, node) in new_functions.items():
+        if name not in old_functions:
+            continue
+        new_text, old_text = _text(new, node), _text(old, old_functions[name][1])
+        if new_text == old_text and not any(function in new_text for function in added_or_dropped):
+            continue  # the same text names the same functions of the module
+        if _called(new_text, new_names) != _called(old_text, old_names):
+            changed.append(name)
     if not changed:
         return []
     old_graph, new_graph = _graph(old.tree), _graph(new.tree)

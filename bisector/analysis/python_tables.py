@@ -19,7 +19,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, function_info, record_fields
 from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
 from bisector.analysis.local_tables import local_tables
-from bisector.analysis.top_level import same_top_level
+from bisector.analysis.top_level import Unchanged, same_methods, same_top_level
 from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render
 
 
@@ -38,6 +38,7 @@ class PythonScan:
 class ParsedModule:
     tree: ast.Module
     lines: list[str]
+    numbered: bool = True  # lines[n - 1] is the tree's line n (str.splitlines also splits at \f, \v, \x1c, ...)
 
 
 def parse_module(source: str | bytes) -> ParsedModule:
@@ -50,35 +51,34 @@ def parse_module(source: str | bytes) -> ParsedModule:
         if collecting:
             gc.enable()
     text = source.decode("utf-8", errors="replace") if isinstance(source, bytes) else source
-    return ParsedModule(tree, text.splitlines())
+    return ParsedModule(tree, text.splitlines(), re.search("[\v\f\x1c\x1d\x1e\x85\u2028\u2029]", text) is None)
 
 
 def scan_pair(before: ParsedModule | None, after: ParsedModule | None) -> tuple[PythonScan | None, PythonScan | None]:
     """Scan both versions of a module; launch sites and conditions are read only in the top-level functions and
-    classes whose text changed (the others scan the same on both sides)."""
-    old_same: frozenset[int] = frozenset()
-    new_same: frozenset[int] = frozenset()
-    if before is not None and after is not None:
-        old_same, new_same = same_top_level(before.tree, before.lines, after.tree, after.lines)
-    return (
-        None if before is None else scan_python(before, old_same),
-        None if after is None else scan_python(after, new_same),
-    )
+    classes, and the methods of the other classes, whose text changed (the others scan the same on both sides)."""
+    if before is None or after is None:
+        return (None if before is None else scan_python(before), None if after is None else scan_python(after))
+    old_same, new_same = same_top_level(before.tree, before.lines, after.tree, after.lines)
+    methods = same_methods(before.tree, before.lines, after.tree, after.lines)
+    old, new = scan_python(before, (old_same, methods)), scan_python(after, (new_same, methods))
+    if old.sites.skipped == new.sites.skipped:  # every skipped method saw the same gates on both sides
+        return old, new
+    return scan_python(before, (old_same, frozenset())), scan_python(after, (new_same, frozenset()))
 
 
-def scan_python(source: str | bytes | ParsedModule, unchanged: frozenset[int] = frozenset()) -> PythonScan:
+def scan_python(source: str | bytes | ParsedModule, unchanged: Unchanged = (frozenset(), frozenset())) -> PythonScan:
     """Scan a module's source (raises SyntaxError or ValueError when it does not parse); unchanged: top-level
-    statements whose launch sites and conditions are not read (scan_pair)."""
+    statements and class methods whose launch sites and conditions are not read (scan_pair)."""
     parsed = source if isinstance(source, ParsedModule) else parse_module(source)
     tree = parsed.tree
     scanner = _Scanner(parsed.lines)
     scanner.scan_body(tree.body, prefix="", env={})
-    has_env = any("env" in line.lower() for line in parsed.lines)
-    gates, env_names = scan_env_gates(tree) if has_env else ({}, frozenset())
+    gates, env_names = scan_env_gates(tree, parsed.lines if parsed.numbered else None)
     return PythonScan(
         scanner.entries,
         scanner.functions,
-        scan_sites(tree, unchanged),
+        scan_sites(tree, *unchanged),
         gates,
         env_names,
         frozenset(scanner.fields),

@@ -18,6 +18,8 @@ import ast
 import re
 from collections.abc import Callable, Iterable, Iterator
 
+from bisector.analysis.ast_walk import walk_inner
+
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 LaunchTest = Callable[[ast.Call], bool]
 
@@ -176,7 +178,7 @@ def _launched(block: list[ast.stmt], graph: LaunchGraph, owner: str) -> frozense
     return frozenset(
         ast.unparse(node.func)
         for statement in block
-        for node in ast.walk(statement)
+        for node in walk_inner(statement)
         if isinstance(node, ast.Call) and graph.launches(node, owner)
     )
 
@@ -209,7 +211,7 @@ def _flow_nodes(function: FunctionNode) -> list[ast.AST]:
     return [
         node
         for statement in function.body
-        for node in ast.walk(statement)
+        for node in walk_inner(statement)
         if isinstance(node, ast.Call | ast.Assign | ast.AugAssign | ast.AnnAssign)
     ]
 

@@ -128,9 +128,19 @@ def static_diff(
     max_rows_per_file: int = MAX_ROWS_PER_FILE,
 ) -> StaticDiff:
     """Diff the tables of commit sha (any revision) against parent (default: its first parent)."""
-    repo = gitdiff.open_repo(repo_path)
     collecting = gc.isenabled()
     gc.disable()  # the parsed modules stay alive to the end (unreached.py) and make no cycles: collections only cost
+    try:
+        return _diff_commit(repo_path, sha, parent, max_file_bytes, max_rows_per_file)
+    finally:  # once the parsed modules are freed: a collection right after the diff would walk all their nodes
+        if collecting:
+            gc.enable()
+
+
+def _diff_commit(
+    repo_path: str | os.PathLike[str], sha: str, parent: str | None, max_file_bytes: int, max_rows_per_file: int
+) -> StaticDiff:
+    repo = gitdiff.open_repo(repo_path)
     try:
         commit = gitdiff.resolve_commit(repo, sha)
         base = gitdiff.resolve_commit(repo, parent) if parent else gitdiff.first_parent(repo, commit)
@@ -159,8 +169,6 @@ def static_diff(
         findings.extend(_whole_file_notes(whole))
     finally:
         repo.close()
-        if collecting:
-            gc.enable()
     return StaticDiff(str(repo_path), commit, base, tuple(findings), tuple(change.path for change in changes))
 
 

@@ -1,12 +1,19 @@
-"""Top-level functions and classes that two versions of a module share with the same text: their launch sites and
-conditions scan the same on both sides, so neither side scans them."""
+"""Top-level functions and classes, and methods of the other classes, that two versions of a module share with the
+same text: their launch sites and conditions scan the same on both sides, so neither side scans them."""
 
 from __future__ import annotations
 
 import ast
+import re
+from collections import Counter
 
 from bisector.analysis.conditions import module_gates
 from bisector.analysis.function_logic import code_text
+from bisector.analysis.launch_calls import decorated, launch_test
+from bisector.analysis.reach import FunctionNode, LaunchGraph, module_functions
+
+# What two versions share with the same text: indexes of one side's top-level definitions, qualified method names.
+Unchanged = tuple[frozenset[int], frozenset[str]]
 
 
 def same_top_level(
@@ -47,3 +54,53 @@ def _docstring_lines(node: ast.stmt) -> range:
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         return range(first.lineno, (first.end_lineno or first.lineno) + 1)
     return range(0)
+
+
+def same_methods(old: ast.Module, old_lines: list[str], new: ast.Module, new_lines: list[str]) -> frozenset[str]:
+    """Qualified names ("Cls.m") of the class methods that both versions define once, with the same text
+    (decorators included), when what else a method's scan reads is the same on both sides: the module gates, the
+    module's kernels and native extension imports, and whether each module function whose text differs launches a
+    kernel (reach.py) where a function of the same text names it (a call names its callee); empty otherwise. The
+    gates a method sees also come from the statements before it: the walker keeps them for each method it skips
+    (SiteScan.skipped), and the caller compares the two sides."""
+    if module_gates(old.body) != module_gates(new.body) or decorated(old) != decorated(new):
+        return frozenset()
+    old_texts, new_texts = _function_texts(old, old_lines), _function_texts(new, new_lines)
+    changed = {
+        name
+        for name in old_texts.keys() | new_texts.keys()
+        if old_texts.get(name) is None or old_texts.get(name) != new_texts.get(name)
+    }
+    old_graph, new_graph = LaunchGraph(old, launch_test(decorated(old))), LaunchGraph(new, launch_test(decorated(new)))
+    if (old_graph.native_modules, old_graph.kernels) != (new_graph.native_modules, new_graph.kernels):
+        return frozenset()
+    callers = "\n".join(text for name, text in old_texts.items() if text and name not in changed)
+    called = [name for name in changed if re.search(_call_pattern(name), callers)]
+    if any(_launching(old_graph, name) != _launching(new_graph, name) for name in called):
+        return frozenset()  # a method of the same text may launch through it on one side only
+    return frozenset(name for name in old_texts.keys() & new_texts.keys() if "." in name and name not in changed)
+
+
+def _function_texts(tree: ast.Module, lines: list[str]) -> dict[str, str | None]:
+    """Module functions and class methods (reach.module_functions) by qualified name -> text; None for a name
+    defined more than once (a property's getter and setter)."""
+    functions = [(name, node) for name, _, node in module_functions(tree.body)]
+    counts = Counter(name for name, _ in functions)
+    return {name: _text(node, lines) if counts[name] == 1 else None for name, node in functions}
+
+
+def _text(function: FunctionNode, lines: list[str]) -> str:
+    first = min([function.lineno, *(d.lineno for d in function.decorator_list)])
+    docstring = _docstring_lines(function)
+    return code_text([lines[n - 1] for n in range(first, (function.end_lineno or first) + 1) if n not in docstring])
+
+
+def _call_pattern(name: str) -> str:
+    """What a call of the module function or method name needs in its caller's text (reach.callee_name): the
+    function's name, or an attribute of that name for a method (self.m, cls.m, Cls.m)."""
+    function = re.escape(name.rsplit(".", 1)[-1])
+    return rf"\.[\s\\]*{function}\b" if "." in name else rf"\b{function}\b"
+
+
+def _launching(graph: LaunchGraph, name: str) -> bool:
+    return name in graph.definitions and graph.launching(name)

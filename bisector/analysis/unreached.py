@@ -85,6 +85,7 @@ class _Tree:
         self._parents: dict[int, dict[ast.AST, ast.AST]] = {}  # top-level statement index -> parents in it
         self._env: dict[str, list[ast.AST]] | None = None
         self._tests: dict[str, list[ast.If | ast.While]] = {}  # outer function -> its ifs and whiles
+        self._test_texts: dict[int, str] = {}  # id() of an if or while -> its test as rows show it
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         """The node's parent, from a map of the top-level statement that holds it (built once per statement)."""
@@ -127,6 +128,12 @@ class _Tree:
             scope, body = found, found.body
         self._tests[outer] = [node for node in ast.walk(scope) if isinstance(node, ast.If | ast.While)]
         return self._tests[outer]
+
+    def test_text(self, node: ast.If | ast.While) -> str:
+        """The statement's test as a row shows it (short_text), made once."""
+        if id(node) not in self._test_texts:
+            self._test_texts[id(node)] = short_text(ast.unparse(node.test))
+        return self._test_texts[id(node)]
 
 
 class _Index:
@@ -176,7 +183,7 @@ class _Index:
             found = [
                 node
                 for node in tree.tests(row.name)
-                if (node.test.lineno == row.line if lined else short_text(ast.unparse(node.test)) == text)
+                if (node.test.lineno == row.line if lined else tree.test_text(node) == text)
             ]
             if not found:
                 return False
