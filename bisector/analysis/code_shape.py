@@ -6,8 +6,34 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Iterator
+from typing import Protocol
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+class ParsedSource(Protocol):
+    """One side of a changed Python module, as the static diff parsed it."""
+
+    @property
+    def tree(self) -> ast.Module: ...
+
+    @property
+    def lines(self) -> list[str]: ...
+
+
+def module_functions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[str, FunctionNode]]:
+    """The module's functions and its classes' methods, named `f` and `Class.f`."""
+    for statement in body:
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield f"{prefix}{statement.name}", statement
+        elif isinstance(statement, ast.ClassDef) and not prefix:
+            yield from module_functions(statement.body, f"{statement.name}.")
+
+
+def source_lines(module: ParsedSource, node: ast.stmt) -> list[str]:
+    """The node's lines of the module's text."""
+    return module.lines[node.lineno - 1 : node.end_lineno or node.lineno]
 
 
 def code_shape(node: ast.AST) -> str:

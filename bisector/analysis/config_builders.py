@@ -13,21 +13,12 @@ from __future__ import annotations
 import ast
 import difflib
 from collections.abc import Iterable, Iterator
-from typing import Protocol
 
-from bisector.analysis.code_shape import code_shape, docstring_node
+from bisector.analysis.code_shape import ParsedSource, code_shape, docstring_node
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
 CONFIG_CALL_NAME = "Config"  # triton.Config, Config, tl.Config: what @triton.autotune(configs=...) takes
 Builder = ast.FunctionDef | ast.AsyncFunctionDef | ast.Assign | ast.AnnAssign
-
-
-class ParsedSource(Protocol):
-    @property
-    def tree(self) -> ast.Module: ...
-
-    @property
-    def lines(self) -> list[str]: ...
 
 
 def with_builder_rows(

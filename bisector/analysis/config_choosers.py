@@ -10,22 +10,12 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from typing import Protocol
 
-from bisector.analysis.code_shape import code_shape
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, code_shape, module_functions, source_lines
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.launch_calls import is_tile_name
 
 MIN_TILE_VALUES = 2  # returned tile or launch names: one alone (a block size) is often a plain helper's result
-FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
-
-
-class ParsedSource(Protocol):
-    @property
-    def tree(self) -> ast.Module: ...
-
-    @property
-    def lines(self) -> list[str]: ...
 
 
 def with_chooser_rows(
@@ -35,11 +25,13 @@ def with_chooser_rows(
     dispatch-logic row names it already), less the branch-condition rows inside those choosers."""
     if before is None or after is None:
         return rows
-    old = dict(_functions(before.tree.body, ""))
+    old = dict(module_functions(before.tree.body))
     changed = {
         name: node
-        for name, node in _functions(after.tree.body, "")
-        if name in old and _text(before, old[name]) != _text(after, node) and _changed_chooser(old[name], node)
+        for name, node in module_functions(after.tree.body)
+        if name in old
+        and source_lines(before, old[name]) != source_lines(after, node)
+        and _changed_chooser(old[name], node)
     }
     if not changed:
         return rows
@@ -63,20 +55,8 @@ def _inside(name: str, functions: dict[str, FunctionNode]) -> bool:
     return any(name == function or name.startswith(f"{function}.<locals>.") for function in functions)
 
 
-def _text(module: ParsedSource, node: FunctionNode) -> list[str]:
-    return module.lines[node.lineno - 1 : node.end_lineno or node.lineno]
-
-
 def _changed_chooser(old: FunctionNode, new: FunctionNode) -> bool:
     return _returns_tiles(new) and _returns_tiles(old) and code_shape(old) != code_shape(new)
-
-
-def _functions(body: list[ast.stmt], prefix: str) -> Iterator[tuple[str, FunctionNode]]:
-    for statement in body:
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield f"{prefix}{statement.name}", statement
-        elif isinstance(statement, ast.ClassDef) and not prefix:
-            yield from _functions(statement.body, f"{statement.name}.")
 
 
 def _returns_tiles(function: FunctionNode) -> bool:

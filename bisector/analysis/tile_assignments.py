@@ -10,22 +10,12 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from collections.abc import Iterator
-from typing import Protocol
 
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, module_functions, source_lines
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.launch_calls import is_tile_name
 
 _INSTRUCTION_SHAPE = re.compile(r"^(?:inst|mma|wgmma|micro_size|warp_tile|atom)_?[mnkxy]$", re.I)
-FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
-
-
-class ParsedSource(Protocol):
-    @property
-    def tree(self) -> ast.Module: ...
-
-    @property
-    def lines(self) -> list[str]: ...
 
 
 def with_tile_rows(
@@ -36,12 +26,12 @@ def with_tile_rows(
     if before is None or after is None:
         return rows
     named = {row.name for row in rows} | {row.detail.removeprefix("in ").split(";")[0] for row in rows}
-    old = dict(_functions(before.tree.body, ""))
+    old = dict(module_functions(before.tree.body))
     added = []
-    for name, node in _functions(after.tree.body, ""):
+    for name, node in module_functions(after.tree.body):
         if name in named or name not in old or node.decorator_list:
             continue
-        if _text(before, old[name]) == _text(after, node):
+        if source_lines(before, old[name]) == source_lines(after, node):
             continue  # the cheap test first
         was, now = _tile_assignments(old[name], set(old)), _tile_assignments(node, set(old))
         if was != now:
@@ -60,19 +50,7 @@ def with_tile_rows(
     return rows + added
 
 
-def _functions(body: list[ast.stmt], prefix: str) -> Iterator[tuple[str, FunctionNode]]:
-    for statement in body:
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield f"{prefix}{statement.name}", statement
-        elif isinstance(statement, ast.ClassDef) and not prefix:
-            yield from _functions(statement.body, f"{statement.name}.")
-
-
-def _text(module: ParsedSource, node: FunctionNode) -> list[str]:
-    return module.lines[node.lineno - 1 : node.end_lineno or node.lineno]
-
-
-def _tile_assignments(function: FunctionNode, module_functions: set[str]) -> Counter[str]:
+def _tile_assignments(function: FunctionNode, defined: set[str]) -> Counter[str]:
     """`name = value` texts of the function's own assignments (not of nested functions) to tile names; a value
     that calls a function of the module is that call whatever its arguments (`BLOCK_M, num_warps = _meta(d)`: the
     function's own rows show what it returns, launch_feeds.py a change of function)."""
@@ -85,12 +63,12 @@ def _tile_assignments(function: FunctionNode, module_functions: set[str]) -> Cou
             assigned = node.targets if isinstance(node, ast.Assign) else [node.target]
             targets = [n.id for target in assigned for n in ast.walk(target) if isinstance(n, ast.Name)]
             if any(is_tile_name(t) or _INSTRUCTION_SHAPE.match(t) for t in targets):
-                found[f"{', '.join(targets)} = {_value_text(node.value, module_functions)}"] += 1
+                found[f"{', '.join(targets)} = {_value_text(node.value, defined)}"] += 1
         stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, nested))
     return found
 
 
-def _value_text(value: ast.expr, module_functions: set[str]) -> str:
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in module_functions:
+def _value_text(value: ast.expr, defined: set[str]) -> str:
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in defined:
         return f"{value.func.id}(...)"
     return ast.unparse(value)
