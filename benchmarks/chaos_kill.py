@@ -44,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,6 +267,37 @@ def _worktrees(repo: Path) -> int:
     return sum(1 for line in listed.stdout.splitlines() if line.startswith("worktree ")) - 1
 
 
+def add_soak_options(parser: argparse.ArgumentParser) -> None:
+    """The options every soak takes: its seed, its store, its scratch dir and where its results go."""
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--db", help="the store (default: a SQLite file under --work)")
+    parser.add_argument("--work", help="where histories, data and caches go (default: a fresh temporary dir)")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+
+
+def soak(args: argparse.Namespace, body: Callable[[argparse.Namespace], dict[str, Any]]) -> dict[str, Any]:
+    """body's results, run in --work (a temporary dir by default) on --db (a SQLite file there by default), with
+    the wall time, the parameters and the machine added."""
+    with tempfile.TemporaryDirectory(prefix="chaos-") as scratch:
+        args.work = args.work or scratch
+        args.db = args.db or f"sqlite:///{Path(args.work) / 'store.db'}"
+        started = time.monotonic()
+        results = body(args)
+        results["wall_s"] = round(time.monotonic() - started, 1)
+    results.update(parameters={k: v for k, v in vars(args).items() if k != "out"}, machine=machine_info(),
+                   load_average=load_average())  # fmt: skip
+    return results
+
+
+def finish(args: argparse.Namespace, results: dict[str, Any]) -> int:
+    """Write --out; a broken promise ends the soak with one line per problem (exit 1)."""
+    if args.out:
+        write_results(args.out, results)
+    if results["problems"]:
+        raise BenchmarkError("; ".join(results["problems"]))
+    return 0
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(args.work)
     marker = f"{os.getpid()}-{time.time_ns()}"
@@ -349,19 +381,9 @@ def main() -> int:
     parser.add_argument("--cancels", type=float, default=0.0, help="chance that a bisect is cancelled at the end")
     parser.add_argument("--images", action="store_true", help="--image venv, builds killed mid-way included")
     parser.add_argument("--one-repo", action="store_true", help="every bisect on one history (shared worktrees)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--db", help="the shared store (default: a SQLite file under --work)")
-    parser.add_argument("--work", help="where histories, data and caches go (default: a fresh temporary dir)")
-    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    add_soak_options(parser)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="chaos-") as scratch:
-        args.work = args.work or scratch
-        args.db = args.db or f"sqlite:///{Path(args.work) / 'store.db'}"
-        started = time.monotonic()
-        results = run(args)
-        results["wall_s"] = round(time.monotonic() - started, 1)
-    results.update(parameters={k: v for k, v in vars(args).items() if k != "out"}, machine=machine_info(),
-                   load_average=load_average())  # fmt: skip
+    results = soak(args, run)
     for row in results["rows"]:
         print(
             f"bisect {row['bisect']} (id {row['id']}): {row['status']}, correct {row['correct']}, "
@@ -373,11 +395,7 @@ def main() -> int:
     print(f"store integrity: {results['integrity']}; processes left: {results['left_running']} (the last ended "
           f"{results['lingered_s']} s after the bisects); "
           f"{results['wall_s']} s")  # fmt: skip
-    if args.out:
-        write_results(args.out, results)
-    if results["problems"]:
-        raise BenchmarkError("; ".join(results["problems"]))
-    return 0
+    return finish(args, results)
 
 
 if __name__ == "__main__":

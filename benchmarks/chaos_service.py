@@ -21,14 +21,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from chaos_kill import integrity, marked_processes, search_steps, verdict_conflicts
-from common import ROOT, BenchmarkError, load_average, machine_info, project_pythonpath, run_main, write_results
+from chaos_kill import add_soak_options, finish, integrity, marked_processes, search_steps, soak, verdict_conflicts
+from common import ROOT, BenchmarkError, project_pythonpath, run_main
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -193,19 +192,9 @@ def main() -> int:
     parser.add_argument("--sleep", type=float, default=0.3, help="seconds each synthetic test takes")
     parser.add_argument("--kills", type=int, default=6, help="server kills in all")
     parser.add_argument("--kill-window", type=float, default=4.0, help="a kill comes 0.5 s to this after a start")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--db", help="the store (default: a SQLite file under --work)")
-    parser.add_argument("--work", help="where histories, data and caches go (default: a fresh temporary dir)")
-    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    add_soak_options(parser)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="chaos-serve-") as scratch:
-        args.work = args.work or scratch
-        args.db = args.db or f"sqlite:///{Path(args.work) / 'store.db'}"
-        started = time.monotonic()
-        results = run(args)
-        results["wall_s"] = round(time.monotonic() - started, 1)
-    results.update(parameters={k: v for k, v in vars(args).items() if k != "out"}, machine=machine_info(),
-                   load_average=load_average())  # fmt: skip
+    results = soak(args, run)
     for row in results["rows"]:
         print(f"job {row['id']}: {row['status']}, correct {row['correct']}, steps decided "
               f"{row['search_steps_decided']}, without a verdict {row['search_steps_without_verdict']}")  # fmt: skip
@@ -213,11 +202,7 @@ def main() -> int:
         f"kills {','.join(results['kills']) or '-'}; server started {results['server_starts']} times; store "
         f"integrity: {results['integrity']}; processes left: {results['left_running']}; {results['wall_s']} s"
     )
-    if args.out:
-        write_results(args.out, results)
-    if results["problems"]:
-        raise BenchmarkError("; ".join(results["problems"]))
-    return 0
+    return finish(args, results)
 
 
 if __name__ == "__main__":
