@@ -31,6 +31,16 @@ def module_functions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[s
             yield from module_functions(statement.body, f"{statement.name}.")
 
 
+def own_nodes(function: FunctionNode) -> Iterator[ast.AST]:
+    """The nodes of the function's own code: not those of the functions, lambdas and classes defined in it."""
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    stack: list[ast.AST] = [statement for statement in function.body if not isinstance(statement, nested)]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, nested))
+
+
 def source_lines(module: ParsedSource, node: ast.stmt) -> list[str]:
     """The node's lines of the module's text."""
     return module.lines[node.lineno - 1 : node.end_lineno or node.lineno]

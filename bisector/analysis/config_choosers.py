@@ -9,9 +9,15 @@ callers that start using it.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 
-from bisector.analysis.code_shape import FunctionNode, ParsedSource, code_shape, module_functions, source_lines
+from bisector.analysis.code_shape import (
+    FunctionNode,
+    ParsedSource,
+    code_shape,
+    module_functions,
+    own_nodes,
+    source_lines,
+)
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.launch_calls import is_tile_name
 
@@ -62,7 +68,7 @@ def _changed_chooser(old: FunctionNode, new: FunctionNode) -> bool:
 def _returns_tiles(function: FunctionNode) -> bool:
     """Some return statement of the function itself (not of a nested one) returns at least MIN_TILE_VALUES tile
     or launch names, as a tuple of names or the string keys of a dict."""
-    for node in _own_nodes(function):
+    for node in own_nodes(function):
         if not isinstance(node, ast.Return) or node.value is None:
             continue
         value = node.value
@@ -75,12 +81,3 @@ def _returns_tiles(function: FunctionNode) -> bool:
         if sum(map(is_tile_name, names)) >= MIN_TILE_VALUES:
             return True
     return False
-
-
-def _own_nodes(function: FunctionNode) -> Iterator[ast.AST]:
-    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-    stack: list[ast.AST] = [statement for statement in function.body if not isinstance(statement, nested)]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, nested))

@@ -11,7 +11,7 @@ import ast
 import re
 from collections import Counter
 
-from bisector.analysis.code_shape import FunctionNode, ParsedSource, module_functions, source_lines
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, module_functions, own_nodes, source_lines
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.launch_calls import is_tile_name
 
@@ -55,16 +55,12 @@ def _tile_assignments(function: FunctionNode, defined: set[str]) -> Counter[str]
     that calls a function of the module is that call whatever its arguments (`BLOCK_M, num_warps = _meta(d)`: the
     function's own rows show what it returns, launch_feeds.py a change of function)."""
     found: Counter[str] = Counter()
-    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-    stack: list[ast.AST] = [statement for statement in function.body if not isinstance(statement, nested)]
-    while stack:
-        node = stack.pop()
+    for node in own_nodes(function):
         if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:  # x: int = 4 is x = 4
             assigned = node.targets if isinstance(node, ast.Assign) else [node.target]
             targets = [n.id for target in assigned for n in ast.walk(target) if isinstance(n, ast.Name)]
             if any(is_tile_name(t) or _INSTRUCTION_SHAPE.match(t) for t in targets):
                 found[f"{', '.join(targets)} = {_value_text(node.value, defined)}"] += 1
-        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, nested))
     return found
 
 
