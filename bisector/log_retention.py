@@ -126,15 +126,18 @@ def _empty(folder: Path, note: str) -> None:
 
 
 def _walk(folder: Path) -> tuple[int, float, set[str]]:
+    """The bytes of the files below folder, counted as vocab.paths.tree_size counts them (the image and worktree
+    sizes), the newest mtime of the folder and its files, and the files' names: one walk for the three."""
     size, last_write, names = 0, folder.stat().st_mtime, set()
-    for path in folder.rglob("*"):
-        try:
-            stat = path.lstat()
-        except OSError:
-            continue  # removed meanwhile
-        size += stat.st_size
-        last_write = max(last_write, stat.st_mtime)
-        names.add(path.name)
+    for parent, _, files in os.walk(folder):
+        for name in files:
+            try:
+                stat = os.lstat(os.path.join(parent, name))
+            except OSError:
+                continue  # removed meanwhile
+            size += stat.st_size
+            last_write = max(last_write, stat.st_mtime)
+            names.add(name)
     return size, last_write, names
 
 
