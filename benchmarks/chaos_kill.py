@@ -84,8 +84,9 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
 
 
-def _children(pid: int) -> list[int]:
-    found = []
+def _descendants(root: int) -> list[int]:
+    """Every process below root, from one read of each process's parent in /proc."""
+    children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -93,8 +94,12 @@ def _children(pid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
+        children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    found, queue = [], list(children.get(root, []))
+    while queue:
+        pid = queue.pop()
+        found.append(pid)
+        queue.extend(children.get(pid, []))
     return found
 
 
@@ -102,16 +107,15 @@ def _workers_of(coordinator: int) -> list[int]:
     """The coordinator's worker-side descendants: the fork server, the workers forked from it and multiprocessing's
     resource tracker, or with Ray the processes of its StepActors (`ray::StepActor...`); not tests, shells or
     Ray's own daemons."""
-    found, queue = [], _children(coordinator)
-    while queue:
-        pid = queue.pop()
-        queue.extend(_children(pid))
+    found = []
+    for pid in _descendants(coordinator):
         try:
-            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
+        argv0 = cmdline.split(b"\0", 1)[0]
         local = argv0.endswith((b"python", b"python3")) or b"/python3." in argv0
-        if argv0.startswith(b"ray::StepActor") or (local and b"ray" not in Path(f"/proc/{pid}/cmdline").read_bytes()):
+        if argv0.startswith(b"ray::StepActor") or (local and b"ray" not in cmdline):
             found.append(pid)
     return found
 
@@ -210,10 +214,18 @@ class Driver(threading.Thread):
                         self.outcome.report = json.loads(stdout.read_text())
                     except ValueError:
                         self.outcome.problems.append(f"run {run}: stdout is not a JSON report")
+                if self.outcome.report is None and argv[0] == "resume" and "nothing to resume" in stderr.read_text():
+                    self.outcome.report = self._stored_report()  # the killed run had stored its end already
                 if self.outcome.report is None:
                     tail = stderr.read_text(errors="replace").strip().splitlines()[-1:]
                     self.outcome.problems.append(f"run {run} exited {proc.returncode} without a report: {tail}")
                 return
+
+    def _stored_report(self) -> dict[str, Any] | None:
+        argv = [sys.executable, "-m", "bisector", "report", str(self.outcome.bisect_id), "--db", self.args.db]
+        done = subprocess.run([*argv, "--format", "json"], env=self.env, capture_output=True, text=True, timeout=120)
+        report: dict[str, Any] | None = json.loads(done.stdout) if done.returncode in (0, 3) else None
+        return report
 
     def _cancel(self) -> None:
         """`bisect cancel ID`, as a user would while the bisect runs."""
