@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,13 +26,23 @@ CPUS_PER_SLOT = 1
 RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 
 
-def connect(address: str | None, workers: int, gpus_per_step: int, leases: GpuLeases) -> bool:
-    """Connect this process to Ray. Returns whether it called ray.init (and so must call ray.shutdown).
+@dataclass(frozen=True)
+class RayHold:
+    """What `connect` did: whether this process called ray.init (and so must call `release`), and the session
+    folder of a local cluster it started (Ray's logs, under /tmp/ray by default: one per cluster, never removed
+    by Ray itself)."""
+
+    owned: bool
+    local_session: Path | None = None
+
+
+def connect(address: str | None, workers: int, gpus_per_step: int, leases: GpuLeases) -> RayHold:
+    """Connect this process to Ray.
 
     A local cluster started here sees only the GPUs this bisect leased (workers/gpu_leases.py), so two bisects on
     one host never share one."""
     if ray.is_initialized():
-        return False
+        return RayHold(owned=False)
     quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
     if address:
         _probe(address)
@@ -39,7 +51,7 @@ def connect(address: str | None, workers: int, gpus_per_step: int, leases: GpuLe
         except Exception as exc:
             hint = "" if os.environ.get("RAY_AUTH_MODE") else " (a cluster with token auth needs RAY_AUTH_MODE=token)"
             raise ExecutorError(f"cannot connect to the Ray cluster at {address}: {one_line(exc)}{hint}") from None
-        return True
+        return RayHold(owned=True)
     gpus = visible_gpus()
     fit = min(workers, len(gpus) // (gpus_per_step or 1))  # more slots than GPUs: Ray places them as GPUs free
     if fit:
@@ -47,7 +59,7 @@ def connect(address: str | None, workers: int, gpus_per_step: int, leases: GpuLe
         gpus = tuple(gpu for slot in slot_gpus for gpu in slot)
     try:
         with _visible_devices(gpus):
-            ray.init(
+            context = ray.init(
                 address="local",  # never join a cluster recorded in /tmp/ray by `ray start`: that takes --ray-address
                 num_cpus=max(os.cpu_count() or 1, workers * CPUS_PER_SLOT),
                 num_gpus=len(gpus),
@@ -56,7 +68,29 @@ def connect(address: str | None, workers: int, gpus_per_step: int, leases: GpuLe
             )
     except Exception as exc:
         raise ExecutorError(f"cannot start a local Ray cluster: {one_line(exc)}") from None
-    return True
+    info: dict[str, Any] = getattr(context, "address_info", {})  # a RayContext, typed as its base
+    session = info.get("session_dir")
+    return RayHold(owned=True, local_session=Path(session) if session else None)
+
+
+def release(hold: RayHold, keep_logs: bool) -> None:
+    """Disconnect a process that `connect` connected. A local cluster's session folder goes with it unless
+    keep_logs (a worker was lost: Ray's logs there may say why), so a service starting a cluster per job does
+    not fill /tmp."""
+    if not hold.owned:
+        return
+    ray.shutdown()
+    if hold.local_session is not None and not keep_logs:
+        remove_session(hold.local_session)
+
+
+def remove_session(session: Path) -> None:
+    """Remove a stopped local cluster's session folder, and Ray's `session_latest` link if it names it."""
+    shutil.rmtree(session, ignore_errors=True)
+    latest = session.parent / "session_latest"
+    with contextlib.suppress(OSError):
+        if latest.is_symlink() and Path(os.readlink(latest)) == session:
+            latest.unlink()
 
 
 @contextlib.contextmanager

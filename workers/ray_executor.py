@@ -35,11 +35,13 @@ try:
     from workers.ray_actor import CONTROL_GROUP, ActorInfo, StepActor, StepOutcome
     from workers.ray_cluster import (
         CPUS_PER_SLOT,
+        RayHold,
         checked_resources,
         cluster_total,
         connect,
         describe,
         one_line,
+        release,
         resolve_gpus_per_step,
     )
 except ImportError as exc:
@@ -100,10 +102,11 @@ class RayExecutor(Executor):
         self._image_root = image_root if image_root is not None else os.environ.get(IMAGE_ROOT_ENV, "")
         self._placement = ImagePlacement()
         self._retired: list[str] = []
+        self._lost_any = False  # a slot's actor was lost: Ray's session logs are kept for a look
         self._slots: dict[str, _Slot] = {}
         self._leases = GpuLeases()
         try:
-            self._owns_ray = connect(address, workers, gpus_per_step, self._leases)
+            self._ray = connect(address, workers, gpus_per_step, self._leases)
         except BaseException:
             self._leases.release()
             raise
@@ -175,6 +178,7 @@ class RayExecutor(Executor):
                 self._replace(slot)
 
     def _replace(self, slot: _Slot) -> None:
+        self._lost_any = True
         with contextlib.suppress(Exception):  # a partitioned actor must not go on running the step
             ray.kill(slot.actor, no_restart=True)
         if slot.restarts >= self._max_restarts:
@@ -297,9 +301,8 @@ class RayExecutor(Executor):
             with contextlib.suppress(Exception):
                 ray.kill(slot.actor, no_restart=True)  # the actor's reaper kills its test's process groups
         self._slots = {}
-        if self._owns_ray:
-            self._owns_ray = False
-            ray.shutdown()
+        hold, self._ray = self._ray, RayHold(owned=False)
+        release(hold, keep_logs=self._lost_any)
         self._leases.release()
 
     # --- diagnostics (reports, fault-injection tests) ---------------------------------------------------------
@@ -307,6 +310,10 @@ class RayExecutor(Executor):
     def worker_info(self) -> dict[str, ActorInfo]:
         """Where each started slot's actor runs: pid, host, Ray node id, GPU ids, worktree."""
         return {slot.name: slot.info for slot in self._slots.values() if slot.info is not None}
+
+    def local_session(self) -> Path | None:
+        """The session folder (Ray's logs) of the local cluster this executor started, if it started one."""
+        return self._ray.local_session
 
     def worker_pids(self) -> dict[str, int]:
         return {name: info.pid for name, info in self.worker_info().items()}
