@@ -6,13 +6,20 @@ from bisector.coordinator import Coordinator
 from bisector.options import ExecutorKind
 from bisector.progress import ProgressObserver
 from bisector.spec import BisectSpec
+from db.engine import missing_sqlite_file
 from db.store import Store
-from vocab.errors import InputError
+from vocab.errors import InputError, StoreError
 from workers.executor import Executor
 
 
 def open_store(url: str | None, *, read_only: bool = False) -> Store:
-    """read_only: the command only reads; a read-only file or directory serves it (Store.open)."""
+    """read_only: the command only reads; a read-only file or directory serves it (Store.open). A command that
+    only reads never makes a store: a --db / $BISECT_DB naming no SQLite file is a mistyped path, not an empty
+    history (the default store is made on first use, so a new user's `bisect list` is empty, not an error)."""
+    if read_only and url is not None:
+        missing = missing_sqlite_file(url)
+        if missing is not None:
+            raise StoreError(f"no store at {missing}: check --db / $BISECT_DB (the first `bisect start` makes one)")
     return Store.open(url, read_only=read_only)
 
 

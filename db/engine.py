@@ -42,6 +42,18 @@ def db_url(value: str) -> str:
     return f"sqlite:///{Path(value).expanduser().absolute()}"
 
 
+def missing_sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names when it does not exist (None for other backends, memory, or a file there)."""
+    parsed = make_url(db_url(url))
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or _is_sqlite_memory(parsed) or not database:
+        return None
+    if database.startswith("file:"):
+        database = unquote(database.removeprefix("file:").split("?", 1)[0])
+    path = Path(database).expanduser().absolute()
+    return None if path.exists() else path
+
+
 def database_identity(url: URL) -> str:
     """Names one database whatever URL reached it: a SQLite file by its resolved path (the read-only open's
     `file:...?mode=ro` URI included), others by their URL without the password."""

@@ -134,6 +134,30 @@ def test_unwritable_database_is_one_line(history):
     assert "cannot open the store" in done.stderr
 
 
+@pytest.mark.parametrize(
+    "command", [["list"], ["stats"], ["status", "1"], ["report", "1"], ["log", "1"], ["logs", "ls"]]
+)
+def test_a_read_only_command_on_a_mistyped_store_is_one_line_and_makes_none(tmp_path: Path, command: list[str]):
+    typo = tmp_path / "bisects.db"
+    done = bisect(*command, db=typo)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (
+        done.stderr
+        == f"bisect: error: no store at {typo}: check --db / $BISECT_DB (the first `bisect start` makes one)\n"
+    )
+    assert not typo.exists()
+
+
+def test_the_default_store_lists_empty_before_the_first_bisect(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if k != "BISECT_DB"}
+    listed = subprocess.run(
+        [sys.executable, "-m", "bisector", "list"], capture_output=True, text=True, timeout=300,
+        env={**env, "PYTHONPATH": str(ROOT), "BISECT_DATA_DIR": str(tmp_path / "data")},
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert "status" in listed.stdout
+
+
 def test_bad_input_never_loses_stored_bisects(tmp_path: Path, history):
     db = tmp_path / "b.db"
     assert bisect(*start_args(history), db=db).returncode == 0

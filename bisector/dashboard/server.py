@@ -8,6 +8,7 @@ import socket
 from pathlib import Path
 
 from bisector.dashboard.app import DashboardSettings, create_app
+from bisector.dashboard.listen import bind, run, url_of
 from db.store import Store
 from vocab.errors import InputError
 from vocab.paths import store_log_dir
@@ -57,12 +58,14 @@ def serve(settings: DashboardSettings, host: str, port: int) -> None:
     """Open the store, then serve until interrupted (the store is closed on the way out)."""
     import sys
 
-    import uvicorn
-
-    app = create_app(settings, Store.open(settings.db_url))
-    shown = f"[{host}]" if ":" in host else host
-    print(f"bisect dashboard: http://{shown}:{port}/ over {app.state.store.url}", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    sock = bind(host, port)
+    try:
+        app = create_app(settings, Store.open(settings.db_url))
+    except BaseException:
+        sock.close()
+        raise
+    print(f"bisect dashboard: {url_of(host, sock)} over {app.state.store.url}", file=sys.stderr, flush=True)
+    run(app, sock)
 
 
 def _store_logs(db_url: str | None) -> Path:

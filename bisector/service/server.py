@@ -8,10 +8,12 @@ closes its executor and the stores close.
 from __future__ import annotations
 
 import signal
+import socket
 import sys
 from pathlib import Path
 
 from bisector.dashboard.app import DashboardSettings, create_app
+from bisector.dashboard.listen import bind, run, url_of
 from bisector.dashboard.server import is_loopback, read_token
 from bisector.dashboard.service_routes import add_service_routes
 from bisector.service.config import ServiceConfig, read_config_file
@@ -69,10 +71,16 @@ def make_executor(config: ServiceConfig, repo: Path) -> Executor:
 
 def serve(config: ServiceConfig, host: str, port: int, db_url: str | None) -> None:
     """Serve until SIGTERM / SIGINT; resumes the jobs a previous server left running before answering."""
-    import uvicorn
-
     if not is_loopback(host):
         print(f"bisect serve: {host} is reachable from other machines; every request needs the token", file=sys.stderr)
+    sock = bind(host, port)
+    try:
+        _serve_on(sock, config, host, db_url)
+    finally:
+        sock.close()
+
+
+def _serve_on(sock: socket.socket, config: ServiceConfig, host: str, db_url: str | None) -> None:
     store = Store.open(db_url)
     mirrors = Mirrors(config.mirror_dir, config.allowed_repos)
     first_mirror = mirrors.sync(mirrors.allowed[0])  # clone or fetch; the others are cloned at their first job
@@ -86,14 +94,13 @@ def serve(config: ServiceConfig, host: str, port: int, db_url: str | None) -> No
         app = create_app(settings, Store.open(db_url))
         add_service_routes(app, service)
         scheduler.start()
-        shown = f"[{host}]" if ":" in host else host
         print(
-            f"bisect serve: http://{shown}:{port}/ over {store.url}, {config.slots} slot(s), "
+            f"bisect serve: {url_of(host, sock)} over {store.url}, {config.slots} slot(s), "
             f"repositories: {', '.join(mirrors.allowed)}",
             file=sys.stderr,
             flush=True,
         )
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        run(app, sock)
     finally:
         scheduler.stop()
         pool.close()

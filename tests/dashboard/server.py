@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import socket
+import re
 import subprocess
 import sys
 import time
@@ -17,12 +17,6 @@ ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 120.0  # how long a slow, shared machine may take to import and bind
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def dashboard_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "bisector", "dashboard", *args]
 
@@ -33,18 +27,27 @@ def dashboard_env(**extra: str) -> dict[str, str]:
     return {**env, "PYTHONPATH": path, **extra}
 
 
+def announced_url(process: subprocess.Popen[str]) -> str:
+    """The URL from the server's "bisect dashboard: URL over STORE" line (printed once it listens)."""
+    assert process.stderr is not None
+    line = process.stderr.readline()  # '' when it exits first
+    match = re.match(r"bisect dashboard: (http://\S+)/ over ", line)
+    if match is None:
+        raise RuntimeError(f"dashboard exited {process.wait()}: {line}{process.stderr.read()}")
+    return match.group(1)
+
+
 @contextmanager
 def running_dashboard(store_url: str, log_dir: Path | None, *args: str, **env: str) -> Iterator[str]:
     """The base URL of a dashboard serving store_url (logs from log_dir; None: its default, the store's own log
     folder in the data dir); stopped (SIGTERM, then SIGKILL) afterwards."""
-    port = free_port()
     logs = ["--log-dir", str(log_dir)] if log_dir is not None else []
-    command = dashboard_command("--port", str(port), "--db", store_url, *logs, *args)
+    command = dashboard_command("--port", "0", "--db", store_url, *logs, *args)  # 0: the kernel picks a free port
     process = subprocess.Popen(
         command, env=dashboard_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
-    base = f"http://127.0.0.1:{port}"
     try:
+        base = announced_url(process)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while True:
             if process.poll() is not None:

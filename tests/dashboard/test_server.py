@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,3 +189,23 @@ def test_other_addresses_need_a_token(store_url: str, filled: Filled, tmp_path: 
         assert get(url, "/stats").status_code == 401
         assert get(url, "/stats", headers={"Authorization": "Bearer from-env"}).status_code == 200
     assert os.environ.get("BISECT_TOKEN") is None
+
+
+def test_a_taken_port_is_one_line_before_anything_is_served(store_url: str, filled: Filled, tmp_path: Path):
+    if not store_url.startswith("sqlite"):
+        pytest.skip("binding does not depend on the backend")
+    fresh = tmp_path / "fresh.db"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = subprocess.run(
+            dashboard_command("--port", str(port), "--db", str(fresh), "--log-dir", str(tmp_path)),
+            env=dashboard_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert refused.returncode == 2
+    assert refused.stderr == f"bisect: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    assert not fresh.exists(), "the store was opened before the port was known to be free"

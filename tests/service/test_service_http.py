@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 from service_process import DONE_TIMEOUT_S, TOKEN, ServiceProcess, running_service, service_env, service_home
 
@@ -177,3 +178,15 @@ def test_serve_refuses_to_start_without_a_token(history: SyntheticHistory, tmp_p
     assert done.returncode == 2
     assert done.stderr.strip().startswith("bisect: error:")
     assert "token" in done.stderr
+
+
+def test_a_second_server_on_a_taken_port_stops_before_touching_its_store(
+    service: ServiceProcess, history: SyntheticHistory, tmp_path: Path
+) -> None:
+    fresh = tmp_path / "second.db"
+    args = ["--port", str(service.port), "--allow-repo", str(history.path), "--db", str(fresh)]
+    second = bisect_cli("serve", *args, env=service_env(**service.home_env))  # type: ignore[attr-defined]
+    assert second.returncode == 2
+    assert second.stderr == f"bisect: error: cannot listen on 127.0.0.1:{service.port}: Address already in use\n"
+    assert not fresh.exists()
+    assert httpx.get(f"{service.base}/api/bisects", timeout=60.0).status_code == 200
