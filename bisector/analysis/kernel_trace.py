@@ -2,7 +2,9 @@
 
 kernel_trace_env(FILE) gives the environment that injects hook/sitecustomize.py: each Python process of the
 test that imports torch appends {"pid", "argv", "device": "cuda"|"cpu", "kernels": {name: count}} to FILE at
-exit (CPU ops when CUDA is unavailable). The profiler keeps every event until exit: memory grows with the run.
+exit (CPU ops when CUDA is unavailable). A profiler keeps every event until it stops, so the hook stops, counts
+and restarts it every $BISECT_KERNEL_TRACE_DRAIN_S seconds (default 2): memory is one period's events, not the
+run's (benchmarks/bench_kernel_trace_memory.py).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bisector.analysis import KernelTraceDiff, kernel_trace_diff, kernel_trace_env, read_kernel_trace
+from bisector.analysis.hook.sitecustomize import DRAIN_ENV
 from bisector.analysis.kernel_trace import HOOK_DIR
 
 GOOD_PROGRAM = """
@@ -23,10 +25,12 @@ print("metric:", float(y.sum()))
 BAD_PROGRAM = GOOD_PROGRAM.replace("range(2)", "range(3)").replace("torch.relu", "torch.nn.functional.gelu")
 
 
-def start(code: str, trace: Path, cwd: Path, extra_path: str = "") -> subprocess.Popen[str]:
-    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+def start(code: str, trace: Path, cwd: Path, extra_path: str = "", drain_s: str = "") -> subprocess.Popen[str]:
+    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", DRAIN_ENV)}
     if extra_path:
         base["PYTHONPATH"] = extra_path
+    if drain_s:
+        base[DRAIN_ENV] = drain_s
     env = {**base, **kernel_trace_env(trace, base)}
     return subprocess.Popen(
         [sys.executable, "-c", code], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -93,6 +97,32 @@ def test_a_broken_torch_never_breaks_the_program(tmp_path: Path) -> None:
     assert "profiler did not start" in read_kernel_trace(trace).errors[0]
 
 
+DRAINED_PROGRAM = """
+import time
+import torch
+x = torch.zeros(4)
+for i in range({adds}):
+    x.add_(1)
+    if i % 50 == 0:
+        time.sleep(0.01)  # signals land here too (the sleep resumes after the handler)
+print(int(x[0]))
+"""
+
+
+def test_a_long_run_is_counted_in_drains_that_miss_nothing(tmp_path: Path) -> None:
+    # The profiler holds every event until stopped; a minutes-long run is counted in periods instead.
+    pytest.importorskip("torch")
+    trace = tmp_path / "k.jsonl"
+    adds = 3000
+    process = start(DRAINED_PROGRAM.format(adds=adds), trace, tmp_path, drain_s="0.05")
+
+    assert finish(process) == f"{adds}\n"
+    (record,) = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert record["kernels"]["aten::add_"] == adds
+    assert record["drains"] >= 2
+    assert read_kernel_trace(trace).counts["aten::add_"] == adds
+
+
 def test_records_of_several_processes_are_summed(tmp_path: Path) -> None:
     trace = tmp_path / "k.jsonl"
     trace.write_text(
@@ -117,12 +147,18 @@ FAKE_CUDA_TORCH = {
     "torch/profiler.py": (
         "from torch import cuda\n"
         "class ProfilerActivity:\n    CUDA = 'cuda'\n"
-        "class _Event:\n    device_type = 'DeviceType.CUDA'\n    name = 'sm90_xmma_gemm'\n"
+        "class _Event:\n"
+        "    def __init__(self, kind, name):\n        self.kind, self.label = kind, name\n"
+        "    def device_type(self):\n        return self.kind\n"
+        "    def name(self):\n        return self.label\n"
+        "class _Results:\n"
+        "    def events(self):\n"
+        "        return [_Event('DeviceType.CUDA', 'sm90_xmma_gemm')] * 2 + [_Event('DeviceType.CPU', 'aten::mm')]\n"
+        "class _Kineto:\n    kineto_results = _Results()\n"
         "class profile:\n"
         "    def __init__(self, activities):\n        cuda.EVENTS.append('profiler made')\n"
         "    def start(self):\n        pass\n"
-        "    def stop(self):\n        pass\n"
-        "    def events(self):\n        return [_Event(), _Event()]\n"
+        "    def stop(self):\n        self.profiler = _Kineto()\n"
     ),
 }
 
