@@ -362,8 +362,8 @@ class LocalExecutor(Executor):
         return {slot.name: slot.process.pid for slot in self._slots}
 
     def close(self) -> None:
+        end_groups({pgid for slot in self._slots for pgid in slot.pgids}, grace_s=1.0)  # all at once: one wait
         for slot in self._slots:
-            end_groups(slot.pgids, grace_s=1.0)
             with contextlib.suppress(OSError):
                 slot.conn.send(_STOP)
         for slot in self._slots:
