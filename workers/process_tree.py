@@ -62,11 +62,6 @@ def leavers_of(roots: Iterable[int]) -> list[int]:
     return sorted(leavers)
 
 
-def group_leavers(root: int) -> list[int]:
-    """The descendants of root (a process group leader) that are in another group, and their descendants."""
-    return leavers_of([root])
-
-
 def kill_leavers(roots: Iterable[int]) -> bool:
     """SIGKILL the roots' descendants outside their process groups; whether there were any."""
     leavers = leavers_of(roots)
