@@ -5,6 +5,10 @@ Where this process may create cgroups (root, or a delegated subtree), each comma
 worker's own: the command's shell moves itself there before it runs anything, and at the command's end
 `cgroup.kill` ends every process left in it and the cgroup is removed. Where cgroup v2 is not mounted or not
 writable, nothing is done (the process group is still killed).
+
+A dead worker's cgroup is ended by the next command started beside it, as a dead worker's process groups are
+(workers/process_tree.py): what its processes started outside their groups first (a container build's RUN step,
+which runc puts in a cgroup of its own), a wind-down for podman to remove its working container, then `cgroup.kill`.
 """
 
 from __future__ import annotations
@@ -12,8 +16,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import signal
 import time
 from pathlib import Path
+
+from workers.process_tree import WIND_DOWN_S, leavers_of
 
 EMPTY_WAIT_S = 5.0  # how long a killed cgroup may take to empty before it is left for the kernel to reap
 _counter = itertools.count()
@@ -69,6 +76,28 @@ class StepCgroup:
         """argv run from a shell that first joins this cgroup (quietly carrying on where it may not)."""
         return ["bash", "-c", 'echo $$ 2>/dev/null >"$0"; exec "$@"', str(self.procs), *argv]
 
+    def pids(self) -> list[int]:
+        """The processes in the cgroup now."""
+        try:
+            return [int(line) for line in self.procs.read_text().split()]
+        except (OSError, ValueError):
+            return []
+
+    def wind_down(self) -> None:
+        """SIGKILL what the cgroup's processes started outside their process groups and outside the cgroup and,
+        where there was any, wait up to WIND_DOWN_S for the cgroup to empty by itself (a podman build whose RUN step
+        was killed cleans up and exits); cgroup.kill ends the rest."""
+        members = set(self.pids())
+        outside = [pid for pid in leavers_of(members) if pid not in members]
+        if not outside:
+            return
+        for pid in outside:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + WIND_DOWN_S
+        while self.pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     def kill_and_remove(self) -> None:
         """SIGKILL every process in the cgroup (daemons that left the process group included), then remove it.
         Idempotent."""
@@ -97,7 +126,9 @@ def _sweep(parent: Path) -> None:
     except OSError:
         return
     for entry in stale:
-        StepCgroup(entry).kill_and_remove()
+        cgroup = StepCgroup(entry)
+        cgroup.wind_down()
+        cgroup.kill_and_remove()
 
 
 def _alive(pid: str) -> bool:

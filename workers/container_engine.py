@@ -126,6 +126,16 @@ class ContainerEngine:
         return shlex.join([*argv, reference, "sh", "-c", run_cmd])
 
 
+def outliving_its_reader(command: str) -> str:
+    """command (a shell command line), its output relayed so that it never writes to a pipe whose reader is gone.
+
+    A worker killed mid-build closes its end of the step's output pipe; podman, killed by SIGPIPE at its next line,
+    would leave its RUN step running and its working container behind, beyond any reaper's reach. Relayed, it
+    builds on until the dead worker's reaper kills its RUN step, then removes its working container itself. The relay
+    passes the output on while it can and then drains it; the command's exit status is kept."""
+    return f"set -o pipefail; {command} 2>&1 | {{ cat; cat >/dev/null; }}"
+
+
 def container_reference(template: str | None, sha: str) -> str | None:
     """The commit's image reference: the template with {sha} (and {short}, 12 characters) filled."""
     if template is None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from vocab.domain import ErrorKind, ImageInfo, StepResult, Verdict
 from workers.build_outcome import BuildEnd, judge_build
-from workers.container_engine import CONTAINERFILES, ContainerEngine
+from workers.container_engine import CONTAINERFILES, ContainerEngine, outliving_its_reader
 from workers.images.cache import ImageCache, ImageManifest, ImageStatus, LockTimeoutError, now_iso
 from workers.output import DETAIL_TAIL_BYTES
 from workers.process import run_shell
@@ -99,7 +99,7 @@ class ContainerImages:
         command = self.engine.build_command(reference, containerfile, request.sha)
         step.log.note(f"$ {command}\n")
         process = run_shell(
-            command, step.workdir, step.env, step.log, step.command_timeout_s(),
+            outliving_its_reader(command), step.workdir, step.env, step.log, step.command_timeout_s(),
             should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
         )  # fmt: skip
         build = judge_build(process, "container image build", request.metric.infra_patterns)

@@ -30,7 +30,8 @@ from workers.executor import Assignment, Executor, StepRequest
 from workers.gpu_leases import lease_slots
 from workers.gpus import visible_gpus
 from workers.local_forkserver import boot as boot_fork_server
-from workers.process import CancelSignal, kill_group
+from workers.process import CancelSignal
+from workers.process_tree import end_groups
 from workers.slots import claim_worktree
 
 _STOP = "stop"
@@ -311,11 +312,13 @@ class LocalExecutor(Executor):
         request = slot.running
         if request is None or slot.process.is_alive():
             return None
-        for pgid in slot.pgids:
-            kill_group(pgid, grace_s=1.0)
+        sent = self._rest_of_pipe(slot)  # its last notes may not have been read: the groups it started, its result
+        end_groups(slot.pgids, grace_s=1.0)
         exit_code = slot.process.exitcode
         slot.running = None  # its conn and sentinel may both be ready: report the loss once
         self._restart(slot)
+        if sent is not None:
+            return sent
         return StepResult(
             step_id=request.step_id,
             sha=request.sha,
@@ -327,6 +330,19 @@ class LocalExecutor(Executor):
             node="localhost",
             gpus=slot.gpus,
         )
+
+    @staticmethod
+    def _rest_of_pipe(slot: _Slot) -> StepResult | None:
+        """Take what a dead worker sent that is still unread: process groups into slot.pgids; its step's result."""
+        result = None
+        with contextlib.suppress(EOFError, OSError):
+            while slot.conn.poll(0):
+                message = slot.conn.recv()
+                if isinstance(message, tuple) and message[0] == "started":
+                    slot.pgids.add(int(message[2]))
+                elif isinstance(message, StepResult):
+                    result = message
+        return result
 
     def cancel(self, step_id: int) -> None:
         for slot in self._slots:
@@ -346,9 +362,8 @@ class LocalExecutor(Executor):
         return {slot.name: slot.process.pid for slot in self._slots}
 
     def close(self) -> None:
+        end_groups({pgid for slot in self._slots for pgid in slot.pgids}, grace_s=1.0)  # all at once: one wait
         for slot in self._slots:
-            for pgid in slot.pgids:
-                kill_group(pgid, grace_s=1.0)
             with contextlib.suppress(OSError):
                 slot.conn.send(_STOP)
         for slot in self._slots:

@@ -82,25 +82,6 @@ class CancelSignal:
         os.close(self._write_fd)
 
 
-def kill_group(pgid: int, grace_s: float = KILL_GRACE_S) -> None:
-    """SIGTERM a process group whose leader is not our child, then SIGKILL whatever is left after grace_s."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(POLL_INTERVAL_S)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-
-
 _CHUNKS_PER_LOOK = 16  # reads of READ_CHUNK_BYTES between two looks at the deadline and the cancel flag
 _CHUNKS_AFTER_EXIT = 64  # more than a pipe holds: what the exited command left in it, not what a daemon adds
 

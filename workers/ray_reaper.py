@@ -1,7 +1,9 @@
 """The reaper of an actor's test processes: each test command runs in its own process group, and Ray kills only
 an actor's direct children when the actor dies, so a reaper process (double-forked: no child of the actor) holds
-the groups the actor announced and kills them when the actor's pipe closes — on ray.kill, SIGKILL, OOM kill, the
-death of the actor's owner or a clean exit alike.
+the groups the actor announced and ends them when the actor's pipe closes — on ray.kill, SIGKILL, OOM kill, the
+death of the actor's owner or a clean exit alike. It ends them as LocalExecutor ends a dead worker's
+(workers/process_tree.py's end_groups): what left the groups first (a container build's RUN step, so that podman
+removes its working container), then SIGTERM, a grace, SIGKILL.
 """
 
 from __future__ import annotations
@@ -9,34 +11,26 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+from pathlib import Path
 from typing import IO
 
 from workers.process import KILL_GRACE_S
 
-# Runs as `python -c`; reads "+PGID" / "-PGID" lines until the actor's end of the pipe closes.
+# Runs as `python -c SOURCE GRACE_S PACKAGE_ROOT`; reads "+PGID" / "-PGID" lines until the actor's end of the pipe
+# closes. It imports only workers.process_tree (the standard library's modules) from PACKAGE_ROOT.
 _REAPER_SOURCE = """
-import os, signal, sys, time
+import os, sys
 if os.fork():
     os._exit(0)
 os.setsid()
 groups = set()
 for line in sys.stdin:
     (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
-def signal_all(sig):
-    alive = False
-    for pgid in groups:
-        try:
-            os.killpg(pgid, sig)
-            alive = True
-        except OSError:
-            pass
-    return alive
-signal_all(signal.SIGTERM)
-deadline = time.monotonic() + float(sys.argv[1])
-while signal_all(0) and time.monotonic() < deadline:
-    time.sleep(0.05)
-signal_all(signal.SIGKILL)
+sys.path.insert(0, sys.argv[2])
+from workers.process_tree import end_groups
+end_groups(groups, float(sys.argv[1]))
 """
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 
 
 class Reaper:
@@ -44,7 +38,7 @@ class Reaper:
 
     def __init__(self) -> None:
         launcher = subprocess.Popen(
-            [sys.executable, "-c", _REAPER_SOURCE, str(KILL_GRACE_S)],
+            [sys.executable, "-c", _REAPER_SOURCE, str(KILL_GRACE_S), _PACKAGE_ROOT],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
