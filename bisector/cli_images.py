@@ -80,13 +80,11 @@ def images_rm(image_ids: tuple[str, ...], db_url: str | None) -> None:
 def images_prune(older_than: str | None, max_size: str | None, db_url: str | None) -> None:
     """Remove images not in use: the least recently used over --max-size, and those older than --older-than."""
     from bisector.app import open_store
-    from bisector.image_admin import parse_duration, prune_images
+    from bisector.image_admin import prune_images, prune_limits
     from workers.images.cache import ImageCache
-    from workers.images.key import parse_size
 
     with translated_errors():
-        max_bytes = parse_size(max_size) if max_size is not None else None
-        older_than_s = parse_duration(older_than) if older_than is not None else None
+        max_bytes, older_than_s = prune_limits(max_size, older_than)
         with open_store(db_url) as store:
             removed = prune_images(store, ImageCache(), max_bytes, older_than_s)
     click.echo(f"removed {len(removed)} image(s){': ' + ' '.join(removed) if removed else ''}")

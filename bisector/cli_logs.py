@@ -54,15 +54,13 @@ def logs_prune(older_than: str | None, max_size: str | None, db_url: str | None)
     """Remove the step logs of ended bisects: the oldest over --max-size, and those older than --older-than. A
     folder written in the last hour is kept; each removed one keeps a note that `bisect show` prints."""
     from bisector.app import open_store
-    from bisector.image_admin import parse_duration
+    from bisector.image_admin import prune_limits
     from bisector.log_retention import prune_logs
-    from workers.images.key import parse_size
 
     with translated_errors():
         if older_than is None and max_size is None:
             raise click.UsageError("say --max-size, --older-than or both")
-        max_bytes = parse_size(max_size) if max_size is not None else None
-        older_than_s = parse_duration(older_than) if older_than is not None else None
+        max_bytes, older_than_s = prune_limits(max_size, older_than)
         with open_store(db_url, read_only=True) as store:
             removed = prune_logs(store, max_bytes=max_bytes, older_than_s=older_than_s)
     freed = sum(f.size_bytes for f in removed) / (1 << 20)

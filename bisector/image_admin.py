@@ -8,6 +8,7 @@ from db.store import Store
 from vocab.domain import ImageInfo
 from vocab.errors import InputError
 from workers.images.cache import ImageCache
+from workers.images.key import parse_size
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -23,6 +24,12 @@ def parse_duration(text: str) -> float:
     if match is None:
         raise InputError(f"{text!r} is not a duration: write one like 7d, 12h or 30m")
     return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def prune_limits(max_size: str | None, older_than: str | None) -> tuple[int | None, float | None]:
+    """A prune command's --max-size in bytes and --older-than in seconds (None where not given)."""
+    max_bytes = parse_size(max_size) if max_size is not None else None
+    return max_bytes, parse_duration(older_than) if older_than is not None else None
 
 
 def list_images(store: Store, cache: ImageCache) -> list[ImageInfo]:
