@@ -1,6 +1,7 @@
 """Peak memory of a program run under the kernel trace (`--trace-kernels`), by how long it runs.
 
-    python benchmarks/bench_kernel_trace_memory.py [--seconds 10,30] [--drain 2,0] [--device cuda|cpu] [--out F]
+    python benchmarks/bench_kernel_trace_memory.py [--seconds 10,30] [--drain 2,0] [--device cuda|cpu]
+        [--thread main|thread] [--out F]
 
 Runs a program that launches tiny kernels (an in-place add on a 16-element tensor) back to back for the given
 seconds, with the hook injected as a traced re-run injects it (bisector/analysis/hook/sitecustomize.py), once per
@@ -22,20 +23,29 @@ from pathlib import Path
 
 HOOK = Path(__file__).resolve().parents[1] / "bisector" / "analysis" / "hook"
 PROGRAM = """
-import sys, time, torch
-x = torch.zeros(16, device=sys.argv[1])
-launched, deadline = 0, time.monotonic() + float(sys.argv[2])
-while time.monotonic() < deadline:
-    for _ in range(1000):
-        x.add_(1)
-    launched += 1000
-if sys.argv[1] == "cuda":
-    torch.cuda.synchronize()
-print(launched)
+import sys, threading, time, torch
+launched = []
+def launch():
+    x = torch.zeros(16, device=sys.argv[1])
+    count, deadline = 0, time.monotonic() + float(sys.argv[2])
+    while time.monotonic() < deadline:
+        for _ in range(1000):
+            x.add_(1)
+        count += 1000
+    if sys.argv[1] == "cuda":
+        torch.cuda.synchronize()
+    launched.append(count)
+if sys.argv[3] == "thread":  # the first CUDA call off the main thread, as in a server's model thread
+    worker = threading.Thread(target=launch)
+    worker.start()
+    worker.join()
+else:
+    launch()
+print(launched[0])
 """
 
 
-def run(device: str, seconds: float, drain: str | None, work: Path) -> dict[str, object]:
+def run(device: str, seconds: float, drain: str | None, work: Path, where: str) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_KERNEL_TRACE")}
     trace = work / f"{device}-{seconds:g}-{drain}.jsonl"
     if drain is not None:
@@ -43,8 +53,8 @@ def run(device: str, seconds: float, drain: str | None, work: Path) -> dict[str,
         env["BISECT_KERNEL_TRACE"] = str(trace)
         env["BISECT_KERNEL_TRACE_DRAIN_S"] = drain
     started = time.monotonic()
-    child = subprocess.Popen([sys.executable, "-c", PROGRAM, device, str(seconds)], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    argv = [sys.executable, "-c", PROGRAM, device, str(seconds), where]
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert child.stdout is not None
     out = child.stdout.read()
     _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not the largest child's so far
@@ -55,7 +65,7 @@ def run(device: str, seconds: float, drain: str | None, work: Path) -> dict[str,
     records = [json.loads(line) for line in trace.read_text().splitlines()] if trace.exists() else []
     counted = sum(sum(r.get("kernels", {}).values()) for r in records if "kernels" in r)
     return {
-        "device": device, "seconds": seconds, "drain_s": drain, "launched": int(out.split()[-1]),
+        "device": device, "thread": where, "seconds": seconds, "drain_s": drain, "launched": int(out.split()[-1]),
         "counted": counted, "drains": sum(r.get("drains", 0) for r in records),
         "errors": [r["error"] for r in records if "error" in r],
         "peak_rss_mb": round(usage.ru_maxrss / 1024), "wall_s": round(wall, 1),
@@ -67,6 +77,12 @@ def main() -> None:
     parser.add_argument("--seconds", default="10,30")
     parser.add_argument("--drain", default="2,0", help="Drain periods to compare (0: one profiler to the end).")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument(
+        "--thread",
+        choices=["main", "thread"],
+        default="main",
+        help="Launch from the main thread or from another one (the profiler then has a thread of its own).",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     results = []
@@ -74,7 +90,7 @@ def main() -> None:
         plans = [(float(s), None) for s in args.seconds.split(",")]
         plans += [(float(s), d) for d in args.drain.split(",") for s in args.seconds.split(",")]
         for seconds, drain in plans:
-            results.append(run(args.device, seconds, drain, Path(scratch)))
+            results.append(run(args.device, seconds, drain, Path(scratch), args.thread))
             print(json.dumps(results[-1]), flush=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1) + "\n")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bisector.analysis import KernelTraceDiff, kernel_trace_diff, kernel_trace_env, read_kernel_trace
-from bisector.analysis.hook.sitecustomize import DRAIN_ENV
+from bisector.analysis.hook._gpu_bisect_kernel_counts import DRAIN_ENV
 from bisector.analysis.kernel_trace import HOOK_DIR
 
 GOOD_PROGRAM = """
@@ -123,6 +123,34 @@ def test_a_long_run_is_counted_in_drains_that_miss_nothing(tmp_path: Path) -> No
     assert read_kernel_trace(trace).counts["aten::add_"] == adds
 
 
+SIGNAL_TAKEN = "import signal\nsignal.signal(signal.SIGRTMIN + 3, lambda *_: print('theirs'))\n{body}"
+OFF_MAIN_THREAD = "import threading\ndef body():\n{indented}\nt = threading.Thread(target=body)\nt.start()\nt.join()\n"
+CPU_OFF_MAIN = "torch was first imported off the main thread: CPU ops not traced"
+SHOW_HANDLER = "import signal\nprint('handler', signal.getsignal(signal.SIGRTMIN + 3))\n"
+
+
+@pytest.mark.parametrize("wrapper", [SIGNAL_TAKEN, OFF_MAIN_THREAD], ids=["signal-taken", "torch-off-main-thread"])
+def test_where_drains_cannot_run_the_trace_is_whole_or_says_why(tmp_path: Path, wrapper: str) -> None:
+    # The program owns the signal the drains would use: its handler stays and one profiler counts to the end.
+    # torch first imported off the main thread: the CPU profiler would see that thread's ops only.
+    pytest.importorskip("torch")
+    trace = tmp_path / "k.jsonl"
+    adds = 300
+    body = DRAINED_PROGRAM.format(adds=adds)
+    indented = "\n".join("    " + line for line in body.strip().splitlines())
+    process = start(wrapper.format(body=body, indented=indented) + SHOW_HANDLER, trace, tmp_path, drain_s="0.05")
+
+    out = finish(process).splitlines()
+    assert out[0] == str(adds)
+    (record,) = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert "theirs" not in out
+    if wrapper is SIGNAL_TAKEN:
+        assert (record["kernels"]["aten::add_"], record["drains"]) == (adds, 0)
+        assert "lambda" in out[-1], "the program's own handler was replaced"
+    else:  # CPU ops are recorded on the profiler's own thread only: said, not counted as nothing
+        assert record == {"pid": record["pid"], "argv": ["-c"], "error": CPU_OFF_MAIN}
+
+
 def test_records_of_several_processes_are_summed(tmp_path: Path) -> None:
     trace = tmp_path / "k.jsonl"
     trace.write_text(
@@ -177,3 +205,25 @@ def test_with_cuda_the_profiler_starts_only_once_the_program_initialises_cuda(tm
     assert out == "[]\n['cuda initialised', 'profiler made']\n"
     assert read_kernel_trace(trace).counts == {"sm90_xmma_gemm": 2}
     assert read_kernel_trace(trace).devices == ("cuda",)
+
+
+def test_cuda_first_used_off_the_main_thread_is_profiled_and_drained_on_a_thread_of_its_own(tmp_path: Path) -> None:
+    # Kineto stops a profiler only on the thread that started it, and CUPTI sees every thread's kernels.
+    fake = tmp_path / "fake"
+    for name, text in FAKE_CUDA_TORCH.items():
+        (fake / name).parent.mkdir(parents=True, exist_ok=True)
+        (fake / name).write_text(text)
+    trace = tmp_path / "k.jsonl"
+    program = (
+        "import threading, time, torch\n"
+        "t = threading.Thread(target=torch.cuda._lazy_init)\nt.start()\nt.join()\n"
+        "time.sleep(0.5)\nprint(torch.cuda.EVENTS.count('profiler made'))\n"
+    )
+
+    out = finish(start(program, trace, tmp_path, str(fake), drain_s="0.05"))
+
+    (record,) = [json.loads(line) for line in trace.read_text().splitlines()]
+    sessions = record["drains"] + 1
+    assert record["drains"] >= 2
+    assert int(out) >= sessions - 1  # each drain starts a new profiler (the last may start after the print)
+    assert record["kernels"] == {"sm90_xmma_gemm": 2 * sessions}

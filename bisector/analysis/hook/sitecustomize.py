@@ -13,17 +13,13 @@ there, and no failure of the hook reaches the program. Keep this file importable
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import json
 import os
-import signal
 import sys
-import threading
-import warnings
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -31,8 +27,6 @@ from typing import Any
 TRACE_ENV = "BISECT_KERNEL_TRACE"
 CALL_TRACE_ENV = "BISECT_CALL_TRACE"
 TRACE_FUNCTIONS_ENV = "BISECT_TRACE_FUNCTIONS"
-DRAIN_ENV = "BISECT_KERNEL_TRACE_DRAIN_S"
-DEFAULT_DRAIN_S = 2.0
 _MAX_CALL_LINES = 2000
 _MAX_TEXT = 300
 _MAX_ITEMS = 8
@@ -82,9 +76,17 @@ def _start_profiler(torch: Any, out_file: str) -> None:
         if torch.cuda.is_available():
             _start_with_cuda(torch, out_file)
         else:
-            _KernelCounts(_LegacyCpuSession(torch), out_file, "cpu").begin()
+            counts = _kernel_counts_module()
+            counts.KernelCounts(counts.LegacyCpuSession(torch), out_file, "cpu", _write).begin()
     except Exception as exc:  # the program must run whatever happens here
         _write(out_file, {"error": f"profiler did not start: {exc!r}"})
+
+
+def _kernel_counts_module() -> Any:
+    """_gpu_bisect_kernel_counts.py, beside this file (this folder leads the program's sys.path)."""
+    import importlib
+
+    return importlib.import_module("_gpu_bisect_kernel_counts")
 
 
 def _start_with_cuda(torch: Any, out_file: str) -> None:
@@ -100,155 +102,12 @@ def _start_with_cuda(torch: Any, out_file: str) -> None:
         started.append(True)
         torch.cuda._lazy_init = original
         try:
-            _KernelCounts(_KinetoCudaSession(), out_file, "cuda").begin()
+            counts = _kernel_counts_module()
+            counts.KernelCounts(counts.KinetoCudaSession(), out_file, "cuda", _write).begin()
         except Exception as exc:
             _write(out_file, {"error": f"profiler did not start: {exc!r}"})
 
     torch.cuda._lazy_init = lazy_init
-
-
-class _KinetoCudaSession:
-    """torch.profiler recording CUDA activity (kernels), counted from Kineto's raw results: building the
-    profiler's FunctionEvents costs several KB a kernel (GBs for a minute of decode)."""
-
-    def start(self) -> Any:
-        from torch.profiler import ProfilerActivity, profile
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            session = profile(activities=[ProfilerActivity.CUDA])
-            session.start()
-        return session
-
-    def stop(self, session: Any) -> list[str]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            session.stop()
-        events = session.profiler.kineto_results.events()
-        names = [event.name() for event in events if _device_kind(event.device_type()) == "cuda"]
-        session.profiler = None  # the results hold every event; dropping them frees the memory
-        return names
-
-
-class _LegacyCpuSession:
-    """The autograd profiler without Kineto: records CPU ops and starts in milliseconds, not seconds."""
-
-    def __init__(self, torch: Any) -> None:
-        self.torch = torch
-
-    def start(self) -> Any:
-        session = self.torch.autograd.profiler.profile(use_kineto=False)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            session.__enter__()
-        return session
-
-    def stop(self, session: Any) -> list[str]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            session.__exit__(None, None, None)
-        results = getattr(session, "kineto_results", None)
-        if results is not None:
-            names = [event.name() for event in results.events() if _device_kind(event.device_type()) == "cpu"]
-        else:
-            names = [event.name for event in session.function_events if _device_kind(event.device_type) == "cpu"]
-        session.kineto_results = session._function_events = None  # the events: dropping them frees the memory
-        return names
-
-
-def _device_kind(device_type: Any) -> str:
-    return str(device_type).rsplit(".", 1)[-1].lower()
-
-
-class _KernelCounts:
-    """Kernel (or CPU op) counts with memory bounded by one drain period, not by the run: a profiler keeps every
-    event until it stops. Only the thread that started a profiler can stop it, so every DRAIN_S seconds a timer
-    thread sends the main thread a real-time signal, whose handler stops the profiler, adds up its events and
-    starts a new one (the main thread launches nothing meanwhile, so no launch of its own is missed). Where that
-    cannot be (profiling started off the main thread, the signal already taken, no real-time signals, or
-    BISECT_KERNEL_TRACE_DRAIN_S=0) one profiler runs to the end, as before."""
-
-    def __init__(self, backend: Any, out_file: str, device: str) -> None:
-        self.backend = backend
-        self.out_file = out_file
-        self.device = device
-        self.counts: dict[str, int] = {}
-        self.drains = 0
-        self.session: Any = None
-        self.busy = False
-        self.signal_number: int | None = None
-        self.stopping = threading.Event()
-        self.timer: threading.Thread | None = None
-
-    def begin(self) -> None:
-        self.session = self.backend.start()
-        atexit.register(self.finish)
-        with contextlib.suppress(Exception):
-            self._start_draining()
-
-    def _start_draining(self) -> None:
-        period = float(os.environ.get(DRAIN_ENV) or DEFAULT_DRAIN_S)
-        number = getattr(signal, "SIGRTMIN", None)
-        if period <= 0 or number is None or threading.current_thread() is not threading.main_thread():
-            return
-        number += 3
-        if signal.getsignal(number) != signal.SIG_DFL:
-            return
-        signal.signal(number, self._on_signal)
-        signal.siginterrupt(number, False)  # restart the program's interrupted system calls
-        self.signal_number = number
-        main = threading.main_thread().ident
-        self.timer = threading.Thread(
-            target=self._tick, args=(period, number, main), name="bisect-kernel-trace", daemon=True
-        )
-        self.timer.start()
-
-    def _tick(self, period: float, number: int, main: int | None) -> None:
-        while not self.stopping.wait(period):
-            if main is None or signal.getsignal(number) != self._on_signal:
-                return  # the program took the signal over: never send it theirs
-            signal.pthread_kill(main, number)
-
-    def _on_signal(self, _number: int, _frame: Any) -> None:
-        if self.busy or self.session is None:
-            return  # a signal that came while the last drain ran
-        self.busy = True
-        try:
-            self._drain()
-            self.session = self.backend.start()
-            self.drains += 1
-        except Exception as exc:
-            _write(self.out_file, {"error": f"profiler did not restart: {exc!r}"})
-        finally:
-            self.busy = False
-
-    def _drain(self) -> None:
-        session, self.session = self.session, None
-        for name in self.backend.stop(session):
-            self.counts[name] = self.counts.get(name, 0) + 1
-        _release_freed_memory()
-
-    def finish(self) -> None:
-        self.stopping.set()
-        if self.timer is not None:
-            self.timer.join(timeout=5)
-        if self.signal_number is not None:
-            with contextlib.suppress(Exception):
-                signal.signal(self.signal_number, signal.SIG_IGN)  # one still on its way must not end the program
-        try:
-            if self.session is not None:
-                self._drain()
-            _write(self.out_file, {"device": self.device, "kernels": self.counts, "drains": self.drains})
-        except Exception as exc:
-            _write(self.out_file, {"error": f"profiler did not finish: {exc!r}"})
-
-
-def _release_freed_memory() -> None:
-    """Give glibc's freed arenas back to the system (without it the process keeps the peak of every drain)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _write(out_file: str, record: dict[str, object]) -> None:
