@@ -246,6 +246,18 @@ def test_status_is_short_and_report_is_whole(tmp_path: Path, history):
     assert "(#2023)  (PR" not in report
 
 
+def test_show_numbers_the_steps_as_the_report_does(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    for _ in range(2):  # the second bisect's store ids start after the first's
+        assert bisect(*start_args(history, "--no-explain"), db=db).returncode == 0
+    report = json.loads(bisect("report", "2", "--format", "json", db=db).stdout)
+    assert report["steps"][0]["id"] != 1
+    shown = bisect("show", "2", "--tail", "1", db=db).stdout
+    for step in report["steps"]:
+        assert f"step {step['number']}: {step['sha'][:12]} {step['verdict']}" in shown
+    assert f"step {report['steps'][-1]['id']}:" not in shown
+
+
 def test_failed_endpoint_is_what_the_report_reproduces(tmp_path: Path):
     history = write_history(tmp_path / "repo", ["buildfail"] + ["good"] * 5 + ["bad"] * 5)
     db = tmp_path / "b.db"
