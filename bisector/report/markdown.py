@@ -89,7 +89,7 @@ def render_markdown(report: BisectReport) -> str:
         )
     out += ["", "</details>", ""]
     target = report.reproduce_target()
-    out += [f"Reproduce {target.why} (`{target.sha[:12]}`) by hand:", "", "```sh", report.reproduce(), "```", ""]
+    out += [f"Reproduce `{target.sha[:12]}`, {target.why}, by hand:", "", "```sh", report.reproduce(), "```", ""]
     out += ["or through gpu-bisect (its image, where the bisect used images):", "", "```sh", report.rerun_command()]
     out += ["```", ""]
     return "\n".join(out)

@@ -106,7 +106,7 @@ def print_text(console: Console, report: BisectReport) -> None:
     console.print(_commits_table(report))
     target = report.reproduce_target()
     console.print(
-        f"reproduce {target.why} ({target.sha[:12]}) by hand:\n  {report.reproduce()}\n"
+        f"reproduce {target.sha[:12]}, {target.why}, by hand:\n  {report.reproduce()}\n"
         f"or through gpu-bisect (its image, where the bisect used images):\n  {report.rerun_command()}",
         soft_wrap=True,
         markup=False,
