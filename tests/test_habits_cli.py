@@ -258,6 +258,22 @@ def test_show_numbers_the_steps_as_the_report_does(tmp_path: Path, history):
     assert f"step {report['steps'][-1]['id']}:" not in shown
 
 
+def test_a_step_outside_the_candidates_has_no_position_in_the_step_tables(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    assert bisect(*start_args(history, "--no-explain"), db=db).returncode == 0
+    (history.path / "after.txt").write_text("a commit after the range\n")
+    git(history.path, "add", "after.txt")
+    git(history.path, "commit", "-qm", "after the range")
+    outside = git(history.path, "rev-parse", "HEAD").strip()
+    assert bisect("rerun", "1", outside, db=db).returncode == 0
+    step = json.loads(bisect("report", "1", "--format", "json", db=db).stdout)["steps"][-1]
+    assert (step["purpose"], step["sha"], step["position"]) == ("rerun", outside, -1)
+    row = next(line for line in bisect("report", "1", db=db).stdout.splitlines() if outside[:12] in line)
+    assert " -1 " not in row
+    assert "│ rerun   │ -   │" in row
+    assert f"| rerun | - | `{outside[:12]}` |" in bisect("report", "1", "--format", "markdown", db=db).stdout
+
+
 def test_failed_endpoint_is_what_the_report_reproduces(tmp_path: Path):
     history = write_history(tmp_path / "repo", ["buildfail"] + ["good"] * 5 + ["bad"] * 5)
     db = tmp_path / "b.db"

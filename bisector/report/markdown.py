@@ -54,7 +54,7 @@ def render_markdown(report: BisectReport) -> str:
     for step in report.steps:
         note = one_line(step.detail) if step.purpose is StepPurpose.MANUAL else ""
         out.append(
-            f"| {report.number(step)} | {step.purpose.value} | {report.position(step.sha)} | `{step.sha[:12]}` "
+            f"| {report.number(step)} | {step.purpose.value} | {report.position_label(step.sha)} | `{step.sha[:12]}` "
             f"| {report.word(step.verdict)} | {fmt_metric(step.metric)} | {step.worker or '-'} "
             f"| {','.join(map(str, step.gpus)) or '-'} | {fmt_s(step.build_s)} | {fmt_s(step.run_s)} "
             f"| {md_escape(note)} |"

@@ -134,7 +134,7 @@ def _steps_table(report: BisectReport) -> Table:
         else:
             note = ""
         cells = [
-            str(report.number(step)), step.purpose.value, str(report.position(step.sha)), step.sha[:12],
+            str(report.number(step)), step.purpose.value, report.position_label(step.sha), step.sha[:12],
             Text(report.word(step.verdict), style=style), fmt_metric(step.metric), step.worker or "-",
             ",".join(map(str, step.gpus)) or "-", fmt_s(step.build_s), fmt_s(step.run_s),
         ]  # fmt: skip
