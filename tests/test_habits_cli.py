@@ -182,6 +182,27 @@ def test_a_running_coordinator_takes_in_a_mark(tmp_path: Path):
     assert [s["sha"] for s in report["steps"] if s["purpose"] == "manual"] == [history.shas[26]]
 
 
+def test_status_of_a_running_bisect_without_verdicts_names_the_whole_range(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 40, 23)
+    db = tmp_path / "b.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECT_DB": str(db)}
+    args = start_args(history, "--run", "sleep 5; bash test.sh", "--no-explain")
+    with subprocess.Popen(
+        [sys.executable, "-m", "bisector", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) as coordinator:
+        status = ""
+        while "progress: 0 search step(s) done, 1 running" not in status:  # the first probe runs; lazy endpoints
+            assert coordinator.poll() is None
+            status = bisect("status", "1", db=db).stdout
+            time.sleep(0.2)
+        coordinator.wait(timeout=300)
+    assert "checking the endpoints" not in status
+    assert (
+        f"; the first bad commit is one of 40 after {history.shas[0][:12]} up to {history.shas[40][:12]}, if the "
+        "endpoints hold\n" in status
+    )
+
+
 def test_mark_refuses_a_commit_outside_the_range_and_an_unknown_term(tmp_path: Path, history):
     db = tmp_path / "b.db"
     args = start_args(history, "--good", history.shas[5], "--term-old", "fast", "--term-new", "slow")
