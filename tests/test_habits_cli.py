@@ -7,6 +7,7 @@ import getpass
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -293,6 +294,18 @@ def test_a_step_outside_the_candidates_has_no_position_in_the_step_tables(tmp_pa
     assert " -1 " not in row
     assert "│ rerun   │ -   │" in row
     assert f"| rerun | - | `{outside[:12]}` |" in bisect("report", "1", "--format", "markdown", db=db).stdout
+
+
+def test_the_commits_table_counts_the_commits_it_leaves_out(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    assert bisect(*start_args(history, "--no-explain"), db=db).returncode == 0
+    text = bisect("report", "1", db=db).stdout
+    markdown = bisect("report", "1", "--format", "markdown", db=db).stdout
+    # This fixture's search leaves out one commit between two tested ones, and more elsewhere.
+    assert not re.search(r"(?<![0-9])1 untested commits", text + markdown)
+    assert re.search(r"│ 1 untested commit +│", text), text
+    assert "| ... | | | 1 untested commit |" in markdown
+    assert re.search(r"│ [0-9]{2} untested commits +│", text), text
 
 
 def test_failed_endpoint_is_what_the_report_reproduces(tmp_path: Path):

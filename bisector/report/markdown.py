@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisector.report.model import BisectReport, one_line, pr_suffix
-from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows
+from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows, untested
 from vocab.domain import BisectStatus, StepPurpose
 
 
@@ -79,7 +79,7 @@ def render_markdown(report: BisectReport) -> str:
     ]
     for commit in range_rows(report):
         if isinstance(commit, int):
-            out.append(f"| ... | | | {commit} untested commits |")
+            out.append(f"| ... | | | {untested(commit)} |")
             continue
         state = report.state_of(commit.sha)
         mark = f" **{first_bad_mark(report, commit)}**" if commit.sha == record.first_bad else ""

@@ -176,6 +176,11 @@ def range_rows(report: BisectReport) -> list[Commit | int]:
     return out
 
 
+def untested(count: int) -> str:
+    """The row standing for `count` commits the commits table leaves out."""
+    return f"{count} untested commit" + ("" if count == 1 else "s")
+
+
 def first_bad_mark(report: BisectReport, commit: Commit) -> str:
     """The arrow beside the first bad commit in the range table ("first known" when it is not the answer)."""
     if commit.sha != report.record.first_bad:
@@ -191,7 +196,7 @@ def _commits_table(report: BisectReport) -> Table:
     table.add_column("subject", overflow="fold")
     for commit in range_rows(report):
         if isinstance(commit, int):
-            table.add_row("...", "", "", Text(f"{commit} untested commits", style="dim"))
+            table.add_row("...", "", "", Text(untested(commit), style="dim"))
             continue
         state = report.state_of(commit.sha)
         mark = f"  {first_bad_mark(report, commit)}" if commit.sha == report.record.first_bad else ""
