@@ -100,7 +100,7 @@ def show(bisect_id: int, tail: int, db_url: str | None, output_format: str) -> N
     for step in report.steps:
         text = log_tail(Path(step.log_path), tail) if step.log_path else None
         verdict = step.verdict.value if step.verdict else "running"
-        title = f"step {step.id}: {step.sha[:12]} {verdict}"
+        title = f"step {report.number(step)}: {step.sha[:12]} {verdict}"  # numbered as `bisect report` does
         console.print(Panel(text or "(no log)", title=title, title_align="left", expand=False), soft_wrap=True)
 
 

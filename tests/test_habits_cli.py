@@ -7,6 +7,7 @@ import getpass
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -182,6 +183,27 @@ def test_a_running_coordinator_takes_in_a_mark(tmp_path: Path):
     assert [s["sha"] for s in report["steps"] if s["purpose"] == "manual"] == [history.shas[26]]
 
 
+def test_status_of_a_running_bisect_without_verdicts_names_the_whole_range(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 40, 23)
+    db = tmp_path / "b.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECT_DB": str(db)}
+    args = start_args(history, "--run", "sleep 5; bash test.sh", "--no-explain")
+    with subprocess.Popen(
+        [sys.executable, "-m", "bisector", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) as coordinator:
+        status = ""
+        while "progress: 0 search step(s) done, 1 running" not in status:  # the first probe runs; lazy endpoints
+            assert coordinator.poll() is None
+            status = bisect("status", "1", db=db).stdout
+            time.sleep(0.2)
+        coordinator.wait(timeout=300)
+    assert "checking the endpoints" not in status
+    assert (
+        f"; the first bad commit is one of 40 after {history.shas[0][:12]} up to {history.shas[40][:12]}, if the "
+        "endpoints hold\n" in status
+    )
+
+
 def test_mark_refuses_a_commit_outside_the_range_and_an_unknown_term(tmp_path: Path, history):
     db = tmp_path / "b.db"
     args = start_args(history, "--good", history.shas[5], "--term-old", "fast", "--term-new", "slow")
@@ -246,6 +268,46 @@ def test_status_is_short_and_report_is_whole(tmp_path: Path, history):
     assert "(#2023)  (PR" not in report
 
 
+def test_show_numbers_the_steps_as_the_report_does(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    for _ in range(2):  # the second bisect's store ids start after the first's
+        assert bisect(*start_args(history, "--no-explain"), db=db).returncode == 0
+    report = json.loads(bisect("report", "2", "--format", "json", db=db).stdout)
+    assert report["steps"][0]["id"] != 1
+    shown = bisect("show", "2", "--tail", "1", db=db).stdout
+    for step in report["steps"]:
+        assert f"step {step['number']}: {step['sha'][:12]} {step['verdict']}" in shown
+    assert f"step {report['steps'][-1]['id']}:" not in shown
+
+
+def test_a_step_outside_the_candidates_has_no_position_in_the_step_tables(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    assert bisect(*start_args(history, "--no-explain"), db=db).returncode == 0
+    (history.path / "after.txt").write_text("a commit after the range\n")
+    git(history.path, "add", "after.txt")
+    git(history.path, "commit", "-qm", "after the range")
+    outside = git(history.path, "rev-parse", "HEAD").strip()
+    assert bisect("rerun", "1", outside, db=db).returncode == 0
+    step = json.loads(bisect("report", "1", "--format", "json", db=db).stdout)["steps"][-1]
+    assert (step["purpose"], step["sha"], step["position"]) == ("rerun", outside, -1)
+    row = next(line for line in bisect("report", "1", db=db).stdout.splitlines() if outside[:12] in line)
+    assert " -1 " not in row
+    assert "│ rerun   │ -   │" in row
+    assert f"| rerun | - | `{outside[:12]}` |" in bisect("report", "1", "--format", "markdown", db=db).stdout
+
+
+def test_the_commits_table_counts_the_commits_it_leaves_out(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    assert bisect(*start_args(history, "--no-explain"), db=db).returncode == 0
+    text = bisect("report", "1", db=db).stdout
+    markdown = bisect("report", "1", "--format", "markdown", db=db).stdout
+    # This fixture's search leaves out one commit between two tested ones, and more elsewhere.
+    assert not re.search(r"(?<![0-9])1 untested commits", text + markdown)
+    assert re.search(r"│ 1 untested commit +│", text), text
+    assert "| ... | | | 1 untested commit |" in markdown
+    assert re.search(r"│ [0-9]{2} untested commits +│", text), text
+
+
 def test_failed_endpoint_is_what_the_report_reproduces(tmp_path: Path):
     history = write_history(tmp_path / "repo", ["buildfail"] + ["good"] * 5 + ["bad"] * 5)
     db = tmp_path / "b.db"
@@ -259,10 +321,11 @@ def test_failed_endpoint_is_what_the_report_reproduces(tmp_path: Path):
     failed = next(s for s in report["steps"] if s["verdict"] == "skip")
     assert f"(skip): {failed['reason']}" in text
     assert f"log: {failed['log_path']}" in text
-    assert f"reproduce the good endpoint, which tested skip ({history.shas[0][:12]})" in text
+    assert f"reproduce {history.shas[0][:12]}, the good endpoint, which tested skip, by hand:" in text
     markdown = bisect("report", "1", "--format", "markdown", db=db).stdout
     assert f"log `{failed['log_path']}`" in markdown
     assert failed["reason"] in markdown
+    assert f"Reproduce `{history.shas[0][:12]}`, the good endpoint, which tested skip, by hand:" in markdown
 
 
 def test_worktrees_ls_and_prune(tmp_path: Path, history):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisector.report.model import BisectReport, one_line, pr_suffix
-from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows
+from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows, untested
 from vocab.domain import BisectStatus, StepPurpose
 
 
@@ -54,7 +54,7 @@ def render_markdown(report: BisectReport) -> str:
     for step in report.steps:
         note = one_line(step.detail) if step.purpose is StepPurpose.MANUAL else ""
         out.append(
-            f"| {report.number(step)} | {step.purpose.value} | {report.position(step.sha)} | `{step.sha[:12]}` "
+            f"| {report.number(step)} | {step.purpose.value} | {report.position_label(step.sha)} | `{step.sha[:12]}` "
             f"| {report.word(step.verdict)} | {fmt_metric(step.metric)} | {step.worker or '-'} "
             f"| {','.join(map(str, step.gpus)) or '-'} | {fmt_s(step.build_s)} | {fmt_s(step.run_s)} "
             f"| {md_escape(note)} |"
@@ -79,7 +79,7 @@ def render_markdown(report: BisectReport) -> str:
     ]
     for commit in range_rows(report):
         if isinstance(commit, int):
-            out.append(f"| ... | | | {commit} untested commits |")
+            out.append(f"| ... | | | {untested(commit)} |")
             continue
         state = report.state_of(commit.sha)
         mark = f" **{first_bad_mark(report, commit)}**" if commit.sha == record.first_bad else ""
@@ -89,7 +89,7 @@ def render_markdown(report: BisectReport) -> str:
         )
     out += ["", "</details>", ""]
     target = report.reproduce_target()
-    out += [f"Reproduce {target.why} (`{target.sha[:12]}`) by hand:", "", "```sh", report.reproduce(), "```", ""]
+    out += [f"Reproduce `{target.sha[:12]}`, {target.why}, by hand:", "", "```sh", report.reproduce(), "```", ""]
     out += ["or through gpu-bisect (its image, where the bisect used images):", "", "```sh", report.rerun_command()]
     out += ["```", ""]
     return "\n".join(out)

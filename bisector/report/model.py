@@ -85,8 +85,14 @@ class BisectReport:
         return self._commits.get(sha) if sha else None
 
     def position(self, sha: str) -> int:
+        """The commit's position among the candidates; -1 for one outside them (a minimisation variant)."""
         commit = self.commit(sha)
         return commit.position if commit else -1
+
+    def position_label(self, sha: str) -> str:
+        """The position as the step tables print it: "-" for a commit outside the candidates."""
+        position = self.position(sha)
+        return str(position) if position >= 0 else "-"
 
     @cached_property
     def _numbers(self) -> dict[int, int]:

@@ -51,13 +51,15 @@ def status_lines(report: BisectReport) -> list[str]:
             f"first {new} commit: {first_bad.sha[:12]} {first_bad.subject}" if first_bad else ""
         )
         lines += [progress, f"answer: {answer}" if answer else "answer: none"]
-    elif last_old is not None and first_new is not None:
-        left = first_new.position - last_old.position
-        lines.append(
-            f"{progress}; the first {new} commit is one of {left} after {last_old.sha[:12]} up to {first_new.sha[:12]}"
-        )
     else:
-        lines.append(f"{progress}; checking the endpoints")
+        # An endpoint without its verdict yet (lazy checks test one only when the answer rests on it) is assumed.
+        low = last_old or report.candidates[0]
+        high = first_new or report.candidates[-1]
+        proviso = "" if last_old is not None and first_new is not None else ", if the endpoints hold"
+        lines.append(
+            f"{progress}; the first {new} commit is one of {high.position - low.position} after {low.sha[:12]} up to "
+            f"{high.sha[:12]}{proviso}"
+        )
     if record.message and not record.status.is_terminal():
         lines.append(f"note: {record.message}")
     if report.steps:

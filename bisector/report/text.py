@@ -106,7 +106,7 @@ def print_text(console: Console, report: BisectReport) -> None:
     console.print(_commits_table(report))
     target = report.reproduce_target()
     console.print(
-        f"reproduce {target.why} ({target.sha[:12]}) by hand:\n  {report.reproduce()}\n"
+        f"reproduce {target.sha[:12]}, {target.why}, by hand:\n  {report.reproduce()}\n"
         f"or through gpu-bisect (its image, where the bisect used images):\n  {report.rerun_command()}",
         soft_wrap=True,
         markup=False,
@@ -134,7 +134,7 @@ def _steps_table(report: BisectReport) -> Table:
         else:
             note = ""
         cells = [
-            str(report.number(step)), step.purpose.value, str(report.position(step.sha)), step.sha[:12],
+            str(report.number(step)), step.purpose.value, report.position_label(step.sha), step.sha[:12],
             Text(report.word(step.verdict), style=style), fmt_metric(step.metric), step.worker or "-",
             ",".join(map(str, step.gpus)) or "-", fmt_s(step.build_s), fmt_s(step.run_s),
         ]  # fmt: skip
@@ -176,6 +176,11 @@ def range_rows(report: BisectReport) -> list[Commit | int]:
     return out
 
 
+def untested(count: int) -> str:
+    """The row standing for `count` commits the commits table leaves out."""
+    return f"{count} untested commit" + ("" if count == 1 else "s")
+
+
 def first_bad_mark(report: BisectReport, commit: Commit) -> str:
     """The arrow beside the first bad commit in the range table ("first known" when it is not the answer)."""
     if commit.sha != report.record.first_bad:
@@ -191,7 +196,7 @@ def _commits_table(report: BisectReport) -> Table:
     table.add_column("subject", overflow="fold")
     for commit in range_rows(report):
         if isinstance(commit, int):
-            table.add_row("...", "", "", Text(f"{commit} untested commits", style="dim"))
+            table.add_row("...", "", "", Text(untested(commit), style="dim"))
             continue
         state = report.state_of(commit.sha)
         mark = f"  {first_bad_mark(report, commit)}" if commit.sha == report.record.first_bad else ""
