@@ -111,9 +111,13 @@ class SearchCore:
         return self.spec.search.strategy == "noisy" or self.spec.search.repeat_limit > 1 or self.flake_seen
 
     def lazy(self) -> bool:
-        """Endpoints are run when the conclusion rests on them or a slot is spare (never once noise is expected:
-        then both run before the search relies on them)."""
-        return self.verify is VerifyEndpoints.LAZY and not self.noise_expected()
+        """Endpoints are run when the conclusion rests on them or a slot is spare; never once noise is expected
+        or a commit could not be tested: then both run before the search relies on them (a test that cannot run
+        anywhere ends at the good endpoint, not after a skip at every commit)."""
+        return self.verify is VerifyEndpoints.LAZY and not self.noise_expected() and not self.skip_seen()
+
+    def skip_seen(self) -> bool:
+        return any(v is Verdict.SKIP for v in self.state().verdicts.values())
 
     def strategy(self) -> Strategy:
         """The strategy for what is known now, after noticing flakes in it (which makes the search noisy)."""

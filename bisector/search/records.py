@@ -24,7 +24,7 @@ class Analysis(StrEnum):
 class EndpointCheck(StrEnum):
     """How an endpoint's role (good end, bad end) was established."""
 
-    TESTED = "tested"  # run before the search relied on it (--verify-endpoints first, or noise expected)
+    TESTED = "tested"  # run before the search relied on it (--verify-endpoints first, noise expected, a skip seen)
     TESTED_LAZILY = "tested_lazily"  # run because the conclusion rested on it
     TESTED_SPARE = "tested_spare"  # lazily, run early in a slot no probe could use (the candidates reach it)
     ASSUMED = "assumed"  # never run: the conclusion did not rest on it (as `git bisect run`)

@@ -15,7 +15,7 @@ from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.synthetic import SyntheticHistory
 from db.store import Store
 from vocab.domain import BisectStatus, ErrorKind, StepPurpose, StepResult, Verdict
-from workers.scripted import BAD, GOOD, LOST, SILENT, SKIP, Answer, Script, ScriptedExecutor
+from workers.scripted import BAD, GOOD, LOST, SILENT, SKIP, Answer, Script, ScriptedExecutor, table
 
 
 def test_lazy_endpoints_at_one_worker_run_what_git_bisect_runs(tmp_path: Path, store: Store):
@@ -220,6 +220,30 @@ def test_skips_beside_the_boundary_are_ambiguous(tmp_path: Path, store: Store):
     done = scripted_bisect(tmp_path, store, 16, 8, {7: [SKIP]}, workers=3)
     assert done.record.status is BisectStatus.AMBIGUOUS
     assert done.record.last_good == done.history.shas[6]
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_a_test_that_cannot_run_anywhere_ends_at_the_good_endpoint_not_after_every_commit(
+    tmp_path: Path, store: Store, workers: int
+):
+    """Lazily, a skip makes both endpoints due: an untestable good endpoint ends the bisect (failed, saying so)
+    after a round or two, where it used to probe every commit first."""
+    done = scripted_bisect(tmp_path, store, 40, 23, script=lambda _: table({}, lambda _sha: SKIP), workers=workers)
+    assert done.record.status is BisectStatus.FAILED
+    assert "the good endpoint" in done.record.message
+    assert "cannot be tested" in done.record.message
+    assert 0 in done.positions()
+    assert len(done.steps) <= 2 * workers + 2
+    checks = SearchRecords.from_extra(done.record.extra).endpoints
+    assert checks["good"] is EndpointCheck.TESTED
+
+
+def test_one_skip_in_a_clean_bisect_costs_the_two_endpoint_runs_at_most(tmp_path: Path, store: Store):
+    done = scripted_bisect(tmp_path, store, 40, 23, {20: [SKIP]})
+    assert (done.record.status, done.record.first_bad) == (BisectStatus.FOUND, done.history.shas[23])
+    assert {0, 40} <= set(done.positions())
+    git_runs = _git_bisect_run_count(done.history.path, done.history.shas[0], done.history.shas[-1])
+    assert len(done.steps) <= git_runs + 3  # the skip, then its neighbour, and the two endpoints
 
 
 def _git_bisect_run_count(repo: Path, good: str, bad: str) -> int:
