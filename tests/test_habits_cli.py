@@ -49,6 +49,7 @@ def test_custom_terms_name_the_answer_and_the_log_replays_in_git(tmp_path: Path,
     report = json.loads(done.stdout)
     assert report["terms"] == {"old": "fast", "new": "slow"}
     assert {s["term"] for s in report["steps"]} == {"fast", "slow"}
+    assert report["message"] == f"first slow commit: {history.shas[23][:12]} change 23 (#2023)"
     text = bisect("report", "1", db=db).stdout
     assert f"first slow commit: {history.shas[23]}" in text
     assert f"last fast commit: {history.shas[22]}" in text
@@ -395,6 +396,7 @@ def test_find_fix_uses_the_terms_broken_and_fixed_and_git_replays_its_log(tmp_pa
     report = json.loads(done.stdout)
     assert report["terms"] == {"old": "broken", "new": "fixed"}
     assert report["first_bad"]["sha"] == history.shas[9]
+    assert report["message"].startswith(f"first fixed commit: {history.shas[9][:12]}")
     assert {(s["verdict"], s["term"]) for s in report["steps"]} == {("bad", "broken"), ("good", "fixed")}
     assert f"first fixed commit: {history.shas[9]}" in bisect("report", "1", db=db).stdout
     log = bisect("log", "1", db=db).stdout

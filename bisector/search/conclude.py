@@ -27,6 +27,7 @@ def conclude(core: SearchCore) -> Finish | Descend | None:
     if any(core.verdict(index) is None for index in core.endpoints_owed()):
         return None  # lazily: an endpoint the answer rests on runs first
     first_bad, last_good = core.commit_at(outcome.first_bad), core.commit_at(outcome.last_good)
+    old_term, new_term = core.spec.search.terms()  # git's words: "the first fixed commit" with --find-fix
     if outcome.kind is OutcomeKind.FOUND and core.merges.wants(first_bad.sha):
         return Descend(first_bad.sha)
     confirmed = ""
@@ -40,18 +41,18 @@ def conclude(core: SearchCore) -> Finish | Descend | None:
         core.stored("confirmation")
         if confirmation.status is ConfirmStatus.NOT_REPRODUCIBLE:
             message = (
-                f"{first_bad.sha[:12]} looked like the first bad commit, but re-running it against its parent did "
-                f"not reproduce the difference ({confirmation.reason}): flaky, not a culprit"
+                f"{first_bad.sha[:12]} looked like the first {new_term} commit, but re-running it against its parent "
+                f"did not reproduce the difference ({confirmation.reason}): flaky, not a culprit"
             )
             return core.finish(BisectStatus.NOT_REPRODUCIBLE, message, first_bad.sha, last_good.sha)
         confirmed = confirmation.reason
     status = BisectStatus.FOUND if outcome.kind is OutcomeKind.FOUND else BisectStatus.AMBIGUOUS
     if status is BisectStatus.FOUND:
-        message = f"first bad commit: {first_bad.sha[:12]} {first_bad.subject}"
+        message = f"first {new_term} commit: {first_bad.sha[:12]} {first_bad.subject}"
     else:
         count = outcome.first_bad - outcome.last_good
         message = (
-            f"the first bad commit is one of {count} commits after {last_good.sha[:12]} up to "
+            f"the first {new_term} commit is one of {count} commits after {last_good.sha[:12]} up to "
             f"{first_bad.sha[:12]}: the commits between could not be tested"
         )
     if outcome.confidence is not None and outcome.confidence < 1.0:
@@ -60,7 +61,7 @@ def conclude(core: SearchCore) -> Finish | Descend | None:
         message += f"; confirmed: {confirmed}"
     if contradictions := state.contradictions():
         shas = ", ".join(core.commit_at(i).sha[:12] for i in contradictions[:5])
-        message += f"; warning: tested good after the first bad commit: {shas} (not monotonic)"
+        message += f"; warning: tested {old_term} after the first {new_term} commit: {shas} (not monotonic)"
     return core.finish(status, message, first_bad.sha, last_good.sha)
 
 
