@@ -1,0 +1,253 @@
+"""C / C++ / CUDA dispatch functions, told by what their bodies do, not by their names.
+
+    bool should_use_mmq(int cc, int64_t ne11) {    a chooser: two or more different return values, one of them a
+        if (cc == CC_VEGA) return n_experts > 0;   literal, a named constant or a comparison (`return 8;`,
+        return ne11 < MAX_BATCH;                    `return KERNEL_NONE;`, `return ne11 <= 128;`)
+    }
+    void flash_attn_ext(ctx, dst) {                 a launcher: two or more kernel sites (`<<<`, `run<...>(...)`,
+        if (cc == CC_PASCAL) flash_attn_ext_vec_f32(ctx, dst);   a GEMM library call, or variants of the
+        else flash_attn_ext_vec_f16(ctx, dst);                    function itself / of one another)
+    }
+
+A commit that changes a decision in such a function (an if, else if, switch, case, default, ?:, a bool kept, a
+return) changes which kernel runs or how: one dispatch-logic row named by the function, in place of the condition,
+threshold and launch rows its lines got (native.py). A decision added or removed counts as well as one changed (a
+new test in a chooser is a new choice). Kernels (`__global__`, `__device__` alone) are no dispatch functions, and a
+check that refuses the other case (TORCH_CHECK) is no decision.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.native_reach import LAUNCH
+from bisector.analysis.native_scope import Scope, enclosing_function
+
+MAX_BODY_LINES = 400  # a dispatch function's body is read this far
+MAX_BLOCK_LINES = 120  # a decision's block is read this far for a kernel site
+MAX_STATEMENT_LINES = 12  # a kernel site's statement is read this far for the names its arguments read
+STEM_JOINS = 2  # sibling callees share a stem of three or more `_`-joined words (`attn_ext_vec` of `_f32`, `_f16`)
+
+_DECISION = re.compile(
+    r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|switch)\s*(?:constexpr\s*)?\(|^\s*(?:case\b[^:]*|default\s*):|"
+    r"\?[^:]*:|\bbool\s+[A-Za-z_]\w*\s*=[^=]|\breturn\b(?!\s*;)"
+)
+_RETURN = re.compile(r"\breturn\b\s*([^;]*);")
+_STATUS = re.compile(r"success|error|invalid|status|unsupported|fail", re.I)  # status codes are no choices
+_CHOICE = re.compile(  # a literal, a named constant, or a comparison (spaced, or with a number: not `a->b`, `f<T>`)
+    r"^(?:true|false|-?\d[\w.]*|(?:\w+::)*[A-Z][A-Z0-9_]+)$|\s(?:[<>]=?|[=!]=)\s|(?:[<>]=?|[=!]=)\s*-?\d"
+)
+_NO_CHOICES = frozenset({"0", "-1", "nullptr", "NULL"})  # empty and error values
+_CALL = re.compile(r"(?<![.>\w:])([A-Za-z_]\w*)\s*(?:<[^;()]*>\s*)?\(")
+_LIBRARY_GEMM = re.compile(r"\b\w*(?:Gemm|gemm|GEMM)\w*\s*\(")
+_ENV = re.compile(r"getenv", re.I)  # a chooser that reads the environment is shown by its env-gate rows
+_ASSIGNED = re.compile(r"(?:^|[;{]\s*|\b(?:bool|int|auto|float|size_t|int64_t|\w+_t)\s+)([A-Za-z_]\w*)\s*=(?!=)")
+_BOOL = re.compile(r"\bbool\s+[A-Za-z_]\w*\s*=[^=]")
+_CASE_LINE = re.compile(r"^\s*(?:case\b[^:]*|default\s*):")
+_KERNEL = re.compile(r"\b__global__\b")
+_HOST = re.compile(r"\b__host__\b")
+
+
+def with_native_chooser_rows(
+    path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk], rows: list[Finding]
+) -> list[Finding]:
+    """The file's rows with one dispatch-logic row per dispatch function whose decisions the hunks change, less the
+    other rows named by that function."""
+    changed: dict[str, tuple[int, str | None, str | None]] = {}
+    functions = _Functions()
+    for hunk in hunks:
+        removed = _decisions(old_lines, hunk.old_lo, hunk.old_hi)
+        added = _decisions(new_lines, hunk.new_lo, hunk.new_hi)
+        moved = Counter(_text(old_lines[i]) for i in removed) & Counter(_text(new_lines[i]) for i in added)
+        for side, lines, indices in (("old", old_lines, removed), ("new", new_lines, added)):
+            left = Counter(moved)
+            for index in indices:
+                if left[_text(lines[index])] > 0:
+                    left[_text(lines[index])] -= 1
+                    continue
+                name = functions.dispatcher(side, lines, index)
+                if name:
+                    line, before, after = changed.get(name, (index + 1, None, None))
+                    text = _text(lines[index])
+                    changed[name] = (
+                        line,
+                        before or (text if side == "old" else None),
+                        after or (text if side == "new" else None),
+                    )
+    if not changed:
+        return rows
+    kept = [row for row in rows if not (row.name in changed and row.kind in _REPLACED)]
+    named = {row.name for row in kept if row.kind is FindingKind.DISPATCH_LOGIC}
+    return kept + [
+        Finding(
+            FindingKind.DISPATCH_LOGIC,
+            path,
+            name,
+            key="decision of a dispatch function",
+            before=before,
+            after=after,
+            line=line,
+            detail="returns a choice or launches kernels at several sites; a decision in it changed",
+        )
+        for name, (line, before, after) in changed.items()
+        if name not in named
+    ]
+
+
+_REPLACED = frozenset({FindingKind.NATIVE_THRESHOLD, FindingKind.LAUNCH_PARAM, FindingKind.BRANCH_CONDITION})
+
+
+@dataclass(frozen=True)
+class _Dispatcher:
+    name: str
+    chooser: bool  # returns a choice: every decision in it counts
+    body: list[str]  # its body's lines, the first one holding the opening brace
+    first: int  # the index of the body's first line in the file's lines
+    sites: str  # the text of its kernel sites' statements, where a launcher's inputs are read
+    variants: frozenset[str]  # the callees that are kernel sites by their names (_variant_callees)
+
+
+class _Functions:
+    """The dispatch function holding a line, remembered per side and function."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, int], _Dispatcher | None] = {}
+
+    def dispatcher(self, side: str, lines: list[str], index: int) -> str:
+        """The name of the host function holding decision line index when it is a chooser, or a launcher and the
+        decision guards a kernel site or a value one reads; else ''."""
+        scope = enclosing_function(lines, index)
+        if scope is None or _KERNEL.search(scope.opening) or (scope.device and not _HOST.search(scope.opening)):
+            return ""
+        key = (side, scope.line)
+        if key not in self._known:
+            self._known[key] = _classified(lines, scope)
+        found = self._known[key]
+        if found is None or not (found.chooser or _guards(found, index - found.first, hops=1)):
+            return ""
+        return found.name
+
+
+def _classified(lines: list[str], scope: Scope) -> _Dispatcher | None:
+    body = _body(lines, scope)
+    if _chooses(body) and not any(_ENV.search(text) for text in body):
+        return _Dispatcher(scope.function, True, body, scope.line, "", frozenset())
+    variants = _variant_callees(body, scope.function)
+    sites = _site_text(body, variants)
+    return _Dispatcher(scope.function, False, body, scope.line, sites, variants) if sites else None
+
+
+def _guards(found: _Dispatcher, at: int, hops: int) -> bool:
+    """The decision at body line at holds or governs a kernel site, or sets a name a site reads (a bool kept for a
+    later decision: that decision guards, one hop)."""
+    block = _governed(found.body, at)
+    text = " ".join(block)
+    if _site_matches(text, found.variants):
+        return True
+    for name in _ASSIGNED.findall(text):
+        if re.search(rf"\b{re.escape(name)}\b", found.sites):
+            return True
+        if hops and _BOOL.search(found.body[at]):
+            reader = re.compile(rf"\b{re.escape(name)}\b")
+            for later in range(at + 1, len(found.body)):
+                line = found.body[later]
+                if reader.search(line) and _DECISION.search(line) and _guards(found, later, hops - 1):
+                    return True
+    return False
+
+
+def _governed(body: list[str], at: int) -> list[str]:
+    """The decision line with what it governs: an if's or switch's block, a case's statements, a statement to its
+    semicolon."""
+    first = body[at]
+    if _CASE_LINE.match(first):
+        block = [first]
+        for text in body[at + 1 : at + MAX_BLOCK_LINES]:
+            if _CASE_LINE.match(text) or text.count("}") > text.count("{"):
+                break
+            block.append(text)
+        return block
+    block, depth, opened = [], 0, False
+    for text in body[at : at + MAX_BLOCK_LINES]:
+        block.append(text)
+        depth += text.count("{") - text.count("}")
+        opened = opened or "{" in text
+        if (opened and depth <= 0) or (not opened and text.rstrip().endswith(";")):
+            break
+    return block
+
+
+def _site_text(body: list[str], variants: frozenset[str]) -> str:
+    """The statements holding kernel sites (each to its semicolon, a few lines at most) when there are two or more
+    sites (launches, instantiations, GEMM library calls, variant callees), else ''."""
+    sites = set(variants)
+    for text in body:
+        sites.update(match[0] for match in LAUNCH.finditer(text))
+        sites.update(match[0] for match in _LIBRARY_GEMM.finditer(text))
+    if len(sites) < 2:
+        return ""
+    statements: list[str] = []
+    for at, text in enumerate(body):
+        if _site_matches(text, variants):
+            statement = [text]
+            for more in body[at + 1 : at + MAX_STATEMENT_LINES]:
+                if statement[-1].rstrip().endswith(";"):
+                    break
+                statement.append(more)
+            statements.append(" ".join(statement))
+    return "\n".join(statements)
+
+
+def _site_matches(text: str, variants: frozenset[str]) -> bool:
+    if LAUNCH.search(text) or _LIBRARY_GEMM.search(text):
+        return True
+    return any(callee in variants for callee in _CALL.findall(text))
+
+
+def _decisions(lines: list[str], lo: int, hi: int) -> list[int]:
+    return [index for index in range(lo, min(hi, len(lines))) if _DECISION.search(lines[index])]
+
+
+def _body(lines: list[str], scope: Scope) -> list[str]:
+    depth = 0
+    for index in range(scope.line, min(scope.line + MAX_BODY_LINES, len(lines))):
+        text = lines[index] if index > scope.line else lines[index][lines[index].rfind("{") :]
+        depth += text.count("{") - text.count("}")
+        if depth <= 0:
+            return lines[scope.line : index + 1]
+    return lines[scope.line : scope.line + MAX_BODY_LINES]
+
+
+def _chooses(body: list[str]) -> bool:
+    """Two or more different choices returned (literals, named constants, comparisons; not 0, -1 or null
+    alone), and no status code."""
+    values = {" ".join(match[1].split()) for text in body for match in _RETURN.finditer(text)}
+    values.discard("")
+    choices = {value for value in values if _CHOICE.search(value) and value not in _NO_CHOICES}
+    return len(choices) >= 2 and not any(_STATUS.search(value) for value in values)
+
+
+def _variant_callees(body: list[str], function: str) -> frozenset[str]:
+    """Callees that are variants of the function (`f_vec_f32` in `f`) or of one another (siblings sharing a stem
+    of three or more `_`-joined words: `attn_ext_vec_f32`, `attn_ext_vec_f16`)."""
+    callees = {callee for text in body for callee in _CALL.findall(text)}
+    base = function.rsplit("::", 1)[-1]
+    stems = Counter(_stem(callee) for callee in callees)
+    return frozenset(
+        callee
+        for callee in callees
+        if callee.startswith(f"{base}_") or (stems[_stem(callee)] >= 2 and _stem(callee).count("_") >= STEM_JOINS)
+    )
+
+
+def _stem(callee: str) -> str:
+    return callee.rsplit("_", 1)[0]
+
+
+def _text(line: str) -> str:
+    return " ".join(line.split())
