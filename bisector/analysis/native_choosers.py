@@ -10,8 +10,9 @@
     }
 
 A commit that changes a decision in such a function (an if, else if, switch, case, default, ?:, a bool kept, a
-return) changes which kernel runs or how: one dispatch-logic row named by the function, in place of the condition,
-threshold and launch rows its lines got (native.py). A decision added or removed counts as well as one changed (a
+return) changes which kernel runs or how: the condition, threshold and launch rows its lines got (native.py) are
+dispatch-logic rows (each keeps what it tests), and such a function whose changed decisions got none has a
+dispatch-logic row of its own, named by the function. A decision added or removed counts as well as one changed (a
 new test in a chooser is a new choice). Kernels (`__global__`, `__device__` alone) are no dispatch functions, and a
 check that refuses the other case (TORCH_CHECK) is no decision.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
@@ -51,13 +52,14 @@ _BOOL = re.compile(r"\bbool\s+[A-Za-z_]\w*\s*=[^=]")
 _CASE_LINE = re.compile(r"^\s*(?:case\b[^:]*|default\s*):")
 _KERNEL = re.compile(r"\b__global__\b")
 _HOST = re.compile(r"\b__host__\b")
+_LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")
 
 
 def with_native_chooser_rows(
     path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk], rows: list[Finding]
 ) -> list[Finding]:
-    """The file's rows with one dispatch-logic row per dispatch function whose decisions the hunks change, less the
-    other rows named by that function."""
+    """The file's rows, those named by a dispatch function whose decisions the hunks change turned dispatch-logic
+    rows (each keeps what it tests and its texts), and one dispatch-logic row for such a function that has none."""
     changed: dict[str, tuple[int, str | None, str | None]] = {}
     functions = _Functions()
     for hunk in hunks:
@@ -81,7 +83,10 @@ def with_native_chooser_rows(
                     )
     if not changed:
         return rows
-    kept = [row for row in rows if not (row.name in changed and row.kind in _REPLACED)]
+    kept = [
+        replace(row, kind=FindingKind.DISPATCH_LOGIC) if row.name in changed and row.kind in _MERGED else row
+        for row in rows
+    ]
     named = {row.name for row in kept if row.kind is FindingKind.DISPATCH_LOGIC}
     return kept + [
         Finding(
@@ -99,7 +104,7 @@ def with_native_chooser_rows(
     ]
 
 
-_REPLACED = frozenset({FindingKind.NATIVE_THRESHOLD, FindingKind.LAUNCH_PARAM, FindingKind.BRANCH_CONDITION})
+_MERGED = frozenset({FindingKind.NATIVE_THRESHOLD, FindingKind.LAUNCH_PARAM, FindingKind.BRANCH_CONDITION})
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ class _Dispatcher:
     chooser: bool  # returns a choice: every decision in it counts
     body: list[str]  # its body's lines, the first one holding the opening brace
     first: int  # the index of the body's first line in the file's lines
-    sites: str  # the text of its kernel sites' statements, where a launcher's inputs are read
+    inputs: str  # what its kernel sites choose with (_site_inputs)
     variants: frozenset[str]  # the callees that are kernel sites by their names (_variant_callees)
 
 
@@ -138,8 +143,8 @@ def _classified(lines: list[str], scope: Scope) -> _Dispatcher | None:
     if _chooses(body) and not any(_ENV.search(text) for text in body):
         return _Dispatcher(scope.function, True, body, scope.line, "", frozenset())
     variants = _variant_callees(body, scope.function)
-    sites = _site_text(body, variants)
-    return _Dispatcher(scope.function, False, body, scope.line, sites, variants) if sites else None
+    inputs = _site_inputs(body, variants)
+    return None if inputs is None else _Dispatcher(scope.function, False, body, scope.line, inputs, variants)
 
 
 def _guards(found: _Dispatcher, at: int, hops: int) -> bool:
@@ -150,7 +155,7 @@ def _guards(found: _Dispatcher, at: int, hops: int) -> bool:
     if _site_matches(text, found.variants):
         return True
     for name in _ASSIGNED.findall(text):
-        if re.search(rf"\b{re.escape(name)}\b", found.sites):
+        if re.search(rf"\b{re.escape(name)}\b", found.inputs):
             return True
         if hops and _BOOL.search(found.body[at]):
             reader = re.compile(rf"\b{re.escape(name)}\b")
@@ -182,25 +187,26 @@ def _governed(body: list[str], at: int) -> list[str]:
     return block
 
 
-def _site_text(body: list[str], variants: frozenset[str]) -> str:
-    """The statements holding kernel sites (each to its semicolon, a few lines at most) when there are two or more
-    sites (launches, instantiations, GEMM library calls, variant callees), else ''."""
+def _site_inputs(body: list[str], variants: frozenset[str]) -> str | None:
+    """What the kernel sites choose with: launch configurations (`<<<grid, block>>>`), template arguments of
+    instantiations, and whole GEMM library calls (their compute type and algorithm are arguments; a statement to its
+    semicolon, a few lines at most); None when there are fewer than two sites (launches, instantiations, GEMM
+    library calls, variant callees). A kernel's data arguments are no choice."""
     sites = set(variants)
-    for text in body:
-        sites.update(match[0] for match in LAUNCH.finditer(text))
-        sites.update(match[0] for match in _LIBRARY_GEMM.finditer(text))
-    if len(sites) < 2:
-        return ""
-    statements: list[str] = []
+    inputs: list[str] = []
     for at, text in enumerate(body):
-        if _site_matches(text, variants):
+        launches = [match[0] for match in LAUNCH.finditer(text)]
+        sites.update(launches)
+        inputs.extend(launches + _LAUNCH_CONFIG.findall(text))
+        if _LIBRARY_GEMM.search(text):
+            sites.update(match[0] for match in _LIBRARY_GEMM.finditer(text))
             statement = [text]
             for more in body[at + 1 : at + MAX_STATEMENT_LINES]:
                 if statement[-1].rstrip().endswith(";"):
                     break
                 statement.append(more)
-            statements.append(" ".join(statement))
-    return "\n".join(statements)
+            inputs.append(" ".join(statement))
+    return "\n".join(inputs) if len(sites) >= 2 else None
 
 
 def _site_matches(text: str, variants: frozenset[str]) -> bool:

@@ -1,0 +1,111 @@
+"""C / C++ / CUDA dispatch functions told by their bodies (native_choosers.py): choosers that return a choice and
+launchers with several kernel sites, on real git histories."""
+
+from __future__ import annotations
+
+from analysis_history import History
+
+from bisector.analysis import FindingKind, static_diff
+
+
+def units(history: History, sha: str) -> list[tuple[str, str]]:
+    return sorted((f.kind.value, f.name) for f in static_diff(history.path, sha).table_findings)
+
+
+CHOOSER_CU = """\
+static bool should_use_mmq(int type, int cc, long ne11, long n_experts) {
+    if (type == TYPE_F16) {
+        return false;
+    }
+    if (turing_mma_available(cc)) {
+        return true;
+    }
+    return ne11 < MMQ_DP4A_MAX_BATCH_SIZE;
+}
+
+static constexpr __host__ __device__ int calc_nwarps(int type, int ncols) {
+    switch (type) {
+        case TYPE_Q4_K:
+        case TYPE_Q6_K:
+            return 8;
+        default:
+            return 4;
+    }
+}
+"""
+
+
+def test_a_new_test_in_a_chooser_and_a_new_case_return_are_dispatch_rows(history: History) -> None:
+    history.commit("mmq", {"src/mmq.cu": CHOOSER_CU})
+    changed = CHOOSER_CU.replace(
+        "    return ne11 < MMQ_DP4A_MAX_BATCH_SIZE;",
+        "    if (cc == CC_VEGA) {\n        return n_experts > 0;\n    }\n    return ne11 < MMQ_DP4A_MAX_BATCH_SIZE;",
+    ).replace("        case TYPE_Q6_K:\n", "            return 8;\n        case TYPE_Q6_K:\n            return 2;\n")
+    sha = history.commit("Vega: MMQ only for MoE; Q6_K on two warps", {"src/mmq.cu": changed})
+
+    # the new arch test alone was new code (no row); both functions return a choice
+    assert units(history, sha) == [("dispatch_logic", "calc_nwarps"), ("dispatch_logic", "should_use_mmq")]
+    row = next(f for f in static_diff(history.path, sha).table_findings if f.name == "should_use_mmq")
+    assert (row.before, row.after) == (None, "if (cc == CC_VEGA) {")
+
+
+LAUNCHER_CU = """\
+void flash_attn_ext(Context & ctx, Tensor * dst) {
+    const int cc = device_cc(ctx);
+    if (Q->ne[1] <= 8) {
+        flash_attn_ext_vec_f16(ctx, dst);
+    } else {
+        flash_attn_ext_tile_f16(ctx, dst);
+    }
+}
+
+void workspace_setup(Params & params, bool deterministic) {
+    if (deterministic) {
+        params.workspace_ptr = alloc_workspace(params);
+    }
+    conv_fwd_cuda<float>(params, stream);
+    conv_fwd_channellast_cuda<float>(params, stream);
+}
+"""
+
+
+def test_a_launcher_branch_that_picks_another_kernel_is_a_dispatch_row(history: History) -> None:
+    history.commit("fattn", {"src/fattn.cu": LAUNCHER_CU})
+    changed = LAUNCHER_CU.replace(
+        "        flash_attn_ext_vec_f16(ctx, dst);\n",
+        "        if (cc == CC_PASCAL && Q->ne[1] <= 8) {\n            flash_attn_ext_vec_f32(ctx, dst);\n"
+        "        } else {\n            flash_attn_ext_vec_f16(ctx, dst);\n        }\n",
+    ).replace("    if (deterministic) {", "    if (deterministic && !params.inplace) {")
+    sha = history.commit("Pascal decode on the f32 vec kernel; no workspace in place", {"src/fattn.cu": changed})
+
+    # the Pascal test guards a kernel site; the workspace test guards none (params is passed whole), so it stays
+    # what it was before (no row: a test of a flag)
+    assert units(history, sha) == [("dispatch_logic", "flash_attn_ext")]
+
+
+STATUS_CU = """\
+cublasStatus_t check_gemm(int m, int n, int kind) {
+    if (m == 0 || n == 0) {
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    if (kind == 2) {
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    return run_checks(m, n);
+}
+
+__global__ void scale_kernel(float * x, int n) {
+    if (threadIdx.x >= 32) {
+        return;
+    }
+    x[threadIdx.x] *= n > 64 ? 2.0f : 1.0f;
+}
+"""
+
+
+def test_status_returns_and_kernels_are_no_dispatch_functions(history: History) -> None:
+    history.commit("copy", {"src/copy.cu": STATUS_CU})
+    changed = STATUS_CU.replace("if (kind == 2)", "if (kind == 3)").replace("threadIdx.x >= 32", "threadIdx.x >= 64")
+    sha = history.commit("another kind refused; a wider kernel", {"src/copy.cu": changed})
+
+    assert [u for u in units(history, sha) if u[0] == FindingKind.DISPATCH_LOGIC.value] == []
