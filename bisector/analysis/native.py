@@ -23,6 +23,7 @@ from bisector.analysis.native_reach import (
     instantiating_case,
     reaching_values,
 )
+from bisector.analysis.native_renames import Renames
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".inc")
@@ -88,8 +89,6 @@ _NOT_NEWLINE = re.compile(r"[^\n]")
 _NEWLINE = re.compile(r"\n")
 _NUMBER = re.compile(r"(?<![\w.])\.?\d")  # a number literal (1, 0x10, 1.5f, .5), not the 4 of float4
 _LITERAL = re.compile(r"-?(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)?)[uUlLfF]*|true|false")
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-_TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
 _DELIMITER = re.compile(r"[{};]")
 
 
@@ -160,7 +159,7 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     old = _tuned(before.entries if before else {}, after.entries if after else {}, before.nested if before else set())
     new = _tuned(after.entries if after else {}, before.entries if before else {}, after.nested if after else set())
     old, new = without_data_locals(old, before, new), without_data_locals(new, after, old)
-    renamed = _Renames(before, after)
+    renamed = Renames(before, after)
     for name in set(old) & set(new):
         if renamed.same(old[name][1], new[name][1]):
             del old[name], new[name]
@@ -206,34 +205,6 @@ def _tuned(
         or not isinstance(node, Leaf)
         or (_NUMBER.search(node.text) and (name not in nested or _LITERAL.fullmatch(node.text) is not None))
     }
-
-
-class _Renames:
-    """Names spelled differently on the two sides of a file, matched ignoring case and underscores."""
-
-    def __init__(self, before: NativeScan | None, after: NativeScan | None) -> None:
-        self._texts = ("\n".join(before.lines) if before else "", "\n".join(after.lines) if after else "")
-        self._names: tuple[set[str], set[str]] | None = None
-
-    def same(self, old: Node, new: Node) -> bool:
-        if not (isinstance(old, Leaf) and isinstance(new, Leaf)) or old.text == new.text:
-            return False
-        old_tokens, new_tokens = _TOKEN.findall(old.text), _TOKEN.findall(new.text)
-        if len(old_tokens) != len(new_tokens):
-            return False
-        pairs = {(a, b) for a, b in zip(old_tokens, new_tokens, strict=True) if a != b}
-        return all(_spelling(a) == _spelling(b) and self._renamed(a, b) for a, b in pairs)
-
-    def _renamed(self, old: str, new: str) -> bool:
-        if not (_IDENTIFIER.fullmatch(old) and _IDENTIFIER.fullmatch(new)):
-            return False
-        if self._names is None:
-            self._names = (set(_IDENTIFIER.findall(self._texts[0])), set(_IDENTIFIER.findall(self._texts[1])))
-        return old not in self._names[1] and new not in self._names[0]
-
-
-def _spelling(name: str) -> str:
-    return name.replace("_", "").lower()
 
 
 def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[str]) -> list[Finding]:
