@@ -43,6 +43,7 @@ _STATUS = re.compile(r"success|error|invalid|status|unsupported|fail", re.I)  # 
 _CHOICE = re.compile(  # a literal, a named constant, or a comparison (spaced, or with a number: not `a->b`, `f<T>`)
     r"^(?:true|false|-?\d[\w.]*|(?:\w+::)*[A-Z][A-Z0-9_]+)$|\s(?:[<>]=?|[=!]=)\s|(?:[<>]=?|[=!]=)\s*-?\d"
 )
+_ARMS = re.compile(r"[^?:]+\?\s*([^?:]+?)\s*:\s*([^?:]+)")  # the two arms of a plain `c ? a : b`
 _NO_CHOICES = frozenset({"0", "-1", "nullptr", "NULL"})  # empty and error values
 _CALL = re.compile(r"(?<![.>\w:])([A-Za-z_]\w*)\s*(?:<[^;()]*>\s*)?\(")
 _LIBRARY_GEMM = re.compile(r"\b\w*(?:Gemm|gemm|GEMM)\w*\s*\(")
@@ -231,9 +232,13 @@ def _body(lines: list[str], scope: Scope) -> list[str]:
 
 def _chooses(body: list[str]) -> bool:
     """Two or more different choices returned (literals, named constants, comparisons; not 0, -1 or null
-    alone), and no status code."""
-    values = {" ".join(match[1].split()) for text in body for match in _RETURN.finditer(text)}
-    values.discard("")
+    alone; the arms of `return ldmc ? 8.44e9 : 26.6e9;` each count), and no status code."""
+    values: set[str] = set()
+    for text in body:
+        for match in _RETURN.finditer(text):
+            value = " ".join(match[1].split())
+            arms = _ARMS.fullmatch(value)
+            values.update(arms.group(1, 2) if arms else (value,) if value else ())
     choices = {value for value in values if _CHOICE.search(value) and value not in _NO_CHOICES}
     return len(choices) >= 2 and not any(_STATUS.search(value) for value in values)
 

@@ -109,3 +109,24 @@ def test_status_returns_and_kernels_are_no_dispatch_functions(history: History) 
     sha = history.commit("another kind refused; a wider kernel", {"src/copy.cu": changed})
 
     assert [u for u in units(history, sha) if u[0] == FindingKind.DISPATCH_LOGIC.value] == []
+
+
+COST_CC = """\
+static double sm_bandwidth(Comm * comm, bool ldmc) {
+  if (100 <= comm->minCompCap) {
+    return ldmc ? 8.44e9 : 26.6e9;
+  } else {
+    return ldmc ? 9.85e9 : 14.5e9;
+  }
+}
+"""
+
+
+def test_a_cost_model_returning_literal_arms_is_a_chooser(history: History) -> None:
+    history.commit("cost", {"src/sym_kernels.cc": COST_CC})
+    sha = history.commit(
+        "Hopper bandwidth", {"src/sym_kernels.cc": COST_CC.replace("9.85e9 : 14.5e9", "4.22e9 : 13.7e9")}
+    )
+
+    # each arm of `ldmc ? a : b` is a choice returned: the changed return is a decision of a chooser
+    assert units(history, sha) == [("dispatch_logic", "sm_bandwidth")]
