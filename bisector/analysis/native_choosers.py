@@ -54,6 +54,7 @@ _CASE_LINE = re.compile(r"^\s*(?:case\b[^:]*|default\s*):")
 _KERNEL = re.compile(r"\b__global__\b")
 _HOST = re.compile(r"\b__host__\b")
 _LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")
+_KERNEL_NAME = re.compile(r"^.*?([\w:]+)\s*(?:<[^;<>]*(?:<[^;<>]*>[^;<>]*)*>)?\s*$", re.S)  # the kernel before its <<<
 
 
 def with_native_chooser_rows(
@@ -196,7 +197,8 @@ def _site_inputs(body: list[str], variants: frozenset[str]) -> str | None:
     sites = set(variants)
     inputs: list[str] = []
     for at, text in enumerate(body):
-        launches = [match[0] for match in LAUNCH.finditer(text)]
+        launches = [_KERNEL_NAME.sub(r"\1", text[: match.start()]) if match[0] == "<<<" else match[0]
+                    for match in LAUNCH.finditer(text)]  # fmt: skip
         sites.update(launches)
         inputs.extend(launches + _LAUNCH_CONFIG.findall(text))
         if _LIBRARY_GEMM.search(text):

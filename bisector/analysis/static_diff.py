@@ -29,6 +29,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.launch_feeds import feed_rows
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.native_choosers import with_native_chooser_rows
+from bisector.analysis.native_switches import switched_branch_rows
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
 from bisector.analysis.tile_assignments import with_tile_rows
 from bisector.analysis.tuning_files import (
@@ -304,8 +305,8 @@ class _FileAnalysis:
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))
-        rows = diff_native(self.path, before, after, self.hunks)
         lines = (before.lines if before else [], after.lines if after else [])
+        rows = diff_native(self.path, before, after, self.hunks) + switched_branch_rows(self.path, *lines, self.hunks)
         return with_native_chooser_rows(self.path, *lines, self.hunks, rows)
 
     def _parsed(self, old: bytes | None, new: bytes | None, parse: Callable[[bytes], T]) -> tuple[T | None, T | None]:

@@ -130,3 +130,41 @@ def test_a_cost_model_returning_literal_arms_is_a_chooser(history: History) -> N
 
     # each arm of `ldmc ? a : b` is a choice returned: the changed return is a decision of a chooser
     assert units(history, sha) == [("dispatch_logic", "sm_bandwidth")]
+
+
+REDUCE_CU = """\
+void op_reduce(Context & ctx, Tensor * dst) {
+    if (dst->ne[1] >= 32) {
+        ring_reduce<<<nblocks, 256, 0, stream>>>(dst);
+        return;
+    }
+    tree_reduce<<<nblocks, 128, 0, stream>>>(dst);
+}
+
+static bool graph_compatible(Graph * graph) {
+    bool use_graphs = true;
+    for (int i = 0; i < graph->n_nodes; i++) {
+        if (graph->nodes[i]->op == OP_ADD &&
+            graph->nodes[i]->broadcast) {
+            use_graphs = false;
+        }
+    }
+    return use_graphs;
+}
+"""
+
+
+def test_a_branch_switched_off_is_a_row_and_a_dispatch_decision_in_a_launcher(history: History) -> None:
+    history.commit("reduce", {"src/reduce.cu": REDUCE_CU})
+    changed = REDUCE_CU.replace("if (dst->ne[1] >= 32)", "if (false && dst->ne[1] >= 32)").replace(
+        "if (graph->nodes[i]->op == OP_ADD &&", "if (false && graph->nodes[i]->op == OP_ADD &&"
+    )
+    sha = history.commit("no ring reduction; graphs with broadcast adds", {"src/reduce.cu": changed})
+
+    found = static_diff(history.path, sha).table_findings
+    # op_reduce launches two kernels (two names before <<<): its switched-off branch is a decision of a launcher
+    assert sorted((f.kind.value, f.name, f.key) for f in found) == [
+        ("branch_condition", "graph_compatible", "branch switched off"),
+        ("dispatch_logic", "op_reduce", "branch switched off"),
+        ("dispatch_logic", "op_reduce", "condition choosing the kernel"),
+    ]
