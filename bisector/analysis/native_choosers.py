@@ -31,6 +31,7 @@ from bisector.analysis.native_scope import Scope, enclosing_function
 
 MAX_BODY_LINES = 400  # a dispatch function's body is read this far
 MAX_BLOCK_LINES = 120  # a decision's block is read this far for a kernel site
+MAX_CONDITION_LINES = 8  # an if's condition spread over this many lines at most
 MAX_STATEMENT_LINES = 12  # a kernel site's statement is read this far for the names its arguments read
 STEM_JOINS = 2  # sibling callees share a stem of three or more `_`-joined words (`attn_ext_vec` of `_f32`, `_f16`)
 
@@ -50,10 +51,12 @@ _LIBRARY_GEMM = re.compile(r"\b\w*(?:Gemm|gemm|GEMM)\w*\s*\(")
 _ENV = re.compile(r"getenv", re.I)  # a chooser that reads the environment is shown by its env-gate rows
 _ASSIGNED = re.compile(r"(?:^|[;{]\s*|\b(?:bool|int|auto|float|size_t|int64_t|\w+_t)\s+)([A-Za-z_]\w*)\s*=(?!=)")
 _BOOL = re.compile(r"\bbool\s+[A-Za-z_]\w*\s*=[^=]")
+_OPENING_CONDITION = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while)\s*(?:constexpr\s*)?\(")
 _CASE_LINE = re.compile(r"^\s*(?:case\b[^:]*|default\s*):")
 _KERNEL = re.compile(r"\b__global__\b")
 _HOST = re.compile(r"\b__host__\b")
 _LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")
+_NOT_KERNEL = re.compile(r"log|print|assert|check|error|warn|abort|debug|trace|alloc|free|get_device", re.I)
 _KERNEL_NAME = re.compile(r"^.*?([\w:]+)\s*(?:<[^;<>]*(?:<[^;<>]*>[^;<>]*)*>)?\s*$", re.S)  # the kernel before its <<<
 
 
@@ -70,11 +73,11 @@ def with_native_chooser_rows(
         moved = Counter(_text(old_lines[i]) for i in removed) & Counter(_text(new_lines[i]) for i in added)
         for side, lines, indices in (("old", old_lines, removed), ("new", new_lines, added)):
             left = Counter(moved)
-            for index in indices:
+            for index, head in indices.items():
                 if left[_text(lines[index])] > 0:
                     left[_text(lines[index])] -= 1
                     continue
-                name = functions.dispatcher(side, lines, index)
+                name = functions.dispatcher(side, lines, head)
                 if name:
                     line, before, after = changed.get(name, (index + 1, None, None))
                     text = _text(lines[index])
@@ -218,8 +221,28 @@ def _site_matches(text: str, variants: frozenset[str]) -> bool:
     return any(callee in variants for callee in _CALL.findall(text))
 
 
-def _decisions(lines: list[str], lo: int, hi: int) -> list[int]:
-    return [index for index in range(lo, min(hi, len(lines))) if _DECISION.search(lines[index])]
+def _decisions(lines: list[str], lo: int, hi: int) -> dict[int, int]:
+    """The decision lines among lines lo..hi, each with the line that opens its decision: itself, or for a line
+    that continues an if's condition (`    || ratio == 10)) {`), the if a few lines above."""
+    found: dict[int, int] = {}
+    for index in range(lo, min(hi, len(lines))):
+        if _DECISION.search(lines[index]):
+            found[index] = index
+        elif (head := _condition_head(lines, index)) is not None:
+            found[index] = head
+    return found
+
+
+def _condition_head(lines: list[str], index: int) -> int | None:
+    depth = 0
+    for earlier in range(index - 1, max(index - MAX_CONDITION_LINES, -1), -1):
+        text = lines[earlier]
+        if text.rstrip().endswith((";", "{", "}")) or text.lstrip().startswith("#"):
+            return None
+        depth += text.count("(") - text.count(")")
+        if _OPENING_CONDITION.match(text):
+            return earlier if depth > 0 else None
+    return None
 
 
 def _body(lines: list[str], scope: Scope) -> list[str]:
@@ -247,8 +270,14 @@ def _chooses(body: list[str]) -> bool:
 
 def _variant_callees(body: list[str], function: str) -> frozenset[str]:
     """Callees that are variants of the function (`f_vec_f32` in `f`) or of one another (siblings sharing a stem
-    of three or more `_`-joined words: `attn_ext_vec_f32`, `attn_ext_vec_f16`)."""
-    callees = {callee for text in body for callee in _CALL.findall(text)}
+    of three or more `_`-joined words: `attn_ext_vec_f32`, `attn_ext_vec_f16`); not macros (`LOG_INFO`, `LOG_WARN`)
+    nor logging, checking or error helpers."""
+    callees = {
+        callee
+        for text in body
+        for callee in _CALL.findall(text)
+        if not callee.isupper() and not _NOT_KERNEL.search(callee)
+    }
     base = function.rsplit("::", 1)[-1]
     stems = Counter(_stem(callee) for callee in callees)
     return frozenset(

@@ -168,3 +168,36 @@ def test_a_branch_switched_off_is_a_row_and_a_dispatch_decision_in_a_launcher(hi
         ("dispatch_logic", "op_reduce", "branch switched off"),
         ("dispatch_logic", "op_reduce", "condition choosing the kernel"),
     ]
+
+
+FATTN_CU = """\
+void fattn_ext(Context & ctx, Tensor * dst) {
+    if (Q->ne[0] == 128 &&
+        (Q->ne[2] / K->ne[2] == 12 || Q->ne[2] / K->ne[2] == 6)) {
+        fattn_ext_mma_new(ctx, dst);
+        return;
+    }
+    fattn_ext_mma_f16(ctx, dst);
+}
+
+Backend * backend_init(int device, Params params) {
+    Context * ctx = new_context(device);
+    if (params.batch_per_byte >= 1024) {
+        GGML_CUDA_LOG_INFO("setting batch_per_byte");
+        ctx->batch_per_byte = params.batch_per_byte;
+    }
+    GGML_CUDA_LOG_WARN("init");
+    GGML_CUDA_LOG_ERROR("done");
+    return make_backend(ctx);
+}
+"""
+
+
+def test_a_changed_condition_line_continues_its_if_and_logging_calls_are_no_kernel_sites(history: History) -> None:
+    history.commit("fattn", {"src/fattn.cu": FATTN_CU})
+    changed = FATTN_CU.replace("== 6)) {", "== 6 || Q->ne[2] / K->ne[2] == 10)) {").replace(">= 1024", ">= 2048")
+    sha = history.commit("gqa ratio 10 on the new kernel; per-byte batches", {"src/fattn.cu": changed})
+
+    # the continuation line belongs to the if that picks fattn_ext_mma_new; backend_init's logging macros share a
+    # stem but launch nothing, so its changed threshold stays a threshold
+    assert units(history, sha) == [("dispatch_logic", "fattn_ext"), ("native_threshold", "backend_init")]
