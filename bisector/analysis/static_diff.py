@@ -32,6 +32,7 @@ from bisector.analysis.native_choosers import with_native_chooser_rows
 from bisector.analysis.native_switches import switched_branch_rows
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
 from bisector.analysis.tile_assignments import with_tile_rows
+from bisector.analysis.toggle_arguments import with_toggle_rows
 from bisector.analysis.tuning_files import (
     TUNING_SUFFIXES,
     TuningFileError,
@@ -301,7 +302,7 @@ class _FileAnalysis:
             self.modules = parsed
             rows = diff_python(self.path, *scan_pair(*parsed))
             rows = with_chooser_rows(self.path, *parsed, with_builder_rows(self.path, *parsed, rows))
-            return with_tile_rows(self.path, *parsed, rows)
+            return with_toggle_rows(self.path, *parsed, with_tile_rows(self.path, *parsed, rows))
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))
