@@ -1,4 +1,5 @@
-"""What a dispatch condition is about (env var, arch, dtype, shape), and the names that hold a condition.
+"""What a dispatch condition is about (env var, arch, dtype, shape, a library's version), and the names that hold
+a condition.
 
 A condition stored in a name is a gate: after `tuned = get_arch() == "gfx950"` (module level or in a function),
 `if tuned:` and `... if tuned else ...` are arch conditions, and the assignment itself is a condition of the
@@ -39,6 +40,7 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     ("shape", re.compile(r"\.shape\b|\.size\(|numel|\.ndim\b|\.dim\(\)|stride\(", re.I)),
+    ("version", re.compile(r"_version\b|version\.parse|\b(?:Pkg)?Version\(|__version__|\bversion\b", re.I)),
 )
 _SHAPE_NAMES = re.compile(
     r"^(m|n|k|b|h|d|s|t|bs|bt|batch\w*|seq\w*|num_\w+|n_\w+|head\w*|\w*_size|\w*_len|\w*_dim|\w*tokens\w*|"
@@ -50,8 +52,8 @@ _THRESHOLD_NAMES = re.compile(r"^(MAX|MIN)_|_(THRESHOLD|LIMIT|MAX|MIN)$")
 
 
 def condition_category(test: ast.expr, gates: Mapping[str, Gate] | None = None, text: str | None = None) -> str:
-    """What a condition is about: env var, arch, dtype or shape (in that order of precedence), or the category of
-    a gate it reads; "" otherwise. text: the condition's source when the caller has it."""
+    """What a condition is about: env var, arch, dtype, shape or version (in that order of precedence), or the
+    category of a gate it reads; "" otherwise. text: the condition's source when the caller has it."""
     text = ast.unparse(test) if text is None else text
     for name, pattern in _CATEGORIES:
         if pattern.search(text):
