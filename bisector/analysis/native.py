@@ -58,6 +58,7 @@ _DTYPE_WORDS = re.compile(
     r"\bis_same(?:_v)?\s*<[^;]*\b(?:float|double|u?int8_t)\b"
 )
 _CASE = re.compile(r"^\s*case\s+[^:]+:")
+_BOOL_LITERAL = re.compile(r"^\s*(?:(?:static|const|constexpr|inline)\s+)*bool\s+\w+\s*=\s*(?:true|false|0|1)\s*;")
 _SWITCH = re.compile(rf"\bswitch\s*\(\s*([^)]*\b(?:{_BATCH_NAMES})\b[^)]*)\)")
 _ANY_SWITCH = re.compile(r"\bswitch\s*\(")
 _ANY_SWITCH_ON = re.compile(r"\bswitch\s*\(\s*([^)]*)\)")
@@ -257,8 +258,9 @@ def _unmoved(found: list[tuple[int, str]], lines: list[str], moved: Counter[str]
 
 def _condition(lines: list[str], index: int) -> str:
     """'condition on the batch size', 'case of switch (m)', 'condition on the arch' (#if __CUDA_ARCH__ >= 900,
-    if (cc >= 90)) or 'condition on the dtype' (if constexpr (is_same_v<T, half>)) when line index is one, else ''."""
-    if index >= len(lines):
+    if (cc >= 90)) or 'condition on the dtype' (if constexpr (is_same_v<T, half>)) when line index is one, else ''.
+    A bool initialised with a literal (`bool fp16 = false;`) holds no condition."""
+    if index >= len(lines) or _BOOL_LITERAL.match(lines[index]):
         return ""
     line = lines[index]
     if _CASE.match(line):
