@@ -16,18 +16,10 @@ import re
 from collections import Counter
 
 from bisector.analysis.code_shape import FunctionNode, ParsedSource, module_functions, own_nodes, source_lines
+from bisector.analysis.conditions import BACKEND_FLAG
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
-_BACKEND_WORDS = (
-    r"triton\w*|exllama\w*|marlin\w*|cuda\w*|flash\w*|fused\w*|fusion|kernels?|cutlass|cublas\w*|cudnn|"
-    r"tensor_cores?|tma|wgmma|fp8\w*|sdpa|xformers|ipex|rocm|hip|custom_\w+|native_\w+|graphs?|mma|multimem\w*"
-)
-_TOGGLE = re.compile(
-    rf"^(?:(?:use|disable|enable|force|prefer|allow)_(?:\w+_)?(?:{_BACKEND_WORDS})|"
-    r"backend|attn_backend|attn_implementation|implementation|impl|kernel_type)$"
-)
-
-
+_TOGGLE = re.compile(rf"^(?:{BACKEND_FLAG}|backend|attn_backend|attn_implementation|implementation|impl|kernel_type)$")
 _KERNEL_DECORATOR = re.compile(r"jit|triton|kernel|autotune|heuristics")
 
 

@@ -54,3 +54,30 @@ def test_a_backend_toggle_passed_differently_is_a_dispatch_row(history: History)
         ),
         ("FusedAttention.inject_to_model", None, "import_quant_linear(disable_exllama=disable_exllama)"),
     ]
+
+
+LOADER_PY = """\
+def from_quantized(model, use_triton=False, disable_exllama=True, trainable=False):
+    if not use_triton and trainable:
+        warn("cuda-old backend")
+    if model.use_cache:
+        model = model.cached()
+    return load(model, use_triton=use_triton, disable_exllama=disable_exllama)
+"""
+
+
+def test_a_condition_on_a_backend_flag_is_a_backend_condition(history: History) -> None:
+    history.commit("loader", {"pkg/loader.py": LOADER_PY})
+    changed = LOADER_PY.replace(
+        "    if not use_triton and trainable:",
+        "    if not disable_exllama and trainable:\n        disable_exllama = True\n"
+        "    elif not use_triton and trainable:",
+    ).replace("if model.use_cache:", "if model.use_cache and not trainable:")
+    sha = history.commit("exllama does not train: the pytorch backend", {"pkg/loader.py": changed})
+
+    found = [f for f in static_diff(history.path, sha).table_findings if f.kind is FindingKind.BRANCH_CONDITION]
+
+    # use_cache names no kernel implementation
+    assert [(f.name, f.key, f.after) for f in found] == [
+        ("from_quantized", "backend condition", "not disable_exllama and trainable")
+    ]
