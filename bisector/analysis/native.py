@@ -16,6 +16,7 @@ from bisector.analysis.native_dispatch import condition_label, default_rows, dif
 from bisector.analysis.native_entries import kept_entry_rows
 from bisector.analysis.native_instances import instance_rows
 from bisector.analysis.native_launches import launch_shape_rows
+from bisector.analysis.native_members import Members
 from bisector.analysis.native_reach import (
     MAX_READER_LINES,
     data_locals,
@@ -137,12 +138,16 @@ def scan_native(text: str) -> NativeScan:
             bodies = _function_bodies(stripped)
         if _inside(bodies, brace):
             nested.add(unique)
+    members: Members | None = None
     for match in _SCALAR_CONST.finditer(stripped):
         line = bisect.bisect_right(starts, match.start("name"))
-        unique = add(match["name"], FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
         if bodies is None:
             bodies = _function_bodies(stripped)
-        if _inside(bodies, match.start("name")):
+        local = _inside(bodies, match.start("name"))
+        members = members or Members(stripped)
+        name = match["name"] if local else members.qualified(match["name"], match.start("name"))
+        unique = add(name, FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
+        if local:
             nested.add(unique)
     for match in _DEFINE.finditer(stripped):
         line = bisect.bisect_right(starts, match.start("name"))

@@ -526,7 +526,7 @@ def test_native_renamed_helper_and_derived_locals_are_no_rows_a_changed_literal_
 
     assert rows(static_diff(history.path, sha)) == {
         "ipt_600": "nominal_4b_items_to_items(13, key_size) -> nominal_4B_items_to_items(17, key_size)",
-        "min_items": "(absent) -> 2",
+        "policy_selector::min_items": "(absent) -> 2",
     }
     # another helper (a new name, not the old one spelled differently) is a change
     other = history.commit(
