@@ -58,6 +58,7 @@ _DTYPE_WORDS = re.compile(
     r"\b(?:half|__half|__nv_bfloat16|bfloat16(?:_t)?|__nv_fp8\w*|fp8\w*|float8\w*|fp4\w*|bf16|fp16|\w*e4m3\w*|\w*e5m2\w*)\b|"
     r"\bis_same(?:_v)?\s*<[^;]*\b(?:float|double|u?int8_t)\b"
 )
+_VERSION_WORDS = re.compile(r"\b[A-Z][A-Z0-9]*_VERSION(?:_[A-Z]+)?\b")  # a library's version: CUBLAS_VERSION
 _CASE = re.compile(r"^\s*case\s+[^:]+:")
 _BOOL_LITERAL = re.compile(r"^\s*(?:(?:static|const|constexpr|inline)\s+)*bool\s+\w+\s*=\s*(?:true|false|0|1)\s*;")
 _SWITCH = re.compile(rf"\bswitch\s*\(\s*([^)]*\b(?:{_BATCH_NAMES})\b[^)]*)\)")
@@ -282,6 +283,8 @@ def _condition(lines: list[str], index: int) -> str:
         return "condition on the arch"
     if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
         return "condition on the dtype"
+    if _BRANCH.search(line) and _VERSION_WORDS.search(line):
+        return "condition on the version"
     label = condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
     return label or more_condition_label(lines, index)
 
