@@ -123,28 +123,31 @@ class _Dispatcher:
 
 
 class _Functions:
-    """The dispatch function holding a line, remembered per side and function."""
+    """The dispatch function holding a line, remembered per side and function (a line inside a body already read
+    is not walked up again)."""
 
     def __init__(self) -> None:
-        self._known: dict[tuple[str, int], _Dispatcher | None] = {}
+        self._spans: dict[str, list[tuple[int, int, _Dispatcher | None]]] = {"old": [], "new": []}
 
     def dispatcher(self, side: str, lines: list[str], index: int) -> str:
         """The name of the host function holding decision line index when it is a chooser, or a launcher and the
         decision guards a kernel site or a value one reads; else ''."""
-        scope = enclosing_function(lines, index)
-        if scope is None or _KERNEL.search(scope.opening) or (scope.device and not _HOST.search(scope.opening)):
-            return ""
-        key = (side, scope.line)
-        if key not in self._known:
-            self._known[key] = _classified(lines, scope)
-        found = self._known[key]
+        known = next((span for span in self._spans[side] if span[0] < index <= span[1]), None)
+        if known is None:
+            scope = enclosing_function(lines, index)
+            if scope is None:
+                return ""
+            body = _body(lines, scope)
+            host = not _KERNEL.search(scope.opening) and (not scope.device or _HOST.search(scope.opening))
+            known = (scope.line, scope.line + len(body) - 1, _classified(body, scope) if host else None)
+            self._spans[side].append(known)
+        found = known[2]
         if found is None or not (found.chooser or _guards(found, index - found.first, hops=1)):
             return ""
         return found.name
 
 
-def _classified(lines: list[str], scope: Scope) -> _Dispatcher | None:
-    body = _body(lines, scope)
+def _classified(body: list[str], scope: Scope) -> _Dispatcher | None:
     if _chooses(body) and not any(_ENV.search(text) for text in body):
         return _Dispatcher(scope.function, True, body, scope.line, "", frozenset())
     variants = _variant_callees(body, scope.function)
