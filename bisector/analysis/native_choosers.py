@@ -203,11 +203,13 @@ def _site_inputs(body: list[str], variants: frozenset[str]) -> str | None:
     sites = set(variants)
     inputs: list[str] = []
     for at, text in enumerate(body):
+        if "(" not in text and "<" not in text:
+            continue  # no call, launch or instantiation starts on the line
         launches = [_KERNEL_NAME.sub(r"\1", text[: match.start()]) if match[0] == "<<<" else match[0]
                     for match in LAUNCH.finditer(text)]  # fmt: skip
         sites.update(launches)
         inputs.extend(launches + _LAUNCH_CONFIG.findall(text))
-        if _LIBRARY_GEMM.search(text):
+        if ("emm" in text or "EMM" in text) and _LIBRARY_GEMM.search(text):
             sites.update(match[0] for match in _LIBRARY_GEMM.finditer(text))
             statement = [text]
             for more in body[at + 1 : at + MAX_STATEMENT_LINES]:

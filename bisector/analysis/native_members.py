@@ -36,12 +36,18 @@ class Members:
             if cut >= 0 and window[cut] == "{" and (head := _HEAD.match(window[:cut].strip())) is not None:
                 heads[keyword.end() + cut] = " ".join(head["name"].split())
         self._heads = heads
-        self._braces = [(match.start(), match[0] == "{") for match in _BRACE.finditer(stripped)] if heads else []
-        self._positions = [position for position, _ in self._braces]
+        self._stripped = stripped
+        self._braces: list[tuple[int, bool]] | None = None  # (position, opens), read when first asked
+        self._positions: list[int] = []
 
     def qualified(self, name: str, position: int) -> str:
         """name, prefixed with the aggregate whose body holds position directly (`Config<4>::name`): the first
         brace above it that no brace between them closes."""
+        if not self._heads:
+            return name
+        if self._braces is None:
+            self._braces = [(match.start(), match[0] == "{") for match in _BRACE.finditer(self._stripped)]
+            self._positions = [at for at, _ in self._braces]
         depth = 0
         for at in range(bisect.bisect_left(self._positions, position) - 1, -1, -1):
             brace, opens = self._braces[at]
