@@ -20,6 +20,9 @@ from bisector.analysis.conditions import BACKEND_FLAG
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
 _TOGGLE = re.compile(rf"^(?:{BACKEND_FLAG}|backend|attn_backend|attn_implementation|implementation|impl|kernel_type)$")
+_KEYWORD_TEXT = re.compile(
+    rf"\b(?:{BACKEND_FLAG}|backend|attn_backend|attn_implementation|implementation|impl|kernel_type)\s*="
+)
 _KERNEL_DECORATOR = re.compile(r"jit|triton|kernel|autotune|heuristics")
 
 
@@ -36,8 +39,9 @@ def with_toggle_rows(
     for name, node in module_functions(after.tree.body):
         if name in named or name not in old or _kernel(node):
             continue
-        if source_lines(before, old[name]) == source_lines(after, node):
-            continue  # the cheap test first
+        was_text, now_text = source_lines(before, old[name]), source_lines(after, node)
+        if was_text == now_text or not _KEYWORD_TEXT.search("\n".join(was_text + now_text)):
+            continue  # the cheap tests first: no change, or no toggle keyword in either text
         was, now = _toggles(old[name]), _toggles(node)
         if was == now:
             continue
