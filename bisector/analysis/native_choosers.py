@@ -1,20 +1,22 @@
 """C / C++ / CUDA dispatch functions, told by what their bodies do, not by their names.
 
-    bool should_use_mmq(int cc, int64_t ne11) {    a chooser: two or more different return values, one of them a
-        if (cc == CC_VEGA) return n_experts > 0;   literal, a named constant or a comparison (`return 8;`,
-        return ne11 < MAX_BATCH;                    `return KERNEL_NONE;`, `return ne11 <= 128;`)
-    }
-    void flash_attn_ext(ctx, dst) {                 a launcher: two or more kernel sites (`<<<`, `run<...>(...)`,
-        if (cc == CC_PASCAL) flash_attn_ext_vec_f32(ctx, dst);   a GEMM library call, or variants of the
-        else flash_attn_ext_vec_f16(ctx, dst);                    function itself / of one another)
-    }
+    bool should_use_mmq(int cc, int64_t ne11) {    a chooser: two or more different choices returned: literals,
+        if (cc == CC_VEGA) return n_experts > 0;   named constants, comparisons, the arms of a returned `c ? a : b`
+        return ne11 < MAX_BATCH;                    (`return 8;`, `return KERNEL_NONE;`, `return ne11 <= 128;`);
+    }                                               not 0, -1 or null alone, no status codes, no env read
+    void flash_attn_ext(ctx, dst) {                 a launcher: two or more kernel sites (`k<<<...>>>` told apart
+        if (cc == CC_PASCAL) flash_attn_ext_vec_f32(ctx, dst);   by the kernel, `run<...>(...)`, a GEMM library
+        else flash_attn_ext_vec_f16(ctx, dst);                    call, variants of the function itself or of
+    }                                                             one another; not logging or checking helpers)
 
-A commit that changes a decision in such a function (an if, else if, switch, case, default, ?:, a bool kept, a
-return) changes which kernel runs or how: the condition, threshold and launch rows its lines got (native.py) are
-dispatch-logic rows (each keeps what it tests), and such a function whose changed decisions got none has a
-dispatch-logic row of its own, named by the function. A decision added or removed counts as well as one changed (a
-new test in a chooser is a new choice). Kernels (`__global__`, `__device__` alone) are no dispatch functions, and a
-check that refuses the other case (TORCH_CHECK) is no decision.
+A commit that changes a decision in such a function (an if, else if, a line continuing an if's condition, switch,
+case, default, ?:, a bool kept, a return with a value) changes which kernel runs or how: the condition, threshold
+and launch rows its lines got (native.py) are dispatch-logic rows (each keeps what it tests), and such a function
+whose changed decisions got none has a dispatch-logic row of its own, named by the function. In a launcher a
+decision counts when it guards a kernel site or sets what one chooses with (a launch configuration, template
+arguments, a GEMM call's arguments; not a kernel's data). A decision added or removed counts as well as one changed
+(a new test in a chooser is a new choice). Kernels (`__global__`, `__device__` alone) are no dispatch functions,
+and a check that refuses the other case (TORCH_CHECK) is no decision.
 """
 
 from __future__ import annotations
