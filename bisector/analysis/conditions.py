@@ -1,4 +1,5 @@
-"""What a dispatch condition is about (env var, arch, dtype, shape), and the names that hold a condition.
+"""What a dispatch condition is about (env var, arch, dtype, shape, a backend flag, a library's version), and the
+names that hold a condition.
 
 A condition stored in a name is a gate: after `tuned = get_arch() == "gfx950"` (module level or in a function),
 `if tuned:` and `... if tuned else ...` are arch conditions, and the assignment itself is a condition of the
@@ -16,6 +17,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bisector.analysis.findings import short_text
+
+# Kernel implementations a flag can switch between (`use_triton`, `disable_exllama`, `enable_fused_moe`)
+BACKEND_WORDS = (
+    r"triton\w*|exllama\w*|marlin\w*|cuda\w*|flash\w*|fused\w*|fusion|kernels?|cutlass|cublas\w*|cudnn|"
+    r"tensor_cores?|tma|wgmma|fp8\w*|sdpa|xformers|ipex|rocm|hip|custom_\w+|native_\w+|graphs?|mma|multimem\w*"
+)
+BACKEND_FLAG = rf"(?:use|disable|enable|force|prefer|allow)_(?:\w+_)?(?:{BACKEND_WORDS})"
 
 _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("env", re.compile(r"\benviron\b|\bgetenv\b|\benvs?\.[A-Z_]|\benv_flag|_env\(|\bENV_", re.I)),
@@ -39,6 +47,8 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     ("shape", re.compile(r"\.shape\b|\.size\(|numel|\.ndim\b|\.dim\(\)|stride\(", re.I)),
+    ("backend", re.compile(rf"\b{BACKEND_FLAG}\b")),
+    ("version", re.compile(r"_version\b|version\.parse|\b(?:Pkg)?Version\(|__version__|\bversion\b", re.I)),
 )
 _SHAPE_NAMES = re.compile(
     r"^(m|n|k|b|h|d|s|t|bs|bt|batch\w*|seq\w*|num_\w+|n_\w+|head\w*|\w*_size|\w*_len|\w*_dim|\w*tokens\w*|"
@@ -50,8 +60,9 @@ _THRESHOLD_NAMES = re.compile(r"^(MAX|MIN)_|_(THRESHOLD|LIMIT|MAX|MIN)$")
 
 
 def condition_category(test: ast.expr, gates: Mapping[str, Gate] | None = None, text: str | None = None) -> str:
-    """What a condition is about: env var, arch, dtype or shape (in that order of precedence), or the category of
-    a gate it reads; "" otherwise. text: the condition's source when the caller has it."""
+    """What a condition is about: env var, arch, dtype, shape, backend flag or version (in that
+    order of precedence), or the
+    category of a gate it reads; "" otherwise. text: the condition's source when the caller has it."""
     text = ast.unparse(test) if text is None else text
     for name, pattern in _CATEGORIES:
         if pattern.search(text):

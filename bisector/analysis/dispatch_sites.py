@@ -62,7 +62,7 @@ class LaunchSite:
 class Branch:
     function: str
     test: str  # the whole condition, whitespace collapsed (rows show it cut to MAX_TEXT)
-    category: str  # "arch", "dtype", "shape", "env", or "" (not a dispatch condition)
+    category: str  # "arch", "version", "dtype", "shape", "env", or "" (not a dispatch condition)
     line: int
     meaning: str = ""  # the definitions of the gates it reads ("tuned = get_arch() == 'gfx950'")
     returned: bool = False  # a predicate's returned comparison (`return cc >= (8, 0)`)
@@ -390,7 +390,7 @@ def _at(branches: list[Branch], index: int) -> Branch | None:
 
 def _branch(path: str, function: str, was: Branch | None, now: Branch | None) -> list[Finding]:
     category = (now.category if now else "") or (was.category if was else "")
-    if not category:
+    if not category or (category == "version" and not (was and now)):  # a version test added or dropped: new code
         return []
     line = now.line if now else was.line if was else None
     before, after = shown_pair(was.test if was else None, now.test if now else None)

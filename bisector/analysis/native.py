@@ -16,6 +16,7 @@ from bisector.analysis.native_dispatch import condition_label, default_rows, dif
 from bisector.analysis.native_entries import kept_entry_rows
 from bisector.analysis.native_instances import instance_rows
 from bisector.analysis.native_launches import launch_shape_rows
+from bisector.analysis.native_members import Members
 from bisector.analysis.native_reach import (
     MAX_READER_LINES,
     data_locals,
@@ -23,6 +24,7 @@ from bisector.analysis.native_reach import (
     instantiating_case,
     reaching_values,
 )
+from bisector.analysis.native_renames import Renames
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".inc")
@@ -56,7 +58,9 @@ _DTYPE_WORDS = re.compile(
     r"\b(?:half|__half|__nv_bfloat16|bfloat16(?:_t)?|__nv_fp8\w*|fp8\w*|float8\w*|fp4\w*|bf16|fp16|\w*e4m3\w*|\w*e5m2\w*)\b|"
     r"\bis_same(?:_v)?\s*<[^;]*\b(?:float|double|u?int8_t)\b"
 )
+_VERSION_WORDS = re.compile(r"\b[A-Z][A-Z0-9]*_VERSION(?:_[A-Z]+)?\b")  # a library's version: CUBLAS_VERSION
 _CASE = re.compile(r"^\s*case\s+[^:]+:")
+_BOOL_LITERAL = re.compile(r"^\s*(?:(?:static|const|constexpr|inline)\s+)*bool\s+\w+\s*=\s*(?:true|false|0|1)\s*;")
 _SWITCH = re.compile(rf"\bswitch\s*\(\s*([^)]*\b(?:{_BATCH_NAMES})\b[^)]*)\)")
 _ANY_SWITCH = re.compile(r"\bswitch\s*\(")
 _ANY_SWITCH_ON = re.compile(r"\bswitch\s*\(\s*([^)]*)\)")
@@ -88,8 +92,6 @@ _NOT_NEWLINE = re.compile(r"[^\n]")
 _NEWLINE = re.compile(r"\n")
 _NUMBER = re.compile(r"(?<![\w.])\.?\d")  # a number literal (1, 0x10, 1.5f, .5), not the 4 of float4
 _LITERAL = re.compile(r"-?(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)?)[uUlLfF]*|true|false")
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-_TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
 _DELIMITER = re.compile(r"[{};]")
 
 
@@ -137,12 +139,16 @@ def scan_native(text: str) -> NativeScan:
             bodies = _function_bodies(stripped)
         if _inside(bodies, brace):
             nested.add(unique)
+    members: Members | None = None
     for match in _SCALAR_CONST.finditer(stripped):
         line = bisect.bisect_right(starts, match.start("name"))
-        unique = add(match["name"], FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
         if bodies is None:
             bodies = _function_bodies(stripped)
-        if _inside(bodies, match.start("name")):
+        local = _inside(bodies, match.start("name"))
+        members = members or Members(stripped)
+        name = match["name"] if local else members.qualified(match["name"], match.start("name"))
+        unique = add(name, FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
+        if local:
             nested.add(unique)
     for match in _DEFINE.finditer(stripped):
         line = bisect.bisect_right(starts, match.start("name"))
@@ -160,7 +166,7 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     old = _tuned(before.entries if before else {}, after.entries if after else {}, before.nested if before else set())
     new = _tuned(after.entries if after else {}, before.entries if before else {}, after.nested if after else set())
     old, new = without_data_locals(old, before, new), without_data_locals(new, after, old)
-    renamed = _Renames(before, after)
+    renamed = Renames(before, after)
     for name in set(old) & set(new):
         if renamed.same(old[name][1], new[name][1]):
             del old[name], new[name]
@@ -206,34 +212,6 @@ def _tuned(
         or not isinstance(node, Leaf)
         or (_NUMBER.search(node.text) and (name not in nested or _LITERAL.fullmatch(node.text) is not None))
     }
-
-
-class _Renames:
-    """Names spelled differently on the two sides of a file, matched ignoring case and underscores."""
-
-    def __init__(self, before: NativeScan | None, after: NativeScan | None) -> None:
-        self._texts = ("\n".join(before.lines) if before else "", "\n".join(after.lines) if after else "")
-        self._names: tuple[set[str], set[str]] | None = None
-
-    def same(self, old: Node, new: Node) -> bool:
-        if not (isinstance(old, Leaf) and isinstance(new, Leaf)) or old.text == new.text:
-            return False
-        old_tokens, new_tokens = _TOKEN.findall(old.text), _TOKEN.findall(new.text)
-        if len(old_tokens) != len(new_tokens):
-            return False
-        pairs = {(a, b) for a, b in zip(old_tokens, new_tokens, strict=True) if a != b}
-        return all(_spelling(a) == _spelling(b) and self._renamed(a, b) for a, b in pairs)
-
-    def _renamed(self, old: str, new: str) -> bool:
-        if not (_IDENTIFIER.fullmatch(old) and _IDENTIFIER.fullmatch(new)):
-            return False
-        if self._names is None:
-            self._names = (set(_IDENTIFIER.findall(self._texts[0])), set(_IDENTIFIER.findall(self._texts[1])))
-        return old not in self._names[1] and new not in self._names[0]
-
-
-def _spelling(name: str) -> str:
-    return name.replace("_", "").lower()
 
 
 def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[str]) -> list[Finding]:
@@ -286,8 +264,9 @@ def _unmoved(found: list[tuple[int, str]], lines: list[str], moved: Counter[str]
 
 def _condition(lines: list[str], index: int) -> str:
     """'condition on the batch size', 'case of switch (m)', 'condition on the arch' (#if __CUDA_ARCH__ >= 900,
-    if (cc >= 90)) or 'condition on the dtype' (if constexpr (is_same_v<T, half>)) when line index is one, else ''."""
-    if index >= len(lines):
+    if (cc >= 90)) or 'condition on the dtype' (if constexpr (is_same_v<T, half>)) when line index is one, else ''.
+    A bool initialised with a literal (`bool fp16 = false;`) holds no condition."""
+    if index >= len(lines) or _BOOL_LITERAL.match(lines[index]):
         return ""
     line = lines[index]
     if _CASE.match(line):
@@ -304,6 +283,8 @@ def _condition(lines: list[str], index: int) -> str:
         return "condition on the arch"
     if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
         return "condition on the dtype"
+    if _BRANCH.search(line) and _VERSION_WORDS.search(line):
+        return "condition on the version"
     label = condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
     return label or more_condition_label(lines, index)
 

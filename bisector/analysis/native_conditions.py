@@ -1,9 +1,10 @@
 """More C / C++ / CUDA condition lines (native.py's `_condition` asks here after its own labels): the arch named in
 a line that continues a boolean expression (`(dprops->major == 10 && dprops->minor == 0) ||`), in a bool or a `?:`
 (`bool is_sm8x = cc_major == 8 && cc_minor > 0;`, `TargetIsVolta(target) ? 16 : 8`), and a threshold: a size
-compared with a number (other than 0 or 1: those test for empty, null or errors) in an `if` / `while` / `?:` of a
-host function (a kernel's own branches are its body), a row when the commit changes it (a new test alone is new
-code). row_name names native.py's condition rows by the function they are in."""
+compared with a number (other than 0 or 1: those test for empty, null or errors) or a threshold's name (`MAX_BATCH`,
+`AR_SIZE_THRESHOLD`) in an `if` / `while` / `?:` of a host function (a kernel's own branches are its body), a row
+when the commit changes it (a new test alone is new code). row_name names native.py's condition rows by the
+function they are in."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ _CHOICE = re.compile(r"\bbool\s+[A-Za-z_]\w*\s*=[^=]|\?[^:]*:")
 _BRANCH = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while)\s*(?:constexpr\s*)?\(|\?[^:]*:")
 _NUMBER_TEST = re.compile(
     r"(?:[<>]=?|[=!]=)\s*\(?\s*(?P<right>-?\d[\w.]*)|(?P<left>(?<![\w.])-?\d[\w.]*)\s*\)?\s*(?:[<>]=?|[=!]=)(?!=)"
+)
+_NAMED_THRESHOLD = re.compile(
+    r"(?:[<>]=?)\s*\(?\s*(?:[A-Z][A-Z0-9_]*_(?:THRESHOLD|LIMIT|MAX|MIN)|(?:MAX|MIN)_[A-Z0-9_]+)\b|"
+    r"\b(?:[A-Z][A-Z0-9_]*_(?:THRESHOLD|LIMIT|MAX|MIN)|(?:MAX|MIN)_[A-Z0-9_]+)\s*\)?\s*[<>]=?(?![<>])"
 )
 _COUNTER = re.compile(r"\+\+|--")  # `++idle < 8192`: a loop's own count, not a size
 _ZEROS = frozenset({"0", "0u", "0ul", "0l", "0.0", "0.0f", "0.f"})
@@ -72,6 +77,9 @@ def _compared_numbers(line: str) -> list[str]:
 
 
 def _has_threshold(line: str) -> bool:
+    """A comparison with a number other than 0 / 1, or with a threshold's name (`<= AR_SIZE_THRESHOLD`)."""
+    if _NAMED_THRESHOLD.search(line):
+        return True
     for match in _NUMBER_TEST.finditer(line):
         number = (match["right"] or match["left"]).lower()
         if number not in _NOT_THRESHOLDS:

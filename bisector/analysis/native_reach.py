@@ -17,7 +17,7 @@ from bisector.analysis.findings import Finding, FindingKind
 
 # A launch or an instantiation: kernel<<<grid, block>>>, run<cutlass::half_t, 576>(...), gemm.run(), launch_x(...);
 # not a member template (x.data_ptr<float>(), p->get<T>()) or a cast.
-_LAUNCH = re.compile(
+LAUNCH = re.compile(
     r"<<<|(?<![.>\w:])(?!std::)(?!\w*_cast\b)[A-Za-z_][\w:]*\s*<[^;<>()]*(?:<[^;<>()]*>[^;<>()]*)*>\s*\(|"
     r"[.:]run\s*\(|\blaunch\w*\s*[<(]|\bLAUNCH\w*\s*\(|\bDefault\w*Gemm\w*<|\bGemmShape\s*<"
 )
@@ -42,7 +42,7 @@ def guards_launch(lines: list[str], index: int) -> bool:
     depth = 0
     for text in lines[index : index + MAX_BLOCK_LINES]:
         body = text if text is not line else text[text.rindex("{") :]
-        if text is not line and _LAUNCH.search(body):
+        if text is not line and LAUNCH.search(body):
             return True
         depth += body.count("{") - body.count("}")
         if depth <= 0:

@@ -24,6 +24,7 @@ class Scope:
     device: bool  # a __global__ / __device__ function: kernel code
     opening: str  # the head, joined onto one line (`switch (n) {` when the nearest block is a switch)
     in_switch: bool  # the nearest enclosing block is a switch
+    line: int = -1  # the index of the line whose brace opens the function's body
 
 
 def enclosing_function(lines: list[str], index: int) -> Scope | None:
@@ -44,7 +45,7 @@ def enclosing_function(lines: list[str], index: int) -> Scope | None:
         if function is None or function["name"] in _CONTROL or function["name"].isupper():
             depth = 0  # a namespace, a class, a loop, a macro's lambda or a plain block: look further up
             continue
-        return Scope(function["name"], _DEVICE.search(opening) is not None, opening, bool(in_switch))
+        return Scope(function["name"], _DEVICE.search(opening) is not None, opening, bool(in_switch), earlier)
     return None
 
 

@@ -28,8 +28,11 @@ from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tun
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.launch_feeds import feed_rows
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
+from bisector.analysis.native_choosers import with_native_chooser_rows
+from bisector.analysis.native_switches import switched_branch_rows
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
 from bisector.analysis.tile_assignments import with_tile_rows
+from bisector.analysis.toggle_arguments import with_toggle_rows
 from bisector.analysis.tuning_files import (
     TUNING_SUFFIXES,
     TuningFileError,
@@ -299,11 +302,13 @@ class _FileAnalysis:
             self.modules = parsed
             rows = diff_python(self.path, *scan_pair(*parsed))
             rows = with_chooser_rows(self.path, *parsed, with_builder_rows(self.path, *parsed, rows))
-            return with_tile_rows(self.path, *parsed, rows)
+            return with_toggle_rows(self.path, *parsed, with_tile_rows(self.path, *parsed, rows))
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))
-        return diff_native(self.path, before, after, self.hunks)
+        lines = (before.lines if before else [], after.lines if after else [])
+        rows = diff_native(self.path, before, after, self.hunks) + switched_branch_rows(self.path, *lines, self.hunks)
+        return with_native_chooser_rows(self.path, *lines, self.hunks, rows)
 
     def _parsed(self, old: bytes | None, new: bytes | None, parse: Callable[[bytes], T]) -> tuple[T | None, T | None]:
         results: list[T | None] = []

@@ -19,17 +19,34 @@ Unchanged = tuple[frozenset[int], frozenset[str]]
 def same_top_level(
     old: ast.Module, old_lines: list[str], new: ast.Module, new_lines: list[str]
 ) -> tuple[frozenset[int], frozenset[int]]:
-    """Indexes of the top-level functions and classes whose text (decorators included) both versions share, when
-    the module gates are the same on both sides; empty sets otherwise."""
+    """Indexes of the top-level functions and classes whose text (decorators included) both versions share, or
+    share but for a name one version gives them (a rename), when the module gates are the same on both sides; empty
+    sets otherwise."""
     if module_gates(old.body) != module_gates(new.body):
         return frozenset(), frozenset()
     old_texts = _definition_texts(old, old_lines)
     new_texts = _definition_texts(new, new_lines)
     common = set(old_texts.values()) & set(new_texts.values())
+    renamed = set(_nameless(old, old_texts, new).values()) & set(_nameless(new, new_texts, old).values())
     return (
-        frozenset(i for i, text in old_texts.items() if text in common),
-        frozenset(i for i, text in new_texts.items() if text in common),
+        frozenset(i for i, text in old_texts.items() if text in common or _nameless_text(old, i, text) in renamed),
+        frozenset(i for i, text in new_texts.items() if text in common or _nameless_text(new, i, text) in renamed),
     )
+
+
+def _nameless(tree: ast.Module, texts: dict[int, str], other: ast.Module) -> dict[int, str]:
+    """The texts of the definitions whose names the other version does not define, with their own names blanked:
+    a definition renamed with the same code (`class KMisrtalMoE` -> `class KMistralMoE`) is the same code."""
+    names = {s.name for s in other.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+    return {
+        index: _nameless_text(tree, index, text)
+        for index, text in texts.items()
+        if getattr(tree.body[index], "name", None) not in names
+    }
+
+
+def _nameless_text(tree: ast.Module, index: int, text: str) -> str:
+    return re.sub(rf"\b{re.escape(getattr(tree.body[index], 'name', ''))}\b", "_", text)
 
 
 def _definition_texts(tree: ast.Module, lines: list[str]) -> dict[int, str]:

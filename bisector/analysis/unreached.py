@@ -3,7 +3,9 @@
     if __name__ == "__main__":          a script's own code: the library never runs it, so its constants,
         b, m = 1, 1024                  conditions and launches choose nothing a caller gets
     if os.environ.get("X_DEBUG") == "1":
-        print("restored", config)       a condition whose branches only print or log chooses no kernel
+        print("restored", config)       a condition whose branches only print or log chooses no kernel (nor
+    if x.dtype != torch.float16:        one that casts a value in place: the same kernel runs on it)
+        x = x.half()
     DEBUG = os.getenv("X_DEBUG") == "1" an env read whose value reaches only such conditions (or print / log
     ...  if DEBUG: logger.info(...)     arguments), in any changed module that reads the name, is no gate
     benchmark/run_bench.py              a program outside the package (no __init__.py beside it, a __main__
@@ -30,7 +32,10 @@ from bisector.analysis.reach import launches_kernels
 
 Versions = tuple[ParsedModule | None, ParsedModule | None]  # a changed module before and after the commit
 
-_OUTPUT_CALL = re.compile(r"^(print\w*|pprint|log|debug|info|warning|warn|error|exception|critical|write|flush)$")
+_OUTPUT_CALL = re.compile(
+    r"^(print\w*|pprint|log|debug|info|warning|warn|error|exception|critical|write|flush)(?:_once)?$"
+)
+_CAST = re.compile(r"^(half|float|bfloat16|double|to|type|contiguous)$")  # x = x.half(): the same kernel runs on x
 _OUTPUT_OWNER = re.compile(r"^_?(log|logger|logging|warnings|std(out|err)|console)$", re.I)
 # A build script (setup.py, build_ext.py) runs as __main__ when the package is built: its main block chooses what
 # is compiled.
@@ -241,7 +246,8 @@ def _output_only_branches(node: ast.If | ast.While) -> bool:
 
 
 def _output_only(block: Iterable[ast.stmt]) -> bool:
-    """Statements that only print, log or warn (or nothing), nested ifs of such statements included."""
+    """Statements that only print, log or warn, or cast a value in place (or nothing), nested ifs of such
+    statements included."""
     for statement in block:
         if isinstance(statement, ast.Pass):
             continue
@@ -251,8 +257,23 @@ def _output_only(block: Iterable[ast.stmt]) -> bool:
             continue
         if isinstance(statement, ast.If) and _output_only_branches(statement):
             continue
+        if _cast(statement):
+            continue
         return False
     return True
+
+
+def _cast(statement: ast.stmt) -> bool:
+    """`x = x.half()`, `x = x.to(w.dtype)`: a value cast in place, read by the same code as before."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+        return False
+    value, target = statement.value, statement.targets[0]
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and _CAST.match(value.func.attr) is not None
+        and ast.unparse(value.func.value) == ast.unparse(target)
+    )
 
 
 def _output_call(call: ast.Call) -> bool:

@@ -118,8 +118,8 @@ def test_a_local_number_constant_is_a_row_and_a_struct_member_added_is_one_too(h
     found = static_diff(history.path, sha).findings
 
     assert sorted(rows(found, FindingKind.NATIVE_THRESHOLD)) == [
+        ("Policy::kStages", None, "3"),
         ("kNumWeights", None, "48"),
-        ("kStages", None, "3"),
     ]
 
 

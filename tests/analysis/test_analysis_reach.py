@@ -181,8 +181,12 @@ def test_native_code_that_reaches_a_kernel_choice_is_a_row_and_code_that_does_no
     assert rows(found, FindingKind.NATIVE_THRESHOLD) == [
         ("case of switch (hidden)", None, "case 3072: case_macro(3072); \\"),
         ("blocks (read by the kernel choice)", "DIVIDE(dim, 128)", "DIVIDE(dim, 256)"),
-        ("sgmv condition choosing the kernel", None, "if (d_in < d_out) {"),
     ]  # stride reaches the kernel's arguments, not which kernel runs; the t.defined() block reads a pointer
+    # sgmv launches at two sites: the condition that picks between them is a decision of a dispatch function
+    # (native_choosers.py)
+    assert rows(found, FindingKind.DISPATCH_LOGIC) == [
+        ("sgmv condition choosing the kernel", None, "if (d_in < d_out) {")
+    ]
 
 
 GEMM_CU = """\

@@ -442,9 +442,9 @@ def test_native_constant_arrays_defines_and_batch_size_thresholds(history: Histo
         ("native_array", 3, "kTileM", "{16, 16, 32, 64} -> {16, 32, 32, 64}"),
         ("native_array", 6, "kConfigs[1]", "{32, 64, 8} -> {32, 128, 8}"),
         ("native_threshold", 2, "#define MMA_MIN_M", "8 -> 2"),
-        ("native_threshold", 10, "pick_kernel condition on the batch size", "if (m <= 4) { -> if (m <= 1) {"),
-        ("native_threshold", 15, "pick_kernel case of switch (m)", "case 8: return 1; -> case 2: return 1;"),
-    ]
+        ("dispatch_logic", 10, "pick_kernel condition on the batch size", "if (m <= 4) { -> if (m <= 1) {"),
+        ("dispatch_logic", 15, "pick_kernel case of switch (m)", "case 8: return 1; -> case 2: return 1;"),
+    ]  # pick_kernel returns a choice: its conditions are decisions of a dispatch function (native_choosers.py)
 
 
 def test_native_conditions_of_several_files_and_of_a_quoted_path(history: History) -> None:
@@ -526,7 +526,7 @@ def test_native_renamed_helper_and_derived_locals_are_no_rows_a_changed_literal_
 
     assert rows(static_diff(history.path, sha)) == {
         "ipt_600": "nominal_4b_items_to_items(13, key_size) -> nominal_4B_items_to_items(17, key_size)",
-        "min_items": "(absent) -> 2",
+        "policy_selector::min_items": "(absent) -> 2",
     }
     # another helper (a new name, not the old one spelled differently) is a change
     other = history.commit(

@@ -1,0 +1,77 @@
+"""Backend toggles passed to calls: a keyword argument that switches between kernel implementations by its name
+(`use_triton=`, `disable_exllama=`, `use_tritonv2=`, `enable_fused_moe=`, `backend=`) that a function passes
+differently after the commit (added, dropped, another value) changes which implementation its callee picks:
+
+    QuantLinear = import_quant_linear(use_triton=use_triton, bits=bits)
+ -> QuantLinear = import_quant_linear(use_triton=use_triton, bits=bits, disable_exllama=disable_exllama)
+
+One dispatch-logic row named by the function (methods as `Class.method`), unless a dispatch-logic row names it. A
+toggle forwarded as before is no change; a kernel's own code (a jit-decorated function) is left out.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, module_functions, own_nodes, source_lines
+from bisector.analysis.conditions import BACKEND_FLAG
+from bisector.analysis.findings import Finding, FindingKind, short_text
+
+_TOGGLE = re.compile(rf"^(?:{BACKEND_FLAG}|backend|attn_backend|attn_implementation|implementation|impl|kernel_type)$")
+_KEYWORD_TEXT = re.compile(
+    rf"\b(?:{BACKEND_FLAG}|backend|attn_backend|attn_implementation|implementation|impl|kernel_type)\s*="
+)
+_KERNEL_DECORATOR = re.compile(r"jit|triton|kernel|autotune|heuristics")
+
+
+def with_toggle_rows(
+    path: str, before: ParsedSource | None, after: ParsedSource | None, rows: list[Finding]
+) -> list[Finding]:
+    """The module's rows and a dispatch-logic row for each function on both sides whose calls pass backend toggles
+    differently."""
+    if before is None or after is None:
+        return rows
+    named = {row.name for row in rows if row.kind is FindingKind.DISPATCH_LOGIC}
+    old = dict(module_functions(before.tree.body))
+    added: list[Finding] = []
+    for name, node in module_functions(after.tree.body):
+        if name in named or name not in old or _kernel(node):
+            continue
+        was_text, now_text = source_lines(before, old[name]), source_lines(after, node)
+        if was_text == now_text or not _KEYWORD_TEXT.search("\n".join(was_text + now_text)):
+            continue  # the cheap tests first: no change, or no toggle keyword in either text
+        was, now = _toggles(old[name]), _toggles(node)
+        if was == now:
+            continue
+        gone, new = sorted((was - now).elements()), sorted((now - was).elements())
+        added.append(
+            Finding(
+                FindingKind.DISPATCH_LOGIC,
+                path,
+                name,
+                key="backend toggles passed",
+                before=short_text("; ".join(gone)) if gone else None,
+                after=short_text("; ".join(new)) if new else None,
+                line=node.lineno,
+                detail="passes keyword arguments that pick a kernel implementation differently",
+            )
+        )
+    return rows + added
+
+
+def _kernel(function: FunctionNode) -> bool:
+    return any(_KERNEL_DECORATOR.search(ast.unparse(decorator)) for decorator in function.decorator_list)
+
+
+def _toggles(function: FunctionNode) -> Counter[str]:
+    """`callee(toggle=value)` for each toggle keyword of each call in the function's own code."""
+    found: Counter[str] = Counter()
+    for node in own_nodes(function):
+        if not isinstance(node, ast.Call):
+            continue
+        for keyword in node.keywords:
+            if keyword.arg is not None and _TOGGLE.match(keyword.arg):
+                found[f"{ast.unparse(node.func)}({keyword.arg}={ast.unparse(keyword.value)})"] += 1
+    return found
