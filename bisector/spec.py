@@ -205,8 +205,14 @@ class BisectSpec:
         if expect == "auto":
             if direction is None:
                 raise InputError("--expect auto needs --direction higher|lower (which way is better)")
-            if self.search.repeat < 2:
-                raise InputError("--expect auto compares sample sets: give --repeat 3 or more")
+            from bisector.stats import DEFAULT_ALPHA, samples_to_distinguish  # scipy: only for auto
+
+            needed = samples_to_distinguish()
+            if self.search.repeat < needed:
+                raise InputError(
+                    f"--expect auto compares the endpoints' sample sets at p < {DEFAULT_ALPHA:g}, which "
+                    f"{needed - 1} runs a side can never reach: give --repeat {needed} or more"
+                )
         elif expect is not None and direction is not None:
             implied = Expectation.parse(expect).direction
             if implied is not direction:

@@ -157,6 +157,15 @@ def _one_sample_p(samples: Sequence[float], threshold: float) -> float | None:
     return float(stdtr(n - 1, -t))
 
 
+def samples_to_distinguish(alpha: float = DEFAULT_ALPHA) -> int:
+    """The fewest samples per side with which distinguishable_p can fall below alpha: with n and n samples no
+    overlap gives the exact two-sided p 2 / C(2n, n) (0.1 at n = 3, 0.029 at 4, 0.0079 at 5)."""
+    n = 1
+    while 2 / math.comb(2 * n, n) >= alpha:
+        n += 1
+    return n
+
+
 def distinguishable_p(a: Sequence[float], b: Sequence[float]) -> float:
     """min(Mann-Whitney U p, Kolmogorov-Smirnov p), two-sided; 1.0 when either set is empty or all values tie."""
     if not a or not b:

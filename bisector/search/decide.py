@@ -242,7 +242,7 @@ class SearchCore:
 
     def endpoints_mismatch(self) -> str:
         """--expect auto: the endpoints' sample sets must differ, the way a regression (or a fix) does."""
-        from bisector.stats import EndpointsCheck, check_endpoints
+        from bisector.stats import DEFAULT_ALPHA, EndpointsCheck, check_endpoints
 
         good, bad = self.ledger.view(0).samples, self.ledger.view(self.ledger.bad_position).samples
         direction = self.ledger.judge.direction
@@ -252,8 +252,8 @@ class SearchCore:
             return ""
         why = "do not differ" if check is EndpointsCheck.NOT_DISTINCT else "differ the wrong way"
         return (
-            f"the endpoints' samples {why} (p={p_value:.3g}, {len(good)} and {len(bad)} samples); "
-            "more --repeat, or check the range"
+            f"the endpoints' samples {why} (p={p_value:.3g}, needed < {DEFAULT_ALPHA:g}; {len(good)} and {len(bad)} "
+            "samples); more --repeat, or check the range"
         )
 
     def mismatch_message(self, good_end: Verdict | None, bad_end: Verdict | None) -> str:
