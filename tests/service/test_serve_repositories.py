@@ -17,6 +17,7 @@ def test_a_repository_in_both_the_options_and_the_config_file_is_served_once(tmp
     args = ["--db", f"sqlite:///{tmp_path / 'bisect.db'}", "--config", str(config)]
     args += ["--allow-repo", str(repo), "--allow-repo", f"{repo}/.", "--allow-repo", other]
     with running_service(*args, **service_home(tmp_path / "home")) as service:
-        assert service.process is not None and service.process.stderr is not None
+        assert service.process is not None
+        assert service.process.stderr is not None
         line = next(line for line in service.process.stderr if "repositories:" in line)
     assert line.rstrip("\n").endswith(f"repositories: {repo.resolve()}, {other}")
