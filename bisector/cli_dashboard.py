@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from bisector.cli_support import db_option, out_console, output_format_option, translated_errors
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from db.queries import BisectSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 TABLE_FORMATS = ("table", "json")
@@ -50,10 +55,8 @@ def list_command(
     output_format: str,
 ) -> None:
     """List past and running bisects, newest first, filtered."""
-    from rich.table import Table
-
     from bisector.app import open_store
-    from bisector.history import culprit_label, find_bisects, parse_filter, summary_json
+    from bisector.history import find_bisects, parse_filter, summary_json
 
     with translated_errors():
         where = parse_filter(repo, status, metric, culprit, since)
@@ -62,16 +65,87 @@ def list_command(
     if output_format == "json":
         click.echo(json.dumps([summary_json(s) for s in summaries], indent=2))
         return
-    table = Table()
-    for column in ("id", "status", "created", "repo", "metric", "range", "first bad", "steps"):
-        table.add_column(column, overflow="fold", no_wrap=column != "repo")
-    for s in summaries:
-        table.add_row(
-            str(s.id), s.status.value, s.created.strftime("%Y-%m-%d %H:%M"), s.repo, s.metric,
-            f"{s.good[:10]}..{s.bad[:10]}", culprit_label(s),
+    console = out_console()
+    console.print(bisect_table(summaries, console.width))
+
+
+REPO_WIDTH = 28  # the repo column's widest text: longer paths keep their last components
+# Narrowest width of each column of `bisect list`: with the gaps of 2 between columns they add up to 80, so
+# every cell stays readable at 80 columns ("endpoints_mismatch" folds into two halves of 9).
+LIST_MIN_WIDTHS = {
+    "id": 2,
+    "status": 9,
+    "created": 10,
+    "repo": 9,
+    "metric": 6,
+    "range": 12,
+    "first bad": 12,
+    "steps": 6,
+}
+COLUMN_GAP = 2
+
+
+def short_repo(path: str, width: int = REPO_WIDTH) -> str:
+    """The repository path as the list shows it: whole where it fits, else its last components after "…/"
+    (the last component whole, however long)."""
+    if len(path) <= width:
+        return path
+    parts = path.rstrip("/").split("/")
+    shown = parts[-1]
+    for part in reversed(parts[:-1]):
+        if len(part) + 1 + len(shown) + 2 > width:
+            break
+        shown = f"{part}/{shown}"
+    return f"…/{shown}"
+
+
+CLEAN_FOLDS = ("created", "status")  # fold first: the date at its space, endpoints_mismatch into halves
+
+
+def column_widths(natural: dict[str, int], width: int) -> dict[str, int]:
+    """Each column's width in a table `width` wide: its natural width, less where the row would not fit. The
+    columns that fold cleanly go to their minimum first (whole: a status folds in halves or not at all); then
+    characters are taken one at a time from the widest column still above its minimum (LIST_MIN_WIDTHS)."""
+    widths = dict(natural)
+    available = width - COLUMN_GAP * (len(widths) - 1)
+    for column in CLEAN_FOLDS:
+        if sum(widths.values()) > available:
+            widths[column] = min(widths[column], LIST_MIN_WIDTHS[column])
+    while sum(widths.values()) > available:
+        shrinkable = [c for c in widths if widths[c] > LIST_MIN_WIDTHS[c]]
+        if not shrinkable:
+            break
+        widths[max(shrinkable, key=lambda c: widths[c])] -= 1
+    return widths
+
+
+def bisect_table(summaries: Sequence[BisectSummary], width: int) -> Table:
+    """`bisect list`'s table, `width` columns wide (80 and up stay readable): where the natural widths do not
+    fit, the widest columns fold first, and none below its minimum."""
+    from rich.table import Table
+
+    from bisector.history import culprit_label
+
+    rows = [
+        [
+            str(s.id),
+            s.status.value,
+            s.created.strftime("%Y-%m-%d %H:%M"),
+            short_repo(s.repo),
+            s.metric,
+            f"{s.good[:10]}..{s.bad[:10]}",
+            culprit_label(s),
             f"{s.steps} ({s.steps_running} running)" if s.steps_running else str(s.steps),
-        )  # fmt: skip
-    out_console().print(table)
+        ]
+        for s in summaries
+    ]
+    natural = {c: max([len(c), *(len(row[i]) for row in rows)]) for i, c in enumerate(LIST_MIN_WIDTHS)}
+    table = Table(box=None, pad_edge=False, header_style="bold underline")
+    for column, column_width in column_widths(natural, width).items():
+        table.add_column(column, overflow="fold", width=column_width, no_wrap=column == "id")
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 @click.command()

@@ -139,7 +139,12 @@ def run_at_command(rev: str, repo: str, output_format: str, db_url: str | None, 
 
 def _print_run(data: dict[str, Any]) -> None:
     image = data["image"]
-    where = "no image" if image is None else f"image {image['id']} ({image['source']}, build {image['build_s']:.1f}s)"
+    if image is None:
+        where = "no image"
+    elif image["source"] == "missing":
+        where = "no image (none found, and no Containerfile at the commit to build it)"
+    else:
+        where = f"image {image['id']} ({image['source']}, build {image['build_s']:.1f}s)"
     metric = "" if data["metric"] is None else f"  metric {data['metric']:g}"
     out_console().print(f"{str(data['sha'])[:12]}  {data['verdict']}{metric}  on {where}  (stored as {data['id']})")
     for run in data["runs"]:

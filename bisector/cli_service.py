@@ -6,6 +6,7 @@ Each command parses, makes one call (the service's server, or `ServiceClient`), 
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -82,9 +83,18 @@ def client(server: str, token_file: str | None) -> Any:
 
 
 def print_remote(server: str, token_file: str | None, bisect_id: int, view: str, output_format: str) -> None:
-    """`bisect report|status --server`: the server renders the same output as for a local store."""
+    """`bisect report|status --server`: the server renders the same output as for a local store, except that
+    the status's last line names the server, so the command it gives works from here too."""
+    from bisector.report.status import report_hint
+
     with translated_errors(), client(server, token_file) as service:
-        click.echo(service.rendered(bisect_id, view, output_format))
+        text = service.rendered(bisect_id, view, output_format)
+    if view == "status" and output_format != "json":
+        remote = " ".join(
+            shlex.quote(a) for a in ["--server", server, *(["--token-file", token_file] if token_file else [])]
+        )
+        text = text.replace(report_hint(bisect_id), report_hint(bisect_id, remote))
+    click.echo(text)
 
 
 def cancel_remote(server: str, token_file: str | None, bisect_id: int) -> None:

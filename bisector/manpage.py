@@ -13,6 +13,56 @@ import click
 
 PROGRAM = "bisect"
 
+# What a user may set, read where named. tests/test_habits_cli.py checks that every BISECT_* and XDG_* variable the
+# code reads is here (STEP_VARIABLES: those bisect sets for the steps instead).
+ENVIRONMENT: tuple[tuple[str, str], ...] = (
+    ("BISECT_DB", "The result store: a SQLAlchemy URL or a SQLite file path (as --db)."),
+    ("BISECT_DATA_DIR", "Where the default SQLite store and the step logs live (default: $XDG_DATA_HOME/gpu-bisect, "
+     "else ~/.local/share/gpu-bisect)."),
+    ("BISECT_CACHE_DIR", "Where the worker worktrees and the worker images live (default: "
+     "$XDG_CACHE_HOME/gpu-bisect, else ~/.cache/gpu-bisect)."),
+    ("XDG_DATA_HOME, XDG_CACHE_HOME", "The bases of the two above when those are unset (absolute paths only: a "
+     "relative one is ignored)."),
+    ("BISECT_GPUS", "The GPU ids this host offers to steps (\"0,1,2\"; empty: none, CPU slots); unset: "
+     "$CUDA_VISIBLE_DEVICES, else what nvidia-smi lists. Each step gets its slot's GPUs as CUDA_VISIBLE_DEVICES."),
+    ("BISECT_GPU_LOCK_DIR", "The host-wide directory of per-GPU lock files through which bisects on one host share "
+     "its GPUs (default: /tmp/gpu-bisect-gpus)."),
+    ("BISECT_TOKEN", "The bearer token of bisect serve and bisect dashboard, and the one the clients send "
+     "(submit, cancel, --server), unless --token-file."),
+    ("RAY_ADDRESS", "With --executor ray: the cluster to join (as --ray-address); unset: start a local one."),
+    ("BISECT_LOGS_MAX_SIZE", "The cap on a store's step logs applied whenever a bisect ends: the oldest ended "
+     "bisects' log folders go first (default 10G; none: no cap)."),
+    ("BISECT_LOG_CAP_BYTES", "The most bytes of one step's log kept (default 64 MiB, at least 256 KiB)."),
+    ("BISECT_IMAGE_ROOT", "A worker image cache root that every node mounts at this path, so that an image built on "
+     "one node serves all (default: <cache dir>/images, per node)."),
+    ("BISECT_CONTAINER_ENGINE", "With --image-template: the container engine (default podman)."),
+    ("BISECT_CONTAINER_RUN_ARGS", "With --image-template: more arguments of the engine's run (shell words)."),
+    ("BISECT_CONTAINER_BUILD_ARGS", "With --image-template: more arguments of the engine's build (shell words)."),
+    ("BISECT_CONTAINER_PULL_TIMEOUT", "With --image-template: seconds a pull of an image the engine lacks may take "
+     "before it is built from the commit's Containerfile (default 300; 0: never pull)."),
+    ("BISECT_CONTAINER_GPUS", "With --image-template: how a container gets its GPUs: cdi (--device "
+     "nvidia.com/gpu=N, the default) or env (NVIDIA_VISIBLE_DEVICES, for the NVIDIA runtime hook)."),
+    ("BISECT_KERNEL_TRACE_DRAIN_S", "With --trace-kernels: every how many seconds a traced test's profiler is "
+     "stopped, its kernels counted and its events dropped, bounding its memory (default 2)."),
+)  # fmt: skip
+STEP_VARIABLES = (  # set by bisect in each step's environment, for the build and the test to read
+    "BISECT_SHA", "BISECT_STEP_ID", "BISECT_ATTEMPT", "BISECT_WORKER", "BISECT_IMAGE_ID", "BISECT_IMAGE_DIR",
+    "BISECT_IMAGE_PYTHON", "BISECT_KERNEL_TRACE", "BISECT_CALL_TRACE", "BISECT_TRACE_FUNCTIONS",
+)  # fmt: skip
+EXIT_STATUS: tuple[tuple[str, str], ...] = (
+    ("0", "Success; for start, resume, replay and demo run: a first bad commit was found; for run-at and rerun: "
+     "every run decided (good or bad)."),
+    ("1", "bisect triage: regressions were found (0: none)."),
+    ("2", "Bad input: one line on stderr; nothing stored is lost."),
+    ("3", "start, resume, replay, demo run: the bisect ended without naming one commit (ambiguous because of "
+     "untestable commits beside the boundary, endpoints that disagree with good/bad or cannot be tested, a "
+     "boundary that did not reproduce, or cancelled); run-at and rerun: a run did not decide (skipped or failed)."),
+    ("4", "Paused: the test harness kept failing (a full disk, broken worker slots), never the commits; fix it and "
+     "bisect resume ID."),
+    ("128+N", "Stopped by signal N (130 Ctrl-C, 143 SIGTERM): every test was killed, the running steps are stored "
+     "as interrupted, and bisect resume ID continues."),
+)  # fmt: skip
+
 
 def _escape(text: str) -> str:
     """roff: backslashes doubled, a leading . or ' kept from being read as a request, - as a hyphen."""
@@ -45,10 +95,7 @@ def render_man(group: click.Group, version: str, today: date | None = None) -> s
         f".B {PROGRAM}",
         "\\fICOMMAND\\fR [\\fIOPTIONS\\fR] [\\fIARGS\\fR]...",
         ".SH DESCRIPTION",
-        _escape(
-            "Each command below is also documented by `bisect COMMAND --help`. Exit status: 0 a first bad "
-            "commit was found; 2 bad input (one line on stderr); 3 the bisect ended without naming one commit."
-        ),
+        _escape("Each command below is also documented by `bisect COMMAND --help`; EXIT STATUS lists its exit codes."),
         ".SH COMMANDS",
     ]
     for full_name, command in iter_commands(group):
@@ -63,15 +110,18 @@ def render_man(group: click.Group, version: str, today: date | None = None) -> s
                 continue
             names, help_text = record
             out += [".TP", "\\fB" + _escape(names) + "\\fR", _escape(help_text or "")]
+    out.append(".SH EXIT STATUS")
+    for code, meaning in EXIT_STATUS:
+        out += [".TP", f"\\fB{_escape(code)}\\fR", _escape(meaning)]
+    out.append(".SH ENVIRONMENT")
+    for names, meaning in ENVIRONMENT:
+        out += [".TP", ", ".join(f"\\fB{_escape(name)}\\fR" for name in names.split(", ")), _escape(meaning)]
     out += [
-        ".SH ENVIRONMENT",
-        ".TP",
-        "\\fBBISECT_DB\\fR",
-        _escape("The result store: a SQLAlchemy URL or a SQLite file path (as --db)."),
-        ".TP",
-        "\\fBBISECT_DATA_DIR\\fR, \\fBBISECT_CACHE_DIR\\fR",
-        _escape("Where the store and logs, and the worker worktrees, live."),
+        ".PP",
+        _escape("Set by bisect in each step's environment: " + ", ".join(STEP_VARIABLES[:4]) + " (the commit, the "
+                "step, its attempt, the worker) and, on a worker image, BISECT_IMAGE_ID, BISECT_IMAGE_DIR and "
+                "BISECT_IMAGE_PYTHON."),
         ".SH SEE ALSO",
         "git-bisect(1)",
-    ]
+    ]  # fmt: skip
     return "\n".join(out) + "\n"

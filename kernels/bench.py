@@ -21,12 +21,7 @@ from typing import Any
 import torch
 
 from kernels import model, native, tiny_gemm
-
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+from kernels.cli_input import KernelsInputError, resolve_device, run_checked
 
 
 def _config(name: str, device: torch.device, assignments: Sequence[str]) -> model.DecoderConfig:
@@ -36,9 +31,12 @@ def _config(name: str, device: torch.device, assignments: Sequence[str]) -> mode
     for assignment in assignments:
         key, _, value = assignment.partition("=")
         if key not in fields or key == "name":
-            raise SystemExit(f"--set: unknown config field {key!r}")
+            raise KernelsInputError(f"--set: unknown config field {key!r}")
         default = getattr(config, key)
-        changes[key] = type(default)(value)
+        try:
+            changes[key] = type(default)(value)
+        except ValueError:
+            raise KernelsInputError(f"--set {assignment!r}: {key} takes a {type(default).__name__}") from None
     return dataclasses.replace(config, **changes) if changes else config
 
 
@@ -63,7 +61,7 @@ def dispatch_summary(config: model.DecoderConfig, k: int) -> list[dict[str, obje
 
 def accept_length(args: argparse.Namespace) -> int:
     start = time.perf_counter()
-    device = _device(args.device)
+    device = resolve_device(args.device)
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
     config = _config(args.config, device, args.set)
@@ -120,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gem.add_argument("--json-out", default="", help="write all measurements as JSON")
     gem.set_defaults(func=gemm)
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    return run_checked(parser.prog, args.func, args)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ EXPECT = ">= 4.0"
 STACK_FILES = (
     "__init__.py",
     "bench.py",
+    "cli_input.py",
     "cpu_gemm.py",
     "fixed_order.py",
     "gemm_bench.py",

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from kernels import tiny_gemm
+from kernels.cli_input import parse_batch_sizes, resolve_device
 from kernels.tiny_gemm import Kernel
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ class ShapeRun:
     simt: KernelRun
     mma: KernelRun
     linear_us: dict[int, float]
-    hbm_bound_us: float  # weight bytes over the measured copy bandwidth
+    hbm_bound_us: float | None  # weight bytes over the measured copy bandwidth; None where none was measured
     hbm_nominal_us: float  # weight bytes over the datasheet bandwidth
     tried: list[KernelRun]
     table_kernel: dict[int, str] = field(default_factory=dict)  # per m: the kernel the shipped table runs
@@ -188,12 +189,22 @@ def time_call_us(call: Callable[[torch.Tensor], object], w: torch.Tensor, device
     return _time_us(lambda: call(w), device)
 
 
-def copy_bandwidth(device: torch.device) -> float:
-    """Bytes per second of a 1 GiB device-to-device copy, counting bytes read and written."""
+def copy_bandwidth(device: torch.device) -> float | None:
+    """Bytes per second of a 1 GiB device-to-device copy, counting bytes read and written; None where the copy
+    timed at zero (no meaningful bandwidth)."""
     src = torch.empty(1 << 28, dtype=torch.float32, device=device).normal_()
     dst = torch.empty_like(src)
     us = _time_us(lambda: dst.copy_(src), device)
-    return 2 * src.numel() * 4 / (us * 1e-6)
+    return 2 * src.numel() * 4 / (us * 1e-6) if us > 0 else None
+
+
+def bandwidth_line(device: torch.device, bandwidth: float | None) -> str:
+    """The report's bandwidth line: the measured copy bandwidth, or why there is none (and no HBM bound)."""
+    if bandwidth is not None:
+        return f"copy bandwidth: {bandwidth / 1e12:.2f} TB/s"
+    if device.type != "cuda":
+        return "no copy bandwidth or HBM bound: the CPU has no HBM to measure"
+    return "no copy bandwidth or HBM bound: the copy timed at 0 us"
 
 
 def _run(kernel: Kernel, x: torch.Tensor, w: torch.Tensor, tiles: Tiles | None, out_fp32: bool) -> torch.Tensor:
@@ -251,7 +262,13 @@ def _measure(
 
 
 def measure_shape(
-    n: int, k: int, ms: list[int], sweep: bool, bandwidth: float, device: torch.device, timing: str = "graph"
+    n: int,
+    k: int,
+    ms: list[int],
+    sweep: bool,
+    bandwidth: float | None,
+    device: torch.device,
+    timing: str = "graph",
 ) -> ShapeRun:
     gen = torch.Generator().manual_seed(n + k)
     w = (torch.randn(n, k, generator=gen) * k**-0.5).to(torch.bfloat16).to(device)
@@ -282,7 +299,7 @@ def measure_shape(
         best[Kernel.SIMT],
         best[Kernel.MMA],
         linear_us,
-        weight_bytes / bandwidth * 1e6,
+        weight_bytes / bandwidth * 1e6 if bandwidth else None,
         weight_bytes / NOMINAL_HBM_BYTES_PER_S * 1e6,
         tried,
         {m: str(tiny_gemm.threshold_for(n, k).kernel_at(m)) for m in ms},
@@ -290,10 +307,10 @@ def measure_shape(
 
 
 def main(args: argparse.Namespace) -> int:
-    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
-    ms = [int(v) for v in args.m.split(",")]
+    device = resolve_device(args.device)
+    ms = parse_batch_sizes(args.m)
     backend = tiny_gemm.backend_for(device.type)
-    bandwidth = copy_bandwidth(device) if device.type == "cuda" else float("inf")
+    bandwidth = copy_bandwidth(device) if device.type == "cuda" else None
     sweep = bool(args.sweep) and backend == "triton"
     shapes = [measure_shape(n, k, ms, sweep, bandwidth, device, args.timing) for n, k in SHAPES]
     chosen: dict[str, dict[str, list[int]]] = {"simt": {}, "mma": {}}
@@ -307,7 +324,7 @@ def main(args: argparse.Namespace) -> int:
         "torch": torch.__version__,
         "triton": _triton_version() if backend == "triton" else None,
         "timing": args.timing,
-        "copy_bandwidth_bytes_per_s": bandwidth if device.type == "cuda" else None,
+        "copy_bandwidth_bytes_per_s": bandwidth,
         "chosen_tiles": chosen,
         "shapes": [asdict(s) for s in shapes],
     }
@@ -318,18 +335,20 @@ def main(args: argparse.Namespace) -> int:
         with open(args.json_out, "w", encoding="utf-8") as out:
             json.dump(report, out, indent=1)
     print(json.dumps({"chosen_tiles": chosen}))
-    print(f"device: {report['device']}  backend: {backend}  copy bandwidth: {bandwidth / 1e12:.2f} TB/s")
+    print(f"device: {report['device']}  backend: {backend}  {bandwidth_line(device, bandwidth)}")
+    hbm_header = f" {'hbm bound us':>13}" if bandwidth is not None else ""
     print(
         f"{'shape':>10} {'m':>3} {'simt us':>9} {'mma us':>9} {'table':>6} {'table us':>9} {'linear us':>10} "
-        f"{'vs linear':>9} {'hbm bound us':>13}"
+        f"{'vs linear':>9}{hbm_header}"
     )
     for shape in shapes:
+        hbm = f" {shape.hbm_bound_us:>13.2f}" if shape.hbm_bound_us is not None else ""
         for m in ms:
             table_us = shape.table_us(m)
             print(
                 f"{shape.n:>4}x{shape.k:<5} {m:>3} {shape.simt.us.get(m, float('nan')):>9.2f} "
                 f"{shape.mma.us.get(m, float('nan')):>9.2f} {shape.table_kernel[m]:>6} {table_us:>9.2f} "
-                f"{shape.linear_us[m]:>10.2f} {shape.linear_us[m] / table_us:>8.2f}x {shape.hbm_bound_us:>13.2f}"
+                f"{shape.linear_us[m]:>10.2f} {shape.linear_us[m] / table_us:>8.2f}x{hbm}"
             )
     return 0
 

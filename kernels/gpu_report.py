@@ -1,4 +1,4 @@
-"""One measurement session on a CUDA machine: ``python -m kernels.gpu_report OUTDIR``.
+"""One measurement session on a CUDA machine: ``python -m kernels.gpu_report OUTDIR [--quick]``.
 
 Steps, most important first, each in fresh processes so that run-to-run repeatability is real:
 1. tile sweep and tiny GEMM timing (``kernels.bench gemm --sweep``); the chosen tiles are used from then on
@@ -9,10 +9,14 @@ Steps, most important first, each in fresh processes so that run-to-run repeatab
 5. the demo: ``kernels.demo init`` and a plain ``git bisect run`` of the bench over it, timed.
 Everything goes to four files (the device machine returns at most eight): session.log, summary.md (rewritten
 after each step), gemm.json and tiles.json.
+
+Without a CUDA device every step still runs, on the CPU (the CPU twins of the kernels, the ``cpu`` decoder
+configuration, no tile sweep); the session says so in its first line and in summary.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -21,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from kernels.demo import CULPRIT_SHAPES
@@ -73,14 +78,45 @@ def disagreement() -> list[str]:
     return lines
 
 
-def main(argv: list[str]) -> int:
-    quick = "--quick" in argv  # sweep, accept length good once and bad twice, disagreement
-    argv = [a for a in argv if a != "--quick"]
-    out = Path(argv[0] if argv else "gpu-report").resolve()
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m kernels.gpu_report",
+        description="One measurement session of the kernel stack (tile sweep, GEMM timing, accept length, "
+        "SIMT vs MMA, probe, demo bisect); meant for a CUDA machine, runs on the CPU where there is none.",
+    )
+    parser.add_argument(
+        "outdir", nargs="?", default="gpu-report", help="where session.log, summary.md, gemm.json and tiles.json go"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="sweep and timing, accept length good once and bad twice, SIMT vs MMA; no probe, gains or demo",
+    )
+    return parser.parse_args(argv)
+
+
+def device_line() -> str:
+    """The session's first line: the device every step runs on."""
+    import torch
+
+    if torch.cuda.is_available():
+        return f"gpu_report: on {torch.cuda.get_device_name()} (CUDA)"
+    return (
+        "gpu_report: no CUDA device: every step runs on the CPU (CPU kernel twins, the cpu decoder configuration, "
+        "no tile sweep, CPU timings)"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    quick = bool(args.quick)
+    where = device_line()
+    print(where, flush=True)
+    out = Path(args.outdir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     python = sys.executable
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.getcwd()}
-    summary = [f"# H200 session {time.strftime('%Y-%m-%d %H:%M')}", ""]
+    summary = [f"# Kernel session {time.strftime('%Y-%m-%d %H:%M')}", "", f"- {where.removeprefix('gpu_report: ')}"]
     smi = shutil.which("nvidia-smi")
     if smi:
         info = subprocess.run(
@@ -91,9 +127,8 @@ def main(argv: list[str]) -> int:
         ).stdout.strip()
         summary.append(f"- GPU: {info}")
     import torch
-    import triton
 
-    summary.append(f"- python {platform.python_version()}, torch {torch.__version__}, triton {triton.__version__}")
+    summary.append(f"- python {platform.python_version()}, torch {torch.__version__}, triton {_triton_version()}")
 
     def save() -> None:
         (out / "summary.md").write_text("\n".join(summary) + "\n")
@@ -151,6 +186,14 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def _triton_version() -> str:
+    try:
+        import triton
+    except ImportError:
+        return "not installed"
+    return str(triton.__version__)
+
+
 def demo_bisect(out: Path, python: str, env: dict[str, str]) -> list[str]:
     repo = Path("/tmp/gpu-bisect-demo")
     shutil.rmtree(repo, ignore_errors=True)
@@ -203,4 +246,4 @@ def demo_bisect(out: Path, python: str, env: dict[str, str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from kernels import tiny_gemm
+from kernels.cli_input import KernelsInputError, parse_shape, resolve_device, run_checked
 
 
 @dataclass(frozen=True)
@@ -64,19 +65,22 @@ def probe_shape(n: int, k: int, m_max: int, device: torch.device) -> ShapeProbe:
 
 def probed_shapes(selected: Sequence[str]) -> list[tuple[int, int]]:
     if selected:
-        return [(int(a), int(b)) for a, b in (s.lower().split("x") for s in selected)]
+        return [parse_shape(s) for s in selected]
     shapes = set(tiny_gemm.tuned_table())
     shapes.update(tiny_gemm.override_rows())
     return sorted(shapes)
 
 
 def batch_invariance(args: argparse.Namespace) -> int:
-    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = resolve_device(args.device)
+    shapes = probed_shapes(args.shape)  # checked before any output
+    if args.m_max < 1:
+        raise KernelsInputError(f"--m-max {args.m_max}: expected a positive batch size")
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
     results = []
     print(f"batch invariance of the tiny GEMM, m = 1..{args.m_max} against m = 1 ({device.type})")
-    for n, k in probed_shapes(args.shape):
+    for n, k in shapes:
         result = probe_shape(n, k, args.m_max, device)
         results.append(result)
         where = "SIMT at every m" if result.mma_min_m == "simt" else f"MMA from m={result.mma_min_m}"
@@ -107,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     inv.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     inv.set_defaults(func=batch_invariance)
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    return run_checked(parser.prog, args.func, args)
 
 
 if __name__ == "__main__":

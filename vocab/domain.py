@@ -89,7 +89,8 @@ class ImageInfo:
     """The worker image a step ran on (workers/images): which, where from, and whether this step built it."""
 
     id: str
-    source: str  # built (by this step) | cache (built before, on this node) | artifact (a prebuilt one)
+    source: str  # built (by this step) | cache (built before, on this node) | artifact (a prebuilt one) |
+    # missing (no container image, and no Containerfile at the commit to build one: the step skips)
     reused: bool  # no build happened for this step
     build_s: float  # seconds the image's build took (when it was built, whichever step built it)
     status: str = "ready"  # ready | failed (its build failed: the step skipped)

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from workers.step import StepRunner
 
 
+MISSING = "missing"  # an image's source when the engine has none and the commit has no Containerfile to build it
+
+
 def container_record_id(reference: str) -> str:
     """The id of a container image's lock and failure record (16 hex digits, like an image key's)."""
     return hashlib.sha256(reference.encode()).hexdigest()[:16]
@@ -94,7 +97,7 @@ class ContainerImages:
         containerfile = next((name for name in CONTAINERFILES if (step.workdir / name).is_file()), None)
         if containerfile is None:
             detail = f"no container image {reference}, and no {' or '.join(CONTAINERFILES)} at the commit to build it"
-            info = self._info(step, reference, record_id, request.sha, "built", 0.0, "failed", detail)
+            info = self._info(step, reference, record_id, request.sha, MISSING, 0.0, "failed", detail)
             return runner.result(request, Verdict.SKIP, detail=detail, image=info)
         command = self.engine.build_command(reference, containerfile, request.sha)
         step.log.note(f"$ {command}\n")

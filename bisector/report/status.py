@@ -73,5 +73,10 @@ def status_lines(report: BisectReport) -> list[str]:
                 f"  {report.number(step)}. {step.purpose.value} {step.sha[:12]} {report.word(step.verdict)}{metric}"
                 f"{where_run} {fmt_s(step.run_s)}{reason}"
             )
-    lines.append(f"the whole report: bisect report {record.id}")
+    lines.append(report_hint(record.id))
     return lines
+
+
+def report_hint(bisect_id: int, server_args: str = "") -> str:
+    """The status's last line: the command that prints the whole report (server_args: how to reach a server)."""
+    return f"the whole report: bisect report {server_args + ' ' if server_args else ''}{bisect_id}"

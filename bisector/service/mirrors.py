@@ -31,7 +31,7 @@ GIT_TIMEOUT_S = 600.0
 class Mirrors:
     def __init__(self, root: Path, allowed: tuple[str, ...]) -> None:
         self.root = root
-        self.allowed = tuple(normalized_source(source) for source in allowed)
+        self.allowed = tuple(dict.fromkeys(normalized_source(source) for source in allowed))  # once each, in order
         self._locks = {source: threading.Lock() for source in self.allowed}
         self._fetch_started: dict[str, float] = {}  # source -> monotonic start of its last successful fetch
 

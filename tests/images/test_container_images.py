@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from bisect_helpers import run_cli, wait_for
 from container_repo import BASE, METRIC, RUN, container_repo, podman_cmd
-from image_repo import commit
+from image_repo import commit, init_repo
 
 from vocab.domain import ErrorKind, StepResult, Verdict
 from vocab.metric import Expectation, MetricSpec
@@ -192,3 +192,20 @@ def test_an_image_template_that_cannot_work_is_refused(tmp_path: Path, extra: li
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_image_neither_found_nor_buildable_skips_saying_why_never_built(podman: str, tmp_path: Path):
+    repo = tmp_path / "repo"
+    init_repo(repo)
+    sha = commit(repo, "no Containerfile", {"value": "10\n"})
+    done = run_cli("run-at", sha, "--repo", str(repo), "--run", "true", "--image-template", podman,
+                   db=tmp_path / "b.db")  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    line = done.stdout.splitlines()[0]
+    assert f"{sha[:12]}  skip  on no image (none found, and no Containerfile at the commit to build it)" in line
+    assert "built" not in done.stdout
+    assert f"no container image {podman.format(short=sha[:12])}, and no Containerfile or Dockerfile" in done.stderr
+    as_json = run_cli("run-at", sha, "--repo", str(repo), "--run", "true", "--image-template", podman,
+                      "--format", "json", db=tmp_path / "b.db")  # fmt: skip
+    image = json.loads(as_json.stdout)["image"]
+    assert image["source"] == "missing"

@@ -33,3 +33,10 @@ def test_gemm_bench_on_cpu_checks_and_times_both_kernels_and_the_reference(tmp_p
         assert set(shape["linear_us"]) == {"1", "2"}
     table = done.stdout.splitlines()
     assert any(line.split()[:2] == ["896x7168", "1"] for line in table)
+    assert report["copy_bandwidth_bytes_per_s"] is None
+    assert all(shape["hbm_bound_us"] is None for shape in report["shapes"])
+    # nothing meaningless on CPU: no bandwidth, no HBM column, one line saying why
+    assert "inf" not in done.stdout.replace("info", "")
+    assert "TB/s" not in done.stdout
+    assert "hbm bound" not in done.stdout
+    assert "no copy bandwidth or HBM bound: the CPU has no HBM to measure" in done.stdout

@@ -4,6 +4,7 @@ tokens and the command policy guard the write endpoints; cancel; the CLI client 
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -149,11 +150,18 @@ def test_the_cli_client_submits_and_prints_as_for_a_local_store(
     answer = json.loads(submitted.stdout)
     assert answer["status"] == "queued"
     service.wait_done(answer["id"])
+    local_hint = f"the whole report: bisect report {answer['id']}"
+    remote_hint = f"the whole report: bisect report --server {service.base} {answer['id']}"
     for command in (["status"], ["report"], ["report", "--format", "json"], ["status", "--format", "markdown"]):
         remote = bisect_cli(*command, str(answer["id"]), "--server", service.base, env=env)
         local = bisect_cli(*command, str(answer["id"]), "--db", service.db, env=env)  # type: ignore[attr-defined]
         assert remote.returncode == local.returncode == 0, remote.stderr
-        assert remote.stdout == local.stdout
+        # the same but for the status's last line, which names the server: the command it gives works here
+        assert remote.stdout == local.stdout.replace(local_hint, remote_hint)
+        assert (remote_hint in remote.stdout) == (command[0] == "status")
+    hinted = bisect_cli(*shlex.split(remote_hint.removeprefix("the whole report: bisect ")), env=env)
+    assert hinted.returncode == 0, hinted.stderr
+    assert hinted.stdout == bisect_cli("report", str(answer["id"]), "--db", service.db, env=env).stdout  # type: ignore[attr-defined]
 
 
 def test_the_cli_client_cancels_and_says_so_in_one_line(service: ServiceProcess, history: SyntheticHistory) -> None:

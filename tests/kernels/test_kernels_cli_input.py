@@ -1,0 +1,92 @@
+"""Bad input to the kernel stack's command lines: one line on stderr, exit 2; gpu_report's own parser."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels import bench
+
+ROOT = Path(bench.__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+
+
+def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args], capture_output=True, text=True, cwd=cwd, env=ENV, check=False, timeout=300
+    )
+
+
+def _one_line_refusal(done: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    for word in words:
+        assert word in done.stderr
+    assert done.stdout == ""
+
+
+@cpu_only
+def test_accept_length_on_cuda_without_cuda_is_one_line_and_exit_2():
+    _one_line_refusal(_run("kernels.bench", "accept-length", "--device", "cuda"), "--device cuda", "no CUDA device")
+
+
+@cpu_only
+def test_gemm_and_probe_refuse_cuda_without_cuda_the_same_way():
+    _one_line_refusal(_run("kernels.bench", "gemm", "--device", "cuda"), "no CUDA device")
+    _one_line_refusal(_run("kernels.probe", "batch-invariance", "--device", "cuda"), "no CUDA device")
+
+
+def test_unknown_device_is_one_line_and_exit_2():
+    _one_line_refusal(_run("kernels.bench", "accept-length", "--device", "tpu"), "expected auto, cpu, cuda")
+
+
+@pytest.mark.parametrize("shape", ["12x", "x12", "12", "axb", "0x128"])
+def test_malformed_probe_shape_is_one_line_and_exit_2(shape: str):
+    _one_line_refusal(_run("kernels.probe", "batch-invariance", "--device", "cpu", "--shape", shape), "NxK")
+
+
+def test_malformed_gemm_batch_sizes_and_config_values_are_one_line_and_exit_2():
+    _one_line_refusal(_run("kernels.bench", "gemm", "--device", "cpu", "--m", "1,x"), "--m '1,x'")
+    _one_line_refusal(_run("kernels.bench", "accept-length", "--set", "gain=abc"), "gain takes a float")
+    _one_line_refusal(_run("kernels.bench", "accept-length", "--set", "colour=red"), "unknown config field")
+
+
+def test_gpu_report_help_prints_usage_and_starts_nothing(tmp_path: Path):
+    done = _run("kernels.gpu_report", "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python -m kernels.gpu_report")
+    assert "--quick" in done.stdout
+    assert list(tmp_path.iterdir()) == []  # no folder named --help, no session
+
+
+def test_gpu_report_rejects_unknown_options_before_starting(tmp_path: Path):
+    done = _run("kernels.gpu_report", "out", "--fast", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "unrecognized arguments: --fast" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@cpu_only
+def test_gpu_report_says_up_front_that_it_runs_on_the_cpu(tmp_path: Path):
+    with subprocess.Popen(
+        [sys.executable, "-m", "kernels.gpu_report", str(tmp_path / "out"), "--quick"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        start_new_session=True,  # its steps are child processes: stopped with it below
+    ) as session:
+        try:
+            assert session.stdout is not None
+            first = session.stdout.readline()
+        finally:
+            os.killpg(session.pid, signal.SIGKILL)
+    assert first.startswith("gpu_report: no CUDA device: every step runs on the CPU")

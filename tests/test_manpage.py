@@ -1,0 +1,41 @@
+"""bisect(1)'s ENVIRONMENT and EXIT STATUS against the code: every variable read, every exit code used."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from bisector import manpage
+from bisector.cli import main
+from bisector.cli_support import EXIT_NO_CULPRIT, EXIT_PAUSED
+from bisector.cli_triage import EXIT_REGRESSIONS
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIABLE = re.compile(r"[\"'$]((?:BISECT|XDG)_[A-Z0-9_]+)")
+
+
+def variables_in_code() -> set[str]:
+    found: set[str] = set()
+    for package in ("bisector", "workers", "db", "vocab"):
+        for source in (ROOT / package).rglob("*.py"):
+            found.update(VARIABLE.findall(source.read_text(encoding="utf-8")))
+    return found
+
+
+def test_every_environment_variable_the_code_reads_is_in_the_man_page():
+    documented = {name for names, _ in manpage.ENVIRONMENT for name in names.split(", ")}
+    missing = variables_in_code() - documented - set(manpage.STEP_VARIABLES)
+    assert not missing, f"add to bisector/manpage.py ENVIRONMENT: {sorted(missing)}"
+    page = manpage.render_man(main, "0")
+    environment = page.split(".SH ENVIRONMENT\n")[1].split(".SH ")[0]
+    for name in documented:
+        assert f"\\fB{name}\\fR" in environment
+
+
+def test_the_exit_status_section_names_every_exit_code_the_commands_use():
+    codes = [code for code, _ in manpage.EXIT_STATUS]
+    assert codes == ["0", "1", "2", "3", "4", "128+N"]
+    assert {EXIT_REGRESSIONS, EXIT_NO_CULPRIT, EXIT_PAUSED} == {1, 3, 4}
+    page = manpage.render_man(main, "0")
+    assert ".SH EXIT STATUS" in page
+    assert page.index(".SH EXIT STATUS") < page.index(".SH ENVIRONMENT")
