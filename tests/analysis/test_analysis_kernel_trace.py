@@ -191,12 +191,18 @@ FAKE_CUDA_TORCH = {
 }
 
 
-def test_with_cuda_the_profiler_starts_only_once_the_program_initialises_cuda(tmp_path: Path) -> None:
-    # CUPTI initialises CUDA: starting it at import would break programs that fork before they touch CUDA.
+def fake_cuda_torch(tmp_path: Path) -> Path:
+    """A folder holding a torch package whose CUDA is available and whose profiler reports two kernels."""
     fake = tmp_path / "fake"
     for name, text in FAKE_CUDA_TORCH.items():
         (fake / name).parent.mkdir(parents=True, exist_ok=True)
         (fake / name).write_text(text)
+    return fake
+
+
+def test_with_cuda_the_profiler_starts_only_once_the_program_initialises_cuda(tmp_path: Path) -> None:
+    # CUPTI initialises CUDA: starting it at import would break programs that fork before they touch CUDA.
+    fake = fake_cuda_torch(tmp_path)
     trace = tmp_path / "k.jsonl"
     program = "import torch; print(list(torch.cuda.EVENTS)); torch.cuda._lazy_init(); print(torch.cuda.EVENTS)"
 
@@ -209,10 +215,7 @@ def test_with_cuda_the_profiler_starts_only_once_the_program_initialises_cuda(tm
 
 def test_cuda_first_used_off_the_main_thread_is_profiled_and_drained_on_a_thread_of_its_own(tmp_path: Path) -> None:
     # Kineto stops a profiler only on the thread that started it, and CUPTI sees every thread's kernels.
-    fake = tmp_path / "fake"
-    for name, text in FAKE_CUDA_TORCH.items():
-        (fake / name).parent.mkdir(parents=True, exist_ok=True)
-        (fake / name).write_text(text)
+    fake = fake_cuda_torch(tmp_path)
     trace = tmp_path / "k.jsonl"
     program = (
         "import threading, time, torch\n"
