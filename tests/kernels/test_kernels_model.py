@@ -108,5 +108,7 @@ def test_set_changes_config_fields():
 
     config = bench._config("cpu", torch.device("cpu"), ["layers=2", "gain=1.5"])
     assert (config.layers, config.gain) == (2, 1.5)
-    with pytest.raises(SystemExit):
+    from kernels.cli_input import KernelsInputError
+
+    with pytest.raises(KernelsInputError, match="unknown config field 'nope'"):
         bench._config("cpu", torch.device("cpu"), ["nope=1"])
