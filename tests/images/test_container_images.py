@@ -120,7 +120,7 @@ def test_a_container_build_failing_on_infrastructure_is_an_error_not_a_failed_im
     container_repo(repo, (10,))
     offline = commit(repo, "the build's network is down", {"offline": ""})
     runner = StepRunner(WorkerSlot("w0", (), tmp_path / "worktree"))
-    request = replace(_request(repo, offline, podman, tmp_path, 600), run_cmd=RUN)
+    request = replace(_request(repo, offline, podman, tmp_path, 600, step_id=9), run_cmd=RUN)
     result = runner.run(request)
     assert (result.verdict, result.error_kind) == (Verdict.ERROR, ErrorKind.INFRA), result.detail
     assert "Connection refused" in result.detail
@@ -128,16 +128,18 @@ def test_a_container_build_failing_on_infrastructure_is_an_error_not_a_failed_im
     assert ImageCache().manifest(container_record_id(reference)) is None  # no failure record: the next step builds
 
 
-def _request(repo: Path, sha: str, template: str, tmp_path: Path, timeout_s: float) -> StepRequest:
+def _request(repo: Path, sha: str, template: str, tmp_path: Path, timeout_s: float, step_id: int) -> StepRequest:
+    """step_id: one per test, so that tests running at once (xdist) never see each other's containers."""
     return StepRequest(
-        step_id=7, bisect_id=3, sha=sha, attempt=1, repo=str(repo), run_cmd="echo started; sleep 600",
+        step_id=step_id, bisect_id=3, sha=sha, attempt=1, repo=str(repo), run_cmd="echo started; sleep 600",
         metric=MetricSpec(regex=r"metric: ([0-9.]+)", expect=Expectation.parse(">= 8")),
         log_path=str(tmp_path / "step.log"), timeout_s=timeout_s, container=template.format(short=sha[:12]),
     )  # fmt: skip
 
 
-def _step_containers() -> list[str]:
-    return podman_cmd("ps", "-a", "--filter", f"label={STEP_LABEL}=3/7/1", "--format", "{{.Names}}").stdout.split()
+def _step_containers(step_id: int) -> list[str]:
+    label = f"label={STEP_LABEL}=3/{step_id}/1"
+    return podman_cmd("ps", "-a", "--filter", label, "--format", "{{.Names}}").stdout.split()
 
 
 def test_cancel_and_timeout_remove_the_container(podman: str, tmp_path: Path):
@@ -147,18 +149,18 @@ def test_cancel_and_timeout_remove_the_container(podman: str, tmp_path: Path):
     cancel = threading.Event()
     results: list[StepResult] = []
     thread = threading.Thread(
-        target=lambda: results.append(runner.run(_request(repo, shas[0], podman, tmp_path, 600), cancel.is_set))
+        target=lambda: results.append(runner.run(_request(repo, shas[0], podman, tmp_path, 600, 7), cancel.is_set))
     )
     thread.start()
-    wait_for(lambda: bool(_step_containers()), what="the step's container")
+    wait_for(lambda: bool(_step_containers(7)), what="the step's container")
     cancel.set()
     thread.join()
     assert results[0].verdict is Verdict.CANCELLED
-    assert _step_containers() == []
-    timed_out = runner.run(_request(repo, shas[0], podman, tmp_path, 20))
+    assert _step_containers(7) == []
+    timed_out = runner.run(_request(repo, shas[0], podman, tmp_path, 20, 7))
     assert (timed_out.verdict, timed_out.error_kind) == (Verdict.ERROR, ErrorKind.TIMEOUT)
     assert "started" in (tmp_path / "step.log").read_text()
-    assert _step_containers() == []
+    assert _step_containers(7) == []
 
 
 def test_a_worker_killed_mid_step_leaves_no_container(podman: str, tmp_path: Path):
@@ -166,15 +168,15 @@ def test_a_worker_killed_mid_step_leaves_no_container(podman: str, tmp_path: Pat
     repo = tmp_path / "repo"
     shas = container_repo(repo, (10,))
     engine_env = {"CONTAINERS_CONF": os.environ["CONTAINERS_CONF"]} if "CONTAINERS_CONF" in os.environ else {}
-    request = replace(_request(repo, shas[0], podman, tmp_path, 600), env=engine_env)  # a forked worker's env
+    request = replace(_request(repo, shas[0], podman, tmp_path, 600, 8), env=engine_env)  # a forked worker's env
     with LocalExecutor(str(repo), workers=1) as executor:
         executor.submit(request)
-        wait_for(lambda: bool(_step_containers()), what="the step's container")
+        wait_for(lambda: bool(_step_containers(8)), what="the step's container")
         executor.abandon(request.step_id)
         lost: list[StepResult] = []
         wait_for(lambda: bool(lost.extend(executor.poll(0.2)) or lost), what="the lost step's result")
     assert lost[0].error_kind is ErrorKind.WORKER_LOST
-    wait_for(lambda: _step_containers() == [], what="the container's removal")
+    wait_for(lambda: _step_containers(8) == [], what="the container's removal")
 
 
 @pytest.mark.parametrize(
