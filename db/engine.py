@@ -48,9 +48,7 @@ def missing_sqlite_file(url: str) -> Path | None:
     database = parsed.database
     if parsed.get_backend_name() != "sqlite" or _is_sqlite_memory(parsed) or not database:
         return None
-    if database.startswith("file:"):
-        database = unquote(database.removeprefix("file:").split("?", 1)[0])
-    path = Path(database).expanduser().absolute()
+    path = _sqlite_file(database).expanduser().absolute()
     return None if path.exists() else path
 
 
@@ -58,11 +56,15 @@ def database_identity(url: URL) -> str:
     """Names one database whatever URL reached it: a SQLite file by its resolved path (the read-only open's
     `file:...?mode=ro` URI included), others by their URL without the password."""
     if url.get_backend_name() == "sqlite":
-        database = url.database or ""
-        if database.startswith("file:"):
-            database = unquote(database.removeprefix("file:").split("?", 1)[0])
-        return f"sqlite:{Path(database).resolve()}"
+        return f"sqlite:{_sqlite_file(url.database or '').resolve()}"
     return url.render_as_string(hide_password=True)
+
+
+def _sqlite_file(database: str) -> Path:
+    """The file a SQLite URL's database part names: a plain path, or a `file:PATH?...` URI's path."""
+    if database.startswith("file:"):
+        database = unquote(database.removeprefix("file:").split("?", 1)[0])
+    return Path(database)
 
 
 def make_read_only_engine(url: str) -> Engine | None:
