@@ -20,7 +20,8 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 
 _PROC = Path("/proc")
-WIND_DOWN_S = 5.0  # how long a command whose group leavers were killed gets to end by itself
+WIND_DOWN_S = 30.0  # how long a command whose group leavers were killed gets to end by itself (podman removing
+# its working container took over 5 s on a loaded 2-core host); the wait ends as soon as it has
 _LOOK_S = 0.05  # how often a wait looks whether the groups ended
 
 
