@@ -14,6 +14,8 @@ from sqlalchemy import Connection, delete, select, update
 from db.schema import images
 from vocab.domain import ImageInfo
 
+MADE_AS = ("built", "artifact", "copied")  # how an image came to be on its node; a step's "cache" is a reuse of one
+
 
 def record_images(conn: Connection, infos: Iterable[ImageInfo]) -> None:
     """Insert or refresh each image's row; drop the rows of images their node's LRU cap evicted."""
@@ -23,7 +25,7 @@ def record_images(conn: Connection, infos: Iterable[ImageInfo]) -> None:
         values = _values(info)
         refreshed = update(images).where(images.c.id == info.id, images.c.node == info.node).values(values)
         if conn.execute(refreshed).rowcount == 0:
-            conn.execute(images.insert().values({"id": info.id, "node": info.node, **values}))
+            conn.execute(images.insert().values({"id": info.id, "node": info.node, "source": "built", **values}))
 
 
 def list_images(conn: Connection, node: str | None = None) -> list[ImageInfo]:
@@ -55,12 +57,15 @@ def delete_images(conn: Connection, node: str, ids: Sequence[str]) -> int:
 
 
 def _values(info: ImageInfo) -> dict[str, object]:
+    """The row's columns from a step's report of its image; a reuse keeps the row's source (built, artifact or
+    copied from another node)."""
+    made_as = {"source": info.source} if info.source in MADE_AS else {}
     return {
         "key": json.dumps(info.key, sort_keys=True),
         "sha": info.sha,
         "path": info.path,
         "size_bytes": info.size_bytes,
-        "source": "artifact" if info.source == "artifact" else "built",
+        **made_as,
         "build_s": info.build_s,
         "created": _time(info.created),
         "last_used": _time(info.last_used),

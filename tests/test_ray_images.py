@@ -139,7 +139,7 @@ def test_an_image_built_on_one_node_serves_the_other_through_a_shared_root(clust
     assert (len(built.gpus), len(reused.gpus)) == (1, 1)
 
 
-def test_without_a_shared_root_each_node_builds_and_steps_prefer_the_node_with_the_image(
+def test_without_a_shared_root_steps_prefer_the_node_with_the_image_and_another_node_copies_it(
     cluster, repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.delenv(IMAGE_ROOT_ENV, raising=False)
@@ -156,10 +156,35 @@ def test_without_a_shared_root_each_node_builds_and_steps_prefer_the_node_with_t
         assert executor.prefer_workers(second, [far, near]) == [far, near]
         placed = run(executor, second)  # unpinned, both workers free
         assert (placed.worker, placed.image is not None and placed.image.reused) == (far, True)
-        elsewhere = run(executor, replace(second, step_id=3, log_path=str(tmp_path / "3.log"), pin_worker=near))
+        third = replace(
+            second, step_id=3, log_path=str(tmp_path / "3.log"), pin_worker=near, run_cmd=f"{RUNNER}; {RUN_CMD}"
+        )
+        elsewhere = run(executor, third)  # copied from the far node's actor, not built again
+        again = run(executor, replace(third, step_id=4, log_path=str(tmp_path / "4.log")))
     assert elsewhere.image is not None
-    assert (elsewhere.image.source, elsewhere.image.id) == ("built", built.image.id)  # built again on this node
-    assert builds.read_text().splitlines() == ["build at 0", "build at 1"]
+    assert (elsewhere.image.source, elsewhere.image.id, elsewhere.image.reused) == ("copied", built.image.id, False)
+    assert Path(elsewhere.image.path).parent == cluster / "head" / "cache" / "images"
+    assert runner_of(elsewhere) == str(Path(elsewhere.image.path) / "venv" / "bin" / "python")
+    assert "copying it from" in Path(elsewhere.log_path).read_text()
+    assert again.image is not None
+    assert (again.image.source, again.image.reused) == ("cache", True)
+    assert builds.read_text().splitlines() == ["build at 0"]  # built once, for both nodes
+
+
+def test_a_copy_from_a_node_whose_actor_is_gone_falls_back_to_a_build(cluster, repo, tmp_path: Path, monkeypatch):
+    monkeypatch.delenv(IMAGE_ROOT_ENV, raising=False)
+    builds = tmp_path / "builds"
+    with RayExecutor(str(repo.path), 2, 0, {SLOT: 1}, None, max_restarts=0) as executor:
+        near, far = workers_by_node(executor)
+        first = image_request(repo.path, repo.shas[0], tmp_path, 1, BUILD_COUNTER=str(builds))
+        assert run(executor, replace(first, pin_worker=far)).image is not None
+        far_actor = executor.actor_handles()[far]
+        ray.kill(far_actor, no_restart=True)
+        result = run(executor, replace(first, step_id=2, log_path=str(tmp_path / "2.log"), pin_worker=near))
+    assert result.image is not None
+    assert result.image.source == "built"
+    assert "building it here" in Path(result.log_path).read_text()
+    assert builds.read_text().splitlines() == ["build at 0", "build at 0"]
 
 
 def test_an_image_whose_python_lacks_the_base_packages_runs_its_test_from_the_slot(cluster, repo, tmp_path: Path):

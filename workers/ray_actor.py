@@ -1,7 +1,9 @@
 """StepActor: what runs on a Ray node for one RayExecutor slot — a StepRunner with its own worktree.
 
 The executor creates it as a threaded actor: `run` executes in the default concurrency group (one step at a
-time) while `cancel` and `info` answer from the "control" group, so a cancel reaches a running step.
+time) while `cancel` and `info` answer from the "control" group, so a cancel reaches a running step, and
+`image_offer` and `image_chunks` from the "images" group: another node's step copies an image this node holds
+(workers/ray_image_peer.py) while this one runs its own.
 
 Each test command runs in its own process group, announced to the actor's reaper (workers/ray_reaper.py), which
 kills what is left of them when the actor dies.
@@ -14,8 +16,10 @@ import dataclasses
 import os
 import socket
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import ray
 
@@ -24,8 +28,11 @@ from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
 from vocab.paths import data_dir, worktree_root
 from workers.executor import StepRequest
+from workers.images.cache import ImageCache
+from workers.images.transfer import ImageOffer, archive_chunks, make_offer
 from workers.process import CancelSignal
 from workers.ray_image_host import RayImageHost
+from workers.ray_image_peer import RayImagePeer
 from workers.ray_reaper import Reaper
 from workers.slots import claim_worktree
 from workers.step import StepRunner, WorkerSlot
@@ -78,10 +85,10 @@ class StepActor:
             clean_for = repo
         self._slot = WorkerSlot(name=name, gpus=_gpu_ids(), worktree=worktree, node=socket.gethostname())
         self._image_host = RayImageHost(self._slot, self._node_id)  # a venv image's test runs in its interpreter
+        self._image_root = Path(image_root) if image_root else None
         self._runner = StepRunner(
-            self._slot, clean_for=clean_for, image_root=Path(image_root) if image_root else None,
-            image_host=self._image_host,
-        )  # fmt: skip
+            self._slot, clean_for=clean_for, image_root=self._image_root, image_host=self._image_host
+        )
         self._reaper = Reaper()
         self._cancelled: set[int] = set()
         self._running: int | None = None
@@ -106,7 +113,16 @@ class StepActor:
                 self._wake.set()
                 self._image_host.cancel()
 
-    def run(self, request: StepRequest) -> StepOutcome:
+    def image_offer(self, image_id: str) -> ImageOffer | None:
+        """The image, where this node holds it ready (asked by another node's step; the "images" group)."""
+        return make_offer(ImageCache(self._image_root), image_id)
+
+    def image_chunks(self, image_id: str) -> Iterator[bytes]:
+        """The image as a tar stream, for another node to copy (a streaming call in the "images" group)."""
+        yield from archive_chunks(ImageCache(self._image_root), image_id)
+
+    def run(self, request: StepRequest, image_peer: Any = None) -> StepOutcome:
+        """image_peer: the actor of a slot on a node that holds the step's image (copied from there, not built)."""
         if self._is_cancelled(request.step_id):
             return StepOutcome(self._cancelled_before_start(request))
         local_request = dataclasses.replace(request, log_path=self._local_log_path(request))
@@ -127,6 +143,7 @@ class StepActor:
                 should_cancel=lambda: self._is_cancelled(request.step_id),
                 on_start=started,
                 cancel_fd=self._wake.fileno(),
+                image_peer=RayImagePeer(image_peer) if image_peer is not None else None,
             )
         finally:
             for pgid in groups:  # run_shell killed what was left of each group when its command ended

@@ -44,6 +44,7 @@ try:
         release,
         resolve_gpus_per_step,
     )
+    from workers.ray_image_peer import IMAGES_GROUP
 except ImportError as exc:
     raise ExecutorError(f"--executor ray needs Ray ({exc}): pip install 'gpu-bisect[ray]'") from None
 
@@ -113,7 +114,8 @@ class RayExecutor(Executor):
         try:
             self._gpus_per_step = resolve_gpus_per_step(gpus_per_step)
             self._coordinator_node = ray.get_runtime_context().get_node_id()
-            threaded = ray.remote(concurrency_groups={CONTROL_GROUP: 2})  # type: ignore[call-overload]
+            groups = {CONTROL_GROUP: 2, IMAGES_GROUP: 2}
+            threaded = ray.remote(concurrency_groups=groups)  # type: ignore[call-overload]
             self._actor_class = threaded(StepActor).options(
                 num_cpus=CPUS_PER_SLOT,
                 num_gpus=self._gpus_per_step,
@@ -232,8 +234,16 @@ class RayExecutor(Executor):
                 raise ExecutorError(f"worker {request.pin_worker} is not free")
             slot = pinned[0]
         assert slot.info is not None
-        slot.running = _Running(request, slot.actor.run.remote(request))
+        slot.running = _Running(request, slot.actor.run.remote(request, self._image_holder(request, slot)))
         return Assignment(slot.name, slot.info.hostname, slot.info.gpus)
+
+    def _image_holder(self, request: StepRequest, slot: _Slot) -> Any:
+        """Where the nodes share no image root and the step's node lacks its image: the actor of a slot on a node
+        that holds it (the step copies the image from there rather than building it), else None."""
+        holders = self._placement.nodes_of(request)
+        if self._image_root or not holders or slot.info is None or slot.info.node_id in holders:
+            return None
+        return next((s.actor for s in self._slots.values() if s.info is not None and s.info.node_id in holders), None)
 
     def prefer_workers(self, request: StepRequest, workers: Sequence[str]) -> list[str]:
         """workers on a node that holds the step's image (it ran a step on it) first."""

@@ -28,6 +28,7 @@ from workers.image_test import ImageTest, ImageTestHost
 from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
 from workers.images.cache import ImageCache
 from workers.images.key import ImageRecipe
+from workers.images.transfer import ImagePeer
 from workers.output import DETAIL_TAIL_BYTES, WINDOW_BYTES, StepLog
 from workers.process import run_shell
 from workers.step_context import StepContext
@@ -105,8 +106,10 @@ class StepRunner:
         should_cancel: Callable[[], bool] = lambda: False,
         on_start: Callable[[int], None] = lambda pgid: None,
         cancel_fd: int | None = None,
+        image_peer: ImagePeer | None = None,
     ) -> StepResult:
-        """cancel_fd: a CancelSignal's, so that a cancel stops the running command at once (run_shell).
+        """cancel_fd: a CancelSignal's, so that a cancel stops the running command at once (run_shell). image_peer:
+        a node that may hold the step's image (copied from there rather than built here).
 
         A failure of the harness (the slot's worktree cannot be made, the log cannot be written) comes back as an
         error of kind HARNESS, or DISK_FULL when the disk is full, never as a verdict on the commit."""
@@ -132,7 +135,7 @@ class StepRunner:
         with log_file:
             step = StepContext(
                 request, StepLog(log_file), env, self.slot.worktree, self.slot.gpus, started,
-                should_cancel, on_start, cancel_fd,
+                should_cancel, on_start, cancel_fd, image_peer,
             )  # fmt: skip
             try:
                 return self._build_and_run(step)
@@ -168,7 +171,7 @@ class StepRunner:
         job = BuildJob(
             request.repo, request.sha, request.build_cmd, recipe, step.env, log, step.time_left_s(),
             should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
-            infra_patterns=request.metric.infra_patterns,
+            infra_patterns=request.metric.infra_patterns, peer=step.image_peer,
         )  # fmt: skip
         with ImageBuilder(ImageCache(self._image_root)).prepare(job) as prepared:
             info = prepared.info

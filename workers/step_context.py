@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from workers.executor import StepRequest
+from workers.images.transfer import ImagePeer
 from workers.output import StepLog
 
 
@@ -23,6 +24,7 @@ class StepContext:
     should_cancel: Callable[[], bool] = lambda: False
     on_start: Callable[[int], None] = lambda pgid: None  # told each command's process group
     cancel_fd: int | None = None  # a CancelSignal's: a cancel stops the running command at once
+    image_peer: ImagePeer | None = None  # a node that may hold the step's image, to copy rather than build
 
     def time_left_s(self) -> float:
         """Seconds left of the step's timeout (negative once it is over)."""

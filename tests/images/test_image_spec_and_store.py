@@ -101,3 +101,17 @@ def test_an_image_used_again_refreshes_its_row(store: Store):
     store.finish_step(second, StepResult(second, "a" * 40, Verdict.GOOD, image=later), now)
     (row,) = store.images("n1")
     assert (row.source, row.last_used) == ("built", "2026-11-30T12:00:00+00:00")
+
+
+@pytest.mark.parametrize("made_as", ["artifact", "copied"])
+def test_a_reused_image_keeps_how_it_was_made_on_its_node(store: Store, made_as: str):
+    now = datetime.now(UTC)
+    bisect_id = store.create_bisect("/r", "a" * 40, "b" * 40, {}, now)
+    first, second = (store.start_step(bisect_id, "a" * 40, 1, "w", "n1", (), now) for _ in range(2))
+    store.finish_step(first, StepResult(first, "a" * 40, Verdict.GOOD, image=image("img1", source=made_as)), now)
+    (row,) = store.images("n1")
+    assert row.source == made_as
+    later = image("img1", source="cache", reused=True, last_used="2026-11-30T12:00:00+00:00")
+    store.finish_step(second, StepResult(second, "a" * 40, Verdict.GOOD, image=later), now)
+    (row,) = store.images("n1")
+    assert (row.source, row.last_used) == (made_as, "2026-11-30T12:00:00+00:00")

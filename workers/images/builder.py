@@ -33,6 +33,7 @@ from workers.images.cache import (
     now_iso,
 )
 from workers.images.key import ImageKey, ImageRecipe, image_key
+from workers.images.transfer import CopyStoppedError, ImageCopyError, ImagePeer, base_python, receive, relocate
 from workers.output import StepLog
 from workers.process import run_shell
 
@@ -73,6 +74,7 @@ class BuildJob:
     on_start: Callable[[int], None] = lambda pgid: None
     cancel_fd: int | None = None
     infra_patterns: tuple[str, ...] = ()  # a failed build printing one is infrastructure: an error, no record
+    peer: ImagePeer | None = None  # a node that may hold the image: copied from there rather than built
 
 
 class ImageBuilder:
@@ -105,7 +107,7 @@ class ImageBuilder:
                         return
                     if shared:  # it was removed or is rebuilt meanwhile: look again
                         continue
-                    prepared = self._build(job, key, deadline)
+                    prepared = self._copy(job, key, deadline) or self._build(job, key, deadline)
                     if prepared.ready:
                         lock_shared(fd)
                     yield prepared
@@ -113,6 +115,55 @@ class ImageBuilder:
             except LockTimeoutError:
                 yield PreparedImage(cancelled=job.should_cancel(), timed_out=not job.should_cancel())
                 return
+
+    def _copy(self, job: BuildJob, key: ImageKey, deadline: float) -> PreparedImage | None:
+        """The image copied from job.peer (workers/images/transfer.py), or None where the peer has none to give or
+        the copy failed: then it is built here."""
+        if job.peer is None:
+            return None
+        try:
+            offer = job.peer.offer(key.id)
+        except ImageCopyError as exc:
+            job.log.note(f"# image {key.id}: could not ask another node for it ({exc}); building it here\n")
+            return None
+        if offer is None:
+            return None
+        if offer.base_python != base_python():
+            job.log.note(
+                f"# image {key.id}: {offer.node} holds it, but its venv is made on {offer.base_python}, not "
+                f"{base_python()}; building it here\n"
+            )
+            return None
+        folder = self.cache.image_dir(key.id)
+        incoming = folder.with_name(f".incoming-{key.id}")  # ours alone: we hold the image's lock
+        job.log.note(f"# image {key.id}: copying it from {offer.node} ({offer.folder})\n")
+        started, started_at = time.monotonic(), now_iso()
+        try:
+            shutil.rmtree(incoming, ignore_errors=True)
+            stop = lambda: job.should_cancel() or time.monotonic() >= deadline  # noqa: E731
+            receive(job.peer.chunks(key.id), incoming, stop)
+            relocate(incoming, offer.folder, str(folder))
+            shutil.rmtree(folder, ignore_errors=True)  # what a killed builder left
+            incoming.rename(folder)
+        except CopyStoppedError:
+            shutil.rmtree(incoming, ignore_errors=True)
+            return PreparedImage(cancelled=job.should_cancel(), timed_out=not job.should_cancel())
+        except (ImageCopyError, OSError) as exc:
+            shutil.rmtree(incoming, ignore_errors=True)
+            job.log.note(f"# image {key.id}: the copy from {offer.node} failed ({_describe(exc)}); building it here\n")
+            return None
+        copy_s = time.monotonic() - started
+        held = ImageManifest.from_json(offer.manifest)
+        ready = replace(
+            held, node=self.cache.node, created=started_at, last_used=started_at, build_s=copy_s,
+            size_bytes=tree_size(folder), source="copied",
+        )  # fmt: skip
+        self.cache.write_manifest(ready)
+        evicted = self.cache.evict(job.recipe.max_bytes, keep=frozenset({key.id}))
+        job.log.note(f"# image {key.id}: copied from {offer.node} in {copy_s:.1f}s ({ready.size_bytes} bytes)\n")
+        prepared = self._ready(ready, source="copied", reused=False)
+        assert prepared.info is not None
+        return replace(prepared, info=replace(prepared.info, evicted=tuple(evicted)))
 
     def _build(self, job: BuildJob, key: ImageKey, deadline: float) -> PreparedImage:
         folder = self.cache.image_dir(key.id)

@@ -51,7 +51,7 @@ class ImageManifest:
     last_used: str
     build_s: float = 0.0
     size_bytes: int = 0
-    source: str = "built"  # built | artifact
+    source: str = "built"  # built | artifact | copied (from another node, workers/images/transfer.py)
     log_tail: str = ""
 
     def to_json(self) -> dict[str, object]:

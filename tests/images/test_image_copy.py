@@ -1,0 +1,177 @@
+"""An image another node holds is copied rather than built (workers/images/transfer.py): real builds (uv venv,
+editable install, a C library with ccache), real tar streams, two cache roots on this host standing for two
+nodes' own roots. On Ray the holder is another node's slot actor (tests/test_ray_images.py); here its side of
+the copy is called in process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from image_repo import image_request, make_image_repo
+
+from vocab.domain import StepResult, Verdict
+from workers.images.cache import ImageCache
+from workers.images.transfer import (
+    CopyStoppedError,
+    ImageCopyError,
+    ImageOffer,
+    archive_chunks,
+    make_offer,
+    receive,
+    relocate,
+)
+from workers.step import StepRunner, WorkerSlot
+
+pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
+
+
+class HolderNode:
+    """The holder's side of a copy: what a slot actor on the node that holds the image answers."""
+
+    def __init__(self, root: Path) -> None:
+        self.cache = ImageCache(root)
+        self.sent_chunks = 0
+
+    def offer(self, image_id: str) -> ImageOffer | None:
+        return make_offer(self.cache, image_id)
+
+    def chunks(self, image_id: str) -> Iterable[bytes]:
+        for chunk in archive_chunks(self.cache, image_id):
+            self.sent_chunks += 1
+            yield chunk
+
+
+class OtherInterpreterNode(HolderNode):
+    """A holder whose base interpreter is another path (its venvs link there)."""
+
+    def offer(self, image_id: str) -> ImageOffer | None:
+        offer = super().offer(image_id)
+        return None if offer is None else replace(offer, base_python="/opt/other/bin/python3.12")
+
+
+class BrokenStreamNode(HolderNode):
+    """A holder that goes away mid-copy."""
+
+    def chunks(self, image_id: str) -> Iterable[bytes]:
+        for chunk in archive_chunks(self.cache, image_id):
+            yield chunk[: len(chunk) // 2]
+            raise ImageCopyError("ActorDiedError: the actor died unexpectedly")
+
+
+def node(tmp_path: Path, name: str) -> StepRunner:
+    return StepRunner(WorkerSlot(name, (), tmp_path / name / "worktree"), image_root=tmp_path / name / "images")
+
+
+def run(
+    runner: StepRunner, request_path: Path, sha: str, step_id: int, peer: HolderNode | None, **env: str
+) -> StepResult:
+    return runner.run(image_request(request_path, sha, request_path.parent, step_id, **env), image_peer=peer)
+
+
+def test_an_image_another_node_holds_is_copied_and_serves_after_the_holder_removed_it(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo")
+    builds = tmp_path / "builds"
+    built = run(node(tmp_path, "far"), repo.path, repo.shas[0], 1, None, BUILD_COUNTER=str(builds))
+    assert built.verdict is Verdict.GOOD, built.detail
+    assert built.image is not None
+    holder = HolderNode(tmp_path / "far" / "images")
+
+    near = node(tmp_path, "near")
+    copied = run(near, repo.path, repo.shas[0], 2, holder, BUILD_COUNTER=str(builds))
+
+    assert copied.verdict is Verdict.GOOD, copied.detail  # test.sh checks it runs on this image's venv
+    assert copied.samples == (10.0,)
+    assert copied.image is not None
+    assert (copied.image.id, copied.image.source, copied.image.reused) == (built.image.id, "copied", False)
+    assert Path(copied.image.path) == tmp_path / "near" / "images" / built.image.id
+    assert builds.read_text().splitlines() == ["build at 0"]  # built once, on the far node
+    assert holder.sent_chunks >= 1
+    log = Path(copied.log_path).read_text()
+    assert f"copying it from {holder.cache.node}" in log
+    assert "copied from" in log
+    manifest = ImageCache(tmp_path / "near" / "images").manifest(built.image.id)
+    assert manifest is not None
+    assert (manifest.source, manifest.sha, manifest.status.value) == ("copied", repo.shas[0], "ready")
+
+    far_folder = str(tmp_path / "far" / "images" / built.image.id)
+    for path in Path(copied.image.path).rglob("*"):  # no text file or link points back at the holder's copy
+        if path.is_symlink():
+            assert not os.readlink(path).startswith(far_folder), path
+        elif path.is_file() and path.stat().st_size < 1 << 20:
+            data = path.read_bytes()
+            assert b"\0" in data[:8192] or far_folder.encode() not in data, path
+
+    shutil.rmtree(tmp_path / "far" / "images")  # the copy stands alone: its venv, editable install and library
+    again = run(near, repo.path, repo.shas[1], 3, None, BUILD_COUNTER=str(builds))
+    assert again.verdict is Verdict.GOOD, again.detail
+    assert again.image is not None
+    assert (again.image.id, again.image.source, again.image.reused) == (built.image.id, "cache", True)
+    assert builds.read_text().splitlines() == ["build at 0"]
+
+
+@pytest.mark.parametrize(
+    ("holder_kind", "note"),
+    [
+        (HolderNode, None),  # the holder has no such image (evicted since): nothing is copied
+        (OtherInterpreterNode, "its venv is made on /opt/other/bin/python3.12"),
+        (BrokenStreamNode, "the copy from"),
+    ],
+)
+def test_without_a_usable_copy_the_node_builds_the_image_itself(tmp_path: Path, holder_kind: type[HolderNode], note):
+    repo = make_image_repo(tmp_path / "repo")
+    builds = tmp_path / "builds"
+    far_root = tmp_path / "far" / "images"
+    if note is not None:  # the holder has the image
+        assert run(node(tmp_path, "far"), repo.path, repo.shas[0], 1, None, BUILD_COUNTER=str(builds)).image
+    holder = holder_kind(far_root)
+
+    result = run(node(tmp_path, "near"), repo.path, repo.shas[0], 2, holder, BUILD_COUNTER=str(builds))
+
+    assert result.verdict is Verdict.GOOD, result.detail
+    assert result.image is not None
+    assert (result.image.source, result.image.reused) == ("built", False)
+    assert builds.read_text().splitlines()[-1] == "build at 0"
+    assert len(builds.read_text().splitlines()) == (1 if note is None else 2)
+    log = Path(result.log_path).read_text()
+    if note is not None:
+        assert note in log
+        assert "building it here" in log
+    leftovers = [p.name for p in (tmp_path / "near" / "images").iterdir() if p.name.startswith(".incoming")]
+    assert leftovers == []
+
+
+def test_a_copy_stops_between_chunks_when_told(tmp_path: Path):
+    chunks = iter([b"x" * 10, b"y" * 10])
+    with pytest.raises(CopyStoppedError):
+        receive(chunks, tmp_path / "incoming", should_stop=lambda: True)
+
+
+def test_a_stream_that_is_not_an_archive_fails_the_copy_with_tars_reason(tmp_path: Path):
+    with pytest.raises(ImageCopyError, match="tar"):
+        receive([b"not a tar archive" * 100], tmp_path / "incoming", should_stop=lambda: False)
+
+
+def test_relocation_rewrites_text_and_links_into_the_old_folder_and_leaves_binaries(tmp_path: Path):
+    old, new = "/srv/far/images/abc123", str(tmp_path / "img")
+    folder = tmp_path / "img"
+    (folder / "venv" / "bin").mkdir(parents=True)
+    script = folder / "venv" / "bin" / "tool"
+    script.write_text(f"#!{old}/venv/bin/python\nprint('hi')\n")
+    script.chmod(0o755)
+    binary = folder / "lib.so"
+    binary.write_bytes(b"\x7fELF\0\0" + f"{old}/src".encode())
+    (folder / "venv" / "src-link").symlink_to(f"{old}/src")
+    (folder / "venv" / "base-link").symlink_to("/usr/bin/python3")
+
+    assert relocate(folder, old, new) == 2
+
+    assert script.read_text() == f"#!{new}/venv/bin/python\nprint('hi')\n"
+    assert os.access(script, os.X_OK)
+    assert binary.read_bytes() == b"\x7fELF\0\0" + f"{old}/src".encode()
+    assert os.readlink(folder / "venv" / "src-link") == f"{new}/src"
+    assert os.readlink(folder / "venv" / "base-link") == "/usr/bin/python3"

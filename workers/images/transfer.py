@@ -1,0 +1,162 @@
+"""Copying a ready image from a node that holds it to one that does not, where the nodes share no cache root: an
+image built once serves every node without being built again.
+
+The holder streams the image's folder as a tar archive (`tar` itself, in chunks: memory stays bounded whatever the
+image's size), under the image's shared lock, so it is neither removed nor rebuilt meanwhile. The receiver, holding
+the image's exclusive lock as a builder would, unpacks it beside its own copy's place, rewrites the holder's folder
+path to its own in the image's text files and symlinks (venv scripts' shebangs, `activate`, `.pth` files, editable
+installs' finders), and renames it into place; only then is its manifest written, ready.
+
+An image is copied only between nodes whose base interpreter has the same path: its venv's python links to it and
+its seed `.pth` names the base's site-packages. Otherwise, and whenever a copy fails, the receiver builds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from workers.images.cache import ImageCache, ImageStatus
+
+CHUNK_BYTES = 4 << 20
+HOLD_TIMEOUT_S = 120.0  # the holder waits this long for its image's shared lock (it may be being removed)
+REWRITE_MAX_BYTES = 16 << 20  # larger files are not scanned for the holder's path (they are data or binaries)
+_SNIFF_BYTES = 8192  # a NUL byte in a file's first bytes marks it binary: never rewritten
+
+
+class ImageCopyError(Exception):
+    """The copy could not be made (the holder is gone, its image was removed, the disk is full)."""
+
+
+class CopyStoppedError(ImageCopyError):
+    """The step was cancelled or ran out of time while its image was copied."""
+
+
+@dataclass(frozen=True)
+class ImageOffer:
+    """What a holder tells of its ready image before sending it."""
+
+    manifest: dict[str, object]  # its manifest (ImageManifest.to_json())
+    folder: str  # the image's folder on the holder: rewritten to the receiver's in the copy
+    base_python: str  # the holder's base interpreter (resolved): the venv's python links to it
+    node: str  # the holder's host name
+
+
+class ImagePeer(Protocol):
+    """A node that may hold an image (on Ray: a slot actor there)."""
+
+    def offer(self, image_id: str) -> ImageOffer | None: ...
+
+    def chunks(self, image_id: str) -> Iterable[bytes]: ...
+
+
+def base_python() -> str:
+    return os.path.realpath(sys.executable)
+
+
+def make_offer(cache: ImageCache, image_id: str) -> ImageOffer | None:
+    """The offer of the image when this node holds it ready, else None."""
+    manifest = cache.manifest(image_id)
+    if manifest is None or manifest.status is not ImageStatus.READY:
+        return None
+    return ImageOffer(manifest.to_json(), str(cache.image_dir(image_id)), base_python(), cache.node)
+
+
+def archive_chunks(cache: ImageCache, image_id: str) -> Iterator[bytes]:
+    """The image's folder (its manifest apart) as a tar stream, read under the image's shared lock."""
+    with cache.lock(image_id, shared=True, timeout_s=HOLD_TIMEOUT_S):
+        current = cache.manifest(image_id)
+        if current is None or current.status is not ImageStatus.READY:
+            raise ImageCopyError(f"image {image_id} is no longer ready on {cache.node}")
+        command = ["tar", "-C", str(cache.image_dir(image_id)), "--exclude=./manifest.json", "-cf", "-", "."]
+        tar = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert tar.stdout is not None
+        assert tar.stderr is not None
+        try:
+            while chunk := tar.stdout.read(CHUNK_BYTES):
+                yield chunk
+            if tar.wait() != 0:
+                raise ImageCopyError(f"tar on {cache.node}: {_one_line(tar.stderr.read())}")
+        finally:
+            if tar.poll() is None:  # the receiver stopped reading
+                tar.kill()
+            tar.wait()
+            tar.stdout.close()
+            tar.stderr.close()
+
+
+def receive(chunks: Iterable[bytes], folder: Path, should_stop: Callable[[], bool]) -> None:
+    """Unpack a tar stream into folder (made here; a new, empty place). Raises CopyStoppedError when should_stop turns
+    true between two chunks, ImageCopyError when the stream or the unpacking fails; folder may then be partial."""
+    folder.mkdir(parents=True)
+    tar = subprocess.Popen(
+        ["tar", "-C", str(folder), "-xf", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    assert tar.stdin is not None
+    assert tar.stderr is not None
+    try:
+        try:
+            for chunk in chunks:
+                if should_stop():
+                    raise CopyStoppedError("stopped while the image was copied")
+                tar.stdin.write(chunk)
+            tar.stdin.close()
+        except BrokenPipeError:
+            pass  # tar ended early: its exit status and message say why
+        if tar.wait() != 0:
+            raise ImageCopyError(f"tar: {_one_line(tar.stderr.read())}")
+    finally:
+        if tar.poll() is None:
+            tar.kill()
+        tar.wait()
+        tar.stderr.close()
+        if not tar.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                tar.stdin.close()
+
+
+def relocate(folder: Path, old: str, new: str) -> int:
+    """Rewrite old (the holder's image folder) to new in folder's text files and symlink targets; how many
+    changed. Binary files are left as they are."""
+    old_bytes, new_bytes = old.encode(), new.encode()
+    changed = 0
+    for directory, _, names in os.walk(folder):
+        for name in names:
+            path = Path(directory, name)
+            if path.is_symlink():
+                target = os.readlink(path)
+                if target == old or target.startswith(old + os.sep):
+                    path.unlink()
+                    path.symlink_to(new + target[len(old) :])
+                    changed += 1
+                continue
+            if _rewrite(path, old_bytes, new_bytes):
+                changed += 1
+    return changed
+
+
+def _rewrite(path: Path, old: bytes, new: bytes) -> bool:
+    try:
+        if not path.is_file() or path.stat().st_size > REWRITE_MAX_BYTES:
+            return False
+        data = path.read_bytes()
+    except OSError:
+        return False
+    if b"\0" in data[:_SNIFF_BYTES] or old not in data:
+        return False
+    mode = path.stat().st_mode
+    temporary = path.with_name(f".{path.name}.relocate")
+    temporary.write_bytes(data.replace(old, new))
+    os.chmod(temporary, mode)
+    temporary.replace(path)
+    return True
+
+
+def _one_line(stderr: bytes) -> str:
+    return " ".join(stderr.decode(errors="replace").split())[:300] or "failed"
