@@ -29,7 +29,7 @@ from vocab.gitrepo import GitRepo
 from vocab.paths import data_dir, worktree_root
 from workers.executor import StepRequest
 from workers.images.cache import ImageCache
-from workers.images.transfer import ImageOffer, archive_chunks, make_offer
+from workers.images.transfer import CacheHolder, ImageOffer
 from workers.process import CancelSignal
 from workers.ray_image_host import RayImageHost
 from workers.ray_image_peer import RayImagePeer
@@ -115,11 +115,11 @@ class StepActor:
 
     def image_offer(self, image_id: str) -> ImageOffer | None:
         """The image, where this node holds it ready (asked by another node's step; the "images" group)."""
-        return make_offer(ImageCache(self._image_root), image_id)
+        return CacheHolder(ImageCache(self._image_root)).offer(image_id)
 
     def image_chunks(self, image_id: str) -> Iterator[bytes]:
         """The image as a tar stream, for another node to copy (a streaming call in the "images" group)."""
-        yield from archive_chunks(ImageCache(self._image_root), image_id)
+        yield from CacheHolder(ImageCache(self._image_root)).chunks(image_id)
 
     def run(self, request: StepRequest, image_peer: Any = None) -> StepOutcome:
         """image_peer: the actor of a slot on a node that holds the step's image (copied from there, not built)."""

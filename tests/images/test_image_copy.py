@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,11 +17,11 @@ from image_repo import image_request, make_image_repo
 from vocab.domain import StepResult, Verdict
 from workers.images.cache import ImageCache
 from workers.images.transfer import (
+    CacheHolder,
     CopyStoppedError,
     ImageCopyError,
     ImageOffer,
     archive_chunks,
-    make_offer,
     receive,
     relocate,
 )
@@ -30,18 +30,15 @@ from workers.step import StepRunner, WorkerSlot
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 
 
-class HolderNode:
-    """The holder's side of a copy: what a slot actor on the node that holds the image answers."""
+class HolderNode(CacheHolder):
+    """The holder's side of a copy (what a slot actor on the node that holds the image answers), counting chunks."""
 
     def __init__(self, root: Path) -> None:
-        self.cache = ImageCache(root)
+        super().__init__(ImageCache(root))
         self.sent_chunks = 0
 
-    def offer(self, image_id: str) -> ImageOffer | None:
-        return make_offer(self.cache, image_id)
-
-    def chunks(self, image_id: str) -> Iterable[bytes]:
-        for chunk in archive_chunks(self.cache, image_id):
+    def chunks(self, image_id: str) -> Iterator[bytes]:
+        for chunk in super().chunks(image_id):
             self.sent_chunks += 1
             yield chunk
 
@@ -57,7 +54,7 @@ class OtherInterpreterNode(HolderNode):
 class BrokenStreamNode(HolderNode):
     """A holder that goes away mid-copy."""
 
-    def chunks(self, image_id: str) -> Iterable[bytes]:
+    def chunks(self, image_id: str) -> Iterator[bytes]:
         for chunk in archive_chunks(self.cache, image_id):
             yield chunk[: len(chunk) // 2]
             raise ImageCopyError("ActorDiedError: the actor died unexpectedly")

@@ -56,6 +56,19 @@ class ImagePeer(Protocol):
     def chunks(self, image_id: str) -> Iterable[bytes]: ...
 
 
+class CacheHolder:
+    """The holder's side, over a cache root this process reads: what a Ray slot actor answers for its node."""
+
+    def __init__(self, cache: ImageCache) -> None:
+        self.cache = cache
+
+    def offer(self, image_id: str) -> ImageOffer | None:
+        return make_offer(self.cache, image_id)
+
+    def chunks(self, image_id: str) -> Iterator[bytes]:
+        return archive_chunks(self.cache, image_id)
+
+
 def base_python() -> str:
     return os.path.realpath(sys.executable)
 
