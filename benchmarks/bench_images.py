@@ -10,6 +10,8 @@ culprit. Measured, each in a fresh cache and data dir:
    that image's build time; and `bisect run-at` at that commit end to end. Target: preparing < 2 % of the build.
 3. A clean build (compiler cache off) at commit k, then, with the cache warmed by commit k, the build of commit
    k+1 (one C file changed). Target: the adjacent build < 30 % of the clean one.
+4. The image of 2. copied into another cache root (another node's, without a shared root: workers/images/transfer.py,
+   the holder's side in process) against its build, and the copy's test run. Target: the copy < 50 % of the build.
 
 python benchmarks/bench_images.py [--files 24] [--functions 150] [--commits 12] [--out FILE.json]
 """
@@ -166,6 +168,39 @@ def prepare_cost(work: Path, repo: Path, sha: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def copy_cost(work: Path, repo: Path, sha: str, build_s: float) -> dict[str, Any]:
+    """The image prepare_cost built at sha, copied from its root into another node's."""
+    from vocab.domain import Verdict
+    from vocab.metric import Expectation, MetricSpec
+    from workers.executor import StepRequest
+    from workers.images.cache import ImageCache
+    from workers.images.key import ImageRecipe
+    from workers.images.transfer import CacheHolder
+    from workers.step import StepRunner, WorkerSlot
+
+    holder = CacheHolder(ImageCache(work / "prepare" / "cache" / "images"))
+    request = StepRequest(
+        step_id=1, bisect_id=1, sha=sha, attempt=1, repo=str(repo), run_cmd="bash test.sh",
+        build_cmd="bash build.sh", metric=MetricSpec(regex=r"metric: ([0-9.]+)", expect=Expectation.parse(">= 8")),
+        log_path=str(work / "other" / "step.log"), timeout_s=3600, image=ImageRecipe("venv"),
+    )  # fmt: skip
+    runner = StepRunner(WorkerSlot("w", (), work / "other" / "wt"), image_root=work / "other" / "images")
+    started = time.monotonic()
+    copied = runner.run(request, image_peer=holder)
+    step_s = time.monotonic() - started
+    assert copied.image is not None, copied.detail
+    assert copied.image.source == "copied", Path(copied.log_path).read_text()[-2000:]
+    assert copied.verdict in (Verdict.GOOD, Verdict.BAD), copied.detail
+    return {
+        "build_s": round(build_s, 3), "copy_s": round(copied.image.build_s, 3), "step_s": round(step_s, 3),
+        "size_bytes": copied.image.size_bytes, "copy_pct_of_build": round(100 * copied.image.build_s / build_s, 1),
+        "mib_per_s": round(copied.image.size_bytes / (1 << 20) / copied.image.build_s, 1),
+        "verdict": copied.verdict.value,
+        "target": "copying an image another node holds < 50 % of its build",
+        "met": copied.image.build_s < 0.5 * build_s,
+    }  # fmt: skip
+
+
 def adjacent_build(work: Path, repo: Path, shas: list[str], k: int) -> dict[str, Any]:
     from workers.step import StepRunner, WorkerSlot
 
@@ -218,8 +253,9 @@ def main() -> None:
             "load_after": load_average(),
         }  # fmt: skip
         results["bisects"]["planted"] = shas[culprit]
+        results["copy"] = copy_cost(work, repo, shas[1], results["prepare"]["build_s"])
     args.out.write_text(json.dumps(results, indent=2))
-    print(json.dumps({k: results[k] for k in ("adjacent", "prepare", "bisects")}, indent=2))
+    print(json.dumps({k: results[k] for k in ("adjacent", "prepare", "copy", "bisects")}, indent=2))
 
 
 if __name__ == "__main__":
