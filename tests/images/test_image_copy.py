@@ -15,6 +15,7 @@ import pytest
 from image_repo import image_request, make_image_repo
 
 from vocab.domain import StepResult, Verdict
+from workers.images.builder import incoming_dir
 from workers.images.cache import ImageCache
 from workers.images.transfer import (
     CacheHolder,
@@ -172,3 +173,22 @@ def test_relocation_rewrites_text_and_links_into_the_old_folder_and_leaves_binar
     assert binary.read_bytes() == b"\x7fELF\0\0" + f"{old}/src".encode()
     assert os.readlink(folder / "venv" / "src-link") == f"{new}/src"
     assert os.readlink(folder / "venv" / "base-link") == "/usr/bin/python3"
+
+
+def test_what_a_killed_copy_left_is_removed_by_the_next_build(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo")
+    near = node(tmp_path, "near")
+    first = run(near, repo.path, repo.shas[0], 1, None)
+    assert first.image is not None
+    folder = Path(first.image.path)
+    shutil.rmtree(folder)  # as if evicted, and a copy of it was killed half-way
+    left = incoming_dir(folder)
+    (left / "venv").mkdir(parents=True)
+    (left / "venv" / "half-written").write_bytes(b"x" * 1000)
+
+    again = run(near, repo.path, repo.shas[0], 2, None)
+
+    assert again.verdict is Verdict.GOOD, again.detail
+    assert again.image is not None
+    assert again.image.source == "built"
+    assert not left.exists()

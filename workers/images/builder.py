@@ -135,7 +135,7 @@ class ImageBuilder:
             )
             return None
         folder = self.cache.image_dir(key.id)
-        incoming = folder.with_name(f".incoming-{key.id}")  # ours alone: we hold the image's lock
+        incoming = incoming_dir(folder)
         job.log.note(f"# image {key.id}: copying it from {offer.node} ({offer.folder})\n")
         started, started_at = time.monotonic(), now_iso()
         try:
@@ -168,6 +168,7 @@ class ImageBuilder:
     def _build(self, job: BuildJob, key: ImageKey, deadline: float) -> PreparedImage:
         folder = self.cache.image_dir(key.id)
         shutil.rmtree(folder, ignore_errors=True)  # what a killed builder left
+        shutil.rmtree(incoming_dir(folder), ignore_errors=True)  # and a killed copy
         started_at = now_iso()
         building = ImageManifest(
             id=key.id, key=key.to_json(), repo=job.repo, sha=job.sha, node=self.cache.node,
@@ -328,6 +329,12 @@ def uv_binary() -> str:
         if found is None:
             raise OSError("uv is not installed: pip install 'gpu-bisect[images]'") from None
         return found
+
+
+def incoming_dir(folder: Path) -> Path:
+    """Where a copy of the image in folder is unpacked before it is renamed into place (the holder of the image's
+    exclusive lock owns it; what a killed copy left is removed by the next to copy or build the image)."""
+    return folder.with_name(f".incoming-{folder.name}")
 
 
 def make_venv(venv: Path) -> None:
