@@ -17,9 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import signal
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,81 +28,28 @@ from common import ROOT, BenchmarkError, project_pythonpath, run_main
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "service"))  # the tests' harness of a `bisect serve` process
+
+from service_process import ServiceProcess, ServiceStartError
 
 from bisector.synthetic import RUN_CMD, culprit_history
 
 TOKEN = "chaos-token"
-READY_LIMIT_S = 120.0
 DONE_LIMIT_S = 900.0  # all jobs, kills included: past it the benchmark fails
 ORPHAN_WAIT_S = 30.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def submit(server: ServiceProcess, body: dict[str, Any]) -> int:
+    answer = server.post(body, authorization=f"Bearer {TOKEN}")
+    answer.raise_for_status()
+    return int(answer.json()["id"])
 
 
-class Server:
-    """One `bisect serve` address, started again after each kill."""
-
-    def __init__(self, args: list[str], env: dict[str, str], logs: Path) -> None:
-        self.port = _free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.args, self.env, self.logs = args, env, logs
-        self.process: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        command = [sys.executable, "-m", "bisector", "serve", "--port", str(self.port), *self.args]
-        with (self.logs / f"serve-{self.starts}.err").open("wb") as err:
-            self.process = subprocess.Popen(
-                command, env=self.env, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )  # fmt: skip
-        self.starts += 1
-        deadline = time.monotonic() + READY_LIMIT_S
-        while True:
-            if self.process.poll() is not None:
-                raise BenchmarkError(f"bisect serve exited {self.process.returncode} (see {self.logs})")
-            try:
-                httpx.get(f"{self.base}/api/openapi.json", timeout=5.0)
-                return
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise BenchmarkError(f"bisect serve not listening after {READY_LIMIT_S:.0f} s") from None
-                time.sleep(0.1)
-
-    def kill(self, whole_group: bool) -> None:
-        assert self.process is not None
-        if whole_group:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        else:
-            self.process.kill()
-        self.process.wait()
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-    def submit(self, body: dict[str, Any]) -> int:
-        headers = {"Authorization": f"Bearer {TOKEN}"}
-        answer = httpx.post(f"{self.base}/api/bisects", json=body, headers=headers, timeout=120.0)
-        answer.raise_for_status()
-        return int(answer.json()["id"])
-
-    def state(self, bisect_id: int) -> str:
-        return str(httpx.get(f"{self.base}/api/jobs/{bisect_id}", timeout=60.0).json()["state"])
-
-    def report(self, bisect_id: int) -> dict[str, Any]:
-        answer: dict[str, Any] = httpx.get(f"{self.base}/api/bisects/{bisect_id}", timeout=60.0).json()
-        return answer
+def start(server: ServiceProcess) -> None:
+    try:
+        server.start()
+    except ServiceStartError as exc:
+        raise BenchmarkError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -129,10 +73,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }  # fmt: skip
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    server = Server(serve_args, env, logs)
-    server.start()
+    server = ServiceProcess(serve_args, env, stderr_dir=logs)
+    start(server)
     ids = [
-        server.submit({"repo": str(h.path), "good": h.shas[0], "bad": "main", "recipe": "synthetic", "explain": False})
+        submit(server, {"repo": str(h.path), "good": h.shas[0], "bad": "main", "recipe": "synthetic", "explain": False})
         for h in histories
     ]
     kills: list[str] = []
@@ -146,10 +90,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 whole_group = rng.random() < 0.5
                 server.kill(whole_group)
                 kills.append("group" if whole_group else "server")
-                server.start()
+                start(server)
                 next_kill = time.monotonic() + rng.uniform(0.5, args.kill_window)
             try:
-                if all(server.state(i) == "done" for i in ids):
+                if all(server.job(i)["state"] == "done" for i in ids):
                     break
             except httpx.TransportError:
                 pass

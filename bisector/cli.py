@@ -33,7 +33,7 @@ from bisector.cli_support import (
     translated_errors,
 )
 from bisector.options import EXECUTOR_OPTION_NAMES, ExecutorKind
-from vocab.domain import Verdict
+from vocab.domain import Verdict, image_origin
 
 if TYPE_CHECKING:
     from bisector.spec import BisectSpec
@@ -163,7 +163,7 @@ def rerun(
             results = make_coordinator(store, observer()).rerun(bisect_id, rev, times, overrides)
         for result in results:
             metric = f"  metric {result.samples[-1]:g}" if result.samples else ""
-            image = f"  image {result.image.id[:12]} ({result.image.source})" if result.image else ""
+            image = f"  image {result.image.id[:12]} ({image_origin(result.image.summary())})" if result.image else ""
             click.echo(
                 f"{result.sha[:12]}  {result.verdict.value}{metric}  on {result.worker} "
                 f"(GPUs {','.join(map(str, result.gpus)) or '-'}){image}  {result.run_s:.1f}s  log {result.log_path}"

@@ -183,7 +183,8 @@ def show(bisect_id: int, tail: int, db_url: str | None, output_format: str) -> N
 @db_option
 @table_format_option
 def stats(repo: str | None, since: str | None, db_url: str | None, output_format: str) -> None:
-    """Per repository and metric: bisects, time to culprit, GPU-hours, unclear results, frequent culprits."""
+    """Per repository and metric: bisects, time to culprit, GPU-hours (each step's time x the GPUs it held; a
+    CPU-only step adds 0, as in the report), unclear results, frequent culprits."""
     from rich.table import Table
 
     from bisector.app import open_store

@@ -143,11 +143,16 @@ def _print_run(data: dict[str, Any]) -> None:
         where = "no image"
     elif image["source"] == "missing":
         where = "no image (none found, and no Containerfile at the commit to build it)"
+    elif image["status"] == "failed":
+        log = next(run["log"] for run in data["runs"] if run["image"] and run["image"]["status"] == "failed")
+        when = f"after {image['build_s']:.1f}s" if image["source"] == "built" else "in an earlier run (cached)"
+        where = f"image {image['id']}, whose build failed {when} (its output: {log})"
     else:
         where = f"image {image['id']} ({image['source']}, build {image['build_s']:.1f}s)"
     metric = "" if data["metric"] is None else f"  metric {data['metric']:g}"
-    out_console().print(f"{str(data['sha'])[:12]}  {data['verdict']}{metric}  on {where}  (stored as {data['id']})")
+    line = f"{str(data['sha'])[:12]}  {data['verdict']}{metric}  on {where}  (stored as {data['id']})"
+    out_console().print(line, markup=False, soft_wrap=True)
     for run in data["runs"]:
         if run["verdict"] not in ("good", "bad", "measured") and run["detail"]:
             err_console().print(run["detail"], markup=False)
-        out_console().print(f"  log {run['log']}", markup=False)
+        out_console().print(f"  log {run['log']}", markup=False, soft_wrap=True)

@@ -137,7 +137,7 @@ class GroupStats:
     found: int
     running: int
     median_time_to_culprit_s: float | None  # over found bisects: finished - created
-    gpu_hours: float  # sum over steps of (build_s + run_s) x max(1, GPUs) / 3600
+    gpu_hours: float  # sum over finished steps of vocab.cost.gpu_seconds / 3600 (a CPU-only step adds 0)
     unclear_share: float | None  # ambiguous or not reproducible, of the finished bisects
     top_files: list[tuple[str, int]]
     top_tables: list[tuple[str, int]]
@@ -186,7 +186,7 @@ def compute_stats(store: Store, where: BisectFilter) -> Stats:
                 found=statuses.get(BisectStatus.FOUND, 0),
                 running=statuses.get(BisectStatus.RUNNING, 0),
                 median_time_to_culprit_s=rows.median_culprit_s.get(key),
-                gpu_hours=rows.device_seconds.get(key, 0.0) / 3600,
+                gpu_hours=rows.gpu_seconds.get(key, 0.0) / 3600,
                 unclear_share=unclear / finished if finished else None,
                 top_files=rows.files.get(key, []),
                 top_tables=rows.tables.get(key, []),

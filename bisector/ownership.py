@@ -15,11 +15,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from types import TracebackType
 
 from db.store import Store
 from vocab.errors import StateError, StoreError
+from vocab.processes import process_start
 
 LEASE_TTL_S = 60.0
 HEARTBEAT_S = 10.0
@@ -53,16 +53,6 @@ class OwnerId:
     def is_gone_here(self) -> bool:
         """Whether this owner ran on this host and its process no longer exists (or is another one now)."""
         return self.host == socket.gethostname() and process_start(self.pid) != self.started
-
-
-def process_start(pid: int) -> str | None:
-    """The start time of a process in clock ticks since boot (/proc), None when there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2 :].split()  # the command name may hold spaces and parentheses
-    return fields[19] if len(fields) > 19 else None
 
 
 def holder_is_gone(holder: str, heartbeat: datetime | None, now: datetime, ttl_s: float = LEASE_TTL_S) -> bool:

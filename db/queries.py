@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Update, and_, case, exists, func, literal, select, update
+from sqlalchemy import Connection, and_, case, exists, func, select
 
 from db.schema import bisects, candidates, findings, steps
 from vocab.domain import BisectStatus
@@ -77,42 +77,11 @@ class StatsRows:
 
     statuses: dict[GroupKey, dict[BisectStatus, int]]
     median_culprit_s: dict[GroupKey, float]  # the median of finished - created over found bisects
-    device_seconds: dict[GroupKey, float]  # sum over steps of (build_s + run_s) x max(1, number of GPUs)
+    gpu_seconds: dict[GroupKey, float]  # sum of bisects.device_s: vocab.cost.gpu_seconds of every finished step
     files: dict[GroupKey, list[tuple[str, int]]]  # findings.file -> found bisects naming it, most first
     tables: dict[GroupKey, list[tuple[str, int]]]  # findings.name of table-like findings -> found bisects
     authors: dict[GroupKey, list[tuple[str, int]]]  # author of the first bad commit -> found bisects
     weekly: dict[date, int]  # Monday of each week with bisects -> bisects created that week
-
-
-MAX_STEP_PHASE_S = 1e9  # build_s and run_s count up to this each: a broken clock cannot overflow the sums
-
-
-def step_device_seconds() -> Any:
-    """SQL: a step's (build_s + run_s) x the number of GPUs it held, a CPU-only step counting as one device
-    (gpus is a JSON list: its commas + 1, or 1 for `[]`); each time is clamped to [0, MAX_STEP_PHASE_S]."""
-    gpu_count = case(
-        (steps.c.gpus == "[]", literal(1)),
-        else_=func.length(steps.c.gpus) - func.length(func.replace(steps.c.gpus, ",", "")) + 1,
-    )
-    return (_clamped(steps.c.build_s) + _clamped(steps.c.run_s)) * gpu_count
-
-
-def _clamped(seconds: Any) -> Any:
-    return case(
-        (seconds > MAX_STEP_PHASE_S, literal(MAX_STEP_PHASE_S)),
-        (seconds > 0.0, seconds),
-        else_=literal(0.0),
-    )
-
-
-def add_device_seconds(step_id: int) -> Update:
-    """SQL that adds a just-finished step's device seconds to its bisect's device_s (Store.finish_steps)."""
-    of_step = steps.c.id == step_id
-    return (
-        update(bisects)
-        .where(bisects.c.id == select(steps.c.bisect_id).where(of_step).scalar_subquery())
-        .values(device_s=bisects.c.device_s + select(step_device_seconds()).where(of_step).scalar_subquery())
-    )
 
 
 def metric_label(spec: dict[str, object]) -> str:
@@ -195,14 +164,14 @@ def stats_rows(conn: Connection, where: BisectFilter, top: int) -> StatsRows:
         statuses[(repo, metric)][BisectStatus(status)] = int(count)
     found = [*conditions, bisects.c.status == BisectStatus.FOUND.value]
     medians = _median_culprit_seconds(conn, [*found, bisects.c.finished.is_not(None)])
-    device = select(*group, func.sum(bisects.c.device_s)).where(*conditions).group_by(*group)
-    device_seconds = {(r, m): float(total or 0.0) for r, m, total in conn.execute(device)}
+    gpu = select(*group, func.sum(bisects.c.device_s)).where(*conditions).group_by(*group)
+    gpu_seconds = {(r, m): float(total or 0.0) for r, m, total in conn.execute(gpu)}
     file_rows = and_(findings.c.file != "", findings.c.kind.not_in(NON_FILE_KINDS))
     table_rows = and_(findings.c.name != "", findings.c.kind.in_(TABLE_KINDS))
     return StatsRows(
         statuses=dict(statuses),
         median_culprit_s=medians,
-        device_seconds=device_seconds,
+        gpu_seconds=gpu_seconds,
         files=_frequent(conn, findings.c.file, findings.c.bisect_id, file_rows, found, top),
         tables=_frequent(conn, findings.c.name, findings.c.bisect_id, table_rows, found, top),
         authors=_culprit_authors(conn, found, top),

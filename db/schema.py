@@ -80,7 +80,8 @@ bisects = Table(
     Column("owner", Text, nullable=True),
     Column("heartbeat", UTCDateTime, nullable=True),
     Column("metric", Text, nullable=False, server_default=""),  # db.queries.metric_label(spec), for filters
-    # Sum over its finished steps of db.queries.step_device_seconds, kept by Store.finish_steps (statistics).
+    # GPU-seconds: the sum over its finished steps of vocab.cost.gpu_seconds, kept by db/step_table.py as steps
+    # finish (statistics; migration 0007 recomputes it for older stores).
     Column("device_s", Float, nullable=False, server_default="0"),
     # The dashboard lists bisects newest first, optionally per status or per repository, and looks up
     # earlier bisects that blamed a given commit.

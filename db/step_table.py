@@ -12,9 +12,9 @@ from datetime import datetime
 from sqlalchemy import Connection, func, insert, select, update
 
 from db.images import record_images
-from db.queries import add_device_seconds
-from db.rows import aware, dump, inserted_id, result_values, step_record, stored_text
-from db.schema import steps
+from db.rows import aware, dump, inserted_id, load, result_values, step_record, stored_text
+from db.schema import bisects, steps
+from vocab.cost import gpu_seconds
 from vocab.domain import ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
 
 INTERRUPTED_DETAIL = "coordinator stopped while the step ran"
@@ -64,13 +64,13 @@ def insert_steps(conn: Connection, bisect_id: int, new_steps: Sequence[NewStep])
 
 
 def finish_steps(conn: Connection, results: Sequence[tuple[int, StepResult, datetime]]) -> list[Refusal]:
-    """Write each result on its step if the step has no verdict yet (adding its device seconds to its bisect and
+    """Write each result on its step if the step has no verdict yet (adding its GPU-seconds to its bisect and
     its image to the images table); the results not written."""
     refused: list[Refusal] = []
     for step_id, result, finished in results:
         guarded = update(steps).where(steps.c.id == step_id, steps.c.verdict.is_(None))
         if conn.execute(guarded.values(result_values(result, finished))).rowcount == 1:
-            conn.execute(add_device_seconds(step_id))
+            add_gpu_seconds(conn, [step_id])
             if result.image is not None:
                 record_images(conn, [result.image])
             continue
@@ -110,10 +110,13 @@ def select_manual_steps(conn: Connection, bisect_id: int, after_id: int) -> list
 
 
 def interrupt_running_steps(conn: Connection, bisect_id: int, finished: datetime) -> int:
-    """Mark every running step of a bisect as an interrupted error; how many there were."""
+    """Mark every running step of a bisect as an interrupted error (adding their GPU-seconds to the bisect); how
+    many there were."""
+    running = select(steps.c.id).where(steps.c.bisect_id == bisect_id, steps.c.verdict.is_(None))
+    step_ids = list(conn.execute(running).scalars())
     query = (
         update(steps)
-        .where(steps.c.bisect_id == bisect_id, steps.c.verdict.is_(None))
+        .where(steps.c.id.in_(step_ids), steps.c.verdict.is_(None))
         .values(
             verdict=Verdict.ERROR.value,
             error_kind=ErrorKind.INTERRUPTED.value,
@@ -121,4 +124,17 @@ def interrupt_running_steps(conn: Connection, bisect_id: int, finished: datetime
             finished=aware(finished),
         )
     )
-    return int(conn.execute(query).rowcount)
+    interrupted = int(conn.execute(query).rowcount)
+    add_gpu_seconds(conn, step_ids)
+    return interrupted
+
+
+def add_gpu_seconds(conn: Connection, step_ids: Sequence[int]) -> None:
+    """Add just-finished steps' GPU-seconds (vocab.cost) to their bisects' device_s, which the statistics sum."""
+    if not step_ids:
+        return
+    held = select(steps.c.bisect_id, steps.c.gpus, steps.c.started, steps.c.finished).where(steps.c.id.in_(step_ids))
+    for row in conn.execute(held).all():
+        if (cost := gpu_seconds(load(row.gpus), row.started, row.finished)) > 0.0:
+            add = update(bisects).where(bisects.c.id == row.bisect_id).values(device_s=bisects.c.device_s + cost)
+            conn.execute(add)

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from kernels import model, native, tiny_gemm
-from kernels.cli_input import KernelsInputError, resolve_device, run_checked
+from kernels.cli_input import KernelsInputError, check_threads, resolve_device, run_checked
 
 
 def _config(name: str, device: torch.device, assignments: Sequence[str]) -> model.DecoderConfig:
@@ -62,8 +62,9 @@ def dispatch_summary(config: model.DecoderConfig, k: int) -> list[dict[str, obje
 def accept_length(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     device = resolve_device(args.device)
+    threads = check_threads(args.threads)
     if device.type == "cpu":
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(threads)
     config = _config(args.config, device, args.set)
     decoder = model.Decoder(config, device)
     result = model.measure_accept_length(decoder, args.k)

@@ -1,6 +1,6 @@
 """Input checks shared by the kernel stack's command lines.
 
-Bad input (a device this machine lacks, a malformed shape or batch size) raises ``KernelsInputError``;
+Bad input (a device this machine lacks, a malformed shape or batch size, no CPU threads) raises ``KernelsInputError``;
 ``run_checked`` turns it into one line on stderr and exit status 2, never a traceback.
 """
 
@@ -54,6 +54,13 @@ def parse_batch_sizes(text: str) -> list[int]:
     if not all(p.isdigit() and int(p) > 0 for p in parts):
         raise KernelsInputError(f"--m {text!r}: expected positive integers separated by commas, e.g. 1,2,4,8")
     return [int(p) for p in parts]
+
+
+def check_threads(threads: int) -> int:
+    """A --threads value: a positive number of torch CPU threads (torch itself fails on 0 or less)."""
+    if threads < 1:
+        raise KernelsInputError(f"--threads {threads}: expected a positive number of CPU threads")
+    return threads
 
 
 def run_checked(prog: str, command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

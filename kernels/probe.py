@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from kernels import tiny_gemm
-from kernels.cli_input import KernelsInputError, parse_shape, resolve_device, run_checked
+from kernels.cli_input import KernelsInputError, check_threads, parse_shape, resolve_device, run_checked
 
 
 @dataclass(frozen=True)
@@ -73,11 +73,12 @@ def probed_shapes(selected: Sequence[str]) -> list[tuple[int, int]]:
 
 def batch_invariance(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
+    threads = check_threads(args.threads)
     shapes = probed_shapes(args.shape)  # checked before any output
     if args.m_max < 1:
         raise KernelsInputError(f"--m-max {args.m_max}: expected a positive batch size")
     if device.type == "cpu":
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(threads)
     results = []
     print(f"batch invariance of the tiny GEMM, m = 1..{args.m_max} against m = 1 ({device.type})")
     for n, k in shapes:

@@ -28,6 +28,7 @@ from workers.executor import Assignment, Executor, StepRequest
 from workers.images.key import ImageRecipe
 from workers.inprocess import InProcessExecutor
 from workers.local import LocalExecutor
+from workers.ray_sessions import remove_session
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 2
@@ -83,9 +84,12 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         env.setenv("BISECT_CACHE_DIR", str(node_home / "cache"))
         env.setenv("BISECT_DATA_DIR", str(node_home / "data"))
         env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-        ray.init(num_cpus=2 * WORKERS, num_gpus=0, include_dashboard=False, log_to_driver=False)
+        context = ray.init(  # "local": never join a cluster another test run on this host recorded in /tmp/ray
+            address="local", num_cpus=2 * WORKERS, num_gpus=0, include_dashboard=False, log_to_driver=False
+        )
     yield
     ray.shutdown()
+    remove_session(Path(context.address_info["session_dir"]))  # Ray leaves it under /tmp/ray
 
 
 @pytest.fixture(params=CASES)

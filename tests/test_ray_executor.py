@@ -29,6 +29,7 @@ from vocab.domain import BisectStatus, ErrorKind, StepResult, Verdict
 from vocab.errors import ExecutorError, InputError
 from vocab.metric import MetricSpec
 from workers.executor import StepRequest
+from workers.ray_sessions import remove_session
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -64,8 +65,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     ray.init(address=local.address, log_to_driver=False, logging_level=logging.ERROR)
     local.node_home = node_home
     yield local
+    session = Path(local.head_node.get_session_dir_path())  # every node's: they share it
     ray.shutdown()
     local.shutdown()
+    remove_session(session)  # Ray leaves it under /tmp/ray
 
 
 def step(history: SyntheticHistory, step_id: int, position: int, run: str, tmp_path: Path) -> StepRequest:

@@ -25,6 +25,7 @@ from images.image_repo import RUN_CMD, ImageRepo, image_request, make_image_repo
 from vocab.domain import ErrorKind, StepResult, Verdict
 from workers.executor import StepRequest
 from workers.images.cache import IMAGE_ROOT_ENV
+from workers.ray_sessions import remove_session
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -61,8 +62,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         local.add_node(num_cpus=2, num_gpus=1, resources={SLOT: 1})  # declared GPUs: one per step
     ray.init(address=local.address, log_to_driver=False, logging_level=logging.ERROR)
     yield homes
+    session = Path(local.head_node.get_session_dir_path())  # every node's: they share it
     ray.shutdown()
     local.shutdown()
+    remove_session(session)  # Ray leaves it under /tmp/ray
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ Rows become these objects at the store's edge (db/store.py); nothing else speaks
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -106,7 +107,18 @@ class ImageInfo:
 
     def summary(self) -> dict[str, object]:
         """What a step's JSON shows of its image."""
-        return {"id": self.id, "source": self.source, "reused": self.reused, "build_s": round(self.build_s, 3)}
+        return {
+            "id": self.id, "source": self.source, "reused": self.reused, "build_s": round(self.build_s, 3),
+            "status": self.status,
+        }  # fmt: skip
+
+
+def image_origin(image: Mapping[str, object]) -> str:
+    """Where a step's image came from, from its ImageInfo.summary(): built, cache, artifact, missing; `build
+    failed` for one whose build failed (by this step or an earlier one: either way the step did not run on it)."""
+    if image.get("status") == "failed":
+        return "build failed"
+    return str(image.get("source", ""))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import ray
 from vocab.errors import ExecutorError, InputError
 from workers.gpu_leases import GpuLeases, lease_slots
 from workers.gpus import visible_gpus
+from workers.ray_sessions import mark_session, remove_abandoned_sessions, remove_session
 
 CONNECT_PROBE_S = 5.0  # ray.init retries an unreachable address for minutes; a TCP probe fails fast
 CPUS_PER_SLOT = 1
@@ -30,7 +30,7 @@ RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 class RayHold:
     """What `connect` did: whether this process called ray.init (and so must call `release`), and the session
     folder of a local cluster it started (Ray's logs, under /tmp/ray by default: one per cluster, never removed
-    by Ray itself)."""
+    by Ray itself; workers/ray_sessions.py)."""
 
     owned: bool
     local_session: Path | None = None
@@ -70,7 +70,12 @@ def connect(address: str | None, workers: int, gpus_per_step: int, leases: GpuLe
         raise ExecutorError(f"cannot start a local Ray cluster: {one_line(exc)}") from None
     info: dict[str, Any] = getattr(context, "address_info", {})  # a RayContext, typed as its base
     session = info.get("session_dir")
-    return RayHold(owned=True, local_session=Path(session) if session else None)
+    if not session:
+        return RayHold(owned=True)
+    with contextlib.suppress(OSError):  # unmarked, the folder is only never swept; the bisect runs on
+        mark_session(Path(session))
+        remove_abandoned_sessions(Path(session).parent)
+    return RayHold(owned=True, local_session=Path(session))
 
 
 def release(hold: RayHold, keep_logs: bool) -> None:
@@ -82,15 +87,6 @@ def release(hold: RayHold, keep_logs: bool) -> None:
     ray.shutdown()
     if hold.local_session is not None and not keep_logs:
         remove_session(hold.local_session)
-
-
-def remove_session(session: Path) -> None:
-    """Remove a stopped local cluster's session folder, and Ray's `session_latest` link if it names it."""
-    shutil.rmtree(session, ignore_errors=True)
-    latest = session.parent / "session_latest"
-    with contextlib.suppress(OSError):
-        if latest.is_symlink() and Path(os.readlink(latest)) == session:
-            latest.unlink()
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.spec import BisectSpec
 from bisector.terms import new_verdict, old_verdict, term_of
 from db.store import Store
+from vocab.cost import step_gpu_seconds
 from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
 from vocab.errors import InputError
 from workers.container_engine import container_reference, reproduce_in_container
@@ -242,7 +243,7 @@ class BisectReport:
 
     @property
     def gpu_seconds(self) -> float:
-        return sum(duration(s) * len(s.gpus) for s in self.steps)
+        return sum(step_gpu_seconds(s) for s in self.steps)
 
     @property
     def slot_seconds(self) -> float:

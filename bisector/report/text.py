@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bisector.report.model import BisectReport, one_line, pr_suffix
-from vocab.domain import BisectStatus, Commit, StepPurpose, Verdict
+from vocab.domain import BisectStatus, Commit, StepPurpose, Verdict, image_origin
 
 MAX_RANGE_ROWS = 40  # the commit table elides the middle of longer ranges
 
@@ -145,14 +145,14 @@ def _steps_table(report: BisectReport) -> Table:
 
 
 def image_cell(image: dict[str, object] | None) -> str:
-    """Which image a step ran on and where it came from: `3f2a91c0e1 built 41.2s`, `3f2a91c0e1 cache`."""
+    """Which image a step ran on and where it came from: `3f2a91c0e1 built 41.2s`, `3f2a91c0e1 cache`,
+    `3f2a91c0e1 build failed 3.1s`."""
     if not image:
         return "-"
-    source = str(image.get("source", ""))
-    built_here = source == "built" and not image.get("reused")
+    built_here = image.get("source") == "built" and not image.get("reused")
     build_s = image.get("build_s")
     took = f" {fmt_s(float(build_s))}" if built_here and isinstance(build_s, int | float) else ""
-    return f"{str(image.get('id', ''))[:10]} {source}{took}"
+    return f"{str(image.get('id', ''))[:10]} {image_origin(image)}{took}"
 
 
 def range_rows(report: BisectReport) -> list[Commit | int]:

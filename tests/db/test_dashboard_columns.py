@@ -1,4 +1,5 @@
-"""bisects.metric and bisects.device_s: kept by the store, and filled in by migration 0003 for older stores."""
+"""bisects.metric and bisects.device_s: kept by the store, and filled in by migrations 0004 and 0007 for older
+stores."""
 
 from __future__ import annotations
 
@@ -42,16 +43,18 @@ def fill(store: Store) -> None:
     plain = store.create_bisect("r", "a" * 40, "b" * 40, {"metric": r"latency_ms: ([0-9.]+)"}, T0)
     by_json = store.create_bisect("r", "a" * 40, "b" * 40, {"metric_json": "out.json:bench.tok_s"}, T0)
     store.create_bisect("r", "a" * 40, "b" * 40, {}, T0)
-    for gpus, build_s, run_s in [((0, 1), 2.0, 3.0), ((), 0.0, 4.0), ((5,), 1.5, 0.5)]:
+    for gpus, held_s in [((0, 1), 5.0), ((), 4.0), ((5,), 2.0)]:
         step = store.start_step(plain, "c" * 40, 1, "w", "n", gpus, T0)
-        store.finish_step(step, StepResult(step, "c" * 40, Verdict.GOOD, build_s=build_s, run_s=run_s), T0)
+        result = StepResult(step, "c" * 40, Verdict.GOOD, build_s=1.0, run_s=0.5)
+        store.finish_step(step, result, T0 + timedelta(seconds=held_s))
     store.start_step(by_json, "c" * 40, 1, "w", "n", (0,), T0 + timedelta(seconds=1))  # still running: no time yet
 
 
 def test_the_store_keeps_them_and_the_migration_recomputes_them(url: str) -> None:
     with Store.open(url) as store:
         fill(store)
-    expected = [(1, "latency_ms", 2 * 5.0 + 1 * 4.0 + 1 * 2.0), (2, "bench.tok_s", 0.0), (3, "exit code", 0.0)]
+    # GPU-seconds: (finished - started) x the GPUs held; the CPU-only step adds nothing.
+    expected = [(1, "latency_ms", 2 * 5.0 + 1 * 2.0), (2, "bench.tok_s", 0.0), (3, "exit code", 0.0)]
     assert columns(url) == expected
     engine = make_engine(url)
     try:

@@ -106,9 +106,17 @@ def test_a_ray_actor_killed_mid_run_leaves_no_run_step_and_no_working_container(
 
     # What the local cluster's processes (the actor) see: this checkout, the test's cache dir (fixed at its start).
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    with endless_build(tmp_path / "repo", chatty=True) as build, RayExecutor(str(build.repo), 1) as executor:
-        kill_worker_mid_run(executor, executor.worker_pids, build, tmp_path, podman)
-        assert_nothing_left(build)
+    from workers.ray_sessions import remove_session
+
+    session = None
+    try:
+        with endless_build(tmp_path / "repo", chatty=True) as build, RayExecutor(str(build.repo), 1) as executor:
+            session = executor.local_session()
+            kill_worker_mid_run(executor, executor.worker_pids, build, tmp_path, podman)
+            assert_nothing_left(build)
+    finally:
+        if session is not None:
+            remove_session(session)  # a lost worker keeps its cluster's session folder (Ray's logs) for a person
 
 
 # A coordinator with one worker, running the pickled step request (argv[1]); its worker's pid goes to argv[2].

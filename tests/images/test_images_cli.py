@@ -59,6 +59,32 @@ def test_run_at_builds_once_then_reuses_and_stores_the_runs(tmp_path: Path):
     assert json.loads(run_cli("images", "ls", "--format", "json", db=db).stdout) == []
 
 
+def test_run_at_says_a_failed_image_build_failed_and_where_its_output_is(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", values=(10,))
+    db = tmp_path / "bisect.db"
+    build = "echo compiling lib.c; echo 'lib.c:3: error: expected ;' >&2; exit 3"
+    args = ("run-at", "main", "--repo", str(repo.path), "--build", build, "--run", RUN_CMD, "--executor", "inprocess")
+    for attempt in ("built", "cache"):  # the failed build, then the same failure reused from the image cache
+        done = run_cli(*args, db=db)
+        assert done.returncode == 3, (done.stdout, done.stderr)  # a skip: no verdict
+        answer, log_line = done.stdout.splitlines()  # long paths are never wrapped
+        log = log_line.removeprefix("  log ")
+        assert "whose build failed" in answer, answer
+        assert f"({attempt}, build" not in answer  # the words of an image that is ready
+        assert f"(its output: {log})" in answer
+        when = "after" if attempt == "built" else "in an earlier run"
+        assert when in answer
+        if attempt == "built":
+            assert "lib.c:3: error: expected ;" in Path(log).read_text()
+    stored = run_cli("run-at", "main", "--repo", str(repo.path), "--build", build, "--run", RUN_CMD,
+                     "--executor", "inprocess", "--format", "json", db=db)  # fmt: skip
+    image = json.loads(stored.stdout)["image"]
+    assert (image["source"], image["status"]) == ("cache", "failed")
+    report = run_cli("report", "1", db=db)
+    assert report.returncode == 0, report.stderr
+    assert f"{image['id'][:10]} build failed" in report.stdout
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path):
     repo = make_image_repo(tmp_path / "repo", values=(10,))
     db = tmp_path / "bisect.db"

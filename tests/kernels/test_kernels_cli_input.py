@@ -90,3 +90,10 @@ def test_gpu_report_says_up_front_that_it_runs_on_the_cpu(tmp_path: Path):
         finally:
             os.killpg(session.pid, signal.SIGKILL)
     assert first.startswith("gpu_report: no CUDA device: every step runs on the CPU")
+
+
+@pytest.mark.parametrize("threads", ["0", "-3"])
+def test_no_cpu_threads_is_one_line_and_exit_2(threads: str):
+    for command in (("kernels.bench", "accept-length"), ("kernels.probe", "batch-invariance")):
+        refused = _run(*command, "--device", "cpu", "--threads", threads)
+        _one_line_refusal(refused, f"--threads {threads}", "expected a positive number of CPU threads")

@@ -1,4 +1,7 @@
-"""`bisect serve` in a subprocess on a free loopback port: started, waited for, killed (SIGKILL) or stopped."""
+"""`bisect serve` in a subprocess on a free loopback port: started, waited for, killed (SIGKILL) or stopped.
+
+The tests of tests/service use it, and so does benchmarks/chaos_service.py.
+"""
 
 from __future__ import annotations
 
@@ -27,35 +30,65 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class ServiceStartError(RuntimeError):
+    """`bisect serve` exited, or did not listen, before it answered."""
+
+
 class ServiceProcess:
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    """One `bisect serve` address (a free loopback port), in its own process group; started again on the same
+    port after a kill. Its stderr goes to a pipe, read when it exits early, or with stderr_dir to one file per
+    start (`serve-N.err`), for a server started many times (benchmarks/chaos_service.py)."""
+
+    def __init__(self, args: list[str], env: dict[str, str], stderr_dir: Path | None = None) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.args = args
         self.env = env
+        self.stderr_dir = stderr_dir
         self.process: subprocess.Popen[str] | None = None
+        self.starts = 0
 
     def start(self) -> None:
         command = [sys.executable, "-m", "bisector", "serve", "--port", str(self.port), *self.args]
-        self.process = subprocess.Popen(
-            command, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
-        )
+        if self.stderr_dir is None:
+            self.process = self._popen(command, subprocess.PIPE)
+        else:
+            with (self.stderr_dir / f"serve-{self.starts}.err").open("w") as err:
+                self.process = self._popen(command, err)
+        self.starts += 1
         deadline = time.monotonic() + READY_TIMEOUT_S
         while True:
             if self.process.poll() is not None:
-                raise RuntimeError(f"bisect serve exited {self.process.returncode}: {self.process.stderr.read()}")  # type: ignore[union-attr]
+                raise ServiceStartError(f"bisect serve exited {self.process.returncode}: {self._stderr()}")
             try:
                 httpx.get(f"{self.base}/api/openapi.json", timeout=5.0)
                 return
             except httpx.TransportError:
                 if time.monotonic() > deadline:
-                    raise
+                    raise ServiceStartError(f"bisect serve not listening after {READY_TIMEOUT_S:.0f} s") from None
                 time.sleep(0.1)
 
-    def kill(self) -> None:
-        """SIGKILL the server alone (its workers see their pipes close and end their tests)."""
+    def _popen(self, command: list[str], stderr: Any) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            command, env=self.env, stdout=subprocess.DEVNULL, stderr=stderr, stdin=subprocess.DEVNULL, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def _stderr(self) -> str:
+        if self.stderr_dir is not None:
+            return f"see {self.stderr_dir / f'serve-{self.starts - 1}.err'}"
         assert self.process is not None
-        self.process.kill()
+        assert self.process.stderr is not None
+        return self.process.stderr.read()
+
+    def kill(self, whole_group: bool = False) -> None:
+        """SIGKILL the server alone (its workers see their pipes close and end their tests), or with whole_group
+        its whole process group (workers and tests too)."""
+        assert self.process is not None
+        if whole_group:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        else:
+            self.process.kill()
         self.process.wait()
         self._close_pipe()
 
