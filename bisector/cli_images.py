@@ -148,7 +148,8 @@ def _print_run(data: dict[str, Any]) -> None:
         when = f"after {image['build_s']:.1f}s" if image["source"] == "built" else "in an earlier run (cached)"
         where = f"image {image['id']}, whose build failed {when} (its output: {log})"
     else:
-        where = f"image {image['id']} ({image['source']}, build {image['build_s']:.1f}s)"
+        made = "copy" if image["source"] == "copied" else "build"  # a copied image's build_s is its copy's time
+        where = f"image {image['id']} ({image['source']}, {made} {image['build_s']:.1f}s)"
     metric = "" if data["metric"] is None else f"  metric {data['metric']:g}"
     line = f"{str(data['sha'])[:12]}  {data['verdict']}{metric}  on {where}  (stored as {data['id']})"
     out_console().print(line, markup=False, soft_wrap=True)

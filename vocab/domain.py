@@ -114,8 +114,9 @@ class ImageInfo:
 
 
 def image_origin(image: Mapping[str, object]) -> str:
-    """Where a step's image came from, from its ImageInfo.summary(): built, cache, artifact, missing; `build
-    failed` for one whose build failed (by this step or an earlier one: either way the step did not run on it)."""
+    """Where a step's image came from, from its ImageInfo.summary(): built, cache, artifact, copied (from another
+    node), missing; `build failed` for one whose build failed (by this step or an earlier one: either way the step
+    did not run on it)."""
     if image.get("status") == "failed":
         return "build failed"
     return str(image.get("source", ""))
