@@ -34,7 +34,8 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\barch\b|_arch\b|\w*sm_?\d{2,3}\w*|is_hopper|is_blackwell|is_ampere|gfx\d|current_platform|"
             r"is_navi|is_mi\d|cuda_version|version\.cuda|bare_metal_version|triton\.__version__|has_triton|"
             r"infer_device|device[._]type|\bxpu\b|\bnpu\b|\bmajor\b|\bminor\b|is_[cr]dna\d*|"
-            r"\b\w*(?:nv|cuda|gpu|device|sm|compute)_?cap\b|\bcc\b|"
+            r"\b\w*(?:nv|cuda|gpu|device|sm|compute)_?cap\b|\bcc\b|\bsm_?(?:cnt|count)s?\b|\bnum_sms\b|"
+            r"multi_processor_count|"
             r"\bsys\.platform\b|\bplatform\.(?:system|machine)\(|\b(?:cuda|xpu|mps|npu|hip|mlu|musa)\.is_available\(",
             re.I,
         ),
@@ -140,19 +141,39 @@ def stored_condition(statement: ast.stmt, gates: Mapping[str, Gate]) -> tuple[li
     elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
         target, value = statement.target, statement.value
     else:
-        return None
+        return _arch_walrus(statement)
     elements = target.elts if isinstance(target, ast.Tuple) else [target]
-    if not elements or not all(isinstance(e, ast.Name) for e in elements):
-        return None
-    names = [e.id for e in elements if isinstance(e, ast.Name)]
+    names = [_stored_name(e) for e in elements]
+    if not names or not all(names):
+        return _arch_walrus(statement)
     if _is_arch_query(value):
         category = "arch"
     elif len(names) == 1 and _is_condition(value):
         category = condition_category(value, gates)
     else:
-        return None
+        return _arch_walrus(statement)
     if category in ("arch", "dtype", "shape", "env"):
         return names, Gate(category, short_text(f"{', '.join(names)} = {ast.unparse(value)}"))
+    return _arch_walrus(statement)
+
+
+def _stored_name(target: ast.expr) -> str:
+    """`x` or `self.x` (an instance attribute keeps a condition as a local does: `self.can_use_nt = dtype == f16`)."""
+    if isinstance(target, ast.Name):
+        return target.id
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        return f"self.{target.attr}"
+    return ""
+
+
+def _arch_walrus(statement: ast.stmt) -> tuple[list[str], Gate] | None:
+    """The arch kept in a name inside an expression: `... if (ver := int(target.arch[3:])) >= 80 else ...`."""
+    if not isinstance(statement, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.Expr | ast.Return):
+        return None
+    for node in ast.walk(statement):
+        if isinstance(node, ast.NamedExpr) and (_is_arch_query(node.value) or condition_category(node.value) == "arch"):
+            name = node.target.id
+            return [name], Gate("arch", short_text(f"{name} = {ast.unparse(node.value)}"))
     return None
 
 

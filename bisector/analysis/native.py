@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
-from bisector.analysis.native_conditions import more_condition_label, row_name
+from bisector.analysis.native_conditions import chooses_by_arch, more_condition_label, row_name
 from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
 from bisector.analysis.native_entries import kept_entry_rows
 from bisector.analysis.native_instances import instance_rows
+from bisector.analysis.native_launch_locals import without_renumbered_locals
 from bisector.analysis.native_launches import launch_shape_rows
 from bisector.analysis.native_members import Members
 from bisector.analysis.native_reach import (
@@ -51,7 +52,8 @@ _BRANCH = re.compile(
 _ARCH_WORDS = re.compile(
     r"__CUDA_ARCH\w*__|__CUDA_ARCH_\w+|__gfx\w+|\bgfx\d+|\b\w*sm_?\d{2,3}\w*|\b\w*SM_?\d{2,3}\w*|compute_capability|"
     r"\b(?:major|minor)\s*[<>=!]=?\s*\d|"
-    r"\bcc\s*[<>=!]=?|\barch\b|NV_PROVIDES_SM\w*|NV_IS_EXACTLY_SM\w*|__HIP_ARCH\w*|\bCUDA_VERSION\b|__CUDACC_VER_\w+"
+    r"\bcc\s*[<>=!]=?|\barch\b|NV_PROVIDES_SM\w*|NV_IS_EXACTLY_SM\w*|__HIP_ARCH\w*|\bCUDA_VERSION\b|__CUDACC_VER_\w+|"
+    r"\b[A-Z][A-Z0-9_]*_(?:ARCH|CC)\b|\bSm\d{2,3}\b"  # a project's arch macro (TCNN_MIN_GPU_ARCH), CUTLASS's Sm80
 )
 # numeric element types by name (is_same_v<T, Ctx> and sizeof(T) checks pick template paths of all kinds: not these)
 _DTYPE_WORDS = re.compile(
@@ -163,8 +165,11 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     only through its address (native_reach.data_locals: a guard object, a value handed on as data), and a value
     that differs only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
     kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it)."""
-    old = _tuned(before.entries if before else {}, after.entries if after else {}, before.nested if before else set())
-    new = _tuned(after.entries if after else {}, before.entries if before else {}, after.nested if after else set())
+    was, now = without_renumbered_locals(
+        before.entries if before else {}, _scope_of(before), after.entries if after else {}, _scope_of(after)
+    )
+    old = _tuned(was, now, before.nested if before else set())
+    new = _tuned(now, was, after.nested if after else set())
     old, new = without_data_locals(old, before, new), without_data_locals(new, after, old)
     renamed = Renames(before, after)
     for name in set(old) & set(new):
@@ -178,6 +183,10 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     findings += launch_shape_rows(path, old_lines, new_lines, hunks, {f.line for f in findings})
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
     return findings
+
+
+def _scope_of(scan: NativeScan | None) -> tuple[list[str], frozenset[str]]:
+    return (scan.lines, scan.nested) if scan else ([], frozenset())
 
 
 def without_data_locals(
@@ -279,7 +288,7 @@ def _condition(lines: list[str], index: int) -> str:
         return ""
     if _CONDITION.search(line):
         return "condition on the batch size"
-    if _BRANCH.search(line) and _ARCH_WORDS.search(line):
+    if _ARCH_WORDS.search(line) and (_BRANCH.search(line) or chooses_by_arch(lines, index)):
         return "condition on the arch"
     if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
         return "condition on the dtype"
