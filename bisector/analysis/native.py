@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.native_bodies import function_bodies, inside_bodies
 from bisector.analysis.native_conditions import chooses_by_arch, more_condition_label, row_name
 from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
 from bisector.analysis.native_entries import kept_entry_rows
@@ -76,6 +77,12 @@ MAX_HEAD_CHARS = 400  # a declaration before its brace initializer ("static cons
 _SCALAR_CONST = re.compile(
     r"\b(?:const|constexpr|__constant__)\b[^;=(){}\n]*?\b(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^;{}]+?)\s*;"
 )
+# a file-scope variable, not const, that holds a threshold's number (a tunable global, set by a setter at run time)
+_TUNED_GLOBAL = re.compile(
+    r"^[ \t]*(?:static[ \t]+)?(?:size_t|unsigned|int|long|u?int(?:32|64)_t|float|double)[ \t]+"
+    r"(?P<name>\w*(?i:threshold|limit)\w*)[ \t]*=[ \t]*(?P<value>-?\d[\w.]*)[ \t]*;",
+    re.M,
+)
 _PREPROCESSOR = re.compile(r"^[ \t]*#[^\n]*", re.M)
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?!\()[ \t]+(?P<value>\S.*?)[ \t]*$", re.M)
 
@@ -138,20 +145,25 @@ def scan_native(text: str) -> NativeScan:
     for name, node, brace in _arrays(stripped, starts):
         unique = add(name, FindingKind.NATIVE_ARRAY, node)
         if bodies is None:
-            bodies = _function_bodies(stripped)
-        if _inside(bodies, brace):
+            bodies = function_bodies(stripped)
+        if inside_bodies(bodies, brace):
             nested.add(unique)
     members: Members | None = None
     for match in _SCALAR_CONST.finditer(stripped):
         line = bisect.bisect_right(starts, match.start("name"))
         if bodies is None:
-            bodies = _function_bodies(stripped)
-        local = _inside(bodies, match.start("name"))
+            bodies = function_bodies(stripped)
+        local = inside_bodies(bodies, match.start("name"))
         members = members or Members(stripped)
         name = match["name"] if local else members.qualified(match["name"], match.start("name"))
         unique = add(name, FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
         if local:
             nested.add(unique)
+    for match in _TUNED_GLOBAL.finditer(stripped):  # size_t visited_table_hashset_threshold = 500000;
+        bodies = function_bodies(stripped) if bodies is None else bodies
+        if not inside_bodies(bodies, match.start("name")):
+            line = bisect.bisect_right(starts, match.start("name"))
+            add(match["name"], FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
     for match in _DEFINE.finditer(stripped):
         line = bisect.bisect_right(starts, match.start("name"))
         add(f"#define {match['name']}", FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
@@ -316,36 +328,6 @@ def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node, int]]
                 position = end + 1
                 continue
         last_delimiter = index
-
-
-_TEMPLATE_PARAMETERS = re.compile(r"\btemplate\s*<(?:[^<>]|<[^<>]*>)*>")  # `template <class T>` opens no class
-_AGGREGATE = re.compile(r"\b(?:struct|class|namespace|union|enum)\b")
-
-
-def _function_bodies(stripped: str) -> list[tuple[int, int]]:
-    """(start, end) of the outermost function bodies: a brace after a ) that opens no struct, class or namespace."""
-    bodies: list[tuple[int, int]] = []
-    stack: list[bool] = []  # per open brace: inside a function body
-    last_delimiter, opened = -1, 0
-    code = _PREPROCESSOR.sub(lambda match: " " * len(match[0]), stripped)
-    for delimiter in _DELIMITER.finditer(code):
-        index = delimiter.start()
-        if delimiter[0] == "{":
-            head = code[last_delimiter + 1 : index]
-            inside = bool(stack and stack[-1])
-            if not inside and ")" in head and not _AGGREGATE.search(_TEMPLATE_PARAMETERS.sub(" ", head)):
-                opened = index
-                inside = True
-            stack.append(inside)
-        elif delimiter[0] == "}" and stack and stack.pop() and not (stack and stack[-1]):
-            bodies.append((opened, index))  # the outermost function body closes
-        last_delimiter = index
-    return bodies
-
-
-def _inside(bodies: list[tuple[int, int]], position: int) -> bool:
-    at = bisect.bisect_right(bodies, (position, position)) - 1
-    return at >= 0 and bodies[at][0] <= position <= bodies[at][1]
 
 
 def _could_be_array_head(head: str) -> bool:
