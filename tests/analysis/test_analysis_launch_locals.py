@@ -70,3 +70,16 @@ void copy(float* out, const float* inp, int N) {
     # layernorm_forward's and residual_forward's grid_size are grid_size and grid_size#2 before, grid_size#2 and
     # grid_size#3 after, with the same values: no rows
     assert not names & {"layernorm_forward", "residual_forward", "grid_size", "grid_size#2", "grid_size#3"}
+
+
+def test_a_launch_passing_other_data_with_the_same_configuration_is_no_row(history: History) -> None:
+    history.commit("layernorm", {"src/layernorm.cu": LAYERNORM_CU})
+    changed = LAYERNORM_CU.replace(
+        "residual_forward_kernel<<<grid_size, block_size, 0, stream>>>(out, inp, N);",
+        "residual_forward_kernel<<<grid_size, block_size, 0, stream>>>(out, inp, (int64_t)N);",
+    ).replace("scale_kernel<<<N, 128>>>(out, factor);", "scale_kernel<<<N, 256>>>(out, factor);")
+    sha = history.commit("64-bit sizes; wider scale blocks", {"src/layernorm.cu": changed})
+
+    rows = [(f.kind, f.name) for f in static_diff(history.path, sha).table_findings]
+
+    assert rows == [(FindingKind.LAUNCH_PARAM, "scale")]

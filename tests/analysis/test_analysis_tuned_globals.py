@@ -45,3 +45,21 @@ def test_a_tunable_global_threshold_is_a_row_and_docs_data_is_no_tuning(history:
 
     # verbose_level names no threshold; local_threshold is a function's local (no const): neither is a row
     assert rows == [("faiss/impl/VisitedTable.cpp", "visited_table_hashset_threshold", "500000", "10000000")]
+
+
+COMMUNICATE_PY = """\
+import os
+
+TIMEOUT_SEC = int(os.environ.get("TUTEL_GLOBAL_TIMEOUT_SEC", 1800))
+FAST_A2A = int(os.environ.get("TUTEL_FAST_A2A", 0))
+"""
+
+
+def test_an_env_variable_that_sets_a_timeout_is_no_gate(history: History) -> None:
+    history.commit("communicate", {"tutel/__init__.py": "", "tutel/communicate.py": COMMUNICATE_PY})
+    changed = COMMUNICATE_PY.replace("1800", "86400").replace('"TUTEL_FAST_A2A", 0', '"TUTEL_FAST_A2A", 1')
+    sha = history.commit("longer timeout; fast all-to-all on", {"tutel/communicate.py": changed})
+
+    names = [f.name for f in static_diff(history.path, sha).table_findings]
+
+    assert names == ["TUTEL_FAST_A2A"]
