@@ -37,6 +37,7 @@ def launch_shape_rows(
         added = [i for i in range(hunk.new_lo, min(hunk.new_hi, len(new_lines))) if _SHAPE.search(new_lines[i])]
         moved = Counter(_text(old_lines[i]) for i in removed) & Counter(_text(new_lines[i]) for i in added)
         removed, added = _unmoved(removed, old_lines, moved), _unmoved(added, new_lines, moved)
+        changed = old_lines[hunk.old_lo : hunk.old_hi] + new_lines[hunk.new_lo : hunk.new_hi]
         for old, new in _paired(removed, added, old_lines, new_lines):
             lines, index = (new_lines, new) if new is not None else (old_lines, old if old is not None else 0)
             scope = enclosing_function(lines, index)
@@ -44,7 +45,7 @@ def launch_shape_rows(
                 scope is None
                 or scope.device
                 or index + 1 in rowed
-                or _same_configuration(old, new, old_lines, new_lines)
+                or _same_configuration(old, new, old_lines, new_lines, changed)
             ):
                 continue
             rows.append(
@@ -62,12 +63,18 @@ def launch_shape_rows(
     return rows
 
 
-def _same_configuration(old: int | None, new: int | None, old_lines: list[str], new_lines: list[str]) -> bool:
-    """Two launch lines of the same kernel and `<<<...>>>`: only the kernel's arguments (its data) differ."""
+def _same_configuration(
+    old: int | None, new: int | None, old_lines: list[str], new_lines: list[str], changed: list[str]
+) -> bool:
+    """Two launch lines of the same kernel and `<<<...>>>` none of whose names the hunk (changed: its removed and
+    added lines) assigns: only the kernel's arguments (its data) differ."""
     if old is None or new is None:
         return False
     was, now = _LAUNCH.search(_text(old_lines[old])), _LAUNCH.search(_text(new_lines[new]))
-    return was is not None and now is not None and was[0] == now[0]
+    if was is None or now is None or was[0] != now[0]:
+        return False
+    names = set(re.findall(r"[A-Za-z_]\w*", was[0].split("<<<", 1)[1]))
+    return not any(re.search(rf"\b{name}\s*[+\-*/]?=(?!=)", line) for name in names for line in changed)
 
 
 def _paired(
