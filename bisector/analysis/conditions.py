@@ -141,20 +141,20 @@ def stored_condition(statement: ast.stmt, gates: Mapping[str, Gate]) -> tuple[li
     elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
         target, value = statement.target, statement.value
     else:
-        return _arch_walrus(statement)
+        return None
     elements = target.elts if isinstance(target, ast.Tuple) else [target]
     names = [_stored_name(e) for e in elements]
     if not names or not all(names):
-        return _arch_walrus(statement)
+        return None
     if _is_arch_query(value):
         category = "arch"
     elif len(names) == 1 and _is_condition(value):
         category = condition_category(value, gates)
     else:
-        return _arch_walrus(statement)
+        return None
     if category in ("arch", "dtype", "shape", "env"):
         return names, Gate(category, short_text(f"{', '.join(names)} = {ast.unparse(value)}"))
-    return _arch_walrus(statement)
+    return None
 
 
 def _stored_name(target: ast.expr) -> str:
@@ -166,14 +166,10 @@ def _stored_name(target: ast.expr) -> str:
     return ""
 
 
-def _arch_walrus(statement: ast.stmt) -> tuple[list[str], Gate] | None:
+def walrus_gate(node: ast.NamedExpr) -> tuple[str, Gate] | None:
     """The arch kept in a name inside an expression: `... if (ver := int(target.arch[3:])) >= 80 else ...`."""
-    if not isinstance(statement, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.Expr | ast.Return):
-        return None
-    for node in ast.walk(statement):
-        if isinstance(node, ast.NamedExpr) and (_is_arch_query(node.value) or condition_category(node.value) == "arch"):
-            name = node.target.id
-            return [name], Gate("arch", short_text(f"{name} = {ast.unparse(node.value)}"))
+    if _is_arch_query(node.value) or condition_category(node.value) == "arch":
+        return node.target.id, Gate("arch", short_text(f"{node.target.id} = {ast.unparse(node.value)}"))
     return None
 
 

@@ -33,6 +33,7 @@ from bisector.analysis.conditions import (
     module_gates,
     passed_condition,
     stored_condition,
+    walrus_gate,
 )
 from bisector.analysis.findings import Finding, FindingKind, short_text, shown_pair
 from bisector.analysis.launch_arguments import Assignments, assignments, resolved
@@ -148,6 +149,8 @@ class _Walker:
         for child in walk_inner(node):
             if isinstance(child, ast.IfExp):
                 self._branch(function, child.test, chosen=partial(self._chosen, function, child))
+            elif isinstance(child, ast.NamedExpr) and (walrus := walrus_gate(child)) is not None:
+                self.gates[function][walrus[0]] = walrus[1]  # `if ver < 80:` after `(ver := int(arch[3:]))`
             elif isinstance(child, ast.comprehension):  # [c for c in configs if c.kwargs["BLOCK_M"] <= M]
                 for test in child.ifs:
                     self._branch(function, test)

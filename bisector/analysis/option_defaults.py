@@ -22,6 +22,7 @@ _REGISTRY_CALL = re.compile(
     r"^(?:ContextVar|Option|Flag|Setting|Knob)$|^(?:register|add|define|declare|new)_\w*(?:option|flag|setting|knob)s?$",
     re.I,
 )
+_REGISTRY_TEXT = re.compile(r"(?i)(?:contextvar|option|flag|setting|knob)s?\s*\(")
 _DEFAULT_KEYWORDS = ("default", "default_value")
 
 
@@ -29,7 +30,7 @@ def option_default_rows(path: str, before: ParsedSource | None, after: ParsedSou
     """A constant row for each option declared on both sides with another default."""
     if before is None or after is None:
         return []
-    old, new = _defaults(before.tree), _defaults(after.tree)
+    old, new = _defaults(before), _defaults(after)
     rows = []
     for name in sorted(old.keys() & new.keys()):
         callee, was, _ = old[name]
@@ -50,10 +51,16 @@ def option_default_rows(path: str, before: ParsedSource | None, after: ParsedSou
     return rows
 
 
-def _defaults(tree: ast.Module) -> dict[str, tuple[str, str, int]]:
-    """option name -> (callee, default text, line) of each registry call in the module."""
+def _defaults(module: ParsedSource) -> dict[str, tuple[str, str, int]]:
+    """option name -> (callee, default text, line) of each registry call in the module (read in the top-level
+    statements whose text names a registry at all: most modules have none)."""
     found: dict[str, tuple[str, str, int]] = {}
-    for node in ast.walk(tree):
+    statements = [
+        statement
+        for statement in module.tree.body
+        if _REGISTRY_TEXT.search("\n".join(module.lines[statement.lineno - 1 : statement.end_lineno]))
+    ]
+    for node in (node for statement in statements for node in ast.walk(statement)):
         if not isinstance(node, ast.Call) or not _REGISTRY_CALL.match(callee := _last_name(node.func)):
             continue
         keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}

@@ -16,10 +16,14 @@ import ast
 import re
 from collections import Counter
 
-from bisector.analysis.code_shape import FunctionNode, ParsedSource, own_nodes
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, own_nodes, source_lines
 from bisector.analysis.findings import Finding
 from bisector.analysis.function_changes import changed_functions, function_row
 
+# `= [` or `= [(` (across lines) before a class, its call or a partial of it: `= [partial(CUDARenderer, arch), ...`
+_LIST_OF_CLASSES = re.compile(
+    r"=\s*[\[(]+\s*(?:(?:functools\.)?partial\(\s*)?(?:\w+\.)*_?(?:[A-Z][a-z0-9]+[A-Z]|[A-Z]{2,}[a-z])"
+)
 _CLASS_NAME = re.compile(r"^_?[A-Z][a-z0-9]+[A-Z]\w*$|^_?[A-Z]{2,}[a-z]\w*$")  # NAKRenderer, CUDARenderer, HipCompiler
 
 
@@ -33,6 +37,8 @@ def with_order_rows(
     named = {row.name for row in rows}
     added = []
     for name, old, node in changed_functions(before, after, lambda name, node: name in named):
+        if not _LIST_OF_CLASSES.search("\n".join(source_lines(after, node))):
+            continue  # the cheap test first: no list that starts with a class
         was, now = _choice_lists(old), _choice_lists(node)
         for target in sorted(was.keys() & now.keys()):
             if was[target] != now[target] and Counter(was[target]) == Counter(now[target]):
