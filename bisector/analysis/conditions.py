@@ -166,6 +166,11 @@ def _stored_name(target: ast.expr) -> str:
     return ""
 
 
+def predicate_return(value: ast.expr, function: str) -> bool:
+    """`return capability == (8, 0)` outside dunder methods (__eq__ compares objects, it chooses nothing)."""
+    return isinstance(value, ast.Compare | ast.BoolOp) and not function.rsplit(".", 1)[-1].startswith("__")
+
+
 def walrus_gate(node: ast.NamedExpr) -> tuple[str, Gate] | None:
     """The arch kept in a name inside an expression: `... if (ver := int(target.arch[3:])) >= 80 else ...`."""
     if _is_arch_query(node.value) or condition_category(node.value) == "arch":
