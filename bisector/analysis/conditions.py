@@ -34,7 +34,8 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\barch\b|_arch\b|\w*sm_?\d{2,3}\w*|is_hopper|is_blackwell|is_ampere|gfx\d|current_platform|"
             r"is_navi|is_mi\d|cuda_version|version\.cuda|bare_metal_version|triton\.__version__|has_triton|"
             r"infer_device|device[._]type|\bxpu\b|\bnpu\b|\bmajor\b|\bminor\b|is_[cr]dna\d*|"
-            r"\b\w*(?:nv|cuda|gpu|device|sm|compute)_?cap\b|\bcc\b|"
+            r"\b\w*(?:nv|cuda|gpu|device|sm|compute)_?cap\b|\bcc\b|\bsm_?(?:cnt|count)s?\b|\bnum_sms\b|"
+            r"multi_processor_count|"
             r"\bsys\.platform\b|\bplatform\.(?:system|machine)\(|\b(?:cuda|xpu|mps|npu|hip|mlu|musa)\.is_available\(",
             re.I,
         ),
@@ -142,9 +143,9 @@ def stored_condition(statement: ast.stmt, gates: Mapping[str, Gate]) -> tuple[li
     else:
         return None
     elements = target.elts if isinstance(target, ast.Tuple) else [target]
-    if not elements or not all(isinstance(e, ast.Name) for e in elements):
+    names = [_stored_name(e) for e in elements]
+    if not names or not all(names):
         return None
-    names = [e.id for e in elements if isinstance(e, ast.Name)]
     if _is_arch_query(value):
         category = "arch"
     elif len(names) == 1 and _is_condition(value):
@@ -153,6 +154,27 @@ def stored_condition(statement: ast.stmt, gates: Mapping[str, Gate]) -> tuple[li
         return None
     if category in ("arch", "dtype", "shape", "env"):
         return names, Gate(category, short_text(f"{', '.join(names)} = {ast.unparse(value)}"))
+    return None
+
+
+def _stored_name(target: ast.expr) -> str:
+    """`x` or `self.x` (an instance attribute keeps a condition as a local does: `self.can_use_nt = dtype == f16`)."""
+    if isinstance(target, ast.Name):
+        return target.id
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        return f"self.{target.attr}"
+    return ""
+
+
+def predicate_return(value: ast.expr, function: str) -> bool:
+    """`return capability == (8, 0)` outside dunder methods (__eq__ compares objects, it chooses nothing)."""
+    return isinstance(value, ast.Compare | ast.BoolOp) and not function.rsplit(".", 1)[-1].startswith("__")
+
+
+def walrus_gate(node: ast.NamedExpr) -> tuple[str, Gate] | None:
+    """The arch kept in a name inside an expression: `... if (ver := int(target.arch[3:])) >= 80 else ...`."""
+    if _is_arch_query(node.value) or condition_category(node.value) == "arch":
+        return node.target.id, Gate("arch", short_text(f"{node.target.id} = {ast.unparse(node.value)}"))
     return None
 
 

@@ -32,7 +32,9 @@ from bisector.analysis.conditions import (
     gates_read,
     module_gates,
     passed_condition,
+    predicate_return,
     stored_condition,
+    walrus_gate,
 )
 from bisector.analysis.findings import Finding, FindingKind, short_text, shown_pair
 from bisector.analysis.launch_arguments import Assignments, assignments, resolved
@@ -133,7 +135,7 @@ class _Walker:
         else:
             if isinstance(node, ast.While):  # `while num_stages > 0 and ...:` in a config pruner chooses too
                 self._branch(function, node.test)
-            elif isinstance(node, ast.Return) and node.value is not None and _predicate_return(node.value, function):
+            elif isinstance(node, ast.Return) and node.value is not None and predicate_return(node.value, function):
                 self._branch(function, node.value, returned=True)  # `return capability == (8, 0)`
             self._stored_condition(node, function)
             if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
@@ -148,6 +150,8 @@ class _Walker:
         for child in walk_inner(node):
             if isinstance(child, ast.IfExp):
                 self._branch(function, child.test, chosen=partial(self._chosen, function, child))
+            elif isinstance(child, ast.NamedExpr) and (walrus := walrus_gate(child)) is not None:
+                self.gates[function][walrus[0]] = walrus[1]  # `if ver < 80:` after `(ver := int(arch[3:]))`
             elif isinstance(child, ast.comprehension):  # [c for c in configs if c.kwargs["BLOCK_M"] <= M]
                 for test in child.ifs:
                     self._branch(function, test)
@@ -257,11 +261,6 @@ def _device_code(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     host functions choose the kernel."""
     names = (ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in function.decorator_list)
     return any(name in ("triton.jit", "jit", "tl.jit") for name in names)
-
-
-def _predicate_return(value: ast.expr, function: str) -> bool:
-    """`return capability == (8, 0)` outside dunder methods (__eq__ compares objects, it chooses nothing)."""
-    return isinstance(value, ast.Compare | ast.BoolOp) and not function.rsplit(".", 1)[-1].startswith("__")
 
 
 def diff_sites(path: str, before: SiteScan | None, after: SiteScan | None) -> list[Finding]:

@@ -30,8 +30,10 @@ _PROCESS_VARIABLES = frozenset(
 )
 # A variable that names a place (APEX_CACHE_DIR, CUDA_HOME, MODEL_PATH) says where files are, not which kernel runs;
 # a PATH names a place only after a noun of one (LIB_FAST_PATH is a code path).
+# A timeout, a rendezvous address or a process's rank says how processes meet and wait, not which kernel runs either.
 _LOCATION = re.compile(
     r"(?:^|_)(?:DIR|DIRECTORY|HOME|ROOT|FILE|PREFIX)$|"
+    r"(?:^|_)(?:TIMEOUT|TIMEOUT_SECS?|TIMEOUT_MS|PORT|ADDR|MASTER_ADDR|RANK|LOCAL_RANK|WORLD_SIZE)$|"
     r"(?:^|_)(?:CACHE|MODEL|LIB|LIBRARY|INSTALL|INCLUDE|DATA|LOG|OUTPUT|CONFIG|BIN|TOOLKIT|SEARCH|CUDA|ROCM)_PATH$"
 )
 NOT_SET_BY_BISECT = "the bisect's environment does not set it"
@@ -90,7 +92,8 @@ def reading_functions(row: Finding) -> set[str]:
 
 
 def names_a_location(variable: str) -> bool:
-    """CUDA_HOME, TRITON_CACHE_DIR, MODEL_PATH: where files are, which no gate of a kernel choice is."""
+    """CUDA_HOME, TRITON_CACHE_DIR, MODEL_PATH: where files are; NCCL_TIMEOUT, MASTER_PORT, LOCAL_RANK: how
+    processes meet; neither is a gate of a kernel choice."""
     return _LOCATION.search(variable) is not None
 
 

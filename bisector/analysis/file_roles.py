@@ -7,9 +7,10 @@ import re
 
 _TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.py$|(^|/)conftest\.py$")
 # CI, editor and tool settings (any file or directory whose name starts with a dot: .github/, .travis.yml,
-# .readthedocs.yaml, .vscode/) and package or build metadata, by file name.
+# .readthedocs.yaml, .vscode/), documentation's data (docs/: inventories, site settings) and package or build
+# metadata, by file name.
 _TOOLING_CONFIG = re.compile(
-    r"(^|/)\.[^/]+(/|$)|(^|/)(pyproject\.toml|cargo\.toml|package(-lock)?\.json|[tj]sconfig\.json|renovate\.json|"
+    r"(^|/)\.[^/]+(/|$)|(^|/)docs?/|(^|/)(pyproject\.toml|cargo\.toml|package(-lock)?\.json|[tj]sconfig\.json|renovate\.json|"
     r"environment\.ya?ml|meta\.ya?ml|mkdocs\.ya?ml|codecov\.ya?ml|(docker-)?compose\.ya?ml|appveyor\.ya?ml)$"
 )
 # A word of a path (between / _ . - = , and the ends) that names tuned values. In source code "config" is left

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
-from bisector.analysis.native_conditions import more_condition_label, row_name
+from bisector.analysis.native_bodies import function_bodies, inside_bodies
+from bisector.analysis.native_conditions import chooses_by_arch, more_condition_label, row_name
 from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
 from bisector.analysis.native_entries import kept_entry_rows
 from bisector.analysis.native_instances import instance_rows
+from bisector.analysis.native_launch_locals import without_renumbered_locals
 from bisector.analysis.native_launches import launch_shape_rows
 from bisector.analysis.native_members import Members
 from bisector.analysis.native_reach import (
@@ -51,7 +53,8 @@ _BRANCH = re.compile(
 _ARCH_WORDS = re.compile(
     r"__CUDA_ARCH\w*__|__CUDA_ARCH_\w+|__gfx\w+|\bgfx\d+|\b\w*sm_?\d{2,3}\w*|\b\w*SM_?\d{2,3}\w*|compute_capability|"
     r"\b(?:major|minor)\s*[<>=!]=?\s*\d|"
-    r"\bcc\s*[<>=!]=?|\barch\b|NV_PROVIDES_SM\w*|NV_IS_EXACTLY_SM\w*|__HIP_ARCH\w*|\bCUDA_VERSION\b|__CUDACC_VER_\w+"
+    r"\bcc\s*[<>=!]=?|\barch\b|NV_PROVIDES_SM\w*|NV_IS_EXACTLY_SM\w*|__HIP_ARCH\w*|\bCUDA_VERSION\b|__CUDACC_VER_\w+|"
+    r"\b[A-Z][A-Z0-9_]*_(?:ARCH|CC)\b|\bSm\d{2,3}\b"  # a project's arch macro (TCNN_MIN_GPU_ARCH), CUTLASS's Sm80
 )
 # numeric element types by name (is_same_v<T, Ctx> and sizeof(T) checks pick template paths of all kinds: not these)
 _DTYPE_WORDS = re.compile(
@@ -73,6 +76,12 @@ _CONST_WORD = re.compile(r"\b(?:const|constexpr|__constant__)\b")
 MAX_HEAD_CHARS = 400  # a declaration before its brace initializer ("static constexpr int TILES[2][3] =")
 _SCALAR_CONST = re.compile(
     r"\b(?:const|constexpr|__constant__)\b[^;=(){}\n]*?\b(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^;{}]+?)\s*;"
+)
+# a file-scope variable, not const, that holds a threshold's number (a tunable global, set by a setter at run time)
+_TUNED_GLOBAL = re.compile(
+    r"^[ \t]*(?:static[ \t]+)?(?:size_t|unsigned|int|long|u?int(?:32|64)_t|float|double)[ \t]+"
+    r"(?P<name>\w*(?i:threshold|limit)\w*)[ \t]*=[ \t]*(?P<value>-?\d[\w.]*)[ \t]*;",
+    re.M,
 )
 _PREPROCESSOR = re.compile(r"^[ \t]*#[^\n]*", re.M)
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?!\()[ \t]+(?P<value>\S.*?)[ \t]*$", re.M)
@@ -136,20 +145,25 @@ def scan_native(text: str) -> NativeScan:
     for name, node, brace in _arrays(stripped, starts):
         unique = add(name, FindingKind.NATIVE_ARRAY, node)
         if bodies is None:
-            bodies = _function_bodies(stripped)
-        if _inside(bodies, brace):
+            bodies = function_bodies(stripped)
+        if inside_bodies(bodies, brace):
             nested.add(unique)
     members: Members | None = None
     for match in _SCALAR_CONST.finditer(stripped):
         line = bisect.bisect_right(starts, match.start("name"))
         if bodies is None:
-            bodies = _function_bodies(stripped)
-        local = _inside(bodies, match.start("name"))
+            bodies = function_bodies(stripped)
+        local = inside_bodies(bodies, match.start("name"))
         members = members or Members(stripped)
         name = match["name"] if local else members.qualified(match["name"], match.start("name"))
         unique = add(name, FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
         if local:
             nested.add(unique)
+    for match in _TUNED_GLOBAL.finditer(stripped):  # size_t visited_table_hashset_threshold = 500000;
+        bodies = function_bodies(stripped) if bodies is None else bodies
+        if not inside_bodies(bodies, match.start("name")):
+            line = bisect.bisect_right(starts, match.start("name"))
+            add(match["name"], FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
     for match in _DEFINE.finditer(stripped):
         line = bisect.bisect_right(starts, match.start("name"))
         add(f"#define {match['name']}", FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
@@ -163,8 +177,11 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     only through its address (native_reach.data_locals: a guard object, a value handed on as data), and a value
     that differs only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
     kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it)."""
-    old = _tuned(before.entries if before else {}, after.entries if after else {}, before.nested if before else set())
-    new = _tuned(after.entries if after else {}, before.entries if before else {}, after.nested if after else set())
+    was, now = without_renumbered_locals(
+        before.entries if before else {}, _scope_of(before), after.entries if after else {}, _scope_of(after)
+    )
+    old = _tuned(was, now, before.nested if before else set())
+    new = _tuned(now, was, after.nested if after else set())
     old, new = without_data_locals(old, before, new), without_data_locals(new, after, old)
     renamed = Renames(before, after)
     for name in set(old) & set(new):
@@ -178,6 +195,10 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     findings += launch_shape_rows(path, old_lines, new_lines, hunks, {f.line for f in findings})
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
     return findings
+
+
+def _scope_of(scan: NativeScan | None) -> tuple[list[str], frozenset[str]]:
+    return (scan.lines, scan.nested) if scan else ([], frozenset())
 
 
 def without_data_locals(
@@ -279,7 +300,7 @@ def _condition(lines: list[str], index: int) -> str:
         return ""
     if _CONDITION.search(line):
         return "condition on the batch size"
-    if _BRANCH.search(line) and _ARCH_WORDS.search(line):
+    if _ARCH_WORDS.search(line) and (_BRANCH.search(line) or chooses_by_arch(lines, index)):
         return "condition on the arch"
     if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
         return "condition on the dtype"
@@ -307,36 +328,6 @@ def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node, int]]
                 position = end + 1
                 continue
         last_delimiter = index
-
-
-_TEMPLATE_PARAMETERS = re.compile(r"\btemplate\s*<(?:[^<>]|<[^<>]*>)*>")  # `template <class T>` opens no class
-_AGGREGATE = re.compile(r"\b(?:struct|class|namespace|union|enum)\b")
-
-
-def _function_bodies(stripped: str) -> list[tuple[int, int]]:
-    """(start, end) of the outermost function bodies: a brace after a ) that opens no struct, class or namespace."""
-    bodies: list[tuple[int, int]] = []
-    stack: list[bool] = []  # per open brace: inside a function body
-    last_delimiter, opened = -1, 0
-    code = _PREPROCESSOR.sub(lambda match: " " * len(match[0]), stripped)
-    for delimiter in _DELIMITER.finditer(code):
-        index = delimiter.start()
-        if delimiter[0] == "{":
-            head = code[last_delimiter + 1 : index]
-            inside = bool(stack and stack[-1])
-            if not inside and ")" in head and not _AGGREGATE.search(_TEMPLATE_PARAMETERS.sub(" ", head)):
-                opened = index
-                inside = True
-            stack.append(inside)
-        elif delimiter[0] == "}" and stack and stack.pop() and not (stack and stack[-1]):
-            bodies.append((opened, index))  # the outermost function body closes
-        last_delimiter = index
-    return bodies
-
-
-def _inside(bodies: list[tuple[int, int]], position: int) -> bool:
-    at = bisect.bisect_right(bodies, (position, position)) - 1
-    return at >= 0 and bodies[at][0] <= position <= bodies[at][1]
 
 
 def _could_be_array_head(head: str) -> bool:

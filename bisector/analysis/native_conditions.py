@@ -3,8 +3,12 @@ a line that continues a boolean expression (`(dprops->major == 10 && dprops->min
 (`bool is_sm8x = cc_major == 8 && cc_minor > 0;`, `TargetIsVolta(target) ? 16 : 8`), and a threshold: a size
 compared with a number (other than 0 or 1: those test for empty, null or errors) or a threshold's name (`MAX_BATCH`,
 `AR_SIZE_THRESHOLD`) in an `if` / `while` / `?:` of a host function (a kernel's own branches are its body), a row
-when the commit changes it (a new test alone is new code). row_name names native.py's condition rows by the
-function they are in."""
+when the commit changes it (a new test alone is new code). The arch also chooses without a branch: a type picked by
+std::conditional (`using network_precision_t = std::conditional_t<MIN_GPU_ARCH == 61, float, __half>;`) and a value
+clamped (`cc = min(cc, 90u);`). row_name names native.py's condition rows by the function they are in, or at file
+scope by what the condition declares (the alias, or the first constant or macro of its #if block: `#if
+MPK_TARGET_CC >= 90` / `constexpr int MAX_SHARE_MEMORY_SIZE = ...` is a MAX_SHARE_MEMORY_SIZE row); a test in a
+function the commit adds or removes whole is new or dropped code, no row."""
 
 from __future__ import annotations
 
@@ -30,6 +34,19 @@ _NAMED_THRESHOLD = re.compile(
     r"(?:[<>]=?)\s*\(?\s*(?:[A-Z][A-Z0-9_]*_(?:THRESHOLD|LIMIT|MAX|MIN)|(?:MAX|MIN)_[A-Z0-9_]+)\b|"
     r"\b(?:[A-Z][A-Z0-9_]*_(?:THRESHOLD|LIMIT|MAX|MIN)|(?:MAX|MIN)_[A-Z0-9_]+)\s*\)?\s*[<>]=?(?![<>])"
 )
+_TYPE_CHOICE = re.compile(r"\bconditional(?:_t)?\s*<")  # std::conditional_t<MIN_GPU_ARCH < 70, float, __half>
+_CLAMP = re.compile(r"^\s*[A-Za-z_][\w.>-]*\s*=\s*(?:std::)?(?:min|max)\s*\(")  # cc = min(cc, 90u);
+_USING = re.compile(r"\busing\s+(?P<name>[A-Za-z_]\w*)\s*=")
+_DECLARED = re.compile(
+    r"^\s*#\s*define\s+(?P<macro>[A-Za-z_]\w*)|\busing\s+(?P<alias>[A-Za-z_]\w*)\s*=|"
+    r"\b(?:constexpr|const)\b[^;=(){}]*?\b(?P<constant>[A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*="
+)
+_PP_OPEN = re.compile(r"^\s*#\s*if")
+_PP_SPLIT = re.compile(r"^\s*#\s*(?:elif|else|endif)\b")
+_INCLUDE = re.compile(r"^\s*#\s*include\b")
+INCLUDES_ONLY = "#include"  # a file-scope #if block that opens with an #include: what it includes is used elsewhere
+MAX_ALIAS_LINES = 12  # how far above a line of a std::conditional its `using X =` is looked for
+MAX_BLOCK_LINES = 40  # how far into a file-scope #if block its first declaration is looked for
 _COUNTER = re.compile(r"\+\+|--")  # `++idle < 8192`: a loop's own count, not a size
 _ZEROS = frozenset({"0", "0u", "0ul", "0l", "0.0", "0.0f", "0.f"})
 _NOT_THRESHOLDS = frozenset({"0", "1", "-1", "0u", "1u", "0ul", "1ul", "0.0", "0.0f", "0.f", "0l", "1l"})
@@ -50,6 +67,42 @@ def more_condition_label(lines: list[str], index: int) -> str:
     return ""
 
 
+def chooses_by_arch(lines: list[str], index: int) -> bool:
+    """Line index, which names an arch, chooses without a branch: a type chosen by std::conditional (on the line
+    or continuing one opened up to two lines above) or a value clamped (`cc = min(cc, 90u);`)."""
+    line = lines[index]
+    if _TYPE_CHOICE.search(line) or _CLAMP.search(line):
+        return True
+    above = lines[max(index - 2, 0) : index]
+    return any(_TYPE_CHOICE.search(text) for text in above) and not any(";" in text for text in above)
+
+
+def declared_name(lines: list[str], index: int) -> str:
+    """What a file-scope condition line chooses, by the name it declares: the alias of `using X = std::conditional
+    ...` (on the line or above it in the same statement), else the first constant, alias or macro its #if block
+    defines; INCLUDES_ONLY for a block that opens with an #include; ''."""
+    if not _PP_OPEN.match(lines[index]) and not _PP_SPLIT.match(lines[index]):
+        for position, text in enumerate(reversed(lines[max(index - MAX_ALIAS_LINES, 0) : index + 1])):
+            if position and (";" in text or "{" in text or "}" in text):
+                return ""  # the statement before
+            if alias := _USING.search(text):
+                return alias["name"]
+        return ""
+    depth = 0
+    for text in lines[index + 1 : index + 1 + MAX_BLOCK_LINES]:
+        if depth == 0 and _INCLUDE.match(text):
+            return INCLUDES_ONLY
+        if _PP_OPEN.match(text):
+            depth += 1
+        elif _PP_SPLIT.match(text):
+            if depth == 0:
+                return ""
+            depth -= text.lstrip().lstrip("#").lstrip().startswith("endif")
+        elif depth == 0 and (declared := _DECLARED.search(text)):
+            return declared["macro"] or declared["alias"] or declared["constant"]
+    return ""
+
+
 def row_name(
     old_lines: list[str], new_lines: list[str], old: tuple[int, str] | None, new: tuple[int, str] | None
 ) -> tuple[str, str]:
@@ -66,9 +119,14 @@ def row_name(
         return "", ""
     scope = enclosing_function(lines, index)
     if scope is None:
-        return label, ""
+        declared = declared_name(lines, index)
+        if declared == INCLUDES_ONLY:
+            return "", ""  # the code that uses what it includes is compared where it is
+        return (declared, label) if declared else (label, "")
     if scope.device and label != ARCH_LABEL:
         return "", ""
+    if not (old and new) and not _defined_in(scope.function, old_lines if new else new_lines):
+        return "", ""  # a test in a function the commit adds or removes whole: new or dropped code
     return scope.function, label
 
 
@@ -85,3 +143,9 @@ def _has_threshold(line: str) -> bool:
         if number not in _NOT_THRESHOLDS:
             return True
     return False
+
+
+def _defined_in(function: str, lines: list[str]) -> bool:
+    """Whether the other version of the file has a function of that name (its last `::` part followed by `(`)."""
+    pattern = re.compile(rf"\b{re.escape(function.split('::')[-1])}\s*\(")
+    return any(pattern.search(line) for line in lines)

@@ -2,7 +2,8 @@
 `dim3(params.b * params.s_q, 1, h)` passed to a launch), a `<<<grid, block, smem>>>` configuration, or an
 assignment to a grid-, blocks- or CTA-count name (`blocks_per_act_slice = max(blocks_per_act_slice, 1);`) that a
 hunk changes in host code is a launch-parameter row named by the host function (a kernel's own use of them is its
-body). A line removed and added with the same text only moved."""
+body). A line removed and added with the same text only moved; a launch of the same kernel with the same `<<<...>>>`
+passes other data, no other shape."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ _SHAPE = re.compile(
 )
 
 
+_LAUNCH = re.compile(r"[A-Za-z_][\w:]*\s*(?:<[^<>;]*>)?\s*<<<.*?>>>")  # kernel<T, 4><<<grid, block, smem>>>
+
+
 def launch_shape_rows(
     path: str, old_lines: list[str], new_lines: list[str], hunks: Iterable[Hunk], rowed: Set[int | None]
 ) -> list[Finding]:
@@ -33,10 +37,16 @@ def launch_shape_rows(
         added = [i for i in range(hunk.new_lo, min(hunk.new_hi, len(new_lines))) if _SHAPE.search(new_lines[i])]
         moved = Counter(_text(old_lines[i]) for i in removed) & Counter(_text(new_lines[i]) for i in added)
         removed, added = _unmoved(removed, old_lines, moved), _unmoved(added, new_lines, moved)
+        changed = old_lines[hunk.old_lo : hunk.old_hi] + new_lines[hunk.new_lo : hunk.new_hi]
         for old, new in _paired(removed, added, old_lines, new_lines):
             lines, index = (new_lines, new) if new is not None else (old_lines, old if old is not None else 0)
             scope = enclosing_function(lines, index)
-            if scope is None or scope.device or index + 1 in rowed:
+            if (
+                scope is None
+                or scope.device
+                or index + 1 in rowed
+                or _same_configuration(old, new, old_lines, new_lines, changed)
+            ):
                 continue
             rows.append(
                 Finding(
@@ -51,6 +61,20 @@ def launch_shape_rows(
                 )
             )
     return rows
+
+
+def _same_configuration(
+    old: int | None, new: int | None, old_lines: list[str], new_lines: list[str], changed: list[str]
+) -> bool:
+    """Two launch lines of the same kernel and `<<<...>>>` none of whose names the hunk (changed: its removed and
+    added lines) assigns: only the kernel's arguments (its data) differ."""
+    if old is None or new is None:
+        return False
+    was, now = _LAUNCH.search(_text(old_lines[old])), _LAUNCH.search(_text(new_lines[new]))
+    if was is None or now is None or was[0] != now[0]:
+        return False
+    names = set(re.findall(r"[A-Za-z_]\w*", was[0].split("<<<", 1)[1]))
+    return not any(re.search(rf"\b{name}\s*[+\-*/]?=(?!=)", line) for name in names for line in changed)
 
 
 def _paired(

@@ -30,6 +30,8 @@ from bisector.analysis.launch_feeds import feed_rows
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.native_choosers import with_native_chooser_rows
 from bisector.analysis.native_switches import switched_branch_rows
+from bisector.analysis.option_defaults import option_default_rows
+from bisector.analysis.preference_order import with_order_rows
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
 from bisector.analysis.tile_assignments import with_tile_rows
 from bisector.analysis.toggle_arguments import with_toggle_rows
@@ -302,7 +304,8 @@ class _FileAnalysis:
             self.modules = parsed
             rows = diff_python(self.path, *scan_pair(*parsed))
             rows = with_chooser_rows(self.path, *parsed, with_builder_rows(self.path, *parsed, rows))
-            return with_toggle_rows(self.path, *parsed, with_tile_rows(self.path, *parsed, rows))
+            rows = with_toggle_rows(self.path, *parsed, with_tile_rows(self.path, *parsed, rows))
+            return with_order_rows(self.path, *parsed, rows) + option_default_rows(self.path, *parsed)
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))

@@ -11,8 +11,9 @@ import ast
 import re
 from collections import Counter
 
-from bisector.analysis.code_shape import FunctionNode, ParsedSource, module_functions, own_nodes, source_lines
-from bisector.analysis.findings import Finding, FindingKind, short_text
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, module_functions, own_nodes
+from bisector.analysis.findings import Finding
+from bisector.analysis.function_changes import changed_functions, function_row
 from bisector.analysis.launch_calls import is_tile_name
 
 _INSTRUCTION_SHAPE = re.compile(r"^(?:inst|mma|wgmma|micro_size|warp_tile|atom)_?[mnkxy]$", re.I)
@@ -26,27 +27,17 @@ def with_tile_rows(
     if before is None or after is None:
         return rows
     named = {row.name for row in rows} | {row.detail.removeprefix("in ").split(";")[0] for row in rows}
-    old = dict(module_functions(before.tree.body))
+    defined = {name for name, _ in module_functions(before.tree.body)}
     added = []
-    for name, node in module_functions(after.tree.body):
-        if name in named or name not in old or node.decorator_list:
-            continue
-        if source_lines(before, old[name]) == source_lines(after, node):
-            continue  # the cheap test first
-        was, now = _tile_assignments(old[name], set(old)), _tile_assignments(node, set(old))
+
+    def skipped(name: str, node: FunctionNode) -> bool:
+        return name in named or bool(node.decorator_list)
+
+    for name, old, node in changed_functions(before, after, skipped):
+        was, now = _tile_assignments(old, defined), _tile_assignments(node, defined)
         if was != now:
             gone, new = sorted((was - now).elements()), sorted((now - was).elements())
-            added.append(
-                Finding(
-                    FindingKind.DISPATCH_LOGIC,
-                    path,
-                    name,
-                    before=short_text("; ".join(gone)) if gone else None,
-                    after=short_text("; ".join(new)) if new else None,
-                    line=node.lineno,
-                    detail="tile or instruction shape chosen in code",
-                )
-            )
+            added.append(function_row(path, name, node, gone, new, "tile or instruction shape chosen in code"))
     return rows + added
 
 

@@ -15,9 +15,10 @@ import ast
 import re
 from collections import Counter
 
-from bisector.analysis.code_shape import FunctionNode, ParsedSource, module_functions, own_nodes, source_lines
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, own_nodes, source_lines
 from bisector.analysis.conditions import BACKEND_FLAG
-from bisector.analysis.findings import Finding, FindingKind, short_text
+from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.function_changes import changed_functions, function_row
 
 _TOGGLE = re.compile(rf"^(?:{BACKEND_FLAG}|backend|attn_backend|attn_implementation|implementation|impl|kernel_type)$")
 _KEYWORD_TEXT = re.compile(
@@ -34,30 +35,15 @@ def with_toggle_rows(
     if before is None or after is None:
         return rows
     named = {row.name for row in rows if row.kind is FindingKind.DISPATCH_LOGIC}
-    old = dict(module_functions(before.tree.body))
     added: list[Finding] = []
-    for name, node in module_functions(after.tree.body):
-        if name in named or name not in old or _kernel(node):
-            continue
-        was_text, now_text = source_lines(before, old[name]), source_lines(after, node)
-        if was_text == now_text or not _KEYWORD_TEXT.search("\n".join(was_text + now_text)):
-            continue  # the cheap tests first: no change, or no toggle keyword in either text
-        was, now = _toggles(old[name]), _toggles(node)
-        if was == now:
-            continue
-        gone, new = sorted((was - now).elements()), sorted((now - was).elements())
-        added.append(
-            Finding(
-                FindingKind.DISPATCH_LOGIC,
-                path,
-                name,
-                key="backend toggles passed",
-                before=short_text("; ".join(gone)) if gone else None,
-                after=short_text("; ".join(new)) if new else None,
-                line=node.lineno,
-                detail="passes keyword arguments that pick a kernel implementation differently",
-            )
-        )
+    for name, old, node in changed_functions(before, after, lambda name, node: name in named or _kernel(node)):
+        if not _KEYWORD_TEXT.search("\n".join(source_lines(before, old) + source_lines(after, node))):
+            continue  # the cheap test first: no toggle keyword in either text
+        was, now = _toggles(old), _toggles(node)
+        if was != now:
+            gone, new = sorted((was - now).elements()), sorted((now - was).elements())
+            detail = "passes keyword arguments that pick a kernel implementation differently"
+            added.append(function_row(path, name, node, gone, new, detail, key="backend toggles passed"))
     return rows + added
 
 
