@@ -23,6 +23,9 @@ _GETENV = re.compile(r"(^|\.)(getenv|environ\.get|environ\.setdefault)$")
 _DECLARED = re.compile(r"(^|\.)(?:Env|Environment)(?:Var|Variable)\w*$|(^|\.)env_var$", re.I)
 _SETTINGS_OWNER = re.compile(r"(^|_)envs?$|^environment$|_env$", re.I)
 _SETTINGS_NAME = re.compile(r"^[A-Z][A-Z0-9_]{2,}$")
+# a project's own reader: _env_get_bool("HELION_STATIC_SHAPES", True), get_bool_env_var("X"), env_flag("X"), and the
+# same through functools.partial(_env_get_bool, "X", False) (not a writer: set_env, update_env)
+_ENV_HELPER = re.compile(r"^(?!(?:set|unset|update|pop|clear|patch)_)\w*?(?:^|_)env(?:_\w+)?$", re.I)
 _WRAPPING_CALLS = frozenset({"int", "bool", "float", "str", "strtobool", "str2bool", "get_bool_env_var", "eval"})
 # The process's own settings: a module that sets them (PATH for a toolkit, USER for a cache dir) chooses no kernel.
 _PROCESS_VARIABLES = frozenset(
@@ -39,7 +42,7 @@ _LOCATION = re.compile(
 NOT_SET_BY_BISECT = "the bisect's environment does not set it"
 # A word that every read or write above needs in the source (environ, getenv, a settings owner such as envs or
 # self.env or vllm_env): a statement without one has no gates, and its tree need not be walked.
-_ENV_WORD = re.compile(r"environ|getenv|(?<![^\W_])envs?\b")  # searched in the lowered source
+_ENV_WORD = re.compile(r"environ|getenv|(?<![^\W_])envs?(?:\b|_)")  # searched in the lowered source
 
 EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
 
@@ -154,6 +157,8 @@ def _variable(node: ast.AST, names: dict[str, str]) -> str | None:
     """The variable a node reads, when it is an environment read."""
     if isinstance(node, ast.Call) and _GETENV.search(_dotted(node.func)) and node.args:
         return _string(node.args[0], names)
+    if isinstance(node, ast.Call) and (helped := _helper_read(node, names)) is not None:
+        return helped
     if isinstance(node, ast.Call) and _DECLARED.search(_dotted(node.func)) and node.args:
         declared = _string(node.args[0], names)
         return declared if declared and _SETTINGS_NAME.match(declared) else None
@@ -166,6 +171,17 @@ def _variable(node: ast.AST, names: dict[str, str]) -> str | None:
     if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and _settings_read(node):
         return node.attr
     return None
+
+
+def _helper_read(call: ast.Call, names: dict[str, str]) -> str | None:
+    """The upper-case variable a project's env-reading helper is called with, directly or through partial."""
+    args = call.args
+    if _dotted(call.func).rsplit(".", 1)[-1] == "partial" and args:
+        args = args[1:] if _ENV_HELPER.match(_dotted(args[0]).rsplit(".", 1)[-1]) else []
+    elif not _ENV_HELPER.match(_dotted(call.func).rsplit(".", 1)[-1]):
+        return None
+    variable = _string(args[0], names) if args else None
+    return variable if variable and _SETTINGS_NAME.match(variable) else None
 
 
 def _write(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:

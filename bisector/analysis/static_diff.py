@@ -22,6 +22,7 @@ from typing import TypeVar
 import git
 
 from bisector.analysis import gitdiff
+from bisector.analysis.arch_targets import arch_target_rows
 from bisector.analysis.config_builders import with_builder_rows
 from bisector.analysis.config_choosers import with_chooser_rows
 from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tuning_path
@@ -305,7 +306,8 @@ class _FileAnalysis:
             rows = diff_python(self.path, *scan_pair(*parsed))
             rows = with_chooser_rows(self.path, *parsed, with_builder_rows(self.path, *parsed, rows))
             rows = with_toggle_rows(self.path, *parsed, with_tile_rows(self.path, *parsed, rows))
-            return with_order_rows(self.path, *parsed, rows) + option_default_rows(self.path, *parsed)
+            rows = with_order_rows(self.path, *parsed, rows) + option_default_rows(self.path, *parsed)
+            return rows + arch_target_rows(self.path, *parsed)
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))

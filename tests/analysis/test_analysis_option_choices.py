@@ -101,3 +101,45 @@ def test_conditions_kept_in_an_attribute_or_an_assignment_expression(history: Hi
         (FindingKind.BRANCH_CONDITION, "Renderer.__init__"),
         (FindingKind.BRANCH_CONDITION, "get_scheduler"),
     ]
+
+
+SETTINGS_PY = """\
+import dataclasses
+import functools
+
+from .env import _env_get_bool, get_bool_env_var, set_env
+
+
+@dataclasses.dataclass
+class Settings:
+    static_shapes: bool = dataclasses.field(
+        default_factory=functools.partial(_env_get_bool, "PKG_STATIC_SHAPES", True)
+    )
+    use_triton: bool = dataclasses.field(default_factory=lambda: get_bool_env_var("PKG_USE_TRITON"))
+
+
+def configure():
+    set_env("PKG_LOG_LEVEL", "info")
+"""
+
+
+def test_reads_through_a_projects_env_helper_are_env_gates(history: History) -> None:
+    history.commit("settings", {"pkg/__init__.py": "", "pkg/settings.py": SETTINGS_PY})
+    changed = SETTINGS_PY.replace('"PKG_STATIC_SHAPES", True', '"PKG_STATIC_SHAPES", False')
+    changed = changed.replace('"PKG_LOG_LEVEL", "info"', '"PKG_LOG_LEVEL", "debug"')
+    changed = changed.replace(
+        "\n\ndef configure",
+        "    do_not_specialize: bool = dataclasses.field(\n"
+        '        default_factory=functools.partial(_env_get_bool, "PKG_DO_NOT_SPECIALIZE", False)\n    )\n'
+        "\n\ndef configure",
+    )
+    sha = history.commit("dynamic shapes by default; opt-in do_not_specialize", {"pkg/settings.py": changed})
+
+    rows = [
+        (f.name, f.before is None)
+        for f in static_diff(history.path, sha).table_findings
+        if f.kind is FindingKind.ENV_GATE
+    ]
+
+    # set_env writes a variable the module sets for itself, not one it reads: no row
+    assert rows == [("PKG_DO_NOT_SPECIALIZE", True), ("PKG_STATIC_SHAPES", False)]

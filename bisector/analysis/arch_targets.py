@@ -1,0 +1,153 @@
+"""Arches a Python function picks without a branch: an arch clamped to a bound and a list of compile targets,
+
+    arch = min(arch, 90)                                   (a library without heuristics past SM90)
+    gencode_opts = ["-gencode=arch=compute_75,code=compute_75"]
+    clang_arch_flags += ["--cuda-gpu-arch=sm_75"]
+
+A changed clamp moves which arch's code a device gets; a changed target list moves which arches a build has code
+for. Neither is an if, so the condition rows do not see them. A branch_condition row for a function (or module) whose
+arch clamps differ, and a table_entry row for one whose arch target strings differ, each named like the other
+Python rows (`Class.method`, `outer.<locals>.inner`, `<module>` for module level); a function added or removed is
+new or dropped code and gets none.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from bisector.analysis.code_shape import ParsedSource
+from bisector.analysis.findings import Finding, FindingKind, short_text
+
+_ARCH_NAME = re.compile(r"(?:^|_)(?:arch|archs|cc|sm|capability|compute_capability)$", re.I)
+_TARGET = re.compile(r"\b(?:compute|sm)_\d{2,3}[a-z]?\b|\bgfx\d{3,4}[a-z]?\b")
+_MODULE = "<module>"
+
+
+def arch_target_rows(path: str, before: ParsedSource | None, after: ParsedSource | None) -> list[Finding]:
+    """A branch_condition row per scope whose arch clamps differ, a table_entry row per scope whose targets differ."""
+    if before is None or after is None:
+        return []
+    old, new = _scopes(before.tree), _scopes(after.tree)
+    rows = []
+    for scope in sorted(old.keys() & new.keys()):
+        (was_clamps, was_targets, _), (clamps, targets, line) = old[scope], new[scope]
+        if was_clamps != clamps:
+            rows.append(_row(FindingKind.BRANCH_CONDITION, path, scope, "arch clamp", was_clamps, clamps, line))
+        if was_targets != targets:
+            rows.append(_row(FindingKind.TABLE_ENTRY, path, scope, "arch targets", was_targets, targets, line))
+    return rows
+
+
+def _row(kind: FindingKind, path: str, scope: str, key: str, old: list[str], new: list[str], line: int) -> Finding:
+    """Shows what only one side has (the rest of a long target list is the same on both)."""
+    clamp = kind is FindingKind.BRANCH_CONDITION
+    detail = "an arch clamped without a branch" if clamp else "the arches a build targets"
+    was, now = _only_in(old, new), _only_in(new, old)
+    return Finding(
+        kind,
+        path,
+        scope,
+        key=key,
+        before=short_text("; ".join(was)) if was else None,
+        after=short_text("; ".join(now)) if now else None,
+        line=line,
+        detail=detail,
+    )
+
+
+def _only_in(items: list[str], other: list[str]) -> list[str]:
+    remaining = list(other)
+    only = []
+    for item in items:
+        if item in remaining:
+            remaining.remove(item)
+        else:
+            only.append(item)
+    return only
+
+
+def _scopes(tree: ast.Module) -> dict[str, tuple[list[str], list[str], int]]:
+    """scope name -> (sorted clamp texts, sorted target strings, first line) of every scope, either maybe empty."""
+    found: dict[str, tuple[list[str], list[str], int]] = {}
+    for scope, statements, line in _walk_scopes(tree.body, "", 1):
+        clamps, targets = _own_choices(statements)
+        found[scope or _MODULE] = (sorted(clamps), sorted(targets), line)
+    return found
+
+
+def _walk_scopes(body: list[ast.stmt], prefix: str, line: int) -> Iterator[tuple[str, list[ast.stmt], int]]:
+    """(qualified name, the statements that belong to it and not to a nested def or class, first line)."""
+    own: list[ast.stmt] = []
+    nested: list[tuple[str, list[ast.stmt], int]] = []
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            nested.append((f"{prefix}{node.name}.<locals>.", node.body, node.lineno))
+        elif isinstance(node, ast.ClassDef):
+            nested.append((f"{prefix}{node.name}.", node.body, node.lineno))
+        else:
+            own.append(node)
+            stack.extend(reversed(_child_statements(node)))
+    yield prefix.removesuffix(".").removesuffix(".<locals>"), own, line
+    for inner, statements, first in nested:
+        yield from _walk_scopes(statements, inner, first)
+
+
+def _child_statements(node: ast.stmt) -> list[ast.stmt]:
+    """The statements an if, for, while, with or try holds (their own scope's, not a new one)."""
+    children: list[ast.stmt] = []
+    for field in ("body", "orelse", "finalbody"):
+        children.extend(getattr(node, field, []) or [])
+    for handler in getattr(node, "handlers", []) or []:
+        children.extend(handler.body)
+    for case in getattr(node, "cases", []) or []:
+        children.extend(case.body)
+    return children
+
+
+def _own_choices(statements: list[ast.stmt]) -> tuple[list[str], list[str]]:
+    clamps: list[str] = []
+    targets: list[str] = []
+    for statement in statements:
+        if isinstance(statement, ast.Assign) and _clamps_arch(statement):
+            clamps.append(ast.unparse(statement))
+        nodes = list(_expressions(statement))
+        compared = {
+            id(side) for node in nodes if isinstance(node, ast.Compare) for side in (node.left, *node.comparators)
+        }
+        # a collection compared with (`get_arch() in ("gfx942",)`) is a condition, a condition row's
+        for node in nodes:
+            if isinstance(node, ast.List | ast.Tuple | ast.Set) and id(node) not in compared:
+                targets.extend(
+                    item.value
+                    for item in node.elts
+                    if isinstance(item, ast.Constant) and isinstance(item.value, str) and _TARGET.search(item.value)
+                )
+    return clamps, targets
+
+
+def _expressions(statement: ast.stmt) -> Iterator[ast.AST]:
+    """The expression nodes of one statement, without the statements it holds (walked as their own)."""
+    for field, value in ast.iter_fields(statement):
+        if field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, ast.AST):
+                yield from ast.walk(item)
+
+
+def _clamps_arch(statement: ast.Assign) -> bool:
+    """`arch = min(arch, 90)`: one arch-named target, set from min/max of itself and a number."""
+    if len(statement.targets) != 1 or not isinstance(target := statement.targets[0], ast.Name):
+        return False
+    value = statement.value
+    return (
+        _ARCH_NAME.search(target.id) is not None
+        and isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id in ("min", "max")
+        and any(isinstance(arg, ast.Constant) and isinstance(arg.value, int) for arg in value.args)
+    )

@@ -1,0 +1,91 @@
+"""Arches a Python function picks without a branch (arch_targets.py): a clamped arch and a list of compile
+targets, on real git histories."""
+
+from __future__ import annotations
+
+from analysis_history import History
+
+from bisector.analysis import FindingKind, static_diff
+
+BUILD_PY = """\
+import os
+
+QUICK_TARGETS = ["-gencode=arch=compute_75,code=compute_75"]
+
+
+def build_lto_dot(m, n, k, arch, builder):
+    symbol = f"dot_{m}_{n}_{k}_{arch}"
+    return builder.build(symbol, arch)
+
+
+def build_lto_fft(size, arch, builder):
+    return builder.build(f"fft_{size}_{arch}", arch)
+
+
+class Builder:
+    def architectures(self, quick, toolkit):
+        if quick:
+            return QUICK_TARGETS
+        flags = []
+        if toolkit < (13, 0):
+            flags += ["-gencode=arch=compute_70,code=sm_70"]
+        flags += ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a"]
+        return flags
+
+    def names(self):
+        return ["release", "debug"]
+
+
+def tuned(arch):
+    return arch in ("gfx942",)
+
+
+def launch(grid, block):
+    width = max(block, 32)
+    return grid, width
+"""
+
+
+def test_a_clamped_arch_is_a_condition_row_of_its_function(history: History) -> None:
+    history.commit("build", {"pkg/__init__.py": "", "pkg/build.py": BUILD_PY})
+    clamped = BUILD_PY.replace(
+        '    symbol = f"dot_{m}_{n}_{k}_{arch}"\n', '    arch = min(arch, 90)\n    symbol = f"dot_{m}_{n}_{k}_{arch}"\n'
+    ).replace("    width = max(block, 32)", "    width = max(block, 64)")
+    sha = history.commit("no dot heuristics past SM90", {"pkg/build.py": clamped})
+
+    rows = [(f.kind, f.name, f.key, f.after) for f in static_diff(history.path, sha).table_findings]
+
+    # the launch width is a max of a number but names no arch: not a clamp row
+    assert rows == [(FindingKind.BRANCH_CONDITION, "build_lto_dot", "arch clamp", "arch = min(arch, 90)")]
+
+
+def test_changed_compile_targets_are_a_table_row_of_their_scope(history: History) -> None:
+    history.commit("build", {"pkg/__init__.py": "", "pkg/build.py": BUILD_PY})
+    changed = BUILD_PY.replace('"-gencode=arch=compute_70,code=sm_70"', '"-gencode=arch=compute_70,code=sm_70", "x"')
+    changed = changed.replace('"-gencode=arch=compute_90a,code=sm_90a"]', '"-gencode=arch=compute_100a,code=sm_100a"]')
+    changed = changed.replace('["-gencode=arch=compute_75,code=compute_75"]', '["-gencode=arch=compute_80,code=sm_80"]')
+    changed = changed.replace('["release", "debug"]', '["release", "debug", "lineinfo"]')
+    changed = changed.replace('("gfx942",)', '("gfx942", "gfx950")')
+    sha = history.commit("sm100 instead of sm90a; quick builds for sm80", {"pkg/build.py": changed})
+
+    rows = [
+        (f.name, f.before, f.after)
+        for f in static_diff(history.path, sha).table_findings
+        if f.kind is FindingKind.TABLE_ENTRY and f.key == "arch targets"
+    ]
+
+    # a list without an arch ("x", the build names) changes no target; arches compared with are a condition
+    assert rows == [
+        ("<module>", "-gencode=arch=compute_75,code=compute_75", "-gencode=arch=compute_80,code=sm_80"),
+        ("Builder.architectures", "-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_100a,code=sm_100a"),
+    ]
+
+
+def test_a_function_added_with_targets_or_a_clamp_is_new_code_not_a_row(history: History) -> None:
+    history.commit("build", {"pkg/__init__.py": "", "pkg/build.py": BUILD_PY})
+    added = BUILD_PY + '\n\ndef build_lto_solver(arch):\n    arch = min(arch, 90)\n    return ["sm_90"]\n'
+    sha = history.commit("solver", {"pkg/build.py": added})
+
+    rows = [f for f in static_diff(history.path, sha).table_findings if f.key in ("arch clamp", "arch targets")]
+
+    assert rows == []
