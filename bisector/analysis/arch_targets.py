@@ -22,6 +22,7 @@ from bisector.analysis.findings import Finding, FindingKind, short_text
 
 _ARCH_NAME = re.compile(r"(?:^|_)(?:arch|archs|cc|sm|capability|compute_capability)$", re.I)
 _TARGET = re.compile(r"\b(?:compute|sm)_\d{2,3}[a-z]?\b|\bgfx\d{3,4}[a-z]?\b")
+_CLAMP_TEXT = re.compile(r"(?i)(?:arch|archs|cc|sm|capability)\s*=\s*(?:min|max)\(")
 _MODULE = "<module>"
 
 
@@ -29,7 +30,11 @@ def arch_target_rows(path: str, before: ParsedSource | None, after: ParsedSource
     """A branch_condition row per scope whose arch clamps differ, a table_entry row per scope whose targets differ."""
     if before is None or after is None:
         return []
-    old, new = _scopes(before.tree), _scopes(after.tree)
+    # only the top-level statements whose source could hold a clamp or a target, on either side, are walked
+    wanted = _candidates(before) | _candidates(after)
+    if not wanted:
+        return []
+    old, new = _scopes(before.tree, wanted), _scopes(after.tree, wanted)
     rows = []
     for scope in sorted(old.keys() & new.keys()):
         (was_clamps, was_targets, _), (clamps, targets, line) = old[scope], new[scope]
@@ -68,10 +73,27 @@ def _only_in(items: list[str], other: list[str]) -> list[str]:
     return only
 
 
-def _scopes(tree: ast.Module) -> dict[str, tuple[list[str], list[str], int]]:
-    """scope name -> (sorted clamp texts, sorted target strings, first line) of every scope, either maybe empty."""
+def _candidates(module: ParsedSource) -> set[str]:
+    """The top-level names (a def's or class's, `<module>` for other statements) whose source has a target string
+    or an arch name next to min( or max(."""
+    found = set()
+    for statement in module.tree.body:
+        text = "\n".join(module.lines[statement.lineno - 1 : statement.end_lineno or statement.lineno])
+        if _TARGET.search(text) or _CLAMP_TEXT.search(text):
+            found.add(_top_name(statement))
+    return found
+
+
+def _top_name(statement: ast.stmt) -> str:
+    return statement.name if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else _MODULE
+
+
+def _scopes(tree: ast.Module, wanted: set[str]) -> dict[str, tuple[list[str], list[str], int]]:
+    """scope name -> (sorted clamp texts, sorted target strings, first line) of every scope in the wanted top-level
+    statements, either list maybe empty."""
     found: dict[str, tuple[list[str], list[str], int]] = {}
-    for scope, statements, line in _walk_scopes(tree.body, "", 1):
+    body = [statement for statement in tree.body if _top_name(statement) in wanted]
+    for scope, statements, line in _walk_scopes(body, "", 1):
         clamps, targets = _own_choices(statements)
         found[scope or _MODULE] = (sorted(clamps), sorted(targets), line)
     return found
