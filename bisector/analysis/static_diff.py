@@ -1,7 +1,8 @@
 """Static table diff of a commit against its parent, in every changed file.
 
 Python modules (literal tables, constants, Triton autotune / heuristics, the functions that read them),
-JSON / YAML / TOML / CSV tuning files, and C / C++ / CUDA sources. A file that cannot be analysed in one version
+JSON / YAML / TOML / CSV tuning files, C / C++ / CUDA sources, and CMake files (their GPU targets and kernel options,
+cmake_targets.py). A file that cannot be analysed in one version
 (syntax error, binary, too large) gives a note instead of rows.
 
 A file added or removed whole is new (or dropped) code, not a change of the dispatch inside it: its entries are
@@ -23,6 +24,7 @@ import git
 
 from bisector.analysis import gitdiff
 from bisector.analysis.arch_targets import arch_target_rows
+from bisector.analysis.cmake_targets import cmake_target_rows, is_cmake_path
 from bisector.analysis.config_builders import with_builder_rows
 from bisector.analysis.config_choosers import with_chooser_rows
 from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tuning_path
@@ -200,7 +202,7 @@ def _capped(rows: list[Finding], path: str, limit: int) -> list[Finding]:
 def _added_or_removed_whole(change: gitdiff.FileChange) -> bool:
     """A file the analysis would read that the commit adds or removes whole and that is no tuning file."""
     language = _language(change.path)
-    if language is None or (change.old_path is not None and change.new_path is not None):
+    if language in (None, "cmake") or (change.old_path is not None and change.new_path is not None):
         return False
     return not is_tuning_path(change.path, data=language == "tuning")
 
@@ -245,7 +247,7 @@ def _language(path: str) -> str | None:
         return None if is_tooling_config(path) else "tuning"
     if lowered.endswith(NATIVE_SUFFIXES):
         return "native"
-    return None
+    return "cmake" if is_cmake_path(path) and not is_tooling_config(path) else None
 
 
 class _UnreadableError(Exception):
@@ -308,6 +310,8 @@ class _FileAnalysis:
             rows = with_toggle_rows(self.path, *parsed, with_tile_rows(self.path, *parsed, rows))
             rows = with_order_rows(self.path, *parsed, rows) + option_default_rows(self.path, *parsed)
             return rows + arch_target_rows(self.path, *parsed)
+        if language == "cmake":
+            return cmake_target_rows(self.path, *self._parsed(old, new, _decode))
         if language == "tuning":
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))
