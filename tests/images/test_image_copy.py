@@ -192,3 +192,18 @@ def test_what_a_killed_copy_left_is_removed_by_the_next_build(tmp_path: Path):
     assert again.image is not None
     assert again.image.source == "built"
     assert not left.exists()
+
+
+def test_relocation_rewrites_links_to_directories_too(tmp_path: Path):
+    """os.walk lists a link to a directory among the directories: it is rewritten as any other link, even where the
+    holder's folder also exists on this node."""
+    old_folder, folder = tmp_path / "far" / "abc123", tmp_path / "near" / "abc123"
+    (old_folder / "venv" / "lib").mkdir(parents=True)
+    (folder / "venv" / "lib").mkdir(parents=True)
+    (folder / "venv" / "lib-link").symlink_to(old_folder / "venv" / "lib")
+    (folder / "top-link").symlink_to(old_folder)
+
+    assert relocate(folder, str(old_folder), str(folder)) == 2
+
+    assert os.readlink(folder / "venv" / "lib-link") == str(folder / "venv" / "lib")
+    assert os.readlink(folder / "top-link") == str(folder)

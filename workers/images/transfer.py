@@ -139,19 +139,25 @@ def relocate(folder: Path, old: str, new: str) -> int:
     changed. Binary files are left as they are."""
     old_bytes, new_bytes = old.encode(), new.encode()
     changed = 0
-    for directory, _, names in os.walk(folder):
+    for directory, subdirectories, names in os.walk(folder):
+        for name in subdirectories:  # os.walk lists a link to a directory here (and does not follow it)
+            changed += _relink(Path(directory, name), old, new)
         for name in names:
             path = Path(directory, name)
-            if path.is_symlink():
-                target = os.readlink(path)
-                if target == old or target.startswith(old + os.sep):
-                    path.unlink()
-                    path.symlink_to(new + target[len(old) :])
-                    changed += 1
-                continue
-            if _rewrite(path, old_bytes, new_bytes):
-                changed += 1
+            changed += _relink(path, old, new) if path.is_symlink() else _rewrite(path, old_bytes, new_bytes)
     return changed
+
+
+def _relink(path: Path, old: str, new: str) -> bool:
+    """Point a symlink into old at the same place under new."""
+    if not path.is_symlink():
+        return False
+    target = os.readlink(path)
+    if target != old and not target.startswith(old + os.sep):
+        return False
+    path.unlink()
+    path.symlink_to(new + target[len(old) :])
+    return True
 
 
 def _rewrite(path: Path, old: bytes, new: bytes) -> bool:
