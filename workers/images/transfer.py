@@ -17,7 +17,7 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -113,9 +113,10 @@ def receive(chunks: Iterable[bytes], folder: Path, should_stop: Callable[[], boo
     )
     assert tar.stdin is not None
     assert tar.stderr is not None
+    stream = iter(chunks)
     try:
         try:
-            for chunk in chunks:
+            for chunk in stream:
                 if should_stop():
                     raise CopyStoppedError("stopped while the image was copied")
                 tar.stdin.write(chunk)
@@ -125,6 +126,8 @@ def receive(chunks: Iterable[bytes], folder: Path, should_stop: Callable[[], boo
         if tar.wait() != 0:
             raise ImageCopyError(f"tar: {_one_line(tar.stderr.read())}")
     finally:
+        if isinstance(stream, Generator):  # stopped early: the holder stops sending now, not when this is collected
+            stream.close()
         if tar.poll() is None:
             tar.kill()
         tar.wait()
