@@ -16,8 +16,9 @@ from image_repo import image_request, make_image_repo
 
 from vocab.domain import StepResult, Verdict
 from workers.images.builder import incoming_dir
-from workers.images.cache import ImageCache
+from workers.images.cache import ImageCache, ImageManifest, ImageStatus, now_iso
 from workers.images.transfer import (
+    CHUNK_BYTES,
     CacheHolder,
     CopyStoppedError,
     ImageCopyError,
@@ -207,3 +208,26 @@ def test_relocation_rewrites_links_to_directories_too(tmp_path: Path):
 
     assert os.readlink(folder / "venv" / "lib-link") == str(folder / "venv" / "lib")
     assert os.readlink(folder / "top-link") == str(folder)
+
+
+def test_a_file_the_holders_step_writes_while_it_is_sent_does_not_fail_the_copy(tmp_path: Path):
+    """The holder's own step runs in the image meanwhile (its tests write there): tar says 'file changed as we read
+    it' and exits 1, and the archive is whole."""
+    root = tmp_path / "far" / "images"
+    cache = ImageCache(root)
+    made = now_iso()
+    cache.write_manifest(
+        ImageManifest("0123456789abcdef", {}, "repo", "0" * 40, cache.node, ImageStatus.READY, made, made)
+    )
+    output = cache.image_dir("0123456789abcdef") / "src" / "output.log"
+    output.parent.mkdir()
+    output.write_bytes(b"a" * (4 * CHUNK_BYTES))
+    chunks = archive_chunks(cache, "0123456789abcdef")
+    first = next(chunks)  # tar waits now, half-way through the file
+    with output.open("ab") as log:
+        log.write(b"b" * 100)
+
+    receive([first, *chunks], tmp_path / "near" / "incoming", should_stop=lambda: False)
+
+    copied = tmp_path / "near" / "incoming" / "src" / "output.log"
+    assert copied.read_bytes()[: 4 * CHUNK_BYTES] == b"a" * (4 * CHUNK_BYTES)

@@ -27,6 +27,9 @@ from workers.images.cache import ImageCache, ImageStatus
 CHUNK_BYTES = 4 << 20
 HOLD_TIMEOUT_S = 120.0  # the holder waits this long for its image's shared lock (it may be being removed)
 REWRITE_MAX_BYTES = 16 << 20  # larger files are not scanned for the holder's path (they are data or binaries)
+# tar -c exits 1 when a file changed while it was read (the holder's step runs in the image meanwhile: its tests
+# write there); the archive is whole, that file as tar read it.
+TAR_WHOLE = (0, 1)
 _SNIFF_BYTES = 8192  # a NUL byte in a file's first bytes marks it binary: never rewritten
 
 
@@ -94,7 +97,7 @@ def archive_chunks(cache: ImageCache, image_id: str) -> Iterator[bytes]:
         try:
             while chunk := tar.stdout.read(CHUNK_BYTES):
                 yield chunk
-            if tar.wait() != 0:
+            if tar.wait() not in TAR_WHOLE:
                 raise ImageCopyError(f"tar on {cache.node}: {_one_line(tar.stderr.read())}")
         finally:
             if tar.poll() is None:  # the receiver stopped reading
