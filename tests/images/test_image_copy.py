@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from bisect_helpers import wait_for
 from image_repo import image_request, make_image_repo
 
 from vocab.domain import StepResult, Verdict
@@ -231,3 +234,51 @@ def test_a_file_the_holders_step_writes_while_it_is_sent_does_not_fail_the_copy(
 
     copied = tmp_path / "near" / "incoming" / "src" / "output.log"
     assert copied.read_bytes()[: 4 * CHUNK_BYTES] == b"a" * (4 * CHUNK_BYTES)
+
+
+RECEIVER = """
+import sys, time
+from pathlib import Path
+from workers.images.builder import incoming_dir
+from workers.images.cache import ImageCache
+from workers.images.transfer import archive_chunks, receive
+
+far, near, image_id, ready = ImageCache(Path(sys.argv[1])), ImageCache(Path(sys.argv[2])), sys.argv[3], sys.argv[4]
+
+def stalling():
+    chunks = archive_chunks(far, image_id)
+    yield next(chunks)
+    Path(ready).touch()
+    time.sleep(3600)  # killed here, half-way through the unpacking
+
+with near.lock(image_id):  # as ImageBuilder._copy holds it
+    receive(stalling(), incoming_dir(near.image_dir(image_id)), should_stop=lambda: False)
+"""
+
+
+def test_what_a_killed_copy_left_is_removed_by_the_next_eviction_of_any_image(tmp_path: Path):
+    """kill -9 of the receiving process mid-unpack: its half copy is never taken for the image, and the next LRU
+    pass (another image's build or copy, `bisect images prune`) removes it even when that image is not wanted again."""
+    far, near, image_id = ImageCache(tmp_path / "far"), ImageCache(tmp_path / "near"), "0123456789abcdef"
+    made = now_iso()
+    far.write_manifest(ImageManifest(image_id, {}, "repo", "0" * 40, far.node, ImageStatus.READY, made, made))
+    (far.image_dir(image_id) / "big.bin").write_bytes(b"x" * (4 * CHUNK_BYTES))
+    ready = tmp_path / "ready"
+    command = [sys.executable, "-c", RECEIVER, str(far.root), str(near.root), image_id, str(ready)]
+    receiver = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[2])
+    try:
+        wait_for(lambda: ready.exists() or receiver.poll() is not None, 120, "the copy to start")
+        assert receiver.poll() is None
+        left = incoming_dir(near.image_dir(image_id))
+        wait_for(lambda: (left / "big.bin").exists(), 120, "the unpacking to start")
+    finally:
+        receiver.kill()
+        receiver.wait()
+
+    assert near.manifest(image_id) is None  # never taken for the image
+    unpacking = incoming_dir(near.image_dir("fedcba9876543210"))
+    unpacking.mkdir()
+    with near.lock("fedcba9876543210"):  # a copy under way: it stays
+        assert near.evict(1 << 62) == []
+    assert not left.exists()
+    assert sorted(entry.name for entry in near.root.iterdir()) == [unpacking.name, "locks"]

@@ -25,6 +25,7 @@ from vocab.gitrepo import GitRepo
 from vocab.paths import tree_size
 from workers.build_outcome import BuildEnd, BuildOutcome, judge_build
 from workers.images.cache import (
+    INCOMING_PREFIX,
     ImageCache,
     ImageManifest,
     ImageStatus,
@@ -333,8 +334,9 @@ def uv_binary() -> str:
 
 def incoming_dir(folder: Path) -> Path:
     """Where a copy of the image in folder is unpacked before it is renamed into place (the holder of the image's
-    exclusive lock owns it; what a killed copy left is removed by the next to copy or build the image)."""
-    return folder.with_name(f".incoming-{folder.name}")
+    exclusive lock owns it; what a killed copy left is removed by the next to copy or build the image, or by the
+    next LRU pass)."""
+    return folder.with_name(f"{INCOMING_PREFIX}{folder.name}")
 
 
 def make_venv(venv: Path) -> None:
