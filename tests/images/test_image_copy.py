@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -282,3 +283,63 @@ def test_what_a_killed_copy_left_is_removed_by_the_next_eviction_of_any_image(tm
         assert near.evict(1 << 62) == []
     assert not left.exists()
     assert sorted(entry.name for entry in near.root.iterdir()) == [unpacking.name, "locks"]
+
+
+class GatedNode(HolderNode):
+    """A holder that sends its first chunk, then waits for the gate."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.streaming, self.gate = threading.Event(), threading.Event()
+
+    def chunks(self, image_id: str) -> Iterator[bytes]:
+        for chunk in super().chunks(image_id):
+            yield chunk
+            self.streaming.set()
+            assert self.gate.wait(120)
+
+
+def waits_for_an_image_lock(thread: threading.Thread) -> bool:
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code is ImageCache.lock.__wrapped__.__code__:  # type: ignore[attr-defined]
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_a_second_step_on_the_node_uses_the_copy_while_the_first_still_runs_its_test(tmp_path: Path):
+    """Two steps of a node want the image at once: one copies it, and the other, which asked for the image's
+    exclusive lock meanwhile, runs on that copy as soon as it is ready, not once the first step's test is over."""
+    repo = make_image_repo(tmp_path / "repo")
+    assert run(node(tmp_path, "far"), repo.path, repo.shas[0], 1, None).image is not None
+    holder = GatedNode(tmp_path / "far" / "images")
+    release = tmp_path / "release"
+    first = image_request(repo.path, repo.shas[0], tmp_path, 2)
+    first = replace(first, run_cmd=f"while [ ! -e {release} ]; do sleep 0.05; done; bash test.sh")
+    second = replace(image_request(repo.path, repo.shas[1], tmp_path, 3), timeout_s=60)
+    beside = StepRunner(
+        WorkerSlot("near2", (), tmp_path / "near2" / "worktree"), image_root=tmp_path / "near" / "images"
+    )
+    results: dict[str, StepResult] = {}
+    copying = threading.Thread(
+        target=lambda: results.update(copied=node(tmp_path, "near").run(first, image_peer=holder))
+    )
+    waiting = threading.Thread(target=lambda: results.update(reused=beside.run(second, image_peer=holder)))
+    copying.start()
+    try:
+        assert holder.streaming.wait(120)
+        waiting.start()
+        wait_for(lambda: waits_for_an_image_lock(waiting), 120, "the second step to wait for the image")
+        holder.gate.set()
+        waiting.join(120)
+    finally:
+        holder.gate.set()
+        release.touch()
+        copying.join(120)
+
+    copied, reused = results["copied"], results["reused"]
+    assert copied.image is not None
+    assert (copied.verdict, copied.image.source) == (Verdict.GOOD, "copied"), copied.detail
+    assert reused.image is not None
+    assert (reused.verdict, reused.image.source, reused.image.reused) == (Verdict.GOOD, "cache", True), reused.detail

@@ -8,6 +8,7 @@ with that key skip until `bisect images rm` removes it. A cancelled, timed-out o
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import site
@@ -96,7 +97,7 @@ class ImageBuilder:
             try:
                 with self.cache.lock(
                     key.id, shared=shared, timeout_s=max(deadline - time.monotonic(), 0),
-                    should_cancel=job.should_cancel,
+                    should_cancel=functools.partial(self._stop_waiting, job, key.id, shared),
                 ) as fd:  # fmt: skip
                     current = self.cache.manifest(key.id)
                     if current is not None and current.status is ImageStatus.READY:
@@ -114,8 +115,21 @@ class ImageBuilder:
                     yield prepared
                     return
             except LockTimeoutError:
+                if self._made_meanwhile(key.id, shared) and not job.should_cancel() and time.monotonic() < deadline:
+                    continue
                 yield PreparedImage(cancelled=job.should_cancel(), timed_out=not job.should_cancel())
                 return
+
+    def _made_meanwhile(self, image_id: str, shared: bool) -> bool:
+        """Whether the image, wanted with its exclusive lock, was made meanwhile (by another step, which runs on it
+        now with its shared lock): then it is used as well, without waiting for that step to end."""
+        if shared:
+            return False
+        manifest = self.cache.manifest(image_id)
+        return manifest is not None and manifest.status is ImageStatus.READY
+
+    def _stop_waiting(self, job: BuildJob, image_id: str, shared: bool) -> bool:
+        return job.should_cancel() or self._made_meanwhile(image_id, shared)
 
     def _copy(self, job: BuildJob, key: ImageKey, deadline: float) -> PreparedImage | None:
         """The image copied from job.peer (workers/images/transfer.py), or None where the peer has none to give or
