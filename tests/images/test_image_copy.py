@@ -343,3 +343,18 @@ def test_a_second_step_on_the_node_uses_the_copy_while_the_first_still_runs_its_
     assert (copied.verdict, copied.image.source) == (Verdict.GOOD, "copied"), copied.detail
     assert reused.image is not None
     assert (reused.verdict, reused.image.source, reused.image.reused) == (Verdict.GOOD, "cache", True), reused.detail
+
+
+def test_relocation_between_folders_of_one_path_touches_nothing(tmp_path: Path):
+    """Nodes whose cache roots have the same path (the same home on each): the copy is used as it came."""
+    folder = tmp_path / "img"
+    (folder / "venv" / "bin").mkdir(parents=True)
+    script = folder / "venv" / "bin" / "tool"
+    script.write_text(f"#!{folder}/venv/bin/python\n")
+    os.link(script, folder / "venv" / "bin" / "tool-again")
+    before = script.stat()
+
+    assert relocate(folder, str(folder), str(folder)) == 0
+
+    after = script.stat()
+    assert (after.st_ino, after.st_nlink, after.st_mtime_ns) == (before.st_ino, 2, before.st_mtime_ns)

@@ -142,7 +142,10 @@ def receive(chunks: Iterable[bytes], folder: Path, should_stop: Callable[[], boo
 
 def relocate(folder: Path, old: str, new: str) -> int:
     """Rewrite old (the holder's image folder) to new in folder's text files and symlink targets; how many
-    changed. Binary files are left as they are."""
+    changed. Binary files are left as they are. Where the folders have the same path (the nodes' cache roots do),
+    nothing is read or rewritten."""
+    if old == new:
+        return 0
     old_bytes, new_bytes = old.encode(), new.encode()
     changed = 0
     for directory, subdirectories, names in os.walk(folder):
