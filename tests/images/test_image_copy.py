@@ -358,3 +358,18 @@ def test_relocation_between_folders_of_one_path_touches_nothing(tmp_path: Path):
 
     after = script.stat()
     assert (after.st_ino, after.st_nlink, after.st_mtime_ns) == (before.st_ino, 2, before.st_mtime_ns)
+
+
+def test_relocation_keeps_a_rewritten_files_times(tmp_path: Path):
+    """A build's generated files (CMakeCache.txt, a Makefile's dependency files) keep their times: a make or cmake
+    the test runs finds its outputs up to date, as on the holder, rather than rebuilding or reconfiguring."""
+    old, folder = "/srv/far/images/abc123", tmp_path / "img"
+    (folder / "src" / "build").mkdir(parents=True)
+    generated = folder / "src" / "build" / "CMakeCache.txt"
+    generated.write_text(f"CMAKE_HOME_DIRECTORY:INTERNAL={old}/src\n")
+    os.utime(generated, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+
+    assert relocate(folder, old, str(folder)) == 1
+
+    assert generated.read_text() == f"CMAKE_HOME_DIRECTORY:INTERNAL={folder}/src\n"
+    assert generated.stat().st_mtime_ns == 1_000_000_000_000_000_000

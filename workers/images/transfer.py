@@ -178,10 +178,11 @@ def _rewrite(path: Path, old: bytes, new: bytes) -> bool:
         return False
     if b"\0" in data[:_SNIFF_BYTES] or old not in data:
         return False
-    mode = path.stat().st_mode
+    held = path.stat()
     temporary = path.with_name(f".{path.name}.relocate")
     temporary.write_bytes(data.replace(old, new))
-    os.chmod(temporary, mode)
+    os.chmod(temporary, held.st_mode)
+    os.utime(temporary, ns=(held.st_atime_ns, held.st_mtime_ns))  # a build's outputs stay up to date
     temporary.replace(path)
     return True
 
