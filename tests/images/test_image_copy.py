@@ -373,3 +373,21 @@ def test_relocation_keeps_a_rewritten_files_times(tmp_path: Path):
 
     assert generated.read_text() == f"CMAKE_HOME_DIRECTORY:INTERNAL={folder}/src\n"
     assert generated.stat().st_mtime_ns == 1_000_000_000_000_000_000
+
+
+def test_a_sparse_file_stays_sparse_in_the_copy(tmp_path: Path):
+    """A large file that is mostly holes (a preallocated cache, a core file) takes no more disk on the receiver."""
+    cache, image_id = ImageCache(tmp_path / "far"), "0123456789abcdef"
+    made = now_iso()
+    cache.write_manifest(ImageManifest(image_id, {}, "repo", "0" * 40, cache.node, ImageStatus.READY, made, made))
+    with (cache.image_dir(image_id) / "holes.bin").open("wb") as holes:
+        holes.write(b"data")
+        holes.truncate(64 * CHUNK_BYTES)
+    if (cache.image_dir(image_id) / "holes.bin").stat().st_blocks * 512 >= CHUNK_BYTES:
+        pytest.skip("this filesystem keeps no holes")
+
+    receive(archive_chunks(cache, image_id), tmp_path / "near", should_stop=lambda: False)
+
+    copied = (tmp_path / "near" / "holes.bin").stat()
+    assert copied.st_size == 64 * CHUNK_BYTES
+    assert copied.st_blocks * 512 < CHUNK_BYTES

@@ -90,7 +90,16 @@ def archive_chunks(cache: ImageCache, image_id: str) -> Iterator[bytes]:
         current = cache.manifest(image_id)
         if current is None or current.status is not ImageStatus.READY:
             raise ImageCopyError(f"image {image_id} is no longer ready on {cache.node}")
-        command = ["tar", "-C", str(cache.image_dir(image_id)), "--exclude=./manifest.json", "-cf", "-", "."]
+        command = [
+            "tar",
+            "-C",
+            str(cache.image_dir(image_id)),
+            "--exclude=./manifest.json",
+            "--sparse",
+            "-cf",
+            "-",
+            ".",
+        ]
         tar = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert tar.stdout is not None
         assert tar.stderr is not None
