@@ -193,6 +193,28 @@ def test_a_copy_from_a_node_whose_actor_is_gone_falls_back_to_a_build(cluster, r
     assert builds.read_text().splitlines() == ["build at 0", "build at 0"]
 
 
+def test_a_holder_sends_its_image_while_its_own_step_runs_and_that_step_still_cancels(
+    cluster, repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The "images" group answers beside the holder's running step, and the "control" group's cancel reaches it."""
+    monkeypatch.delenv(IMAGE_ROOT_ENV, raising=False)
+    pid_file = tmp_path / "busy.pid"
+    with RayExecutor(str(repo.path), 2, 0, {SLOT: 1}, None) as executor:
+        near, far = workers_by_node(executor)
+        first = image_request(repo.path, repo.shas[0], tmp_path, 1)
+        assert run(executor, replace(first, pin_worker=far)).image is not None
+        busy = replace(first, step_id=2, log_path=str(tmp_path / "2.log"), pin_worker=far)
+        executor.submit(replace(busy, run_cmd=f"echo $$ > {pid_file}; sleep 600"))
+        wait_for(pid_file.exists, SAFETY_S, "the holder's own step to run")
+        copied = run(executor, replace(first, step_id=3, log_path=str(tmp_path / "3.log"), pin_worker=near))
+        executor.cancel(busy.step_id)
+        cancelled = wait_result(executor, busy.step_id)
+    assert copied.image is not None
+    assert (copied.image.source, copied.worker) == ("copied", near)
+    assert cancelled.verdict is Verdict.CANCELLED, cancelled.detail
+    assert gone(int(pid_file.read_text()))
+
+
 def test_an_image_whose_python_lacks_the_base_packages_runs_its_test_from_the_slot(cluster, repo, tmp_path: Path):
     """Its build removes the venv's link to the base environment: no ray there, so no Ray worker can start in it."""
     build = f'bash build.sh && rm "$VIRTUAL_ENV"/lib/python*/site-packages/{SEED_PTH}'
