@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -33,6 +34,7 @@ from workers.images.transfer import (
 )
 from workers.step import StepRunner, WorkerSlot
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 
 
@@ -266,7 +268,7 @@ def test_what_a_killed_copy_left_is_removed_by_the_next_eviction_of_any_image(tm
     (far.image_dir(image_id) / "big.bin").write_bytes(b"x" * (4 * CHUNK_BYTES))
     ready = tmp_path / "ready"
     command = [sys.executable, "-c", RECEIVER, str(far.root), str(near.root), image_id, str(ready)]
-    receiver = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[2])
+    receiver = subprocess.Popen(command, cwd=ROOT)
     try:
         wait_for(lambda: ready.exists() or receiver.poll() is not None, 120, "the copy to start")
         assert receiver.poll() is None
@@ -391,3 +393,33 @@ def test_a_sparse_file_stays_sparse_in_the_copy(tmp_path: Path):
     copied = (tmp_path / "near" / "holes.bin").stat()
     assert copied.st_size == 64 * CHUNK_BYTES
     assert copied.st_blocks * 512 < CHUNK_BYTES
+
+
+SENDER = """
+import sys
+from pathlib import Path
+from workers.images.cache import ImageCache
+from workers.images.transfer import archive_chunks
+
+print(sum(len(chunk) for chunk in archive_chunks(ImageCache(Path(sys.argv[1])), sys.argv[2])))
+"""
+
+
+def test_a_holder_whose_tar_warns_a_lot_still_sends_its_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """tar's warnings (a socket ignored, a file that changed) went to a pipe read only at its end: past 64 KiB tar
+    waited on it while the holder waited on tar's archive, for ever."""
+    cache, image_id = ImageCache(tmp_path / "far"), "0123456789abcdef"
+    made = now_iso()
+    cache.write_manifest(ImageManifest(image_id, {}, "repo", "0" * 40, cache.node, ImageStatus.READY, made, made))
+    sockets = cache.image_dir(image_id) / "src" / "run"
+    sockets.mkdir(parents=True)
+    monkeypatch.chdir(sockets)  # a socket's path is short
+    for index in range(3000):  # a test's servers left them: tar says "socket ignored" for each
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(f"s{index:04d}")
+
+    command = [sys.executable, "-c", SENDER, str(cache.root), image_id]
+    sent = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    assert sent.returncode == 0, sent.stderr
+    assert int(sent.stdout) > 0

@@ -17,10 +17,11 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from workers.images.cache import ImageCache, ImageStatus
 
@@ -90,63 +91,53 @@ def archive_chunks(cache: ImageCache, image_id: str) -> Iterator[bytes]:
         current = cache.manifest(image_id)
         if current is None or current.status is not ImageStatus.READY:
             raise ImageCopyError(f"image {image_id} is no longer ready on {cache.node}")
-        command = [
-            "tar",
-            "-C",
-            str(cache.image_dir(image_id)),
-            "--exclude=./manifest.json",
-            "--sparse",
-            "-cf",
-            "-",
-            ".",
-        ]
-        tar = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert tar.stdout is not None
-        assert tar.stderr is not None
-        try:
-            while chunk := tar.stdout.read(CHUNK_BYTES):
-                yield chunk
-            if tar.wait() not in TAR_WHOLE:
-                raise ImageCopyError(f"tar on {cache.node}: {_one_line(tar.stderr.read())}")
-        finally:
-            if tar.poll() is None:  # the receiver stopped reading
-                tar.kill()
-            tar.wait()
-            tar.stdout.close()
-            tar.stderr.close()
+        folder = str(cache.image_dir(image_id))
+        command = ["tar", "-C", folder, "--exclude=./manifest.json", "--sparse", "-cf", "-", "."]
+        with tempfile.TemporaryFile() as said:  # not a pipe: tar would wait on a full one, and this on tar
+            tar = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=said)
+            assert tar.stdout is not None
+            try:
+                while chunk := tar.stdout.read(CHUNK_BYTES):
+                    yield chunk
+                if tar.wait() not in TAR_WHOLE:
+                    raise ImageCopyError(f"tar on {cache.node}: {_tail(said)}")
+            finally:
+                if tar.poll() is None:  # the receiver stopped reading
+                    tar.kill()
+                tar.wait()
+                tar.stdout.close()
 
 
 def receive(chunks: Iterable[bytes], folder: Path, should_stop: Callable[[], bool]) -> None:
     """Unpack a tar stream into folder (made here; a new, empty place). Raises CopyStoppedError when should_stop turns
     true between two chunks, ImageCopyError when the stream or the unpacking fails; folder may then be partial."""
     folder.mkdir(parents=True)
-    tar = subprocess.Popen(
-        ["tar", "-C", str(folder), "-xf", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    assert tar.stdin is not None
-    assert tar.stderr is not None
-    stream = iter(chunks)
-    try:
+    with tempfile.TemporaryFile() as said:
+        tar = subprocess.Popen(
+            ["tar", "-C", str(folder), "-xf", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=said
+        )
+        assert tar.stdin is not None
+        stream = iter(chunks)
         try:
-            for chunk in stream:
-                if should_stop():
-                    raise CopyStoppedError("stopped while the image was copied")
-                tar.stdin.write(chunk)
-            tar.stdin.close()
-        except BrokenPipeError:
-            pass  # tar ended early: its exit status and message say why
-        if tar.wait() != 0:
-            raise ImageCopyError(f"tar: {_one_line(tar.stderr.read())}")
-    finally:
-        if isinstance(stream, Generator):  # stopped early: the holder stops sending now, not when this is collected
-            stream.close()
-        if tar.poll() is None:
-            tar.kill()
-        tar.wait()
-        tar.stderr.close()
-        if not tar.stdin.closed:
-            with contextlib.suppress(BrokenPipeError):
+            try:
+                for chunk in stream:
+                    if should_stop():
+                        raise CopyStoppedError("stopped while the image was copied")
+                    tar.stdin.write(chunk)
                 tar.stdin.close()
+            except BrokenPipeError:
+                pass  # tar ended early: its exit status and message say why
+            if tar.wait() != 0:
+                raise ImageCopyError(f"tar: {_tail(said)}")
+        finally:
+            if isinstance(stream, Generator):  # stopped early: the holder stops now, not when this is collected
+                stream.close()
+            if tar.poll() is None:
+                tar.kill()
+            tar.wait()
+            if not tar.stdin.closed:
+                with contextlib.suppress(BrokenPipeError):
+                    tar.stdin.close()
 
 
 def relocate(folder: Path, old: str, new: str) -> int:
@@ -196,5 +187,7 @@ def _rewrite(path: Path, old: bytes, new: bytes) -> bool:
     return True
 
 
-def _one_line(stderr: bytes) -> str:
-    return " ".join(stderr.decode(errors="replace").split())[:300] or "failed"
+def _tail(said: IO[bytes]) -> str:
+    """The end of what tar said (its reason comes after its warnings), on one line."""
+    said.seek(max(said.seek(0, os.SEEK_END) - 4096, 0))
+    return " ".join(said.read().decode(errors="replace").split())[-300:] or "failed"
