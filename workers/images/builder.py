@@ -1,7 +1,8 @@
 """Make or reuse the image a step needs, and hold it (a shared lock) while the step runs on it.
 
 The same image wanted by several steps at once is built once: builders take the image's exclusive lock and
-re-read its manifest under it. A failed build is kept (status failed, with its log's tail): steps at commits
+re-read its manifest under it; one still waiting for that lock when the image turns ready uses it at once (shared),
+not when the step that made it ends. A failed build is kept (status failed, with its log's tail): steps at commits
 with that key skip until `bisect images rm` removes it. A cancelled, timed-out or killed build leaves nothing.
 """
 
