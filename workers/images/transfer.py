@@ -1,11 +1,13 @@
 """Copying a ready image from a node that holds it to one that does not, where the nodes share no cache root: an
 image built once serves every node without being built again.
 
-The holder streams the image's folder as a tar archive (`tar` itself, in chunks: memory stays bounded whatever the
-image's size), under the image's shared lock, so it is neither removed nor rebuilt meanwhile. The receiver, holding
-the image's exclusive lock as a builder would, unpacks it beside its own copy's place, rewrites the holder's folder
-path to its own in the image's text files and symlinks (venv scripts' shebangs, `activate`, `.pth` files, editable
-installs' finders), and renames it into place; only then is its manifest written, ready.
+The holder streams the image's folder as a tar archive (`tar` itself, in chunks, sparse files' holes kept: memory
+stays bounded whatever the image's size; on Ray a few chunks ahead of the receiver), under the image's shared lock,
+so it is neither removed nor rebuilt meanwhile. The receiver, holding the image's exclusive lock as a builder would,
+unpacks it beside its own copy's place (`.incoming-<id>`), rewrites the holder's folder path to its own in the
+image's text files and symlinks (venv scripts' shebangs, `activate`, `.pth` files, editable installs' finders; their
+times kept), and renames it into place; only then is its manifest written, ready. Binaries, and text files over
+REWRITE_MAX_BYTES, are left as they are: one that names the holder's folder (an RPATH, debug info) still does.
 
 An image is copied only between nodes whose base interpreter has the same path: its venv's python links to it and
 its seed `.pth` names the base's site-packages. Otherwise, and whenever a copy fails, the receiver builds it.
