@@ -15,6 +15,7 @@ import shutil
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,13 +25,15 @@ from images.image_repo import RUN_CMD, ImageRepo, image_request, make_image_repo
 
 from vocab.domain import ErrorKind, StepResult, Verdict
 from workers.executor import StepRequest
-from workers.images.cache import IMAGE_ROOT_ENV
+from workers.images.cache import IMAGE_ROOT_ENV, ImageCache, ImageManifest, ImageStatus, now_iso
+from workers.images.transfer import CHUNK_BYTES, CacheHolder
 from workers.ray_sessions import remove_session
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
 
 from workers.ray_executor import RayExecutor  # noqa: E402  (needs Ray)
+from workers.ray_image_peer import IMAGES_GROUP, RayImagePeer  # noqa: E402  (needs Ray)
 
 pytestmark = [
     pytest.mark.ray,
@@ -190,6 +193,28 @@ def test_a_copy_from_a_node_whose_actor_is_gone_falls_back_to_a_build(cluster, r
     assert builds.read_text().splitlines() == ["build at 0", "build at 0"]
 
 
+def test_a_holder_sends_its_image_while_its_own_step_runs_and_that_step_still_cancels(
+    cluster, repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The "images" group answers beside the holder's running step, and the "control" group's cancel reaches it."""
+    monkeypatch.delenv(IMAGE_ROOT_ENV, raising=False)
+    pid_file = tmp_path / "busy.pid"
+    with RayExecutor(str(repo.path), 2, 0, {SLOT: 1}, None) as executor:
+        near, far = workers_by_node(executor)
+        first = image_request(repo.path, repo.shas[0], tmp_path, 1)
+        assert run(executor, replace(first, pin_worker=far)).image is not None
+        busy = replace(first, step_id=2, log_path=str(tmp_path / "2.log"), pin_worker=far)
+        executor.submit(replace(busy, run_cmd=f"echo $$ > {pid_file}; sleep 600"))
+        wait_for(pid_file.exists, SAFETY_S, "the holder's own step to run")
+        copied = run(executor, replace(first, step_id=3, log_path=str(tmp_path / "3.log"), pin_worker=near))
+        executor.cancel(busy.step_id)
+        cancelled = wait_result(executor, busy.step_id)
+    assert copied.image is not None
+    assert (copied.image.source, copied.worker) == ("copied", near)
+    assert cancelled.verdict is Verdict.CANCELLED, cancelled.detail
+    assert gone(int(pid_file.read_text()))
+
+
 def test_an_image_whose_python_lacks_the_base_packages_runs_its_test_from_the_slot(cluster, repo, tmp_path: Path):
     """Its build removes the venv's link to the base environment: no ray there, so no Ray worker can start in it."""
     build = f'bash build.sh && rm "$VIRTUAL_ENV"/lib/python*/site-packages/{SEED_PTH}'
@@ -242,3 +267,43 @@ def test_a_lost_image_runner_makes_the_step_lost_its_test_dies_and_the_slot_serv
     assert (lost.verdict, lost.error_kind) == (Verdict.ERROR, ErrorKind.WORKER_LOST), lost.detail
     assert "the image's runner" in lost.detail
     assert again.worker == lost.worker
+
+
+def recording_holder(root: Path, record: Path) -> object:
+    """An actor answering image_chunks from its "images" group as StepActor does, writing to record whether its
+    stream ran out or was stopped (defined here, so that Ray ships the class by value)."""
+
+    class RecordingHolder:
+        def image_chunks(self, image_id: str) -> Iterator[bytes]:
+            sent = 0
+            with closing(CacheHolder(ImageCache(root)).chunks(image_id)) as chunks:
+                try:
+                    for chunk in chunks:
+                        sent += 1
+                        yield chunk
+                except GeneratorExit:
+                    record.write_text(f"stopped after {sent}")
+                    raise
+            record.write_text(f"sent all {sent}")
+
+    return ray.remote(concurrency_groups={IMAGES_GROUP: 1})(RecordingHolder).remote()  # type: ignore[call-overload]
+
+
+def test_a_receiver_that_stops_early_stops_the_holders_stream_and_frees_its_image(cluster, tmp_path: Path):
+    root, record, image_id = tmp_path / "far-images", tmp_path / "record", "0123456789abcdef"
+    cache = ImageCache(root)
+    made = now_iso()
+    cache.write_manifest(
+        ImageManifest(image_id, {}, "repo", "0" * 40, cache.node, ImageStatus.READY, made, made, source="built")
+    )
+    with (cache.image_dir(image_id) / "big.bin").open("wb") as big:
+        for _ in range(16):  # many chunks more than the holder may send ahead (data: tar sends a hole as nothing)
+            big.write(b"x" * CHUNK_BYTES)
+    chunks = RayImagePeer(recording_holder(root, record)).chunks(image_id)
+
+    assert next(chunks)
+    chunks.close()  # as receive() does when the step is cancelled mid-copy
+
+    wait_for(record.exists, SAFETY_S, "the holder's stream to end")
+    assert record.read_text().startswith("stopped after"), record.read_text()
+    assert cache.remove(image_id)  # the holder's shared lock is free: its image can be removed

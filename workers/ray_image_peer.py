@@ -5,6 +5,7 @@ node builds the image itself."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from workers.ray_cluster import one_line
 
 IMAGES_GROUP = "images"
 OFFER_TIMEOUT_S = 60.0
+AHEAD_CHUNKS = 4  # chunks (transfer.CHUNK_BYTES) the holder sends before the receiver has read them
 CHUNK_TIMEOUT_S = 300.0  # one chunk (transfer.CHUNK_BYTES) from a busy node
 
 
@@ -28,14 +30,34 @@ class RayImagePeer:
             call = self._actor.image_offer.options(concurrency_group=IMAGES_GROUP)
             offer: ImageOffer | None = ray.get(call.remote(image_id), timeout=OFFER_TIMEOUT_S)
         except (ray_errors.RayError, TimeoutError) as exc:
-            raise ImageCopyError(one_line(exc, last=isinstance(exc, ray_errors.RayTaskError))) from None
+            raise _copy_error(exc) from None
         return offer
 
     def chunks(self, image_id: str) -> Iterator[bytes]:
+        """The holder's stream, at most AHEAD_CHUNKS ahead of what is read (Ray's streaming generator otherwise
+        puts the whole image in the object store as fast as tar reads it). Closed before its end (the step was
+        cancelled, the unpacking failed), the holder's generator is cancelled: its tar is killed and its shared
+        lock freed, rather than the rest of the image sent for nobody."""
+        call = self._actor.image_chunks.options(
+            concurrency_group=IMAGES_GROUP, num_returns="streaming", _generator_backpressure_num_objects=AHEAD_CHUNKS
+        )
         try:
-            call = self._actor.image_chunks.options(concurrency_group=IMAGES_GROUP, num_returns="streaming")
-            for ref in call.remote(image_id):
+            stream = call.remote(image_id)
+        except ray_errors.RayError as exc:
+            raise _copy_error(exc) from None
+        ended = False
+        try:
+            for ref in stream:
                 chunk: bytes = ray.get(ref, timeout=CHUNK_TIMEOUT_S)
                 yield chunk
+            ended = True
         except (ray_errors.RayError, TimeoutError) as exc:
-            raise ImageCopyError(one_line(exc, last=isinstance(exc, ray_errors.RayTaskError))) from None
+            raise _copy_error(exc) from None
+        finally:
+            if not ended:
+                with contextlib.suppress(ray_errors.RayError):
+                    ray.cancel(stream)
+
+
+def _copy_error(exc: Exception) -> ImageCopyError:
+    return ImageCopyError(one_line(exc, last=isinstance(exc, ray_errors.RayTaskError)))

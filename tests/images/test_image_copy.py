@@ -7,17 +7,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from bisect_helpers import wait_for
 from image_repo import image_request, make_image_repo
 
 from vocab.domain import StepResult, Verdict
 from workers.images.builder import incoming_dir
-from workers.images.cache import ImageCache
+from workers.images.cache import ImageCache, ImageManifest, ImageStatus, now_iso
 from workers.images.transfer import (
+    CHUNK_BYTES,
     CacheHolder,
     CopyStoppedError,
     ImageCopyError,
@@ -28,6 +34,7 @@ from workers.images.transfer import (
 )
 from workers.step import StepRunner, WorkerSlot
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 
 
@@ -192,3 +199,227 @@ def test_what_a_killed_copy_left_is_removed_by_the_next_build(tmp_path: Path):
     assert again.image is not None
     assert again.image.source == "built"
     assert not left.exists()
+
+
+def test_relocation_rewrites_links_to_directories_too(tmp_path: Path):
+    """os.walk lists a link to a directory among the directories: it is rewritten as any other link, even where the
+    holder's folder also exists on this node."""
+    old_folder, folder = tmp_path / "far" / "abc123", tmp_path / "near" / "abc123"
+    (old_folder / "venv" / "lib").mkdir(parents=True)
+    (folder / "venv" / "lib").mkdir(parents=True)
+    (folder / "venv" / "lib-link").symlink_to(old_folder / "venv" / "lib")
+    (folder / "top-link").symlink_to(old_folder)
+
+    assert relocate(folder, str(old_folder), str(folder)) == 2
+
+    assert os.readlink(folder / "venv" / "lib-link") == str(folder / "venv" / "lib")
+    assert os.readlink(folder / "top-link") == str(folder)
+
+
+def test_a_file_the_holders_step_writes_while_it_is_sent_does_not_fail_the_copy(tmp_path: Path):
+    """The holder's own step runs in the image meanwhile (its tests write there): tar says 'file changed as we read
+    it' and exits 1, and the archive is whole."""
+    root = tmp_path / "far" / "images"
+    cache = ImageCache(root)
+    made = now_iso()
+    cache.write_manifest(
+        ImageManifest("0123456789abcdef", {}, "repo", "0" * 40, cache.node, ImageStatus.READY, made, made)
+    )
+    output = cache.image_dir("0123456789abcdef") / "src" / "output.log"
+    output.parent.mkdir()
+    output.write_bytes(b"a" * (4 * CHUNK_BYTES))
+    chunks = archive_chunks(cache, "0123456789abcdef")
+    first = next(chunks)  # tar waits now, half-way through the file
+    with output.open("ab") as log:
+        log.write(b"b" * 100)
+
+    receive([first, *chunks], tmp_path / "near" / "incoming", should_stop=lambda: False)
+
+    copied = tmp_path / "near" / "incoming" / "src" / "output.log"
+    assert copied.read_bytes()[: 4 * CHUNK_BYTES] == b"a" * (4 * CHUNK_BYTES)
+
+
+RECEIVER = """
+import sys, time
+from pathlib import Path
+from workers.images.builder import incoming_dir
+from workers.images.cache import ImageCache
+from workers.images.transfer import archive_chunks, receive
+
+far, near, image_id, ready = ImageCache(Path(sys.argv[1])), ImageCache(Path(sys.argv[2])), sys.argv[3], sys.argv[4]
+
+def stalling():
+    chunks = archive_chunks(far, image_id)
+    yield next(chunks)
+    Path(ready).touch()
+    time.sleep(3600)  # killed here, half-way through the unpacking
+
+with near.lock(image_id):  # as ImageBuilder._copy holds it
+    receive(stalling(), incoming_dir(near.image_dir(image_id)), should_stop=lambda: False)
+"""
+
+
+def test_what_a_killed_copy_left_is_removed_by_the_next_eviction_of_any_image(tmp_path: Path):
+    """kill -9 of the receiving process mid-unpack: its half copy is never taken for the image, and the next LRU
+    pass (another image's build or copy, `bisect images prune`) removes it even when that image is not wanted again."""
+    far, near, image_id = ImageCache(tmp_path / "far"), ImageCache(tmp_path / "near"), "0123456789abcdef"
+    made = now_iso()
+    far.write_manifest(ImageManifest(image_id, {}, "repo", "0" * 40, far.node, ImageStatus.READY, made, made))
+    (far.image_dir(image_id) / "big.bin").write_bytes(b"x" * (4 * CHUNK_BYTES))
+    ready = tmp_path / "ready"
+    command = [sys.executable, "-c", RECEIVER, str(far.root), str(near.root), image_id, str(ready)]
+    receiver = subprocess.Popen(command, cwd=ROOT)
+    try:
+        wait_for(lambda: ready.exists() or receiver.poll() is not None, 120, "the copy to start")
+        assert receiver.poll() is None
+        left = incoming_dir(near.image_dir(image_id))
+        wait_for(lambda: (left / "big.bin").exists(), 120, "the unpacking to start")
+    finally:
+        receiver.kill()
+        receiver.wait()
+
+    assert near.manifest(image_id) is None  # never taken for the image
+    unpacking = incoming_dir(near.image_dir("fedcba9876543210"))
+    unpacking.mkdir()
+    with near.lock("fedcba9876543210"):  # a copy under way: it stays
+        assert near.evict(1 << 62) == []
+    assert not left.exists()
+    assert sorted(entry.name for entry in near.root.iterdir()) == [unpacking.name, "locks"]
+
+
+class GatedNode(HolderNode):
+    """A holder that sends its first chunk, then waits for the gate."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.streaming, self.gate = threading.Event(), threading.Event()
+
+    def chunks(self, image_id: str) -> Iterator[bytes]:
+        for chunk in super().chunks(image_id):
+            yield chunk
+            self.streaming.set()
+            assert self.gate.wait(120)
+
+
+def waits_for_an_image_lock(thread: threading.Thread) -> bool:
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code is ImageCache.lock.__wrapped__.__code__:  # type: ignore[attr-defined]
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_a_second_step_on_the_node_uses_the_copy_while_the_first_still_runs_its_test(tmp_path: Path):
+    """Two steps of a node want the image at once: one copies it, and the other, which asked for the image's
+    exclusive lock meanwhile, runs on that copy as soon as it is ready, not once the first step's test is over."""
+    repo = make_image_repo(tmp_path / "repo")
+    assert run(node(tmp_path, "far"), repo.path, repo.shas[0], 1, None).image is not None
+    holder = GatedNode(tmp_path / "far" / "images")
+    release = tmp_path / "release"
+    first = image_request(repo.path, repo.shas[0], tmp_path, 2)
+    first = replace(first, run_cmd=f"while [ ! -e {release} ]; do sleep 0.05; done; bash test.sh")
+    second = replace(image_request(repo.path, repo.shas[1], tmp_path, 3), timeout_s=60)
+    beside = StepRunner(
+        WorkerSlot("near2", (), tmp_path / "near2" / "worktree"), image_root=tmp_path / "near" / "images"
+    )
+    results: dict[str, StepResult] = {}
+    copying = threading.Thread(
+        target=lambda: results.update(copied=node(tmp_path, "near").run(first, image_peer=holder))
+    )
+    waiting = threading.Thread(target=lambda: results.update(reused=beside.run(second, image_peer=holder)))
+    copying.start()
+    try:
+        assert holder.streaming.wait(120)
+        waiting.start()
+        wait_for(lambda: waits_for_an_image_lock(waiting), 120, "the second step to wait for the image")
+        holder.gate.set()
+        waiting.join(120)
+    finally:
+        holder.gate.set()
+        release.touch()
+        copying.join(120)
+
+    copied, reused = results["copied"], results["reused"]
+    assert copied.image is not None
+    assert (copied.verdict, copied.image.source) == (Verdict.GOOD, "copied"), copied.detail
+    assert reused.image is not None
+    assert (reused.verdict, reused.image.source, reused.image.reused) == (Verdict.GOOD, "cache", True), reused.detail
+
+
+def test_relocation_between_folders_of_one_path_touches_nothing(tmp_path: Path):
+    """Nodes whose cache roots have the same path (the same home on each): the copy is used as it came."""
+    folder = tmp_path / "img"
+    (folder / "venv" / "bin").mkdir(parents=True)
+    script = folder / "venv" / "bin" / "tool"
+    script.write_text(f"#!{folder}/venv/bin/python\n")
+    os.link(script, folder / "venv" / "bin" / "tool-again")
+    before = script.stat()
+
+    assert relocate(folder, str(folder), str(folder)) == 0
+
+    after = script.stat()
+    assert (after.st_ino, after.st_nlink, after.st_mtime_ns) == (before.st_ino, 2, before.st_mtime_ns)
+
+
+def test_relocation_keeps_a_rewritten_files_times(tmp_path: Path):
+    """A build's generated files (CMakeCache.txt, a Makefile's dependency files) keep their times: a make or cmake
+    the test runs finds its outputs up to date, as on the holder, rather than rebuilding or reconfiguring."""
+    old, folder = "/srv/far/images/abc123", tmp_path / "img"
+    (folder / "src" / "build").mkdir(parents=True)
+    generated = folder / "src" / "build" / "CMakeCache.txt"
+    generated.write_text(f"CMAKE_HOME_DIRECTORY:INTERNAL={old}/src\n")
+    os.utime(generated, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+
+    assert relocate(folder, old, str(folder)) == 1
+
+    assert generated.read_text() == f"CMAKE_HOME_DIRECTORY:INTERNAL={folder}/src\n"
+    assert generated.stat().st_mtime_ns == 1_000_000_000_000_000_000
+
+
+def test_a_sparse_file_stays_sparse_in_the_copy(tmp_path: Path):
+    """A large file that is mostly holes (a preallocated cache, a core file) takes no more disk on the receiver."""
+    cache, image_id = ImageCache(tmp_path / "far"), "0123456789abcdef"
+    made = now_iso()
+    cache.write_manifest(ImageManifest(image_id, {}, "repo", "0" * 40, cache.node, ImageStatus.READY, made, made))
+    with (cache.image_dir(image_id) / "holes.bin").open("wb") as holes:
+        holes.write(b"data")
+        holes.truncate(64 * CHUNK_BYTES)
+    if (cache.image_dir(image_id) / "holes.bin").stat().st_blocks * 512 >= CHUNK_BYTES:
+        pytest.skip("this filesystem keeps no holes")
+
+    receive(archive_chunks(cache, image_id), tmp_path / "near", should_stop=lambda: False)
+
+    copied = (tmp_path / "near" / "holes.bin").stat()
+    assert copied.st_size == 64 * CHUNK_BYTES
+    assert copied.st_blocks * 512 < CHUNK_BYTES
+
+
+SENDER = """
+import sys
+from pathlib import Path
+from workers.images.cache import ImageCache
+from workers.images.transfer import archive_chunks
+
+print(sum(len(chunk) for chunk in archive_chunks(ImageCache(Path(sys.argv[1])), sys.argv[2])))
+"""
+
+
+def test_a_holder_whose_tar_warns_a_lot_still_sends_its_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """tar's warnings (a socket ignored, a file that changed) went to a pipe read only at its end: past 64 KiB tar
+    waited on it while the holder waited on tar's archive, for ever."""
+    cache, image_id = ImageCache(tmp_path / "far"), "0123456789abcdef"
+    made = now_iso()
+    cache.write_manifest(ImageManifest(image_id, {}, "repo", "0" * 40, cache.node, ImageStatus.READY, made, made))
+    sockets = cache.image_dir(image_id) / "src" / "run"
+    sockets.mkdir(parents=True)
+    monkeypatch.chdir(sockets)  # a socket's path is short
+    for index in range(3000):  # a test's servers left them: tar says "socket ignored" for each
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(f"s{index:04d}")
+
+    command = [sys.executable, "-c", SENDER, str(cache.root), image_id]
+    sent = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    assert sent.returncode == 0, sent.stderr
+    assert int(sent.stdout) > 0

@@ -1,13 +1,15 @@
 """Make or reuse the image a step needs, and hold it (a shared lock) while the step runs on it.
 
 The same image wanted by several steps at once is built once: builders take the image's exclusive lock and
-re-read its manifest under it. A failed build is kept (status failed, with its log's tail): steps at commits
+re-read its manifest under it; one still waiting for that lock when the image turns ready uses it at once (shared),
+not when the step that made it ends. A failed build is kept (status failed, with its log's tail): steps at commits
 with that key skip until `bisect images rm` removes it. A cancelled, timed-out or killed build leaves nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import site
@@ -25,6 +27,7 @@ from vocab.gitrepo import GitRepo
 from vocab.paths import tree_size
 from workers.build_outcome import BuildEnd, BuildOutcome, judge_build
 from workers.images.cache import (
+    INCOMING_PREFIX,
     ImageCache,
     ImageManifest,
     ImageStatus,
@@ -95,7 +98,7 @@ class ImageBuilder:
             try:
                 with self.cache.lock(
                     key.id, shared=shared, timeout_s=max(deadline - time.monotonic(), 0),
-                    should_cancel=job.should_cancel,
+                    should_cancel=functools.partial(self._stop_waiting, job, key.id, shared),
                 ) as fd:  # fmt: skip
                     current = self.cache.manifest(key.id)
                     if current is not None and current.status is ImageStatus.READY:
@@ -113,8 +116,21 @@ class ImageBuilder:
                     yield prepared
                     return
             except LockTimeoutError:
+                if self._made_meanwhile(key.id, shared) and not job.should_cancel() and time.monotonic() < deadline:
+                    continue
                 yield PreparedImage(cancelled=job.should_cancel(), timed_out=not job.should_cancel())
                 return
+
+    def _made_meanwhile(self, image_id: str, shared: bool) -> bool:
+        """Whether the image, wanted with its exclusive lock, was made meanwhile (by another step, which runs on it
+        now with its shared lock): then it is used as well, without waiting for that step to end."""
+        if shared:
+            return False
+        manifest = self.cache.manifest(image_id)
+        return manifest is not None and manifest.status is ImageStatus.READY
+
+    def _stop_waiting(self, job: BuildJob, image_id: str, shared: bool) -> bool:
+        return job.should_cancel() or self._made_meanwhile(image_id, shared)
 
     def _copy(self, job: BuildJob, key: ImageKey, deadline: float) -> PreparedImage | None:
         """The image copied from job.peer (workers/images/transfer.py), or None where the peer has none to give or
@@ -333,8 +349,9 @@ def uv_binary() -> str:
 
 def incoming_dir(folder: Path) -> Path:
     """Where a copy of the image in folder is unpacked before it is renamed into place (the holder of the image's
-    exclusive lock owns it; what a killed copy left is removed by the next to copy or build the image)."""
-    return folder.with_name(f".incoming-{folder.name}")
+    exclusive lock owns it; what a killed copy left is removed by the next to copy or build the image, or by the
+    next LRU pass)."""
+    return folder.with_name(f"{INCOMING_PREFIX}{folder.name}")
 
 
 def make_venv(venv: Path) -> None:

@@ -6,7 +6,8 @@ all; flock must work across them, as on NFSv4 or a cluster filesystem), else the
 vocab.paths.cache_dir()/images. Layout under it: `<id>/manifest.json` (the image's record; its node is the
 builder's), `<id>/src` (the commit's tree and its build outputs), `<id>/venv`, `<id>/triton`, `<id>/inductor`;
 `locks/<id>.lock` (flock: exclusive while the image is built or removed, shared while a step uses it);
-`ccache/` (the compiler cache every image shares).
+`ccache/` (the compiler cache every image shares); `.incoming-<id>` (a copy from another node being unpacked,
+under the image's exclusive lock; one whose lock is free was left by a killed copy, and the LRU pass removes it).
 
 The manifest is written atomically (a temporary file renamed over it); an image is usable only when its manifest
 says ready. A lock dies with its holder, so a builder killed mid-build leaves a "building" manifest whose lock
@@ -31,6 +32,7 @@ from pathlib import Path
 from vocab.paths import cache_dir, tree_size
 
 LOCK_POLL_S = 0.05
+INCOMING_PREFIX = ".incoming-"  # `.incoming-<id>`: a copy of the image being unpacked (workers/images/transfer.py)
 
 
 class ImageStatus(StrEnum):
@@ -166,6 +168,7 @@ class ImageCache:
     def evict(self, max_bytes: int, keep: frozenset[str] = frozenset(), older_than_s: float | None = None) -> list[str]:
         """Remove least recently used images not in use until the root holds at most max_bytes (and, with
         older_than_s, every image unused for longer); images in keep stay. The ids removed."""
+        self._remove_killed_copies()
         manifests = sorted(self.manifests(), key=lambda m: m.last_used)
         # Measured now, not the size recorded at the build: tests write into their image (Triton's and
         # Inductor's caches live in it), so what the folders hold grows after it.
@@ -181,6 +184,20 @@ class ImageCache:
                 total -= sizes[manifest.id]
                 removed.append(manifest.id)
         return removed
+
+    def _remove_killed_copies(self) -> None:
+        """Remove the `.incoming-<id>` folders whose image's lock is free: what killed copies left (a copy holds
+        the image's exclusive lock while it unpacks)."""
+        if not self.root.is_dir():
+            return
+        for entry in self.root.iterdir():
+            if not entry.name.startswith(INCOMING_PREFIX):
+                continue
+            with (
+                contextlib.suppress(LockTimeoutError),
+                self.lock(entry.name.removeprefix(INCOMING_PREFIX), timeout_s=0),
+            ):
+                shutil.rmtree(entry, ignore_errors=True)
 
 
 def lock_shared(fd: int) -> None:

@@ -1,11 +1,13 @@
 """Copying a ready image from a node that holds it to one that does not, where the nodes share no cache root: an
 image built once serves every node without being built again.
 
-The holder streams the image's folder as a tar archive (`tar` itself, in chunks: memory stays bounded whatever the
-image's size), under the image's shared lock, so it is neither removed nor rebuilt meanwhile. The receiver, holding
-the image's exclusive lock as a builder would, unpacks it beside its own copy's place, rewrites the holder's folder
-path to its own in the image's text files and symlinks (venv scripts' shebangs, `activate`, `.pth` files, editable
-installs' finders), and renames it into place; only then is its manifest written, ready.
+The holder streams the image's folder as a tar archive (`tar` itself, in chunks, sparse files' holes kept: memory
+stays bounded whatever the image's size; on Ray a few chunks ahead of the receiver), under the image's shared lock,
+so it is neither removed nor rebuilt meanwhile. The receiver, holding the image's exclusive lock as a builder would,
+unpacks it beside its own copy's place (`.incoming-<id>`), rewrites the holder's folder path to its own in the
+image's text files and symlinks (venv scripts' shebangs, `activate`, `.pth` files, editable installs' finders; their
+times kept), and renames it into place; only then is its manifest written, ready. Binaries, and text files over
+REWRITE_MAX_BYTES, are left as they are: one that names the holder's folder (an RPATH, debug info) still does.
 
 An image is copied only between nodes whose base interpreter has the same path: its venv's python links to it and
 its seed `.pth` names the base's site-packages. Otherwise, and whenever a copy fails, the receiver builds it.
@@ -17,16 +19,20 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator
+import tempfile
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from workers.images.cache import ImageCache, ImageStatus
 
 CHUNK_BYTES = 4 << 20
 HOLD_TIMEOUT_S = 120.0  # the holder waits this long for its image's shared lock (it may be being removed)
 REWRITE_MAX_BYTES = 16 << 20  # larger files are not scanned for the holder's path (they are data or binaries)
+# tar -c exits 1 when a file changed while it was read (the holder's step runs in the image meanwhile: its tests
+# write there); the archive is whole, that file as tar read it.
+TAR_WHOLE = (0, 1)
 _SNIFF_BYTES = 8192  # a NUL byte in a file's first bytes marks it binary: never rewritten
 
 
@@ -87,71 +93,82 @@ def archive_chunks(cache: ImageCache, image_id: str) -> Iterator[bytes]:
         current = cache.manifest(image_id)
         if current is None or current.status is not ImageStatus.READY:
             raise ImageCopyError(f"image {image_id} is no longer ready on {cache.node}")
-        command = ["tar", "-C", str(cache.image_dir(image_id)), "--exclude=./manifest.json", "-cf", "-", "."]
-        tar = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert tar.stdout is not None
-        assert tar.stderr is not None
-        try:
-            while chunk := tar.stdout.read(CHUNK_BYTES):
-                yield chunk
-            if tar.wait() != 0:
-                raise ImageCopyError(f"tar on {cache.node}: {_one_line(tar.stderr.read())}")
-        finally:
-            if tar.poll() is None:  # the receiver stopped reading
-                tar.kill()
-            tar.wait()
-            tar.stdout.close()
-            tar.stderr.close()
+        folder = str(cache.image_dir(image_id))
+        command = ["tar", "-C", folder, "--exclude=./manifest.json", "--sparse", "-cf", "-", "."]
+        with tempfile.TemporaryFile() as said:  # not a pipe: tar would wait on a full one, and this on tar
+            tar = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=said)
+            assert tar.stdout is not None
+            try:
+                while chunk := tar.stdout.read(CHUNK_BYTES):
+                    yield chunk
+                if tar.wait() not in TAR_WHOLE:
+                    raise ImageCopyError(f"tar on {cache.node}: {_tail(said)}")
+            finally:
+                if tar.poll() is None:  # the receiver stopped reading
+                    tar.kill()
+                tar.wait()
+                tar.stdout.close()
 
 
 def receive(chunks: Iterable[bytes], folder: Path, should_stop: Callable[[], bool]) -> None:
     """Unpack a tar stream into folder (made here; a new, empty place). Raises CopyStoppedError when should_stop turns
     true between two chunks, ImageCopyError when the stream or the unpacking fails; folder may then be partial."""
     folder.mkdir(parents=True)
-    tar = subprocess.Popen(
-        ["tar", "-C", str(folder), "-xf", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    assert tar.stdin is not None
-    assert tar.stderr is not None
-    try:
+    with tempfile.TemporaryFile() as said:
+        tar = subprocess.Popen(
+            ["tar", "-C", str(folder), "-xf", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=said
+        )
+        assert tar.stdin is not None
+        stream = iter(chunks)
         try:
-            for chunk in chunks:
-                if should_stop():
-                    raise CopyStoppedError("stopped while the image was copied")
-                tar.stdin.write(chunk)
-            tar.stdin.close()
-        except BrokenPipeError:
-            pass  # tar ended early: its exit status and message say why
-        if tar.wait() != 0:
-            raise ImageCopyError(f"tar: {_one_line(tar.stderr.read())}")
-    finally:
-        if tar.poll() is None:
-            tar.kill()
-        tar.wait()
-        tar.stderr.close()
-        if not tar.stdin.closed:
-            with contextlib.suppress(BrokenPipeError):
+            try:
+                for chunk in stream:
+                    if should_stop():
+                        raise CopyStoppedError("stopped while the image was copied")
+                    tar.stdin.write(chunk)
                 tar.stdin.close()
+            except BrokenPipeError:
+                pass  # tar ended early: its exit status and message say why
+            if tar.wait() != 0:
+                raise ImageCopyError(f"tar: {_tail(said)}")
+        finally:
+            if isinstance(stream, Generator):  # stopped early: the holder stops now, not when this is collected
+                stream.close()
+            if tar.poll() is None:
+                tar.kill()
+            tar.wait()
+            if not tar.stdin.closed:
+                with contextlib.suppress(BrokenPipeError):
+                    tar.stdin.close()
 
 
 def relocate(folder: Path, old: str, new: str) -> int:
     """Rewrite old (the holder's image folder) to new in folder's text files and symlink targets; how many
-    changed. Binary files are left as they are."""
+    changed. Binary files are left as they are. Where the folders have the same path (the nodes' cache roots do),
+    nothing is read or rewritten."""
+    if old == new:
+        return 0
     old_bytes, new_bytes = old.encode(), new.encode()
     changed = 0
-    for directory, _, names in os.walk(folder):
+    for directory, subdirectories, names in os.walk(folder):
+        for name in subdirectories:  # os.walk lists a link to a directory here (and does not follow it)
+            changed += _relink(Path(directory, name), old, new)
         for name in names:
             path = Path(directory, name)
-            if path.is_symlink():
-                target = os.readlink(path)
-                if target == old or target.startswith(old + os.sep):
-                    path.unlink()
-                    path.symlink_to(new + target[len(old) :])
-                    changed += 1
-                continue
-            if _rewrite(path, old_bytes, new_bytes):
-                changed += 1
+            changed += _relink(path, old, new) if path.is_symlink() else _rewrite(path, old_bytes, new_bytes)
     return changed
+
+
+def _relink(path: Path, old: str, new: str) -> bool:
+    """Point a symlink into old at the same place under new."""
+    if not path.is_symlink():
+        return False
+    target = os.readlink(path)
+    if target != old and not target.startswith(old + os.sep):
+        return False
+    path.unlink()
+    path.symlink_to(new + target[len(old) :])
+    return True
 
 
 def _rewrite(path: Path, old: bytes, new: bytes) -> bool:
@@ -163,13 +180,16 @@ def _rewrite(path: Path, old: bytes, new: bytes) -> bool:
         return False
     if b"\0" in data[:_SNIFF_BYTES] or old not in data:
         return False
-    mode = path.stat().st_mode
+    held = path.stat()
     temporary = path.with_name(f".{path.name}.relocate")
     temporary.write_bytes(data.replace(old, new))
-    os.chmod(temporary, mode)
+    os.chmod(temporary, held.st_mode)
+    os.utime(temporary, ns=(held.st_atime_ns, held.st_mtime_ns))  # a build's outputs stay up to date
     temporary.replace(path)
     return True
 
 
-def _one_line(stderr: bytes) -> str:
-    return " ".join(stderr.decode(errors="replace").split())[:300] or "failed"
+def _tail(said: IO[bytes]) -> str:
+    """The end of what tar said (its reason comes after its warnings), on one line."""
+    said.seek(max(said.seek(0, os.SEEK_END) - 4096, 0))
+    return " ".join(said.read().decode(errors="replace").split())[-300:] or "failed"
