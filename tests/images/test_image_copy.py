@@ -24,6 +24,7 @@ from workers.images.builder import incoming_dir
 from workers.images.cache import ImageCache, ImageManifest, ImageStatus, now_iso
 from workers.images.transfer import (
     CHUNK_BYTES,
+    REWRITE_MAX_BYTES,
     CacheHolder,
     CopyStoppedError,
     ImageCopyError,
@@ -161,15 +162,18 @@ def test_a_stream_that_is_not_an_archive_fails_the_copy_with_tars_reason(tmp_pat
         receive([b"not a tar archive" * 100], tmp_path / "incoming", should_stop=lambda: False)
 
 
-def test_relocation_rewrites_text_and_links_into_the_old_folder_and_leaves_binaries(tmp_path: Path):
+def test_relocation_rewrites_text_and_links_into_the_old_folder(tmp_path: Path):
     old, new = "/srv/far/images/abc123", str(tmp_path / "img")
     folder = tmp_path / "img"
     (folder / "venv" / "bin").mkdir(parents=True)
     script = folder / "venv" / "bin" / "tool"
     script.write_text(f"#!{old}/venv/bin/python\nprint('hi')\n")
     script.chmod(0o755)
+    compiled = folder / "venv" / "__pycache__" / "tool.cpython-311.pyc"
+    compiled.parent.mkdir()
+    compiled.write_bytes(b"\xa7\r\r\n\0\0" + f"{old}/venv/tool.py".encode())  # its paths show only in tracebacks
     binary = folder / "lib.so"
-    binary.write_bytes(b"\x7fELF\0\0" + f"{old}/src".encode())
+    binary.write_bytes(b"\x7fELF\0\0no path of the holder here")
     (folder / "venv" / "src-link").symlink_to(f"{old}/src")
     (folder / "venv" / "base-link").symlink_to("/usr/bin/python3")
 
@@ -177,9 +181,40 @@ def test_relocation_rewrites_text_and_links_into_the_old_folder_and_leaves_binar
 
     assert script.read_text() == f"#!{new}/venv/bin/python\nprint('hi')\n"
     assert os.access(script, os.X_OK)
-    assert binary.read_bytes() == b"\x7fELF\0\0" + f"{old}/src".encode()
+    assert compiled.read_bytes() == b"\xa7\r\r\n\0\0" + f"{old}/venv/tool.py".encode()
+    assert binary.read_bytes() == b"\x7fELF\0\0no path of the holder here"
     assert os.readlink(folder / "venv" / "src-link") == f"{new}/src"
     assert os.readlink(folder / "venv" / "base-link") == "/usr/bin/python3"
+
+
+@pytest.mark.parametrize("size", [100, REWRITE_MAX_BYTES + 100])
+def test_a_binary_or_a_huge_file_naming_the_holders_folder_refuses_the_copy(tmp_path: Path, size: int):
+    """An RPATH or a path compiled in cannot be rewritten: the copy would load nothing on this node."""
+    old, folder = "/srv/far/images/abc123", tmp_path / "img"
+    folder.mkdir()
+    named = f"{old}/src/build".encode()
+    filler = (b"\0" if size < REWRITE_MAX_BYTES else b"x") * (size - len(named) - 8)
+    (folder / "libstack.so").write_bytes(b"\x7fELF\0\0\0\0" + filler + named)
+    with pytest.raises(ImageCopyError, match="names the holder's folder"):
+        relocate(folder, old, str(folder))
+
+
+def test_an_image_whose_library_names_the_holders_folder_is_built_not_copied(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo")
+    builds = tmp_path / "builds"
+    built = run(node(tmp_path, "far"), repo.path, repo.shas[0], 1, None, BUILD_COUNTER=str(builds))
+    assert built.image is not None
+    library = Path(built.image.path) / "src" / "libvalue.so"
+    library.write_bytes(library.read_bytes() + f"\0RUNPATH={built.image.path}/src\0".encode())  # as -rpath would
+
+    result = run(node(tmp_path, "near"), repo.path, repo.shas[0], 2, HolderNode(tmp_path / "far" / "images"),
+                 BUILD_COUNTER=str(builds))  # fmt: skip
+
+    assert result.verdict is Verdict.GOOD, result.detail
+    assert result.image is not None
+    assert result.image.source == "built"
+    assert "libvalue.so is a binary that names the holder's folder" in Path(result.log_path).read_text()
+    assert builds.read_text().splitlines() == ["build at 0", "build at 0"]
 
 
 def test_what_a_killed_copy_left_is_removed_by_the_next_build(tmp_path: Path):

@@ -6,8 +6,9 @@ stays bounded whatever the image's size; on Ray a few chunks ahead of the receiv
 so it is neither removed nor rebuilt meanwhile. The receiver, holding the image's exclusive lock as a builder would,
 unpacks it beside its own copy's place (`.incoming-<id>`), rewrites the holder's folder path to its own in the
 image's text files and symlinks (venv scripts' shebangs, `activate`, `.pth` files, editable installs' finders; their
-times kept), and renames it into place; only then is its manifest written, ready. Binaries, and text files over
-REWRITE_MAX_BYTES, are left as they are: one that names the holder's folder (an RPATH, debug info) still does.
+times kept), and renames it into place; only then is its manifest written, ready. A binary (compiled Python apart),
+or a text file over REWRITE_MAX_BYTES, that names the holder's folder (an RPATH, a path compiled in, debug info)
+cannot be moved safely: that copy fails and the image is built here.
 
 An image is copied only between nodes whose base interpreter has the same path: its venv's python links to it and
 its seed `.pth` names the base's site-packages. Otherwise, and whenever a copy fails, the receiver builds it.
@@ -29,7 +30,7 @@ from workers.images.cache import ImageCache, ImageStatus
 
 CHUNK_BYTES = 4 << 20
 HOLD_TIMEOUT_S = 120.0  # the holder waits this long for its image's shared lock (it may be being removed)
-REWRITE_MAX_BYTES = 16 << 20  # larger files are not scanned for the holder's path (they are data or binaries)
+REWRITE_MAX_BYTES = 16 << 20  # larger files are only searched for the holder's path, in blocks, never rewritten
 # tar -c exits 1 when a file changed while it was read (the holder's step runs in the image meanwhile: its tests
 # write there); the archive is whole, that file as tar read it.
 TAR_WHOLE = (0, 1)
@@ -144,8 +145,12 @@ def receive(chunks: Iterable[bytes], folder: Path, should_stop: Callable[[], boo
 
 def relocate(folder: Path, old: str, new: str) -> int:
     """Rewrite old (the holder's image folder) to new in folder's text files and symlink targets; how many
-    changed. Binary files are left as they are. Where the folders have the same path (the nodes' cache roots do),
-    nothing is read or rewritten."""
+    changed. Where the folders have the same path (the nodes' cache roots do), nothing is read or rewritten.
+
+    A binary (an RPATH, a path compiled in) or a text file too large to rewrite that names old cannot be moved
+    safely: the test could fail to load a library on this node and call a good commit bad. Such a copy raises
+    ImageCopyError and the image is built here instead. Compiled Python (.pyc) is exempt: its paths only show in
+    tracebacks."""
     if old == new:
         return 0
     old_bytes, new_bytes = old.encode(), new.encode()
@@ -173,12 +178,19 @@ def _relink(path: Path, old: str, new: str) -> bool:
 
 def _rewrite(path: Path, old: bytes, new: bytes) -> bool:
     try:
-        if not path.is_file() or path.stat().st_size > REWRITE_MAX_BYTES:
+        if not path.is_file():
+            return False
+        if path.stat().st_size > REWRITE_MAX_BYTES:
+            _refuse_if_named(path, old)
             return False
         data = path.read_bytes()
     except OSError:
         return False
-    if b"\0" in data[:_SNIFF_BYTES] or old not in data:
+    if old not in data:
+        return False
+    if b"\0" in data[:_SNIFF_BYTES]:
+        if path.suffix != ".pyc":
+            raise ImageCopyError(f"{path.name} is a binary that names the holder's folder {old.decode()}")
         return False
     held = path.stat()
     temporary = path.with_name(f".{path.name}.relocate")
@@ -187,6 +199,19 @@ def _rewrite(path: Path, old: bytes, new: bytes) -> bool:
     os.utime(temporary, ns=(held.st_atime_ns, held.st_mtime_ns))  # a build's outputs stay up to date
     temporary.replace(path)
     return True
+
+
+def _refuse_if_named(path: Path, old: bytes) -> None:
+    """Raise ImageCopyError when a file too large to rewrite names old (read in blocks: memory stays bounded)."""
+    overlap = len(old) - 1
+    with path.open("rb") as data:
+        carried = b""
+        while block := data.read(CHUNK_BYTES):
+            if old in carried + block:
+                raise ImageCopyError(
+                    f"{path.name} ({path.stat().st_size} bytes) names the holder's folder {old.decode()}"
+                )
+            carried = block[-overlap:] if overlap else b""
 
 
 def _tail(said: IO[bytes]) -> str:
