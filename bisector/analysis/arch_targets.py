@@ -49,7 +49,7 @@ def _row(kind: FindingKind, path: str, scope: str, key: str, old: list[str], new
     """Shows what only one side has (the rest of a long target list is the same on both)."""
     clamp = kind is FindingKind.BRANCH_CONDITION
     detail = "an arch clamped without a branch" if clamp else "the arches a build targets"
-    was, now = _only_in(old, new), _only_in(new, old)
+    was, now = only_in(old, new), only_in(new, old)
     return Finding(
         kind,
         path,
@@ -62,7 +62,8 @@ def _row(kind: FindingKind, path: str, scope: str, key: str, old: list[str], new
     )
 
 
-def _only_in(items: list[str], other: list[str]) -> list[str]:
+def only_in(items: list[str], other: list[str]) -> list[str]:
+    """The items other lacks, counted as a multiset (a target listed twice and kept once is one only here)."""
     remaining = list(other)
     only = []
     for item in items:

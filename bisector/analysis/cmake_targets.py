@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bisector.analysis.arch_targets import only_in
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
 CMAKE_FILE = re.compile(r"(^|/)CMakeLists\.txt$|\.cmake$", re.I)
@@ -62,7 +63,7 @@ def _target_rows(path: str, old: list[_Command], new: list[_Command]) -> list[Fi
     rows = []
     for name in sorted(was.keys() | now.keys()):
         (old_targets, _), (new_targets, line) = was.get(name, ([], None)), now.get(name, ([], None))
-        gone, added = _only_in(old_targets, new_targets), _only_in(new_targets, old_targets)
+        gone, added = only_in(old_targets, new_targets), only_in(new_targets, old_targets)
         if not gone and not added:
             continue
         rows.append(
@@ -159,17 +160,6 @@ def _option_defaults(commands: list[_Command]) -> dict[str, tuple[str, str, int]
 
 def _gates_kernels(name: str, text: str) -> bool:
     return bool(_GPU_WORD.search(f"{name} {text}")) and not _NOT_KERNELS.search(name)
-
-
-def _only_in(items: list[str], other: list[str]) -> list[str]:
-    remaining = list(other)
-    only = []
-    for item in items:
-        if item in remaining:
-            remaining.remove(item)
-        else:
-            only.append(item)
-    return only
 
 
 def _commands(source: str) -> list[_Command]:
