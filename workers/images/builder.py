@@ -154,32 +154,26 @@ class ImageBuilder:
         incoming = incoming_dir(folder)
         job.log.note(f"# image {key.id}: copying it from {offer.node} ({offer.folder})\n")
         started, started_at = time.monotonic(), now_iso()
+        shutil.rmtree(incoming, ignore_errors=True)
         try:
-            shutil.rmtree(incoming, ignore_errors=True)
             stop = lambda: job.should_cancel() or time.monotonic() >= deadline  # noqa: E731
             receive(job.peer.chunks(key.id), incoming, stop)
             relocate(incoming, offer.folder, str(folder))
             shutil.rmtree(folder, ignore_errors=True)  # what a killed builder left
             incoming.rename(folder)
         except CopyStoppedError:
-            shutil.rmtree(incoming, ignore_errors=True)
             return PreparedImage(cancelled=job.should_cancel(), timed_out=not job.should_cancel())
         except (ImageCopyError, OSError) as exc:
-            shutil.rmtree(incoming, ignore_errors=True)
             job.log.note(f"# image {key.id}: the copy from {offer.node} failed ({_describe(exc)}); building it here\n")
             return None
-        copy_s = time.monotonic() - started
+        finally:
+            shutil.rmtree(incoming, ignore_errors=True)  # a failed or stopped copy's part (renamed away when whole)
         held = ImageManifest.from_json(offer.manifest)
         ready = replace(
-            held, node=self.cache.node, created=started_at, last_used=started_at, build_s=copy_s,
-            size_bytes=tree_size(folder), source="copied",
+            held, node=self.cache.node, created=started_at, last_used=started_at,
+            build_s=time.monotonic() - started, size_bytes=tree_size(folder), source="copied",
         )  # fmt: skip
-        self.cache.write_manifest(ready)
-        evicted = self.cache.evict(job.recipe.max_bytes, keep=frozenset({key.id}))
-        job.log.note(f"# image {key.id}: copied from {offer.node} in {copy_s:.1f}s ({ready.size_bytes} bytes)\n")
-        prepared = self._ready(ready, source="copied", reused=False)
-        assert prepared.info is not None
-        return replace(prepared, info=replace(prepared.info, evicted=tuple(evicted)))
+        return self._made(job, ready, f"copied from {offer.node}", source="copied")
 
     def _build(self, job: BuildJob, key: ImageKey, deadline: float) -> PreparedImage:
         folder = self.cache.image_dir(key.id)
@@ -232,11 +226,16 @@ class ImageBuilder:
             self.cache.write_manifest(failed)
             return self._failed(failed, build)
         ready = replace(building, status=ImageStatus.READY, build_s=build_s, size_bytes=tree_size(folder))
+        if from_artifact:
+            return self._made(job, ready, "installed from its artifact", source="artifact")
+        return self._made(job, ready, "built", source="built")
+
+    def _made(self, job: BuildJob, ready: ImageManifest, how: str, *, source: str) -> PreparedImage:
+        """Record an image just made on this node (built, installed or copied), apply the LRU cap, and use it."""
         self.cache.write_manifest(ready)
-        evicted = self.cache.evict(job.recipe.max_bytes, keep=frozenset({key.id}))
-        made = "installed from its artifact" if from_artifact else "built"
-        job.log.note(f"# image {key.id}: {made} in {build_s:.1f}s ({ready.size_bytes} bytes)\n")
-        prepared = self._ready(ready, source="artifact" if from_artifact else "built", reused=False)
+        evicted = self.cache.evict(job.recipe.max_bytes, keep=frozenset({ready.id}))
+        job.log.note(f"# image {ready.id}: {how} in {ready.build_s:.1f}s ({ready.size_bytes} bytes)\n")
+        prepared = self._ready(ready, source=source, reused=False)
         assert prepared.info is not None
         return replace(prepared, info=replace(prepared.info, evicted=tuple(evicted)))
 
