@@ -67,15 +67,17 @@ def finish_steps(conn: Connection, results: Sequence[tuple[int, StepResult, date
     """Write each result on its step if the step has no verdict yet (adding its GPU-seconds to its bisect and
     its image to the images table); the results not written."""
     refused: list[Refusal] = []
+    written: list[int] = []
     for step_id, result, finished in results:
         guarded = update(steps).where(steps.c.id == step_id, steps.c.verdict.is_(None))
         if conn.execute(guarded.values(result_values(result, finished))).rowcount == 1:
-            add_gpu_seconds(conn, [step_id])
+            written.append(step_id)
             if result.image is not None:
                 record_images(conn, [result.image])
             continue
         row = conn.execute(select(steps.c.sha, steps.c.verdict).where(steps.c.id == step_id)).one_or_none()
         refused.append(Refusal(step_id) if row is None else Refusal(step_id, row.sha, str(row.verdict)))
+    add_gpu_seconds(conn, written)
     return refused
 
 
