@@ -36,6 +36,7 @@ from workers.images.transfer import (
 from workers.step import StepRunner, WorkerSlot
 
 ROOT = Path(__file__).resolve().parents[2]
+SAFETY_S = 600.0  # only against a hang: a step that waits for an image wrongly waits for as long as this
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 
 
@@ -354,7 +355,7 @@ def test_a_second_step_on_the_node_uses_the_copy_while_the_first_still_runs_its_
     release = tmp_path / "release"
     first = image_request(repo.path, repo.shas[0], tmp_path, 2)
     first = replace(first, run_cmd=f"while [ ! -e {release} ]; do sleep 0.05; done; bash test.sh")
-    second = replace(image_request(repo.path, repo.shas[1], tmp_path, 3), timeout_s=60)
+    second = replace(image_request(repo.path, repo.shas[1], tmp_path, 3), timeout_s=SAFETY_S)
     beside = StepRunner(
         WorkerSlot("near2", (), tmp_path / "near2" / "worktree"), image_root=tmp_path / "near" / "images"
     )
@@ -369,7 +370,8 @@ def test_a_second_step_on_the_node_uses_the_copy_while_the_first_still_runs_its_
         waiting.start()
         wait_for(lambda: waits_for_an_image_lock(waiting), 120, "the second step to wait for the image")
         holder.gate.set()
-        waiting.join(120)
+        waiting.join(SAFETY_S / 2)
+        assert not waiting.is_alive(), "the second step still waits while the first one's test runs"
     finally:
         holder.gate.set()
         release.touch()
