@@ -6,23 +6,28 @@ worker's own: the command's shell moves itself there before it runs anything, an
 `cgroup.kill` ends every process left in it and the cgroup is removed. Where cgroup v2 is not mounted or not
 writable, nothing is done (the process group is still killed).
 
-A dead worker's cgroup is ended by the next command started beside it, as a dead worker's process groups are
-(workers/process_tree.py): what its processes started outside their groups first (a container build's RUN step,
-which runc puts in a cgroup of its own), a wind-down for podman to remove its working container, then `cgroup.kill`.
+A dead worker's cgroups are ended by its reaper (LocalExecutor, the Ray actor's reaper) with its process groups, or
+by the next command started beside it where no reaper lived: what its processes started outside their groups first
+(a container build's RUN step, which runc puts in a cgroup of its own), a wind-down for podman to remove its working
+container, then `cgroup.kill`. One party at a time ends a cgroup, holding a lock on its folder: a second one, finding
+the RUN step already killed, would skip the wind-down and kill podman mid-cleanup (several bisects on one host).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import os
 import signal
 import time
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from workers.process_tree import WIND_DOWN_S, leavers_of
+from workers.process_tree import WIND_DOWN_S, end_groups, leavers_of
 
 EMPTY_WAIT_S = 5.0  # how long a killed cgroup may take to empty before it is left for the kernel to reap
+CLAIM_WAIT_S = WIND_DOWN_S + EMPTY_WAIT_S + 10.0  # a reaper's wait for another party ending the same cgroup
 _counter = itertools.count()
 
 
@@ -46,6 +51,11 @@ def _own_cgroup() -> str | None:
     return next((line[3:] for line in lines if line.startswith("0::")), None)
 
 
+def _own_cgroup_dir() -> Path | None:
+    mount, own = _cgroup2_mount(), _own_cgroup()
+    return None if mount is None or own is None else mount / own.lstrip("/")
+
+
 class StepCgroup:
     """One command's cgroup; `procs` is the file its shell writes its pid to."""
 
@@ -56,10 +66,9 @@ class StepCgroup:
     @classmethod
     def create(cls) -> StepCgroup | None:
         """A fresh child cgroup of this process's own, or None where that cannot be made."""
-        mount, own = _cgroup2_mount(), _own_cgroup()
-        if mount is None or own is None:
+        parent = _own_cgroup_dir()
+        if parent is None:
             return None
-        parent = mount / own.lstrip("/")
         path = parent / f"gpu-bisect-{os.getpid()}-{next(_counter)}"
         _sweep(parent)
         try:
@@ -126,9 +135,56 @@ def _sweep(parent: Path) -> None:
     except OSError:
         return
     for entry in stale:
-        cgroup = StepCgroup(entry)
-        cgroup.wind_down()
-        cgroup.kill_and_remove()
+        with _claimed(entry, wait_s=0.0) as held:
+            if held:  # else its worker's reaper, or another step's sweep, is ending it
+                StepCgroup(entry).wind_down()
+                StepCgroup(entry).kill_and_remove()
+
+
+def end_dead_worker(worker_pid: int | None, pgids: Collection[int], grace_s: float) -> None:
+    """End the steps of a worker that died: its process groups (end_groups) and the step cgroups it made under
+    this process's cgroup, each held for the whole time, so that a sweep beside it waits instead of killing podman
+    while it removes its working container."""
+    parent = _own_cgroup_dir()
+    try:
+        paths = (
+            sorted(parent.glob(f"gpu-bisect-{worker_pid}-*")) if parent is not None and worker_pid is not None else []
+        )
+    except OSError:
+        paths = []
+    with contextlib.ExitStack() as claims:
+        for path in paths:
+            claims.enter_context(_claimed(path, wait_s=CLAIM_WAIT_S))  # held or not: the groups are ended anyway
+        end_groups(pgids, grace_s)
+        for path in paths:
+            StepCgroup(path).wind_down()
+            StepCgroup(path).kill_and_remove()
+
+
+@contextlib.contextmanager
+def _claimed(path: Path, wait_s: float) -> Iterator[bool]:
+    """Hold the lock (flock) on a cgroup's folder, waiting up to wait_s for another holder; whether it is held. The
+    lock goes with its holder's death."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:  # removed meanwhile
+        yield False
+        return
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = True
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    held = False
+                    break
+                time.sleep(0.05)
+        yield held
+    finally:
+        os.close(fd)
 
 
 def _alive(pid: str) -> bool:

@@ -26,6 +26,7 @@ from vocab.domain import ErrorKind, StepResult, Verdict
 from vocab.errors import ExecutorError, RepoError
 from vocab.gitrepo import GitRepo
 from vocab.paths import worktree_root
+from workers.cgroups import end_dead_worker
 from workers.executor import Assignment, Executor, StepRequest
 from workers.gpu_leases import lease_slots
 from workers.gpus import visible_gpus
@@ -313,7 +314,7 @@ class LocalExecutor(Executor):
         if request is None or slot.process.is_alive():
             return None
         sent = self._rest_of_pipe(slot)  # its last notes may not have been read: the groups it started, its result
-        end_groups(slot.pgids, grace_s=1.0)
+        end_dead_worker(slot.process.pid, slot.pgids, grace_s=1.0)
         exit_code = slot.process.exitcode
         slot.running = None  # its conn and sentinel may both be ready: report the loss once
         self._restart(slot)

@@ -1,14 +1,15 @@
 """The reaper of an actor's test processes: each test command runs in its own process group, and Ray kills only
 an actor's direct children when the actor dies, so a reaper process (double-forked: no child of the actor) holds
 the groups the actor announced and ends them when the actor's pipe closes — on ray.kill, SIGKILL, OOM kill, the
-death of the actor's owner or a clean exit alike. It ends them as LocalExecutor ends a dead worker's
-(workers/process_tree.py's end_groups): what left the groups first (a container build's RUN step, so that podman
-removes its working container), then SIGTERM, a grace, SIGKILL.
+death of the actor's owner or a clean exit alike. It ends them, and the actor's step cgroups, as LocalExecutor ends a
+dead worker's (workers/cgroups.py's end_dead_worker): what left the groups first (a container build's RUN step, so
+that podman removes its working container), then SIGTERM, a grace, SIGKILL.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +17,8 @@ from typing import IO
 
 from workers.process import KILL_GRACE_S
 
-# Runs as `python -c SOURCE GRACE_S PACKAGE_ROOT`; reads "+PGID" / "-PGID" lines until the actor's end of the pipe
-# closes. It imports only workers.process_tree (the standard library's modules) from PACKAGE_ROOT.
+# Runs as `python -c SOURCE GRACE_S PACKAGE_ROOT ACTOR_PID`; reads "+PGID" / "-PGID" lines until the actor's end of
+# the pipe closes. It imports only workers.cgroups and workers.process_tree (the standard library's) from PACKAGE_ROOT.
 _REAPER_SOURCE = """
 import os, sys
 if os.fork():
@@ -27,8 +28,8 @@ groups = set()
 for line in sys.stdin:
     (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
 sys.path.insert(0, sys.argv[2])
-from workers.process_tree import end_groups
-end_groups(groups, float(sys.argv[1]))
+from workers.cgroups import end_dead_worker
+end_dead_worker(int(sys.argv[3]), groups, float(sys.argv[1]))
 """
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 
@@ -38,7 +39,7 @@ class Reaper:
 
     def __init__(self) -> None:
         launcher = subprocess.Popen(
-            [sys.executable, "-c", _REAPER_SOURCE, str(KILL_GRACE_S), _PACKAGE_ROOT],
+            [sys.executable, "-c", _REAPER_SOURCE, str(KILL_GRACE_S), _PACKAGE_ROOT, str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

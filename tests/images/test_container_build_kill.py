@@ -6,6 +6,7 @@ or printing (a worker's death then breaks the build's output pipe)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,67 @@ def test_a_local_worker_killed_mid_run_of_a_printing_build_leaves_nothing(podman
             kill_worker_mid_run(executor, executor.worker_pids, build, tmp_path, podman, ticks=ticks)
             assert build.running() == []
         assert_nothing_left(build)
+
+
+# Another bisect's worker on this host: plain steps (argv[1], pickled) one after another, each of which sweeps the
+# cgroups of dead workers as it starts; a line per verdict to argv[2].
+NEIGHBOUR = textwrap.dedent(
+    """
+    import dataclasses, itertools, pickle, sys
+    from pathlib import Path
+    from workers.local import LocalExecutor
+
+    request = pickle.loads(Path(sys.argv[1]).read_bytes())
+    with LocalExecutor(request.repo, workers=1) as executor, open(sys.argv[2], "a") as verdicts:
+        for step_id in itertools.count(1):
+            executor.submit(dataclasses.replace(request, step_id=step_id))
+            results = []
+            while not results:
+                results = executor.poll(0.5)
+            print(results[0].verdict.value, file=verdicts, flush=True)
+    """
+)
+
+
+@contextlib.contextmanager
+def neighbour_bisect(tmp_path: Path) -> Iterator[Path]:
+    """A process beside this test (same cgroup) running another bisect's steps until the block ends; the file of its
+    verdicts."""
+    repo = tmp_path / "neighbour"
+    init_repo(repo)
+    sha = commit(repo, "a plain step", {"test.sh": "true\n"})
+    step = StepRequest(
+        step_id=1, bisect_id=2, sha=sha, attempt=1, repo=str(repo), run_cmd="bash test.sh", metric=MetricSpec(),
+        log_path=str(tmp_path / "neighbour.log"), timeout_s=600,
+    )  # fmt: skip
+    (tmp_path / "neighbour.pickle").write_bytes(pickle.dumps(step))
+    verdicts = tmp_path / "neighbour-verdicts"
+    verdicts.touch()
+    process = subprocess.Popen(
+        [sys.executable, "-c", NEIGHBOUR, str(tmp_path / "neighbour.pickle"), str(verdicts)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: bool(verdicts.read_text()), what="the neighbour's first step")
+        yield verdicts
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait()
+
+
+def test_a_worker_killed_mid_run_beside_another_bisects_steps_leaves_nothing(podman: str, tmp_path: Path, ticks: Path):
+    """Each step the neighbour starts sweeps dead workers' cgroups: it must leave the dead worker's to its reaper
+    (LocalExecutor) rather than end it at once, which killed podman while it removed its working container."""
+    if not cgroup_v2_writable():
+        pytest.skip("no writable cgroup v2 here: no step sweeps a dead worker's cgroup")
+    with endless_build(tmp_path / "repo", chatty=True) as build, neighbour_bisect(tmp_path) as verdicts:
+        with LocalExecutor(str(build.repo), workers=1) as executor:
+            kill_worker_mid_run(executor, executor.worker_pids, build, tmp_path, podman, ticks=ticks)
+            assert build.running() == []
+            swept_at = len(verdicts.read_text().split())
+        assert_nothing_left(build)
+        wait_for(lambda: len(verdicts.read_text().split()) > swept_at + 1, what="the neighbour's steps to go on")
+    assert set(verdicts.read_text().split()) == {Verdict.GOOD.value}
 
 
 @pytest.mark.ray
