@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from cgroup_helpers import cgroup_v2_writable, in_cgroup, isolated_cgroup
 from worker_steps import DRIVER, SAFETY_TIMEOUT_S, alive, run_one, step_request
 
 from bisector.synthetic import culprit_history
-from vocab.domain import Verdict
+from vocab.domain import ErrorKind, Verdict
 from workers.local import LocalExecutor
 
 
@@ -39,6 +40,56 @@ def test_a_setsid_daemon_the_test_started_is_gone_after_the_step(tmp_path: Path)
             os.kill(daemon_pid, signal.SIGKILL)
     assert result.verdict is Verdict.GOOD
     assert gone_while_the_worker_lives, "the daemon the test started outlived its step"
+
+
+# A coordinator whose worker is SIGKILLed while its test (argv[1], pickled step) runs a setsid daemon that writes
+# its pid to argv[2]: prints the loss's error kind and whether the daemon was alive when the loss was reported.
+KILLED_WORKER = textwrap.dedent(
+    """
+    import os, pickle, signal, sys, time
+    from pathlib import Path
+    from workers.local import LocalExecutor
+    from worker_steps import alive, results_of
+
+    request, pid_file = pickle.loads(Path(sys.argv[1]).read_bytes()), Path(sys.argv[2])
+    with LocalExecutor(request.repo, workers=1) as executor:
+        executor.submit(request)
+        while not pid_file.exists():
+            time.sleep(0.05)
+        (worker_pid,) = executor.worker_pids().values()
+        os.kill(worker_pid, signal.SIGKILL)
+        (result,) = results_of(executor, 1)
+        print(result.error_kind.value, alive(int(pid_file.read_text())))
+    """
+)
+
+
+def test_a_setsid_daemon_of_a_killed_workers_test_is_gone_when_the_loss_is_reported(tmp_path: Path):
+    """The dead worker's reaper (LocalExecutor) ends its step cgroup with its process groups: a daemon its test
+    started is gone before the loss is reported, not at the next step started beside it. The coordinator runs in
+    a cgroup of the test's own, so that no step of a test running in parallel sweeps the dead worker's cgroup."""
+    if not cgroup_v2_writable():
+        pytest.skip("no writable cgroup v2 here: a setsid daemon outlives its step (the process group still dies)")
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    pid_file = tmp_path / "daemon.pid"
+    # from a subshell that exits at once: the daemon is no descendant of the test (reparented), out of its group
+    daemon = f"(setsid nohup sleep 1000 >/dev/null 2>&1 & echo $! > {pid_file}.tmp); mv {pid_file}.tmp {pid_file}; "
+    request = step_request(history, 1, 0, daemon + "exec sleep 1000", tmp_path / "logs", timeout_s=SAFETY_TIMEOUT_S)
+    (tmp_path / "request.pickle").write_bytes(pickle.dumps(request))
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parents[1]), str(here)])}
+    try:
+        with isolated_cgroup() as cgroup:
+            driver = subprocess.run(
+                in_cgroup(cgroup, [sys.executable, "-c", KILLED_WORKER, str(tmp_path / "request.pickle"),
+                                   str(pid_file)]),
+                env=env, capture_output=True, text=True, timeout=SAFETY_TIMEOUT_S,
+            )  # fmt: skip
+    finally:
+        if pid_file.exists() and alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert driver.returncode == 0, driver.stderr
+    assert driver.stdout.split() == [ErrorKind.WORKER_LOST.value, "False"], "the daemon outlived the loss's report"
 
 
 # The follow-up step of the orphan test, run in the same cgroup as the killed driver (see isolated_cgroup).
