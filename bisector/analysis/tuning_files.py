@@ -11,10 +11,12 @@ import yaml
 from bisector.analysis.csv_tables import CsvError, CsvTable, diff_csv, load_csv
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.values import Leaf, Mapping, Node, diff_values, render, sequence
+from bisector.analysis.yaml_documents import load_yaml_documents
 
 TUNING_SUFFIXES = (".json", ".yaml", ".yml", ".toml", ".csv")
 TuningTree = Node | CsvTable
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader when PyYAML has it
+_json_string: Callable[[str], str] = json.encoder.encode_basestring_ascii  # what json.dumps uses
+_JSON_CONSTANTS = {None: "null", True: "true", False: "false"}
 
 
 class TuningFileError(ValueError):
@@ -74,6 +76,13 @@ def to_node(data: object) -> Node:
 
 
 def _scalar_text(value: object) -> str:
+    """The value as JSON writes it (json.dumps, whose cost per call showed on files of 100,000 scalars)."""
+    if isinstance(value, str):
+        return _json_string(value)
+    if value is None or isinstance(value, bool):
+        return _JSON_CONSTANTS[value]
+    if isinstance(value, int):
+        return int.__repr__(value)
     try:
         return json.dumps(value)
     except (TypeError, ValueError):
@@ -89,7 +98,7 @@ def _loader(path: str) -> Callable[[str], object]:
 
 
 def _load_yaml(text: str) -> object:
-    documents = list(yaml.load_all(text, Loader=_YAML_LOADER))
+    documents = load_yaml_documents(text)
     if len(documents) == 1:
         return documents[0]
     return {f"document {index}": document for index, document in enumerate(documents)}
