@@ -61,6 +61,17 @@ class OtherInterpreterNode(HolderNode):
         return None if offer is None else replace(offer, base_python="/opt/other/bin/python3.12")
 
 
+class OtherFormatNode(HolderNode):
+    """A holder of another version of the tool, whose manifest has fields this one does not know and lacks one."""
+
+    def offer(self, image_id: str) -> ImageOffer | None:
+        offer = super().offer(image_id)
+        if offer is None:
+            return None
+        manifest = {name: value for name, value in offer.manifest.items() if name != "key"}
+        return replace(offer, manifest={**manifest, "format": 2, "recipe": {"mode": "venv"}})
+
+
 class BrokenStreamNode(HolderNode):
     """A holder that goes away mid-copy."""
 
@@ -126,6 +137,7 @@ def test_an_image_another_node_holds_is_copied_and_serves_after_the_holder_remov
     [
         (HolderNode, None),  # the holder has no such image (evicted since): nothing is copied
         (OtherInterpreterNode, "its venv is made on /opt/other/bin/python3.12"),
+        (OtherFormatNode, "its manifest is of another format"),
         (BrokenStreamNode, "the copy from"),
     ],
 )

@@ -32,6 +32,7 @@ from workers.images.cache import (
     ImageManifest,
     ImageStatus,
     LockTimeoutError,
+    ManifestFormatError,
     lock_shared,
     now_iso,
 )
@@ -144,6 +145,14 @@ class ImageBuilder:
             return None
         if offer is None:
             return None
+        try:
+            held = ImageManifest.from_json(offer.manifest)
+        except ManifestFormatError as exc:
+            job.log.note(
+                f"# image {key.id}: {offer.node} holds it, but its manifest is of another format ({exc}); "
+                "building it here\n"
+            )
+            return None
         if offer.base_python != base_python():
             job.log.note(
                 f"# image {key.id}: {offer.node} holds it, but its venv is made on {offer.base_python}, not "
@@ -168,7 +177,6 @@ class ImageBuilder:
             return None
         finally:
             shutil.rmtree(incoming, ignore_errors=True)  # a failed or stopped copy's part (renamed away when whole)
-        held = ImageManifest.from_json(offer.manifest)
         ready = replace(
             held, node=self.cache.node, created=started_at, last_used=started_at,
             build_s=time.monotonic() - started, size_bytes=tree_size(folder), source="copied",

@@ -63,9 +63,18 @@ class ImageManifest:
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ImageManifest:
-        values = dict(data)
-        values["status"] = ImageStatus(str(values["status"]))
-        return cls(**values)  # type: ignore[arg-type]
+        """The manifest of data; ManifestFormatError where data is not one of this version (another version of the
+        tool wrote it, with fields this one lacks or does not know)."""
+        try:
+            values = dict(data)
+            values["status"] = ImageStatus(str(values["status"]))
+            return cls(**values)  # type: ignore[arg-type]
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ManifestFormatError(" ".join(str(exc).split())[:200]) from None
+
+
+class ManifestFormatError(ValueError):
+    """A manifest of another format than this version of the tool writes."""
 
 
 IMAGE_ROOT_ENV = "BISECT_IMAGE_ROOT"  # a cache root every node mounts at this path: images built on one serve all
