@@ -13,12 +13,14 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from bisect_helpers import wait_for
 from image_repo import image_request, make_image_repo
 
+from db.store import Store
 from vocab.domain import StepResult, Verdict
 from workers.images.builder import incoming_dir
 from workers.images.cache import ImageCache, ImageManifest, ImageStatus, now_iso
@@ -91,7 +93,7 @@ def run(
     return runner.run(image_request(request_path, sha, request_path.parent, step_id, **env), image_peer=peer)
 
 
-def test_an_image_another_node_holds_is_copied_and_serves_after_the_holder_removed_it(tmp_path: Path):
+def test_an_image_another_node_holds_is_copied_and_serves_after_the_holder_removed_it(tmp_path: Path, store: Store):
     repo = make_image_repo(tmp_path / "repo")
     builds = tmp_path / "builds"
     built = run(node(tmp_path, "far"), repo.path, repo.shas[0], 1, None, BUILD_COUNTER=str(builds))
@@ -130,6 +132,11 @@ def test_an_image_another_node_holds_is_copied_and_serves_after_the_holder_remov
     assert again.image is not None
     assert (again.image.id, again.image.source, again.image.reused) == (built.image.id, "cache", True)
     assert builds.read_text().splitlines() == ["build at 0"]
+    now = datetime.now(UTC)  # the copy's own step left no row (its result was lost): the reuse's row says copied
+    step = store.start_step(store.create_bisect(str(repo.path), repo.shas[0], repo.shas[1], {}, now), repo.shas[1],
+                            1, "w", again.image.node, (), now)  # fmt: skip
+    store.finish_step(step, replace(again, step_id=step), now)
+    assert [(row.id, row.source) for row in store.images()] == [(built.image.id, "copied")]
 
 
 @pytest.mark.parametrize(

@@ -299,7 +299,7 @@ def _info(manifest: ImageManifest, folder: Path, *, source: str, reused: bool) -
     return ImageInfo(
         id=manifest.id, source=source, reused=reused, build_s=manifest.build_s, status=manifest.status.value,
         sha=manifest.sha, path=str(folder), node=manifest.node, size_bytes=manifest.size_bytes, key=manifest.key,
-        created=manifest.created, last_used=manifest.last_used, log_tail=manifest.log_tail,
+        created=manifest.created, last_used=manifest.last_used, log_tail=manifest.log_tail, made_as=manifest.source,
     )  # fmt: skip
 
 
