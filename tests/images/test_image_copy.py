@@ -20,6 +20,7 @@ import pytest
 from bisect_helpers import wait_for
 from image_repo import image_request, make_image_repo
 
+from bisector.image_admin import prune_images
 from db.store import Store
 from vocab.domain import StepResult, Verdict
 from workers.images.builder import incoming_dir
@@ -256,6 +257,33 @@ def test_what_a_killed_copy_left_is_removed_by_the_next_build(tmp_path: Path):
     assert not left.exists()
 
 
+def test_a_copy_renamed_into_place_without_its_manifest_is_replaced_by_the_next_step(tmp_path: Path):
+    """A kill between the rename of the copy into place and its manifest's write leaves the image's folder whole but
+    without a manifest (the state is made here by removing it): the next step wanting the image takes it for absent
+    and replaces it, copying it again or building it, and never runs on it as it is."""
+    repo = make_image_repo(tmp_path / "repo")
+    builds = tmp_path / "builds"
+    assert run(node(tmp_path, "far"), repo.path, repo.shas[0], 1, None, BUILD_COUNTER=str(builds)).image
+    holder = HolderNode(tmp_path / "far" / "images")
+    near = node(tmp_path, "near")
+    copied = run(near, repo.path, repo.shas[0], 2, holder)
+    assert copied.image is not None
+    folder = Path(copied.image.path)
+
+    for step_id, peer in ((3, holder), (4, None)):
+        (folder / "manifest.json").unlink()
+        (folder / "src" / "left-by-the-killed-copy").write_text("x")
+        again = run(near, repo.path, repo.shas[0], step_id, peer, BUILD_COUNTER=str(builds))
+        assert again.verdict is Verdict.GOOD, again.detail
+        assert again.image is not None
+        assert (again.image.source, again.image.reused) == ("copied" if peer else "built", False)
+        assert not (folder / "src" / "left-by-the-killed-copy").exists()
+        manifest = ImageCache(tmp_path / "near" / "images").manifest(copied.image.id)
+        assert manifest is not None
+        assert manifest.status is ImageStatus.READY
+    assert builds.read_text().splitlines() == ["build at 0", "build at 0"]
+
+
 def test_relocation_rewrites_links_to_directories_too(tmp_path: Path):
     """os.walk lists a link to a directory among the directories: it is rewritten as any other link, even where the
     holder's folder also exists on this node."""
@@ -340,6 +368,27 @@ def test_what_a_killed_copy_left_is_removed_by_the_next_eviction_of_any_image(tm
         assert near.evict(1 << 62) == []
     assert not left.exists()
     assert sorted(entry.name for entry in near.root.iterdir()) == [unpacking.name, "locks"]
+
+
+def test_the_lru_pass_removes_image_folders_that_killed_copies_or_builds_left(tmp_path: Path, store: Store):
+    """A folder without a manifest (a copy killed between its rename into place and its manifest's write) or with a
+    "building" one (a killed build), whose lock is free, is no image: `bisect images prune` (and any LRU pass)
+    removes it even when that image is not wanted again. One whose lock is held is being made: it stays."""
+    cache, made = ImageCache(tmp_path / "near"), now_iso()
+    ready = ImageManifest("3333333333333333", {}, "repo", "0" * 40, cache.node, ImageStatus.READY, made, made)
+    cache.write_manifest(ready)
+    cache.write_manifest(replace(ready, id="2222222222222222", status=ImageStatus.BUILDING))
+    for image_id in ("0123456789abcdef", "1111111111111111", "2222222222222222"):
+        (cache.image_dir(image_id) / "venv" / "bin").mkdir(parents=True)
+        (cache.image_dir(image_id) / "venv" / "bin" / "python").write_text("#!/bin/sh\n")
+    cache.ccache_dir.mkdir()
+
+    with cache.lock("1111111111111111"):  # a copy renamed into place, its manifest about to be written
+        assert prune_images(store, cache, max_bytes=1 << 62, older_than_s=None) == []
+
+    assert sorted(entry.name for entry in cache.root.iterdir()) == [
+        "1111111111111111", "3333333333333333", "ccache", "locks"
+    ]  # fmt: skip
 
 
 class GatedNode(HolderNode):
