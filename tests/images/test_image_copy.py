@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,8 +50,8 @@ class HolderNode(CacheHolder):
         super().__init__(ImageCache(root))
         self.sent_chunks = 0
 
-    def chunks(self, image_id: str) -> Iterator[bytes]:
-        for chunk in super().chunks(image_id):
+    def chunks(self, image_id: str, should_stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
+        for chunk in super().chunks(image_id, should_stop):
             self.sent_chunks += 1
             yield chunk
 
@@ -59,16 +59,16 @@ class HolderNode(CacheHolder):
 class OtherInterpreterNode(HolderNode):
     """A holder whose base interpreter is another path (its venvs link there)."""
 
-    def offer(self, image_id: str) -> ImageOffer | None:
-        offer = super().offer(image_id)
+    def offer(self, image_id: str, should_stop: Callable[[], bool] = lambda: False) -> ImageOffer | None:
+        offer = super().offer(image_id, should_stop)
         return None if offer is None else replace(offer, base_python="/opt/other/bin/python3.12")
 
 
 class OtherFormatNode(HolderNode):
     """A holder of another version of the tool, whose manifest has fields this one does not know and lacks one."""
 
-    def offer(self, image_id: str) -> ImageOffer | None:
-        offer = super().offer(image_id)
+    def offer(self, image_id: str, should_stop: Callable[[], bool] = lambda: False) -> ImageOffer | None:
+        offer = super().offer(image_id, should_stop)
         if offer is None:
             return None
         manifest = {name: value for name, value in offer.manifest.items() if name != "key"}
@@ -78,8 +78,8 @@ class OtherFormatNode(HolderNode):
 class BrokenStreamNode(HolderNode):
     """A holder that goes away mid-copy."""
 
-    def chunks(self, image_id: str) -> Iterator[bytes]:
-        for chunk in archive_chunks(self.cache, image_id):
+    def chunks(self, image_id: str, should_stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
+        for chunk in archive_chunks(self.cache, image_id, should_stop):
             yield chunk[: len(chunk) // 2]
             raise ImageCopyError("ActorDiedError: the actor died unexpectedly")
 
@@ -398,8 +398,8 @@ class GatedNode(HolderNode):
         super().__init__(root)
         self.streaming, self.gate = threading.Event(), threading.Event()
 
-    def chunks(self, image_id: str) -> Iterator[bytes]:
-        for chunk in super().chunks(image_id):
+    def chunks(self, image_id: str, should_stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
+        for chunk in super().chunks(image_id, should_stop):
             yield chunk
             self.streaming.set()
             assert self.gate.wait(120)
@@ -412,6 +412,50 @@ def waits_for_an_image_lock(thread: threading.Thread) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def waits_for_the_lock_of(thread: threading.Thread, cache: ImageCache) -> bool:
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code is ImageCache.lock.__wrapped__.__code__ and frame.f_locals.get("self") is cache:  # type: ignore[attr-defined]
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_a_cancel_ends_the_copy_while_the_holder_waits_for_its_image(tmp_path: Path):
+    """The holder's image is locked there (being removed or rebuilt): the holder waits for its shared lock, for up to
+    HOLD_TIMEOUT_S. The step's cancel ends the copy at once, the holder's wait not over: the step is cancelled, and
+    nothing is built or left."""
+    repo = make_image_repo(tmp_path / "repo")
+    builds = tmp_path / "builds"
+    built = run(node(tmp_path, "far"), repo.path, repo.shas[0], 1, None, BUILD_COUNTER=str(builds))
+    assert built.image is not None
+    holder = HolderNode(tmp_path / "far" / "images")
+    request = replace(
+        image_request(repo.path, repo.shas[0], tmp_path, 2, BUILD_COUNTER=str(builds)), timeout_s=SAFETY_S
+    )
+    cancel, results = threading.Event(), dict[str, StepResult]()
+    near = node(tmp_path, "near")
+    step = threading.Thread(
+        target=lambda: results.update(step=near.run(request, should_cancel=cancel.is_set, image_peer=holder))
+    )
+    with holder.cache.lock(built.image.id):  # held until the step has ended
+        step.start()
+        try:
+            wait_for(lambda: waits_for_the_lock_of(step, holder.cache), SAFETY_S, "the holder to wait for its image")
+            cancel.set()
+            step.join(SAFETY_S)
+            assert not step.is_alive(), "the copy waits for the holder after the cancel"
+        finally:
+            cancel.set()
+    step.join()
+
+    result = results["step"]
+    assert result.verdict is Verdict.CANCELLED, result.detail
+    assert "stopped while the holder waited for its image's lock" in Path(result.log_path).read_text()
+    assert builds.read_text().splitlines() == ["build at 0"]
+    assert [entry.name for entry in (tmp_path / "near" / "images").iterdir()] == ["locks"]
 
 
 def test_a_second_step_on_the_node_uses_the_copy_while_the_first_still_runs_its_test(tmp_path: Path):

@@ -138,8 +138,12 @@ class ImageBuilder:
         the copy failed: then it is built here."""
         if job.peer is None:
             return None
+        stop = lambda: job.should_cancel() or time.monotonic() >= deadline  # noqa: E731
         try:
-            offer = job.peer.offer(key.id)
+            offer = job.peer.offer(key.id, stop)
+        except CopyStoppedError as exc:
+            job.log.note(f"# image {key.id}: asking another node for it {exc}: the step was cancelled or timed out\n")
+            return PreparedImage(cancelled=job.should_cancel(), timed_out=not job.should_cancel())
         except ImageCopyError as exc:
             job.log.note(f"# image {key.id}: could not ask another node for it ({exc}); building it here\n")
             return None
@@ -165,12 +169,12 @@ class ImageBuilder:
         started, started_at = time.monotonic(), now_iso()
         shutil.rmtree(incoming, ignore_errors=True)
         try:
-            stop = lambda: job.should_cancel() or time.monotonic() >= deadline  # noqa: E731
-            receive(job.peer.chunks(key.id), incoming, stop)
+            receive(job.peer.chunks(key.id, stop), incoming, stop)
             relocate(incoming, offer.folder, str(folder))
             shutil.rmtree(folder, ignore_errors=True)  # what a killed builder left
             incoming.rename(folder)
-        except CopyStoppedError:
+        except CopyStoppedError as exc:
+            job.log.note(f"# image {key.id}: the copy from {offer.node} {exc}: the step was cancelled or timed out\n")
             return PreparedImage(cancelled=job.should_cancel(), timed_out=not job.should_cancel())
         except (ImageCopyError, OSError) as exc:
             job.log.note(f"# image {key.id}: the copy from {offer.node} failed ({_describe(exc)}); building it here\n")
