@@ -22,7 +22,6 @@ import fcntl
 import json
 import os
 import re
-import shutil
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +30,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from vocab.paths import cache_dir, tree_size
+from vocab.paths import cache_dir, remove_tree, tree_size
 
 LOCK_POLL_S = 0.05
 IMAGE_ID = re.compile(r"[0-9a-f]{16}")  # an image's folder's name (workers/images/key.py's ImageKey.id)
@@ -172,7 +171,7 @@ class ImageCache:
                 folder = self.image_dir(image_id)
                 with contextlib.suppress(FileNotFoundError):
                     (folder / "manifest.json").unlink()  # first: nobody takes a half-deleted image for ready
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)
                 return True
         except LockTimeoutError:
             return False
@@ -211,7 +210,7 @@ class ImageCache:
             with contextlib.suppress(LockTimeoutError), self.lock(image_id, timeout_s=0):
                 if entry.name == image_id and not self._unfinished(image_id):  # made meanwhile
                     continue
-                shutil.rmtree(entry, ignore_errors=True)
+                remove_tree(entry)
 
     def _unfinished(self, image_id: str) -> bool:
         """Whether the image's folder has no manifest, or one that says building (a manifest of another format

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -188,8 +189,9 @@ def _relink(path: Path, old: str, new: str) -> bool:
     target = os.readlink(path)
     if target != old and not target.startswith(old + os.sep):
         return False
-    path.unlink()
-    path.symlink_to(new + target[len(old) :])
+    with _writable(path.parent):
+        path.unlink()
+        path.symlink_to(new + target[len(old) :])
     return True
 
 
@@ -211,11 +213,27 @@ def _rewrite(path: Path, old: bytes, new: bytes) -> bool:
         return False
     held = path.stat()
     temporary = path.with_name(f".{path.name}.relocate")
-    temporary.write_bytes(data.replace(old, new))
-    os.chmod(temporary, held.st_mode)
-    os.utime(temporary, ns=(held.st_atime_ns, held.st_mtime_ns))  # a build's outputs stay up to date
-    temporary.replace(path)
+    with _writable(path.parent):
+        temporary.write_bytes(data.replace(old, new))
+        os.chmod(temporary, held.st_mode)
+        os.utime(temporary, ns=(held.st_atime_ns, held.st_mtime_ns))  # a build's outputs stay up to date
+        temporary.replace(path)
     return True
+
+
+@contextlib.contextmanager
+def _writable(folder: Path) -> Iterator[None]:
+    """folder writable by its owner for the block, its mode restored after: a package may install its folders
+    read-only (0555), and a user other than root could not replace their files."""
+    mode = stat.S_IMODE(folder.stat().st_mode)
+    if mode & stat.S_IWUSR:
+        yield
+        return
+    folder.chmod(mode | stat.S_IWUSR)
+    try:
+        yield
+    finally:
+        folder.chmod(mode)
 
 
 def _refuse_if_named(path: Path, old: bytes) -> None:
