@@ -57,9 +57,11 @@ def delete_images(conn: Connection, node: str, ids: Sequence[str]) -> int:
 
 
 def _values(info: ImageInfo) -> dict[str, object]:
-    """The row's columns from a step's report of its image; a reuse keeps the row's source (built, artifact or
-    copied from another node)."""
-    made_as = {"source": info.source} if info.source in MADE_AS else {}
+    """The row's columns from a step's report of its image. Its source is how the image was made (built, artifact
+    or copied from another node): the step's own source where it made it, else what the image's manifest told
+    (info.made_as); a reuse that tells neither keeps the row's (a new row says built)."""
+    made = info.source if info.source in MADE_AS else info.made_as
+    made_as = {"source": made} if made in MADE_AS else {}
     return {
         "key": json.dumps(info.key, sort_keys=True),
         "sha": info.sha,

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -26,7 +27,7 @@ from images.image_repo import RUN_CMD, ImageRepo, image_request, make_image_repo
 from vocab.domain import ErrorKind, StepResult, Verdict
 from workers.executor import StepRequest
 from workers.images.cache import IMAGE_ROOT_ENV, ImageCache, ImageManifest, ImageStatus, now_iso
-from workers.images.transfer import CHUNK_BYTES, CacheHolder
+from workers.images.transfer import CHUNK_BYTES, CacheHolder, CopyStoppedError
 from workers.ray_sessions import remove_session
 
 ray = pytest.importorskip("ray")
@@ -299,7 +300,7 @@ def test_a_receiver_that_stops_early_stops_the_holders_stream_and_frees_its_imag
     with (cache.image_dir(image_id) / "big.bin").open("wb") as big:
         for _ in range(16):  # many chunks more than the holder may send ahead (data: tar sends a hole as nothing)
             big.write(b"x" * CHUNK_BYTES)
-    chunks = RayImagePeer(recording_holder(root, record)).chunks(image_id)
+    chunks = RayImagePeer(recording_holder(root, record)).chunks(image_id, lambda: False)
 
     assert next(chunks)
     chunks.close()  # as receive() does when the step is cancelled mid-copy
@@ -307,3 +308,24 @@ def test_a_receiver_that_stops_early_stops_the_holders_stream_and_frees_its_imag
     wait_for(record.exists, SAFETY_S, "the holder's stream to end")
     assert record.read_text().startswith("stopped after"), record.read_text()
     assert cache.remove(image_id)  # the holder's shared lock is free: its image can be removed
+
+
+def test_a_stop_ends_the_wait_for_a_holder_that_waits_for_its_image(cluster, tmp_path: Path):
+    """The holder's image is locked there (being removed or rebuilt): the holder waits for its shared lock, for up to
+    HOLD_TIMEOUT_S, and sends nothing meanwhile. A receiver told to stop (its step was cancelled) stops waiting at
+    once, the lock still held, rather than after that wait or CHUNK_TIMEOUT_S; the holder's stream is cancelled and
+    its image freed."""
+    root, image_id = tmp_path / "far-images", "0123456789abcdef"
+    cache = ImageCache(root)
+    made = now_iso()
+    cache.write_manifest(ImageManifest(image_id, {}, "repo", "0" * 40, cache.node, ImageStatus.READY, made, made))
+    (cache.image_dir(image_id) / "small.bin").write_bytes(b"x" * 100)
+    stop = threading.Event()
+    chunks = RayImagePeer(recording_holder(root, tmp_path / "record")).chunks(image_id, stop.is_set)
+
+    with cache.lock(image_id):  # held by this process: the holder's actor waits for it
+        stop.set()
+        with pytest.raises(CopyStoppedError):
+            next(chunks)
+
+    wait_for(lambda: cache.remove(image_id), SAFETY_S, "the holder to free its image")

@@ -104,6 +104,7 @@ class ImageInfo:
     last_used: str = ""
     log_tail: str = ""  # a failed build's output's end
     evicted: tuple[str, ...] = ()  # images the LRU cap removed on this node to make room for this one
+    made_as: str = ""  # how the image on its node was made (built | artifact | copied), whichever step made it
 
     def summary(self) -> dict[str, object]:
         """What a step's JSON shows of its image."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
+import stat
 from pathlib import Path
 
 
@@ -57,6 +59,27 @@ def worktree_root(repo: str | Path) -> Path:
     resolved = Path(repo).resolve()
     key = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
     return cache_dir() / "worktrees" / f"{resolved.name}-{key}"
+
+
+def remove_tree(path: Path) -> None:
+    """shutil.rmtree(path, ignore_errors=True), and what read-only directories below it hold (a package may install
+    its folders with mode 0555: a user other than root cannot delete their entries): where the first pass leaves
+    something, each directory is made writable and searchable by its owner, and the tree removed again."""
+    shutil.rmtree(path, ignore_errors=True)
+    if not path.is_dir() or path.is_symlink():
+        return
+    _make_owner_writable(path)
+    for folder, subfolders, _ in os.walk(path):  # top-down: a folder is opened before os.walk lists it
+        for name in subfolders:
+            _make_owner_writable(Path(folder, name))
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _make_owner_writable(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        mode = os.lstat(folder).st_mode
+        if stat.S_ISDIR(mode) and mode & 0o700 != 0o700:  # a link is never followed out of the tree
+            os.chmod(folder, stat.S_IMODE(mode) | 0o700)
 
 
 def tree_size(path: Path) -> int:

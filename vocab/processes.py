@@ -1,8 +1,15 @@
-"""Which process a pid names: its start time tells a live process from a later one that reused the pid."""
+"""Which process a pid names: its start time tells a live process from a later one that reused the pid; and the
+owner marks of folders a process makes that only its clean exit removes (so the next one can remove them once that
+owner is gone)."""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 from pathlib import Path
+
+OWNER_MARK = "gpu-bisect-owner.json"
 
 
 def process_start(pid: int) -> str | None:
@@ -13,3 +20,21 @@ def process_start(pid: int) -> str | None:
         return None
     fields = stat[stat.rfind(")") + 2 :].split()  # the command name may hold spaces and parentheses
     return fields[19] if len(fields) > 19 else None
+
+
+def mark_owner(folder: Path) -> None:
+    """Record this process (host, pid, start) as the owner of a folder it made."""
+    pid = os.getpid()
+    owner = {"host": socket.gethostname(), "pid": pid, "started": process_start(pid)}
+    (folder / OWNER_MARK).write_text(json.dumps(owner))
+
+
+def owner_is_gone(folder: Path) -> bool:
+    """Whether folder's marked owner is a process of this host that is gone; False for a folder without the mark
+    (not made by gpu-bisect, or unreadable: not ours to judge) and for one of another host."""
+    try:
+        owner = json.loads((folder / OWNER_MARK).read_text())
+        host, pid, started = str(owner["host"]), int(owner["pid"]), owner["started"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return False
+    return host == socket.gethostname() and started is not None and process_start(pid) != started

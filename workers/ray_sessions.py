@@ -10,22 +10,18 @@ Folders without the mark (a cluster someone else started) are never touched.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
-import socket
 from pathlib import Path
 
-from vocab.processes import process_start
+from vocab.processes import OWNER_MARK, mark_owner, owner_is_gone
 
-OWNER_MARK = "gpu-bisect-owner.json"
+__all__ = ["OWNER_MARK", "mark_session", "remove_abandoned_sessions", "remove_session"]
 
 
 def mark_session(session: Path) -> None:
     """Record this process as the owner of a local cluster's session folder it just started."""
-    pid = os.getpid()
-    owner = {"host": socket.gethostname(), "pid": pid, "started": process_start(pid)}
-    (session / OWNER_MARK).write_text(json.dumps(owner))
+    mark_owner(session)
 
 
 def remove_session(session: Path) -> None:
@@ -43,22 +39,13 @@ def remove_abandoned_sessions(root: Path) -> list[Path]:
     running = _command_lines()
     removed = []
     for session in sorted(root.glob("session_*")):
-        if session.is_symlink() or not _owner_is_gone(session):
+        if session.is_symlink() or not owner_is_gone(session):
             continue
         if any(str(session) in command for command in running):
             continue  # a Ray process of it lives on: it may still write its logs there
         remove_session(session)
         removed.append(session)
     return removed
-
-
-def _owner_is_gone(session: Path) -> bool:
-    try:
-        owner = json.loads((session / OWNER_MARK).read_text())
-        host, pid, started = str(owner["host"]), int(owner["pid"]), owner["started"]
-    except (OSError, ValueError, TypeError, KeyError):
-        return False  # not marked by gpu-bisect (or unreadable): not ours to judge
-    return host == socket.gethostname() and started is not None and process_start(pid) != started
 
 
 def _command_lines() -> list[str]:

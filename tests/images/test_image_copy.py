@@ -11,14 +11,17 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from bisect_helpers import wait_for
 from image_repo import image_request, make_image_repo
 
+from bisector.image_admin import prune_images
+from db.store import Store
 from vocab.domain import StepResult, Verdict
 from workers.images.builder import incoming_dir
 from workers.images.cache import ImageCache, ImageManifest, ImageStatus, now_iso
@@ -47,8 +50,8 @@ class HolderNode(CacheHolder):
         super().__init__(ImageCache(root))
         self.sent_chunks = 0
 
-    def chunks(self, image_id: str) -> Iterator[bytes]:
-        for chunk in super().chunks(image_id):
+    def chunks(self, image_id: str, should_stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
+        for chunk in super().chunks(image_id, should_stop):
             self.sent_chunks += 1
             yield chunk
 
@@ -56,16 +59,27 @@ class HolderNode(CacheHolder):
 class OtherInterpreterNode(HolderNode):
     """A holder whose base interpreter is another path (its venvs link there)."""
 
-    def offer(self, image_id: str) -> ImageOffer | None:
-        offer = super().offer(image_id)
+    def offer(self, image_id: str, should_stop: Callable[[], bool] = lambda: False) -> ImageOffer | None:
+        offer = super().offer(image_id, should_stop)
         return None if offer is None else replace(offer, base_python="/opt/other/bin/python3.12")
+
+
+class OtherFormatNode(HolderNode):
+    """A holder of another version of the tool, whose manifest has fields this one does not know and lacks one."""
+
+    def offer(self, image_id: str, should_stop: Callable[[], bool] = lambda: False) -> ImageOffer | None:
+        offer = super().offer(image_id, should_stop)
+        if offer is None:
+            return None
+        manifest = {name: value for name, value in offer.manifest.items() if name != "key"}
+        return replace(offer, manifest={**manifest, "format": 2, "recipe": {"mode": "venv"}})
 
 
 class BrokenStreamNode(HolderNode):
     """A holder that goes away mid-copy."""
 
-    def chunks(self, image_id: str) -> Iterator[bytes]:
-        for chunk in archive_chunks(self.cache, image_id):
+    def chunks(self, image_id: str, should_stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
+        for chunk in archive_chunks(self.cache, image_id, should_stop):
             yield chunk[: len(chunk) // 2]
             raise ImageCopyError("ActorDiedError: the actor died unexpectedly")
 
@@ -80,7 +94,7 @@ def run(
     return runner.run(image_request(request_path, sha, request_path.parent, step_id, **env), image_peer=peer)
 
 
-def test_an_image_another_node_holds_is_copied_and_serves_after_the_holder_removed_it(tmp_path: Path):
+def test_an_image_another_node_holds_is_copied_and_serves_after_the_holder_removed_it(tmp_path: Path, store: Store):
     repo = make_image_repo(tmp_path / "repo")
     builds = tmp_path / "builds"
     built = run(node(tmp_path, "far"), repo.path, repo.shas[0], 1, None, BUILD_COUNTER=str(builds))
@@ -119,6 +133,11 @@ def test_an_image_another_node_holds_is_copied_and_serves_after_the_holder_remov
     assert again.image is not None
     assert (again.image.id, again.image.source, again.image.reused) == (built.image.id, "cache", True)
     assert builds.read_text().splitlines() == ["build at 0"]
+    now = datetime.now(UTC)  # the copy's own step left no row (its result was lost): the reuse's row says copied
+    step = store.start_step(store.create_bisect(str(repo.path), repo.shas[0], repo.shas[1], {}, now), repo.shas[1],
+                            1, "w", again.image.node, (), now)  # fmt: skip
+    store.finish_step(step, replace(again, step_id=step), now)
+    assert [(row.id, row.source) for row in store.images()] == [(built.image.id, "copied")]
 
 
 @pytest.mark.parametrize(
@@ -126,6 +145,7 @@ def test_an_image_another_node_holds_is_copied_and_serves_after_the_holder_remov
     [
         (HolderNode, None),  # the holder has no such image (evicted since): nothing is copied
         (OtherInterpreterNode, "its venv is made on /opt/other/bin/python3.12"),
+        (OtherFormatNode, "its manifest is of another format"),
         (BrokenStreamNode, "the copy from"),
     ],
 )
@@ -237,6 +257,33 @@ def test_what_a_killed_copy_left_is_removed_by_the_next_build(tmp_path: Path):
     assert not left.exists()
 
 
+def test_a_copy_renamed_into_place_without_its_manifest_is_replaced_by_the_next_step(tmp_path: Path):
+    """A kill between the rename of the copy into place and its manifest's write leaves the image's folder whole but
+    without a manifest (the state is made here by removing it): the next step wanting the image takes it for absent
+    and replaces it, copying it again or building it, and never runs on it as it is."""
+    repo = make_image_repo(tmp_path / "repo")
+    builds = tmp_path / "builds"
+    assert run(node(tmp_path, "far"), repo.path, repo.shas[0], 1, None, BUILD_COUNTER=str(builds)).image
+    holder = HolderNode(tmp_path / "far" / "images")
+    near = node(tmp_path, "near")
+    copied = run(near, repo.path, repo.shas[0], 2, holder)
+    assert copied.image is not None
+    folder = Path(copied.image.path)
+
+    for step_id, peer in ((3, holder), (4, None)):
+        (folder / "manifest.json").unlink()
+        (folder / "src" / "left-by-the-killed-copy").write_text("x")
+        again = run(near, repo.path, repo.shas[0], step_id, peer, BUILD_COUNTER=str(builds))
+        assert again.verdict is Verdict.GOOD, again.detail
+        assert again.image is not None
+        assert (again.image.source, again.image.reused) == ("copied" if peer else "built", False)
+        assert not (folder / "src" / "left-by-the-killed-copy").exists()
+        manifest = ImageCache(tmp_path / "near" / "images").manifest(copied.image.id)
+        assert manifest is not None
+        assert manifest.status is ImageStatus.READY
+    assert builds.read_text().splitlines() == ["build at 0", "build at 0"]
+
+
 def test_relocation_rewrites_links_to_directories_too(tmp_path: Path):
     """os.walk lists a link to a directory among the directories: it is rewritten as any other link, even where the
     holder's folder also exists on this node."""
@@ -323,6 +370,27 @@ def test_what_a_killed_copy_left_is_removed_by_the_next_eviction_of_any_image(tm
     assert sorted(entry.name for entry in near.root.iterdir()) == [unpacking.name, "locks"]
 
 
+def test_the_lru_pass_removes_image_folders_that_killed_copies_or_builds_left(tmp_path: Path, store: Store):
+    """A folder without a manifest (a copy killed between its rename into place and its manifest's write) or with a
+    "building" one (a killed build), whose lock is free, is no image: `bisect images prune` (and any LRU pass)
+    removes it even when that image is not wanted again. One whose lock is held is being made: it stays."""
+    cache, made = ImageCache(tmp_path / "near"), now_iso()
+    ready = ImageManifest("3333333333333333", {}, "repo", "0" * 40, cache.node, ImageStatus.READY, made, made)
+    cache.write_manifest(ready)
+    cache.write_manifest(replace(ready, id="2222222222222222", status=ImageStatus.BUILDING))
+    for image_id in ("0123456789abcdef", "1111111111111111", "2222222222222222"):
+        (cache.image_dir(image_id) / "venv" / "bin").mkdir(parents=True)
+        (cache.image_dir(image_id) / "venv" / "bin" / "python").write_text("#!/bin/sh\n")
+    cache.ccache_dir.mkdir()
+
+    with cache.lock("1111111111111111"):  # a copy renamed into place, its manifest about to be written
+        assert prune_images(store, cache, max_bytes=1 << 62, older_than_s=None) == []
+
+    assert sorted(entry.name for entry in cache.root.iterdir()) == [
+        "1111111111111111", "3333333333333333", "ccache", "locks"
+    ]  # fmt: skip
+
+
 class GatedNode(HolderNode):
     """A holder that sends its first chunk, then waits for the gate."""
 
@@ -330,8 +398,8 @@ class GatedNode(HolderNode):
         super().__init__(root)
         self.streaming, self.gate = threading.Event(), threading.Event()
 
-    def chunks(self, image_id: str) -> Iterator[bytes]:
-        for chunk in super().chunks(image_id):
+    def chunks(self, image_id: str, should_stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
+        for chunk in super().chunks(image_id, should_stop):
             yield chunk
             self.streaming.set()
             assert self.gate.wait(120)
@@ -344,6 +412,50 @@ def waits_for_an_image_lock(thread: threading.Thread) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def waits_for_the_lock_of(thread: threading.Thread, cache: ImageCache) -> bool:
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code is ImageCache.lock.__wrapped__.__code__ and frame.f_locals.get("self") is cache:  # type: ignore[attr-defined]
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_a_cancel_ends_the_copy_while_the_holder_waits_for_its_image(tmp_path: Path):
+    """The holder's image is locked there (being removed or rebuilt): the holder waits for its shared lock, for up to
+    HOLD_TIMEOUT_S. The step's cancel ends the copy at once, the holder's wait not over: the step is cancelled, and
+    nothing is built or left."""
+    repo = make_image_repo(tmp_path / "repo")
+    builds = tmp_path / "builds"
+    built = run(node(tmp_path, "far"), repo.path, repo.shas[0], 1, None, BUILD_COUNTER=str(builds))
+    assert built.image is not None
+    holder = HolderNode(tmp_path / "far" / "images")
+    request = replace(
+        image_request(repo.path, repo.shas[0], tmp_path, 2, BUILD_COUNTER=str(builds)), timeout_s=SAFETY_S
+    )
+    cancel, results = threading.Event(), dict[str, StepResult]()
+    near = node(tmp_path, "near")
+    step = threading.Thread(
+        target=lambda: results.update(step=near.run(request, should_cancel=cancel.is_set, image_peer=holder))
+    )
+    with holder.cache.lock(built.image.id):  # held until the step has ended
+        step.start()
+        try:
+            wait_for(lambda: waits_for_the_lock_of(step, holder.cache), SAFETY_S, "the holder to wait for its image")
+            cancel.set()
+            step.join(SAFETY_S)
+            assert not step.is_alive(), "the copy waits for the holder after the cancel"
+        finally:
+            cancel.set()
+    step.join()
+
+    result = results["step"]
+    assert result.verdict is Verdict.CANCELLED, result.detail
+    assert "stopped while the holder waited for its image's lock" in Path(result.log_path).read_text()
+    assert builds.read_text().splitlines() == ["build at 0"]
+    assert [entry.name for entry in (tmp_path / "near" / "images").iterdir()] == ["locks"]
 
 
 def test_a_second_step_on_the_node_uses_the_copy_while_the_first_still_runs_its_test(tmp_path: Path):

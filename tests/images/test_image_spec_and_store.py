@@ -115,3 +115,16 @@ def test_a_reused_image_keeps_how_it_was_made_on_its_node(store: Store, made_as:
     store.finish_step(second, StepResult(second, "a" * 40, Verdict.GOOD, image=later), now)
     (row,) = store.images("n1")
     assert (row.source, row.last_used) == (made_as, "2026-11-30T12:00:00+00:00")
+
+
+@pytest.mark.parametrize("made_as", ["built", "artifact", "copied"])
+def test_a_reuse_without_a_row_records_how_its_image_was_made(store: Store, made_as: str):
+    """The step that made the image left no row (its result was lost, or the row was forgotten): the reuse's row says
+    how the image on disk was made, as its manifest tells, not "built"."""
+    now = datetime.now(UTC)
+    bisect_id = store.create_bisect("/r", "a" * 40, "b" * 40, {}, now)
+    step = store.start_step(bisect_id, "a" * 40, 1, "w", "n1", (), now)
+    reused = image("img1", source="cache", reused=True, made_as=made_as)
+    store.finish_step(step, StepResult(step, "a" * 40, Verdict.GOOD, image=reused), now)
+    (row,) = store.images("n1")
+    assert row.source == made_as

@@ -24,7 +24,7 @@ from pathlib import Path
 from vocab.domain import ErrorKind, ImageInfo
 from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
-from vocab.paths import tree_size
+from vocab.paths import remove_tree, tree_size
 from workers.build_outcome import BuildEnd, BuildOutcome, judge_build
 from workers.images.cache import (
     INCOMING_PREFIX,
@@ -32,6 +32,7 @@ from workers.images.cache import (
     ImageManifest,
     ImageStatus,
     LockTimeoutError,
+    ManifestFormatError,
     lock_shared,
     now_iso,
 )
@@ -137,12 +138,24 @@ class ImageBuilder:
         the copy failed: then it is built here."""
         if job.peer is None:
             return None
+        stop = lambda: job.should_cancel() or time.monotonic() >= deadline  # noqa: E731
         try:
-            offer = job.peer.offer(key.id)
+            offer = job.peer.offer(key.id, stop)
+        except CopyStoppedError as exc:
+            job.log.note(f"# image {key.id}: asking another node for it {exc}: the step was cancelled or timed out\n")
+            return PreparedImage(cancelled=job.should_cancel(), timed_out=not job.should_cancel())
         except ImageCopyError as exc:
             job.log.note(f"# image {key.id}: could not ask another node for it ({exc}); building it here\n")
             return None
         if offer is None:
+            return None
+        try:
+            held = ImageManifest.from_json(offer.manifest)
+        except ManifestFormatError as exc:
+            job.log.note(
+                f"# image {key.id}: {offer.node} holds it, but its manifest is of another format ({exc}); "
+                "building it here\n"
+            )
             return None
         if offer.base_python != base_python():
             job.log.note(
@@ -154,21 +167,20 @@ class ImageBuilder:
         incoming = incoming_dir(folder)
         job.log.note(f"# image {key.id}: copying it from {offer.node} ({offer.folder})\n")
         started, started_at = time.monotonic(), now_iso()
-        shutil.rmtree(incoming, ignore_errors=True)
+        remove_tree(incoming)
         try:
-            stop = lambda: job.should_cancel() or time.monotonic() >= deadline  # noqa: E731
-            receive(job.peer.chunks(key.id), incoming, stop)
+            receive(job.peer.chunks(key.id, stop), incoming, stop)
             relocate(incoming, offer.folder, str(folder))
-            shutil.rmtree(folder, ignore_errors=True)  # what a killed builder left
+            remove_tree(folder)  # what a killed builder left
             incoming.rename(folder)
-        except CopyStoppedError:
+        except CopyStoppedError as exc:
+            job.log.note(f"# image {key.id}: the copy from {offer.node} {exc}: the step was cancelled or timed out\n")
             return PreparedImage(cancelled=job.should_cancel(), timed_out=not job.should_cancel())
         except (ImageCopyError, OSError) as exc:
             job.log.note(f"# image {key.id}: the copy from {offer.node} failed ({_describe(exc)}); building it here\n")
             return None
         finally:
-            shutil.rmtree(incoming, ignore_errors=True)  # a failed or stopped copy's part (renamed away when whole)
-        held = ImageManifest.from_json(offer.manifest)
+            remove_tree(incoming)  # a failed or stopped copy's part (renamed away when whole)
         ready = replace(
             held, node=self.cache.node, created=started_at, last_used=started_at,
             build_s=time.monotonic() - started, size_bytes=tree_size(folder), source="copied",
@@ -177,8 +189,8 @@ class ImageBuilder:
 
     def _build(self, job: BuildJob, key: ImageKey, deadline: float) -> PreparedImage:
         folder = self.cache.image_dir(key.id)
-        shutil.rmtree(folder, ignore_errors=True)  # what a killed builder left
-        shutil.rmtree(incoming_dir(folder), ignore_errors=True)  # and a killed copy
+        remove_tree(folder)  # what a killed builder left
+        remove_tree(incoming_dir(folder))  # and a killed copy
         started_at = now_iso()
         building = ImageManifest(
             id=key.id, key=key.to_json(), repo=job.repo, sha=job.sha, node=self.cache.node,
@@ -192,7 +204,7 @@ class ImageBuilder:
             if job.recipe.mode == "venv":
                 make_venv(folder / "venv")
         except (OSError, subprocess.CalledProcessError, RepoError) as exc:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
             return PreparedImage(error=f"could not prepare image {key.id} at {job.sha[:12]}: {_describe(exc)}")
         env = {**job.env, **self.image_env(folder, job.env)}
         build = None
@@ -206,7 +218,7 @@ class ImageBuilder:
             )  # fmt: skip
             build = judge_build(process, "image build", job.infra_patterns)
             if build.end not in (BuildEnd.SUCCEEDED, BuildEnd.FAILED):
-                shutil.rmtree(folder, ignore_errors=True)  # not the commit's fault: nothing is kept
+                remove_tree(folder)  # not the commit's fault: nothing is kept
                 why = "" if build.end in (BuildEnd.CANCELLED, BuildEnd.TIMED_OUT) else build.why
                 return PreparedImage(
                     cancelled=process.cancelled,
@@ -221,8 +233,8 @@ class ImageBuilder:
                 building, status=ImageStatus.FAILED, build_s=build_s, size_bytes=0,
                 log_tail=build.process.output.tail(),
             )  # fmt: skip
-            shutil.rmtree(folder / "src", ignore_errors=True)
-            shutil.rmtree(folder / "venv", ignore_errors=True)
+            remove_tree(folder / "src")
+            remove_tree(folder / "venv")
             self.cache.write_manifest(failed)
             return self._failed(failed, build)
         ready = replace(building, status=ImageStatus.READY, build_s=build_s, size_bytes=tree_size(folder))
@@ -291,7 +303,7 @@ def _info(manifest: ImageManifest, folder: Path, *, source: str, reused: bool) -
     return ImageInfo(
         id=manifest.id, source=source, reused=reused, build_s=manifest.build_s, status=manifest.status.value,
         sha=manifest.sha, path=str(folder), node=manifest.node, size_bytes=manifest.size_bytes, key=manifest.key,
-        created=manifest.created, last_used=manifest.last_used, log_tail=manifest.log_tail,
+        created=manifest.created, last_used=manifest.last_used, log_tail=manifest.log_tail, made_as=manifest.source,
     )  # fmt: skip
 
 

@@ -11,7 +11,8 @@ under the image's exclusive lock; one whose lock is free was left by a killed co
 
 The manifest is written atomically (a temporary file renamed over it); an image is usable only when its manifest
 says ready. A lock dies with its holder, so a builder killed mid-build leaves a "building" manifest whose lock
-is free: the next one to want the image rebuilds it.
+is free, and a copy killed after its rename into place a folder without a manifest: the next one to want the
+image makes it again, and the LRU pass removes such folders meanwhile.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
+import re
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -29,9 +30,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from vocab.paths import cache_dir, tree_size
+from vocab.paths import cache_dir, remove_tree, tree_size
 
 LOCK_POLL_S = 0.05
+IMAGE_ID = re.compile(r"[0-9a-f]{16}")  # an image's folder's name (workers/images/key.py's ImageKey.id)
 INCOMING_PREFIX = ".incoming-"  # `.incoming-<id>`: a copy of the image being unpacked (workers/images/transfer.py)
 
 
@@ -63,9 +65,18 @@ class ImageManifest:
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ImageManifest:
-        values = dict(data)
-        values["status"] = ImageStatus(str(values["status"]))
-        return cls(**values)  # type: ignore[arg-type]
+        """The manifest of data; ManifestFormatError where data is not one of this version (another version of the
+        tool wrote it, with fields this one lacks or does not know)."""
+        try:
+            values = dict(data)
+            values["status"] = ImageStatus(str(values["status"]))
+            return cls(**values)  # type: ignore[arg-type]
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ManifestFormatError(" ".join(str(exc).split())[:200]) from None
+
+
+class ManifestFormatError(ValueError):
+    """A manifest of another format than this version of the tool writes."""
 
 
 IMAGE_ROOT_ENV = "BISECT_IMAGE_ROOT"  # a cache root every node mounts at this path: images built on one serve all
@@ -160,7 +171,7 @@ class ImageCache:
                 folder = self.image_dir(image_id)
                 with contextlib.suppress(FileNotFoundError):
                     (folder / "manifest.json").unlink()  # first: nobody takes a half-deleted image for ready
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)
                 return True
         except LockTimeoutError:
             return False
@@ -168,7 +179,7 @@ class ImageCache:
     def evict(self, max_bytes: int, keep: frozenset[str] = frozenset(), older_than_s: float | None = None) -> list[str]:
         """Remove least recently used images not in use until the root holds at most max_bytes (and, with
         older_than_s, every image unused for longer); images in keep stay. The ids removed."""
-        self._remove_killed_copies()
+        self._remove_leftovers()
         manifests = sorted(self.manifests(), key=lambda m: m.last_used)
         # Measured now, not the size recorded at the build: tests write into their image (Triton's and
         # Inductor's caches live in it), so what the folders hold grows after it.
@@ -185,19 +196,32 @@ class ImageCache:
                 removed.append(manifest.id)
         return removed
 
-    def _remove_killed_copies(self) -> None:
-        """Remove the `.incoming-<id>` folders whose image's lock is free: what killed copies left (a copy holds
-        the image's exclusive lock while it unpacks)."""
+    def _remove_leftovers(self) -> None:
+        """Remove what killed copies and builds left, where the image's lock is free (a copy or a build holds the
+        image's exclusive lock until its manifest says ready or failed): `.incoming-<id>` folders (a copy killed
+        while it unpacked), image folders without a manifest (a copy killed between its rename into place and its
+        manifest's write) and those whose manifest says building (a killed build)."""
         if not self.root.is_dir():
             return
         for entry in self.root.iterdir():
-            if not entry.name.startswith(INCOMING_PREFIX):
+            image_id = entry.name.removeprefix(INCOMING_PREFIX)
+            if entry.name == image_id and not (IMAGE_ID.fullmatch(image_id) and self._unfinished(image_id)):
                 continue
-            with (
-                contextlib.suppress(LockTimeoutError),
-                self.lock(entry.name.removeprefix(INCOMING_PREFIX), timeout_s=0),
-            ):
-                shutil.rmtree(entry, ignore_errors=True)
+            with contextlib.suppress(LockTimeoutError), self.lock(image_id, timeout_s=0):
+                if entry.name == image_id and not self._unfinished(image_id):  # made meanwhile
+                    continue
+                remove_tree(entry)
+
+    def _unfinished(self, image_id: str) -> bool:
+        """Whether the image's folder has no manifest, or one that says building (a manifest of another format
+        is another version's image: it stays)."""
+        folder = self.image_dir(image_id)
+        if not folder.is_dir():
+            return False
+        if not (folder / "manifest.json").exists():
+            return True
+        manifest = self.manifest(image_id)
+        return manifest is not None and manifest.status is ImageStatus.BUILDING
 
 
 def lock_shared(fd: int) -> None:

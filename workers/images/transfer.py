@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from workers.images.cache import ImageCache, ImageStatus
+from workers.images.cache import ImageCache, ImageStatus, LockTimeoutError
 
 CHUNK_BYTES = 4 << 20
 HOLD_TIMEOUT_S = 120.0  # the holder waits this long for its image's shared lock (it may be being removed)
@@ -56,11 +57,13 @@ class ImageOffer:
 
 
 class ImagePeer(Protocol):
-    """A node that may hold an image (on Ray: a slot actor there)."""
+    """A node that may hold an image (on Ray: a slot actor there). should_stop (the step was cancelled or ran out of
+    time) is looked at while the peer is waited for: it raises CopyStoppedError then, however long the holder takes
+    to answer (it may wait for its image's lock, or be busy)."""
 
-    def offer(self, image_id: str) -> ImageOffer | None: ...
+    def offer(self, image_id: str, should_stop: Callable[[], bool]) -> ImageOffer | None: ...
 
-    def chunks(self, image_id: str) -> Iterable[bytes]: ...
+    def chunks(self, image_id: str, should_stop: Callable[[], bool]) -> Iterable[bytes]: ...
 
 
 class CacheHolder:
@@ -69,11 +72,11 @@ class CacheHolder:
     def __init__(self, cache: ImageCache) -> None:
         self.cache = cache
 
-    def offer(self, image_id: str) -> ImageOffer | None:
+    def offer(self, image_id: str, should_stop: Callable[[], bool] = lambda: False) -> ImageOffer | None:
         return make_offer(self.cache, image_id)
 
-    def chunks(self, image_id: str) -> Iterator[bytes]:
-        return archive_chunks(self.cache, image_id)
+    def chunks(self, image_id: str, should_stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
+        return archive_chunks(self.cache, image_id, should_stop)
 
 
 def base_python() -> str:
@@ -88,9 +91,12 @@ def make_offer(cache: ImageCache, image_id: str) -> ImageOffer | None:
     return ImageOffer(manifest.to_json(), str(cache.image_dir(image_id)), base_python(), cache.node)
 
 
-def archive_chunks(cache: ImageCache, image_id: str) -> Iterator[bytes]:
-    """The image's folder (its manifest apart) as a tar stream, read under the image's shared lock."""
-    with cache.lock(image_id, shared=True, timeout_s=HOLD_TIMEOUT_S):
+def archive_chunks(
+    cache: ImageCache, image_id: str, should_stop: Callable[[], bool] = lambda: False
+) -> Iterator[bytes]:
+    """The image's folder (its manifest apart) as a tar stream, read under the image's shared lock (waited for
+    until should_stop turns true: CopyStoppedError, or HOLD_TIMEOUT_S pass: ImageCopyError)."""
+    with _held(cache, image_id, should_stop):
         current = cache.manifest(image_id)
         if current is None or current.status is not ImageStatus.READY:
             raise ImageCopyError(f"image {image_id} is no longer ready on {cache.node}")
@@ -111,9 +117,21 @@ def archive_chunks(cache: ImageCache, image_id: str) -> Iterator[bytes]:
                 tar.stdout.close()
 
 
+@contextlib.contextmanager
+def _held(cache: ImageCache, image_id: str, should_stop: Callable[[], bool]) -> Iterator[None]:
+    try:
+        with cache.lock(image_id, shared=True, timeout_s=HOLD_TIMEOUT_S, should_cancel=should_stop):
+            yield
+    except LockTimeoutError:
+        if should_stop():
+            raise CopyStoppedError("stopped while the holder waited for its image's lock") from None
+        raise ImageCopyError(f"image {image_id} was not free on {cache.node} for {HOLD_TIMEOUT_S:.0f}s") from None
+
+
 def receive(chunks: Iterable[bytes], folder: Path, should_stop: Callable[[], bool]) -> None:
     """Unpack a tar stream into folder (made here; a new, empty place). Raises CopyStoppedError when should_stop turns
-    true between two chunks, ImageCopyError when the stream or the unpacking fails; folder may then be partial."""
+    true between two chunks (while one is awaited, the peer's chunks, given should_stop too, raise it), ImageCopyError
+    when the stream or the unpacking fails; folder may then be partial."""
     folder.mkdir(parents=True)
     with tempfile.TemporaryFile() as said:
         tar = subprocess.Popen(
@@ -125,7 +143,7 @@ def receive(chunks: Iterable[bytes], folder: Path, should_stop: Callable[[], boo
             try:
                 for chunk in stream:
                     if should_stop():
-                        raise CopyStoppedError("stopped while the image was copied")
+                        raise CopyStoppedError("stopped between two chunks")
                     tar.stdin.write(chunk)
                 tar.stdin.close()
             except BrokenPipeError:
@@ -171,8 +189,9 @@ def _relink(path: Path, old: str, new: str) -> bool:
     target = os.readlink(path)
     if target != old and not target.startswith(old + os.sep):
         return False
-    path.unlink()
-    path.symlink_to(new + target[len(old) :])
+    with _writable(path.parent):
+        path.unlink()
+        path.symlink_to(new + target[len(old) :])
     return True
 
 
@@ -194,11 +213,27 @@ def _rewrite(path: Path, old: bytes, new: bytes) -> bool:
         return False
     held = path.stat()
     temporary = path.with_name(f".{path.name}.relocate")
-    temporary.write_bytes(data.replace(old, new))
-    os.chmod(temporary, held.st_mode)
-    os.utime(temporary, ns=(held.st_atime_ns, held.st_mtime_ns))  # a build's outputs stay up to date
-    temporary.replace(path)
+    with _writable(path.parent):
+        temporary.write_bytes(data.replace(old, new))
+        os.chmod(temporary, held.st_mode)
+        os.utime(temporary, ns=(held.st_atime_ns, held.st_mtime_ns))  # a build's outputs stay up to date
+        temporary.replace(path)
     return True
+
+
+@contextlib.contextmanager
+def _writable(folder: Path) -> Iterator[None]:
+    """folder writable by its owner for the block, its mode restored after: a package may install its folders
+    read-only (0555), and a user other than root could not replace their files."""
+    mode = stat.S_IMODE(folder.stat().st_mode)
+    if mode & stat.S_IWUSR:
+        yield
+        return
+    folder.chmod(mode | stat.S_IWUSR)
+    try:
+        yield
+    finally:
+        folder.chmod(mode)
 
 
 def _refuse_if_named(path: Path, old: bytes) -> None:
