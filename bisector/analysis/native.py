@@ -13,6 +13,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_bodies import function_bodies, inside_bodies
 from bisector.analysis.native_conditions import chooses_by_arch, more_condition_label, row_name
+from bisector.analysis.native_definitions import definition_rows
 from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
 from bisector.analysis.native_entries import kept_entry_rows
 from bisector.analysis.native_instances import instance_rows
@@ -193,6 +194,7 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
         findings.extend(_batch_conditions(path, hunk, old_lines, new_lines))
     findings += instance_rows(path, old_lines, new_lines, hunks)
     findings += launch_shape_rows(path, old_lines, new_lines, hunks, {f.line for f in findings})
+    findings += definition_rows(path, old_lines, new_lines, hunks, findings)
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
     return findings
 

@@ -8,9 +8,12 @@ import re
 from dataclasses import dataclass
 
 MAX_SCOPE_LINES = 400  # how far above a line its function head is looked for
-MAX_HEAD_LINES = 30  # a function head spread over this many lines at most (one parameter a line)
+MAX_HEAD_LINES = 60  # a function head spread over this many lines at most (one parameter a line)
 
-_FUNCTION_HEAD = re.compile(r"(?P<name>~?[A-Za-z_][\w:~]*)\s*\([^;{}]*\)[^;{}()]*\{\s*$")
+_FUNCTION_HEAD = re.compile(
+    r"(?P<name>(?:[A-Za-z_][\w:]*::)?operator\s*(?:\(\)|\[\]|[^\s\w()]{1,3})|~?[A-Za-z_][\w:~]*)"  # operator*()
+    r"\s*\([^;{}]*\)[^;{}()]*\{\s*$"
+)
 _CONTROL = frozenset(
     {"if", "for", "while", "switch", "catch", "sizeof", "decltype", "return", "defined", "constexpr", "else", "do"}
 )
