@@ -123,7 +123,8 @@ def test_a_config_alias_moved_from_kernel_code_to_its_class_is_no_row(history: H
     history.commit("attention", {"src/attention_universal.h": ATTENTION_H})
     changed = ATTENTION_H.replace(
         "    static constexpr int kWarpCount = 4;\n",
-        "    static constexpr int kWarpCount = 4;\n\n    using ReduceOp = attention::Reduce<T, CTA_H, 32, kWarpCount>;\n",
+        "    static constexpr int kWarpCount = 4;\n\n"
+        "    using ReduceOp = attention::Reduce<T, CTA_H, 32, kWarpCount>;\n",
     ).replace(
         "        using Reduce = attention::Reduce<T, CTA_H, 32, kWarpCount>;\n        Reduce op;",
         "        ReduceOp op;",
