@@ -107,9 +107,10 @@ def instance_rows(path: str, old_lines: list[str], new_lines: list[str], hunks: 
 
 
 def is_list_entry(lines: list[str], index: int) -> bool:
-    """Whether line index is an entry of an instance list (its rows are this module's)."""
+    """Whether line index is an entry of an instance list (its rows are this module's; not the arguments of one
+    template)."""
     head = _head(lines, index)
-    return bool(head) and _run_size(lines, index, head) >= MIN_LIST_ENTRIES
+    return bool(head) and _run_size(lines, index, head) >= MIN_LIST_ENTRIES and _owner(lines, index, head) is not None
 
 
 def _head(lines: list[str], index: int) -> str:

@@ -53,11 +53,14 @@ def enclosing_function(lines: list[str], index: int) -> Scope | None:
 
 
 def joined_head(lines: list[str], index: int) -> str:
-    """The line that opens a block, joined with the lines above it back to the previous statement's end."""
+    """The line that opens a block, joined with the lines above it back to the previous statement's end (blank
+    lines, comments blanked, are passed over)."""
     parts = [lines[index].strip()]
     for earlier in range(index - 1, max(index - MAX_HEAD_LINES, -1), -1):
         text = lines[earlier].strip()
-        if not text or text.endswith((";", "}", "{")) or text.startswith("#"):
+        if not text:
+            continue  # a blank line or a comment between two parameters
+        if text.endswith((";", "}", "{")) or text.startswith("#"):
             break
         parts.insert(0, text)
     return " ".join(parts)

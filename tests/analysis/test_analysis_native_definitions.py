@@ -283,3 +283,46 @@ def test_work_handed_to_a_new_callee_is_a_row_and_a_callee_renamed_everywhere_is
 
     assert _rows(history, sha) == [("dispatch_logic", "include/reduce.h", "argmax_impl")]
     assert _rows(history, rename) == []
+
+
+GROUPED_CU = """\
+void grouped_matmul_out_kernel(const std::vector<at::Tensor>& input) {
+  using GemmKernel = typename cutlass::gemm::kernel::DefaultGemmGrouped<
+      float, cutlass::layout::RowMajor, cutlass::ComplexTransform::kNone,
+      4,                                             // Granularity A
+      float, cutlass::layout::RowMajor, cutlass::ComplexTransform::kNone,
+      4,                                             // Granularity B
+      cutlass::arch::Sm80,
+      cutlass::gemm::GemmShape<256, 128, 32>,        // Threadblock-level Tile
+      cutlass::gemm::GemmShape<64, 64, 32>,          // Warp-level Tile
+      cutlass::gemm::GemmShape<16, 8, 8>,            // Instruction
+      3>::GemmKernel;
+  run_grouped<GemmKernel>(input);
+}
+
+struct GatherRS_Space {
+  static constexpr auto AllHParams = make_space_gemm_hparams(
+      cute::make_tuple(
+          make_gather_rs_hparams(cute::Int<28>{}, cute::Int<8192>{}),
+          make_gather_rs_hparams(cute::Int<28>{}, cute::Int<6144>{}),
+          make_gather_rs_hparams(cute::Int<28>{}, cute::Int<4096>{})));
+};
+"""
+
+
+def test_cutlass_arguments_of_a_host_alias_are_a_row_and_an_instance_lists_statement_is_its_own(
+    history: History,
+) -> None:
+    history.commit("grouped", {"csrc/matmul_kernel.cu": GROUPED_CU})
+    changed = GROUPED_CU.replace("4,      ", "1,      ").replace(
+        "          make_gather_rs_hparams(cute::Int<28>{}, cute::Int<8192>{}),\n",
+        "          make_gather_rs_hparams(cute::Int<26>{}, cute::Int<8192>{}),\n"
+        "          make_gather_rs_hparams(cute::Int<28>{}, cute::Int<8192>{}),\n",
+    )
+    sha = history.commit("granularity 1; gather ctas 26", {"csrc/matmul_kernel.cu": changed})
+
+    # the GemmShape lines are one template's arguments, not an instance list; the hparams are (native_instances.py)
+    assert _rows(history, sha) == [
+        ("dispatch_logic", "csrc/matmul_kernel.cu", "grouped_matmul_out_kernel"),
+        ("native_array", "csrc/matmul_kernel.cu", "make_gather_rs_hparams"),
+    ]

@@ -175,3 +175,40 @@ def test_a_condition_spread_over_lines_under_a_long_head_and_a_stride_test_are_r
     sha = history.commit("split-k scaled by the kv length; op by stride", {"src/attention.cu": changed})
 
     assert sorted({name for _, name in _rows(history, sha)}) == ["attention_prepare", "gemm_params"]
+
+
+FRONTEND_H = """\
+#pragma once
+#define CUDNN_FRONTEND_MAJOR_VERSION 1
+#define CUDNN_FRONTEND_PATCH_VERSION 2
+#define CUDNN_FRONTEND_MIN_BACKEND_VERSION 8900
+#define WORKSPACE_LIMIT 4096
+
+std::vector<Tensor>
+mha_fwd_block(const Tensor &q,
+// batch x seqlen x heads x head_size
+              const Tensor &k,
+              const bool is_causal)
+{
+    auto dprops = get_device_properties();
+    bool is_sm90 = dprops->major == 9 && dprops->minor == 0;
+    return run(q, k, is_sm90);
+}
+"""
+
+
+def test_a_release_number_is_no_row_and_a_head_with_comment_lines_names_its_function(history: History) -> None:
+    history.commit("frontend", {"include/cudnn_frontend.h": FRONTEND_H})
+    changed = (
+        FRONTEND_H.replace("PATCH_VERSION 2", "PATCH_VERSION 3")
+        .replace("BACKEND_VERSION 8900", "BACKEND_VERSION 90000")
+        .replace("LIMIT 4096", "LIMIT 8192")
+        .replace("dprops->major == 9 && dprops->minor == 0", "dprops->major >= 9 && dprops->minor >= 0")
+    )
+    sha = history.commit("1.0.3: Blackwell passes the sm90 checks", {"include/cudnn_frontend.h": changed})
+
+    assert _rows(history, sha) == [
+        ("native_threshold", "#define CUDNN_FRONTEND_MIN_BACKEND_VERSION"),
+        ("native_threshold", "#define WORKSPACE_LIMIT"),
+        ("native_threshold", "mha_fwd_block"),
+    ]
