@@ -34,8 +34,7 @@ def dtype_dispatch_rows(path: str, old_lines: list[str], new_lines: list[str], h
         was, now = old.get(function, Counter()), new.get(function, Counter())
         if was == now or not (_defined_in(function, old_lines) and _defined_in(function, new_lines)):
             continue
-        before = next((key for key in was if key not in now), None)
-        after = next((key for key in now if key not in was), None)
+        before, after = next(iter(was - now), None), next(iter(now - was), None)
         rows.append(
             Finding(
                 FindingKind.DISPATCH_LOGIC,
