@@ -8,7 +8,11 @@ std::conditional (`using network_precision_t = std::conditional_t<MIN_GPU_ARCH =
 clamped (`cc = min(cc, 90u);`). row_name names native.py's condition rows by the function they are in, or at file
 scope by what the condition declares (the alias, or the first constant or macro of its #if block: `#if
 MPK_TARGET_CC >= 90` / `constexpr int MAX_SHARE_MEMORY_SIZE = ...` is a MAX_SHARE_MEMORY_SIZE row); a test in a
-function the commit adds or removes whole is new or dropped code, no row."""
+function the commit adds or removes whole is new or dropped code, no row. Also no rows: a file-scope #if block that
+only refuses to build (`#error`), an arch or threshold test rewritten with the same numbers, comparisons, logic and
+constants (`gcnArch == 908` -> `gcnArchName.find("908") != npos`), an #if whose branches differ only by names spelled
+longer (`double4` / `double4_32a`). An if's condition spread over lines is read whole, and a host function's branch
+on a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one."""
 
 from __future__ import annotations
 
