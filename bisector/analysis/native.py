@@ -13,6 +13,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_bodies import function_bodies, inside_bodies
 from bisector.analysis.native_conditions import chooses_by_arch, more_condition_label, row_name
+from bisector.analysis.native_definitions import definition_rows
 from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
 from bisector.analysis.native_entries import kept_entry_rows
 from bisector.analysis.native_instances import instance_rows
@@ -84,6 +85,9 @@ _TUNED_GLOBAL = re.compile(
     re.M,
 )
 _PREPROCESSOR = re.compile(r"^[ \t]*#[^\n]*", re.M)
+_RELEASE_NUMBER = re.compile(
+    r"^(?!\w*(?:MIN|MAX|REQUIRED))[A-Z][A-Z0-9_]*_(?:VERSION(?:_(?:MAJOR|MINOR|PATCH))?|(?:MAJOR|MINOR|PATCH)_VERSION)$"
+)
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?!\()[ \t]+(?P<value>\S.*?)[ \t]*$", re.M)
 
 
@@ -165,6 +169,8 @@ def scan_native(text: str) -> NativeScan:
             line = bisect.bisect_right(starts, match.start("name"))
             add(match["name"], FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
     for match in _DEFINE.finditer(stripped):
+        if _RELEASE_NUMBER.match(match["name"]):
+            continue  # the library's own version number: a release, no dispatch
         line = bisect.bisect_right(starts, match.start("name"))
         add(f"#define {match['name']}", FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
     lines = stripped.splitlines()
@@ -174,7 +180,8 @@ def scan_native(text: str) -> NativeScan:
 def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Sequence[Hunk]) -> list[Finding]:
     """Rows for the entries and batch-size conditions that differ. Not rows: a const / constexpr added or removed
     whose value holds no number (derived from other names: a new local, a sizeof), a local never read or read
-    only through its address (native_reach.data_locals: a guard object, a value handed on as data), and a value
+    only through its address (native_reach.data_locals: a guard object, a value handed on as data), the library's own
+    version number (`#define CUDNN_FRONTEND_PATCH_VERSION 3`: a release), and a value
     that differs only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
     kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it)."""
     was, now = without_renumbered_locals(
@@ -193,6 +200,7 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
         findings.extend(_batch_conditions(path, hunk, old_lines, new_lines))
     findings += instance_rows(path, old_lines, new_lines, hunks)
     findings += launch_shape_rows(path, old_lines, new_lines, hunks, {f.line for f in findings})
+    findings += definition_rows(path, old_lines, new_lines, hunks, findings)
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
     return findings
 

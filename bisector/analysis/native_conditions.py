@@ -8,7 +8,11 @@ std::conditional (`using network_precision_t = std::conditional_t<MIN_GPU_ARCH =
 clamped (`cc = min(cc, 90u);`). row_name names native.py's condition rows by the function they are in, or at file
 scope by what the condition declares (the alias, or the first constant or macro of its #if block: `#if
 MPK_TARGET_CC >= 90` / `constexpr int MAX_SHARE_MEMORY_SIZE = ...` is a MAX_SHARE_MEMORY_SIZE row); a test in a
-function the commit adds or removes whole is new or dropped code, no row."""
+function the commit adds or removes whole is new or dropped code, no row. Also no rows: a file-scope #if block that
+only refuses to build (`#error`), an arch or threshold test rewritten with the same numbers, comparisons, logic and
+constants (`gcnArch == 908` -> `gcnArchName.find("908") != npos`), an #if whose branches differ only by names spelled
+longer (`double4` / `double4_32a`). An if's condition spread over lines is read whole, and a host function's branch
+on a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from bisector.analysis.native_scope import enclosing_function
 ARCH_LABEL = "condition on the arch"
 THRESHOLD_LABEL = "threshold"
 BATCH_LABEL = "condition on the batch size"
+LAYOUT_LABEL = "condition on the layout"
 
 _ARCH = re.compile(
     r"\b\w*(?:major|minor)\s*[<>=!]=\s*\d|\b\w*(?:major|minor)\s*[<>]\s*\d|"
@@ -44,27 +49,47 @@ _DECLARED = re.compile(
 _PP_OPEN = re.compile(r"^\s*#\s*if")
 _PP_SPLIT = re.compile(r"^\s*#\s*(?:elif|else|endif)\b")
 _INCLUDE = re.compile(r"^\s*#\s*include\b")
+_REFUSAL = re.compile(r"^\s*#\s*error\b")
 INCLUDES_ONLY = "#include"  # a file-scope #if block that opens with an #include: what it includes is used elsewhere
 MAX_ALIAS_LINES = 12  # how far above a line of a std::conditional its `using X =` is looked for
+MAX_CONDITION_LINES = 6  # an if's condition spread over this many lines at most
 MAX_BLOCK_LINES = 40  # how far into a file-scope #if block its first declaration is looked for
+_LAYOUT = re.compile(r"\b(?:[Ss]tride|[Ss]trides|ld[abcd]?)\s*\(")
 _COUNTER = re.compile(r"\+\+|--")  # `++idle < 8192`: a loop's own count, not a size
 _ZEROS = frozenset({"0", "0u", "0ul", "0l", "0.0", "0.0f", "0.f"})
 _NOT_THRESHOLDS = frozenset({"0", "1", "-1", "0u", "1u", "0ul", "1ul", "0.0", "0.0f", "0.f", "0l", "1l"})
 
 
 def more_condition_label(lines: list[str], index: int) -> str:
-    """'condition on the arch', 'threshold' or ''."""
+    """'condition on the arch', 'threshold', 'condition on the layout' (a host function's branch on a stride:
+    `if (a.Stride(RANK - 1) > 1)` picks a GEMM's transpose op) or ''."""
     line = lines[index]
     continued = _CONTINUES.search(line) or (index > 0 and _CONTINUES.search(lines[index - 1]))
     if (continued or _CHOICE.search(line)) and _ARCH.search(line):
         return ARCH_LABEL
     if _BRANCH.search(line) and _ARCH.search(line):
         return ARCH_LABEL
-    if _BRANCH.search(line) and _has_threshold(line) and not _COUNTER.search(line):
+    if _BRANCH.search(line) and _has_threshold(_whole_condition(lines, index)) and not _COUNTER.search(line):
         scope = enclosing_function(lines, index)
         if scope is not None and not scope.device:
             return THRESHOLD_LABEL
+    if _BRANCH.search(line) and _LAYOUT.search(_whole_condition(lines, index)):
+        scope = enclosing_function(lines, index)
+        if scope is not None and not scope.device:
+            return LAYOUT_LABEL
     return ""
+
+
+def _whole_condition(lines: list[str], index: int) -> str:
+    """The line with the lines that continue its condition, when its parentheses stay open (`if (a > 0 &&` /
+    `max_kvlen >= 1024) {`)."""
+    text, depth = lines[index], lines[index].count("(") - lines[index].count(")")
+    for more in lines[index + 1 : index + MAX_CONDITION_LINES] if depth > 0 else ():
+        text += " " + more
+        depth += more.count("(") - more.count(")")
+        if depth <= 0:
+            break
+    return text
 
 
 def chooses_by_arch(lines: list[str], index: int) -> bool:
@@ -90,8 +115,8 @@ def declared_name(lines: list[str], index: int) -> str:
         return ""
     depth = 0
     for text in lines[index + 1 : index + 1 + MAX_BLOCK_LINES]:
-        if depth == 0 and _INCLUDE.match(text):
-            return INCLUDES_ONLY
+        if depth == 0 and (_INCLUDE.match(text) or _REFUSAL.match(text)):
+            return INCLUDES_ONLY  # or a block that refuses to build (#error): it chooses no code
         if _PP_OPEN.match(text):
             depth += 1
         elif _PP_SPLIT.match(text):
@@ -112,7 +137,11 @@ def row_name(
     alone (an empty check), a threshold on one side only (a new or dropped test is new or dropped code)."""
     lines, (index, label) = (new_lines, new) if new else (old_lines, old or (0, ""))
     line = lines[index] if index < len(lines) else ""
-    if label == THRESHOLD_LABEL and not (old and new):
+    if label in (THRESHOLD_LABEL, LAYOUT_LABEL) and not (old and new):
+        return "", ""
+    if old and new and old[1] == new[1] in (ARCH_LABEL, THRESHOLD_LABEL) and _same_gate(old_lines[old[0]], line):
+        return "", ""
+    if _spelling_shim(lines, index):
         return "", ""
     numbers = _compared_numbers(line)
     if label == BATCH_LABEL and numbers and all(number in _ZEROS for number in numbers):
@@ -128,6 +157,47 @@ def row_name(
     if not (old and new) and not _defined_in(scope.function, old_lines if new else new_lines):
         return "", ""  # a test in a function the commit adds or removes whole: new or dropped code
     return scope.function, label
+
+
+def _spelling_shim(lines: list[str], index: int) -> bool:
+    """An `#if` whose branches are the same code but for names spelled longer in one (`using type = double4_32a;` /
+    `#else` / `using type = double4;`: a toolkit's new spelling of the same type or field)."""
+    if not _PP_OPEN.match(lines[index]):
+        return False
+    branches: list[list[str]] = [[]]
+    for text in lines[index + 1 : index + 1 + MAX_BLOCK_LINES]:
+        if _PP_OPEN.match(text):
+            return False
+        if re.match(r"^\s*#\s*else\b", text):
+            branches.append([])
+        elif _PP_SPLIT.match(text):
+            break
+        else:
+            branches[-1].extend(_TOKEN.findall(text))
+    if len(branches) != 2 or len(branches[0]) != len(branches[1]) or branches[0] == branches[1]:
+        return False
+    return all(a == b or (_NAME.match(a) is not None and (a.startswith(b) or b.startswith(a)))
+               for a, b in zip(*branches, strict=True))  # fmt: skip
+
+
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
+_NAME = re.compile(r"[A-Za-z_]")
+
+
+def _same_gate(old: str, new: str) -> bool:
+    """An arch or threshold test written another way: the same numbers (`gcnArch == 908` -> `gcnArchName.find("908") !=
+    npos`), the same order comparisons, logic (&&, ||, !), arithmetic, named constants and arch names on both
+    lines."""
+    return all(sorted(pattern.findall(old)) == sorted(pattern.findall(new)) for pattern in _GATE_PARTS)
+
+
+_GATE_PARTS = (
+    re.compile(r"\d+"),
+    re.compile(r"(?<![<>-])(?:<=|>=|<(?!<)|>(?!>))"),
+    re.compile(r"&&|\|\||!(?!=)"),
+    re.compile(r"[*/%+]|-(?!>)|\bsizeof\b"),  # a size scaled (`n * sizeof(T) <= LIMIT`) is another test
+    re.compile(r"\b[A-Z][A-Z0-9_]{2,}\b|(?i:\b\w*(?:volta|turing|ampere|hopper|blackwell|pascal|maxwell|kepler)\w*)"),
+)
 
 
 def _compared_numbers(line: str) -> list[str]:

@@ -106,6 +106,13 @@ def instance_rows(path: str, old_lines: list[str], new_lines: list[str], hunks: 
     ]
 
 
+def is_list_entry(lines: list[str], index: int) -> bool:
+    """Whether line index is an entry of an instance list (its rows are this module's; not the arguments of one
+    template)."""
+    head = _head(lines, index)
+    return bool(head) and _run_size(lines, index, head) >= MIN_LIST_ENTRIES and _owner(lines, index, head) is not None
+
+
 def _head(lines: list[str], index: int) -> str:
     """The entry's name when line index is an entry of a list (a name, then < or (, then values with a number and
     no test: a line that compares is a condition), else ''."""

@@ -8,9 +8,12 @@ import re
 from dataclasses import dataclass
 
 MAX_SCOPE_LINES = 400  # how far above a line its function head is looked for
-MAX_HEAD_LINES = 30  # a function head spread over this many lines at most (one parameter a line)
+MAX_HEAD_LINES = 60  # a function head spread over this many lines at most (one parameter a line)
 
-_FUNCTION_HEAD = re.compile(r"(?P<name>~?[A-Za-z_][\w:~]*)\s*\([^;{}]*\)[^;{}()]*\{\s*$")
+_FUNCTION_HEAD = re.compile(
+    r"(?P<name>(?:[A-Za-z_][\w:]*::)?operator\s*(?:\(\)|\[\]|[^\s\w()]{1,3})|~?[A-Za-z_][\w:~]*)"  # operator*()
+    r"\s*\([^;{}]*\)[^;{}()]*\{\s*$"
+)
 _CONTROL = frozenset(
     {"if", "for", "while", "switch", "catch", "sizeof", "decltype", "return", "defined", "constexpr", "else", "do"}
 )
@@ -50,11 +53,14 @@ def enclosing_function(lines: list[str], index: int) -> Scope | None:
 
 
 def joined_head(lines: list[str], index: int) -> str:
-    """The line that opens a block, joined with the lines above it back to the previous statement's end."""
+    """The line that opens a block, joined with the lines above it back to the previous statement's end (blank
+    lines, comments blanked, are passed over)."""
     parts = [lines[index].strip()]
     for earlier in range(index - 1, max(index - MAX_HEAD_LINES, -1), -1):
         text = lines[earlier].strip()
-        if not text or text.endswith((";", "}", "{")) or text.startswith("#"):
+        if not text:
+            continue  # a blank line or a comment between two parameters
+        if text.endswith((";", "}", "{")) or text.startswith("#"):
             break
         parts.insert(0, text)
     return " ".join(parts)
