@@ -23,6 +23,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from bisector.analysis.changed_statements import MODULE, changed_statements, top_name
 from bisector.analysis.code_shape import ParsedSource
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
@@ -34,15 +35,14 @@ _BARE_TARGET = re.compile(r"^(?:(?:compute|sm)_\d{2,3}[a-z]?|gfx\d{3,4}[a-z]?)(?
 _VERSION_ARCH = re.compile(r"^\d{1,2}\.\d[a-z]?(?:\+PTX)?$")
 _GETTERS = ("get", "getenv")
 _CLAMP_TEXT = re.compile(r"(?i)(?:arch|archs|cc|sm|capability)\s*=\s*(?:min|max)\(")
-_MODULE = "<module>"
 
 
 def arch_target_rows(path: str, before: ParsedSource | None, after: ParsedSource | None) -> list[Finding]:
     """A branch_condition row per scope whose arch clamps differ, a table_entry row per scope whose targets differ."""
     if before is None or after is None:
         return []
-    # only the top-level statements whose source could hold a clamp or a target, on either side, are walked
-    wanted = _candidates(before) | _candidates(after)
+    # only the changed top-level statements whose source could hold a clamp or a target, on either side, are walked
+    wanted = _candidates(before, after) | _candidates(after, before)
     if not wanted:
         return []
     old, new = _scopes(before.tree, wanted), _scopes(after.tree, wanted)
@@ -85,29 +85,24 @@ def only_in(items: list[str], other: list[str]) -> list[str]:
     return only
 
 
-def _candidates(module: ParsedSource) -> set[str]:
-    """The top-level names (a def's or class's, `<module>` for other statements) whose source has a target string
-    or an arch name next to min( or max(."""
-    found = set()
-    for statement in module.tree.body:
-        text = "\n".join(module.lines[statement.lineno - 1 : statement.end_lineno or statement.lineno])
-        if _TARGET.search(text) or _CLAMP_TEXT.search(text) or _ARCH_LIST_TEXT.search(text):
-            found.add(_top_name(statement))
-    return found
-
-
-def _top_name(statement: ast.stmt) -> str:
-    return statement.name if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else _MODULE
+def _candidates(module: ParsedSource, other: ParsedSource) -> set[str]:
+    """The top-level names (a def's or class's, `<module>` for other statements) whose source changed and has a
+    target string, an arch list's name or an arch name next to min( or max(."""
+    return {
+        top_name(statement)
+        for statement, text in changed_statements(module, other)
+        if _TARGET.search(text) or _CLAMP_TEXT.search(text) or _ARCH_LIST_TEXT.search(text)
+    }
 
 
 def _scopes(tree: ast.Module, wanted: set[str]) -> dict[str, tuple[list[str], list[str], int]]:
     """scope name -> (sorted clamp texts, sorted target strings, first line) of every scope in the wanted top-level
     statements, either list maybe empty."""
     found: dict[str, tuple[list[str], list[str], int]] = {}
-    body = [statement for statement in tree.body if _top_name(statement) in wanted]
+    body = [statement for statement in tree.body if top_name(statement) in wanted]
     for scope, statements, line in _walk_scopes(body, "", 1):
         clamps, targets = _own_choices(statements)
-        found[scope or _MODULE] = (sorted(clamps), sorted(targets), line)
+        found[scope or MODULE] = (sorted(clamps), sorted(targets), line)
     return found
 
 
