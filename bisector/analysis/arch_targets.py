@@ -4,10 +4,16 @@
     gencode_opts = ["-gencode=arch=compute_75,code=compute_75"]
     clang_arch_flags += ["--cuda-gpu-arch=sm_75"]
 
-A changed clamp moves which arch's code a device gets; a changed target list moves which arches a build has code
-for. Neither is an if, so the condition rows do not see them. A branch_condition row for a function (or module) whose
-arch clamps differ, and a table_entry row for one whose arch target strings differ, each named like the other
-Python rows (`Class.method`, `outer.<locals>.inner`, `<module>` for module level); a function added or removed is
+    parser.add_argument("-a", "--architecture", default="gfx906;gfx1030;gfx1100")     (a build script's default)
+    arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST", "7.0;8.0;9.0")
+
+A string of targets (`;`-, `,`- or space-separated) counts where it is a value: assigned, a keyword argument, or
+the default of an environment or dict get; version-like arches (`8.0`, `9.0a`, `8.6+PTX`) only where an arch names
+the list (the keyword, the assigned name, the variable read). A changed clamp moves which arch's code a device
+gets; a changed target list moves which arches a build has code for. Neither is an if, so the condition rows do
+not see them. A branch_condition row for a function (or module) whose arch clamps differ, and a table_entry row
+for one whose arch target strings differ, each named like the other Python rows (`Class.method`,
+`outer.<locals>.inner`, `<module>` for module level); a function added or removed is
 new or dropped code and gets none.
 """
 
@@ -17,21 +23,26 @@ import ast
 import re
 from collections.abc import Iterator
 
+from bisector.analysis.changed_statements import MODULE, changed_statements, top_name
 from bisector.analysis.code_shape import ParsedSource
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
 _ARCH_NAME = re.compile(r"(?:^|_)(?:arch|archs|cc|sm|capability|compute_capability)$", re.I)
 _TARGET = re.compile(r"\b(?:compute|sm)_\d{2,3}[a-z]?\b|\bgfx\d{3,4}[a-z]?\b")
+_ARCH_LIST_TEXT = re.compile(r"(?i)arch(?:s|_?list|itectures?)\b")
+_SEPARATORS = re.compile(r"[;,\s]+")
+_BARE_TARGET = re.compile(r"^(?:(?:compute|sm)_\d{2,3}[a-z]?|gfx\d{3,4}[a-z]?)(?::[\w+-]+)*$")  # gfx90a:xnack-
+_VERSION_ARCH = re.compile(r"^\d{1,2}\.\d[a-z]?(?:\+PTX)?$")
+_GETTERS = ("get", "getenv")
 _CLAMP_TEXT = re.compile(r"(?i)(?:arch|archs|cc|sm|capability)\s*=\s*(?:min|max)\(")
-_MODULE = "<module>"
 
 
 def arch_target_rows(path: str, before: ParsedSource | None, after: ParsedSource | None) -> list[Finding]:
     """A branch_condition row per scope whose arch clamps differ, a table_entry row per scope whose targets differ."""
     if before is None or after is None:
         return []
-    # only the top-level statements whose source could hold a clamp or a target, on either side, are walked
-    wanted = _candidates(before) | _candidates(after)
+    # only the changed top-level statements whose source could hold a clamp or a target, on either side, are walked
+    wanted = _candidates(before, after) | _candidates(after, before)
     if not wanted:
         return []
     old, new = _scopes(before.tree, wanted), _scopes(after.tree, wanted)
@@ -74,29 +85,24 @@ def only_in(items: list[str], other: list[str]) -> list[str]:
     return only
 
 
-def _candidates(module: ParsedSource) -> set[str]:
-    """The top-level names (a def's or class's, `<module>` for other statements) whose source has a target string
-    or an arch name next to min( or max(."""
-    found = set()
-    for statement in module.tree.body:
-        text = "\n".join(module.lines[statement.lineno - 1 : statement.end_lineno or statement.lineno])
-        if _TARGET.search(text) or _CLAMP_TEXT.search(text):
-            found.add(_top_name(statement))
-    return found
-
-
-def _top_name(statement: ast.stmt) -> str:
-    return statement.name if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else _MODULE
+def _candidates(module: ParsedSource, other: ParsedSource) -> set[str]:
+    """The top-level names (a def's or class's, `<module>` for other statements) whose source changed and has a
+    target string, an arch list's name or an arch name next to min( or max(."""
+    return {
+        top_name(statement)
+        for statement, text in changed_statements(module, other)
+        if _TARGET.search(text) or _CLAMP_TEXT.search(text) or _ARCH_LIST_TEXT.search(text)
+    }
 
 
 def _scopes(tree: ast.Module, wanted: set[str]) -> dict[str, tuple[list[str], list[str], int]]:
     """scope name -> (sorted clamp texts, sorted target strings, first line) of every scope in the wanted top-level
     statements, either list maybe empty."""
     found: dict[str, tuple[list[str], list[str], int]] = {}
-    body = [statement for statement in tree.body if _top_name(statement) in wanted]
+    body = [statement for statement in tree.body if top_name(statement) in wanted]
     for scope, statements, line in _walk_scopes(body, "", 1):
         clamps, targets = _own_choices(statements)
-        found[scope or _MODULE] = (sorted(clamps), sorted(targets), line)
+        found[scope or MODULE] = (sorted(clamps), sorted(targets), line)
     return found
 
 
@@ -149,7 +155,54 @@ def _own_choices(statements: list[ast.stmt]) -> tuple[list[str], list[str]]:
                     for item in node.elts
                     if isinstance(item, ast.Constant) and isinstance(item.value, str) and _TARGET.search(item.value)
                 )
+        for value, named_by_arch in _valued_strings(statement, nodes):
+            targets.extend(_target_list(value, named_by_arch))
     return clamps, targets
+
+
+def _valued_strings(statement: ast.stmt, nodes: list[ast.AST]) -> Iterator[tuple[str, bool]]:
+    """(string, whether an arch names it) for the strings the statement gives as a value: assigned, a keyword
+    argument, or the default of `os.environ.get("X", default)` / `getenv` / a dict's get."""
+    if isinstance(statement, ast.Assign | ast.AnnAssign) and isinstance(value := statement.value, ast.Constant):
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        if all(isinstance(t, ast.Name | ast.Attribute) for t in targets):  # os.environ["X"] = ...: an env gate's row
+            yield from _string(value, any(_ARCH_LIST_TEXT.search(ast.unparse(t)) for t in targets))
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        for keyword in node.keywords:
+            named = bool(keyword.arg and _ARCH_LIST_TEXT.search(keyword.arg))
+            yield from _string(keyword.value, named or any(_names_arch_list(k.value) for k in node.keywords))
+        getter = isinstance(node.func, ast.Attribute | ast.Name) and _last(node.func) in _GETTERS
+        if getter and len(node.args) == 2:
+            yield from _string(node.args[1], _names_arch_list(node.args[0]))
+
+
+def _string(node: ast.expr, named_by_arch: bool) -> Iterator[tuple[str, bool]]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield node.value, named_by_arch
+
+
+def _names_arch_list(node: ast.expr) -> bool:
+    """`"TORCH_CUDA_ARCH_LIST"`, `dest="gpu_architecture"`: a string that names an arch list."""
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(_ARCH_LIST_TEXT.search(node.value))
+
+
+def _last(func: ast.Attribute | ast.Name) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id
+
+
+def _target_list(value: str, named_by_arch: bool) -> list[str]:
+    """The targets of a string that holds nothing else ("gfx906;gfx1030", "sm_80 sm_90"; "8.0;9.0+PTX" where an
+    arch names it); [] for any other string."""
+    tokens = [token for token in _SEPARATORS.split(value.strip()) if token]
+    if not tokens:
+        return []
+    if all(_BARE_TARGET.match(token) for token in tokens):
+        return tokens
+    if named_by_arch and all(_BARE_TARGET.match(token) or _VERSION_ARCH.match(token) for token in tokens):
+        return tokens
+    return []
 
 
 def _expressions(statement: ast.stmt) -> Iterator[ast.AST]:

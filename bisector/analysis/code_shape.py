@@ -31,14 +31,24 @@ def module_functions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[s
             yield from module_functions(statement.body, f"{statement.name}.")
 
 
-def own_nodes(function: FunctionNode) -> Iterator[ast.AST]:
-    """The nodes of the function's own code: not those of the functions, lambdas and classes defined in it."""
+_OWN_NODES = "_bisect_own_nodes"  # the attribute of a function node that keeps own_nodes' list
+
+
+def own_nodes(function: FunctionNode) -> list[ast.AST]:
+    """The nodes of the function's own code: not those of the functions, lambdas and classes defined in it. Walked
+    once per function node and kept on it: several scans of a changed function read them."""
+    found: list[ast.AST] | None = getattr(function, _OWN_NODES, None)
+    if found is not None:
+        return found
     nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    found = []
     stack: list[ast.AST] = [statement for statement in function.body if not isinstance(statement, nested)]
     while stack:
         node = stack.pop()
-        yield node
+        found.append(node)
         stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, nested))
+    setattr(function, _OWN_NODES, found)
+    return found
 
 
 def source_lines(module: ParsedSource, node: ast.stmt) -> list[str]:

@@ -1,5 +1,5 @@
-"""What a dispatch condition is about (env var, arch, dtype, shape, a backend flag, a library's version), and the
-names that hold a condition.
+"""What a dispatch condition is about (env var, arch, dtype, shape, a backend flag, a library's version, a settings or
+options object), and the names that hold a condition.
 
 A condition stored in a name is a gate: after `tuned = get_arch() == "gfx950"` (module level or in a function),
 `if tuned:` and `... if tuned else ...` are arch conditions, and the assignment itself is a condition of the
@@ -24,6 +24,15 @@ BACKEND_WORDS = (
     r"tensor_cores?|tma|wgmma|fp8\w*|sdpa|xformers|ipex|rocm|hip|custom_\w+|native_\w+|graphs?|mma|multimem\w*"
 )
 BACKEND_FLAG = rf"(?:use|disable|enable|force|prefer|allow)_(?:\w+_)?(?:{BACKEND_WORDS})"
+
+# A read of a settings or options object whose value picks what gets compiled or run: `options["enable_backward"]`
+# (per module), `env.settings.static_shapes`, `warp.config.mode`, `config.use_tma`, `torch.backends.cudnn.enabled`.
+# A kernel config's own fields (`config.num_warps`) are launch parameters, and a bare `config.x` is too common to
+# mean a setting: only a setting named as a switch, or a config object reached through a module, counts.
+OPTION_READ = re.compile(
+    r"\b(?:options|opts)\s*(?:\[|\.get\()|\bsettings\.[a-z_]\w*|\btorch\.backends\.\w+|"
+    r"\b\w+\.config\.[a-z_]\w*|\b(?:config|cfg)\.(?:use|enable|disable|allow|force|prefer)_\w+"
+)
 
 _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("env", re.compile(r"\benviron\b|\bgetenv\b|\benvs?\.[A-Z_]|\benv_flag|_env\(|\bENV_", re.I)),
@@ -50,6 +59,7 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("shape", re.compile(r"\.shape\b|\.size\(|numel|\.ndim\b|\.dim\(\)|stride\(", re.I)),
     ("backend", re.compile(rf"\b{BACKEND_FLAG}\b")),
     ("version", re.compile(r"_version\b|version\.parse|\b(?:Pkg)?Version\(|__version__|\bversion\b", re.I)),
+    ("option", OPTION_READ),
 )
 _SHAPE_NAMES = re.compile(
     r"^(m|n|k|b|h|d|s|t|bs|bt|batch\w*|seq\w*|num_\w+|n_\w+|head\w*|\w*_size|\w*_len|\w*_dim|\w*tokens\w*|"
@@ -61,8 +71,8 @@ _THRESHOLD_NAMES = re.compile(r"^(MAX|MIN)_|_(THRESHOLD|LIMIT|MAX|MIN)$")
 
 
 def condition_category(test: ast.expr, gates: Mapping[str, Gate] | None = None, text: str | None = None) -> str:
-    """What a condition is about: env var, arch, dtype, shape, backend flag or version (in that
-    order of precedence), or the
+    """What a condition is about: env var, arch, dtype, shape, backend flag, version or a settings / options read
+    (in that order of precedence), or the
     category of a gate it reads; "" otherwise. text: the condition's source when the caller has it."""
     text = ast.unparse(test) if text is None else text
     for name, pattern in _CATEGORIES:

@@ -39,25 +39,12 @@ from bisector.analysis.conditions import (
 from bisector.analysis.findings import Finding, FindingKind, short_text, shown_pair
 from bisector.analysis.launch_arguments import Assignments, assignments, resolved
 from bisector.analysis.launch_calls import decorated, is_kernel_launch, launch_call, launch_test, torch_op
+from bisector.analysis.launch_sites import LaunchSite, pair_launches
 from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
 
 _CHOICE = re.compile(r" = \.\.\. if (.*) else \.\.\.$")  # reach.launch_flow's text of a launch input's choice
-
-
-@dataclass(frozen=True)
-class LaunchSite:
-    function: str  # enclosing qualified name ("<module>" at module level)
-    kernel: str  # "_fwd_kernel[grid]", "torch.ops.my_lib.gemm"
-    occurrence: int  # the n-th launch of this kernel in this function
-    arguments: dict[str, str]  # "grid", "num_warps", "arg0" -> value text
-    condition: str  # the if-conditions leading to the site, "and"-joined ("" when unconditional)
-    line: int
-
-    @property
-    def identity(self) -> tuple[str, str, int]:
-        return (self.function, self.kernel, self.occurrence)
 
 
 @dataclass(frozen=True)
@@ -68,6 +55,7 @@ class Branch:
     line: int
     meaning: str = ""  # the definitions of the gates it reads ("tuned = get_arch() == 'gfx950'")
     returned: bool = False  # a predicate's returned comparison (`return cc >= (8, 0)`)
+    two_way: bool = False  # an if with an else: it picks one of two paths
 
 
 @dataclass
@@ -129,7 +117,7 @@ class _Walker:
                 self._resolve(name, node)
         elif isinstance(node, ast.If):
             guards = partial(self._guards, function, node, method_owner(prefix))
-            test = self._branch(function, node.test, chooses=chooses_implementation(node), guards=guards)
+            test = self._branch(function, node.test, chooses=chooses_implementation(node), guards=guards, node=node)
             self.body(node.body, prefix, function, (*conditions, test))
             self.body(node.orelse, prefix, function, (*conditions, f"not ({test})"))
         else:
@@ -165,6 +153,7 @@ class _Walker:
     def _branch(
         self, function: str, test: ast.expr, *, returned: bool = False, chooses: bool = False,
         guards: Callable[[], bool] | None = None, chosen: Callable[[], str | None] | None = None,
+        node: ast.If | None = None,
     ) -> str:  # fmt: skip
         """Record the condition; returns its text. chooses: its branches set the implementation (a backend choice
         whatever it tests); guards: they set launch inputs or launch different kernels (reach.py); chosen: the
@@ -175,7 +164,8 @@ class _Walker:
         category = condition_category(test, gates, text) or ("backend" if chooses else "")
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
             return short_text(text)
-        branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned)
+        two_way = node is not None and bool(node.orelse)
+        branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned, two_way)
         branches = self.scan.branches.setdefault(function, [])
         if not category and function in self.defs and (guards or chosen):
             resolve = chosen or (lambda: "" if guards and guards() else None)
@@ -290,7 +280,7 @@ def _led_by(row: Finding, function: str, test: str | None) -> bool:
 
 def _launch_rows(path: str, old: list[LaunchSite], new: list[LaunchSite]) -> list[Finding]:
     rows: list[Finding] = []
-    for was, now in _pair_launches(old, new):
+    for was, now in pair_launches(old, new):
         site = now or was
         assert site is not None
         detail = f"in {site.function}" + (f"; when {site.condition}" if site.condition else "")
@@ -309,34 +299,6 @@ def _call_text(site: LaunchSite | None) -> str | None:
     if site is None:
         return None
     return ", ".join(f"{name}={value}" for name, value in site.arguments.items()) or "()"
-
-
-def _pair_launches(old: list[LaunchSite], new: list[LaunchSite]) -> list[tuple[LaunchSite | None, LaunchSite | None]]:
-    """Sites matched by (function, kernel, occurrence), then leftovers of one kernel in order (a renamed caller)."""
-    by_identity = {site.identity: site for site in old}
-    pairs: list[tuple[LaunchSite | None, LaunchSite | None]] = []
-    unmatched_new: list[LaunchSite] = []
-    for site in new:
-        match = by_identity.pop(site.identity, None)
-        if match is None:
-            unmatched_new.append(site)
-        else:
-            pairs.append((match, site))
-    leftovers = list(by_identity.values())
-    for site in unmatched_new:
-        match = next((o for o in leftovers if o.kernel == site.kernel), None) or next(
-            (o for o in leftovers if _renamed_kernel(o, site)), None
-        )
-        if match is not None:
-            leftovers.remove(match)
-        pairs.append((match, site))
-    pairs.extend((site, None) for site in leftovers)
-    return pairs
-
-
-def _renamed_kernel(old: LaunchSite, new: LaunchSite) -> bool:
-    """The same call of a renamed kernel: same caller, arguments and condition."""
-    return (old.function, old.arguments, old.condition) == (new.function, new.arguments, new.condition)
 
 
 def _launch(path: str, site: LaunchSite, key: str, before: str | None, after: str | None, detail: str) -> Finding:
@@ -358,7 +320,7 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
             removed = [b for b in removed if _rechosen(b, now)]
             added = [b for b in added if _rechosen(b, was)]
             if function not in old or function not in new:  # a new or dropped predicate shows where it is called
-                removed, added = [b for b in removed if not b.returned], [b for b in added if not b.returned]
+                removed, added = [b for b in removed if _alone(b)], [b for b in added if _alone(b)]
                 if ".<locals>." in function and function.rsplit(".<locals>.", 1)[0] in old.keys() & new.keys():
                     removed, added = [], []  # a new or dropped closure: its enclosing function's rows show it
             for index in range(max(len(removed), len(added))):
@@ -387,9 +349,16 @@ def _at(branches: list[Branch], index: int) -> Branch | None:
     return branches[index] if index < len(branches) else None
 
 
+def _alone(branch: Branch) -> bool:
+    """Shown with a function added or dropped whole: a returned predicate or a version test is new code."""
+    return not branch.returned and branch.category != "version"
+
+
 def _branch(path: str, function: str, was: Branch | None, now: Branch | None) -> list[Finding]:
-    category = (now.category if now else "") or (was.category if was else "")
-    if not category or (category == "version" and not (was and now)):  # a version test added or dropped: new code
+    """A version test added or dropped is new code, but for an if / else in a function both versions have: it
+    picks the code each library version runs (`if flash_attn.__version__ <= "2.6.3": ... else: ...`)."""
+    category, shown = (now.category if now else "") or (was.category if was else ""), now or was
+    if not category or (category == "version" and not (was and now) and not (shown and shown.two_way)):
         return []
     line = now.line if now else was.line if was else None
     before, after = shown_pair(was.test if was else None, now.test if now else None)

@@ -47,15 +47,43 @@ _ENV_WORD = re.compile(r"environ|getenv|(?<![^\W_])envs?(?:\b|_)")  # searched i
 EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
 
 
-def scan_env_gates(tree: ast.Module, lines: list[str] | None = None) -> tuple[EnvGates, frozenset[str]]:
+# (a top-level statement's source, the module's string constants) -> its reads as (variable, "form (in function)"),
+# and the constants they use: shared by the two versions of a module, whose unchanged statements read the same
+EnvMemo = dict[tuple[str, tuple[tuple[str, str], ...]], tuple[list[tuple[str, str]], frozenset[str]]]
+
+
+def scan_env_gates(
+    tree: ast.Module, lines: list[str] | None = None, memo: EnvMemo | None = None
+) -> tuple[EnvGates, frozenset[str]]:
     """The module's env gates, and the module-level string constants that name a variable some read uses
     (`GPU_ENV = "CCCL_BENCH_GPU"`, then `os.environ.get(GPU_ENV)`: the gate's rows already say what they hold).
-    lines: the module's source lines, when given only the top-level statements that mention env are walked."""
+    lines: the module's source lines, when given only the top-level statements that mention env are walked, and a
+    statement whose source and constants memo has already met (the other version's) is not walked again."""
     names = _string_constants(tree)
-    roots = [statement for statement in tree.body if lines is None or _mentions_env(statement, lines)]
-    parents: dict[ast.AST, ast.AST] = dict.fromkeys(roots, tree)
+    constants = tuple(sorted(names.items()))
+    gates: dict[str, list[str]] = {}
+    used: set[str] = set()
+    for statement in tree.body:
+        text = None if lines is None else _source(statement, lines)
+        if text is not None and not ("env" in (lowered := text.lower()) and _ENV_WORD.search(lowered)):
+            continue  # no word every read needs: its tree need not be walked
+        found = memo.get((text, constants)) if memo is not None and text is not None else None
+        if found is None:
+            found = _statement_reads(statement, tree, names)
+            if memo is not None and text is not None:
+                memo[(text, constants)] = found
+        for name, form in found[0]:
+            gates.setdefault(name, []).append(form)
+        used |= found[1]
+    return {name: tuple(sorted(forms)) for name, forms in gates.items()}, frozenset(used)
+
+
+def _statement_reads(
+    statement: ast.stmt, tree: ast.Module, names: dict[str, str]
+) -> tuple[list[tuple[str, str]], frozenset[str]]:
+    parents: dict[ast.AST, ast.AST] = {statement: tree}
     reads: list[tuple[ast.AST, str]] = []
-    stack: list[ast.AST] = list(roots)
+    stack: list[ast.AST] = [statement]
     while stack:  # one walk for the reads and the parents (the order of the reads does not matter: forms are sorted)
         node = stack.pop()
         if (name := _variable(node, names)) is not None and not (name in _PROCESS_VARIABLES and _is_store(node)):
@@ -63,21 +91,19 @@ def scan_env_gates(tree: ast.Module, lines: list[str] | None = None) -> tuple[En
         for child in ast.iter_child_nodes(node):
             parents[child] = node
             stack.append(child)
-    gates: dict[str, list[str]] = {}
+    found: list[tuple[str, str]] = []
     used: set[str] = set()
     for node, name in reads:
         assert isinstance(node, ast.expr)
         form = short_text(_write(node, parents) or ast.unparse(_widen(node, parents)))
-        gates.setdefault(name, []).append(f"{form} (in {_function_of(node, parents)})")
+        found.append((name, f"{form} (in {_function_of(node, parents)})"))
         used.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in names)
-    return {name: tuple(sorted(forms)) for name, forms in gates.items()}, frozenset(used)
+    return found, frozenset(used)
 
 
-def _mentions_env(statement: ast.stmt, lines: list[str]) -> bool:
-    """Whether a statement's source can hold an env read or write (its lines have a word every read needs)."""
+def _source(statement: ast.stmt, lines: list[str]) -> str:
     first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
-    text = "\n".join(lines[first - 1 : statement.end_lineno or statement.lineno]).lower()
-    return "env" in text and _ENV_WORD.search(text) is not None
+    return "\n".join(lines[first - 1 : statement.end_lineno or statement.lineno])
 
 
 def env_reads(tree: ast.Module) -> Iterator[tuple[ast.AST, str]]:

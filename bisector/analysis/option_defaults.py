@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import re
 
+from bisector.analysis.changed_statements import changed_statements
 from bisector.analysis.code_shape import ParsedSource
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
@@ -30,7 +31,7 @@ def option_default_rows(path: str, before: ParsedSource | None, after: ParsedSou
     """A constant row for each option declared on both sides with another default."""
     if before is None or after is None:
         return []
-    old, new = _defaults(before), _defaults(after)
+    old, new = _defaults(before, after), _defaults(after, before)
     rows = []
     for name in sorted(old.keys() & new.keys()):
         callee, was, _ = old[name]
@@ -51,15 +52,12 @@ def option_default_rows(path: str, before: ParsedSource | None, after: ParsedSou
     return rows
 
 
-def _defaults(module: ParsedSource) -> dict[str, tuple[str, str, int]]:
+def _defaults(module: ParsedSource, other: ParsedSource) -> dict[str, tuple[str, str, int]]:
     """option name -> (callee, default text, line) of each registry call in the module (read in the top-level
-    statements whose text names a registry at all: most modules have none)."""
+    statements that changed and whose text names a registry at all: most modules have none; a statement both
+    versions share declares the same defaults on both)."""
     found: dict[str, tuple[str, str, int]] = {}
-    statements = [
-        statement
-        for statement in module.tree.body
-        if _REGISTRY_TEXT.search("\n".join(module.lines[statement.lineno - 1 : statement.end_lineno]))
-    ]
+    statements = [statement for statement, text in changed_statements(module, other) if _REGISTRY_TEXT.search(text)]
     for node in (node for statement in statements for node in ast.walk(statement)):
         if not isinstance(node, ast.Call) or not _REGISTRY_CALL.match(callee := _last_name(node.func)):
             continue

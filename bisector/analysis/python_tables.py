@@ -10,10 +10,10 @@ from __future__ import annotations
 import ast
 import gc
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
-from bisector.analysis.env_gates import EnvGates, diff_env_gates, reading_functions, scan_env_gates
+from bisector.analysis.env_gates import EnvGates, EnvMemo, diff_env_gates, reading_functions, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, function_info, record_fields
@@ -61,29 +61,29 @@ def scan_pair(before: ParsedModule | None, after: ParsedModule | None) -> tuple[
         return (None if before is None else scan_python(before), None if after is None else scan_python(after))
     old_same, new_same = same_top_level(before.tree, before.lines, after.tree, after.lines)
     methods = same_methods(before.tree, before.lines, after.tree, after.lines)
-    old, new = scan_python(before, (old_same, methods)), scan_python(after, (new_same, methods))
-    if old.sites.skipped == new.sites.skipped:  # every skipped method saw the same gates on both sides
-        return old, new
-    return scan_python(before, (old_same, frozenset())), scan_python(after, (new_same, frozenset()))
+    memo: EnvMemo = {}  # the env reads of the statements both versions share are found once
+    old, new = scan_python(before, (old_same, methods), memo), scan_python(after, (new_same, methods), memo)
+    if old.sites.skipped != new.sites.skipped:  # a skipped method saw other gates on one side: no method skipped
+        old = replace(old, sites=scan_sites(before.tree, old_same, frozenset()))
+        new = replace(new, sites=scan_sites(after.tree, new_same, frozenset()))
+    return old, new
 
 
-def scan_python(source: str | bytes | ParsedModule, unchanged: Unchanged = (frozenset(), frozenset())) -> PythonScan:
+def scan_python(
+    source: str | bytes | ParsedModule,
+    unchanged: Unchanged = (frozenset(), frozenset()),
+    env_memo: EnvMemo | None = None,
+) -> PythonScan:
     """Scan a module's source (raises SyntaxError or ValueError when it does not parse); unchanged: top-level
-    statements and class methods whose launch sites and conditions are not read (scan_pair)."""
+    statements and class methods whose launch sites and conditions are not read (scan_pair); env_memo: the env reads
+    of statements the other version has already shown (scan_pair)."""
     parsed = source if isinstance(source, ParsedModule) else parse_module(source)
     tree = parsed.tree
     scanner = _Scanner(parsed.lines)
     scanner.scan_body(tree.body, prefix="", env={})
-    gates, env_names = scan_env_gates(tree, parsed.lines if parsed.numbered else None)
-    return PythonScan(
-        scanner.entries,
-        scanner.functions,
-        scan_sites(tree, *unchanged),
-        gates,
-        env_names,
-        frozenset(scanner.fields),
-        frozenset(scanner.conditional),
-    )
+    gates, env_names = scan_env_gates(tree, parsed.lines if parsed.numbered else None, env_memo)
+    sites, fields, conditional = scan_sites(tree, *unchanged), frozenset(scanner.fields), frozenset(scanner.conditional)
+    return PythonScan(scanner.entries, scanner.functions, sites, gates, env_names, fields, conditional)
 
 
 def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) -> list[Finding]:

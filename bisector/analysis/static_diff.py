@@ -29,6 +29,7 @@ from bisector.analysis.config_builders import with_builder_rows
 from bisector.analysis.config_choosers import with_chooser_rows
 from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.imported_flags import imported_flag_rows
 from bisector.analysis.launch_feeds import feed_rows
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.native_choosers import with_native_chooser_rows
@@ -173,7 +174,7 @@ def _diff_commit(
             if analysis.modules is not None:
                 modules[change.path] = analysis.modules
         findings.extend(_feed_rows(findings, modules))
-        findings = without_unreached(findings, modules, scripts)
+        findings = without_unreached(findings, modules, scripts) + imported_flag_rows(modules)
         findings.extend(_whole_file_notes(whole))
     finally:
         repo.close()

@@ -89,3 +89,44 @@ def test_a_function_added_with_targets_or_a_clamp_is_new_code_not_a_row(history:
     rows = [f for f in static_diff(history.path, sha).table_findings if f.key in ("arch clamp", "arch targets")]
 
     assert rows == []
+
+
+RMAKE_PY = """\
+import argparse
+import os
+
+
+def parse_args():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-a", "--architecture", dest="gpu_architecture", required=False,
+                        default="gfx906;gfx1030;gfx1100;gfx1102",
+                        help="Set GPU architectures, e.g. all, gfx000, gfx803, gfx906:xnack-;gfx1030 (default: all)")
+    parser.add_argument("--compiler", default="clang++")
+    return parser.parse_args()
+
+
+def cuda_arch_flags():
+    arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST", "7.0;7.5;8.0")
+    minimum = os.environ.get("MIN_TOOLKIT", "11.8")
+    if minimum is None:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0;8.6"
+    return arch_list, minimum
+"""
+
+
+def test_a_string_of_targets_given_as_a_value_is_a_table_row(history: History) -> None:
+    history.commit("rmake", {"rmake.py": RMAKE_PY})
+    changed = RMAKE_PY.replace("gfx1100;gfx1102", "gfx1100;gfx1101;gfx1102").replace('"7.0;7.5;8.0"', '"7.5;8.0;9.0"')
+    changed = changed.replace("gfx906:xnack-;gfx1030 (", "gfx906:xnack-;gfx1030;gfx1100 (").replace("11.8", "12.1")
+    changed = changed.replace('default="clang++"', 'default="hipcc"').replace('"8.0;8.6"', '"8.0;8.6;9.0"')
+    sha = history.commit("gfx1101 by default; sm90 builds", {"rmake.py": changed})
+
+    rows = sorted(
+        (f.name, f.before, f.after)
+        for f in static_diff(history.path, sha).table_findings
+        if f.kind is FindingKind.TABLE_ENTRY and f.key == "arch targets"
+    )
+
+    # the help text is no list of targets; a toolkit version is no arch (nothing names it one); the list written to
+    # the environment is the env gate row's
+    assert rows == [("cuda_arch_flags", "7.0", "9.0"), ("parse_args", None, "gfx1101")]

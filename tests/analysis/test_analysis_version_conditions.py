@@ -35,3 +35,45 @@ def test_a_moved_version_bound_is_a_row_and_a_new_version_test_is_none(history: 
     assert [(f.name, f.key, f.before, f.after) for f in found] == [
         ("fused_rope", "version condition", "is_te_min_version('2.3.0.dev0')", "is_te_min_version('2.3.0')")
     ]
+
+
+ATTENTION_PY = """\
+import flash_attn
+from flash_attn.flash_attn_interface import _flash_attn_forward
+
+
+def flash_attn_forward(q, k, v, softmax_scale, causal, window_size):
+    if softmax_scale is None:
+        softmax_scale = q.shape[-1] ** (-0.5)
+    block_out, _, _, _, _, block_lse, _, _ = _flash_attn_forward(q, k, v, softmax_scale, causal, window_size)
+    return block_out, block_lse
+"""
+
+TWO_WAY = """\
+    if flash_attn.__version__ <= "2.6.3":
+        block_out, _, _, _, _, block_lse, _, _ = _flash_attn_forward(q, k, v, softmax_scale, causal, window_size)
+    else:
+        block_out, block_lse, _, _ = _flash_attn_forward(q, k, v, softmax_scale, causal, *window_size)
+"""
+
+
+def test_a_version_test_added_as_an_if_else_to_a_function_is_a_row(history: History) -> None:
+    history.commit("attention", {"pkg/__init__.py": "", "pkg/attention.py": ATTENTION_PY})
+    one_way = ATTENTION_PY.splitlines(keepends=True)[7]  # the one call
+    sha = history.commit("flash_attn 2.7", {"pkg/attention.py": ATTENTION_PY.replace(one_way, TWO_WAY)})
+
+    found = [f for f in static_diff(history.path, sha).table_findings if f.kind is FindingKind.BRANCH_CONDITION]
+
+    assert [(f.name, f.key, f.before, f.after) for f in found] == [
+        ("flash_attn_forward", "version condition", None, "flash_attn.__version__ <= '2.6.3'")
+    ]
+
+
+def test_a_function_added_with_a_version_if_else_is_new_code(history: History) -> None:
+    history.commit("attention", {"pkg/__init__.py": "", "pkg/attention.py": ATTENTION_PY})
+    added = "\n\ndef flash_attn_forward_v2(q, k, v, softmax_scale, causal, window_size):\n" + TWO_WAY
+    sha = history.commit("a second entry", {"pkg/attention.py": ATTENTION_PY + added})
+
+    found = [f for f in static_diff(history.path, sha).table_findings if f.kind is FindingKind.BRANCH_CONDITION]
+
+    assert found == []
