@@ -16,9 +16,7 @@ from collections.abc import Iterable
 
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.gitdiff import Hunk
-from bisector.analysis.native_scope import enclosing_function, joined_head
-
-MAX_SCOPE_LINES = 400  # how far above a member its class head is looked for
+from bisector.analysis.native_scope import enclosing_function, enclosing_heads
 
 _MARKER = re.compile(
     r"^\s*(?:using\s+(?P<alias>\w+)\s*=\s*(?P<type>(?:std::)?(?:void|bool|int|true_type|false_type))\s*;|"
@@ -31,7 +29,6 @@ _DEFAULT = re.compile(
     r"(?P<name>[A-Za-z_]\w*)\s*(?:=\s*(?P<value>[^;{}]+?)|\{(?P<braced>[^;{}]+)\})\s*;\s*$"
 )
 _NUMBER = re.compile(r"(?<![\w.])\d|\btrue\b|\bfalse\b")
-_TEMPLATE_PARAMETERS = re.compile(r"\btemplate\s*<(?:[^<>]|<[^<>]*>)*>")  # `template <class T>` names no class
 _CLASS_HEAD = re.compile(r"\b(?:struct|class)\s+(?:alignas\s*\([^)]*\)\s*)?(\w+)[^;(]*\{\s*$")
 
 
@@ -92,15 +89,9 @@ def _class_of(lines: list[str], index: int) -> str | None:
     """The class whose body holds line index directly (not in a function body), or None."""
     if enclosing_function(lines, index) is not None:
         return None
-    depth = 0
-    for earlier in range(index - 1, max(index - MAX_SCOPE_LINES, -1), -1):
-        line = lines[earlier]
-        if line.lstrip().startswith("#"):
-            continue
-        depth += line.count("}") - line.count("{")
-        if depth < 0:
-            head = _CLASS_HEAD.search(_TEMPLATE_PARAMETERS.sub(" ", joined_head(lines, earlier)))
-            return head[1] if head is not None else None
+    for head in enclosing_heads(lines, index):
+        found = _CLASS_HEAD.search(head)
+        return found[1] if found is not None else None
     return None
 
 

@@ -5,6 +5,7 @@ and counting braces. Namespaces, classes, loops, lambdas passed to macros and pl
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 MAX_SCOPE_LINES = 400  # how far above a line its function head is looked for
@@ -64,3 +65,20 @@ def joined_head(lines: list[str], index: int) -> str:
             break
         parts.insert(0, text)
     return " ".join(parts)
+
+
+_TEMPLATE_PARAMETERS = re.compile(r"\btemplate\s*<(?:[^<>]|<[^<>]*>)*>")  # `template <class T>` names no class
+
+
+def enclosing_heads(lines: list[str], index: int) -> Iterator[str]:
+    """The heads of the blocks around line index, innermost first (a class, a namespace, ...), each joined over its
+    lines and without its template parameter list; preprocessor lines are not counted."""
+    depth = 0
+    for earlier in range(index - 1, max(index - MAX_SCOPE_LINES, -1), -1):
+        line = lines[earlier]
+        if line.lstrip().startswith("#"):
+            continue
+        depth += line.count("}") - line.count("{")
+        if depth < 0:
+            yield _TEMPLATE_PARAMETERS.sub(" ", joined_head(lines, earlier))
+            depth = 0

@@ -25,10 +25,9 @@ from collections.abc import Iterable
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_instances import is_list_entry
-from bisector.analysis.native_scope import enclosing_function, joined_head
+from bisector.analysis.native_scope import enclosing_function, enclosing_heads
 
 MAX_STATEMENT_LINES = 80  # a statement spread over this many lines at most (one template argument a line)
-MAX_SCOPE_LINES = 400  # how far above a statement the class holding it is looked for
 
 _LITERAL = re.compile(r"(?<![\w.])(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)?)[uUlLfF]*|\btrue\b|\bfalse\b")
 _OPEN = re.compile(r"[A-Za-z_]\w*\s*<(?!<)")  # a name followed by `<`: a template's argument list may open
@@ -36,7 +35,6 @@ _NOT_TEMPLATES = frozenset({"template", "operator", "if", "while", "return", "fo
 _AGGREGATE_HEAD = re.compile(r"^\s*(?:template\s*<[^{;]*?>\s*)?(?:struct|class)\s+(?:alignas\s*\([^)]*\)\s*)?(\w+)")
 _ENCLOSING_AGGREGATE = re.compile(r"\b(?:struct|class)\s+(?:alignas\s*\([^)]*\)\s*)?(\w+)[^;(]*\{\s*$")
 _ALIAS = re.compile(r"^\s*(?:template\s*<[^;]*?>\s*)?using\s+(\w+)\s*=|^\s*typedef\b.*?\b(\w+)\s*;\s*$")
-_TEMPLATE_PARAMETERS = re.compile(r"\btemplate\s*<(?:[^<>]|<[^<>]*>)*>")  # `template <class Key>` names no class
 _CONFIG_ALIAS = re.compile(r"(?i)config|traits|policy|params|tuning")
 _TEMPLATE_NAME = re.compile(r"([A-Za-z_]\w*)\s*<(?!<)")
 _NOT_CONFIG = frozenset({"0", "1", "true", "false"})
@@ -135,17 +133,10 @@ def _owner(lines: list[str], start: int, text: str, alias: re.Match[str] | None)
     scope = enclosing_function(lines, start)
     if scope is not None:
         return FindingKind.DISPATCH_LOGIC, "" if scope.device else scope.function  # kernel code: compared only
-    depth = 0
-    for earlier in range(start - 1, max(start - MAX_SCOPE_LINES, -1), -1):
-        line = lines[earlier]
-        if line.lstrip().startswith("#"):
-            continue
-        depth += line.count("}") - line.count("{")
-        if depth < 0:
-            holder = _ENCLOSING_AGGREGATE.search(_TEMPLATE_PARAMETERS.sub(" ", joined_head(lines, earlier)))
-            if holder is not None:
-                return FindingKind.CONSTANT, holder[1]
-            depth = 0  # a namespace: look further up
+    for head in enclosing_heads(lines, start):
+        holder = _ENCLOSING_AGGREGATE.search(head)
+        if holder is not None:
+            return FindingKind.CONSTANT, holder[1]
     if alias is not None:
         return FindingKind.CONSTANT, alias[1] or alias[2]
     return None
