@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import re
 
-_TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.py$|(^|/)conftest\.py$")
+# Tests in any language: a tests directory, test_*.* and *_test(s).* files (test_gemm.cu, mat_mul_test.cpp).
+_TEST_PATH = re.compile(
+    r"(^|/)(tests?|testing|unit_?tests?|gtests?)/|(^|/)test_[^/]*\.\w+$|_tests?\.\w+$|(^|/)conftest\.py$"
+)
 # CI, editor and tool settings (any file or directory whose name starts with a dot: .github/, .travis.yml,
-# .readthedocs.yaml, .vscode/), documentation's data (docs/: inventories, site settings) and package or build
-# metadata, by file name.
+# .readthedocs.yaml, .vscode/), documentation's data (docs/: inventories, site settings), conda's environments and
+# recipes (conda/) and package or build metadata, by file name.
 _TOOLING_CONFIG = re.compile(
-    r"(^|/)\.[^/]+(/|$)|(^|/)docs?/|(^|/)(pyproject\.toml|cargo\.toml|package(-lock)?\.json|[tj]sconfig\.json|renovate\.json|"
+    r"(^|/)\.[^/]+(/|$)|(^|/)docs?/|(^|/)conda/|(^|/)(pyproject\.toml|cargo\.toml|package(-lock)?\.json|[tj]sconfig\.json|renovate\.json|"
     r"environment\.ya?ml|meta\.ya?ml|mkdocs\.ya?ml|codecov\.ya?ml|(docker-)?compose\.ya?ml|appveyor\.ya?ml)$"
 )
 # A word of a path (between / _ . - = , and the ends) that names tuned values. In source code "config" is left

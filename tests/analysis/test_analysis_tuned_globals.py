@@ -63,3 +63,54 @@ def test_an_env_variable_that_sets_a_timeout_is_no_gate(history: History) -> Non
     names = [f.name for f in static_diff(history.path, sha).table_findings]
 
     assert names == ["TUTEL_FAST_A2A"]
+
+
+GEMM_CPP = """\
+#include "gemm.h"
+
+constexpr int kSplitKThreshold = 4096;
+
+void gemm(int m, int n, int k) {
+    if (k > kSplitKThreshold) {
+        launch_split_k(m, n, k);
+    } else {
+        launch_plain(m, n, k);
+    }
+}
+"""
+GEMM_TEST_CPP = """\
+#include "gemm.h"
+
+static const int m_list[] = {1, 8, 64};
+
+TEST(Gemm, Shapes) {
+    for (int m : m_list) {
+        if (m > 16) { check(m); }
+    }
+}
+"""
+CONDA_ENV = "name: all\ndependencies:\n  - cuda-version=12.9\n  - cupy>=12.0\n"
+
+
+def test_c_tests_and_conda_environments_choose_no_dispatch_and_the_library_still_does(history: History) -> None:
+    files = {
+        "src/gemm.cpp": GEMM_CPP,
+        "src/gemm_test.cpp": GEMM_TEST_CPP,
+        "src/test_gemm_shapes.cu": GEMM_TEST_CPP,
+        "conda/environments/all_cuda-129_arch-x86_64.yaml": CONDA_ENV,
+    }
+    history.commit("gemm", files)
+    tests_changed = GEMM_TEST_CPP.replace("{1, 8, 64}", "{1, 8, 64, 128}").replace("m > 16", "m > 32")
+    sha = history.commit(
+        "split-k from 8192; more test shapes; CUDA 13",
+        {
+            "src/gemm.cpp": GEMM_CPP.replace("= 4096;", "= 8192;"),
+            "src/gemm_test.cpp": tests_changed,
+            "src/test_gemm_shapes.cu": tests_changed,
+            "conda/environments/all_cuda-129_arch-x86_64.yaml": CONDA_ENV.replace("12.9", "13.0"),
+        },
+    )
+
+    rows = sorted((f.file, f.name, f.before, f.after) for f in static_diff(history.path, sha).table_findings)
+
+    assert rows == [("src/gemm.cpp", "kSplitKThreshold", "4096", "8192")]
