@@ -259,6 +259,19 @@ def test_a_changed_dtype_condition_in_a_pyx_is_a_row_of_its_function(tmp_path: P
     ]
 
 
+def test_a_size_guard_added_to_a_pyx_function_is_a_shape_condition(tmp_path: Path) -> None:
+    history = History(tmp_path / "repo")
+    history.commit("cub", {"cupy/cuda/cub.pyx": CUB_BEFORE})
+    guard = "    if arr.size > 0x7fffffff:\n        return None\n"
+    after = CUB_BEFORE.replace("    cdef int dev_id", guard + "    cdef int dev_id")
+    sha = history.commit("Guard CUB scan against int overflow", {"cupy/cuda/cub.pyx": after})
+
+    diff = static_diff(history.path, sha)
+
+    relevant = [(f.kind, f.name, f.key, f.after) for f in diff.findings if f.kind.is_dispatch_relevant]
+    assert relevant == [(FindingKind.BRANCH_CONDITION, "cub_scan", "shape condition", "arr.size > 2147483647")]
+
+
 def test_a_pyx_the_rewrite_cannot_parse_is_skipped_without_a_note(tmp_path: Path) -> None:
     history = History(tmp_path / "repo")
     history.commit("cub", {"cupy/cuda/cub.pyx": CUB_BEFORE})
