@@ -22,7 +22,6 @@ import re
 CYTHON_SUFFIXES = (".pyx", ".pxd", ".pxi")
 
 _IDENT = r"[A-Za-z_]\w*"
-_INDENT = re.compile(r"[ \t]*")
 _DROPPED_LINE = re.compile(r"(from\s+[\w.]+\s+cimport\b|cimport\b|include\s+['\"])")
 _BLOCK_DECLARATION = re.compile(
     r"(ctypedef|cdef|cpdef)\s+((public|api|packed|extern|readonly)\s+)*"
@@ -37,9 +36,8 @@ _CDEF_BLOCK = re.compile(r"[ \t]*(cdef|cpdef)(\s+(public|readonly|api|extern))*\
 _DECLARED = re.compile(r"(cdef|cpdef)\b")
 _FUNCTION_START = re.compile(r"(async\s+)?def\b")
 _INTEGER_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|0[oObB]?[0-7]+|[1-9]\d*|0)(?:[uU][lL]{0,2}|[lL]{1,2}[uU]?)\b")
-_CAST = re.compile(
-    r"<\s*(?:const\s+|unsigned\s+|signed\s+|long\s+)*[A-Za-z_][\w.]*(?:\[[^\]<>]*\])?(?:[*&\s]|const\b)*\??\s*>"
-)
+_CAST = re.compile(r"<\s*(?:[A-Za-z_]\w*\s+)*[A-Za-z_][\w.]*(?:\[[^\]<>]*\])?(?:[*&\s]|const\b)*\??\s*>")
+_ADDRESS_OF = re.compile(r"&(?!=)\s*")
 _OPERAND_END = re.compile(r"[\w)\]}'\"]$")
 _KEYWORDS_BEFORE_OPERAND = frozenset(
     {"return", "and", "or", "not", "in", "is", "if", "elif", "else", "while", "yield", "lambda", "assert", "print"}
@@ -161,8 +159,8 @@ def _parameter(part: str) -> str:
     stripped = part.strip()
     if not stripped:
         return part
-    leading = part[: len(part) - len(part.lstrip())]
-    trailing = part[len(part.rstrip()) :]
+    leading = re.sub(r"[ \t]+\n", "\n", part[: len(part) - len(part.lstrip())])  # no spaces a cut comment left
+    trailing = re.sub(r"[ \t]+\n", "\n", part[len(part.rstrip()) :])
     equals = _top_level_equals(stripped)
     declared, default = (stripped, "") if equals is None else (stripped[:equals], stripped[equals:])
     declared = _PARAMETER_TAIL.sub("", declared.split("#")[0])
@@ -191,18 +189,24 @@ def _expressions(text: str) -> str:
 
 
 def _without_casts(code: str, before: str) -> str:
+    """Casts and address-of operators removed: a `<` or `&` in an operand's place (not after one) is C syntax."""
+    code = _without_prefixes(_CAST, code, before)
+    code = _without_prefixes(_ADDRESS_OF, code, before)
+    return _SIZEOF.sub(lambda found: "sizeof(" + "_".join(found.group(1).replace("*", " ").split()) + ")", code)
+
+
+def _without_prefixes(pattern: re.Pattern[str], code: str, before: str) -> str:
     result: list[str] = []
     position = 0
-    for found in _CAST.finditer(code):
+    for found in pattern.finditer(code):
         preceding = (before + "".join(result) + code[position : found.start()]).rstrip()
         word = re.search(r"(\w+)$", preceding)
         if _OPERAND_END.search(preceding) and not (word and word.group(1) in _KEYWORDS_BEFORE_OPERAND):
-            continue  # a comparison: `a < b` after an operand
+            continue  # a comparison `a < b` or a bitwise `a & b`, after an operand
         result.append(code[position : found.start()])
         position = found.end()
     result.append(code[position:])
-    code = re.sub(r"(?<=[(,=\[])(\s*)&\s*(?=[A-Za-z_])", r"\1", "".join(result))
-    return _SIZEOF.sub(lambda found: "sizeof(" + "_".join(found.group(1).replace("*", " ").split()) + ")", code)
+    return "".join(result)
 
 
 def _split_code(text: str) -> list[tuple[str, bool]]:
