@@ -62,7 +62,7 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("option", OPTION_READ),
 )
 _SHAPE_NAMES = re.compile(
-    r"^(m|n|k|b|h|d|s|t|bs|bt|batch\w*|seq\w*|num_\w+|n_\w+|head\w*|\w*_size|\w*_len|\w*_dim|\w*tokens\w*|"
+    r"^(m|n|k|b|h|d|s|t|bs|bt|size|batch\w*|seq\w*|num_\w+|n_\w+|head\w*|\w*_size|\w*_len|\w*_dim|\w*tokens\w*|"
     r"\w*features)$",
     re.I,
 )
@@ -101,6 +101,9 @@ def _is_threshold(test: ast.expr) -> bool:
 
 
 def _number(expr: ast.expr) -> bool:
+    """A number, or arithmetic on numbers (`0x7fffffff // 1024`)."""
+    if isinstance(expr, ast.BinOp):
+        return _number(expr.left) and _number(expr.right)
     return isinstance(expr, ast.Constant) and type(expr.value) in (int, float)
 
 

@@ -27,6 +27,7 @@ from bisector.analysis.arch_targets import arch_target_rows
 from bisector.analysis.cmake_targets import cmake_target_rows, is_cmake_path
 from bisector.analysis.config_builders import with_builder_rows
 from bisector.analysis.config_choosers import with_chooser_rows
+from bisector.analysis.cython_source import CYTHON_SUFFIXES, python_source_of_cython
 from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.imported_flags import imported_flag_rows
@@ -244,6 +245,8 @@ def _language(path: str) -> str | None:
         return None
     if lowered.endswith(PYTHON_SUFFIXES):
         return "python"
+    if lowered.endswith(CYTHON_SUFFIXES):
+        return "cython"
     if lowered.endswith(TUNING_SUFFIXES):
         return None if is_tooling_config(path) else "tuning"
     if lowered.endswith(NATIVE_SUFFIXES):
@@ -303,14 +306,14 @@ class _FileAnalysis:
         return data
 
     def _diff(self, language: str, old: bytes | None, new: bytes | None) -> list[Finding]:
+        if language == "cython":
+            try:
+                parsed = self._parsed(old, new, _parse_cython)
+            except _UnreadableError:  # the rewrite to Python is best effort: a file it leaves unparsable is skipped
+                return []
+            return self._python_rows(parsed)
         if language == "python":
-            parsed = self._parsed(old, new, _parse_python)
-            self.modules = parsed
-            rows = diff_python(self.path, *scan_pair(*parsed))
-            rows = with_chooser_rows(self.path, *parsed, with_builder_rows(self.path, *parsed, rows))
-            rows = with_toggle_rows(self.path, *parsed, with_tile_rows(self.path, *parsed, rows))
-            rows = with_order_rows(self.path, *parsed, rows) + option_default_rows(self.path, *parsed)
-            return rows + arch_target_rows(self.path, *parsed)
+            return self._python_rows(self._parsed(old, new, _parse_python))
         if language == "cmake":
             return cmake_target_rows(self.path, *self._parsed(old, new, _decode))
         if language == "tuning":
@@ -319,6 +322,14 @@ class _FileAnalysis:
         lines = (before.lines if before else [], after.lines if after else [])
         rows = diff_native(self.path, before, after, self.hunks) + switched_branch_rows(self.path, *lines, self.hunks)
         return with_native_chooser_rows(self.path, *lines, self.hunks, rows)
+
+    def _python_rows(self, parsed: tuple[ParsedModule | None, ParsedModule | None]) -> list[Finding]:
+        self.modules = parsed
+        rows = diff_python(self.path, *scan_pair(*parsed))
+        rows = with_chooser_rows(self.path, *parsed, with_builder_rows(self.path, *parsed, rows))
+        rows = with_toggle_rows(self.path, *parsed, with_tile_rows(self.path, *parsed, rows))
+        rows = with_order_rows(self.path, *parsed, rows) + option_default_rows(self.path, *parsed)
+        return rows + arch_target_rows(self.path, *parsed)
 
     def _parsed(self, old: bytes | None, new: bytes | None, parse: Callable[[bytes], T]) -> tuple[T | None, T | None]:
         results: list[T | None] = []
@@ -351,6 +362,10 @@ def _parse_python(data: bytes) -> ParsedModule:
         raise _UnreadableError(f"line {exc.lineno}: {exc.msg}") from None
     except ValueError as exc:
         raise _UnreadableError(str(exc)) from None
+
+
+def _parse_cython(data: bytes) -> ParsedModule:
+    return _parse_python(python_source_of_cython(_decode(data)).encode("utf-8"))
 
 
 def _parse_tuning(path: str, data: bytes) -> TuningTree:

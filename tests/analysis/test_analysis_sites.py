@@ -171,6 +171,9 @@ def test_condition_categories() -> None:
     assert category("props.major >= 9 and 'H100' in torch.cuda.get_device_name()") == "arch"
     assert category("a.dtype in (torch.float8_e4m3fn,)") == "dtype"
     assert category("batch_size <= 16") == "shape"
+    assert category("y.size > 0x7fffffff // 1024") == "shape"  # numpy's size, a limit written as arithmetic
+    assert category("size <= 1 << 20") == "shape"
+    assert category("y.size > limit") == ""
     assert category("x is None") == ""
     assert category("len(configs) > 0") == ""
 
