@@ -18,6 +18,7 @@ The rewrite is textual and makes no promise: what it leaves unparsable the calle
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 CYTHON_SUFFIXES = (".pyx", ".pxd", ".pxi")
 
@@ -326,18 +327,24 @@ def _matching_paren(text: str, opening: int) -> int | None:
 
 def _split_top_level(text: str) -> list[str]:
     """Text split at its top-level commas (strings and brackets kept whole)."""
-    parts, depth, start = [], 0, 0
-    code = _masked(text)
+    parts, start = [], 0
+    for index in _at_top_level(_masked(text), ","):
+        parts.append(text[start:index])
+        start = index + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _at_top_level(code: str, wanted: str) -> Iterator[int]:
+    """Where the character wanted stands outside every bracket of code."""
+    depth = 0
     for index, char in enumerate(code):
         if char in "([{":
             depth += 1
         elif char in ")]}":
             depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(text[start:index])
-            start = index + 1
-    parts.append(text[start:])
-    return parts
+        elif char == wanted and depth == 0:
+            yield index
 
 
 def _masked(text: str) -> str:
@@ -348,16 +355,10 @@ def _masked(text: str) -> str:
 def _top_level_equals(text: str) -> int | None:
     """Where the first top-level `=` that is an assignment (not ==, <=, >=, !=) is."""
     code = _masked(text)
-    depth = 0
-    for index, char in enumerate(code):
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        elif char == "=" and depth == 0:
-            neighbours = code[index - 1 : index] + code[index + 1 : index + 2]
-            if "=" not in neighbours and code[index - 1 : index] not in ("<", ">", "!"):
-                return index
+    for index in _at_top_level(code, "="):
+        neighbours = code[index - 1 : index] + code[index + 1 : index + 2]
+        if "=" not in neighbours and code[index - 1 : index] not in ("<", ">", "!"):
+            return index
     return None
 
 
