@@ -30,7 +30,12 @@ from bisector.analysis.native_reach import (
 from bisector.analysis.native_renames import Renames
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
-NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".inc")
+# C, C++, CUDA, HIP (.hip), Metal Shading Language (.metal, C++ based) and Objective-C++ (.mm, Metal host code);
+# not .m, which is Objective-C or MATLAB.
+NATIVE_SUFFIXES = (
+    ".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".hip", ".metal", ".mm", ".inl",
+    ".inc",
+)  # fmt: skip
 
 # Names that hold the batch size (rows of the activation) in GEMM and attention dispatchers.
 _BATCH_NAMES = (

@@ -114,3 +114,45 @@ def test_c_tests_and_conda_environments_choose_no_dispatch_and_the_library_still
     rows = sorted((f.file, f.name, f.before, f.after) for f in static_diff(history.path, sha).table_findings)
 
     assert rows == [("src/gemm.cpp", "kSplitKThreshold", "4096", "8192")]
+
+
+QUANTIZED_METAL = """\
+#include <metal_stdlib>
+using namespace metal;
+
+constant constexpr int QMV_ROWS_PER_SIMDGROUP = 4;
+
+[[kernel]] void qmv(device const float* w [[buffer(0)]], uint tid [[thread_position_in_grid]]) {
+}
+"""
+SOFTMAX_HIP = """\
+#include <hip/hip_runtime.h>
+
+constexpr int kOnlineSoftmaxMinCols = 1024;
+
+void softmax(int rows, int cols) {
+    if (cols >= kOnlineSoftmaxMinCols) {
+        launch_online(rows, cols);
+    } else {
+        launch_block(rows, cols);
+    }
+}
+"""
+
+
+def test_metal_and_hip_sources_are_read_as_native_code(history: History) -> None:
+    history.commit("kernels", {"backend/metal/quantized.metal": QUANTIZED_METAL, "src/softmax.hip": SOFTMAX_HIP})
+    sha = history.commit(
+        "8 rows per simdgroup; online softmax from 2048 columns",
+        {
+            "backend/metal/quantized.metal": QUANTIZED_METAL.replace("= 4;", "= 8;"),
+            "src/softmax.hip": SOFTMAX_HIP.replace("= 1024;", "= 2048;"),
+        },
+    )
+
+    rows = sorted((f.file, f.name, f.before, f.after) for f in static_diff(history.path, sha).table_findings)
+
+    assert rows == [
+        ("backend/metal/quantized.metal", "QMV_ROWS_PER_SIMDGROUP", "4", "8"),
+        ("src/softmax.hip", "kOnlineSoftmaxMinCols", "1024", "2048"),
+    ]
