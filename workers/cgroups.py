@@ -107,6 +107,11 @@ class StepCgroup:
         while self.pids() and time.monotonic() < deadline:
             time.sleep(0.05)
 
+    def end_orphaned(self) -> None:
+        """End a dead worker's cgroup: the wind-down (wind_down), then cgroup.kill and its removal."""
+        self.wind_down()
+        self.kill_and_remove()
+
     def kill_and_remove(self) -> None:
         """SIGKILL every process in the cgroup (daemons that left the process group included), then remove it.
         Idempotent."""
@@ -137,8 +142,7 @@ def _sweep(parent: Path) -> None:
     for entry in stale:
         with _claimed(entry, wait_s=0.0) as held:
             if held:  # else its worker's reaper, or another step's sweep, is ending it
-                StepCgroup(entry).wind_down()
-                StepCgroup(entry).kill_and_remove()
+                StepCgroup(entry).end_orphaned()
 
 
 def end_dead_worker(worker_pid: int | None, pgids: Collection[int], grace_s: float) -> None:
@@ -157,8 +161,7 @@ def end_dead_worker(worker_pid: int | None, pgids: Collection[int], grace_s: flo
             claims.enter_context(_claimed(path, wait_s=CLAIM_WAIT_S))  # held or not: the groups are ended anyway
         end_groups(pgids, grace_s)
         for path in paths:
-            StepCgroup(path).wind_down()
-            StepCgroup(path).kill_and_remove()
+            StepCgroup(path).end_orphaned()
 
 
 @contextlib.contextmanager
