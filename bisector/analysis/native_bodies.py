@@ -6,9 +6,10 @@ from __future__ import annotations
 import bisect
 import re
 
+from bisector.analysis.native_scope import TEMPLATE_PARAMETERS
+
 _PREPROCESSOR = re.compile(r"^[ \t]*#[^\n]*", re.M)
 _DELIMITER = re.compile(r"[{};]")
-_TEMPLATE_PARAMETERS = re.compile(r"\btemplate\s*<(?:[^<>]|<[^<>]*>)*>")  # `template <class T>` opens no class
 _AGGREGATE = re.compile(r"\b(?:struct|class|namespace|union|enum)\b")
 
 
@@ -23,7 +24,7 @@ def function_bodies(stripped: str) -> list[tuple[int, int]]:
         if delimiter[0] == "{":
             head = code[last_delimiter + 1 : index]
             inside = bool(stack and stack[-1])
-            if not inside and ")" in head and not _AGGREGATE.search(_TEMPLATE_PARAMETERS.sub(" ", head)):
+            if not inside and ")" in head and not _AGGREGATE.search(TEMPLATE_PARAMETERS.sub(" ", head)):
                 opened = index
                 inside = True
             stack.append(inside)

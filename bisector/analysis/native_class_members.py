@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.gitdiff import Hunk
-from bisector.analysis.native_scope import enclosing_function, enclosing_heads
+from bisector.analysis.native_scope import CLASS_HEAD, enclosing_function, enclosing_heads
 
 _MARKER = re.compile(
     r"^\s*(?:using\s+(?P<alias>\w+)\s*=\s*(?P<type>(?:std::)?(?:void|bool|int|true_type|false_type))\s*;|"
@@ -29,7 +29,6 @@ _DEFAULT = re.compile(
     r"(?P<name>[A-Za-z_]\w*)\s*(?:=\s*(?P<value>[^;{}]+?)|\{(?P<braced>[^;{}]+)\})\s*;\s*$"
 )
 _NUMBER = re.compile(r"(?<![\w.])\d|\btrue\b|\bfalse\b")
-_CLASS_HEAD = re.compile(r"\b(?:struct|class)\s+(?:alignas\s*\([^)]*\)\s*)?(\w+)[^;(]*\{\s*$")
 
 
 def class_member_rows(path: str, old_lines: list[str], new_lines: list[str], hunks: Iterable[Hunk]) -> list[Finding]:
@@ -90,7 +89,7 @@ def _class_of(lines: list[str], index: int) -> str | None:
     if enclosing_function(lines, index) is not None:
         return None
     for head in enclosing_heads(lines, index):
-        found = _CLASS_HEAD.search(head)
+        found = CLASS_HEAD.search(head)
         return found[1] if found is not None else None
     return None
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from bisector.analysis.native_scope import enclosing_function
+from bisector.analysis.native_scope import defined_in, enclosing_function
 
 ARCH_LABEL = "condition on the arch"
 THRESHOLD_LABEL = "threshold"
@@ -154,7 +154,7 @@ def row_name(
         return (declared, label) if declared else (label, "")
     if scope.device and label != ARCH_LABEL:
         return "", ""
-    if not (old and new) and not _defined_in(scope.function, old_lines if new else new_lines):
+    if not (old and new) and not defined_in(scope.function, old_lines if new else new_lines):
         return "", ""  # a test in a function the commit adds or removes whole: new or dropped code
     return scope.function, label
 
@@ -213,9 +213,3 @@ def _has_threshold(line: str) -> bool:
         if number not in _NOT_THRESHOLDS:
             return True
     return False
-
-
-def _defined_in(function: str, lines: list[str]) -> bool:
-    """Whether the other version of the file has a function of that name (its last `::` part followed by `(`)."""
-    pattern = re.compile(rf"\b{re.escape(function.split('::')[-1])}\s*\(")
-    return any(pattern.search(line) for line in lines)

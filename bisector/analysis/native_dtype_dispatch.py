@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.gitdiff import Hunk
-from bisector.analysis.native_scope import enclosing_function
+from bisector.analysis.native_scope import defined_in, enclosing_function
 
 MAX_ARGUMENT_LINES = 8  # a macro's dtype arguments spread over this many lines at most
 
@@ -32,7 +32,7 @@ def dtype_dispatch_rows(path: str, old_lines: list[str], new_lines: list[str], h
     rows: list[Finding] = []
     for function in dict.fromkeys([*old, *new]):
         was, now = old.get(function, Counter()), new.get(function, Counter())
-        if was == now or not (_defined_in(function, old_lines) and _defined_in(function, new_lines)):
+        if was == now or not (defined_in(function, old_lines) and defined_in(function, new_lines)):
             continue
         before, after = next(iter(was - now), None), next(iter(now - was), None)
         rows.append(
@@ -80,8 +80,3 @@ def _key(lines: list[str], index: int, match: re.Match[str]) -> str:
     if not dtypes and not _DTYPE_MACRO.search(match[1]):
         return ""
     return f"{match[1]}({', '.join(dtypes)})"
-
-
-def _defined_in(function: str, lines: list[str]) -> bool:
-    pattern = re.compile(rf"\b{re.escape(function.split('::')[-1])}\s*\(")
-    return any(pattern.search(line) for line in lines)

@@ -67,7 +67,8 @@ def joined_head(lines: list[str], index: int) -> str:
     return " ".join(parts)
 
 
-_TEMPLATE_PARAMETERS = re.compile(r"\btemplate\s*<(?:[^<>]|<[^<>]*>)*>")  # `template <class T>` names no class
+TEMPLATE_PARAMETERS = re.compile(r"\btemplate\s*<(?:[^<>]|<[^<>]*>)*>")  # `template <class T>` names no class
+CLASS_HEAD = re.compile(r"\b(?:struct|class)\s+(?:alignas\s*\([^)]*\)\s*)?(\w+)[^;(]*\{\s*$")  # its name: group 1
 
 
 def enclosing_heads(lines: list[str], index: int) -> Iterator[str]:
@@ -80,5 +81,12 @@ def enclosing_heads(lines: list[str], index: int) -> Iterator[str]:
             continue
         depth += line.count("}") - line.count("{")
         if depth < 0:
-            yield _TEMPLATE_PARAMETERS.sub(" ", joined_head(lines, earlier))
+            yield TEMPLATE_PARAMETERS.sub(" ", joined_head(lines, earlier))
             depth = 0
+
+
+def defined_in(function: str, lines: list[str]) -> bool:
+    """Whether lines (the other version of a file) have a function of that name (its last `::` part followed by
+    `(`)."""
+    pattern = re.compile(rf"\b{re.escape(function.split('::')[-1])}\s*\(")
+    return any(pattern.search(line) for line in lines)

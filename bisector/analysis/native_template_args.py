@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_instances import is_list_entry
-from bisector.analysis.native_scope import enclosing_function, enclosing_heads
+from bisector.analysis.native_scope import CLASS_HEAD, enclosing_function, enclosing_heads
 
 MAX_STATEMENT_LINES = 80  # a statement spread over this many lines at most (one template argument a line)
 
@@ -33,7 +33,6 @@ _LITERAL = re.compile(r"(?<![\w.])(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)
 _OPEN = re.compile(r"[A-Za-z_]\w*\s*<(?!<)")  # a name followed by `<`: a template's argument list may open
 _NOT_TEMPLATES = frozenset({"template", "operator", "if", "while", "return", "for"})
 _AGGREGATE_HEAD = re.compile(r"^\s*(?:template\s*<[^{;]*?>\s*)?(?:struct|class)\s+(?:alignas\s*\([^)]*\)\s*)?(\w+)")
-_ENCLOSING_AGGREGATE = re.compile(r"\b(?:struct|class)\s+(?:alignas\s*\([^)]*\)\s*)?(\w+)[^;(]*\{\s*$")
 _ALIAS = re.compile(r"^\s*(?:template\s*<[^;]*?>\s*)?using\s+(\w+)\s*=|^\s*typedef\b.*?\b(\w+)\s*;\s*$")
 _CONFIG_ALIAS = re.compile(r"(?i)config|traits|policy|params|tuning")
 _TEMPLATE_NAME = re.compile(r"([A-Za-z_]\w*)\s*<(?!<)")
@@ -134,7 +133,7 @@ def _owner(lines: list[str], start: int, text: str, alias: re.Match[str] | None)
     if scope is not None:
         return FindingKind.DISPATCH_LOGIC, "" if scope.device else scope.function  # kernel code: compared only
     for head in enclosing_heads(lines, start):
-        holder = _ENCLOSING_AGGREGATE.search(head)
+        holder = CLASS_HEAD.search(head)
         if holder is not None:
             return FindingKind.CONSTANT, holder[1]
     if alias is not None:
