@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator
 
 from bisector.analysis.changed_statements import MODULE, changed_statements, top_name
-from bisector.analysis.code_shape import ParsedSource
+from bisector.analysis.code_shape import ParsedSource, last_name
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
 _ARCH_NAME = re.compile(r"(?:^|_)(?:arch|archs|cc|sm|capability|compute_capability)$", re.I)
@@ -173,7 +173,7 @@ def _valued_strings(statement: ast.stmt, nodes: list[ast.AST]) -> Iterator[tuple
         for keyword in node.keywords:
             named = bool(keyword.arg and _ARCH_LIST_TEXT.search(keyword.arg))
             yield from _string(keyword.value, named or any(_names_arch_list(k.value) for k in node.keywords))
-        getter = isinstance(node.func, ast.Attribute | ast.Name) and _last(node.func) in _GETTERS
+        getter = isinstance(node.func, ast.Attribute | ast.Name) and last_name(node.func) in _GETTERS
         if getter and len(node.args) == 2:
             yield from _string(node.args[1], _names_arch_list(node.args[0]))
 
@@ -186,10 +186,6 @@ def _string(node: ast.expr, named_by_arch: bool) -> Iterator[tuple[str, bool]]:
 def _names_arch_list(node: ast.expr) -> bool:
     """`"TORCH_CUDA_ARCH_LIST"`, `dest="gpu_architecture"`: a string that names an arch list."""
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(_ARCH_LIST_TEXT.search(node.value))
-
-
-def _last(func: ast.Attribute | ast.Name) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else func.id
 
 
 def _target_list(value: str, named_by_arch: bool) -> list[str]:

@@ -93,3 +93,10 @@ class _Unannotated(ast.NodeTransformer):
         if node.value is None:
             return ast.Pass()
         return ast.Assign(targets=[node.target], value=self.visit(node.value), lineno=node.lineno)
+
+
+def last_name(expr: ast.expr) -> str:
+    """The called or read name's last part: `torch.ops.x.f` -> "f", `f` -> "f"; "" for any other expression."""
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    return expr.id if isinstance(expr, ast.Name) else ""

@@ -29,7 +29,8 @@ def imported_flag_rows(modules: Mapping[str, Versions]) -> list[Finding]:
     for path, (old, new) in modules.items():
         if old is None or new is None:  # a module added whole is new code
             continue
-        added = {name: line for name, line in _flags(new).items() if name not in _flags(old)}
+        before = _flags(old)
+        added = {name: flag for name, flag in _flags(new).items() if name not in before}
         if not added:
             continue
         stem = posixpath.splitext(path)[0].replace("/", ".")
@@ -38,9 +39,9 @@ def imported_flag_rows(modules: Mapping[str, Versions]) -> list[Finding]:
                 continue
             imported = _imported(now, stem) - (_imported(was, stem) if was is not None else set())
             for name in sorted(imported & added.keys()):
-                value = _flags(new)[name][1]
+                line, value = added[name]
                 detail = f"a package-wide flag, newly imported by {reader}"
-                rows.append(Finding(FindingKind.CONSTANT, path, name, "", None, value, added[name][0], detail))
+                rows.append(Finding(FindingKind.CONSTANT, path, name, "", None, value, line, detail))
     return list({(row.file, row.name): row for row in rows}.values())  # one row per flag, however many readers
 
 

@@ -16,7 +16,7 @@ import ast
 import re
 
 from bisector.analysis.changed_statements import changed_statements
-from bisector.analysis.code_shape import ParsedSource
+from bisector.analysis.code_shape import ParsedSource, last_name
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
 _REGISTRY_CALL = re.compile(
@@ -59,7 +59,7 @@ def _defaults(module: ParsedSource, other: ParsedSource) -> dict[str, tuple[str,
     found: dict[str, tuple[str, str, int]] = {}
     statements = [statement for statement, text in changed_statements(module, other) if _REGISTRY_TEXT.search(text)]
     for node in (node for statement in statements for node in ast.walk(statement)):
-        if not isinstance(node, ast.Call) or not _REGISTRY_CALL.match(callee := _last_name(node.func)):
+        if not isinstance(node, ast.Call) or not _REGISTRY_CALL.match(callee := last_name(node.func)):
             continue
         keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
         name = node.args[0] if node.args else keywords.get("name")
@@ -71,9 +71,3 @@ def _defaults(module: ParsedSource, other: ParsedSource) -> dict[str, tuple[str,
         if isinstance(name, ast.Constant) and isinstance(name.value, str) and default is not None:
             found.setdefault(name.value, (callee, ast.unparse(default), node.lineno))
     return found
-
-
-def _last_name(expr: ast.expr) -> str:
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    return expr.id if isinstance(expr, ast.Name) else ""

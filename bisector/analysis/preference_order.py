@@ -16,7 +16,7 @@ import ast
 import re
 from collections import Counter
 
-from bisector.analysis.code_shape import FunctionNode, ParsedSource, own_nodes, source_lines
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, last_name, own_nodes, source_lines
 from bisector.analysis.findings import Finding
 from bisector.analysis.function_changes import changed_functions, function_row
 
@@ -65,12 +65,6 @@ def _names_class(entry: ast.expr) -> bool:
     if isinstance(entry, ast.Tuple):
         return bool(entry.elts) and all(map(_names_class, entry.elts))
     if isinstance(entry, ast.Call):
-        applied = entry.args[0] if _last_name(entry.func) == "partial" and entry.args else entry.func
-        return _CLASS_NAME.match(_last_name(applied)) is not None
-    return _CLASS_NAME.match(_last_name(entry)) is not None
-
-
-def _last_name(expr: ast.expr) -> str:
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    return expr.id if isinstance(expr, ast.Name) else ""
+        applied = entry.args[0] if last_name(entry.func) == "partial" and entry.args else entry.func
+        return _CLASS_NAME.match(last_name(applied)) is not None
+    return _CLASS_NAME.match(last_name(entry)) is not None
