@@ -53,18 +53,19 @@ EnvMemo = dict[tuple[str, tuple[tuple[str, str], ...]], tuple[list[tuple[str, st
 
 
 def scan_env_gates(
-    tree: ast.Module, lines: list[str] | None = None, memo: EnvMemo | None = None
+    tree: ast.Module, texts: list[str] | None = None, memo: EnvMemo | None = None
 ) -> tuple[EnvGates, frozenset[str]]:
     """The module's env gates, and the module-level string constants that name a variable some read uses
     (`GPU_ENV = "CCCL_BENCH_GPU"`, then `os.environ.get(GPU_ENV)`: the gate's rows already say what they hold).
-    lines: the module's source lines, when given only the top-level statements that mention env are walked, and a
-    statement whose source and constants memo has already met (the other version's) is not walked again."""
+    texts: the source of each top-level statement (changed_statements.statement_texts); when given, only the
+    statements that mention env are walked, and one whose source and constants memo has already met (the other
+    version's) is not walked again."""
     names = _string_constants(tree)
     constants = tuple(sorted(names.items()))
     gates: dict[str, list[str]] = {}
     used: set[str] = set()
-    for statement in tree.body:
-        text = None if lines is None else _source(statement, lines)
+    for index, statement in enumerate(tree.body):
+        text = None if texts is None else texts[index]
         if text is not None and not ("env" in (lowered := text.lower()) and _ENV_WORD.search(lowered)):
             continue  # no word every read needs: its tree need not be walked
         found = memo.get((text, constants)) if memo is not None and text is not None else None
@@ -99,11 +100,6 @@ def _statement_reads(
         found.append((name, f"{form} (in {_function_of(node, parents)})"))
         used.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in names)
     return found, frozenset(used)
-
-
-def _source(statement: ast.stmt, lines: list[str]) -> str:
-    first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
-    return "\n".join(lines[first - 1 : statement.end_lineno or statement.lineno])
 
 
 def env_reads(tree: ast.Module) -> Iterator[tuple[ast.AST, str]]:
