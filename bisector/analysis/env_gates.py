@@ -15,6 +15,8 @@ import dataclasses
 import re
 from collections.abc import Iterator, Mapping
 
+from bisector.analysis.changed_statements import statement_texts
+from bisector.analysis.code_shape import ParsedSource
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
 _ENVIRON = re.compile(r"(^|\.)environ$")
@@ -53,17 +55,18 @@ EnvMemo = dict[tuple[str, tuple[tuple[str, str], ...]], tuple[list[tuple[str, st
 
 
 def scan_env_gates(
-    tree: ast.Module, texts: list[str] | None = None, memo: EnvMemo | None = None
+    tree: ast.Module, source: ParsedSource | None = None, memo: EnvMemo | None = None
 ) -> tuple[EnvGates, frozenset[str]]:
     """The module's env gates, and the module-level string constants that name a variable some read uses
     (`GPU_ENV = "CCCL_BENCH_GPU"`, then `os.environ.get(GPU_ENV)`: the gate's rows already say what they hold).
-    texts: the source of each top-level statement (changed_statements.statement_texts); when given, only the
-    statements that mention env are walked, and one whose source and constants memo has already met (the other
-    version's) is not walked again."""
+    source: the parsed module of tree, where its lines number the tree's; when given, only the top-level
+    statements that mention env are walked (their texts from changed_statements.statement_texts), and one whose
+    source and constants memo has already met (the other version's) is not walked again."""
     names = _string_constants(tree)
     constants = tuple(sorted(names.items()))
     gates: dict[str, list[str]] = {}
     used: set[str] = set()
+    texts = None if source is None else statement_texts(source)
     for index, statement in enumerate(tree.body):
         text = None if texts is None else texts[index]
         if text is not None and not ("env" in (lowered := text.lower()) and _ENV_WORD.search(lowered)):

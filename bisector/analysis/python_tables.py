@@ -12,7 +12,6 @@ import gc
 import re
 from dataclasses import dataclass, field, replace
 
-from bisector.analysis.changed_statements import statement_texts
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
 from bisector.analysis.env_gates import EnvGates, EnvMemo, diff_env_gates, reading_functions, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
@@ -82,7 +81,7 @@ def scan_python(
     tree = parsed.tree
     scanner = _Scanner(parsed.lines)
     scanner.scan_body(tree.body, prefix="", env={})
-    gates, env_names = scan_env_gates(tree, statement_texts(parsed) if parsed.numbered else None, env_memo)
+    gates, env_names = scan_env_gates(tree, parsed if parsed.numbered else None, env_memo)
     sites, fields, conditional = scan_sites(tree, *unchanged), frozenset(scanner.fields), frozenset(scanner.conditional)
     return PythonScan(scanner.entries, scanner.functions, sites, gates, env_names, fields, conditional)
 
