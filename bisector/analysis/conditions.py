@@ -34,16 +34,18 @@ OPTION_READ = re.compile(
     r"\b\w+\.config\.[a-z_]\w*|\b(?:config|cfg)\.(?:use|enable|disable|allow|force|prefer)_\w+"
 )
 
+# Searched only for whether they match: no pattern starts or ends with \w* (`\w*sm_?\d{2,3}\w*` matches where
+# `sm_?\d{2,3}` does, and retries each word's letters at every one of them).
 _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("env", re.compile(r"\benviron\b|\bgetenv\b|\benvs?\.[A-Z_]|\benv_flag|_env\(|\bENV_", re.I)),
     (
         "arch",
         re.compile(
             r"is_hip|is_cuda|is_rocm|is_xpu|is_cpu\b|torch\.version\.(hip|cuda)|capabilit|device_name|"
-            r"\barch\b|_arch\b|\w*sm_?\d{2,3}\w*|is_hopper|is_blackwell|is_ampere|gfx\d|current_platform|"
+            r"\barch\b|_arch\b|sm_?\d{2,3}|is_hopper|is_blackwell|is_ampere|gfx\d|current_platform|"
             r"is_navi|is_mi\d|cuda_version|version\.cuda|bare_metal_version|triton\.__version__|has_triton|"
             r"infer_device|device[._]type|\bxpu\b|\bnpu\b|\bmajor\b|\bminor\b|is_[cr]dna\d*|"
-            r"\b\w*(?:nv|cuda|gpu|device|sm|compute)_?cap\b|\bcc\b|\bsm_?(?:cnt|count)s?\b|\bnum_sms\b|"
+            r"(?:nv|cuda|gpu|device|sm|compute)_?cap\b|\bcc\b|\bsm_?(?:cnt|count)s?\b|\bnum_sms\b|"
             r"multi_processor_count|"
             r"\bsys\.platform\b|\bplatform\.(?:system|machine)\(|\b(?:cuda|xpu|mps|npu|hip|mlu|musa)\.is_available\(",
             re.I,
