@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from bisector.analysis.changed_statements import MODULE, changed_statements, top_name
 from bisector.analysis.code_shape import ParsedSource, last_name
@@ -30,11 +30,15 @@ from bisector.analysis.findings import Finding, FindingKind, short_text
 _ARCH_NAME = re.compile(r"(?:^|_)(?:arch|archs|cc|sm|capability|compute_capability)$", re.I)
 _TARGET = re.compile(r"\b(?:compute|sm)_\d{2,3}[a-z]?\b|\bgfx\d{3,4}[a-z]?\b")
 _ARCH_LIST_TEXT = re.compile(r"(?i)arch(?:s|_?list|itectures?)\b")
+_ARCH_LIST_LOWERED = re.compile(r"arch(?:s|_?list|itectures?)\b")  # _ARCH_LIST_TEXT in lowered text: a literal prefix
 _SEPARATORS = re.compile(r"[;,\s]+")
 _BARE_TARGET = re.compile(r"^(?:(?:compute|sm)_\d{2,3}[a-z]?|gfx\d{3,4}[a-z]?)(?::[\w+-]+)*$")  # gfx90a:xnack-
 _VERSION_ARCH = re.compile(r"^\d{1,2}\.\d[a-z]?(?:\+PTX)?$")
 _GETTERS = ("get", "getenv")
 _CLAMP_TEXT = re.compile(r"(?i)(?:arch|archs|cc|sm|capability)\s*=\s*(?:min|max)\(")
+# What a line needs for a target string in it: a target's letters, or a quote before a version-like arch ("8.0;9.0").
+_TARGET_LETTERS = ("sm_", "compute_", "gfx")
+_QUOTED_VERSION = re.compile(r"[\"'][;,\s]*\d{1,2}\.\d")
 
 
 def arch_target_rows(path: str, before: ParsedSource | None, after: ParsedSource | None) -> list[Finding]:
@@ -45,7 +49,7 @@ def arch_target_rows(path: str, before: ParsedSource | None, after: ParsedSource
     wanted = _candidates(before, after) | _candidates(after, before)
     if not wanted:
         return []
-    old, new = _scopes(before.tree, wanted), _scopes(after.tree, wanted)
+    old, new = _scopes(before, wanted), _scopes(after, wanted)
     rows = []
     for scope in sorted(old.keys() & new.keys()):
         (was_clamps, was_targets, _), (clamps, targets, line) = old[scope], new[scope]
@@ -88,22 +92,44 @@ def only_in(items: list[str], other: list[str]) -> list[str]:
 def _candidates(module: ParsedSource, other: ParsedSource) -> set[str]:
     """The top-level names (a def's or class's, `<module>` for other statements) whose source changed and has a
     target string, an arch list's name or an arch name next to min( or max(."""
-    return {
-        top_name(statement)
-        for statement, text in changed_statements(module, other)
-        if _TARGET.search(text) or _CLAMP_TEXT.search(text) or _ARCH_LIST_TEXT.search(text)
-    }
+    return {top_name(statement) for statement, text in changed_statements(module, other) if _may_choose_arch(text)}
 
 
-def _scopes(tree: ast.Module, wanted: set[str]) -> dict[str, tuple[list[str], list[str], int]]:
+def _may_choose_arch(text: str) -> bool:
+    """A target string, an arch list's name or a clamp in the text; each regex runs only where the letters it
+    needs are there (a whole class's text is long, and most hold none)."""
+    lowered = text.lower()
+    return (
+        (any(letters in text for letters in _TARGET_LETTERS) and _TARGET.search(text) is not None)
+        or ("arch" in lowered and _ARCH_LIST_LOWERED.search(lowered) is not None)
+        or (("min(" in lowered or "max(" in lowered) and _CLAMP_TEXT.search(text) is not None)
+    )
+
+
+def _scopes(module: ParsedSource, wanted: set[str]) -> dict[str, tuple[list[str], list[str], int]]:
     """scope name -> (sorted clamp texts, sorted target strings, first line) of every scope in the wanted top-level
     statements, either list maybe empty."""
     found: dict[str, tuple[list[str], list[str], int]] = {}
-    body = [statement for statement in tree.body if top_name(statement) in wanted]
+    body = [statement for statement in module.tree.body if top_name(statement) in wanted]
+    may_hold_targets = _may_hold_targets(module.lines) if module.numbered else lambda statement: True
     for scope, statements, line in _walk_scopes(body, "", 1):
-        clamps, targets = _own_choices(statements)
+        clamps, targets = _own_choices(statements, may_hold_targets)
         found[scope or MODULE] = (sorted(clamps), sorted(targets), line)
     return found
+
+
+def _may_hold_targets(lines: list[str]) -> Callable[[ast.stmt], bool]:
+    """Whether a statement's own lines (its header, for an if, for, with...) could hold a target string: a
+    statement none of whose lines does has no target to walk its expressions for (most of a large module's)."""
+
+    def holds(statement: ast.stmt) -> bool:
+        first = statement.lineno
+        bodies = [field[0].lineno for field in _statement_lists(statement) if field]
+        last = max(first, min(bodies) - 1) if bodies else statement.end_lineno or first
+        text = "\n".join(lines[first - 1 : last])
+        return any(letters in text for letters in _TARGET_LETTERS) or _QUOTED_VERSION.search(text) is not None
+
+    return holds
 
 
 def _walk_scopes(body: list[ast.stmt], prefix: str, line: int) -> Iterator[tuple[str, list[ast.stmt], int]]:
@@ -127,22 +153,26 @@ def _walk_scopes(body: list[ast.stmt], prefix: str, line: int) -> Iterator[tuple
 
 def _child_statements(node: ast.stmt) -> list[ast.stmt]:
     """The statements an if, for, while, with or try holds (their own scope's, not a new one)."""
-    children: list[ast.stmt] = []
-    for field in ("body", "orelse", "finalbody"):
-        children.extend(getattr(node, field, []) or [])
-    for handler in getattr(node, "handlers", []) or []:
-        children.extend(handler.body)
-    for case in getattr(node, "cases", []) or []:
-        children.extend(case.body)
-    return children
+    return [child for statements in _statement_lists(node) for child in statements]
 
 
-def _own_choices(statements: list[ast.stmt]) -> tuple[list[str], list[str]]:
+def _statement_lists(node: ast.stmt) -> list[list[ast.stmt]]:
+    lists: list[list[ast.stmt]] = [getattr(node, field, []) or [] for field in ("body", "orelse", "finalbody")]
+    lists.extend(handler.body for handler in getattr(node, "handlers", []) or [])
+    lists.extend(case.body for case in getattr(node, "cases", []) or [])
+    return lists
+
+
+def _own_choices(
+    statements: list[ast.stmt], may_hold_targets: Callable[[ast.stmt], bool]
+) -> tuple[list[str], list[str]]:
     clamps: list[str] = []
     targets: list[str] = []
     for statement in statements:
         if isinstance(statement, ast.Assign) and _clamps_arch(statement):
             clamps.append(ast.unparse(statement))
+        if not may_hold_targets(statement):
+            continue
         nodes = list(_expressions(statement))
         compared = {
             id(side) for node in nodes if isinstance(node, ast.Compare) for side in (node.left, *node.comparators)
