@@ -21,6 +21,9 @@ class ParsedSource(Protocol):
     @property
     def lines(self) -> list[str]: ...
 
+    @property
+    def numbered(self) -> bool: ...  # lines[n - 1] is the tree's line n
+
 
 def module_functions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[str, FunctionNode]]:
     """The module's functions and its classes' methods, named `f` and `Class.f`."""

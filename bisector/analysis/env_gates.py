@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from bisector.analysis.changed_statements import statement_texts
 from bisector.analysis.code_shape import ParsedSource
 from bisector.analysis.findings import Finding, FindingKind, short_text
+from bisector.analysis.word_lines import lines_holding, on_lines
 
 _ENVIRON = re.compile(r"(^|\.)environ$")
 _GETENV = re.compile(r"(^|\.)(getenv|environ\.get|environ\.setdefault)$")
@@ -44,7 +45,7 @@ _LOCATION = re.compile(
 NOT_SET_BY_BISECT = "the bisect's environment does not set it"
 # A word that every read or write above needs in the source (environ, getenv, a settings owner such as envs or
 # self.env or vllm_env): a statement without one has no gates, and its tree need not be walked.
-_ENV_WORD = re.compile(r"environ|getenv|(?<![^\W_])envs?(?:\b|_)")  # searched in the lowered source
+_ENV_WORD = re.compile(r"environ|getenv|(?<![^\W_])env(?:s?(?:\b|_)|var)")  # searched in the lowered source
 
 EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
 
@@ -73,7 +74,8 @@ def scan_env_gates(
             continue  # no word every read needs: its tree need not be walked
         found = memo.get((text, constants)) if memo is not None and text is not None else None
         if found is None:
-            found = _statement_reads(statement, tree, names)
+            numbers = None if source is None else lines_holding(source.lines, statement, _holds_env_word)
+            found = _statement_reads(statement, tree, names, numbers)
             if memo is not None and text is not None:
                 memo[(text, constants)] = found
         for name, form in found[0]:
@@ -82,9 +84,15 @@ def scan_env_gates(
     return {name: tuple(sorted(forms)) for name, forms in gates.items()}, frozenset(used)
 
 
+def _holds_env_word(line: str) -> bool:
+    return "env" in (lowered := line.lower()) and _ENV_WORD.search(lowered) is not None
+
+
 def _statement_reads(
-    statement: ast.stmt, tree: ast.Module, names: dict[str, str]
+    statement: ast.stmt, tree: ast.Module, names: dict[str, str], numbers: list[int] | None
 ) -> tuple[list[tuple[str, str]], frozenset[str]]:
+    """The statement's reads; numbers: its lines that hold an env word, where known (a subtree on none of them,
+    such as a long class's other methods, has no read and is not walked)."""
     parents: dict[ast.AST, ast.AST] = {statement: tree}
     reads: list[tuple[ast.AST, str]] = []
     stack: list[ast.AST] = [statement]
@@ -93,8 +101,9 @@ def _statement_reads(
         if (name := _variable(node, names)) is not None and not (name in _PROCESS_VARIABLES and _is_store(node)):
             reads.append((node, name))
         for child in ast.iter_child_nodes(node):
-            parents[child] = node
-            stack.append(child)
+            if numbers is None or on_lines(child, numbers):
+                parents[child] = node
+                stack.append(child)
     found: list[tuple[str, str]] = []
     used: set[str] = set()
     for node, name in reads:

@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 
 from bisector.analysis.changed_statements import changed_statements
 from bisector.analysis.code_shape import ParsedSource, last_name
 from bisector.analysis.findings import Finding, FindingKind, short_text
+from bisector.analysis.word_lines import lines_holding, walk_on_lines
 
 _REGISTRY_CALL = re.compile(
     r"^(?:ContextVar|Option|Flag|Setting|Knob)$|^(?:register|add|define|declare|new)_\w*(?:option|flag|setting|knob)s?$",
     re.I,
 )
-_REGISTRY_TEXT = re.compile(r"(?i)(?:contextvar|option|flag|setting|knob)s?\s*\(")
+_REGISTRY_WORDS = ("contextvar", "option", "flag", "setting", "knob")
+_REGISTRY_TEXT = re.compile(r"(?:contextvar|option|flag|setting|knob)s?\s*\(")  # searched in the lowered text
 _DEFAULT_KEYWORDS = ("default", "default_value")
 
 
@@ -57,8 +60,9 @@ def _defaults(module: ParsedSource, other: ParsedSource) -> dict[str, tuple[str,
     statements that changed and whose text names a registry at all: most modules have none; a statement both
     versions share declares the same defaults on both)."""
     found: dict[str, tuple[str, str, int]] = {}
-    statements = [statement for statement, text in changed_statements(module, other) if _REGISTRY_TEXT.search(text)]
-    for node in (node for statement in statements for node in ast.walk(statement)):
+    statements = [statement for statement, text in changed_statements(module, other) if _names_a_registry(text)]
+    nodes = (node for statement in statements for node in _walk_registry_lines(statement, module))
+    for node in nodes:
         if not isinstance(node, ast.Call) or not _REGISTRY_CALL.match(callee := last_name(node.func)):
             continue
         keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
@@ -71,3 +75,18 @@ def _defaults(module: ParsedSource, other: ParsedSource) -> dict[str, tuple[str,
         if isinstance(name, ast.Constant) and isinstance(name.value, str) and default is not None:
             found.setdefault(name.value, (callee, ast.unparse(default), node.lineno))
     return found
+
+
+def _walk_registry_lines(statement: ast.stmt, module: ParsedSource) -> Iterator[ast.AST]:
+    """The statement's nodes, less the subtrees on no line that holds a registry's word (a long class's other
+    methods), where the module's lines number its tree."""
+    if not module.numbered:
+        return ast.walk(statement)
+    numbers = lines_holding(module.lines, statement, lambda line: any(w in line.lower() for w in _REGISTRY_WORDS))
+    return walk_on_lines(statement, numbers)
+
+
+def _names_a_registry(text: str) -> bool:
+    """A registry's name before a parenthesis; the regex runs only where one of its words is (most texts have none)."""
+    lowered = text.lower()
+    return any(word in lowered for word in _REGISTRY_WORDS) and _REGISTRY_TEXT.search(lowered) is not None

@@ -93,3 +93,95 @@ def test_an_env_read_after_a_form_feed_is_a_gate(history: History) -> None:
             "os.environ.get('LIB_FAST', '1') == '1' (in fast)",
         )
     ]
+
+
+# A long class whose commits change one method: the scans that need a word on a line (env reads, option
+# registries, arch targets) walk only the parts of it on such lines, so each find below sits where that cut could
+# lose it (a decorator above its def's line, a read whose variable is on another line than its word, a loop header
+# of several lines, a keyword's arch list on the line after its name).
+BACKEND_PY = """\
+import os
+
+import torch
+from pkg.knobs import Knob
+
+
+class Backend:
+    SPLIT = Knob(
+        "split_k",
+        default=4,
+    )
+
+    @torch.compile(disable=os.environ.get("BACKEND_NO_COMPILE", "0") == "1")
+    def forward(self, x):
+        return x
+
+    def flags(self):
+        fast = os.environ.get(
+            "BACKEND_FAST", "0"
+        )
+        return fast
+
+    def targets(self):
+        found = []
+        for target in [
+            "sm_80", "sm_90",
+        ]:
+            found.append(target)
+        return dict(
+            arch_list=
+            "8.0;9.0",
+        ), found
+
+    def describe(self):
+        return "backend"
+"""
+
+
+def _rows(history: History, sha: str) -> set[tuple[str, str, str, str | None, str | None]]:
+    found = static_diff(history.path, sha).findings
+    return {(f.kind.value, f.name, f.key, f.before, f.after) for f in found}
+
+
+def test_an_env_read_in_a_decorator_of_a_long_classs_method_is_a_gate(history: History) -> None:
+    history.commit("backend", {"pkg/__init__.py": "", "pkg/backend.py": BACKEND_PY})
+    changed = BACKEND_PY.replace('"BACKEND_NO_COMPILE", "0"', '"BACKEND_NO_COMPILE", "1"')
+    sha = history.commit("no compile by default", {"pkg/backend.py": changed.replace('"backend"', '"b"')})
+
+    gates = {row[1] for row in _rows(history, sha) if row[0] == FindingKind.ENV_GATE.value}
+    assert gates == {"BACKEND_NO_COMPILE"}
+
+
+def test_an_env_read_over_two_lines_in_a_long_classs_method_is_a_gate(history: History) -> None:
+    history.commit("backend", {"pkg/__init__.py": "", "pkg/backend.py": BACKEND_PY})
+    sha = history.commit(
+        "fast by default", {"pkg/backend.py": BACKEND_PY.replace('"BACKEND_FAST", "0"', '"BACKEND_FAST", "1"')}
+    )
+
+    gates = {row[1] for row in _rows(history, sha) if row[0] == FindingKind.ENV_GATE.value}
+    assert gates == {"BACKEND_FAST"}
+
+
+def test_a_registered_default_over_several_lines_of_a_long_class_is_a_constant(history: History) -> None:
+    history.commit("backend", {"pkg/__init__.py": "", "pkg/backend.py": BACKEND_PY})
+    sha = history.commit("split 8", {"pkg/backend.py": BACKEND_PY.replace("default=4", "default=8")})
+
+    assert (FindingKind.CONSTANT.value, "split_k", "default of Knob", "4", "8") in _rows(history, sha)
+
+
+def test_arch_targets_in_a_loop_header_and_on_a_keywords_next_line_are_table_rows(history: History) -> None:
+    history.commit("backend", {"pkg/__init__.py": "", "pkg/backend.py": BACKEND_PY})
+    changed = BACKEND_PY.replace('"sm_80", "sm_90"', '"sm_80", "sm_100"').replace('"8.0;9.0"', '"8.0;10.0"')
+    sha = history.commit("blackwell targets", {"pkg/backend.py": changed})
+
+    targets = {row[3:] for row in _rows(history, sha) if row[2] == "arch targets"}
+    assert targets == {("9.0; sm_90", "10.0; sm_100")}
+
+
+def test_a_settings_variable_declared_in_a_module_without_other_env_words_is_a_gate(history: History) -> None:
+    settings = 'from pkg.config import EnvVar\n\nLIB_SPLIT = EnvVar("LIB_SPLIT", "0")\n'
+    history.commit("settings", {"pkg/__init__.py": "", "pkg/settings.py": settings})
+    sha = history.commit("split by default", {"pkg/settings.py": settings.replace('"0"', '"1"')})
+
+    gates = {row[1] for row in _rows(history, sha) if row[0] == FindingKind.ENV_GATE.value}
+    assert gates == {"LIB_SPLIT"}

@@ -1,0 +1,43 @@
+"""Walks that enter only the parts of a tree on lines that hold a word a scan needs. A scan whose finds all name
+such a word (an env read names environ or getenv, a registry call names an option) need not walk a long class's
+other methods: a subtree none of whose lines holds the word holds no find.
+
+The lines must number the tree's (ParsedModule.numbered)."""
+
+from __future__ import annotations
+
+import ast
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Callable, Iterator
+
+
+def lines_holding(lines: list[str], node: ast.AST, holds: Callable[[str], bool]) -> list[int]:
+    """The numbers, in order, of node's lines (decorators included) for which holds is true."""
+    first, last = _span(node)
+    return [number for number in range(first, min(last, len(lines)) + 1) if holds(lines[number - 1])]
+
+
+def on_lines(node: ast.AST, numbers: list[int]) -> bool:
+    """Whether any of the sorted line numbers is one of node's lines; a node without a position may be anywhere."""
+    if getattr(node, "lineno", None) is None:
+        return True
+    first, last = _span(node)
+    index = bisect_left(numbers, first)
+    return index < len(numbers) and numbers[index] <= last
+
+
+def walk_on_lines(node: ast.AST, numbers: list[int]) -> Iterator[ast.AST]:
+    """ast.walk(node) in its order, less the subtrees under node on none of the numbered lines."""
+    todo: deque[ast.AST] = deque([node])
+    while todo:
+        node = todo.popleft()
+        todo.extend(child for child in ast.iter_child_nodes(node) if on_lines(child, numbers))
+        yield node
+
+
+def _span(node: ast.AST) -> tuple[int, int]:
+    first: int = getattr(node, "lineno", 1)
+    last: int = getattr(node, "end_lineno", None) or first
+    decorators: list[ast.expr] = getattr(node, "decorator_list", [])
+    return min([first, *(decorator.lineno for decorator in decorators)]), last
