@@ -5,7 +5,9 @@
     if (cc >= CC_AMPERE) {           ->  if (0) {                                switched off
 
 The path the branch guarded (a kernel, a fallback, a graph mode) no longer runs, or always does: a branch-condition
-row named by the host function it is in (a kernel's own branches are its body).
+row named by the host function it is in (a kernel's own branches are its body). So is code a commit cuts off, or
+lets run again, without a condition: an `#if 0` added around it or removed, an unconditional `return` put before
+it or taken away (`return 0.0f;` above the timing that picks an algorithm), in a function both versions have.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
-from bisector.analysis.native_scope import enclosing_function
+from bisector.analysis.native_scope import defined_in, enclosing_function
 
 _CONDITION = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while)\s*\(\s*(?P<condition>.*?)\)?\s*\{?\s*$")
 _OFF = re.compile(r"^(?:false|0)\s*(?:&&|\)\s*$|$)")
@@ -23,7 +25,8 @@ _ON = re.compile(r"^(?:true|1)\s*(?:\|\||\)\s*$|$)")
 
 
 def switched_branch_rows(path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk]) -> list[Finding]:
-    """A row for each condition line of a hunk whose new text is the old one made constant (paired in order)."""
+    """A row for each condition line of a hunk whose new text is the old one made constant (paired in order), and
+    one for each function whose code an `#if 0` or a `return` cuts off or lets run again (dead_code_rows)."""
     rows: list[Finding] = []
     for hunk in hunks:
         removed = [i for i in range(hunk.old_lo, min(hunk.old_hi, len(old_lines))) if _CONDITION.match(old_lines[i])]
@@ -44,7 +47,56 @@ def switched_branch_rows(path: str, old_lines: list[str], new_lines: list[str], 
                     line=new + 1,
                 )
             )
-    return rows
+    named = {row.name for row in rows}
+    return rows + [row for row in dead_code_rows(path, old_lines, new_lines, hunks) if row.name not in named]
+
+
+def dead_code_rows(path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk]) -> list[Finding]:
+    """A row per host function in which a hunk adds or removes an `#if 0` or an unconditional `return` that code
+    follows in its block (a line removed and added with the same text only moved)."""
+    rows: dict[str, Finding] = {}
+    for hunk in hunks:
+        removed = {i: " ".join(old_lines[i].split()) for i in range(hunk.old_lo, min(hunk.old_hi, len(old_lines)))}
+        added = {i: " ".join(new_lines[i].split()) for i in range(hunk.new_lo, min(hunk.new_hi, len(new_lines)))}
+        for lines, other, changed, state in (
+            (new_lines, old_lines, added, "cut off"),
+            (old_lines, new_lines, removed, "let run again"),
+        ):
+            moved = set(removed.values()) & set(added.values())
+            for index, text in changed.items():
+                if text in moved or not _cuts_off(lines, index):
+                    continue
+                scope = enclosing_function(lines, index)
+                if scope is None or scope.device or scope.function in rows or not defined_in(scope.function, other):
+                    continue
+                rows[scope.function] = Finding(
+                    FindingKind.BRANCH_CONDITION,
+                    path,
+                    scope.function,
+                    key=f"code {state}",
+                    before=text if state != "cut off" else None,
+                    after=text if state == "cut off" else None,
+                    line=index + 1,
+                    detail="an #if 0 or an unconditional return decides whether the code after it runs",
+                )
+    return list(rows.values())
+
+
+def _cuts_off(lines: list[str], index: int) -> bool:
+    """Line index is an `#if 0`, or a `return` no condition guards that code follows in the same block."""
+    if _IF_ZERO.match(lines[index]):
+        return True
+    if not _RETURN.match(lines[index]):
+        return False
+    above = next((text.strip() for text in reversed(lines[max(index - 3, 0) : index]) if text.strip()), "")
+    below = next((text.strip() for text in lines[index + 1 : index + 4] if text.strip()), "}")
+    guarded = not above.endswith((";", "{", "}")) or _CASE_LABEL.match(above) is not None
+    return not guarded and not below.startswith(("}", "#", "case ", "default")) and _CASE_LABEL.match(below) is None
+
+
+_IF_ZERO = re.compile(r"^\s*#\s*if\s+0\s*$")
+_RETURN = re.compile(r"^\s*return\b[^;{}]*;\s*$")
+_CASE_LABEL = re.compile(r"^(?:case\b.*|default\s*):\s*$|^\w+\s*:\s*$")
 
 
 def _condition(line: str) -> str:
