@@ -19,7 +19,11 @@ _CONTROL = frozenset(
     {"if", "for", "while", "switch", "catch", "sizeof", "decltype", "return", "defined", "constexpr", "else", "do"}
 )
 _ATTRIBUTES = re.compile(r"\b(?:__launch_bounds__|__attribute__|alignas|__declspec)\s*\((?:[^()]|\([^()]*\))*\)")
-_DEVICE = re.compile(r"\b(?:__global__|__device__|[A-Z_]*DEVICE[A-Z_]*)\b")  # CK_TILE_DEVICE, KITTENS_DEVICE
+_DEVICE = re.compile(
+    r"\b(?:__global__|__device__|[A-Z_]*DEVICE[A-Z_]*)\b|"  # CK_TILE_DEVICE, KITTENS_DEVICE
+    # Metal: a kernel, mlx's helper macro, or a parameter in a GPU address space (`const device T* w`)
+    r"\[\[\s*kernel\s*\]\]|\bkernel\s+void\b|\bMETAL_FUNC\b|\b(?:device|threadgroup)\s+(?:const\s+)?[A-Za-z_][\w:<>]*\s*[*&]"
+)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@
 The path the branch guarded (a kernel, a fallback, a graph mode) no longer runs, or always does: a branch-condition
 row named by the host function it is in (a kernel's own branches are its body). So is code a commit cuts off, or
 lets run again, without a condition: an `#if 0` added around it or removed, an unconditional `return` put before
-it or taken away (`return 0.0f;` above the timing that picks an algorithm), in a function both versions have.
+it or taken away (`return 0.0f;` above the timing that picks an algorithm), or a refusal turned into a fallback or
+back (`throw std::runtime_error("Not support this kind of GPU!");` -> `return "";`), in a function both versions
+have.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ def switched_branch_rows(path: str, old_lines: list[str], new_lines: list[str], 
 
 def dead_code_rows(path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk]) -> list[Finding]:
     """A row per host function in which a hunk adds or removes an `#if 0` or an unconditional `return` that code
-    follows in its block (a line removed and added with the same text only moved)."""
+    follows in its block (a line removed and added with the same text only moved), or replaces its one `throw` with
+    one `return` or back."""
     rows: dict[str, Finding] = {}
     for hunk in hunks:
         removed = {i: " ".join(old_lines[i].split()) for i in range(hunk.old_lo, min(hunk.old_hi, len(old_lines)))}
@@ -63,23 +66,38 @@ def dead_code_rows(path: str, old_lines: list[str], new_lines: list[str], hunks:
             (old_lines, new_lines, removed, "let run again"),
         ):
             moved = set(removed.values()) & set(added.values())
+            refusals = _refusals_turned(removed, added) if state == "cut off" else {}
             for index, text in changed.items():
-                if text in moved or not _cuts_off(lines, index):
+                if text in moved or not (_cuts_off(lines, index) or index in refusals):
                     continue
                 scope = enclosing_function(lines, index)
                 if scope is None or scope.device or scope.function in rows or not defined_in(scope.function, other):
                     continue
+                before = next(iter(removed.values())) if index in refusals else None if state == "cut off" else text
                 rows[scope.function] = Finding(
                     FindingKind.BRANCH_CONDITION,
                     path,
                     scope.function,
-                    key=f"code {state}",
-                    before=text if state != "cut off" else None,
+                    key=refusals.get(index, f"code {state}"),
+                    before=before,
                     after=text if state == "cut off" else None,
                     line=index + 1,
-                    detail="an #if 0 or an unconditional return decides whether the code after it runs",
+                    detail="an #if 0, a return or a throw decides whether the code after it runs",
                 )
     return list(rows.values())
+
+
+def _refusals_turned(removed: dict[int, str], added: dict[int, str]) -> dict[int, str]:
+    """The added line of a hunk that replaces one `throw` with one `return` ('a refusal turned into a fallback') or
+    one `return` with one `throw` ('a fallback turned into a refusal'), by its index."""
+    if len(removed) != 1 or len(added) != 1:
+        return {}
+    (old,), ((index, new),) = removed.values(), added.items()
+    if _THROW.match(old) and _RETURN.match(new):
+        return {index: "a refusal turned into a fallback"}
+    if _RETURN.match(old) and _THROW.match(new):
+        return {index: "a fallback turned into a refusal"}
+    return {}
 
 
 def _cuts_off(lines: list[str], index: int) -> bool:
@@ -96,6 +114,7 @@ def _cuts_off(lines: list[str], index: int) -> bool:
 
 _IF_ZERO = re.compile(r"^\s*#\s*if\s+0\s*$")
 _RETURN = re.compile(r"^\s*return\b[^;{}]*;\s*$")
+_THROW = re.compile(r"^\s*throw\b[^;{}]*;\s*$")
 _CASE_LABEL = re.compile(r"^(?:case\b.*|default\s*):\s*$|^\w+\s*:\s*$")
 
 

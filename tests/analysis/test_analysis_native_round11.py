@@ -328,3 +328,64 @@ def test_a_flag_kept_in_a_bool_whose_number_changes_is_a_threshold_row(history: 
     assert [(f.kind.value, f.name, f.key, f.before) for f in found] == [
         ("native_threshold", "qmv", "condition kept in a bool", "bool fast = N % bn == 0 && K % 512 == 0;")
     ]  # not `transposed`: neither version compares a number
+
+
+QMM_METAL_H = """\
+#include <metal_stdlib>
+using namespace metal;
+
+template <typename T, const int BM, const int SM>
+METAL_FUNC void qmm_impl(const device T* w, device T* y, const constant int& M, uint3 tid) {
+  const short sgp_sm = min(SM, short(M - tid.y));
+  y[tid.x] = w[tid.x] * sgp_sm;
+}
+
+template <typename T>
+[[kernel]] void affine_qmm(const device T* w [[buffer(0)]], device T* y [[buffer(1)]],
+                           uint3 tid [[thread_position_in_grid]]) {
+  const int rows = min(int(tid.y), 64);
+  qmm_impl<T, 32, 16>(w, y, rows, tid);
+}
+"""
+
+
+def test_metal_kernels_and_their_helpers_are_device_code(history: History) -> None:
+    history.commit("qmm", {"mlx/backend/metal/kernels/qmm.h": QMM_METAL_H})
+    changed = QMM_METAL_H.replace("min(SM, short(M - tid.y))", "min(int(SM), M - tid.y)").replace(
+        "min(int(tid.y), 64)", "min(int(tid.y), 128)"
+    )
+    sha = history.commit("no short overflow", {"mlx/backend/metal/kernels/qmm.h": changed})
+
+    assert _rows(history, sha) == []  # a kernel's and its helper's computed locals are their bodies
+
+
+GPU_NAME_CU = """\
+std::string getGPUName() {
+  for (auto &name : known_gpus()) {
+    if (device_name().find(name) != std::string::npos) {
+      return name;
+    }
+  }
+  throw std::runtime_error("Not support this kind of GPU!");
+}
+
+int parse_level(const std::string &text) {
+  if (text.empty()) {
+    throw std::invalid_argument("empty level");
+  }
+  return std::stoi(text);
+}
+"""
+
+
+def test_a_refusal_turned_into_a_fallback_is_a_branch_condition(history: History) -> None:
+    history.commit("util", {"csrc/cuda_util.cu": GPU_NAME_CU})
+    changed = GPU_NAME_CU.replace(
+        '  throw std::runtime_error("Not support this kind of GPU!");', '  return "";'
+    ).replace('    throw std::invalid_argument("empty level");', '    throw std::invalid_argument("no level given");')
+    sha = history.commit("unknown GPUs get the generic kernels", {"csrc/cuda_util.cu": changed})
+
+    found = static_diff(history.path, sha).table_findings
+    assert [(f.kind.value, f.name, f.key) for f in found] == [
+        ("branch_condition", "getGPUName", "a refusal turned into a fallback")
+    ]  # not parse_level: a message reworded
