@@ -51,7 +51,8 @@ _ARCH_WORDS = re.compile(
 # numeric element types by name (is_same_v<T, Ctx> and sizeof(T) checks pick template paths of all kinds: not these)
 _DTYPE_WORDS = re.compile(
     r"\b(?:half|__half|__nv_bfloat16|bfloat16(?:_t)?|__nv_fp8\w*|fp8\w*|float8\w*|fp4\w*|bf16|fp16|\w*e4m3\w*|\w*e5m2\w*)\b|"
-    r"\bis_same(?:_v)?\s*<[^;]*\b(?:float|double|u?int8_t)\b"
+    r"\bis_same(?:_v)?\s*<[^;]*\b(?:float|double|u?int8_t)\b|"
+    r"\b[A-Z0-9_]*(?:BF16|FP16|FP8|FP4|BFLOAT16|FLOAT16)[A-Z0-9_]*\b"  # a build's dtype macro: ENABLE_BF16
 )
 _VERSION_WORDS = re.compile(r"\b[A-Z][A-Z0-9]*_VERSION(?:_[A-Z]+)?\b")  # a library's version: CUBLAS_VERSION
 # the toolkit a build targets, HIP / ROCm or CUDA: `#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)`

@@ -389,3 +389,32 @@ def test_a_refusal_turned_into_a_fallback_is_a_branch_condition(history: History
     assert [(f.kind.value, f.name, f.key) for f in found] == [
         ("branch_condition", "getGPUName", "a refusal turned into a fallback")
     ]  # not parse_level: a message reworded
+
+
+LAYERNORM_CU = """\
+void layernorm_backward(int kernel_num, float* dinp, const float* dout, int B, int T, int C, int block_size) {
+    switch (kernel_num) {
+        case 1:
+            layernorm_backward1(dinp, dout, B, T, C, block_size);
+            break;
+        case 4:
+            layernorm_backward4(dinp, dout, B, T, C, block_size);
+            break;
+        default:
+            exit(1);
+    }
+}
+"""
+
+
+def test_a_builds_dtype_macro_gating_a_kernel_is_a_dtype_condition(history: History) -> None:
+    history.commit("layernorm", {"dev/cuda/layernorm_backward.cu": LAYERNORM_CU})
+    changed = LAYERNORM_CU.replace("        case 4:\n", "#if defined(ENABLE_BF16)\n        case 4:\n").replace(
+        "            break;\n        default:", "            break;\n#endif\n        default:"
+    )
+    sha = history.commit("kernel 4 needs bf16", {"dev/cuda/layernorm_backward.cu": changed})
+
+    found = static_diff(history.path, sha).table_findings
+    assert [(f.kind.value, f.name, f.key) for f in found] == [
+        ("branch_condition", "layernorm_backward", "condition on the dtype")
+    ]
