@@ -21,6 +21,7 @@ from bisector.analysis.native_conditions import (
 )
 from bisector.analysis.native_dispatch import condition_label, default_rows
 from bisector.analysis.native_reach import MAX_READER_LINES, guards_launch, instantiating_case, reaching_values
+from bisector.analysis.native_scope import enclosing_function
 
 # Names that hold the batch size (rows of the activation) in GEMM and attention dispatchers.
 _BATCH_NAMES = (
@@ -51,9 +52,11 @@ _ARCH_WORDS = re.compile(
 # numeric element types by name (is_same_v<T, Ctx> and sizeof(T) checks pick template paths of all kinds: not these)
 _DTYPE_WORDS = re.compile(
     r"\b(?:half|__half|__nv_bfloat16|bfloat16(?:_t)?|__nv_fp8\w*|fp8\w*|float8\w*|fp4\w*|bf16|fp16|\w*e4m3\w*|\w*e5m2\w*)\b|"
-    r"\bis_same(?:_v)?\s*<[^;]*\b(?:float|double|u?int8_t)\b|"
-    r"\b[A-Z0-9_]*(?:BF16|FP16|FP8|FP4|BFLOAT16|FLOAT16)[A-Z0-9_]*\b"  # a build's dtype macro: ENABLE_BF16
+    r"\bis_same(?:_v)?\s*<[^;]*\b(?:float|double|u?int8_t)\b"
 )
+# a build's dtype macro tested by the preprocessor (`#if defined(ENABLE_BF16)`): a condition inside a host function
+# only (a header's `#ifdef FP16_MODE` picks the types of the whole build, compared where they are used)
+_DTYPE_MACRO = re.compile(r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b.*\b[A-Z0-9_]*(?:BF16|FP16|FP8|FP4|BFLOAT16)[A-Z0-9_]*\b")
 _VERSION_WORDS = re.compile(r"\b[A-Z][A-Z0-9]*_VERSION(?:_[A-Z]+)?\b")  # a library's version: CUBLAS_VERSION
 # the toolkit a build targets, HIP / ROCm or CUDA: `#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)`
 _PLATFORM_WORDS = re.compile(r"__HIP_PLATFORM_\w+__|__HIPCC__|__HCC__|\b__HIP__\b|\bUSE_ROCM\b")
@@ -155,6 +158,8 @@ def _condition(lines: list[str], index: int) -> str:
     ):
         return "condition on the arch"
     if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
+        return "condition on the dtype"
+    if _DTYPE_MACRO.match(line) and enclosing_function(lines, index) is not None:
         return "condition on the dtype"
     if _BRANCH.search(line) and _VERSION_WORDS.search(line):
         return "condition on the version"

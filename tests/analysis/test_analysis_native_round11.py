@@ -408,13 +408,25 @@ void layernorm_backward(int kernel_num, float* dinp, const float* dout, int B, i
 
 
 def test_a_builds_dtype_macro_gating_a_kernel_is_a_dtype_condition(history: History) -> None:
-    history.commit("layernorm", {"dev/cuda/layernorm_backward.cu": LAYERNORM_CU})
+    header, utils = "typedef float OpType;\n", "bool use_true_fp16() {\n    return true;\n}\n"
+    history.commit(
+        "layernorm",
+        {"dev/cuda/layernorm_backward.cu": LAYERNORM_CU, "include/declaration.h": header, "src/utils.cc": utils},
+    )
     changed = LAYERNORM_CU.replace("        case 4:\n", "#if defined(ENABLE_BF16)\n        case 4:\n").replace(
         "            break;\n        default:", "            break;\n#endif\n        default:"
     )
-    sha = history.commit("kernel 4 needs bf16", {"dev/cuda/layernorm_backward.cu": changed})
+    header = "#ifdef FP16_MODE\ntypedef __half OpType;\n#else\ntypedef float OpType;\n#endif\n"
+    utils = utils.replace(
+        "    return true;\n",
+        '    static bool on = read_bool_from_env("LIB_TRUE_FP16_GEMM", true);\n    return on;\n',
+    )
+    sha = history.commit(
+        "kernel 4 needs bf16",
+        {"dev/cuda/layernorm_backward.cu": changed, "include/declaration.h": header, "src/utils.cc": utils},
+    )
 
     found = static_diff(history.path, sha).table_findings
-    assert [(f.kind.value, f.name, f.key) for f in found] == [
+    assert [(f.kind.value, f.name, f.key) for f in found if f.kind.value != "env_gate"] == [
         ("branch_condition", "layernorm_backward", "condition on the dtype")
-    ]
+    ]  # not a header's build-wide #ifdef FP16_MODE (its types are compared where used), not FP16 in an env name
