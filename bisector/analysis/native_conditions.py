@@ -12,7 +12,10 @@ function the commit adds or removes whole is new or dropped code, no row. Also n
 only refuses to build (`#error`), an arch or threshold test rewritten with the same numbers, comparisons, logic and
 constants (`gcnArch == 908` -> `gcnArchName.find("908") != npos`), an #if whose branches differ only by names spelled
 longer (`double4` / `double4_32a`). An if's condition spread over lines is read whole, and a host function's branch
-on a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one."""
+on a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one. A flag kept in
+a bool (`bool fast = N % bn == 0 && K % 512 == 0;`) is a row when both versions have it and one compares a number; a
+test of the platform (HIP / CUDA) is one inside a host function whose branches make different calls; a line that
+continues an `#if` is named by that `#if`'s block."""
 
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
     BOOL_SWITCH(params.seqlen <= 128, kIsShort, [&] { ... })   a switch macro: its first argument chooses a template
     void gemm(..., int max_par = 16)                             a parameter's default (a caller that passes none)
     const char* env = std::getenv("MY_LIB_DETERMINISTIC");       an environment read: a gate of what follows
+    read_bool_from_env("MY_LIB_TRUE_FP16", true)                 the same through a project's own reader
+    NCCL_PARAM(ChunkSize, "CHUNK_SIZE", 64 << 10)                a declared environment parameter
 
 native.py pairs the condition lines of each hunk (condition_label here names the switch macros) and asks default_rows
 for the parameters whose default a hunk changes; env_reads and diff_env_reads give one row per variable whose reads
@@ -72,8 +74,8 @@ def default_rows(path: str, old_lines: list[str], new_lines: list[str], line: in
 
 
 def env_reads(lines: list[str]) -> dict[str, list[str]]:
-    """Environment variable (or declared parameter) -> the (whitespace-collapsed) calls that read it, in order; a
-    call spread over lines is read up to its closing parenthesis."""
+    """Environment variable (or declared parameter) -> the (whitespace-collapsed) lines that read it, in order; a
+    call spread over lines is read with the lines that continue it."""
     reads: dict[str, list[str]] = {}
     for index, line in enumerate(lines):
         if (declared := ENV_PARAM.match(line)) is not None:
