@@ -1,32 +1,27 @@
-"""C, C++ and CUDA, read as text (no compiler): constant arrays, scalar constants and #defines, and the
-if / switch / #if conditions on a batch size, the arch or a dtype that a commit changes."""
+"""C, C++ and CUDA, read as text (no compiler): constant arrays, scalar constants, #defines and a class's
+enumerators, and the if / switch / #if conditions on a batch size, the arch or a dtype that a commit changes
+(native_condition_lines.py)."""
 
 from __future__ import annotations
 
 import bisect
 import re
-from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_bodies import function_bodies, inside_bodies
-from bisector.analysis.native_conditions import chooses_by_arch, more_condition_label, row_name
+from bisector.analysis.native_condition_lines import condition_rows
 from bisector.analysis.native_definitions import definition_rows
-from bisector.analysis.native_dispatch import condition_label, default_rows, diff_env_reads, env_reads
+from bisector.analysis.native_dispatch import diff_env_reads, env_reads, has_env_reads
 from bisector.analysis.native_entries import kept_entry_rows
+from bisector.analysis.native_enums import class_enumerators
 from bisector.analysis.native_instances import instance_rows
 from bisector.analysis.native_launch_locals import without_renumbered_locals
 from bisector.analysis.native_launches import launch_shape_rows
 from bisector.analysis.native_members import Members
-from bisector.analysis.native_reach import (
-    MAX_READER_LINES,
-    data_locals,
-    guards_launch,
-    instantiating_case,
-    reaching_values,
-)
+from bisector.analysis.native_reach import data_locals
 from bisector.analysis.native_renames import Renames
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
@@ -37,42 +32,6 @@ NATIVE_SUFFIXES = (
     ".inc",
 )  # fmt: skip
 
-# Names that hold the batch size (rows of the activation) in GEMM and attention dispatchers.
-_BATCH_NAMES = (
-    r"m|M|bs|BS|batch|batch_size|batchsize|num_tokens|n_tokens|num_seqs|n_seqs|tokens|num_rows|n_rows|rows|"
-    r"m_size|size_m|problem_m|batch_m|num_batch|max_batch_size|\w+_bs|bs_\w+|\w*batch_size\w*"
-)
-_COMPARISON = (
-    rf"(?:\b(?:{_BATCH_NAMES})\b\s*(?:<=|>=|==|!=|<(?!<)|>(?!>))"
-    rf"|(?:<=|>=|==|!=|(?<!<)<|(?<![->])>)\s*\b(?:{_BATCH_NAMES})\b)"
-)
-# a comparison in an if / while / ?:, in a flag accumulated with |= or &= (success |= block_m <= m), or on a
-# continuation line of a boolean expression (&& block_m <= m)
-_CONDITION = re.compile(
-    rf"(?:\b(?:if|while)\s*\(|\?|[|&]=|^\s*(?:and\b|or\b|&&|\|\|)).*?{_COMPARISON}|{_COMPARISON}.*\?"
-)
-# a branch, a condition kept in a bool (`bool is_sm90 = major == 9;`) or a check that refuses the other case
-_BRANCH = re.compile(
-    r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b|\b(?:if|while)\s*(?:constexpr\s*)?\(|\?|"
-    r"\bbool\s+[A-Za-z_]\w*\s*=[^=]|\b(?:TORCH_CHECK|AT_ASSERTM?|TORCH_INTERNAL_ASSERT)\s*\("
-)
-_ARCH_WORDS = re.compile(
-    r"__CUDA_ARCH\w*__|__CUDA_ARCH_\w+|__gfx\w+|\bgfx\d+|\b\w*sm_?\d{2,3}\w*|\b\w*SM_?\d{2,3}\w*|compute_capability|"
-    r"\b(?:major|minor)\s*[<>=!]=?\s*\d|"
-    r"\bcc\s*[<>=!]=?|\barch\b|NV_PROVIDES_SM\w*|NV_IS_EXACTLY_SM\w*|__HIP_ARCH\w*|\bCUDA_VERSION\b|__CUDACC_VER_\w+|"
-    r"\b[A-Z][A-Z0-9_]*_(?:ARCH|CC)\b|\bSm\d{2,3}\b"  # a project's arch macro (TCNN_MIN_GPU_ARCH), CUTLASS's Sm80
-)
-# numeric element types by name (is_same_v<T, Ctx> and sizeof(T) checks pick template paths of all kinds: not these)
-_DTYPE_WORDS = re.compile(
-    r"\b(?:half|__half|__nv_bfloat16|bfloat16(?:_t)?|__nv_fp8\w*|fp8\w*|float8\w*|fp4\w*|bf16|fp16|\w*e4m3\w*|\w*e5m2\w*)\b|"
-    r"\bis_same(?:_v)?\s*<[^;]*\b(?:float|double|u?int8_t)\b"
-)
-_VERSION_WORDS = re.compile(r"\b[A-Z][A-Z0-9]*_VERSION(?:_[A-Z]+)?\b")  # a library's version: CUBLAS_VERSION
-_CASE = re.compile(r"^\s*case\s+[^:]+:")
-_BOOL_LITERAL = re.compile(r"^\s*(?:(?:static|const|constexpr|inline)\s+)*bool\s+\w+\s*=\s*(?:true|false|0|1)\s*;")
-_SWITCH = re.compile(rf"\bswitch\s*\(\s*([^)]*\b(?:{_BATCH_NAMES})\b[^)]*)\)")
-_ANY_SWITCH = re.compile(r"\bswitch\s*\(")
-_ANY_SWITCH_ON = re.compile(r"\bswitch\s*\(\s*([^)]*)\)")
 _ARRAY_HEAD = re.compile(
     r"\s*(?:template\s*<[^>]*>\s*)?"
     r"[\w:<>,*&\s]*\b(?:const|constexpr|__constant__)\b[\w:<>,*&\s]*?"
@@ -133,6 +92,7 @@ class NativeScan:
     lines: list[str]  # the comment-stripped lines, for the conditions of changed hunks
     env: dict[str, list[str]]  # environment variable -> the lines that read it
     nested: frozenset[str] = frozenset()  # constants and brace-initialised objects declared in a function's body
+    enumerators: frozenset[str] = frozenset()  # a class's enumerators (native_enums.py): rows when both sides have them
 
 
 def scan_native(text: str) -> NativeScan:
@@ -168,6 +128,13 @@ def scan_native(text: str) -> NativeScan:
         unique = add(name, FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
         if local:
             nested.add(unique)
+    enumerators: set[str] = set()
+    if "enum" in stripped:
+        members = members or Members(stripped)
+        for name, value, position in class_enumerators(stripped, members):  # enum : uint32_t { MaxWidth = ... }
+            enumerators.add(
+                add(name, FindingKind.NATIVE_THRESHOLD, _text_leaf(value, bisect.bisect_right(starts, position)))
+            )
     for match in _TUNED_GLOBAL.finditer(stripped):  # size_t visited_table_hashset_threshold = 500000;
         bodies = function_bodies(stripped) if bodies is None else bodies
         if not inside_bodies(bodies, match.start("name")):
@@ -177,9 +144,10 @@ def scan_native(text: str) -> NativeScan:
         if _RELEASE_NUMBER.match(match["name"]):
             continue  # the library's own version number: a release, no dispatch
         line = bisect.bisect_right(starts, match.start("name"))
-        add(f"#define {match['name']}", FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
+        add(f"{_MACRO}{match['name']}", FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
     lines = stripped.splitlines()
-    return NativeScan(entries, lines, env_reads(lines) if "env" in stripped else {}, frozenset(nested))
+    env = env_reads(lines) if has_env_reads(stripped) else {}
+    return NativeScan(entries, lines, env, frozenset(nested), frozenset(enumerators))
 
 
 def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Sequence[Hunk]) -> list[Finding]:
@@ -194,20 +162,40 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     )
     old = _tuned(was, now, before.nested if before else set())
     new = _tuned(now, was, after.nested if after else set())
+    old, new = _changed_enumerators(old, before, new), _changed_enumerators(new, after, old)
     old, new = without_data_locals(old, before, new), without_data_locals(new, after, old)
     renamed = Renames(before, after)
     for name in set(old) & set(new):
         if renamed.same(old[name][1], new[name][1]):
             del old[name], new[name]
-    findings = kept_entry_rows(diff_entries(path, old, new), before, after)
+    findings = [_macro_named(row) for row in kept_entry_rows(diff_entries(path, old, new), before, after)]
     old_lines, new_lines = (before.lines if before else []), (after.lines if after else [])
     for hunk in hunks:
-        findings.extend(_batch_conditions(path, hunk, old_lines, new_lines))
+        findings.extend(condition_rows(path, hunk, old_lines, new_lines))
     findings += instance_rows(path, old_lines, new_lines, hunks)
     findings += launch_shape_rows(path, old_lines, new_lines, hunks, {f.line for f in findings})
     findings += definition_rows(path, old_lines, new_lines, hunks, findings)
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
     return findings
+
+
+def _macro_named(row: Finding) -> Finding:
+    """A macro's row named by the macro, as its readers write it (`GGML_SCHED_MAX_COPIES`), keyed 'macro'."""
+    if not row.name.startswith(_MACRO):
+        return row
+    return replace(row, name=row.name.removeprefix(_MACRO), key=row.key or "macro")
+
+
+_MACRO = "#define "  # how scan_native keys a macro among its entries
+
+
+def _changed_enumerators(
+    entries: dict[str, tuple[FindingKind, Node]], scan: NativeScan | None, other: dict[str, tuple[FindingKind, Node]]
+) -> dict[str, tuple[FindingKind, Node]]:
+    """The entries less the enumerators the other version lacks (a new class's or a new enum's: new code)."""
+    if scan is None or not scan.enumerators:
+        return entries
+    return {name: entry for name, entry in entries.items() if name not in scan.enumerators or name in other}
 
 
 def _scope_of(scan: NativeScan | None) -> tuple[list[str], frozenset[str]]:
@@ -246,81 +234,6 @@ def _tuned(
         or not isinstance(node, Leaf)
         or (_NUMBER.search(node.text) and (name not in nested or _LITERAL.fullmatch(node.text) is not None))
     }
-
-
-def _batch_conditions(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[str]) -> list[Finding]:
-    """The condition lines (batch size, arch, dtype, case, switch macro) that the hunk removes and adds, paired in
-    order (a line removed and added with the same text only moved) and named by their function, then defaults."""
-    removed = [(i, label) for i in range(hunk.old_lo, hunk.old_hi) if (label := _condition(old_lines, i))]
-    added = [(i, label) for i in range(hunk.new_lo, hunk.new_hi) if (label := _condition(new_lines, i))]
-    moved = Counter(_text(old_lines[i]) for i, _ in removed) & Counter(_text(new_lines[i]) for i, _ in added)
-    removed, added = _unmoved(removed, old_lines, moved), _unmoved(added, new_lines, moved)
-    findings: list[Finding] = []
-    for position in range(max(len(removed), len(added))):
-        old = removed[position] if position < len(removed) else None
-        new = added[position] if position < len(added) else None
-        name, key = row_name(old_lines, new_lines, old, new)
-        if not name:
-            continue  # a kernel's own branch, an empty check, a new threshold (row_name)
-        findings.append(
-            Finding(
-                kind=FindingKind.NATIVE_THRESHOLD,
-                file=path,
-                name=name,
-                key=key,
-                before=_text(old_lines[old[0]]) if old else None,
-                after=_text(new_lines[new[0]]) if new else None,
-                line=(new[0] + 1) if new else (old[0] + 1) if old else None,
-            )
-        )
-    old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
-    line = hunk.new_lo + 1 if new_hunk else None
-    after = new_lines[hunk.new_hi : hunk.new_hi + MAX_READER_LINES]
-    return (
-        findings + default_rows(path, old_hunk, new_hunk, line) + reaching_values(path, old_hunk, new_hunk, after, line)
-    )
-
-
-def _text(line: str) -> str:
-    return " ".join(line.split())
-
-
-def _unmoved(found: list[tuple[int, str]], lines: list[str], moved: Counter[str]) -> list[tuple[int, str]]:
-    left = Counter(moved)
-    kept = []
-    for index, label in found:
-        if left[_text(lines[index])] > 0:
-            left[_text(lines[index])] -= 1
-        else:
-            kept.append((index, label))
-    return kept
-
-
-def _condition(lines: list[str], index: int) -> str:
-    """'condition on the batch size', 'case of switch (m)', 'condition on the arch' (#if __CUDA_ARCH__ >= 900,
-    if (cc >= 90)) or 'condition on the dtype' (if constexpr (is_same_v<T, half>)) when line index is one, else ''.
-    A bool initialised with a literal (`bool fp16 = false;`) holds no condition."""
-    if index >= len(lines) or _BOOL_LITERAL.match(lines[index]):
-        return ""
-    line = lines[index]
-    if _CASE.match(line):
-        for earlier in range(index, max(index - 200, -1), -1):
-            if _ANY_SWITCH.search(lines[earlier]):
-                switch = _SWITCH.search(lines[earlier]) or (
-                    _ANY_SWITCH_ON.search(lines[earlier]) if instantiating_case(lines, index) else None
-                )
-                return f"case of switch ({' '.join(switch[1].split())})" if switch else ""
-        return ""
-    if _CONDITION.search(line):
-        return "condition on the batch size"
-    if _ARCH_WORDS.search(line) and (_BRANCH.search(line) or chooses_by_arch(lines, index)):
-        return "condition on the arch"
-    if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
-        return "condition on the dtype"
-    if _BRANCH.search(line) and _VERSION_WORDS.search(line):
-        return "condition on the version"
-    label = condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
-    return label or more_condition_label(lines, index)
 
 
 def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node, int]]:

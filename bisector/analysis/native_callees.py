@@ -29,8 +29,11 @@ _NOT_WORK = re.compile(
 _NAME = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
-def callee_rows(path: str, old_lines: list[str], new_lines: list[str], hunks: Iterable[Hunk]) -> list[Finding]:
-    old_text, new_text = "\n".join(old_lines), "\n".join(new_lines)
+def callee_rows(
+    path: str, old_lines: list[str], new_lines: list[str], hunks: Iterable[Hunk], texts: tuple[str, str]
+) -> list[Finding]:
+    """The rows of the functions whose work a hunk hands to a new callee; texts are both versions' lines joined."""
+    old_text, new_text = texts
     rows: dict[str, Finding] = {}
     for hunk in hunks:
         removed = _calls(old_lines, hunk.old_lo, hunk.old_hi)

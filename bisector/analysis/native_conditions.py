@@ -12,7 +12,10 @@ function the commit adds or removes whole is new or dropped code, no row. Also n
 only refuses to build (`#error`), an arch or threshold test rewritten with the same numbers, comparisons, logic and
 constants (`gcnArch == 908` -> `gcnArchName.find("908") != npos`), an #if whose branches differ only by names spelled
 longer (`double4` / `double4_32a`). An if's condition spread over lines is read whole, and a host function's branch
-on a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one."""
+on a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one. A flag kept in
+a bool (`bool fast = N % bn == 0 && K % 512 == 0;`) is a row when both versions have it and one compares a number; a
+test of the platform (HIP / CUDA) is one inside a host function whose branches make different calls; a line that
+continues an `#if` is named by that `#if`'s block."""
 
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ ARCH_LABEL = "condition on the arch"
 THRESHOLD_LABEL = "threshold"
 BATCH_LABEL = "condition on the batch size"
 LAYOUT_LABEL = "condition on the layout"
+PLATFORM_LABEL = "condition on the platform"  # HIP / ROCm or CUDA
+FLAG_LABEL = "condition kept in a bool"  # bool fast = N % bn == 0 && K % 512 == 0;
 
 _ARCH = re.compile(
     r"\b\w*(?:major|minor)\s*[<>=!]=\s*\d|\b\w*(?:major|minor)\s*[<>]\s*\d|"
@@ -39,6 +44,9 @@ _NAMED_THRESHOLD = re.compile(
     r"(?:[<>]=?)\s*\(?\s*(?:[A-Z][A-Z0-9_]*_(?:THRESHOLD|LIMIT|MAX|MIN)|(?:MAX|MIN)_[A-Z0-9_]+)\b|"
     r"\b(?:[A-Z][A-Z0-9_]*_(?:THRESHOLD|LIMIT|MAX|MIN)|(?:MAX|MIN)_[A-Z0-9_]+)\s*\)?\s*[<>]=?(?![<>])"
 )
+# a flag a host function computes from a comparison, on one line: `bool fast = N % bn == 0 && K % 512 == 0;`
+_FLAG = re.compile(r"^\s*(?:const\s+)?bool\s+[A-Za-z_]\w*\s*=[^=;][^;]*(?:[<>]=?|[=!]=)[^;]*;\s*$")
+_ALIGNMENT = re.compile(r"%\s*\(?\s*\d+")  # a size's alignment to a number: K % 512
 _TYPE_CHOICE = re.compile(r"\bconditional(?:_t)?\s*<")  # std::conditional_t<MIN_GPU_ARCH < 70, float, __half>
 _CLAMP = re.compile(r"^\s*[A-Za-z_][\w.>-]*\s*=\s*(?:std::)?(?:min|max)\s*\(")  # cc = min(cc, 90u);
 _USING = re.compile(r"\busing\s+(?P<name>[A-Za-z_]\w*)\s*=")
@@ -69,15 +77,20 @@ def more_condition_label(lines: list[str], index: int) -> str:
         return ARCH_LABEL
     if _BRANCH.search(line) and _ARCH.search(line):
         return ARCH_LABEL
-    if _BRANCH.search(line) and _has_threshold(_whole_condition(lines, index)) and not _COUNTER.search(line):
+    if _FLAG.match(line):  # a row when one of the two versions compares a number (row_name)
         scope = enclosing_function(lines, index)
-        if scope is not None and not scope.device:
-            return THRESHOLD_LABEL
-    if _BRANCH.search(line) and _LAYOUT.search(_whole_condition(lines, index)):
-        scope = enclosing_function(lines, index)
-        if scope is not None and not scope.device:
-            return LAYOUT_LABEL
-    return ""
+        return FLAG_LABEL if scope is not None and not scope.device else ""
+    if not _BRANCH.search(line):
+        return ""
+    condition = _whole_condition(lines, index)
+    if _has_threshold(condition) and not _COUNTER.search(line):
+        label = THRESHOLD_LABEL
+    elif _LAYOUT.search(condition):
+        label = LAYOUT_LABEL
+    else:
+        return ""
+    scope = enclosing_function(lines, index)
+    return label if scope is not None and not scope.device else ""
 
 
 def _whole_condition(lines: list[str], index: int) -> str:
@@ -100,6 +113,15 @@ def chooses_by_arch(lines: list[str], index: int) -> bool:
         return True
     above = lines[max(index - 2, 0) : index]
     return any(_TYPE_CHOICE.search(text) for text in above) and not any(";" in text for text in above)
+
+
+def directive_start(lines: list[str], index: int) -> int:
+    """The line opening the `#if` / `#elif` that line index continues (`|| defined(__gfx90a__) \\` after a `#if
+    defined(__gfx908__) \\`), else index."""
+    start = index
+    while start > 0 and index - start < MAX_CONDITION_LINES and lines[start - 1].rstrip().endswith("\\"):
+        start -= 1
+    return start if start != index and _PP_OPEN.match(lines[start]) else index
 
 
 def declared_name(lines: list[str], index: int) -> str:
@@ -137,9 +159,16 @@ def row_name(
     alone (an empty check), a threshold on one side only (a new or dropped test is new or dropped code)."""
     lines, (index, label) = (new_lines, new) if new else (old_lines, old or (0, ""))
     line = lines[index] if index < len(lines) else ""
-    if label in (THRESHOLD_LABEL, LAYOUT_LABEL) and not (old and new):
+    if label in (THRESHOLD_LABEL, LAYOUT_LABEL, FLAG_LABEL) and not (old and new):
         return "", ""
-    if old and new and old[1] == new[1] in (ARCH_LABEL, THRESHOLD_LABEL) and _same_gate(old_lines[old[0]], line):
+    if label == FLAG_LABEL and old and not any(_numbered(text) for text in (old_lines[old[0]], line)):
+        return "", ""
+    if (
+        old
+        and new
+        and old[1] == new[1] in (ARCH_LABEL, THRESHOLD_LABEL, FLAG_LABEL)
+        and _same_gate(old_lines[old[0]], line)
+    ):
         return "", ""
     if _spelling_shim(lines, index):
         return "", ""
@@ -147,8 +176,10 @@ def row_name(
     if label == BATCH_LABEL and numbers and all(number in _ZEROS for number in numbers):
         return "", ""
     scope = enclosing_function(lines, index)
+    if label == PLATFORM_LABEL and (scope is None or _port_shim(lines, index)):
+        return "", ""  # a file's own port to HIP (compared where it is used), or the same calls on each platform
     if scope is None:
-        declared = declared_name(lines, index)
+        declared = declared_name(lines, directive_start(lines, index))
         if declared == INCLUDES_ONLY:
             return "", ""  # the code that uses what it includes is compared where it is
         return (declared, label) if declared else (label, "")
@@ -180,6 +211,24 @@ def _spelling_shim(lines: list[str], index: int) -> bool:
                for a, b in zip(*branches, strict=True))  # fmt: skip
 
 
+def _port_shim(lines: list[str], index: int) -> bool:
+    """A platform `#if` whose `#if` and `#else` branches make the same calls (`cudaFuncSetAttribute(kernel, ...)` /
+    `cudaFuncSetAttribute((void *) kernel, ...)`): a signature told apart, not another path."""
+    branches: list[set[str]] = [set()]
+    for text in lines[index + 1 : index + 1 + MAX_BLOCK_LINES]:
+        if _PP_OPEN.match(text):
+            return False
+        if re.match(r"^\s*#\s*else\b", text):
+            branches.append(set())
+        elif _PP_SPLIT.match(text):
+            break
+        else:
+            branches[-1].update(_CALLED.findall(_STRING.sub('""', text)))
+    return len(branches) == 2 and bool(branches[0]) and branches[0] == branches[1]
+
+
+_CALLED = re.compile(r"([A-Za-z_]\w*)\s*\(")
+_STRING = re.compile(r'"(?:\\.|[^"\\])*"')
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
 _NAME = re.compile(r"[A-Za-z_]")
 
@@ -198,6 +247,10 @@ _GATE_PARTS = (
     re.compile(r"[*/%+]|-(?!>)|\bsizeof\b"),  # a size scaled (`n * sizeof(T) <= LIMIT`) is another test
     re.compile(r"\b[A-Z][A-Z0-9_]{2,}\b|(?i:\b\w*(?:volta|turing|ampere|hopper|blackwell|pascal|maxwell|kepler)\w*)"),
 )
+
+
+def _numbered(line: str) -> bool:
+    return _has_threshold(line) or _ALIGNMENT.search(line) is not None
 
 
 def _compared_numbers(line: str) -> list[str]:

@@ -22,10 +22,11 @@ def definition_rows(
     path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk], rows: Sequence[Finding]
 ) -> list[Finding]:
     named = {row.name for row in rows}
+    texts = ("\n".join(old_lines), "\n".join(new_lines))
     found = [
         *file_gate_rows(path, old_lines, new_lines),
-        *callee_rows(path, old_lines, new_lines, hunks),
-        *kernel_bound_rows(path, "\n".join(old_lines), "\n".join(new_lines)),
+        *callee_rows(path, old_lines, new_lines, hunks, texts),
+        *kernel_bound_rows(path, *texts),
         *dtype_dispatch_rows(path, old_lines, new_lines, hunks),
         *class_member_rows(path, old_lines, new_lines, hunks),
         *template_argument_rows(path, old_lines, new_lines, hunks),

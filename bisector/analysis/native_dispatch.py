@@ -3,6 +3,8 @@
     BOOL_SWITCH(params.seqlen <= 128, kIsShort, [&] { ... })   a switch macro: its first argument chooses a template
     void gemm(..., int max_par = 16)                             a parameter's default (a caller that passes none)
     const char* env = std::getenv("MY_LIB_DETERMINISTIC");       an environment read: a gate of what follows
+    read_bool_from_env("MY_LIB_TRUE_FP16", true)                 the same through a project's own reader
+    NCCL_PARAM(ChunkSize, "CHUNK_SIZE", 64 << 10)                a declared environment parameter
 
 native.py pairs the condition lines of each hunk (condition_label here names the switch macros) and asks default_rows
 for the parameters whose default a hunk changes; env_reads and diff_env_reads give one row per variable whose reads
@@ -25,7 +27,15 @@ _VALUE = r"(?P<value>-?[\w.:]+)"
 _DEFAULT_LINE = re.compile(rf"^\s*{_TYPE}(?P<name>[A-Za-z_]\w*)\s*=\s*{_VALUE}\s*(?:,|\)\s*(?:const\s*)?\{{?)?\s*$")
 # a parameter with a default inside a one-line signature: `(int m, int max_par = 16)`
 _DEFAULT_INLINE = re.compile(rf"[(,]\s*{_TYPE}(?P<name>[A-Za-z_]\w*)\s*=\s*{_VALUE}\s*(?=[,)])")
-_ENV_READ = re.compile(r"\b(?:getenv|secure_getenv|GetEnvironmentVariableA?)\s*\(\s*\"(?P<name>[A-Za-z_]\w*)\"")
+_ENV_READ = re.compile(
+    r"\b(?:getenv|secure_getenv|GetEnvironmentVariableA?)\s*\(\s*\"(?P<name>[A-Za-z_]\w*)\"|"
+    # a project's own reader: read_bool_from_env("CT2_X", true), readEnv<bool>("MSCCLPP_X", false), ncclGetEnv("X")
+    r"\b(?!(?i:set|put|unset|log|print|dump|write|clear|update))(?P<helper>\w*(?:env|Env|ENV)\w*)\s*"
+    r"(?:<[^<>();]*>\s*)?\(\s*\"(?P<upper>[A-Z][A-Z0-9]*_[A-Z0-9_]+)\""
+)
+# a declared environment parameter, NCCL-style: NCCL_PARAM(SymRsGinChunkSize, "SYM_RS_GIN_CHUNK_SIZE", 64 << 10)
+ENV_PARAM = re.compile(r"^\s*(?:static\s+)?[A-Z][A-Z0-9]*_PARAM\s*\(\s*(?P<param>[A-Za-z_]\w*)\s*,\s*\"\w+\"")
+MAX_READ_LINES = 6  # a read's call spread over this many lines at most (its default on the next line)
 _NOT_PARAMETER = re.compile(r"^\s*(?:using|typedef|template|return|static_assert|#)\b")
 _KEYWORDS = frozenset({"return", "case", "goto", "else", "delete", "new", "throw"})
 
@@ -64,12 +74,33 @@ def default_rows(path: str, old_lines: list[str], new_lines: list[str], line: in
 
 
 def env_reads(lines: list[str]) -> dict[str, list[str]]:
-    """Environment variable -> the (whitespace-collapsed) lines that read it, in order."""
+    """Environment variable (or declared parameter) -> the (whitespace-collapsed) lines that read it, in order; a
+    call spread over lines is read with the lines that continue it."""
     reads: dict[str, list[str]] = {}
-    for line in lines:
+    for index, line in enumerate(lines):
+        if (declared := ENV_PARAM.match(line)) is not None:
+            reads.setdefault(declared["param"], []).append(_call_text(lines, index, declared.start("param")))
+            continue
         for match in _ENV_READ.finditer(line):
-            reads.setdefault(match["name"], []).append(" ".join(line.split()))
+            reads.setdefault(match["name"] or match["upper"], []).append(_call_text(lines, index, match.start()))
     return reads
+
+
+def has_env_reads(text: str) -> bool:
+    """Whether a file's text may hold an environment read (a cheap test before env_reads)."""
+    return "env" in text or "Env" in text or "ENV" in text or "_PARAM" in text
+
+
+def _call_text(lines: list[str], index: int, start: int) -> str:
+    """The line of a read, with the lines that continue its call while the call (from start on) stays open."""
+    text = lines[index]
+    depth = text.count("(", start) - text.count(")", start)
+    for more in lines[index + 1 : index + MAX_READ_LINES] if depth > 0 else ():
+        text += " " + more
+        depth += more.count("(") - more.count(")")
+        if depth <= 0:
+            break
+    return " ".join(text.split())
 
 
 def diff_env_reads(path: str, before: dict[str, list[str]], after: dict[str, list[str]]) -> list[Finding]:
@@ -78,7 +109,7 @@ def diff_env_reads(path: str, before: dict[str, list[str]], after: dict[str, lis
     rows: list[Finding] = []
     for name in [*before, *(n for n in after if n not in before)]:
         old, new = before.get(name), after.get(name)
-        if old == new or names_a_location(name):
+        if _gates(old) == _gates(new) or names_a_location(name):
             continue
         rows.append(
             Finding(
@@ -92,3 +123,8 @@ def diff_env_reads(path: str, before: dict[str, list[str]], after: dict[str, lis
             )
         )
     return rows
+
+
+def _gates(reads: list[str] | None) -> list[str] | None:
+    """The reads less what ends their lines (`,`, `;`, `{}`): a member initialised after another one, no new gate."""
+    return None if reads is None else [read.rstrip(" ,;{}") for read in reads]

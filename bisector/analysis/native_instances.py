@@ -22,6 +22,7 @@ from collections.abc import Iterable
 
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.native_dispatch import ENV_PARAM
 from bisector.analysis.native_scope import enclosing_function
 
 MIN_LIST_ENTRIES = 3
@@ -120,7 +121,12 @@ def _head(lines: list[str], index: int) -> str:
         return ""
     line = lines[index]
     match = _ENTRY.match(line)
-    if match is None or not _NUMBER.search(line, match.end()) or _TEST.search(line, match.end()):
+    if (
+        match is None
+        or ENV_PARAM.match(line)
+        or not _NUMBER.search(line, match.end())
+        or _TEST.search(line, match.end())
+    ):
         return ""
     head = match["head"]
     last = re.split(r"::|\.|->", head)[-1]

@@ -19,7 +19,11 @@ _CONTROL = frozenset(
     {"if", "for", "while", "switch", "catch", "sizeof", "decltype", "return", "defined", "constexpr", "else", "do"}
 )
 _ATTRIBUTES = re.compile(r"\b(?:__launch_bounds__|__attribute__|alignas|__declspec)\s*\((?:[^()]|\([^()]*\))*\)")
-_DEVICE = re.compile(r"\b(?:__global__|__device__|[A-Z_]*DEVICE[A-Z_]*)\b")  # CK_TILE_DEVICE, KITTENS_DEVICE
+_DEVICE = re.compile(
+    r"\b(?:__global__|__device__|[A-Z_]*DEVICE[A-Z_]*)\b|"  # CK_TILE_DEVICE, KITTENS_DEVICE
+    # Metal: a kernel, mlx's helper macro, or a parameter in a GPU address space (`const device T* w`)
+    r"\[\[\s*kernel\s*\]\]|\bkernel\s+void\b|\bMETAL_FUNC\b|\b(?:device|threadgroup)\s+(?:const\s+)?[A-Za-z_][\w:<>]*\s*[*&]"
+)
 
 
 @dataclass(frozen=True)
@@ -56,15 +60,20 @@ def enclosing_function(lines: list[str], index: int) -> Scope | None:
 def joined_head(lines: list[str], index: int) -> str:
     """The line that opens a block, joined with the lines above it back to the previous statement's end (blank
     lines, comments blanked, are passed over)."""
-    parts = [lines[index].strip()]
-    for earlier in range(index - 1, max(index - MAX_HEAD_LINES, -1), -1):
+    start = head_start(lines, index)
+    return " ".join(text for line in lines[start : index + 1] if (text := line.strip()))
+
+
+def head_start(lines: list[str], index: int, max_lines: int = MAX_HEAD_LINES) -> int:
+    """The first line of the statement or head that line index ends: back to the line after the previous `;`, `{`
+    or `}` at a line's end or a preprocessor line, over at most max_lines lines."""
+    start = index
+    for earlier in range(index - 1, max(index - max_lines, -1), -1):
         text = lines[earlier].strip()
-        if not text:
-            continue  # a blank line or a comment between two parameters
         if text.endswith((";", "}", "{")) or text.startswith("#"):
             break
-        parts.insert(0, text)
-    return " ".join(parts)
+        start = earlier  # blank lines (and blanked comments) too: they belong to no other statement
+    return start
 
 
 TEMPLATE_PARAMETERS = re.compile(r"\btemplate\s*<(?:[^<>]|<[^<>]*>)*>")  # `template <class T>` names no class

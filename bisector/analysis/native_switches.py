@@ -5,7 +5,11 @@
     if (cc >= CC_AMPERE) {           ->  if (0) {                                switched off
 
 The path the branch guarded (a kernel, a fallback, a graph mode) no longer runs, or always does: a branch-condition
-row named by the host function it is in (a kernel's own branches are its body).
+row named by the host function it is in (a kernel's own branches are its body). So is code a commit cuts off, or
+lets run again, without a condition: an `#if 0` added around it or removed, an unconditional `return` put before
+it or taken away (`return 0.0f;` above the timing that picks an algorithm), or a refusal turned into a fallback or
+back (`throw std::runtime_error("Not support this kind of GPU!");` -> `return "";`), in a function both versions
+have.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Sequence
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
-from bisector.analysis.native_scope import enclosing_function
+from bisector.analysis.native_scope import defined_in, enclosing_function
 
 _CONDITION = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while)\s*\(\s*(?P<condition>.*?)\)?\s*\{?\s*$")
 _OFF = re.compile(r"^(?:false|0)\s*(?:&&|\)\s*$|$)")
@@ -23,7 +27,8 @@ _ON = re.compile(r"^(?:true|1)\s*(?:\|\||\)\s*$|$)")
 
 
 def switched_branch_rows(path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk]) -> list[Finding]:
-    """A row for each condition line of a hunk whose new text is the old one made constant (paired in order)."""
+    """A row for each condition line of a hunk whose new text is the old one made constant (paired in order), and
+    one for each function whose code an `#if 0` or a `return` cuts off or lets run again (dead_code_rows)."""
     rows: list[Finding] = []
     for hunk in hunks:
         removed = [i for i in range(hunk.old_lo, min(hunk.old_hi, len(old_lines))) if _CONDITION.match(old_lines[i])]
@@ -44,7 +49,73 @@ def switched_branch_rows(path: str, old_lines: list[str], new_lines: list[str], 
                     line=new + 1,
                 )
             )
-    return rows
+    named = {row.name for row in rows}
+    return rows + [row for row in dead_code_rows(path, old_lines, new_lines, hunks) if row.name not in named]
+
+
+def dead_code_rows(path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk]) -> list[Finding]:
+    """A row per host function in which a hunk adds or removes an `#if 0` or an unconditional `return` that code
+    follows in its block (a line removed and added with the same text only moved), or replaces its one `throw` with
+    one `return` or back."""
+    rows: dict[str, Finding] = {}
+    for hunk in hunks:
+        removed = {i: " ".join(old_lines[i].split()) for i in range(hunk.old_lo, min(hunk.old_hi, len(old_lines)))}
+        added = {i: " ".join(new_lines[i].split()) for i in range(hunk.new_lo, min(hunk.new_hi, len(new_lines)))}
+        for lines, other, changed, state in (
+            (new_lines, old_lines, added, "cut off"),
+            (old_lines, new_lines, removed, "let run again"),
+        ):
+            moved = set(removed.values()) & set(added.values())
+            refusals = _refusals_turned(removed, added) if state == "cut off" else {}
+            for index, text in changed.items():
+                if text in moved or not (_cuts_off(lines, index) or index in refusals):
+                    continue
+                scope = enclosing_function(lines, index)
+                if scope is None or scope.device or scope.function in rows or not defined_in(scope.function, other):
+                    continue
+                before = next(iter(removed.values())) if index in refusals else None if state == "cut off" else text
+                rows[scope.function] = Finding(
+                    FindingKind.BRANCH_CONDITION,
+                    path,
+                    scope.function,
+                    key=refusals.get(index, f"code {state}"),
+                    before=before,
+                    after=text if state == "cut off" else None,
+                    line=index + 1,
+                    detail="an #if 0, a return or a throw decides whether the code after it runs",
+                )
+    return list(rows.values())
+
+
+def _refusals_turned(removed: dict[int, str], added: dict[int, str]) -> dict[int, str]:
+    """The added line of a hunk that replaces one `throw` with one `return` ('a refusal turned into a fallback') or
+    one `return` with one `throw` ('a fallback turned into a refusal'), by its index."""
+    if len(removed) != 1 or len(added) != 1:
+        return {}
+    (old,), ((index, new),) = removed.values(), added.items()
+    if _THROW.match(old) and _RETURN.match(new):
+        return {index: "a refusal turned into a fallback"}
+    if _RETURN.match(old) and _THROW.match(new):
+        return {index: "a fallback turned into a refusal"}
+    return {}
+
+
+def _cuts_off(lines: list[str], index: int) -> bool:
+    """Line index is an `#if 0`, or a `return` no condition guards that code follows in the same block."""
+    if _IF_ZERO.match(lines[index]):
+        return True
+    if not _RETURN.match(lines[index]):
+        return False
+    above = next((text.strip() for text in reversed(lines[max(index - 3, 0) : index]) if text.strip()), "")
+    below = next((text.strip() for text in lines[index + 1 : index + 4] if text.strip()), "}")
+    guarded = not above.endswith((";", "{", "}")) or _CASE_LABEL.match(above) is not None
+    return not guarded and not below.startswith(("}", "#", "case ", "default")) and _CASE_LABEL.match(below) is None
+
+
+_IF_ZERO = re.compile(r"^\s*#\s*if\s+0\s*$")
+_RETURN = re.compile(r"^\s*return\b[^;{}]*;\s*$")
+_THROW = re.compile(r"^\s*throw\b[^;{}]*;\s*$")
+_CASE_LABEL = re.compile(r"^(?:case\b.*|default\s*):\s*$|^\w+\s*:\s*$")
 
 
 def _condition(line: str) -> str:

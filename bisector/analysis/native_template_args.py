@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_instances import is_list_entry
-from bisector.analysis.native_scope import CLASS_HEAD, enclosing_function, enclosing_heads
+from bisector.analysis.native_scope import CLASS_HEAD, enclosing_function, enclosing_heads, head_start
 
 MAX_STATEMENT_LINES = 80  # a statement spread over this many lines at most (one template argument a line)
 
@@ -144,12 +144,7 @@ def _owner(lines: list[str], start: int, text: str, alias: re.Match[str] | None)
 def _statement(lines: list[str], index: int) -> tuple[int, int]:
     """The lines of the statement (or declaration head) that holds line index: back to the previous `;`, `{` or
     `}` at a line's end, on to the next."""
-    start = index
-    while start > 0 and index - start < MAX_STATEMENT_LINES:
-        above = lines[start - 1].rstrip()
-        if above.endswith((";", "{", "}")) or above.lstrip().startswith("#"):
-            break
-        start -= 1
+    start = head_start(lines, index, MAX_STATEMENT_LINES + 1)
     end = index
     while end < len(lines) - 1 and end - index < MAX_STATEMENT_LINES:
         if lines[end].rstrip().endswith((";", "{", "}")) or lines[end].lstrip().startswith("#"):

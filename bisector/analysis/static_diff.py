@@ -204,7 +204,7 @@ def _capped(rows: list[Finding], path: str, limit: int) -> list[Finding]:
 def _added_or_removed_whole(change: gitdiff.FileChange) -> bool:
     """A file the analysis would read that the commit adds or removes whole and that is no tuning file."""
     language = _language(change.path)
-    if language in (None, "cmake") or (change.old_path is not None and change.new_path is not None):
+    if language in (None, "cmake", "json data") or (change.old_path is not None and change.new_path is not None):
         return False
     return not is_tuning_path(change.path, data=language == "tuning")
 
@@ -249,6 +249,8 @@ def _language(path: str) -> str | None:
         return "cython"
     if lowered.endswith(TUNING_SUFFIXES):
         return None if is_tooling_config(path) else "tuning"
+    if lowered.endswith(".dat"):
+        return "json data"  # read as a tuning file when it holds JSON (a solution map), else skipped
     if lowered.endswith(NATIVE_SUFFIXES):
         return "native"
     return "cmake" if is_cmake_path(path) and not is_tooling_config(path) else None
@@ -287,7 +289,7 @@ class _FileAnalysis:
             new = self._version(self.sha, self.change.new_path)
             return notes + self._diff(language, old, new)
         except _UnreadableError as why:
-            return [*notes, self._note("not analysed", str(why))]
+            return notes if language == "json data" else [*notes, self._note("not analysed", str(why))]
 
     def _version(self, sha: str | None, path: str | None) -> bytes | None:
         if sha is None or path is None:
@@ -316,8 +318,9 @@ class _FileAnalysis:
             return self._python_rows(self._parsed(old, new, _parse_python))
         if language == "cmake":
             return cmake_target_rows(self.path, *self._parsed(old, new, _decode))
-        if language == "tuning":
-            return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(self.path, data)))
+        if language in ("tuning", "json data"):
+            loaded_as = self.path if language == "tuning" else f"{self.path}.json"
+            return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(loaded_as, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))
         lines = (before.lines if before else [], after.lines if after else [])
         rows = diff_native(self.path, before, after, self.hunks) + switched_branch_rows(self.path, *lines, self.hunks)

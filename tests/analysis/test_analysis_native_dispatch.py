@@ -100,7 +100,7 @@ def test_an_arch_check_kept_in_a_bool_and_a_refusing_check_are_arch_conditions(h
 
     found = static_diff(history.path, sha).findings
 
-    assert rows(found, FindingKind.NATIVE_THRESHOLD) == [
+    assert rows(found, FindingKind.BRANCH_CONDITION) == [
         ("mha_fwd condition on the arch", 'TORCH_CHECK(is_sm120, "only supports Blackwell GPUs.");',
          "bool is_sm121 = dprops->major == 12 && dprops->minor == 1;"),
         ("mha_fwd condition on the arch", None, 'TORCH_CHECK(is_sm120 || is_sm121, "only supports Blackwell GPUs.");'),

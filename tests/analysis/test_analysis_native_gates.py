@@ -104,7 +104,7 @@ def test_a_toolkits_new_spelling_under_a_version_gate_is_no_row_but_an_arch_bran
     )
     sha = history.commit("CUDA 13 vector types; sm80 MMA", {"include/type_utils.h": changed})
 
-    assert _rows(history, sha) == [("native_threshold", "mma")]
+    assert _rows(history, sha) == [("branch_condition", "mma")]
 
 
 ITERATOR_HPP = """\
@@ -135,7 +135,7 @@ def test_an_arch_gate_in_an_operator_is_named_by_the_operator(history: History) 
     )
     sha = history.commit("no texture fetch on gfx94x", {"include/texture_cache_iterator.hpp": changed})
 
-    assert _rows(history, sha) == [("native_threshold", "operator*")]
+    assert _rows(history, sha) == [("branch_condition", "operator*")]
 
 
 PARAMETERS = "".join(f"    const int64_t arg{i},\n" for i in range(40))
@@ -208,7 +208,7 @@ def test_a_release_number_is_no_row_and_a_head_with_comment_lines_names_its_func
     sha = history.commit("1.0.3: Blackwell passes the sm90 checks", {"include/cudnn_frontend.h": changed})
 
     assert _rows(history, sha) == [
-        ("native_threshold", "#define CUDNN_FRONTEND_MIN_BACKEND_VERSION"),
-        ("native_threshold", "#define WORKSPACE_LIMIT"),
-        ("native_threshold", "mha_fwd_block"),
+        ("branch_condition", "mha_fwd_block"),
+        ("native_threshold", "CUDNN_FRONTEND_MIN_BACKEND_VERSION"),
+        ("native_threshold", "WORKSPACE_LIMIT"),
     ]

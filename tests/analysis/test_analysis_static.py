@@ -441,7 +441,7 @@ def test_native_constant_arrays_defines_and_batch_size_thresholds(history: Histo
     assert [(f.kind.value, f.line, f.label, f.change_text) for f in diff.findings] == [
         ("native_array", 3, "kTileM", "{16, 16, 32, 64} -> {16, 32, 32, 64}"),
         ("native_array", 6, "kConfigs[1]", "{32, 64, 8} -> {32, 128, 8}"),
-        ("native_threshold", 2, "#define MMA_MIN_M", "8 -> 2"),
+        ("native_threshold", 2, "MMA_MIN_M macro", "8 -> 2"),
         ("dispatch_logic", 10, "pick_kernel condition on the batch size", "if (m <= 4) { -> if (m <= 1) {"),
         ("dispatch_logic", 15, "pick_kernel case of switch (m)", "case 8: return 1; -> case 2: return 1;"),
     ]  # pick_kernel returns a choice: its conditions are decisions of a dispatch function (native_choosers.py)
