@@ -170,9 +170,10 @@ def _valued_strings(statement: ast.stmt, nodes: list[ast.AST]) -> Iterator[tuple
     for node in nodes:
         if not isinstance(node, ast.Call):
             continue
+        listed = any(_names_arch_list(k.value) for k in node.keywords)  # once per call, not per keyword
         for keyword in node.keywords:
             named = bool(keyword.arg and _ARCH_LIST_TEXT.search(keyword.arg))
-            yield from _string(keyword.value, named or any(_names_arch_list(k.value) for k in node.keywords))
+            yield from _string(keyword.value, named or listed)
         getter = isinstance(node.func, ast.Attribute | ast.Name) and last_name(node.func) in _GETTERS
         if getter and len(node.args) == 2:
             yield from _string(node.args[1], _names_arch_list(node.args[0]))

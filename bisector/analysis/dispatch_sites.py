@@ -117,7 +117,9 @@ class _Walker:
                 self._resolve(name, node)
         elif isinstance(node, ast.If):
             guards = partial(self._guards, function, node, method_owner(prefix))
-            test = self._branch(function, node.test, chooses=chooses_implementation(node), guards=guards, node=node)
+            test = self._branch(
+                function, node.test, chooses=chooses_implementation(node), guards=guards, two_way=bool(node.orelse)
+            )
             self.body(node.body, prefix, function, (*conditions, test))
             self.body(node.orelse, prefix, function, (*conditions, f"not ({test})"))
         else:
@@ -153,18 +155,18 @@ class _Walker:
     def _branch(
         self, function: str, test: ast.expr, *, returned: bool = False, chooses: bool = False,
         guards: Callable[[], bool] | None = None, chosen: Callable[[], str | None] | None = None,
-        node: ast.If | None = None,
+        two_way: bool = False,
     ) -> str:  # fmt: skip
         """Record the condition; returns its text. chooses: its branches set the implementation (a backend choice
         whatever it tests); guards: they set launch inputs or launch different kernels (reach.py); chosen: the
-        assignment of a launch input it chooses between literals (`BLOCK_N = 32 if D <= 64 else 64`)."""
+        assignment of a launch input it chooses between literals (`BLOCK_N = 32 if D <= 64 else 64`); two_way: an
+        if with an else."""
         gates = self.gates[function]
         meaning = "; ".join(gate.text for gate in gates_read(test, gates))
         text = ast.unparse(test)
         category = condition_category(test, gates, text) or ("backend" if chooses else "")
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
             return short_text(text)
-        two_way = node is not None and bool(node.orelse)
         branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned, two_way)
         branches = self.scan.branches.setdefault(function, [])
         if not category and function in self.defs and (guards or chosen):
