@@ -179,9 +179,17 @@ def _stored_name(target: ast.expr) -> str:
     return ""
 
 
-def predicate_return(value: ast.expr, function: str) -> bool:
-    """`return capability == (8, 0)` outside dunder methods (__eq__ compares objects, it chooses nothing)."""
-    return isinstance(value, ast.Compare | ast.BoolOp) and not function.rsplit(".", 1)[-1].startswith("__")
+def returned_predicates(value: ast.expr, function: str) -> list[ast.expr]:
+    """The conditions a return statement hands its caller, outside dunder methods (__eq__ compares objects, it
+    chooses nothing): `return capability == (8, 0)`, or a comparison inside a returned tuple (`return (x.size <=
+    0x7fffffff, contiguous_size)`: whether the caller may take a path, and what it takes it with)."""
+    if function.rsplit(".", 1)[-1].startswith("__"):
+        return []
+    if isinstance(value, ast.Compare | ast.BoolOp):
+        return [value]
+    if isinstance(value, ast.Tuple):
+        return [element for element in value.elts if isinstance(element, ast.Compare | ast.BoolOp)]
+    return []
 
 
 def walrus_gate(node: ast.NamedExpr) -> tuple[str, Gate] | None:

@@ -1,6 +1,6 @@
 """Dispatch inside function bodies, read with ast: kernel launch sites and the branch conditions that choose.
 
-    kernel[grid](x, y, num_warps=8, BLOCK_M=64)     a Triton launch: its grid and keyword arguments
+    kernel[grid](x, y, num_warps=8, BLOCK_M=64)     a Triton launch: its grid, keywords and tile positionals
     torch.ops.my_lib.gemm(a, b, 128)               a torch custom-op launch: its arguments
     gemm_sm90(a, b, tile_M=128, cluster_N=2)       a call passing tile / launch keywords (CuTe DSL): its keywords
     if is_hip() / capability >= (9, 0) / x.dtype == torch.float8_e4m3fn / M <= 64 / os.environ.get(...)
@@ -8,7 +8,8 @@
     tuned = get_arch() == "gfx950"                 a condition kept in a name (conditions.py): a branch condition
                                                    itself, and `if tuned:` is an arch condition
     while ... / [c for c in configs if ...]        loop and filter conditions are branch conditions too
-    return capability >= (8, 0)                    so is a predicate's returned comparison (supports(), is_*())
+    return capability >= (8, 0)                    so is a predicate's returned comparison (supports(), is_*()), and
+    return (x.size <= INT_MAX, size)               one inside a returned tuple
 
 A keyword argument passed as a local name (num_warps=num_warps) shows the assignments to that name in the
 function, so a changed heuristic before the launch is a changed launch parameter. Each launch site carries
@@ -32,13 +33,20 @@ from bisector.analysis.conditions import (
     gates_read,
     module_gates,
     passed_condition,
-    predicate_return,
+    returned_predicates,
     stored_condition,
     walrus_gate,
 )
 from bisector.analysis.findings import Finding, FindingKind, short_text, shown_pair
 from bisector.analysis.launch_arguments import Assignments, assignments, resolved
-from bisector.analysis.launch_calls import decorated, is_kernel_launch, launch_call, launch_test, torch_op
+from bisector.analysis.launch_calls import (
+    decorated,
+    is_kernel_launch,
+    launch_call,
+    launch_test,
+    tile_positionals,
+    torch_op,
+)
 from bisector.analysis.launch_sites import LaunchSite, pair_launches
 from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
 
@@ -125,8 +133,9 @@ class _Walker:
         else:
             if isinstance(node, ast.While):  # `while num_stages > 0 and ...:` in a config pruner chooses too
                 self._branch(function, node.test)
-            elif isinstance(node, ast.Return) and node.value is not None and predicate_return(node.value, function):
-                self._branch(function, node.value, returned=True)  # `return capability == (8, 0)`
+            elif isinstance(node, ast.Return) and node.value is not None:
+                for returned in returned_predicates(node.value, function):  # `return capability == (8, 0)`
+                    self._branch(function, returned, returned=True)
             self._stored_condition(node, function)
             if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
                 self.collected.setdefault(function, []).append(node)
@@ -228,6 +237,7 @@ class _Walker:
         if isinstance(call.func, ast.Subscript) and is_kernel_launch(call.func, self.kernels):  # kernel[grid](...)
             kernel = f"{ast.unparse(call.func.value)}[...]"
             arguments["grid"] = short_text(ast.unparse(call.func.slice))
+            arguments.update(tile_positionals(call.args))
             arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
         elif torch_op(call.func):
             kernel = ast.unparse(call.func).removesuffix(".default")
