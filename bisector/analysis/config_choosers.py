@@ -1,16 +1,17 @@
 """Launch-config choosers: module functions that return a kernel's tiling or launch shape
-(`return BLOCK_M, BLOCK_N, num_warps, num_stages`, `return {"BLOCK_M": 64, "num_warps": 4}`), computed from the
-problem's sizes. What they return is what the launches that call them run with, so a change in such a function's
-code (comments, layout and docstrings aside) is one dispatch-logic row under its name; the branch conditions
-inside it are part of that decision and get no rows of their own. A chooser added whole is a row too when a
-function both versions have calls it (`if cap[1] in [6, 9]: ... = _kernel_meta_sm86(...)`): the tiles it returns
-are what the launches of that caller now run with on the case it serves; one that nothing the module had calls is
-new code.
+(`return BLOCK_M, BLOCK_N, num_warps, num_stages`, `return {"BLOCK_M": 64, "num_warps": 4}`, `return dim_threads,
+inner_threads`), computed from the problem's sizes. What they return is what the launches that call them run with,
+so a change in such a function's code (comments, layout and docstrings aside) is one dispatch-logic row under its
+name; the branch conditions inside it are part of that decision and get no rows of their own. A chooser added whole
+is a row too when a function both versions have calls it (`if cap[1] in [6, 9]: ... = _kernel_meta_sm86(...)`): the
+tiles it returns are what the launches of that caller now run with on the case it serves; one that nothing the
+module had calls is new code.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 
 from bisector.analysis.code_shape import (
     FunctionNode,
@@ -25,6 +26,8 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.launch_calls import is_tile_name
 
 MIN_TILE_VALUES = 2  # returned tile or launch names: one alone (a block size) is often a plain helper's result
+# A launch's shape by name: dim_threads, threads_per_block, num_blocks, nblocks (tile names are launch_calls')
+_LAUNCH_SHAPE = re.compile(r"threads|(^|_)n?blocks$", re.I)
 
 
 def with_chooser_rows(
@@ -101,6 +104,6 @@ def _returns_tiles(function: FunctionNode) -> bool:
             names = [key.value for key in value.keys if isinstance(key, ast.Constant) and isinstance(key.value, str)]
         else:
             continue
-        if sum(map(is_tile_name, names)) >= MIN_TILE_VALUES:
+        if sum(is_tile_name(name) or bool(_LAUNCH_SHAPE.search(name)) for name in names) >= MIN_TILE_VALUES:
             return True
     return False

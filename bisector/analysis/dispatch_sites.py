@@ -43,6 +43,7 @@ from bisector.analysis.launch_calls import (
     decorated,
     is_kernel_launch,
     launch_call,
+    launch_keywords,
     launch_test,
     tile_positionals,
     torch_op,
@@ -238,14 +239,14 @@ class _Walker:
             kernel = f"{ast.unparse(call.func.value)}[...]"
             arguments["grid"] = short_text(ast.unparse(call.func.slice))
             arguments.update(tile_positionals(call.args))
-            arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
+            arguments.update(launch_keywords(call))
         elif torch_op(call.func):
             kernel = ast.unparse(call.func).removesuffix(".default")
             arguments.update((f"arg{i}", short_text(ast.unparse(a))) for i, a in enumerate(call.args))
-            arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
+            arguments.update(launch_keywords(call))
         elif launch_call(call):  # gemm_sm90(a, b, tile_M=128), wrapper(q, k, pv_accum_dtype="fp32")
             kernel = ast.unparse(call.func)
-            arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
+            arguments.update(launch_keywords(call))
         else:
             return
         key = (function, kernel)

@@ -23,7 +23,18 @@ _TILE_KEYWORD = re.compile(
 # Keywords that, given a string, choose the variant a wrapper runs: pv_accum_dtype="fp32", backend="triton".
 # Names of positional launch arguments that give a tiling: block_size, x_block_size, BLOCK_SIZE_M, num_warps.
 _POSITIONAL_TILE = re.compile(r"block_?size|^block_?[mnk]$|^BLOCK_|^num_(warps|stages)$|^tile_", re.I)
+_STRIDE = re.compile(r"(^|_)strides?(_|$)", re.I)
 _CHOICE_KEYWORD = re.compile(r"^(\w+_)?(dtype|precision|backend|impl|kernel|algo|algorithm)$", re.I)
+
+
+def launch_keywords(call: ast.Call) -> dict[str, str]:
+    """A launch's keyword arguments (`**` for a `**kwargs`), less strides (`stride_row_out=out.stride(-2)`,
+    `act_inputs_m_stride=...`): where the kernel indexes, not how it is launched or tiled."""
+    return {
+        keyword.arg or "**": short_text(ast.unparse(keyword.value))
+        for keyword in call.keywords
+        if not (keyword.arg and _STRIDE.search(keyword.arg))
+    }
 
 
 def tile_positionals(arguments: list[ast.expr]) -> dict[str, str]:

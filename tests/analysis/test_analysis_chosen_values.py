@@ -1,5 +1,6 @@
-"""Values a function hands on (chosen_literals.py, a new chooser in config_choosers.py, comparisons in returned
-tuples) and tile arguments passed by position (launch_calls.tile_positionals), on real git histories."""
+"""Values a function hands on (chosen_literals.py, a new chooser or one returning threads in config_choosers.py,
+comparisons in returned tuples), what a launch's arguments are (tile arguments passed by position, strides) and
+empty lists in tuning functions (local_tables.py), on real git histories."""
 
 from __future__ import annotations
 
@@ -251,3 +252,71 @@ def test_a_new_function_feeding_a_launch_alone_keeps_the_callers_feed_row(histor
     found = _rows(history, sha, FindingKind.DISPATCH_LOGIC)
 
     assert [(f.name, f.detail) for f in found] == [("attention", "launch inputs from module functions")]
+
+
+LAYER_NORM_PY = """\
+from kernels import layer_norm_kernel
+
+
+def layer_norm(x, out, eps):
+    grid = (x.shape[0],)
+    layer_norm_kernel[grid](x, out, stride_row_out=out.stride(0), eps=eps, num_warps=4)
+"""
+
+
+def test_a_stride_passed_to_a_launch_is_no_launch_parameter(history: History) -> None:
+    history.commit("layer norm", {"pkg/layer_norm.py": LAYER_NORM_PY})
+    changed = LAYER_NORM_PY.replace(
+        "stride_row_out=out.stride(0),", "stride_row_out=out.stride(-2), x_stride=x.stride(-2),"
+    )
+    history.commit("strides of >2-D outputs", {"pkg/layer_norm.py": changed})
+    sha = history.commit("eight warps", {"pkg/layer_norm.py": changed.replace("num_warps=4", "num_warps=8")})
+
+    strides = _rows(history, history.git("rev-parse", "HEAD~1"), FindingKind.LAUNCH_PARAM)
+    warps = _rows(history, sha, FindingKind.LAUNCH_PARAM)
+
+    assert strides == []  # where the kernel indexes, not how it is launched
+    assert [(f.key, f.before, f.after) for f in warps] == [("num_warps", "4", "8")]
+
+
+PRUNE_PY = """\
+import triton
+
+
+def prune_configs(configs, named_args):
+    pruned = []
+    for config in configs:
+        if config.num_stages <= 3:
+            pruned.append(config)
+    return pruned
+
+
+def warps_configs():
+    configs = [triton.Config({}, num_warps=2)]
+    return configs
+
+
+def _block_size(dim_size, inner_size):
+    inner_threads = min(inner_size, 1024)
+    dim_threads = 1
+    if inner_threads <= 64 and dim_size >= 64:
+        dim_threads = 1024 // inner_threads
+    return dim_threads, inner_threads
+"""
+
+
+def test_an_empty_list_filled_in_a_loop_is_no_table_and_threads_returned_make_a_chooser(history: History) -> None:
+    history.commit("prune", {"pkg/prune.py": PRUNE_PY})
+    changed = (
+        PRUNE_PY.replace("    pruned = []\n", "    pruned = []\n    kept = []\n")
+        .replace("num_warps=2)]", "num_warps=2), triton.Config({}, num_warps=4)]")
+        .replace("inner_threads <= 64 and dim_size >= 64", "inner_threads <= 32 and dim_size >= 32")
+    )
+    sha = history.commit("warp-multiple block sizes", {"pkg/prune.py": changed})
+
+    found = static_diff(history.path, sha).table_findings
+
+    assert [(f.kind.value, f.name) for f in found] == [
+        ("autotune_config", "warps_configs.<locals>.configs"),
+        ("dispatch_logic", "_block_size"),
+    ]  # not prune_configs' new empty list kept; _block_size returns a launch's threads: one row, no condition row
