@@ -192,6 +192,32 @@ def returned_predicates(value: ast.expr, function: str) -> list[ast.expr]:
     return []
 
 
+def without_none_checks(test: ast.BoolOp) -> str:
+    """An and / or's text without its `x is None` / `x is not None` operands (nested ones of the same operator
+    flattened): `v is not None and v >= (12, 3)` reads as `v >= (12, 3)`, since a guard against a missing value
+    changes no choice made when the value is there."""
+    operands = _flattened(test)
+    kept = [o for o in operands if not _none_check(o)] or operands
+    return ast.unparse(kept[0] if len(kept) == 1 else ast.BoolOp(test.op, kept))
+
+
+def _flattened(test: ast.BoolOp) -> list[ast.expr]:
+    out: list[ast.expr] = []
+    for value in test.values:
+        out.extend(_flattened(value) if isinstance(value, ast.BoolOp) and type(value.op) is type(test.op) else [value])
+    return out
+
+
+def _none_check(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], ast.Is | ast.IsNot)
+        and isinstance(node.comparators[0], ast.Constant)
+        and node.comparators[0].value is None
+    )
+
+
 def walrus_gate(node: ast.NamedExpr) -> tuple[str, Gate] | None:
     """The arch kept in a name inside an expression: `... if (ver := int(target.arch[3:])) >= 80 else ...`."""
     if _is_arch_query(node.value) or condition_category(node.value) == "arch":

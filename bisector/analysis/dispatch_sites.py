@@ -36,6 +36,7 @@ from bisector.analysis.conditions import (
     returned_predicates,
     stored_condition,
     walrus_gate,
+    without_none_checks,
 )
 from bisector.analysis.findings import Finding, FindingKind, short_text, shown_pair
 from bisector.analysis.launch_arguments import Assignments, assignments, resolved
@@ -65,6 +66,11 @@ class Branch:
     meaning: str = ""  # the definitions of the gates it reads ("tuned = get_arch() == 'gfx950'")
     returned: bool = False  # a predicate's returned comparison (`return cc >= (8, 0)`)
     two_way: bool = False  # an if with an else: it picks one of two paths
+    core: str = ""  # the test without its None checks, as the versions are compared ("" when the same as test)
+
+    @property
+    def compared(self) -> str:
+        return self.core or self.test
 
 
 @dataclass
@@ -177,7 +183,8 @@ class _Walker:
         category = condition_category(test, gates, text) or ("backend" if chooses else "")
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
             return short_text(text)
-        branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned, two_way)
+        core = " ".join(without_none_checks(test).split()) if isinstance(test, ast.BoolOp) else ""
+        branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned, two_way, core)
         branches = self.scan.branches.setdefault(function, [])
         if not category and function in self.defs and (guards or chosen):
             resolve = chosen or (lambda: "" if guards and guards() else None)
@@ -201,7 +208,8 @@ class _Walker:
         for index, resolve in pending:
             text = resolve()
             if text is not None:
-                branches[index] = replace(branches[index], category="launch", test=text or branches[index].test)
+                chosen = text or branches[index].test
+                branches[index] = replace(branches[index], category="launch", test=chosen, core="")
 
     def _stored_condition(self, node: ast.stmt, function: str) -> None:
         """`tuned = get_arch() == "gfx950"`: a branch condition of the function, and a gate from here on."""
@@ -322,14 +330,14 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
     rows: list[Finding] = []
     for function in [*old, *(f for f in new if f not in old)]:
         was, now = old.get(function, []), new.get(function, [])
-        matcher = difflib.SequenceMatcher(a=[b.test for b in was], b=[b.test for b in now], autojunk=False)
-        before_tests, after_tests = [b.test for b in was], [b.test for b in now]
+        before_tests, after_tests = [b.compared for b in was], [b.compared for b in now]
+        matcher = difflib.SequenceMatcher(a=before_tests, b=after_tests, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag == "equal":
                 continue
             # a condition that only moved within the function (same text on both sides) is not a change
-            removed = [b for b in was[i1:i2] if before_tests.count(b.test) > after_tests.count(b.test)]
-            added = [b for b in now[j1:j2] if after_tests.count(b.test) > before_tests.count(b.test)]
+            removed = [b for b in was[i1:i2] if before_tests.count(b.compared) > after_tests.count(b.compared)]
+            added = [b for b in now[j1:j2] if after_tests.count(b.compared) > before_tests.count(b.compared)]
             removed = [b for b in removed if _rechosen(b, now)]
             added = [b for b in added if _rechosen(b, was)]
             if function not in old or function not in new:  # a new or dropped predicate shows where it is called

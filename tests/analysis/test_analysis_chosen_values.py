@@ -320,3 +320,52 @@ def test_an_empty_list_filled_in_a_loop_is_no_table_and_threads_returned_make_a_
         ("autotune_config", "warps_configs.<locals>.configs"),
         ("dispatch_logic", "_block_size"),
     ]  # not prune_configs' new empty list kept; _block_size returns a launch's threads: one row, no condition row
+
+
+CONTEXT_PY = """\
+import torch
+
+
+def capture_begin(runtime, stream):
+    if runtime.driver_version >= (12, 3):
+        return stream.capture(mode="relaxed")
+    return stream.capture()
+
+
+def conditional_graphs(runtime):
+    if runtime.toolkit_version < (12, 4):
+        raise RuntimeError("needs CUDA 12.4")
+    return runtime.toolkit_version >= (12, 4) and runtime.driver_version >= (12, 4)
+
+
+def output_format(device, arch):
+    if device.capability >= 90 and arch:
+        return "sass"
+    return "ptx"
+"""
+
+
+def test_a_guard_against_a_missing_value_added_to_a_condition_is_no_change(history: History) -> None:
+    history.commit("context", {"pkg/context.py": CONTEXT_PY})
+    changed = (
+        CONTEXT_PY.replace(
+            "if runtime.driver_version >= (12, 3):",
+            "if runtime.driver_version is not None and runtime.driver_version >= (12, 3):",
+        )
+        .replace(
+            "if runtime.toolkit_version < (12, 4):",
+            "if runtime.toolkit_version is None or runtime.toolkit_version < (12, 4):",
+        )
+        .replace(
+            "return runtime.toolkit_version >= (12, 4) and",
+            "return runtime.toolkit_version is not None and runtime.toolkit_version >= (12, 4) and",
+        )
+        .replace("if device.capability >= 90 and arch:", "if arch is not None and device.capability >= 100 and arch:")
+    )
+    sha = history.commit("no driver: no version", {"pkg/context.py": changed})
+
+    found = _rows(history, sha, FindingKind.BRANCH_CONDITION)
+
+    assert [(f.name, f.before, f.after) for f in found] == [
+        ("output_format", "device.capability >= 90 and arch", "arch is not None and device.capability >= 100 and arch")
+    ]  # the versions' own tests are the same where a version is there; output_format's arch bar moved
