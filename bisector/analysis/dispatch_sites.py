@@ -8,6 +8,7 @@
     tuned = get_arch() == "gfx950"                 a condition kept in a name (conditions.py): a branch condition
                                                    itself, and `if tuned:` is an arch condition
     while ... / [c for c in configs if ...]        loop and filter conditions are branch conditions too
+    def f(device="cuda" if ... else "cpu")         and a choice made in a parameter default
     return capability >= (8, 0)                    so is a predicate's returned comparison (supports(), is_*()), and
     return (x.size <= INT_MAX, size)               one inside a returned tuple
 
@@ -128,6 +129,8 @@ class _Walker:
             self.gates[name] = dict(self.gates[function])
             if not _device_code(node):  # a jit kernel's calls and branches run on the device: no launch, no dispatch
                 self.owners[name] = method_owner(prefix)
+                for default in (d for d in (*node.args.defaults, *node.args.kw_defaults) if isinstance(d, ast.IfExp)):
+                    self._branch(name, default.test)  # device=("cuda" if torch.cuda.is_available() else "cpu")
                 self.body(node.body, f"{name}.<locals>.", name, ())
                 self._resolve(name, node)
         elif isinstance(node, ast.If):

@@ -369,3 +369,27 @@ def test_a_guard_against_a_missing_value_added_to_a_condition_is_no_change(histo
     assert [(f.name, f.before, f.after) for f in found] == [
         ("output_format", "device.capability >= 90 and arch", "arch is not None and device.capability >= 100 and arch")
     ]  # the versions' own tests are the same where a version is there; output_format's arch bar moved
+
+
+GENERATE_PY = """\
+import torch
+
+
+def main(prompt, device="cuda", compile=True, *, dtype=None, steps=(8 if torch.cuda.is_available() else 1)):
+    return run(prompt, device=device, compile=compile, steps=steps)
+"""
+
+
+def test_a_choice_made_in_a_parameter_default_is_a_condition_of_the_function(history: History) -> None:
+    history.commit("generate", {"pkg/generate.py": GENERATE_PY})
+    changed = GENERATE_PY.replace('device="cuda"', 'device=("cuda" if torch.cuda.is_available() else "cpu")').replace(
+        "compile=True", "compile=False"
+    )
+    sha = history.commit("cpu when there is no GPU", {"pkg/generate.py": changed})
+
+    found = _rows(history, sha, FindingKind.BRANCH_CONDITION)
+
+    # steps' default chose the same way before; compile's default is no choice between two values
+    assert [(f.name, f.label, f.before, f.after) for f in found] == [
+        ("main", "main arch condition", None, "torch.cuda.is_available()")
+    ]
