@@ -6,10 +6,12 @@
 
     parser.add_argument("-a", "--architecture", default="gfx906;gfx1030;gfx1100")     (a build script's default)
     arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST", "7.0;8.0;9.0")
+    cuda_archs = ";".join(("75-real", "90a-real", "120-virtual"))      (CMake's CUDA_ARCHITECTURES, an arch list)
 
 A string of targets (`;`-, `,`- or space-separated) counts where it is a value: assigned, a keyword argument, or
 the default of an environment or dict get; version-like arches (`8.0`, `9.0a`, `8.6+PTX`) only where an arch names
-the list (the keyword, the assigned name, the variable read). A changed clamp moves which arch's code a device
+the list (the keyword, the assigned name, the variable read), and so are CMake's arches (`90a-real`) in a list or
+tuple assigned to an arch list's name. A changed clamp moves which arch's code a device
 gets; a changed target list moves which arches a build has code for. Neither is an if, so the condition rows do
 not see them. A branch_condition row for a function (or module) whose arch clamps differ, and a table_entry row
 for one whose arch target strings differ, each named like the other Python rows (`Class.method`,
@@ -34,6 +36,7 @@ _ARCH_LIST_LOWERED = re.compile(r"arch(?:s|_?list|itectures?)\b")  # _ARCH_LIST_
 _SEPARATORS = re.compile(r"[;,\s]+")
 _BARE_TARGET = re.compile(r"^(?:(?:compute|sm)_\d{2,3}[a-z]?|gfx\d{3,4}[a-z]?)(?::[\w+-]+)*$")  # gfx90a:xnack-
 _VERSION_ARCH = re.compile(r"^\d{1,2}\.\d[a-z]?(?:\+PTX)?$")
+_CMAKE_ARCH = re.compile(r"^\d{2,3}[af]?(?:-real|-virtual)?$")  # CMake's CUDA_ARCHITECTURES: 90a-real, 120-virtual
 _GETTERS = ("get", "getenv")
 _CLAMP_TEXT = re.compile(r"(?i)(?:arch|archs|cc|sm|capability)\s*=\s*(?:min|max)\(")
 # What a line needs for a target string in it: a target's letters, or a quote before a version-like arch ("8.0;9.0").
@@ -174,6 +177,8 @@ def _own_choices(
         if not may_hold_targets(statement):
             continue
         nodes = list(_expressions(statement))
+        if _assigns_arch_list(statement):  # cuda_archs = ";".join(("75-real", "90a-real", "120-virtual"))
+            targets.extend(_cmake_arches(nodes))
         compared = {
             id(side) for node in nodes if isinstance(node, ast.Compare) for side in (node.left, *node.comparators)
         }
@@ -190,6 +195,25 @@ def _own_choices(
     return clamps, targets
 
 
+def _assigns_arch_list(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.Assign):
+        targets = statement.targets
+    elif isinstance(statement, ast.AnnAssign):
+        targets = [statement.target]
+    else:
+        return False
+    return any(_ARCH_LIST_TEXT.search(ast.unparse(target)) for target in targets)
+
+
+def _cmake_arches(nodes: list[ast.AST]) -> Iterator[str]:
+    """The strings of a list or tuple that holds only CMake CUDA arches ("80-real", "90a-real", "120")."""
+    for node in nodes:
+        if isinstance(node, ast.List | ast.Tuple | ast.Set) and node.elts:
+            values = [item.value if isinstance(item, ast.Constant) else None for item in node.elts]
+            if all(isinstance(value, str) and _CMAKE_ARCH.match(value) for value in values):
+                yield from (str(value) for value in values)
+
+
 def _valued_strings(statement: ast.stmt, nodes: list[ast.AST]) -> Iterator[tuple[str, bool]]:
     """(string, whether an arch names it) for the strings the statement gives as a value: assigned, a keyword
     argument, or the default of `os.environ.get("X", default)` / `getenv` / a dict's get."""
@@ -200,9 +224,10 @@ def _valued_strings(statement: ast.stmt, nodes: list[ast.AST]) -> Iterator[tuple
     for node in nodes:
         if not isinstance(node, ast.Call):
             continue
+        listed = any(_names_arch_list(k.value) for k in node.keywords)  # once per call, not per keyword
         for keyword in node.keywords:
             named = bool(keyword.arg and _ARCH_LIST_TEXT.search(keyword.arg))
-            yield from _string(keyword.value, named or any(_names_arch_list(k.value) for k in node.keywords))
+            yield from _string(keyword.value, named or listed)
         getter = isinstance(node.func, ast.Attribute | ast.Name) and last_name(node.func) in _GETTERS
         if getter and len(node.args) == 2:
             yield from _string(node.args[1], _names_arch_list(node.args[0]))

@@ -181,9 +181,43 @@ def _stored_name(target: ast.expr) -> str:
     return ""
 
 
-def predicate_return(value: ast.expr, function: str) -> bool:
-    """`return capability == (8, 0)` outside dunder methods (__eq__ compares objects, it chooses nothing)."""
-    return isinstance(value, ast.Compare | ast.BoolOp) and not function.rsplit(".", 1)[-1].startswith("__")
+def returned_predicates(value: ast.expr, function: str) -> list[ast.expr]:
+    """The conditions a return statement hands its caller, outside dunder methods (__eq__ compares objects, it
+    chooses nothing): `return capability == (8, 0)`, or a comparison inside a returned tuple (`return (x.size <=
+    0x7fffffff, contiguous_size)`: whether the caller may take a path, and what it takes it with)."""
+    if function.rsplit(".", 1)[-1].startswith("__"):
+        return []
+    if isinstance(value, ast.Compare | ast.BoolOp):
+        return [value]
+    if isinstance(value, ast.Tuple):
+        return [element for element in value.elts if isinstance(element, ast.Compare | ast.BoolOp)]
+    return []
+
+
+def without_none_checks(test: ast.BoolOp) -> str:
+    """An and / or's text without its `x is None` / `x is not None` operands (nested ones of the same operator
+    flattened): `v is not None and v >= (12, 3)` reads as `v >= (12, 3)`, since a guard against a missing value
+    changes no choice made when the value is there."""
+    operands = _flattened(test)
+    kept = [o for o in operands if not _none_check(o)] or operands
+    return ast.unparse(kept[0] if len(kept) == 1 else ast.BoolOp(test.op, kept))
+
+
+def _flattened(test: ast.BoolOp) -> list[ast.expr]:
+    out: list[ast.expr] = []
+    for value in test.values:
+        out.extend(_flattened(value) if isinstance(value, ast.BoolOp) and type(value.op) is type(test.op) else [value])
+    return out
+
+
+def _none_check(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], ast.Is | ast.IsNot)
+        and isinstance(node.comparators[0], ast.Constant)
+        and node.comparators[0].value is None
+    )
 
 
 def walrus_gate(node: ast.NamedExpr) -> tuple[str, Gate] | None:

@@ -1,6 +1,6 @@
 """Dispatch inside function bodies, read with ast: kernel launch sites and the branch conditions that choose.
 
-    kernel[grid](x, y, num_warps=8, BLOCK_M=64)     a Triton launch: its grid and keyword arguments
+    kernel[grid](x, y, num_warps=8, BLOCK_M=64)     a Triton launch: its grid, keywords and tile positionals
     torch.ops.my_lib.gemm(a, b, 128)               a torch custom-op launch: its arguments
     gemm_sm90(a, b, tile_M=128, cluster_N=2)       a call passing tile / launch keywords (CuTe DSL): its keywords
     if is_hip() / capability >= (9, 0) / x.dtype == torch.float8_e4m3fn / M <= 64 / os.environ.get(...)
@@ -8,7 +8,9 @@
     tuned = get_arch() == "gfx950"                 a condition kept in a name (conditions.py): a branch condition
                                                    itself, and `if tuned:` is an arch condition
     while ... / [c for c in configs if ...]        loop and filter conditions are branch conditions too
-    return capability >= (8, 0)                    so is a predicate's returned comparison (supports(), is_*())
+    def f(device="cuda" if ... else "cpu")         and a choice made in a parameter default
+    return capability >= (8, 0)                    so is a predicate's returned comparison (supports(), is_*()), and
+    return (x.size <= INT_MAX, size)               one inside a returned tuple
 
 A keyword argument passed as a local name (num_warps=num_warps) shows the assignments to that name in the
 function, so a changed heuristic before the launch is a changed launch parameter. Each launch site carries
@@ -32,13 +34,22 @@ from bisector.analysis.conditions import (
     gates_read,
     module_gates,
     passed_condition,
-    predicate_return,
+    returned_predicates,
     stored_condition,
     walrus_gate,
+    without_none_checks,
 )
 from bisector.analysis.findings import Finding, FindingKind, short_text, shown_pair
 from bisector.analysis.launch_arguments import Assignments, assignments, resolved
-from bisector.analysis.launch_calls import decorated, is_kernel_launch, launch_call, launch_test, torch_op
+from bisector.analysis.launch_calls import (
+    decorated,
+    is_kernel_launch,
+    launch_call,
+    launch_keywords,
+    launch_test,
+    tile_positionals,
+    torch_op,
+)
 from bisector.analysis.launch_sites import LaunchSite, pair_launches
 from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
 
@@ -56,6 +67,11 @@ class Branch:
     meaning: str = ""  # the definitions of the gates it reads ("tuned = get_arch() == 'gfx950'")
     returned: bool = False  # a predicate's returned comparison (`return cc >= (8, 0)`)
     two_way: bool = False  # an if with an else: it picks one of two paths
+    core: str = ""  # the test without its None checks, as the versions are compared ("" when the same as test)
+
+    @property
+    def compared(self) -> str:
+        return self.core or self.test
 
 
 @dataclass
@@ -113,18 +129,23 @@ class _Walker:
             self.gates[name] = dict(self.gates[function])
             if not _device_code(node):  # a jit kernel's calls and branches run on the device: no launch, no dispatch
                 self.owners[name] = method_owner(prefix)
+                for default in (d for d in (*node.args.defaults, *node.args.kw_defaults) if isinstance(d, ast.IfExp)):
+                    self._branch(name, default.test)  # device=("cuda" if torch.cuda.is_available() else "cpu")
                 self.body(node.body, f"{name}.<locals>.", name, ())
                 self._resolve(name, node)
         elif isinstance(node, ast.If):
             guards = partial(self._guards, function, node, method_owner(prefix))
-            test = self._branch(function, node.test, chooses=chooses_implementation(node), guards=guards, node=node)
+            test = self._branch(
+                function, node.test, chooses=chooses_implementation(node), guards=guards, two_way=bool(node.orelse)
+            )
             self.body(node.body, prefix, function, (*conditions, test))
             self.body(node.orelse, prefix, function, (*conditions, f"not ({test})"))
         else:
             if isinstance(node, ast.While):  # `while num_stages > 0 and ...:` in a config pruner chooses too
                 self._branch(function, node.test)
-            elif isinstance(node, ast.Return) and node.value is not None and predicate_return(node.value, function):
-                self._branch(function, node.value, returned=True)  # `return capability == (8, 0)`
+            elif isinstance(node, ast.Return) and node.value is not None:
+                for returned in returned_predicates(node.value, function):  # `return capability == (8, 0)`
+                    self._branch(function, returned, returned=True)
             self._stored_condition(node, function)
             if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
                 self.collected.setdefault(function, []).append(node)
@@ -153,19 +174,20 @@ class _Walker:
     def _branch(
         self, function: str, test: ast.expr, *, returned: bool = False, chooses: bool = False,
         guards: Callable[[], bool] | None = None, chosen: Callable[[], str | None] | None = None,
-        node: ast.If | None = None,
+        two_way: bool = False,
     ) -> str:  # fmt: skip
         """Record the condition; returns its text. chooses: its branches set the implementation (a backend choice
         whatever it tests); guards: they set launch inputs or launch different kernels (reach.py); chosen: the
-        assignment of a launch input it chooses between literals (`BLOCK_N = 32 if D <= 64 else 64`)."""
+        assignment of a launch input it chooses between literals (`BLOCK_N = 32 if D <= 64 else 64`); two_way: an
+        if with an else."""
         gates = self.gates[function]
         meaning = "; ".join(gate.text for gate in gates_read(test, gates))
         text = ast.unparse(test)
         category = condition_category(test, gates, text) or ("backend" if chooses else "")
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
             return short_text(text)
-        two_way = node is not None and bool(node.orelse)
-        branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned, two_way)
+        core = " ".join(without_none_checks(test).split()) if isinstance(test, ast.BoolOp) else ""
+        branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned, two_way, core)
         branches = self.scan.branches.setdefault(function, [])
         if not category and function in self.defs and (guards or chosen):
             resolve = chosen or (lambda: "" if guards and guards() else None)
@@ -189,7 +211,8 @@ class _Walker:
         for index, resolve in pending:
             text = resolve()
             if text is not None:
-                branches[index] = replace(branches[index], category="launch", test=text or branches[index].test)
+                chosen = text or branches[index].test
+                branches[index] = replace(branches[index], category="launch", test=chosen, core="")
 
     def _stored_condition(self, node: ast.stmt, function: str) -> None:
         """`tuned = get_arch() == "gfx950"`: a branch condition of the function, and a gate from here on."""
@@ -226,14 +249,15 @@ class _Walker:
         if isinstance(call.func, ast.Subscript) and is_kernel_launch(call.func, self.kernels):  # kernel[grid](...)
             kernel = f"{ast.unparse(call.func.value)}[...]"
             arguments["grid"] = short_text(ast.unparse(call.func.slice))
-            arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
+            arguments.update(tile_positionals(call.args))
+            arguments.update(launch_keywords(call))
         elif torch_op(call.func):
             kernel = ast.unparse(call.func).removesuffix(".default")
             arguments.update((f"arg{i}", short_text(ast.unparse(a))) for i, a in enumerate(call.args))
-            arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
+            arguments.update(launch_keywords(call))
         elif launch_call(call):  # gemm_sm90(a, b, tile_M=128), wrapper(q, k, pv_accum_dtype="fp32")
             kernel = ast.unparse(call.func)
-            arguments.update((kw.arg or "**", short_text(ast.unparse(kw.value))) for kw in call.keywords)
+            arguments.update(launch_keywords(call))
         else:
             return
         key = (function, kernel)
@@ -309,14 +333,14 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
     rows: list[Finding] = []
     for function in [*old, *(f for f in new if f not in old)]:
         was, now = old.get(function, []), new.get(function, [])
-        matcher = difflib.SequenceMatcher(a=[b.test for b in was], b=[b.test for b in now], autojunk=False)
-        before_tests, after_tests = [b.test for b in was], [b.test for b in now]
+        before_tests, after_tests = [b.compared for b in was], [b.compared for b in now]
+        matcher = difflib.SequenceMatcher(a=before_tests, b=after_tests, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag == "equal":
                 continue
             # a condition that only moved within the function (same text on both sides) is not a change
-            removed = [b for b in was[i1:i2] if before_tests.count(b.test) > after_tests.count(b.test)]
-            added = [b for b in now[j1:j2] if after_tests.count(b.test) > before_tests.count(b.test)]
+            removed = [b for b in was[i1:i2] if before_tests.count(b.compared) > after_tests.count(b.compared)]
+            added = [b for b in now[j1:j2] if after_tests.count(b.compared) > before_tests.count(b.compared)]
             removed = [b for b in removed if _rechosen(b, now)]
             added = [b for b in added if _rechosen(b, was)]
             if function not in old or function not in new:  # a new or dropped predicate shows where it is called

@@ -14,11 +14,24 @@ def changed_functions(
     before: ParsedSource, after: ParsedSource, skip: Callable[[str, FunctionNode], bool]
 ) -> Iterator[tuple[str, FunctionNode, FunctionNode]]:
     """(name, old, new) for each function or method on both sides whose text differs, less those skip(name, new)
-    leaves out."""
-    old = dict(module_functions(before.tree.body))
-    for name, node in module_functions(after.tree.body):
-        if name in old and not skip(name, node) and source_lines(before, old[name]) != source_lines(after, node):
+    leaves out. A name defined more than once in a version (`def _` under each of a series of registering
+    decorators) pairs no two functions."""
+    old_functions, new_functions = list(module_functions(before.tree.body)), list(module_functions(after.tree.body))
+    repeated = _repeated(old_functions) | _repeated(new_functions)
+    old = dict(old_functions)
+    for name, node in new_functions:
+        if name in repeated or name not in old or skip(name, node):
+            continue
+        if source_lines(before, old[name]) != source_lines(after, node):
             yield name, old[name], node
+
+
+def _repeated(functions: list[tuple[str, FunctionNode]]) -> set[str]:
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for name, _ in functions:
+        (repeated if name in seen else seen).add(name)
+    return repeated
 
 
 def function_row(

@@ -1,6 +1,7 @@
 """Calls that launch a kernel: kernel[grid](...), torch.ops.*, and plain calls by their keywords.
 
-kernel[grid](x, BLOCK=64)                               a Triton launch (not cache[key](...))
+kernel[grid](x, BLOCK=64)                               a Triton launch (not cache[key](...)), with the positional
+                                                        arguments that give its tiling (x, n, block_size)
 gemm_sm90(a, b, tile_M=128, cluster_N=2)               tile or launch keywords (a CuTe DSL / JIT entry)
 sageattn_fp8_cuda(q, k, v, pv_accum_dtype="fp32+fp16")  a string naming the precision, backend or kernel that
                                                         a kernel wrapper runs with
@@ -12,13 +13,42 @@ import ast
 import re
 from collections.abc import Callable
 
+from bisector.analysis.findings import short_text
+
 _NOT_KERNELS = re.compile(r"cache|dict|registry|table|_map\b|mapping|dispatch", re.I)
 # Keywords that choose a kernel's tiling or launch shape.
 _TILE_KEYWORD = re.compile(
     r"^(?i:(tile|block|cluster)_?[mnk]|num_(warps|stages|ctas))$|^(BLOCK|TILE|CLUSTER)_[A-Z0-9_]+$"
 )
 # Keywords that, given a string, choose the variant a wrapper runs: pv_accum_dtype="fp32", backend="triton".
+# Names of positional launch arguments that give a tiling: block_size, x_block_size, BLOCK_SIZE_M, num_warps.
+_POSITIONAL_TILE = re.compile(r"block_?size|^block_?[mnk]$|^BLOCK_|^num_(warps|stages)$|^tile_", re.I)
+_STRIDE = re.compile(r"(^|_)strides?(_|$)", re.I)
 _CHOICE_KEYWORD = re.compile(r"^(\w+_)?(dtype|precision|backend|impl|kernel|algo|algorithm)$", re.I)
+
+
+def launch_keywords(call: ast.Call) -> dict[str, str]:
+    """A launch's keyword arguments (`**` for a `**kwargs`), less strides (`stride_row_out=out.stride(-2)`,
+    `act_inputs_m_stride=...`): where the kernel indexes, not how it is launched or tiled."""
+    return {
+        keyword.arg or "**": short_text(ast.unparse(keyword.value))
+        for keyword in call.keywords
+        if not (keyword.arg and _STRIDE.search(keyword.arg))
+    }
+
+
+def tile_positionals(arguments: list[ast.expr]) -> dict[str, str]:
+    """A launch's positional arguments that give its tiling (`kernel[grid](x, y, size, block_size)`, `...,
+    util.block_size(n, x.element_size())`), keyed by the name they pass ("positional block_size"), not by their
+    place, which moves when a pointer is added before them."""
+    found: dict[str, str] = {}
+    for argument in arguments:
+        target = argument.func if isinstance(argument, ast.Call) else argument
+        name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+        if name and _POSITIONAL_TILE.search(name):
+            key = f"positional {name}"
+            found[key if key not in found else f"{key} #{len(found) + 1}"] = short_text(ast.unparse(argument))
+    return found
 
 
 def is_tile_name(name: str) -> bool:

@@ -21,10 +21,14 @@ from bisector.analysis.reach import FunctionNode, LaunchGraph, callee_name, laun
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 
 
-def feed_rows(path: str, old: ParsedModule | None, new: ParsedModule | None) -> list[Finding]:
+def feed_rows(
+    path: str, old: ParsedModule | None, new: ParsedModule | None, shown: frozenset[str] = frozenset()
+) -> list[Finding]:
     """A dispatch-logic row for each host function, on both sides and with changed text, whose launch inputs come
     from calls of other module functions on both sides, of another function now (a feed added or dropped with
-    its launch is new or dropped code; one whose arguments change is shown by the rows of what changed them)."""
+    its launch is new or dropped code; one whose arguments change is shown by the rows of what changed them). A
+    function that only adds feeds, each from a function with a dispatch-logic row of its own (shown: a new chooser,
+    config_choosers.py), gets none: that row and the condition that calls it say it."""
     if old is None or new is None:
         return []
     old_functions, new_functions = _definitions(old), _definitions(new)
@@ -48,7 +52,8 @@ def feed_rows(path: str, old: ParsedModule | None, new: ParsedModule | None) -> 
     for name in changed:
         before = _feeds(old_graph, *old_functions[name])
         after = _feeds(new_graph, *new_functions[name])
-        if before and after and {callee for callee, _ in before} != {callee for callee, _ in after}:
+        was, now = {callee for callee, _ in before}, {callee for callee, _ in after}
+        if before and after and was != now and not (was <= now and now - was <= shown):
             rows.append(
                 Finding(FindingKind.DISPATCH_LOGIC, path, name, before="; ".join(text for _, text in before),
                         after="; ".join(text for _, text in after), line=new_functions[name][1].lineno,

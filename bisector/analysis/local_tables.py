@@ -7,7 +7,8 @@ import ast
 
 def local_tables(body: list[ast.stmt]) -> list[ast.stmt]:
     """The table assignments and ifs of a tuning function's body, with `xs.append(e)`, `xs.extend([...])` and
-    `xs += [...]` after `xs = [...]` folded into that list (new nodes: the module's tree is not changed)."""
+    `xs += [...]` after `xs = [...]` folded into that list (new nodes: the module's tree is not changed). A list
+    still empty after that (`pruned = []`, filled in a loop) holds no tuned value."""
     out: list[ast.stmt] = []
     lists: dict[str, ast.Assign] = {}
     for statement in body:
@@ -29,7 +30,11 @@ def local_tables(body: list[ast.stmt]) -> list[ast.stmt]:
                 value = lists[name].value
                 assert isinstance(value, ast.List)
                 value.elts.extend(added)
-    return out
+    return [statement for statement in out if not _empty_list(statement)]
+
+
+def _empty_list(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Assign) and isinstance(statement.value, ast.List) and not statement.value.elts
 
 
 def _added_to_list(statement: ast.stmt) -> tuple[str | None, list[ast.expr]]:

@@ -24,6 +24,7 @@ import git
 
 from bisector.analysis import gitdiff
 from bisector.analysis.arch_targets import arch_target_rows
+from bisector.analysis.chosen_literals import with_literal_rows
 from bisector.analysis.cmake_targets import cmake_target_rows, is_cmake_path
 from bisector.analysis.config_builders import with_builder_rows
 from bisector.analysis.config_choosers import with_chooser_rows
@@ -185,7 +186,11 @@ def _diff_commit(
 def _feed_rows(findings: list[Finding], modules: dict[str, Versions]) -> list[Finding]:
     """launch_feeds.py's rows for the functions no dispatch-logic row names already."""
     named = {(f.file, f.name) for f in findings if f.kind is FindingKind.DISPATCH_LOGIC}
-    rows = [row for path, (old, new) in modules.items() for row in feed_rows(path, old, new)]
+    rows = [
+        row
+        for path, (old, new) in modules.items()
+        for row in feed_rows(path, old, new, frozenset(name for file, name in named if file == path))
+    ]
     return [row for row in rows if (row.file, row.name) not in named]
 
 
@@ -331,7 +336,8 @@ class _FileAnalysis:
         rows = diff_python(self.path, *scan_pair(*parsed))
         rows = with_chooser_rows(self.path, *parsed, with_builder_rows(self.path, *parsed, rows))
         rows = with_toggle_rows(self.path, *parsed, with_tile_rows(self.path, *parsed, rows))
-        rows = with_order_rows(self.path, *parsed, rows) + option_default_rows(self.path, *parsed)
+        rows = with_literal_rows(self.path, *parsed, with_order_rows(self.path, *parsed, rows))
+        rows += option_default_rows(self.path, *parsed)
         return rows + arch_target_rows(self.path, *parsed)
 
     def _parsed(self, old: bytes | None, new: bytes | None, parse: Callable[[bytes], T]) -> tuple[T | None, T | None]:

@@ -130,3 +130,33 @@ def test_a_string_of_targets_given_as_a_value_is_a_table_row(history: History) -
     # the help text is no list of targets; a toolkit version is no arch (nothing names it one); the list written to
     # the environment is the env gate row's
     assert rows == [("cuda_arch_flags", "7.0", "9.0"), ("parse_args", None, "gfx1101")]
+
+
+SETUP_PY = """\
+import os
+
+
+class CMakeBuild:
+    def build_extension(self, ext):
+        cmake_args = []
+        if os.environ.get("MLX_BUILD_CUDA") == "ON":
+            cuda_archs = ";".join(("70-real", "80-real", "90-real", "120"))
+            cmake_args.append(f"-DMLX_CUDA_ARCHITECTURES={cuda_archs}")
+        versions = ("11-real", "12")
+        return cmake_args, versions
+"""
+
+
+def test_cmake_cuda_arches_in_a_tuple_an_arch_list_is_assigned_are_targets(history: History) -> None:
+    history.commit("setup", {"setup.py": SETUP_PY})
+    changed = SETUP_PY.replace('("70-real", "80-real", "90-real", "120")', '("75-real", "90a-real", "120-virtual")')
+    sha = history.commit("arch-specific targets", {"setup.py": changed.replace('"11-real"', '"13-real"')})
+
+    rows = [
+        (f.name, f.before, f.after)
+        for f in static_diff(history.path, sha).table_findings
+        if f.kind is FindingKind.TABLE_ENTRY and f.key == "arch targets"
+    ]
+
+    # versions is no arch list's name
+    assert rows == [("CMakeBuild.build_extension", "120; 70-real; 80-real; 90-real", "120-virtual; 75-real; 90a-real")]
