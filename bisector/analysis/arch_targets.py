@@ -39,9 +39,10 @@ _VERSION_ARCH = re.compile(r"^\d{1,2}\.\d[a-z]?(?:\+PTX)?$")
 _CMAKE_ARCH = re.compile(r"^\d{2,3}[af]?(?:-real|-virtual)?$")  # CMake's CUDA_ARCHITECTURES: 90a-real, 120-virtual
 _GETTERS = ("get", "getenv")
 _CLAMP_TEXT = re.compile(r"(?i)(?:arch|archs|cc|sm|capability)\s*=\s*(?:min|max)\(")
-# What a line needs for a target string in it: a target's letters, or a quote before a version-like arch ("8.0;9.0").
+# What a line needs for a target string in it: a target's letters, or a quote before a version-like arch ("8.0;9.0")
+# or a CMake arch ("90a-real").
 _TARGET_LETTERS = ("sm_", "compute_", "gfx")
-_QUOTED_VERSION = re.compile(r"[\"'][;,\s]*\d{1,2}\.\d")
+_QUOTED_VERSION = re.compile(r"[\"'](?:[;,\s]*\d{1,2}\.\d|\d{2,3}[af]?(?:-real|-virtual)?[\"'])")
 
 
 def arch_target_rows(path: str, before: ParsedSource | None, after: ParsedSource | None) -> list[Finding]:
