@@ -199,7 +199,7 @@ def without_none_checks(test: ast.BoolOp) -> str:
     flattened): `v is not None and v >= (12, 3)` reads as `v >= (12, 3)`, since a guard against a missing value
     changes no choice made when the value is there."""
     operands = _flattened(test)
-    kept = [o for o in operands if not _none_check(o)] or operands
+    kept = [o for o in operands if not none_check(o)] or operands
     return ast.unparse(kept[0] if len(kept) == 1 else ast.BoolOp(test.op, kept))
 
 
@@ -210,7 +210,8 @@ def _flattened(test: ast.BoolOp) -> list[ast.expr]:
     return out
 
 
-def _none_check(node: ast.expr) -> bool:
+def none_check(node: ast.AST) -> bool:
+    """`x is None` or `x is not None`: a guard against a missing value."""
     return (
         isinstance(node, ast.Compare)
         and len(node.ops) == 1

@@ -5,18 +5,23 @@ if, the iterable of a for, the items of a with), with markers where a block star
 function's dispatch logic when a piece it adds or removes reads a module or class table or constant; a change
 elsewhere in the function (a log line, a new argument of an unrelated call) is not one. Decorators compared
 entry by entry (triton.autotune, triton.heuristics) are not pieces. Fields of a dataclass-like class read
-through self are the instance's values, not the class's constants.
+through self are the instance's values, not the class's constants. None checks (`x is not None and x >= (12, 3)`
+against `x >= (12, 3)`, an added `if x is None: raise ...`) read nothing: a guard against a missing value changes
+no choice made when the value is there.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
+from bisector.analysis.conditions import none_check
 from bisector.analysis.findings import Finding, FindingKind
 
 ENTRY_DECORATORS = ("autotune", "heuristics")  # decorators whose arguments are entries of their own
@@ -128,14 +133,56 @@ def _changed_reads(was: FunctionInfo | None, now: FunctionInfo | None) -> set[st
     old = was.pieces if was else ()
     new = now.pieces if now else ()
     matcher = difflib.SequenceMatcher(a=[p.dump for p in old], b=[p.dump for p in new], autojunk=False)
-    reads: set[str] = set()
+    removed: list[Piece] = []
+    added: list[Piece] = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag != "equal":
-            for info, pieces in ((was, old[i1:i2]), (now, new[j1:j2])):
-                for piece in pieces:
-                    assert info is not None  # a function absent on one side has no pieces there
-                    reads.update(name for node in piece.nodes for name in _reads(node, info.class_name, info.fields))
+            removed += old[i1:i2]
+            added += new[j1:j2]
+    if removed and added:
+        removed, added = _unguarded(removed, added)
+    reads: set[str] = set()
+    for info, pieces in ((was, removed), (now, added)):
+        for piece in pieces:
+            assert info is not None  # a function absent on one side has no pieces there
+            reads.update(name for node in piece.nodes for name in _reads(node, info.class_name, info.fields))
     return reads
+
+
+def _unguarded(removed: list[Piece], added: list[Piece]) -> tuple[list[Piece], list[Piece]]:
+    """The changed pieces less those that one on the other side equals once both lose their None checks."""
+    old_cores = [_core_dump(piece) for piece in removed]
+    new_cores = [_core_dump(piece) for piece in added]
+    shared = Counter(old_cores) & Counter(new_cores)
+    return _unshared(removed, old_cores, shared.copy()), _unshared(added, new_cores, shared)
+
+
+def _unshared(pieces: list[Piece], cores: list[str], shared: Counter[str]) -> list[Piece]:
+    kept: list[Piece] = []
+    for piece, core in zip(pieces, cores, strict=True):
+        if shared[core] > 0:
+            shared[core] -= 1
+        else:
+            kept.append(piece)
+    return kept
+
+
+def _core_dump(piece: Piece) -> str:
+    """A piece's dump with the None checks taken out of its and / or operands."""
+    dump = piece.dump
+    for node in piece.nodes:
+        if any(isinstance(n, ast.BoolOp) and any(map(none_check, n.values)) for n in ast.walk(node)):
+            dump = dump.replace(ast.dump(node), ast.dump(_NoneChecksRemoved().visit(copy.deepcopy(node))))
+    return dump
+
+
+class _NoneChecksRemoved(ast.NodeTransformer):
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
+        self.generic_visit(node)
+        kept = [value for value in node.values if not none_check(value)]
+        if not kept or len(kept) == len(node.values):
+            return node
+        return kept[0] if len(kept) == 1 else ast.BoolOp(node.op, kept)
 
 
 def _span(info: FunctionInfo | None) -> str | None:
@@ -169,11 +216,12 @@ def _piece(parts: list[object], kind: str = "") -> Piece:
 
 
 def _reads(node: ast.AST, class_name: str, fields: frozenset[str]) -> Iterator[str]:
-    """The names a piece loads, except inside f-strings (a constant formatted into a message chooses nothing)."""
+    """The names a piece loads, except inside f-strings (a constant formatted into a message chooses nothing) and
+    None checks."""
     stack = [node]
     while stack:
         child = stack.pop()
-        if isinstance(child, ast.JoinedStr):
+        if isinstance(child, ast.JoinedStr) or none_check(child):
             continue
         stack.extend(ast.iter_child_nodes(child))
         if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):

@@ -135,3 +135,66 @@ def test_a_field_added_to_a_dataclass_is_no_row_a_changed_default_is(history: Hi
     diff = static_diff(history.path, sha)
 
     assert [(f.label, f.change_text) for f in diff.table_findings] == [("GemmConfig.block", "64 -> 128")]
+
+
+RUNTIME_PY = """\
+runtime = None
+_WARPS = {64: 4, 128: 8}
+_FAST_WARPS = {64: 2}
+
+
+def init():
+    global runtime
+    runtime = Runtime()
+
+
+def capture_begin(force_module_load=None):
+    if force_module_load is None:
+        if runtime.driver_version >= (12, 3):
+            force_module_load = False
+        else:
+            force_module_load = True
+    return force_module_load
+
+
+def assert_graph_support():
+    if runtime.toolkit_version < (12, 4):
+        raise RuntimeError("needs CUDA Toolkit 12.4+")
+
+
+def is_graph_supported():
+    return runtime.toolkit_version >= (12, 4) and runtime.driver_version >= (12, 4)
+
+
+def warps_for(block):
+    if block in _WARPS:
+        return _WARPS[block]
+    return 4
+"""
+
+
+def test_none_checks_added_to_a_functions_reads_of_a_module_value_are_no_row(history: History) -> None:
+    history.commit("runtime", {"pkg/context.py": RUNTIME_PY})
+    guarded = (
+        RUNTIME_PY.replace(
+            "if runtime.driver_version >=", "if runtime.driver_version is not None and runtime.driver_version >="
+        )
+        .replace(
+            "    if runtime.toolkit_version < (12, 4):",
+            '    if runtime.driver_version is None:\n        raise RuntimeError("no driver")\n'
+            "    if runtime.toolkit_version is None or runtime.toolkit_version < (12, 4):",
+        )
+        .replace(
+            "return runtime.toolkit_version >= (12, 4) and",
+            "return runtime.toolkit_version is not None and runtime.toolkit_version >= (12, 4) and",
+        )
+        .replace("if block in _WARPS:", "if block is not None and block in _WARPS:")
+    )
+    sha = history.commit("version checks handle None", {"pkg/context.py": guarded})
+    assert by_kind(static_diff(history.path, sha)) == {}
+
+    fast = guarded.replace("block is not None and block in _WARPS:", "block is not None and block in _FAST_WARPS:")
+    sha = history.commit("fast warps", {"pkg/context.py": fast})
+    diff = static_diff(history.path, sha)
+    assert by_kind(diff) == {"dispatch_logic": {"warps_for"}}
+    assert diff.table_findings[0].detail == "reads _FAST_WARPS, _WARPS"
