@@ -24,6 +24,7 @@ import git
 
 from bisector.analysis import gitdiff
 from bisector.analysis.arch_targets import arch_target_rows
+from bisector.analysis.autotune_pruners import with_pruner_rows
 from bisector.analysis.chosen_literals import with_literal_rows
 from bisector.analysis.cmake_targets import cmake_target_rows, is_cmake_path
 from bisector.analysis.config_builders import with_builder_rows
@@ -337,7 +338,7 @@ class _FileAnalysis:
         rows = with_chooser_rows(self.path, *parsed, with_builder_rows(self.path, *parsed, rows))
         rows = with_toggle_rows(self.path, *parsed, with_tile_rows(self.path, *parsed, rows))
         rows = with_literal_rows(self.path, *parsed, with_order_rows(self.path, *parsed, rows))
-        rows += option_default_rows(self.path, *parsed)
+        rows = with_pruner_rows(self.path, *parsed, rows) + option_default_rows(self.path, *parsed)
         return rows + arch_target_rows(self.path, *parsed)
 
     def _parsed(self, old: bytes | None, new: bytes | None, parse: Callable[[bytes], T]) -> tuple[T | None, T | None]:

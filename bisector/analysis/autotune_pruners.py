@@ -1,0 +1,141 @@
+"""Autotune pruners a commit adds or changes: the functions that decide which configs an autotuner tries.
+
+    @triton.autotune(configs=..., key=[...], prune_configs_by={"early_config_prune": prune_by_smem})
+
+A pruner drops configs (by shared memory, by the problem's shape) before any runs, so a new one changes the
+config a kernel ends with, as much as a changed config list does; a changed one does when a statement it adds or
+removes reads its configs or arguments, or a value made from them (`configs = other_prune(configs, args)`, `if
+smem(config) <= limit`; not a device query moved to another API). A function the commit adds that a pruner hands
+its configs to (the pruning moved into a helper) is a pruner too. Each gets an autotune-config row under its own
+name, unless an autotune-config row names it already. Module-level functions count, under a try / if / with too
+(`try: import triton`), and classes' methods.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, last_name, source_lines
+from bisector.analysis.findings import Finding, FindingKind
+
+PRUNE_KEY = "early_config_prune"
+_BLOCKS = ("body", "orelse", "finalbody", "handlers")
+
+
+def with_pruner_rows(
+    path: str, before: ParsedSource | None, after: ParsedSource | None, rows: list[Finding]
+) -> list[Finding]:
+    """The module's rows and an autotune-config row for each pruner (see the module's docstring) the commit adds or
+    whose code it changes."""
+    if after is None or not any(PRUNE_KEY in line for line in after.lines):
+        return rows  # the cheap test first: most modules name no pruner
+    new = dict(_functions(after.tree.body))
+    old = dict(_functions(before.tree.body)) if before is not None else {}
+    pruners = {name: kernel for name, kernel in _pruners(after.tree) if name in new}
+    for name in list(pruners):
+        params = _params(new[name])[:1]
+        helpers = {last_name(n.func) for n in ast.walk(new[name]) if isinstance(n, ast.Call) and _reads(n, params)}
+        pruners.update((h, pruners[name]) for h in sorted(helpers) if h in new and h not in old and h not in pruners)
+    named = {row.name for row in rows if row.kind is FindingKind.AUTOTUNE_CONFIG}
+    added = []
+    for name, kernel in pruners.items():
+        node, was = new[name], old.get(name)
+        if name in named or (was is not None and before is not None and _same(before, was, after, node)):
+            continue
+        added.append(
+            Finding(
+                kind=FindingKind.AUTOTUNE_CONFIG,
+                file=path,
+                name=name,
+                before=None if was is None else f"lines {was.lineno}-{was.end_lineno}",
+                after=f"lines {node.lineno}-{node.end_lineno}",
+                line=node.lineno,
+                detail=f"prunes the configs of {kernel}",
+            )
+        )
+    return rows + added
+
+
+def _same(before: ParsedSource, was: FunctionNode, after: ParsedSource, node: FunctionNode) -> bool:
+    """Whether the pruner prunes the same: its text, or every statement it adds or removes reads none of what its
+    arguments give it."""
+    if source_lines(before, was) == source_lines(after, node):
+        return True
+    old, new = _statements(was), _statements(node)
+    changed = [(s, was) for s in old if s[0] not in {d for d, _ in new}]
+    changed += [(s, node) for s in new if s[0] not in {d for d, _ in old}]
+    return not any(_reads(statement, _derived(function)) for (_, statement), function in changed)
+
+
+def _statements(function: FunctionNode) -> list[tuple[str, ast.AST]]:
+    """(dump, node) of each simple statement and each compound statement's header (its test, its iterable)."""
+    out: list[tuple[str, ast.AST]] = []
+    for node in ast.walk(function):
+        if node is function or not isinstance(node, ast.stmt):
+            continue
+        if isinstance(node, ast.If | ast.While):
+            out.append((ast.dump(node.test), node.test))
+        elif isinstance(node, ast.For | ast.AsyncFor):
+            header = ast.Tuple([node.target, node.iter], ast.Load())
+            out.append((ast.dump(header), header))
+        elif not any(getattr(node, field, None) for field in _BLOCKS):
+            out.append((ast.dump(node), node))
+    return out
+
+
+def _params(function: FunctionNode) -> list[str]:
+    return [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+
+
+def _derived(function: FunctionNode) -> set[str]:
+    """The pruner's configs and arguments (its first two parameters) and the names assigned from them."""
+    derived = set(_params(function)[:2])
+    for _ in range(2):  # a loop's later statement can feed an earlier one
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                source: ast.AST = node.value
+            elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+                targets, source = [node.target], node.iter
+            else:
+                continue
+            if _reads(source, derived):
+                derived.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return derived
+
+
+def _reads(node: ast.AST, names: set[str] | list[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def _functions(body: list[ast.stmt]) -> Iterator[tuple[str, FunctionNode]]:
+    """Module-level functions, those under a try / if / with included, and classes' methods (`Class.f`)."""
+    for statement in body:
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield statement.name, statement
+        elif isinstance(statement, ast.ClassDef):
+            for member in statement.body:
+                if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef):
+                    yield f"{statement.name}.{member.name}", member
+        elif isinstance(statement, ast.Try | ast.If | ast.With):
+            for field in _BLOCKS:
+                block = getattr(statement, field, None) or []
+                if field == "handlers":
+                    block = [s for handler in block for s in handler.body]
+                yield from _functions(block)
+
+
+def _pruners(tree: ast.Module) -> Iterator[tuple[str, str]]:
+    """(pruner, kernel) for each autotune decorator's `prune_configs_by={"early_config_prune": f}`."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            if not isinstance(decorator, ast.Call) or not last_name(decorator.func).endswith("autotune"):
+                continue
+            for keyword in decorator.keywords:
+                if keyword.arg == "prune_configs_by" and isinstance(keyword.value, ast.Dict):
+                    for key, value in zip(keyword.value.keys, keyword.value.values, strict=True):
+                        if isinstance(key, ast.Constant) and key.value == PRUNE_KEY and last_name(value):
+                            yield last_name(value), node.name
