@@ -6,8 +6,9 @@ A pruner drops configs (by shared memory, by the problem's shape) before any run
 config a kernel ends with, as much as a changed config list does; a changed one does when a statement it adds or
 removes reads its configs or arguments, or a value made from them (`configs = other_prune(configs, args)`, `if
 smem(config) <= limit`; not a device query moved to another API). A function the commit adds that a pruner hands
-its configs to (the pruning moved into a helper) is a pruner too. Each gets an autotune-config row under its own
-name, unless an autotune-config row names it already. Module-level functions count, under a try / if / with too
+its configs to (the pruning moved into a helper) is a pruner too; a new one that hands back its configs as they
+came (it only logs them) is none. Each gets an autotune-config row under its own name, unless a row names it
+already (a changed pruning condition's row). Module-level functions count, under a try / if / with too
 (`try: import triton`), and classes' methods.
 """
 
@@ -37,11 +38,13 @@ def with_pruner_rows(
         params = _params(new[name])[:1]
         helpers = {last_name(n.func) for n in ast.walk(new[name]) if isinstance(n, ast.Call) and _reads(n, params)}
         pruners.update((h, pruners[name]) for h in sorted(helpers) if h in new and h not in old and h not in pruners)
-    named = {row.name for row in rows if row.kind is FindingKind.AUTOTUNE_CONFIG}
+    named = {row.name for row in rows}
     added = []
     for name, kernel in pruners.items():
         node, was = new[name], old.get(name)
-        if name in named or (was is not None and before is not None and _same(before, was, after, node)):
+        if name in named or (was is None and _keeps_all(node)):
+            continue
+        if was is not None and before is not None and _same(before, was, after, node):
             continue
         added.append(
             Finding(
@@ -66,6 +69,24 @@ def _same(before: ParsedSource, was: FunctionNode, after: ParsedSource, node: Fu
     changed = [(s, was) for s in old if s[0] not in {d for d, _ in new}]
     changed += [(s, node) for s in new if s[0] not in {d for d, _ in old}]
     return not any(_reads(statement, _derived(function)) for (_, statement), function in changed)
+
+
+def _keeps_all(function: FunctionNode) -> bool:
+    """Whether the function hands back its configs as they came (a pruner that only logs): it returns its first
+    parameter, never rebinds it and calls no method of it."""
+    configs, returns = _params(function)[:1], False
+    for node in ast.walk(function):
+        if isinstance(node, ast.Yield | ast.YieldFrom):
+            return False  # a generator of the configs it keeps
+        if isinstance(node, ast.Return):
+            if not (isinstance(node.value, ast.Name) and node.value.id in configs):
+                return False
+            returns = True
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del) and node.id in configs:
+            return False
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in configs:
+            return False
+    return returns
 
 
 def _statements(function: FunctionNode) -> list[tuple[str, ast.AST]]:

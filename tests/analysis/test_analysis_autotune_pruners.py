@@ -54,6 +54,18 @@ try:
         pass
 except ImportError:
     pass
+
+
+def log_prune(configs, named_args, **kwargs):
+    M = named_args["M"]
+    logger.info(f"{len(configs)=} for {M=}")
+    return configs
+
+
+@triton.autotune(configs=CONFIGS, key=["M"], prune_configs_by={"early_config_prune": log_prune})
+@triton.jit
+def logged_kernel(a, M):
+    pass
 """
 
 
@@ -67,7 +79,7 @@ def pruner_rows(history: History, sha: str) -> list[tuple[str, str]]:
 
 def test_a_pruner_that_now_hands_its_configs_to_a_new_helper_is_a_row_and_so_is_the_helper(history: History) -> None:
     history.commit("matmul", {"ops/matmul.py": MATMUL_PY})
-    helper = "\n\ndef limit_stages(configs, named_args):\n    return [c for c in configs if c.num_stages <= 3]\n"
+    helper = "\n\ndef limit_stages(configs, named_args):\n    return sorted(configs, key=lambda c: c.num_stages)[:4]\n"
     changed = (
         MATMUL_PY.replace("def fp16_prune(", helper.lstrip("\n") + "\n\ndef fp16_prune(")
         .replace("    return configs\n", "    configs = limit_stages(configs, named_args)\n    return configs\n")
@@ -83,7 +95,7 @@ def test_a_pruner_that_now_hands_its_configs_to_a_new_helper_is_a_row_and_so_is_
     ]
 
 
-def test_a_new_pruner_under_a_try_is_a_row(history: History) -> None:
+def test_a_new_pruner_under_a_try_is_a_row_one_that_only_logs_is_none(history: History) -> None:
     history.commit("matmul", {"ops/matmul.py": MATMUL_PY})
     sha = history.commit("a small kernel pruned by shape", {"ops/matmul.py": MATMUL_PY + "\n\n" + SHAPE_PRUNE})
 
