@@ -29,3 +29,15 @@ def walk_inner(node: ast.AST) -> Iterator[ast.AST]:
                     if isinstance(item, ast.AST) and not isinstance(item, _LEAVES):
                         put(item)
         yield node
+
+
+_LOADED = "_bisect_loaded_names"  # the attribute of a node that keeps loaded_names' set
+
+
+def loaded_names(node: ast.AST) -> frozenset[str]:
+    """The names read anywhere under node (nested functions included), walked once per node and kept on it."""
+    found: frozenset[str] | None = getattr(node, _LOADED, None)
+    if found is None:
+        found = frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+        setattr(node, _LOADED, found)
+    return found

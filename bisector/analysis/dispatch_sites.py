@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from bisector.analysis.ast_walk import walk_inner
+from bisector.analysis.ast_walk import loaded_names, walk_inner
 from bisector.analysis.conditions import (
     Gate,
     chooses_implementation,
@@ -215,7 +215,8 @@ class _Walker:
                 branches[index] = replace(branches[index], category="launch", test=chosen, core="")
 
     def _stored_condition(self, node: ast.stmt, function: str) -> None:
-        """`tuned = get_arch() == "gfx950"`: a branch condition of the function, and a gate from here on."""
+        """`tuned = get_arch() == "gfx950"`: a branch condition of the function when it reads the name, and a gate
+        from here on."""
         stored = stored_condition(node, self.gates[function])
         if stored is None:
             return
@@ -223,6 +224,8 @@ class _Walker:
         if gate.category == "env":  # an env gate row (env_gates.py); module-level ones gate other functions' ifs
             return
         self.gates[function].update(dict.fromkeys(names, gate))
+        if function in self.defs and "." not in "".join(names) and loaded_names(self.defs[function]).isdisjoint(names):
+            return  # a local no code reads (`capability = get_device_capability()` left unused) chooses nothing
         branch = Branch(function, gate.text, gate.category, node.lineno)
         self.scan.branches.setdefault(function, []).append(branch)
 

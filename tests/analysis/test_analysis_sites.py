@@ -335,6 +335,21 @@ def test_a_condition_kept_in_a_name_is_a_gate_where_it_is_made_and_where_it_is_r
     )
 
 
+def test_a_condition_kept_in_a_local_no_code_reads_is_no_row(history: History) -> None:
+    history.commit("decode", {"ops/decode.py": GATED})
+    unused = "    capability = torch.cuda.get_device_capability()\n    big = q.shape[0] > 4096\n"
+    read = "    major = torch.cuda.get_device_capability()[0]\n    warps = 8 if major >= 9 else warps\n"
+    after = GATED.replace("    low_precision =", unused + read + "    low_precision =")
+    sha = history.commit("query the device", {"ops/decode.py": after})
+
+    found = static_diff(history.path, sha).findings
+
+    assert sorted((f.label, f.after) for f in found if f.kind is FindingKind.BRANCH_CONDITION) == [
+        ("decode arch condition", "major = torch.cuda.get_device_capability()[0]"),
+        ("decode arch condition", "major >= 9"),
+    ]
+
+
 def test_where_the_arch_comes_from_is_an_arch_condition_a_device_name_is_not(history: History) -> None:
     source = """\
 import torch
