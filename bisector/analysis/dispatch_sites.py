@@ -68,6 +68,7 @@ class Branch:
     returned: bool = False  # a predicate's returned comparison (`return cc >= (8, 0)`)
     two_way: bool = False  # an if with an else: it picks one of two paths
     core: str = ""  # the test without its None checks, as the versions are compared ("" when the same as test)
+    unread: bool = False  # kept in a local no code reads: no row where it comes or goes, nothing changes it
 
     @property
     def compared(self) -> str:
@@ -215,8 +216,7 @@ class _Walker:
                 branches[index] = replace(branches[index], category="launch", test=chosen, core="")
 
     def _stored_condition(self, node: ast.stmt, function: str) -> None:
-        """`tuned = get_arch() == "gfx950"`: a branch condition of the function when it reads the name, and a gate
-        from here on."""
+        """`tuned = get_arch() == "gfx950"`: a branch condition of the function, and a gate from here on."""
         stored = stored_condition(node, self.gates[function])
         if stored is None:
             return
@@ -224,9 +224,9 @@ class _Walker:
         if gate.category == "env":  # an env gate row (env_gates.py); module-level ones gate other functions' ifs
             return
         self.gates[function].update(dict.fromkeys(names, gate))
-        if function in self.defs and "." not in "".join(names) and loaded_names(self.defs[function]).isdisjoint(names):
-            return  # a local no code reads (`capability = get_device_capability()` left unused) chooses nothing
-        branch = Branch(function, gate.text, gate.category, node.lineno)
+        unread = function in self.defs and "." not in "".join(names)
+        unread = unread and loaded_names(self.defs[function]).isdisjoint(names)
+        branch = Branch(function, gate.text, gate.category, node.lineno, unread=unread)
         self.scan.branches.setdefault(function, []).append(branch)
 
     def _flow(self, function: str) -> tuple[frozenset[str], dict[int, str]]:
@@ -344,8 +344,8 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
             # a condition that only moved within the function (same text on both sides) is not a change
             removed = [b for b in was[i1:i2] if before_tests.count(b.compared) > after_tests.count(b.compared)]
             added = [b for b in now[j1:j2] if after_tests.count(b.compared) > before_tests.count(b.compared)]
-            removed = [b for b in removed if _rechosen(b, now)]
-            added = [b for b in added if _rechosen(b, was)]
+            removed = [b for b in removed if _rechosen(b, now) and not b.unread]
+            added = [b for b in added if _rechosen(b, was) and not b.unread]
             if function not in old or function not in new:  # a new or dropped predicate shows where it is called
                 removed, added = [b for b in removed if _alone(b)], [b for b in added if _alone(b)]
                 if ".<locals>." in function and function.rsplit(".<locals>.", 1)[0] in old.keys() & new.keys():
