@@ -176,6 +176,9 @@ def row_name(
     if label == BATCH_LABEL and numbers and all(number in _ZEROS for number in numbers):
         return "", ""
     scope = enclosing_function(lines, index)
+    if label == ARCH_LABEL and not (old and new) and (scope is None or scope.device):
+        if compile_guard(lines, directive_start(lines, index)):
+            return "", ""  # code built for some arches only: no other path runs
     if label == PLATFORM_LABEL and (scope is None or _port_shim(lines, index)):
         return "", ""  # a file's own port to HIP (compared where it is used), or the same calls on each platform
     if scope is None:
@@ -188,6 +191,39 @@ def row_name(
     if not (old and new) and not defined_in(scope.function, old_lines if new else new_lines):
         return "", ""  # a test in a function the commit adds or removes whole: new or dropped code
     return scope.function, label
+
+
+def compile_guard(lines: list[str], index: int) -> bool:
+    """An `#if` (line index) whose `#else` holds only a diagnostic (`#warning "only on Ampere"`, `#error`, `__trap();`,
+    `assert(false);`): its code is built for some arches and stubbed out on the others, no other path is taken. An
+    `#if` with no `#else`, or with an `#elif`, may let the code after it run instead, so it is no guard."""
+    if not _PP_OPEN.match(lines[index]):
+        return False
+    depth, in_else = 0, False
+    for text in lines[index + 1 : index + 1 + MAX_GUARD_LINES]:
+        if _PP_OPEN.match(text):
+            if in_else:
+                return False
+            depth += 1
+        elif depth:
+            depth -= _PP_END.match(text) is not None
+        elif _PP_END.match(text):
+            return in_else
+        elif re.match(r"^\s*#\s*else\b", text):
+            in_else = True
+        elif _PP_SPLIT.match(text):
+            return False  # an #elif: another arch's path
+        elif in_else and text.strip() and not _DIAGNOSTIC.match(text):
+            return False
+    return False
+
+
+_PP_END = re.compile(r"^\s*#\s*endif\b")
+_DIAGNOSTIC = re.compile(
+    r"^\s*(?:#\s*(?:warning|error|pragma\s+message)\b|(?:assert|static_assert)\s*\(\s*(?:false|0)\b|"
+    r"(?:__trap|__builtin_trap|abort)\s*\(\s*\)\s*;)"
+)
+MAX_GUARD_LINES = 400  # a guarded kernel body runs this long at most
 
 
 def _spelling_shim(lines: list[str], index: int) -> bool:
