@@ -1,21 +1,22 @@
-"""More C / C++ / CUDA condition lines (native.py's `_condition` asks here after its own labels): the arch named in
-a line that continues a boolean expression (`(dprops->major == 10 && dprops->minor == 0) ||`), in a bool or a `?:`
-(`bool is_sm8x = cc_major == 8 && cc_minor > 0;`, `TargetIsVolta(target) ? 16 : 8`), and a threshold: a size
-compared with a number (other than 0 or 1: those test for empty, null or errors) or a threshold's name (`MAX_BATCH`,
-`AR_SIZE_THRESHOLD`) in an `if` / `while` / `?:` of a host function (a kernel's own branches are its body), a row
-when the commit changes it (a new test alone is new code). The arch also chooses without a branch: a type picked by
+"""More C / C++ / CUDA condition lines (native.py's `_condition` asks here after its own labels): the arch named in a
+line that continues a boolean expression (`(dprops->major == 10 && dprops->minor == 0) ||`), in a bool or a `?:` (`bool
+is_sm8x = cc_major == 8 && cc_minor > 0;`, `TargetIsVolta(target) ? 16 : 8`), and a threshold: a size compared with a
+number (other than 0 or 1: those test for empty, null or errors) or a threshold's name (`MAX_BATCH`,
+`AR_SIZE_THRESHOLD`) in an `if` / `while` / `?:` of a host function (a kernel's own branches are its body), a row when
+the commit changes it (a new test alone is new code). The arch also chooses without a branch: a type picked by
 std::conditional (`using network_precision_t = std::conditional_t<MIN_GPU_ARCH == 61, float, __half>;`) and a value
-clamped (`cc = min(cc, 90u);`). row_name names native.py's condition rows by the function they are in, or at file
-scope by what the condition declares (the alias, or the first constant or macro of its #if block: `#if
-MPK_TARGET_CC >= 90` / `constexpr int MAX_SHARE_MEMORY_SIZE = ...` is a MAX_SHARE_MEMORY_SIZE row); a test in a
-function the commit adds or removes whole is new or dropped code, no row. Also no rows: a file-scope #if block that
-only refuses to build (`#error`), an arch or threshold test rewritten with the same numbers, comparisons, logic and
-constants (`gcnArch == 908` -> `gcnArchName.find("908") != npos`), an #if whose branches differ only by names spelled
-longer (`double4` / `double4_32a`). An if's condition spread over lines is read whole, and a host function's branch
-on a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one. A flag kept in
-a bool (`bool fast = N % bn == 0 && K % 512 == 0;`) is a row when both versions have it and one compares a number; a
-test of the platform (HIP / CUDA) is one inside a host function whose branches make different calls; a line that
-continues an `#if` is named by that `#if`'s block."""
+clamped (`cc = min(cc, 90u);`). row_name names native.py's condition rows by the function they are in, or at file scope
+by what the condition declares (the alias, or the first constant or macro of its #if block: `#if MPK_TARGET_CC >= 90` /
+`constexpr int MAX_SHARE_MEMORY_SIZE = ...` is a MAX_SHARE_MEMORY_SIZE row); a test in a function the commit adds or
+removes whole is new or dropped code, no row. Also no rows: a file-scope #if block that only refuses to build
+(`#error`), an arch or threshold test rewritten with the same numbers, comparisons, logic and constants (`gcnArch ==
+908` -> `gcnArchName.find("908") != npos`), an #if whose branches differ only by names spelled longer (`double4` /
+`double4_32a`), an arch #if added or removed around device or file-scope code whose #else only warns or traps (`#warning
+"only on Ampere"`: a compile guard). An if's condition spread over lines is read whole, and a host function's branch on
+a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one. A flag kept in a
+bool (`bool fast = N % bn == 0 && K % 512 == 0;`) is a row when both versions have it and one compares a number; a test
+of the platform (HIP / CUDA) is one inside a host function whose branches make different calls; a line that continues an
+`#if` is named by that `#if`'s block."""
 
 from __future__ import annotations
 
@@ -176,9 +177,9 @@ def row_name(
     if label == BATCH_LABEL and numbers and all(number in _ZEROS for number in numbers):
         return "", ""
     scope = enclosing_function(lines, index)
-    if label == ARCH_LABEL and not (old and new) and (scope is None or scope.device):
-        if compile_guard(lines, directive_start(lines, index)):
-            return "", ""  # code built for some arches only: no other path runs
+    guarded = label == ARCH_LABEL and not (old and new) and (scope is None or scope.device)
+    if guarded and compile_guard(lines, directive_start(lines, index)):
+        return "", ""  # code built for some arches only: no other path runs
     if label == PLATFORM_LABEL and (scope is None or _port_shim(lines, index)):
         return "", ""  # a file's own port to HIP (compared where it is used), or the same calls on each platform
     if scope is None:

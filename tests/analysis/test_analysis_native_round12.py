@@ -25,18 +25,19 @@ __device__ __forceinline__ void copy_wait() {
 }
 """
 
-GUARDED_CUH = COPY_CUH.replace(
-    '    asm volatile("cp.async.ca',
-    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
-    '    asm volatile("cp.async.ca',
-).replace(
-    '"l"(src));\n',
-    '"l"(src));\n#else\n#warning "async copies need Ampere"\n#endif\n',
-).replace(
-    '    asm volatile("cp.async.wait_all;\\n" ::);\n',
-    "#if __CUDA_ARCH__ >= 800\n"
-    '    asm volatile("cp.async.wait_all;\\n" ::);\n'
-    "#else\n    __trap();\n#endif\n",
+GUARDED_CUH = (
+    COPY_CUH.replace(
+        '    asm volatile("cp.async.ca',
+        '#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n    asm volatile("cp.async.ca',
+    )
+    .replace(
+        '"l"(src));\n',
+        '"l"(src));\n#else\n#warning "async copies need Ampere"\n#endif\n',
+    )
+    .replace(
+        '    asm volatile("cp.async.wait_all;\\n" ::);\n',
+        '#if __CUDA_ARCH__ >= 800\n    asm volatile("cp.async.wait_all;\\n" ::);\n#else\n    __trap();\n#endif\n',
+    )
 )
 
 
