@@ -1,6 +1,7 @@
 """Native rows of the twelfth round on real git histories: an arch `#if` added around device code whose `#else` only
 warns or traps builds the code for some arches and stubs it out on the others (no row), while one whose `#else`
-runs another path still picks code by the arch."""
+runs another path still picks code by the arch; a non-type template parameter's default changed in a head written over
+lines is a row."""
 
 from __future__ import annotations
 
@@ -54,3 +55,28 @@ def test_an_arch_if_whose_else_runs_another_path_is_still_a_branch_condition(his
     sha = history.commit("copy synchronously before Ampere", {"include/copy.cuh": fallback})
 
     assert _rows(history, sha) == [("branch_condition", "copy_async")]
+
+
+TRAITS_H = """\
+#pragma once
+
+template <uint32_t BlockDim, uint32_t BlockK, typename DataT, uint32_t TestWidth = BlockK>
+struct VecTraits
+{
+    static constexpr uint32_t Width = TestWidth;
+};
+"""
+
+
+def test_a_non_type_template_parameters_default_changed_over_lines_is_a_row(history: History) -> None:
+    history.commit("traits", {"include/traits.h": TRAITS_H})
+    changed = TRAITS_H.replace(
+        "template <uint32_t BlockDim, uint32_t BlockK, typename DataT, uint32_t TestWidth = BlockK>\n",
+        "template <uint32_t BlockDim,\n"
+        "          uint32_t BlockK,\n"
+        "          typename DataT = float,\n"
+        "          uint32_t TestWidth = LINE_BYTES / sizeof(DataT)>\n",
+    )
+    sha = history.commit("start the width at a cache line", {"include/traits.h": changed})
+
+    assert _rows(history, sha) == [("native_threshold", "default of TestWidth")]  # not DataT's new type default
