@@ -29,6 +29,7 @@ THRESHOLD_LABEL = "threshold"
 BATCH_LABEL = "condition on the batch size"
 LAYOUT_LABEL = "condition on the layout"
 PLATFORM_LABEL = "condition on the platform"  # HIP / ROCm or CUDA
+NAMED_LABEL = "condition on a named value"  # path->type == PATH_NVL: an enumerated kind of link, algorithm, ...
 FLAG_LABEL = "condition kept in a bool"  # bool fast = N % bn == 0 && K % 512 == 0;
 
 _ARCH = re.compile(
@@ -88,6 +89,8 @@ def more_condition_label(lines: list[str], index: int) -> str:
         label = THRESHOLD_LABEL
     elif _LAYOUT.search(condition):
         label = LAYOUT_LABEL
+    elif named_values(condition):
+        label = NAMED_LABEL
     else:
         return ""
     scope = enclosing_function(lines, index)
@@ -160,8 +163,10 @@ def row_name(
     alone (an empty check), a threshold on one side only (a new or dropped test is new or dropped code)."""
     lines, (index, label) = (new_lines, new) if new else (old_lines, old or (0, ""))
     line = lines[index] if index < len(lines) else ""
-    if label in (THRESHOLD_LABEL, LAYOUT_LABEL, FLAG_LABEL) and not (old and new):
+    if label in (THRESHOLD_LABEL, LAYOUT_LABEL, FLAG_LABEL, NAMED_LABEL) and not (old and new):
         return "", ""
+    if label == NAMED_LABEL and old and named_values(old_lines[old[0]]) == named_values(line):
+        return "", ""  # the same values tested: a condition rewritten around them
     if label == FLAG_LABEL and old and not any(_numbered(text) for text in (old_lines[old[0]], line)):
         return "", ""
     if (
@@ -284,6 +289,23 @@ _GATE_PARTS = (
     re.compile(r"[*/%+]|-(?!>)|\bsizeof\b"),  # a size scaled (`n * sizeof(T) <= LIMIT`) is another test
     re.compile(r"\b[A-Z][A-Z0-9_]{2,}\b|(?i:\b\w*(?:volta|turing|ampere|hopper|blackwell|pascal|maxwell|kepler)\w*)"),
 )
+
+
+def named_values(condition: str) -> frozenset[str]:
+    """The upper-case named values a condition compares with (`path->type == PATH_NVL || path->type == PATH_NVB`),
+    leaving out status codes (`err != NCCL_SUCCESS`)."""
+    return frozenset(
+        name
+        for match in _NAMED_VALUE.finditer(condition)
+        if not _STATUS.search(name := match["right"] or match["left"])
+    )
+
+
+_NAMED_VALUE = re.compile(
+    r"(?:==|!=|<=|>=|(?<![<-])<(?!<)|(?<![>-])>(?!>))\s*(?P<right>[A-Z][A-Z0-9]*_[A-Z0-9_]+)\b(?!\s*\()|"
+    r"(?<![\w.>])(?P<left>[A-Z][A-Z0-9]*_[A-Z0-9_]+)\s*(?:==|!=|<=|>=|<(?!<)|>(?!>))"
+)
+_STATUS = re.compile(r"SUCCESS|ERROR|FAIL|_OK\b|INVALID|STATUS|_NULL\b|NULLPTR")
 
 
 def _numbered(line: str) -> bool:

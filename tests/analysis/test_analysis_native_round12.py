@@ -1,7 +1,8 @@
 """Native rows of the twelfth round on real git histories: an arch `#if` added around device code whose `#else` only
 warns or traps builds the code for some arches and stubs it out on the others (no row), while one whose `#else`
 runs another path still picks code by the arch; a non-type template parameter's default changed in a head written over
-lines is a row."""
+lines is a row; a host if that tests other named values (`path->type == PATH_NVL` -> `... || path->type == PATH_NVB`) is
+a branch condition."""
 
 from __future__ import annotations
 
@@ -80,3 +81,26 @@ def test_a_non_type_template_parameters_default_changed_over_lines_is_a_row(hist
     sha = history.commit("start the width at a cache line", {"include/traits.h": changed})
 
     assert _rows(history, sha) == [("native_threshold", "default of TestWidth")]  # not DataT's new type default
+
+
+CHANNELS_CC = """\
+void channels_for(Comm* comm, Path* path, int err) {
+    if (err != LIB_SUCCESS) return;
+    if (path->type == PATH_NVL) {
+        comm->channels = comm->nvlink_channels;
+    } else {
+        comm->channels = comm->pcie_channels;
+    }
+}
+"""
+
+
+def test_a_condition_on_named_values_that_tests_other_values_is_a_branch_condition(history: History) -> None:
+    history.commit("channels", {"src/paths.cc": CHANNELS_CC})
+    nvb = CHANNELS_CC.replace("path->type == PATH_NVL)", "path->type == PATH_NVL || path->type == PATH_NVB)")
+    sha = history.commit("NVB links are NVLink too", {"src/paths.cc": nvb})
+    assert _rows(history, sha) == [("branch_condition", "channels_for")]
+
+    retried = nvb.replace("err != LIB_SUCCESS)", "err != LIB_SUCCESS && !retry)")
+    sha = history.commit("retry", {"src/paths.cc": retried})
+    assert _rows(history, sha) == []  # a status code is no path
