@@ -13,10 +13,11 @@ removes whole is new or dropped code, no row. Also no rows: a file-scope #if blo
 908` -> `gcnArchName.find("908") != npos`), an #if whose branches differ only by names spelled longer (`double4` /
 `double4_32a`), an arch #if added or removed around device or file-scope code whose #else only warns or traps (`#warning
 "only on Ampere"`: a compile guard). An if's condition spread over lines is read whole, and a host function's branch on
-a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one. A flag kept in a
-bool (`bool fast = N % bn == 0 && K % 512 == 0;`) is a row when both versions have it and one compares a number; a test
-of the platform (HIP / CUDA) is one inside a host function whose branches make different calls; a line that continues an
-`#if` is named by that `#if`'s block."""
+a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one, and one that
+compares with other upper-case named values than before (`path->type == PATH_NVL` -> `... || path->type == PATH_NVB`;
+status codes aside) a 'condition on a named value' row. A flag kept in a bool (`bool fast = N % bn == 0 && K % 512 ==
+0;`) is a row when both versions have it and one compares a number; a test of the platform (HIP / CUDA) is one inside a
+host function whose branches make different calls; a line that continues an `#if` is named by that `#if`'s block."""
 
 from __future__ import annotations
 
