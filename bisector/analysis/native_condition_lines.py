@@ -13,6 +13,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_conditions import (
     ARCH_LABEL,
+    NAMED_LABEL,
     PLATFORM_LABEL,
     chooses_by_arch,
     directive_start,
@@ -118,7 +119,9 @@ def _condition_kind(
 
 
 _THRESHOLD_PARTS = (re.compile(r"(?<![\w.])\d[\w.]*"), re.compile(r"<=|>=|==|!=|(?<![<-])<(?!<)|(?<![>-])>(?!>)"))
-_PATH_LABELS = frozenset({ARCH_LABEL, PLATFORM_LABEL, "condition on the dtype", "condition on the version"})
+_PATH_LABELS = frozenset(
+    {ARCH_LABEL, PLATFORM_LABEL, NAMED_LABEL, "condition on the dtype", "condition on the version"}
+)
 
 
 def _text(line: str) -> str:

@@ -1,21 +1,23 @@
-"""More C / C++ / CUDA condition lines (native.py's `_condition` asks here after its own labels): the arch named in
-a line that continues a boolean expression (`(dprops->major == 10 && dprops->minor == 0) ||`), in a bool or a `?:`
-(`bool is_sm8x = cc_major == 8 && cc_minor > 0;`, `TargetIsVolta(target) ? 16 : 8`), and a threshold: a size
-compared with a number (other than 0 or 1: those test for empty, null or errors) or a threshold's name (`MAX_BATCH`,
-`AR_SIZE_THRESHOLD`) in an `if` / `while` / `?:` of a host function (a kernel's own branches are its body), a row
-when the commit changes it (a new test alone is new code). The arch also chooses without a branch: a type picked by
+"""More C / C++ / CUDA condition lines (native.py's `_condition` asks here after its own labels): the arch named in a
+line that continues a boolean expression (`(dprops->major == 10 && dprops->minor == 0) ||`), in a bool or a `?:` (`bool
+is_sm8x = cc_major == 8 && cc_minor > 0;`, `TargetIsVolta(target) ? 16 : 8`), and a threshold: a size compared with a
+number (other than 0 or 1: those test for empty, null or errors) or a threshold's name (`MAX_BATCH`,
+`AR_SIZE_THRESHOLD`) in an `if` / `while` / `?:` of a host function (a kernel's own branches are its body), a row when
+the commit changes it (a new test alone is new code). The arch also chooses without a branch: a type picked by
 std::conditional (`using network_precision_t = std::conditional_t<MIN_GPU_ARCH == 61, float, __half>;`) and a value
-clamped (`cc = min(cc, 90u);`). row_name names native.py's condition rows by the function they are in, or at file
-scope by what the condition declares (the alias, or the first constant or macro of its #if block: `#if
-MPK_TARGET_CC >= 90` / `constexpr int MAX_SHARE_MEMORY_SIZE = ...` is a MAX_SHARE_MEMORY_SIZE row); a test in a
-function the commit adds or removes whole is new or dropped code, no row. Also no rows: a file-scope #if block that
-only refuses to build (`#error`), an arch or threshold test rewritten with the same numbers, comparisons, logic and
-constants (`gcnArch == 908` -> `gcnArchName.find("908") != npos`), an #if whose branches differ only by names spelled
-longer (`double4` / `double4_32a`). An if's condition spread over lines is read whole, and a host function's branch
-on a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one. A flag kept in
-a bool (`bool fast = N % bn == 0 && K % 512 == 0;`) is a row when both versions have it and one compares a number; a
-test of the platform (HIP / CUDA) is one inside a host function whose branches make different calls; a line that
-continues an `#if` is named by that `#if`'s block."""
+clamped (`cc = min(cc, 90u);`). row_name names native.py's condition rows by the function they are in, or at file scope
+by what the condition declares (the alias, or the first constant or macro of its #if block: `#if MPK_TARGET_CC >= 90` /
+`constexpr int MAX_SHARE_MEMORY_SIZE = ...` is a MAX_SHARE_MEMORY_SIZE row); a test in a function the commit adds or
+removes whole is new or dropped code, no row. Also no rows: a file-scope #if block that only refuses to build
+(`#error`), an arch or threshold test rewritten with the same numbers, comparisons, logic and constants (`gcnArch ==
+908` -> `gcnArchName.find("908") != npos`), an #if whose branches differ only by names spelled longer (`double4` /
+`double4_32a`), an arch #if added or removed around device or file-scope code whose #else only warns or traps (`#warning
+"only on Ampere"`: a compile guard). An if's condition spread over lines is read whole, and a host function's branch on
+a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one, and one that
+compares with other upper-case named values than before (`path->type == PATH_NVL` -> `... || path->type == PATH_NVB`;
+status codes aside) a 'condition on a named value' row. A flag kept in a bool (`bool fast = N % bn == 0 && K % 512 ==
+0;`) is a row when both versions have it and one compares a number; a test of the platform (HIP / CUDA) is one inside a
+host function whose branches make different calls; a line that continues an `#if` is named by that `#if`'s block."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ THRESHOLD_LABEL = "threshold"
 BATCH_LABEL = "condition on the batch size"
 LAYOUT_LABEL = "condition on the layout"
 PLATFORM_LABEL = "condition on the platform"  # HIP / ROCm or CUDA
+NAMED_LABEL = "condition on a named value"  # path->type == PATH_NVL: an enumerated kind of link, algorithm, ...
 FLAG_LABEL = "condition kept in a bool"  # bool fast = N % bn == 0 && K % 512 == 0;
 
 _ARCH = re.compile(
@@ -87,6 +90,8 @@ def more_condition_label(lines: list[str], index: int) -> str:
         label = THRESHOLD_LABEL
     elif _LAYOUT.search(condition):
         label = LAYOUT_LABEL
+    elif named_values(condition):
+        label = NAMED_LABEL
     else:
         return ""
     scope = enclosing_function(lines, index)
@@ -159,8 +164,10 @@ def row_name(
     alone (an empty check), a threshold on one side only (a new or dropped test is new or dropped code)."""
     lines, (index, label) = (new_lines, new) if new else (old_lines, old or (0, ""))
     line = lines[index] if index < len(lines) else ""
-    if label in (THRESHOLD_LABEL, LAYOUT_LABEL, FLAG_LABEL) and not (old and new):
+    if label in (THRESHOLD_LABEL, LAYOUT_LABEL, FLAG_LABEL, NAMED_LABEL) and not (old and new):
         return "", ""
+    if label == NAMED_LABEL and old and named_values(old_lines[old[0]]) == named_values(line):
+        return "", ""  # the same values tested: a condition rewritten around them
     if label == FLAG_LABEL and old and not any(_numbered(text) for text in (old_lines[old[0]], line)):
         return "", ""
     if (
@@ -176,6 +183,9 @@ def row_name(
     if label == BATCH_LABEL and numbers and all(number in _ZEROS for number in numbers):
         return "", ""
     scope = enclosing_function(lines, index)
+    guarded = label == ARCH_LABEL and not (old and new) and (scope is None or scope.device)
+    if guarded and compile_guard(lines, directive_start(lines, index)):
+        return "", ""  # code built for some arches only: no other path runs
     if label == PLATFORM_LABEL and (scope is None or _port_shim(lines, index)):
         return "", ""  # a file's own port to HIP (compared where it is used), or the same calls on each platform
     if scope is None:
@@ -188,6 +198,39 @@ def row_name(
     if not (old and new) and not defined_in(scope.function, old_lines if new else new_lines):
         return "", ""  # a test in a function the commit adds or removes whole: new or dropped code
     return scope.function, label
+
+
+def compile_guard(lines: list[str], index: int) -> bool:
+    """An `#if` (line index) whose `#else` holds only a diagnostic (`#warning "only on Ampere"`, `#error`, `__trap();`,
+    `assert(false);`): its code is built for some arches and stubbed out on the others, no other path is taken. An
+    `#if` with no `#else`, or with an `#elif`, may let the code after it run instead, so it is no guard."""
+    if not _PP_OPEN.match(lines[index]):
+        return False
+    depth, in_else = 0, False
+    for text in lines[index + 1 : index + 1 + MAX_GUARD_LINES]:
+        if _PP_OPEN.match(text):
+            if in_else:
+                return False
+            depth += 1
+        elif depth:
+            depth -= _PP_END.match(text) is not None
+        elif _PP_END.match(text):
+            return in_else
+        elif re.match(r"^\s*#\s*else\b", text):
+            in_else = True
+        elif _PP_SPLIT.match(text):
+            return False  # an #elif: another arch's path
+        elif in_else and text.strip() and not _DIAGNOSTIC.match(text):
+            return False
+    return False
+
+
+_PP_END = re.compile(r"^\s*#\s*endif\b")
+_DIAGNOSTIC = re.compile(
+    r"^\s*(?:#\s*(?:warning|error|pragma\s+message)\b|(?:assert|static_assert)\s*\(\s*(?:false|0)\b|"
+    r"(?:__trap|__builtin_trap|abort)\s*\(\s*\)\s*;)"
+)
+MAX_GUARD_LINES = 400  # a guarded kernel body runs this long at most
 
 
 def _spelling_shim(lines: list[str], index: int) -> bool:
@@ -247,6 +290,23 @@ _GATE_PARTS = (
     re.compile(r"[*/%+]|-(?!>)|\bsizeof\b"),  # a size scaled (`n * sizeof(T) <= LIMIT`) is another test
     re.compile(r"\b[A-Z][A-Z0-9_]{2,}\b|(?i:\b\w*(?:volta|turing|ampere|hopper|blackwell|pascal|maxwell|kepler)\w*)"),
 )
+
+
+def named_values(condition: str) -> frozenset[str]:
+    """The upper-case named values a condition compares with (`path->type == PATH_NVL || path->type == PATH_NVB`),
+    leaving out status codes (`err != NCCL_SUCCESS`)."""
+    return frozenset(
+        name
+        for match in _NAMED_VALUE.finditer(condition)
+        if not _STATUS.search(name := match["right"] or match["left"])
+    )
+
+
+_NAMED_VALUE = re.compile(
+    r"(?:==|!=|<=|>=|(?<![<-])<(?!<)|(?<![>-])>(?!>))\s*(?P<right>[A-Z][A-Z0-9]*_[A-Z0-9_]+)\b(?!\s*\()|"
+    r"(?<![\w.>])(?P<left>[A-Z][A-Z0-9]*_[A-Z0-9_]+)\s*(?:==|!=|<=|>=|<(?!<)|>(?!>))"
+)
+_STATUS = re.compile(r"SUCCESS|ERROR|FAIL|_OK\b|INVALID|STATUS|_NULL\b|NULLPTR")
 
 
 def _numbered(line: str) -> bool:

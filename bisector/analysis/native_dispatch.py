@@ -2,6 +2,7 @@
 
     BOOL_SWITCH(params.seqlen <= 128, kIsShort, [&] { ... })   a switch macro: its first argument chooses a template
     void gemm(..., int max_par = 16)                             a parameter's default (a caller that passes none)
+    template <typename T, uint32_t Width = 64 / sizeof(T)>      a non-type template parameter's default
     const char* env = std::getenv("MY_LIB_DETERMINISTIC");       an environment read: a gate of what follows
     read_bool_from_env("MY_LIB_TRUE_FP16", true)                 the same through a project's own reader
     NCCL_PARAM(ChunkSize, "CHUNK_SIZE", 64 << 10)                a declared environment parameter
@@ -66,11 +67,44 @@ def default_rows(path: str, old_lines: list[str], new_lines: list[str], line: in
     for lines, defaults in ((old_lines, old), (new_lines, new)):
         for text in lines:
             defaults.update(parameter_defaults(text))
+        defaults.update(template_defaults(lines))
     return [
         Finding(FindingKind.NATIVE_THRESHOLD, path, f"default of {name}", before=old[name], after=new[name], line=line)
         for name in old
         if name in new and old[name] != new[name]
     ]
+
+
+def template_defaults(lines: list[str]) -> dict[str, str]:
+    """Non-type template parameter -> its default (whitespace collapsed), over the template heads the lines hold
+    whole, on one line or several (`template <uint32_t BlockK, typename DataT, uint32_t Width = BlockK>`: a class
+    instantiated without it takes the default). Type parameters (`typename T = float`) are left out."""
+    text = " ".join(line.strip() for line in lines)
+    defaults: dict[str, str] = {}
+    for head in _TEMPLATE_HEAD.finditer(text):
+        parameters, angles, parens, part = [], 1, 0, ""
+        for char in text[head.end() :]:
+            parens += (char == "(") - (char == ")")
+            angles += 0 if parens else (char == "<") - (char == ">")
+            if angles == 0 or (char == "," and angles == 1 and not parens):
+                parameters.append(part)
+                part = ""
+                if angles == 0:
+                    break
+            else:
+                part += char
+        if angles:
+            continue  # a head the lines hold only part of
+        for parameter in parameters:
+            if match := _NON_TYPE_DEFAULT.match(parameter.strip()):
+                defaults[match["name"]] = " ".join(match["value"].split())
+    return defaults
+
+
+_TEMPLATE_HEAD = re.compile(r"\btemplate\s*<")
+_NON_TYPE_DEFAULT = re.compile(
+    r"^(?!typename\b|class\b|template\b)[A-Za-z_][\w:<>\s]*?\s(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>\S.*)$"
+)
 
 
 def env_reads(lines: list[str]) -> dict[str, list[str]]:
