@@ -18,7 +18,7 @@ import difflib
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from bisector.analysis.conditions import none_check
@@ -46,21 +46,31 @@ class FunctionInfo:
     first_line: int
     last_line: int
 
+    lines: list[str] = field(default_factory=list, compare=False, repr=False)  # the module's source lines
+
     @cached_property
-    def pieces(self) -> tuple[Piece, ...]:
-        """The function cut into pieces (its docstring left out), made when its text changed."""
-        function = self.node
-        body = function.body
+    def body(self) -> list[ast.stmt]:
+        """The function's statements, its docstring left out."""
+        body = self.node.body
         first = body[0] if body else None
         if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-            body = body[1:]
+            return body[1:]
+        return body
+
+    @cached_property
+    def heads(self) -> tuple[Piece, ...]:
+        """The pieces of the signature: arguments, decorators (but entry decorators), return annotation."""
+        function = self.node
         heads: list[ast.AST] = [function.args]
         heads += [d for d in function.decorator_list if not _entry_decorator(d)]
         if function.returns is not None:
             heads.append(function.returns)
-        pieces = [_piece([head]) for head in heads]
-        pieces += _block_pieces(body)
-        return tuple(pieces)
+        return tuple(_piece([head]) for head in heads)
+
+    def statement_source(self, statement: ast.stmt) -> list[str]:
+        """The source lines of one of the function's statements (a nested def's decorators included)."""
+        first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
+        return self.lines[first - 1 : statement.end_lineno or statement.lineno]
 
 
 def function_info(
@@ -73,7 +83,8 @@ def function_info(
     """One function of a module whose source lines are lines."""
     start = min([function.lineno, *(d.lineno for d in function.decorator_list)])
     end = function.end_lineno or function.lineno
-    return FunctionInfo(name, code_text(lines[start - 1 : end]), function, class_name, fields, function.lineno, end)
+    text = code_text(lines[start - 1 : end])
+    return FunctionInfo(name, text, function, class_name, fields, function.lineno, end, lines)
 
 
 # A Python comment: a whole line ("# note"; not "#define" in a string of C source), or "  # note" after code when
@@ -130,8 +141,7 @@ def dispatch_logic_rows(
 def _changed_reads(was: FunctionInfo | None, now: FunctionInfo | None) -> set[str]:
     if was is not None and now is not None and was.text == now.text:
         return set()
-    old = was.pieces if was else ()
-    new = now.pieces if now else ()
+    old, new = _changed_pieces(was, now)
     matcher = difflib.SequenceMatcher(a=[p.dump for p in old], b=[p.dump for p in new], autojunk=False)
     removed: list[Piece] = []
     added: list[Piece] = []
@@ -147,6 +157,26 @@ def _changed_reads(was: FunctionInfo | None, now: FunctionInfo | None) -> set[st
             assert info is not None  # a function absent on one side has no pieces there
             reads.update(name for node in piece.nodes for name in _reads(node, info.class_name, info.fields))
     return reads
+
+
+def _changed_pieces(was: FunctionInfo | None, now: FunctionInfo | None) -> tuple[list[Piece], list[Piece]]:
+    """Both versions cut into pieces, less the statements at the body's start and end whose source lines the two
+    share (a long function's one-line change need not cut and compare the thousands of statements around it)."""
+    old_body, new_body = (was.body if was else []), (now.body if now else [])
+    start, end = 0, 0
+    if was is not None and now is not None:
+        limit = min(len(old_body), len(new_body))
+        while start < limit and _same_source(was, old_body[start], now, new_body[start]):
+            start += 1
+        while end < limit - start and _same_source(was, old_body[-1 - end], now, new_body[-1 - end]):
+            end += 1
+    old = [*(was.heads if was else ()), *_block_pieces(old_body[start : len(old_body) - end])]
+    new = [*(now.heads if now else ()), *_block_pieces(new_body[start : len(new_body) - end])]
+    return old, new
+
+
+def _same_source(was: FunctionInfo, old: ast.stmt, now: FunctionInfo, new: ast.stmt) -> bool:
+    return was.statement_source(old) == now.statement_source(new)
 
 
 def _unguarded(removed: list[Piece], added: list[Piece]) -> tuple[list[Piece], list[Piece]]:

@@ -198,3 +198,37 @@ def test_none_checks_added_to_a_functions_reads_of_a_module_value_are_no_row(his
     diff = static_diff(history.path, sha)
     assert by_kind(diff) == {"dispatch_logic": {"warps_for"}}
     assert diff.table_findings[0].detail == "reads _FAST_WARPS, _WARPS"
+
+
+PICKER = """\
+import functools
+
+_SPLIT_TABLE = {64: 2, 128: 4}
+
+
+def picker(n):
+    n = max(n, 1)
+    logging.info("n=%d", n)
+
+    @functools.lru_cache(maxsize=16)
+    def pick(m):
+        return m
+
+    total = pick(n)
+    logging.info("total=%d", total)
+    return total
+"""
+
+
+def test_a_long_functions_statements_around_its_change_are_left_out_but_not_a_nested_defs_decorator(
+    history: History,
+) -> None:
+    # the statements before and after the change are the same lines on both sides: only the middle is compared,
+    # and a nested def's decorator line is part of that def (its def line and body are the same on both sides)
+    history.commit("picker", {"ops/pick.py": PICKER})
+    sha = history.commit("cache by table", {"ops/pick.py": PICKER.replace("maxsize=16", "maxsize=_SPLIT_TABLE[64]")})
+
+    diff = static_diff(history.path, sha)
+
+    assert by_kind(diff) == {"dispatch_logic": {"picker"}}
+    assert diff.table_findings[0].detail == "reads _SPLIT_TABLE"
