@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from bisector.analysis.changed_statements import MODULE, changed_statements, top_name
-from bisector.analysis.code_shape import ParsedSource, last_name
+from bisector.analysis.code_shape import ParsedSource, last_name, statement_blocks
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
 _ARCH_NAME = re.compile(r"(?:^|_)(?:arch|archs|cc|sm|capability|compute_capability)$", re.I)
@@ -161,10 +161,7 @@ def _child_statements(node: ast.stmt) -> list[ast.stmt]:
 
 
 def _statement_lists(node: ast.stmt) -> list[list[ast.stmt]]:
-    lists: list[list[ast.stmt]] = [getattr(node, field, []) or [] for field in ("body", "orelse", "finalbody")]
-    lists.extend(handler.body for handler in getattr(node, "handlers", []) or [])
-    lists.extend(case.body for case in getattr(node, "cases", []) or [])
-    return lists
+    return [*statement_blocks(node), *(case.body for case in getattr(node, "cases", None) or [])]
 
 
 def _own_choices(

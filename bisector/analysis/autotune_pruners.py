@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from bisector.analysis.code_shape import FunctionNode, ParsedSource, last_name, source_lines
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, last_name, source_lines, statement_blocks
 from bisector.analysis.findings import Finding, FindingKind
 
 PRUNE_KEY = "early_config_prune"
@@ -140,10 +140,7 @@ def _functions(body: list[ast.stmt]) -> Iterator[tuple[str, FunctionNode]]:
                 if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef):
                     yield f"{statement.name}.{member.name}", member
         elif isinstance(statement, ast.Try | ast.If | ast.With):
-            for field in _BLOCKS:
-                block = getattr(statement, field, None) or []
-                if field == "handlers":
-                    block = [s for handler in block for s in handler.body]
+            for block in statement_blocks(statement):
                 yield from _functions(block)
 
 

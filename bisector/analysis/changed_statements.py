@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 
-from bisector.analysis.code_shape import ParsedSource
+from bisector.analysis.code_shape import ParsedSource, first_line
 
 MODULE = "<module>"  # the name of the module-level statements that are no def or class
 _TEXTS = "_bisect_statement_texts"  # the attribute of the tree that keeps them
@@ -27,8 +27,7 @@ def statement_texts(module: ParsedSource) -> list[str]:
     if texts is None:
         texts = []
         for statement in module.tree.body:
-            first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
-            texts.append("\n".join(module.lines[first - 1 : statement.end_lineno or statement.lineno]))
+            texts.append("\n".join(module.lines[first_line(statement) - 1 : statement.end_lineno or statement.lineno]))
         setattr(module.tree, _TEXTS, texts)
     return texts
 

@@ -19,7 +19,7 @@ import ast
 from collections import Counter
 from collections.abc import Iterator
 
-from bisector.analysis.code_shape import FunctionNode, ParsedSource
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, statement_blocks
 from bisector.analysis.conditions import condition_category
 from bisector.analysis.findings import Finding, short_text
 from bisector.analysis.function_changes import changed_functions, function_row
@@ -77,10 +77,8 @@ def _chosen(statements: list[ast.stmt], conditions: tuple[_Case, ...], dispatch:
             yield from _chosen(statement.body, (*conditions, (statement.test, False)), dispatch)
             yield from _chosen(statement.orelse, (*conditions, (statement.test, True)), dispatch)
             continue
-        for field in ("body", "orelse", "finalbody"):
-            yield from _chosen(getattr(statement, field, None) or [], conditions, dispatch)
-        for handler in getattr(statement, "handlers", None) or []:
-            yield from _chosen(handler.body, conditions, dispatch)
+        for block in statement_blocks(statement):
+            yield from _chosen(block, conditions, dispatch)
 
 
 def _when(conditions: tuple[_Case, ...]) -> str:

@@ -54,6 +54,20 @@ def own_nodes(function: FunctionNode) -> list[ast.AST]:
     return found
 
 
+def first_line(node: ast.AST) -> int:
+    """The node's first line, its decorators' included (a decorated def's lineno is its `def` line)."""
+    decorators: list[ast.expr] = getattr(node, "decorator_list", [])
+    return min([getattr(node, "lineno", 1), *(decorator.lineno for decorator in decorators)])
+
+
+def statement_blocks(node: ast.stmt) -> list[list[ast.stmt]]:
+    """The blocks of statements a compound statement holds, in order: body, orelse, finalbody, then each except
+    handler's body (a match's cases are not among them)."""
+    blocks: list[list[ast.stmt]] = [getattr(node, field, None) or [] for field in ("body", "orelse", "finalbody")]
+    blocks.extend(handler.body for handler in getattr(node, "handlers", None) or [])
+    return blocks
+
+
 def source_lines(module: ParsedSource, node: ast.stmt) -> list[str]:
     """The node's lines of the module's text."""
     return module.lines[node.lineno - 1 : node.end_lineno or node.lineno]

@@ -44,7 +44,8 @@ _LOCATION = re.compile(
 )
 NOT_SET_BY_BISECT = "the bisect's environment does not set it"
 # A word that every read or write above needs in the source (environ, getenv, a settings owner such as envs or
-# self.env or vllm_env): a statement without one has no gates, and its tree need not be walked.
+# self.env or vllm_env, a declaration's EnvVar): a statement or line without one has no gates, and its tree need
+# not be walked.
 _ENV_WORD = re.compile(r"environ|getenv|(?<![^\W_])env(?:s?(?:\b|_)|var)")  # searched in the lowered source
 
 EnvGates = dict[str, tuple[str, ...]]  # variable -> sorted "form (in function)" texts, one per read
@@ -70,7 +71,7 @@ def scan_env_gates(
     texts = None if source is None else statement_texts(source)
     for index, statement in enumerate(tree.body):
         text = None if texts is None else texts[index]
-        if text is not None and not ("env" in (lowered := text.lower()) and _ENV_WORD.search(lowered)):
+        if text is not None and not _holds_env_word(text):
             continue  # no word every read needs: its tree need not be walked
         found = memo.get((text, constants)) if memo is not None and text is not None else None
         if found is None:
@@ -84,8 +85,8 @@ def scan_env_gates(
     return {name: tuple(sorted(forms)) for name, forms in gates.items()}, frozenset(used)
 
 
-def _holds_env_word(line: str) -> bool:
-    return "env" in (lowered := line.lower()) and _ENV_WORD.search(lowered) is not None
+def _holds_env_word(text: str) -> bool:
+    return "env" in (lowered := text.lower()) and _ENV_WORD.search(lowered) is not None
 
 
 def _statement_reads(

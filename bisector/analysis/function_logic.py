@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from bisector.analysis.code_shape import first_line
 from bisector.analysis.conditions import none_check
 from bisector.analysis.findings import Finding, FindingKind
 
@@ -69,8 +70,7 @@ class FunctionInfo:
 
     def statement_source(self, statement: ast.stmt) -> list[str]:
         """The source lines of one of the function's statements (a nested def's decorators included)."""
-        first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
-        return self.lines[first - 1 : statement.end_lineno or statement.lineno]
+        return self.lines[first_line(statement) - 1 : statement.end_lineno or statement.lineno]
 
 
 def function_info(
@@ -81,7 +81,7 @@ def function_info(
     lines: list[str],
 ) -> FunctionInfo:
     """One function of a module whose source lines are lines."""
-    start = min([function.lineno, *(d.lineno for d in function.decorator_list)])
+    start = first_line(function)
     end = function.end_lineno or function.lineno
     text = code_text(lines[start - 1 : end])
     return FunctionInfo(name, text, function, class_name, fields, function.lineno, end, lines)

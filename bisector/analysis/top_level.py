@@ -7,6 +7,7 @@ import ast
 import re
 from collections import Counter
 
+from bisector.analysis.code_shape import first_line
 from bisector.analysis.conditions import module_gates
 from bisector.analysis.function_logic import code_text
 from bisector.analysis.launch_calls import decorated, launch_test
@@ -53,7 +54,7 @@ def _definition_texts(tree: ast.Module, lines: list[str]) -> dict[int, str]:
     texts: dict[int, str] = {}
     for index, statement in enumerate(tree.body):
         if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            first = min([statement.lineno, *(d.lineno for d in statement.decorator_list)])
+            first = first_line(statement)
             docstrings = {line for node in _with_methods(statement) for line in _docstring_lines(node)}
             kept = [lines[n - 1] for n in range(first, (statement.end_lineno or first) + 1) if n not in docstrings]
             texts[index] = code_text(kept)
@@ -107,7 +108,7 @@ def _function_texts(tree: ast.Module, lines: list[str]) -> dict[str, str | None]
 
 
 def _text(function: FunctionNode, lines: list[str]) -> str:
-    first = min([function.lineno, *(d.lineno for d in function.decorator_list)])
+    first = first_line(function)
     docstring = _docstring_lines(function)
     return code_text([lines[n - 1] for n in range(first, (function.end_lineno or first) + 1) if n not in docstring])
 

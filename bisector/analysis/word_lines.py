@@ -11,6 +11,8 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
 
+from bisector.analysis.code_shape import first_line
+
 
 def lines_holding(lines: list[str], node: ast.AST, holds: Callable[[str], bool]) -> list[int]:
     """The numbers, in order, of node's lines (decorators included) for which holds is true."""
@@ -37,7 +39,6 @@ def walk_on_lines(node: ast.AST, numbers: list[int]) -> Iterator[ast.AST]:
 
 
 def _span(node: ast.AST) -> tuple[int, int]:
-    first: int = getattr(node, "lineno", 1)
-    last: int = getattr(node, "end_lineno", None) or first
-    decorators: list[ast.expr] = getattr(node, "decorator_list", [])
-    return min([first, *(decorator.lineno for decorator in decorators)]), last
+    lineno: int = getattr(node, "lineno", 1)
+    end: int | None = getattr(node, "end_lineno", None)
+    return first_line(node), end or lineno
