@@ -14,15 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, machine_info
+from common import ROOT, cpu_seconds, machine_info, mirror_clone
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_explain.py` without PYTHONPATH
@@ -38,23 +36,14 @@ def _matches(item: dict[str, str], unit: tuple[str, str, str]) -> bool:
     return kind in item["kind"].split("|") and file == item["file"] and re.fullmatch(pattern, name) is not None
 
 
-def _local_clone(mirrors: Path, repo: str, scratch: Path) -> Path:
-    """A bare clone sharing the mirror's objects (GitPython needs a repository it can tell is bare)."""
-    target = scratch / repo.replace("/", "+")
-    if not target.exists():
-        source = mirrors / repo.replace("/", "+") / "repo"
-        subprocess.run(["git", "clone", "-q", "--bare", "--shared", str(source), str(target)], check=True)
-    return target
-
-
 def evaluate(mirrors: Path, scratch: Path, corpus_file: Path = CORPUS) -> dict[str, Any]:
     corpus = json.loads(corpus_file.read_text())["commits"]
     rows: list[dict[str, Any]] = []
     for entry in corpus:
-        clone = _local_clone(mirrors, entry["repo"], scratch)
-        started, cpu_started = time.perf_counter(), _cpu_seconds()
+        clone = mirror_clone(mirrors, entry["repo"], scratch)
+        started, cpu_started = time.perf_counter(), cpu_seconds()
         diff = static_diff(clone, entry["commit"])
-        elapsed, cpu = time.perf_counter() - started, _cpu_seconds() - cpu_started
+        elapsed, cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
         units = sorted({(f.kind.value, f.file, f.name) for f in diff.table_findings})
         expected = entry["expected"]
         correct = [u for u in units if any(_matches(item, u) for item in expected)]
@@ -90,11 +79,6 @@ def evaluate(mirrors: Path, scratch: Path, corpus_file: Path = CORPUS) -> dict[s
         "cpu_seconds_max": cpu_times[-1],
         "rows": rows,
     }
-
-
-def _cpu_seconds() -> float:
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main() -> None:

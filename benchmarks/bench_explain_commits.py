@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from common import cpu_seconds
 
 
 def main() -> None:
@@ -34,21 +35,16 @@ def main() -> None:
         static_diff(repo, rev or "HEAD")
         cpu, wall, found = [], [], 0
         for _ in range(args.runs):
-            started, cpu_started = time.perf_counter(), _cpu_seconds()
+            started, cpu_started = time.perf_counter(), cpu_seconds()
             found = len(static_diff(repo, rev or "HEAD").findings)
             wall.append(time.perf_counter() - started)
-            cpu.append(_cpu_seconds() - cpu_started)
+            cpu.append(cpu_seconds() - cpu_started)
         rows.append({"target": target, "rows": found, "cpu_best": round(min(cpu), 3),
                      "cpu_median": round(statistics.median(cpu), 3), "wall_best": round(min(wall), 3),
                      "wall_median": round(statistics.median(wall), 3)})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     if args.out:
         args.out.write_text(json.dumps({"code": str(args.code), "runs": args.runs, "rows": rows}, indent=1))
-
-
-def _cpu_seconds() -> float:
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 if __name__ == "__main__":

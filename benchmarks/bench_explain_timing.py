@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from common import ROOT, machine_info
+from common import ROOT, cpu_seconds, machine_info
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_explain_timing.py` without PYTHONPATH
@@ -40,10 +39,10 @@ def main() -> None:
                                check=True).stdout.splitlines())  # fmt: skip
     rows = []
     for sha in shas:
-        started, cpu_started = time.perf_counter(), _cpu_seconds()
+        started, cpu_started = time.perf_counter(), cpu_seconds()
         diff = static_diff(args.repo, sha)
         rows.append({"commit": sha[:12], "seconds": round(time.perf_counter() - started, 3),
-                     "cpu_seconds": round(_cpu_seconds() - cpu_started, 3),
+                     "cpu_seconds": round(cpu_seconds() - cpu_started, 3),
                      "files": diff.changed_file_count, "rows": len(diff.findings)})  # fmt: skip
     times = sorted(r["seconds"] for r in rows)
     cpu = sorted(r["cpu_seconds"] for r in rows)
@@ -64,12 +63,6 @@ def main() -> None:
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k not in ("rows", "machine")}, indent=1))
-
-
-def _cpu_seconds() -> float:
-    """User and system CPU seconds of this process and of the children it waited for (git)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 if __name__ == "__main__":

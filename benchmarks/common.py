@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import random
+import resource
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -35,6 +36,22 @@ def capture(*cmd: str, cwd: Path | None = None, strip: bool = True) -> str:
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return done.stdout.strip() if strip else done.stdout
+
+
+def cpu_seconds() -> float:
+    """User and system CPU seconds of this process and of the children it waited for (git)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def mirror_clone(mirrors: Path, repo: str, scratch: Path) -> Path:
+    """A bare clone of MIRRORS/<owner>+<name>/repo in scratch, sharing the mirror's objects (GitPython needs a
+    repository it can tell is bare); made once per scratch folder."""
+    target = scratch / repo.replace("/", "+")
+    if not target.exists():
+        source = mirrors / repo.replace("/", "+") / "repo"
+        subprocess.run(["git", "clone", "-q", "--bare", "--shared", str(source), str(target)], check=True)
+    return target
 
 
 def load_average() -> list[float] | None:

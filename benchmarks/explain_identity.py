@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import resource
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from common import cpu_seconds, mirror_clone
 
 CORPORA = Path(__file__).resolve().parent / "explain_corpus"
 
@@ -46,26 +46,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for corpus in args.corpus or sorted(CORPORA.glob("corpus*.json")):
             for entry in json.loads(corpus.read_text())["commits"]:
-                clone = Path(scratch, entry["repo"].replace("/", "+") + ".git")
-                if not clone.exists():  # GitPython needs a repository it can tell is bare
-                    source = args.mirrors / entry["repo"].replace("/", "+") / "repo"
-                    subprocess.run(["git", "clone", "-q", "--bare", "--shared", str(source), str(clone)], check=True)
-                started = _cpu_seconds()
+                clone = mirror_clone(args.mirrors, entry["repo"], Path(scratch))
+                started = cpu_seconds()
                 try:
                     diff = static_diff(clone, entry["commit"])
                     text = repr(diff.findings)
                 except Exception as error:  # an error is a result to compare too
                     text = f"error {error!r}"
                 digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-                seconds = round(_cpu_seconds() - started, 3)
+                seconds = round(cpu_seconds() - started, 3)
                 result[f"{corpus.name}:{entry['repo']}:{entry['commit']}"] = (digest, seconds)
     args.out.write_text(json.dumps(result, indent=0))
     print(f"{len(result)} commits; {sum(seconds for _, seconds in result.values()):.1f} CPU seconds")
-
-
-def _cpu_seconds() -> float:
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 if __name__ == "__main__":
