@@ -4,7 +4,8 @@ root: a copy's rewrite of the holder's path, and the removal of an image or of a
 Run as root, each case runs in a subprocess without the capabilities that let root ignore file modes (setpriv drops
 CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH), so the kernel checks modes as it does for any user; run as a user, directly.
 GNU tar's unpacking is not covered so: tar run by uid 0 creates each folder with its final mode at once, whereas run
-by any other user it keeps them writable by their owner until its end (its `we_are_root`)."""
+by any other user it keeps them writable by their owner until its end (its `we_are_root`). So the unpacking of a
+copy runs as a real other user (`nobody`, setpriv --reuid), where root can switch to one."""
 
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from workers.images.builder import incoming_dir
 from workers.images.cache import ImageCache, ImageManifest, ImageStatus, now_iso
+from workers.images.transfer import archive_chunks
 
 ROOT = Path(__file__).resolve().parents[2]
 WITHOUT_ROOTS_RIGHTS = ["--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search"]
@@ -30,6 +34,18 @@ RELOCATE = (
 EVICT = (
     "import sys; from pathlib import Path; from workers.images.cache import ImageCache\n"
     "print(' '.join(ImageCache(Path(sys.argv[1])).evict(0)))"
+)
+
+NOBODY = 65534
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+RECEIVE = (
+    "import sys; from pathlib import Path; from vocab.paths import remove_tree\n"
+    "from workers.images.transfer import receive, relocate\n"
+    "archive, folder, old, removed = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])\n"
+    "receive([archive.read_bytes()], folder, lambda: False)\n"
+    "print(relocate(folder, old, str(folder)))\n"
+    "receive([archive.read_bytes()], removed, lambda: False)\n"
+    "remove_tree(removed)"
 )
 
 
@@ -91,3 +107,54 @@ def test_an_image_and_a_half_copy_with_read_only_folders_are_removed(tmp_path: P
     assert evicted.returncode == 0, evicted.stderr
     assert evicted.stdout.split() == ["0123456789abcdef"]
     assert [entry.name for entry in cache.root.iterdir()] == ["locks"]
+
+
+def can_run_as_nobody() -> bool:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return False
+    probe = [*AS_NOBODY, sys.executable, "-c", "import workers.images.transfer"]
+    return subprocess.run(probe, cwd=ROOT, capture_output=True, check=False).returncode == 0
+
+
+@pytest.fixture
+def nobodys_folder() -> Iterator[Path]:
+    """A folder the user nobody owns, where nobody can reach it (pytest's tmp_path is root's, mode 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="gpu-bisect-nobody-"))
+    try:
+        os.chmod(folder, 0o755)
+        os.chown(folder, NOBODY, NOBODY)
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.skipif(not can_run_as_nobody(), reason="needs root, setpriv and a project the user nobody can read")
+def test_a_user_unpacks_and_relocates_a_copy_with_read_only_folders_and_removes_one(nobodys_folder: Path):
+    """The holder's image has a package installed read-only. Its copy, unpacked by tar run as another user than root
+    (which keeps the folders writable until its end, then sets their modes), is relocated and removed by that user."""
+    holder, image_id = ImageCache(nobodys_folder / "holder"), "0123456789abcdef"
+    made = now_iso()
+    holder.write_manifest(ImageManifest(image_id, {}, "r", "0" * 40, holder.node, ImageStatus.READY, made, made))
+    old = str(holder.image_dir(image_id))
+    installed_read_only(holder.image_dir(image_id) / "venv", old)
+    archive = nobodys_folder / "image.tar"
+    archive.write_bytes(b"".join(archive_chunks(holder, image_id)))
+    folder, removed = nobodys_folder / "mine" / "img", nobodys_folder / "mine" / "removed"
+    (nobodys_folder / "mine").mkdir()
+    os.chown(nobodys_folder / "mine", NOBODY, NOBODY)
+
+    received = subprocess.run(
+        [*AS_NOBODY, sys.executable, "-c", RECEIVE, str(archive), str(folder), old, str(removed)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+    assert received.returncode == 0, received.stderr
+    assert received.stdout.split() == ["2"]
+    package = folder / "venv" / "lib" / "python3.11" / "site-packages" / "frozenpkg"
+    assert (package / "__init__.py").read_text() == f"DATA = '{folder}/venv/share/frozenpkg'\n"
+    assert os.readlink(package / "data") == f"{folder}/venv/share/frozenpkg"
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (package, package.parent, package / "__init__.py")] == [
+        0o555, 0o555, 0o444
+    ]  # fmt: skip
+    assert package.stat().st_uid == NOBODY
+    assert not removed.exists()
