@@ -27,14 +27,14 @@ from images.image_repo import RUN_CMD, ImageRepo, image_request, make_image_repo
 from vocab.domain import ErrorKind, StepResult, Verdict
 from workers.executor import StepRequest
 from workers.images.cache import IMAGE_ROOT_ENV, ImageCache, ImageManifest, ImageStatus, now_iso
-from workers.images.transfer import CHUNK_BYTES, CacheHolder, CopyStoppedError
+from workers.images.transfer import CHUNK_BYTES, CopyStoppedError
 from workers.ray_sessions import remove_session
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
 
 from workers.ray_executor import RayExecutor  # noqa: E402  (needs Ray)
-from workers.ray_image_peer import IMAGES_GROUP, RayImagePeer  # noqa: E402  (needs Ray)
+from workers.ray_image_peer import CONTROL_GROUP, IMAGES_GROUP, ImageHolder, RayImagePeer  # noqa: E402
 
 pytestmark = [
     pytest.mark.ray,
@@ -271,13 +271,15 @@ def test_a_lost_image_runner_makes_the_step_lost_its_test_dies_and_the_slot_serv
 
 
 def recording_holder(root: Path, record: Path) -> object:
-    """An actor answering image_chunks from its "images" group as StepActor does, writing to record whether its
-    stream ran out or was stopped (defined here, so that Ray ships the class by value)."""
+    """A slot actor's holder methods (ImageHolder, as StepActor has them) in the same concurrency groups, writing to
+    record whether its stream ran out, was stopped mid-stream, or gave up waiting for its image's lock, and to
+    record.started when its stream starts (defined here, so that Ray ships the class by value)."""
 
-    class RecordingHolder:
-        def image_chunks(self, image_id: str) -> Iterator[bytes]:
+    class RecordingHolder(ImageHolder):
+        def image_chunks(self, image_id: str, copy_id: str = "") -> Iterator[bytes]:
+            record.with_suffix(".started").touch()
             sent = 0
-            with closing(CacheHolder(ImageCache(root)).chunks(image_id)) as chunks:
+            with closing(super().image_chunks(image_id, copy_id)) as chunks:
                 try:
                     for chunk in chunks:
                         sent += 1
@@ -285,9 +287,13 @@ def recording_holder(root: Path, record: Path) -> object:
                 except GeneratorExit:
                     record.write_text(f"stopped after {sent}")
                     raise
+                except CopyStoppedError:
+                    record.write_text(f"gave up waiting after {sent}")
+                    raise
             record.write_text(f"sent all {sent}")
 
-    return ray.remote(concurrency_groups={IMAGES_GROUP: 1})(RecordingHolder).remote()  # type: ignore[call-overload]
+    groups = {IMAGES_GROUP: 1, CONTROL_GROUP: 1}
+    return ray.remote(concurrency_groups=groups)(RecordingHolder).remote(root)  # type: ignore[call-overload]
 
 
 def test_a_receiver_that_stops_early_stops_the_holders_stream_and_frees_its_image(cluster, tmp_path: Path):
@@ -313,19 +319,31 @@ def test_a_receiver_that_stops_early_stops_the_holders_stream_and_frees_its_imag
 def test_a_stop_ends_the_wait_for_a_holder_that_waits_for_its_image(cluster, tmp_path: Path):
     """The holder's image is locked there (being removed or rebuilt): the holder waits for its shared lock, for up to
     HOLD_TIMEOUT_S, and sends nothing meanwhile. A receiver told to stop (its step was cancelled) stops waiting at
-    once, the lock still held, rather than after that wait or CHUNK_TIMEOUT_S; the holder's stream is cancelled and
-    its image freed."""
-    root, image_id = tmp_path / "far-images", "0123456789abcdef"
+    once, and so does the holder, the lock still held, rather than after HOLD_TIMEOUT_S: no chunk has been yielded
+    for Ray's cancel to land on, the receiver's stop_copy reaches it. Its image is then free."""
+    root, image_id, record = tmp_path / "far-images", "0123456789abcdef", tmp_path / "record"
     cache = ImageCache(root)
     made = now_iso()
     cache.write_manifest(ImageManifest(image_id, {}, "repo", "0" * 40, cache.node, ImageStatus.READY, made, made))
     (cache.image_dir(image_id) / "small.bin").write_bytes(b"x" * 100)
     stop = threading.Event()
-    chunks = RayImagePeer(recording_holder(root, tmp_path / "record")).chunks(image_id, stop.is_set)
+    chunks = RayImagePeer(recording_holder(root, record)).chunks(image_id, stop.is_set)
+    stopped: list[BaseException] = []
+
+    def receive() -> None:
+        try:
+            next(chunks)
+        except CopyStoppedError as exc:
+            stopped.append(exc)
 
     with cache.lock(image_id):  # held by this process: the holder's actor waits for it
+        receiver = threading.Thread(target=receive)
+        receiver.start()
+        wait_for(record.with_suffix(".started").exists, SAFETY_S, "the holder to start its stream")
         stop.set()
-        with pytest.raises(CopyStoppedError):
-            next(chunks)
+        receiver.join(SAFETY_S)
+        assert len(stopped) == 1, "the receiver did not stop"
+        wait_for(record.exists, SAFETY_S, "the holder to give up its wait")
+        assert record.read_text() == "gave up waiting after 0"
 
     wait_for(lambda: cache.remove(image_id), SAFETY_S, "the holder to free its image")

@@ -1,9 +1,9 @@
 """StepActor: what runs on a Ray node for one RayExecutor slot — a StepRunner with its own worktree.
 
 The executor creates it as a threaded actor: `run` executes in the default concurrency group (one step at a
-time) while `cancel` and `info` answer from the "control" group, so a cancel reaches a running step, and
-`image_offer` and `image_chunks` from the "images" group: another node's step copies an image this node holds
-(workers/ray_image_peer.py) while this one runs its own.
+time) while `cancel`, `info` and `stop_copy` answer from the "control" group, so a cancel reaches a running step,
+and `image_offer` and `image_chunks` (ImageHolder) from the "images" group: another node's step copies an image
+this node holds (workers/ray_image_peer.py) while this one runs its own.
 
 Each test command runs in its own process group, announced to the actor's reaper (workers/ray_reaper.py), which
 kills what is left of them when the actor dies.
@@ -16,7 +16,6 @@ import dataclasses
 import os
 import socket
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,16 +27,13 @@ from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
 from vocab.paths import data_dir, worktree_root
 from workers.executor import StepRequest
-from workers.images.cache import ImageCache
-from workers.images.transfer import CacheHolder, ImageOffer
 from workers.process import CancelSignal
 from workers.ray_image_host import RayImageHost
-from workers.ray_image_peer import RayImagePeer
+from workers.ray_image_peer import ImageHolder, RayImagePeer
 from workers.ray_reaper import Reaper
 from workers.slots import claim_worktree
 from workers.step import StepRunner, WorkerSlot
 
-CONTROL_GROUP = "control"
 LOG_RETURN_LIMIT_BYTES = 4 << 20  # a log shipped back to the coordinator keeps its head and its tail
 LOG_HEAD_BYTES = 64 << 10
 
@@ -70,7 +66,7 @@ def _gpu_ids() -> tuple[int, ...]:
         raise RuntimeError(f"Ray assigned GPU ids {ids}; gpu-bisect needs numeric CUDA device indices") from None
 
 
-class StepActor:
+class StepActor(ImageHolder):
     """One worker slot on a Ray node. Created by RayExecutor through ray.remote(StepActor)."""
 
     def __init__(self, name: str, repo: str, slot_index: int, coordinator_node_id: str, image_root: str = "") -> None:
@@ -85,7 +81,7 @@ class StepActor:
             clean_for = repo
         self._slot = WorkerSlot(name=name, gpus=_gpu_ids(), worktree=worktree, node=socket.gethostname())
         self._image_host = RayImageHost(self._slot, self._node_id)  # a venv image's test runs in its interpreter
-        self._image_root = Path(image_root) if image_root else None
+        ImageHolder.__init__(self, Path(image_root) if image_root else None)
         self._runner = StepRunner(
             self._slot, clean_for=clean_for, image_root=self._image_root, image_host=self._image_host
         )
@@ -112,14 +108,6 @@ class StepActor:
             if step_id == self._running:
                 self._wake.set()
                 self._image_host.cancel()
-
-    def image_offer(self, image_id: str) -> ImageOffer | None:
-        """The image, where this node holds it ready (asked by another node's step; the "images" group)."""
-        return CacheHolder(ImageCache(self._image_root)).offer(image_id)
-
-    def image_chunks(self, image_id: str) -> Iterator[bytes]:
-        """The image as a tar stream, for another node to copy (a streaming call in the "images" group)."""
-        yield from CacheHolder(ImageCache(self._image_root)).chunks(image_id)
 
     def run(self, request: StepRequest, image_peer: Any = None) -> StepOutcome:
         """image_peer: the actor of a slot on a node that holds the step's image (copied from there, not built)."""

@@ -32,7 +32,7 @@ try:
     import ray
     from ray import exceptions as ray_errors
 
-    from workers.ray_actor import CONTROL_GROUP, ActorInfo, StepActor, StepOutcome
+    from workers.ray_actor import ActorInfo, StepActor, StepOutcome
     from workers.ray_cluster import (
         CPUS_PER_SLOT,
         RayHold,
@@ -44,7 +44,7 @@ try:
         release,
         resolve_gpus_per_step,
     )
-    from workers.ray_image_peer import IMAGES_GROUP
+    from workers.ray_image_peer import CONTROL_GROUP, IMAGES_GROUP
 except ImportError as exc:
     raise ExecutorError(f"--executor ray needs Ray ({exc}): pip install 'gpu-bisect[ray]'") from None
 
