@@ -46,6 +46,7 @@ from bisector.analysis.tuning_files import (
     TUNING_SUFFIXES,
     TuningFileError,
     TuningTree,
+    diff_large_yaml_file,
     diff_tuning_file,
     load_tuning_file,
 )
@@ -324,6 +325,8 @@ class _FileAnalysis:
             return self._python_rows(self._parsed(old, new, _parse_python))
         if language == "cmake":
             return cmake_target_rows(self.path, *self._parsed(old, new, _decode))
+        if language == "tuning" and (rows := diff_large_yaml_file(self.path, old, new)) is not None:
+            return rows
         if language in ("tuning", "json data"):
             loaded_as = self.path if language == "tuning" else f"{self.path}.json"
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(loaded_as, data)))

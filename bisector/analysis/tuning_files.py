@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import yaml
 
 from bisector.analysis.csv_tables import CsvError, CsvTable, diff_csv, load_csv
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.values import Leaf, Mapping, Node, diff_values, render, sequence
+from bisector.analysis.values import Change, Leaf, Mapping, Node, diff_values, render, sequence
 from bisector.analysis.yaml_documents import load_yaml_documents
+from bisector.analysis.yaml_regions import diff_large_yaml
 
 TUNING_SUFFIXES = (".json", ".yaml", ".yml", ".toml", ".csv")
 TuningTree = Node | CsvTable
@@ -40,9 +41,30 @@ def load_tuning_file(path: str, text: str) -> TuningTree:
 
 def diff_tuning_file(path: str, before: TuningTree | None, after: TuningTree | None) -> list[Finding]:
     if isinstance(before, CsvTable) or isinstance(after, CsvTable):
-        changes = diff_csv(_table(before), _table(after))
-    else:
-        changes = diff_values(before, after)
+        return _rows(path, diff_csv(_table(before), _table(after)))
+    return _rows(path, diff_values(before, after))
+
+
+def diff_large_yaml_file(path: str, before: bytes | None, after: bytes | None) -> list[Finding] | None:
+    """The rows of two versions of a large YAML tuning file, parsing only the parts that differ (yaml_regions);
+    None where that does not apply: the caller parses both whole (load_tuning_file, diff_tuning_file) and says
+    why a file it cannot read does not parse."""
+    if before is None or after is None or not path.lower().endswith((".yaml", ".yml")):
+        return None
+    try:
+        changes = diff_large_yaml(before.decode("utf-8"), after.decode("utf-8"), parse_yaml_part)
+    except UnicodeDecodeError:
+        return None
+    return None if changes is None else _rows(path, changes)
+
+
+def parse_yaml_part(text: str) -> Node:
+    """One YAML node's text (a part of a file) as its tree in the whole file's."""
+    documents = load_yaml_documents(text)
+    return to_node(documents[0] if documents else None)
+
+
+def _rows(path: str, changes: Iterable[Change]) -> list[Finding]:
     return [
         Finding(
             kind=FindingKind.TUNING_FILE,
