@@ -50,7 +50,7 @@ from bisector.analysis.launch_calls import (
     tile_positionals,
     torch_op,
 )
-from bisector.analysis.launch_sites import LaunchSite, pair_launches
+from bisector.analysis.launch_sites import LaunchSite, pair_launches, same_argument
 from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
@@ -224,7 +224,7 @@ class _Walker:
         if gate.category == "env":  # an env gate row (env_gates.py); module-level ones gate other functions' ifs
             return
         self.gates[function].update(dict.fromkeys(names, gate))
-        unread = function in self.defs and "." not in "".join(names)
+        unread = function in self.defs and all(name.isidentifier() for name in names)  # not self.x, caps["x"]
         unread = unread and loaded_names(self.defs[function]).isdisjoint(names)
         branch = Branch(function, gate.text, gate.category, node.lineno, unread=unread)
         self.scan.branches.setdefault(function, []).append(branch)
@@ -270,7 +270,9 @@ class _Walker:
         if function not in self.assigned and function in self.defs:
             self.assigned[function] = assignments(self.defs[function])
         arguments = resolved(arguments, self.assigned.get(function, {}))
-        self.scan.launches.append(LaunchSite(function, kernel, occurrence, arguments, condition, call.lineno))
+        positionals = tuple(short_text(ast.unparse(argument)) for argument in call.args)
+        site = LaunchSite(function, kernel, occurrence, arguments, condition, call.lineno, positionals)
+        self.scan.launches.append(site)
 
 
 def _device_code(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -315,7 +317,9 @@ def _launch_rows(path: str, old: list[LaunchSite], new: list[LaunchSite]) -> lis
             rows.append(_launch(path, site, "launch", _call_text(was), _call_text(now), detail))
             continue
         for name in [*was.arguments, *(n for n in now.arguments if n not in was.arguments)]:
-            if was.arguments.get(name) != now.arguments.get(name):
+            if was.moved(now, name) or now.moved(was, name):
+                continue
+            if not same_argument(was.arguments.get(name), now.arguments.get(name)):
                 rows.append(_launch(path, site, name, was.arguments.get(name), now.arguments.get(name), detail))
         if was.condition != now.condition:
             rows.append(_launch(path, site, "condition", was.condition or "always", now.condition or "always", detail))

@@ -19,6 +19,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, function_info, record_fields
 from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
 from bisector.analysis.local_tables import local_tables
+from bisector.analysis.renamed_entries import without_renamed_keys, without_renames
 from bisector.analysis.top_level import Unchanged, same_methods, same_top_level
 from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render
 
@@ -108,8 +109,9 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
         new = {
             name: entry for name, entry in new.items() if name not in env_names and (name in old or name not in fields)
         }
-    old, new = _without_renames(old, new)
+    old, new = without_renames(old, new)
     findings = _without_aliases(diff_entries(path, old, new))
+    findings = without_renamed_keys(findings, before.functions if before else {}, after.functions if after else {})
     logic = dispatch_logic_rows(
         path, before.functions if before else {}, after.functions if after else {}, set(old) | set(new)
     )
@@ -140,38 +142,6 @@ def _without_aliases(findings: list[Finding]) -> list[Finding]:
         if f.kind is FindingKind.AUTOTUNE_CONFIG
         or not any(text and text.startswith(f"{other} (") for other in named - {f.name} for text in (f.before, f.after))
     ]
-
-
-def _without_renames(
-    old: dict[str, tuple[FindingKind, Node]], new: dict[str, tuple[FindingKind, Node]]
-) -> tuple[dict[str, tuple[FindingKind, Node]], dict[str, tuple[FindingKind, Node]]]:
-    """A decorator entry that only moved to a renamed function (proprocess@triton.autotune ->
-    preprocess@triton.autotune, the same configs) is no change: both sides are left out."""
-    added = {name: entry for name, entry in new.items() if name not in old and "@" in name}
-    renamed: set[str] = set()
-    for name, (kind, value) in old.items():
-        if name in new or "@" not in name:
-            continue
-        decorator = name.split("@", 1)[1]
-        match = next(
-            (
-                other
-                for other, (other_kind, other_value) in added.items()
-                if other.split("@", 1)[1] == decorator
-                and other_kind is kind
-                and other_value.canonical == value.canonical
-            ),
-            None,
-        )
-        if match is not None:
-            renamed.update((name, match))
-            del added[match]
-    if not renamed:
-        return old, new
-    return (
-        {name: entry for name, entry in old.items() if name not in renamed},
-        {name: entry for name, entry in new.items() if name not in renamed},
-    )
 
 
 class _Scanner:
@@ -312,7 +282,7 @@ class _Scanner:
 _TEST_DATA = re.compile(r"(^|_)TESTS?(_|$)", re.I)
 
 # A function that builds a tuning space by its name: get_autotune_config, get_all_configs, tuned_params.
-_TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic", re.I)
+_TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic|dispatch", re.I)
 
 
 def _parameter_defaults(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, ast.expr]]:
