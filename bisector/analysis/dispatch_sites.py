@@ -50,7 +50,7 @@ from bisector.analysis.launch_calls import (
     tile_positionals,
     torch_op,
 )
-from bisector.analysis.launch_sites import LaunchSite, pair_launches, same_argument
+from bisector.analysis.launch_sites import LaunchSite, launch_rows
 from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
@@ -69,6 +69,7 @@ class Branch:
     two_way: bool = False  # an if with an else: it picks one of two paths
     core: str = ""  # the test without its None checks, as the versions are compared ("" when the same as test)
     unread: bool = False  # kept in a local no code reads: no row where it comes or goes, nothing changes it
+    rejects: bool = False  # an if without else that only raises: a new or dropped one checks input, picks no path
 
     @property
     def compared(self) -> str:
@@ -137,8 +138,9 @@ class _Walker:
         elif isinstance(node, ast.If):
             guards = partial(self._guards, function, node, method_owner(prefix))
             test = self._branch(
-                function, node.test, chooses=chooses_implementation(node), guards=guards, two_way=bool(node.orelse)
-            )
+                function, node.test, chooses=chooses_implementation(node), guards=guards, two_way=bool(node.orelse),
+                rejects=_rejects_only(node),
+            )  # fmt: skip
             self.body(node.body, prefix, function, (*conditions, test))
             self.body(node.orelse, prefix, function, (*conditions, f"not ({test})"))
         else:
@@ -175,7 +177,7 @@ class _Walker:
     def _branch(
         self, function: str, test: ast.expr, *, returned: bool = False, chooses: bool = False,
         guards: Callable[[], bool] | None = None, chosen: Callable[[], str | None] | None = None,
-        two_way: bool = False,
+        two_way: bool = False, rejects: bool = False,
     ) -> str:  # fmt: skip
         """Record the condition; returns its text. chooses: its branches set the implementation (a backend choice
         whatever it tests); guards: they set launch inputs or launch different kernels (reach.py); chosen: the
@@ -188,7 +190,9 @@ class _Walker:
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
             return short_text(text)
         core = " ".join(without_none_checks(test).split()) if isinstance(test, ast.BoolOp) else ""
-        branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned, two_way, core)
+        branch = Branch(
+            function, " ".join(text.split()), category, test.lineno, meaning, returned, two_way, core, rejects=rejects
+        )
         branches = self.scan.branches.setdefault(function, [])
         if not category and function in self.defs and (guards or chosen):
             resolve = chosen or (lambda: "" if guards and guards() else None)
@@ -275,6 +279,17 @@ class _Walker:
         self.scan.launches.append(site)
 
 
+def _rejects_only(node: ast.If) -> bool:
+    """An if without else whose body only raises: a check of the caller's input (`if n % 128: raise ValueError`)."""
+    return not node.orelse and all(isinstance(statement, ast.Raise) for statement in node.body)
+
+
+def _checks_size(branch: Branch) -> bool:
+    """A size check of the caller's input (`if n % block != 0: raise ValueError(...)`); not a platform, arch or env
+    check that raises, which says where the code can run."""
+    return branch.rejects and branch.category == "shape"
+
+
 def _device_code(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """A Triton kernel (@triton.jit): its branches choose nothing a launch does not. Not a CuTe DSL @cute.jit, whose
     host functions choose the kernel."""
@@ -291,7 +306,7 @@ def diff_sites(path: str, before: SiteScan | None, after: SiteScan | None) -> li
     whole = {(f.name, f.after or f.before) for f in branches if f.before is None or f.after is None}
     launches = [
         f
-        for f in _launch_rows(path, old.launches, new.launches)
+        for f in launch_rows(path, old.launches, new.launches)
         if not (f.key == "launch" and any(_led_by(f, function, test) for function, test in whole))
     ]
     return [*launches, *branches]
@@ -305,35 +320,6 @@ def _led_by(row: Finding, function: str, test: str | None) -> bool:
         and detail.startswith(f"in {function}; when ")
         and (detail.endswith(f"when {test}") or detail.endswith(f" and {test}"))
     )
-
-
-def _launch_rows(path: str, old: list[LaunchSite], new: list[LaunchSite]) -> list[Finding]:
-    rows: list[Finding] = []
-    for was, now in pair_launches(old, new):
-        site = now or was
-        assert site is not None
-        detail = f"in {site.function}" + (f"; when {site.condition}" if site.condition else "")
-        if was is None or now is None:
-            rows.append(_launch(path, site, "launch", _call_text(was), _call_text(now), detail))
-            continue
-        for name in [*was.arguments, *(n for n in now.arguments if n not in was.arguments)]:
-            if was.moved(now, name) or now.moved(was, name):
-                continue
-            if not same_argument(was.arguments.get(name), now.arguments.get(name)):
-                rows.append(_launch(path, site, name, was.arguments.get(name), now.arguments.get(name), detail))
-        if was.condition != now.condition:
-            rows.append(_launch(path, site, "condition", was.condition or "always", now.condition or "always", detail))
-    return rows
-
-
-def _call_text(site: LaunchSite | None) -> str | None:
-    if site is None:
-        return None
-    return ", ".join(f"{name}={value}" for name, value in site.arguments.items()) or "()"
-
-
-def _launch(path: str, site: LaunchSite, key: str, before: str | None, after: str | None, detail: str) -> Finding:
-    return Finding(FindingKind.LAUNCH_PARAM, path, site.kernel, key, before, after, site.line, detail)
 
 
 def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Branch]]) -> list[Finding]:
@@ -350,6 +336,8 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
             added = [b for b in now[j1:j2] if after_tests.count(b.compared) > before_tests.count(b.compared)]
             removed = [b for b in removed if _rechosen(b, now) and not b.unread]
             added = [b for b in added if _rechosen(b, was) and not b.unread]
+            if len(removed) != len(added):  # a size check of the input added or dropped, not one changed
+                removed, added = [b for b in removed if not _checks_size(b)], [b for b in added if not _checks_size(b)]
             if function not in old or function not in new:  # a new or dropped predicate shows where it is called
                 removed, added = [b for b in removed if _alone(b)], [b for b in added if _alone(b)]
                 if ".<locals>." in function and function.rsplit(".<locals>.", 1)[0] in old.keys() & new.keys():

@@ -1,9 +1,12 @@
-"""Where a kernel is launched from Python (dispatch_sites.py's scan), and how two versions' launch sites pair up."""
+"""Where a kernel is launched from Python (dispatch_sites.py's scan), how two versions' launch sites pair up, and
+the rows for what differs between them."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from bisector.analysis.findings import Finding, FindingKind
 
 _ARGUMENT_KEY = re.compile(r"^(arg\d+|grid)$")  # the keys of a torch op's positional arguments and of a grid
 # Tensor methods that give the same values in another layout or view: `x.view(-1, k)` and `x.reshape(-1, k)`, or
@@ -48,7 +51,7 @@ def _passed(value: str) -> str:
     return value.split(" (= ", 1)[0]
 
 
-def same_argument(before: str | None, after: str | None) -> bool:
+def _same_argument(before: str | None, after: str | None) -> bool:
     """Two texts of one launch argument that pass the same values (a view taken as a reshape, a copy made
     contiguous)."""
     if before is None or after is None:
@@ -84,3 +87,34 @@ def pair_launches(old: list[LaunchSite], new: list[LaunchSite]) -> list[tuple[La
 def renamed_kernel(old: LaunchSite, new: LaunchSite) -> bool:
     """The same call of a renamed kernel: same caller, arguments and condition."""
     return (old.function, old.arguments, old.condition) == (new.function, new.arguments, new.condition)
+
+
+def launch_rows(path: str, old: list[LaunchSite], new: list[LaunchSite]) -> list[Finding]:
+    """Rows for the launch arguments (and launch conditions) that differ between two versions' sites, and for
+    sites added or removed."""
+    rows: list[Finding] = []
+    for was, now in pair_launches(old, new):
+        site = now or was
+        assert site is not None
+        detail = f"in {site.function}" + (f"; when {site.condition}" if site.condition else "")
+        if was is None or now is None:
+            rows.append(_launch(path, site, "launch", _call_text(was), _call_text(now), detail))
+            continue
+        for name in [*was.arguments, *(n for n in now.arguments if n not in was.arguments)]:
+            if was.moved(now, name) or now.moved(was, name):
+                continue
+            if not _same_argument(was.arguments.get(name), now.arguments.get(name)):
+                rows.append(_launch(path, site, name, was.arguments.get(name), now.arguments.get(name), detail))
+        if was.condition != now.condition:
+            rows.append(_launch(path, site, "condition", was.condition or "always", now.condition or "always", detail))
+    return rows
+
+
+def _call_text(site: LaunchSite | None) -> str | None:
+    if site is None:
+        return None
+    return ", ".join(f"{name}={value}" for name, value in site.arguments.items()) or "()"
+
+
+def _launch(path: str, site: LaunchSite, key: str, before: str | None, after: str | None, detail: str) -> Finding:
+    return Finding(FindingKind.LAUNCH_PARAM, path, site.kernel, key, before, after, site.line, detail)

@@ -281,8 +281,9 @@ class _Scanner:
 # Values kept for the tests (_TEST_K, TEST_SHAPES): they choose nothing in the library.
 _TEST_DATA = re.compile(r"(^|_)TESTS?(_|$)", re.I)
 
-# A function that builds a tuning space by its name: get_autotune_config, get_all_configs, tuned_params.
-_TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic|dispatch", re.I)
+# A function that builds a tuning space by its name: get_autotune_config, get_all_configs, tuned_params; or a kernel
+# dispatch map (_init_kernels_dispatch), or the list of kernels a generator writes (list_large_kernels).
+_TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic|dispatch|kernels$", re.I)
 
 
 def _parameter_defaults(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, ast.expr]]:

@@ -37,9 +37,9 @@ _OUTPUT_CALL = re.compile(
 )
 _CAST = re.compile(r"^(half|float|bfloat16|double|to|type|contiguous)$")  # x = x.half(): the same kernel runs on x
 _OUTPUT_OWNER = re.compile(r"^_?(log|logger|logging|warnings|std(out|err)|console)$", re.I)
-# A build script (setup.py, build_ext.py) runs as __main__ when the package is built: its main block chooses what
-# is compiled.
-_BUILD_SCRIPT = re.compile(r"(^|/)(setup|build)\w*\.py$")
+# A build script (setup.py, build_ext.py) or a kernel generator (kernel-generator.py, generate_kernels.py,
+# gen_instances.py) runs as __main__ when the package is built: its main block chooses what is compiled.
+_BUILD_SCRIPT = re.compile(r"(^|/)(setup|build|[\w-]*generat|gen_)[\w-]*\.py$")
 _JUDGED = frozenset(
     {
         FindingKind.CONSTANT,

@@ -1,7 +1,9 @@
 """Python rows of the thirteenth round on real git histories: what keeps every value is no row (a launch argument
 moved between position and keyword, the autotune key renamed with the kernel parameter it names, a view of a
 tensor taken as a reshape), and choices written in a kernel generator's own style are rows (a camelCase `useX`
-flag set under a condition, the GPU's ISA tested, a condition kept in a named entry of a capabilities dict)."""
+flag set under a condition, the GPU's ISA tested, a condition kept in a named entry of a capabilities dict, the
+kernel list of a generator script, a dispatch map built in a function); a size check that raises, added or dropped,
+is no row."""
 
 from __future__ import annotations
 
@@ -180,3 +182,76 @@ def test_a_kernel_dispatch_map_built_in_a_function_is_a_table(history: History) 
     assert _rows(history, sha) == [
         ("table_entry", "ColoAttention._init_kernels_dispatch.<locals>.half_dispatch_map", "['padded']")
     ]
+
+
+DMOE_PY = """\
+import torch
+
+
+class ParallelMLP(torch.nn.Module):
+    def __init__(self, ffn_hidden_size, blocking):
+        super().__init__()
+        self.ffn_hidden_size = ffn_hidden_size
+        self.blocking = blocking
+
+    def topology(self, x, padded_bins):
+        blocks_per_row = self.ffn_hidden_size // self.blocking
+        if x.shape[0] > 4096:
+            return self.large_topology(x, padded_bins, blocks_per_row)
+        return self.small_topology(x, padded_bins, blocks_per_row)
+"""
+
+
+def test_a_size_check_that_raises_added_is_no_row_but_one_changed_is(history: History) -> None:
+    history.commit("dmoe", {"pkg/dmoe.py": DMOE_PY})
+    checked = DMOE_PY.replace(
+        "        blocks_per_row = ",
+        "        if self.ffn_hidden_size % self.blocking != 0:\n"
+        '            raise ValueError("ffn_hidden_size must be a multiple of blocking")\n'
+        "        blocks_per_row = ",
+    )
+    sha = history.commit("refuse ragged ffn sizes", {"pkg/dmoe.py": checked})
+    assert _rows(history, sha) == []
+
+    sha = history.commit("blocks of two", {"pkg/dmoe.py": checked.replace("% self.blocking", "% (2 * self.blocking)")})
+    assert _rows(history, sha) == [("branch_condition", "ParallelMLP.topology", "shape condition")]
+
+    platform = checked.replace(
+        '            raise ValueError("ffn_hidden_size',
+        '            raise ValueError("ffn_hidden_size")\n        if torch.version.hip is not None:\n'
+        '            raise RuntimeError("ffn_hidden_size',
+    )
+    sha = history.commit("no ROCm", {"pkg/dmoe.py": platform})
+    assert _rows(history, sha) == [("branch_condition", "ParallelMLP.topology", "arch condition")]
+
+
+GENERATOR_PY = """\
+from collections import namedtuple
+
+NS = namedtuple("NS", "length factors workgroup_size")
+
+
+def list_large_kernels():
+    sbcc_kernels = [
+        NS(length=192, factors=[8, 6, 4], workgroup_size=128),
+        NS(length=200, factors=[8, 5, 5], workgroup_size=128),
+    ]
+    return sbcc_kernels
+
+
+def generate(kernels):
+    for kernel in kernels:
+        print(f"__global__ void fft_{kernel.length}();")
+
+
+if __name__ == "__main__":
+    generate(list_large_kernels())
+"""
+
+
+def test_the_kernel_list_of_a_kernel_generator_script_is_a_table(history: History) -> None:
+    history.commit("generator", {"library/src/device/kernel-generator.py": GENERATOR_PY})
+    changed = GENERATOR_PY.replace("factors=[8, 5, 5]", "factors=[5, 8, 5]")
+    sha = history.commit("tweak factors for length 200", {"library/src/device/kernel-generator.py": changed})
+
+    assert _rows(history, sha) == [("table_entry", "list_large_kernels.<locals>.sbcc_kernels", "")]
