@@ -284,6 +284,15 @@ def _rejects_only(node: ast.If) -> bool:
     return not node.orelse and all(isinstance(statement, ast.Raise) for statement in node.body)
 
 
+def _without_new_size_checks(removed: list[Branch], added: list[Branch]) -> tuple[list[Branch], list[Branch]]:
+    """Less the size checks of the input added or dropped: those on one side beyond the ones the other side has in
+    their place (a check changed stays a row)."""
+    old_checks, new_checks = [b for b in removed if _checks_size(b)], [b for b in added if _checks_size(b)]
+    paired = min(len(old_checks), len(new_checks))
+    extra = {id(b) for b in (*old_checks[paired:], *new_checks[paired:])}
+    return [b for b in removed if id(b) not in extra], [b for b in added if id(b) not in extra]
+
+
 def _checks_size(branch: Branch) -> bool:
     """A size check of the caller's input (`if n % block != 0: raise ValueError(...)`); not a platform, arch or env
     check that raises, which says where the code can run."""
@@ -336,8 +345,7 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
             added = [b for b in now[j1:j2] if after_tests.count(b.compared) > before_tests.count(b.compared)]
             removed = [b for b in removed if _rechosen(b, now) and not b.unread]
             added = [b for b in added if _rechosen(b, was) and not b.unread]
-            if len(removed) != len(added):  # a size check of the input added or dropped, not one changed
-                removed, added = [b for b in removed if not _checks_size(b)], [b for b in added if not _checks_size(b)]
+            removed, added = _without_new_size_checks(removed, added)
             if function not in old or function not in new:  # a new or dropped predicate shows where it is called
                 removed, added = [b for b in removed if _alone(b)], [b for b in added if _alone(b)]
                 if ".<locals>." in function and function.rsplit(".<locals>.", 1)[0] in old.keys() & new.keys():

@@ -33,6 +33,7 @@ class PythonScan:
     env_names: frozenset[str] = frozenset()  # string constants that name an env variable a read uses
     fields: frozenset[str] = frozenset()  # "Class.field" of dataclass-like classes: defaults of instance fields
     conditional: frozenset[str] = frozenset()  # tables chosen by a condition: NUM_WARPS = [2] if HOPPER else [4]
+    classes: frozenset[str] = frozenset()  # the module's classes, nested ones qualified ("Outer.Inner")
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def scan_python(
     scanner.scan_body(tree.body, prefix="", env={})
     gates, env_names = scan_env_gates(tree, parsed if parsed.numbered else None, env_memo)
     sites, fields, conditional = scan_sites(tree, *unchanged), frozenset(scanner.fields), frozenset(scanner.conditional)
-    return PythonScan(scanner.entries, scanner.functions, sites, gates, env_names, fields, conditional)
+    classes = frozenset(scanner.classes)
+    return PythonScan(scanner.entries, scanner.functions, sites, gates, env_names, fields, conditional, classes)
 
 
 def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) -> list[Finding]:
@@ -110,6 +112,8 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
             name: entry for name, entry in new.items() if name not in env_names and (name in old or name not in fields)
         }
     old, new = without_renames(old, new)
+    if before is not None and after is not None:
+        old = _without_dropped_classes(old, before.classes - after.classes)
     findings = _without_aliases(diff_entries(path, old, new))
     findings = without_renamed_keys(findings, before.functions if before else {}, after.functions if after else {})
     logic = dispatch_logic_rows(
@@ -123,6 +127,14 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     named |= {f.detail.removeprefix("in ").split(";")[0] for f in sites if f.kind is FindingKind.LAUNCH_PARAM}
     named |= {function for row in gates for function in reading_functions(row)}
     return findings + sites + gates + [f for f in logic if f.name not in named]
+
+
+def _without_dropped_classes(
+    old: dict[str, tuple[FindingKind, Node]], gone: frozenset[str]
+) -> dict[str, tuple[FindingKind, Node]]:
+    """Less the tables of a class the commit removes whole (a kernel loader dropped with its REGISTRY): its users
+    had to change too, and their rows show what now runs instead."""
+    return {name: entry for name, entry in old.items() if name.rpartition(".")[0] not in gone}
 
 
 def _flags(entries: dict[str, tuple[FindingKind, Node]]) -> frozenset[str]:
@@ -151,6 +163,7 @@ class _Scanner:
         self.conditional: set[str] = set()
         self.entries: dict[str, tuple[FindingKind, Node]] = {}
         self.functions: dict[str, FunctionInfo] = {}
+        self.classes: set[str] = set()
 
     def scan_body(
         self, body: list[ast.stmt], prefix: str, env: dict[str, Node], fields: frozenset[str] = frozenset()
@@ -159,6 +172,7 @@ class _Scanner:
             if isinstance(statement, ast.Assign | ast.AnnAssign):
                 self._assignment(statement, prefix, env)
             elif isinstance(statement, ast.ClassDef) and not _is_enum(statement):
+                self.classes.add(prefix + statement.name)
                 class_env = dict(env)
                 fields = record_fields(statement)
                 self.fields.update(f"{prefix}{statement.name}.{name}" for name in fields)

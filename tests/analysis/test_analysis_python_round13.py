@@ -3,7 +3,7 @@ moved between position and keyword, the autotune key renamed with the kernel par
 tensor taken as a reshape), and choices written in a kernel generator's own style are rows (a camelCase `useX`
 flag set under a condition, the GPU's ISA tested, a condition kept in a named entry of a capabilities dict, the
 kernel list of a generator script, a dispatch map built in a function); a size check that raises, added or dropped,
-is no row."""
+and the tables of a class removed whole are no rows."""
 
 from __future__ import annotations
 
@@ -213,10 +213,11 @@ def test_a_size_check_that_raises_added_is_no_row_but_one_changed_is(history: Hi
     sha = history.commit("refuse ragged ffn sizes", {"pkg/dmoe.py": checked})
     assert _rows(history, sha) == []
 
-    sha = history.commit("blocks of two", {"pkg/dmoe.py": checked.replace("% self.blocking", "% (2 * self.blocking)")})
+    pairs = checked.replace("% self.blocking", "% (2 * self.blocking)")
+    sha = history.commit("blocks of two", {"pkg/dmoe.py": pairs})
     assert _rows(history, sha) == [("branch_condition", "ParallelMLP.topology", "shape condition")]
 
-    platform = checked.replace(
+    platform = pairs.replace(
         '            raise ValueError("ffn_hidden_size',
         '            raise ValueError("ffn_hidden_size")\n        if torch.version.hip is not None:\n'
         '            raise RuntimeError("ffn_hidden_size',
@@ -255,3 +256,28 @@ def test_the_kernel_list_of_a_kernel_generator_script_is_a_table(history: Histor
     sha = history.commit("tweak factors for length 200", {"library/src/device/kernel-generator.py": changed})
 
     assert _rows(history, sha) == [("table_entry", "list_large_kernels.<locals>.sbcc_kernels", "")]
+
+
+LOADER_PY = """\
+class KernelLoader:
+    REGISTRY = []
+
+
+class FlashAttentionLoader(KernelLoader):
+    REGISTRY = ["FlashAttentionNpuExtension", "FlashAttentionDaoCudaExtension", "FlashAttentionSdpaCudaExtension"]
+
+
+class FlashAttentionWithPaddingMaskLoader(KernelLoader):
+    REGISTRY = ["FlashAttentionNpuExtension", "FlashAttentionDaoCudaExtension"]
+"""
+
+
+def test_the_tables_of_a_class_removed_whole_are_no_rows_but_a_kept_class_s_are(history: History) -> None:
+    history.commit("loaders", {"pkg/kernel_loader.py": LOADER_PY})
+    dropped = LOADER_PY[: LOADER_PY.index("\n\nclass FlashAttentionWithPaddingMaskLoader")] + "\n"
+    sha = history.commit("padded masks by the plain loader", {"pkg/kernel_loader.py": dropped})
+    assert _rows(history, sha) == []
+
+    trimmed = dropped.replace(', "FlashAttentionSdpaCudaExtension"', "")
+    sha = history.commit("no SDPA", {"pkg/kernel_loader.py": trimmed})
+    assert _rows(history, sha) == [("table_entry", "FlashAttentionLoader.REGISTRY", "")]
