@@ -3,7 +3,7 @@ moved between position and keyword, the autotune key renamed with the kernel par
 tensor taken as a reshape), and choices written in a kernel generator's own style are rows (a camelCase `useX`
 flag set under a condition, the GPU's ISA tested, a condition kept in a named entry of a capabilities dict, the
 kernel list of a generator script, a dispatch map built in a function); a size check that raises, added or dropped,
-and the tables of a class removed whole are no rows."""
+the tables of a class removed whole, and a condition that only reshapes a tensor in place are no rows."""
 
 from __future__ import annotations
 
@@ -281,3 +281,30 @@ def test_the_tables_of_a_class_removed_whole_are_no_rows_but_a_kept_class_s_are(
     trimmed = dropped.replace(', "FlashAttentionSdpaCudaExtension"', "")
     sha = history.commit("no SDPA", {"pkg/kernel_loader.py": trimmed})
     assert _rows(history, sha) == [("table_entry", "FlashAttentionLoader.REGISTRY", "")]
+
+
+TRANSPOSE_PY = """\
+import torch
+
+
+def sparse_transpose(nnz_per_column, column_indices):
+    offsets = torch.cumsum(nnz_per_column, 0)
+    return ops.transpose(offsets, column_indices)
+"""
+
+
+def test_a_condition_that_only_reshapes_a_tensor_in_place_is_no_row(history: History) -> None:
+    history.commit("transpose", {"pkg/dmoe.py": TRANSPOSE_PY})
+    changed = TRANSPOSE_PY.replace(
+        "    offsets = ",
+        "    if nnz_per_column.dim() == 0:\n        nnz_per_column = nnz_per_column.unsqueeze(0)\n    offsets = ",
+    )
+    sha = history.commit("one block column", {"pkg/dmoe.py": changed})
+    assert _rows(history, sha) == []
+
+    sha = history.commit("back", {"pkg/dmoe.py": TRANSPOSE_PY})
+    assert _rows(history, sha) == []
+
+    chosen = changed.replace("nnz_per_column.unsqueeze(0)", "nnz_per_column.new_ones(4)")
+    sha = history.commit("four columns", {"pkg/dmoe.py": chosen})
+    assert _rows(history, sha) == [("branch_condition", "sparse_transpose", "shape condition")]
