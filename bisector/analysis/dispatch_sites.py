@@ -55,6 +55,9 @@ from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, lau
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
 
+# A function that builds or picks kernel configs (gemm_rcr_config, get_tuning_space, pick_heuristic): each of its
+# conditions chooses a config, whatever it tests. Not an autotune pruner, whose changes autotune_pruners.py shows.
+_CONFIG_FUNCTION = re.compile(r"^(?!.*prune).*(config|tune|tuning|heuristic)", re.I)
 _CHOICE = re.compile(r" = \.\.\. if (.*) else \.\.\.$")  # reach.launch_flow's text of a launch input's choice
 
 
@@ -187,6 +190,7 @@ class _Walker:
         meaning = "; ".join(gate.text for gate in gates_read(test, gates))
         text = ast.unparse(test)
         category = condition_category(test, gates, text) or ("backend" if chooses else "")
+        category = category or ("config" if _CONFIG_FUNCTION.search(function.rsplit(".", 1)[-1]) else "")
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
             return short_text(text)
         core = " ".join(without_none_checks(test).split()) if isinstance(test, ast.BoolOp) else ""

@@ -308,3 +308,30 @@ def test_a_condition_that_only_reshapes_a_tensor_in_place_is_no_row(history: His
     chosen = changed.replace("nnz_per_column.unsqueeze(0)", "nnz_per_column.new_ones(4)")
     sha = history.commit("four columns", {"pkg/dmoe.py": chosen})
     assert _rows(history, sha) == [("branch_condition", "sparse_transpose", "shape condition")]
+
+
+GEMM_PY = """\
+def gemm_rcr_config(func_attrs, dtype="float16"):
+    make_fproc(func_attrs, "rcr")
+    for op in func_attrs["op_instance"].values():
+        op.alignment = 8
+
+
+def gemm_rcr_names(func_attrs):
+    for op in func_attrs["op_instance"].values():
+        op.name = op.procedural_name()
+"""
+
+
+def test_a_condition_of_a_function_that_builds_kernel_configs_is_a_row_whatever_it_tests(history: History) -> None:
+    history.commit("gemm", {"pkg/gemm_rcr.py": GEMM_PY})
+    changed = GEMM_PY.replace(
+        "        op.alignment = 8\n",
+        "        op.alignment = 8\n        if op.gemm_kind == GemmKind.Universal3x:\n            op.c_element = None\n",
+    ).replace(
+        "        op.name = op.procedural_name()\n",
+        "        if op.gemm_kind == GemmKind.Universal3x:\n            op.name = op.procedural_name()\n",
+    )
+    sha = history.commit("no residual in SM90 kernels", {"pkg/gemm_rcr.py": changed})
+
+    assert _rows(history, sha) == [("branch_condition", "gemm_rcr_config", "config condition")]
