@@ -47,7 +47,9 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"infer_device|device[._]type|\bxpu\b|\bnpu\b|\bmajor\b|\bminor\b|is_[cr]dna\d*|"
             r"(?:nv|cuda|gpu|device|sm|compute)_?cap\b|\bcc\b|\bsm_?(?:cnt|count)s?\b|\bnum_sms\b|"
             r"multi_processor_count|"
-            r"\bsys\.platform\b|\bplatform\.(?:system|machine)\(|\b(?:cuda|xpu|mps|npu|hip|mlu|musa)\.is_available\(",
+            r"\bsys\.platform\b|\bplatform\.(?:system|machine)\(|\b(?:cuda|xpu|mps|npu|hip|mlu|musa)\.is_available\(|"
+            # the GPU's instruction set: isa, isaVersion, CurrentISA (not disable, isAvailable)
+            r"(?-i:(?<![A-Za-z])isa(?![a-z])|(?<![A-Z])ISA(?![A-Z])|(?<=[a-z])Isa(?![a-z]))",
             re.I,
         ),
     ),
@@ -173,11 +175,16 @@ def stored_condition(statement: ast.stmt, gates: Mapping[str, Gate]) -> tuple[li
 
 
 def _stored_name(target: ast.expr) -> str:
-    """`x` or `self.x` (an instance attribute keeps a condition as a local does: `self.can_use_nt = dtype == f16`)."""
+    """`x` or `self.x` (an instance attribute keeps a condition as a local does: `self.can_use_nt = dtype == f16`),
+    or a named entry of a dict (`caps["HasFp8"] = arch >= (9, 4)`: a table of what the device can do)."""
     if isinstance(target, ast.Name):
         return target.id
     if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
         return f"self.{target.attr}"
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name | ast.Attribute):
+        key = target.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return ast.unparse(target)
     return ""
 
 
@@ -268,9 +275,11 @@ def _is_condition(value: ast.expr) -> bool:
     return isinstance(value, ast.Call) and bool(_CONDITION_CALL.match(_last_name(value.func)))
 
 
-# Names that hold which implementation runs: backend = "tir", self.kernel = fast_gemm, use_ipex = True; and, given a
-# string, which named config it runs with: config_name = "mha_block_64".
-_CHOICE_NAMES = re.compile(r"^(\w*_)?(backend|kernel|impl|implementation|algo|algorithm|engine)$|^use_\w+$", re.I)
+# Names that hold which implementation runs: backend = "tir", self.kernel = fast_gemm, use_ipex = True (useIpex in
+# camelCase code: kernel generators); and, given a string, which named config it runs with: config_name = "mha_128".
+_CHOICE_NAMES = re.compile(
+    r"^(\w*_)?(backend|kernel|impl|implementation|algo|algorithm|engine)$|^use_\w+$|^(?-i:use[A-Z])\w*$", re.I
+)
 _CONFIG_NAMES = re.compile(r"config|cfg", re.I)
 
 

@@ -50,11 +50,14 @@ from bisector.analysis.launch_calls import (
     tile_positionals,
     torch_op,
 )
-from bisector.analysis.launch_sites import LaunchSite, pair_launches
+from bisector.analysis.launch_sites import LaunchSite, launch_rows
 from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
 
+# A function that builds or picks kernel configs (gemm_rcr_config, get_tuning_space, pick_heuristic): each of its
+# conditions chooses a config, whatever it tests. Not an autotune pruner, whose changes autotune_pruners.py shows.
+_CONFIG_FUNCTION = re.compile(r"^(?!.*prune).*(config|tune|tuning|heuristic)", re.I)
 _CHOICE = re.compile(r" = \.\.\. if (.*) else \.\.\.$")  # reach.launch_flow's text of a launch input's choice
 
 
@@ -69,6 +72,7 @@ class Branch:
     two_way: bool = False  # an if with an else: it picks one of two paths
     core: str = ""  # the test without its None checks, as the versions are compared ("" when the same as test)
     unread: bool = False  # kept in a local no code reads: no row where it comes or goes, nothing changes it
+    rejects: bool = False  # an if without else that only raises: a new or dropped one checks input, picks no path
 
     @property
     def compared(self) -> str:
@@ -137,8 +141,9 @@ class _Walker:
         elif isinstance(node, ast.If):
             guards = partial(self._guards, function, node, method_owner(prefix))
             test = self._branch(
-                function, node.test, chooses=chooses_implementation(node), guards=guards, two_way=bool(node.orelse)
-            )
+                function, node.test, chooses=chooses_implementation(node), guards=guards, two_way=bool(node.orelse),
+                rejects=_rejects_only(node),
+            )  # fmt: skip
             self.body(node.body, prefix, function, (*conditions, test))
             self.body(node.orelse, prefix, function, (*conditions, f"not ({test})"))
         else:
@@ -175,7 +180,7 @@ class _Walker:
     def _branch(
         self, function: str, test: ast.expr, *, returned: bool = False, chooses: bool = False,
         guards: Callable[[], bool] | None = None, chosen: Callable[[], str | None] | None = None,
-        two_way: bool = False,
+        two_way: bool = False, rejects: bool = False,
     ) -> str:  # fmt: skip
         """Record the condition; returns its text. chooses: its branches set the implementation (a backend choice
         whatever it tests); guards: they set launch inputs or launch different kernels (reach.py); chosen: the
@@ -185,10 +190,13 @@ class _Walker:
         meaning = "; ".join(gate.text for gate in gates_read(test, gates))
         text = ast.unparse(test)
         category = condition_category(test, gates, text) or ("backend" if chooses else "")
+        category = category or ("config" if _CONFIG_FUNCTION.search(function.rsplit(".", 1)[-1]) else "")
         if returned and category == "env":  # a returned env read is an env gate (env_gates.py) already
             return short_text(text)
         core = " ".join(without_none_checks(test).split()) if isinstance(test, ast.BoolOp) else ""
-        branch = Branch(function, " ".join(text.split()), category, test.lineno, meaning, returned, two_way, core)
+        branch = Branch(
+            function, " ".join(text.split()), category, test.lineno, meaning, returned, two_way, core, rejects=rejects
+        )
         branches = self.scan.branches.setdefault(function, [])
         if not category and function in self.defs and (guards or chosen):
             resolve = chosen or (lambda: "" if guards and guards() else None)
@@ -224,7 +232,7 @@ class _Walker:
         if gate.category == "env":  # an env gate row (env_gates.py); module-level ones gate other functions' ifs
             return
         self.gates[function].update(dict.fromkeys(names, gate))
-        unread = function in self.defs and "." not in "".join(names)
+        unread = function in self.defs and all(name.isidentifier() for name in names)  # not self.x, caps["x"]
         unread = unread and loaded_names(self.defs[function]).isdisjoint(names)
         branch = Branch(function, gate.text, gate.category, node.lineno, unread=unread)
         self.scan.branches.setdefault(function, []).append(branch)
@@ -270,7 +278,29 @@ class _Walker:
         if function not in self.assigned and function in self.defs:
             self.assigned[function] = assignments(self.defs[function])
         arguments = resolved(arguments, self.assigned.get(function, {}))
-        self.scan.launches.append(LaunchSite(function, kernel, occurrence, arguments, condition, call.lineno))
+        positionals = tuple(short_text(ast.unparse(argument)) for argument in call.args)
+        site = LaunchSite(function, kernel, occurrence, arguments, condition, call.lineno, positionals)
+        self.scan.launches.append(site)
+
+
+def _rejects_only(node: ast.If) -> bool:
+    """An if without else whose body only raises: a check of the caller's input (`if n % 128: raise ValueError`)."""
+    return not node.orelse and all(isinstance(statement, ast.Raise) for statement in node.body)
+
+
+def _without_new_size_checks(removed: list[Branch], added: list[Branch]) -> tuple[list[Branch], list[Branch]]:
+    """Less the size checks of the input added or dropped: those on one side beyond the ones the other side has in
+    their place (a check changed stays a row)."""
+    old_checks, new_checks = [b for b in removed if _checks_size(b)], [b for b in added if _checks_size(b)]
+    paired = min(len(old_checks), len(new_checks))
+    extra = {id(b) for b in (*old_checks[paired:], *new_checks[paired:])}
+    return [b for b in removed if id(b) not in extra], [b for b in added if id(b) not in extra]
+
+
+def _checks_size(branch: Branch) -> bool:
+    """A size check of the caller's input (`if n % block != 0: raise ValueError(...)`); not a platform, arch or env
+    check that raises, which says where the code can run."""
+    return branch.rejects and branch.category == "shape"
 
 
 def _device_code(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -289,7 +319,7 @@ def diff_sites(path: str, before: SiteScan | None, after: SiteScan | None) -> li
     whole = {(f.name, f.after or f.before) for f in branches if f.before is None or f.after is None}
     launches = [
         f
-        for f in _launch_rows(path, old.launches, new.launches)
+        for f in launch_rows(path, old.launches, new.launches)
         if not (f.key == "launch" and any(_led_by(f, function, test) for function, test in whole))
     ]
     return [*launches, *branches]
@@ -303,33 +333,6 @@ def _led_by(row: Finding, function: str, test: str | None) -> bool:
         and detail.startswith(f"in {function}; when ")
         and (detail.endswith(f"when {test}") or detail.endswith(f" and {test}"))
     )
-
-
-def _launch_rows(path: str, old: list[LaunchSite], new: list[LaunchSite]) -> list[Finding]:
-    rows: list[Finding] = []
-    for was, now in pair_launches(old, new):
-        site = now or was
-        assert site is not None
-        detail = f"in {site.function}" + (f"; when {site.condition}" if site.condition else "")
-        if was is None or now is None:
-            rows.append(_launch(path, site, "launch", _call_text(was), _call_text(now), detail))
-            continue
-        for name in [*was.arguments, *(n for n in now.arguments if n not in was.arguments)]:
-            if was.arguments.get(name) != now.arguments.get(name):
-                rows.append(_launch(path, site, name, was.arguments.get(name), now.arguments.get(name), detail))
-        if was.condition != now.condition:
-            rows.append(_launch(path, site, "condition", was.condition or "always", now.condition or "always", detail))
-    return rows
-
-
-def _call_text(site: LaunchSite | None) -> str | None:
-    if site is None:
-        return None
-    return ", ".join(f"{name}={value}" for name, value in site.arguments.items()) or "()"
-
-
-def _launch(path: str, site: LaunchSite, key: str, before: str | None, after: str | None, detail: str) -> Finding:
-    return Finding(FindingKind.LAUNCH_PARAM, path, site.kernel, key, before, after, site.line, detail)
 
 
 def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Branch]]) -> list[Finding]:
@@ -346,6 +349,7 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
             added = [b for b in now[j1:j2] if after_tests.count(b.compared) > before_tests.count(b.compared)]
             removed = [b for b in removed if _rechosen(b, now) and not b.unread]
             added = [b for b in added if _rechosen(b, was) and not b.unread]
+            removed, added = _without_new_size_checks(removed, added)
             if function not in old or function not in new:  # a new or dropped predicate shows where it is called
                 removed, added = [b for b in removed if _alone(b)], [b for b in added if _alone(b)]
                 if ".<locals>." in function and function.rsplit(".<locals>.", 1)[0] in old.keys() & new.keys():

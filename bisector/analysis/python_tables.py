@@ -19,6 +19,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, function_info, record_fields
 from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
 from bisector.analysis.local_tables import local_tables
+from bisector.analysis.renamed_entries import without_renamed_keys, without_renames
 from bisector.analysis.top_level import Unchanged, same_methods, same_top_level
 from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render
 
@@ -32,6 +33,7 @@ class PythonScan:
     env_names: frozenset[str] = frozenset()  # string constants that name an env variable a read uses
     fields: frozenset[str] = frozenset()  # "Class.field" of dataclass-like classes: defaults of instance fields
     conditional: frozenset[str] = frozenset()  # tables chosen by a condition: NUM_WARPS = [2] if HOPPER else [4]
+    classes: frozenset[str] = frozenset()  # the module's classes, nested ones qualified ("Outer.Inner")
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,8 @@ def scan_python(
     scanner.scan_body(tree.body, prefix="", env={})
     gates, env_names = scan_env_gates(tree, parsed if parsed.numbered else None, env_memo)
     sites, fields, conditional = scan_sites(tree, *unchanged), frozenset(scanner.fields), frozenset(scanner.conditional)
-    return PythonScan(scanner.entries, scanner.functions, sites, gates, env_names, fields, conditional)
+    classes = frozenset(scanner.classes)
+    return PythonScan(scanner.entries, scanner.functions, sites, gates, env_names, fields, conditional, classes)
 
 
 def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) -> list[Finding]:
@@ -108,8 +111,11 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
         new = {
             name: entry for name, entry in new.items() if name not in env_names and (name in old or name not in fields)
         }
-    old, new = _without_renames(old, new)
+    old, new = without_renames(old, new)
+    if before is not None and after is not None:
+        old = _without_dropped_classes(old, before.classes - after.classes)
     findings = _without_aliases(diff_entries(path, old, new))
+    findings = without_renamed_keys(findings, before.functions if before else {}, after.functions if after else {})
     logic = dispatch_logic_rows(
         path, before.functions if before else {}, after.functions if after else {}, set(old) | set(new)
     )
@@ -121,6 +127,14 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     named |= {f.detail.removeprefix("in ").split(";")[0] for f in sites if f.kind is FindingKind.LAUNCH_PARAM}
     named |= {function for row in gates for function in reading_functions(row)}
     return findings + sites + gates + [f for f in logic if f.name not in named]
+
+
+def _without_dropped_classes(
+    old: dict[str, tuple[FindingKind, Node]], gone: frozenset[str]
+) -> dict[str, tuple[FindingKind, Node]]:
+    """Less the tables of a class the commit removes whole (a kernel loader dropped with its REGISTRY): its users
+    had to change too, and their rows show what now runs instead."""
+    return {name: entry for name, entry in old.items() if name.rpartition(".")[0] not in gone}
 
 
 def _flags(entries: dict[str, tuple[FindingKind, Node]]) -> frozenset[str]:
@@ -142,38 +156,6 @@ def _without_aliases(findings: list[Finding]) -> list[Finding]:
     ]
 
 
-def _without_renames(
-    old: dict[str, tuple[FindingKind, Node]], new: dict[str, tuple[FindingKind, Node]]
-) -> tuple[dict[str, tuple[FindingKind, Node]], dict[str, tuple[FindingKind, Node]]]:
-    """A decorator entry that only moved to a renamed function (proprocess@triton.autotune ->
-    preprocess@triton.autotune, the same configs) is no change: both sides are left out."""
-    added = {name: entry for name, entry in new.items() if name not in old and "@" in name}
-    renamed: set[str] = set()
-    for name, (kind, value) in old.items():
-        if name in new or "@" not in name:
-            continue
-        decorator = name.split("@", 1)[1]
-        match = next(
-            (
-                other
-                for other, (other_kind, other_value) in added.items()
-                if other.split("@", 1)[1] == decorator
-                and other_kind is kind
-                and other_value.canonical == value.canonical
-            ),
-            None,
-        )
-        if match is not None:
-            renamed.update((name, match))
-            del added[match]
-    if not renamed:
-        return old, new
-    return (
-        {name: entry for name, entry in old.items() if name not in renamed},
-        {name: entry for name, entry in new.items() if name not in renamed},
-    )
-
-
 class _Scanner:
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
@@ -181,6 +163,7 @@ class _Scanner:
         self.conditional: set[str] = set()
         self.entries: dict[str, tuple[FindingKind, Node]] = {}
         self.functions: dict[str, FunctionInfo] = {}
+        self.classes: set[str] = set()
 
     def scan_body(
         self, body: list[ast.stmt], prefix: str, env: dict[str, Node], fields: frozenset[str] = frozenset()
@@ -189,6 +172,7 @@ class _Scanner:
             if isinstance(statement, ast.Assign | ast.AnnAssign):
                 self._assignment(statement, prefix, env)
             elif isinstance(statement, ast.ClassDef) and not _is_enum(statement):
+                self.classes.add(prefix + statement.name)
                 class_env = dict(env)
                 fields = record_fields(statement)
                 self.fields.update(f"{prefix}{statement.name}.{name}" for name in fields)
@@ -311,8 +295,9 @@ class _Scanner:
 # Values kept for the tests (_TEST_K, TEST_SHAPES): they choose nothing in the library.
 _TEST_DATA = re.compile(r"(^|_)TESTS?(_|$)", re.I)
 
-# A function that builds a tuning space by its name: get_autotune_config, get_all_configs, tuned_params.
-_TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic", re.I)
+# A function that builds a tuning space by its name: get_autotune_config, get_all_configs, tuned_params; or a kernel
+# dispatch map (_init_kernels_dispatch), or the list of kernels a generator writes (list_large_kernels).
+_TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic|dispatch|kernels$", re.I)
 
 
 def _parameter_defaults(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, ast.expr]]:

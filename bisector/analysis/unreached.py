@@ -4,8 +4,8 @@
         b, m = 1, 1024                  conditions and launches choose nothing a caller gets
     if os.environ.get("X_DEBUG") == "1":
         print("restored", config)       a condition whose branches only print or log chooses no kernel (nor
-    if x.dtype != torch.float16:        one that casts a value in place: the same kernel runs on it)
-        x = x.half()
+    if x.dtype != torch.float16:        one that casts or reshapes a value in place: the same kernel runs on
+        x = x.half()                    it)
     DEBUG = os.getenv("X_DEBUG") == "1" an env read whose value reaches only such conditions (or print / log
     ...  if DEBUG: logger.info(...)     arguments), in any changed module that reads the name, is no gate
     benchmark/run_bench.py              a program outside the package (no __init__.py beside it, a __main__
@@ -35,11 +35,12 @@ Versions = tuple[ParsedModule | None, ParsedModule | None]  # a changed module b
 _OUTPUT_CALL = re.compile(
     r"^(print\w*|pprint|log|debug|info|warning|warn|error|exception|critical|write|flush)(?:_once)?$"
 )
-_CAST = re.compile(r"^(half|float|bfloat16|double|to|type|contiguous)$")  # x = x.half(): the same kernel runs on x
+# x = x.half(), x = x.unsqueeze(0): the value cast or reshaped in place, the same kernel runs on it
+_CAST = re.compile(r"^(half|float|bfloat16|double|to|type|contiguous|unsqueeze|squeeze|reshape|view|flatten)$")
 _OUTPUT_OWNER = re.compile(r"^_?(log|logger|logging|warnings|std(out|err)|console)$", re.I)
-# A build script (setup.py, build_ext.py) runs as __main__ when the package is built: its main block chooses what
-# is compiled.
-_BUILD_SCRIPT = re.compile(r"(^|/)(setup|build)\w*\.py$")
+# A build script (setup.py, build_ext.py) or a kernel generator (kernel-generator.py, generate_kernels.py,
+# gen_instances.py) runs as __main__ when the package is built: its main block chooses what is compiled.
+_BUILD_SCRIPT = re.compile(r"(^|/)(setup|build|[\w-]*generat|gen_)[\w-]*\.py$")
 _JUDGED = frozenset(
     {
         FindingKind.CONSTANT,
