@@ -7,6 +7,10 @@ repositories from local mirrors (MIRRORS/<owner>+<name>/repo, bare); nothing is 
 distinct (kind, file, name) among the dispatch-relevant rows; it is correct when an expected item matches it
 (kind among the item's |-separated kinds, same file, name matching the item's pattern, * matching anything).
 Recall counts the expected items matched by some prediction.
+
+`table_entry` and `constant` are the Python kinds of a table entry and a constant (FindingKind); on a C/C++/CUDA
+file an item naming them also accepts their native counterparts, `native_array` and `native_threshold`: several
+corpora's writers named the concept rather than the language's kind. `--strict-kinds` scores without that.
 """
 
 from __future__ import annotations
@@ -26,17 +30,29 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_explain.py` without PYTHONPATH
 
 from bisector.analysis import static_diff
+from bisector.analysis.native import NATIVE_SUFFIXES
 
 CORPUS = Path(__file__).resolve().parent / "explain_corpus" / "corpus.json"
 
 
-def _matches(item: dict[str, str], unit: tuple[str, str, str]) -> bool:
+NATIVE_COUNTERPARTS = {"table_entry": "native_array", "constant": "native_threshold"}
+
+
+def item_kinds(item: dict[str, str], *, strict: bool = False) -> set[str]:
+    """The kinds an item accepts: its own, and on a C/C++/CUDA file the native counterparts of the Python ones."""
+    kinds = set(item["kind"].split("|"))
+    if not strict and item["file"].lower().endswith(NATIVE_SUFFIXES):
+        kinds |= {NATIVE_COUNTERPARTS[kind] for kind in kinds & NATIVE_COUNTERPARTS.keys()}
+    return kinds
+
+
+def _matches(item: dict[str, str], unit: tuple[str, str, str], *, strict: bool = False) -> bool:
     kind, file, name = unit
     pattern = re.escape(item["name"]).replace(r"\*", ".*")  # only * is a wildcard: names hold brackets
-    return kind in item["kind"].split("|") and file == item["file"] and re.fullmatch(pattern, name) is not None
+    return kind in item_kinds(item, strict=strict) and file == item["file"] and re.fullmatch(pattern, name) is not None
 
 
-def evaluate(mirrors: Path, scratch: Path, corpus_file: Path = CORPUS) -> dict[str, Any]:
+def evaluate(mirrors: Path, scratch: Path, corpus_file: Path = CORPUS, *, strict_kinds: bool = False) -> dict[str, Any]:
     corpus = json.loads(corpus_file.read_text())["commits"]
     rows: list[dict[str, Any]] = []
     for entry in corpus:
@@ -46,8 +62,8 @@ def evaluate(mirrors: Path, scratch: Path, corpus_file: Path = CORPUS) -> dict[s
         elapsed, cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
         units = sorted({(f.kind.value, f.file, f.name) for f in diff.table_findings})
         expected = entry["expected"]
-        correct = [u for u in units if any(_matches(item, u) for item in expected)]
-        found = [item for item in expected if any(_matches(item, u) for u in units)]
+        correct = [u for u in units if any(_matches(item, u, strict=strict_kinds) for item in expected)]
+        found = [item for item in expected if any(_matches(item, u, strict=strict_kinds) for u in units)]
         rows.append(
             {
                 "repo": entry["repo"],
@@ -86,9 +102,10 @@ def main() -> None:
     parser.add_argument("--mirrors", type=Path, required=True, help="Directory of <owner>+<name>/repo mirrors.")
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="The corpus file (default: corpus.json).")
     parser.add_argument("--out", type=Path, help="Write the full result as JSON here.")
+    parser.add_argument("--strict-kinds", action="store_true", help="No native counterparts of Python kinds.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="explain-corpus-") as scratch:
-        result = evaluate(args.mirrors, Path(scratch), args.corpus)
+        result = evaluate(args.mirrors, Path(scratch), args.corpus, strict_kinds=args.strict_kinds)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
     for row in result["rows"]:

@@ -1,6 +1,7 @@
 """Every explain corpus in one run: bench_explain.py's result per corpus, and the held-out sets pooled.
 
-    python benchmarks/bench_explain_all.py --mirrors /work/.mirror --out DIR [--skip heldout14] [--only heldout13]
+    python benchmarks/bench_explain_all.py --mirrors /work/.mirror --out DIR [--skip heldout14] [--only heldout13] \
+        [--strict-kinds]
 
 Writes DIR/<corpus>.json (bench_explain's full result) and DIR/<corpus>.txt (its missed and wrong rows) for each
 benchmarks/explain_corpus/corpus*.json, and DIR/summary.txt: one line per corpus, then the held-out sets pooled
@@ -72,6 +73,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="Directory for the per-corpus results.")
     parser.add_argument("--skip", action="append", default=[], help="A corpus to leave out (e.g. heldout14).")
     parser.add_argument("--only", action="append", default=[], help="Run only these corpora (repeatable).")
+    parser.add_argument("--strict-kinds", action="store_true", help="No native counterparts of Python kinds.")
     args = parser.parse_args()
     corpora = chosen_corpora(args.skip, args.only)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -79,7 +81,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="explain-corpora-") as scratch:
         for path in corpora:
             name = corpus_name(path)
-            results[name] = evaluate(args.mirrors, Path(scratch), path)
+            results[name] = evaluate(args.mirrors, Path(scratch), path, strict_kinds=args.strict_kinds)
             (args.out / f"{name}.json").write_text(json.dumps(results[name], indent=1))
             (args.out / f"{name}.txt").write_text(wrong_and_missed(results[name]))
             print(summary_line(name, results[name]), flush=True)
