@@ -1,8 +1,12 @@
 """The condition lines of C / C++ / CUDA that a hunk removes and adds: a size compared in an if / while / ?: (a batch
 size by its name), a case of a switch on the batch size, the arch, a dtype or a version tested (in an `if`, a `#if`
-and the lines that continue it, a bool or a `?:`), a switch macro's condition and a test guarding a launch. Each
-removed line is paired with an added one in order and the pair named by native_conditions.row_name; a test of the
-arch, a dtype or a version picks a code path (a branch_condition row), the others are thresholds."""
+and the lines that continue it, a bool or a `?:`), the `#else` of an arch `#if` (native_directives.py), a project's
+macro compared with a number in an `#if` (`#if USE_STAGGERED_INDICES == 1 && GEMMK == 0`: the kernel's build-time
+tuning parameters), a switch macro's condition and a test guarding a launch. Each removed line is paired with an added
+one in order and the pair named by native_conditions.row_name; a test of the arch, a dtype, a version or a macro picks
+a code path (a branch_condition row), the others are thresholds. A condition line removed or added alone whose test
+the hunk's other side writes in another form (`if constexpr (c)` -> `AF_IF_CONSTEXPR(c)`, native_value_forms.py) is
+no row."""
 
 from __future__ import annotations
 
@@ -13,16 +17,18 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_conditions import (
     ARCH_LABEL,
+    MACRO_LABEL,
     NAMED_LABEL,
     PLATFORM_LABEL,
     chooses_by_arch,
-    directive_start,
     more_condition_label,
     row_name,
 )
+from bisector.analysis.native_directives import directive_start, else_of_arch_test
 from bisector.analysis.native_dispatch import condition_label, default_rows
 from bisector.analysis.native_reach import MAX_READER_LINES, guards_launch, instantiating_case, reaching_values
 from bisector.analysis.native_scope import enclosing_function
+from bisector.analysis.native_value_forms import tested_again
 
 # Names that hold the batch size (rows of the activation) in GEMM and attention dispatchers.
 _BATCH_NAMES = (
@@ -76,9 +82,14 @@ def condition_rows(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[
     moved = Counter(_text(old_lines[i]) for i, _ in removed) & Counter(_text(new_lines[i]) for i, _ in added)
     removed, added = _unmoved(removed, old_lines, moved), _unmoved(added, new_lines, moved)
     findings: list[Finding] = []
+    old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
     for position in range(max(len(removed), len(added))):
         old = removed[position] if position < len(removed) else None
         new = added[position] if position < len(added) else None
+        if old is None and new is not None and tested_again(new_lines[new[0]], old_hunk):
+            continue  # the same test, written another way (`AF_IF_CONSTEXPR(c)` for `if constexpr (c)`)
+        if new is None and old is not None and tested_again(old_lines[old[0]], new_hunk):
+            continue
         name, key = row_name(old_lines, new_lines, old, new)
         if not name:
             continue  # a kernel's own branch, an empty check, a new threshold (row_name)
@@ -93,7 +104,6 @@ def condition_rows(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[
                 line=(new[0] + 1) if new else (old[0] + 1) if old else None,
             )
         )
-    old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
     line = hunk.new_lo + 1 if new_hunk else None
     after = new_lines[hunk.new_hi : hunk.new_hi + MAX_READER_LINES]
     return (
@@ -120,8 +130,28 @@ def _condition_kind(
 
 _THRESHOLD_PARTS = (re.compile(r"(?<![\w.])\d[\w.]*"), re.compile(r"<=|>=|==|!=|(?<![<-])<(?!<)|(?<![>-])>(?!>)"))
 _PATH_LABELS = frozenset(
-    {ARCH_LABEL, PLATFORM_LABEL, NAMED_LABEL, "condition on the dtype", "condition on the version"}
+    {ARCH_LABEL, PLATFORM_LABEL, NAMED_LABEL, MACRO_LABEL, "condition on the dtype", "condition on the version"}
 )
+# `#if USE_STAGGERED_INDICES == 1 && GEMMK == 0`: a macro compared with a number picks the code a kernel is built
+# with (its tuning parameters come as -D defines); the compiler's and the language's own macros pick no kernel code
+_MACRO_COMPARED = re.compile(
+    r"\b(?P<macro>[A-Z_][A-Z0-9_]*)\s*(?:==|!=|<=|>=|<(?!<)|>(?!>))\s*\(?\s*-?\d|"
+    r"(?<![\w)])-?\d[\w.]*\s*\)?\s*(?:==|!=|<=|>=|<(?!<)|>(?!>))\s*(?P<right>[A-Z_][A-Z0-9_]*)\b"
+)
+_PREPROCESSOR_TEST = re.compile(r"^\s*#\s*(?:if|elif)\b")
+_TOOLCHAIN_MACROS = re.compile(
+    r"^_MSC|^__GNUC|^__clang|^__cplusplus$|^__STDC|^__INTEL|^__NVCC|^__CUDACC|^__HIPCC|^_WIN|^__APPLE|^__linux|"
+    r"^__SIZEOF|^__BYTE_ORDER|^_POSIX|^_XOPEN|^__has_"
+)
+
+
+def _macro_compared(line: str) -> bool:
+    """An `#if` / `#elif` comparing a macro of the project with a number."""
+    if not _PREPROCESSOR_TEST.match(line):
+        return False
+    return any(
+        not _TOOLCHAIN_MACROS.match(match["macro"] or match["right"]) for match in _MACRO_COMPARED.finditer(line)
+    )
 
 
 def _text(line: str) -> str:
@@ -160,6 +190,8 @@ def _condition(lines: list[str], index: int) -> str:
         _BRANCH.search(line) or chooses_by_arch(lines, index) or directive_start(lines, index) != index
     ):
         return "condition on the arch"
+    if else_of_arch_test(lines, index, _ARCH_WORDS):
+        return "condition on the arch"
     if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
         return "condition on the dtype"
     if _DTYPE_MACRO.match(line) and enclosing_function(lines, index) is not None:
@@ -168,5 +200,7 @@ def _condition(lines: list[str], index: int) -> str:
         return "condition on the version"
     if _BRANCH.search(line) and _PLATFORM_WORDS.search(line):
         return PLATFORM_LABEL
+    if _macro_compared(line):
+        return MACRO_LABEL
     label = condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
     return label or more_condition_label(lines, index)

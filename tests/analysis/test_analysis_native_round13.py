@@ -1,0 +1,290 @@
+"""Native rows of the thirteenth round on real git histories: OpenCL C kernel files are read (a changed `#if` comparing
+a tuning macro is a branch condition; a kernel's own locals are its body); an arch `#if` continued over many lines;
+an `#else` added to an arch `#if` that undefines a feature macro for the other arches; and changes that keep every
+value are no rows: a cast added and a local named for a product, a trait's `_v` spelling, an `if constexpr` written
+through a macro, and an arch test moved within its function."""
+
+from __future__ import annotations
+
+from analysis_history import History
+
+from bisector.analysis import static_diff
+from bisector.analysis.native_value_forms import value_form
+
+
+def _rows(history: History, sha: str) -> list[tuple[str, str]]:
+    return sorted({(f.kind.value, f.name) for f in static_diff(history.path, sha).table_findings})
+
+
+COMMON_OPENCL = """\
+R"(
+#ifndef GEMMK
+  #define GEMMK 0
+#endif
+
+#if USE_STAGGERED_INDICES == 1
+  INLINE_FUNC int GetGroupIDFlat() {
+    return get_group_id(0) + get_num_groups(0) * get_group_id(1);
+  }
+#endif
+
+__kernel __attribute__((reqd_work_group_size(WGS, 1, 1)))
+void Xhad(const int n, const __global realV* restrict xgm, __global realV* zgm) {
+  if (get_global_id(0) < n / (VW)) {
+    for (int _w = 0; _w < WPT; _w += 1) {
+      const int id = _w*get_global_size(0) + get_global_id(0);
+      zgm[id] = xgm[id];
+    }
+  }
+}
+)"
+"""
+
+
+def test_an_opencl_kernel_files_macro_condition_is_a_branch_condition(history: History) -> None:
+    history.commit("kernels", {"src/kernels/common.opencl": COMMON_OPENCL, "src/kernels/xhad.cl": COMMON_OPENCL})
+    gated = COMMON_OPENCL.replace("#if USE_STAGGERED_INDICES == 1\n", "#if USE_STAGGERED_INDICES == 1 && GEMMK == 0\n")
+    sha = history.commit("no staggered indices for GEMMK == 1", {"src/kernels/common.opencl": gated})
+
+    assert _rows(history, sha) == [("branch_condition", "condition on a macro")]
+
+
+def test_an_opencl_kernels_own_local_is_its_body(history: History) -> None:
+    history.commit("kernels", {"src/kernels/xhad.cl": COMMON_OPENCL})
+    fixed = COMMON_OPENCL.replace(
+        "const int id = _w*get_global_size(0) + get_global_id(0);",
+        "const int id = _w * (n / (VW * WPT)) + get_global_id(0);",
+    )
+    sha = history.commit("out-of-bounds fix", {"src/kernels/xhad.cl": fixed})
+
+    assert _rows(history, sha) == []
+
+
+COMMON_H = """\
+#pragma once
+
+namespace detail {
+
+#if ( defined(__HIP_PLATFORM_NVCC__) || \\
+      defined(__gfx801__) || \\
+      defined(__gfx802__) || \\
+      defined(__gfx803__) || \\
+      defined(__gfx900__) || \\
+      defined(__gfx906__) || \\
+      defined(__gfx908__) || \\
+      defined(__gfx909__) )
+  #if !defined(ENABLE_INLINE_ASM)
+    #define ENABLE_INLINE_ASM
+  #endif
+#endif
+
+} // namespace detail
+"""
+
+
+def test_an_arch_added_to_a_long_continued_if_is_a_branch_condition(history: History) -> None:
+    history.commit("common", {"include/common.h": COMMON_H})
+    more = COMMON_H.replace("defined(__gfx909__) )", "defined(__gfx909__) || \\\n      defined(__gfx1030__) )")
+    sha = history.commit("inline asm on gfx1030", {"include/common.h": more})
+
+    assert _rows(history, sha) == [("branch_condition", "condition on the arch")]
+
+
+def test_an_else_that_undefines_a_feature_macro_for_the_other_arches_is_a_branch_condition(history: History) -> None:
+    history.commit("common", {"include/common.h": COMMON_H})
+    other_arches = COMMON_H.replace(
+        "  #endif\n#endif\n",
+        "  #endif\n#else\n  #if defined(__HIP_DEVICE_COMPILE__) && defined(ENABLE_INLINE_ASM)\n"
+        "    #undef ENABLE_INLINE_ASM\n  #endif\n#endif\n",
+    )
+    sha = history.commit("no inline asm on the other arches", {"include/common.h": other_arches})
+
+    assert _rows(history, sha) == [("branch_condition", "condition on the arch")]
+
+
+XGEMM_CPP = """\
+template <typename T>
+void Xgemm<T>::DoGemm(const size_t m, const size_t n, const size_t k) {
+  TestMatrixA(m, k);
+
+  // Selects which version of GEMM to run
+  const auto do_gemm_direct = (m * n * k < db_["XGEMM_MIN_INDIRECT_SIZE"]);
+  if (do_gemm_direct) {
+    GemmDirect(m, n, k);
+  } else {
+    GemmIndirect(m, n, k);
+  }
+}
+"""
+
+
+def test_a_cast_added_and_a_local_named_for_a_product_keep_the_value(history: History) -> None:
+    history.commit("gemm", {"src/xgemm.cpp": XGEMM_CPP})
+    widened = XGEMM_CPP.replace(
+        '  const auto do_gemm_direct = (m * n * k < db_["XGEMM_MIN_INDIRECT_SIZE"]);\n',
+        "  const auto m_n_k = static_cast<unsigned long>(m) * static_cast<unsigned long>(n) *\n"
+        "                     static_cast<unsigned long>(k);\n"
+        '  const auto do_gemm_direct = (m_n_k < static_cast<unsigned long>(db_["XGEMM_MIN_INDIRECT_SIZE"]));\n',
+    )
+    sha = history.commit("no overflow on 32-bit systems", {"src/xgemm.cpp": widened})
+    other = widened.replace('db_["XGEMM_MIN_INDIRECT_SIZE"]))', '2 * db_["XGEMM_MIN_INDIRECT_SIZE"]))')
+    changed = history.commit("direct GEMM up to twice the size", {"src/xgemm.cpp": other})
+
+    assert _rows(history, sha) == []
+    assert _rows(history, changed) == [("native_threshold", "do_gemm_direct")]
+
+
+TRAITS_HPP = """\
+template<typename T, typename U, typename... Args>
+constexpr bool is_any_of() {
+    if constexpr (!sizeof...(Args)) {
+        return std::is_same_v<T, U>;
+    } else {
+        return std::is_same_v<T, U> || is_any_of<T, Args...>();
+    }
+}
+
+template<typename T>
+void launch_cast(const T* in, float* out, int n) {
+    if constexpr (std::is_same_v<T, half>) {
+        cast_half<<<n / 256, 256>>>(in, out, n);
+    } else {
+        cast_any<<<n / 256, 256>>>(in, out, n);
+    }
+}
+"""
+
+
+def test_a_traits_spelling_and_an_if_constexpr_through_a_macro_are_no_rows(history: History) -> None:
+    history.commit("traits", {"src/traits.hpp": TRAITS_HPP})
+    older_toolkit = (
+        TRAITS_HPP.replace(
+            "    if constexpr (!sizeof...(Args)) {\n"
+            "        return std::is_same_v<T, U>;\n"
+            "    } else {\n"
+            "        return std::is_same_v<T, U> || is_any_of<T, Args...>();\n"
+            "    }\n",
+            "    AF_IF_CONSTEXPR(!sizeof...(Args)) { return std::is_same<T, U>::value; }\n"
+            "    else { return std::is_same<T, U>::value || is_any_of<T, Args...>(); }\n",
+        )
+    ).replace("if constexpr (std::is_same_v<T, half>) {", "if constexpr ((std::is_same<T, half>::value)) {")
+    sha = history.commit("::value traits for CUDA 10.2", {"src/traits.hpp": older_toolkit})
+
+    assert _rows(history, sha) == []
+
+
+XORWOW_HPP = """\
+__global__ void generate_xorwow(unsigned int* out, const size_t size) {
+    size_t index = blockIdx.x * blockDim.x + threadIdx.x;
+    while(index < size / 4) {
+        out[index] = next4();
+        index += gridDim.x * blockDim.x;
+    }
+
+    // tail
+    if(index == size / 4) {
+#if defined(__gfx90a__)
+        __builtin_amdgcn_s_waitcnt(0);
+#endif
+        out[index] = next();
+    }
+}
+"""
+
+
+def test_an_arch_test_moved_within_its_function_is_no_row(history: History) -> None:
+    history.commit("xorwow", {"src/xorwow.hpp": XORWOW_HPP})
+    moved = XORWOW_HPP.replace("#if defined(__gfx90a__)\n        __builtin_amdgcn_s_waitcnt(0);\n#endif\n", "").replace(
+        "        out[index] = next4();\n",
+        "#if defined(__gfx90a__)\n        __builtin_amdgcn_s_waitcnt(0);\n#endif\n        out[index] = next4();\n",
+    )
+    sha = history.commit("waitcnt in the main loop", {"src/xorwow.hpp": moved})
+
+    assert _rows(history, sha) == []
+
+
+def test_value_forms_drop_casts_trait_spellings_and_redundant_parentheses_only() -> None:
+    assert value_form("(m * n * k < limit)") == value_form("m*n*k < static_cast<size_t>(limit)")
+    assert value_form("mnk < limit", {"mnk": "(size_t)m * n * k"}) == value_form("m * n * k < limit")
+    assert value_form("std::is_same<T, U>::value && x") == value_form("std::is_same_v<T, U> && (x)")
+    assert value_form("a - (b - c)") != value_form("a - b - c")
+    assert value_form("(a + b) * c") != value_form("a + b * c")
+    assert value_form("-(a * b)") != value_form("-a * b")
+    assert value_form("f((a), (b + c) * d)") == value_form("f(a, (b + c) * d)")
+    assert value_form("x < 0.0113f && n > 4u") == value_form("x < 0.0113 && n > 4")
+    assert value_form("0x1F") != value_form("0x1")
+    assert value_form("1.f") == value_form("1.0") != value_form("1")
+
+
+TRSM_CPP = """\
+template <typename T>
+void Xtrsm<T>::TrsmColMajor(const size_t m, const size_t n) {
+  // Settings
+  constexpr auto block_size = size_t{32}; // tuneable
+
+  if ((m == 0) || (n == 0)) { throw BLASError(StatusCode::kInvalidDimension); }
+  for (auto i = size_t{0}; i < m; i += block_size) {
+    TrsmBlock(i, std::min(block_size, m - i));
+  }
+}
+
+class Attention {
+  static bool check_seqlen_supported(int seqlen) {
+    return !(seqlen % 8) && seqlen <= 1024 && seqlen > 128;
+  }
+};
+"""
+
+
+def test_a_constant_initialised_by_a_typed_brace_and_a_returned_test_are_thresholds(history: History) -> None:
+    history.commit("trsm", {"src/xtrsm.cpp": TRSM_CPP})
+    smaller = TRSM_CPP.replace("size_t{32}", "size_t{16}").replace("seqlen > 128", "seqlen > 384")
+    sha = history.commit("smaller TRSM blocks; unfused attention from 384", {"src/xtrsm.cpp": smaller})
+    rewritten = smaller.replace(
+        "return !(seqlen % 8) && seqlen <= 1024 && seqlen > 384;",
+        "return !(seqlen % 8) && (seqlen <= 1024) && (seqlen > 384);",
+    )
+    same = history.commit("the same test in parentheses", {"src/xtrsm.cpp": rewritten})
+
+    assert _rows(history, sha) == [("native_threshold", "block_size"), ("native_threshold", "check_seqlen_supported")]
+    assert _rows(history, same) == []
+
+
+CONFIG_TYPES_HPP = """\
+enum class target_arch : unsigned int { unknown = 0, gfx900 = 900, gfx906 = 906 };
+
+__device__ constexpr target_arch get_device_arch()
+{
+#if defined(__gfx900__)
+    return target_arch::gfx900;
+#elif defined(__gfx906__)
+    return target_arch::gfx906;
+#else
+    return target_arch::unknown;
+#endif
+}
+"""
+
+
+def test_an_arch_if_that_becomes_an_elif_after_a_new_test_is_a_branch_condition(history: History) -> None:
+    history.commit("arch", {"src/config_types.hpp": CONFIG_TYPES_HPP})
+    gated = CONFIG_TYPES_HPP.replace(
+        "#if defined(__gfx900__)\n",
+        "#if !defined(USE_DEVICE_DISPATCH)\n    return target_arch::unknown;\n#elif defined(__gfx900__)\n",
+    )
+    sha = history.commit("default configs without device dispatch", {"src/config_types.hpp": gated})
+
+    assert _rows(history, sha) == [("branch_condition", "get_device_arch")]
+
+
+def test_a_number_written_with_a_type_suffix_is_no_row(history: History) -> None:
+    history.commit("cut-off", {"include/common.h": "#define MAX_DENSITY_CUTOFF 0.0113\n#define MIN_TILES 4\n"})
+    sha = history.commit(
+        "float literal", {"include/common.h": "#define MAX_DENSITY_CUTOFF 0.0113f\n#define MIN_TILES 4\n"}
+    )
+    other = history.commit(
+        "more tiles", {"include/common.h": "#define MAX_DENSITY_CUTOFF 0.0113f\n#define MIN_TILES 8u\n"}
+    )
+
+    assert _rows(history, sha) == []
+    assert _rows(history, other) == [("native_threshold", "MIN_TILES")]
