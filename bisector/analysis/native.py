@@ -37,8 +37,10 @@ NATIVE_SUFFIXES = (
 _ARRAY_HEAD = re.compile(
     r"\s*(?:template\s*<[^>]*>\s*)?"
     r"[\w:<>,*&\s]*\b(?:const|constexpr|__constant__)\b[\w:<>,*&\s]*?"
-    r"\b(?P<name>[A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*(?:=\s*)?"
+    r"\b(?P<name>[A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*"
+    r"(?:=\s*(?P<type>[A-Za-z_][\w:]*\s*(?:<[\w:<>,*&\s]*>\s*)?)?)?"  # `= std::vector<Entry>{...}`: a typed list
 )
+_SCALAR_BRACES = re.compile(r"\{[^{},]*\}")  # one value in braces
 _CONST_WORD = re.compile(r"\b(?:const|constexpr|__constant__)\b")
 MAX_HEAD_CHARS = 400  # a declaration before its brace initializer ("static constexpr int TILES[2][3] =")
 _SCALAR_CONST = re.compile(
@@ -182,7 +184,8 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     findings += launch_shape_rows(path, old_lines, new_lines, hunks, {f.line for f in findings})
     findings += definition_rows(path, old_lines, new_lines, hunks, findings)
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
-    return findings
+    old_values, new_values = _known_values(before), _known_values(after)
+    return [row for row in findings if not _rewritten(row, old_values, new_values)]
 
 
 def _unmoved(rows: Iterable[Finding]) -> list[Finding]:
@@ -210,6 +213,26 @@ def _local_values(scan: NativeScan | None) -> dict[str, str]:
         for name in scan.nested
         if "#" not in name and f"{name}#2" not in scan.entries and isinstance(node := scan.entries[name][1], Leaf)
     }
+
+
+def _known_values(scan: NativeScan | None) -> dict[str, str]:
+    """The names whose values a row's texts may be rewritten with: the file's macros and its constant locals."""
+    if scan is None:
+        return {}
+    macros = {
+        name.removeprefix(_MACRO): node.text
+        for name, (_, node) in scan.entries.items()
+        if name.startswith(_MACRO) and "#" not in name.removeprefix(_MACRO) and isinstance(node, Leaf)
+    }
+    return {**macros, **_local_values(scan)}
+
+
+def _rewritten(row: Finding, was: dict[str, str], now: dict[str, str]) -> bool:
+    """A row whose texts differ only as native_value_forms' rewrites do, or by a name written for its value
+    (`int width = 32` -> `int width = WARP_SIZE` with `#define WARP_SIZE 32`)."""
+    if row.before is None or row.after is None or row.before == row.after:
+        return False
+    return value_form(row.before, was) == value_form(row.after, now)
 
 
 def _same_value(old: Node, old_locals: dict[str, str], new: Node, new_locals: dict[str, str]) -> bool:
@@ -289,7 +312,8 @@ def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node, int]]
             match = _ARRAY_HEAD.fullmatch(head) if _could_be_array_head(head) else None
             if match is not None:
                 node, end = _initializer(stripped, index, starts)
-                yield match["name"], node, index
+                if not match["type"] or _SCALAR_BRACES.fullmatch(stripped, index, end + 1) is None:
+                    yield match["name"], node, index  # not `= size_t{32}`: a scalar (_SCALAR_CONST)
                 last_delimiter = end
                 position = end + 1
                 continue

@@ -18,6 +18,8 @@ _C_CAST = re.compile(
 _TRAIT_VALUE = re.compile(
     r"\b(?P<trait>\w+)\s*<(?P<args>[^<>;]*(?:<[^<>;]*>[^<>;]*)*)>\s*::\s*(?P<member>value|type)\b"
 )
+_DEFINE = re.compile(r"^\s*#\s*define\s+(?P<name>[A-Za-z_]\w*)(?!\()\s+(?P<value>\S.*?)\s*$")
+_SINGLE_TOKEN = re.compile(r"[\w.]+")
 _TYPENAME = re.compile(r"\btypename\s+")
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\.\.\.|->|::|<<=|>>=|<=|>=|==|!=|&&|\|\||<<|>>|\+\+|--|[-+*/%&|^]=|\S")
 _BINARY = {
@@ -64,6 +66,19 @@ def _number(token: str) -> str:
     return digits
 
 
+def macro_values(lines: list[str]) -> dict[str, str]:
+    """The object-like macros the lines define once, with their values (`#define WARP_SIZE 32`)."""
+    found: dict[str, str] = {}
+    twice: set[str] = set()
+    for line in lines:
+        if "define" not in line or (macro := _DEFINE.match(line)) is None:
+            continue
+        if macro["name"] in found:
+            twice.add(macro["name"])
+        found[macro["name"]] = macro["value"]
+    return {name: value for name, value in found.items() if name not in twice}
+
+
 def tested_again(line: str, other_lines: list[str]) -> bool:
     """The test of condition line `line` (the parentheses after its if / while, or an #if's expression) is written,
     in parentheses, in other_lines too (`if constexpr (!sizeof...(Args)) {` and `AF_IF_CONSTEXPR(!sizeof...(Args))`)."""
@@ -95,7 +110,9 @@ _TEST_START = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while)\s*(?:constexpr
 
 def _constant(name: str, constants: Mapping[str, str]) -> str:
     value = constants.get(name)
-    return f"({value})" if value is not None else name
+    if value is None:
+        return name
+    return value if _SINGLE_TOKEN.fullmatch(value) else f"({value})"
 
 
 def _without_redundant_parentheses(tokens: list[str]) -> list[str]:
