@@ -36,7 +36,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.generated_tuning import generated_tuning_paths
 from bisector.analysis.imported_flags import imported_flag_rows
 from bisector.analysis.launch_feeds import feed_rows
-from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
+from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, is_benchmark_source, scan_native
 from bisector.analysis.native_choosers import with_native_chooser_rows
 from bisector.analysis.native_switches import switched_branch_rows
 from bisector.analysis.option_defaults import option_default_rows
@@ -249,7 +249,8 @@ def _whole_name(change: gitdiff.FileChange) -> str:
 
 
 def _language(path: str) -> str | None:
-    """How to read a changed file; None for files that choose no dispatch (tests, tool and package settings, others)."""
+    """How to read a changed file; None for files that choose no dispatch (tests, native benchmark programs, tool
+    and package settings, others)."""
     lowered = path.lower()
     if is_test_path(path):
         return None
@@ -262,7 +263,7 @@ def _language(path: str) -> str | None:
     if lowered.endswith(".dat"):
         return "json data"  # read as a tuning file when it holds JSON (a solution map), else skipped
     if lowered.endswith(NATIVE_SUFFIXES):
-        return "native"
+        return None if is_benchmark_source(path) else "native"
     return "cmake" if is_cmake_path(path) and not is_tooling_config(path) else None
 
 

@@ -363,3 +363,13 @@ def test_a_source_a_tuning_run_generated_added_whole_is_tuning_not_new_code(hist
 
     assert _rows(history, sha) == [("dispatch_logic", "get_blocks")]
     assert _rows(history, other) == []
+
+
+def test_a_native_benchmark_program_is_not_read(history: History) -> None:
+    timing = "int main() {\n  const int n_step = 100;\n  for (int i = 0; i < n_step; ++i) run();\n}\n"
+    files = {"src/softmax_benchmark.cpp": timing, "benchmarks/gemm.cu": timing, "src/softmax.cpp": timing}
+    history.commit("benchmarks", files)
+    sha = history.commit("more steps", {path: timing.replace("100", "150") for path in files})
+
+    assert _rows(history, sha) == [("native_threshold", "n_step")]
+    assert {f.file for f in static_diff(history.path, sha).table_findings} == {"src/softmax.cpp"}
