@@ -20,7 +20,9 @@ from bisector.analysis.native_conditions import (
     MACRO_LABEL,
     NAMED_LABEL,
     PLATFORM_LABEL,
+    THRESHOLD_LABEL,
     chooses_by_arch,
+    extends_kept_chain,
     more_condition_label,
     row_name,
 )
@@ -92,6 +94,8 @@ def condition_rows(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[
             continue
         name, key = row_name(old_lines, new_lines, old, new)
         if not name:
+            name, key = _chain_case(old_lines, new_lines, old, new, hunk)
+        if not name:
             continue  # a kernel's own branch, an empty check, a new threshold (row_name)
         findings.append(
             Finding(
@@ -109,6 +113,23 @@ def condition_rows(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[
     return (
         findings + default_rows(path, old_hunk, new_hunk, line) + reaching_values(path, old_hunk, new_hunk, after, line)
     )
+
+
+def _chain_case(
+    old_lines: list[str], new_lines: list[str], old: tuple[int, str] | None, new: tuple[int, str] | None, hunk: Hunk
+) -> tuple[str, str]:
+    """(function, label) for a threshold or named-value test added or removed alone as an `else if` of a chain the
+    commit keeps (native_conditions.extends_kept_chain), else ("", "")."""
+    if new is not None and old is None and new[1] in _CHAIN_LABELS:
+        lines, index, lo, hi = new_lines, new[0], hunk.new_lo, hunk.new_hi
+    elif old is not None and new is None and old[1] in _CHAIN_LABELS:
+        lines, index, lo, hi = old_lines, old[0], hunk.old_lo, hunk.old_hi
+    else:
+        return "", ""
+    scope = enclosing_function(lines, index)
+    if scope is None or not extends_kept_chain(lines, index, lo, hi):
+        return "", ""
+    return scope.function, (new or old or (0, ""))[1]
 
 
 def _condition_kind(
@@ -129,6 +150,7 @@ def _condition_kind(
 
 
 _THRESHOLD_PARTS = (re.compile(r"(?<![\w.])\d[\w.]*"), re.compile(r"<=|>=|==|!=|(?<![<-])<(?!<)|(?<![>-])>(?!>)"))
+_CHAIN_LABELS = frozenset({THRESHOLD_LABEL, NAMED_LABEL})  # a case an if chain gains (extends_kept_chain)
 _PATH_LABELS = frozenset(
     {ARCH_LABEL, PLATFORM_LABEL, NAMED_LABEL, MACRO_LABEL, "condition on the dtype", "condition on the version"}
 )

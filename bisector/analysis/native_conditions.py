@@ -155,6 +155,33 @@ def declared_name(lines: list[str], index: int) -> str:
     return ""
 
 
+def extends_kept_chain(lines: list[str], index: int, lo: int, hi: int) -> bool:
+    """Line index (in lines lo..hi, which the commit adds or removes) is an `else if` of a host function whose previous
+    branch the commit keeps (`} else if (algorithm == ALGO_RING && protocol == PROTO_SIMPLE) {` added after a kept
+    `if (algorithm == ALGO_TREE) {`): the chain the function decides with gains or loses a case."""
+    line = lines[index]
+    if _ELSE_IF.match(line) is None:
+        return False
+    indent = len(line) - len(line.lstrip())
+    for earlier in range(index - 1, max(index - MAX_CHAIN_LINES, -1), -1):
+        text = lines[earlier]
+        if not text.strip() or len(text) - len(text.lstrip()) > indent or text.strip() == "}":
+            continue  # a branch's body, or the brace that closes it
+        if len(text) - len(text.lstrip()) < indent or not _BRANCH_HEAD.match(text):
+            return False  # no chain: another statement, or the block around
+        if not lo <= earlier < hi:
+            scope = enclosing_function(lines, index)
+            return scope is not None and not scope.device
+        if _ELSE_IF.match(text) is None:
+            return False  # the chain's own `if` is new too: new code
+    return False
+
+
+_ELSE_IF = re.compile(r"^\s*(?:\}\s*)?else\s+if\s*\(")
+_BRANCH_HEAD = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?if\s*\(")
+MAX_CHAIN_LINES = 120  # how far above an `else if` its previous branch is looked for
+
+
 def row_name(
     old_lines: list[str], new_lines: list[str], old: tuple[int, str] | None, new: tuple[int, str] | None
 ) -> tuple[str, str]:

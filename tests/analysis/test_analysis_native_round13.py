@@ -373,3 +373,38 @@ def test_a_native_benchmark_program_is_not_read(history: History) -> None:
 
     assert _rows(history, sha) == [("native_threshold", "n_step")]
     assert {f.file for f in static_diff(history.path, sha).table_findings} == {"src/softmax.cpp"}
+
+
+ENQUEUE_CC = """\
+static ncclResult_t computeChunk(struct Info* info, size_t nBytes) {
+  int chunkSize = info->chunkSize;
+  if (info->algorithm == NCCL_ALGO_TREE) {
+    while (nBytes / chunkSize < 64 && chunkSize > 65536) chunkSize /= 2;
+  } else if (info->algorithm == NCCL_ALGO_COLLNET_DIRECT) {
+    while (nBytes / chunkSize < 32 && chunkSize > 131072) chunkSize /= 2;
+  }
+  info->chunkSize = chunkSize;
+  return ncclSuccess;
+}
+"""
+
+
+def test_an_else_if_added_to_a_kept_chain_is_a_condition_row(history: History) -> None:
+    history.commit("chunks", {"src/enqueue.cc": ENQUEUE_CC})
+    ring = ENQUEUE_CC.replace(
+        "  } else if (info->algorithm == NCCL_ALGO_COLLNET_DIRECT) {\n",
+        "  } else if (info->algorithm == NCCL_ALGO_RING && info->protocol == NCCL_PROTO_SIMPLE) {\n"
+        "    while (nBytes / chunkSize < 16 && chunkSize > 65536) chunkSize /= 2;\n"
+        "  } else if (info->algorithm == NCCL_ALGO_COLLNET_DIRECT) {\n",
+    )
+    sha = history.commit("ring simple chunk size tuning", {"src/enqueue.cc": ring})
+    fresh = ring.replace(
+        "  info->chunkSize = chunkSize;\n",
+        "  if (info->pattern == PATTERN_RING) {\n    chunkSize = 1 << 17;\n"
+        "  } else if (info->pattern == PATTERN_TREE) {\n    chunkSize = 1 << 16;\n  }\n"
+        "  info->chunkSize = chunkSize;\n",
+    )
+    new_chain = history.commit("a new chain", {"src/enqueue.cc": fresh})
+
+    assert _rows(history, sha) == [("branch_condition", "computeChunk")]
+    assert _rows(history, new_chain) == []
