@@ -168,12 +168,21 @@ _TOOLCHAIN_MACROS = re.compile(
 
 
 def _macro_compared(line: str) -> bool:
-    """An `#if` / `#elif` comparing a macro of the project with a number."""
-    if not _PREPROCESSOR_TEST.match(line):
+    """An `#if` / `#elif` comparing a macro of the project with a number or testing whether one is defined (`#if
+    defined(CUCO_HAS_CUDA_BARRIER)`, `#ifdef USE_FAST_PATH`; not an include guard)."""
+    if (ifdef := _IFDEF.match(line)) is not None:
+        names = [ifdef["name"]]
+    elif _PREPROCESSOR_TEST.match(line):
+        names = _DEFINED_NAME.findall(line)
+        names += [match["macro"] or match["right"] for match in _MACRO_COMPARED.finditer(line)]
+    else:
         return False
-    return any(
-        not _TOOLCHAIN_MACROS.match(match["macro"] or match["right"]) for match in _MACRO_COMPARED.finditer(line)
-    )
+    return any(not _TOOLCHAIN_MACROS.match(name) and not _GUARD.search(name) for name in names)
+
+
+_IFDEF = re.compile(r"^\s*#\s*ifn?def\s+(?P<name>[A-Za-z_]\w*)")
+_DEFINED_NAME = re.compile(r"\bdefined\s*\(?\s*([A-Za-z_]\w*)")
+_GUARD = re.compile(r"_(?:H|HH|HPP|HXX|CUH|INL|INC|INCLUDED|GUARD)_*$")
 
 
 def _text(line: str) -> str:

@@ -222,7 +222,7 @@ def row_name(
         if declared == INCLUDES_ONLY:
             return "", ""  # the code that uses what it includes is compared where it is
         return (declared, label) if declared else (label, "")
-    if scope.device and label != ARCH_LABEL:
+    if scope.device and label not in (ARCH_LABEL, MACRO_LABEL):  # the preprocessor's choices, not the kernel's
         return "", ""
     if not (old and new) and not defined_in(scope.function, old_lines if new else new_lines):
         return "", ""  # a test in a function the commit adds or removes whole: new or dropped code

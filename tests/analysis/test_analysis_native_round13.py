@@ -408,3 +408,33 @@ def test_an_else_if_added_to_a_kept_chain_is_a_condition_row(history: History) -
 
     assert _rows(history, sha) == [("branch_condition", "computeChunk")]
     assert _rows(history, new_chain) == []
+
+
+REF_IMPL_CUH = """\
+#ifndef CUCO_REF_IMPL_CUH
+#define CUCO_REF_IMPL_CUH
+
+template <typename CG>
+__device__ void make_copy(CG const& g, int* const memory_to_use) const noexcept
+{
+#if defined(CUDA_HAS_CUDA_BARRIER)
+  copy_with_barrier(g, memory_to_use);
+#else
+  copy_plain(g, memory_to_use);
+#endif
+}
+
+#endif
+"""
+
+
+def test_another_feature_macro_tested_by_the_preprocessor_is_a_branch_condition(history: History) -> None:
+    history.commit("ref", {"include/ref_impl.cuh": REF_IMPL_CUH})
+    fixed = REF_IMPL_CUH.replace("CUDA_HAS_CUDA_BARRIER", "CUCO_HAS_CUDA_BARRIER")
+    sha = history.commit("the barrier macro's right name", {"include/ref_impl.cuh": fixed})
+    guard = history.commit(
+        "guard renamed", {"include/ref_impl.cuh": fixed.replace("CUCO_REF_IMPL_CUH", "CUCO_REF_CUH")}
+    )
+
+    assert _rows(history, sha) == [("branch_condition", "make_copy")]
+    assert _rows(history, guard) == []
