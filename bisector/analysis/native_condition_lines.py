@@ -1,12 +1,13 @@
 """The condition lines of C / C++ / CUDA that a hunk removes and adds: a size compared in an if / while / ?: (a batch
 size by its name), a case of a switch on the batch size, the arch, a dtype or a version tested (in an `if`, a `#if`
 and the lines that continue it, a bool or a `?:`), the `#else` of an arch `#if` (native_directives.py), a project's
-macro compared with a number in an `#if` (`#if USE_STAGGERED_INDICES == 1 && GEMMK == 0`: the kernel's build-time
-tuning parameters), a switch macro's condition and a test guarding a launch. Each removed line is paired with an added
-one in order and the pair named by native_conditions.row_name; a test of the arch, a dtype, a version or a macro picks
-a code path (a branch_condition row), the others are thresholds. A condition line removed or added alone whose test
-the hunk's other side writes in another form (`if constexpr (c)` -> `AF_IF_CONSTEXPR(c)`, native_value_forms.py) is
-no row."""
+macro compared with a number or tested for being defined in an `#if` (`#if USE_STAGGERED_INDICES == 1 && GEMMK == 0`:
+the kernel's build-time tuning parameters; `#if defined(CUCO_HAS_CUDA_BARRIER)`), a switch macro's condition and a
+test guarding a launch. Each removed line is paired with an added one in order and the pair named by
+native_conditions.row_name; a test of the arch, a dtype, a version or a macro picks a code path (a branch_condition
+row), the others are thresholds. A threshold or named-value test added or removed alone is a row when it is an `else
+if` of a chain the commit keeps. A condition line removed or added alone whose test the hunk's other side writes in
+another form (`if constexpr (c)` -> `AF_IF_CONSTEXPR(c)`, native_value_forms.py) is no row."""
 
 from __future__ import annotations
 
