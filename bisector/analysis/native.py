@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -23,24 +24,36 @@ from bisector.analysis.native_launches import launch_shape_rows
 from bisector.analysis.native_members import Members
 from bisector.analysis.native_reach import data_locals
 from bisector.analysis.native_renames import Renames
+from bisector.analysis.native_value_forms import value_form
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
-# C, C++, CUDA, HIP (.hip), Metal Shading Language (.metal, C++ based) and Objective-C++ (.mm, Metal host code);
-# not .m, which is Objective-C or MATLAB.
+# C, C++, CUDA, HIP (.hip), OpenCL C (.cl, .opencl), Metal Shading Language (.metal, C++ based) and Objective-C++
+# (.mm, Metal host code); not .m, which is Objective-C or MATLAB.
 NATIVE_SUFFIXES = (
     ".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".hip", ".metal", ".mm", ".inl",
-    ".inc",
+    ".inc", ".cl", ".opencl",
 )  # fmt: skip
+
+# a benchmark program (`softmax_benchmark.cpp`, `bench_gemm.cu`, `benchmarks/...`): it times kernels, it chooses none
+_BENCHMARK_SOURCE = re.compile(r"(?i)(?:^|/)bench(?:mark)?s?/|(?:^|/)bench(?:mark)?_[^/]*$|_bench(?:mark)?\.\w+$")
+
+
+def is_benchmark_source(path: str) -> bool:
+    return _BENCHMARK_SOURCE.search(path) is not None
+
 
 _ARRAY_HEAD = re.compile(
     r"\s*(?:template\s*<[^>]*>\s*)?"
     r"[\w:<>,*&\s]*\b(?:const|constexpr|__constant__)\b[\w:<>,*&\s]*?"
-    r"\b(?P<name>[A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*(?:=\s*)?"
+    r"\b(?P<name>[A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*"
+    r"(?:=\s*(?P<type>[A-Za-z_][\w:]*\s*(?:<[\w:<>,*&\s]*>\s*)?)?)?"  # `= std::vector<Entry>{...}`: a typed list
 )
+_SCALAR_BRACES = re.compile(r"\{[^{},]*\}")  # one value in braces
 _CONST_WORD = re.compile(r"\b(?:const|constexpr|__constant__)\b")
 MAX_HEAD_CHARS = 400  # a declaration before its brace initializer ("static constexpr int TILES[2][3] =")
 _SCALAR_CONST = re.compile(
-    r"\b(?:const|constexpr|__constant__)\b[^;=(){}\n]*?\b(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^;{}]+?)\s*;"
+    r"\b(?:const|constexpr|__constant__)\b[^;=(){}\n]*?\b(?P<name>[A-Za-z_]\w*)\s*=\s*"
+    r"(?:(?P<value>[^;{}]+?)|[A-Za-z_][\w:]*\s*\{\s*(?P<braced>[^;{}]*?)\s*\})\s*;"  # `= size_t{32};`: 32
 )
 # a file-scope variable, not const, that holds a threshold's number (a tunable global, set by a setter at run time)
 _TUNED_GLOBAL = re.compile(
@@ -125,7 +138,7 @@ def scan_native(text: str) -> NativeScan:
         local = inside_bodies(bodies, match.start("name"))
         members = members or Members(stripped)
         name = match["name"] if local else members.qualified(match["name"], match.start("name"))
-        unique = add(name, FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
+        unique = add(name, FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"] or match["braced"] or "", line))
         if local:
             nested.add(unique)
     enumerators: set[str] = set()
@@ -156,7 +169,10 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     only through its address (native_reach.data_locals: a guard object, a value handed on as data), the library's own
     version number (`#define CUDNN_FRONTEND_PATCH_VERSION 3`: a release), and a value
     that differs only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
-    kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it)."""
+    kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it), and a value
+    rewritten without a change of value (native_value_forms.py: a cast added, a trait's `_v` spelling, parentheses, a
+    constant local named for a part: `(m * n * k < limit)` -> `(mnk < static_cast<size_t>(limit))`). A condition line
+    one hunk removes and another adds again in the same function is no row (moved)."""
     was, now = without_renumbered_locals(
         before.entries if before else {}, _scope_of(before), after.entries if after else {}, _scope_of(after)
     )
@@ -165,18 +181,73 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     old, new = _changed_enumerators(old, before, new), _changed_enumerators(new, after, old)
     old, new = without_data_locals(old, before, new), without_data_locals(new, after, old)
     renamed = Renames(before, after)
+    was_locals, now_locals = _local_values(before), _local_values(after)
     for name in set(old) & set(new):
-        if renamed.same(old[name][1], new[name][1]):
+        if renamed.same(old[name][1], new[name][1]) or _same_value(old[name][1], was_locals, new[name][1], now_locals):
             del old[name], new[name]
     findings = [_macro_named(row) for row in kept_entry_rows(diff_entries(path, old, new), before, after)]
     old_lines, new_lines = (before.lines if before else []), (after.lines if after else [])
-    for hunk in hunks:
-        findings.extend(condition_rows(path, hunk, old_lines, new_lines))
+    findings += _unmoved(row for hunk in hunks for row in condition_rows(path, hunk, old_lines, new_lines))
     findings += instance_rows(path, old_lines, new_lines, hunks)
     findings += launch_shape_rows(path, old_lines, new_lines, hunks, {f.line for f in findings})
     findings += definition_rows(path, old_lines, new_lines, hunks, findings)
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
-    return findings
+    old_values, new_values = _known_values(before), _known_values(after)
+    return [row for row in findings if not _rewritten(row, old_values, new_values)]
+
+
+def _unmoved(rows: Iterable[Finding]) -> list[Finding]:
+    """The condition rows less the pairs of a line one hunk removes and another adds again in the same function and
+    with the same text (`#if defined(__gfx90a__)` moved from a loop's tail into its body: the same test), and less an
+    `#else`'s row where its `#if` has the same row (added or changed with it: one choice)."""
+    kept = list(rows)
+    named = Counter((row.kind, row.name, row.key) for row in kept)
+    kept = [row for row in kept if "#else" not in (row.before, row.after) or named[(row.kind, row.name, row.key)] == 1]
+    for removed in [row for row in kept if row.after is None and row.before is not None]:
+        again = next((row for row in kept if row.before is None and row.after == removed.before
+                      and (row.name, row.key) == (removed.name, removed.key)), None)  # fmt: skip
+        if again is not None:
+            kept.remove(again)
+            kept.remove(removed)
+    return kept
+
+
+def _local_values(scan: NativeScan | None) -> dict[str, str]:
+    """The constant locals of the file's functions (each name declared once) and the expressions they hold."""
+    if scan is None:
+        return {}
+    return {
+        name: node.text
+        for name in scan.nested
+        if "#" not in name and f"{name}#2" not in scan.entries and isinstance(node := scan.entries[name][1], Leaf)
+    }
+
+
+def _known_values(scan: NativeScan | None) -> dict[str, str]:
+    """The names whose values a row's texts may be rewritten with: the file's macros and its constant locals."""
+    if scan is None:
+        return {}
+    macros = {
+        name.removeprefix(_MACRO): node.text
+        for name, (_, node) in scan.entries.items()
+        if name.startswith(_MACRO) and "#" not in name.removeprefix(_MACRO) and isinstance(node, Leaf)
+    }
+    return {**macros, **_local_values(scan)}
+
+
+def _rewritten(row: Finding, was: dict[str, str], now: dict[str, str]) -> bool:
+    """A row whose texts differ only as native_value_forms' rewrites do, or by a name written for its value
+    (`int width = 32` -> `int width = WARP_SIZE` with `#define WARP_SIZE 32`)."""
+    if row.before is None or row.after is None or row.before == row.after:
+        return False
+    return value_form(row.before, was) == value_form(row.after, now)
+
+
+def _same_value(old: Node, old_locals: dict[str, str], new: Node, new_locals: dict[str, str]) -> bool:
+    """A scalar rewritten without a change of value (native_value_forms: a cast added, a local named for a part)."""
+    if not isinstance(old, Leaf) or not isinstance(new, Leaf) or old.text == new.text:
+        return False
+    return value_form(old.text, old_locals) == value_form(new.text, new_locals)
 
 
 def _macro_named(row: Finding) -> Finding:
@@ -249,7 +320,8 @@ def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node, int]]
             match = _ARRAY_HEAD.fullmatch(head) if _could_be_array_head(head) else None
             if match is not None:
                 node, end = _initializer(stripped, index, starts)
-                yield match["name"], node, index
+                if not match["type"] or _SCALAR_BRACES.fullmatch(stripped, index, end + 1) is None:
+                    yield match["name"], node, index  # not `= size_t{32}`: a scalar (_SCALAR_CONST)
                 last_delimiter = end
                 position = end + 1
                 continue

@@ -30,6 +30,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_reach import LAUNCH
 from bisector.analysis.native_scope import Scope, enclosing_function
+from bisector.analysis.native_value_forms import macro_values, value_form
 
 MAX_BODY_LINES = 400  # a dispatch function's body is read this far
 MAX_BLOCK_LINES = 120  # a decision's block is read this far for a kernel site
@@ -69,15 +70,18 @@ def with_native_chooser_rows(
     rows (each keeps what it tests and its texts), and one dispatch-logic row for such a function that has none."""
     changed: dict[str, tuple[int, str | None, str | None]] = {}
     functions = _Functions()
+    was, now = macro_values(old_lines), macro_values(new_lines)
     for hunk in hunks:
         removed = _decisions(old_lines, hunk.old_lo, hunk.old_hi)
         added = _decisions(new_lines, hunk.new_lo, hunk.new_hi)
-        moved = Counter(_text(old_lines[i]) for i in removed) & Counter(_text(new_lines[i]) for i in added)
+        moved = Counter(value_form(old_lines[i], was) for i in removed)
+        moved &= Counter(value_form(new_lines[i], now) for i in added)
         for side, lines, indices in (("old", old_lines, removed), ("new", new_lines, added)):
             left = Counter(moved)
             for index, head in indices.items():
-                if left[_text(lines[index])] > 0:
-                    left[_text(lines[index])] -= 1
+                form = value_form(lines[index], was if side == "old" else now)
+                if left[form] > 0:  # moved, or rewritten keeping its value (a cast, a macro for its number)
+                    left[form] -= 1
                     continue
                 name = functions.dispatcher(side, lines, head)
                 if name:

@@ -1,8 +1,13 @@
 """The condition lines of C / C++ / CUDA that a hunk removes and adds: a size compared in an if / while / ?: (a batch
 size by its name), a case of a switch on the batch size, the arch, a dtype or a version tested (in an `if`, a `#if`
-and the lines that continue it, a bool or a `?:`), a switch macro's condition and a test guarding a launch. Each
-removed line is paired with an added one in order and the pair named by native_conditions.row_name; a test of the
-arch, a dtype or a version picks a code path (a branch_condition row), the others are thresholds."""
+and the lines that continue it, a bool or a `?:`), the `#else` of an arch `#if` (native_directives.py), a project's
+macro compared with a number or tested for being defined in an `#if` (`#if USE_STAGGERED_INDICES == 1 && GEMMK == 0`:
+the kernel's build-time tuning parameters; `#if defined(CUCO_HAS_CUDA_BARRIER)`), a switch macro's condition and a
+test guarding a launch. Each removed line is paired with an added one in order and the pair named by
+native_conditions.row_name; a test of the arch, a dtype, a version or a macro picks a code path (a branch_condition
+row), the others are thresholds. A threshold or named-value test added or removed alone is a row when it is an `else
+if` of a chain the commit keeps. A condition line removed or added alone whose test the hunk's other side writes in
+another form (`if constexpr (c)` -> `AF_IF_CONSTEXPR(c)`, native_value_forms.py) is no row."""
 
 from __future__ import annotations
 
@@ -13,16 +18,20 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_conditions import (
     ARCH_LABEL,
+    MACRO_LABEL,
     NAMED_LABEL,
     PLATFORM_LABEL,
+    THRESHOLD_LABEL,
     chooses_by_arch,
-    directive_start,
+    extends_kept_chain,
     more_condition_label,
     row_name,
 )
+from bisector.analysis.native_directives import directive_start, else_of_arch_test
 from bisector.analysis.native_dispatch import condition_label, default_rows
 from bisector.analysis.native_reach import MAX_READER_LINES, guards_launch, instantiating_case, reaching_values
 from bisector.analysis.native_scope import enclosing_function
+from bisector.analysis.native_value_forms import tested_again
 
 # Names that hold the batch size (rows of the activation) in GEMM and attention dispatchers.
 _BATCH_NAMES = (
@@ -76,10 +85,17 @@ def condition_rows(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[
     moved = Counter(_text(old_lines[i]) for i, _ in removed) & Counter(_text(new_lines[i]) for i, _ in added)
     removed, added = _unmoved(removed, old_lines, moved), _unmoved(added, new_lines, moved)
     findings: list[Finding] = []
+    old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
     for position in range(max(len(removed), len(added))):
         old = removed[position] if position < len(removed) else None
         new = added[position] if position < len(added) else None
+        if old is None and new is not None and tested_again(new_lines[new[0]], old_hunk):
+            continue  # the same test, written another way (`AF_IF_CONSTEXPR(c)` for `if constexpr (c)`)
+        if new is None and old is not None and tested_again(old_lines[old[0]], new_hunk):
+            continue
         name, key = row_name(old_lines, new_lines, old, new)
+        if not name:
+            name, key = _chain_case(old_lines, new_lines, old, new, hunk)
         if not name:
             continue  # a kernel's own branch, an empty check, a new threshold (row_name)
         findings.append(
@@ -93,12 +109,28 @@ def condition_rows(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[
                 line=(new[0] + 1) if new else (old[0] + 1) if old else None,
             )
         )
-    old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
     line = hunk.new_lo + 1 if new_hunk else None
     after = new_lines[hunk.new_hi : hunk.new_hi + MAX_READER_LINES]
     return (
         findings + default_rows(path, old_hunk, new_hunk, line) + reaching_values(path, old_hunk, new_hunk, after, line)
     )
+
+
+def _chain_case(
+    old_lines: list[str], new_lines: list[str], old: tuple[int, str] | None, new: tuple[int, str] | None, hunk: Hunk
+) -> tuple[str, str]:
+    """(function, label) for a threshold or named-value test added or removed alone as an `else if` of a chain the
+    commit keeps (native_conditions.extends_kept_chain), else ("", "")."""
+    if new is not None and old is None and new[1] in _CHAIN_LABELS:
+        lines, index, lo, hi = new_lines, new[0], hunk.new_lo, hunk.new_hi
+    elif old is not None and new is None and old[1] in _CHAIN_LABELS:
+        lines, index, lo, hi = old_lines, old[0], hunk.old_lo, hunk.old_hi
+    else:
+        return "", ""
+    scope = enclosing_function(lines, index)
+    if scope is None or not extends_kept_chain(lines, index, lo, hi):
+        return "", ""
+    return scope.function, (new or old or (0, ""))[1]
 
 
 def _condition_kind(
@@ -119,9 +151,39 @@ def _condition_kind(
 
 
 _THRESHOLD_PARTS = (re.compile(r"(?<![\w.])\d[\w.]*"), re.compile(r"<=|>=|==|!=|(?<![<-])<(?!<)|(?<![>-])>(?!>)"))
+_CHAIN_LABELS = frozenset({THRESHOLD_LABEL, NAMED_LABEL})  # a case an if chain gains (extends_kept_chain)
 _PATH_LABELS = frozenset(
-    {ARCH_LABEL, PLATFORM_LABEL, NAMED_LABEL, "condition on the dtype", "condition on the version"}
+    {ARCH_LABEL, PLATFORM_LABEL, NAMED_LABEL, MACRO_LABEL, "condition on the dtype", "condition on the version"}
 )
+# `#if USE_STAGGERED_INDICES == 1 && GEMMK == 0`: a macro compared with a number picks the code a kernel is built
+# with (its tuning parameters come as -D defines); the compiler's and the language's own macros pick no kernel code
+_MACRO_COMPARED = re.compile(
+    r"\b(?P<macro>[A-Z_][A-Z0-9_]*)\s*(?:==|!=|<=|>=|<(?!<)|>(?!>))\s*\(?\s*-?\d|"
+    r"(?<![\w)])-?\d[\w.]*\s*\)?\s*(?:==|!=|<=|>=|<(?!<)|>(?!>))\s*(?P<right>[A-Z_][A-Z0-9_]*)\b"
+)
+_PREPROCESSOR_TEST = re.compile(r"^\s*#\s*(?:if|elif)\b")
+_TOOLCHAIN_MACROS = re.compile(
+    r"^_MSC|^__GNUC|^__clang|^__cplusplus$|^__STDC|^__INTEL|^__NVCC|^__CUDACC|^__HIPCC|^_WIN|^__APPLE|^__linux|"
+    r"^__SIZEOF|^__BYTE_ORDER|^_POSIX|^_XOPEN|^__has_"
+)
+
+
+def _macro_compared(line: str) -> bool:
+    """An `#if` / `#elif` comparing a macro of the project with a number or testing whether one is defined (`#if
+    defined(CUCO_HAS_CUDA_BARRIER)`, `#ifdef USE_FAST_PATH`; not an include guard)."""
+    if (ifdef := _IFDEF.match(line)) is not None:
+        names = [ifdef["name"]]
+    elif _PREPROCESSOR_TEST.match(line):
+        names = _DEFINED_NAME.findall(line)
+        names += [match["macro"] or match["right"] for match in _MACRO_COMPARED.finditer(line)]
+    else:
+        return False
+    return any(not _TOOLCHAIN_MACROS.match(name) and not _GUARD.search(name) for name in names)
+
+
+_IFDEF = re.compile(r"^\s*#\s*ifn?def\s+(?P<name>[A-Za-z_]\w*)")
+_DEFINED_NAME = re.compile(r"\bdefined\s*\(?\s*([A-Za-z_]\w*)")
+_GUARD = re.compile(r"_(?:H|HH|HPP|HXX|CUH|INL|INC|INCLUDED|GUARD)_*$")
 
 
 def _text(line: str) -> str:
@@ -160,6 +222,8 @@ def _condition(lines: list[str], index: int) -> str:
         _BRANCH.search(line) or chooses_by_arch(lines, index) or directive_start(lines, index) != index
     ):
         return "condition on the arch"
+    if else_of_arch_test(lines, index, _ARCH_WORDS):
+        return "condition on the arch"
     if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
         return "condition on the dtype"
     if _DTYPE_MACRO.match(line) and enclosing_function(lines, index) is not None:
@@ -168,5 +232,7 @@ def _condition(lines: list[str], index: int) -> str:
         return "condition on the version"
     if _BRANCH.search(line) and _PLATFORM_WORDS.search(line):
         return PLATFORM_LABEL
+    if _macro_compared(line):
+        return MACRO_LABEL
     label = condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
     return label or more_condition_label(lines, index)

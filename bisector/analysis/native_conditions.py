@@ -17,13 +17,18 @@ a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both
 compares with other upper-case named values than before (`path->type == PATH_NVL` -> `... || path->type == PATH_NVB`;
 status codes aside) a 'condition on a named value' row. A flag kept in a bool (`bool fast = N % bn == 0 && K % 512 ==
 0;`) is a row when both versions have it and one compares a number; a test of the platform (HIP / CUDA) is one inside a
-host function whose branches make different calls; a line that continues an `#if` is named by that `#if`'s block."""
+host function whose branches make different calls; a line that continues an `#if` is named by that `#if`'s block.
+A threshold is also a host function's returned test (`return seqlen <= 1024 && seqlen > 128;`: a predicate), and an
+arch `#if` that became an `#elif` (a new test now comes first) is no rewrite; a pair of lines equal after
+native_value_forms' rewrites (a cast, parentheses) is."""
 
 from __future__ import annotations
 
 import re
 
+from bisector.analysis.native_directives import MAX_GUARD_LINES, PP_END, PP_OPEN, directive_start
 from bisector.analysis.native_scope import defined_in, enclosing_function
+from bisector.analysis.native_value_forms import value_form
 
 ARCH_LABEL = "condition on the arch"
 THRESHOLD_LABEL = "threshold"
@@ -32,11 +37,13 @@ LAYOUT_LABEL = "condition on the layout"
 PLATFORM_LABEL = "condition on the platform"  # HIP / ROCm or CUDA
 NAMED_LABEL = "condition on a named value"  # path->type == PATH_NVL: an enumerated kind of link, algorithm, ...
 FLAG_LABEL = "condition kept in a bool"  # bool fast = N % bn == 0 && K % 512 == 0;
+MACRO_LABEL = "condition on a macro"  # #if USE_STAGGERED_INDICES == 1 && GEMMK == 0
 
 _ARCH = re.compile(
     r"\b\w*(?:major|minor)\s*[<>=!]=\s*\d|\b\w*(?:major|minor)\s*[<>]\s*\d|"
     r"\b\w*(?:Volta|Turing|Ampere|Hopper|Blackwell|Pascal|Maxwell|Kepler)\w*\b"
 )
+_RETURNED_TEST = re.compile(r"^\s*return\b[^;?]*(?:[<>]=?|[=!]=)[^;?]*;")
 _CONTINUES = re.compile(r"^\s*(?:&&|\|\||and\b|or\b)|(?:&&|\|\|)\s*$")
 _CHOICE = re.compile(r"\bbool\s+[A-Za-z_]\w*\s*=[^=]|\?[^:]*:")
 _BRANCH = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while)\s*(?:constexpr\s*)?\(|\?[^:]*:")
@@ -57,7 +64,6 @@ _DECLARED = re.compile(
     r"^\s*#\s*define\s+(?P<macro>[A-Za-z_]\w*)|\busing\s+(?P<alias>[A-Za-z_]\w*)\s*=|"
     r"\b(?:constexpr|const)\b[^;=(){}]*?\b(?P<constant>[A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*="
 )
-_PP_OPEN = re.compile(r"^\s*#\s*if")
 _PP_SPLIT = re.compile(r"^\s*#\s*(?:elif|else|endif)\b")
 _INCLUDE = re.compile(r"^\s*#\s*include\b")
 _REFUSAL = re.compile(r"^\s*#\s*error\b")
@@ -83,6 +89,9 @@ def more_condition_label(lines: list[str], index: int) -> str:
     if _FLAG.match(line):  # a row when one of the two versions compares a number (row_name)
         scope = enclosing_function(lines, index)
         return FLAG_LABEL if scope is not None and not scope.device else ""
+    if _RETURNED_TEST.match(line) and _has_threshold(line):  # a predicate: `return seqlen > 128 && ...;`
+        scope = enclosing_function(lines, index)
+        return THRESHOLD_LABEL if scope is not None and not scope.device else ""
     if not _BRANCH.search(line):
         return ""
     condition = _whole_condition(lines, index)
@@ -120,20 +129,11 @@ def chooses_by_arch(lines: list[str], index: int) -> bool:
     return any(_TYPE_CHOICE.search(text) for text in above) and not any(";" in text for text in above)
 
 
-def directive_start(lines: list[str], index: int) -> int:
-    """The line opening the `#if` / `#elif` that line index continues (`|| defined(__gfx90a__) \\` after a `#if
-    defined(__gfx908__) \\`), else index."""
-    start = index
-    while start > 0 and index - start < MAX_CONDITION_LINES and lines[start - 1].rstrip().endswith("\\"):
-        start -= 1
-    return start if start != index and _PP_OPEN.match(lines[start]) else index
-
-
 def declared_name(lines: list[str], index: int) -> str:
     """What a file-scope condition line chooses, by the name it declares: the alias of `using X = std::conditional
     ...` (on the line or above it in the same statement), else the first constant, alias or macro its #if block
     defines; INCLUDES_ONLY for a block that opens with an #include; ''."""
-    if not _PP_OPEN.match(lines[index]) and not _PP_SPLIT.match(lines[index]):
+    if not PP_OPEN.match(lines[index]) and not _PP_SPLIT.match(lines[index]):
         for position, text in enumerate(reversed(lines[max(index - MAX_ALIAS_LINES, 0) : index + 1])):
             if position and (";" in text or "{" in text or "}" in text):
                 return ""  # the statement before
@@ -144,7 +144,7 @@ def declared_name(lines: list[str], index: int) -> str:
     for text in lines[index + 1 : index + 1 + MAX_BLOCK_LINES]:
         if depth == 0 and (_INCLUDE.match(text) or _REFUSAL.match(text)):
             return INCLUDES_ONLY  # or a block that refuses to build (#error): it chooses no code
-        if _PP_OPEN.match(text):
+        if PP_OPEN.match(text):
             depth += 1
         elif _PP_SPLIT.match(text):
             if depth == 0:
@@ -153,6 +153,33 @@ def declared_name(lines: list[str], index: int) -> str:
         elif depth == 0 and (declared := _DECLARED.search(text)):
             return declared["macro"] or declared["alias"] or declared["constant"]
     return ""
+
+
+def extends_kept_chain(lines: list[str], index: int, lo: int, hi: int) -> bool:
+    """Line index (in lines lo..hi, which the commit adds or removes) is an `else if` of a host function whose previous
+    branch the commit keeps (`} else if (algorithm == ALGO_RING && protocol == PROTO_SIMPLE) {` added after a kept
+    `if (algorithm == ALGO_TREE) {`): the chain the function decides with gains or loses a case."""
+    line = lines[index]
+    if _ELSE_IF.match(line) is None:
+        return False
+    indent = len(line) - len(line.lstrip())
+    for earlier in range(index - 1, max(index - MAX_CHAIN_LINES, -1), -1):
+        text = lines[earlier]
+        if not text.strip() or len(text) - len(text.lstrip()) > indent or text.strip() == "}":
+            continue  # a branch's body, or the brace that closes it
+        if len(text) - len(text.lstrip()) < indent or not _BRANCH_HEAD.match(text):
+            return False  # no chain: another statement, or the block around
+        if not lo <= earlier < hi:
+            scope = enclosing_function(lines, index)
+            return scope is not None and not scope.device
+        if _ELSE_IF.match(text) is None:
+            return False  # the chain's own `if` is new too: new code
+    return False
+
+
+_ELSE_IF = re.compile(r"^\s*(?:\}\s*)?else\s+if\s*\(")
+_BRANCH_HEAD = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?if\s*\(")
+MAX_CHAIN_LINES = 120  # how far above an `else if` its previous branch is looked for
 
 
 def row_name(
@@ -164,7 +191,7 @@ def row_name(
     alone (an empty check), a threshold on one side only (a new or dropped test is new or dropped code)."""
     lines, (index, label) = (new_lines, new) if new else (old_lines, old or (0, ""))
     line = lines[index] if index < len(lines) else ""
-    if label in (THRESHOLD_LABEL, LAYOUT_LABEL, FLAG_LABEL, NAMED_LABEL) and not (old and new):
+    if label in (THRESHOLD_LABEL, LAYOUT_LABEL, FLAG_LABEL, NAMED_LABEL, MACRO_LABEL) and not (old and new):
         return "", ""
     if label == NAMED_LABEL and old and named_values(old_lines[old[0]]) == named_values(line):
         return "", ""  # the same values tested: a condition rewritten around them
@@ -173,11 +200,13 @@ def row_name(
     if (
         old
         and new
-        and old[1] == new[1] in (ARCH_LABEL, THRESHOLD_LABEL, FLAG_LABEL)
+        and old[1] == new[1] in (ARCH_LABEL, THRESHOLD_LABEL, FLAG_LABEL, MACRO_LABEL)
         and _same_gate(old_lines[old[0]], line)
     ):
         return "", ""
-    if _spelling_shim(lines, index):
+    if old and new and value_form(old_lines[old[0]]) == value_form(line):
+        return "", ""  # a cast, a trait's spelling, parentheses: the same test
+    if _spelling_shim(lines, directive_start(lines, index)):
         return "", ""
     numbers = _compared_numbers(line)
     if label == BATCH_LABEL and numbers and all(number in _ZEROS for number in numbers):
@@ -193,7 +222,7 @@ def row_name(
         if declared == INCLUDES_ONLY:
             return "", ""  # the code that uses what it includes is compared where it is
         return (declared, label) if declared else (label, "")
-    if scope.device and label != ARCH_LABEL:
+    if scope.device and label not in (ARCH_LABEL, MACRO_LABEL):  # the preprocessor's choices, not the kernel's
         return "", ""
     if not (old and new) and not defined_in(scope.function, old_lines if new else new_lines):
         return "", ""  # a test in a function the commit adds or removes whole: new or dropped code
@@ -204,17 +233,17 @@ def compile_guard(lines: list[str], index: int) -> bool:
     """An `#if` (line index) whose `#else` holds only a diagnostic (`#warning "only on Ampere"`, `#error`, `__trap();`,
     `assert(false);`): its code is built for some arches and stubbed out on the others, no other path is taken. An
     `#if` with no `#else`, or with an `#elif`, may let the code after it run instead, so it is no guard."""
-    if not _PP_OPEN.match(lines[index]):
+    if not PP_OPEN.match(lines[index]):
         return False
     depth, in_else = 0, False
     for text in lines[index + 1 : index + 1 + MAX_GUARD_LINES]:
-        if _PP_OPEN.match(text):
+        if PP_OPEN.match(text):
             if in_else:
                 return False
             depth += 1
         elif depth:
-            depth -= _PP_END.match(text) is not None
-        elif _PP_END.match(text):
+            depth -= PP_END.match(text) is not None
+        elif PP_END.match(text):
             return in_else
         elif re.match(r"^\s*#\s*else\b", text):
             in_else = True
@@ -225,22 +254,20 @@ def compile_guard(lines: list[str], index: int) -> bool:
     return False
 
 
-_PP_END = re.compile(r"^\s*#\s*endif\b")
 _DIAGNOSTIC = re.compile(
     r"^\s*(?:#\s*(?:warning|error|pragma\s+message)\b|(?:assert|static_assert)\s*\(\s*(?:false|0)\b|"
     r"(?:__trap|__builtin_trap|abort)\s*\(\s*\)\s*;)"
 )
-MAX_GUARD_LINES = 400  # a guarded kernel body runs this long at most
 
 
 def _spelling_shim(lines: list[str], index: int) -> bool:
     """An `#if` whose branches are the same code but for names spelled longer in one (`using type = double4_32a;` /
     `#else` / `using type = double4;`: a toolkit's new spelling of the same type or field)."""
-    if not _PP_OPEN.match(lines[index]):
+    if not PP_OPEN.match(lines[index]):
         return False
     branches: list[list[str]] = [[]]
     for text in lines[index + 1 : index + 1 + MAX_BLOCK_LINES]:
-        if _PP_OPEN.match(text):
+        if PP_OPEN.match(text):
             return False
         if re.match(r"^\s*#\s*else\b", text):
             branches.append([])
@@ -259,7 +286,7 @@ def _port_shim(lines: list[str], index: int) -> bool:
     `cudaFuncSetAttribute((void *) kernel, ...)`): a signature told apart, not another path."""
     branches: list[set[str]] = [set()]
     for text in lines[index + 1 : index + 1 + MAX_BLOCK_LINES]:
-        if _PP_OPEN.match(text):
+        if PP_OPEN.match(text):
             return False
         if re.match(r"^\s*#\s*else\b", text):
             branches.append(set())
@@ -279,8 +306,13 @@ _NAME = re.compile(r"[A-Za-z_]")
 def _same_gate(old: str, new: str) -> bool:
     """An arch or threshold test written another way: the same numbers (`gcnArch == 908` -> `gcnArchName.find("908") !=
     npos`), the same order comparisons, logic (&&, ||, !), arithmetic, named constants and arch names on both
-    lines."""
+    lines; an `#if` that became an `#elif` is no such rewrite (a test now comes before it)."""
+    if _DIRECTIVE_WORD.findall(old) != _DIRECTIVE_WORD.findall(new):
+        return False
     return all(sorted(pattern.findall(old)) == sorted(pattern.findall(new)) for pattern in _GATE_PARTS)
+
+
+_DIRECTIVE_WORD = re.compile(r"^\s*#\s*(if|elif)\b")
 
 
 _GATE_PARTS = (

@@ -30,12 +30,12 @@ from bisector.analysis.native_scope import CLASS_HEAD, enclosing_function, enclo
 MAX_STATEMENT_LINES = 80  # a statement spread over this many lines at most (one template argument a line)
 
 _LITERAL = re.compile(r"(?<![\w.])(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)?)[uUlLfF]*|\btrue\b|\bfalse\b")
-_OPEN = re.compile(r"[A-Za-z_]\w*\s*<(?!<)")  # a name followed by `<`: a template's argument list may open
+_OPEN = re.compile(r"[A-Za-z_]\w*\s*<(?![<=])")  # a name and `<` (not `<=`): a template's argument list may open
 _NOT_TEMPLATES = frozenset({"template", "operator", "if", "while", "return", "for"})
 _AGGREGATE_HEAD = re.compile(r"^\s*(?:template\s*<[^{;]*?>\s*)?(?:struct|class)\s+(?:alignas\s*\([^)]*\)\s*)?(\w+)")
 _ALIAS = re.compile(r"^\s*(?:template\s*<[^;]*?>\s*)?using\s+(\w+)\s*=|^\s*typedef\b.*?\b(\w+)\s*;\s*$")
 _CONFIG_ALIAS = re.compile(r"(?i)config|traits|policy|params|tuning")
-_TEMPLATE_NAME = re.compile(r"([A-Za-z_]\w*)\s*<(?!<)")
+_TEMPLATE_NAME = re.compile(r"([A-Za-z_]\w*)\s*<(?![<=])")
 _NOT_CONFIG = frozenset({"0", "1", "true", "false"})
 _SUFFIX = re.compile(r"[uUlLfF]+$")
 

@@ -7,8 +7,9 @@ cmake_targets.py). A file that cannot be analysed in one version
 
 A file added or removed whole is new (or dropped) code, not a change of the dispatch inside it: its entries are
 not rows (the callers or includes that start or stop using it change too, and those files are compared); it is
-named in a note instead, grouped by directory when there are many. Tuning files by their path (file_roles) are
-the exception: a tuning file added or removed is new or dropped tuning, so its entries are rows.
+named in a note instead, grouped by directory when there are many. Tuning files by their path (file_roles), and
+sources whose head says a tuning run generated them (generated_tuning.py), are the exception: a tuning file added or
+removed is new or dropped tuning, so its entries are rows.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from bisector.analysis.config_choosers import with_chooser_rows
 from bisector.analysis.cython_source import CYTHON_SUFFIXES, python_source_of_cython
 from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.generated_tuning import generated_tuning_paths
 from bisector.analysis.imported_flags import imported_flag_rows
 from bisector.analysis.launch_feeds import feed_rows
-from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
+from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, is_benchmark_source, scan_native
 from bisector.analysis.native_choosers import with_native_chooser_rows
 from bisector.analysis.native_switches import switched_branch_rows
 from bisector.analysis.option_defaults import option_default_rows
@@ -159,6 +161,8 @@ def _diff_commit(
         base = gitdiff.resolve_commit(repo, parent) if parent else gitdiff.first_parent(repo, commit)
         changes = gitdiff.changed_files(repo, base, commit)
         whole = [c for c in changes if _added_or_removed_whole(c)]
+        tuned = generated_tuning_paths(repo, base, commit, [c for c in whole if _language(c.path) == "native"])
+        whole = [c for c in whole if c.path not in tuned]  # tuning results a script wrote: rows, as a tuning file's
         readable = [c for c in changes if _language(c.path) is not None and c not in whole]
         inits = {c.path: f"{posixpath.dirname(c.path)}/__init__.py" for c in readable if _in_directory_python(c)}
         blobs = {
@@ -246,7 +250,8 @@ def _whole_name(change: gitdiff.FileChange) -> str:
 
 
 def _language(path: str) -> str | None:
-    """How to read a changed file; None for files that choose no dispatch (tests, tool and package settings, others)."""
+    """How to read a changed file; None for files that choose no dispatch (tests, native benchmark programs, tool
+    and package settings, others)."""
     lowered = path.lower()
     if is_test_path(path):
         return None
@@ -259,7 +264,7 @@ def _language(path: str) -> str | None:
     if lowered.endswith(".dat"):
         return "json data"  # read as a tuning file when it holds JSON (a solution map), else skipped
     if lowered.endswith(NATIVE_SUFFIXES):
-        return "native"
+        return None if is_benchmark_source(path) else "native"
     return "cmake" if is_cmake_path(path) and not is_tooling_config(path) else None
 
 
