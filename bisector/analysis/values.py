@@ -144,18 +144,27 @@ def _diff_mappings(before: Mapping | None, after: Mapping | None, path: tuple[st
 def _diff_sequences(before: Sequence, after: Sequence, path: tuple[str, ...]) -> Iterator[Change]:
     old = [item.canonical for item in before.items]
     new = [item.canonical for item in after.items]
+    for i, j in aligned(old, new):
+        if i is not None and j is not None:
+            yield from diff_values(before.items[i], after.items[j], (*path, str(j)))
+        elif i is not None:
+            yield Change((*path, str(i)), before.items[i], None)
+        elif j is not None:
+            yield Change((*path, str(j)), None, after.items[j])
+
+
+def aligned(old: list[Hashable], new: list[Hashable]) -> Iterator[tuple[int | None, int | None]]:
+    """The items of two sequences that differ, aligned as a line diff aligns lines (equal keys matched): (i, j) for
+    an item changed in place, then (i, None) for each one removed and (None, j) for each one added in a stretch."""
     matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
         if tag == "replace" and i2 - i1 == j2 - j1:
-            for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
-                yield from diff_values(before.items[i], after.items[j], (*path, str(j)))
+            yield from zip(range(i1, i2), range(j1, j2), strict=True)
             continue
-        for i in range(i1, i2):
-            yield Change((*path, str(i)), before.items[i], None)
-        for j in range(j1, j2):
-            yield Change((*path, str(j)), None, after.items[j])
+        yield from ((i, None) for i in range(i1, i2))
+        yield from ((None, j) for j in range(j1, j2))
 
 
 def diff_entries(

@@ -18,7 +18,6 @@ differ only where an item's text changed but its value is the same as another it
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from collections.abc import Callable, Hashable, Iterator
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from bisector.analysis.values import Change, Mapping, Node, diff_values
+from bisector.analysis.values import Change, Mapping, Node, aligned, diff_values
 
 LARGE_YAML_BYTES = 256 << 10  # smaller files are parsed whole: the split would save little
 WHOLE_PART_LINES = 200  # a differing part this small (both sides together) is parsed whole, not split further
@@ -167,17 +166,12 @@ class _Differ:
         shared = set(old_raw) & set(new_raw)
         old_keys: list[Hashable] = [raw if raw in shared else ("old", i) for i, raw in enumerate(old_raw)]
         new_keys: list[Hashable] = [raw if raw in shared else ("new", j) for j, raw in enumerate(new_raw)]
-        matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            if tag == "equal":
-                continue
-            if tag == "replace" and i2 - i1 == j2 - j1:
-                for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
-                    yield from self.diff(before[i], after[j], (*path, str(j)))
-                continue
-            for i in range(i1, i2):
+        for i, j in aligned(old_keys, new_keys):
+            if i is not None and j is not None:
+                yield from self.diff(before[i], after[j], (*path, str(j)))
+            elif i is not None:
                 yield Change((*path, str(i)), self._parse(before[i].text()), None)
-            for j in range(j1, j2):
+            elif j is not None:
                 yield Change((*path, str(j)), None, self._parse(after[j].text()))
 
     def _entries(self, parts: list[tuple[str, _Part]]) -> dict[Hashable, tuple[str, _Part]]:
