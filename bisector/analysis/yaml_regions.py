@@ -96,16 +96,18 @@ def _dedent(columns: int) -> re.Pattern[str]:
     return re.compile(f"^ {{0,{columns}}}", re.MULTILINE)
 
 
+# The two below match a line with its newline in front, in "\n" + text: a pattern that starts with a literal
+# character is searched for that character first, where one that starts with ^ is tried at every position.
 @functools.cache
 def _at_column(columns: int) -> re.Pattern[str]:
     """A line whose content starts at this column."""
-    return re.compile(f"^ {{{columns}}}\\S", re.MULTILINE)
+    return re.compile(f"\\n {{{columns}}}\\S")
 
 
 @functools.cache
 def _left_of(columns: int) -> re.Pattern[str]:
     """A line whose content starts left of this column."""
-    return re.compile(f"^ {{0,{columns - 1}}}\\S", re.MULTILINE)
+    return re.compile(f"\\n {{0,{columns - 1}}}\\S")
 
 
 def diff_large_yaml(
@@ -212,14 +214,15 @@ class _Lines:
 
     def __init__(self, part: _Part) -> None:
         column, body = part.indent, part.body()  # body: the lines after the first; its line k is part.start + 1 + k
-        if column and _left_of(column).search(body):
+        lines = "\n" + body  # a match's start in it is where its line starts in body
+        if column and _left_of(column).search(lines):
             raise _UnsplittableError  # a line less indented than the part: not a part the split can follow
         self._start, self._body = part.start, body
         self.heads = [part.start]
         self._below = [(0, 0)]  # per head: where the lines below it start in body, and that line's number in body
         self._stops: list[int] = []  # per head but the first: where its line starts in body
         line, position = 0, 0
-        for match in _at_column(column).finditer(body):
+        for match in _at_column(column).finditer(lines):
             line += body.count("\n", position, match.start())
             position = match.start()
             self.heads.append(part.start + 1 + line)
@@ -227,7 +230,7 @@ class _Lines:
             end = body.find("\n", position)
             self._below.append((len(body) if end < 0 else end + 1, line + 1))
         self._stops.append(len(body))
-        self.shallow = _at_column(column + 1).search(body) is not None
+        self.shallow = _at_column(column + 1).search(lines) is not None
 
     def first_inner(self, index: int) -> int | None:
         """The line of the first non-blank line below the index-th head, before the next head; None if none."""
