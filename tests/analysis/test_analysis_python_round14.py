@@ -1,0 +1,50 @@
+"""Python rows of the fourteenth round on real git histories: a test of the device's kind (the model name a
+runtime reports, `device.device_kind`) or of an AMD arch family written as its bare prefix (`"gfx"`) is an arch
+condition."""
+
+from __future__ import annotations
+
+from analysis_history import History
+
+from bisector.analysis import static_diff
+
+
+def _rows(history: History, sha: str) -> list[tuple[str, str, str]]:
+    return sorted((f.kind.value, f.name, f.key) for f in static_diff(history.path, sha).table_findings)
+
+
+DEVICE_INFO_PY = """\
+def get_device_kind(device, abstract_device) -> str:
+    if abstract_device is not None and abstract_device.device_kind != device.device_kind:
+        return abstract_device.device_kind
+    return device.device_kind
+
+
+def get_block_rows(kind: str) -> int:
+    if kind.startswith("gfx"):
+        return 128
+    return 64
+"""
+
+
+def test_a_test_of_the_device_kind_or_the_gfx_family_is_an_arch_condition(history: History) -> None:
+    history.commit("device info", {"pkg/gpu_info.py": DEVICE_INFO_PY})
+    changed = DEVICE_INFO_PY.replace(
+        "abstract_device is not None and abstract_device.device_kind != device.device_kind",
+        "abstract_device is not None and abstract_device.device_kind == device.device_kind",
+    ).replace('kind.startswith("gfx")', 'kind.startswith(("gfx", "rdna"))')
+    sha = history.commit("abstract kinds win; gfx rows", {"pkg/gpu_info.py": changed})
+
+    arch = "arch condition"
+    assert _rows(history, sha) == [
+        ("branch_condition", "get_block_rows", arch),
+        ("branch_condition", "get_device_kind", arch),
+    ]
+
+
+def test_a_device_kind_only_returned_is_no_condition(history: History) -> None:
+    history.commit("device info", {"pkg/gpu_info.py": DEVICE_INFO_PY})
+    changed = DEVICE_INFO_PY.replace("    return device.device_kind\n", "    return str(device.device_kind)\n")
+    sha = history.commit("kind as str", {"pkg/gpu_info.py": changed})
+
+    assert _rows(history, sha) == []
