@@ -231,7 +231,8 @@ class _Scanner:
         evaluator = LiteralEvaluator(env)
         for target in targets:
             if isinstance(target, ast.Name):
-                self._bind(prefix, target.id, statement.value, evaluator.eval(statement.value), env)
+                member = FindingKind.CONSTANT if _member_of_annotated_type(statement) else None
+                self._bind(prefix, target.id, statement.value, evaluator.eval(statement.value), env, member)
             elif isinstance(target, ast.Tuple) and isinstance(statement.value, ast.Tuple | ast.List):
                 if len(target.elts) == len(statement.value.elts):
                     for element, value in zip(target.elts, statement.value.elts, strict=True):
@@ -240,11 +241,13 @@ class _Scanner:
             elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
                 self._set_item(prefix, target, evaluator, statement.value, env)
 
-    def _bind(self, prefix: str, name: str, source: ast.expr, node: Node, env: dict[str, Node]) -> None:
+    def _bind(
+        self, prefix: str, name: str, source: ast.expr, node: Node, env: dict[str, Node], kind: FindingKind | None = None
+    ) -> None:
         env[name] = plain_value(node)
         if (name.startswith("__") and name.endswith("__")) or _TEST_DATA.search(name):
             return
-        kind = _kind_of(source, node)
+        kind = kind or _kind_of(source, node)
         if isinstance(source, ast.IfExp) and kind is not None:
             self.conditional.add(prefix + name)
         if kind is not None:
@@ -328,6 +331,15 @@ def _bound(body: list[ast.stmt], prefix: str) -> set[str]:
 def _is_enum(cls: ast.ClassDef) -> bool:
     """Enum members are names for kernels and reasons, not tuning values."""
     return any(ast.unparse(base).rsplit(".", 1)[-1].endswith(("Enum", "Flag")) for base in cls.bases)
+
+
+def _member_of_annotated_type(statement: ast.Assign | ast.AnnAssign) -> bool:
+    """`mode: Semantics = Semantics.Lane`: a setting's default naming one member of its enum type is a choice made
+    in the source, as a literal default is."""
+    if not isinstance(statement, ast.AnnAssign) or not isinstance(statement.value, ast.Attribute):
+        return False
+    owner, annotation = (ast.unparse(e).rsplit(".", 1)[-1] for e in (statement.value.value, statement.annotation))
+    return isinstance(statement.annotation, ast.Name | ast.Attribute) and owner == annotation
 
 
 def _kind_of(source: ast.expr, node: Node) -> FindingKind | None:

@@ -1,6 +1,7 @@
 """Python rows of the fourteenth round on real git histories: a test of the device's kind (the model name a
 runtime reports, `device.device_kind`) or of an AMD arch family written as its bare prefix (`"gfx"`) is an arch
-condition."""
+condition; a setting's default that names one member of its annotated enum type is a constant, as a literal
+default is (another annotated default read from a class is not)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,31 @@ def test_a_device_kind_only_returned_is_no_condition(history: History) -> None:
     sha = history.commit("kind as str", {"pkg/gpu_info.py": changed})
 
     assert _rows(history, sha) == []
+
+
+PARAMS_PY = """\
+import dataclasses
+import enum
+
+
+class Semantics(enum.Enum):
+    Lane = enum.auto()
+    Warpgroup = enum.auto()
+
+
+@dataclasses.dataclass(frozen=True)
+class CompilerParams:
+    num_stages: int = 2
+    lowering_semantics: Semantics = Semantics.Lane
+    scope: str = Defaults.SCOPE
+"""
+
+
+def test_an_enum_typed_default_naming_another_member_is_a_constant(history: History) -> None:
+    history.commit("params", {"pkg/core.py": PARAMS_PY})
+    changed = PARAMS_PY.replace("= Semantics.Lane", "= Semantics.Warpgroup").replace(
+        "Defaults.SCOPE", "Defaults.OTHER_SCOPE"
+    )
+    sha = history.commit("warpgroup lowering by default", {"pkg/core.py": changed})
+
+    assert [row[:2] for row in _rows(history, sha)] == [("constant", "CompilerParams.lowering_semantics")]
