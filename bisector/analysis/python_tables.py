@@ -12,6 +12,7 @@ import gc
 import re
 from dataclasses import dataclass, field, replace
 
+from bisector.analysis import literals
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
 from bisector.analysis.env_gates import EnvGates, EnvMemo, diff_env_gates, reading_functions, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
@@ -184,6 +185,8 @@ class _Scanner:
                 self._function(statement, prefix, env, fields)
             elif isinstance(statement, ast.If | ast.Try | ast.With):
                 self._definitions_in(statement, prefix, env)
+            elif isinstance(statement, ast.Expr):
+                literals.add_updated_entries(statement.value, env)
 
     def _definitions_in(self, statement: ast.stmt, prefix: str, env: dict[str, Node]) -> None:
         """Everything under a module-level if / try / with (`if HAS_TRITON: CONFIGS = [...]; @triton.autotune ...`).
@@ -231,7 +234,7 @@ class _Scanner:
         evaluator = LiteralEvaluator(env)
         for target in targets:
             if isinstance(target, ast.Name):
-                member = FindingKind.CONSTANT if _member_of_annotated_type(statement) else None
+                member = FindingKind.CONSTANT if literals.member_of_annotated_type(statement) else None
                 self._bind(prefix, target.id, statement.value, evaluator.eval(statement.value), env, member)
             elif isinstance(target, ast.Tuple) and isinstance(statement.value, ast.Tuple | ast.List):
                 if len(target.elts) == len(statement.value.elts):
@@ -242,7 +245,13 @@ class _Scanner:
                 self._set_item(prefix, target, evaluator, statement.value, env)
 
     def _bind(
-        self, prefix: str, name: str, source: ast.expr, node: Node, env: dict[str, Node], kind: FindingKind | None = None
+        self,
+        prefix: str,
+        name: str,
+        source: ast.expr,
+        node: Node,
+        env: dict[str, Node],
+        kind: FindingKind | None = None,
     ) -> None:
         env[name] = plain_value(node)
         if (name.startswith("__") and name.endswith("__")) or _TEST_DATA.search(name):
@@ -331,15 +340,6 @@ def _bound(body: list[ast.stmt], prefix: str) -> set[str]:
 def _is_enum(cls: ast.ClassDef) -> bool:
     """Enum members are names for kernels and reasons, not tuning values."""
     return any(ast.unparse(base).rsplit(".", 1)[-1].endswith(("Enum", "Flag")) for base in cls.bases)
-
-
-def _member_of_annotated_type(statement: ast.Assign | ast.AnnAssign) -> bool:
-    """`mode: Semantics = Semantics.Lane`: a setting's default naming one member of its enum type is a choice made
-    in the source, as a literal default is."""
-    if not isinstance(statement, ast.AnnAssign) or not isinstance(statement.value, ast.Attribute):
-        return False
-    owner, annotation = (ast.unparse(e).rsplit(".", 1)[-1] for e in (statement.value.value, statement.annotation))
-    return isinstance(statement.annotation, ast.Name | ast.Attribute) and owner == annotation
 
 
 def _kind_of(source: ast.expr, node: Node) -> FindingKind | None:

@@ -1,7 +1,8 @@
 """Python rows of the fourteenth round on real git histories: a test of the device's kind (the model name a
 runtime reports, `device.device_kind`) or of an AMD arch family written as its bare prefix (`"gfx"`) is an arch
 condition; a setting's default that names one member of its annotated enum type is a constant, as a literal
-default is (another annotated default read from a class is not)."""
+default is (another annotated default read from a class is not); entries a module adds to a literal table with
+`TABLE.update({...})`, under a version test or not, are rows of the table."""
 
 from __future__ import annotations
 
@@ -77,3 +78,53 @@ def test_an_enum_typed_default_naming_another_member_is_a_constant(history: Hist
     sha = history.commit("warpgroup lowering by default", {"pkg/core.py": changed})
 
     assert [row[:2] for row in _rows(history, sha)] == [("constant", "CompilerParams.lowering_semantics")]
+
+
+DTYPES_PY = """\
+from pkg.version import fuser_version
+
+DTYPE_MAP = {
+    "float32": "Float",
+    "float16": "Half",
+}
+
+if fuser_version() >= (0, 2, 27):
+    DTYPE_MAP.update({"float8_e5m2": "Float8_e5m2"})
+
+
+def to_fuser_dtype(dtype):
+    return DTYPE_MAP[dtype]
+"""
+
+
+def test_entries_a_table_update_adds_are_rows_of_the_table(history: History) -> None:
+    history.commit("dtype map", {"pkg/fuser.py": DTYPES_PY})
+    changed = DTYPES_PY.replace(
+        "\n\n\ndef to_fuser_dtype",
+        '\n\nif fuser_version() >= (0, 2, 28):\n    DTYPE_MAP.update({"uint8": "Byte"})\n\n\ndef to_fuser_dtype',
+    )
+    sha = history.commit("uint8 on newer fusers", {"pkg/fuser.py": changed})
+
+    assert [row[:2] for row in _rows(history, sha)] == [("table_entry", "DTYPE_MAP")]
+
+
+def test_a_gfx_match_moved_out_of_a_walrus_is_no_row(history: History) -> None:
+    source = """\
+import re
+
+
+def code_objects(targets):
+    objects = []
+    for target in targets:
+        if match := re.search("gfx.*$", target):
+            objects.append(match.group())
+    return objects
+"""
+    history.commit("bundler", {"pkg/build.py": source})
+    changed = source.replace(
+        '        if match := re.search("gfx.*$", target):\n',
+        '        match = re.search("gfx.*$", target)\n        if match:\n',
+    )
+    sha = history.commit("py36: no walrus", {"pkg/build.py": changed})
+
+    assert _rows(history, sha) == []
