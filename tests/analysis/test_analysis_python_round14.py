@@ -2,7 +2,8 @@
 runtime reports, `device.device_kind`) or of an AMD arch family written as its bare prefix (`"gfx"`) is an arch
 condition; a setting's default that names one member of its annotated enum type is a constant, as a literal
 default is (another annotated default read from a class is not); entries a module adds to a literal table with
-`TABLE.update({...})`, under a version test or not, are rows of the table."""
+`TABLE.update({...})`, under a version test or not, are rows of the table; the numbers of a record a function
+returns (`return ChipInfo(num_accumulators=256)`), in an if or a match case, are numbers it returns."""
 
 from __future__ import annotations
 
@@ -128,3 +129,42 @@ def code_objects(targets):
     sha = history.commit("py36: no walrus", {"pkg/build.py": changed})
 
     assert _rows(history, sha) == []
+
+
+CHIPS_PY = """\
+import dataclasses
+import enum
+
+
+class Chip(enum.Enum):
+    V5 = "v5"
+    V7 = "v7"
+
+
+@dataclasses.dataclass(frozen=True)
+class ChipInfo:
+    num_cores: int
+    num_accumulators: int
+
+
+def chip_info(chip: Chip, num_cores: int) -> ChipInfo:
+    match chip:
+        case Chip.V5:
+            return ChipInfo(num_cores=num_cores, num_accumulators=64)
+        case Chip.V7:
+            return ChipInfo(num_cores=num_cores, num_accumulators=128)
+    raise ValueError(chip)
+
+
+def row_sums(x):
+    return x.sum(dim=1)
+"""
+
+
+def test_the_numbers_of_a_record_a_match_case_returns_are_returned_numbers(history: History) -> None:
+    history.commit("chips", {"pkg/chip_info.py": CHIPS_PY})
+    changed = CHIPS_PY.replace("num_accumulators=128", "num_accumulators=256").replace("dim=1", "dim=0")
+    sha = history.commit("v7 accumulators", {"pkg/chip_info.py": changed})
+
+    # a call of a function (`x.sum(dim=1)`) builds no record: its keyword is no returned number
+    assert [row[:2] for row in _rows(history, sha)] == [("dispatch_logic", "chip_info")]
