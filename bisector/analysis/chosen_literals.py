@@ -78,8 +78,9 @@ def _chosen(statements: list[ast.stmt], conditions: tuple[_Case, ...], dispatch:
             yield from _chosen(statement.body, (*conditions, (statement.test, False)), dispatch)
             yield from _chosen(statement.orelse, (*conditions, (statement.test, True)), dispatch)
             continue
-        for case in statement.cases if isinstance(statement, ast.Match) else []:  # the case the subject picks
-            yield from _chosen(case.body, (*conditions, (statement.subject, False)), dispatch)
+        if isinstance(statement, ast.Match):  # each case names what the subject picks, as an if's branches do
+            for case in statement.cases:
+                yield from _chosen(case.body, (*conditions, (statement.subject, False)), dispatch)
         for block in statement_blocks(statement):
             yield from _chosen(block, conditions, dispatch)
 
