@@ -2,6 +2,7 @@
 
     def get_min_capability(self): return 75 -> 80      a capability bar a caller checks the GPU against
     def get_align_size(config): ... return 16 -> 0       an alignment the caller's kernel choice reads
+    return ChipInfo(num_mxus=2, num_accumulators=128 -> 256)   a record of a device's numbers a caller sizes by
     def shared_memory_size(): <device query> -> return 64 * 1024
     if num_kv == 512: return 0 -> return 4            a seed or heuristic picked per shape
     elif sm_cnt >= 108: worker = 96 -> 108            a launch size picked per arch, under a condition that stays
@@ -63,9 +64,9 @@ def _chosen(statements: list[ast.stmt], conditions: tuple[_Case, ...], dispatch:
     for statement in statements:
         if isinstance(statement, _NESTED):
             continue
-        if isinstance(statement, ast.Return) and statement.value is not None and _numbers(statement.value):
-            yield f"return {ast.unparse(statement.value)}{_when(conditions)}"
-        elif (
+        if isinstance(statement, ast.Return) and statement.value is not None:
+            yield from (f"return {text}{_when(conditions)}" for text in _returned_numbers(statement.value))
+        if (
             isinstance(statement, ast.Assign | ast.AnnAssign)
             and statement.value is not None
             and _numbers(statement.value)
@@ -77,6 +78,9 @@ def _chosen(statements: list[ast.stmt], conditions: tuple[_Case, ...], dispatch:
             yield from _chosen(statement.body, (*conditions, (statement.test, False)), dispatch)
             yield from _chosen(statement.orelse, (*conditions, (statement.test, True)), dispatch)
             continue
+        if isinstance(statement, ast.Match):  # each case names what the subject picks, as an if's branches do
+            for case in statement.cases:
+                yield from _chosen(case.body, (*conditions, (statement.subject, False)), dispatch)
         for block in statement_blocks(statement):
             yield from _chosen(block, conditions, dispatch)
 
@@ -96,6 +100,16 @@ def _under_dispatch(conditions: tuple[_Case, ...], dispatch: dict[int, bool]) ->
         if dispatch[id(condition)]:
             return True
     return False
+
+
+def _returned_numbers(value: ast.expr) -> list[str]:
+    """What a return hands back as numbers: the value itself, or the numbers of a record it builds by keyword
+    (`return ChipInfo(num_cores=2, vmem_bytes=64 * 1024)`: a class, named in CamelCase)."""
+    if _numbers(value):
+        return [ast.unparse(value)]
+    if not isinstance(value, ast.Call) or not ast.unparse(value.func).rsplit(".", 1)[-1][:1].isupper():
+        return []
+    return [f"{ast.unparse(value.func)}({k.arg}={ast.unparse(k.value)})" for k in value.keywords if _numbers(k.value)]
 
 
 def _numbers(value: ast.expr) -> bool:

@@ -41,8 +41,8 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "arch",
         re.compile(
-            r"is_hip|is_cuda|is_rocm|is_xpu|is_cpu\b|torch\.version\.(hip|cuda)|capabilit|device_name|"
-            r"\barch\b|_arch\b|sm_?\d{2,3}|is_hopper|is_blackwell|is_ampere|gfx\d|current_platform|"
+            r"is_hip|is_cuda|is_rocm|is_xpu|is_cpu\b|torch\.version\.(hip|cuda)|capabilit|device_name|device_kind|"
+            r"\barch\b|_arch\b|sm_?\d{2,3}|is_hopper|is_blackwell|is_ampere|gfx\d|[\"']gfx[\"']|current_platform|"
             r"is_navi|is_mi\d|cuda_version|version\.cuda|bare_metal_version|triton\.__version__|has_triton|"
             r"infer_device|device[._]type|\bxpu\b|\bnpu\b|\bmajor\b|\bminor\b|is_[cr]dna\d*|"
             r"(?:nv|cuda|gpu|device|sm|compute)_?cap\b|\bcc\b|\bsm_?(?:cnt|count)s?\b|\bnum_sms\b|"

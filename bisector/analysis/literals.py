@@ -223,3 +223,24 @@ def _binary(op: ast.operator, left: object, right: object) -> object:
 def _symbol(expr: ast.expr) -> Leaf:
     text = ast.unparse(expr)
     return Leaf(Symbol(text), text, getattr(expr, "lineno", None))
+
+
+def member_of_annotated_type(statement: ast.Assign | ast.AnnAssign) -> bool:
+    """`mode: Semantics = Semantics.Lane`: a setting's default naming one member of its enum type is a choice made
+    in the source, as a literal default is."""
+    if not isinstance(statement, ast.AnnAssign) or not isinstance(statement.value, ast.Attribute):
+        return False
+    owner, annotation = (ast.unparse(e).rsplit(".", 1)[-1] for e in (statement.value.value, statement.annotation))
+    return isinstance(statement.annotation, ast.Name | ast.Attribute) and owner == annotation
+
+
+def add_updated_entries(call: ast.expr, env: dict[str, Node]) -> None:
+    """`TABLE.update({...})` after the table's literal (under a version test or not): the entries it adds are the
+    table's rows, as the literal's own are."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "update"):
+        return
+    table = env.get(ast.unparse(call.func.value))
+    added = LiteralEvaluator(env).eval(call.args[0]) if len(call.args) == 1 and not call.keywords else None
+    if isinstance(table, Mapping) and isinstance(added, Mapping):
+        table.entries.update(added.entries)
+        table.__dict__.pop("canonical", None)

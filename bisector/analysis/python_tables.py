@@ -12,6 +12,7 @@ import gc
 import re
 from dataclasses import dataclass, field, replace
 
+from bisector.analysis import literals
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
 from bisector.analysis.env_gates import EnvGates, EnvMemo, diff_env_gates, reading_functions, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
@@ -184,6 +185,8 @@ class _Scanner:
                 self._function(statement, prefix, env, fields)
             elif isinstance(statement, ast.If | ast.Try | ast.With):
                 self._definitions_in(statement, prefix, env)
+            elif isinstance(statement, ast.Expr):
+                literals.add_updated_entries(statement.value, env)
 
     def _definitions_in(self, statement: ast.stmt, prefix: str, env: dict[str, Node]) -> None:
         """Everything under a module-level if / try / with (`if HAS_TRITON: CONFIGS = [...]; @triton.autotune ...`).
@@ -231,7 +234,8 @@ class _Scanner:
         evaluator = LiteralEvaluator(env)
         for target in targets:
             if isinstance(target, ast.Name):
-                self._bind(prefix, target.id, statement.value, evaluator.eval(statement.value), env)
+                member = FindingKind.CONSTANT if literals.member_of_annotated_type(statement) else None
+                self._bind(prefix, target.id, statement.value, evaluator.eval(statement.value), env, member)
             elif isinstance(target, ast.Tuple) and isinstance(statement.value, ast.Tuple | ast.List):
                 if len(target.elts) == len(statement.value.elts):
                     for element, value in zip(target.elts, statement.value.elts, strict=True):
@@ -240,11 +244,19 @@ class _Scanner:
             elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
                 self._set_item(prefix, target, evaluator, statement.value, env)
 
-    def _bind(self, prefix: str, name: str, source: ast.expr, node: Node, env: dict[str, Node]) -> None:
+    def _bind(
+        self,
+        prefix: str,
+        name: str,
+        source: ast.expr,
+        node: Node,
+        env: dict[str, Node],
+        kind: FindingKind | None = None,
+    ) -> None:
         env[name] = plain_value(node)
         if (name.startswith("__") and name.endswith("__")) or _TEST_DATA.search(name):
             return
-        kind = _kind_of(source, node)
+        kind = kind or _kind_of(source, node)
         if isinstance(source, ast.IfExp) and kind is not None:
             self.conditional.add(prefix + name)
         if kind is not None:
