@@ -59,6 +59,12 @@ _ARCH_WORDS = re.compile(
     r"\b[A-Z][A-Z0-9_]*_(?:ARCH|CC)\b|\bSm\d{2,3}\b|"  # a project's arch macro (TCNN_MIN_GPU_ARCH), CUTLASS's Sm80
     r"\b\w*GFX\d+\w*"  # an AMD arch in a project's macro (ROCWMMA_ARCH_GFX1100, __GFX9__)
 )
+# the device a host function runs on, asked for its vendor, its model or a feature (`if (props.vendorID == 0x5143)`,
+# `if (!info.support_bf16_storage())`, `mayiuse_int8(device)`): like the arch, it picks the code path for that device
+_DEVICE_WORDS = re.compile(
+    r"\b\w*(?:vendorID|vendorId|vendor_id)\s*[=!]=|\b\w*(?:deviceID|deviceId)\s*[=!]=\s*0x[0-9A-Fa-f]+|"
+    r"\b(?:supports?|mayiuse|isa_has|cpu_has)_\w+\s*\(|\b\w*has_\w+_support\s*\(|\bis_\w+_supported\s*\("
+)
 # numeric element types by name (is_same_v<T, Ctx> and sizeof(T) checks pick template paths of all kinds: not these)
 _DTYPE_WORDS = re.compile(
     r"\b(?:half|__half|__nv_bfloat16|bfloat16(?:_t)?|__nv_fp8\w*|fp8\w*|float8\w*|fp4\w*|bf16|fp16|\w*e4m3\w*|\w*e5m2\w*)\b|"
@@ -223,6 +229,8 @@ def _condition(lines: list[str], index: int) -> str:
     ):
         return "condition on the arch"
     if else_of_arch_test(lines, index, _ARCH_WORDS):
+        return "condition on the arch"
+    if _BRANCH.search(line) and _DEVICE_WORDS.search(line):
         return "condition on the arch"
     if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
         return "condition on the dtype"
