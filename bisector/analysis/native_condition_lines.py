@@ -76,6 +76,7 @@ _DTYPE_MACRO = re.compile(r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b.*\b[A-Z0-9_]*(?:B
 _VERSION_WORDS = re.compile(r"\b[A-Z][A-Z0-9]*_VERSION(?:_[A-Z]+)?\b")  # a library's version: CUBLAS_VERSION
 # the toolkit a build targets, HIP / ROCm or CUDA: `#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)`
 _PLATFORM_WORDS = re.compile(r"__HIP_PLATFORM_\w+__|__HIPCC__|__HCC__|\b__HIP__\b|\bUSE_ROCM\b")
+_CONTINUED = re.compile(r"^\s*(?:&&|\|\|)|(?:&&|\|\|)\s*$")  # a line of a boolean expression spread over lines
 _CASE = re.compile(r"^\s*case\s+[^:]+:")
 _BOOL_LITERAL = re.compile(r"^\s*(?:(?:static|const|constexpr|inline)\s+)*bool\s+\w+\s*=\s*(?:true|false|0|1)\s*;")
 _SWITCH = re.compile(rf"\bswitch\s*\(\s*([^)]*\b(?:{_BATCH_NAMES})\b[^)]*)\)")
@@ -230,7 +231,7 @@ def _condition(lines: list[str], index: int) -> str:
         return "condition on the arch"
     if else_of_arch_test(lines, index, _ARCH_WORDS):
         return "condition on the arch"
-    if _BRANCH.search(line) and _DEVICE_WORDS.search(line):
+    if _DEVICE_WORDS.search(line) and (_BRANCH.search(line) or _continues_test(lines, index)):
         return "condition on the arch"
     if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
         return "condition on the dtype"
@@ -244,3 +245,9 @@ def _condition(lines: list[str], index: int) -> str:
         return MACRO_LABEL
     label = condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
     return label or more_condition_label(lines, index)
+
+
+def _continues_test(lines: list[str], index: int) -> bool:
+    return _CONTINUED.search(lines[index]) is not None or (
+        index > 0 and _CONTINUED.search(lines[index - 1]) is not None
+    )
