@@ -21,6 +21,7 @@ from bisector.analysis.native_conditions import (
     MACRO_LABEL,
     NAMED_LABEL,
     PLATFORM_LABEL,
+    SWITCHED_OFF_LABEL,
     THRESHOLD_LABEL,
     chooses_by_arch,
     extends_kept_chain,
@@ -76,6 +77,7 @@ _DTYPE_MACRO = re.compile(r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b.*\b[A-Z0-9_]*(?:B
 _VERSION_WORDS = re.compile(r"\b[A-Z][A-Z0-9]*_VERSION(?:_[A-Z]+)?\b")  # a library's version: CUBLAS_VERSION
 # the toolkit a build targets, HIP / ROCm or CUDA: `#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)`
 _PLATFORM_WORDS = re.compile(r"__HIP_PLATFORM_\w+__|__HIPCC__|__HCC__|\b__HIP__\b|\bUSE_ROCM\b")
+_SWITCHED_OFF = re.compile(r"^\s*#\s*if\s+0\s*$")  # `#if 0` around code: it is built no more (or again, removed)
 _CONTINUED = re.compile(r"^\s*(?:&&|\|\|)|(?:&&|\|\|)\s*$")  # a line of a boolean expression spread over lines
 _CASE = re.compile(r"^\s*case\s+[^:]+:")
 _BOOL_LITERAL = re.compile(r"^\s*(?:(?:static|const|constexpr|inline)\s+)*bool\s+\w+\s*=\s*(?:true|false|0|1)\s*;")
@@ -160,7 +162,15 @@ def _condition_kind(
 _THRESHOLD_PARTS = (re.compile(r"(?<![\w.])\d[\w.]*"), re.compile(r"<=|>=|==|!=|(?<![<-])<(?!<)|(?<![>-])>(?!>)"))
 _CHAIN_LABELS = frozenset({THRESHOLD_LABEL, NAMED_LABEL})  # a case an if chain gains (extends_kept_chain)
 _PATH_LABELS = frozenset(
-    {ARCH_LABEL, PLATFORM_LABEL, NAMED_LABEL, MACRO_LABEL, "condition on the dtype", "condition on the version"}
+    {
+        ARCH_LABEL,
+        PLATFORM_LABEL,
+        NAMED_LABEL,
+        MACRO_LABEL,
+        SWITCHED_OFF_LABEL,
+        "condition on the dtype",
+        "condition on the version",
+    }
 )
 # `#if USE_STAGGERED_INDICES == 1 && GEMMK == 0`: a macro compared with a number picks the code a kernel is built
 # with (its tuning parameters come as -D defines); the compiler's and the language's own macros pick no kernel code
@@ -241,6 +251,8 @@ def _condition(lines: list[str], index: int) -> str:
         return "condition on the version"
     if _BRANCH.search(line) and _PLATFORM_WORDS.search(line):
         return PLATFORM_LABEL
+    if _SWITCHED_OFF.match(line):
+        return SWITCHED_OFF_LABEL
     if _macro_compared(line):
         return MACRO_LABEL
     label = condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")

@@ -201,3 +201,32 @@ def test_a_kernels_block_index_read_another_way_is_its_body(history: History) ->
     sha = history.commit("one group per grid row", {"include/device_grouped_conv_fwd.hpp": indexed})
 
     assert _rows(history, sha) == []
+
+
+DOT_AVAIL_HPP = """\
+#ifndef KOKKOSBLAS1_DOT_TPL_SPEC_AVAIL_HPP_
+#define KOKKOSBLAS1_DOT_TPL_SPEC_AVAIL_HPP_
+
+#ifdef KOKKOSKERNELS_ENABLE_TPL_CUBLAS
+KOKKOSBLAS1_DOT_TPL_SPEC_AVAIL(Kokkos::LayoutLeft, Kokkos::Cuda, Kokkos::CudaSpace)
+#endif
+
+#ifdef KOKKOSKERNELS_ENABLE_TPL_ROCBLAS
+KOKKOSBLAS1_DOT_TPL_SPEC_AVAIL(Kokkos::LayoutLeft, Kokkos::HIP, Kokkos::HIPSpace)
+#endif
+
+#endif
+"""
+
+
+def test_code_switched_off_by_an_if_0_is_a_branch_condition(history: History) -> None:
+    history.commit("dot tpl", {"blas/tpls/KokkosBlas1_dot_tpl_spec_avail.hpp": DOT_AVAIL_HPP})
+    disabled = DOT_AVAIL_HPP.replace(
+        "#ifdef KOKKOSKERNELS_ENABLE_TPL_CUBLAS\nKOKKOSBLAS1_DOT_TPL_SPEC_AVAIL(Kokkos::LayoutLeft, Kokkos::Cuda, "
+        "Kokkos::CudaSpace)\n#endif\n",
+        "#ifdef KOKKOSKERNELS_ENABLE_TPL_CUBLAS\n// cuBLAS dot is slower than the native one\n#if 0\n"
+        "KOKKOSBLAS1_DOT_TPL_SPEC_AVAIL(Kokkos::LayoutLeft, Kokkos::Cuda, Kokkos::CudaSpace)\n#endif\n#endif\n",
+    )
+    sha = history.commit("disable the cuBLAS dot wrapper", {"blas/tpls/KokkosBlas1_dot_tpl_spec_avail.hpp": disabled})
+
+    assert _rows(history, sha) == [("branch_condition", "code switched off")]
