@@ -230,3 +230,22 @@ def test_code_switched_off_by_an_if_0_is_a_branch_condition(history: History) ->
     sha = history.commit("disable the cuBLAS dot wrapper", {"blas/tpls/KokkosBlas1_dot_tpl_spec_avail.hpp": disabled})
 
     assert _rows(history, sha) == [("branch_condition", "code switched off")]
+
+
+INSTANCENORM_CPP = """\
+int InstanceNorm_vulkan::create_pipeline(const Option& opt)
+{
+    pipeline_reduce_sum4 = new Pipeline(vkdev);
+    pipeline_reduce_sum4->set_optimal_local_size_xyz(64, 1, channels);
+    pipeline_reduce_sum4->create(LayerShaderType::instancenorm_reduce_sum4, opt, specializations);
+    return 0;
+}
+"""
+
+
+def test_a_compute_pipelines_work_group_size_is_a_launch_parameter(history: History) -> None:
+    history.commit("instancenorm", {"src/layer/vulkan/instancenorm_vulkan.cpp": INSTANCENORM_CPP})
+    smaller = INSTANCENORM_CPP.replace("set_optimal_local_size_xyz(64,", "set_optimal_local_size_xyz(16,")
+    sha = history.commit("radv crash with a large local size", {"src/layer/vulkan/instancenorm_vulkan.cpp": smaller})
+
+    assert _rows(history, sha) == [("launch_param", "InstanceNorm_vulkan::create_pipeline")]
