@@ -80,6 +80,9 @@ _COMMENT_OR_STRING = re.compile(
 )
 _NOT_NEWLINE = re.compile(r"[^\n]")
 _NEWLINE = re.compile(r"\n")
+_THREAD_INDEX = re.compile(
+    r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\b|\bget_(?:global|local|group)_id\s*\(|\b__builtin_amdgcn_work\w+_id_"
+)
 _NUMBER = re.compile(r"(?<![\w.])\.?\d")  # a number literal (1, 0x10, 1.5f, .5), not the 4 of float4
 _LITERAL = re.compile(r"-?(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)?)[uUlLfF]*|true|false")
 _DELIMITER = re.compile(r"[{};]")
@@ -183,7 +186,11 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     renamed = Renames(before, after)
     was_locals, now_locals = _local_values(before), _local_values(after)
     for name in set(old) & set(new):
-        if renamed.same(old[name][1], new[name][1]) or _same_value(old[name][1], was_locals, new[name][1], now_locals):
+        if (
+            renamed.same(old[name][1], new[name][1])
+            or _same_value(old[name][1], was_locals, new[name][1], now_locals)
+            or _thread_indices(old[name][1], new[name][1])
+        ):
             del old[name], new[name]
     findings = [_macro_named(row) for row in kept_entry_rows(diff_entries(path, old, new), before, after)]
     old_lines, new_lines = (before.lines if before else []), (after.lines if after else [])
@@ -248,6 +255,12 @@ def _same_value(old: Node, old_locals: dict[str, str], new: Node, new_locals: di
     if not isinstance(old, Leaf) or not isinstance(new, Leaf) or old.text == new.text:
         return False
     return value_form(old.text, old_locals) == value_form(new.text, new_locals)
+
+
+def _thread_indices(old: Node, new: Node) -> bool:
+    """A kernel's index on both sides (`const index_t g_idx = readfirstlane(blockIdx.y / num_blocks_per_batch);`):
+    which part of the work a thread or block takes, the kernel's body, not a value that tunes it."""
+    return isinstance(old, Leaf) and isinstance(new, Leaf) and all(_THREAD_INDEX.search(v.text) for v in (old, new))
 
 
 def _macro_named(row: Finding) -> Finding:

@@ -21,6 +21,7 @@ from bisector.analysis.native_conditions import (
     MACRO_LABEL,
     NAMED_LABEL,
     PLATFORM_LABEL,
+    SWITCHED_OFF_LABEL,
     THRESHOLD_LABEL,
     chooses_by_arch,
     extends_kept_chain,
@@ -59,6 +60,12 @@ _ARCH_WORDS = re.compile(
     r"\b[A-Z][A-Z0-9_]*_(?:ARCH|CC)\b|\bSm\d{2,3}\b|"  # a project's arch macro (TCNN_MIN_GPU_ARCH), CUTLASS's Sm80
     r"\b\w*GFX\d+\w*"  # an AMD arch in a project's macro (ROCWMMA_ARCH_GFX1100, __GFX9__)
 )
+# the device a host function runs on, asked for its vendor, its model or a feature (`if (props.vendorID == 0x5143)`,
+# `if (!info.support_bf16_storage())`, `mayiuse_int8(device)`): like the arch, it picks the code path for that device
+_DEVICE_WORDS = re.compile(
+    r"\b\w*(?:vendorID|vendorId|vendor_id)\s*[=!]=|\b\w*(?:deviceID|deviceId)\s*[=!]=\s*0x[0-9A-Fa-f]+|"
+    r"\b(?:supports?|mayiuse|isa_has|cpu_has)_\w+\s*\(|\b\w*has_\w+_support\s*\(|\bis_\w+_supported\s*\("
+)
 # numeric element types by name (is_same_v<T, Ctx> and sizeof(T) checks pick template paths of all kinds: not these)
 _DTYPE_WORDS = re.compile(
     r"\b(?:half|__half|__nv_bfloat16|bfloat16(?:_t)?|__nv_fp8\w*|fp8\w*|float8\w*|fp4\w*|bf16|fp16|\w*e4m3\w*|\w*e5m2\w*)\b|"
@@ -70,6 +77,8 @@ _DTYPE_MACRO = re.compile(r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b.*\b[A-Z0-9_]*(?:B
 _VERSION_WORDS = re.compile(r"\b[A-Z][A-Z0-9]*_VERSION(?:_[A-Z]+)?\b")  # a library's version: CUBLAS_VERSION
 # the toolkit a build targets, HIP / ROCm or CUDA: `#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)`
 _PLATFORM_WORDS = re.compile(r"__HIP_PLATFORM_\w+__|__HIPCC__|__HCC__|\b__HIP__\b|\bUSE_ROCM\b")
+_SWITCHED_OFF = re.compile(r"^\s*#\s*if\s+0\s*$")  # `#if 0` around code: it is built no more (or again, removed)
+_CONTINUED = re.compile(r"^\s*(?:&&|\|\|)|(?:&&|\|\|)\s*$")  # a line of a boolean expression spread over lines
 _CASE = re.compile(r"^\s*case\s+[^:]+:")
 _BOOL_LITERAL = re.compile(r"^\s*(?:(?:static|const|constexpr|inline)\s+)*bool\s+\w+\s*=\s*(?:true|false|0|1)\s*;")
 _SWITCH = re.compile(rf"\bswitch\s*\(\s*([^)]*\b(?:{_BATCH_NAMES})\b[^)]*)\)")
@@ -153,7 +162,15 @@ def _condition_kind(
 _THRESHOLD_PARTS = (re.compile(r"(?<![\w.])\d[\w.]*"), re.compile(r"<=|>=|==|!=|(?<![<-])<(?!<)|(?<![>-])>(?!>)"))
 _CHAIN_LABELS = frozenset({THRESHOLD_LABEL, NAMED_LABEL})  # a case an if chain gains (extends_kept_chain)
 _PATH_LABELS = frozenset(
-    {ARCH_LABEL, PLATFORM_LABEL, NAMED_LABEL, MACRO_LABEL, "condition on the dtype", "condition on the version"}
+    {
+        ARCH_LABEL,
+        PLATFORM_LABEL,
+        NAMED_LABEL,
+        MACRO_LABEL,
+        SWITCHED_OFF_LABEL,
+        "condition on the dtype",
+        "condition on the version",
+    }
 )
 # `#if USE_STAGGERED_INDICES == 1 && GEMMK == 0`: a macro compared with a number picks the code a kernel is built
 # with (its tuning parameters come as -D defines); the compiler's and the language's own macros pick no kernel code
@@ -224,6 +241,8 @@ def _condition(lines: list[str], index: int) -> str:
         return "condition on the arch"
     if else_of_arch_test(lines, index, _ARCH_WORDS):
         return "condition on the arch"
+    if _DEVICE_WORDS.search(line) and (_BRANCH.search(line) or _continues_test(lines, index)):
+        return "condition on the arch"
     if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
         return "condition on the dtype"
     if _DTYPE_MACRO.match(line) and enclosing_function(lines, index) is not None:
@@ -232,7 +251,15 @@ def _condition(lines: list[str], index: int) -> str:
         return "condition on the version"
     if _BRANCH.search(line) and _PLATFORM_WORDS.search(line):
         return PLATFORM_LABEL
+    if _SWITCHED_OFF.match(line):
+        return SWITCHED_OFF_LABEL
     if _macro_compared(line):
         return MACRO_LABEL
     label = condition_label(line) or ("condition choosing the kernel" if guards_launch(lines, index) else "")
     return label or more_condition_label(lines, index)
+
+
+def _continues_test(lines: list[str], index: int) -> bool:
+    return _CONTINUED.search(lines[index]) is not None or (
+        index > 0 and _CONTINUED.search(lines[index - 1]) is not None
+    )

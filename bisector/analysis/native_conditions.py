@@ -38,6 +38,7 @@ PLATFORM_LABEL = "condition on the platform"  # HIP / ROCm or CUDA
 NAMED_LABEL = "condition on a named value"  # path->type == PATH_NVL: an enumerated kind of link, algorithm, ...
 FLAG_LABEL = "condition kept in a bool"  # bool fast = N % bn == 0 && K % 512 == 0;
 MACRO_LABEL = "condition on a macro"  # #if USE_STAGGERED_INDICES == 1 && GEMMK == 0
+SWITCHED_OFF_LABEL = "code switched off"  # `#if 0` added around file-scope code (or removed: switched on again)
 
 _ARCH = re.compile(
     r"\b\w*(?:major|minor)\s*[<>=!]=\s*\d|\b\w*(?:major|minor)\s*[<>]\s*\d|"
@@ -191,6 +192,8 @@ def row_name(
     alone (an empty check), a threshold on one side only (a new or dropped test is new or dropped code)."""
     lines, (index, label) = (new_lines, new) if new else (old_lines, old or (0, ""))
     line = lines[index] if index < len(lines) else ""
+    if label == SWITCHED_OFF_LABEL:  # in a function, its 'code cut off' row shows it
+        return ("", "") if enclosing_function(lines, index) else (label, "")
     if label in (THRESHOLD_LABEL, LAYOUT_LABEL, FLAG_LABEL, NAMED_LABEL, MACRO_LABEL) and not (old and new):
         return "", ""
     if label == NAMED_LABEL and old and named_values(old_lines[old[0]]) == named_values(line):

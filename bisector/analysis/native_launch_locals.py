@@ -1,5 +1,6 @@
 """A host function's local that sets a kernel launch's configuration (`const int block_size = 512;` read in
-`<<<grid_size, block_size>>>`, or in a dim3 the launch reads: `dim3 threads = {32u, N_BLOCK_ROWS, BLOCK_DIM_Z};`)
+`<<<grid_size, block_size>>>`, or in a dim3 the launch reads: `dim3 threads = {32u, N_BLOCK_ROWS, BLOCK_DIM_Z};`, or
+in any dim3 the function builds: `launch_and_time_kernel(config, kernel, dim3(gdx, gdy, gdz), ...)`)
 is a launch parameter of that function: its row is a launch-parameter row named by the function, as the launch's
 own rows are, not a constant of its own. Locals that keep their value in their function are no change, whatever
 number their name gets through the file (without_renumbered_locals)."""
@@ -18,6 +19,8 @@ from bisector.analysis.values import Node
 _Key = tuple[str, str, Hashable]  # a local's function, name and value
 _LAUNCH = re.compile(r"<<<(.*?)>>>", re.S)
 _NAME = re.compile(r"[A-Za-z_]\w*")
+# a grid or block shape built in place for a launch helper: `launch_and_time_kernel(cfg, kernel, dim3(gdx, gdy), ...)`
+_DIM3 = re.compile(r"\bdim3\s*(?:[A-Za-z_]\w*\s*)?[({]([^;{}()]*(?:\([^;{}()]*\)[^;{}()]*)*)[)}]")
 
 
 def as_launch_rows(rows: list[Finding], lines_of: dict[bool, list[str]]) -> list[Finding]:
@@ -58,7 +61,8 @@ def _body(lines: list[str], opening: int) -> list[str]:
 
 def _configures_launch(local: str, body: str) -> bool:
     """The local is named in a `<<<...>>>` of the body, or in the initialiser of a name that one names."""
-    configured = {name for launch in _LAUNCH.finditer(body) for name in _NAME.findall(launch[1])}
+    shapes = [*_LAUNCH.finditer(body), *_DIM3.finditer(body)]
+    configured = {name for shape in shapes for name in _NAME.findall(shape[1])}
     if local in configured:
         return True
     word = re.escape(local)

@@ -1,6 +1,7 @@
 """The launch shape of a C / C++ / CUDA launch site: a grid or block built with dim3 (`dim3 grid(b, s_q, h);`,
-`dim3(params.b * params.s_q, 1, h)` passed to a launch), a `<<<grid, block, smem>>>` configuration, or an
-assignment to a grid-, blocks- or CTA-count name (`blocks_per_act_slice = max(blocks_per_act_slice, 1);`) that a
+`dim3(params.b * params.s_q, 1, h)` passed to a launch), a `<<<grid, block, smem>>>` configuration, a work-group
+size set on a compute pipeline (Vulkan / OpenCL hosts: `pipeline->set_optimal_local_size_xyz(64, 1, channels);`), or
+an assignment to a grid-, blocks- or CTA-count name (`blocks_per_act_slice = max(blocks_per_act_slice, 1);`) that a
 hunk changes in host code is a launch-parameter row named by the host function (a kernel's own use of them is its
 body). A line removed and added with the same text only moved; a launch of the same kernel with the same `<<<...>>>`
 passes other data, no other shape."""
@@ -19,7 +20,9 @@ _SHAPE = re.compile(
     r"\bdim3\b\s*(?:[A-Za-z_]\w*\s*)?[({]|<<<|"
     # a plain assignment to a launch-shape name: blocks_per_act_slice = max(blocks_per_act_slice, 1);
     r"^\s*(?:(?:int|unsigned|size_t|int64_t|uint32_t|auto)\s+)?"
-    r"(?i:[a-z_]*(?:grid|blocks|ctas?_per|num_ctas|threads_per)\w*)\s*[+\-*/]?=[^=]"
+    r"(?i:[a-z_]*(?:grid|blocks|ctas?_per|num_ctas|threads_per)\w*)\s*[+\-*/]?=[^=]|"
+    # a compute pipeline's work-group size set for its dispatches: pipeline->set_optimal_local_size_xyz(64, 1, c);
+    r"\bset_\w*(?:local_size|work_?group_size)\w*\s*\("
 )
 
 

@@ -13,7 +13,7 @@ MAX_HEAD_LINES = 60  # a function head spread over this many lines at most (one 
 
 _FUNCTION_HEAD = re.compile(
     r"(?P<name>(?:[A-Za-z_][\w:]*::)?operator\s*(?:\(\)|\[\]|[^\s\w()]{1,3})|~?[A-Za-z_][\w:~]*)"  # operator*()
-    r"\s*\([^;{}]*\)[^;{}()]*\{\s*$"
+    r"\s*\((?:[^;{}]|\{[^;{}]*\})*\)[^;{}()]*\{\s*$"  # a default argument may be braced: `cfg = StreamConfig{}`
 )
 _CONTROL = frozenset(
     {"if", "for", "while", "switch", "catch", "sizeof", "decltype", "return", "defined", "constexpr", "else", "do"}
