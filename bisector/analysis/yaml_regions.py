@@ -67,12 +67,7 @@ class _Part:
 
     def same_as(self, other: _Part) -> bool:
         """The same lines at the same column (a part of a file both versions share)."""
-        return (
-            self.indent == other.indent
-            and self.end - self.start == other.end - other.start
-            and self.lines[self.start][self.indent :] == other.lines[other.start][other.indent :]
-            and self.lines[self.start + 1 : self.end] == other.lines[other.start + 1 : other.end]
-        )
+        return self.indent == other.indent and self.raw() == other.raw()
 
     def raw(self) -> tuple[str, ...]:
         """Its lines as written, but the first from its column on (what its parent has before it differs: the
