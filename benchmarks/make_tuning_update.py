@@ -21,9 +21,9 @@ _EXACT_ENTRY = re.compile(r"^(\s*- \[)(\d+)(, [\d.eE+-]+\]\s*)$")  # [solution i
 LOGIC = "library/src/blas3/Tensile/Logic/asm_full/"
 
 
-def git(*args: str, cwd: Path, text_input: bytes | None = None) -> bytes:
+def git(*args: str, cwd: Path) -> bytes:
     env = ["-c", "user.name=bench", "-c", "user.email=bench@example.com"]
-    done = subprocess.run(["git", *env, *args], cwd=cwd, input=text_input, capture_output=True, check=True)
+    done = subprocess.run(["git", *env, *args], cwd=cwd, capture_output=True, check=True)
     return done.stdout
 
 
