@@ -108,14 +108,27 @@ def main() -> None:
         result = evaluate(args.mirrors, Path(scratch), args.corpus, strict_kinds=args.strict_kinds)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
-    for row in result["rows"]:
-        if row["missed"] or row["wrong"]:
-            print(f"{row['repo']} {row['commit']}: missed {row['missed']} wrong {row['wrong']}")
-    print(
-        f"{result['commits']} commits: precision {result['precision']}, recall {result['recall']}, "
+    print(missed_and_wrong(result), end="")
+    print(summary(result))
+
+
+def summary(result: dict[str, Any]) -> str:
+    """One line: the commits, precision, recall and time per commit."""
+    return (
+        f"{result['commits']} commits, precision {result['precision']}, recall {result['recall']}, "
         f"{result['seconds_median']} s median, {result['seconds_max']} s max per commit "
         f"(CPU {result['cpu_seconds_median']} s median, {result['cpu_seconds_max']} s max)"
     )
+
+
+def missed_and_wrong(result: dict[str, Any]) -> str:
+    """A line for each commit with a missed item or a wrong row."""
+    lines = [
+        f"{row['repo']} {row['commit']}: missed {row['missed']} wrong {row['wrong']}\n"
+        for row in result["rows"]
+        if row["missed"] or row["wrong"]
+    ]
+    return "".join(lines)
 
 
 if __name__ == "__main__":

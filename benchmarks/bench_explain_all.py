@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench_explain import CORPUS, evaluate
+from bench_explain import CORPUS, evaluate, missed_and_wrong, summary
 
 CORPORA = CORPUS.parent
 
@@ -36,14 +36,6 @@ def chosen_corpora(skip: list[str], only: list[str]) -> list[Path]:
     return [p for p in paths if corpus_name(p) not in skip and (not only or corpus_name(p) in only)]
 
 
-def summary_line(name: str, result: dict[str, Any]) -> str:
-    return (
-        f"{name}: {result['commits']} commits, precision {result['precision']}, recall {result['recall']}, "
-        f"{result['seconds_median']} s median, {result['seconds_max']} s max per commit "
-        f"(CPU {result['cpu_seconds_median']} s median, {result['cpu_seconds_max']} s max)"
-    )
-
-
 def pooled_line(results: dict[str, dict[str, Any]]) -> str | None:
     rows = [row for name, result in results.items() if name != "corpus" for row in result["rows"]]
     predicted, expected = sum(r["predicted"] for r in rows), sum(r["expected"] for r in rows)
@@ -56,15 +48,6 @@ def pooled_line(results: dict[str, dict[str, Any]]) -> str | None:
         f"held-out pooled ({names}): {len(rows)} commits, {expected} expected items, {predicted} rows, "
         f"precision {precision:.3f}, recall {recall:.3f}"
     )
-
-
-def wrong_and_missed(result: dict[str, Any]) -> str:
-    lines = [
-        f"{row['repo']} {row['commit']}: missed {row['missed']} wrong {row['wrong']}"
-        for row in result["rows"]
-        if row["missed"] or row["wrong"]
-    ]
-    return "\n".join([*lines, ""])
 
 
 def main() -> None:
@@ -83,12 +66,12 @@ def main() -> None:
             name = corpus_name(path)
             results[name] = evaluate(args.mirrors, Path(scratch), path, strict_kinds=args.strict_kinds)
             (args.out / f"{name}.json").write_text(json.dumps(results[name], indent=1))
-            (args.out / f"{name}.txt").write_text(wrong_and_missed(results[name]))
-            print(summary_line(name, results[name]), flush=True)
-    lines = [summary_line(name, result) for name, result in results.items()]
+            (args.out / f"{name}.txt").write_text(missed_and_wrong(results[name]))
+            print(f"{name}: {summary(results[name])}", flush=True)
+    lines = [f"{name}: {summary(result)}" for name, result in results.items()]
     pooled = pooled_line(results)
-    summary = "\n".join([*lines, *([pooled] if pooled else []), ""])
-    (args.out / "summary.txt").write_text(summary)
+    text = "\n".join([*lines, *([pooled] if pooled else []), ""])
+    (args.out / "summary.txt").write_text(text)
     if pooled:
         print(pooled)
 
