@@ -33,8 +33,9 @@ from workers.ray_sessions import remove_session
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
 
+from workers.ray_cluster import CONTROL_GROUP  # noqa: E402
 from workers.ray_executor import RayExecutor  # noqa: E402  (needs Ray)
-from workers.ray_image_peer import CONTROL_GROUP, IMAGES_GROUP, ImageHolder, RayImagePeer  # noqa: E402
+from workers.ray_image_peer import IMAGES_GROUP, ImageHolder, RayImagePeer  # noqa: E402
 
 pytestmark = [
     pytest.mark.ray,

@@ -22,6 +22,7 @@ from workers.gpus import visible_gpus
 from workers.ray_sessions import mark_session, remove_abandoned_sessions, remove_session
 
 CONNECT_PROBE_S = 5.0  # ray.init retries an unreachable address for minutes; a TCP probe fails fast
+CONTROL_GROUP = "control"  # the threaded actors' concurrency group for cancels and small questions
 CPUS_PER_SLOT = 1
 RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 

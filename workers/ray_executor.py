@@ -34,6 +34,7 @@ try:
 
     from workers.ray_actor import ActorInfo, StepActor, StepOutcome
     from workers.ray_cluster import (
+        CONTROL_GROUP,
         CPUS_PER_SLOT,
         RayHold,
         checked_resources,
@@ -44,7 +45,7 @@ try:
         release,
         resolve_gpus_per_step,
     )
-    from workers.ray_image_peer import CONTROL_GROUP, IMAGES_GROUP
+    from workers.ray_image_peer import IMAGES_GROUP
 except ImportError as exc:
     raise ExecutorError(f"--executor ray needs Ray ({exc}): pip install 'gpu-bisect[ray]'") from None
 

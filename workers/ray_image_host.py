@@ -37,11 +37,10 @@ from vocab.domain import ErrorKind, StepResult, Verdict
 from workers.image_test import ImageTest
 from workers.output import StepLog
 from workers.process import KILL_GRACE_S, CancelSignal
-from workers.ray_cluster import one_line
+from workers.ray_cluster import CONTROL_GROUP, one_line
 from workers.ray_reaper import Reaper
 from workers.step import StepRunner, WorkerSlot
 
-CONTROL_GROUP = "control"
 PROBE_TIMEOUT_S = 120.0  # importing Ray in a cold image on a busy node
 START_ALLOWANCE_S = 120.0  # beyond the step's time left, for Ray to start the actor before its test can run
 _PROBE_SOURCE = (

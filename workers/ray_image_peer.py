@@ -21,10 +21,9 @@ from ray import exceptions as ray_errors
 
 from workers.images.cache import ImageCache
 from workers.images.transfer import CacheHolder, CopyStoppedError, ImageCopyError, ImageOffer
-from workers.ray_cluster import one_line
+from workers.ray_cluster import CONTROL_GROUP, one_line
 
 IMAGES_GROUP = "images"
-CONTROL_GROUP = "control"
 OFFER_TIMEOUT_S = 60.0
 AHEAD_CHUNKS = 4  # chunks (transfer.CHUNK_BYTES) the holder sends before the receiver has read them
 CHUNK_TIMEOUT_S = 300.0  # one chunk (transfer.CHUNK_BYTES) from a busy node
