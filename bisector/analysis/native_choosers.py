@@ -74,12 +74,15 @@ def with_native_chooser_rows(
     for hunk in hunks:
         removed = _decisions(old_lines, hunk.old_lo, hunk.old_hi)
         added = _decisions(new_lines, hunk.new_lo, hunk.new_hi)
-        moved = Counter(value_form(old_lines[i], was) for i in removed)
-        moved &= Counter(value_form(new_lines[i], now) for i in added)
+        forms = {
+            "old": {i: value_form(old_lines[i], was) for i in removed},
+            "new": {i: value_form(new_lines[i], now) for i in added},
+        }
+        moved = Counter(forms["old"].values()) & Counter(forms["new"].values())
         for side, lines, indices in (("old", old_lines, removed), ("new", new_lines, added)):
             left = Counter(moved)
             for index, head in indices.items():
-                form = value_form(lines[index], was if side == "old" else now)
+                form = forms[side][index]
                 if left[form] > 0:  # moved, or rewritten keeping its value (a cast, a macro for its number)
                     left[form] -= 1
                     continue

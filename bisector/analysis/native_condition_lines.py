@@ -235,21 +235,20 @@ def _condition(lines: list[str], index: int) -> str:
         return ""
     if _CONDITION.search(line):
         return "condition on the batch size"
-    if _ARCH_WORDS.search(line) and (
-        _BRANCH.search(line) or chooses_by_arch(lines, index) or directive_start(lines, index) != index
-    ):
+    branch = _BRANCH.search(line) is not None
+    if _ARCH_WORDS.search(line) and (branch or chooses_by_arch(lines, index) or directive_start(lines, index) != index):
         return "condition on the arch"
     if else_of_arch_test(lines, index, _ARCH_WORDS):
         return "condition on the arch"
-    if _DEVICE_WORDS.search(line) and (_BRANCH.search(line) or _continues_test(lines, index)):
+    if _DEVICE_WORDS.search(line) and (branch or _continues_test(lines, index)):
         return "condition on the arch"
-    if _BRANCH.search(line) and _DTYPE_WORDS.search(line):
+    if branch and _DTYPE_WORDS.search(line):
         return "condition on the dtype"
     if _DTYPE_MACRO.match(line) and enclosing_function(lines, index) is not None:
         return "condition on the dtype"
-    if _BRANCH.search(line) and _VERSION_WORDS.search(line):
+    if branch and _VERSION_WORDS.search(line):
         return "condition on the version"
-    if _BRANCH.search(line) and _PLATFORM_WORDS.search(line):
+    if branch and _PLATFORM_WORDS.search(line):
         return PLATFORM_LABEL
     if _SWITCHED_OFF.match(line):
         return SWITCHED_OFF_LABEL

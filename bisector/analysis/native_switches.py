@@ -61,11 +61,11 @@ def dead_code_rows(path: str, old_lines: list[str], new_lines: list[str], hunks:
     for hunk in hunks:
         removed = {i: " ".join(old_lines[i].split()) for i in range(hunk.old_lo, min(hunk.old_hi, len(old_lines)))}
         added = {i: " ".join(new_lines[i].split()) for i in range(hunk.new_lo, min(hunk.new_hi, len(new_lines)))}
+        moved = set(removed.values()) & set(added.values())
         for lines, other, changed, state in (
             (new_lines, old_lines, added, "cut off"),
             (old_lines, new_lines, removed, "let run again"),
         ):
-            moved = set(removed.values()) & set(added.values())
             refusals = _refusals_turned(removed, added) if state == "cut off" else {}
             for index, text in changed.items():
                 if text in moved or not (_cuts_off(lines, index) or index in refusals):

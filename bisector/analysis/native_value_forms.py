@@ -85,8 +85,8 @@ def tested_again(line: str, other_lines: list[str]) -> bool:
     tested = _tested(line)
     if not tested or len(tested) > MAX_FORM_CHARS:
         return False
-    other = f" {value_form(' '.join(other_lines))} "
-    return f"( {value_form(tested)} )" in other or f" {value_form(tested)} " == other
+    other, form = f" {value_form(' '.join(other_lines))} ", value_form(tested)
+    return f"( {form} )" in other or f" {form} " == other
 
 
 def _tested(line: str) -> str:
