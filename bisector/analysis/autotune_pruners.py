@@ -15,6 +15,7 @@ already (a changed pruning condition's row). Module-level functions count, under
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 
 from bisector.analysis.code_shape import FunctionNode, ParsedSource, last_name, source_lines, statement_blocks
@@ -66,9 +67,10 @@ def _same(before: ParsedSource, was: FunctionNode, after: ParsedSource, node: Fu
     if source_lines(before, was) == source_lines(after, node):
         return True
     old, new = _statements(was), _statements(node)
-    changed = [(s, was) for s in old if s[0] not in {d for d, _ in new}]
-    changed += [(s, node) for s in new if s[0] not in {d for d, _ in old}]
-    return not any(_reads(statement, _derived(function)) for (_, statement), function in changed)
+    old_dumps, new_dumps = {dump for dump, _ in old}, {dump for dump, _ in new}
+    changed = [(s, was) for s in old if s[0] not in new_dumps] + [(s, node) for s in new if s[0] not in old_dumps]
+    derived = functools.cache(_derived)  # once per version of the function, not once per changed statement
+    return not any(_reads(statement, derived(function)) for (_, statement), function in changed)
 
 
 def _keeps_all(function: FunctionNode) -> bool:

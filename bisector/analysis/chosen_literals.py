@@ -107,9 +107,12 @@ def _returned_numbers(value: ast.expr) -> list[str]:
     (`return ChipInfo(num_cores=2, vmem_bytes=64 * 1024)`: a class, named in CamelCase)."""
     if _numbers(value):
         return [ast.unparse(value)]
-    if not isinstance(value, ast.Call) or not ast.unparse(value.func).rsplit(".", 1)[-1][:1].isupper():
+    if not isinstance(value, ast.Call):
         return []
-    return [f"{ast.unparse(value.func)}({k.arg}={ast.unparse(k.value)})" for k in value.keywords if _numbers(k.value)]
+    called = ast.unparse(value.func)
+    if not called.rsplit(".", 1)[-1][:1].isupper():
+        return []
+    return [f"{called}({k.arg}={ast.unparse(k.value)})" for k in value.keywords if _numbers(k.value)]
 
 
 def _numbers(value: ast.expr) -> bool:
