@@ -20,12 +20,11 @@ import ast
 from collections import Counter
 from collections.abc import Iterator
 
-from bisector.analysis.code_shape import FunctionNode, ParsedSource, statement_blocks
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, decorated_as_kernel, statement_blocks
 from bisector.analysis.conditions import condition_category
 from bisector.analysis.findings import Finding, short_text
 from bisector.analysis.function_changes import changed_functions, function_row
 
-_KERNEL_DECORATORS = ("jit", "autotune", "heuristics")
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _Case = tuple[ast.expr, bool]  # an if's test, and whether its else holds the statement
 
@@ -41,7 +40,7 @@ def with_literal_rows(
 
     def skipped(name: str, node: FunctionNode) -> bool:
         short = name.rsplit(".", 1)[-1]
-        return name in named or short == "main" or short.startswith("__") or _kernel(node)
+        return name in named or short == "main" or short.startswith("__") or decorated_as_kernel(node)
 
     added = []
     for name, old, node in changed_functions(before, after, skipped):
@@ -50,11 +49,6 @@ def with_literal_rows(
             gone, new = sorted((was - now).elements()), sorted((now - was).elements())
             added.append(function_row(path, name, node, gone, new, "numbers it returns or picks per condition"))
     return rows + added
-
-
-def _kernel(function: FunctionNode) -> bool:
-    names = (ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in function.decorator_list)
-    return any(name.rsplit(".", 1)[-1] in _KERNEL_DECORATORS for name in names)
 
 
 def _chosen(statements: list[ast.stmt], conditions: tuple[_Case, ...], dispatch: dict[int, bool]) -> Iterator[str]:

@@ -34,6 +34,13 @@ def module_functions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[s
             yield from module_functions(statement.body, f"{statement.name}.")
 
 
+def decorated_as_kernel(function: FunctionNode) -> bool:
+    """A kernel by its decorator's last name: @triton.jit, @jit, @triton.autotune(...), @triton.heuristics(...)."""
+    names = (ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in function.decorator_list)
+    return any(name.rsplit(".", 1)[-1] in _KERNEL_DECORATORS for name in names)
+
+
+_KERNEL_DECORATORS = ("jit", "autotune", "heuristics")
 _OWN_NODES = "_bisect_own_nodes"  # the attribute of a function node that keeps own_nodes' list
 
 

@@ -26,6 +26,13 @@ import git
 from bisector.analysis import gitdiff
 from bisector.analysis.arch_targets import arch_target_rows
 from bisector.analysis.autotune_pruners import with_pruner_rows
+from bisector.analysis.changed_branches import (
+    BranchChange,
+    last_resort_rows,
+    native_branch_changes,
+    python_branch_changes,
+    users_only,
+)
 from bisector.analysis.chosen_literals import with_literal_rows
 from bisector.analysis.cmake_targets import cmake_target_rows, is_cmake_path
 from bisector.analysis.config_builders import with_builder_rows
@@ -53,10 +60,10 @@ from bisector.analysis.tuning_files import (
     load_tuning_file,
 )
 from bisector.analysis.unreached import Versions, without_unreached
+from bisector.analysis.whole_files import whole_file_notes
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_ROWS_PER_FILE = 400
-MAX_WHOLE_FILE_NOTES = 20  # more files added or removed whole than this: one note per directory
 _BINARY_PROBE_BYTES = 8000  # git's own heuristic: a NUL byte in the first 8000 bytes means binary
 PYTHON_SUFFIXES = (".py", ".pyi")
 T = TypeVar("T")
@@ -176,14 +183,16 @@ def _diff_commit(
         hunks = gitdiff.hunks_of(repo, base, commit, native) if native else {}
         findings: list[Finding] = []
         modules: dict[str, Versions] = {}  # the changed Python modules, for what their rows reach (unreached.py)
-        for change in readable:
-            analysis = _FileAnalysis(repo, base, commit, change, max_file_bytes, blobs, hunks.get(change, []))
-            findings.extend(_capped(analysis.findings(), change.path, max_rows_per_file))
+        analyses = [_FileAnalysis(repo, base, commit, c, max_file_bytes, blobs, hunks.get(c, [])) for c in readable]
+        for analysis in analyses:
+            findings.extend(_capped(analysis.findings(), analysis.path, max_rows_per_file))
             if analysis.modules is not None:
-                modules[change.path] = analysis.modules
+                modules[analysis.path] = analysis.modules
         findings.extend(_feed_rows(findings, modules))
         findings = without_unreached(findings, modules, scripts) + imported_flag_rows(modules)
-        findings.extend(_whole_file_notes(whole))
+        with_rows = {row.file for row in findings if row.kind.is_dispatch_relevant}
+        findings.extend(last_resort_rows([c for a in analyses if a.path not in with_rows for c in a.branch_changes()]))
+        findings.extend(whole_file_notes(whole))
     finally:
         repo.close()
     return StaticDiff(str(repo_path), commit, base, tuple(findings), tuple(change.path for change in changes))
@@ -218,35 +227,6 @@ def _added_or_removed_whole(change: gitdiff.FileChange) -> bool:
     if language in (None, "cmake", "json data") or (change.old_path is not None and change.new_path is not None):
         return False
     return not is_tuning_path(change.path, data=language == "tuning")
-
-
-def _whole_file_notes(changes: list[gitdiff.FileChange]) -> list[Finding]:
-    """One note per file added or removed whole, or per directory (as deep as keeps the notes few)."""
-    if len(changes) <= MAX_WHOLE_FILE_NOTES:
-        return [
-            Finding(FindingKind.NOTE, c.path, _whole_name(c), detail="new or dropped code: its entries are not rows")
-            for c in changes
-        ]
-    for depth in (2, 1, 0):
-        groups: dict[tuple[str, str], list[str]] = {}
-        for change in changes:
-            directory = "/".join(change.path.split("/")[:-1][:depth])
-            groups.setdefault((_whole_name(change), f"{directory}/" if directory else ""), []).append(change.path)
-        if len(groups) <= MAX_WHOLE_FILE_NOTES:
-            break
-    return [
-        Finding(
-            FindingKind.NOTE,
-            directory,
-            f"{len(paths)} files {name}",
-            detail=f"new or dropped code: their entries are not rows (first: {', '.join(paths[:3])})",
-        )
-        for (name, directory), paths in groups.items()
-    ]
-
-
-def _whole_name(change: gitdiff.FileChange) -> str:
-    return "added whole" if change.old_path is None else "removed whole"
 
 
 def _language(path: str) -> str | None:
@@ -288,6 +268,7 @@ class _FileAnalysis:
         self.hunks = hunks  # of a C / C++ / CUDA file, diffed once for all of them
         self.path = change.path
         self.modules: Versions | None = None  # a Python file's parsed versions, once diffed
+        self.native_lines: tuple[list[str], list[str]] | None = None  # a C / C++ / CUDA file's, both sides there
 
     def findings(self) -> list[Finding]:
         language = _language(self.path)
@@ -337,8 +318,18 @@ class _FileAnalysis:
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(loaded_as, data)))
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))
         lines = (before.lines if before else [], after.lines if after else [])
+        self.native_lines = lines if before and after else None
         rows = diff_native(self.path, before, after, self.hunks) + switched_branch_rows(self.path, *lines, self.hunks)
         return with_native_chooser_rows(self.path, *lines, self.hunks, rows)
+
+    def branch_changes(self) -> list[BranchChange]:
+        """The host functions whose branch tests changed (changed_branches.py): for a file no rule gave rows."""
+        if users_only(self.path):
+            return []
+        if self.native_lines:
+            return native_branch_changes(self.path, *self.native_lines, self.hunks)
+        old, new = self.modules or (None, None)
+        return python_branch_changes(self.path, old, new) if old and new else []
 
     def _python_rows(self, parsed: tuple[ParsedModule | None, ParsedModule | None]) -> list[Finding]:
         self.modules = parsed

@@ -62,3 +62,21 @@ class History:
 
     def tree(self, rev: str) -> str:
         return self.git("rev-parse", f"{rev}^{{tree}}")
+
+
+def rules_rows(path: Path, sha: str) -> list[tuple[str, str]]:
+    """(kind, name) of the commit's table rows that the specific rules give: not the rows of last resort
+    (changed_branches.py), which name any host function whose branch tests changed."""
+    from bisector.analysis import static_diff
+    from bisector.analysis.changed_branches import ROW_KEY
+
+    rows = static_diff(path, sha).table_findings
+    return sorted({(row.kind.value, row.name) for row in rows if row.key != ROW_KEY})
+
+
+def last_resort_functions(path: Path, sha: str) -> list[str]:
+    """The functions the commit's rows of last resort name (changed_branches.py)."""
+    from bisector.analysis import static_diff
+    from bisector.analysis.changed_branches import ROW_KEY
+
+    return sorted(row.name for row in static_diff(path, sha).table_findings if row.key == ROW_KEY)

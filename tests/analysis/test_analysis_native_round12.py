@@ -6,7 +6,7 @@ a branch condition."""
 
 from __future__ import annotations
 
-from analysis_history import History
+from analysis_history import History, last_resort_functions, rules_rows
 
 from bisector.analysis import static_diff
 
@@ -103,4 +103,5 @@ def test_a_condition_on_named_values_that_tests_other_values_is_a_branch_conditi
 
     retried = nvb.replace("err != LIB_SUCCESS)", "err != LIB_SUCCESS && !retry)")
     sha = history.commit("retry", {"src/paths.cc": retried})
-    assert _rows(history, sha) == []  # a status code is no path
+    assert rules_rows(history.path, sha) == []  # a status code is no path
+    assert last_resort_functions(history.path, sha) == ["channels_for"]  # its changed branch test, no more

@@ -6,7 +6,7 @@ through a macro, and an arch test moved within its function."""
 
 from __future__ import annotations
 
-from analysis_history import History
+from analysis_history import History, last_resort_functions, rules_rows
 
 from bisector.analysis import static_diff
 from bisector.analysis.native_value_forms import value_form
@@ -325,7 +325,8 @@ def test_a_number_replaced_by_a_macro_holding_it_is_no_row(history: History) -> 
     sha = history.commit("named sizes", {"src/softmax.cuh": named})
     other = history.commit("more rows per warp", {"src/softmax.cuh": named.replace("MAX_ROWS 1024", "MAX_ROWS 2048")})
 
-    assert _rows(history, sha) == []
+    assert rules_rows(history.path, sha) == []
+    assert last_resort_functions(history.path, sha) == ["DispatchSoftmax"]  # its changed branch test, no more
     assert _rows(history, other) == [("native_threshold", "MAX_ROWS")]
 
 
@@ -407,7 +408,8 @@ def test_an_else_if_added_to_a_kept_chain_is_a_condition_row(history: History) -
     new_chain = history.commit("a new chain", {"src/enqueue.cc": fresh})
 
     assert _rows(history, sha) == [("branch_condition", "computeChunk")]
-    assert _rows(history, new_chain) == []
+    assert rules_rows(history.path, new_chain) == []
+    assert last_resort_functions(history.path, new_chain) == ["computeChunk"]  # its changed branch test, no more
 
 
 REF_IMPL_CUH = """\

@@ -5,7 +5,7 @@ the values that read them unchanged."""
 
 from __future__ import annotations
 
-from analysis_history import History
+from analysis_history import History, last_resort_functions, rules_rows
 
 from bisector.analysis import static_diff
 
@@ -65,7 +65,8 @@ def test_a_device_index_compared_with_zero_is_no_device_test(history: History) -
     )
     sha = history.commit("log the model once", {"src/gpu.cpp": logged})
 
-    assert _rows(history, sha) == []
+    assert rules_rows(history.path, sha) == []
+    assert last_resort_functions(history.path, sha) == ["Net::load_param"]  # its changed branch test, no more
 
 
 CG_HPP = """\

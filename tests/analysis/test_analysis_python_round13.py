@@ -7,7 +7,7 @@ the tables of a class removed whole, and a condition that only reshapes a tensor
 
 from __future__ import annotations
 
-from analysis_history import History
+from analysis_history import History, last_resort_functions, rules_rows
 
 from bisector.analysis import static_diff
 
@@ -148,7 +148,8 @@ def test_names_that_only_look_like_an_isa_or_a_use_flag_choose_nothing(history: 
     changed = source.replace('state["disabled"]', 'state["disabled"] or state["visa"]')
     sha = history.commit("visa holders", {"pkg/pick.py": changed})
 
-    assert _rows(history, sha) == []
+    assert rules_rows(history.path, sha) == []
+    assert last_resort_functions(history.path, sha) == ["pick"]  # its changed branch test, no more
 
 
 ATTN_PY = """\
@@ -211,7 +212,8 @@ def test_a_size_check_that_raises_added_is_no_row_but_one_changed_is(history: Hi
         "        blocks_per_row = ",
     )
     sha = history.commit("refuse ragged ffn sizes", {"pkg/dmoe.py": checked})
-    assert _rows(history, sha) == []
+    assert rules_rows(history.path, sha) == []
+    assert last_resort_functions(history.path, sha) == ["ParallelMLP.topology"]  # its changed branch test, no more
 
     pairs = checked.replace("% self.blocking", "% (2 * self.blocking)")
     sha = history.commit("blocks of two", {"pkg/dmoe.py": pairs})
@@ -300,10 +302,12 @@ def test_a_condition_that_only_reshapes_a_tensor_in_place_is_no_row(history: His
         "    if nnz_per_column.dim() == 0:\n        nnz_per_column = nnz_per_column.unsqueeze(0)\n    offsets = ",
     )
     sha = history.commit("one block column", {"pkg/dmoe.py": changed})
-    assert _rows(history, sha) == []
+    assert rules_rows(history.path, sha) == []
+    assert last_resort_functions(history.path, sha) == ["sparse_transpose"]  # its changed branch test, no more
 
     sha = history.commit("back", {"pkg/dmoe.py": TRANSPOSE_PY})
-    assert _rows(history, sha) == []
+    assert rules_rows(history.path, sha) == []
+    assert last_resort_functions(history.path, sha) == ["sparse_transpose"]  # its changed branch test, no more
 
     chosen = changed.replace("nnz_per_column.unsqueeze(0)", "nnz_per_column.new_ones(4)")
     sha = history.commit("four columns", {"pkg/dmoe.py": chosen})

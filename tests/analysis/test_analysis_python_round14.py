@@ -7,7 +7,7 @@ returns (`return ChipInfo(num_accumulators=256)`), in an if or a match case, are
 
 from __future__ import annotations
 
-from analysis_history import History
+from analysis_history import History, last_resort_functions, rules_rows
 
 from bisector.analysis import static_diff
 
@@ -128,7 +128,8 @@ def code_objects(targets):
     )
     sha = history.commit("py36: no walrus", {"pkg/build.py": changed})
 
-    assert _rows(history, sha) == []
+    assert rules_rows(history.path, sha) == []
+    assert last_resort_functions(history.path, sha) == ["code_objects"]  # its changed branch test, no more
 
 
 CHIPS_PY = """\

@@ -1,0 +1,141 @@
+"""The row of last resort: in a changed source file that no other rule gave a row, each host function whose branch
+tests the commit changes is a branch_condition row (the first test it removes and the first it adds).
+
+The other rules read the forms of dispatch seen in the projects they were written from (batch-size thresholds,
+arch / dtype / env tests, launch arguments, tables). On projects read for the first time most of the changes they
+missed were a branch test of a host function that picks a kernel, an algorithm or a path: a `case` moved from one
+algorithm to another, an `if` that re-routes an op, a new guard before a library call. A changed test is:
+- C / C++ / CUDA: a line of an `if`, `while` or `switch` head, a `case` or `default` label, a `?:` or a `#if` /
+  `#elif` / `#ifdef` / `#ifndef`, removed or added by a hunk that does not add or remove the same text again;
+- Python: the test of an `if`, `elif`, `while` or conditional expression, or a `match` case's pattern, of a function
+  or method on both sides, counted as a multiset (a test moved inside the function is no change).
+Kernel code (a __global__ / __device__ function, a @triton.jit / autotune / heuristics kernel) computes rather than
+chooses, and files of examples, benchmarks and ROCm's test clients run no library dispatch: neither gives rows. A
+commit that changes the branches of more than MAX_FUNCTIONS host functions this way is a refactor or a feature more
+than a dispatch change: those functions are named in one note instead of rows.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, decorated_as_kernel, own_nodes
+from bisector.analysis.findings import Finding, FindingKind, short_text
+from bisector.analysis.function_changes import changed_functions
+from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.native_scope import enclosing_function
+from bisector.analysis.native_value_forms import tested_again
+
+MAX_FUNCTIONS = 2  # host functions a commit's rows of last resort may name; more: one note
+ROW_KEY = "branch test"
+_DETAIL = "a branch test of this function changed ({count} in all); no more specific rule read it"
+
+_NATIVE_TEST = re.compile(
+    r"\b(?:if|while|switch)\s*(?:constexpr\s*)?\(|^\s*(?:case\b[^:]*|default\s*):|\?[^:;]*:"
+    r"|^\s*#\s*(?:if|elif|ifdef|ifndef)\b"
+)
+_USERS_ONLY_PATH = re.compile(r"(?:^|/)(?:examples?|benchmarks?|bench|clients)/")
+
+
+@dataclass(frozen=True)
+class BranchChange:
+    """The changed branch tests of one host function of one file."""
+
+    file: str
+    function: str
+    before: str | None  # the first test removed
+    after: str | None  # the first test added
+    line: int | None  # 1-based, after the commit where it adds a test
+    count: int  # tests removed and added
+
+    def row(self) -> Finding:
+        return Finding(
+            FindingKind.BRANCH_CONDITION, self.file, self.function, key=ROW_KEY,
+            before=self.before and short_text(self.before), after=self.after and short_text(self.after),
+            line=self.line, detail=_DETAIL.format(count=self.count),
+        )  # fmt: skip
+
+
+def last_resort_rows(changes: Sequence[BranchChange]) -> list[Finding]:
+    """One row per changed function, or one note naming them all when there are more than MAX_FUNCTIONS."""
+    if len(changes) <= MAX_FUNCTIONS:
+        return [change.row() for change in changes]
+    named = ", ".join(f"{change.file}: {change.function}" for change in changes[:10])
+    more = f" and {len(changes) - 10} more" if len(changes) > 10 else ""
+    detail = f"no more specific rule read them; too many to be a dispatch change alone: {named}{more}"
+    name = f"branch tests changed in {len(changes)} functions"
+    return [Finding(FindingKind.NOTE, changes[0].file, name, detail=detail)]
+
+
+def users_only(path: str) -> bool:
+    """Examples, benchmarks and ROCm's test clients: code a library's users run, not the library's dispatch."""
+    return _USERS_ONLY_PATH.search(path) is not None
+
+
+def native_branch_changes(
+    path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk]
+) -> list[BranchChange]:
+    """The host functions whose branch test lines (comment-stripped) the hunks remove or add, in file order."""
+    found: dict[str, list[tuple[str | None, str | None, int | None]]] = {}
+    for hunk in hunks:
+        removed = _tests(old_lines, hunk.old_lo, hunk.old_hi)
+        added = _tests(new_lines, hunk.new_lo, hunk.new_hi)
+        old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
+        for index, text in removed.items():
+            if _changed(old_lines[index], text, added, new_hunk) and (function := _host_function(old_lines, index)):
+                found.setdefault(function, []).append((old_lines[index], None, None))
+        for index, text in added.items():
+            if _changed(new_lines[index], text, removed, old_hunk) and (function := _host_function(new_lines, index)):
+                found.setdefault(function, []).append((None, new_lines[index], index + 1))
+    return [_change(path, function, tests) for function, tests in found.items()]
+
+
+def python_branch_changes(path: str, before: ParsedSource, after: ParsedSource) -> list[BranchChange]:
+    """The functions and methods on both sides (not kernels) whose multiset of branch tests differs."""
+    changes = []
+    for name, old, new in changed_functions(before, after, lambda _, node: decorated_as_kernel(node)):
+        was, now = _python_tests(old), _python_tests(new)
+        gone = Counter(text for _, text in was) - Counter(text for _, text in now)
+        came = Counter(text for _, text in now) - Counter(text for _, text in was)
+        if gone or came:
+            first_gone = next((text for _, text in was if text in gone), None)
+            first_came, line = next(((text, line) for line, text in now if text in came), (None, None))
+            changes.append(BranchChange(path, name, first_gone, first_came, line, gone.total() + came.total()))
+    return changes
+
+
+def _tests(lines: list[str], low: int, high: int) -> dict[int, str]:
+    """The branch test lines among lines[low:high], by index, as text without whitespace."""
+    return {i: "".join(lines[i].split()) for i in range(low, min(high, len(lines))) if _NATIVE_TEST.search(lines[i])}
+
+
+def _changed(line: str, text: str, other_tests: dict[int, str], other_side: list[str]) -> bool:
+    """A test the hunk's other side neither keeps (moved lines) nor writes in another form (native_value_forms.py:
+    `if constexpr (c)` -> `AF_IF_CONSTEXPR(c)`)."""
+    return text not in other_tests.values() and not tested_again(line, other_side)
+
+
+def _host_function(lines: list[str], index: int) -> str | None:
+    scope = enclosing_function(lines, index)
+    return scope.function if scope is not None and not scope.device else None
+
+
+def _change(path: str, function: str, tests: list[tuple[str | None, str | None, int | None]]) -> BranchChange:
+    before = next((removed for removed, _, _ in tests if removed is not None), None)
+    after, line = next(((added, line) for _, added, line in tests if added is not None), (None, None))
+    return BranchChange(path, function, before and before.strip(), after and after.strip(), line, len(tests))
+
+
+def _python_tests(function: FunctionNode) -> list[tuple[int, str]]:
+    """The function's own branch tests as (line, source text), in source order."""
+    tests = []
+    for node in own_nodes(function):
+        if isinstance(node, ast.If | ast.IfExp | ast.While):
+            tests.append((node.test.lineno, ast.unparse(node.test)))
+        elif isinstance(node, ast.match_case):
+            tests.append((node.pattern.lineno, ast.unparse(node.pattern)))
+    return sorted(tests)

@@ -1,0 +1,168 @@
+"""The rows of last resort (changed_branches.py) on real git histories: a host function whose branch tests the commit
+changes, in a file no other rule gave a row, is a branch_condition row; kernels, examples and moved or reworded tests
+are not; more than MAX_FUNCTIONS such functions in a commit are one note."""
+
+from __future__ import annotations
+
+from analysis_history import History, last_resort_functions, rules_rows
+
+from bisector.analysis import static_diff
+from bisector.analysis.changed_branches import MAX_FUNCTIONS, ROW_KEY
+from bisector.analysis.findings import FindingKind
+
+SPMV_CPP = """\
+#include "spmv.h"
+
+// maps the public algorithm to the kernel family
+static status alg_to_csrmv(spmv_alg alg, csrmv_alg& out)
+{
+    switch(alg)
+    {
+    case spmv_alg_default:
+    case spmv_alg_csr_stream:
+    {
+        out = csrmv_alg_stream;
+        return status_success;
+    }
+
+    case spmv_alg_csr_adaptive:
+    {
+        out = csrmv_alg_adaptive;
+        return status_success;
+    }
+    }
+    return status_invalid_value;
+}
+
+__global__ void csrmv_kernel(const int* rows, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = rows[i];
+}
+"""
+
+BLIT_CU = """\
+void blit_int32(int op, const int* in, int* out, int count)
+{
+    int blocks = (count + 255) / 256;
+    if (op == OP_ADD) {
+        add_kernel<<<blocks, 256>>>(in, out, count);
+    }
+}
+"""
+
+
+def test_a_case_moved_to_another_algorithm_is_a_row_of_last_resort(history: History) -> None:
+    history.commit("spmv", {"src/spmv.cpp": SPMV_CPP})
+    adaptive = SPMV_CPP.replace("    case spmv_alg_default:\n", "").replace(
+        "    case spmv_alg_csr_adaptive:\n", "    case spmv_alg_default:\n    case spmv_alg_csr_adaptive:\n"
+    )
+    sha = history.commit("the default algorithm is adaptive", {"src/spmv.cpp": adaptive})
+
+    rows = static_diff(history.path, sha).table_findings
+    assert [(r.kind, r.file, r.name, r.key) for r in rows] == [
+        (FindingKind.BRANCH_CONDITION, "src/spmv.cpp", "alg_to_csrmv", ROW_KEY)
+    ]
+    assert (rows[0].before, rows[0].after, rows[0].line) == ("case spmv_alg_default:", "case spmv_alg_default:", 14)
+    assert rows[0].detail.startswith("a branch test of this function changed (2 in all)")
+
+
+def test_a_new_branch_before_a_launch_is_a_row_but_not_in_a_kernel(history: History) -> None:
+    history.commit("blit", {"src/blit.cu": BLIT_CU})
+    routed = BLIT_CU.replace(
+        "    if (op == OP_ADD) {\n",
+        "    if (op == OP_REALDIV) {\n        op = OP_DIV;\n    }\n    if (op == OP_ADD) {\n",
+    )
+    sha = history.commit("integer realdiv is div", {"src/blit.cu": routed})
+    assert rules_rows(history.path, sha) == []
+    assert last_resort_functions(history.path, sha) == ["blit_int32"]
+
+    history.commit("spmv", {"src/spmv.cpp": SPMV_CPP})
+    guarded = SPMV_CPP.replace("    if (i < n) y[i] = rows[i];\n", "    if (i < n && rows[i] >= 0) y[i] = rows[i];\n")
+    sha = history.commit("skip negative rows in the kernel", {"src/spmv.cpp": guarded})
+    assert static_diff(history.path, sha).table_findings == ()  # a __global__ function computes, it does not choose
+
+
+def test_moved_reworded_and_commented_tests_are_no_rows(history: History) -> None:
+    history.commit("blit", {"src/blit.cu": BLIT_CU})
+    spaced = BLIT_CU.replace("if (op == OP_ADD) {", "if (op==OP_ADD) {  // the only op so far")
+    sha = history.commit("format", {"src/blit.cu": spaced})
+    assert static_diff(history.path, sha).table_findings == ()
+
+    reworded = spaced.replace("if (op==OP_ADD) {  // the only op so far", "LIB_IF(op == OP_ADD) {")
+    sha = history.commit("the project's if macro", {"src/blit.cu": reworded})
+    assert static_diff(history.path, sha).table_findings == ()  # the same test in parentheses on the other side
+
+
+def test_a_file_with_a_rule_row_gets_no_row_of_last_resort(history: History) -> None:
+    source = """\
+void gemm(int m, int n, const float* a, float* c)
+{
+    if (m <= 64) {
+        simt_gemm(m, n, a, c);
+    } else if (n > 4) {
+        mma_gemm(m, n, a, c);
+    }
+}
+"""
+    history.commit("gemm", {"src/gemm.cpp": source})
+    changed = source.replace("m <= 64", "m <= 128").replace("n > 4", "n > 8 && aligned(a)")
+    sha = history.commit("retune", {"src/gemm.cpp": changed})
+
+    assert rules_rows(history.path, sha) == [("dispatch_logic", "gemm")]
+    assert last_resort_functions(history.path, sha) == []
+
+
+PICK_PY = """\
+import triton
+
+
+def pick_backend(dtype, device):
+    if device.name in ENABLED:
+        return "triton"
+    return "torch"
+
+
+@triton.jit
+def _add_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    if n > BLOCK:
+        tl.store(x_ptr + offsets, 0)
+"""
+
+
+def test_a_python_functions_changed_test_is_a_row_but_not_a_kernels_or_an_examples(history: History) -> None:
+    history.commit("pick", {"pkg/pick.py": PICK_PY, "examples/run.py": PICK_PY})
+    rerouted = PICK_PY.replace("if device.name in ENABLED:", "if device.name in ENABLED and not is_busy(device):")
+    sha = history.commit("triton on every accelerator", {"pkg/pick.py": rerouted, "examples/run.py": rerouted})
+    rows = static_diff(history.path, sha).table_findings
+    assert [(r.file, r.name, r.key) for r in rows] == [("pkg/pick.py", "pick_backend", ROW_KEY)]
+    assert rows[0].before == "device.name in ENABLED"
+    assert rows[0].after == "device.name in ENABLED and (not is_busy(device))"  # as ast.unparse writes it
+    assert rows[0].line == 5
+
+    in_kernel = rerouted.replace("if n > BLOCK:", "if n >= BLOCK:")
+    sha = history.commit("kernel bound", {"pkg/pick.py": in_kernel})
+    assert static_diff(history.path, sha).table_findings == ()
+
+
+def test_a_test_moved_inside_its_function_is_no_row(history: History) -> None:
+    history.commit("pick", {"pkg/pick.py": PICK_PY})
+    moved = PICK_PY.replace(
+        '    if device.name in ENABLED:\n        return "triton"\n    return "torch"\n',
+        '    backend = "torch"\n    if device.name in ENABLED:\n        backend = "triton"\n    return backend\n',
+    )
+    sha = history.commit("one return", {"pkg/pick.py": moved})
+    assert static_diff(history.path, sha).table_findings == ()
+
+
+def test_more_functions_than_the_cap_are_one_note(history: History) -> None:
+    functions = [f"void step{i}(int x)\n{{\n    if (ready(x)) run{i}(x);\n}}\n" for i in range(MAX_FUNCTIONS + 1)]
+    history.commit("steps", {"src/steps.cpp": "\n".join(functions)})
+    changed = "\n".join(f.replace("if (ready(x))", "if (ready(x) && !busy(x))") for f in functions)
+    sha = history.commit("inclusive bounds everywhere", {"src/steps.cpp": changed})
+
+    diff = static_diff(history.path, sha)
+    assert diff.table_findings == ()
+    assert [n.name for n in diff.notes] == [f"branch tests changed in {MAX_FUNCTIONS + 1} functions"]
+    assert "src/steps.cpp: step0, src/steps.cpp: step1" in diff.notes[0].detail
