@@ -10,7 +10,8 @@ algorithm to another, an `if` that re-routes an op, a new guard before a library
 - Python: the test of an `if`, `elif`, `while` or conditional expression, or a `match` case's pattern, of a function
   or method on both sides, counted as a multiset (a test moved inside the function is no change).
 Kernel code (a __global__ / __device__ function, a @triton.jit / autotune / heuristics kernel) computes rather than
-chooses, and files of examples, benchmarks and ROCm's test clients run no library dispatch: neither gives rows. A
+chooses, a function named for housekeeping (freeing, allocating, logging, an error string) chooses no kernel, and
+files of examples, experiments, benchmarks and ROCm's test clients run no library dispatch: none gives rows. A
 commit that changes the branches of more than MAX_FUNCTIONS host functions this way is a refactor or a feature more
 than a dispatch change: those functions are named in one note instead of rows.
 """
@@ -38,7 +39,14 @@ _NATIVE_TEST = re.compile(
     r"\b(?:if|while|switch)\s*(?:constexpr\s*)?\(|^\s*(?:case\b[^:]*|default\s*):|\?[^:;]*:"
     r"|^\s*#\s*(?:if|elif|ifdef|ifndef)\b"
 )
-_USERS_ONLY_PATH = re.compile(r"(?:^|/)(?:examples?|benchmarks?|bench|clients)/")
+_USERS_ONLY_PATH = re.compile(r"(?:^|/)(?:examples?|experiments?|benchmarks?|bench|clients)/")
+# words of a function's name that say it frees, allocates, logs or describes rather than chooses (deleteAxis,
+# getVkFFTErrorString, ArmDevice::Allocate, logSubsysToString)
+_HOUSEKEEPING_WORDS = frozenset(
+    {"alloc", "allocate", "cleanup", "del", "delete", "deleter", "destroy", "dump", "error", "errors", "free", "log",
+     "logger", "print", "release", "repr", "str", "string", "tostring"}
+)  # fmt: skip
+_NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
 @dataclass(frozen=True)
@@ -72,8 +80,14 @@ def last_resort_rows(changes: Sequence[BranchChange]) -> list[Finding]:
 
 
 def users_only(path: str) -> bool:
-    """Examples, benchmarks and ROCm's test clients: code a library's users run, not the library's dispatch."""
+    """Examples, experiments, benchmarks and ROCm's test clients: code a library's users run, not its dispatch."""
     return _USERS_ONLY_PATH.search(path) is not None
+
+
+def housekeeping(function: str) -> bool:
+    """A function whose name says it frees, allocates, logs or describes (an error, a string)."""
+    last = re.split(r"::|\.", function)[-1]
+    return any(word.lower() in _HOUSEKEEPING_WORDS for word in _NAME_WORD.findall(last))
 
 
 def native_branch_changes(
@@ -91,13 +105,13 @@ def native_branch_changes(
         for index, text in added.items():
             if _changed(new_lines[index], text, removed, old_hunk) and (function := _host_function(new_lines, index)):
                 found.setdefault(function, []).append((None, new_lines[index], index + 1))
-    return [_change(path, function, tests) for function, tests in found.items()]
+    return [_change(path, function, tests) for function, tests in found.items() if not housekeeping(function)]
 
 
 def python_branch_changes(path: str, before: ParsedSource, after: ParsedSource) -> list[BranchChange]:
     """The functions and methods on both sides (not kernels) whose multiset of branch tests differs."""
     changes = []
-    for name, old, new in changed_functions(before, after, lambda _, node: decorated_as_kernel(node)):
+    for name, old, new in changed_functions(before, after, _not_choosing):
         was, now = _python_tests(old), _python_tests(new)
         gone = Counter(text for _, text in was) - Counter(text for _, text in now)
         came = Counter(text for _, text in now) - Counter(text for _, text in was)
@@ -106,6 +120,10 @@ def python_branch_changes(path: str, before: ParsedSource, after: ParsedSource) 
             first_came, line = next(((text, line) for line, text in now if text in came), (None, None))
             changes.append(BranchChange(path, name, first_gone, first_came, line, gone.total() + came.total()))
     return changes
+
+
+def _not_choosing(name: str, function: FunctionNode) -> bool:
+    return decorated_as_kernel(function) or housekeeping(name)
 
 
 def _tests(lines: list[str], low: int, high: int) -> dict[int, str]:

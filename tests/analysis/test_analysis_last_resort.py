@@ -7,7 +7,7 @@ from __future__ import annotations
 from analysis_history import History, last_resort_functions, rules_rows
 
 from bisector.analysis import static_diff
-from bisector.analysis.changed_branches import MAX_FUNCTIONS, ROW_KEY
+from bisector.analysis.changed_branches import MAX_FUNCTIONS, ROW_KEY, housekeeping
 from bisector.analysis.findings import FindingKind
 
 SPMV_CPP = """\
@@ -50,6 +50,10 @@ void blit_int32(int op, const int* in, int* out, int count)
     }
 }
 """
+# a new branch that re-routes an op before the launches: no rule reads it as a kernel choice
+ROUTED_BLIT_CU = BLIT_CU.replace(
+    "    if (op == OP_ADD) {\n", "    if (op == OP_REALDIV) {\n        op = OP_DIV;\n    }\n    if (op == OP_ADD) {\n"
+)
 
 
 def test_a_case_moved_to_another_algorithm_is_a_row_of_last_resort(history: History) -> None:
@@ -69,11 +73,7 @@ def test_a_case_moved_to_another_algorithm_is_a_row_of_last_resort(history: Hist
 
 def test_a_new_branch_before_a_launch_is_a_row_but_not_in_a_kernel(history: History) -> None:
     history.commit("blit", {"src/blit.cu": BLIT_CU})
-    routed = BLIT_CU.replace(
-        "    if (op == OP_ADD) {\n",
-        "    if (op == OP_REALDIV) {\n        op = OP_DIV;\n    }\n    if (op == OP_ADD) {\n",
-    )
-    sha = history.commit("integer realdiv is div", {"src/blit.cu": routed})
+    sha = history.commit("integer realdiv is div", {"src/blit.cu": ROUTED_BLIT_CU})
     assert rules_rows(history.path, sha) == []
     assert last_resort_functions(history.path, sha) == ["blit_int32"]
 
@@ -81,6 +81,21 @@ def test_a_new_branch_before_a_launch_is_a_row_but_not_in_a_kernel(history: Hist
     guarded = SPMV_CPP.replace("    if (i < n) y[i] = rows[i];\n", "    if (i < n && rows[i] >= 0) y[i] = rows[i];\n")
     sha = history.commit("skip negative rows in the kernel", {"src/spmv.cpp": guarded})
     assert static_diff(history.path, sha).table_findings == ()  # a __global__ function computes, it does not choose
+
+
+def test_housekeeping_functions_and_experiments_get_no_rows(history: History) -> None:
+    source = BLIT_CU + "\nvoid deleteAxis(Axis* axis)\n{\n    if (axis->buffer) release(axis->buffer);\n}\n"
+    history.commit("blit", {"src/blit.cu": source, "experiments/blit.cu": BLIT_CU})
+    freed = source.replace("if (axis->buffer)", "if (axis->buffer && axis->owned)")
+    sha = history.commit("free owned buffers", {"src/blit.cu": freed, "experiments/blit.cu": ROUTED_BLIT_CU})
+    assert static_diff(history.path, sha).table_findings == ()
+
+    assert [housekeeping(name) for name in ("getVkFFTErrorString", "ArmDevice::Allocate", "Pool.free_list")] == [
+        True, True, True
+    ]  # fmt: skip
+    assert [housekeeping(name) for name in ("preprocess_qkw", "Mlp.topology", "is_freestanding")] == [
+        False, False, False
+    ]  # fmt: skip
 
 
 def test_moved_reworded_and_commented_tests_are_no_rows(history: History) -> None:
