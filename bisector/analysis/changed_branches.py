@@ -50,6 +50,13 @@ _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
 @dataclass(frozen=True)
+class _TestLine:
+    removed: bool  # a line of the old side, else of the new
+    text: str
+    line: int  # 1-based, on its side
+
+
+@dataclass(frozen=True)
 class BranchChange:
     """The changed branch tests of one host function of one file."""
 
@@ -94,17 +101,17 @@ def native_branch_changes(
     path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk]
 ) -> list[BranchChange]:
     """The host functions whose branch test lines (comment-stripped) the hunks remove or add, in file order."""
-    found: dict[str, list[tuple[str | None, str | None, int | None]]] = {}
+    found: dict[str, list[_TestLine]] = {}
     for hunk in hunks:
         removed = _tests(old_lines, hunk.old_lo, hunk.old_hi)
         added = _tests(new_lines, hunk.new_lo, hunk.new_hi)
         old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
         for index, text in removed.items():
             if _changed(old_lines[index], text, added, new_hunk) and (function := _host_function(old_lines, index)):
-                found.setdefault(function, []).append((old_lines[index], None, None))
+                found.setdefault(function, []).append(_TestLine(removed=True, text=old_lines[index], line=index + 1))
         for index, text in added.items():
             if _changed(new_lines[index], text, removed, old_hunk) and (function := _host_function(new_lines, index)):
-                found.setdefault(function, []).append((None, new_lines[index], index + 1))
+                found.setdefault(function, []).append(_TestLine(removed=False, text=new_lines[index], line=index + 1))
     return [_change(path, function, tests) for function, tests in found.items() if not housekeeping(function)]
 
 
@@ -142,10 +149,16 @@ def _host_function(lines: list[str], index: int) -> str | None:
     return scope.function if scope is not None and not scope.device else None
 
 
-def _change(path: str, function: str, tests: list[tuple[str | None, str | None, int | None]]) -> BranchChange:
-    before = next((removed for removed, _, _ in tests if removed is not None), None)
-    after, line = next(((added, line) for _, added, line in tests if added is not None), (None, None))
-    return BranchChange(path, function, before and before.strip(), after and after.strip(), line, len(tests))
+def _change(path: str, function: str, tests: list[_TestLine]) -> BranchChange:
+    """The function's row: its first test removed and first added; a test only moved elsewhere in the function (a
+    `case` label to another group) shows the lines it moved between."""
+    gone = next((test for test in tests if test.removed), None)
+    came = next((test for test in tests if not test.removed), None)
+    before = gone.text.strip() if gone else None
+    after = came.text.strip() if came else None
+    if gone and came and before == after:
+        before, after = f"{before} (line {gone.line} before)", f"{after} (line {came.line})"
+    return BranchChange(path, function, before, after, came.line if came else None, len(tests))
 
 
 def _python_tests(function: FunctionNode) -> list[tuple[int, str]]:

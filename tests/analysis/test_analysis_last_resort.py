@@ -67,7 +67,11 @@ def test_a_case_moved_to_another_algorithm_is_a_row_of_last_resort(history: Hist
     assert [(r.kind, r.file, r.name, r.key) for r in rows] == [
         (FindingKind.BRANCH_CONDITION, "src/spmv.cpp", "alg_to_csrmv", ROW_KEY)
     ]
-    assert (rows[0].before, rows[0].after, rows[0].line) == ("case spmv_alg_default:", "case spmv_alg_default:", 14)
+    assert (rows[0].before, rows[0].after, rows[0].line) == (
+        "case spmv_alg_default: (line 8 before)",
+        "case spmv_alg_default: (line 14)",
+        14,
+    )
     assert rows[0].detail.startswith("a branch test of this function changed (2 in all)")
 
 
