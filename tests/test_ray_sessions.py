@@ -21,6 +21,7 @@ from bisect_helpers import start_cli, wait_for
 from bisector.synthetic import culprit_history
 from vocab.domain import ErrorKind, StepResult, Verdict
 from vocab.metric import MetricSpec
+from vocab.processes import process_start
 from workers.executor import StepRequest
 
 ray = pytest.importorskip("ray")
@@ -123,13 +124,19 @@ def killed_with_its_cluster(process: subprocess.Popen[str], session: Path) -> Pa
     return session
 
 
-def marked_by(pid: int) -> list[Path]:
+def marked_by(process: subprocess.Popen[str]) -> list[Path]:
+    """The session folders marked as this very process's: its pid and its start time (pids are reused: a host's
+    pid_max may be 32768), not Ray's `session_latest` link to one of them."""
+    owner = (process.pid, process_start(process.pid))
     sessions = []
     for mark in RAY_ROOT.glob(f"session_*/{OWNER_MARK}"):
+        if mark.parent.is_symlink():
+            continue
         try:
-            if json.loads(mark.read_text())["pid"] == pid:
+            marked = json.loads(mark.read_text())
+            if (marked["pid"], marked["started"]) == owner:
                 sessions.append(mark.parent)
-        except (OSError, ValueError):
+        except (OSError, ValueError, KeyError):
             continue
     return sessions
 
@@ -147,8 +154,13 @@ def test_the_next_local_cluster_removes_a_killed_coordinators_session_and_no_oth
         "start", "--repo", str(history.path), "--good", history.shas[0], "--bad", "main", "--run", "bash test.sh",
         "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8", "--executor", "ray", db=tmp_path / "b.db",
     )  # fmt: skip
-    wait_for(lambda: bool(marked_by(coordinator.pid)) or coordinator.poll() is not None, what="its local cluster")
-    (abandoned,) = marked_by(coordinator.pid)
+    try:
+        wait_for(lambda: bool(marked_by(coordinator)) or coordinator.poll() is not None, what="its local cluster")
+        (abandoned,) = marked_by(coordinator)
+    except BaseException:
+        os.killpg(coordinator.pid, signal.SIGKILL)  # not left running into the next test
+        coordinator.communicate()
+        raise
     killed_with_its_cluster(coordinator, abandoned)
 
     still_running = RAY_ROOT / f"session_gpu-bisect-test-{uuid.uuid4().hex}"  # owner gone, a process still in it
