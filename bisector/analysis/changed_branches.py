@@ -112,7 +112,7 @@ def native_branch_changes(
         for index, text in added.items():
             if _changed(new_lines[index], text, removed, old_hunk) and (function := _host_function(new_lines, index)):
                 found.setdefault(function, []).append(_TestLine(removed=False, text=new_lines[index], line=index + 1))
-    return [_change(path, function, tests) for function, tests in found.items() if not housekeeping(function)]
+    return [_change(path, function, tests) for function, tests in found.items()]
 
 
 def python_branch_changes(path: str, before: ParsedSource, after: ParsedSource) -> list[BranchChange]:
@@ -145,8 +145,11 @@ def _changed(line: str, text: str, other_tests: dict[int, str], other_side: list
 
 
 def _host_function(lines: list[str], index: int) -> str | None:
+    """The function holding line index, unless it is kernel code or housekeeping."""
     scope = enclosing_function(lines, index)
-    return scope.function if scope is not None and not scope.device else None
+    if scope is None or scope.device or housekeeping(scope.function):
+        return None
+    return scope.function
 
 
 def _change(path: str, function: str, tests: list[_TestLine]) -> BranchChange:
