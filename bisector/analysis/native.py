@@ -15,6 +15,7 @@ from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_bodies import function_bodies, inside_bodies
 from bisector.analysis.native_condition_lines import condition_rows
 from bisector.analysis.native_definitions import definition_rows
+from bisector.analysis.native_directives import DEFINE
 from bisector.analysis.native_dispatch import diff_env_reads, env_reads, has_env_reads
 from bisector.analysis.native_entries import kept_entry_rows
 from bisector.analysis.native_enums import class_enumerators
@@ -65,7 +66,6 @@ _PREPROCESSOR = re.compile(r"^[ \t]*#[^\n]*", re.M)
 _RELEASE_NUMBER = re.compile(
     r"^(?!\w*(?:MIN|MAX|REQUIRED))[A-Z][A-Z0-9_]*_(?:VERSION(?:_(?:MAJOR|MINOR|PATCH))?|(?:MAJOR|MINOR|PATCH)_VERSION)$"
 )
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?!\()[ \t]+(?P<value>\S.*?)[ \t]*$", re.M)
 
 
 def strip_comments(text: str) -> str:
@@ -156,7 +156,7 @@ def scan_native(text: str) -> NativeScan:
         if not inside_bodies(bodies, match.start("name")):
             line = bisect.bisect_right(starts, match.start("name"))
             add(match["name"], FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
-    for match in _DEFINE.finditer(stripped):
+    for match in DEFINE.finditer(stripped):
         if _RELEASE_NUMBER.match(match["name"]):
             continue  # the library's own version number: a release, no dispatch
         line = bisect.bisect_right(starts, match.start("name"))
