@@ -18,11 +18,17 @@ import ast
 import functools
 from collections.abc import Iterator
 
-from bisector.analysis.code_shape import FunctionNode, ParsedSource, last_name, source_lines, statement_blocks
+from bisector.analysis.code_shape import (
+    FunctionNode,
+    ParsedSource,
+    last_name,
+    module_functions,
+    source_lines,
+    statement_blocks,
+)
 from bisector.analysis.findings import Finding, FindingKind
 
 PRUNE_KEY = "early_config_prune"
-_BLOCKS = ("body", "orelse", "finalbody", "handlers")
 
 
 def with_pruner_rows(
@@ -32,8 +38,8 @@ def with_pruner_rows(
     whose code it changes."""
     if after is None or not any(PRUNE_KEY in line for line in after.lines):
         return rows  # the cheap test first: most modules name no pruner
-    new = dict(_functions(after.tree.body))
-    old = dict(_functions(before.tree.body)) if before is not None else {}
+    new = dict(module_functions(after.tree.body, under_blocks=True))
+    old = dict(module_functions(before.tree.body, under_blocks=True)) if before is not None else {}
     pruners = {name: kernel for name, kernel in _pruners(after.tree) if name in new}
     for name in list(pruners):
         params = _params(new[name])[:1]
@@ -102,7 +108,7 @@ def _statements(function: FunctionNode) -> list[tuple[str, ast.AST]]:
         elif isinstance(node, ast.For | ast.AsyncFor):
             header = ast.Tuple([node.target, node.iter], ast.Load())
             out.append((ast.dump(header), header))
-        elif not any(getattr(node, field, None) for field in _BLOCKS):
+        elif not any(statement_blocks(node)):
             out.append((ast.dump(node), node))
     return out
 
@@ -130,20 +136,6 @@ def _derived(function: FunctionNode) -> set[str]:
 
 def _reads(node: ast.AST, names: set[str] | list[str]) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
-
-
-def _functions(body: list[ast.stmt]) -> Iterator[tuple[str, FunctionNode]]:
-    """Module-level functions, those under a try / if / with included, and classes' methods (`Class.f`)."""
-    for statement in body:
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield statement.name, statement
-        elif isinstance(statement, ast.ClassDef):
-            for member in statement.body:
-                if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef):
-                    yield f"{statement.name}.{member.name}", member
-        elif isinstance(statement, ast.Try | ast.If | ast.With):
-            for block in statement_blocks(statement):
-                yield from _functions(block)
 
 
 def _pruners(tree: ast.Module) -> Iterator[tuple[str, str]]:
