@@ -23,6 +23,7 @@ from bisector.analysis.code_shape import (
     ParsedSource,
     last_name,
     module_functions,
+    positional_parameters,
     source_lines,
     statement_blocks,
 )
@@ -42,7 +43,7 @@ def with_pruner_rows(
     old = dict(module_functions(before.tree.body, under_blocks=True)) if before is not None else {}
     pruners = {name: kernel for name, kernel in _pruners(after.tree) if name in new}
     for name in list(pruners):
-        params = _params(new[name])[:1]
+        params = positional_parameters(new[name])[:1]
         helpers = {last_name(n.func) for n in ast.walk(new[name]) if isinstance(n, ast.Call) and _reads(n, params)}
         pruners.update((h, pruners[name]) for h in sorted(helpers) if h in new and h not in old and h not in pruners)
     named = {row.name for row in rows}
@@ -82,7 +83,7 @@ def _same(before: ParsedSource, was: FunctionNode, after: ParsedSource, node: Fu
 def _keeps_all(function: FunctionNode) -> bool:
     """Whether the function hands back its configs as they came (a pruner that only logs): it returns its first
     parameter, never rebinds it and calls no method of it."""
-    configs, returns = _params(function)[:1], False
+    configs, returns = positional_parameters(function)[:1], False
     for node in ast.walk(function):
         if isinstance(node, ast.Yield | ast.YieldFrom):
             return False  # a generator of the configs it keeps
@@ -113,13 +114,9 @@ def _statements(function: FunctionNode) -> list[tuple[str, ast.AST]]:
     return out
 
 
-def _params(function: FunctionNode) -> list[str]:
-    return [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-
-
 def _derived(function: FunctionNode) -> set[str]:
     """The pruner's configs and arguments (its first two parameters) and the names assigned from them."""
-    derived = set(_params(function)[:2])
+    derived = set(positional_parameters(function)[:2])
     for _ in range(2):  # a loop's later statement can feed an earlier one
         for node in ast.walk(function):
             if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and node.value is not None:

@@ -40,6 +40,16 @@ def module_functions(
                 yield from module_functions(block, under_blocks=True)
 
 
+def positional_parameters(function: FunctionNode) -> list[str]:
+    """The names of the parameters a call may pass by position, in order (the positional-only ones first)."""
+    return [argument.arg for argument in (*function.args.posonlyargs, *function.args.args)]
+
+
+def parameter_names(function: FunctionNode) -> list[str]:
+    """The positional parameters' names, then the keyword-only ones' (not *args, **kwargs)."""
+    return [*positional_parameters(function), *(argument.arg for argument in function.args.kwonlyargs)]
+
+
 def decorated_as_kernel(function: FunctionNode) -> bool:
     """A kernel by its decorator's last name: @triton.jit, @jit, @triton.autotune(...), @triton.heuristics(...)."""
     names = (ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in function.decorator_list)
