@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from bisector.analysis.changed_statements import MODULE, changed_statements, top_name
 from bisector.analysis.code_shape import ParsedSource, last_name, statement_blocks
 from bisector.analysis.findings import Finding, FindingKind, short_text
+from bisector.analysis.word_lines import holds_match
 
 _ARCH_NAME = re.compile(r"(?:^|_)(?:arch|archs|cc|sm|capability|compute_capability)$", re.I)
 _TARGET = re.compile(r"\b(?:compute|sm)_\d{2,3}[a-z]?\b|\bgfx\d{3,4}[a-z]?\b")
@@ -104,9 +105,9 @@ def _may_choose_arch(text: str) -> bool:
     needs are there (a whole class's text is long, and most hold none)."""
     lowered = text.lower()
     return (
-        (any(letters in text for letters in _TARGET_LETTERS) and _TARGET.search(text) is not None)
-        or ("arch" in lowered and _ARCH_LIST_LOWERED.search(lowered) is not None)
-        or (("min(" in lowered or "max(" in lowered) and _CLAMP_TEXT.search(text) is not None)
+        holds_match(text, _TARGET_LETTERS, _TARGET)
+        or holds_match(lowered, ("arch",), _ARCH_LIST_LOWERED)
+        or holds_match(lowered, ("min(", "max("), _CLAMP_TEXT)
     )
 
 

@@ -18,11 +18,18 @@ import ast
 import functools
 from collections.abc import Iterator
 
-from bisector.analysis.code_shape import FunctionNode, ParsedSource, last_name, source_lines, statement_blocks
+from bisector.analysis.code_shape import (
+    FunctionNode,
+    ParsedSource,
+    last_name,
+    module_functions,
+    positional_parameters,
+    source_lines,
+    statement_blocks,
+)
 from bisector.analysis.findings import Finding, FindingKind
 
 PRUNE_KEY = "early_config_prune"
-_BLOCKS = ("body", "orelse", "finalbody", "handlers")
 
 
 def with_pruner_rows(
@@ -32,11 +39,11 @@ def with_pruner_rows(
     whose code it changes."""
     if after is None or not any(PRUNE_KEY in line for line in after.lines):
         return rows  # the cheap test first: most modules name no pruner
-    new = dict(_functions(after.tree.body))
-    old = dict(_functions(before.tree.body)) if before is not None else {}
+    new = dict(module_functions(after.tree.body, under_blocks=True))
+    old = dict(module_functions(before.tree.body, under_blocks=True)) if before is not None else {}
     pruners = {name: kernel for name, kernel in _pruners(after.tree) if name in new}
     for name in list(pruners):
-        params = _params(new[name])[:1]
+        params = positional_parameters(new[name])[:1]
         helpers = {last_name(n.func) for n in ast.walk(new[name]) if isinstance(n, ast.Call) and _reads(n, params)}
         pruners.update((h, pruners[name]) for h in sorted(helpers) if h in new and h not in old and h not in pruners)
     named = {row.name for row in rows}
@@ -76,7 +83,7 @@ def _same(before: ParsedSource, was: FunctionNode, after: ParsedSource, node: Fu
 def _keeps_all(function: FunctionNode) -> bool:
     """Whether the function hands back its configs as they came (a pruner that only logs): it returns its first
     parameter, never rebinds it and calls no method of it."""
-    configs, returns = _params(function)[:1], False
+    configs, returns = positional_parameters(function)[:1], False
     for node in ast.walk(function):
         if isinstance(node, ast.Yield | ast.YieldFrom):
             return False  # a generator of the configs it keeps
@@ -102,18 +109,14 @@ def _statements(function: FunctionNode) -> list[tuple[str, ast.AST]]:
         elif isinstance(node, ast.For | ast.AsyncFor):
             header = ast.Tuple([node.target, node.iter], ast.Load())
             out.append((ast.dump(header), header))
-        elif not any(getattr(node, field, None) for field in _BLOCKS):
+        elif not any(statement_blocks(node)):
             out.append((ast.dump(node), node))
     return out
 
 
-def _params(function: FunctionNode) -> list[str]:
-    return [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-
-
 def _derived(function: FunctionNode) -> set[str]:
     """The pruner's configs and arguments (its first two parameters) and the names assigned from them."""
-    derived = set(_params(function)[:2])
+    derived = set(positional_parameters(function)[:2])
     for _ in range(2):  # a loop's later statement can feed an earlier one
         for node in ast.walk(function):
             if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and node.value is not None:
@@ -130,20 +133,6 @@ def _derived(function: FunctionNode) -> set[str]:
 
 def _reads(node: ast.AST, names: set[str] | list[str]) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
-
-
-def _functions(body: list[ast.stmt]) -> Iterator[tuple[str, FunctionNode]]:
-    """Module-level functions, those under a try / if / with included, and classes' methods (`Class.f`)."""
-    for statement in body:
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield statement.name, statement
-        elif isinstance(statement, ast.ClassDef):
-            for member in statement.body:
-                if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef):
-                    yield f"{statement.name}.{member.name}", member
-        elif isinstance(statement, ast.Try | ast.If | ast.With):
-            for block in statement_blocks(statement):
-                yield from _functions(block)
 
 
 def _pruners(tree: ast.Module) -> Iterator[tuple[str, str]]:

@@ -25,13 +25,29 @@ class ParsedSource(Protocol):
     def numbered(self) -> bool: ...  # lines[n - 1] is the tree's line n
 
 
-def module_functions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[str, FunctionNode]]:
-    """The module's functions and its classes' methods, named `f` and `Class.f`."""
+def module_functions(
+    body: list[ast.stmt], prefix: str = "", *, under_blocks: bool = False
+) -> Iterator[tuple[str, FunctionNode]]:
+    """The module's functions and its classes' methods, named `f` and `Class.f`; under_blocks: those defined under a
+    module-level if / try / with (`try: import triton`) too."""
     for statement in body:
         if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
             yield f"{prefix}{statement.name}", statement
         elif isinstance(statement, ast.ClassDef) and not prefix:
             yield from module_functions(statement.body, f"{statement.name}.")
+        elif under_blocks and not prefix and isinstance(statement, ast.If | ast.Try | ast.With):
+            for block in statement_blocks(statement):
+                yield from module_functions(block, under_blocks=True)
+
+
+def positional_parameters(function: FunctionNode) -> list[str]:
+    """The names of the parameters a call may pass by position, in order (the positional-only ones first)."""
+    return [argument.arg for argument in (*function.args.posonlyargs, *function.args.args)]
+
+
+def parameter_names(function: FunctionNode) -> list[str]:
+    """The positional parameters' names, then the keyword-only ones' (not *args, **kwargs)."""
+    return [*positional_parameters(function), *(argument.arg for argument in function.args.kwonlyargs)]
 
 
 def decorated_as_kernel(function: FunctionNode) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from bisector.analysis.changed_statements import statement_texts
 from bisector.analysis.code_shape import ParsedSource
 from bisector.analysis.findings import Finding, FindingKind, short_text
-from bisector.analysis.word_lines import lines_holding, on_lines
+from bisector.analysis.word_lines import holds_match, lines_holding, on_lines
 
 _ENVIRON = re.compile(r"(^|\.)environ$")
 _GETENV = re.compile(r"(^|\.)(getenv|environ\.get|environ\.setdefault)$")
@@ -86,7 +86,7 @@ def scan_env_gates(
 
 
 def _holds_env_word(text: str) -> bool:
-    return "env" in (lowered := text.lower()) and _ENV_WORD.search(lowered) is not None
+    return holds_match(text.lower(), ("env",), _ENV_WORD)
 
 
 def _statement_reads(

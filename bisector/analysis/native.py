@@ -15,6 +15,7 @@ from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_bodies import function_bodies, inside_bodies
 from bisector.analysis.native_condition_lines import condition_rows
 from bisector.analysis.native_definitions import definition_rows
+from bisector.analysis.native_directives import DEFINE
 from bisector.analysis.native_dispatch import diff_env_reads, env_reads, has_env_reads
 from bisector.analysis.native_entries import kept_entry_rows
 from bisector.analysis.native_enums import class_enumerators
@@ -65,7 +66,6 @@ _PREPROCESSOR = re.compile(r"^[ \t]*#[^\n]*", re.M)
 _RELEASE_NUMBER = re.compile(
     r"^(?!\w*(?:MIN|MAX|REQUIRED))[A-Z][A-Z0-9_]*_(?:VERSION(?:_(?:MAJOR|MINOR|PATCH))?|(?:MAJOR|MINOR|PATCH)_VERSION)$"
 )
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?!\()[ \t]+(?P<value>\S.*?)[ \t]*$", re.M)
 
 
 def strip_comments(text: str) -> str:
@@ -156,7 +156,7 @@ def scan_native(text: str) -> NativeScan:
         if not inside_bodies(bodies, match.start("name")):
             line = bisect.bisect_right(starts, match.start("name"))
             add(match["name"], FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
-    for match in _DEFINE.finditer(stripped):
+    for match in DEFINE.finditer(stripped):
         if _RELEASE_NUMBER.match(match["name"]):
             continue  # the library's own version number: a release, no dispatch
         line = bisect.bisect_right(starts, match.start("name"))
@@ -184,7 +184,7 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     old, new = _changed_enumerators(old, before, new), _changed_enumerators(new, after, old)
     old, new = without_data_locals(old, before, new), without_data_locals(new, after, old)
     renamed = Renames(before, after)
-    was_locals, now_locals = _local_values(before), _local_values(after)
+    (was_locals, old_values), (now_locals, new_values) = _values(before), _values(after)
     for name in set(old) & set(new):
         if (
             renamed.same(old[name][1], new[name][1])
@@ -199,7 +199,6 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     findings += launch_shape_rows(path, old_lines, new_lines, hunks, {f.line for f in findings})
     findings += definition_rows(path, old_lines, new_lines, hunks, findings)
     findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
-    old_values, new_values = _known_values(before), _known_values(after)
     return [row for row in findings if not _rewritten(row, old_values, new_values)]
 
 
@@ -219,27 +218,21 @@ def _unmoved(rows: Iterable[Finding]) -> list[Finding]:
     return kept
 
 
-def _local_values(scan: NativeScan | None) -> dict[str, str]:
-    """The constant locals of the file's functions (each name declared once) and the expressions they hold."""
+def _values(scan: NativeScan | None) -> tuple[dict[str, str], dict[str, str]]:
+    """(locals, known) of the names the file declares once, with the expressions they hold: locals, the constant
+    locals of its functions; known, those and its macros (the names a row's texts may be rewritten with). A macro
+    defined twice (`#ifdef X` / `#define WIDTH 64` / `#else` / `#define WIDTH 32`) has no one value, as in
+    native_value_forms.macro_values."""
     if scan is None:
-        return {}
-    return {
+        return {}, {}
+    once = {
         name: node.text
-        for name in scan.nested
-        if "#" not in name and f"{name}#2" not in scan.entries and isinstance(node := scan.entries[name][1], Leaf)
-    }
-
-
-def _known_values(scan: NativeScan | None) -> dict[str, str]:
-    """The names whose values a row's texts may be rewritten with: the file's macros and its constant locals."""
-    if scan is None:
-        return {}
-    macros = {
-        name.removeprefix(_MACRO): node.text
         for name, (_, node) in scan.entries.items()
-        if name.startswith(_MACRO) and "#" not in name.removeprefix(_MACRO) and isinstance(node, Leaf)
+        if "#" not in name.removeprefix(_MACRO) and f"{name}#2" not in scan.entries and isinstance(node, Leaf)
     }
-    return {**macros, **_local_values(scan)}
+    local = {name: text for name, text in once.items() if name in scan.nested}
+    macros = {name.removeprefix(_MACRO): text for name, text in once.items() if name.startswith(_MACRO)}
+    return local, {**macros, **local}
 
 
 def _rewritten(row: Finding, was: dict[str, str], now: dict[str, str]) -> bool:

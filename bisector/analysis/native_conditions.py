@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from bisector.analysis.native_directives import MAX_GUARD_LINES, PP_END, PP_OPEN, directive_start
+from bisector.analysis.native_directives import MAX_GUARD_LINES, PP_ELSE, PP_END, PP_OPEN, directive_start
 from bisector.analysis.native_scope import defined_in, enclosing_function
 from bisector.analysis.native_value_forms import value_form
 
@@ -248,7 +248,7 @@ def compile_guard(lines: list[str], index: int) -> bool:
             depth -= PP_END.match(text) is not None
         elif PP_END.match(text):
             return in_else
-        elif re.match(r"^\s*#\s*else\b", text):
+        elif PP_ELSE.match(text):
             in_else = True
         elif _PP_SPLIT.match(text):
             return False  # an #elif: another arch's path
@@ -266,38 +266,44 @@ _DIAGNOSTIC = re.compile(
 def _spelling_shim(lines: list[str], index: int) -> bool:
     """An `#if` whose branches are the same code but for names spelled longer in one (`using type = double4_32a;` /
     `#else` / `using type = double4;`: a toolkit's new spelling of the same type or field)."""
-    if not PP_OPEN.match(lines[index]):
+    branches = _if_branches(lines, index)
+    if branches is None or len(branches) != 2:
         return False
-    branches: list[list[str]] = [[]]
-    for text in lines[index + 1 : index + 1 + MAX_BLOCK_LINES]:
-        if PP_OPEN.match(text):
-            return False
-        if re.match(r"^\s*#\s*else\b", text):
-            branches.append([])
-        elif _PP_SPLIT.match(text):
-            break
-        else:
-            branches[-1].extend(_TOKEN.findall(text))
-    if len(branches) != 2 or len(branches[0]) != len(branches[1]) or branches[0] == branches[1]:
+    if_side, else_side = ([token for text in branch for token in _TOKEN.findall(text)] for branch in branches)
+    if len(if_side) != len(else_side) or if_side == else_side:
         return False
     return all(a == b or (_NAME.match(a) is not None and (a.startswith(b) or b.startswith(a)))
-               for a, b in zip(*branches, strict=True))  # fmt: skip
+               for a, b in zip(if_side, else_side, strict=True))  # fmt: skip
 
 
 def _port_shim(lines: list[str], index: int) -> bool:
     """A platform `#if` whose `#if` and `#else` branches make the same calls (`cudaFuncSetAttribute(kernel, ...)` /
     `cudaFuncSetAttribute((void *) kernel, ...)`): a signature told apart, not another path."""
-    branches: list[set[str]] = [set()]
+    branches = _if_branches(lines, index)
+    if branches is None or len(branches) != 2:
+        return False
+    if_side, else_side = (
+        {name for text in branch for name in _CALLED.findall(_STRING.sub('""', text))} for branch in branches
+    )
+    return bool(if_side) and if_side == else_side
+
+
+def _if_branches(lines: list[str], index: int) -> list[list[str]] | None:
+    """The lines of each branch of the `#if` block that line index opens, split at its `#else`, up to its `#elif` or
+    `#endif` (MAX_BLOCK_LINES at most); None when line index opens no `#if` or the block holds another."""
+    if not PP_OPEN.match(lines[index]):
+        return None
+    branches: list[list[str]] = [[]]
     for text in lines[index + 1 : index + 1 + MAX_BLOCK_LINES]:
         if PP_OPEN.match(text):
-            return False
-        if re.match(r"^\s*#\s*else\b", text):
-            branches.append(set())
+            return None
+        if PP_ELSE.match(text):
+            branches.append([])
         elif _PP_SPLIT.match(text):
             break
         else:
-            branches[-1].update(_CALLED.findall(_STRING.sub('""', text)))
-    return len(branches) == 2 and bool(branches[0]) and branches[0] == branches[1]
+            branches[-1].append(text)
+    return branches
 
 
 _CALLED = re.compile(r"([A-Za-z_]\w*)\s*\(")

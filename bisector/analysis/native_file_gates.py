@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 
 from bisector.analysis.findings import Finding, FindingKind
+from bisector.analysis.native_directives import PP_END
 
 SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".cu")
 
 _OPEN = re.compile(r"^\s*#\s*if(?:n?def)?\b")
-_CLOSE = re.compile(r"^\s*#\s*endif\b")
 _INCLUDE_GUARD = re.compile(r"^\s*#\s*ifndef\s+(\w+)")
 
 
@@ -39,14 +39,14 @@ def file_gate_rows(path: str, old_lines: list[str], new_lines: list[str]) -> lis
 def _gate(lines: list[str]) -> str | None:
     """The condition around all of the file's code, or None."""
     code = [(index, line) for index, line in enumerate(lines) if line.strip()]
-    if len(code) < 3 or not _OPEN.match(code[0][1]) or not _CLOSE.match(code[-1][1]):
+    if len(code) < 3 or not _OPEN.match(code[0][1]) or not PP_END.match(code[-1][1]):
         return None
     guard = _INCLUDE_GUARD.match(code[0][1])
     if guard is not None and re.match(rf"^\s*#\s*define\s+{guard[1]}\b", code[1][1]):
         return None
     depth = 0
     for _, line in code[:-1]:
-        depth += 1 if _OPEN.match(line) else -1 if _CLOSE.match(line) else 0
+        depth += 1 if _OPEN.match(line) else -1 if PP_END.match(line) else 0
         if depth == 0:
             return None  # the first block closes before the end: not around the whole file
     return " ".join(code[0][1].split())

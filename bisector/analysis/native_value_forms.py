@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from bisector.analysis.native_directives import DEFINE
+
 MAX_FORM_CHARS = 2000  # longer expressions are compared as written
 _STATIC_CAST = re.compile(r"\bstatic_cast\s*<[^<>()]*(?:<[^<>()]*>[^<>()]*)*>\s*\(")
 _C_CAST = re.compile(
@@ -18,7 +20,6 @@ _C_CAST = re.compile(
 _TRAIT_VALUE = re.compile(
     r"\b(?P<trait>\w+)\s*<(?P<args>[^<>;]*(?:<[^<>;]*>[^<>;]*)*)>\s*::\s*(?P<member>value|type)\b"
 )
-_DEFINE = re.compile(r"^\s*#\s*define\s+(?P<name>[A-Za-z_]\w*)(?!\()\s+(?P<value>\S.*?)\s*$")
 _SINGLE_TOKEN = re.compile(r"[\w.]+")
 _TYPENAME = re.compile(r"\btypename\s+")
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\.\.\.|->|::|<<=|>>=|<=|>=|==|!=|&&|\|\||<<|>>|\+\+|--|[-+*/%&|^]=|\S")
@@ -71,7 +72,7 @@ def macro_values(lines: list[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     twice: set[str] = set()
     for line in lines:
-        if "define" not in line or (macro := _DEFINE.match(line)) is None:
+        if "define" not in line or (macro := DEFINE.match(line)) is None:
             continue
         if macro["name"] in found:
             twice.add(macro["name"])

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from bisector.analysis.changed_statements import changed_statements
 from bisector.analysis.code_shape import ParsedSource, last_name
 from bisector.analysis.findings import Finding, FindingKind, short_text
-from bisector.analysis.word_lines import lines_holding, walk_on_lines
+from bisector.analysis.word_lines import holds_match, lines_holding, walk_on_lines
 
 _REGISTRY_CALL = re.compile(
     r"^(?:ContextVar|Option|Flag|Setting|Knob)$|^(?:register|add|define|declare|new)_\w*(?:option|flag|setting|knob)s?$",
@@ -88,5 +88,4 @@ def _walk_registry_lines(statement: ast.stmt, module: ParsedSource) -> Iterator[
 
 def _names_a_registry(text: str) -> bool:
     """A registry's name before a parenthesis; the regex runs only where one of its words is (most texts have none)."""
-    lowered = text.lower()
-    return any(word in lowered for word in _REGISTRY_WORDS) and _REGISTRY_TEXT.search(lowered) is not None
+    return holds_match(text.lower(), _REGISTRY_WORDS, _REGISTRY_TEXT)

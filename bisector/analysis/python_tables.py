@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from bisector.analysis import literals
+from bisector.analysis.code_shape import positional_parameters
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
 from bisector.analysis.env_gates import EnvGates, EnvMemo, diff_env_gates, reading_functions, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
@@ -315,13 +316,12 @@ _TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic|dispatch|kernels$",
 def _parameter_defaults(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, ast.expr]]:
     """A function's parameters whose default is a number, a string or a bool (`max_par=16`, `backend="triton"`):
     what every caller that passes none runs with."""
-    arguments = function.args
-    positional = [*arguments.posonlyargs, *arguments.args]
+    arguments, positional = function.args, positional_parameters(function)
     pairs = list(zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults, strict=True))
-    pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d is not None]
+    pairs += [(a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d is not None]
     return [
-        (argument.arg, default)
-        for argument, default in pairs
+        (name, default)
+        for name, default in pairs
         if isinstance(default, ast.Constant) and type(default.value) in (int, float, str, bool)
     ]
 

@@ -18,6 +18,7 @@ import ast
 import re
 from collections.abc import Callable, Iterable, Iterator
 
+from bisector.analysis import code_shape
 from bisector.analysis.ast_walk import walk_inner
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -192,18 +193,10 @@ def _literal(expr: ast.expr) -> bool:
     return isinstance(expr, ast.Tuple) and bool(expr.elts) and all(map(_literal, expr.elts))
 
 
-def module_functions(body: list[ast.stmt], owner: str = "") -> Iterator[tuple[str, str, FunctionNode]]:
+def module_functions(body: list[ast.stmt]) -> Iterator[tuple[str, str, FunctionNode]]:
     """(qualified name, owning class, node) of module functions and class methods, under module-level if / try."""
-    for statement in body:
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield f"{owner}.{statement.name}" if owner else statement.name, owner, statement
-        elif isinstance(statement, ast.ClassDef) and not owner:
-            yield from module_functions(statement.body, statement.name)
-        elif isinstance(statement, ast.If | ast.Try | ast.With) and not owner:
-            blocks = [getattr(statement, name, []) for name in ("body", "orelse", "finalbody")]
-            blocks += [handler.body for handler in getattr(statement, "handlers", [])]
-            for block in blocks:
-                yield from module_functions(block)
+    for name, node in code_shape.module_functions(body, under_blocks=True):
+        yield name, name.rpartition(".")[0], node
 
 
 def _flow_nodes(function: FunctionNode) -> list[ast.AST]:

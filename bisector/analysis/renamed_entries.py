@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 
+from bisector.analysis.code_shape import parameter_names
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.function_logic import FunctionInfo
 from bisector.analysis.values import Node
@@ -62,7 +63,7 @@ def _renamed_key(row: Finding, old: dict[str, FunctionInfo], new: dict[str, Func
     before, after = _names(row.before), _names(row.after)
     if before is None or after is None:
         return False
-    renamed = _renamed_parameters(_parameters(old[kernel]), _parameters(new[kernel]))
+    renamed = _renamed_parameters(parameter_names(old[kernel].node), parameter_names(new[kernel].node))
     return [renamed.get(name, name) for name in before] == after
 
 
@@ -74,11 +75,6 @@ def _names(text: str) -> list[str] | None:
         return None
     names = [value] if isinstance(value, str) else value if isinstance(value, list | tuple) else None
     return list(names) if names is not None and all(isinstance(n, str) for n in names) else None
-
-
-def _parameters(function: FunctionInfo) -> list[str]:
-    arguments = function.node.args
-    return [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
 
 
 def _renamed_parameters(before: list[str], after: list[str]) -> dict[str, str]:

@@ -1,17 +1,25 @@
 """Walks that enter only the parts of a tree on lines that hold a word a scan needs. A scan whose finds all name
 such a word (an env read names environ or getenv, a registry call names an option) need not walk a long class's
-other methods: a subtree none of whose lines holds the word holds no find.
+other methods: a subtree none of whose lines holds the word holds no find. Likewise a regex whose matches all hold
+one of some words is searched only in a text that holds one (holds_match).
 
 The lines must number the tree's (ParsedModule.numbered)."""
 
 from __future__ import annotations
 
 import ast
+import re
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from bisector.analysis.code_shape import first_line
+
+
+def holds_match(text: str, words: Iterable[str], pattern: re.Pattern[str]) -> bool:
+    """Whether pattern, each of whose matches holds one of the words, matches in text; searched only where one of the
+    words is (`in` is cheap next to a regex over a long text, and most texts hold none)."""
+    return any(word in text for word in words) and pattern.search(text) is not None
 
 
 def lines_holding(lines: list[str], node: ast.AST, holds: Callable[[str], bool]) -> list[int]:

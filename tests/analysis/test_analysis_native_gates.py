@@ -107,6 +107,28 @@ def test_a_toolkits_new_spelling_under_a_version_gate_is_no_row_but_an_arch_bran
     assert _rows(history, sha) == [("branch_condition", "mma")]
 
 
+LAUNCH_CU = """\
+void launch(Params &params) {
+#if CUDA_VERSION >= 12000
+    bool on_amd = __HIP_PLATFORM_AMD__ == 1;
+    run(params, on_amd);
+#else
+    run(params, false);
+#endif
+}
+"""
+
+
+def test_a_platform_test_in_code_is_a_row_though_the_rest_of_its_branch_calls_as_the_else_does(
+    history: History,
+) -> None:
+    history.commit("launch", {"src/launch.cu": LAUNCH_CU})
+    changed = LAUNCH_CU.replace("__HIP_PLATFORM_AMD__ == 1;", "__HIP_PLATFORM_AMD__ == 1 || __HIPCC__ == 1;")
+    sha = history.commit("AMD under hipcc too", {"src/launch.cu": changed})
+
+    assert _rows(history, sha) == [("branch_condition", "launch")]  # the line opens no #if: no port shim to read
+
+
 ITERATOR_HPP = """\
 template <class T>
 class texture_cache_iterator {
