@@ -28,7 +28,7 @@ from bisector.analysis.native_conditions import (
     more_condition_label,
     row_name,
 )
-from bisector.analysis.native_directives import directive_start, else_of_arch_test
+from bisector.analysis.native_directives import IF_ZERO, directive_start, else_of_arch_test
 from bisector.analysis.native_dispatch import condition_label, default_rows
 from bisector.analysis.native_reach import MAX_READER_LINES, guards_launch, instantiating_case, reaching_values
 from bisector.analysis.native_scope import enclosing_function
@@ -77,7 +77,6 @@ _DTYPE_MACRO = re.compile(r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b.*\b[A-Z0-9_]*(?:B
 _VERSION_WORDS = re.compile(r"\b[A-Z][A-Z0-9]*_VERSION(?:_[A-Z]+)?\b")  # a library's version: CUBLAS_VERSION
 # the toolkit a build targets, HIP / ROCm or CUDA: `#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)`
 _PLATFORM_WORDS = re.compile(r"__HIP_PLATFORM_\w+__|__HIPCC__|__HCC__|\b__HIP__\b|\bUSE_ROCM\b")
-_SWITCHED_OFF = re.compile(r"^\s*#\s*if\s+0\s*$")  # `#if 0` around code: it is built no more (or again, removed)
 _CONTINUED = re.compile(r"^\s*(?:&&|\|\|)|(?:&&|\|\|)\s*$")  # a line of a boolean expression spread over lines
 _CASE = re.compile(r"^\s*case\s+[^:]+:")
 _BOOL_LITERAL = re.compile(r"^\s*(?:(?:static|const|constexpr|inline)\s+)*bool\s+\w+\s*=\s*(?:true|false|0|1)\s*;")
@@ -250,7 +249,7 @@ def _condition(lines: list[str], index: int) -> str:
         return "condition on the version"
     if branch and _PLATFORM_WORDS.search(line):
         return PLATFORM_LABEL
-    if _SWITCHED_OFF.match(line):
+    if IF_ZERO.match(line):
         return SWITCHED_OFF_LABEL
     if _macro_compared(line):
         return MACRO_LABEL

@@ -13,6 +13,7 @@ MAX_GUARD_LINES = 400  # a guarded kernel body runs this long at most
 PP_OPEN = re.compile(r"^\s*#\s*if")
 PP_END = re.compile(r"^\s*#\s*endif\b")
 PP_ELSE = re.compile(r"^\s*#\s*else\b")
+IF_ZERO = re.compile(r"^\s*#\s*if\s+0\s*$")  # `#if 0` around code: it is built no more (or again, when removed)
 # an object-like macro defined with a value (`#define WARP_SIZE 32`; not `#define MAX(a, b) ...`), matched in a line or
 # found in a whole text (re.M: blanks, not \s, so that neither name nor value runs on into the next line)
 DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?!\()[ \t]+(?P<value>\S.*?)[ \t]*$", re.M)

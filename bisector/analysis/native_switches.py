@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.native_directives import IF_ZERO
 from bisector.analysis.native_scope import defined_in, enclosing_function
 
 _CONDITION = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while)\s*\(\s*(?P<condition>.*?)\)?\s*\{?\s*$")
@@ -102,7 +103,7 @@ def _refusals_turned(removed: dict[int, str], added: dict[int, str]) -> dict[int
 
 def _cuts_off(lines: list[str], index: int) -> bool:
     """Line index is an `#if 0`, or a `return` no condition guards that code follows in the same block."""
-    if _IF_ZERO.match(lines[index]):
+    if IF_ZERO.match(lines[index]):
         return True
     if not _RETURN.match(lines[index]):
         return False
@@ -112,7 +113,6 @@ def _cuts_off(lines: list[str], index: int) -> bool:
     return not guarded and not below.startswith(("}", "#", "case ", "default")) and _CASE_LABEL.match(below) is None
 
 
-_IF_ZERO = re.compile(r"^\s*#\s*if\s+0\s*$")
 _RETURN = re.compile(r"^\s*return\b[^;{}]*;\s*$")
 _THROW = re.compile(r"^\s*throw\b[^;{}]*;\s*$")
 _CASE_LABEL = re.compile(r"^(?:case\b.*|default\s*):\s*$|^\w+\s*:\s*$")
