@@ -4,7 +4,8 @@
 
 Alternating, --runs times each, --gap-s apart (steps are not back to back: a worker waits for its next request):
 `subprocess.run(["bash", "-c", COMMAND])` timed around the call (bench_core's direct time); `run_shell(COMMAND)`'s
-elapsed_s (what a step stores as run_s); the same without the step's cgroup; and, inside a shell, the one write
+elapsed_s (what a step stores as run_s), through a launcher that joined its cgroup while the worker waited
+(workers/step_launcher.py: every step of a worker), then joining its cgroup at the step, then with no cgroup; and, inside a shell, the one write
 that moves the shell into a fresh cgroup (`echo $$ > cgroup.procs`, timed with bash's $EPOCHREALTIME). Medians in
 ms, as a table and in --out (JSON).
 """
@@ -26,7 +27,7 @@ from common import ROOT, load_average, machine_info
 
 sys.path.insert(0, str(ROOT))
 
-from workers import cgroups, process
+from workers import cgroups, process, step_launcher
 
 _TIMED_MOVE = 'a=$EPOCHREALTIME; echo $$ >"$0"; b=$EPOCHREALTIME; echo "$a $b"'
 
@@ -37,15 +38,21 @@ def direct(command: str, cwd: Path) -> float:
     return time.perf_counter() - started
 
 
-def wrapped(command: str, cwd: Path, *, step_cgroup: bool) -> float:
+def wrapped(command: str, cwd: Path, *, step_cgroup: bool, launcher: bool) -> float:
+    """run_shell's elapsed_s: through the launcher that joined its cgroup ahead of the step (a worker's every step
+    but the first), joining its cgroup at the step (no launcher ready), or with no step cgroup at all."""
     real_create = cgroups.StepCgroup.__dict__["create"]
+    real_launch = step_launcher.launch
     if not step_cgroup:
         cgroups.StepCgroup.create = classmethod(lambda cls: None)  # type: ignore[method-assign,assignment]
+    if not launcher:
+        step_launcher.launch = lambda argv, cwd, env: None  # type: ignore[assignment]
     try:
         with tempfile.TemporaryFile() as log:
             return process.run_shell(command, cwd, dict(os.environ), log, 600).elapsed_s
     finally:
         cgroups.StepCgroup.create = real_create  # type: ignore[method-assign]
+        step_launcher.launch = real_launch
 
 
 def cgroup_move() -> float:
@@ -70,8 +77,11 @@ def main() -> None:
     cwd = Path(tempfile.gettempdir())
     runners: dict[str, Callable[[], float]] = {
         "direct (bash -c)": lambda: direct(args.command, cwd),
-        "run_shell (run_s)": lambda: wrapped(args.command, cwd, step_cgroup=True),
-        "run_shell without the step cgroup": lambda: wrapped(args.command, cwd, step_cgroup=False),
+        "run_shell (run_s), its launcher ready": lambda: wrapped(args.command, cwd, step_cgroup=True, launcher=True),
+        "run_shell joining its cgroup at the step": lambda: wrapped(
+            args.command, cwd, step_cgroup=True, launcher=False
+        ),
+        "run_shell without the step cgroup": lambda: wrapped(args.command, cwd, step_cgroup=False, launcher=False),
         "the shell's move into its cgroup": cgroup_move,
     }
     samples: dict[str, list[float]] = {name: [] for name in runners}

@@ -26,6 +26,7 @@ from vocab.domain import ErrorKind, StepResult, Verdict
 from vocab.errors import ExecutorError, RepoError
 from vocab.gitrepo import GitRepo
 from vocab.paths import worktree_root
+from workers import step_launcher
 from workers.cgroups import end_dead_worker
 from workers.executor import Assignment, Executor, StepRequest
 from workers.gpu_leases import lease_slots
@@ -98,32 +99,36 @@ def _worker_main(
                 inbox.put(message)
 
     threading.Thread(target=listen, daemon=True).start()
-    with lock_file:
-        while (request := _next_request(inbox, stopping)) is not None:
-            with step_lock:
-                cancel_flag.clear()
-                current_step[0] = request.step_id
-                if request.step_id in cancelled_early or stopping.is_set():
-                    cancelled_early.discard(request.step_id)
-                    cancel_flag.set()
-            try:
-                result = runner.run(
-                    request,
-                    should_cancel=lambda: cancel_flag.is_set() or stopping.is_set(),
-                    on_start=_announcer(conn, request.step_id),
-                    cancel_fd=cancel_flag.fileno(),
-                )
-            except Exception as exc:  # the runner itself broke: the harness's failure, never the commit's
-                result = runner.harness_error(request, f"step runner failed: {exc!r}")
-            with step_lock:
-                current_step[0] = -1
-            try:
-                conn.send(result)
-            except OSError:  # the coordinator is gone
-                return
-            if stopping.is_set():
-                return
-            runner.tidy(request)  # while the coordinator chooses this worker's next step
+    step_launcher.keep_one_ready()  # the first step's launcher joins its cgroup while the first request comes
+    try:
+        with lock_file:
+            while (request := _next_request(inbox, stopping)) is not None:
+                with step_lock:
+                    cancel_flag.clear()
+                    current_step[0] = request.step_id
+                    if request.step_id in cancelled_early or stopping.is_set():
+                        cancelled_early.discard(request.step_id)
+                        cancel_flag.set()
+                try:
+                    result = runner.run(
+                        request,
+                        should_cancel=lambda: cancel_flag.is_set() or stopping.is_set(),
+                        on_start=_announcer(conn, request.step_id),
+                        cancel_fd=cancel_flag.fileno(),
+                    )
+                except Exception as exc:  # the runner itself broke: the harness's failure, never the commit's
+                    result = runner.harness_error(request, f"step runner failed: {exc!r}")
+                with step_lock:
+                    current_step[0] = -1
+                try:
+                    conn.send(result)
+                except OSError:  # the coordinator is gone
+                    return
+                if stopping.is_set():
+                    return
+                runner.tidy(request)  # while the coordinator chooses this worker's next step
+    finally:
+        step_launcher.discard_all()
 
 
 class _StopFlag:

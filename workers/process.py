@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from workers import step_launcher
 from workers.cgroups import StepCgroup
 from workers.output import READ_CHUNK_BYTES, OutputWindow, StepLog
 from workers.process_tree import kill_group_leavers
@@ -146,6 +147,31 @@ class _Waiter:
             os.close(self._pidfd)
 
 
+def _start(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], StepCgroup | None, int]:
+    """Start argv in a session of its own and, where cgroups can be made, in a fresh cgroup it joins first; its
+    process, cgroup and the read end of its output pipe."""
+    cgroup = StepCgroup.create()  # where cgroups can be made: daemons that leave the group die with the step too
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            cgroup.wrap(argv) if cgroup else argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(read_fd)
+        if cgroup:
+            cgroup.kill_and_remove()
+        raise
+    finally:
+        os.close(write_fd)
+    return proc, cgroup, read_fd
+
+
 def run_shell(
     command: str,
     cwd: Path,
@@ -165,26 +191,17 @@ def run_shell(
     step_log = log if isinstance(log, StepLog) else StepLog(log)
     window = OutputWindow()
     started = time.monotonic()
-    cgroup = StepCgroup.create()  # where cgroups can be made: daemons that leave the group die with the step too
     argv = ["bash", "-c", command]
-    read_fd, write_fd = os.pipe()
+    launched = step_launcher.launch(argv, cwd, env)  # already in a cgroup of its own: no move on the step's path
+    cgroup: StepCgroup | None
     try:
-        proc = subprocess.Popen(
-            cgroup.wrap(argv) if cgroup else argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        if launched is not None:
+            proc, cgroup, read_fd = launched.proc, launched.cgroup, launched.output_fd
+        else:
+            proc, cgroup, read_fd = _start(argv, cwd, env)
     except BaseException:
-        os.close(read_fd)
-        if cgroup:
-            cgroup.kill_and_remove()
+        step_launcher.finished()
         raise
-    finally:
-        os.close(write_fd)
     on_start(proc.pid)
     reader = _Reader(read_fd, step_log, window)
     waiter = _Waiter(proc, reader, cancel_fd)
@@ -228,6 +245,7 @@ def run_shell(
         os.close(read_fd)
         if cgroup:
             cgroup.kill_and_remove()
+        step_launcher.finished()
     if step_log is not log:
         step_log.finish()
     log_error = step_log.error
