@@ -24,8 +24,9 @@ timeout 120 "$py" benchmarks/bench_startup.py --runs 5 --out "$out/bench_startup
 timeout 300 "$py" benchmarks/bench_core.py --commits 1000 --sleep 1 --workers 1,8 --culprits 3 --repeat 1 \
   --out "$out/bench_core.json" > "$out/bench_core.log" 2>&1
 echo "bench_core exit $?" >> "$out/bench_core.log"
+abs_out=$(cd "$out" && pwd)
 (cd base && PYTHONPATH=/tmp/site:$PWD timeout 200 "$py" benchmarks/bench_core.py --commits 1000 --sleep 1 --workers 1 \
-  --culprits 3 --repeat 1 --no-git --out "../$out/bench_core-base.json" > "../$out/bench_core-base.log" 2>&1)
+  --culprits 3 --repeat 1 --no-git --out "$abs_out/bench_core-base.json" > "$abs_out/bench_core-base.log" 2>&1)
 echo "bench_core base exit $?" >> "$out/bench_core-base.log"
 cat /proc/loadavg > "$out/loadavg-end.txt"
 cat "$out/versions.txt"
