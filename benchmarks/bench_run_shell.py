@@ -5,9 +5,9 @@
 Alternating, --runs times each, --gap-s apart (steps are not back to back: a worker waits for its next request):
 `subprocess.run(["bash", "-c", COMMAND])` timed around the call (bench_core's direct time); `run_shell(COMMAND)`'s
 elapsed_s (what a step stores as run_s), through a launcher that joined its cgroup while the worker waited
-(workers/step_launcher.py: every step of a worker), then joining its cgroup at the step, then with no cgroup; and, inside a shell, the one write
-that moves the shell into a fresh cgroup (`echo $$ > cgroup.procs`, timed with bash's $EPOCHREALTIME). Medians in
-ms, as a table and in --out (JSON).
+(workers/step_launcher.py: every step of a worker), then joining its cgroup at the step, then with no cgroup; and,
+inside a shell, the one write that moves the shell into a fresh cgroup (`echo $$ > cgroup.procs`, timed with bash's
+$EPOCHREALTIME). Medians in ms, as a table and in --out (JSON).
 """
 
 from __future__ import annotations
