@@ -1,5 +1,6 @@
 """The row of last resort: in a changed source file that no other rule gave a row, each host function whose branch
-tests the commit changes is a branch_condition row (the first test it removes and the first it adds).
+tests the commit changes is a branch_condition row (the first test it removes and the first it adds), and each whose
+assignments to a launch's work size change (`lws[0] = std::max<uint32_t>(...)` in OpenCL code) a launch_param row.
 
 The other rules read the forms of dispatch seen in the projects they were written from (batch-size thresholds,
 arch / dtype / env tests, launch arguments, tables). On projects read for the first time most of the changes they
@@ -28,17 +29,24 @@ from bisector.analysis.code_shape import FunctionNode, ParsedSource, decorated_a
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.function_changes import changed_functions
 from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.native_launch_locals import WORK_SIZE_NAME
 from bisector.analysis.native_scope import enclosing_function
 from bisector.analysis.native_value_forms import tested_again
 
 MAX_FUNCTIONS = 2  # host functions a commit's rows of last resort may name; more: one note
 ROW_KEY = "branch test"
+SHAPE_KEY = "launch shape"
 _DETAIL = "a branch test of this function changed ({count} in all); no more specific rule read it"
+_SHAPE_DETAIL = (
+    "an assignment to a launch's work size in this function changed ({count} lines); no more specific rule read it"
+)
 
 _NATIVE_TEST = re.compile(
     r"\b(?:if|while|switch)\s*(?:constexpr\s*)?\(|^\s*(?:case\b[^:]*|default\s*):|\?[^:;]*:"
     r"|^\s*#\s*(?:if|elif|ifdef|ifndef)\b"
 )
+# an assignment to a work size, whole or one dimension: `lws[1] = std::min<uint32_t>(gws[1], kwg_size);`
+_NATIVE_SHAPE = re.compile(rf"\b{WORK_SIZE_NAME}\s*(?:\[[^\]]*\]\s*)?(?:[-+*/]?=)(?!=)|\b{WORK_SIZE_NAME}\s*\{{", re.I)
 _USERS_ONLY_PATH = re.compile(r"(?:^|/)(?:examples?|experiments?|benchmarks?|bench|clients)/")
 # words of a function's name that say it frees, allocates, logs or describes rather than chooses (deleteAxis,
 # getVkFFTErrorString, ArmDevice::Allocate, logSubsysToString)
@@ -54,6 +62,7 @@ class _TestLine:
     removed: bool  # a line of the old side, else of the new
     text: str
     line: int  # 1-based, on its side
+    shape: bool = False  # an assignment to a launch's work size, not a branch test
 
 
 @dataclass(frozen=True)
@@ -66,12 +75,17 @@ class BranchChange:
     after: str | None  # the first test added
     line: int | None  # 1-based, after the commit where it adds a test
     count: int  # tests removed and added
+    shape: bool = False  # the lines are assignments to a launch's work size
 
     def row(self) -> Finding:
+        kind, key, detail = (
+            (FindingKind.LAUNCH_PARAM, SHAPE_KEY, _SHAPE_DETAIL) if self.shape
+            else (FindingKind.BRANCH_CONDITION, ROW_KEY, _DETAIL)
+        )  # fmt: skip
         return Finding(
-            FindingKind.BRANCH_CONDITION, self.file, self.function, key=ROW_KEY,
+            kind, self.file, self.function, key=key,
             before=self.before and short_text(self.before), after=self.after and short_text(self.after),
-            line=self.line, detail=_DETAIL.format(count=self.count),
+            line=self.line, detail=detail.format(count=self.count),
         )  # fmt: skip
 
 
@@ -100,19 +114,29 @@ def housekeeping(function: str) -> bool:
 def native_branch_changes(
     path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk]
 ) -> list[BranchChange]:
-    """The host functions whose branch test lines (comment-stripped) the hunks remove or add, in file order."""
+    """The host functions whose branch test lines, or else work-size assignments (comment-stripped), the hunks remove
+    or add, in file order."""
     found: dict[str, list[_TestLine]] = {}
-    for hunk in hunks:
-        removed = _tests(old_lines, hunk.old_lo, hunk.old_hi)
-        added = _tests(new_lines, hunk.new_lo, hunk.new_hi)
-        old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
-        for index, text in removed.items():
-            if _changed(old_lines[index], text, added, new_hunk) and (function := _host_function(old_lines, index)):
-                found.setdefault(function, []).append(_TestLine(removed=True, text=old_lines[index], line=index + 1))
-        for index, text in added.items():
-            if _changed(new_lines[index], text, removed, old_hunk) and (function := _host_function(new_lines, index)):
-                found.setdefault(function, []).append(_TestLine(removed=False, text=new_lines[index], line=index + 1))
+    for pattern in (_NATIVE_TEST, _NATIVE_SHAPE):
+        shape = pattern is _NATIVE_SHAPE
+        for hunk in hunks:
+            removed = _tests(old_lines, hunk.old_lo, hunk.old_hi, pattern)
+            added = _tests(new_lines, hunk.new_lo, hunk.new_hi, pattern)
+            old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
+            for lines, mine, theirs, other_hunk, gone in (
+                (old_lines, removed, added, new_hunk, True), (new_lines, added, removed, old_hunk, False)
+            ):  # fmt: skip
+                for index, text in mine.items():
+                    if not _changed(lines[index], text, theirs, other_hunk):
+                        continue
+                    function = _host_function(lines, index)
+                    if function and not (shape and _tests_of(found.get(function, []))):
+                        found.setdefault(function, []).append(_TestLine(gone, lines[index], index + 1, shape))
     return [_change(path, function, tests) for function, tests in found.items()]
+
+
+def _tests_of(lines: list[_TestLine]) -> bool:
+    return any(not line.shape for line in lines)
 
 
 def python_branch_changes(path: str, before: ParsedSource, after: ParsedSource) -> list[BranchChange]:
@@ -133,9 +157,10 @@ def _not_choosing(name: str, function: FunctionNode) -> bool:
     return decorated_as_kernel(function) or housekeeping(name)
 
 
-def _tests(lines: list[str], low: int, high: int) -> dict[int, str]:
-    """The branch test lines among lines[low:high], by index, as text without whitespace."""
-    return {i: "".join(lines[i].split()) for i in range(low, min(high, len(lines))) if _NATIVE_TEST.search(lines[i])}
+def _tests(lines: list[str], low: int, high: int, pattern: re.Pattern[str]) -> dict[int, str]:
+    """The lines among lines[low:high] that pattern finds (branch tests, work-size assignments), by index, as text
+    without whitespace."""
+    return {i: "".join(lines[i].split()) for i in range(low, min(high, len(lines))) if pattern.search(lines[i])}
 
 
 def _changed(line: str, text: str, other_tests: dict[int, str], other_side: list[str]) -> bool:
@@ -161,7 +186,8 @@ def _change(path: str, function: str, tests: list[_TestLine]) -> BranchChange:
     after = came.text.strip() if came else None
     if gone and came and before == after:
         before, after = f"{before} (line {gone.line} before)", f"{after} (line {came.line})"
-    return BranchChange(path, function, before, after, came.line if came else None, len(tests))
+    shape = not _tests_of(tests)
+    return BranchChange(path, function, before, after, came.line if came else None, len(tests), shape)
 
 
 def _python_tests(function: FunctionNode) -> list[tuple[int, str]]:

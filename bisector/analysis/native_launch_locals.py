@@ -1,9 +1,10 @@
 """A host function's local that sets a kernel launch's configuration (`const int block_size = 512;` read in
 `<<<grid_size, block_size>>>`, or in a dim3 the launch reads: `dim3 threads = {32u, N_BLOCK_ROWS, BLOCK_DIM_Z};`, or
-in any dim3 the function builds: `launch_and_time_kernel(config, kernel, dim3(gdx, gdy, gdz), ...)`)
-is a launch parameter of that function: its row is a launch-parameter row named by the function, as the launch's
-own rows are, not a constant of its own. Locals that keep their value in their function are no change, whatever
-number their name gets through the file (without_renumbered_locals)."""
+in any dim3 the function builds: `launch_and_time_kernel(config, kernel, dim3(gdx, gdy, gdz), ...)`, or an OpenCL
+work size by its name: `std::vector<uint32_t> lws = {kwg_size / 64, 64, 0};`) is a launch parameter of that
+function: its row is a launch-parameter row named by the function, as the launch's own rows are, not a constant of
+its own. Locals that keep their value in their function are no change, whatever number their name gets through the
+file (without_renumbered_locals)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ from bisector.analysis.values import Node
 _Key = tuple[str, str, Hashable]  # a local's function, name and value
 _LAUNCH = re.compile(r"<<<(.*?)>>>", re.S)
 _NAME = re.compile(r"[A-Za-z_]\w*")
+# OpenCL's and SYCL's names for a launch's shape: lws / gws, local_work_size, global_ws (mace, CLBlast, ncnn)
+WORK_SIZE_NAME = r"(?:[lg]ws|(?:local|global)_?(?:work_?size|ws)s?)"
+_WORK_SIZE = re.compile(WORK_SIZE_NAME, re.I)
 # a grid or block shape built in place for a launch helper: `launch_and_time_kernel(cfg, kernel, dim3(gdx, gdy), ...)`
 _DIM3 = re.compile(r"\bdim3\s*(?:[A-Za-z_]\w*\s*)?[({]([^;{}()]*(?:\([^;{}()]*\)[^;{}()]*)*)[)}]")
 
@@ -60,7 +64,10 @@ def _body(lines: list[str], opening: int) -> list[str]:
 
 
 def _configures_launch(local: str, body: str) -> bool:
-    """The local is named in a `<<<...>>>` of the body, or in the initialiser of a name that one names."""
+    """The local is a work size by its name, is named in a `<<<...>>>` or dim3 of the body, or in the initialiser of
+    a name that one names."""
+    if _WORK_SIZE.fullmatch(local):
+        return True
     shapes = [*_LAUNCH.finditer(body), *_DIM3.finditer(body)]
     configured = {name for shape in shapes for name in _NAME.findall(shape[1])}
     if local in configured:

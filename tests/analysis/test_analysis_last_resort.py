@@ -7,7 +7,7 @@ from __future__ import annotations
 from analysis_history import History, last_resort_functions, rules_rows
 
 from bisector.analysis import static_diff
-from bisector.analysis.changed_branches import MAX_FUNCTIONS, ROW_KEY, housekeeping
+from bisector.analysis.changed_branches import MAX_FUNCTIONS, ROW_KEY, SHAPE_KEY, housekeeping
 from bisector.analysis.findings import FindingKind
 
 SPMV_CPP = """\
@@ -185,3 +185,42 @@ def test_more_functions_than_the_cap_are_one_note(history: History) -> None:
     assert diff.table_findings == ()
     assert [n.name for n in diff.notes] == [f"branch tests changed in {MAX_FUNCTIONS + 1} functions"]
     assert "src/steps.cpp: step0, src/steps.cpp: step1" in diff.notes[0].detail
+
+
+LOCAL_WS_CC = """\
+std::vector<uint32_t> LocalWS(const uint32_t *gws, const uint32_t kwg_size) {
+  std::vector<uint32_t> lws(4, 0);
+  uint64_t cache_size = OpenCLRuntime::Global()->device_global_mem_cache_size();
+  lws[1] = std::min<uint32_t>(gws[1], kwg_size);
+  lws[0] = std::max<uint32_t>(lws[0], 1);
+  const uint32_t lws_size = lws[0] * lws[1];
+  return lws;
+}
+
+std::vector<uint32_t> Default3DLocalWS(const uint32_t *gws, const uint32_t kwg_size) {
+  std::vector<uint32_t> lws(4, 0);
+  if (kwg_size == 0) {
+    lws[0] = lws[1] = lws[2] = 1;
+  }
+  return lws;
+}
+"""
+
+
+def test_a_changed_work_size_assignment_is_a_launch_row_unless_a_branch_test_changed_too(history: History) -> None:
+    history.commit("local work sizes", {"src/opencl/conv.cc": LOCAL_WS_CC})
+    capped = LOCAL_WS_CC.replace(
+        "lws[0] = std::max<uint32_t>(lws[0], 1);",
+        "lws[0] = std::max<uint32_t>(std::min<uint32_t>(lws[0], kwg_size / lws[1]), 1);",
+    ).replace(
+        "if (kwg_size == 0) {\n    lws[0] = lws[1] = lws[2] = 1;",
+        "if (kwg_size < 4) {\n    lws[0] = lws[1] = lws[2] = 2;",
+    )
+    sha = history.commit("fix lws overflow", {"src/opencl/conv.cc": capped})
+
+    rows = sorted((r.kind, r.name, r.key) for r in static_diff(history.path, sha).table_findings)
+
+    assert rows == [
+        (FindingKind.BRANCH_CONDITION, "Default3DLocalWS", ROW_KEY),  # its test changed: the branch is the row
+        (FindingKind.LAUNCH_PARAM, "LocalWS", SHAPE_KEY),
+    ]

@@ -83,3 +83,24 @@ def test_a_launch_passing_other_data_with_the_same_configuration_is_no_row(histo
     rows = [(f.kind, f.name) for f in static_diff(history.path, sha).table_findings]
 
     assert rows == [(FindingKind.LAUNCH_PARAM, "scale")]
+
+
+MATMUL_CC = """\
+MaceStatus MatMulFunctor::operator()(const Tensor *A, const Tensor *B, Tensor *C) {
+  const uint32_t gws[2] = {static_cast<uint32_t>(height_blocks), static_cast<uint32_t>(batch)};
+  kernel_.setArg(idx++, static_cast<int>(height_blocks));
+  const std::vector<uint32_t> lws = {kwg_size_ / 64, 64, 1};
+  std::string tuning_key = Concat("matmul_opencl_kernel", batch, height, width);
+  return TuningOrRun2DKernel(kernel_, tuning_key, gws, lws, future);
+}
+"""
+
+
+def test_an_opencl_work_size_is_a_launch_parameter_by_its_name(history: History) -> None:
+    """OpenCL code passes lws / gws to a project's own tuning or enqueue helper, not to a `<<<...>>>`."""
+    history.commit("matmul", {"mace/kernels/opencl/matmul.cc": MATMUL_CC})
+    sha = history.commit("default lws", {"mace/kernels/opencl/matmul.cc": MATMUL_CC.replace("64, 1};", "64, 0};")})
+
+    rows = [(f.kind, f.name, f.key) for f in static_diff(history.path, sha).table_findings]
+
+    assert rows == [(FindingKind.LAUNCH_PARAM, "MatMulFunctor::operator()", "lws in a launch configuration")]
