@@ -5,6 +5,7 @@
     template <typename T, uint32_t Width = 64 / sizeof(T)>      a non-type template parameter's default
     const char* env = std::getenv("MY_LIB_DETERMINISTIC");       an environment read: a gate of what follows
     read_bool_from_env("MY_LIB_TRUE_FP16", true)                 the same through a project's own reader
+    enabled(MIGRAPHX_ENABLE_NHWC{})                              the same through a declared tag type
     NCCL_PARAM(ChunkSize, "CHUNK_SIZE", 64 << 10)                a declared environment parameter
 
 native.py pairs the condition lines of each hunk (condition_label here names the switch macros) and asks default_rows
@@ -32,7 +33,9 @@ _ENV_READ = re.compile(
     r"\b(?:getenv|secure_getenv|GetEnvironmentVariableA?)\s*\(\s*\"(?P<name>[A-Za-z_]\w*)\"|"
     # a project's own reader: read_bool_from_env("CT2_X", true), readEnv<bool>("MSCCLPP_X", false), ncclGetEnv("X")
     r"\b(?!(?i:set|put|unset|log|print|dump|write|clear|update))(?P<helper>\w*(?:env|Env|ENV)\w*)\s*"
-    r"(?:<[^<>();]*>\s*)?\(\s*\"(?P<upper>[A-Z][A-Z0-9]*_[A-Z0-9_]+)\""
+    r"(?:<[^<>();]*>\s*)?\(\s*\"(?P<upper>[A-Z][A-Z0-9]*_[A-Z0-9_]+)\"|"
+    # a variable declared as a tag type (MIGRAPHX_DECLARE_ENV_VAR(X)), read through it: enabled(X{}), value_of(X{}, 3)
+    r"\b(?:enabled|disabled|\w*value_of|\w*(?:env|Env)\w*)\s*\(\s*(?P<tag>[A-Z][A-Z0-9]*_[A-Z0-9_]+)\s*\{\s*\}"
 )
 # a declared environment parameter, NCCL-style: NCCL_PARAM(SymRsGinChunkSize, "SYM_RS_GIN_CHUNK_SIZE", 64 << 10)
 ENV_PARAM = re.compile(r"^\s*(?:static\s+)?[A-Z][A-Z0-9]*_PARAM\s*\(\s*(?P<param>[A-Za-z_]\w*)\s*,\s*\"\w+\"")
@@ -116,13 +119,14 @@ def env_reads(lines: list[str]) -> dict[str, list[str]]:
             reads.setdefault(declared["param"], []).append(_call_text(lines, index, declared.start("param")))
             continue
         for match in _ENV_READ.finditer(line):
-            reads.setdefault(match["name"] or match["upper"], []).append(_call_text(lines, index, match.start()))
+            variable = match["name"] or match["upper"] or match["tag"]
+            reads.setdefault(variable, []).append(_call_text(lines, index, match.start()))
     return reads
 
 
 def has_env_reads(text: str) -> bool:
     """Whether a file's text may hold an environment read (a cheap test before env_reads)."""
-    return "env" in text or "Env" in text or "ENV" in text or "_PARAM" in text
+    return any(word in text for word in ("env", "Env", "ENV", "_PARAM", "abled(", "value_of("))
 
 
 def _call_text(lines: list[str], index: int, start: int) -> str:
