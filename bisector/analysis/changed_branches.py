@@ -1,6 +1,8 @@
 """The row of last resort: in a changed source file that no other rule gave a row, each host function whose branch
-tests the commit changes is a branch_condition row (the first test it removes and the first it adds), and each whose
-assignments to a launch's work size change (`lws[0] = std::max<uint32_t>(...)` in OpenCL code) a launch_param row.
+tests the commit changes is a branch_condition row (the first test it removes and the first it adds); each whose
+assignments to a launch's work size change (`lws[0] = std::max<uint32_t>(...)` in OpenCL code) a launch_param row;
+each Python function whose tests stay but whose parameter defaults change (`scaling_type_x=TensorScalingType.DELAYED`
+-> `DYNAMIC`: every caller that passes none gets the other path) a constant row.
 
 The other rules read the forms of dispatch seen in the projects they were written from (batch-size thresholds,
 arch / dtype / env tests, launch arguments, tables). On projects read for the first time most of the changes they
@@ -25,7 +27,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bisector.analysis.code_shape import FunctionNode, ParsedSource, decorated_as_kernel, own_nodes
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, decorated_as_kernel, own_nodes, parameter_defaults
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.function_changes import changed_functions
 from bisector.analysis.gitdiff import Hunk
@@ -36,10 +38,10 @@ from bisector.analysis.native_value_forms import tested_again
 MAX_FUNCTIONS = 2  # host functions a commit's rows of last resort may name; more: one note
 ROW_KEY = "branch test"
 SHAPE_KEY = "launch shape"
+DEFAULT_KEY = "parameter default"
 _DETAIL = "a branch test of this function changed ({count} in all); no more specific rule read it"
-_SHAPE_DETAIL = (
-    "an assignment to a launch's work size in this function changed ({count} lines); no more specific rule read it"
-)
+_SHAPE_DETAIL = "a work-size assignment of this function changed ({count} lines); no more specific rule read it"
+_DEFAULT_DETAIL = "a parameter default of this function changed ({count} in all); no more specific rule read it"
 
 _NATIVE_TEST = re.compile(
     r"\b(?:if|while|switch)\s*(?:constexpr\s*)?\(|^\s*(?:case\b[^:]*|default\s*):|\?[^:;]*:"
@@ -75,15 +77,15 @@ class BranchChange:
     after: str | None  # the first test added
     line: int | None  # 1-based, after the commit where it adds a test
     count: int  # tests removed and added
-    shape: bool = False  # the lines are assignments to a launch's work size
+    kind: FindingKind = FindingKind.BRANCH_CONDITION  # LAUNCH_PARAM: work-size lines; CONSTANT: parameter defaults
 
     def row(self) -> Finding:
-        kind, key, detail = (
-            (FindingKind.LAUNCH_PARAM, SHAPE_KEY, _SHAPE_DETAIL) if self.shape
-            else (FindingKind.BRANCH_CONDITION, ROW_KEY, _DETAIL)
-        )  # fmt: skip
+        key, detail = {
+            FindingKind.LAUNCH_PARAM: (SHAPE_KEY, _SHAPE_DETAIL),
+            FindingKind.CONSTANT: (DEFAULT_KEY, _DEFAULT_DETAIL),
+        }.get(self.kind, (ROW_KEY, _DETAIL))
         return Finding(
-            kind, self.file, self.function, key=key,
+            self.kind, self.file, self.function, key=key,
             before=self.before and short_text(self.before), after=self.after and short_text(self.after),
             line=self.line, detail=detail.format(count=self.count),
         )  # fmt: skip
@@ -140,7 +142,8 @@ def _tests_of(lines: list[_TestLine]) -> bool:
 
 
 def python_branch_changes(path: str, before: ParsedSource, after: ParsedSource) -> list[BranchChange]:
-    """The functions and methods on both sides (not kernels) whose multiset of branch tests differs."""
+    """The functions and methods on both sides (not kernels) whose multiset of branch tests differs, or else whose
+    parameters' defaults differ."""
     changes = []
     for name, old, new in changed_functions(before, after, _not_choosing):
         was, now = _python_tests(old), _python_tests(new)
@@ -150,7 +153,21 @@ def python_branch_changes(path: str, before: ParsedSource, after: ParsedSource) 
             first_gone = next((text for _, text in was if text in gone), None)
             first_came, line = next(((text, line) for line, text in now if text in came), (None, None))
             changes.append(BranchChange(path, name, first_gone, first_came, line, gone.total() + came.total()))
+        elif defaults := _changed_defaults(old, new):
+            (parameter, old_default, new_default), *_ = defaults
+            changes.append(
+                BranchChange(
+                    path, name, f"{parameter}={old_default}", f"{parameter}={new_default}", new.lineno, len(defaults),
+                    FindingKind.CONSTANT,
+                )
+            )  # fmt: skip
     return changes
+
+
+def _changed_defaults(old: FunctionNode, new: FunctionNode) -> list[tuple[str, str, str]]:
+    """(parameter, old default, new default) of the parameters with a default on both sides that differs."""
+    was, now = parameter_defaults(old), parameter_defaults(new)
+    return [(name, was[name], default) for name, default in now.items() if name in was and was[name] != default]
 
 
 def _not_choosing(name: str, function: FunctionNode) -> bool:
@@ -186,8 +203,8 @@ def _change(path: str, function: str, tests: list[_TestLine]) -> BranchChange:
     after = came.text.strip() if came else None
     if gone and came and before == after:
         before, after = f"{before} (line {gone.line} before)", f"{after} (line {came.line})"
-    shape = not _tests_of(tests)
-    return BranchChange(path, function, before, after, came.line if came else None, len(tests), shape)
+    kind = FindingKind.BRANCH_CONDITION if _tests_of(tests) else FindingKind.LAUNCH_PARAM
+    return BranchChange(path, function, before, after, came.line if came else None, len(tests), kind)
 
 
 def _python_tests(function: FunctionNode) -> list[tuple[int, str]]:

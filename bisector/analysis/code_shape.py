@@ -50,6 +50,16 @@ def parameter_names(function: FunctionNode) -> list[str]:
     return [*positional_parameters(function), *(argument.arg for argument in function.args.kwonlyargs)]
 
 
+def parameter_defaults(function: FunctionNode) -> dict[str, str]:
+    """Parameter name -> its default's source text, for the parameters that have one."""
+    positional = [*function.args.posonlyargs, *function.args.args]
+    defaulted = zip(positional[len(positional) - len(function.args.defaults) :], function.args.defaults, strict=True)
+    keyword = (
+        (a, d) for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults, strict=True) if d is not None
+    )
+    return {argument.arg: ast.unparse(default) for argument, default in (*defaulted, *keyword)}
+
+
 def decorated_as_kernel(function: FunctionNode) -> bool:
     """A kernel by its decorator's last name: @triton.jit, @jit, @triton.autotune(...), @triton.heuristics(...)."""
     names = (ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in function.decorator_list)

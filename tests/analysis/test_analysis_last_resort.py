@@ -7,7 +7,7 @@ from __future__ import annotations
 from analysis_history import History, last_resort_functions, rules_rows
 
 from bisector.analysis import static_diff
-from bisector.analysis.changed_branches import MAX_FUNCTIONS, ROW_KEY, SHAPE_KEY, housekeeping
+from bisector.analysis.changed_branches import DEFAULT_KEY, MAX_FUNCTIONS, ROW_KEY, SHAPE_KEY, housekeeping
 from bisector.analysis.findings import FindingKind
 
 SPMV_CPP = """\
@@ -224,3 +224,41 @@ def test_a_changed_work_size_assignment_is_a_launch_row_unless_a_branch_test_cha
         (FindingKind.BRANCH_CONDITION, "Default3DLocalWS", ROW_KEY),  # its test changed: the branch is the row
         (FindingKind.LAUNCH_PARAM, "LocalWS", SHAPE_KEY),
     ]
+
+
+SWAP_PY = """\
+def swap_linear_with_float8_linear(
+    module,
+    module_cls,
+    *,
+    skip_fqn_list=None,
+    scaling_type_x=TensorScalingType.DELAYED,
+    scaling_type_w=TensorScalingType.DELAYED,
+):
+    for name, child in module.named_children():
+        if name in (skip_fqn_list or []):
+            continue
+        setattr(module, name, module_cls.from_float(child, scaling_type_x, scaling_type_w))
+    return module
+"""
+
+
+def test_a_python_functions_changed_parameter_default_is_a_constant_row_of_last_resort(history: History) -> None:
+    history.commit("swap", {"float8/linear_utils.py": SWAP_PY})
+    dynamic = SWAP_PY.replace("TensorScalingType.DELAYED", "TensorScalingType.DYNAMIC")
+    sha = history.commit("dynamic scaling by default", {"float8/linear_utils.py": dynamic})
+
+    rows = static_diff(history.path, sha).table_findings
+
+    assert [(r.kind, r.name, r.key) for r in rows] == [
+        (FindingKind.CONSTANT, "swap_linear_with_float8_linear", DEFAULT_KEY)
+    ]
+    assert (rows[0].before, rows[0].after) == (
+        "scaling_type_x=TensorScalingType.DELAYED",
+        "scaling_type_x=TensorScalingType.DYNAMIC",
+    )
+    assert rows[0].detail.startswith("a parameter default of this function changed (2 in all)")
+
+    added = dynamic.replace("    skip_fqn_list=None,\n", "    skip_fqn_list=None,\n    emulate=False,\n")
+    sha = history.commit("a new parameter with a default", {"float8/linear_utils.py": added})
+    assert static_diff(history.path, sha).table_findings == ()
