@@ -13,10 +13,11 @@ algorithm to another, an `if` that re-routes an op, a new guard before a library
 - Python: the test of an `if`, `elif`, `while` or conditional expression, or a `match` case's pattern, of a function
   or method on both sides, counted as a multiset (a test moved inside the function is no change).
 Kernel code (a __global__ / __device__ function, a @triton.jit / autotune / heuristics kernel) computes rather than
-chooses, a function named for housekeeping (freeing, allocating, logging, an error string) chooses no kernel, and
-files of examples, experiments, benchmarks and ROCm's test clients run no library dispatch: none gives rows. A
-commit that changes the branches of more than MAX_FUNCTIONS host functions this way is a refactor or a feature more
-than a dispatch change: those functions are named in one note instead of rows.
+chooses, guards a commit only adds (against None, nullptr, an empty input, a zero count, a negative index) stop
+before any choice, a function named for housekeeping (freeing, allocating, logging, an error string) chooses no
+kernel, and files of examples, experiments, benchmarks and ROCm's test clients run no library dispatch: none gives
+rows. A commit that changes the branches of more than MAX_FUNCTIONS host functions this way is a refactor or a
+feature more than a dispatch change: those functions are named in one note instead of rows.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ _NATIVE_TEST = re.compile(
 )
 # an assignment to a work size, whole or one dimension: `lws[1] = std::min<uint32_t>(gws[1], kwg_size);`
 _NATIVE_SHAPE = re.compile(rf"\b{WORK_SIZE_NAME}\s*(?:\[[^\]]*\]\s*)?(?:[-+*/]?=)(?!=)|\b{WORK_SIZE_NAME}\s*\{{", re.I)
+_GUARD = re.compile(
+    r"(?:==|!=)\s*(?:nullptr|NULL|None)\b|\bis\s+(?:not\s+)?None\b|\.empty\(\)|\b(?:size|numel|length)\(\)\s*==\s*0\b"
+    r"|[\w\])]\s*==\s*0\s*\)|<\s*0\b"
+)
+_EXIT = re.compile(r"\b(?:return|throw|break|continue)\b|\b[A-Z][A-Z0-9_]*(?:THROW|ERROR|FAIL|ABORT)\w*\s*\(")
 _USERS_ONLY_PATH = re.compile(r"(?:^|/)(?:examples?|experiments?|benchmarks?|bench|clients)/")
 # words of a function's name that say it frees, allocates, logs or describes rather than chooses (deleteAxis,
 # getVkFFTErrorString, ArmDevice::Allocate, logSubsysToString)
@@ -65,6 +71,7 @@ class _TestLine:
     text: str
     line: int  # 1-based, on its side
     shape: bool = False  # an assignment to a launch's work size, not a branch test
+    exits: bool = False  # the test's branch returns or throws at once
 
 
 @dataclass(frozen=True)
@@ -133,8 +140,26 @@ def native_branch_changes(
                         continue
                     function = _host_function(lines, index)
                     if function and not (shape and _tests_of(found.get(function, []))):
-                        found.setdefault(function, []).append(_TestLine(gone, lines[index], index + 1, shape))
-    return [_change(path, function, tests) for function, tests in found.items()]
+                        test = _TestLine(gone, lines[index], index + 1, shape, _exits_at_once(lines, index))
+                        found.setdefault(function, []).append(test)
+    return [_change(path, function, tests) for function, tests in found.items() if not _guards_only(tests)]
+
+
+def _guards_only(tests: list[_TestLine]) -> bool:
+    """Every changed line is a guard the commit adds (no test removed, no work size)."""
+    return all(not test.removed and not test.shape and test.exits and guard(test.text) for test in tests)
+
+
+def guard(test: str) -> bool:
+    """A test against a missing, empty or out-of-range input (None, nullptr, empty(), a count of 0, an index below
+    0); with a branch that returns or raises at once (or fills the input in), a guard, not a choice of kernel or
+    path."""
+    return _GUARD.search(test) is not None
+
+
+def _exits_at_once(lines: list[str], index: int) -> bool:
+    """The branch of the test on line index returns, throws, breaks or continues on that line or the next two."""
+    return any(_EXIT.search(line) for line in lines[index : index + 3])
 
 
 def _tests_of(lines: list[_TestLine]) -> bool:
@@ -149,6 +174,8 @@ def python_branch_changes(path: str, before: ParsedSource, after: ParsedSource) 
         was, now = _python_tests(old), _python_tests(new)
         gone = Counter(text for _, text in was) - Counter(text for _, text in now)
         came = Counter(text for _, text in now) - Counter(text for _, text in was)
+        if not gone and came and all(text in _exiting_tests(new) and guard(text) for text in came):
+            continue  # guards added, nothing re-routed
         if gone or came:
             first_gone = next((text for _, text in was if text in gone), None)
             first_came, line = next(((text, line) for line, text in now if text in came), (None, None))
@@ -205,6 +232,21 @@ def _change(path: str, function: str, tests: list[_TestLine]) -> BranchChange:
         before, after = f"{before} (line {gone.line} before)", f"{after} (line {came.line})"
     kind = FindingKind.BRANCH_CONDITION if _tests_of(tests) else FindingKind.LAUNCH_PARAM
     return BranchChange(path, function, before, after, came.line if came else None, len(tests), kind)
+
+
+def _exiting_tests(function: FunctionNode) -> set[str]:
+    """The tests of the function's own `if`s whose body starts by returning, raising, breaking or continuing, or by
+    filling in the name it tested (`if device is None: device = ...`)."""
+    return {ast.unparse(node.test) for node in own_nodes(function) if isinstance(node, ast.If) and _guarding(node)}
+
+
+def _guarding(node: ast.If) -> bool:
+    first = node.body[0]
+    if isinstance(first, ast.Return | ast.Raise | ast.Break | ast.Continue):
+        return True
+    tested = {ast.unparse(name) for name in ast.walk(node.test) if isinstance(name, ast.Name | ast.Attribute)}
+    targets = first.targets if isinstance(first, ast.Assign) else []
+    return any(ast.unparse(target) in tested for target in targets)
 
 
 def _python_tests(function: FunctionNode) -> list[tuple[int, str]]:

@@ -262,3 +262,54 @@ def test_a_python_functions_changed_parameter_default_is_a_constant_row_of_last_
     added = dynamic.replace("    skip_fqn_list=None,\n", "    skip_fqn_list=None,\n    emulate=False,\n")
     sha = history.commit("a new parameter with a default", {"float8/linear_utils.py": added})
     assert static_diff(history.path, sha).table_findings == ()
+
+
+SORT_H = """\
+template <class Policy, class Key>
+void radix_sort(Policy& policy, Key* keys, size_t count)
+{
+    size_t temp_bytes = 0;
+    rocprim::radix_sort_keys(nullptr, temp_bytes, keys, keys, count);
+    launch(policy, keys, count, temp_bytes);
+}
+"""
+
+
+def test_guards_a_commit_only_adds_are_no_rows_but_a_guard_that_reroutes_is(history: History) -> None:
+    history.commit("sort", {"thrust/detail/sort.h": SORT_H})
+    guarded = SORT_H.replace(
+        "    size_t temp_bytes = 0;\n", "    if(count == 0)\n        return;\n    size_t temp_bytes = 0;\n"
+    )
+    sha = history.commit("nothing to sort", {"thrust/detail/sort.h": guarded})
+    assert static_diff(history.path, sha).table_findings == ()
+
+    rerouted = guarded.replace(
+        "    if(count == 0)\n        return;\n", "    if(count < 64)\n        return small_sort(keys, count);\n"
+    )
+    sha = history.commit("small inputs sort in one block", {"thrust/detail/sort.h": rerouted})
+    rows = static_diff(history.path, sha).table_findings
+    assert [(r.kind, r.name, r.before, r.after) for r in rows] == [
+        (FindingKind.BRANCH_CONDITION, "radix_sort", "if(count == 0)", "if(count < 64)")
+    ]
+
+    history.commit("pick", {"pkg/pick.py": PICK_PY})
+    none_guard = PICK_PY.replace(
+        "def pick_backend(dtype, device):\n",
+        'def pick_backend(dtype, device):\n    if device is None:\n        raise ValueError("no device")\n',
+    )
+    assert none_guard != PICK_PY
+    sha = history.commit("a device is required", {"pkg/pick.py": none_guard})
+    assert static_diff(history.path, sha).table_findings == ()
+    history.commit("no guard", {"pkg/pick.py": PICK_PY})
+    filled_in = none_guard.replace('raise ValueError("no device")', "device = current_device()")
+    sha = history.commit("the current device by default", {"pkg/pick.py": filled_in})
+    assert static_diff(history.path, sha).table_findings == ()
+
+
+def test_a_zero_test_whose_branch_goes_on_is_a_row(history: History) -> None:
+    history.commit("sort", {"thrust/detail/sort.h": SORT_H})
+    flagged = SORT_H.replace(
+        "    size_t temp_bytes = 0;\n", "    size_t temp_bytes = 0;\n    if(count == 0) policy.small = 1;\n"
+    )
+    sha = history.commit("empty inputs take the small path", {"thrust/detail/sort.h": flagged})
+    assert [r.name for r in static_diff(history.path, sha).table_findings] == ["radix_sort"]
