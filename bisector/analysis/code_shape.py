@@ -61,12 +61,15 @@ def parameter_defaults(function: FunctionNode) -> dict[str, str]:
 
 
 def decorated_as_kernel(function: FunctionNode) -> bool:
-    """A kernel by its decorator's last name: @triton.jit, @jit, @triton.autotune(...), @triton.heuristics(...)."""
+    """A Triton kernel by its decorator: @triton.jit (or a bare @jit), @triton.autotune(...), @triton.heuristics(...).
+    Not a CuTe DSL @cute.jit or a @jax.jit, whose host functions choose the kernel."""
     names = (ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in function.decorator_list)
-    return any(name.rsplit(".", 1)[-1] in _KERNEL_DECORATORS for name in names)
+    return any(name in _KERNEL_DECORATORS for name in names)
 
 
-_KERNEL_DECORATORS = ("jit", "autotune", "heuristics")
+_KERNEL_DECORATORS = frozenset(
+    {"triton.jit", "tl.jit", "jit", "triton.autotune", "autotune", "triton.heuristics", "heuristics"}
+)
 _OWN_NODES = "_bisect_own_nodes"  # the attribute of a function node that keeps own_nodes' list
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from bisector.analysis.ast_walk import loaded_names, walk_inner
+from bisector.analysis.code_shape import decorated_as_kernel
 from bisector.analysis.conditions import (
     Gate,
     chooses_implementation,
@@ -132,7 +133,7 @@ class _Walker:
             self.scan.branches.setdefault(name, [])
             self.defs[name] = node
             self.gates[name] = dict(self.gates[function])
-            if not _device_code(node):  # a jit kernel's calls and branches run on the device: no launch, no dispatch
+            if not decorated_as_kernel(node):  # a kernel's calls and branches run on the device: nothing chosen
                 self.owners[name] = method_owner(prefix)
                 for default in (d for d in (*node.args.defaults, *node.args.kw_defaults) if isinstance(d, ast.IfExp)):
                     self._branch(name, default.test)  # device=("cuda" if torch.cuda.is_available() else "cpu")
@@ -301,13 +302,6 @@ def _checks_size(branch: Branch) -> bool:
     """A size check of the caller's input (`if n % block != 0: raise ValueError(...)`); not a platform, arch or env
     check that raises, which says where the code can run."""
     return branch.rejects and branch.category == "shape"
-
-
-def _device_code(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """A Triton kernel (@triton.jit): its branches choose nothing a launch does not. Not a CuTe DSL @cute.jit, whose
-    host functions choose the kernel."""
-    names = (ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in function.decorator_list)
-    return any(name in ("triton.jit", "jit", "tl.jit") for name in names)
 
 
 def diff_sites(path: str, before: SiteScan | None, after: SiteScan | None) -> list[Finding]:

@@ -313,3 +313,26 @@ def test_a_zero_test_whose_branch_goes_on_is_a_row(history: History) -> None:
     )
     sha = history.commit("empty inputs take the small path", {"thrust/detail/sort.h": flagged})
     assert [r.name for r in static_diff(history.path, sha).table_findings] == ["radix_sort"]
+
+
+CUTE_PY = """\
+import cutlass.cute as cute
+
+
+@cute.jit
+def launch_gemm(a, b, c, stream):
+    if raster_order(c) == "along_m":
+        tile = (256, 128)
+    else:
+        tile = (128, 128)
+    gemm_kernel(a, b, c, tile).launch(grid=grid_of(c, tile), stream=stream)
+"""
+
+
+def test_a_cute_jit_function_is_host_code_whose_changed_test_is_a_row(history: History) -> None:
+    """CuTe DSL's @cute.jit marks the host function that picks and launches a @cute.kernel."""
+    history.commit("gemm", {"pkg/gemm.py": CUTE_PY})
+    sha = history.commit("wide tiles along n", {"pkg/gemm.py": CUTE_PY.replace('"along_m"', '"along_n"')})
+    assert [(r.kind, r.name, r.key) for r in static_diff(history.path, sha).table_findings] == [
+        (FindingKind.BRANCH_CONDITION, "launch_gemm", ROW_KEY)
+    ]
