@@ -55,7 +55,6 @@ _GUARD = re.compile(
     r"|[\w\])]\s*==\s*0\s*\)|<\s*0\b"
 )
 _EXIT = re.compile(r"\b(?:return|throw|break|continue)\b|\b[A-Z][A-Z0-9_]*(?:THROW|ERROR|FAIL|ABORT)\w*\s*\(")
-_USERS_ONLY_PATH = re.compile(r"(?:^|/)(?:examples?|experiments?|benchmarks?|bench|clients)/")
 # words of a function's name that say it frees, allocates, logs or describes rather than chooses (deleteAxis,
 # getVkFFTErrorString, ArmDevice::Allocate, logSubsysToString)
 _HOUSEKEEPING_WORDS = frozenset(
@@ -107,11 +106,6 @@ def last_resort_rows(changes: Sequence[BranchChange]) -> list[Finding]:
     detail = f"no more specific rule read them; too many to be a dispatch change alone: {named}{more}"
     name = f"branch tests changed in {len(changes)} functions"
     return [Finding(FindingKind.NOTE, changes[0].file, name, detail=detail)]
-
-
-def users_only(path: str) -> bool:
-    """Examples, experiments, benchmarks and ROCm's test clients: code a library's users run, not its dispatch."""
-    return _USERS_ONLY_PATH.search(path) is not None
 
 
 def housekeeping(function: str) -> bool:

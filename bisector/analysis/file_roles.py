@@ -1,5 +1,6 @@
 """What a changed file is for, by its path: tests and tool settings choose no dispatch whatever their language;
-a tuning file holds tuned values even when it is added or removed whole."""
+benchmarks, examples and test clients run a library's dispatch rather than make it; a tuning file holds tuned values
+even when it is added or removed whole."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ import re
 _TEST_PATH = re.compile(
     r"(^|/)(tests?|testing|unit_?tests?|gtests?)/|(^|/)test_[^/]*\.\w+$|_tests?\.\w+$|(^|/)conftest\.py$"
 )
+# Benchmark sources: a bench(mark)s directory, bench_*.* and *_bench(mark).* files.
+_BENCHMARK_SOURCE = re.compile(r"(?i)(?:^|/)bench(?:mark)?s?/|(?:^|/)bench(?:mark)?_[^/]*$|_bench(?:mark)?\.\w+$")
+# Code a library's users run: examples, experiments and ROCm's test clients.
+_USERS_ONLY_PATH = re.compile(r"(?:^|/)(?:examples?|experiments?|clients)/")
 # CI, editor and tool settings (any file or directory whose name starts with a dot: .github/, .travis.yml,
 # .readthedocs.yaml, .vscode/), documentation's data (docs/: inventories, site settings), conda's environments and
 # recipes (conda/) and package or build metadata, by file name.
@@ -27,6 +32,16 @@ _TUNING_DATA = re.compile(_SEPARATED.format(words=f"{_TUNING_WORD}|configs?|pres
 def is_test_path(path: str) -> bool:
     """A test file or a file under a tests directory."""
     return bool(_TEST_PATH.search(path))
+
+
+def is_benchmark_source(path: str) -> bool:
+    """A benchmark's source (benchmarks/gemm.cu, bench_attention.py, softmax_bench.cpp)."""
+    return _BENCHMARK_SOURCE.search(path) is not None
+
+
+def users_only(path: str) -> bool:
+    """Examples, experiments, benchmarks and ROCm's test clients: code a library's users run, not its dispatch."""
+    return _USERS_ONLY_PATH.search(path) is not None or is_benchmark_source(path)
 
 
 def is_tooling_config(path: str) -> bool:

@@ -36,13 +36,6 @@ NATIVE_SUFFIXES = (
 )  # fmt: skip
 
 # a benchmark program (`softmax_benchmark.cpp`, `bench_gemm.cu`, `benchmarks/...`): it times kernels, it chooses none
-_BENCHMARK_SOURCE = re.compile(r"(?i)(?:^|/)bench(?:mark)?s?/|(?:^|/)bench(?:mark)?_[^/]*$|_bench(?:mark)?\.\w+$")
-
-
-def is_benchmark_source(path: str) -> bool:
-    return _BENCHMARK_SOURCE.search(path) is not None
-
-
 _ARRAY_HEAD = re.compile(
     r"\s*(?:template\s*<[^>]*>\s*)?"
     r"[\w:<>,*&\s]*\b(?:const|constexpr|__constant__)\b[\w:<>,*&\s]*?"

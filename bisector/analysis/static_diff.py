@@ -31,19 +31,24 @@ from bisector.analysis.changed_branches import (
     last_resort_rows,
     native_branch_changes,
     python_branch_changes,
-    users_only,
 )
 from bisector.analysis.chosen_literals import with_literal_rows
 from bisector.analysis.cmake_targets import cmake_target_rows, is_cmake_path
 from bisector.analysis.config_builders import with_builder_rows
 from bisector.analysis.config_choosers import with_chooser_rows
 from bisector.analysis.cython_source import CYTHON_SUFFIXES, python_source_of_cython
-from bisector.analysis.file_roles import is_test_path, is_tooling_config, is_tuning_path
+from bisector.analysis.file_roles import (
+    is_benchmark_source,
+    is_test_path,
+    is_tooling_config,
+    is_tuning_path,
+    users_only,
+)
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.generated_tuning import generated_tuning_paths
 from bisector.analysis.imported_flags import imported_flag_rows
 from bisector.analysis.launch_feeds import feed_rows
-from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, is_benchmark_source, scan_native
+from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.native_choosers import with_native_chooser_rows
 from bisector.analysis.native_switches import switched_branch_rows
 from bisector.analysis.option_defaults import option_default_rows
