@@ -41,6 +41,8 @@ def direct(command: str, cwd: Path) -> float:
 def wrapped(command: str, cwd: Path, *, step_cgroup: bool, launcher: bool) -> float:
     """run_shell's elapsed_s: through the launcher that joined its cgroup ahead of the step (a worker's every step
     but the first), joining its cgroup at the step (no launcher ready), or with no step cgroup at all."""
+    if launcher:
+        step_launcher.keep_one_ready()  # as a worker keeps one, started while its previous step ran (not timed)
     real_create = cgroups.StepCgroup.__dict__["create"]
     real_launch = step_launcher.launch
     if not step_cgroup:

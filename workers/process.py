@@ -194,15 +194,10 @@ def run_shell(
     argv = ["bash", "-c", command]
     launched = step_launcher.launch(argv, cwd, env)  # already in a cgroup of its own: no move on the step's path
     cgroup: StepCgroup | None
-    try:
-        if launched is not None:
-            proc, cgroup, read_fd = launched.proc, launched.cgroup, launched.output_fd
-        else:
-            proc, cgroup, read_fd = _start(argv, cwd, env)
-    except BaseException:
-        step_launcher.finished()
-        raise
-    on_start(proc.pid)
+    if launched is not None:
+        proc, cgroup, read_fd = launched.proc, launched.cgroup, launched.output_fd
+    else:
+        proc, cgroup, read_fd = _start(argv, cwd, env)
     reader = _Reader(read_fd, step_log, window)
     waiter = _Waiter(proc, reader, cancel_fd)
     deadline = started + timeout_s
@@ -213,6 +208,7 @@ def run_shell(
     signals: list[signal.Signals] = []
     signal_at: float | None = None
     try:
+        on_start(proc.pid)
         while proc.poll() is None:
             reader.drain()
             now = time.monotonic()
@@ -241,11 +237,16 @@ def run_shell(
             cgroup.kill_and_remove()
         reader.drain(max_chunks=_CHUNKS_AFTER_EXIT)  # what is in the pipe; a daemon outside the group may keep it open
     finally:
+        if proc.poll() is None:  # a failure here (the coordinator gone as the start is announced): no orphan
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         waiter.close()
         os.close(read_fd)
         if cgroup:
             cgroup.kill_and_remove()
-        step_launcher.finished()
+        if launched is not None:
+            step_launcher.finished()
     if step_log is not log:
         step_log.finish()
     log_error = step_log.error

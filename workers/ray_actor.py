@@ -26,6 +26,7 @@ from vocab.domain import StepResult, Verdict
 from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
 from vocab.paths import data_dir, worktree_root
+from workers import step_launcher
 from workers.executor import StepRequest
 from workers.process import CancelSignal
 from workers.ray_image_host import RayImageHost
@@ -90,6 +91,7 @@ class StepActor(ImageHolder):
         self._running: int | None = None
         self._wake = CancelSignal()  # set when the running step is cancelled: its command stops at once
         self._lock = threading.Lock()
+        step_launcher.keep_one_ready()  # its first step's command joins no cgroup on its path either
 
     def info(self) -> ActorInfo:
         return ActorInfo(
