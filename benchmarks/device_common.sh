@@ -32,3 +32,13 @@ demo() {  # name, extra args
   code=$?
   echo "exit $code wall_ms $(( ($(date +%s%N) - started) / 1000000 ))" > "$out/demo-$name.time"
 }
+
+own_venv() {  # a virtualenv at $venv (/tmp/own-venv) with no packages of its own: a .pth names the system's package
+  # directories, so the same packages import but the .pth files there (a numba-cuda hook) do not run
+  venv=/tmp/own-venv
+  python3 -m venv --without-pip "$venv"
+  local site_dir
+  site_dir=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  python3 -c 'import site, sys; print("\n".join(p for p in site.getsitepackages() + sys.path if p.endswith("-packages")))' \
+    | sort -u > "$site_dir/system-packages.pth"
+}

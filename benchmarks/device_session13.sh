@@ -11,11 +11,7 @@
 export COMPILE_BYTECODE=1
 source benchmarks/device_common.sh
 
-venv=/tmp/own-venv
-python3 -m venv --without-pip "$venv"
-site_dir=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-python3 -c 'import site, sys; print("\n".join(p for p in site.getsitepackages() + sys.path if p.endswith("-packages")))' \
-  | sort -u > "$site_dir/system-packages.pth"
+own_venv
 {
   echo "site directories of the system python3:"; python3 -c 'import site; print(site.getsitepackages())'
   echo ".pth files there:"; python3 -c 'import site, glob; [print(p) for d in site.getsitepackages() for p in glob.glob(d + "/*.pth")]'

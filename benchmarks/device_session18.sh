@@ -10,11 +10,7 @@
 export COMPILE_BYTECODE=1
 source benchmarks/device_common.sh
 
-venv=/tmp/own-venv
-python3 -m venv --without-pip "$venv"
-site_dir=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-python3 -c 'import site, sys; print("\n".join(p for p in site.getsitepackages() + sys.path if p.endswith("-packages")))' \
-  | sort -u > "$site_dir/system-packages.pth"
+own_venv
 py="$venv/bin/python"
 [ -d base ] && "$py" -m compileall -q -j 0 base > /dev/null 2>&1
 cat /proc/loadavg > "$out/loadavg-start.txt"
