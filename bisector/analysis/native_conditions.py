@@ -289,12 +289,16 @@ def _port_shim(lines: list[str], index: int) -> bool:
 
 
 def _if_branches(lines: list[str], index: int) -> list[list[str]] | None:
-    """The lines of each branch of the `#if` block that line index opens, split at its `#else`, up to its `#elif` or
-    `#endif` (MAX_BLOCK_LINES at most); None when line index opens no `#if` or the block holds another."""
+    """The lines of each branch of the `#if` block that line index opens (after the directive's continuation lines),
+    split at its `#else`, up to its `#elif` or `#endif` (MAX_BLOCK_LINES at most); None when line index opens no
+    `#if` or the block holds another."""
     if not PP_OPEN.match(lines[index]):
         return None
+    last = index  # the directive's last line: its test may go on over lines ending in a backslash
+    while last + 1 < len(lines) and lines[last].rstrip().endswith("\\"):
+        last += 1
     branches: list[list[str]] = [[]]
-    for text in lines[index + 1 : index + 1 + MAX_BLOCK_LINES]:
+    for text in lines[last + 1 : last + 1 + MAX_BLOCK_LINES]:
         if PP_OPEN.match(text):
             return None
         if PP_ELSE.match(text):

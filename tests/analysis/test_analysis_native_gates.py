@@ -234,3 +234,19 @@ def test_a_release_number_is_no_row_and_a_head_with_comment_lines_names_its_func
         ("native_threshold", "CUDNN_FRONTEND_MIN_BACKEND_VERSION"),
         ("native_threshold", "WORKSPACE_LIMIT"),
     ]
+
+
+def test_a_new_spelling_under_a_version_gate_continued_over_lines_is_no_row(history: History) -> None:
+    """The gate's continuation line is part of the directive, not of the `#if` branch it opens."""
+    history.commit("vector types", {"include/type_utils.h": TYPES_H})
+    changed = TYPES_H.replace(
+        "template <> struct VecTypeSelector<double, 4> { using type = double4; };",
+        "#if defined(__CUDACC_VER_MAJOR__) && \\\n    __CUDACC_VER_MAJOR__ >= 13\n"
+        "template <> struct VecTypeSelector<double, 4> { using type = double4_32a; };\n"
+        "#else\n"
+        "template <> struct VecTypeSelector<double, 4> { using type = double4; };\n"
+        "#endif",
+    )
+    sha = history.commit("CUDA 13 vector types", {"include/type_utils.h": changed})
+
+    assert _rows(history, sha) == []
