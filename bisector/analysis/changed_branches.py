@@ -40,6 +40,7 @@ MAX_FUNCTIONS = 2  # host functions a commit's rows of last resort may name; mor
 ROW_KEY = "branch test"
 SHAPE_KEY = "launch shape"
 DEFAULT_KEY = "parameter default"
+LAST_RESORT_KEYS = frozenset({ROW_KEY, SHAPE_KEY, DEFAULT_KEY})  # the keys of every row this module gives
 _DETAIL = "a branch test of this function changed ({count} in all); no more specific rule read it"
 _SHAPE_DETAIL = "a work-size assignment of this function changed ({count} lines); no more specific rule read it"
 _DEFAULT_DETAIL = "a parameter default of this function changed ({count} in all); no more specific rule read it"

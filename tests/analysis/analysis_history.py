@@ -3,10 +3,13 @@ since every tests directory is on sys.path)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import textwrap
 from pathlib import Path
+
+from bisector.analysis.findings import Finding
 
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "Test Dev",
@@ -67,16 +70,21 @@ class History:
 def rules_rows(path: Path, sha: str) -> list[tuple[str, str]]:
     """(kind, name) of the commit's table rows that the specific rules give: not the rows of last resort
     (changed_branches.py), which name any host function whose branch tests changed."""
-    from bisector.analysis import static_diff
-    from bisector.analysis.changed_branches import ROW_KEY
+    from bisector.analysis.changed_branches import LAST_RESORT_KEYS
 
-    rows = static_diff(path, sha).table_findings
-    return sorted({(row.kind.value, row.name) for row in rows if row.key != ROW_KEY})
+    return sorted({(row.kind.value, row.name) for row in _table_rows(path, sha) if row.key not in LAST_RESORT_KEYS})
 
 
 def last_resort_functions(path: Path, sha: str) -> list[str]:
     """The functions the commit's rows of last resort name (changed_branches.py)."""
-    from bisector.analysis import static_diff
-    from bisector.analysis.changed_branches import ROW_KEY
+    from bisector.analysis.changed_branches import LAST_RESORT_KEYS
 
-    return sorted(row.name for row in static_diff(path, sha).table_findings if row.key == ROW_KEY)
+    return sorted(row.name for row in _table_rows(path, sha) if row.key in LAST_RESORT_KEYS)
+
+
+@functools.lru_cache(maxsize=4)
+def _table_rows(path: Path, sha: str) -> tuple[Finding, ...]:
+    """The commit's static-diff rows, diffed once for the two questions above (a commit id names its content)."""
+    from bisector.analysis import static_diff
+
+    return static_diff(path, sha).table_findings
