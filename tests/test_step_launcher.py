@@ -171,3 +171,19 @@ def test_a_forked_child_does_not_take_its_parents_launcher(tmp_path: Path, launc
     time.sleep(0.1)
     assert waiting.proc.poll() is None  # still waiting, for this process's next command
     assert _ready() == [waiting]
+
+
+def _outlive_the_discard(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def test_a_long_lived_forked_child_does_not_keep_the_parents_launcher_waiting(launchers: None):
+    (waiting,) = _ready()
+    child = multiprocessing.get_context("fork").Process(target=_outlive_the_discard, args=(20.0,))
+    child.start()
+    try:
+        step_launcher.discard_all()
+        assert waiting.proc.returncode == 0  # it read end of file at once: the child held no copy of its stdin
+    finally:
+        child.kill()
+        child.join()

@@ -100,7 +100,6 @@ class _Pool:
     """The ready launchers of one process (a forked child makes its own: the parent's are not its children)."""
 
     def __init__(self) -> None:
-        self.owner = os.getpid()
         self.ready: list[_Ready] = []
         self.running = 0
         self.wanted = False  # set by keep_one_ready, cleared by discard_all
@@ -109,15 +108,30 @@ class _Pool:
 
 
 _pool = _Pool()
-_pool_lock = threading.Lock()
+_inherited: list[_Pool] = []
 
 
 def _this_process_pool() -> _Pool:
+    return _pool
+
+
+def _forget_in_child() -> None:
+    """In a child forked from this process: a pool of its own, and no copy of the parent's launchers' pipes (a
+    long-lived child holding a launcher's stdin would keep it from seeing end of file when the parent discards it).
+    Its locks may have been held by another thread of the parent at the fork: none is taken here."""
     global _pool
-    with _pool_lock:
-        if _pool.owner != os.getpid():
-            _pool = _Pool()
-        return _pool
+    for launcher in _pool.ready:
+        if launcher.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                launcher.proc.stdin.close()
+        for fd in (launcher.output_fd, launcher.report_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _inherited.append(_pool)  # kept: the parent's Popen objects are not this process's to finalize
+    _pool = _Pool()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _start_launcher() -> _Ready | None:
