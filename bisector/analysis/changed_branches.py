@@ -44,6 +44,11 @@ LAST_RESORT_KEYS = frozenset({ROW_KEY, SHAPE_KEY, DEFAULT_KEY})  # the keys of e
 _DETAIL = "a branch test of this function changed ({count} in all); no more specific rule read it"
 _SHAPE_DETAIL = "a work-size assignment of this function changed ({count} lines); no more specific rule read it"
 _DEFAULT_DETAIL = "a parameter default of this function changed ({count} in all); no more specific rule read it"
+_KEY_AND_DETAIL = {  # by the kind of a row of last resort
+    FindingKind.BRANCH_CONDITION: (ROW_KEY, _DETAIL),
+    FindingKind.LAUNCH_PARAM: (SHAPE_KEY, _SHAPE_DETAIL),
+    FindingKind.CONSTANT: (DEFAULT_KEY, _DEFAULT_DETAIL),
+}
 
 _NATIVE_TEST = re.compile(
     r"\b(?:if|while|switch)\s*(?:constexpr\s*)?\(|^\s*(?:case\b[^:]*|default\s*):|\?[^:;]*:"
@@ -87,10 +92,7 @@ class BranchChange:
     kind: FindingKind = FindingKind.BRANCH_CONDITION  # LAUNCH_PARAM: work-size lines; CONSTANT: parameter defaults
 
     def row(self) -> Finding:
-        key, detail = {
-            FindingKind.LAUNCH_PARAM: (SHAPE_KEY, _SHAPE_DETAIL),
-            FindingKind.CONSTANT: (DEFAULT_KEY, _DEFAULT_DETAIL),
-        }.get(self.kind, (ROW_KEY, _DETAIL))
+        key, detail = _KEY_AND_DETAIL[self.kind]
         return Finding(
             self.kind, self.file, self.function, key=key,
             before=self.before and short_text(self.before), after=self.after and short_text(self.after),
@@ -169,7 +171,7 @@ def python_branch_changes(path: str, before: ParsedSource, after: ParsedSource) 
         was, now = _python_tests(old), _python_tests(new)
         gone = Counter(text for _, text in was) - Counter(text for _, text in now)
         came = Counter(text for _, text in now) - Counter(text for _, text in was)
-        if not gone and came and all(text in _exiting_tests(new) and guard(text) for text in came):
+        if not gone and came and all(guard(text) for text in came) and came.keys() <= _exiting_tests(new):
             continue  # guards added, nothing re-routed
         if gone or came:
             first_gone = next((text for _, text in was if text in gone), None)

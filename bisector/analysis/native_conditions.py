@@ -26,7 +26,14 @@ from __future__ import annotations
 
 import re
 
-from bisector.analysis.native_directives import MAX_GUARD_LINES, PP_ELSE, PP_END, PP_OPEN, directive_start
+from bisector.analysis.native_directives import (
+    MAX_GUARD_LINES,
+    PP_ELSE,
+    PP_END,
+    PP_OPEN,
+    directive_end,
+    directive_start,
+)
 from bisector.analysis.native_scope import defined_in, enclosing_function
 from bisector.analysis.native_value_forms import value_form
 
@@ -294,9 +301,7 @@ def _if_branches(lines: list[str], index: int) -> list[list[str]] | None:
     `#if` or the block holds another."""
     if not PP_OPEN.match(lines[index]):
         return None
-    last = index  # the directive's last line: its test may go on over lines ending in a backslash
-    while last + 1 < len(lines) and lines[last].rstrip().endswith("\\"):
-        last += 1
+    last = directive_end(lines, index)
     branches: list[list[str]] = [[]]
     for text in lines[last + 1 : last + 1 + MAX_BLOCK_LINES]:
         if PP_OPEN.match(text):

@@ -31,6 +31,14 @@ def directive_start(lines: list[str], index: int) -> int:
     return start if start != index and PP_OPEN.match(lines[start]) else index
 
 
+def directive_end(lines: list[str], index: int) -> int:
+    """The last line of the directive opening at line index: the lines that continue it after a backslash."""
+    end = index
+    while end + 1 < len(lines) and end - index < MAX_DIRECTIVE_LINES - 1 and lines[end].rstrip().endswith("\\"):
+        end += 1
+    return end
+
+
 def opening_if(lines: list[str], index: int) -> int:
     """The `#if` / `#ifdef` line whose block the `#else` / `#elif` at line index continues, else index."""
     depth = 0
@@ -50,11 +58,7 @@ def else_of_arch_test(lines: list[str], index: int, arch_words: re.Pattern[str])
     it (a struct or function it declares is new code for those arches, compared where it is used)."""
     if not PP_ELSE.match(lines[index]) or (opening := opening_if(lines, index)) == index:
         return False
-    test = lines[opening]
-    for more in lines[opening + 1 : opening + MAX_DIRECTIVE_LINES]:
-        if not test.rstrip().endswith("\\"):
-            break
-        test += " " + more
+    test = " ".join(lines[opening : directive_end(lines, opening) + 1])
     if arch_words.search(test) is None:
         return False
     return enclosing_function(lines, index) is not None or _sets_macro(lines, index)
