@@ -31,7 +31,7 @@ def launchers() -> Iterator[None]:
 
 
 def _ready() -> list[step_launcher._Ready]:
-    return list(step_launcher._this_process_pool().ready)
+    return list(step_launcher._pool.ready)
 
 
 def _run(command: str, cwd: Path, env: dict[str, str], log: Path) -> process.ProcessOutcome:
@@ -97,7 +97,7 @@ def test_every_command_starts_through_a_launcher_in_a_fresh_cgroup_that_goes_wit
         assert not waiting.cgroup.path.exists(), "the step's cgroup outlived the step"
         cgroups.append(own)
     assert len(set(cgroups)) == 3
-    assert step_launcher._this_process_pool().running == 0
+    assert step_launcher._pool.running == 0
 
 
 def test_a_command_that_cannot_start_raises_as_popen_does_and_counts_as_no_run(tmp_path: Path, launchers: None):
@@ -107,7 +107,7 @@ def test_a_command_that_cannot_start_raises_as_popen_does_and_counts_as_no_run(t
             process.run_shell("true", cwd, env, log, 60.0)
     with (tmp_path / "log").open("wb") as log, pytest.raises(ValueError, match="null byte"):
         process.run_shell("true", tmp_path, {**os.environ, "BAD": "a\0b"}, log, 60.0)
-    assert step_launcher._this_process_pool().running == 0
+    assert step_launcher._pool.running == 0
     outcome = _run("echo ran", tmp_path, dict(os.environ), tmp_path / "log")
     assert (outcome.exit_code, (tmp_path / "log").read_text()) == (0, "ran\n")
 
@@ -139,7 +139,7 @@ def test_a_failure_as_the_start_is_announced_leaves_no_command_running(tmp_path:
         process.run_shell("sleep 600", tmp_path, dict(os.environ), log, 600.0, on_start=coordinator_gone)
     with pytest.raises(ProcessLookupError):
         os.kill(started[0], 0)
-    assert step_launcher._this_process_pool().running == 0
+    assert step_launcher._pool.running == 0
 
 
 def test_a_process_that_keeps_no_launcher_ready_starts_its_commands_itself(tmp_path: Path, launchers: None):

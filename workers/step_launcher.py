@@ -107,12 +107,8 @@ class _Pool:
         self.lock = threading.Lock()
 
 
-_pool = _Pool()
+_pool = _Pool()  # this process's (replaced in a forked child)
 _inherited: list[_Pool] = []
-
-
-def _this_process_pool() -> _Pool:
-    return _pool
 
 
 def _forget_in_child() -> None:
@@ -165,7 +161,7 @@ def _start_launcher() -> _Ready | None:
 def keep_one_ready() -> None:
     """Start a launcher now if none is ready for the next command, and one after each command started through
     one from now on (a worker calls it as it starts, so that its first step finds one too)."""
-    pool = _this_process_pool()
+    pool = _pool
     with pool.lock:
         pool.wanted = True
         generation = pool.generation
@@ -199,7 +195,7 @@ def launch(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> Launched |
     (the caller's own start reports it), a launcher that died while it waited. Raises what Popen raises for an
     argv or env it cannot pass (ValueError) or a command it cannot start (OSError)."""
     request = _request(argv, cwd, env)  # Popen's ValueError before anything is taken
-    pool = _this_process_pool()
+    pool = _pool
     with pool.lock:
         launcher = pool.ready.pop() if pool.ready and os.path.isdir(cwd) else None
         if launcher is not None:
@@ -208,19 +204,16 @@ def launch(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> Launched |
             _replenish_in_background(pool)
     if launcher is None:
         return None
+    started = False
     try:
-        started = _send(launcher, request)
-        if started:
-            _raise_exec_error(launcher)
-    except BaseException:
-        finished()
-        launcher.discard()
-        raise
-    with pool.lock:
-        _replenish_in_background(pool)
+        started = _send(launcher, request) and _exec_succeeded(launcher)
+    finally:
+        if not started:  # no longer waiting, or the exec failed (raised): the command is not running
+            finished()
+            launcher.discard()
+        with pool.lock:
+            _replenish_in_background(pool)
     if not started:
-        finished()
-        launcher.discard()
         return None
     os.close(launcher.report_fd)
     return Launched(launcher.proc, launcher.cgroup, launcher.output_fd)
@@ -251,14 +244,14 @@ def _send(launcher: _Ready, request: bytes) -> bool:
     return True
 
 
-def _raise_exec_error(launcher: _Ready) -> None:
-    """Wait for the launcher's exec (its report pipe closes on it); raise the OSError Popen would raise where the
+def _exec_succeeded(launcher: _Ready) -> bool:
+    """Wait for the launcher's exec (its report pipe closes on it): True, or the OSError Popen would raise where the
     directory or the command could not be used."""
     report = b""
     while chunk := os.read(launcher.report_fd, 4096):
         report += chunk
     if not report:
-        return
+        return True
     launcher.proc.wait()
     number, _, message = report.decode(errors="replace").partition(":")
     raise OSError(int(number) if number.isdigit() else 0, message)
@@ -266,14 +259,14 @@ def _raise_exec_error(launcher: _Ready) -> None:
 
 def finished() -> None:
     """A command started through `launch` has ended."""
-    pool = _this_process_pool()
+    pool = _pool
     with pool.lock:
         pool.running = max(pool.running - 1, 0)
 
 
 def discard_all() -> None:
     """End this process's ready launchers and remove their cgroups (a worker calls it as it stops)."""
-    pool = _this_process_pool()
+    pool = _pool
     with pool.lock:
         ready, pool.ready, pool.wanted = pool.ready, [], False
         pool.generation += 1
