@@ -39,6 +39,7 @@ DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_MAX_ATTEMPTS = 3
 MAX_WORKERS = 256  # slots of one bisect; a cluster's larger pools serve several bisects
 MAX_ATTEMPTS_LIMIT = 100
+DEFAULT_BUILD_AHEAD = 2  # images of likely next probes built at once: one per way the running probe can come out
 MAX_REPEAT_LIMIT = 1000
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DEFAULT_TERMS = ("good", "bad")  # (old, new): the state at the good endpoint, the state at the bad one
@@ -158,8 +159,10 @@ class ExecutorSpec:
     images_max_size: str = "20G"  # the LRU cap of this node's image cache
     artifact: str | None = None  # a commit's prebuilt wheels ({sha}), installed into its image instead of a build
     image_template: str | None = None  # a commit's container image ({sha}): steps run in it (workers/container.py)
+    build_ahead: int | None = None  # images built ahead of their steps at once (None: build_ahead_limit's default)
 
     def __post_init__(self) -> None:
+        self.check_build_ahead()
         if self.image_template is not None:
             check_container_template(self.image_template, self.image.value, self.artifact)
         if self.artifact is not None and self.image is ImageMode.NONE:
@@ -172,6 +175,25 @@ class ExecutorSpec:
             if not name or not (math.isfinite(amount) and amount > 0):
                 raise InputError(f"--resources {name}={amount:g}: write NAME=AMOUNT with a positive amount")
         self.image_recipe()  # validates the image settings
+
+    def check_build_ahead(self) -> None:
+        if self.build_ahead is None or self.build_ahead == 0:
+            return
+        if self.build_ahead < 0:
+            raise InputError(f"--build-ahead must be 0 or more (got {self.build_ahead})")
+        if self.image is not ImageMode.VENV or self.image_template is not None:
+            raise InputError("--build-ahead builds commits' images before their steps: give --image venv too")
+        if self.kind is ExecutorKind.RAY:
+            raise InputError("--build-ahead builds on this host, where only the local executor's steps run: "
+                             "give --executor local or --build-ahead 0")  # fmt: skip
+
+    def build_ahead_limit(self) -> int:
+        """How many images of likely next probes are built at once: --build-ahead, else DEFAULT_BUILD_AHEAD where
+        steps run on venv images on this host (a build takes CPUs, while a probe's test holds the GPUs)."""
+        if self.build_ahead is not None:
+            return self.build_ahead
+        local_images = self.image is ImageMode.VENV and self.image_template is None
+        return DEFAULT_BUILD_AHEAD if local_images and self.kind is ExecutorKind.LOCAL else 0
 
     def image_recipe(self) -> ImageRecipe | None:
         if self.image is ImageMode.NONE:

@@ -30,7 +30,7 @@ STORED_BY_MAIN = json.loads(
     '"paths": ["."], "image": "none", "image_inputs": [], "images_max_size": "20G"}'
 )
 # options added after STORED_BY_MAIN, at their defaults
-ADDED_SINCE = {"verify_endpoints": None, "artifact": None, "image_template": None}
+ADDED_SINCE = {"verify_endpoints": None, "artifact": None, "image_template": None, "build_ahead": None}
 
 
 def test_json_stored_by_an_older_version_loads_typed_and_writes_back_the_same():
@@ -97,6 +97,25 @@ def test_resume_changes_only_the_executor():
         spec.with_executor({"repeat": 3})
 
 
+def test_images_are_built_ahead_by_default_only_where_steps_build_venv_images_on_this_host():
+    def limit(**values: object) -> int:
+        return BisectSpec.from_json({**STORED_BY_MAIN, **values}).executor.build_ahead_limit()
+
+    assert limit(executor="local", image="venv") == 2
+    assert limit(executor="local", image="venv", build_ahead=0) == 0
+    assert limit(executor="local", image="venv", build_ahead=4) == 4
+    assert limit(executor="inprocess", image="venv", build_ahead=1) == 1
+    assert limit(executor="local", image="none") == 0
+    assert limit(executor="ray", image="venv") == 0
+    assert limit(executor="inprocess", image="venv") == 0
+    with pytest.raises(InputError, match="--build-ahead builds commits' images before their steps: give --image venv"):
+        limit(executor="local", image="none", build_ahead=2)
+    with pytest.raises(InputError, match="--build-ahead builds on this host"):
+        limit(executor="ray", image="venv", build_ahead=2)
+    with pytest.raises(InputError, match=r"--build-ahead must be 0 or more \(got -1\)"):
+        limit(executor="local", image="venv", build_ahead=-1)
+
+
 def test_every_option_is_stored_and_every_flag_and_toml_key_comes_from_the_table():
     assert list(BisectSpec.from_json(STORED_BY_MAIN).to_json()) == [option.name for option in OPTIONS]
     start = main.commands["start"]
@@ -152,7 +171,7 @@ _VALID: dict[str, st.SearchStrategy[object]] = {
     "resources": st.dictionaries(_NAME, st.floats(0.5, 8), max_size=2), "image": st.sampled_from(["none", "venv"]),
     "image_inputs": st.lists(st.sampled_from(["csrc", "setup.py"]), max_size=2),
     "images_max_size": st.sampled_from(["20G", "512M"]), "artifact": st.none(), "image_template": st.none(),
-    "explain": st.booleans(), "trace_kernels": st.booleans(),
+    "build_ahead": st.none() | st.just(0), "explain": st.booleans(), "trace_kernels": st.booleans(),
     "minimize": st.booleans(),
 }  # fmt: skip
 

@@ -16,11 +16,13 @@ from bisector.ownership import Lease
 from bisector.progress import ProgressObserver
 from bisector.search.actions import Action, Cancel, Descend, Finish, Note, Record, Submit
 from bisector.search.decide import SearchCore
+from bisector.search.lookahead import likely_probes, open_positions
 from bisector.search.pipeline import PlannedStep, StepPipeline
 from db.store import Store
 from vocab.domain import BisectStatus, Commit, ErrorKind, StepResult, Verdict
 from vocab.errors import StateError
 from vocab.gitrepo import GitRepo
+from workers.build_ahead import BuildAhead
 
 CANCEL_CHECK_S = 0.5
 PROGRESS_INTERVAL_S = 0.25
@@ -53,9 +55,11 @@ class SearchLoop:
         lease: Lease | None = None,
         manual_seen: int = 0,
         fresh: bool = False,
+        build_ahead: BuildAhead | None = None,
     ) -> None:
         """manual_seen: the id of the latest manual step the core has; fresh: a bisect created this moment (it
-        cannot have been cancelled yet: its first check waits CANCEL_CHECK_S)."""
+        cannot have been cancelled yet: its first check waits CANCEL_CHECK_S); build_ahead: builds the images of
+        the likely next probes while the current ones run (stopped when the loop ends)."""
         self.core, self.pipeline, self.store, self.observer = core, pipeline, store, observer
         self.executor = pipeline.executor
         self.bisect_id = pipeline.bisect_id
@@ -68,6 +72,8 @@ class SearchLoop:
         self.batches = 0
         self.last_cancel_check = time.monotonic() if fresh else -CANCEL_CHECK_S
         self.last_progress = -PROGRESS_INTERVAL_S
+        self.build_ahead = build_ahead
+        self.sent_shas: set[str] = set()  # every commit a step was sent for
 
     def run(self) -> None:
         try:
@@ -76,12 +82,15 @@ class SearchLoop:
             with contextlib.suppress(Exception):  # keep what came back; the original error is the one to see
                 self.flush()
             raise
+        finally:
+            self.stop_building_ahead()
         self.flush()
 
     def loop(self) -> None:
         while True:
             if self.carry_out(self.core.decide(self.executor.free_workers(), self.executor.worker_names())):
                 return
+            self.build_next_images()
             # Results that came back while the steps went out are taken first: sending their successors matters
             # more than writing (a round's results arrive within milliseconds). At most a round's worth waits.
             if len(self.pipeline.unwritten) < self.executor.slots and self.take(0.0, gather=True):
@@ -137,6 +146,7 @@ class SearchLoop:
             step = sent.step
             self.core.started(step, submit)
             self.commits[step.id] = ledger.candidates[submit.position]
+            self.sent_shas.add(step.sha)
             self.sent_at[step.id] = time.monotonic()
             self.batch_of[step.id] = self.batches
             self.observer.step_started(step.id, self.commits[step.id], step.attempt, sent.assignment)
@@ -246,6 +256,24 @@ class SearchLoop:
         while self.pipeline.running:
             self.take(self.timing.poll_interval_s)
         self.flush()
+
+    def build_next_images(self) -> None:
+        """Build the images of the commits the search will likely probe next; stop those it no longer will."""
+        if self.build_ahead is None:
+            return
+        candidates = self.core.ledger.candidates
+        wanted = likely_probes(self.core, 2 * self.build_ahead.limit)
+        requests = [self.pipeline.build_ahead_request(candidates[p].sha) for p in wanted]
+        self.build_ahead.want(requests, {candidates[p].sha for p in open_positions(self.core)})
+
+    def stop_building_ahead(self) -> None:
+        if self.build_ahead is None:
+            return
+        self.build_ahead.close()
+        made = [o.sha for o in self.build_ahead.outcomes.values() if o.status == "ready"]
+        if made:
+            used = sum(1 for sha in made if sha in self.sent_shas)
+            self.observer.note(f"images built ahead of their steps: {len(made)}, {used} of them then tested")
 
     def report_progress(self) -> None:
         """At most every PROGRESS_INTERVAL_S (the live display refreshes 4 times a second)."""

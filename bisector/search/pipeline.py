@@ -15,7 +15,7 @@ from db.store import INTERRUPTED_DETAIL, NewStep, Store
 from vocab.domain import ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
 from vocab.metric import MetricSpec
 from vocab.paths import log_dir
-from workers.executor import Assignment, Executor
+from workers.executor import Assignment, Executor, StepRequest
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,14 @@ class StepPipeline:
             bisect_id=self.bisect_id, step_id=0, sha=sha, attempt=1, repo=self.repo, metric=self.metric, log_path=""
         )
         return self.executor.prefer_workers(request, workers)
+
+    def build_ahead_request(self, sha: str) -> StepRequest:
+        """The request a search step at sha would send, for building its image ahead (logged beside the steps)."""
+        log_path = str(self.log_dir / f"build-ahead-{sha[:12]}.log")
+        return self.spec.step_request(
+            bisect_id=self.bisect_id, step_id=0, sha=sha, attempt=1, repo=self.repo, metric=self.metric,
+            log_path=log_path,
+        )  # fmt: skip
 
     def poll(self, timeout_s: float) -> list[StepResult]:
         """Results of this pipeline's running steps that came back within timeout_s (buffered for writing)."""

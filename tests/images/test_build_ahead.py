@@ -1,0 +1,124 @@
+"""Images built ahead of their steps (workers/build_ahead.py): real builds, a real `bisect start`, real kills."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bisect_helpers import run_cli, wait_for
+from image_repo import BUILD_CMD, METRIC, make_image_repo
+
+from workers.build_ahead import BuildAhead
+from workers.executor import StepRequest
+from workers.images.cache import ImageStatus, images_root
+from workers.images.key import ImageRecipe
+
+pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
+
+
+def _request(repo: Path, sha: str, tmp: Path, **env: str) -> StepRequest:
+    """A step on the whole tree's image (every commit its own image)."""
+    return StepRequest(
+        step_id=0, bisect_id=1, sha=sha, attempt=1, repo=str(repo), run_cmd="true", build_cmd=BUILD_CMD,
+        metric=METRIC, log_path=str(tmp / "logs" / f"build-ahead-{sha[:12]}.log"), timeout_s=900, env=env,
+        image=ImageRecipe("venv"),
+    )  # fmt: skip
+
+
+def _processes_running(needle: str) -> list[int]:
+    """Pids whose command line contains needle (the unique sleep of one test's build)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _manifests() -> dict[str, str]:
+    """Image id -> status of every image in this test's cache."""
+    return {p.parent.name: json.loads(p.read_text())["status"] for p in images_root().glob("*/manifest.json")}
+
+
+def test_a_bisect_on_images_tests_the_next_probes_on_images_built_while_the_probe_before_ran(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", (10,) * 11 + (5,) * 5)
+    counter = tmp_path / "builds"
+    done = run_cli(
+        "start", "--repo", str(repo.path), "--good", repo.shas[0], "--bad", repo.shas[-1], "--build", BUILD_CMD,
+        "--run", "sleep 1; bash test.sh", "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8", "--image", "venv",
+        "--env", f"BUILD_COUNTER={counter}", "--env", "BUILD_SLEEP_S=1", "--no-explain", "--format", "json",
+        db=tmp_path / "b.db",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["first_bad"]["sha"] == repo.shas[11]
+    steps = report["steps"]
+    built_by_steps = [s for s in steps if s["build_s"]]
+    tested_on_ready_images = [s for s in steps if not s["build_s"] and s["image"]["source"] == "cache"]
+    assert steps[0] in built_by_steps  # nothing ran before the first probe
+    assert tested_on_ready_images, steps
+    built = [line.split()[-1] for line in counter.read_text().splitlines()]
+    assert len(built) > len(built_by_steps)  # the commits built ahead: each probe's image, and some never tested
+    assert len(built) == len(set(built))  # each commit built once
+    assert "images built ahead of their steps:" in done.stderr
+    assert set(_manifests().values()) <= {ImageStatus.READY.value}  # nothing left half built
+
+
+def test_a_build_whose_commit_the_search_no_longer_needs_is_stopped_and_leaves_no_image(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", (10, 10))
+    counter = tmp_path / "builds"
+    ahead = BuildAhead(1)
+    ahead.want([_request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="611")], {})
+    wait_for(counter.exists, what="the build to start")
+    assert _processes_running("sleep 611")
+    ahead.want([], relevant=set())  # the search moved on: its commit is out of the range
+    ahead.close()
+    assert [o.status for o in ahead.outcomes.values()] == ["cancelled"]
+    assert not _processes_running("sleep 611")
+    assert ImageStatus.READY.value not in _manifests().values()
+
+
+def test_a_coordinator_killed_mid_build_takes_the_build_with_it(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", (10, 10))
+    counter = tmp_path / "builds"
+    request = _request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="613")
+    script = (
+        "import sys, time; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import image_repo, pickle; "
+        "from workers.build_ahead import BuildAhead; ahead = BuildAhead(1); "
+        "ahead.want([pickle.loads(bytes.fromhex(sys.argv[3]))], {}); time.sleep(600)"
+    )
+    import pickle
+
+    here = str(Path(__file__).parent)
+    coordinator = subprocess.Popen([sys.executable, "-c", script, here, os.getcwd(), pickle.dumps(request).hex()])
+    try:
+        wait_for(counter.exists, what="the build to start")
+        assert _processes_running("sleep 613")
+    finally:
+        coordinator.send_signal(signal.SIGKILL)
+        coordinator.wait()
+    wait_for(lambda: not _processes_running("sleep 613"), what="the orphaned build to be killed")
+    assert ImageStatus.READY.value not in _manifests().values()
+
+
+def test_a_build_ahead_process_that_dies_has_its_build_ended_by_the_coordinator(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", (10, 10))
+    counter = tmp_path / "builds"
+    ahead = BuildAhead(1)
+    ahead.want([_request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="617")], {})
+    wait_for(counter.exists, what="the build to start")
+    wait_for(lambda: bool(_processes_running("sleep 617")), what="the build's sleep")
+    ahead.running[repo.shas[1]].proc.kill()
+    wait_for(lambda: bool(ahead.reap()), what="the dead build-ahead process to be reaped")
+    assert [o.status for o in ahead.outcomes.values()] == ["died"]
+    assert not _processes_running("sleep 617")
+    ahead.close()

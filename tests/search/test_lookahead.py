@@ -1,0 +1,76 @@
+"""Which commits the search will likely probe next (what the loop builds ahead): pure, no git, no store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bisector.search.actions import Submit
+from bisector.search.decide import SearchCore
+from bisector.search.ledger import Ledger
+from bisector.search.lookahead import likely_probes, open_positions
+from bisector.search.records import SearchRecords
+from bisector.spec import BisectSpec
+from vocab.domain import Commit, StepPurpose, StepRecord, StepResult, Verdict
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _core(size: int) -> SearchCore:
+    candidates = [Commit(i, f"{i:040x}", f"change {i}", "a", NOW) for i in range(size)]
+    spec = BisectSpec.from_options({"repo": "/nowhere", "good": "a", "bad": "b", "run": "true"})
+    return SearchCore(1, Ledger(spec, candidates, candidates[-1].sha, []), SearchRecords())
+
+
+def _send(core: SearchCore, workers: list[str], first_id: int) -> list[int]:
+    """Carry out one pass's submits as the loop would; the positions sent."""
+    sent = []
+    submits = [a for a in core.decide(workers, workers) if isinstance(a, Submit)]
+    for step_id, action in enumerate(submits, start=first_id):
+        step = StepRecord(
+            id=step_id, bisect_id=1, sha=f"{action.position:040x}", attempt=1, worker=action.worker, node="",
+            gpus=(), started=NOW, finished=None, build_s=None, run_s=None, exit_code=None, verdict=None, samples=(),
+            log_path="", error_kind=None, detail="", purpose=action.purpose,
+        )  # fmt: skip
+        core.started(step, action)
+        sent.append(action.position)
+    return sent
+
+
+def test_with_one_probe_running_the_next_is_the_middle_of_either_half():
+    core = _core(17)  # positions 0 (good) .. 16 (bad): the first probe halves them
+    assert _send(core, ["w0"], 1) == [8]
+    assert likely_probes(core, 4) == [4, 12]  # bad at 8: the middle of 0..8; good: the middle of 8..16
+    assert likely_probes(core, 1) == [4]
+    assert likely_probes(core, 0) == []
+
+
+def test_each_guess_is_the_probe_the_search_then_sends():
+    core = _core(33)
+    _send(core, ["w0"], 1)
+    guesses = likely_probes(core, 2)
+    core.took(StepResult(1, f"{16:040x}", Verdict.GOOD), NOW)
+    assert _send(core, ["w0"], 2) == [guesses[1]]  # came back good: the second guess is what runs next
+    assert sorted(open_positions(core)) == list(range(16, 33))
+    assert guesses[0] not in open_positions(core)  # the other guess's build can stop
+
+
+def test_with_several_probes_running_each_outcome_of_the_first_sent_comes_first():
+    core = _core(100)
+    running = _send(core, ["w0", "w1", "w2"], 1)
+    assert len(running) == 3
+    guesses = likely_probes(core, 10)
+    assert len(set(guesses)) == len(guesses) > 2  # up to two per probe in flight, none twice
+    assert not set(guesses) & set(running)
+    core.took(StepResult(1, f"{running[0]:040x}", Verdict.BAD), NOW)
+    assert _send(core, ["w0"], 4) == [guesses[0]]  # the first sent came back bad: the first guess runs next
+
+
+def test_nothing_is_guessed_once_the_answer_is_known_or_for_endpoint_checks():
+    core = _core(3)
+    assert _send(core, ["w0"], 1) == [1]
+    core.took(StepResult(1, f"{1:040x}", Verdict.BAD), NOW)
+    assert likely_probes(core, 4) == []  # bad at 1 with 0 good: found, only the lazy endpoint check is left
+    sent = _send(core, ["w0"], 2)
+    assert sent == [0]
+    assert core.ledger.in_flight[2].purpose is StepPurpose.SEARCH
+    assert likely_probes(core, 4) == []
