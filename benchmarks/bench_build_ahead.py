@@ -1,11 +1,12 @@
 """Wall time to the culprit with and without images built ahead (`--build-ahead`), at --workers 1 on venv images.
 
-    python benchmarks/bench_build_ahead.py [--commits 64] [--build-s 2] [--test-s 2] [--culprits 3] [--out FILE]
+    python benchmarks/bench_build_ahead.py [--commits 64] [--build-s 2] [--test-s 2] [--culprits 3] [--ahead 0 2]
+        [--out FILE]
 
 A synthetic history whose every commit is its own image (the build sleeps --build-s, then copies the commit's value
 into its build output; the test sleeps --test-s and fails from the culprit on) is bisected with `bisect start
---image venv --workers 1` as a user runs it, once with --build-ahead 0 and once with the default (2), per culprit,
-each on a fresh image cache. Reports wall time, the builds the steps waited for and the builds made in all.
+--image venv --workers 1` as a user runs it, once per --ahead value (--build-ahead N; 0: none, 2: the default),
+per culprit, each on a fresh image cache. Reports wall time, the builds the steps waited for and the builds made in all.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def main() -> None:
     parser.add_argument("--test-s", type=float, default=2.0)
     parser.add_argument("--culprits", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--ahead", type=int, nargs="+", default=[0, 2], help="--build-ahead values to compare.")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -90,13 +92,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bench-build-ahead-") as tmp:
             work = Path(tmp)
             shas = make_history(work / "repo", args.commits, culprit)
-            for build_ahead in (0, 2):
+            for build_ahead in args.ahead:
                 result = bisect(work / "repo", shas, work, build_ahead, args)
                 assert result["first_bad"] == shas[culprit], result
                 runs.append({"culprit": culprit, "build_ahead": build_ahead, **result})
                 print(json.dumps(runs[-1]), flush=True)
     summary = {}
-    for build_ahead in (0, 2):
+    for build_ahead in args.ahead:
         mine = [r for r in runs if r["build_ahead"] == build_ahead]
         summary[f"build_ahead={build_ahead}"] = {
             key: statistics.median(float(r[key]) for r in mine)  # type: ignore[arg-type]

@@ -39,8 +39,10 @@ def _send(core: SearchCore, workers: list[str], first_id: int) -> list[int]:
 def test_with_one_probe_running_the_next_is_the_middle_of_either_half():
     core = _core(17)  # positions 0 (good) .. 16 (bad): the first probe halves them
     assert _send(core, ["w0"], 1) == [8]
-    assert likely_probes(core, 4) == [4, 12]  # bad at 8: the middle of 0..8; good: the middle of 8..16
+    assert likely_probes(core, 2) == [4, 12]  # bad at 8: the middle of 0..8; good: the middle of 8..16
     assert likely_probes(core, 1) == [4]
+    assert likely_probes(core, 6) == [4, 12, 2, 6, 10, 14]  # room for more: the successors of those, in turn
+    assert len(likely_probes(core, 100)) == 14  # every commit the search could still probe, none twice
     assert likely_probes(core, 0) == []
 
 
