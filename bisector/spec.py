@@ -188,8 +188,9 @@ class ExecutorSpec:
                              "give --executor local or --build-ahead 0")  # fmt: skip
 
     def build_ahead_limit(self) -> int:
-        """How many images of likely next probes are built at once: --build-ahead, else DEFAULT_BUILD_AHEAD where
-        steps run on venv images on this host (a build takes CPUs, while a probe's test holds the GPUs)."""
+        """How many of the likeliest next probes have their images built ahead, at once: --build-ahead, else
+        DEFAULT_BUILD_AHEAD where steps run on venv images on this host (a build takes CPUs, while a probe's test
+        holds the GPUs)."""
         if self.build_ahead is not None:
             return self.build_ahead
         local_images = self.image is ImageMode.VENV and self.image_template is None

@@ -262,7 +262,7 @@ class SearchLoop:
         if self.build_ahead is None:
             return
         candidates = self.core.ledger.candidates
-        wanted = likely_probes(self.core, 2 * self.build_ahead.limit)
+        wanted = likely_probes(self.core, self.build_ahead.limit)
         requests = [self.pipeline.build_ahead_request(candidates[p].sha) for p in wanted]
         self.build_ahead.want(requests, {candidates[p].sha for p in open_positions(self.core)})
 
