@@ -49,6 +49,7 @@ def report_json(report: BisectReport) -> dict[str, object]:
         "flake_seen": bool(record.extra.get("flake_seen", False)),
         "quarantined": record.extra.get("quarantined", {}),
         "endpoints": {name: check.value for name, check in report.records.endpoints.items()},
+        "built_ahead": list(report.records.built_ahead),
     }
 
 

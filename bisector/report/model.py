@@ -308,6 +308,9 @@ class BisectReport:
         side = [f"{count} {SIDE_RUN_WORDS.get(p, p.value)}" for p, count in sorted(self.side_runs.items())]
         if side:
             parts.append("besides: " + ", ".join(side))
+        if built := self.records.built_ahead:
+            tested = len(set(built) & {s.sha for s in self.search_steps})
+            parts.append(f"{len(built)} image(s) built ahead of their steps, {tested} of them then tested")
         took = "still running" if self.wall_s is None else f"took {self.wall_s:.1f} s"
         time_line = (
             f"{took}; the steps ran {self.slot_seconds:.1f} s in all on workers ({self.gpu_seconds:.1f} GPU-seconds)"

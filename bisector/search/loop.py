@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bisector.ownership import Lease
 from bisector.progress import ProgressObserver
@@ -271,9 +271,14 @@ class SearchLoop:
             return
         self.build_ahead.close()
         made = [o.sha for o in self.build_ahead.outcomes.values() if o.status == "ready"]
-        if made:
-            used = sum(1 for sha in made if sha in self.sent_shas)
-            self.observer.note(f"images built ahead of their steps: {len(made)}, {used} of them then tested")
+        if not made:
+            return
+        used = sum(1 for sha in made if sha in self.sent_shas)
+        self.observer.note(f"images built ahead of their steps: {len(made)}, {used} of them then tested")
+        records = self.core.records
+        self.core.records = replace(records, built_ahead=(*records.built_ahead, *made))
+        with contextlib.suppress(Exception):  # the store may be what failed: the images are there all the same
+            self.store.update_extra(self.bisect_id, **self.core.records.to_extra("built_ahead"))
 
     def report_progress(self) -> None:
         """At most every PROGRESS_INTERVAL_S (the live display refreshes 4 times a second)."""

@@ -61,6 +61,7 @@ class SearchRecords:
     analysis: Analysis | None = None
     # "good" / "bad" -> how checked: stored when an endpoint is first sent to run, ASSUMED ones at the end
     endpoints: Mapping[str, EndpointCheck] = field(default_factory=dict)
+    built_ahead: tuple[str, ...] = ()  # commits whose images were built ahead of their steps (--build-ahead)
 
     @classmethod
     def from_extra(cls, extra: Mapping[str, object]) -> SearchRecords:
@@ -70,6 +71,7 @@ class SearchRecords:
         decisions = extra.get("decisions")
         analysis = extra.get("analysis")
         endpoints = extra.get("endpoints")
+        built_ahead = extra.get("built_ahead")
         return cls(
             quarantined={str(k): str(v) for k, v in quarantined.items()} if isinstance(quarantined, Mapping) else {},
             reference_checked=tuple(str(w) for w in checked) if isinstance(checked, list) else (),
@@ -83,6 +85,7 @@ class SearchRecords:
             endpoints={k: EndpointCheck(v) for k, v in endpoints.items() if v in tuple(EndpointCheck)}
             if isinstance(endpoints, Mapping)
             else {},
+            built_ahead=tuple(str(s) for s in built_ahead) if isinstance(built_ahead, list) else (),
         )
 
     def to_extra(self, *names: str) -> dict[str, object]:

@@ -70,6 +70,14 @@ def test_a_bisect_on_images_tests_the_next_probes_on_images_built_while_the_prob
     assert len(built) > len(built_by_steps)  # the commits built ahead: each probe's image, and some never tested
     assert len(built) == len(set(built))  # each commit built once
     assert "images built ahead of their steps:" in done.stderr
+    ahead = report["built_ahead"]  # stored with the bisect: `bisect show` says it later
+    assert len(ahead) == len(set(ahead)) >= len(tested_on_ready_images)
+    assert {s["sha"] for s in tested_on_ready_images} <= set(ahead)
+    assert repo.shas[0] not in ahead  # an endpoint's outcome is never guessed
+    shown = run_cli("show", "1", db=tmp_path / "b.db")
+    assert f"{len(ahead)} image(s) built ahead of their steps, {len(tested_on_ready_images)} of them then tested" in (
+        " ".join(shown.stdout.split())
+    )
     assert set(_manifests().values()) <= {ImageStatus.READY.value}  # nothing left half built
 
 
