@@ -19,8 +19,8 @@ MAX_DEPTH = 6  # outcomes guessed ahead at most: 2**6 successors of one probe, m
 def likely_probes(core: SearchCore, limit: int) -> list[int]:
     """Ledger positions, likeliest first, at most limit, none already tested or in flight: for each probe in flight
     (sent first, back first) its successor were it bad and were it good; then, where the limit leaves room, theirs
-    in turn (a build longer than a test needs more than one step's head start). An endpoint check's outcome is not
-    guessed (it only confirms what is assumed)."""
+    in turn (a build longer than a test needs more than one step's head start). An endpoint check in flight is
+    guessed to confirm its end (good at the good end, bad at the bad end)."""
     if limit <= 0:
         return []
     state, strategy = core.state(), core.chosen_strategy()
@@ -29,15 +29,14 @@ def likely_probes(core: SearchCore, limit: int) -> list[int]:
     frontier = [
         (state, index)
         for _, flight in sorted(core.ledger.in_flight.items())
-        if flight.purpose is StepPurpose.SEARCH
-        and (index := core.index_of.get(flight.position)) is not None
-        and index not in (0, core.last)
+        if flight.purpose is StepPurpose.SEARCH and (index := core.index_of.get(flight.position)) is not None
     ]
     out: list[int] = []
     for _ in range(MAX_DEPTH):
         following: list[tuple[SearchState, int]] = []
         for known, index in frontier:
-            for verdict in (Verdict.BAD, Verdict.GOOD):
+            ends = {0: (Verdict.GOOD,), core.last: (Verdict.BAD,)}
+            for verdict in ends.get(index, (Verdict.BAD, Verdict.GOOD)):
                 guess = SearchState(
                     known.size, {**known.verdicts, index: verdict}, known.in_flight - {index}, known.observations
                 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from bisector.options import VerifyEndpoints
 from bisector.search.actions import Submit
 from bisector.search.decide import SearchCore
 from bisector.search.ledger import Ledger
@@ -15,10 +16,10 @@ from vocab.domain import Commit, StepPurpose, StepRecord, StepResult, Verdict
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _core(size: int) -> SearchCore:
+def _core(size: int, verify: VerifyEndpoints = VerifyEndpoints.LAZY) -> SearchCore:
     candidates = [Commit(i, f"{i:040x}", f"change {i}", "a", NOW) for i in range(size)]
     spec = BisectSpec.from_options({"repo": "/nowhere", "good": "a", "bad": "b", "run": "true"})
-    return SearchCore(1, Ledger(spec, candidates, candidates[-1].sha, []), SearchRecords())
+    return SearchCore(1, Ledger(spec, candidates, candidates[-1].sha, []), SearchRecords(), verify=verify)
 
 
 def _send(core: SearchCore, workers: list[str], first_id: int) -> list[int]:
@@ -67,12 +68,20 @@ def test_with_several_probes_running_each_outcome_of_the_first_sent_comes_first(
     assert _send(core, ["w0"], 4) == [guesses[0]]  # the first sent came back bad: the first guess runs next
 
 
-def test_nothing_is_guessed_once_the_answer_is_known_or_for_endpoint_checks():
+def test_an_endpoint_check_is_guessed_to_confirm_its_end():
+    core = _core(17, VerifyEndpoints.FIRST)
+    assert _send(core, ["w0"], 1) == [0]  # the good end first, before any probe
+    assert likely_probes(core, 1) == [8]  # confirmed good: the first probe halves the range
+    core.took(StepResult(1, f"{0:040x}", Verdict.GOOD), NOW)
+    assert _send(core, ["w0"], 2) == [16]
+    assert likely_probes(core, 1) == [8]
+
+
+def test_nothing_is_guessed_once_the_answer_is_known():
     core = _core(3)
     assert _send(core, ["w0"], 1) == [1]
     core.took(StepResult(1, f"{1:040x}", Verdict.BAD), NOW)
     assert likely_probes(core, 4) == []  # bad at 1 with 0 good: found, only the lazy endpoint check is left
-    sent = _send(core, ["w0"], 2)
-    assert sent == [0]
+    assert _send(core, ["w0"], 2) == [0]
     assert core.ledger.in_flight[2].purpose is StepPurpose.SEARCH
     assert likely_probes(core, 4) == []
