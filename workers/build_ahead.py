@@ -84,8 +84,13 @@ class _Child:
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
         assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(asdict(job)) + "\n").encode())
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write((json.dumps(asdict(job)) + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError:  # it died at once: nothing of it is left behind
+            self.proc.kill()
+            self.proc.communicate()
+            raise
 
     def stop(self) -> None:
         """End of file on its stdin: the child cancels its build."""
@@ -99,9 +104,10 @@ class _Child:
         lines = self.proc.stdout.read().decode(errors="replace").splitlines()
         self.proc.stdout.close()
         self.stop()
-        said = [json.loads(line[len("outcome ") :]) for line in lines if line.startswith("outcome ")]
+        said = [line[len("outcome ") :] for line in lines if line.startswith("outcome ")]
         if self.proc.returncode == 0 and said:
-            return BuildAheadOutcome(**said[-1])
+            with contextlib.suppress(ValueError, TypeError):
+                return BuildAheadOutcome(**json.loads(said[-1]))
         from workers.process_tree import end_groups
 
         end_groups([int(line.split()[1]) for line in lines if line.startswith("started ")], PGID_GRACE_S)
@@ -116,7 +122,6 @@ class BuildAhead:
         self.base_env = dict(os.environ) if base_env is None else base_env
         self.running: dict[str, _Child] = {}  # sha -> its child
         self.outcomes: dict[str, BuildAheadOutcome] = {}  # sha -> how its build ended
-        self.stopped: set[str] = set()
 
     @property
     def started(self) -> set[str]:
@@ -128,13 +133,15 @@ class BuildAhead:
         self.reap()
         for sha in [s for s in self.running if s not in relevant]:
             self.running[sha].stop()
-            self.stopped.add(sha)
         for request in requests:
             if len(self.running) >= self.limit:
                 break
             if request.sha not in self.started:
-                Path(request.log_path).parent.mkdir(parents=True, exist_ok=True)
-                self.running[request.sha] = _Child(BuildAheadJob.of(request, self.base_env))
+                try:
+                    Path(request.log_path).parent.mkdir(parents=True, exist_ok=True)
+                    self.running[request.sha] = _Child(BuildAheadJob.of(request, self.base_env))
+                except OSError as exc:  # no process or folder to be had now: the step builds its image itself
+                    self.outcomes[request.sha] = BuildAheadOutcome(request.sha, "error", detail=str(exc))
 
     def reap(self) -> list[BuildAheadOutcome]:
         """The outcomes of the builds that ended since the last call."""
@@ -148,9 +155,8 @@ class BuildAhead:
 
     def close(self) -> None:
         """Stop every build still running and wait for its child (which kills the build first)."""
-        for sha, child in self.running.items():
+        for child in self.running.values():
             child.stop()
-            self.stopped.add(sha)
         deadline = time.monotonic() + STOP_GRACE_S
         for child in self.running.values():
             try:

@@ -264,7 +264,12 @@ class SearchLoop:
         candidates = self.core.ledger.candidates
         wanted = likely_probes(self.core, self.build_ahead.limit)
         requests = [self.pipeline.build_ahead_request(candidates[p].sha) for p in wanted]
-        self.build_ahead.want(requests, {candidates[p].sha for p in open_positions(self.core)})
+        try:
+            self.build_ahead.want(requests, {candidates[p].sha for p in open_positions(self.core)})
+        except Exception as exc:  # building ahead only saves time: each step can build its own image
+            self.observer.note(f"no more images are built ahead: {type(exc).__name__}: {exc}")
+            self.stop_building_ahead()
+            self.build_ahead = None
 
     def stop_building_ahead(self) -> None:
         if self.build_ahead is None:
