@@ -132,3 +132,14 @@ def test_a_build_ahead_process_that_dies_has_its_build_ended_by_the_coordinator(
     assert [o.status for o in ahead.outcomes.values()] == ["died"]
     assert not _processes_running("sleep 617")
     ahead.close()
+
+
+def test_a_build_that_cannot_start_is_an_outcome_not_an_error_of_the_bisect(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", (10, 10))
+    (tmp_path / "logs").write_text("a file where the log folder should be")
+    ahead = BuildAhead(2)
+    ahead.want([_request(repo.path, repo.shas[1], tmp_path)], {repo.shas[1]})
+    assert not ahead.running
+    assert [o.status for o in ahead.outcomes.values()] == ["error"]
+    ahead.want([_request(repo.path, repo.shas[1], tmp_path)], {repo.shas[1]})  # tried once per bisect
+    assert not ahead.running
