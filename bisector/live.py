@@ -75,6 +75,9 @@ class LiveObserver:
                     f"~{p.estimated_left} steps left"
                 )
             )
+            if p.building_ahead:
+                ahead = ", ".join(f"#{c.position} {c.sha[:10]}" for c in p.building_ahead)
+                parts.append(Text(f"building images ahead: {ahead}", style="dim"))
         running = sorted(self.running.items())  # one pass over the dict: the coordinator changes it while Live renders
         if running:
             table = Table(box=None, show_header=True, header_style="bold")

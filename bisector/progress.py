@@ -18,6 +18,7 @@ class Progress:
     estimated_left: int  # steps still expected, by the strategy's estimate
     last_good: Commit
     first_bad: Commit
+    building_ahead: tuple[Commit, ...] = ()  # commits whose images are being built ahead of their steps
 
 
 class ProgressObserver(Protocol):

@@ -26,11 +26,12 @@ def test_live_table_and_step_lines_on_a_terminal() -> None:
     observer = LiveObserver(Console(file=out, force_terminal=True, width=120))
     assert observer.live is not None
     observer.step_started(7, commit(3), 1, Assignment("local-1", "localhost", (0,)))
-    observer.progress(Progress(10, 4, 1, 2, 3, commit(0), commit(9)))
+    observer.progress(Progress(10, 4, 1, 2, 3, commit(0), commit(9), building_ahead=(commit(2), commit(6))))
     shown = Console(file=io.StringIO(), width=120)
     with shown.capture() as captured:
         shown.print(observer.render())
     assert "4 of 10 commits still suspect" in captured.get()
+    assert "building images ahead: #2 0000000000, #6 0000000000" in captured.get()
     assert "#3 000000000000" in captured.get()
     assert "local-1" in captured.get()
     time.sleep(0.3)  # at least one refresh by Live's thread

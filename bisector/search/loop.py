@@ -74,6 +74,7 @@ class SearchLoop:
         self.last_progress = -PROGRESS_INTERVAL_S
         self.build_ahead = build_ahead
         self.sent_shas: set[str] = set()  # every commit a step was sent for
+        self.ahead_commits: dict[str, Commit] = {}  # sha -> the commit, of every build ahead asked for
 
     def run(self) -> None:
         try:
@@ -263,6 +264,7 @@ class SearchLoop:
             return
         candidates = self.core.ledger.candidates
         wanted = likely_probes(self.core, self.build_ahead.limit)
+        self.ahead_commits.update((candidates[p].sha, candidates[p]) for p in wanted)
         requests = [self.pipeline.build_ahead_request(candidates[p].sha) for p in wanted]
         try:
             self.build_ahead.want(requests, {candidates[p].sha for p in open_positions(self.core)})
@@ -290,4 +292,8 @@ class SearchLoop:
         now = time.monotonic()
         if now - self.last_progress >= PROGRESS_INTERVAL_S:
             self.last_progress = now
-            self.observer.progress(self.core.progress(self.executor.slots))
+            progress = self.core.progress(self.executor.slots)
+            if self.build_ahead is not None and self.build_ahead.running:
+                building = tuple(self.ahead_commits[sha] for sha in self.build_ahead.running)
+                progress = replace(progress, building_ahead=building)
+            self.observer.progress(progress)
