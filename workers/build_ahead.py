@@ -11,7 +11,8 @@ ImageBuilder as a step, its commands in the environment a step of the commit wou
 of file (the coordinator closed it, or died) cancels the build, whose process group is then killed and which leaves
 no image. A child that dies
 itself leaves its build's process group, which the coordinator ends (the pgids the child printed as it started
-them). The children print their outcome as one JSON line at the end.
+them). The children print their outcome as one JSON line at the end. Over all the bisects of a host, at most
+$BISECT_BUILD_AHEAD_SLOTS images are built ahead at once (workers/build_slots.py); the others wait for a slot.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from workers.build_slots import SLOTS_VARIABLE, slot_count, take_slot
 from workers.executor import StepRequest
 
 STOP_GRACE_S = 30.0  # a stopped child kills its build (SIGTERM, grace, SIGKILL) and exits within this
@@ -185,6 +187,13 @@ def build(job: BuildAheadJob) -> BuildAheadOutcome:
         log = StepLog(log_file)
         log.note(f"# building the image of {job.sha[:12]} ahead of its step (pid {os.getpid()})\n")
 
+        def waiting() -> None:
+            log.note(f"# every build-ahead slot of this host is taken (${SLOTS_VARIABLE}={slot_count()}): waiting\n")
+
+        slot = take_slot(_stdin_closed, waiting)
+        if slot is None:
+            return BuildAheadOutcome(job.sha, "cancelled")
+
         def started(pgid: int) -> None:
             print(f"started {pgid}", flush=True)
 
@@ -207,6 +216,7 @@ def build(job: BuildAheadJob) -> BuildAheadOutcome:
                     return BuildAheadOutcome(job.sha, "failed", build_s, prepared.failed_build[-500:])
                 return BuildAheadOutcome(job.sha, "error", build_s, prepared.error[-500:])
         finally:
+            os.close(slot)
             log.finish()
 
 

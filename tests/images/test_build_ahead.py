@@ -143,3 +143,20 @@ def test_a_build_that_cannot_start_is_an_outcome_not_an_error_of_the_bisect(tmp_
     assert [o.status for o in ahead.outcomes.values()] == ["error"]
     ahead.want([_request(repo.path, repo.shas[1], tmp_path)], {repo.shas[1]})  # tried once per bisect
     assert not ahead.running
+
+
+def test_builds_ahead_of_every_bisect_on_a_host_share_its_slots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("BISECT_BUILD_AHEAD_SLOTS", "1")
+    repo = make_image_repo(tmp_path / "repo", (10, 10, 10))
+    counter = tmp_path / "builds"
+    first, second = BuildAhead(2), BuildAhead(2)  # two bisects' pools
+    first.want([_request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="619")], {})
+    wait_for(counter.exists, what="the first build to start")
+    second.want([_request(repo.path, repo.shas[2], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="0")], {})
+    second_log = tmp_path / "logs" / f"build-ahead-{repo.shas[2][:12]}.log"
+    wait_for(lambda: second_log.exists() and "slot" in second_log.read_text(), what="the second build to wait")
+    assert counter.read_text().splitlines() == ["build at 1"]  # the one slot is the first build's
+    first.close()  # its slot is free: the second build goes on
+    wait_for(lambda: bool(second.reap()), what="the second build to end")
+    assert [o.status for o in second.outcomes.values()] == ["ready"]
+    assert counter.read_text().splitlines() == ["build at 1", "build at 2"]
