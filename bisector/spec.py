@@ -189,12 +189,13 @@ class ExecutorSpec:
 
     def build_ahead_limit(self) -> int:
         """How many of the likeliest next probes have their images built ahead, at once: --build-ahead, else
-        DEFAULT_BUILD_AHEAD where steps run on venv images on this host (a build takes CPUs, while a probe's test
-        holds the GPUs)."""
+        DEFAULT_BUILD_AHEAD where steps run on venv images on this host, one at a time (a build takes CPUs, while a
+        probe's test holds the GPUs)."""
         if self.build_ahead is not None:
             return self.build_ahead
         local_images = self.image is ImageMode.VENV and self.image_template is None
-        return DEFAULT_BUILD_AHEAD if local_images and self.kind is ExecutorKind.LOCAL else 0
+        one_slot = self.workers == 1  # a round of W probes ends W + 1 ways: most images built ahead would go unused
+        return DEFAULT_BUILD_AHEAD if local_images and one_slot and self.kind is ExecutorKind.LOCAL else 0
 
     def image_recipe(self) -> ImageRecipe | None:
         if self.image is ImageMode.NONE:

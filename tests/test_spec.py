@@ -102,6 +102,8 @@ def test_images_are_built_ahead_by_default_only_where_steps_build_venv_images_on
         return BisectSpec.from_json({**STORED_BY_MAIN, **values}).executor.build_ahead_limit()
 
     assert limit(executor="local", image="venv") == 2
+    assert limit(executor="local", image="venv", workers=2) == 0  # most of a round's guesses would go unused
+    assert limit(executor="local", image="venv", workers=2, build_ahead=6) == 6
     assert limit(executor="local", image="venv", build_ahead=0) == 0
     assert limit(executor="local", image="venv", build_ahead=4) == 4
     assert limit(executor="inprocess", image="venv", build_ahead=1) == 1

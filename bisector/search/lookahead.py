@@ -1,6 +1,5 @@
-"""Which commits the search will likely probe next: for each probe in flight, the strategy's next probe were it
-to come back bad, and were it to come back good, then theirs. Pure: what the loop builds ahead
-(workers/build_ahead.py)."""
+"""Which commits the search will likely probe next: the strategy's next probes for each way the probes in flight
+can come back, then theirs. Pure: what the loop builds ahead (workers/build_ahead.py)."""
 
 from __future__ import annotations
 
@@ -13,44 +12,56 @@ from vocab.domain import StepPurpose, Verdict
 if TYPE_CHECKING:
     from bisector.search.decide import SearchCore
 
-MAX_DEPTH = 6  # outcomes guessed ahead at most: 2**6 successors of one probe, more than any limit asks
+MAX_DEPTH = 6  # rounds guessed ahead at most: at W=1, 2**6 successors of one probe, more than any limit asks
 
 
 def likely_probes(core: SearchCore, limit: int) -> list[int]:
-    """Ledger positions, likeliest first, at most limit, none already tested or in flight: for each probe in flight
-    (sent first, back first) its successor were it bad and were it good; then, where the limit leaves room, theirs
-    in turn (a build longer than a test needs more than one step's head start). An endpoint check in flight is
-    guessed to confirm its end (good at the good end, bad at the bad end)."""
-    if limit <= 0:
-        return []
+    """Ledger positions, likeliest first, at most limit, none already tested or in flight: the probes the search
+    sends once the probes in flight come back, for each way they can (a round of k probes ends in one of k + 1
+    consistent ways: the first j good, the rest bad), the ways that leave the most suspects first (every culprit
+    equally likely); then, where the limit leaves room, the probes after those (a build longer than a test needs
+    more than one step's head start). An endpoint check in flight is guessed to confirm its end."""
     state, strategy = core.state(), core.chosen_strategy()
-    if strategy.outcome(state) is not None:
+    if limit <= 0 or strategy.outcome(state) is not None:
         return []
-    frontier = [
-        (state, index)
-        for _, flight in sorted(core.ledger.in_flight.items())
+    flights = {
+        index
+        for flight in core.ledger.in_flight.values()
         if flight.purpose is StepPurpose.SEARCH and (index := core.index_of.get(flight.position)) is not None
-    ]
+    }
+    frontier = [(state, tuple(sorted(flights)))] if flights else []
     out: list[int] = []
     for _ in range(MAX_DEPTH):
-        following: list[tuple[SearchState, int]] = []
-        for known, index in frontier:
-            ends = {0: (Verdict.GOOD,), core.last: (Verdict.BAD,)}
-            for verdict in ends.get(index, (Verdict.BAD, Verdict.GOOD)):
-                guess = SearchState(
-                    known.size, {**known.verdicts, index: verdict}, known.in_flight - {index}, known.observations
-                )
+        following: list[tuple[SearchState, tuple[int, ...]]] = []
+        for known, running in frontier:
+            for guess in round_outcomes(known, running, core.last):
                 if strategy.outcome(guess) is not None:
                     continue
-                for probe in strategy.next_probes(guess, 1):
+                probes = tuple(strategy.next_probes(guess, len(running)))
+                for probe in probes:
                     position = core.order[probe]
                     if probe not in state.verdicts and probe not in state.in_flight and position not in out:
                         out.append(position)
-                    following.append((replace(guess, in_flight=guess.in_flight | {probe}), probe))
+                if probes:
+                    following.append((replace(guess, in_flight=guess.in_flight | set(probes)), probes))
         if len(out) >= limit or not following:
             break
         frontier = following
     return out[:limit]
+
+
+def round_outcomes(known: SearchState, running: tuple[int, ...], last: int) -> list[SearchState]:
+    """The states once the probes at these indexes (sorted) come back, for each consistent way, likeliest first:
+    an endpoint confirms its end; of the others, the first j good and the rest bad, j = 0 .. k."""
+    ends = {i: Verdict.GOOD if i == 0 else Verdict.BAD for i in running if i in (0, last)}
+    inner = [i for i in running if i not in ends]
+    left = known.in_flight - set(running)
+    guesses = []
+    for good in range(len(inner) + 1):
+        verdicts = {**known.verdicts, **ends}
+        verdicts.update({i: Verdict.GOOD if n < good else Verdict.BAD for n, i in enumerate(inner)})
+        guesses.append(SearchState(known.size, verdicts, left, known.observations))
+    return sorted(guesses, key=lambda guess: -guess.suspects())  # stable: bad first among equals
 
 
 def open_positions(core: SearchCore) -> set[int]:

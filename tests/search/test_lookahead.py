@@ -37,7 +37,7 @@ def _send(core: SearchCore, workers: list[str], first_id: int) -> list[int]:
     return sent
 
 
-def test_with_one_probe_running_the_next_is_the_middle_of_either_half():
+def test_with_one_probe_running_the_next_is_the_middle_of_either_half():  # at W=1 the round is the probe
     core = _core(17)  # positions 0 (good) .. 16 (bad): the first probe halves them
     assert _send(core, ["w0"], 1) == [8]
     assert likely_probes(core, 2) == [4, 12]  # bad at 8: the middle of 0..8; good: the middle of 8..16
@@ -57,15 +57,26 @@ def test_each_guess_is_the_probe_the_search_then_sends():
     assert guesses[0] not in open_positions(core)  # the other guess's build can stop
 
 
-def test_with_several_probes_running_each_outcome_of_the_first_sent_comes_first():
+def test_with_a_round_running_each_way_it_can_come_back_gives_the_next_round():
     core = _core(100)
     running = _send(core, ["w0", "w1", "w2"], 1)
-    assert len(running) == 3
-    guesses = likely_probes(core, 10)
-    assert len(set(guesses)) == len(guesses) > 2  # up to two per probe in flight, none twice
-    assert not set(guesses) & set(running)
-    core.took(StepResult(1, f"{running[0]:040x}", Verdict.BAD), NOW)
-    assert _send(core, ["w0"], 4) == [guesses[0]]  # the first sent came back bad: the first guess runs next
+    assert running == sorted(running)
+    every_way = likely_probes(core, 100)
+    assert len(set(every_way)) == len(every_way)
+    assert not set(every_way) & set(running)
+    for step_id, position in enumerate(running, start=1):  # the first good, the others bad: one of 4 ways
+        core.took(StepResult(step_id, f"{position:040x}", Verdict.GOOD if step_id == 1 else Verdict.BAD), NOW)
+    following = _send(core, ["w0", "w1", "w2"], 4)
+    assert set(following) <= set(every_way)
+    assert len(following) == 3
+
+
+def test_the_ways_that_leave_the_most_suspects_come_first():
+    core = _core(100)
+    running = _send(core, ["w0", "w1", "w2"], 1)
+    likeliest = likely_probes(core, 3)
+    widest = max(zip([0, *running], [*running, 99], strict=True), key=lambda span: span[1] - span[0])
+    assert all(widest[0] < core.order.index(p) < widest[1] for p in likeliest)
 
 
 def test_an_endpoint_check_is_guessed_to_confirm_its_end():
