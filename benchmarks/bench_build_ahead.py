@@ -71,7 +71,7 @@ def bisect(repo: Path, shas: list[str], work: Path, build_ahead: int, args: argp
         "wall_s": round(wall_s, 2),
         "first_bad": report["first_bad"]["sha"],
         "steps": len(steps),
-        "steps_that_built": sum(1 for s in steps if s["build_s"]),
+        "steps_that_built": sum(1 for s in steps if s["image"]["source"] == "built"),
         "builds": len(counter.read_text().splitlines()),
     }
 

@@ -28,6 +28,7 @@ from workers.image_test import ImageTest, ImageTestHost
 from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
 from workers.images.cache import ImageCache
 from workers.images.key import ImageRecipe
+from workers.images.run_copy import private_copy
 from workers.images.transfer import ImagePeer
 from workers.output import DETAIL_TAIL_BYTES, WINDOW_BYTES, StepLog
 from workers.process import run_shell
@@ -173,25 +174,31 @@ class StepRunner:
             should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
             infra_patterns=request.metric.infra_patterns, peer=step.image_peer,
         )  # fmt: skip
-        with ImageBuilder(ImageCache(self._image_root)).prepare(job) as prepared:
+        asked = time.monotonic()
+        with ImageBuilder(ImageCache(self._image_root)).prepare(job) as prepared, contextlib.ExitStack() as stack:
             info = prepared.info
-            build_s = info.build_s if info is not None and not info.reused else 0.0
+            # a reused image counts the time waited for it (another step's build, a build ahead), not its build's
+            build_s = info.build_s if info is not None and not info.reused else time.monotonic() - asked
             if log.error is not None:
                 return self._log_failed(request, log.error)
             if prepared.run_dir is None:
                 return self._image_failed(request, prepared, build_s)
-            if request.metric.json_file:  # the image's tree outlives runs: never judge an earlier run's file
+            try:  # the test's own copy: what it writes never reaches the image later steps run on
+                run_dir = stack.enter_context(private_copy(prepared.run_dir))
+            except OSError as exc:
+                return self._harness_failed(request, exc, "copying the image's tree for the test", prepared.run_dir)
+            if request.metric.json_file:  # a file of that name the build left is not this run's metric
                 with contextlib.suppress(OSError):
-                    (prepared.run_dir / request.metric.json_file).unlink()
-            image_env = {**step.env, **prepared.env}
+                    (run_dir / request.metric.json_file).unlink()
+            image_env = {**step.env, **prepared.env, "BISECT_IMAGE_DIR": str(run_dir)}
             python = prepared.env.get("BISECT_IMAGE_PYTHON")
             if self._image_host is not None and python:
                 log.finish()  # the build's part of the log is complete before another process appends to it
-                test = ImageTest(request, image_env, prepared.run_dir, python, step.started, build_s, info)
+                test = ImageTest(request, image_env, run_dir, python, step.started, build_s, info)
                 hosted = self._image_host(test, log, step.should_cancel)
                 if hosted is not None:
                     return hosted
-            return self.run_test(step.moved(prepared.run_dir, image_env), build_s, info)
+            return self.run_test(step.moved(run_dir, image_env), build_s, info)
 
     def run_image_test(
         self,

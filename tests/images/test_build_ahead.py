@@ -64,8 +64,8 @@ def test_a_bisect_on_images_tests_the_next_probes_on_images_built_while_the_prob
     report = json.loads(done.stdout)
     assert report["first_bad"]["sha"] == repo.shas[11]
     steps = report["steps"]
-    built_by_steps = [s for s in steps if s["build_s"]]
-    tested_on_ready_images = [s for s in steps if not s["build_s"] and s["image"]["source"] == "cache"]
+    built_by_steps = [s for s in steps if s["image"]["source"] == "built"]
+    tested_on_ready_images = [s for s in steps if s["image"]["source"] == "cache"]
     assert steps[0] in built_by_steps  # nothing ran before the first probe
     assert tested_on_ready_images, steps
     built = [line.split()[-1] for line in counter.read_text().splitlines()]
