@@ -199,7 +199,7 @@ def test_a_metric_file_left_by_an_earlier_run_on_the_image_is_not_judged_again(t
 def test_what_a_test_writes_stays_out_of_the_image_later_steps_run_on(tmp_path: Path):
     repo = make_image_repo(tmp_path / "repo")
     slot = runner(tmp_path)
-    writes = "mkdir out && echo $BISECT_STEP_ID > out/step && test \"$BISECT_IMAGE_DIR\" = \"$PWD\" && bash test.sh"
+    writes = 'mkdir out && echo $BISECT_STEP_ID > out/step && test "$BISECT_IMAGE_DIR" = "$PWD" && bash test.sh'
     results = [
         slot.run(replace(image_request(repo.path, repo.shas[0], tmp_path, step_id), run_cmd=writes))
         for step_id in (1, 2)
