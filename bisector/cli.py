@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
 DEMO_MARKER = "gpu-bisect-demo"  # in .git/ of a demo repository: `demo` may overwrite it
 DEMO_VERIFY_M = 4  # the demo's test verifies k=3 speculative tokens: m = k + 1 (kernels/demo.py)
+EXIT_BROKEN_PIPE = 141  # as a shell reports a command killed by SIGPIPE
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -380,6 +382,9 @@ for _command in (
 def main_entry() -> None:
     try:
         main(prog_name="bisect")
+    except BrokenPipeError:  # the reader of the output went (`bisect ... | head`); what was stored stays stored
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush fails nowhere
+        sys.exit(EXIT_BROKEN_PIPE)
     finally:
         # Everything left lives until the process ends: the interpreter's last collection need not walk it.
         gc.freeze()

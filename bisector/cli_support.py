@@ -97,8 +97,16 @@ def out_console() -> Console:
     return console if console.is_terminal else Console(highlight=False, width=REPORT_WIDTH)
 
 
+class ProgressConsole(Console):
+    """stderr's console: once its reader has gone (`bisect start ... 2>&1 | head`), it goes quiet and the bisect
+    goes on to its answer in the store, where rich's own console would exit at once and leave the bisect running."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+
+
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return ProgressConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 def observer() -> Any:

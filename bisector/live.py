@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
@@ -26,6 +27,7 @@ class LiveObserver:
         self.running: dict[int, tuple[Commit, int, Assignment]] = {}
         self.latest: Progress | None = None
         self.live: Live | None = None
+        self.gone = False  # the console's stream was closed: nothing more is shown
         if console.is_terminal:
             from rich.live import Live
 
@@ -44,22 +46,38 @@ class LiveObserver:
         why = "" if result.verdict in (Verdict.GOOD, Verdict.BAD) else f" ({result.detail.splitlines()[0]})"
         if result.verdict is Verdict.CANCELLED:
             why = " (no longer needed)"
-        self.console.print(
-            f"[{style}]{result.verdict.value:>9}[/] {commit.sha[:12]} #{commit.position} on {result.worker or '?'}"
-            f" in {result.build_s + result.run_s:.1f}s{metric}{why}",
-            highlight=False,
+        line = Text.assemble(
+            (f"{result.verdict.value:>9}", style),
+            f" {commit.sha[:12]} #{commit.position} on {result.worker or '?'} in {result.build_s + result.run_s:.1f}s"
+            f"{metric}{why}",
         )
+        self._print(line)
 
     def progress(self, progress: Progress) -> None:
         self.latest = progress
 
     def note(self, message: str) -> None:
-        self.console.print(f"[dim]{message}[/]")
+        self._print(Text(message, style="dim"))
 
     def finished(self, record: BisectRecord) -> None:
+        self._stop_live()
+
+    def _stop_live(self) -> None:
         if self.live is not None:
-            self.live.stop()
+            with contextlib.suppress(OSError):
+                self.live.stop()
             self.live = None
+
+    def _print(self, line: Text) -> None:
+        """One line to the console, as text (a metric regex's brackets are no markup). A console whose stream
+        fails ends the display, never the bisect, which goes on to its answer in the store."""
+        if self.gone:
+            return
+        try:
+            self.console.print(line, highlight=False)
+        except OSError:
+            self.gone = True
+            self._stop_live()
 
     def render(self) -> Group:
         from rich.table import Table

@@ -56,6 +56,20 @@ def test_start_prints_a_json_report(tmp_path: Path, history):
     assert report["reproduce"].startswith(f"git -C {history.path} worktree add")
 
 
+def test_a_reader_that_stops_reading_the_output_never_stops_the_bisect(tmp_path: Path, history):
+    """`bisect start ... 2>&1 | head -1`: the output's reader goes after one line; the bisect goes on to its answer."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECT_DB": f"sqlite:///{tmp_path / 'b.db'}"}
+    args = [sys.executable, "-m", "bisector", *start_args(history, "--run", "sleep 0.2; bash test.sh")]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    assert process.stdout is not None
+    assert process.stdout.readline().startswith(b"bisect 1: ")
+    process.stdout.close()
+    process.wait(timeout=300)
+    shown = bisect("show", "1", "--format", "json", db=tmp_path / "b.db")
+    assert json.loads(shown.stdout)["status"] == "found", shown.stdout
+    assert json.loads(shown.stdout)["first_bad"]["sha"] == history.shas[23]
+
+
 def test_markdown_and_text_reports_and_status(tmp_path: Path, history):
     db = tmp_path / "b.db"
     assert bisect(*start_args(history, "--format", "markdown"), db=db).stdout.startswith("### gpu-bisect #1: found")
