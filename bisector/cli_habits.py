@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +69,24 @@ def _replay(
     from bisector.app import check_executor, make_coordinator, open_store
     from bisector.coordinator import prepare_bisect
     from bisector.manual import store_log_marks
+    from vocab.domain import BisectStatus
+    from vocab.errors import BisectError
+    from vocab.gitrepo import GitRepo
 
     with stoppable_by_signals(), translated_errors():
         spec = make_spec(**params)
         check_executor(spec)
+        repo = GitRepo(spec.repo)
+        for logged in log.marks:  # every revision the log names resolves before anything is stored
+            repo.resolve(logged.rev)
         with open_store(db_url) as store:
             bisect_id = prepare_bisect(store, spec)
-            for warning in store_log_marks(store, bisect_id, log, Path(source).name):
+            try:
+                warnings = store_log_marks(store, bisect_id, log, Path(source).name)
+            except BisectError as exc:  # the bisect is stored: it ends with the reason, never left running
+                store.set_status(bisect_id, BisectStatus.FAILED, finished=datetime.now(UTC), message=f"replay: {exc}")
+                raise
+            for warning in warnings:
                 err_console().print(f"replay: {warning}")
             with translated_errors(bisect_id), contextlib.redirect_stdout(sys.stderr):
                 record = make_coordinator(store, observer()).run(bisect_id)

@@ -140,6 +140,15 @@ def test_replay_takes_a_git_bisect_log_as_manual_steps_and_tests_the_rest(tmp_pa
     assert all(history.shas.index(sha) > 10 for sha in searched)
 
 
+def test_a_log_naming_an_unknown_revision_stores_nothing(tmp_path: Path, history):
+    log = tmp_path / "typo.log"
+    log.write_text(f"git bisect start main {history.shas[0]}\ngit bisect good {history.shas[10]}\ngit bisect bad 0123abcd\n")
+    done = bisect("replay", str(log), "--repo", str(history.path), "--run", "bash test.sh", db=tmp_path / "b.db")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"bisect: error: unknown revision '0123abcd' in {history.path}"]
+    assert not (tmp_path / "b.db").exists()  # checked before the store was even opened
+
+
 def test_mark_on_a_finished_bisect_agrees_or_reopens_it_for_resume(tmp_path: Path, history):
     db = tmp_path / "b.db"
     assert bisect(*start_args(history), db=db).returncode == 0
