@@ -142,7 +142,9 @@ def test_replay_takes_a_git_bisect_log_as_manual_steps_and_tests_the_rest(tmp_pa
 
 def test_a_log_naming_an_unknown_revision_stores_nothing(tmp_path: Path, history):
     log = tmp_path / "typo.log"
-    log.write_text(f"git bisect start main {history.shas[0]}\ngit bisect good {history.shas[10]}\ngit bisect bad 0123abcd\n")
+    good, bad = history.shas[0], "0123abcd"
+    lines = [f"git bisect start main {good}", f"git bisect good {history.shas[10]}", f"git bisect bad {bad}"]
+    log.write_text("\n".join(lines) + "\n")
     done = bisect("replay", str(log), "--repo", str(history.path), "--run", "bash test.sh", db=tmp_path / "b.db")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"bisect: error: unknown revision '0123abcd' in {history.path}"]
