@@ -10,8 +10,8 @@ from vocab.errors import InputError
 from workers.images.cache import ImageCache
 from workers.images.key import parse_size
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
-_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 class ImageInUseError(InputError):
@@ -19,10 +19,11 @@ class ImageInUseError(InputError):
 
 
 def parse_duration(text: str) -> float:
-    """'7d', '12h', '30m', '45s', '2w' or a number of seconds."""
+    """'7d', '12h', '30m', '45s' or '2w'. A bare number is refused: `--older-than 30` meant as days would remove
+    everything older than 30 seconds."""
     match = _DURATION.fullmatch(text.strip().lower())
     if match is None:
-        raise InputError(f"{text!r} is not a duration: write one like 7d, 12h or 30m")
+        raise InputError(f"{text!r} is not a duration: write one with its unit, like 7d, 12h, 30m or 45s")
     return float(match.group(1)) * _SECONDS[match.group(2)]
 
 

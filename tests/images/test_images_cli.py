@@ -93,6 +93,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path):
         ("run-at", "main", "--repo", str(repo.path)),  # no --run and no bisect.toml
         ("images", "rm", "0123456789abcdef"),
         ("images", "prune", "--older-than", "soon"),
+        ("images", "prune", "--older-than", "30"),  # 30 what? Days meant would remove everything over 30 s old
+        ("logs", "prune", "--older-than", "30"),
         ("images", "prune", "--max-size", "lots"),
         ("images", "prune"),
     ]
