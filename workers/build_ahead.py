@@ -129,10 +129,11 @@ class BuildAhead:
     def started(self) -> set[str]:
         return set(self.running) | set(self.outcomes)
 
-    def want(self, requests: Sequence[StepRequest], relevant: Collection[str]) -> None:
+    def want(self, requests: Sequence[StepRequest], relevant: Collection[str]) -> list[BuildAheadOutcome]:
         """Build the images of requests (best first) not built ahead yet, while fewer than limit run; stop the
-        builds of commits not in relevant (the search will not probe them: their images would go unused)."""
-        self.reap()
+        builds of commits not in relevant (the search will not probe them: their images would go unused). Returns
+        the outcomes of the builds that ended since the last call."""
+        ended = self.reap()
         for sha in [s for s in self.running if s not in relevant]:
             self.running[sha].stop()
         for request in requests:
@@ -144,6 +145,7 @@ class BuildAhead:
                     self.running[request.sha] = _Child(BuildAheadJob.of(request, self.base_env))
                 except OSError as exc:  # no process or folder to be had now: the step builds its image itself
                     self.outcomes[request.sha] = BuildAheadOutcome(request.sha, "error", detail=str(exc))
+        return ended
 
     def reap(self) -> list[BuildAheadOutcome]:
         """The outcomes of the builds that ended since the last call."""
@@ -155,8 +157,9 @@ class BuildAhead:
             out.append(outcome)
         return out
 
-    def close(self) -> None:
-        """Stop every build still running and wait for its child (which kills the build first)."""
+    def close(self) -> list[BuildAheadOutcome]:
+        """Stop every build still running and wait for its child (which kills the build first). Returns the
+        outcomes of the builds that ended since the last call."""
         for child in self.running.values():
             child.stop()
         deadline = time.monotonic() + STOP_GRACE_S
@@ -166,7 +169,7 @@ class BuildAhead:
             except subprocess.TimeoutExpired:
                 child.proc.kill()
                 child.proc.wait()
-        self.reap()
+        return self.reap()
 
 
 def _stdin_closed() -> bool:

@@ -22,7 +22,7 @@ from db.store import Store
 from vocab.domain import BisectStatus, Commit, ErrorKind, StepResult, Verdict
 from vocab.errors import StateError
 from vocab.gitrepo import GitRepo
-from workers.build_ahead import BuildAhead
+from workers.build_ahead import BuildAhead, BuildAheadOutcome
 
 CANCEL_CHECK_S = 0.5
 PROGRESS_INTERVAL_S = 0.25
@@ -267,25 +267,33 @@ class SearchLoop:
         self.ahead_commits.update((candidates[p].sha, candidates[p]) for p in wanted)
         requests = [self.pipeline.build_ahead_request(candidates[p].sha) for p in wanted]
         try:
-            self.build_ahead.want(requests, {candidates[p].sha for p in open_positions(self.core)})
+            ended = self.build_ahead.want(requests, {candidates[p].sha for p in open_positions(self.core)})
         except Exception as exc:  # building ahead only saves time: each step can build its own image
             self.observer.note(f"no more images are built ahead: {type(exc).__name__}: {exc}")
             self.stop_building_ahead()
             self.build_ahead = None
+            return
+        self.record_built_ahead(ended)
+
+    def record_built_ahead(self, ended: Sequence[BuildAheadOutcome]) -> None:
+        """Store the commits whose images were just built ahead, as they are made (a coordinator killed later
+        keeps them in the record)."""
+        made = [o.sha for o in ended if o.status == "ready" and o.sha not in self.core.records.built_ahead]
+        if made:
+            records = self.core.records
+            self.core.records = replace(records, built_ahead=(*records.built_ahead, *made))
+            self.store.update_extra(self.bisect_id, **self.core.records.to_extra("built_ahead"))
 
     def stop_building_ahead(self) -> None:
         if self.build_ahead is None:
             return
-        self.build_ahead.close()
-        made = [o.sha for o in self.build_ahead.outcomes.values() if o.status == "ready"]
-        if not made:
-            return
-        used = sum(1 for sha in made if sha in self.sent_shas)
-        self.observer.note(f"images built ahead of their steps: {len(made)}, {used} of them then tested")
-        records = self.core.records
-        self.core.records = replace(records, built_ahead=(*records.built_ahead, *made))
+        ended = self.build_ahead.close()
         with contextlib.suppress(Exception):  # the store may be what failed: the images are there all the same
-            self.store.update_extra(self.bisect_id, **self.core.records.to_extra("built_ahead"))
+            self.record_built_ahead(ended)
+        made = [o.sha for o in self.build_ahead.outcomes.values() if o.status == "ready"]
+        if made:
+            used = sum(1 for sha in made if sha in self.sent_shas)
+            self.observer.note(f"images built ahead of their steps this run: {len(made)}, {used} of them then tested")
 
     def report_progress(self) -> None:
         """At most every PROGRESS_INTERVAL_S (the live display refreshes 4 times a second)."""

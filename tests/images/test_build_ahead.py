@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bisect_helpers import run_cli, wait_for
+from bisect_helpers import run_cli, start_cli, wait_for
 from image_repo import BUILD_CMD, METRIC, make_image_repo
 
 from workers.build_ahead import BuildAhead
@@ -71,7 +71,7 @@ def test_a_bisect_on_images_tests_the_next_probes_on_images_built_while_the_prob
     built = [line.split()[-1] for line in counter.read_text().splitlines()]
     assert len(built) > len(built_by_steps)  # the commits built ahead: each probe's image, and some never tested
     assert len(built) == len(set(built))  # each commit built once
-    assert "images built ahead of their steps:" in done.stderr
+    assert "images built ahead of their steps this run:" in done.stderr
     ahead = report["built_ahead"]  # stored with the bisect: `bisect show` says it later
     assert len(ahead) == len(set(ahead)) >= len(tested_on_ready_images)
     assert {s["sha"] for s in tested_on_ready_images} <= set(ahead)
@@ -160,3 +160,29 @@ def test_builds_ahead_of_every_bisect_on_a_host_share_its_slots(tmp_path: Path, 
     wait_for(lambda: bool(second.reap()), what="the second build to end")
     assert [o.status for o in second.outcomes.values()] == ["ready"]
     assert counter.read_text().splitlines() == ["build at 1", "build at 2"]
+
+
+def test_images_built_ahead_are_recorded_as_they_are_made_so_a_killed_coordinator_keeps_them(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", (10,) * 11 + (5,) * 5)
+    db = tmp_path / "b.db"
+    coordinator = start_cli(
+        "start", "--repo", str(repo.path), "--good", repo.shas[0], "--bad", repo.shas[-1], "--build", BUILD_CMD,
+        "--run", "sleep 4; bash test.sh", "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8", "--image", "venv",
+        "--no-explain", db=db,
+    )  # fmt: skip
+
+    def recorded() -> list[str]:
+        shown = run_cli("show", "1", "--format", "json", db=db)
+        return list(json.loads(shown.stdout)["built_ahead"]) if shown.returncode == 0 else []
+
+    try:
+        wait_for(lambda: bool(recorded()), what="an image built ahead to be recorded")
+    finally:
+        os.killpg(coordinator.pid, signal.SIGKILL)
+        coordinator.communicate()
+    before = recorded()
+    resumed = run_cli("resume", "1", "--format", "json", db=db)
+    assert resumed.returncode == 0, resumed.stderr
+    report = json.loads(resumed.stdout)
+    assert report["first_bad"]["sha"] == repo.shas[11]
+    assert report["built_ahead"][: len(before)] == before  # the first coordinator's builds are still counted
