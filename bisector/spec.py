@@ -40,6 +40,7 @@ DEFAULT_MAX_ATTEMPTS = 3
 MAX_WORKERS = 256  # slots of one bisect; a cluster's larger pools serve several bisects
 MAX_ATTEMPTS_LIMIT = 100
 DEFAULT_BUILD_AHEAD = 2  # images of likely next probes built at once: one per way the running probe can come out
+MAX_BUILD_AHEAD = 64  # each is a process while it builds or waits for one of the host's slots
 MAX_REPEAT_LIMIT = 1000
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DEFAULT_TERMS = ("good", "bad")  # (old, new): the state at the good endpoint, the state at the bad one
@@ -179,9 +180,12 @@ class ExecutorSpec:
     def check_build_ahead(self) -> None:
         if self.build_ahead is None or self.build_ahead == 0:
             return
-        if self.build_ahead < 0:
-            raise InputError(f"--build-ahead must be 0 or more (got {self.build_ahead})")
-        if self.image is not ImageMode.VENV or self.image_template is not None:
+        if not 0 <= self.build_ahead <= MAX_BUILD_AHEAD:
+            raise InputError(f"--build-ahead must be between 0 and {MAX_BUILD_AHEAD} (got {self.build_ahead})")
+        if self.image_template is not None:
+            raise InputError("--build-ahead builds venv images, not container images: leave it out with "
+                             "--image-template")  # fmt: skip
+        if self.image is not ImageMode.VENV:
             raise InputError("--build-ahead builds commits' images before their steps: give --image venv too")
         if self.kind is ExecutorKind.RAY:
             raise InputError("--build-ahead builds on this host, where only the local executor's steps run: "
@@ -293,7 +297,10 @@ class BisectSpec:
         unknown = set(overrides) - set(EXECUTOR_OPTION_NAMES)
         if unknown:
             raise InputError(f"only the executor settings can change, not {', '.join(sorted(unknown))}")
-        return BisectSpec.from_options({**self.to_json(), **overrides})
+        values = {**self.to_json(), **overrides}
+        if overrides.get("executor", self.executor.kind) != self.executor.kind and "build_ahead" not in overrides:
+            values["build_ahead"] = None  # what was asked of the other executor is its default here
+        return BisectSpec.from_options(values)
 
     def to_json(self) -> dict[str, object]:
         """Flat {option name: value}, JSON-able as it will read back from the store."""

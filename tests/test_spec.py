@@ -114,8 +114,13 @@ def test_images_are_built_ahead_by_default_only_where_steps_build_venv_images_on
         limit(executor="local", image="none", build_ahead=2)
     with pytest.raises(InputError, match="--build-ahead builds on this host"):
         limit(executor="ray", image="venv", build_ahead=2)
-    with pytest.raises(InputError, match=r"--build-ahead must be 0 or more \(got -1\)"):
+    with pytest.raises(InputError, match=r"--build-ahead must be between 0 and 64 \(got -1\)"):
         limit(executor="local", image="venv", build_ahead=-1)
+    with pytest.raises(InputError, match=r"--build-ahead must be between 0 and 64 \(got 65\)"):
+        limit(executor="local", image="venv", build_ahead=65)
+    local = BisectSpec.from_json({**STORED_BY_MAIN, "executor": "local", "image": "venv", "build_ahead": 4})
+    assert local.with_executor({"executor": "ray"}).executor.build_ahead_limit() == 0  # resumed on Ray: none
+    assert local.with_executor({"workers": 2}).executor.build_ahead_limit() == 4
 
 
 def test_every_option_is_stored_and_every_flag_and_toml_key_comes_from_the_table():

@@ -3,6 +3,7 @@ can come back, then theirs. Pure: what the loop builds ahead (workers/build_ahea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -24,13 +25,17 @@ def likely_probes(core: SearchCore, limit: int) -> list[int]:
     state, strategy = core.state(), core.chosen_strategy()
     if limit <= 0 or strategy.outcome(state) is not None:
         return []
-    flights = {
+    lo, hi = state.boundary()
+    flights = {  # a probe outside the boundary (its result cannot matter: it is being cancelled) is not guessed
         index
         for flight in core.ledger.in_flight.values()
-        if flight.purpose is StepPurpose.SEARCH and (index := core.index_of.get(flight.position)) is not None
+        if flight.purpose is StepPurpose.SEARCH
+        and (index := core.index_of.get(flight.position)) is not None
+        and (lo < index < hi or index in (0, core.last))
     }
     frontier = [(state, tuple(sorted(flights)))] if flights else []
     out: list[int] = []
+    seen: set[int] = set()
     for _ in range(MAX_DEPTH):
         following: list[tuple[SearchState, tuple[int, ...]]] = []
         for known, running in frontier:
@@ -39,9 +44,9 @@ def likely_probes(core: SearchCore, limit: int) -> list[int]:
                     continue
                 probes = tuple(strategy.next_probes(guess, len(running)))
                 for probe in probes:
-                    position = core.order[probe]
-                    if probe not in state.verdicts and probe not in state.in_flight and position not in out:
-                        out.append(position)
+                    if lo < probe < hi and probe not in state.in_flight and probe not in seen:
+                        seen.add(probe)
+                        out.append(core.order[probe])
                 if probes:
                     following.append((replace(guess, in_flight=guess.in_flight | set(probes)), probes))
         if len(out) >= limit or not following:
@@ -64,8 +69,17 @@ def round_outcomes(known: SearchState, running: tuple[int, ...], last: int) -> l
     return sorted(guesses, key=lambda guess: -guess.suspects())  # stable: bad first among equals
 
 
-def open_positions(core: SearchCore) -> set[int]:
-    """Ledger positions the search may still run: those between the last good and the first bad commit, and the
-    ones in flight (a build of one of these is still of use)."""
+def still_open(core: SearchCore) -> Callable[[str], bool]:
+    """Whether the search may still run a commit (by its sha): one strictly between the last good and the first bad
+    commit, or one in flight (a build for it is still of use)."""
     lo, hi = core.state().boundary()
-    return set(core.order[lo : hi + 1]) | {f.position for f in core.ledger.in_flight.values()}
+    flying = {f.position for f in core.ledger.in_flight.values()}
+
+    def may_run(sha: str) -> bool:
+        position = core.ledger.position.get(sha)
+        if position is None:
+            return False
+        index = core.index_of.get(position)
+        return position in flying or (index is not None and lo < index < hi)
+
+    return may_run

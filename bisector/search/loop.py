@@ -16,13 +16,13 @@ from bisector.ownership import Lease
 from bisector.progress import ProgressObserver
 from bisector.search.actions import Action, Cancel, Descend, Finish, Note, Record, Submit
 from bisector.search.decide import SearchCore
-from bisector.search.lookahead import likely_probes, open_positions
+from bisector.search.lookahead import likely_probes, still_open
 from bisector.search.pipeline import PlannedStep, StepPipeline
 from db.store import Store
 from vocab.domain import BisectStatus, Commit, ErrorKind, StepResult, Verdict
 from vocab.errors import StateError
 from vocab.gitrepo import GitRepo
-from workers.build_ahead import BuildAhead, BuildAheadOutcome
+from workers.build_ahead import AheadStatus, BuildAhead, BuildAheadOutcome
 
 CANCEL_CHECK_S = 0.5
 PROGRESS_INTERVAL_S = 0.25
@@ -263,22 +263,20 @@ class SearchLoop:
         if self.build_ahead is None:
             return
         candidates = self.core.ledger.candidates
-        wanted = likely_probes(self.core, self.build_ahead.limit)
-        self.ahead_commits.update((candidates[p].sha, candidates[p]) for p in wanted)
-        requests = [self.pipeline.build_ahead_request(candidates[p].sha) for p in wanted]
         try:
-            ended = self.build_ahead.want(requests, {candidates[p].sha for p in open_positions(self.core)})
+            wanted = likely_probes(self.core, self.build_ahead.limit)
+            self.ahead_commits.update((candidates[p].sha, candidates[p]) for p in wanted)
+            requests = [self.pipeline.build_ahead_request(candidates[p].sha) for p in wanted]
+            self.record_built_ahead(self.build_ahead.want(requests, still_open(self.core)))
         except Exception as exc:  # building ahead only saves time: each step can build its own image
             self.observer.note(f"no more images are built ahead: {type(exc).__name__}: {exc}")
             self.stop_building_ahead()
             self.build_ahead = None
-            return
-        self.record_built_ahead(ended)
 
     def record_built_ahead(self, ended: Sequence[BuildAheadOutcome]) -> None:
         """Store the commits whose images were just built ahead, as they are made (a coordinator killed later
         keeps them in the record)."""
-        made = [o.sha for o in ended if o.status == "ready" and o.sha not in self.core.records.built_ahead]
+        made = [o.sha for o in ended if o.status is AheadStatus.READY and o.sha not in self.core.records.built_ahead]
         if made:
             records = self.core.records
             self.core.records = replace(records, built_ahead=(*records.built_ahead, *made))
@@ -290,7 +288,7 @@ class SearchLoop:
         ended = self.build_ahead.close()
         with contextlib.suppress(Exception):  # the store may be what failed: the images are there all the same
             self.record_built_ahead(ended)
-        made = [o.sha for o in self.build_ahead.outcomes.values() if o.status == "ready"]
+        made = [o.sha for o in self.build_ahead.outcomes.values() if o.status is AheadStatus.READY]
         if made:
             used = sum(1 for sha in made if sha in self.sent_shas)
             self.observer.note(f"images built ahead of their steps this run: {len(made)}, {used} of them then tested")

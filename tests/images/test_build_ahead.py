@@ -12,14 +12,19 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import run_cli, start_cli, wait_for
-from image_repo import BUILD_CMD, METRIC, make_image_repo
+from image_repo import BUILD_CMD, METRIC, commit, make_image_repo
 
-from workers.build_ahead import BuildAhead
+from workers.build_ahead import AheadStatus, BuildAhead
 from workers.executor import StepRequest
 from workers.images.cache import ImageStatus, images_root
 from workers.images.key import ImageRecipe
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
+
+
+def still_needed(sha: str) -> bool:
+    """The search may still probe every commit."""
+    return True
 
 
 def _request(repo: Path, sha: str, tmp: Path, **env: str) -> StepRequest:
@@ -87,12 +92,13 @@ def test_a_build_whose_commit_the_search_no_longer_needs_is_stopped_and_leaves_n
     repo = make_image_repo(tmp_path / "repo", (10, 10))
     counter = tmp_path / "builds"
     ahead = BuildAhead(1)
-    ahead.want([_request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="611")], {})
+    request = _request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="611")
+    ahead.want([request], still_needed)
     wait_for(counter.exists, what="the build to start")
     assert _processes_running("sleep 611")
-    ahead.want([], relevant=set())  # the search moved on: its commit is out of the range
-    ahead.close()
-    assert [o.status for o in ahead.outcomes.values()] == ["cancelled"]
+    ahead.want([], relevant=lambda sha: False)  # the search moved on: its commit is out of the range
+    wait_for(lambda: bool(ahead.reap()), what="the stopped build to end")  # stopped by want(), not by close()
+    assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.CANCELLED]
     assert not _processes_running("sleep 611")
     assert ImageStatus.READY.value not in _manifests().values()
 
@@ -103,8 +109,8 @@ def test_a_coordinator_killed_mid_build_takes_the_build_with_it(tmp_path: Path):
     request = _request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="613")
     script = (
         "import sys, time; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import image_repo, pickle; "
-        "from workers.build_ahead import BuildAhead; ahead = BuildAhead(1); "
-        "ahead.want([pickle.loads(bytes.fromhex(sys.argv[3]))], {}); time.sleep(600)"
+        "from workers.build_ahead import AheadStatus, BuildAhead; ahead = BuildAhead(1); "
+        "ahead.want([pickle.loads(bytes.fromhex(sys.argv[3]))], lambda sha: True); time.sleep(600)"
     )
     import pickle
 
@@ -124,7 +130,8 @@ def test_a_build_ahead_process_that_dies_has_its_build_ended_by_the_coordinator(
     repo = make_image_repo(tmp_path / "repo", (10, 10))
     counter = tmp_path / "builds"
     ahead = BuildAhead(1)
-    ahead.want([_request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="617")], {})
+    request = _request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="617")
+    ahead.want([request], still_needed)
     wait_for(counter.exists, what="the build to start")
     wait_for(lambda: bool(_processes_running("sleep 617")), what="the build's sleep")
     ahead.running[repo.shas[1]].proc.kill()
@@ -138,10 +145,10 @@ def test_a_build_that_cannot_start_is_an_outcome_not_an_error_of_the_bisect(tmp_
     repo = make_image_repo(tmp_path / "repo", (10, 10))
     (tmp_path / "logs").write_text("a file where the log folder should be")
     ahead = BuildAhead(2)
-    ahead.want([_request(repo.path, repo.shas[1], tmp_path)], {repo.shas[1]})
+    ahead.want([_request(repo.path, repo.shas[1], tmp_path)], still_needed)
     assert not ahead.running
     assert [o.status for o in ahead.outcomes.values()] == ["error"]
-    ahead.want([_request(repo.path, repo.shas[1], tmp_path)], {repo.shas[1]})  # tried once per bisect
+    ahead.want([_request(repo.path, repo.shas[1], tmp_path)], still_needed)  # tried once per bisect
     assert not ahead.running
 
 
@@ -150,9 +157,11 @@ def test_builds_ahead_of_every_bisect_on_a_host_share_its_slots(tmp_path: Path, 
     repo = make_image_repo(tmp_path / "repo", (10, 10, 10))
     counter = tmp_path / "builds"
     first, second = BuildAhead(2), BuildAhead(2)  # two bisects' pools
-    first.want([_request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="619")], {})
+    first.want([_request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="619")],
+               still_needed)  # fmt: skip
     wait_for(counter.exists, what="the first build to start")
-    second.want([_request(repo.path, repo.shas[2], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="0")], {})
+    second.want([_request(repo.path, repo.shas[2], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="0")],
+                still_needed)  # fmt: skip
     second_log = tmp_path / "logs" / f"build-ahead-{repo.shas[2][:12]}.log"
     wait_for(lambda: second_log.exists() and "slot" in second_log.read_text(), what="the second build to wait")
     assert counter.read_text().splitlines() == ["build at 1"]  # the one slot is the first build's
@@ -186,3 +195,27 @@ def test_images_built_ahead_are_recorded_as_they_are_made_so_a_killed_coordinato
     report = json.loads(resumed.stdout)
     assert report["first_bad"]["sha"] == repo.shas[11]
     assert report["built_ahead"][: len(before)] == before  # the first coordinator's builds are still counted
+
+
+def test_a_build_ahead_that_fails_keeps_no_failed_image_so_the_step_builds_and_judges_it(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", (10,))
+    broken = commit(repo.path, "broken build", {"broken": "yes\n"})
+    ahead = BuildAhead(1)
+    ahead.want([_request(repo.path, broken, tmp_path)], still_needed)
+    wait_for(lambda: bool(ahead.reap()), what="the build to fail")
+    assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.FAILED]
+    assert _manifests() == {}  # a step's own build decides whether the commit skips
+
+
+def test_sigterm_to_a_build_ahead_cancels_its_build(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", (10, 10))
+    counter = tmp_path / "builds"
+    ahead = BuildAhead(1)
+    request = _request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="623")
+    ahead.want([request], still_needed)
+    wait_for(lambda: bool(_processes_running("sleep 623")), what="the build's sleep")
+    os.kill(ahead.running[repo.shas[1]].proc.pid, signal.SIGTERM)  # a CI runner's, to the coordinator's group
+    wait_for(lambda: bool(ahead.reap()), what="the build-ahead process to end")
+    assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.CANCELLED]
+    assert not _processes_running("sleep 623")
+    assert _manifests() == {}

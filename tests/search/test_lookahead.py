@@ -8,7 +8,7 @@ from bisector.options import VerifyEndpoints
 from bisector.search.actions import Submit
 from bisector.search.decide import SearchCore
 from bisector.search.ledger import Ledger
-from bisector.search.lookahead import likely_probes, open_positions
+from bisector.search.lookahead import likely_probes, still_open
 from bisector.search.records import SearchRecords
 from bisector.spec import BisectSpec
 from vocab.domain import Commit, StepPurpose, StepRecord, StepResult, Verdict
@@ -53,22 +53,32 @@ def test_each_guess_is_the_probe_the_search_then_sends():
     guesses = likely_probes(core, 2)
     core.took(StepResult(1, f"{16:040x}", Verdict.GOOD), NOW)
     assert _send(core, ["w0"], 2) == [guesses[1]]  # came back good: the second guess is what runs next
-    assert sorted(open_positions(core)) == list(range(16, 33))
-    assert guesses[0] not in open_positions(core)  # the other guess's build can stop
+    may_run = still_open(core)
+    assert [p for p in range(33) if may_run(f"{p:040x}")] == list(range(17, 32))  # the next probe among them
+    assert not may_run(f"{guesses[0]:040x}")  # the other guess's build can stop
 
 
 def test_with_a_round_running_each_way_it_can_come_back_gives_the_next_round():
     core = _core(100)
     running = _send(core, ["w0", "w1", "w2"], 1)
     assert running == sorted(running)
-    every_way = likely_probes(core, 100)
-    assert len(set(every_way)) == len(every_way)
+    every_way = likely_probes(core, 3 * 4)  # W * (W + 1): W probes after each of the W + 1 ways
+    assert len(set(every_way)) == len(every_way) == 12
     assert not set(every_way) & set(running)
     for step_id, position in enumerate(running, start=1):  # the first good, the others bad: one of 4 ways
         core.took(StepResult(step_id, f"{position:040x}", Verdict.GOOD if step_id == 1 else Verdict.BAD), NOW)
     following = _send(core, ["w0", "w1", "w2"], 4)
     assert set(following) <= set(every_way)
     assert len(following) == 3
+
+
+def test_a_probe_left_outside_the_boundary_is_not_guessed():
+    core = _core(100)
+    running = _send(core, ["w0", "w1", "w2"], 1)
+    core.took(StepResult(2, f"{running[1]:040x}", Verdict.GOOD), NOW)  # the middle one: the first is now moot
+    guesses = likely_probes(core, 12)
+    assert guesses
+    assert all(running[1] < p < 99 for p in guesses), guesses
 
 
 def test_the_ways_that_leave_the_most_suspects_come_first():

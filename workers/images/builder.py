@@ -79,6 +79,7 @@ class BuildJob:
     cancel_fd: int | None = None
     infra_patterns: tuple[str, ...] = ()  # a failed build printing one is infrastructure: an error, no record
     peer: ImagePeer | None = None  # a node that may hold the image: copied from there rather than built
+    keep_failure: bool = True  # False (a build ahead): a failed build leaves nothing, and the step builds it again
 
 
 class ImageBuilder:
@@ -228,6 +229,9 @@ class ImageBuilder:
                     error_kind=build.error_kind,
                 )
         build_s = time.monotonic() - started
+        if build is not None and build.end is BuildEnd.FAILED and not job.keep_failure:
+            remove_tree(folder)  # its own conditions (no GPU, CPUs shared): only a step's build is the commit's
+            return PreparedImage(failed_build=build.why, exit_code=build.exit_code)
         if build is not None and build.end is BuildEnd.FAILED:
             failed = replace(
                 building, status=ImageStatus.FAILED, build_s=build_s, size_bytes=0,
