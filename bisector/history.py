@@ -6,6 +6,7 @@ same everywhere and bad values fail the same way (InputError, one line).
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -15,7 +16,8 @@ from bisector.log_retention import pruned_note
 from db.queries import BisectFilter, BisectSummary, list_bisects, stats_rows
 from db.store import Store
 from vocab.domain import BisectStatus
-from vocab.errors import InputError
+from vocab.errors import BisectError, InputError
+from vocab.gitrepo import GitRepo
 
 MAX_LIMIT = 1000
 TOP_N = 5  # entries of each "most frequent" list
@@ -38,13 +40,24 @@ def parse_filter(
     """A BisectFilter from user text (empty strings mean no filter); InputError names a bad value."""
     culprit_sha, culprit_pr = parse_culprit(culprit) if culprit else (None, None)
     return BisectFilter(
-        repo=repo or None,
+        repo=stored_repo(repo) if repo else None,
         status=parse_status(status) if status else None,
         metric=metric or None,
         culprit_sha=culprit_sha,
         culprit_pr=culprit_pr,
         since=parse_since(since, now) if since else None,
     )
+
+
+def stored_repo(text: str) -> str:
+    """The repository as `bisect start` stores it: a path of this host inside a git repository names the
+    repository's root (`--repo .`, `--repo ../stack` as given to start); anything else (a path on another host of a
+    team's store) is matched as written."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        with contextlib.suppress(BisectError):
+            return str(GitRepo(str(path)).root)
+    return text
 
 
 def parse_status(text: str) -> BisectStatus:

@@ -70,6 +70,16 @@ def test_a_reader_that_stops_reading_the_output_never_stops_the_bisect(tmp_path:
     assert json.loads(shown.stdout)["first_bad"]["sha"] == history.shas[23]
 
 
+def test_list_and_stats_find_a_repository_by_the_path_start_was_given(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    assert bisect(*start_args(history), db=db).returncode == 0
+    for where, repo in ((history.path.parent, "repo"), (history.path, "."), (history.path, "./")):
+        listed = bisect("list", "--repo", repo, "--format", "json", db=db, cwd=where)
+        assert [b["id"] for b in json.loads(listed.stdout)] == [1], (where, repo, listed.stderr)
+        stats = bisect("stats", "--repo", repo, "--format", "json", db=db, cwd=where)
+        assert json.loads(stats.stdout), (where, repo, stats.stderr)
+
+
 def test_markdown_and_text_reports_and_status(tmp_path: Path, history):
     db = tmp_path / "b.db"
     assert bisect(*start_args(history, "--format", "markdown"), db=db).stdout.startswith("### gpu-bisect #1: found")
