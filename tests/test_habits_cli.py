@@ -418,6 +418,18 @@ def test_find_fix_uses_the_terms_broken_and_fixed_and_git_replays_its_log(tmp_pa
     assert "changes the answer" in marked.stdout, marked.stderr
 
 
+def test_find_fix_names_its_endpoints_by_their_roles(tmp_path: Path):
+    history = write_history(tmp_path / "repo", ["good"] * 12)  # nothing to find: every commit is fixed already
+    db = tmp_path / "b.db"
+    args = ["start", "--repo", str(history.path), "--good", history.shas[0], "--bad", "main", "--run", "bash test.sh"]
+    done = bisect(*args, "--find-fix", "--no-explain", db=db)
+    assert done.returncode == 3, done.stderr
+    text = " ".join(done.stdout.split())
+    assert f"the broken endpoint {history.shas[0][:12]} tested fixed (exit code 0)" in text
+    assert "the fixed endpoint taken as given, not run" in text
+    assert "the broken endpoint run only because the answer rested on it" in text
+
+
 def test_a_boundary_given_by_hand_needs_no_endless_confirmation(tmp_path: Path, history):
     """--repeat 2 confirms the boundary; a person's verdicts on both sides of it settle the confirmation."""
     (tmp_path / "hand.log").write_text(

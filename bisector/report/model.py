@@ -288,9 +288,8 @@ class BisectReport:
         )
         for names, why in reasons:
             if names:
-                ends = " and ".join(
-                    f"the {self.word(Verdict.GOOD if n == 'good' else Verdict.BAD)} endpoint" for n in names
-                )
+                old, new = self.terms  # the endpoints' roles: --good is the old state's, also with --find-fix
+                ends = " and ".join(f"the {old if n == 'good' else new} endpoint" for n in names)
                 lines.append(f"{ends} {why} {'it' if len(names) == 1 else 'them'}")
         return lines
 

@@ -257,13 +257,13 @@ class SearchCore:
         )
 
     def mismatch_message(self, good_end: Verdict | None, bad_end: Verdict | None) -> str:
-        parts = []
+        parts, (old, new) = [], self.spec.search.terms()  # --find-fix: broken / fixed
         if good_end is Verdict.BAD:
             why = self.ledger.last_detail(self.order[0])
-            parts.append(f"the good endpoint {self.commit_at(0).sha[:12]} tested bad ({why})")
+            parts.append(f"the {old} endpoint {self.commit_at(0).sha[:12]} tested {new} ({why})")
         if bad_end is Verdict.GOOD:
             why = self.ledger.last_detail(self.order[self.last])
-            parts.append(f"the bad endpoint {self.commit_at(self.last).sha[:12]} tested good ({why})")
+            parts.append(f"the {new} endpoint {self.commit_at(self.last).sha[:12]} tested {old} ({why})")
         return "; ".join(parts)
 
     def finish(
