@@ -82,8 +82,8 @@ class TracePlan:
         if not self.run:
             return (
                 "skipped: the static diff names no function to trace, the stack writes no dispatch trace "
-                f"({DISPATCH_TRACE_ENV}) and kernel tracing is off; to run them, set trace_kernels: true in the "
-                "spec (bisect run --trace-kernels)"
+                f"({DISPATCH_TRACE_ENV}) and kernel tracing is off; to run them, give `bisect start` --trace-kernels "
+                "(or trace_kernels = true in bisect.toml)"
             )
         parts = []
         if self.functions:
