@@ -27,6 +27,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from vocab.domain import ImageInfo
 from workers.cgroups import end_dead_worker
 from workers.executor import StepRequest
 
@@ -88,13 +89,16 @@ class BuildAheadOutcome:
     status: AheadStatus
     build_s: float = 0.0
     detail: str = ""
+    image: ImageInfo | None = None  # the image made (READY), for the store's images table
 
     def to_json(self) -> dict[str, object]:
         return {**asdict(self), "status": self.status.value}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BuildAheadOutcome:
-        return cls(str(data["sha"]), AheadStatus(data["status"]), float(data["build_s"]), str(data["detail"]))
+        made = data.get("image")
+        image = ImageInfo(**{**made, "evicted": tuple(made["evicted"])}) if isinstance(made, dict) else None
+        return cls(str(data["sha"]), AheadStatus(data["status"]), float(data["build_s"]), str(data["detail"]), image)
 
 
 class _Child:

@@ -74,8 +74,8 @@ def outcome_of(sha: str, prepared: PreparedImage) -> BuildAheadOutcome:
     info = prepared.info
     build_s = info.build_s if info is not None and not info.reused else 0.0
     if prepared.ready:
-        return BuildAheadOutcome(sha, AheadStatus.REUSED if info is not None and info.reused else AheadStatus.READY,
-                                 build_s)  # fmt: skip
+        status = AheadStatus.REUSED if info is not None and info.reused else AheadStatus.READY
+        return BuildAheadOutcome(sha, status, build_s, image=info)
     if prepared.cancelled:
         return BuildAheadOutcome(sha, AheadStatus.CANCELLED)
     if prepared.timed_out:

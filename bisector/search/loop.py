@@ -18,6 +18,7 @@ from bisector.search.actions import Action, Cancel, Descend, Finish, Note, Recor
 from bisector.search.decide import SearchCore
 from bisector.search.lookahead import likely_probes, still_open
 from bisector.search.pipeline import PlannedStep, StepPipeline
+from db.images import record_images
 from db.store import Store
 from vocab.domain import BisectStatus, Commit, ErrorKind, StepResult, Verdict
 from vocab.errors import StateError
@@ -276,11 +277,13 @@ class SearchLoop:
     def record_built_ahead(self, ended: Sequence[BuildAheadOutcome]) -> None:
         """Store the commits whose images were just built ahead, as they are made (a coordinator killed later
         keeps them in the record)."""
-        made = [o.sha for o in ended if o.status is AheadStatus.READY and o.sha not in self.core.records.built_ahead]
+        made = [o for o in ended if o.status is AheadStatus.READY and o.sha not in self.core.records.built_ahead]
         if made:
             records = self.core.records
-            self.core.records = replace(records, built_ahead=(*records.built_ahead, *made))
+            self.core.records = replace(records, built_ahead=(*records.built_ahead, *(o.sha for o in made)))
             self.store.update_extra(self.bisect_id, **self.core.records.to_extra("built_ahead"))
+            with self.store.writing() as conn:  # listed by `bisect images ls` before any step uses them
+                record_images(conn, [o.image for o in made if o.image is not None])
 
     def stop_building_ahead(self) -> None:
         if self.build_ahead is None:

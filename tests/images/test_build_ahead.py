@@ -86,6 +86,8 @@ def test_a_bisect_on_images_tests_the_next_probes_on_images_built_while_the_prob
         " ".join(shown.stdout.split())
     )
     assert set(_manifests().values()) <= {ImageStatus.READY.value}  # nothing left half built
+    listed = run_cli("images", "ls", "--format", "json", db=tmp_path / "b.db")
+    assert len(json.loads(listed.stdout)) == len(_manifests()), listed.stdout  # those never tested too
 
 
 def test_a_build_whose_commit_the_search_no_longer_needs_is_stopped_and_leaves_no_image(tmp_path: Path):
