@@ -2,7 +2,8 @@
 
 An ad hoc run is stored as a bisect row of its own (good = bad = the commit, extra.kind = "adhoc", status failed
 with the message "ad hoc run ...": it names no culprit and is never resumed); its runs are steps of purpose
-rerun, each with the image it ran on. So `bisect report ID` and the step logs work for it as for any bisect.
+rerun, each with the image it ran on. So `bisect report ID` and the step logs work for it as for any bisect;
+`bisect list` shows it, while a status filter and `bisect stats` leave it out (good = bad: it is no bisect).
 """
 
 from __future__ import annotations

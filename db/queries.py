@@ -156,7 +156,7 @@ def stats_rows(conn: Connection, where: BisectFilter, top: int) -> StatsRows:
     if conn.dialect.name == "postgresql":
         # These aggregates take milliseconds; PostgreSQL's JIT would spend a few hundred compiling them.
         conn.exec_driver_sql("SET LOCAL jit = off")
-    conditions = _conditions(where)
+    conditions = [*_conditions(where), bisects.c.good != bisects.c.bad]  # ad hoc runs (`bisect run-at`) are no bisects
     group = (bisects.c.repo, bisects.c.metric)
     statuses: dict[GroupKey, dict[BisectStatus, int]] = defaultdict(dict)
     counts = select(*group, bisects.c.status, func.count()).where(*conditions).group_by(*group, bisects.c.status)
@@ -257,8 +257,8 @@ def _conditions(where: BisectFilter) -> list[Any]:
     conditions: list[Any] = []
     if where.repo is not None:
         conditions.append(bisects.c.repo == where.repo)
-    if where.status is not None:
-        conditions.append(bisects.c.status == where.status.value)
+    if where.status is not None:  # an outcome of bisects: an ad hoc run's row (good = bad, `bisect run-at`) has none
+        conditions += [bisects.c.status == where.status.value, bisects.c.good != bisects.c.bad]
     if where.metric is not None:
         conditions.append(func.lower(bisects.c.metric).contains(where.metric.lower(), autoescape=True))
     if where.since is not None:

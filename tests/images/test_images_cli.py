@@ -155,3 +155,12 @@ def test_a_failed_image_build_is_a_stored_skip_with_its_log_tail(tmp_path: Path)
     assert "lib.c does not compile" in rows[0][2]
     listed = json.loads(run_cli("images", "ls", "--format", "json", db=db).stdout)
     assert {(row["sha"], row["status"]) for row in listed} >= {(broken, "failed")}
+
+
+def test_an_ad_hoc_run_is_listed_but_is_no_failed_bisect_and_no_statistic(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", values=(10,))
+    db = tmp_path / "bisect.db"
+    run_at(repo.path, "main", db, "--image", "none", "--run", "true")
+    assert len(json.loads(run_cli("list", "--format", "json", db=db).stdout)) == 1
+    assert json.loads(run_cli("list", "--status", "failed", "--format", "json", db=db).stdout) == []
+    assert json.loads(run_cli("stats", "--format", "json", db=db).stdout)["groups"] == []
