@@ -115,7 +115,8 @@ class Coordinator:
         with executor or self.executor_factory(spec) as executor:
             record, candidates = _prepare(self.store, spec, self.now)
             count, url = len(candidates), self.store.url
-            self.observer.note(f"bisect {record.id}: {count} commits from good to bad; store {url}")
+            old, new = spec.search.terms()
+            self.observer.note(f"bisect {record.id}: {count} commits from {old} to {new}; store {url}")
             with self._lease(record.id) as lease, self._stoppable(record.id):
                 return self._run(record, executor, candidates, fresh=True, lease=lease)
 

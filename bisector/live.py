@@ -39,7 +39,7 @@ class LiveObserver:
     def step_started(self, step_id: int, commit: Commit, attempt: int, assignment: Assignment) -> None:
         self.running[step_id] = (commit, attempt, assignment)
 
-    def step_finished(self, result: StepResult, commit: Commit) -> None:
+    def step_finished(self, result: StepResult, commit: Commit, word: str) -> None:
         self.running.pop(result.step_id, None)
         style = _STYLE.get(result.verdict, "dim")
         metric = f" metric {result.samples[-1]:.4g}" if result.samples else ""
@@ -47,7 +47,7 @@ class LiveObserver:
         if result.verdict is Verdict.CANCELLED:
             why = " (no longer needed)"
         line = Text.assemble(
-            (f"{result.verdict.value:>9}", style),
+            (f"{word:>9}", style),
             f" {commit.sha[:12]} #{commit.position} on {result.worker or '?'} in {result.build_s + result.run_s:.1f}s"
             f"{metric}{why}",
         )

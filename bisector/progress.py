@@ -24,7 +24,8 @@ class Progress:
 class ProgressObserver(Protocol):
     def step_started(self, step_id: int, commit: Commit, attempt: int, assignment: Assignment) -> None: ...
 
-    def step_finished(self, result: StepResult, commit: Commit) -> None: ...
+    def step_finished(self, result: StepResult, commit: Commit, word: str) -> None:
+        """word: the verdict in the bisect's terms (--term-old/--term-new, broken/fixed with --find-fix)."""
 
     def progress(self, progress: Progress) -> None: ...
 
@@ -37,7 +38,7 @@ class SilentObserver:
     def step_started(self, step_id: int, commit: Commit, attempt: int, assignment: Assignment) -> None:
         pass
 
-    def step_finished(self, result: StepResult, commit: Commit) -> None:
+    def step_finished(self, result: StepResult, commit: Commit, word: str) -> None:
         pass
 
     def progress(self, progress: Progress) -> None:

@@ -36,12 +36,12 @@ def test_live_table_and_step_lines_on_a_terminal() -> None:
     assert "local-1" in captured.get()
     time.sleep(0.3)  # at least one refresh by Live's thread
     result = StepResult(step_id=7, sha=commit(3).sha, verdict=Verdict.BAD, log_path="", worker="local-1", run_s=1.0)
-    observer.step_finished(result, commit(3))
+    observer.step_finished(result, commit(3), "slow")
     observer.finished(None)  # type: ignore[arg-type]
     assert observer.live is None
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
     assert "4 of 10 commits still suspect" in text  # drawn by Live's thread
-    assert "bad 000000000000 #3 on local-1 in 1.0s" in text
+    assert "slow 000000000000 #3 on local-1 in 1.0s" in text  # in the bisect's terms
 
 
 def test_a_step_line_shows_a_metric_regex_as_written() -> None:
@@ -49,7 +49,7 @@ def test_a_step_line_shows_a_metric_regex_as_written() -> None:
     observer = LiveObserver(Console(file=out, width=200))
     detail = "no match for metric regex 'v: ([a-z0-9.]+)' in the output"
     result = StepResult(step_id=1, sha=commit(3).sha, verdict=Verdict.SKIP, log_path="", worker="w", detail=detail)
-    observer.step_finished(result, commit(3))
+    observer.step_finished(result, commit(3), "skip")
     observer.note("[bold]a note[/] with brackets")
     assert "'v: ([a-z0-9.]+)'" in out.getvalue()
     assert "[bold]a note[/] with brackets" in out.getvalue()

@@ -18,6 +18,7 @@ from bisector.search.actions import Action, Cancel, Descend, Finish, Note, Recor
 from bisector.search.decide import SearchCore
 from bisector.search.lookahead import likely_probes, still_open
 from bisector.search.pipeline import PlannedStep, StepPipeline
+from bisector.terms import term_of
 from db.images import record_images
 from db.store import Store
 from vocab.domain import BisectStatus, Commit, ErrorKind, StepResult, Verdict
@@ -222,7 +223,8 @@ class SearchLoop:
 
     def flush(self) -> None:
         for result in self.pipeline.flush():
-            self.observer.step_finished(result, self.commits.pop(result.step_id))
+            word = term_of(self.pipeline.spec, result.verdict)
+            self.observer.step_finished(result, self.commits.pop(result.step_id), word)
 
     def give_up_stalled(self) -> None:
         """The watchdog: a step whose result has not come step_deadline_s after it was sent is stored as a
@@ -289,8 +291,9 @@ class SearchLoop:
         if self.build_ahead is None:
             return
         ended = self.build_ahead.close()
-        with contextlib.suppress(Exception):  # the store may be what failed: the images are there all the same
-            self.record_built_ahead(ended)
+        if self.lease is None or not self.lease.lost.is_set():  # a coordinator that took over keeps its own record
+            with contextlib.suppress(Exception):  # the store may be what failed: the images are there all the same
+                self.record_built_ahead(ended)
         made = [o.sha for o in self.build_ahead.outcomes.values() if o.status is AheadStatus.READY]
         if made:
             used = sum(1 for sha in made if sha in self.sent_shas)
