@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import run_cli, start_cli, wait_for
-from image_repo import BUILD_CMD, METRIC, commit, make_image_repo
+from image_repo import BUILD_CMD, METRIC, ImageRepo, commit, make_image_repo
 
 from workers.build_ahead import AheadStatus, BuildAhead
 from workers.executor import StepRequest
@@ -20,6 +20,15 @@ from workers.images.cache import ImageStatus, images_root
 from workers.images.key import ImageRecipe
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
+
+
+def _start_args(repo: ImageRepo, test_s: int) -> list[str]:
+    """`bisect start` over the whole image repository on venv images, its test taking test_s seconds."""
+    return [
+        "start", "--repo", str(repo.path), "--good", repo.shas[0], "--bad", repo.shas[-1], "--build", BUILD_CMD,
+        "--run", f"sleep {test_s}; bash test.sh", "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8",
+        "--image", "venv", "--no-explain",
+    ]  # fmt: skip
 
 
 def still_needed(sha: str) -> bool:
@@ -57,12 +66,8 @@ def _manifests() -> dict[str, str]:
 def test_a_bisect_on_images_tests_the_next_probes_on_images_built_while_the_probe_before_ran(tmp_path: Path):
     repo = make_image_repo(tmp_path / "repo", (10,) * 11 + (5,) * 5)
     counter = tmp_path / "builds"
-    done = run_cli(
-        "start", "--repo", str(repo.path), "--good", repo.shas[0], "--bad", repo.shas[-1], "--build", BUILD_CMD,
-        "--run", "sleep 3; bash test.sh", "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8", "--image", "venv",
-        "--env", f"BUILD_COUNTER={counter}", "--env", "BUILD_SLEEP_S=1", "--no-explain", "--format", "json",
-        db=tmp_path / "b.db",
-    )  # fmt: skip
+    done = run_cli(*_start_args(repo, 3), "--env", f"BUILD_COUNTER={counter}", "--env", "BUILD_SLEEP_S=1",
+                   "--format", "json", db=tmp_path / "b.db")  # fmt: skip
     assert done.returncode == 0, done.stderr
     # A build ahead has the probe before's test (3 s) to take its image's lock; a step that comes first builds the
     # image itself and the build ahead reuses it (both are right, but then nothing was built ahead).
@@ -90,14 +95,18 @@ def test_a_bisect_on_images_tests_the_next_probes_on_images_built_while_the_prob
     assert len(json.loads(listed.stdout)) == len(_manifests()), listed.stdout  # those never tested too
 
 
-def test_a_build_whose_commit_the_search_no_longer_needs_is_stopped_and_leaves_no_image(tmp_path: Path):
+def _long_build(tmp_path: Path, sleep: str) -> tuple[BuildAhead, str]:
+    """A pool building one commit's image whose build sleeps `sleep` seconds (a number no other test uses, so
+    that its process can be told apart), once the build's sleep runs; returns the pool and the commit."""
     repo = make_image_repo(tmp_path / "repo", (10, 10))
-    counter = tmp_path / "builds"
     ahead = BuildAhead(1)
-    request = _request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="611")
-    ahead.want([request], still_needed)
-    wait_for(counter.exists, what="the build to start")
-    assert _processes_running("sleep 611")
+    ahead.want([_request(repo.path, repo.shas[1], tmp_path, BUILD_SLEEP_S=sleep)], still_needed)
+    wait_for(lambda: bool(_processes_running(f"sleep {sleep}")), what="the build's sleep")
+    return ahead, repo.shas[1]
+
+
+def test_a_build_whose_commit_the_search_no_longer_needs_is_stopped_and_leaves_no_image(tmp_path: Path):
+    ahead, _ = _long_build(tmp_path, "611")
     ahead.want([], relevant=lambda sha: False)  # the search moved on: its commit is out of the range
     wait_for(lambda: bool(ahead.reap()), what="the stopped build to end")  # stopped by want(), not by close()
     assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.CANCELLED]
@@ -129,16 +138,10 @@ def test_a_coordinator_killed_mid_build_takes_the_build_with_it(tmp_path: Path):
 
 
 def test_a_build_ahead_process_that_dies_has_its_build_ended_by_the_coordinator(tmp_path: Path):
-    repo = make_image_repo(tmp_path / "repo", (10, 10))
-    counter = tmp_path / "builds"
-    ahead = BuildAhead(1)
-    request = _request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="617")
-    ahead.want([request], still_needed)
-    wait_for(counter.exists, what="the build to start")
-    wait_for(lambda: bool(_processes_running("sleep 617")), what="the build's sleep")
-    ahead.running[repo.shas[1]].proc.kill()
+    ahead, sha = _long_build(tmp_path, "617")
+    ahead.running[sha].proc.kill()
     wait_for(lambda: bool(ahead.reap()), what="the dead build-ahead process to be reaped")
-    assert [o.status for o in ahead.outcomes.values()] == ["died"]
+    assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.DIED]
     assert not _processes_running("sleep 617")
     ahead.close()
 
@@ -176,11 +179,7 @@ def test_builds_ahead_of_every_bisect_on_a_host_share_its_slots(tmp_path: Path, 
 def test_images_built_ahead_are_recorded_as_they_are_made_so_a_killed_coordinator_keeps_them(tmp_path: Path):
     repo = make_image_repo(tmp_path / "repo", (10,) * 11 + (5,) * 5)
     db = tmp_path / "b.db"
-    coordinator = start_cli(
-        "start", "--repo", str(repo.path), "--good", repo.shas[0], "--bad", repo.shas[-1], "--build", BUILD_CMD,
-        "--run", "sleep 4; bash test.sh", "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8", "--image", "venv",
-        "--no-explain", db=db,
-    )  # fmt: skip
+    coordinator = start_cli(*_start_args(repo, 4), db=db)
 
     def recorded() -> list[str]:
         shown = run_cli("show", "1", "--format", "json", db=db)
@@ -210,13 +209,8 @@ def test_a_build_ahead_that_fails_keeps_no_failed_image_so_the_step_builds_and_j
 
 
 def test_sigterm_to_a_build_ahead_cancels_its_build(tmp_path: Path):
-    repo = make_image_repo(tmp_path / "repo", (10, 10))
-    counter = tmp_path / "builds"
-    ahead = BuildAhead(1)
-    request = _request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="623")
-    ahead.want([request], still_needed)
-    wait_for(lambda: bool(_processes_running("sleep 623")), what="the build's sleep")
-    os.kill(ahead.running[repo.shas[1]].proc.pid, signal.SIGTERM)  # a CI runner's, to the coordinator's group
+    ahead, sha = _long_build(tmp_path, "623")
+    os.kill(ahead.running[sha].proc.pid, signal.SIGTERM)  # a CI runner's, to the coordinator's group
     wait_for(lambda: bool(ahead.reap()), what="the build-ahead process to end")
     assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.CANCELLED]
     assert not _processes_running("sleep 623")
