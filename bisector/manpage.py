@@ -27,6 +27,9 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
      "$CUDA_VISIBLE_DEVICES, else what nvidia-smi lists. Each step gets its slot's GPUs as CUDA_VISIBLE_DEVICES."),
     ("BISECT_GPU_LOCK_DIR", "The host-wide directory of per-GPU lock files through which bisects on one host share "
      "its GPUs (default: /tmp/gpu-bisect-gpus)."),
+    ("BISECT_BUILD_AHEAD_SLOTS", "How many images are built ahead of their steps at once on this host, over all "
+     "its bisects (--build-ahead); the slots' lock files live beside the GPU locks (default: one per 16 CPUs, at "
+     "least 2)."),
     ("BISECT_TOKEN", "The bearer token of bisect serve and bisect dashboard, and the one the clients send "
      "(submit, cancel, --server), unless --token-file."),
     ("RAY_ADDRESS", "With --executor ray: the cluster to join (as --ray-address); unset: start a local one."),
