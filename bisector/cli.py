@@ -136,7 +136,7 @@ def resume(bisect_id: int, db_url: str | None, output_format: str, **executor_fl
 )  # fmt: skip
 @click.option("--times", type=int, default=1, show_default=True, help="How many runs (on free workers in parallel).")
 @spec_options(
-    *EXECUTOR_OPTION_NAMES,
+    *(name for name in EXECUTOR_OPTION_NAMES if name != "build_ahead"),  # a rerun's commits are known: none ahead
     help={
         "executor": "Where to run (default: as the bisect).",
         "workers": "Runs at once.",
