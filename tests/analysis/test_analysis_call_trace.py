@@ -136,7 +136,7 @@ def test_traced_reruns_are_planned_only_where_they_can_add_something(history: Hi
     skipped = plan_traced_reruns(static_diff(history.path, docs_only), spec, str(history.path), docs_only)
     assert not skipped.run
     assert skipped.note.startswith("skipped: the static diff names no function to trace")
-    assert "set trace_kernels: true in the spec (bisect run --trace-kernels)" in skipped.note
+    assert "give `bisect start` --trace-kernels (or trace_kernels = true in bisect.toml)" in skipped.note
 
     asked = plan_traced_reruns(None, synthetic_spec(history.path, good, docs_only, trace_kernels=True), ".", docs_only)
     assert asked.run

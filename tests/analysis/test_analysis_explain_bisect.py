@@ -77,7 +77,7 @@ def test_reruns_are_skipped_and_the_report_says_how_to_ask_when_nothing_can_be_t
     assert explanation is not None
     assert explanation.trace_note is not None
     assert explanation.trace_note.startswith("skipped: the static diff names no function to trace")
-    assert "bisect run --trace-kernels" in explanation.trace_note
+    assert "`bisect start` --trace-kernels" in explanation.trace_note
     assert not [s for s in store.steps(record.id) if s.purpose is StepPurpose.TRACE]
 
 
