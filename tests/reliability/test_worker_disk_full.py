@@ -75,7 +75,8 @@ def test_a_full_log_disk_gives_disk_full_and_the_worker_serves_on(
 def test_a_full_worktree_disk_gives_disk_full(tmp_path: Path, small_disk: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("BISECT_CACHE_DIR", str(small_disk))
     history = culprit_history(tmp_path / "repo", 3, 2)
-    big = "head -c 400000 /dev/urandom | base64 > big.txt && git add big.txt && git commit -qm big"
+    commit = "git -c user.name=t -c user.email=t@example.org commit -qm big"  # no identity configured is fine
+    big = f"head -c 400000 /dev/urandom | base64 > big.txt && git add big.txt && {commit}"
     subprocess.run(["bash", "-c", big], cwd=history.path, check=True)
     sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=history.path, capture_output=True, text=True,
                          check=True).stdout.strip()  # fmt: skip
