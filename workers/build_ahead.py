@@ -29,7 +29,7 @@ from typing import Any
 
 from vocab.domain import ImageInfo
 from workers.cgroups import end_dead_worker
-from workers.executor import StepRequest
+from workers.executor import StepRequest, step_environment
 
 STOP_GRACE_S = 30.0  # a stopped child kills its build (SIGTERM, grace, SIGKILL) and exits within this
 PGID_GRACE_S = 5.0  # a dead child's build groups: SIGTERM, then SIGKILL after this
@@ -69,10 +69,7 @@ class BuildAheadJob:
         if request.image is None:
             raise ValueError("only a step on an image (--image venv) can have its image built ahead")
         recipe = request.image
-        env = {
-            **base_env, **request.env, "CUDA_VISIBLE_DEVICES": "", "BISECT_SHA": request.sha, "BISECT_STEP_ID": "0",
-            "BISECT_ATTEMPT": "1", "BISECT_WORKER": BUILD_WORKER,
-        }  # fmt: skip
+        env = {**step_environment(request, (), base_env, BUILD_WORKER), "CUDA_VISIBLE_DEVICES": ""}
         return cls(
             request.repo, request.sha, request.build_cmd, recipe.mode, recipe.inputs, recipe.max_bytes,
             recipe.artifact, env, request.timeout_s, request.metric.infra_patterns, request.log_path,

@@ -35,6 +35,22 @@ class StepRequest:
     container: str | None = None  # the commit's container image: the test runs in it (workers/container.py)
 
 
+def step_environment(
+    request: StepRequest, gpus: tuple[int, ...], base: dict[str, str], worker: str = ""
+) -> dict[str, str]:
+    """The environment a step's commands see: the base, the spec's env, the GPU slot, the step's ids."""
+    env = dict(base)
+    env.update(request.env)
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+    env["BISECT_SHA"] = request.sha
+    env["BISECT_STEP_ID"] = str(request.step_id)
+    env["BISECT_ATTEMPT"] = str(request.attempt)
+    if worker:
+        env["BISECT_WORKER"] = worker
+    return env
+
+
 @dataclass(frozen=True)
 class Assignment:
     """Where a submitted step runs."""

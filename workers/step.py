@@ -23,7 +23,7 @@ from vocab.gitrepo import GitRepo
 from vocab.metric import DISK_FULL_SIGNATURE, judge_run
 from workers.build_outcome import BuildEnd, BuildOutcome, judge_build
 from workers.container import run_in_container
-from workers.executor import StepRequest
+from workers.executor import StepRequest, step_environment
 from workers.image_test import ImageTest, ImageTestHost
 from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
 from workers.images.cache import ImageCache
@@ -44,22 +44,6 @@ class WorkerSlot:
     gpus: tuple[int, ...]
     worktree: Path
     node: str = socket.gethostname()
-
-
-def step_environment(
-    request: StepRequest, gpus: tuple[int, ...], base: dict[str, str], worker: str = ""
-) -> dict[str, str]:
-    """The environment a step's commands see: the base, the spec's env, the GPU slot, the step's ids."""
-    env = dict(base)
-    env.update(request.env)
-    if gpus:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
-    env["BISECT_SHA"] = request.sha
-    env["BISECT_STEP_ID"] = str(request.step_id)
-    env["BISECT_ATTEMPT"] = str(request.attempt)
-    if worker:
-        env["BISECT_WORKER"] = worker
-    return env
 
 
 class StepRunner:

@@ -17,7 +17,7 @@ from workers.output import StepLog
 class StepContext:
     request: StepRequest  # the commit, its build and test commands, the spec's env, the timeout
     log: StepLog  # the step's log: notes and every command's output go there
-    env: dict[str, str]  # the environment the step's commands see (workers.step.step_environment)
+    env: dict[str, str]  # the environment the step's commands see (workers.executor.step_environment)
     workdir: Path  # where the commands run: the slot's worktree, or the image's tree
     gpus: tuple[int, ...]  # the slot's GPUs
     started: float  # time.monotonic() at the step's start: the timeout covers its build and its test
