@@ -75,8 +75,6 @@ class SearchLoop:
         self.last_cancel_check = time.monotonic() if fresh else -CANCEL_CHECK_S
         self.last_progress = -PROGRESS_INTERVAL_S
         self.build_ahead = build_ahead
-        self.sent_shas: set[str] = set()  # every commit a step was sent for
-        self.ahead_commits: dict[str, Commit] = {}  # sha -> the commit, of every build ahead asked for
 
     def run(self) -> None:
         try:
@@ -149,7 +147,6 @@ class SearchLoop:
             step = sent.step
             self.core.started(step, submit)
             self.commits[step.id] = ledger.candidates[submit.position]
-            self.sent_shas.add(step.sha)
             self.sent_at[step.id] = time.monotonic()
             self.batch_of[step.id] = self.batches
             self.observer.step_started(step.id, self.commits[step.id], step.attempt, sent.assignment)
@@ -268,7 +265,6 @@ class SearchLoop:
         candidates = self.core.ledger.candidates
         try:
             wanted = likely_probes(self.core, self.build_ahead.limit)
-            self.ahead_commits.update((candidates[p].sha, candidates[p]) for p in wanted)
             requests = [self.pipeline.build_ahead_request(candidates[p].sha) for p in wanted]
             self.record_built_ahead(self.build_ahead.want(requests, still_open(self.core)))
         except Exception as exc:  # building ahead only saves time: each step can build its own image
@@ -296,7 +292,8 @@ class SearchLoop:
                 self.record_built_ahead(ended)
         made = [o.sha for o in self.build_ahead.outcomes.values() if o.status is AheadStatus.READY]
         if made:
-            used = sum(1 for sha in made if sha in self.sent_shas)
+            ledger = self.core.ledger  # a commit built ahead was untested: a history now means a step tested it
+            used = sum(1 for sha in made if ledger.position[sha] in ledger.histories)
             self.observer.note(f"images built ahead of their steps this run: {len(made)}, {used} of them then tested")
 
     def report_progress(self) -> None:
@@ -306,6 +303,7 @@ class SearchLoop:
             self.last_progress = now
             progress = self.core.progress(self.executor.slots)
             if self.build_ahead is not None and self.build_ahead.running:
-                building = tuple(self.ahead_commits[sha] for sha in self.build_ahead.running)
+                ledger = self.core.ledger
+                building = tuple(ledger.candidates[ledger.position[sha]] for sha in self.build_ahead.running)
                 progress = replace(progress, building_ahead=building)
             self.observer.progress(progress)
