@@ -27,7 +27,6 @@ class LiveObserver:
         self.running: dict[int, tuple[Commit, int, Assignment]] = {}
         self.latest: Progress | None = None
         self.live: Live | None = None
-        self.gone = False  # the console's stream was closed: nothing more is shown
         if console.is_terminal:
             from rich.live import Live
 
@@ -70,13 +69,12 @@ class LiveObserver:
 
     def _print(self, line: Text) -> None:
         """One line to the console, as text (a metric regex's brackets are no markup). A console whose stream
-        fails ends the display, never the bisect, which goes on to its answer in the store."""
-        if self.gone:
-            return
+        fails goes quiet (as stderr's does on a closed pipe, cli_support.ProgressConsole), never stopping the bisect,
+        which goes on to its answer in the store."""
         try:
             self.console.print(line, highlight=False)
         except OSError:
-            self.gone = True
+            self.console.quiet = True
             self._stop_live()
 
     def render(self) -> Group:
