@@ -79,6 +79,23 @@ def stored_rows(db: Path, query: str) -> list[tuple[Any, ...]]:
         return []
 
 
+def processes_with(text: str) -> list[int]:
+    """Live processes (not zombies) whose command line, its arguments joined by spaces, holds text: a token of one
+    test's own (a build's unique sleep, its RUN step's marker), so that other tests' processes never count."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+                if state != "Z":
+                    pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
 def alive(pid: int) -> bool:
     """Whether a process with this pid exists (a zombie counts)."""
     try:

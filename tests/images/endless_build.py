@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bisect_helpers import processes_with
 from container_repo import BASE, podman_cmd
 from image_repo import commit, init_repo
 
@@ -27,18 +28,7 @@ class EndlessBuild:
 
     def running(self) -> list[int]:
         """Live processes of the RUN step (not zombies)."""
-        pids = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                if self.token.encode() in (entry / "cmdline").read_bytes():
-                    state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-                    if state != "Z":
-                        pids.append(int(entry.name))
-            except OSError:
-                continue
-        return pids
+        return processes_with(self.token)
 
     def working_containers(self) -> list[str]:
         """The build's working containers that podman has (`podman ps --external` lists them)."""

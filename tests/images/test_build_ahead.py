@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bisect_helpers import run_cli, start_cli, wait_for
+from bisect_helpers import processes_with, run_cli, start_cli, wait_for
 from image_repo import BUILD_CMD, METRIC, ImageRepo, commit, make_image_repo
 
 from workers.build_ahead import AheadStatus, BuildAhead
@@ -43,19 +43,6 @@ def _request(repo: Path, sha: str, tmp: Path, **env: str) -> StepRequest:
         metric=METRIC, log_path=str(tmp / "logs" / f"build-ahead-{sha[:12]}.log"), timeout_s=900, env=env,
         image=ImageRecipe("venv"),
     )  # fmt: skip
-
-
-def _processes_running(needle: str) -> list[int]:
-    """Pids whose command line contains needle (the unique sleep of one test's build)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if needle in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def _manifests() -> dict[str, str]:
@@ -101,7 +88,7 @@ def _long_build(tmp_path: Path, sleep: str) -> tuple[BuildAhead, str]:
     repo = make_image_repo(tmp_path / "repo", (10, 10))
     ahead = BuildAhead(1)
     ahead.want([_request(repo.path, repo.shas[1], tmp_path, BUILD_SLEEP_S=sleep)], still_needed)
-    wait_for(lambda: bool(_processes_running(f"sleep {sleep}")), what="the build's sleep")
+    wait_for(lambda: bool(processes_with(f"sleep {sleep}")), what="the build's sleep")
     return ahead, repo.shas[1]
 
 
@@ -110,7 +97,7 @@ def test_a_build_whose_commit_the_search_no_longer_needs_is_stopped_and_leaves_n
     ahead.want([], relevant=lambda sha: False)  # the search moved on: its commit is out of the range
     wait_for(lambda: bool(ahead.reap()), what="the stopped build to end")  # stopped by want(), not by close()
     assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.CANCELLED]
-    assert not _processes_running("sleep 611")
+    assert not processes_with("sleep 611")
     assert ImageStatus.READY.value not in _manifests().values()
 
 
@@ -129,11 +116,11 @@ def test_a_coordinator_killed_mid_build_takes_the_build_with_it(tmp_path: Path):
     coordinator = subprocess.Popen([sys.executable, "-c", script, here, os.getcwd(), pickle.dumps(request).hex()])
     try:
         wait_for(counter.exists, what="the build to start")
-        assert _processes_running("sleep 613")
+        assert processes_with("sleep 613")
     finally:
         coordinator.send_signal(signal.SIGKILL)
         coordinator.wait()
-    wait_for(lambda: not _processes_running("sleep 613"), what="the orphaned build to be killed")
+    wait_for(lambda: not processes_with("sleep 613"), what="the orphaned build to be killed")
     assert ImageStatus.READY.value not in _manifests().values()
 
 
@@ -142,7 +129,7 @@ def test_a_build_ahead_process_that_dies_has_its_build_ended_by_the_coordinator(
     ahead.running[sha].proc.kill()
     wait_for(lambda: bool(ahead.reap()), what="the dead build-ahead process to be reaped")
     assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.DIED]
-    assert not _processes_running("sleep 617")
+    assert not processes_with("sleep 617")
     ahead.close()
 
 
@@ -213,5 +200,5 @@ def test_sigterm_to_a_build_ahead_cancels_its_build(tmp_path: Path):
     os.kill(ahead.running[sha].proc.pid, signal.SIGTERM)  # a CI runner's, to the coordinator's group
     wait_for(lambda: bool(ahead.reap()), what="the build-ahead process to end")
     assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.CANCELLED]
-    assert not _processes_running("sleep 623")
+    assert not processes_with("sleep 623")
     assert _manifests() == {}
