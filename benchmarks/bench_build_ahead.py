@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, machine_info
+from common import machine_info, project_pythonpath, write_results
 
 BUILD = 'echo "$BISECT_SHA" >> "$BUILD_COUNTER"; sleep "$BUILD_S"; cp value built'
 TEST = 'sleep "$TEST_S"; [ "$(cat built)" = ok ]'
@@ -50,7 +50,7 @@ def make_history(repo: Path, commits: int, culprit: int) -> list[str]:
 def bisect(repo: Path, shas: list[str], work: Path, build_ahead: int, args: argparse.Namespace) -> dict[str, object]:
     counter = work / f"builds-{build_ahead}"
     env = {
-        **os.environ, "PYTHONPATH": str(ROOT), "BISECT_DB": f"sqlite:///{work / f'b{build_ahead}.db'}",
+        **os.environ, "PYTHONPATH": project_pythonpath(), "BISECT_DB": f"sqlite:///{work / f'b{build_ahead}.db'}",
         "BISECT_DATA_DIR": str(work / "data"), "BISECT_CACHE_DIR": str(work / f"cache-{build_ahead}"),
         "BISECT_GPUS": "", "BISECT_GPU_LOCK_DIR": str(work / "locks"),
     }  # fmt: skip
@@ -106,8 +106,9 @@ def main() -> None:
         }
     print(json.dumps(summary, indent=1))
     if args.out:
-        args.out.write_text(json.dumps({"parameters": vars(args) | {"out": str(args.out)}, "machine": machine_info(),
-                                        "runs": runs, "median": summary}, indent=1))  # fmt: skip
+        results = {"parameters": vars(args) | {"out": str(args.out)}, "machine": machine_info(), "runs": runs,
+                   "median": summary}  # fmt: skip
+        write_results(args.out, results)
 
 
 if __name__ == "__main__":
