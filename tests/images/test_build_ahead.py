@@ -22,12 +22,18 @@ from workers.images.key import ImageRecipe
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 
 
-def _start_args(repo: ImageRepo, test_s: int) -> list[str]:
-    """`bisect start` over the whole image repository on venv images, its test taking test_s seconds."""
+# The first probe's test waits until both builds ahead of it have begun (the first probe's own build and theirs:
+# 3 lines in the counter the build script appends to), so the next probe always finds its image built or under way
+# whatever the host's load; the bound is a safety net against a hang, never a speed target.
+WAIT_FOR_BUILDS_AHEAD = 'for i in $(seq 1800); do [ "$(wc -l < "$BUILD_COUNTER")" -ge 3 ] && break; sleep 0.1; done'
+
+
+def _start_args(repo: ImageRepo, counter: Path) -> list[str]:
+    """`bisect start` over the whole image repository on venv images, its builds counted in counter."""
     return [
         "start", "--repo", str(repo.path), "--good", repo.shas[0], "--bad", repo.shas[-1], "--build", BUILD_CMD,
-        "--run", f"sleep {test_s}; bash test.sh", "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8",
-        "--image", "venv", "--no-explain",
+        "--run", f"{WAIT_FOR_BUILDS_AHEAD}; bash test.sh", "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8",
+        "--image", "venv", "--no-explain", "--env", f"BUILD_COUNTER={counter}",
     ]  # fmt: skip
 
 
@@ -53,11 +59,8 @@ def _manifests() -> dict[str, str]:
 def test_a_bisect_on_images_tests_the_next_probes_on_images_built_while_the_probe_before_ran(tmp_path: Path):
     repo = make_image_repo(tmp_path / "repo", (10,) * 11 + (5,) * 5)
     counter = tmp_path / "builds"
-    done = run_cli(*_start_args(repo, 3), "--env", f"BUILD_COUNTER={counter}", "--env", "BUILD_SLEEP_S=1",
-                   "--format", "json", db=tmp_path / "b.db")  # fmt: skip
+    done = run_cli(*_start_args(repo, counter), "--env", "BUILD_SLEEP_S=1", "--format", "json", db=tmp_path / "b.db")
     assert done.returncode == 0, done.stderr
-    # A build ahead has the probe before's test (3 s) to take its image's lock; a step that comes first builds the
-    # image itself and the build ahead reuses it (both are right, but then nothing was built ahead).
     report = json.loads(done.stdout)
     assert report["first_bad"]["sha"] == repo.shas[11]
     steps = report["steps"]
@@ -166,7 +169,7 @@ def test_builds_ahead_of_every_bisect_on_a_host_share_its_slots(tmp_path: Path, 
 def test_images_built_ahead_are_recorded_as_they_are_made_so_a_killed_coordinator_keeps_them(tmp_path: Path):
     repo = make_image_repo(tmp_path / "repo", (10,) * 11 + (5,) * 5)
     db = tmp_path / "b.db"
-    coordinator = start_cli(*_start_args(repo, 4), db=db)
+    coordinator = start_cli(*_start_args(repo, tmp_path / "builds"), db=db)
 
     def recorded() -> list[str]:
         shown = run_cli("show", "1", "--format", "json", db=db)
