@@ -99,14 +99,14 @@ class StepPipeline:
 
     def prefer_workers(self, sha: str, workers: Sequence[str]) -> list[str]:
         """workers ordered best first by the executor for a search step at sha (e.g. those holding its image)."""
-        request = self.spec.step_request(
-            bisect_id=self.bisect_id, step_id=0, sha=sha, attempt=1, repo=self.repo, metric=self.metric, log_path=""
-        )
-        return self.executor.prefer_workers(request, workers)
+        return self.executor.prefer_workers(self.search_request(sha), workers)
 
     def build_ahead_request(self, sha: str) -> StepRequest:
         """The request a search step at sha would send, for building its image ahead (logged beside the steps)."""
-        log_path = str(self.log_dir / f"build-ahead-{sha[:12]}.log")
+        return self.search_request(sha, str(self.log_dir / f"build-ahead-{sha[:12]}.log"))
+
+    def search_request(self, sha: str, log_path: str = "") -> StepRequest:
+        """What a search step at sha would be sent, before it has a step id."""
         return self.spec.step_request(
             bisect_id=self.bisect_id, step_id=0, sha=sha, attempt=1, repo=self.repo, metric=self.metric,
             log_path=log_path,
