@@ -5,12 +5,13 @@ The file's keys are the options' (bisector/options.py), with - or _; `[bisect]` 
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bisector.options import BY_CONFIG_KEY, describe, has_type, type_names
+from bisector.options import BY_CONFIG_KEY, BY_NAME, describe, has_type, type_names
 from bisector.spec import BisectSpec
 from vocab.errors import InputError
 
@@ -44,10 +45,12 @@ def load_config_file(repo_root: Path) -> dict[str, object]:
 
 def build_spec(repo_root: Path, flags: Mapping[str, object]) -> BisectSpec:
     """Merge bisect.toml and flags (by option name; None or empty: not given) into a validated spec."""
-    merged: dict[str, Any] = dict(load_config_file(repo_root))
+    from_file = load_config_file(repo_root)
+    merged: dict[str, Any] = dict(from_file)
     for name, value in flags.items():
         if value is None or (isinstance(value, list | tuple | dict) and not value):
             continue
+        from_file.pop(name, None)  # the flag's value (or a table merged with it) is no longer the file's alone
         if isinstance(value, dict) and isinstance(merged.get(name), dict):
             merged[name] = {**merged[name], **value}  # a table: the flags' keys win
         else:
@@ -59,4 +62,18 @@ def build_spec(repo_root: Path, flags: Mapping[str, object]) -> BisectSpec:
         merged.setdefault("max_repeat", AUTO_MAX_REPEAT)
         merged["repeat"] = AUTO_REPEAT
     merged["repo"] = str(repo_root)
-    return BisectSpec.from_options(merged)
+    try:
+        return BisectSpec.from_options(merged)
+    except InputError as exc:
+        if any(_names(str(exc), name) for name in from_file):
+            raise InputError(f"{repo_root / CONFIG_FILE_NAME}: {exc}") from None
+        raise
+
+
+def _names(message: str, option_name: str) -> bool:
+    """Whether an error message is about this option (its errors start with its flag or its name)."""
+    option = BY_NAME[option_name]
+    flag = option.cli_flag
+    return message.startswith(f"{option_name}:") or (
+        flag is not None and re.match(rf"{re.escape(flag)}\b", message) is not None
+    )

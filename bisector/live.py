@@ -42,9 +42,8 @@ class LiveObserver:
         self.running.pop(result.step_id, None)
         style = _STYLE.get(result.verdict, "dim")
         metric = f" metric {result.samples[-1]:.4g}" if result.samples else ""
-        why = "" if result.verdict in (Verdict.GOOD, Verdict.BAD) else f" ({result.detail.splitlines()[0]})"
-        if result.verdict is Verdict.CANCELLED:
-            why = " (no longer needed)"
+        detail = result.detail.splitlines()[0] if result.detail else ""
+        why = "" if result.verdict in (Verdict.GOOD, Verdict.BAD) or not detail else f" ({detail})"
         line = Text.assemble(
             (f"{word:>9}", style),
             f" {commit.sha[:12]} #{commit.position} on {result.worker or '?'} in {result.build_s + result.run_s:.1f}s"

@@ -253,8 +253,12 @@ def test_cancel_stops_a_running_bisect(tmp_path: Path):
     out, _ = coordinator.communicate(timeout=60)
     assert coordinator.returncode == 3
     assert "cancelled" in out
-    steps = sqlite3.connect(db).execute("select verdict from steps").fetchall()
-    assert all(verdict is not None for (verdict,) in steps)
+    steps = sqlite3.connect(db).execute("select verdict, detail from steps").fetchall()
+    assert all(verdict is not None for verdict, _ in steps)
+    stopped = [detail for verdict, detail in steps if verdict == "cancelled"]
+    assert stopped
+    assert set(stopped) == {"the bisect was cancelled"}  # not "no longer needed": a person asked
+    assert f"{len(stopped)} stopped early, the bisect was cancelled" in bisect("report", "1", db=db).stdout
     assert bisect("cancel", "1", db=db).returncode == 2
 
 

@@ -156,8 +156,18 @@ def test_bisect_toml_and_flags_merge_into_the_typed_spec(tmp_path: Path):
     assert (spec.executor.kind, spec.executor.workers) == (ExecutorKind.INPROCESS, 2)
     assert not spec.analysis.explain
     (tmp_path / "bisect.toml").write_text('[bisect]\nstrategy = "ternary"\n')
-    with pytest.raises(InputError, match=r"--strategy must be one of kary, noisy \(got 'ternary'\)"):
+    with pytest.raises(InputError, match=r"--strategy must be one of kary, noisy \(got 'ternary'\)") as refused:
         build_spec(tmp_path, {"good": "a", "bad": "b", "run": "true"})
+    assert str(refused.value).startswith(f"{tmp_path / 'bisect.toml'}: ")  # the file says where to mend it
+
+
+def test_an_invalid_value_names_the_file_only_when_the_file_gave_it(tmp_path: Path):
+    (tmp_path / "bisect.toml").write_text('[bisect]\nenv = { "A B" = "1" }\nrepeat = 3\n')
+    with pytest.raises(InputError, match=r"^.*bisect\.toml: --env 'A B': an environment variable's name"):
+        build_spec(tmp_path, {"good": "a", "bad": "b", "run": "true"})
+    (tmp_path / "bisect.toml").write_text("[bisect]\nrepeat = 3\n")
+    with pytest.raises(InputError, match=r"^--repeat must be between 1 and"):  # the flag's value, not the file's
+        build_spec(tmp_path, {"good": "a", "bad": "b", "run": "true", "repeat": 0})
 
 
 _NAME = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bisector.search.ledger import EVIDENCE_PURPOSES, Ledger
@@ -19,8 +20,9 @@ from bisector.spec import BisectSpec
 from bisector.terms import new_verdict, old_verdict, term_of
 from db.store import Store
 from vocab.cost import step_gpu_seconds
-from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepRecord, Verdict
+from vocab.domain import BisectRecord, BisectStatus, Commit, ErrorKind, StepPurpose, StepRecord, Verdict
 from vocab.errors import InputError
+from vocab.paths import log_dir
 from workers.container_engine import container_reference, reproduce_in_container
 from workers.pool import PREEMPTED
 
@@ -52,6 +54,18 @@ def _stored_explanation(store: Store, bisect_id: int) -> Explanation | None:
     return stored_explanation(store, bisect_id)
 
 
+def _with_found_logs(steps: list[StepRecord], folder: Path) -> list[StepRecord]:
+    """Steps stored as interrupted by another process (`resume`, a stop signal) have no log path: the log their
+    test began, named by the step's id, is found in the bisect's log folder."""
+    found = []
+    for step in steps:
+        if step.error_kind is ErrorKind.INTERRUPTED and not step.log_path:
+            logs = sorted(folder.glob(f"step-{step.id}-*.log"))
+            step = replace(step, log_path=str(logs[0])) if logs else step
+        found.append(step)
+    return found
+
+
 @dataclass(frozen=True)
 class BisectReport:
     record: BisectRecord
@@ -67,7 +81,7 @@ class BisectReport:
             record,
             BisectSpec.from_json(record.spec),
             store.candidates(bisect_id),
-            store.steps(bisect_id),
+            _with_found_logs(store.steps(bisect_id), log_dir(store.identity, bisect_id)),
             _stored_explanation(store, bisect_id),
         )
 
@@ -295,10 +309,12 @@ class BisectReport:
 
     def work_sentence(self) -> str:
         """What the bisect did, in plain words: search steps apart from side runs, time, the verdict rule."""
-        cancelled = [s for s in self.search_steps if s.verdict is Verdict.CANCELLED]
-        preempted = sum(1 for s in cancelled if s.detail.startswith(PREEMPTED))
-        why = "no longer needed" if not preempted else f"{preempted} of them to give another bisect a slot"
-        dropped = f" ({len(cancelled)} stopped early, {why})" if cancelled else ""
+        whys = Counter(_stopped_why(s.detail) for s in self.search_steps if s.verdict is Verdict.CANCELLED)
+        if len(whys) == 1:
+            dropped = f" ({whys.total()} stopped early, {next(iter(whys))})"
+        else:
+            dropped = f" ({whys.total()} stopped early: {', '.join(f'{n} {why}' for why, n in whys.most_common())})"
+        dropped = dropped if whys else ""
         parts = [
             f"{len(self.candidates)} commits in range; {len(self.search_steps)} search step(s) tested them{dropped}"
         ]
@@ -364,3 +380,11 @@ def reproduce_command(
         parts.append(f"{exports}bash -c {shlex.quote(build_cmd)}")
     parts.append(f"{exports}bash -c {shlex.quote(run_cmd)}")
     return " && ".join(parts)
+
+
+def _stopped_why(detail: str) -> str:
+    """Why a search step was stopped, from its stored detail (before 2026-12-03 a worker's bare "cancelled")."""
+    if detail.startswith(PREEMPTED):
+        return "to give another bisect a slot"
+    why = detail.split(" (")[0]
+    return "no longer needed" if why in ("", "cancelled") else why

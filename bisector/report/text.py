@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bisector.report.model import BisectReport, one_line, pr_suffix
-from vocab.domain import BisectStatus, Commit, StepPurpose, Verdict, image_origin
+from vocab.domain import BisectStatus, Commit, ErrorKind, StepPurpose, StepRecord, Verdict, image_origin
 
 MAX_RANGE_ROWS = 40  # the commit table elides the middle of longer ranges
 
@@ -94,9 +94,7 @@ def print_text(console: Console, report: BisectReport) -> None:
                 ),
                 soft_wrap=True,
             )
-            console.print(
-                Text(f"    log: {step.log_path or 'none (the step never started its command)'}"), soft_wrap=True
-            )
+            console.print(Text(f"    log: {step.log_path or _no_log(step)}"), soft_wrap=True)
     if report.manual_steps:
         console.print(Text(f"verdicts given by hand ({len(report.manual_steps)})", style="bold"))
         for step in report.manual_steps:
@@ -206,3 +204,9 @@ def _commits_table(report: BisectReport) -> Table:
             Text(commit.subject + mark),
         )  # fmt: skip
     return table
+
+
+def _no_log(step: StepRecord) -> str:
+    if step.error_kind is ErrorKind.INTERRUPTED:  # stored by `resume` or `cancel` after its coordinator died
+        return "none stored (its coordinator stopped before the step reported)"
+    return "none (the step never started its command)"

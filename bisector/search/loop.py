@@ -27,6 +27,7 @@ from vocab.gitrepo import GitRepo
 from workers.build_ahead import AheadStatus, BuildAhead, BuildAheadOutcome
 
 CANCEL_CHECK_S = 0.5
+NOT_NEEDED = "no longer needed"  # a cancelled step's detail when the search stopped it
 PROGRESS_INTERVAL_S = 0.25
 GATHER_FRACTION = 0.15  # of a step's duration: how long its batch-mates are waited for, at most
 GATHER_MIN_S = 0.02
@@ -98,10 +99,10 @@ class SearchLoop:
                 continue
             self.flush()
             if self.cancelled():  # read from the store: after the next steps are out, not before
-                self.cancel_all()
+                self.cancel_all("the bisect was cancelled")
                 return
             if self.lease is not None and self.lease.lost.is_set():
-                self.cancel_all()
+                self.cancel_all("another coordinator took the bisect over")
                 raise StateError(f"another coordinator took bisect {self.bisect_id} over; this one stopped")
             if not self.pipeline.running:  # workers are (re)starting: wait for one
                 time.sleep(self.timing.poll_interval_s)
@@ -120,7 +121,7 @@ class SearchLoop:
                 self.flush()  # stored after the results they were concluded from
                 self.store.update_extra(self.bisect_id, **action.records.to_extra(*action.names))
             elif isinstance(action, Cancel):
-                self.executor.cancel(action.step_id)
+                self.pipeline.cancel(action.step_id, NOT_NEEDED)
             elif isinstance(action, Submit):
                 submits.append(action)
             elif isinstance(action, Descend):
@@ -165,7 +166,7 @@ class SearchLoop:
 
     def finish(self, finish: Finish) -> None:
         if finish.status is BisectStatus.PAUSED:
-            self.cancel_all()
+            self.cancel_all("the bisect paused")
             self.set_status(finish)
             self.observer.note(finish.message)
             return
@@ -173,7 +174,7 @@ class SearchLoop:
         if finish.records is not None and finish.names:
             self.store.update_extra(self.bisect_id, **finish.records.to_extra(*finish.names))
         self.set_status(finish)
-        self.cancel_all()
+        self.cancel_all(NOT_NEEDED)
 
     def set_status(self, finish: Finish) -> None:
         finished = None if finish.status is BisectStatus.PAUSED else self.pipeline.now()
@@ -205,7 +206,7 @@ class SearchLoop:
         while mates := {step_id for step_id in self.pipeline.running if self.batch_of.get(step_id) in batches}:
             if mates <= set(self.core.irrelevant_flights()):
                 for step_id in mates - stopped:
-                    self.executor.cancel(step_id)
+                    self.pipeline.cancel(step_id, NOT_NEEDED)
                 stopped |= mates
             results = self.pipeline.poll(max(deadline - time.monotonic(), 0.0))
             if not results:
@@ -235,9 +236,9 @@ class SearchLoop:
                 f"no result {deadline_s:.0f} s after the step was sent (its timeout is "
                 f"{self.pipeline.spec.test.timeout_s:g} s): the worker was given up on"
             )
-            sha = self.pipeline.running[step_id].sha
-            self.took(self.pipeline.took(StepResult(step_id, sha, Verdict.ERROR, error_kind=ErrorKind.STALLED,
-                                                    detail=detail)))  # fmt: skip
+            step = self.pipeline.running[step_id]
+            self.took(self.pipeline.took(StepResult(step_id, step.sha, Verdict.ERROR, error_kind=ErrorKind.STALLED,
+                                                    detail=detail, log_path=step.log_path)))  # fmt: skip
 
     def cancelled(self) -> bool:
         """Whether `bisect cancel` marked the bisect; read from the store at most every CANCEL_CHECK_S, with the
@@ -251,9 +252,9 @@ class SearchLoop:
             self.core.take_manual(step)
         return self.store.get_bisect(self.bisect_id).status is BisectStatus.CANCELLED
 
-    def cancel_all(self) -> None:
+    def cancel_all(self, why: str) -> None:
         for step_id in list(self.pipeline.running):
-            self.executor.cancel(step_id)
+            self.pipeline.cancel(step_id, why)
         while self.pipeline.running:
             self.take(self.timing.poll_interval_s)
         self.flush()

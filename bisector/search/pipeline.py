@@ -6,6 +6,7 @@ or still running when the coordinator stops, is stored as interrupted (`bisect r
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,6 +17,7 @@ from vocab.domain import ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
 from vocab.metric import MetricSpec
 from vocab.paths import log_dir
 from workers.executor import Assignment, Executor, StepRequest
+from workers.pool import PREEMPTED
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class StepPipeline:
         self.log_dir = log_dir(store.identity, bisect_id)
         self.running: dict[int, StepRecord] = {}  # step id -> the step as sent
         self.unwritten: list[tuple[StepResult, datetime]] = []  # results taken in, not yet stored
+        self.cancel_why: dict[int, str] = {}  # running step id -> why the coordinator stopped it
 
     def send(self, planned: Sequence[PlannedStep]) -> list[Sent]:
         """Record the steps (one transaction), then send each to its worker."""
@@ -74,7 +77,7 @@ class StepPipeline:
                 out.append(self._send(step_id, plan, started))
         except BaseException as exc:
             unsent = [(i, p) for i, p in zip(step_ids[len(out) :], planned[len(out) :], strict=True)]
-            self._interrupt([(i, p.sha) for i, p in unsent], f"never sent to a worker: {exc}".strip())
+            self._interrupt([(i, p.sha, "") for i, p in unsent], f"never sent to a worker: {exc}".strip())
             raise
         return out
 
@@ -92,7 +95,8 @@ class StepPipeline:
         step = StepRecord(
             id=step_id, bisect_id=self.bisect_id, sha=plan.sha, attempt=plan.attempt, worker=assignment.worker,
             node=assignment.node, gpus=assignment.gpus, started=started, finished=None, build_s=None, run_s=None,
-            exit_code=None, verdict=None, samples=(), log_path="", error_kind=None, detail="", purpose=plan.purpose,
+            exit_code=None, verdict=None, samples=(), log_path=request.log_path, error_kind=None, detail="",
+            purpose=plan.purpose,
         )  # fmt: skip
         self.running[step_id] = step
         return Sent(step, assignment)
@@ -116,9 +120,18 @@ class StepPipeline:
         """Results of this pipeline's running steps that came back within timeout_s (buffered for writing)."""
         return [self.took(r) for r in self.executor.poll(timeout_s) if r.step_id in self.running]
 
+    def cancel(self, step_id: int, why: str) -> None:
+        """Stop a running step; its result comes back CANCELLED, stored with why (a worker only knows it was)."""
+        self.cancel_why[step_id] = why
+        self.executor.cancel(step_id)
+
     def took(self, result: StepResult) -> StepResult:
         """A result taken in (from the executor, or made up: a stalled step). Written by the next flush."""
         self.running.pop(result.step_id)
+        why = self.cancel_why.pop(result.step_id, None)
+        if why and result.verdict is Verdict.CANCELLED and not result.detail.startswith(PREEMPTED):
+            detail = why if result.detail in ("", "cancelled") else f"{why} ({result.detail})"
+            result = dataclasses.replace(result, detail=detail)
         self.unwritten.append((result, self.now()))
         return result
 
@@ -139,12 +152,16 @@ class StepPipeline:
 
     def interrupt_running(self) -> None:
         """The coordinator stops (a signal, a lost store, an executor failure): its steps do not stay running."""
-        self._interrupt([(i, s.sha) for i, s in self.running.items()], INTERRUPTED_DETAIL)
+        self._interrupt([(i, s.sha, s.log_path) for i, s in self.running.items()], INTERRUPTED_DETAIL)
 
-    def _interrupt(self, steps: Sequence[tuple[int, str]], detail: str) -> None:
+    def _interrupt(self, steps: Sequence[tuple[int, str, str]], detail: str) -> None:
         stopped = [
-            (i, StepResult(i, sha, Verdict.ERROR, error_kind=ErrorKind.INTERRUPTED, detail=detail), self.now())
-            for i, sha in steps
+            (
+                i,
+                StepResult(i, sha, Verdict.ERROR, error_kind=ErrorKind.INTERRUPTED, detail=detail, log_path=log),
+                self.now(),
+            )
+            for i, sha, log in steps
         ]
         with contextlib.suppress(Exception):  # the original error is the one to see
             self.store.finish_steps(stopped)

@@ -107,6 +107,9 @@ def test_a_stop_signal_to_the_process_group_stops_every_test_and_stores_them_int
     assert running_steps(db) == 0
     kinds = stored_rows(db, "select error_kind from steps")
     assert kinds == [("interrupted",)] * 3
+    report = json.loads(run_cli("report", "1", "--format", "json", db=db).stdout)
+    logs = [Path(step["log_path"]) for step in report["steps"]]
+    assert all(log.is_file() for log in logs)  # the report points at what each test wrote before it was stopped
     assert stored_rows(db, "select status, owner from bisects") == [("running", None)]
 
 
