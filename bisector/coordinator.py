@@ -28,7 +28,6 @@ from db.store import Store
 from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepResult
 from vocab.errors import BisectError, StateError
 from vocab.gitrepo import GitRepo
-from workers.build_ahead import BuildAhead
 from workers.executor import Executor
 
 POLL_INTERVAL_S = 0.5
@@ -232,7 +231,7 @@ class Coordinator:
         timing = LoopTiming(self.poll_interval_s, spec.test.timeout_s + grace_s)
         manual_seen = max((s.id for s in steps if s.purpose is StepPurpose.MANUAL), default=0)
         limit = spec.executor.build_ahead_limit()
-        build_ahead = BuildAhead(limit) if limit else None
+        build_ahead = executor.ahead_builder(limit) if limit else None
         return SearchLoop(core, pipeline, self.store, self.observer, timing, lease=lease, manual_seen=manual_seen,
                           fresh=fresh, build_ahead=build_ahead)  # fmt: skip
 

@@ -159,8 +159,9 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
     Option("images_max_size", _EXECUTOR, _S, "LRU cap of this node's image cache, e.g. 20G.  [default: 20G]"),
     Option("build_ahead", _EXECUTOR, _I, "With --image venv: while probes run, build the images of the N commits "
            "likeliest to be probed next (at --workers 1, 2: the next probe's, either way; 6: the one after too; "
-           "at --workers W, W*(W+1) covers every way a round can end; 0: none).  [default: 2 with --image venv, "
-           "the local executor and --workers 1, else 0]", optional=True, metavar="N"),
+           "at --workers W, W*(W+1) covers every way a round can end; 0: none). Built where the steps build: on "
+           "this host, or on the Ray slots' nodes.  [default: 2 with --image venv, the local or Ray executor and "
+           "--workers 1, else 0]", optional=True, metavar="N"),
     Option("explain", _ANALYSIS, _B, "After a culprit is found: diff its dispatch tables and re-run both sides "
            "traced.  [default: on]", form=Form.SWITCH),
     Option("trace_kernels", _ANALYSIS, _B, "The traced re-runs also record GPU kernels.", form=Form.FLAG),

@@ -187,19 +187,17 @@ class ExecutorSpec:
                              "--image-template")  # fmt: skip
         if self.image is not ImageMode.VENV:
             raise InputError("--build-ahead builds commits' images before their steps: give --image venv too")
-        if self.kind is ExecutorKind.RAY:
-            raise InputError("--build-ahead builds on this host, where only the local executor's steps run: "
-                             "give --executor local or --build-ahead 0")  # fmt: skip
 
     def build_ahead_limit(self) -> int:
         """How many of the likeliest next probes have their images built ahead, at once: --build-ahead, else
-        DEFAULT_BUILD_AHEAD where steps run on venv images on this host, one at a time (a build takes CPUs, while a
-        probe's test holds the GPUs)."""
+        DEFAULT_BUILD_AHEAD where steps run on venv images one at a time, on this host or a Ray node (a build takes
+        CPUs, while a probe's test holds the GPUs)."""
         if self.build_ahead is not None:
             return self.build_ahead
         local_images = self.image is ImageMode.VENV and self.image_template is None
         one_slot = self.workers == 1  # a round of W probes ends W + 1 ways: most images built ahead would go unused
-        return DEFAULT_BUILD_AHEAD if local_images and one_slot and self.kind is ExecutorKind.LOCAL else 0
+        workers_build = self.kind in (ExecutorKind.LOCAL, ExecutorKind.RAY)  # not the tests' in-process one
+        return DEFAULT_BUILD_AHEAD if local_images and one_slot and workers_build else 0
 
     def image_recipe(self) -> ImageRecipe | None:
         if self.image is ImageMode.NONE:

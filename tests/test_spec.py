@@ -97,7 +97,7 @@ def test_resume_changes_only_the_executor():
         spec.with_executor({"repeat": 3})
 
 
-def test_images_are_built_ahead_by_default_only_where_steps_build_venv_images_on_this_host():
+def test_images_are_built_ahead_by_default_only_where_workers_build_venv_images_one_step_at_a_time():
     def limit(**values: object) -> int:
         return BisectSpec.from_json({**STORED_BY_MAIN, **values}).executor.build_ahead_limit()
 
@@ -108,18 +108,18 @@ def test_images_are_built_ahead_by_default_only_where_steps_build_venv_images_on
     assert limit(executor="local", image="venv", build_ahead=4) == 4
     assert limit(executor="inprocess", image="venv", build_ahead=1) == 1
     assert limit(executor="local", image="none") == 0
-    assert limit(executor="ray", image="venv") == 0
+    assert limit(executor="ray", image="venv") == 2  # on the slot's node, beside its step
+    assert limit(executor="ray", image="venv", workers=4) == 0
+    assert limit(executor="ray", image="venv", build_ahead=3) == 3
     assert limit(executor="inprocess", image="venv") == 0
     with pytest.raises(InputError, match="--build-ahead builds commits' images before their steps: give --image venv"):
         limit(executor="local", image="none", build_ahead=2)
-    with pytest.raises(InputError, match="--build-ahead builds on this host"):
-        limit(executor="ray", image="venv", build_ahead=2)
     with pytest.raises(InputError, match=r"--build-ahead must be between 0 and 64 \(got -1\)"):
         limit(executor="local", image="venv", build_ahead=-1)
     with pytest.raises(InputError, match=r"--build-ahead must be between 0 and 64 \(got 65\)"):
         limit(executor="local", image="venv", build_ahead=65)
     local = BisectSpec.from_json({**STORED_BY_MAIN, "executor": "local", "image": "venv", "build_ahead": 4})
-    assert local.with_executor({"executor": "ray"}).executor.build_ahead_limit() == 0  # resumed on Ray: none
+    assert local.with_executor({"executor": "ray", "workers": 2}).executor.build_ahead_limit() == 0  # Ray's default
     assert local.with_executor({"workers": 2}).executor.build_ahead_limit() == 4
 
 

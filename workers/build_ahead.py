@@ -21,11 +21,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from vocab.domain import ImageInfo
 from workers.cgroups import end_dead_worker
@@ -96,6 +96,21 @@ class BuildAheadOutcome:
         made = data.get("image")
         image = ImageInfo(**{**made, "evicted": tuple(made["evicted"])}) if isinstance(made, dict) else None
         return cls(str(data["sha"]), AheadStatus(data["status"]), float(data["build_s"]), str(data["detail"]), image)
+
+
+class AheadBuilder(Protocol):
+    """Builds images ahead of their steps where the executor's steps build them (Executor.ahead_builder): on this
+    host (BuildAhead) or on Ray nodes (workers/ray_build_ahead.py). The search loop drives it."""
+
+    limit: int
+    outcomes: dict[str, BuildAheadOutcome]  # sha -> how its build ended
+
+    @property
+    def running(self) -> Mapping[str, object]: ...  # sha -> its build, while it runs
+
+    def want(self, requests: Sequence[StepRequest], relevant: Callable[[str], bool]) -> list[BuildAheadOutcome]: ...
+
+    def close(self) -> list[BuildAheadOutcome]: ...
 
 
 class _Child:

@@ -11,15 +11,18 @@ conditions than a step (no GPU, CPUs shared with a test), so only a step's own b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from workers.build_ahead import AheadStatus, BuildAheadJob, BuildAheadOutcome
 from workers.build_slots import SLOTS_VARIABLE, slot_count, take_slot
 from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
+from workers.images.cache import ImageCache
 from workers.images.key import ImageRecipe
 from workers.output import StepLog
 from workers.process import CancelSignal
@@ -41,8 +44,26 @@ def cancel_on_end_of_input(cancel: CancelSignal) -> None:
         signal.signal(stop, lambda signum, frame: cancel.set_from_signal_handler())
 
 
-def build(job: BuildAheadJob, cancel: CancelSignal) -> BuildAheadOutcome:
-    """Make job's image as a step would (reused when it is there already), then let go of it."""
+def lower_priority(pgid: int) -> None:
+    """A build started beside a test (on a Ray node, whose actor process cannot be reniced as a whole): its
+    process group at NICENESS more than this process."""
+    with contextlib.suppress(OSError):  # it ended already, or this user may not
+        os.setpriority(os.PRIO_PGRP, pgid, min(os.getpriority(os.PRIO_PROCESS, 0) + NICENESS, 19))
+
+
+def print_started(pgid: int) -> None:
+    """The coordinator's side ends a dead child's build groups by these lines."""
+    print(f"started {pgid}", flush=True)
+
+
+def build(
+    job: BuildAheadJob,
+    cancel: CancelSignal,
+    cache: ImageCache | None = None,
+    on_start: Callable[[int], None] = print_started,
+) -> BuildAheadOutcome:
+    """Make job's image as a step would (reused when it is there already) in cache (default: this host's), then let
+    go of it; on_start hears the process group of each command the build starts."""
     recipe = ImageRecipe(job.mode, job.inputs, job.max_bytes, job.artifact)
     with Path(job.log_path).open("ab", buffering=0) as log_file:
         log = StepLog(log_file)
@@ -55,15 +76,12 @@ def build(job: BuildAheadJob, cancel: CancelSignal) -> BuildAheadOutcome:
         if slot is None:
             return BuildAheadOutcome(job.sha, AheadStatus.CANCELLED)
 
-        def started(pgid: int) -> None:
-            print(f"started {pgid}", flush=True)
-
         build_job = BuildJob(
             job.repo, job.sha, job.build_cmd, recipe, job.env, log, job.timeout_s, should_cancel=cancel.is_set,
-            on_start=started, cancel_fd=cancel.fileno(), infra_patterns=job.infra_patterns, keep_failure=False,
+            on_start=on_start, cancel_fd=cancel.fileno(), infra_patterns=job.infra_patterns, keep_failure=False,
         )  # fmt: skip
         try:
-            with ImageBuilder().prepare(build_job) as prepared:
+            with ImageBuilder(cache).prepare(build_job) as prepared:
                 return outcome_of(job.sha, prepared)
         finally:
             os.close(slot)

@@ -9,10 +9,14 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from vocab.domain import StepResult
 from vocab.metric import MetricSpec
 from workers.images.key import ImageRecipe
+
+if TYPE_CHECKING:
+    from workers.build_ahead import AheadBuilder
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,13 @@ class Executor(abc.ABC):
         """workers ordered best first for request where nothing else tells them apart (an executor over several
         nodes puts those that hold the step's image first); this one keeps the order given."""
         return list(workers)
+
+    def ahead_builder(self, limit: int) -> AheadBuilder:
+        """What builds the images of the likely next probes while the steps run (--build-ahead, at most limit at
+        once): where this executor's steps build theirs, which is this host here."""
+        from workers.build_ahead import BuildAhead  # it imports this module
+
+        return BuildAhead(limit)
 
     @abc.abstractmethod
     def submit(self, request: StepRequest) -> Assignment:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from vocab.domain import StepResult
+from vocab.domain import ImageInfo, StepResult
 from vocab.errors import InputError, RepoError
 from workers.executor import StepRequest
 from workers.images.cache import ImageStatus
@@ -37,8 +37,12 @@ class ImagePlacement:
 
     def record(self, result: StepResult, node: str) -> None:
         """A step ran on node: the ready image it used is there now."""
-        if result.image is not None and result.image.status == ImageStatus.READY.value:
-            self._nodes.setdefault(result.image.id, set()).add(node)
+        self.record_image(result.image, node)
+
+    def record_image(self, image: ImageInfo | None, node: str) -> None:
+        """A ready image is on node (a step used it, or it was built ahead there)."""
+        if image is not None and image.status == ImageStatus.READY.value:
+            self._nodes.setdefault(image.id, set()).add(node)
 
     def nodes_of(self, request: StepRequest) -> frozenset[str]:
         image = self.image_id(request)

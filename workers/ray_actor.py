@@ -27,7 +27,10 @@ from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
 from vocab.paths import data_dir, worktree_root
 from workers import step_launcher
+from workers.build_ahead import AheadStatus, BuildAheadJob, BuildAheadOutcome
+from workers.build_ahead_child import build, lower_priority
 from workers.executor import StepRequest
+from workers.images.cache import ImageCache
 from workers.process import CancelSignal
 from workers.ray_image_host import RayImageHost
 from workers.ray_image_peer import ImageHolder, RayImagePeer
@@ -91,6 +94,8 @@ class StepActor(ImageHolder):
         self._running: int | None = None
         self._wake = CancelSignal()  # set when the running step is cancelled: its command stops at once
         self._lock = threading.Lock()
+        self._builds: dict[str, CancelSignal] = {}  # sha -> the stop of its build ahead on this node
+        self._stopped_builds: set[str] = set()  # stops that came before their build started (its call was queued)
         step_launcher.keep_one_ready()  # its first step's command joins no cgroup on its path either
 
     def info(self) -> ActorInfo:
@@ -144,6 +149,44 @@ class StepActor(ImageHolder):
         if not self._ship_logs:
             return StepOutcome(result)
         return StepOutcome(dataclasses.replace(result, log_path=request.log_path), _read_bounded(Path(result.log_path)))
+
+    def build_ahead(self, request: StepRequest) -> BuildAheadOutcome:
+        """Build request's image on this node ahead of its step (workers/ray_build_ahead.py), from the "builds"
+        group while this slot's own step runs: as a step would build it, without GPUs, at a lower priority; what it
+        starts dies with this actor (the reaper), and a failure keeps no image."""
+        cancel = CancelSignal()
+        with self._lock:
+            self._builds[request.sha] = cancel
+            if request.sha in self._stopped_builds:
+                self._stopped_builds.discard(request.sha)
+                cancel.set()
+        groups: list[int] = []
+
+        def started(pgid: int) -> None:
+            groups.append(pgid)
+            self._reaper.started(pgid)
+            lower_priority(pgid)
+
+        local = dataclasses.replace(request, log_path=self._local_log_path(request))
+        try:
+            Path(local.log_path).parent.mkdir(parents=True, exist_ok=True)
+            return build(BuildAheadJob.of(local, dict(os.environ)), cancel, ImageCache(self._image_root), started)
+        except Exception as exc:  # this build's failure, told to the coordinator; the step builds its image itself
+            return BuildAheadOutcome(request.sha, AheadStatus.ERROR, detail=f"{type(exc).__name__}: {exc}"[:500])
+        finally:
+            for pgid in groups:
+                self._reaper.ended(pgid)
+            with self._lock:
+                self._builds.pop(request.sha, None)
+            cancel.close()
+
+    def stop_build_ahead(self, sha: str) -> None:
+        """From the control group: the build of sha's image ends (it leaves no image), also one not started yet."""
+        with self._lock:
+            if sha in self._builds:
+                self._builds[sha].set()
+            else:
+                self._stopped_builds.add(sha)
 
     def _is_cancelled(self, step_id: int) -> bool:
         with self._lock:

@@ -23,6 +23,7 @@ from workers.ray_sessions import mark_session, remove_abandoned_sessions, remove
 
 CONNECT_PROBE_S = 5.0  # ray.init retries an unreachable address for minutes; a TCP probe fails fast
 CONTROL_GROUP = "control"  # the threaded actors' concurrency group for cancels and small questions
+BUILDS_GROUP = "builds"  # a slot actor's concurrency group for images built ahead of their steps
 CPUS_PER_SLOT = 1
 RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from vocab.domain import ErrorKind, StepResult, Verdict
 from vocab.errors import ExecutorError, InputError
+from workers.build_ahead import BuildAheadOutcome
 from workers.executor import Assignment, Executor, StepRequest
 from workers.gpu_leases import GpuLeases
 from workers.image_placement import ImagePlacement
@@ -33,7 +34,9 @@ try:
     from ray import exceptions as ray_errors
 
     from workers.ray_actor import ActorInfo, StepActor, StepOutcome
+    from workers.ray_build_ahead import BUILDS_PER_SLOT, RayBuildAhead
     from workers.ray_cluster import (
+        BUILDS_GROUP,
         CONTROL_GROUP,
         CPUS_PER_SLOT,
         RayHold,
@@ -115,7 +118,7 @@ class RayExecutor(Executor):
         try:
             self._gpus_per_step = resolve_gpus_per_step(gpus_per_step)
             self._coordinator_node = ray.get_runtime_context().get_node_id()
-            groups = {CONTROL_GROUP: 2, IMAGES_GROUP: 2}
+            groups = {CONTROL_GROUP: 2, IMAGES_GROUP: 2, BUILDS_GROUP: BUILDS_PER_SLOT}
             threaded = ray.remote(concurrency_groups=groups)  # type: ignore[call-overload]
             self._actor_class = threaded(StepActor).options(
                 num_cpus=CPUS_PER_SLOT,
@@ -245,6 +248,18 @@ class RayExecutor(Executor):
         if self._image_root or not holders or slot.info is None or slot.info.node_id in holders:
             return None
         return next((s.actor for s in self._slots.values() if s.info is not None and s.info.node_id in holders), None)
+
+    def ahead_builder(self, limit: int) -> RayBuildAhead:
+        """Builds ahead go to the slots' actors: each on its node, beside the step it runs."""
+        return RayBuildAhead(limit, self)
+
+    def build_hosts(self) -> list[tuple[str, Any, str]]:
+        """(worker, actor, node id) of every slot whose actor is up."""
+        return [(s.name, s.actor, s.info.node_id) for s in self._slots.values() if s.info is not None]
+
+    def built_on(self, outcome: BuildAheadOutcome, node: str) -> None:
+        """An image built ahead on node: its commit's step prefers that node (or copies the image from there)."""
+        self._placement.record_image(outcome.image, node)
 
     def prefer_workers(self, request: StepRequest, workers: Sequence[str]) -> list[str]:
         """workers on a node that holds the step's image (it ran a step on it) first."""

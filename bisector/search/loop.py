@@ -24,7 +24,7 @@ from db.store import Store
 from vocab.domain import BisectStatus, Commit, ErrorKind, StepResult, Verdict
 from vocab.errors import StateError
 from vocab.gitrepo import GitRepo
-from workers.build_ahead import AheadStatus, BuildAhead, BuildAheadOutcome
+from workers.build_ahead import AheadBuilder, AheadStatus, BuildAheadOutcome
 
 CANCEL_CHECK_S = 0.5
 NOT_NEEDED = "no longer needed"  # a cancelled step's detail when the search stopped it
@@ -58,7 +58,7 @@ class SearchLoop:
         lease: Lease | None = None,
         manual_seen: int = 0,
         fresh: bool = False,
-        build_ahead: BuildAhead | None = None,
+        build_ahead: AheadBuilder | None = None,
     ) -> None:
         """manual_seen: the id of the latest manual step the core has; fresh: a bisect created this moment (it
         cannot have been cancelled yet: its first check waits CANCEL_CHECK_S); build_ahead: builds the images of
