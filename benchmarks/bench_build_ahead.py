@@ -1,12 +1,14 @@
 """Wall time to the culprit with and without images built ahead (`--build-ahead`), at --workers 1 on venv images.
 
     python benchmarks/bench_build_ahead.py [--commits 64] [--build-s 2] [--test-s 2] [--culprits 3] [--ahead 0 2]
-        [--out FILE]
+        [--executor local|ray] [--out FILE]
 
 A synthetic history whose every commit is its own image (the build sleeps --build-s, then copies the commit's value
 into its build output; the test sleeps --test-s and fails from the culprit on) is bisected with `bisect start
 --image venv --workers 1` as a user runs it, once per --ahead value (--build-ahead N; 0: none, 2: the default),
-per culprit, each on a fresh image cache. Reports wall time, the builds the steps waited for and the builds made in all.
+per culprit, each on a fresh image cache; with `--executor ray` on a local Ray cluster that each bisect starts (its
+builds ahead then run in the slot's actor). Reports wall time, the builds the steps waited for and the builds made
+in all.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def bisect(repo: Path, shas: list[str], work: Path, build_ahead: int, args: argp
     done = subprocess.run(
         [sys.executable, "-m", "bisector", "start", "--repo", str(repo), "--good", shas[0], "--bad", shas[-1],
          "--build", BUILD, "--run", TEST, "--image", "venv", "--workers", "1", "--no-explain", "--format", "json",
+         "--executor", args.executor,
          "--build-ahead", str(build_ahead), "--env", f"BUILD_COUNTER={counter}",
          "--env", f"BUILD_S={args.build_s}", "--env", f"TEST_S={args.test_s}"],
         env=env, capture_output=True, text=True, check=False,
@@ -84,6 +87,7 @@ def main() -> None:
     parser.add_argument("--culprits", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--ahead", type=int, nargs="+", default=[0, 2], help="--build-ahead values to compare.")
+    parser.add_argument("--executor", choices=["local", "ray"], default="local")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     rng = random.Random(args.seed)

@@ -25,6 +25,7 @@ from bisect_helpers import wait_for
 from images.image_repo import RUN_CMD, ImageRepo, image_request, make_image_repo
 
 from vocab.domain import ErrorKind, StepResult, Verdict
+from workers.build_ahead import AheadStatus
 from workers.executor import StepRequest
 from workers.images.cache import IMAGE_ROOT_ENV, ImageCache, ImageManifest, ImageStatus, now_iso
 from workers.images.transfer import CHUNK_BYTES, CopyStoppedError
@@ -177,6 +178,29 @@ def test_without_a_shared_root_steps_prefer_the_node_with_the_image_and_another_
     assert again.image is not None
     assert (again.image.source, again.image.reused) == ("cache", True)
     assert builds.read_text().splitlines() == ["build at 0"]  # built once, for both nodes
+
+
+def test_an_image_built_ahead_on_a_node_draws_its_step_there_and_the_other_node_copies_it(
+    cluster, repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.delenv(IMAGE_ROOT_ENV, raising=False)
+    builds = tmp_path / "builds"
+    with RayExecutor(str(repo.path), 2, 0, {SLOT: 1}, None) as executor:
+        near, far = workers_by_node(executor)
+        request = image_request(repo.path, repo.shas[0], tmp_path, 1, BUILD_COUNTER=str(builds))
+        ahead = executor.ahead_builder(1)
+        ahead.want([replace(request, log_path=str(tmp_path / "ahead.log"))], lambda sha: True)
+        (builder,) = [running.worker for running in ahead.running.values()]
+        other = far if builder == near else near
+        wait_for(lambda: bool(ahead.reap()), what="the build ahead")
+        assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.READY]
+        assert executor.prefer_workers(request, [other, builder]) == [builder, other]
+        placed = run(executor, request)  # unpinned, both workers free
+        assert (placed.worker, placed.image is not None and placed.image.source) == (builder, "cache")
+        copied = run(executor, replace(request, step_id=2, log_path=str(tmp_path / "2.log"), pin_worker=other))
+    assert copied.image is not None
+    assert copied.image.source == "copied"  # from the node that built it ahead, not built again
+    assert builds.read_text().splitlines() == ["build at 0"]
 
 
 def test_a_copy_from_a_node_whose_actor_is_gone_falls_back_to_a_build(cluster, repo, tmp_path: Path, monkeypatch):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -88,9 +89,10 @@ class Executor(abc.ABC):
         nodes puts those that hold the step's image first); this one keeps the order given."""
         return list(workers)
 
-    def ahead_builder(self, limit: int) -> AheadBuilder:
+    def ahead_builder(self, limit: int, guard: AbstractContextManager[object] | None = None) -> AheadBuilder:
         """What builds the images of the likely next probes while the steps run (--build-ahead, at most limit at
-        once): where this executor's steps build theirs, which is this host here."""
+        once): where this executor's steps build theirs, which is this host here. guard: held while it reads the
+        executor's state (a pool shares the executor between threads)."""
         from workers.build_ahead import BuildAhead  # it imports this module
 
         return BuildAhead(limit)

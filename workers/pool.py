@@ -33,11 +33,16 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from vocab.domain import StepResult, Verdict
 from vocab.errors import ExecutorError
 from workers.executor import Assignment, Executor, StepRequest
+
+if TYPE_CHECKING:
+    from workers.build_ahead import AheadBuilder
 
 PUMP_POLL_S = 0.01  # how long the pump waits on the real executor while holding its lock
 PUMP_IDLE_S = 0.005  # the pump's pause between polls, so that submits get the lock
@@ -279,6 +284,11 @@ class PoolView(Executor):
     def free_workers(self) -> list[str]:
         with self._pool._lock:
             return self._pool._free_for(self)
+
+    def ahead_builder(self, limit: int, guard: AbstractContextManager[object] | None = None) -> AheadBuilder:
+        """Where the pool's executor builds (this host, or the Ray slots' nodes), its state read under the pool's
+        lock."""
+        return self._pool._executor.ahead_builder(limit, self._pool._lock)
 
     def submit(self, request: StepRequest) -> Assignment:
         with self._pool._lock:

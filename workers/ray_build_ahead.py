@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -47,9 +48,11 @@ class _RayBuild:
 class RayBuildAhead:
     """At most `limit` builds at once over the cluster, each commit's at most once per bisect."""
 
-    def __init__(self, limit: int, hosts: BuildHosts) -> None:
+    def __init__(self, limit: int, hosts: BuildHosts, guard: AbstractContextManager[object] | None = None) -> None:
+        """guard: held while the executor's slots are read (a service's pool shares the executor between threads)."""
         self.limit = limit
         self.hosts = hosts
+        self.guard = guard if guard is not None else contextlib.nullcontext()
         self.running: dict[str, _RayBuild] = {}  # sha -> its build
         self.outcomes: dict[str, BuildAheadOutcome] = {}  # sha -> how its build ended
 
@@ -74,7 +77,8 @@ class RayBuildAhead:
         return ended
 
     def _least_busy(self) -> tuple[str, Any, str] | None:
-        hosts = self.hosts.build_hosts()
+        with self.guard:
+            hosts = self.hosts.build_hosts()
         if not hosts:
             return None
         busy = {worker: 0 for worker, _, _ in hosts}
@@ -108,7 +112,8 @@ class RayBuildAhead:
         running = self.running.pop(sha)
         outcome = self._outcome(sha, running)
         if outcome.status in (AheadStatus.READY, AheadStatus.REUSED):
-            self.hosts.built_on(outcome, running.node)
+            with self.guard:
+                self.hosts.built_on(outcome, running.node)
         self.outcomes[sha] = outcome
         return outcome
 

@@ -17,6 +17,7 @@ import contextlib
 import os
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -249,9 +250,9 @@ class RayExecutor(Executor):
             return None
         return next((s.actor for s in self._slots.values() if s.info is not None and s.info.node_id in holders), None)
 
-    def ahead_builder(self, limit: int) -> RayBuildAhead:
+    def ahead_builder(self, limit: int, guard: AbstractContextManager[object] | None = None) -> RayBuildAhead:
         """Builds ahead go to the slots' actors: each on its node, beside the step it runs."""
-        return RayBuildAhead(limit, self)
+        return RayBuildAhead(limit, self, guard)
 
     def build_hosts(self) -> list[tuple[str, Any, str]]:
         """(worker, actor, node id) of every slot whose actor is up."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ from workers.images.cache import ImageStatus
 
 pytest.importorskip("ray")
 
+from bisector.stopping import StopRequested
+from workers.pool import SlotPool
+from workers.ray_build_ahead import RayBuildAhead
 from workers.ray_executor import RayExecutor
 
 pytestmark = [
@@ -58,3 +62,23 @@ def test_a_build_ahead_on_a_ray_slot_that_the_search_no_longer_needs_is_stopped_
         assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.CANCELLED]
         assert not processes_with("sleep 617")
         assert ImageStatus.READY.value not in _manifests().values()
+
+
+def test_a_service_pools_ray_slots_and_its_bisects_build_ahead_on_them(tmp_path: Path):
+    """`bisect serve --executor ray`: each bisect's executor is a view of the pool's RayExecutor, and its builds
+    ahead go to the pool's Ray slots (not to the service's host), the slots read under the pool's lock."""
+    repo = make_image_repo(tmp_path / "repo", (10, 10))
+    counter = tmp_path / "builds"
+    pool = SlotPool(RayExecutor(str(repo.path), 1), stop_error=lambda: StopRequested(signal.SIGTERM))
+    try:
+        ahead = pool.view(1).ahead_builder(1)
+        assert isinstance(ahead, RayBuildAhead)
+        wait_for(lambda: bool(pool.view(2).free_workers()), what="the slot's actor")
+        ahead.want([_request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter))], lambda sha: True)
+        (running,) = ahead.running.values()
+        assert running.worker.startswith("ray-")
+        wait_for(lambda: bool(ahead.reap()), what="the build ahead")
+        assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.READY]
+        assert counter.read_text().splitlines() == ["build at 1"]
+    finally:
+        pool.close()
