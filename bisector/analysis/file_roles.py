@@ -10,8 +10,8 @@ import re
 _TEST_PATH = re.compile(
     r"(^|/)(tests?|testing|unit_?tests?|gtests?)/|(^|/)test_[^/]*\.\w+$|_tests?\.\w+$|(^|/)conftest\.py$"
 )
-# Benchmark sources: a bench(mark)s directory, bench_*.* and *_bench(mark).* files.
-_BENCHMARK_SOURCE = re.compile(r"(?i)(?:^|/)bench(?:mark)?s?/|(?:^|/)bench(?:mark)?_[^/]*$|_bench(?:mark)?\.\w+$")
+# Benchmark sources: a bench(mark)s directory (Rust's benches/ too), bench_*.* and *_bench(mark).* files.
+_BENCHMARK_SOURCE = re.compile(r"(?i)(?:^|/)bench(?:mark)?(?:e?s)?/|(?:^|/)bench(?:mark)?_[^/]*$|_bench(?:mark)?\.\w+$")
 # Code a library's users run: examples, experiments and ROCm's test clients.
 _USERS_ONLY_PATH = re.compile(r"(?:^|/)(?:examples?|experiments?|clients)/")
 # CI, editor and tool settings (any file or directory whose name starts with a dot: .github/, .travis.yml,

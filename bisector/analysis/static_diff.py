@@ -54,6 +54,7 @@ from bisector.analysis.native_switches import switched_branch_rows
 from bisector.analysis.option_defaults import option_default_rows
 from bisector.analysis.preference_order import with_order_rows
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
+from bisector.analysis.rust_source import RUST_SUFFIXES, rust_branch_changes, rust_rows
 from bisector.analysis.tile_assignments import with_tile_rows
 from bisector.analysis.toggle_arguments import with_toggle_rows
 from bisector.analysis.tuning_files import (
@@ -184,7 +185,7 @@ def _diff_commit(
             ),
         }
         scripts = frozenset(path for path, init in inits.items() if init not in blobs[commit])
-        native = [c for c in readable if _language(c.path) == "native"]
+        native = [c for c in readable if _language(c.path) in ("native", "rust")]
         hunks = gitdiff.hunks_of(repo, base, commit, native) if native else {}
         findings: list[Finding] = []
         modules: dict[str, Versions] = {}  # the changed Python modules, for what their rows reach (unreached.py)
@@ -248,8 +249,8 @@ def _language(path: str) -> str | None:
         return None if is_tooling_config(path) else "tuning"
     if lowered.endswith(".dat"):
         return "json data"  # read as a tuning file when it holds JSON (a solution map), else skipped
-    if lowered.endswith(NATIVE_SUFFIXES):
-        return None if is_benchmark_source(path) else "native"
+    if lowered.endswith(NATIVE_SUFFIXES) or lowered.endswith(RUST_SUFFIXES):
+        return None if is_benchmark_source(path) else "rust" if lowered.endswith(RUST_SUFFIXES) else "native"
     return "cmake" if is_cmake_path(path) and not is_tooling_config(path) else None
 
 
@@ -270,10 +271,11 @@ class _FileAnalysis:
     ):
         self.repo, self.parent, self.sha, self.change, self.max_bytes = repo, parent, sha, change, max_bytes
         self.blobs = blobs  # revision -> path -> blob, listed once for all changed files
-        self.hunks = hunks  # of a C / C++ / CUDA file, diffed once for all of them
+        self.hunks = hunks  # of a C / C++ / CUDA or Rust file, diffed once for all of them
         self.path = change.path
         self.modules: Versions | None = None  # a Python file's parsed versions, once diffed
         self.native_lines: tuple[list[str], list[str]] | None = None  # a C / C++ / CUDA file's, both sides there
+        self.rust_lines: tuple[list[str], list[str]] | None = None  # a Rust file's, both sides there
 
     def findings(self) -> list[Finding]:
         language = _language(self.path)
@@ -321,6 +323,10 @@ class _FileAnalysis:
         if language in ("tuning", "json data"):
             loaded_as = self.path if language == "tuning" else f"{self.path}.json"
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(loaded_as, data)))
+        if language == "rust":
+            was, now = self._parsed(old, new, lambda data: _decode(data).splitlines())
+            self.rust_lines = (was, now) if was is not None and now is not None else None
+            return rust_rows(self.path, was or [], now or [], self.hunks)
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))
         lines = (before.lines if before else [], after.lines if after else [])
         self.native_lines = lines if before and after else None
@@ -333,6 +339,8 @@ class _FileAnalysis:
             return []
         if self.native_lines:
             return native_branch_changes(self.path, *self.native_lines, self.hunks)
+        if self.rust_lines:
+            return rust_branch_changes(self.path, *self.rust_lines, self.hunks)
         old, new = self.modules or (None, None)
         return python_branch_changes(self.path, old, new) if old and new else []
 
