@@ -141,7 +141,9 @@ def _call_text(lines: list[str], index: int, start: int) -> str:
     return " ".join(text.split())
 
 
-def diff_env_reads(path: str, before: dict[str, list[str]], after: dict[str, list[str]]) -> list[Finding]:
+def diff_env_reads(
+    path: str, before: dict[str, list[str]], after: dict[str, list[str]], detail: str = "environment read in C / C++"
+) -> list[Finding]:
     """One row per variable read on one side only or read by lines of other text (a changed default or test), but
     for variables that name a place (CUDA_HOME, *_DIR: env_gates.names_a_location)."""
     rows: list[Finding] = []
@@ -157,7 +159,7 @@ def diff_env_reads(path: str, before: dict[str, list[str]], after: dict[str, lis
                 "read",
                 " | ".join(old) if old else None,
                 " | ".join(new) if new else None,
-                detail="environment read in C / C++",
+                detail=detail,
             )
         )
     return rows

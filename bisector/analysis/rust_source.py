@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from bisector.analysis.changed_branches import BranchChange
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.native_dispatch import diff_env_reads
 
 RUST_SUFFIXES = (".rs",)
 _GATE = re.compile(
@@ -159,24 +160,7 @@ def _function(lines: list[str], index: int) -> str | None:
 
 
 def _env_rows(path: str, old_lines: list[str], new_lines: list[str]) -> list[Finding]:
-    old, new = _env_reads(old_lines), _env_reads(new_lines)
-    rows = []
-    for name in [*old, *(n for n in new if n not in old)]:
-        if old.get(name) == new.get(name):
-            continue
-        before, after = old.get(name), new.get(name)
-        rows.append(
-            Finding(
-                FindingKind.ENV_GATE,
-                path,
-                name,
-                "read",
-                " | ".join(before) if before else None,
-                " | ".join(after) if after else None,
-                detail="environment read in Rust",
-            )
-        )
-    return rows
+    return diff_env_reads(path, _env_reads(old_lines), _env_reads(new_lines), detail="environment read in Rust")
 
 
 def _env_reads(lines: list[str]) -> dict[str, list[str]]:
