@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import Finding, FindingKind, static_diff
+from bisector.analysis import Finding, static_diff
 
 CPU_RS = """\
 use half::{bf16, f16};
