@@ -75,5 +75,5 @@ def _names(message: str, option_name: str) -> bool:
     option = BY_NAME[option_name]
     flag = option.cli_flag
     return message.startswith(f"{option_name}:") or (
-        flag is not None and re.match(rf"{re.escape(flag)}\b", message) is not None
+        flag is not None and re.match(rf"{re.escape(flag)}(?![\w-])", message) is not None
     )

@@ -165,9 +165,11 @@ def test_an_invalid_value_names_the_file_only_when_the_file_gave_it(tmp_path: Pa
     (tmp_path / "bisect.toml").write_text('[bisect]\nenv = { "A B" = "1" }\nrepeat = 3\n')
     with pytest.raises(InputError, match=r"^.*bisect\.toml: --env 'A B': an environment variable's name"):
         build_spec(tmp_path, {"good": "a", "bad": "b", "run": "true"})
-    (tmp_path / "bisect.toml").write_text("[bisect]\nrepeat = 3\n")
+    (tmp_path / "bisect.toml").write_text('[bisect]\nrepeat = 3\nbuild = "make"\n')
     with pytest.raises(InputError, match=r"^--repeat must be between 1 and"):  # the flag's value, not the file's
         build_spec(tmp_path, {"good": "a", "bad": "b", "run": "true", "repeat": 0})
+    with pytest.raises(InputError, match=r"^--build-ahead must be between"):  # --build is the file's, not this
+        build_spec(tmp_path, {"good": "a", "bad": "b", "run": "true", "image": "venv", "build_ahead": 999})
 
 
 _NAME = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8)

@@ -16,6 +16,7 @@ import dataclasses
 import os
 import socket
 import threading
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from workers.step import StepRunner, WorkerSlot
 
 LOG_RETURN_LIMIT_BYTES = 4 << 20  # a log shipped back to the coordinator keeps its head and its tail
 LOG_HEAD_BYTES = 64 << 10
+EARLY_STOPS_KEPT = 64  # builds ahead stopped before they started (their calls queued behind two others)
 
 
 @dataclass(frozen=True)
@@ -94,8 +96,8 @@ class StepActor(ImageHolder):
         self._running: int | None = None
         self._wake = CancelSignal()  # set when the running step is cancelled: its command stops at once
         self._lock = threading.Lock()
-        self._builds: dict[str, CancelSignal] = {}  # sha -> the stop of its build ahead on this node
-        self._stopped_builds: set[str] = set()  # stops that came before their build started (its call was queued)
+        self._builds: dict[str, CancelSignal] = {}  # a build ahead's token -> its stop
+        self._early_stops: deque[str] = deque(maxlen=EARLY_STOPS_KEPT)  # tokens stopped before their build started
         step_launcher.keep_one_ready()  # its first step's command joins no cgroup on its path either
 
     def info(self) -> ActorInfo:
@@ -150,15 +152,15 @@ class StepActor(ImageHolder):
             return StepOutcome(result)
         return StepOutcome(dataclasses.replace(result, log_path=request.log_path), _read_bounded(Path(result.log_path)))
 
-    def build_ahead(self, request: StepRequest) -> BuildAheadOutcome:
+    def build_ahead(self, request: StepRequest, token: str) -> BuildAheadOutcome:
         """Build request's image on this node ahead of its step (workers/ray_build_ahead.py), from the "builds"
         group while this slot's own step runs: as a step would build it, without GPUs, at a lower priority; what it
-        starts dies with this actor (the reaper), and a failure keeps no image."""
+        starts dies with this actor (the reaper), and a failure keeps no image. token: this build's own (two
+        bisects of a service may build one commit on one slot), which stop_build_ahead names."""
         cancel = CancelSignal()
         with self._lock:
-            self._builds[request.sha] = cancel
-            if request.sha in self._stopped_builds:
-                self._stopped_builds.discard(request.sha)
+            self._builds[token] = cancel
+            if token in self._early_stops:
                 cancel.set()
         groups: list[int] = []
 
@@ -177,16 +179,16 @@ class StepActor(ImageHolder):
             for pgid in groups:
                 self._reaper.ended(pgid)
             with self._lock:
-                self._builds.pop(request.sha, None)
+                self._builds.pop(token, None)
             cancel.close()
 
-    def stop_build_ahead(self, sha: str) -> None:
-        """From the control group: the build of sha's image ends (it leaves no image), also one not started yet."""
+    def stop_build_ahead(self, token: str) -> None:
+        """From the control group: that build ends (it leaves no image), also one whose call is still queued."""
         with self._lock:
-            if sha in self._builds:
-                self._builds[sha].set()
+            if token in self._builds:
+                self._builds[token].set()
             else:
-                self._stopped_builds.add(sha)
+                self._early_stops.append(token)
 
     def _is_cancelled(self, step_id: int) -> bool:
         with self._lock:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ class _RayBuild:
     actor: Any
     node: str
     ref: Any  # ObjectRef of StepActor.build_ahead
+    token: str  # names this build to its actor
     stopped_at: float | None = None
 
 
@@ -72,8 +74,9 @@ class RayBuildAhead:
             if host is None:
                 break  # no slot is up now (starting, or replaced after a loss): the next pass tries again
             worker, actor, node = host
-            ref = actor.build_ahead.options(concurrency_group=BUILDS_GROUP).remote(request)
-            self.running[request.sha] = _RayBuild(worker, actor, node, ref)
+            token = uuid.uuid4().hex
+            ref = actor.build_ahead.options(concurrency_group=BUILDS_GROUP).remote(request, token)
+            self.running[request.sha] = _RayBuild(worker, actor, node, ref, token)
         return ended
 
     def _least_busy(self) -> tuple[str, Any, str] | None:
@@ -92,8 +95,11 @@ class RayBuildAhead:
         running = self.running[sha]
         if running.stopped_at is None:
             running.stopped_at = time.monotonic()
+            ended, _ = ray.wait([running.ref], timeout=0)
+            if ended:
+                return  # reaped next: no stop for the actor to keep
             with contextlib.suppress(ray_errors.RayError):  # its actor is gone, and the build with it (its reaper)
-                running.actor.stop_build_ahead.options(concurrency_group=CONTROL_GROUP).remote(sha)
+                running.actor.stop_build_ahead.options(concurrency_group=CONTROL_GROUP).remote(running.token)
 
     def reap(self) -> list[BuildAheadOutcome]:
         """The outcomes of the builds that ended since the last call; a build stopped STOP_GRACE_S ago that has not
@@ -132,10 +138,11 @@ class RayBuildAhead:
 
     def close(self) -> list[BuildAheadOutcome]:
         """Stop every build still running and wait for them, STOP_GRACE_S at most; the outcomes since the last call."""
+        ended = self.reap()  # those done already keep their outcome (a ready image is recorded)
         for sha in self.running:
             self._stop(sha)
         refs = [running.ref for running in self.running.values()]
         if refs:
             ray.wait(refs, num_returns=len(refs), timeout=STOP_GRACE_S)
-        ended = self.reap()
+        ended += self.reap()
         return ended + [self._ended(sha) for sha in list(self.running)]  # what has not come back: given up on

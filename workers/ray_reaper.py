@@ -12,6 +12,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import IO
 
@@ -47,6 +48,7 @@ class Reaper:
         )
         assert launcher.stdin is not None
         self._pipe: IO[str] = launcher.stdin
+        self._lock = threading.Lock()  # a slot's step and its builds ahead announce groups from two threads
         launcher.wait()  # the launcher exits at once; its forked child keeps the pipe's read end
 
     def started(self, pgid: int) -> None:
@@ -56,6 +58,6 @@ class Reaper:
         self._send(f"-{pgid}\n")
 
     def _send(self, line: str) -> None:
-        with contextlib.suppress(OSError):
+        with self._lock, contextlib.suppress(OSError):
             self._pipe.write(line)
             self._pipe.flush()

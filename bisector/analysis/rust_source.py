@@ -1,21 +1,23 @@
 """Rust sources (GPU stacks such as candle and mistral.rs, CPU-SIMD crates): what in a changed `.rs` file picks a
-kernel, read as text the way native_*.py reads C / C++.
+kernel, read from rust_scan.py's lines the way native_*.py reads C / C++.
 
 - Compile-time gates: a `#[cfg(...)]` / `#![cfg(...)]` / `#[cfg_attr(...)]` attribute (also the lines of a
   `#[cfg(any(` spread over several), a `cfg!(...)` test, or an `is_x86_feature_detected!("avx2")`-like runtime
   test, that a hunk removes or adds and does not add or remove again: a branch condition named by the item it
-  gates (`mod avx`, `fn vec_dot_f32`) or the function it is in. Rust's `#[cfg]` is C's `#if`: which SIMD or GPU
-  path is built.
+  gates (`mod avx`, `vec_dot_f32`) or the function it is in; not when that item is added or removed with it (new
+  code). Rust's `#[cfg]` is C's `#if`: which SIMD or GPU path is built.
 - Environment reads: `env::var("X")`, `env::var_os("X")`, `option_env!("X")`, `env!("X")` added, removed or
   rewritten (another default, another comparison) are env gates of X.
 - Constants: a `const` / `static` whose value changes (`const BLOCK_SIZE: usize = 256;`) is a threshold row.
 - Branch tests (changed_branches.py's rows of last resort, for a file no rule above gave a row): the `if` / `else if`
   / `while` / `match` heads and the `pattern =>` arms a hunk removes or adds in a function (a `match dtype {
-  DType::F16 => ... }` arm is a dispatch table).
+  DType::F16 => ... }` arm is a dispatch table); not in a `macro_rules!`.
+Test code is not read: `#[cfg(test)]` items, and `tests.rs` / `*_test.rs` / `*_tests.rs` files.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Sequence
 
@@ -23,6 +25,7 @@ from bisector.analysis.changed_branches import BranchChange
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_dispatch import diff_env_reads
+from bisector.analysis.rust_scan import ITEM, RustSource
 
 RUST_SUFFIXES = (".rs",)
 _GATE = re.compile(
@@ -31,38 +34,33 @@ _GATE = re.compile(
 )
 _ENV = re.compile(r"\b(?:env::var(?:_os)?|option_env!|env!)\s*\(\s*\"(?P<name>[A-Za-z_]\w*)\"")
 _CONST = re.compile(
-    r"^\s*(?:pub(?:\([\w:]+\))?\s+)?(?:const|static)\s+(?:mut\s+)?(?P<name>[A-Z_][A-Z0-9_]*)\s*:[^=]+=\s*"
+    r"^\s*(?:pub(?:\([\w:\s]+\))?\s+)?(?:const|static)\s+(?:mut\s+)?(?P<name>[A-Z_][A-Z0-9_]*)\s*:[^=]+=\s*"
     r"(?P<value>[^;]+);"
 )
 _TEST = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while|match)\b(?!\s+let\b)|^\s*[^/\s][^=]*=>")
-_FN = re.compile(r"\bfn\s+(?P<name>[A-Za-z_]\w*)")
-_ITEM = re.compile(r"^\s*(?:pub(?:\([\w:]+\))?\s+)?(?:unsafe\s+)?(?P<what>fn|mod|use|impl|struct|enum|const|static)\b"
-                   r"\s*(?:<[^>]*>\s*)?(?P<name>[\w:]+)?")  # fmt: skip
-_COMMENT = re.compile(r"^\s*//")
+_TEST_FILE = re.compile(r"(?:^|_)tests?\.rs$")
 MAX_ITEM_GAP = 40  # lines between a gate and the item it gates (the other attributes of a multi-line #[cfg(any(...))])
-MAX_FUNCTION_LINES = 2000  # how far up a line's function head is looked for
 
 
-def rust_rows(path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk]) -> list[Finding]:
+def rust_rows(path: str, old: RustSource | None, new: RustSource | None, hunks: Sequence[Hunk]) -> list[Finding]:
     """The rows of a changed Rust file: its gates, environment reads and constants that differ."""
-    return (
-        _gate_rows(path, old_lines, new_lines, hunks)
-        + _env_rows(path, old_lines, new_lines)
-        + _const_rows(path, old_lines, new_lines)
-    )
+    if _TEST_FILE.search(posixpath.basename(path)):
+        return []
+    was, now = old or _EMPTY, new or _EMPTY
+    return _gate_rows(path, was, now, hunks) + _env_rows(path, was, now) + _const_rows(path, was, now)
 
 
-def rust_branch_changes(
-    path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk]
-) -> list[BranchChange]:
+def rust_branch_changes(path: str, old: RustSource, new: RustSource, hunks: Sequence[Hunk]) -> list[BranchChange]:
     """The functions whose branch tests or match arms the hunks remove or add (not moved within the hunk)."""
+    if _TEST_FILE.search(posixpath.basename(path)):
+        return []
     found: dict[str, list[tuple[bool, str, int]]] = {}  # function -> (removed?, text, 1-based line) of each test
-    for removed, added in _changed_lines(old_lines, new_lines, hunks, _TEST):
-        for gone, lines, changes in ((True, old_lines, removed), (False, new_lines, added)):
+    for removed, added in _changed_lines(old, new, hunks, _TEST):
+        for gone, source, changes in ((True, old, removed), (False, new, added)):
             for index in changes:
-                function = _function(lines, index)
+                function = source.function[index]
                 if function:
-                    found.setdefault(function, []).append((gone, lines[index].strip(), index + 1))
+                    found.setdefault(function, []).append((gone, source.lines[index].strip(), index + 1))
     changes_out = []
     for function, tests in found.items():
         before = next((text for gone, text, _ in tests if gone), None)
@@ -72,40 +70,39 @@ def rust_branch_changes(
 
 
 def _changed_lines(
-    old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk], pattern: re.Pattern[str]
+    old: RustSource, new: RustSource, hunks: Sequence[Hunk], pattern: re.Pattern[str]
 ) -> list[tuple[list[int], list[int]]]:
-    """Per hunk, the indexes of the removed and of the added lines that match pattern, less those whose text the
-    hunk's other side has too (a line moved, or re-indented)."""
+    """Per hunk, the indexes of the removed and of the added code lines that match pattern (not test code), less
+    those whose text the hunk's other side has too (a line moved, or re-indented)."""
     out = []
     for hunk in hunks:
-        removed = [i for i in range(hunk.old_lo, hunk.old_hi) if _is(old_lines[i], pattern)]
-        added = [i for i in range(hunk.new_lo, hunk.new_hi) if _is(new_lines[i], pattern)]
-        was = {old_lines[i].strip() for i in removed}
-        now = {new_lines[i].strip() for i in added}
+        removed = _matching(old, range(hunk.old_lo, hunk.old_hi), pattern)
+        added = _matching(new, range(hunk.new_lo, hunk.new_hi), pattern)
+        was = {old.lines[i].strip() for i in removed}
+        now = {new.lines[i].strip() for i in added}
         out.append(
             (
-                [i for i in removed if old_lines[i].strip() not in now],
-                [i for i in added if new_lines[i].strip() not in was],
+                [i for i in removed if old.lines[i].strip() not in now],
+                [i for i in added if new.lines[i].strip() not in was],
             )
         )
     return out
 
 
-def _is(line: str, pattern: re.Pattern[str]) -> bool:
-    return not _COMMENT.match(line) and pattern.search(line) is not None
+def _matching(source: RustSource, indexes: range, pattern: re.Pattern[str]) -> list[int]:
+    return [i for i in indexes if i < len(source.code) and not source.in_tests[i] and pattern.search(source.code[i])]
 
 
-def _gate_rows(path: str, old_lines: list[str], new_lines: list[str], hunks: Sequence[Hunk]) -> list[Finding]:
+def _gate_rows(path: str, old: RustSource, new: RustSource, hunks: Sequence[Hunk]) -> list[Finding]:
     first: dict[str, dict[int, str]] = {}  # gated name -> side (0 removed, 1 added) -> its first changed gate line
     lines_at: dict[str, int] = {}
-    for removed, added in _changed_lines(old_lines, new_lines, hunks, _GATE):
-        for side, lines, changes in ((0, old_lines, removed), (1, new_lines, added)):
-            other = new_lines if side == 0 else old_lines
+    for removed, added in _changed_lines(old, new, hunks, _GATE):
+        for side, source, other, changes in ((0, old, new, removed), (1, new, old, added)):
             for index in changes:
-                name = _gated(lines, index)
-                if not _defined(other, name):  # an item or function added or removed with its gate: new code
+                name = _gated(source, index)
+                if name is None or not _defined(other, name):  # an item added or removed with its gate: new code
                     continue
-                first.setdefault(name, {}).setdefault(side, lines[index].strip())
+                first.setdefault(name, {}).setdefault(side, source.lines[index].strip())
                 if side == 1:
                     lines_at.setdefault(name, index + 1)
     return [
@@ -123,68 +120,60 @@ def _gate_rows(path: str, old_lines: list[str], new_lines: list[str], hunks: Seq
     ]
 
 
-def _gated(lines: list[str], index: int) -> str:
-    """What a gate line gates: the item after its attributes (`mod avx`, `fn vec_dot`), else the function it is in,
-    else the module."""
-    if "cfg!" not in lines[index] and "_feature_detected!" not in lines[index]:
-        for following in lines[index + 1 : index + 1 + MAX_ITEM_GAP]:
-            if following.strip().startswith(("#", "//", ")", "]")) or not following.strip() or _GATE.search(following):
+def _gated(source: RustSource, index: int) -> str | None:
+    """What a gate line gates: the item after its attributes (`mod avx`, `vec_dot`, on its own line or the same),
+    else the function it is in, else the module (None: a gate of test code)."""
+    code = source.code[index]
+    if "cfg!" not in code and "_feature_detected!" not in code:
+        rest = code[code.rfind("]") + 1 :] if "]" in code else ""
+        for following in [rest, *source.code[index + 1 : index + 1 + MAX_ITEM_GAP]]:
+            text = following.strip()
+            if not text or text.startswith(("#", ")", "]")) or _GATE.search(following):
                 continue  # the gate's other attributes, or the rest of one spread over lines
-            item = _ITEM.match(following)
+            item = ITEM.match(text)
             if item is None:
                 break
             name = (item["name"] or "").rstrip(":")
             return name if item["what"] == "fn" and name else f"{item['what']} {name}".strip()
-    return _function(lines, index) or "module"
+    return source.function[index] or "module"
 
 
-def _defined(lines: list[str], name: str) -> bool:
+def _defined(source: RustSource, name: str) -> bool:
     """Whether the item or function a gate is named by is in this version of the file too."""
-    if name == "module":
-        return True
-    what, _, item = name.rpartition(" ")
-    head = re.compile(rf"\b{what or 'fn'}\s+(?:<[^>]*>\s*)?{re.escape(item)}\b") if item else re.compile(rf"\b{what}\b")
-    return any(head.search(line) for line in lines)
+    return name == "module" or name in source.items or f"fn {name}" in source.items
 
 
-def _function(lines: list[str], index: int) -> str | None:
-    """The fn whose body holds line index: the nearest `fn name` above it whose brace is still open there."""
-    balance = 0  # braces opened less closed from the line looked at down to line index
-    for i in range(index - 1, max(index - MAX_FUNCTION_LINES, 0) - 1, -1):
-        text = lines[i].split("//", 1)[0]
-        balance += text.count("{") - text.count("}")
-        head = _FN.search(text)
-        if head and balance > 0:
-            return head["name"]
-    return None
+def _env_rows(path: str, old: RustSource, new: RustSource) -> list[Finding]:
+    return diff_env_reads(path, _env_reads(old), _env_reads(new), detail="environment read in Rust")
 
 
-def _env_rows(path: str, old_lines: list[str], new_lines: list[str]) -> list[Finding]:
-    return diff_env_reads(path, _env_reads(old_lines), _env_reads(new_lines), detail="environment read in Rust")
-
-
-def _env_reads(lines: list[str]) -> dict[str, list[str]]:
+def _env_reads(source: RustSource) -> dict[str, list[str]]:
     reads: dict[str, list[str]] = {}
-    for line in lines:
-        if not _COMMENT.match(line):
+    for line, code, tests in zip(source.lines, source.code, source.in_tests, strict=True):
+        if "env" in code and not tests:  # a read in a comment is blanked in code
             for match in _ENV.finditer(line):
                 reads.setdefault(match["name"], []).append(line.strip().rstrip(" ,;{}"))
     return reads
 
 
-def _const_rows(path: str, old_lines: list[str], new_lines: list[str]) -> list[Finding]:
-    old, new = _constants(old_lines), _constants(new_lines)
+def _const_rows(path: str, old: RustSource, new: RustSource) -> list[Finding]:
+    was, now = _constants(old), _constants(new)
     return [
-        Finding(FindingKind.NATIVE_THRESHOLD, path, name, "", old[name], new[name], detail="a Rust constant")
-        for name in old
-        if name in new and old[name] != new[name]
+        Finding(FindingKind.NATIVE_THRESHOLD, path, name, "", was[name], now[name], detail="a Rust constant")
+        for name in was
+        if name in now and was[name] != now[name]
     ]
 
 
-def _constants(lines: list[str]) -> dict[str, str]:
+def _constants(source: RustSource) -> dict[str, str]:
     found: dict[str, str] = {}
-    for line in lines:
+    for line, code, tests in zip(source.lines, source.code, source.in_tests, strict=True):
+        if tests or _CONST.match(code) is None:
+            continue
         match = _CONST.match(line)
         if match and re.search(r"\d|\"|\btrue\b|\bfalse\b", match["value"]):
             found.setdefault(match["name"], " ".join(match["value"].split()))
     return found
+
+
+_EMPTY = RustSource([], [], [], [], frozenset())

@@ -54,6 +54,7 @@ from bisector.analysis.native_switches import switched_branch_rows
 from bisector.analysis.option_defaults import option_default_rows
 from bisector.analysis.preference_order import with_order_rows
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
+from bisector.analysis.rust_scan import RustSource, scan_rust
 from bisector.analysis.rust_source import RUST_SUFFIXES, rust_branch_changes, rust_rows
 from bisector.analysis.tile_assignments import with_tile_rows
 from bisector.analysis.toggle_arguments import with_toggle_rows
@@ -275,7 +276,7 @@ class _FileAnalysis:
         self.path = change.path
         self.modules: Versions | None = None  # a Python file's parsed versions, once diffed
         self.native_lines: tuple[list[str], list[str]] | None = None  # a C / C++ / CUDA file's, both sides there
-        self.rust_lines: tuple[list[str], list[str]] | None = None  # a Rust file's, both sides there
+        self.rust_sources: tuple[RustSource, RustSource] | None = None  # a Rust file's, both sides there
 
     def findings(self) -> list[Finding]:
         language = _language(self.path)
@@ -324,9 +325,9 @@ class _FileAnalysis:
             loaded_as = self.path if language == "tuning" else f"{self.path}.json"
             return diff_tuning_file(self.path, *self._parsed(old, new, lambda data: _parse_tuning(loaded_as, data)))
         if language == "rust":
-            was, now = self._parsed(old, new, lambda data: _decode(data).splitlines())
-            self.rust_lines = (was, now) if was is not None and now is not None else None
-            return rust_rows(self.path, was or [], now or [], self.hunks)
+            was, now = self._parsed(old, new, lambda data: scan_rust(_decode(data)))
+            self.rust_sources = (was, now) if was is not None and now is not None else None
+            return rust_rows(self.path, was, now, self.hunks)
         before, after = self._parsed(old, new, lambda data: scan_native(_decode(data)))
         lines = (before.lines if before else [], after.lines if after else [])
         self.native_lines = lines if before and after else None
@@ -339,8 +340,8 @@ class _FileAnalysis:
             return []
         if self.native_lines:
             return native_branch_changes(self.path, *self.native_lines, self.hunks)
-        if self.rust_lines:
-            return rust_branch_changes(self.path, *self.rust_lines, self.hunks)
+        if self.rust_sources:
+            return rust_branch_changes(self.path, *self.rust_sources, self.hunks)
         old, new = self.modules or (None, None)
         return python_branch_changes(self.path, old, new) if old and new else []
 

@@ -207,6 +207,6 @@ def _commits_table(report: BisectReport) -> Table:
 
 
 def _no_log(step: StepRecord) -> str:
-    if step.error_kind is ErrorKind.INTERRUPTED:  # stored by `resume` or `cancel` after its coordinator died
-        return "none stored (its coordinator stopped before the step reported)"
+    if step.error_kind is ErrorKind.INTERRUPTED and not step.detail.startswith("never sent"):
+        return "none stored (its coordinator stopped before the step reported)"  # `resume` or a stop signal
     return "none (the step never started its command)"

@@ -122,7 +122,7 @@ class StepPipeline:
 
     def cancel(self, step_id: int, why: str) -> None:
         """Stop a running step; its result comes back CANCELLED, stored with why (a worker only knows it was)."""
-        self.cancel_why[step_id] = why
+        self.cancel_why.setdefault(step_id, why)  # the first reason stands (a later cancel_all finds it stopped)
         self.executor.cancel(step_id)
 
     def took(self, result: StepResult) -> StepResult:

@@ -78,3 +78,74 @@ def test_rust_tests_and_benchmarks_are_not_read(history: History) -> None:
     changed = OPS_RS.replace("512", "1024")
     sha = history.commit("tune the tests", {"tests/ops.rs": changed, "benches/ops.rs": changed})
     assert rows(static_diff(history.path, sha).findings) == []
+
+
+MACROS_RS = """\
+fn helper() {}
+
+macro_rules! dispatch {
+    ($t:ty) => { kernel::<$t>() };
+}
+
+pub fn run(mode: u32) {
+    log::info!("mode {} => {}", mode, 1);
+    let brace = '}';
+    if mode > 4 {
+        fast();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    const TOL: f32 = 1e-3;
+    #[test]
+    fn close() {
+        if std::env::var("CI").is_ok() {}
+    }
+}
+"""
+
+
+def test_macro_bodies_strings_and_test_modules_are_no_dispatch_code(history: History) -> None:
+    history.commit("run", {"src/run.rs": MACROS_RS})
+    changed = (
+        MACROS_RS.replace("($t:ty) => { kernel::<$t>() };", "($t:ty) => { other::<$t>() };")
+        .replace('"mode {} => {}"', '"mode {} => {} now"')
+        .replace("TOL: f32 = 1e-3", "TOL: f32 = 1e-2")
+        .replace('env::var("CI")', 'env::var("CI_SLOW")')
+    )
+    assert rows(static_diff(history.path, history.commit("quiet", {"src/run.rs": changed})).findings) == []
+    threshold = changed.replace("if mode > 4 {", "if mode > 8 {")  # after a '}' char literal: still run's own test
+    (row,) = rows(static_diff(history.path, history.commit("threshold", {"src/run.rs": threshold})).findings)
+    assert row == ("branch_condition", "run branch test", "if mode > 4 {", "if mode > 8 {")
+
+
+GATES_RS = """\
+#[cfg(feature = "cuda")] pub mod cuda;
+pub mod cpu;
+
+#[cfg(target_feature = "avx")]
+pub const fn lanes() -> usize { 8 }
+
+#[cfg(target_feature = "neon")]
+pub(crate) unsafe extern "C" fn dot() {}
+"""
+
+
+def test_a_gate_names_its_item_on_the_same_line_or_after_any_fn_qualifiers(history: History) -> None:
+    history.commit("gates", {"src/lib.rs": GATES_RS})
+    changed = GATES_RS.replace('"cuda"', '"cuda12"').replace('"avx"', '"avx2"').replace('"neon"', '"sve"')
+    labels = [
+        row[1] for row in rows(static_diff(history.path, history.commit("gates", {"src/lib.rs": changed})).findings)
+    ]
+    assert labels == ["mod cuda cfg gate", "lanes cfg gate", "dot cfg gate"]
+
+
+def test_a_form_feed_in_a_string_keeps_rust_lines_where_git_counts_them(history: History) -> None:
+    source = (
+        'const SEP: &str = "a\x0cb";\n\npub fn pick(n: usize) -> u32 {\n'
+        "    if n > 16 {\n        1\n    } else {\n        2\n    }\n}\n"
+    )
+    history.commit("pick", {"src/pick.rs": source})
+    sha = history.commit("pick", {"src/pick.rs": source.replace("n > 16", "n > 32")})
+    assert [row[1] for row in rows(static_diff(history.path, sha).findings)] == ["pick branch test"]
