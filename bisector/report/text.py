@@ -4,6 +4,7 @@ explanation; then the evidence (steps, failures), the commits of the range, and 
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 from rich.console import Console
 from rich.panel import Panel
@@ -94,7 +95,7 @@ def print_text(console: Console, report: BisectReport) -> None:
                 ),
                 soft_wrap=True,
             )
-            console.print(Text(f"    log: {step.log_path or _no_log(step)}"), soft_wrap=True)
+            console.print(Text(f"    log: {_log_of(step)}"), soft_wrap=True)
     if report.manual_steps:
         console.print(Text(f"verdicts given by hand ({len(report.manual_steps)})", style="bold"))
         for step in report.manual_steps:
@@ -204,6 +205,14 @@ def _commits_table(report: BisectReport) -> Table:
             Text(commit.subject + mark),
         )  # fmt: skip
     return table
+
+
+def _log_of(step: StepRecord) -> str:
+    if not step.log_path:
+        return _no_log(step)
+    if not Path(step.log_path).exists():  # a step given up on, on another node (its log ships with its result)
+        return f"{step.log_path} (not on this host)"
+    return step.log_path
 
 
 def _no_log(step: StepRecord) -> str:

@@ -110,6 +110,9 @@ def test_a_stop_signal_to_the_process_group_stops_every_test_and_stores_them_int
     report = json.loads(run_cli("report", "1", "--format", "json", db=db).stdout)
     logs = [Path(step["log_path"]) for step in report["steps"]]
     assert all(log.is_file() for log in logs)  # the report points at what each test wrote before it was stopped
+    logs[0].unlink()  # what the test wrote is gone: the report says no log is stored, not a path found earlier
+    shown = " ".join(run_cli("report", "1", db=db).stdout.split())
+    assert "log: none stored (its coordinator stopped before the step reported)" in shown
     assert stored_rows(db, "select status, owner from bisects") == [("running", None)]
 
 

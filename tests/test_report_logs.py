@@ -1,0 +1,34 @@
+"""The report's failed steps point at their logs: a path that is here, or says why there is none."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bisect_helpers import synthetic_spec
+from rich.console import Console
+
+from bisector.coordinator import prepare_bisect
+from bisector.report.model import BisectReport
+from bisector.report.text import print_text
+from bisector.synthetic import culprit_history
+from db.store import Store
+from vocab.domain import ErrorKind, StepResult, Verdict
+
+
+def test_a_failed_steps_log_that_is_not_on_this_host_is_said_to_be_elsewhere(tmp_path: Path, store: Store) -> None:
+    history = culprit_history(tmp_path / "repo", 10, 6)
+    bisect_id = prepare_bisect(store, synthetic_spec(history.path, history.shas[0], history.shas[-1], explain=False))
+    here, elsewhere = tmp_path / "here.log", tmp_path / "node-2" / "step.log"  # a Ray step given up on elsewhere
+    here.write_text("OOM\n")
+    for sha, log in ((history.shas[3], here), (history.shas[4], elsewhere)):
+        step = store.start_step(bisect_id, sha, 1, "ray-0", "node-2", (), datetime.now(UTC))
+        result = StepResult(
+            step, sha, Verdict.ERROR, error_kind=ErrorKind.STALLED, detail="no result", log_path=str(log)
+        )
+        store.finish_step(step, result, datetime.now(UTC))
+    console = Console(record=True, width=400)
+    print_text(console, BisectReport.load(store, bisect_id))
+    shown = console.export_text()
+    assert f"log: {here}\n" in shown
+    assert f"log: {elsewhere} (not on this host)" in shown
