@@ -123,6 +123,13 @@ def image_origin(image: Mapping[str, object]) -> str:
     return str(image.get("source", ""))
 
 
+# A stopped step's detail as stored: a worker knows only that it stopped a step when asked (CANCELLED_DETAIL); the
+# coordinator stores why (bisector/search/pipeline.py), and the report reads it back.
+CANCELLED_DETAIL = "cancelled"
+NOT_NEEDED = "no longer needed"  # the search stopped it: its result could no longer matter
+NEVER_SENT = "never sent to a worker"  # recorded, then the coordinator stopped before sending it
+
+
 @dataclass(frozen=True)
 class StepResult:
     """What a worker reports for one step; the coordinator alone writes it to the store."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from vocab.domain import ErrorKind
+from vocab.domain import CANCELLED_DETAIL, ErrorKind
 from vocab.metric import METRIC_TIME_LIMIT_S, Judgement, MatchTimeoutError, infra_judgement, infra_signature
 from workers.output import DETAIL_TAIL_BYTES
 from workers.process import ProcessOutcome
@@ -57,7 +57,7 @@ class BuildOutcome:
             BuildEnd.FAILED: f"{self.what} failed (exit {code})",
             BuildEnd.INFRA: self.infra.detail if self.infra is not None else f"{self.what} died (exit {code})",
             BuildEnd.TIMED_OUT: f"{self.what} timed out",
-            BuildEnd.CANCELLED: "cancelled",
+            BuildEnd.CANCELLED: CANCELLED_DETAIL,
             BuildEnd.LOG_FAILED: f"writing the step log: {self.process.log_error}",
         }
         return reasons[self.end]

@@ -14,7 +14,7 @@ import hashlib
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from vocab.domain import ErrorKind, ImageInfo, StepResult, Verdict
+from vocab.domain import CANCELLED_DETAIL, ErrorKind, ImageInfo, StepResult, Verdict
 from workers.build_outcome import BuildEnd, judge_build
 from workers.container_engine import CONTAINERFILES, ContainerEngine, outliving_its_reader
 from workers.images.cache import ImageCache, ImageManifest, ImageStatus, LockTimeoutError, now_iso
@@ -61,7 +61,7 @@ class ContainerImages:
                 return self._obtain_held(step, reference, record_id)
         except LockTimeoutError:
             if step.should_cancel():
-                return self.runner.result(step.request, Verdict.CANCELLED, detail="cancelled")
+                return self.runner.result(step.request, Verdict.CANCELLED, detail=CANCELLED_DETAIL)
             detail = f"timed out waiting for another step's pull or build of container image {reference}"
             return self.runner.result(step.request, Verdict.ERROR, error_kind=ErrorKind.TIMEOUT, detail=detail)
 
@@ -89,7 +89,7 @@ class ContainerImages:
             if found is not None:
                 return self._found(step, reference, found)
         if step.should_cancel():
-            return self.runner.result(step.request, Verdict.CANCELLED, detail="cancelled")
+            return self.runner.result(step.request, Verdict.CANCELLED, detail=CANCELLED_DETAIL)
         return self._build(step, reference, record_id)
 
     def _build(self, step: StepContext, reference: str, record_id: str) -> ImageInfo | StepResult:

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from vocab.domain import ErrorKind, StepResult, Verdict
+from vocab.domain import CANCELLED_DETAIL, ErrorKind, StepResult, Verdict
 from workers.executor import Assignment, Executor, StepRequest
 
 
@@ -109,7 +109,7 @@ class ScriptedExecutor(Executor):
 
     def cancel(self, step_id: int) -> None:
         if step_id in self.running:
-            self._report(step_id, Answer(Verdict.CANCELLED, detail="cancelled"))
+            self._report(step_id, Answer(Verdict.CANCELLED, detail=CANCELLED_DETAIL))
 
     def close(self) -> None:
         for step_id in list(self.running):

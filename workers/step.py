@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from vocab.domain import ErrorKind, ImageInfo, StepResult, Verdict
+from vocab.domain import CANCELLED_DETAIL, ErrorKind, ImageInfo, StepResult, Verdict
 from vocab.errors import RepoError
 from vocab.gitrepo import GitRepo
 from vocab.metric import DISK_FULL_SIGNATURE, judge_run
@@ -210,7 +210,7 @@ class StepRunner:
 
     def _image_failed(self, request: StepRequest, prepared: PreparedImage, build_s: float) -> StepResult:
         if prepared.cancelled:
-            return self.result(request, Verdict.CANCELLED, build_s=build_s, detail="cancelled")
+            return self.result(request, Verdict.CANCELLED, build_s=build_s, detail=CANCELLED_DETAIL)
         if prepared.timed_out:
             kind, detail = ErrorKind.TIMEOUT, "image build timed out"
             return self.result(request, Verdict.ERROR, build_s=build_s, error_kind=kind, detail=detail)
@@ -237,7 +237,7 @@ class StepRunner:
             return self._log_failed(request, log.error)
         if run.cancelled:
             done = {"build_s": build_s, "run_s": run.elapsed_s, "image": image}
-            return self.result(request, Verdict.CANCELLED, detail="cancelled", **done)
+            return self.result(request, Verdict.CANCELLED, detail=CANCELLED_DETAIL, **done)
         judgement = judge_run(
             request.metric, run.exit_code, run.output.text(), cwd, timed_out=run.timed_out,
             time_limit_s=max(step.time_left_s(), METRIC_MIN_TIME_S),

@@ -20,7 +20,17 @@ from bisector.spec import BisectSpec
 from bisector.terms import new_verdict, old_verdict, term_of
 from db.store import Store
 from vocab.cost import step_gpu_seconds
-from vocab.domain import BisectRecord, BisectStatus, Commit, ErrorKind, StepPurpose, StepRecord, Verdict
+from vocab.domain import (
+    CANCELLED_DETAIL,
+    NOT_NEEDED,
+    BisectRecord,
+    BisectStatus,
+    Commit,
+    ErrorKind,
+    StepPurpose,
+    StepRecord,
+    Verdict,
+)
 from vocab.errors import InputError
 from vocab.paths import log_dir
 from workers.container_engine import container_reference, reproduce_in_container
@@ -387,4 +397,4 @@ def _stopped_why(detail: str) -> str:
     if detail.startswith(PREEMPTED):
         return "to give another bisect a slot"
     why = detail.split(" (")[0]
-    return "no longer needed" if why in ("", "cancelled") else why
+    return NOT_NEEDED if why in ("", CANCELLED_DETAIL) else why

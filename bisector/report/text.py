@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bisector.report.model import BisectReport, one_line, pr_suffix
-from vocab.domain import BisectStatus, Commit, ErrorKind, StepPurpose, StepRecord, Verdict, image_origin
+from vocab.domain import NEVER_SENT, BisectStatus, Commit, ErrorKind, StepPurpose, StepRecord, Verdict, image_origin
 
 MAX_RANGE_ROWS = 40  # the commit table elides the middle of longer ranges
 
@@ -216,6 +216,6 @@ def _log_of(step: StepRecord) -> str:
 
 
 def _no_log(step: StepRecord) -> str:
-    if step.error_kind is ErrorKind.INTERRUPTED and not step.detail.startswith("never sent"):
+    if step.error_kind is ErrorKind.INTERRUPTED and not step.detail.startswith(NEVER_SENT):
         return "none stored (its coordinator stopped before the step reported)"  # `resume` or a stop signal
     return "none (the step never started its command)"

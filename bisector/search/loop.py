@@ -21,13 +21,12 @@ from bisector.search.pipeline import PlannedStep, StepPipeline
 from bisector.terms import term_of
 from db.images import record_images
 from db.store import Store
-from vocab.domain import BisectStatus, Commit, ErrorKind, StepResult, Verdict
+from vocab.domain import NOT_NEEDED, BisectStatus, Commit, ErrorKind, StepResult, Verdict
 from vocab.errors import StateError
 from vocab.gitrepo import GitRepo
 from workers.build_ahead import AheadBuilder, AheadStatus, BuildAheadOutcome
 
 CANCEL_CHECK_S = 0.5
-NOT_NEEDED = "no longer needed"  # a cancelled step's detail when the search stopped it
 PROGRESS_INTERVAL_S = 0.25
 GATHER_FRACTION = 0.15  # of a step's duration: how long its batch-mates are waited for, at most
 GATHER_MIN_S = 0.02

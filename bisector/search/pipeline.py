@@ -13,7 +13,7 @@ from datetime import datetime
 
 from bisector.spec import BisectSpec
 from db.store import INTERRUPTED_DETAIL, NewStep, Store
-from vocab.domain import ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
+from vocab.domain import CANCELLED_DETAIL, NEVER_SENT, ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
 from vocab.metric import MetricSpec
 from vocab.paths import log_dir
 from workers.executor import Assignment, Executor, StepRequest
@@ -77,7 +77,7 @@ class StepPipeline:
                 out.append(self._send(step_id, plan, started))
         except BaseException as exc:
             unsent = [(i, p) for i, p in zip(step_ids[len(out) :], planned[len(out) :], strict=True)]
-            self._interrupt([(i, p.sha, "") for i, p in unsent], f"never sent to a worker: {exc}".strip())
+            self._interrupt([(i, p.sha, "") for i, p in unsent], f"{NEVER_SENT}: {exc}".strip())
             raise
         return out
 
@@ -130,7 +130,7 @@ class StepPipeline:
         self.running.pop(result.step_id)
         why = self.cancel_why.pop(result.step_id, None)
         if why and result.verdict is Verdict.CANCELLED and not result.detail.startswith(PREEMPTED):
-            detail = why if result.detail in ("", "cancelled") else f"{why} ({result.detail})"
+            detail = why if result.detail in ("", CANCELLED_DETAIL) else f"{why} ({result.detail})"
             result = dataclasses.replace(result, detail=detail)
         self.unwritten.append((result, self.now()))
         return result
