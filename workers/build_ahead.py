@@ -14,6 +14,7 @@ groups and cgroups its build made (their pgids it printed as they started), as a
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import os
@@ -21,11 +22,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, TypeVar
 
 from vocab.domain import ImageInfo
 from workers.cgroups import end_dead_worker
@@ -34,6 +35,9 @@ from workers.executor import StepRequest, step_environment
 STOP_GRACE_S = 30.0  # a stopped child kills its build (SIGTERM, grace, SIGKILL) and exits within this
 PGID_GRACE_S = 5.0  # a dead child's build groups: SIGTERM, then SIGKILL after this
 BUILD_WORKER = "build-ahead"  # $BISECT_WORKER of a build ahead (a step's is its worker slot's name)
+
+
+BuildT = TypeVar("BuildT")  # what a builder keeps of a running build
 
 
 class AheadStatus(StrEnum):
@@ -98,19 +102,49 @@ class BuildAheadOutcome:
         return cls(str(data["sha"]), AheadStatus(data["status"]), float(data["build_s"]), str(data["detail"]), image)
 
 
-class AheadBuilder(Protocol):
+class AheadBuilder(abc.ABC, Generic[BuildT]):
     """Builds images ahead of their steps where the executor's steps build them (Executor.ahead_builder): on this
-    host (BuildAhead) or on Ray nodes (workers/ray_build_ahead.py). The search loop drives it."""
+    host (BuildAhead) or on Ray nodes (workers/ray_build_ahead.py); the search loop drives it. At most `limit`
+    builds at once, each commit's at most once per bisect."""
 
-    limit: int
-    outcomes: dict[str, BuildAheadOutcome]  # sha -> how its build ended
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.running: dict[str, BuildT] = {}  # sha -> its build, while it runs
+        self.outcomes: dict[str, BuildAheadOutcome] = {}  # sha -> how its build ended
 
-    @property
-    def running(self) -> Mapping[str, object]: ...  # sha -> its build, while it runs
+    def want(self, requests: Sequence[StepRequest], relevant: Callable[[str], bool]) -> list[BuildAheadOutcome]:
+        """Build the images of requests (best first) not built ahead yet, while fewer than limit run; stop the
+        builds of commits relevant() no longer holds (the search will not probe them: their images would go
+        unused). Returns the outcomes of the builds that ended since the last call."""
+        ended = self.reap()
+        for sha in self.running:
+            if not relevant(sha):
+                self.stop(sha)
+        for request in requests:
+            if len(self.running) >= self.limit:
+                break
+            if request.sha in self.running or request.sha in self.outcomes or not relevant(request.sha):
+                continue
+            if not self.start(request):
+                break  # nowhere to build now: the next pass tries again
+        return ended
 
-    def want(self, requests: Sequence[StepRequest], relevant: Callable[[str], bool]) -> list[BuildAheadOutcome]: ...
+    @abc.abstractmethod
+    def start(self, request: StepRequest) -> bool:
+        """Start request's build (in running; or, where none can start, its outcome in outcomes); False: there is
+        nowhere to build it now."""
 
-    def close(self) -> list[BuildAheadOutcome]: ...
+    @abc.abstractmethod
+    def stop(self, sha: str) -> None:
+        """Ask sha's running build to end; it leaves no image, and its outcome comes from a later reap()."""
+
+    @abc.abstractmethod
+    def reap(self) -> list[BuildAheadOutcome]:
+        """The outcomes of the builds that ended since the last call."""
+
+    @abc.abstractmethod
+    def close(self) -> list[BuildAheadOutcome]:
+        """Stop every build still running and wait for them; the outcomes since the last call."""
 
 
 class _Child:
@@ -160,34 +194,23 @@ class _Child:
         return BuildAheadOutcome(self.job.sha, AheadStatus.DIED, detail=detail)
 
 
-class BuildAhead:
-    """At most `limit` builds at once, each commit's at most once per bisect; the coordinator's side."""
+class BuildAhead(AheadBuilder[_Child]):
+    """Builds ahead on this host, each in a child process of its own; the coordinator's side."""
 
     def __init__(self, limit: int, base_env: dict[str, str] | None = None) -> None:
-        self.limit = limit
+        super().__init__(limit)
         self.base_env = dict(os.environ) if base_env is None else base_env
-        self.running: dict[str, _Child] = {}  # sha -> its child
-        self.outcomes: dict[str, BuildAheadOutcome] = {}  # sha -> how its build ended
 
-    def want(self, requests: Sequence[StepRequest], relevant: Callable[[str], bool]) -> list[BuildAheadOutcome]:
-        """Build the images of requests (best first) not built ahead yet, while fewer than limit run; stop the
-        builds of commits relevant() no longer holds (the search will not probe them: their images would go
-        unused). Returns the outcomes of the builds that ended since the last call."""
-        ended = self.reap()
-        for sha, child in self.running.items():
-            if not relevant(sha):
-                child.stop()
-        for request in requests:
-            if len(self.running) >= self.limit:
-                break
-            if request.sha in self.running or request.sha in self.outcomes or not relevant(request.sha):
-                continue
-            try:
-                Path(request.log_path).parent.mkdir(parents=True, exist_ok=True)
-                self.running[request.sha] = _Child(BuildAheadJob.of(request, self.base_env))
-            except OSError as exc:  # no process or folder to be had now: the step builds its image itself
-                self.outcomes[request.sha] = BuildAheadOutcome(request.sha, AheadStatus.ERROR, detail=str(exc))
-        return ended
+    def start(self, request: StepRequest) -> bool:
+        try:
+            Path(request.log_path).parent.mkdir(parents=True, exist_ok=True)
+            self.running[request.sha] = _Child(BuildAheadJob.of(request, self.base_env))
+        except OSError as exc:  # no process or folder to be had now: the step builds its image itself
+            self.outcomes[request.sha] = BuildAheadOutcome(request.sha, AheadStatus.ERROR, detail=str(exc))
+        return True
+
+    def stop(self, sha: str) -> None:
+        self.running[sha].stop()
 
     def reap(self) -> list[BuildAheadOutcome]:
         """The outcomes of the builds that ended since the last call; a child stopped STOP_GRACE_S ago and still

@@ -10,7 +10,7 @@ import abc
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vocab.domain import StepResult
 from vocab.metric import MetricSpec
@@ -89,7 +89,7 @@ class Executor(abc.ABC):
         nodes puts those that hold the step's image first); this one keeps the order given."""
         return list(workers)
 
-    def ahead_builder(self, limit: int, guard: AbstractContextManager[object] | None = None) -> AheadBuilder:
+    def ahead_builder(self, limit: int, guard: AbstractContextManager[object] | None = None) -> AheadBuilder[Any]:
         """What builds the images of the likely next probes while the steps run (--build-ahead, at most limit at
         once): where this executor's steps build theirs, which is this host here. guard: held while it reads the
         executor's state (a pool shares the executor between threads)."""

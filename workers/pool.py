@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vocab.domain import StepResult, Verdict
 from vocab.errors import ExecutorError
@@ -285,7 +285,7 @@ class PoolView(Executor):
         with self._pool._lock:
             return self._pool._free_for(self)
 
-    def ahead_builder(self, limit: int, guard: AbstractContextManager[object] | None = None) -> AheadBuilder:
+    def ahead_builder(self, limit: int, guard: AbstractContextManager[object] | None = None) -> AheadBuilder[Any]:
         """Where the pool's executor builds (this host, or the Ray slots' nodes), its state read under the pool's
         lock."""
         return self._pool._executor.ahead_builder(limit, self._pool._lock)

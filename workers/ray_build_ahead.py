@@ -6,7 +6,7 @@ group, beside the step it runs). The node it ran on then holds the image: the ex
 commit's step there, or another node copies it from there (workers/ray_image_peer.py), as for an image a step made.
 A build goes to the live slot with the fewest builds ahead running, so that they spread over the nodes.
 
-The same interface as BuildAhead (want, reap, close, running, outcomes), which the search loop drives.
+An AheadBuilder, as BuildAhead is: the search loop drives both the same way.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -22,7 +21,7 @@ from typing import Any, Protocol
 import ray
 from ray import exceptions as ray_errors
 
-from workers.build_ahead import STOP_GRACE_S, AheadStatus, BuildAheadOutcome
+from workers.build_ahead import STOP_GRACE_S, AheadBuilder, AheadStatus, BuildAheadOutcome
 from workers.executor import StepRequest
 from workers.ray_cluster import BUILDS_GROUP, CONTROL_GROUP, one_line
 
@@ -47,37 +46,24 @@ class _RayBuild:
     stopped_at: float | None = None
 
 
-class RayBuildAhead:
-    """At most `limit` builds at once over the cluster, each commit's at most once per bisect."""
+class RayBuildAhead(AheadBuilder[_RayBuild]):
+    """Builds ahead on the Ray slots' nodes, each in a slot's actor."""
 
     def __init__(self, limit: int, hosts: BuildHosts, guard: AbstractContextManager[object] | None = None) -> None:
         """guard: held while the executor's slots are read (a service's pool shares the executor between threads)."""
-        self.limit = limit
+        super().__init__(limit)
         self.hosts = hosts
         self.guard = guard if guard is not None else contextlib.nullcontext()
-        self.running: dict[str, _RayBuild] = {}  # sha -> its build
-        self.outcomes: dict[str, BuildAheadOutcome] = {}  # sha -> how its build ended
 
-    def want(self, requests: Sequence[StepRequest], relevant: Callable[[str], bool]) -> list[BuildAheadOutcome]:
-        """As BuildAhead.want: start the builds of requests (best first) not built ahead yet while fewer than limit
-        run, stop those relevant() no longer holds; the outcomes of the builds that ended since the last call."""
-        ended = self.reap()
-        for sha in self.running:
-            if not relevant(sha):
-                self._stop(sha)
-        for request in requests:
-            if len(self.running) >= self.limit:
-                break
-            if request.sha in self.running or request.sha in self.outcomes or not relevant(request.sha):
-                continue
-            host = self._least_busy()
-            if host is None:
-                break  # no slot is up now (starting, or replaced after a loss): the next pass tries again
-            worker, actor, node = host
-            token = uuid.uuid4().hex
-            ref = actor.build_ahead.options(concurrency_group=BUILDS_GROUP).remote(request, token)
-            self.running[request.sha] = _RayBuild(worker, actor, node, ref, token)
-        return ended
+    def start(self, request: StepRequest) -> bool:
+        host = self._least_busy()
+        if host is None:
+            return False  # no slot is up now (starting, or replaced after a loss), or each runs its most builds
+        worker, actor, node = host
+        token = uuid.uuid4().hex
+        ref = actor.build_ahead.options(concurrency_group=BUILDS_GROUP).remote(request, token)
+        self.running[request.sha] = _RayBuild(worker, actor, node, ref, token)
+        return True
 
     def _least_busy(self) -> tuple[str, Any, str] | None:
         with self.guard:
@@ -91,7 +77,7 @@ class RayBuildAhead:
         worker, actor, node = min(hosts, key=lambda host: busy[host[0]])
         return (worker, actor, node) if busy[worker] < BUILDS_PER_SLOT else None
 
-    def _stop(self, sha: str) -> None:
+    def stop(self, sha: str) -> None:
         running = self.running[sha]
         if running.stopped_at is None:
             running.stopped_at = time.monotonic()
@@ -140,7 +126,7 @@ class RayBuildAhead:
         """Stop every build still running and wait for them, STOP_GRACE_S at most; the outcomes since the last call."""
         ended = self.reap()  # those done already keep their outcome (a ready image is recorded)
         for sha in self.running:
-            self._stop(sha)
+            self.stop(sha)
         refs = [running.ref for running in self.running.values()]
         if refs:
             ray.wait(refs, num_returns=len(refs), timeout=STOP_GRACE_S)

@@ -11,6 +11,7 @@ import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from bisector.ownership import Lease
 from bisector.progress import ProgressObserver
@@ -57,7 +58,7 @@ class SearchLoop:
         lease: Lease | None = None,
         manual_seen: int = 0,
         fresh: bool = False,
-        build_ahead: AheadBuilder | None = None,
+        build_ahead: AheadBuilder[Any] | None = None,
     ) -> None:
         """manual_seen: the id of the latest manual step the core has; fresh: a bisect created this moment (it
         cannot have been cancelled yet: its first check waits CANCEL_CHECK_S); build_ahead: builds the images of
