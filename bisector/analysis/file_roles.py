@@ -8,7 +8,8 @@ import re
 
 # Tests in any language: a tests directory, test_*.* and *_test(s).* files (test_gemm.cu, mat_mul_test.cpp).
 _TEST_PATH = re.compile(
-    r"(^|/)(tests?|testing|unit_?tests?|gtests?)/|(^|/)test_[^/]*\.\w+$|_tests?\.\w+$|(^|/)conftest\.py$"
+    r"(^|/)(tests?|testing|unit_?tests?|gtests?)/|(^|/)test_[^/]*\.\w+$|_tests?\.\w+$|(^|/)conftest\.py$|"
+    r"(^|/)tests?\.rs$"  # Rust's `mod tests;` file
 )
 # Benchmark sources: a bench(mark)s directory (Rust's benches/ too), bench_*.* and *_bench(mark).* files.
 _BENCHMARK_SOURCE = re.compile(r"(?i)(?:^|/)bench(?:mark)?(?:e?s)?/|(?:^|/)bench(?:mark)?_[^/]*$|_bench(?:mark)?\.\w+$")

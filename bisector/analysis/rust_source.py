@@ -12,12 +12,11 @@ kernel, read from rust_scan.py's lines the way native_*.py reads C / C++.
 - Branch tests (changed_branches.py's rows of last resort, for a file no rule above gave a row): the `if` / `else if`
   / `while` / `match` heads and the `pattern =>` arms a hunk removes or adds in a function (a `match dtype {
   DType::F16 => ... }` arm is a dispatch table); not in a `macro_rules!`.
-Test code is not read: `#[cfg(test)]` items, and `tests.rs` / `*_test.rs` / `*_tests.rs` files.
+Test code is not read: `#[cfg(test)]` items here, test files (`tests.rs`, `*_test.rs`) by file_roles.py.
 """
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Sequence
 
@@ -38,22 +37,17 @@ _CONST = re.compile(
     r"(?P<value>[^;]+);"
 )
 _TEST = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while|match)\b(?!\s+let\b)|^\s*[^/\s][^=]*=>")
-_TEST_FILE = re.compile(r"(?:^|_)tests?\.rs$")
 MAX_ITEM_GAP = 40  # lines between a gate and the item it gates (the other attributes of a multi-line #[cfg(any(...))])
 
 
 def rust_rows(path: str, old: RustSource | None, new: RustSource | None, hunks: Sequence[Hunk]) -> list[Finding]:
     """The rows of a changed Rust file: its gates, environment reads and constants that differ."""
-    if _TEST_FILE.search(posixpath.basename(path)):
-        return []
     was, now = old or _EMPTY, new or _EMPTY
     return _gate_rows(path, was, now, hunks) + _env_rows(path, was, now) + _const_rows(path, was, now)
 
 
 def rust_branch_changes(path: str, old: RustSource, new: RustSource, hunks: Sequence[Hunk]) -> list[BranchChange]:
     """The functions whose branch tests or match arms the hunks remove or add (not moved within the hunk)."""
-    if _TEST_FILE.search(posixpath.basename(path)):
-        return []
     found: dict[str, list[tuple[bool, str, int]]] = {}  # function -> (removed?, text, 1-based line) of each test
     for removed, added in _changed_lines(old, new, hunks, _TEST):
         for gone, source, changes in ((True, old, removed), (False, new, added)):

@@ -250,8 +250,10 @@ def _language(path: str) -> str | None:
         return None if is_tooling_config(path) else "tuning"
     if lowered.endswith(".dat"):
         return "json data"  # read as a tuning file when it holds JSON (a solution map), else skipped
-    if lowered.endswith(NATIVE_SUFFIXES) or lowered.endswith(RUST_SUFFIXES):
-        return None if is_benchmark_source(path) else "rust" if lowered.endswith(RUST_SUFFIXES) else "native"
+    if lowered.endswith(RUST_SUFFIXES):
+        return None if is_benchmark_source(path) else "rust"
+    if lowered.endswith(NATIVE_SUFFIXES):
+        return None if is_benchmark_source(path) else "native"
     return "cmake" if is_cmake_path(path) and not is_tooling_config(path) else None
 
 

@@ -74,9 +74,11 @@ def test_an_env_read_a_constant_and_a_match_arm_in_rust_are_rows(history: Histor
 
 
 def test_rust_tests_and_benchmarks_are_not_read(history: History) -> None:
-    history.commit("ops", {"tests/ops.rs": OPS_RS, "benches/ops.rs": OPS_RS})
+    history.commit("ops", {"tests/ops.rs": OPS_RS, "benches/ops.rs": OPS_RS, "src/ops/tests.rs": OPS_RS})
     changed = OPS_RS.replace("512", "1024")
-    sha = history.commit("tune the tests", {"tests/ops.rs": changed, "benches/ops.rs": changed})
+    sha = history.commit(
+        "tune the tests", {"tests/ops.rs": changed, "benches/ops.rs": changed, "src/ops/tests.rs": changed}
+    )
     assert rows(static_diff(history.path, sha).findings) == []
 
 
