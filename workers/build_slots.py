@@ -7,12 +7,11 @@ of the GPU leases (workers/gpu_leases.py); the kernel drops it when its holder e
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import time
 from collections.abc import Callable
 
-from workers.gpu_leases import lock_dir
+from workers.gpu_leases import lock_dir, try_lock
 
 SLOTS_VARIABLE = "BISECT_BUILD_AHEAD_SLOTS"
 CPUS_PER_SLOT = 16  # the default: one build ahead per 16 CPUs of the host, at least 2
@@ -33,15 +32,8 @@ def take_slot(should_stop: Callable[[], bool], waiting: Callable[[], None] = lam
     directory, count, told = lock_dir(), slot_count(), False
     while True:
         for index in range(count):
-            fd = os.open(directory / f"build-ahead-{index}.lock", os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
-            with contextlib.suppress(OSError):  # let other users' bisects open it too
-                if os.fstat(fd).st_uid == os.getuid():
-                    os.fchmod(fd, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if (fd := try_lock(directory / f"build-ahead-{index}.lock")) is not None:
                 return fd
-            except BlockingIOError:
-                os.close(fd)
         if should_stop():
             return None
         if not told:

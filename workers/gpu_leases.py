@@ -37,6 +37,21 @@ def stderr_note(line: str) -> None:
     print(f"gpu-bisect: {line}", file=sys.stderr, flush=True)
 
 
+def try_lock(path: Path) -> int | None:
+    """An exclusive flock on a host-wide lock file (made readable by every user's bisects), or None when another
+    process holds it: the descriptor holding it (closing it, or the process's end, frees it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    with contextlib.suppress(OSError):  # let other users' bisects open it too
+        if os.fstat(fd).st_uid == os.getuid():
+            os.fchmod(fd, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 class GpuLeases:
     """The GPU locks this process holds; release() (or the process's end) frees them."""
 
@@ -52,15 +67,8 @@ class GpuLeases:
         """Lease one GPU if no other holder has it."""
         if gpu in self._held:
             return True
-        path = self.directory / f"gpu-{gpu}.lock"
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        with contextlib.suppress(OSError):  # let other users' bisects open it too
-            if os.fstat(fd).st_uid == os.getuid():
-                os.fchmod(fd, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = try_lock(self.directory / f"gpu-{gpu}.lock")
+        if fd is None:
             return False
         self._held[gpu] = fd
         return True
