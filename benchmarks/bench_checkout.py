@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_checkout.py` without PYTHONPATH
 
 from benchmarks.common import machine_info  # noqa: E402
-from vocab.gitrepo import GitRepo  # noqa: E402
+from bisector.vocab.gitrepo import GitRepo  # noqa: E402
 
 
 def git(cwd: Path, *args: str, stdin: str | None = None) -> str:

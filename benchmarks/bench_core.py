@@ -227,7 +227,7 @@ def _chain(steps: list[dict[str, Any]], weight: str | None) -> float:
 
 
 def _stored_steps(db_url: str, bisect_id: int, last: int) -> list[dict[str, Any]]:
-    from db.store import Store
+    from bisector.db.store import Store
 
     with Store.open(db_url) as store:
         positions = {c.sha: c.position for c in store.candidates(bisect_id)}

@@ -35,11 +35,11 @@ from sqlalchemy import create_engine, insert, make_url, text
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_info
+from bisector.db.queries import metric_label
+from bisector.db.schema import bisects, candidates, findings, steps
+from bisector.db.store import Store
 from bisector.history import compute_stats, find_bisects, parse_filter
 from bisector.report import BisectReport, report_json
-from db.queries import metric_label
-from db.schema import bisects, candidates, findings, steps
-from db.store import Store
 
 REPOS = [f"/srv/repos/model-{i}" for i in range(8)]
 METRICS = [r"tokens/s: ([0-9.]+)", r"latency_ms: ([0-9.]+)", None]

@@ -119,13 +119,13 @@ def two_bisects(work: Path, repo: Path, shas: list[str]) -> dict[str, Any]:
 
 
 def prepare_cost(work: Path, repo: Path, sha: str) -> dict[str, Any]:
-    from vocab.metric import Expectation, MetricSpec
-    from workers.executor import StepRequest
-    from workers.images.builder import BuildJob, ImageBuilder
-    from workers.images.cache import ImageCache
-    from workers.images.key import ImageRecipe
-    from workers.output import StepLog
-    from workers.step import StepRunner, WorkerSlot
+    from bisector.vocab.metric import Expectation, MetricSpec
+    from bisector.workers.executor import StepRequest
+    from bisector.workers.images.builder import BuildJob, ImageBuilder
+    from bisector.workers.images.cache import ImageCache
+    from bisector.workers.images.key import ImageRecipe
+    from bisector.workers.output import StepLog
+    from bisector.workers.step import StepRunner, WorkerSlot
 
     cache = ImageCache(work / "prepare" / "cache" / "images")  # where fresh_env(work / "prepare") puts images
     os.environ["BISECT_CACHE_DIR"] = str(work / "prepare" / "cache")
@@ -170,13 +170,13 @@ def prepare_cost(work: Path, repo: Path, sha: str) -> dict[str, Any]:
 
 def copy_cost(work: Path, repo: Path, sha: str, build_s: float) -> dict[str, Any]:
     """The image prepare_cost built at sha, copied from its root into another node's."""
-    from vocab.domain import Verdict
-    from vocab.metric import Expectation, MetricSpec
-    from workers.executor import StepRequest
-    from workers.images.cache import ImageCache
-    from workers.images.key import ImageRecipe
-    from workers.images.transfer import CacheHolder
-    from workers.step import StepRunner, WorkerSlot
+    from bisector.vocab.domain import Verdict
+    from bisector.vocab.metric import Expectation, MetricSpec
+    from bisector.workers.executor import StepRequest
+    from bisector.workers.images.cache import ImageCache
+    from bisector.workers.images.key import ImageRecipe
+    from bisector.workers.images.transfer import CacheHolder
+    from bisector.workers.step import StepRunner, WorkerSlot
 
     holder = CacheHolder(ImageCache(work / "prepare" / "cache" / "images"))
     request = StepRequest(
@@ -202,12 +202,12 @@ def copy_cost(work: Path, repo: Path, sha: str, build_s: float) -> dict[str, Any
 
 
 def adjacent_build(work: Path, repo: Path, shas: list[str], k: int) -> dict[str, Any]:
-    from workers.step import StepRunner, WorkerSlot
+    from bisector.workers.step import StepRunner, WorkerSlot
 
     def build(sha: str, root: str, step: int, **env: str) -> float:
-        from vocab.metric import MetricSpec
-        from workers.executor import StepRequest
-        from workers.images.key import ImageRecipe
+        from bisector.vocab.metric import MetricSpec
+        from bisector.workers.executor import StepRequest
+        from bisector.workers.images.key import ImageRecipe
 
         os.environ["BISECT_CACHE_DIR"] = str(work / root)
         request = StepRequest(

@@ -68,13 +68,13 @@ from common import (  # noqa: E402
 from common import machine_info as common_machine_info  # noqa: E402
 
 from bisector.coordinator import Coordinator, prepare_bisect  # noqa: E402
+from bisector.db.store import Store  # noqa: E402
 from bisector.spec import BisectSpec  # noqa: E402
 from bisector.synthetic import culprit_history  # noqa: E402
-from db.store import Store  # noqa: E402
-from vocab.domain import BisectStatus, StepResult, Verdict  # noqa: E402
-from vocab.gitrepo import GitRepo  # noqa: E402
-from vocab.paths import worktree_root  # noqa: E402
-from workers.executor import Assignment, Executor, StepRequest  # noqa: E402
+from bisector.vocab.domain import BisectStatus, StepResult, Verdict  # noqa: E402
+from bisector.vocab.gitrepo import GitRepo  # noqa: E402
+from bisector.vocab.paths import worktree_root  # noqa: E402
+from bisector.workers.executor import Assignment, Executor, StepRequest  # noqa: E402
 
 RUN_CMD = 'echo "bench-t0 $(date +%s.%N)"; bash test.sh; rc=$?; echo "bench-t1 $(date +%s.%N)"; exit $rc'
 OVERHEAD_TARGET_MS = 100.0
@@ -250,10 +250,10 @@ def measure(timed: TimedExecutor, label: str, workers: int, n: int) -> dict[str,
 
 def make_executor(kind: str, repo: str, workers: int) -> Executor:
     if kind == "ray":
-        from workers.ray_executor import RayExecutor
+        from bisector.workers.ray_executor import RayExecutor
 
         return RayExecutor(repo, workers, 0, {}, None)
-    from workers.local import LocalExecutor
+    from bisector.workers.local import LocalExecutor
 
     return LocalExecutor(repo, workers, 0)
 

@@ -27,7 +27,7 @@ from common import ROOT, load_average, machine_info
 
 sys.path.insert(0, str(ROOT))
 
-from workers import cgroups, process, step_launcher
+from bisector.workers import cgroups, process, step_launcher
 
 _TIMED_MOVE = 'a=$EPOCHREALTIME; echo $$ >"$0"; b=$EPOCHREALTIME; echo "$a $b"'
 

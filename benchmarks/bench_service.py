@@ -41,9 +41,9 @@ if str(ROOT) not in sys.path:
 import httpx  # noqa: E402
 
 from benchmarks.common import machine_info, project_pythonpath  # noqa: E402
+from bisector.db.jobs import JobQueue  # noqa: E402
+from bisector.db.store import Store  # noqa: E402
 from bisector.synthetic import write_history  # noqa: E402
-from db.jobs import JobQueue  # noqa: E402
-from db.store import Store  # noqa: E402
 
 TOKEN = "bench-token"
 

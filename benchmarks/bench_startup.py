@@ -38,17 +38,17 @@ CHILD = (
 )
 # (module, attribute path, label): the calls whose start and end the child records
 WRAPPED = (
-    ("workers.local_forkserver", "boot", "boot fork server"),
+    ("bisector.workers.local_forkserver", "boot", "boot fork server"),
     ("bisector.cli", "spec_from_params", "spec"),
     ("bisector.app", "make_executor", "make executor"),
     ("bisector.app", "open_store", "open store"),
-    ("vocab.gitrepo", "GitRepo.range_for_bisect", "range listing"),
-    ("db.store", "Store.create_bisect", "store bisect"),
-    ("db.store", "Store.add_candidates", "store candidates"),
+    ("bisector.vocab.gitrepo", "GitRepo.range_for_bisect", "range listing"),
+    ("bisector.db.store", "Store.create_bisect", "store bisect"),
+    ("bisector.db.store", "Store.add_candidates", "store candidates"),
     ("bisector.coordinator", "Coordinator._run", "search"),
-    ("workers.local", "LocalExecutor.close", "executor close"),
+    ("bisector.workers.local", "LocalExecutor.close", "executor close"),
     ("bisector.cli", "print_report", "print report"),
-    ("db.store", "Store.close", "store close"),
+    ("bisector.db.store", "Store.close", "store close"),
 )
 # phase name -> (from mark, to mark); marks are "<label> >" / "<label> <" or the parent's own
 PHASES = {

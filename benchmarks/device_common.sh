@@ -17,7 +17,7 @@ export BISECT_DATA_DIR=$work/data BISECT_CACHE_DIR=$work/cache
   python3 --version
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.device_count())'
   python3 -c 'import ray; print("ray", ray.__version__)'
-  python3 -c 'from workers.images.builder import uv_binary; print("uv", uv_binary())'
+  python3 -c 'from bisector.workers.images.builder import uv_binary; print("uv", uv_binary())'
   git --version
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
   nproc

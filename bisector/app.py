@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from bisector.coordinator import Coordinator
+from bisector.db.engine import missing_sqlite_file
+from bisector.db.store import Store
 from bisector.options import ExecutorKind
 from bisector.progress import ProgressObserver
 from bisector.spec import BisectSpec
-from db.engine import missing_sqlite_file
-from db.store import Store
-from vocab.errors import InputError, StoreError
-from workers.executor import Executor
+from bisector.vocab.errors import InputError, StoreError
+from bisector.workers.executor import Executor
 
 
 def open_store(url: str | None, *, read_only: bool = False) -> Store:
@@ -26,15 +26,15 @@ def open_store(url: str | None, *, read_only: bool = False) -> Store:
 def make_executor(spec: BisectSpec) -> Executor:
     where = spec.executor
     if where.kind is ExecutorKind.LOCAL:
-        from workers.local import LocalExecutor
+        from bisector.workers.local import LocalExecutor
 
         return LocalExecutor(spec.repo, where.workers, where.gpus_per_step)
     if where.kind is ExecutorKind.RAY:
-        from workers.ray_executor import RayExecutor
+        from bisector.workers.ray_executor import RayExecutor
 
         return RayExecutor(spec.repo, where.workers, where.gpus_per_step, where.resources, where.ray_address)
-    from workers.gpus import split_gpus, visible_gpus
-    from workers.inprocess import InProcessExecutor
+    from bisector.workers.gpus import split_gpus, visible_gpus
+    from bisector.workers.inprocess import InProcessExecutor
 
     return InProcessExecutor(spec.repo, where.workers, split_gpus(visible_gpus(), where.workers, where.gpus_per_step))
 
@@ -47,11 +47,11 @@ def check_executor(spec: BisectSpec) -> None:
 
         if importlib.util.find_spec("ray") is None:
             raise InputError("--executor ray needs Ray: pip install 'gpu-bisect[ray]'")
-        from workers.ray_executor import checked_resources
+        from bisector.workers.ray_executor import checked_resources
 
         checked_resources(where.resources)
     else:
-        from workers.gpus import split_gpus, visible_gpus
+        from bisector.workers.gpus import split_gpus, visible_gpus
 
         split_gpus(visible_gpus(), where.workers, where.gpus_per_step)
 

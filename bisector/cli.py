@@ -34,7 +34,7 @@ from bisector.cli_support import (
     translated_errors,
 )
 from bisector.options import EXECUTOR_OPTION_NAMES, ExecutorKind
-from vocab.domain import Verdict, image_origin
+from bisector.vocab.domain import Verdict, image_origin
 
 if TYPE_CHECKING:
     from bisector.spec import BisectSpec
@@ -73,7 +73,7 @@ def _start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
             check_webhook_url(params["notify_url"])
         spec = spec_from_params(**params)
         if spec.executor.kind is ExecutorKind.LOCAL:
-            from workers.local_forkserver import boot
+            from bisector.workers.local_forkserver import boot
 
             boot()  # a process of its own: the workers' fork server boots while this one imports and lists the range
         from bisector.app import check_executor, make_coordinator, make_executor, open_store
@@ -96,7 +96,7 @@ def _start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
 def spec_from_params(repo: str, **params: Any) -> BisectSpec:
     """The BisectSpec of `bisect start`'s parsed options (also `bisect replay`'s): bisect.toml, then the flags."""
     from bisector.config import build_spec
-    from vocab.gitrepo import GitRepo
+    from bisector.vocab.gitrepo import GitRepo
 
     return build_spec(GitRepo(repo).root, option_values(params))
 
@@ -184,8 +184,8 @@ def cancel(bisect_id: int, db_url: str | None, server: str | None, token_file: s
         return cancel_remote(server, token_file, bisect_id)
     from bisector.app import open_store
     from bisector.coordinator import store_missing_candidates
-    from vocab.domain import BisectStatus
-    from vocab.errors import StateError
+    from bisector.vocab.domain import BisectStatus
+    from bisector.vocab.errors import StateError
 
     with translated_errors(bisect_id), open_store(db_url) as store:
         record = store.get_bisect(bisect_id)
@@ -279,7 +279,7 @@ def demo() -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the history (same seed, same SHAs).")
 def demo_init(directory: str, commits: int, seed: int) -> None:
     """Write the demo repository and print its good and bad commits."""
-    from kernels.demo import describe
+    from bisector.kernels.demo import describe
 
     with translated_errors():
         repo = _make_demo(Path(directory), commits, seed)
@@ -302,7 +302,7 @@ def demo_run(
     ctx: click.Context, directory: str | None, commits: int, seed: int, workers: int, output_format: str
 ) -> None:
     """Write the demo repository and bisect it end to end; other `bisect start` options pass through."""
-    from vocab.paths import data_dir
+    from bisector.vocab.paths import data_dir
 
     with translated_errors():
         target = Path(directory) if directory else data_dir() / "demo" / f"seed{seed}-n{commits}"
@@ -326,7 +326,7 @@ def demo_run(
 
 def _demo_image_args(repo: Any) -> list[str]:
     """Each commit's image built once by the demo's build step, where uv is there to make the images' venvs."""
-    from workers.images.builder import uv_binary
+    from bisector.workers.images.builder import uv_binary
 
     try:
         uv_binary()
@@ -341,8 +341,8 @@ def _make_demo(directory: Path, commits: int, seed: int) -> Any:
     """(Re)create the demo repository; refuses to overwrite a directory that is not a demo repo."""
     import shutil
 
-    from kernels.demo import DemoError, init_demo_repo
-    from vocab.errors import InputError
+    from bisector.kernels.demo import DemoError, init_demo_repo
+    from bisector.vocab.errors import InputError
 
     if directory.exists() and any(directory.iterdir()):
         if not (directory / ".git" / DEMO_MARKER).exists():

@@ -14,7 +14,7 @@ from bisector.cli_support import db_option, out_console, output_format_option, t
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from db.queries import BisectSummary
+    from bisector.db.queries import BisectSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 TABLE_FORMATS = ("table", "json")

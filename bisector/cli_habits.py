@@ -69,9 +69,9 @@ def _replay(
     from bisector.app import check_executor, make_coordinator, open_store
     from bisector.coordinator import prepare_bisect
     from bisector.manual import store_log_marks
-    from vocab.domain import BisectStatus
-    from vocab.errors import BisectError
-    from vocab.gitrepo import GitRepo
+    from bisector.vocab.domain import BisectStatus
+    from bisector.vocab.errors import BisectError
+    from bisector.vocab.gitrepo import GitRepo
 
     with stoppable_by_signals(), translated_errors():
         spec = make_spec(**params)

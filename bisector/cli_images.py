@@ -35,7 +35,7 @@ def images_ls(output_format: str, db_url: str | None) -> None:
     """List the images the store knows of, most recently used first."""
     from bisector.app import open_store
     from bisector.image_admin import list_images
-    from workers.images.cache import ImageCache
+    from bisector.workers.images.cache import ImageCache
 
     with translated_errors(), open_store(db_url) as store:
         found = list_images(store, ImageCache())
@@ -66,7 +66,7 @@ def images_rm(image_ids: tuple[str, ...], db_url: str | None) -> None:
     """Remove images of this node (a failed one is built again by the next step that wants it)."""
     from bisector.app import open_store
     from bisector.image_admin import remove_images
-    from workers.images.cache import ImageCache
+    from bisector.workers.images.cache import ImageCache
 
     with translated_errors(), open_store(db_url) as store:
         for image_id in remove_images(store, ImageCache(), list(image_ids)):
@@ -81,7 +81,7 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
     """Remove images not in use: the least recently used over --max-size, and those older than --older-than."""
     from bisector.app import open_store
     from bisector.image_admin import prune_images, prune_limits
-    from workers.images.cache import ImageCache
+    from bisector.workers.images.cache import ImageCache
 
     with translated_errors():
         max_bytes, older_than_s = prune_limits(max_size, older_than)
@@ -116,7 +116,7 @@ def run_at_command(rev: str, repo: str, output_format: str, db_url: str | None, 
     from bisector.app import check_executor, make_executor, open_store
     from bisector.config import build_spec, load_config_file
     from bisector.run_at import adhoc_spec, decided, run_at
-    from vocab.gitrepo import GitRepo
+    from bisector.vocab.gitrepo import GitRepo
 
     with stoppable_by_signals(), translated_errors():
         git_repo = GitRepo(repo)

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from vocab.errors import BisectError
+from bisector.vocab.errors import BisectError
 
 F = TypeVar("F", bound=Callable[..., Any])
 FORMATS = ("text", "markdown", "json")

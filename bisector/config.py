@@ -13,7 +13,7 @@ from typing import Any
 
 from bisector.options import BY_CONFIG_KEY, BY_NAME, describe, has_type, type_names
 from bisector.spec import BisectSpec
-from vocab.errors import InputError
+from bisector.vocab.errors import InputError
 
 CONFIG_FILE_NAME = "bisect.toml"
 AUTO_REPEAT, AUTO_MAX_REPEAT = 5, 20  # --expect auto compares sample sets: it needs several samples a commit

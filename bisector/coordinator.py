@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from bisector.db.store import Store
 from bisector.log_retention import keep_logs_bounded
 from bisector.options import VerifyEndpoints
 from bisector.ownership import HEARTBEAT_S, LEASE_TTL_S, Lease
@@ -24,11 +25,10 @@ from bisector.search.records import Analysis, SearchRecords
 from bisector.spec import BisectSpec
 from bisector.stopping import StopRequested
 from bisector.strategies import Strategy
-from db.store import Store
-from vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepResult
-from vocab.errors import BisectError, StateError
-from vocab.gitrepo import GitRepo
-from workers.executor import Executor
+from bisector.vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepResult
+from bisector.vocab.errors import BisectError, StateError
+from bisector.vocab.gitrepo import GitRepo
+from bisector.workers.executor import Executor
 
 POLL_INTERVAL_S = 0.5
 WATCHDOG_MIN_GRACE_S = 60.0  # a step's result may come this long after its timeout before the watchdog acts

@@ -28,16 +28,16 @@ from bisector.analysis.call_trace import traced_functions
 from bisector.analysis.env_gates import annotate_env_gates
 from bisector.analysis.runtime import DISPATCH_TRACE_ENV
 from bisector.analysis.static_diff import StaticDiff
+from bisector.db.store import Store
 from bisector.progress import ProgressObserver
 from bisector.side_runs import SideRun, SideRunner
 from bisector.spec import BisectSpec
 from bisector.terms import new_verdict, old_verdict
-from db.store import Store
-from vocab.domain import BisectRecord, StepPurpose, Verdict
-from vocab.errors import BisectError, StateError
-from vocab.gitrepo import GitRepo
-from vocab.paths import log_dir
-from workers.executor import Executor
+from bisector.vocab.domain import BisectRecord, StepPurpose, Verdict
+from bisector.vocab.errors import BisectError, StateError
+from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.paths import log_dir
+from bisector.workers.executor import Executor
 
 MINIMIZE_KINDS = (FindingKind.MINIMAL_CHANGE, FindingKind.MINIMIZE_SUMMARY)
 EXPLAIN_KINDS = tuple(kind for kind in FindingKind if kind not in MINIMIZE_KINDS)

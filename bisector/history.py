@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from bisector.db.queries import BisectFilter, BisectSummary, list_bisects, stats_rows
+from bisector.db.store import Store
 from bisector.log_retention import pruned_note
-from db.queries import BisectFilter, BisectSummary, list_bisects, stats_rows
-from db.store import Store
-from vocab.domain import BisectStatus
-from vocab.errors import BisectError, InputError
-from vocab.gitrepo import GitRepo
+from bisector.vocab.domain import BisectStatus
+from bisector.vocab.errors import BisectError, InputError
+from bisector.vocab.gitrepo import GitRepo
 
 MAX_LIMIT = 1000
 TOP_N = 5  # entries of each "most frequent" list

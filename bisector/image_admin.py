@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-from db.store import Store
-from vocab.domain import ImageInfo
-from vocab.errors import InputError
-from workers.images.cache import ImageCache
-from workers.images.key import parse_size
+from bisector.db.store import Store
+from bisector.vocab.domain import ImageInfo
+from bisector.vocab.errors import InputError
+from bisector.workers.images.cache import ImageCache
+from bisector.workers.images.key import parse_size
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -9,8 +9,8 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from bisector.progress import Progress
-from vocab.domain import BisectRecord, Commit, StepResult, Verdict
-from workers.executor import Assignment
+from bisector.vocab.domain import BisectRecord, Commit, StepResult, Verdict
+from bisector.workers.executor import Assignment
 
 if TYPE_CHECKING:  # imported where used: only a terminal shows the live table
     from rich.live import Live

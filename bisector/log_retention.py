@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from db.queries import bisect_ends
-from db.store import Store
-from vocab.errors import BisectError
-from vocab.paths import store_log_dir
-from workers.images.key import parse_size
+from bisector.db.queries import bisect_ends
+from bisector.db.store import Store
+from bisector.vocab.errors import BisectError
+from bisector.vocab.paths import store_log_dir
+from bisector.workers.images.key import parse_size
 
 MAX_SIZE_ENV = "BISECT_LOGS_MAX_SIZE"
 DEFAULT_MAX_SIZE = "10G"

@@ -16,13 +16,13 @@ import getpass
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from bisector.db.store import Store
 from bisector.report.gitlog import GitLog
 from bisector.spec import BisectSpec
 from bisector.terms import new_verdict, old_verdict, verdict_for
-from db.store import Store
-from vocab.domain import BisectRecord, BisectStatus, Commit, Verdict
-from vocab.errors import InputError, StateError
-from vocab.gitrepo import GitRepo
+from bisector.vocab.domain import BisectRecord, BisectStatus, Commit, Verdict
+from bisector.vocab.errors import InputError, StateError
+from bisector.vocab.gitrepo import GitRepo
 
 REOPENABLE = (
     BisectStatus.FOUND,

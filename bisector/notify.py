@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from vocab.errors import BisectError, InputError
+from bisector.vocab.errors import BisectError, InputError
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_ATTEMPTS = 3

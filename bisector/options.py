@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
-from vocab.metric import Direction, NoMetricPolicy
+from bisector.vocab.metric import Direction, NoMetricPolicy
 
 
 class StrategyName(StrEnum):

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
 
-from db.store import Store
-from vocab.errors import StateError, StoreError
-from vocab.processes import process_start
+from bisector.db.store import Store
+from bisector.vocab.errors import StateError, StoreError
+from bisector.vocab.processes import process_start
 
 LEASE_TTL_S = 60.0
 HEARTBEAT_S = 10.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from vocab.domain import BisectRecord, Commit, StepResult
-from workers.executor import Assignment
+from bisector.vocab.domain import BisectRecord, Commit, StepResult
+from bisector.workers.executor import Assignment
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from bisector.db.store import Store
 from bisector.spec import BisectSpec
-from db.store import Store
-from vocab.domain import BisectStatus, StepPurpose, StepResult, Verdict
-from vocab.paths import log_dir
-from workers.executor import Executor
+from bisector.vocab.domain import BisectStatus, StepPurpose, StepResult, Verdict
+from bisector.vocab.paths import log_dir
+from bisector.workers.executor import Executor
 
 ADHOC_KIND = "adhoc"
 POLL_S = 0.5

@@ -11,15 +11,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from bisector.db.store import Store
 from bisector.progress import ProgressObserver
 from bisector.search.pipeline import PlannedStep, StepPipeline
 from bisector.search.records import SearchRecords
 from bisector.spec import BisectSpec
-from db.store import Store
-from vocab.domain import StepPurpose, StepResult, Verdict
-from vocab.errors import ExecutorError
-from vocab.metric import MetricSpec
-from workers.executor import Executor
+from bisector.vocab.domain import StepPurpose, StepResult, Verdict
+from bisector.vocab.errors import ExecutorError
+from bisector.vocab.metric import MetricSpec
+from bisector.workers.executor import Executor
 
 POLL_INTERVAL_S = 0.5
 

@@ -36,8 +36,8 @@ from bisector.confirm import DEFAULT_MAX_PAIRS as DEFAULT_CONFIRM_MAX_PAIRS
 from bisector.confirm import ConfirmStatus, confirm_pass_fail
 from bisector.stats import DEFAULT_ALPHA, Decision, decide_comparative, decide_threshold, more_samples
 from bisector.strategies import Outcome, OutcomeKind, SearchState, Strategy
-from vocab.domain import Verdict
-from vocab.metric import Direction, Expectation
+from bisector.vocab.domain import Verdict
+from bisector.vocab.metric import Direction, Expectation
 
 DEFAULT_MAX_RUNS = 5000
 PINPOINT_SCHEDULE = (10, 20, 40, 80, 160)

@@ -23,7 +23,7 @@ from bisector.search.ledger import Ledger
 from bisector.search.records import SearchRecords
 from bisector.simulate import DEFAULT_MAX_RUNS, History, SimResult, SimStatus, World
 from bisector.spec import BisectSpec
-from vocab.domain import BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
+from bisector.vocab.domain import BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 STATUSES = {

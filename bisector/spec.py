@@ -29,11 +29,11 @@ from bisector.options import (
     has_type,
     type_names,
 )
-from vocab.errors import InputError
-from vocab.metric import DEFAULT_INFRA_PATTERNS, Direction, Expectation, MetricSpec, NoMetricPolicy
-from workers.container_engine import check_container_template, container_reference
-from workers.executor import StepRequest
-from workers.images.key import ImageRecipe, parse_size
+from bisector.vocab.errors import InputError
+from bisector.vocab.metric import DEFAULT_INFRA_PATTERNS, Direction, Expectation, MetricSpec, NoMetricPolicy
+from bisector.workers.container_engine import check_container_template, container_reference
+from bisector.workers.executor import StepRequest
+from bisector.workers.images.key import ImageRecipe, parse_size
 
 DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_MAX_ATTEMPTS = 3

@@ -47,8 +47,8 @@ from scipy.special import stdtr
 from bisector.confirm import DEFAULT_ALPHA as DEFAULT_CONFIRM_ALPHA
 from bisector.confirm import DEFAULT_MAX_PAIRS as DEFAULT_CONFIRM_MAX_PAIRS
 from bisector.confirm import Confirmation, ConfirmStatus
-from vocab.domain import Verdict
-from vocab.metric import Direction, Expectation
+from bisector.vocab.domain import Verdict
+from bisector.vocab.metric import Direction, Expectation
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_MIN_EFFECT = 0.5

@@ -8,8 +8,8 @@ old is GOOD and new is BAD; with it (the test passes at the new end) they swap.
 from __future__ import annotations
 
 from bisector.spec import BisectSpec
-from vocab.domain import Verdict
-from vocab.errors import InputError
+from bisector.vocab.domain import Verdict
+from bisector.vocab.errors import InputError
 
 
 def old_verdict(spec: BisectSpec) -> Verdict:

@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bisector.analysis.minimize import Variant
-from vocab.domain import Verdict
-from vocab.gitrepo import GitRepo
-from vocab.metric import MetricSpec, judge_run
-from workers.process import run_shell
+from bisector.vocab.domain import Verdict
+from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.metric import MetricSpec, judge_run
+from bisector.workers.process import run_shell
 
 
 class ShellVariantTester:

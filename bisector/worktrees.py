@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from vocab.errors import RepoError
-from vocab.gitrepo import GitRepo
-from vocab.paths import cache_dir, tree_size, worktree_root
+from bisector.vocab.errors import RepoError
+from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.paths import cache_dir, tree_size, worktree_root
 
 
 @dataclass(frozen=True)

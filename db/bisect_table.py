@@ -13,10 +13,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, Update, delete, exists, insert, select, update
 
-from db.queries import metric_label
-from db.rows import aware, bisect_record, dump, inserted_id, load
-from db.schema import bisects, candidates, findings
-from vocab.domain import BisectRecord, BisectStatus, Commit
+from bisector.db.queries import metric_label
+from bisector.db.rows import aware, bisect_record, dump, inserted_id, load
+from bisector.db.schema import bisects, candidates, findings
+from bisector.vocab.domain import BisectRecord, BisectStatus, Commit
 
 OPEN_STATUSES = [status.value for status in BisectStatus if not status.is_terminal()]
 FINDING_COLUMNS = ("kind", "file", "name", "key", "before", "after", "line", "detail")

@@ -19,7 +19,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
-from vocab.paths import data_dir
+from bisector.vocab.paths import data_dir
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
 DB_FILE_NAME = "bisect.db"

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Connection, delete, select, update
 
-from db.schema import images
-from vocab.domain import ImageInfo
+from bisector.db.schema import images
+from bisector.vocab.domain import ImageInfo
 
 MADE_AS = ("built", "artifact", "copied")  # how an image came to be on its node; a step's "cache" is a reuse of one
 

@@ -14,11 +14,11 @@ from enum import StrEnum
 
 from sqlalchemy import Row, select, update
 
-from db.rows import load
-from db.schema import bisects, jobs
-from db.store import Store
-from vocab.domain import BisectStatus
-from vocab.errors import StateError, UnknownBisectError
+from bisector.db.rows import load
+from bisector.db.schema import bisects, jobs
+from bisector.db.store import Store
+from bisector.vocab.domain import BisectStatus
+from bisector.vocab.errors import StateError, UnknownBisectError
 
 SOURCE_KEY = "source"  # a bisect a server stored carries its request's repository under this key of `extra`
 

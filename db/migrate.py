@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Column, Connection, Engine, MetaData, String, Table, inspect
 from sqlalchemy.exc import SQLAlchemyError
 
-from db.engine import WRITE_OPTIONS
+from bisector.db.engine import WRITE_OPTIONS
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -54,7 +54,7 @@ def upgrade(engine: Engine) -> None:
 
 def create_at_head(connection: Connection) -> None:
     """The whole schema in an empty database, recorded as the newest revision (as `alembic stamp head`)."""
-    from db.schema import metadata
+    from bisector.db.schema import metadata
 
     metadata.create_all(connection)
     version = Table("alembic_version", MetaData(), Column("version_num", String(32), primary_key=True))

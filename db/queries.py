@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, case, exists, func, select
 
-from db.schema import bisects, candidates, findings, steps
-from vocab.domain import BisectStatus
+from bisector.db.schema import bisects, candidates, findings, steps
+from bisector.vocab.domain import BisectStatus
 
 # Finding kinds that name a dispatch table, threshold or tuning entry (bisector.analysis.FindingKind values).
 TABLE_KINDS = (

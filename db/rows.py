@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import CursorResult, Row
 
-from vocab.domain import BisectRecord, BisectStatus, ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
+from bisector.vocab.domain import BisectRecord, BisectStatus, ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
 
 
 def stored_text(value: str) -> str:

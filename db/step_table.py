@@ -11,11 +11,11 @@ from datetime import datetime
 
 from sqlalchemy import Connection, func, insert, select, update
 
-from db.images import record_images
-from db.rows import aware, dump, inserted_id, load, result_values, step_record, stored_text
-from db.schema import bisects, steps
-from vocab.cost import gpu_seconds
-from vocab.domain import ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
+from bisector.db.images import record_images
+from bisector.db.rows import aware, dump, inserted_id, load, result_values, step_record, stored_text
+from bisector.db.schema import bisects, steps
+from bisector.vocab.cost import gpu_seconds
+from bisector.vocab.domain import ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
 
 INTERRUPTED_DETAIL = "coordinator stopped while the step ran"
 

@@ -21,8 +21,8 @@ from sqlalchemy import Connection, Engine, Update, text
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError, StatementError
 from sqlalchemy.pool import StaticPool
 
-from db import bisect_table, step_table
-from db.engine import (
+from bisector.db import bisect_table, step_table
+from bisector.db.engine import (
     WRITE_OPTIONS,
     database_identity,
     db_url,
@@ -31,12 +31,21 @@ from db.engine import (
     make_read_only_engine,
     mask_url,
 )
-from db.images import delete_images, list_images
-from db.migrate import at_head, upgrade
-from db.rows import dump
-from db.step_table import INTERRUPTED_DETAIL, NewStep
-from vocab.domain import BisectRecord, BisectStatus, Commit, ImageInfo, StepPurpose, StepRecord, StepResult, Verdict
-from vocab.errors import StateError, StoreError, UnknownBisectError
+from bisector.db.images import delete_images, list_images
+from bisector.db.migrate import at_head, upgrade
+from bisector.db.rows import dump
+from bisector.db.step_table import INTERRUPTED_DETAIL, NewStep
+from bisector.vocab.domain import (
+    BisectRecord,
+    BisectStatus,
+    Commit,
+    ImageInfo,
+    StepPurpose,
+    StepRecord,
+    StepResult,
+    Verdict,
+)
+from bisector.vocab.errors import StateError, StoreError, UnknownBisectError
 
 __all__ = ["INTERRUPTED_DETAIL", "LeaseHolder", "NewStep", "Store"]
 

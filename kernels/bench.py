@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from kernels import model, native, tiny_gemm
-from kernels.cli_input import KernelsInputError, check_threads, resolve_device, run_checked
+from . import model, native, tiny_gemm
+from .cli_input import KernelsInputError, check_threads, resolve_device, run_checked
 
 
 def _config(name: str, device: torch.device, assignments: Sequence[str]) -> model.DecoderConfig:
@@ -90,7 +90,7 @@ def accept_length(args: argparse.Namespace) -> int:
 
 
 def gemm(args: argparse.Namespace) -> int:
-    from kernels import gemm_bench
+    from . import gemm_bench
 
     return gemm_bench.main(args)
 

@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 import torch
 
-from kernels.fixed_order import next_pow2, tree_sum
-from kernels.tiny_gemm import Kernel
+from .fixed_order import next_pow2, tree_sum
+from .tiny_gemm import Kernel
 
 SIMT_LANES = 128
 MMA_TILE_K = 16

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernels import demo_build
-from kernels.demo_history import (
+from . import demo_build
+from .demo_history import (
     BRANCH,
     CULPRIT_SHAPES,
     CULPRIT_SUBJECT,

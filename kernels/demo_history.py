@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernels import demo_build
-from kernels.demo_texts import (
+from . import demo_build
+from .demo_texts import (
     AREAS,
     AUTHORS,
     CULPRIT_BODY,

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from kernels import tiny_gemm
-from kernels.cli_input import parse_batch_sizes, resolve_device
-from kernels.tiny_gemm import Kernel
+from . import tiny_gemm
+from .cli_input import parse_batch_sizes, resolve_device
+from .tiny_gemm import Kernel
 
 if TYPE_CHECKING:
-    from kernels.triton_gemm import Tiles
+    from .triton_gemm import Tiles
 
 SHAPES: list[tuple[int, int]] = [(144, 7168), (896, 7168), (1536, 128)]
 NOMINAL_HBM_BYTES_PER_S = 4.8e12  # H200 datasheet
@@ -209,7 +209,7 @@ def bandwidth_line(device: torch.device, bandwidth: float | None) -> str:
 
 def _run(kernel: Kernel, x: torch.Tensor, w: torch.Tensor, tiles: Tiles | None, out_fp32: bool) -> torch.Tensor:
     if tiles is not None:
-        from kernels import triton_gemm
+        from . import triton_gemm
 
         return triton_gemm.run(kernel, x, w, out_fp32=out_fp32, tiles=tiles)
     return tiny_gemm.run_kernel(kernel, x, w, out_fp32=out_fp32)
@@ -235,7 +235,7 @@ def check(kernel: Kernel, w: torch.Tensor, tiles: Tiles | None = None) -> Check:
 
 
 def _candidates(kernel: Kernel, n: int, k: int) -> list[Tiles]:
-    from kernels import triton_gemm
+    from . import triton_gemm
 
     found = [triton_gemm.tiles_for(kernel, n, k)]
     found += [triton_gemm.Tiles(*row) for row in _CANDIDATES.get((str(kernel), n, k), [])]

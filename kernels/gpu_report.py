@@ -1,4 +1,4 @@
-"""One measurement session on a CUDA machine: ``python -m kernels.gpu_report OUTDIR [--quick]``.
+"""One measurement session on a CUDA machine: ``python -m bisector.kernels.gpu_report OUTDIR [--quick]``.
 
 Steps, most important first, each in fresh processes so that run-to-run repeatability is real:
 1. tile sweep and tiny GEMM timing (``kernels.bench gemm --sweep``); the chosen tiles are used from then on
@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from kernels.demo import CULPRIT_SHAPES
+from .demo import CULPRIT_SHAPES
 
 BAD_TABLE = json.dumps({f"{n}x{k}": 2 for n, k in CULPRIT_SHAPES})
 GAINS = ("1.5", "2.5")
@@ -60,8 +60,8 @@ def disagreement() -> list[str]:
     with any difference (with MMA from m = 2, exactly these rows round differently at m = 1 and at m = 8)."""
     import torch
 
-    from kernels import tiny_gemm
-    from kernels.tiny_gemm import Kernel
+    from . import tiny_gemm
+    from .tiny_gemm import Kernel
 
     lines = []
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -80,7 +80,7 @@ def disagreement() -> list[str]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m kernels.gpu_report",
+        prog="python -m bisector.kernels.gpu_report",
         description="One measurement session of the kernel stack (tile sweep, GEMM timing, accept length, "
         "SIMT vs MMA, probe, demo bisect); meant for a CUDA machine, runs on the CPU where there is none.",
     )
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         (out / "summary.md").write_text("\n".join(summary) + "\n")
 
     gemm_args = ["gemm", "--sweep", "--tiles-out", str(out / "tiles.json"), "--json-out", str(out / "gemm.json")]
-    text, _ = _run(out, "gemm", [python, "-m", "kernels.bench", *gemm_args], env, 240)
+    text, _ = _run(out, "gemm", [python, "-m", "bisector.kernels.bench", *gemm_args], env, 240)
     if (out / "tiles.json").exists():
         env["KERNELS_TRITON_TILES"] = (out / "tiles.json").read_text()
         os.environ["KERNELS_TRITON_TILES"] = env["KERNELS_TRITON_TILES"]
@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     save()
 
     bad_env = {**env, "KERNELS_DISPATCH_OVERRIDE": BAD_TABLE}
-    bench = [python, "-m", "kernels.bench", "accept-length", "--k", "3"]
+    bench = [python, "-m", "bisector.kernels.bench", "accept-length", "--k", "3"]
     runs: list[tuple[str, dict[str, str], list[str]]] = [
         ("good-1", env, []),
         ("bad-1", bad_env, []),
@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         save()
         print("\n".join(summary))
         return 0
-    probe = [python, "-m", "kernels.probe", "batch-invariance"]
+    probe = [python, "-m", "bisector.kernels.probe", "batch-invariance"]
     probe_good, _ = _run(out, "probe-good", probe, env, 120)
     shapes = ["--shape", "144x7168", "--shape", "896x7168", "--shape", "1536x128"]
     probe_bad, _ = _run(out, "probe-bad", probe + shapes, bad_env, 120)
@@ -197,7 +197,7 @@ def _triton_version() -> str:
 def demo_bisect(out: Path, python: str, env: dict[str, str]) -> list[str]:
     repo = Path("/tmp/gpu-bisect-demo")
     shutil.rmtree(repo, ignore_errors=True)
-    text, init_s = _run(out, "demo-init", [python, "-m", "kernels.demo", "init", str(repo)], env, 60)
+    text, init_s = _run(out, "demo-init", [python, "-m", "bisector.kernels.demo", "init", str(repo)], env, 60)
     if "[exit 0]" not in text:
         return ["demo init failed; see session.log"]
     script = repo.parent / "gpu-bisect-step.sh"

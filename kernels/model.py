@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from kernels import native
-from kernels.fixed_order import row_sum
-from kernels.tiny_gemm import tiny_gemm
+from . import native
+from .fixed_order import row_sum
+from .tiny_gemm import tiny_gemm
 
 _RMS_EPS = 1e-6
 

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from kernels import tiny_gemm
-from kernels.cli_input import KernelsInputError, check_threads, parse_shape, resolve_device, run_checked
+from . import tiny_gemm
+from .cli_input import KernelsInputError, check_threads, parse_shape, resolve_device, run_checked
 
 
 @dataclass(frozen=True)

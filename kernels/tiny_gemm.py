@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from kernels import trace
+from . import trace
 
 if TYPE_CHECKING:
     import torch
@@ -196,10 +196,10 @@ def tiny_gemm(x: torch.Tensor, w: torch.Tensor, *, op: str, out_fp32: bool = Fal
 def run_kernel(kernel: Kernel, x: torch.Tensor, w: torch.Tensor, *, out_fp32: bool = False) -> torch.Tensor:
     """Run one kernel regardless of the table (the probe and the tests compare kernels this way)."""
     if backend_for(x.device.type) == "triton":
-        from kernels import triton_gemm
+        from . import triton_gemm
 
         return triton_gemm.run(kernel, x, w, out_fp32=out_fp32)
-    from kernels import cpu_gemm
+    from . import cpu_gemm
 
     return cpu_gemm.run(kernel, x, w, out_fp32=out_fp32)
 

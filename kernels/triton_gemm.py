@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import torch
 import triton
 
-from kernels import triton_kernels
-from kernels.fixed_order import next_pow2
-from kernels.tiny_gemm import Kernel
+from . import triton_kernels
+from .fixed_order import next_pow2
+from .tiny_gemm import Kernel
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 TILES_ENV = "KERNELS_TRITON_TILES"

@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from workers.cgroups import StepCgroup
+from bisector.workers.cgroups import StepCgroup
 
 
 def own_cgroup_dir() -> Path | None:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from db.store import Store
+from bisector.db.store import Store
 
 
 @pytest.fixture(autouse=True)

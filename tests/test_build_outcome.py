@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from bisector.synthetic import SyntheticHistory, culprit_history
-from vocab.domain import ErrorKind, Verdict
-from vocab.metric import DEFAULT_INFRA_PATTERNS, MetricSpec
-from workers.build_outcome import BuildEnd, BuildOutcome, judge_build
-from workers.executor import StepRequest
-from workers.process import run_shell
-from workers.step import StepRunner, WorkerSlot
+from bisector.vocab.domain import ErrorKind, Verdict
+from bisector.vocab.metric import DEFAULT_INFRA_PATTERNS, MetricSpec
+from bisector.workers.build_outcome import BuildEnd, BuildOutcome, judge_build
+from bisector.workers.executor import StepRequest
+from bisector.workers.process import run_shell
+from bisector.workers.step import StepRunner, WorkerSlot
 
 
 def built(tmp_path: Path, command: str, *, timeout_s: float = 120.0, cancel: bool = False, log: str = "log",

@@ -267,7 +267,7 @@ def test_cancel_stores_the_candidates_a_dead_coordinator_had_not(tmp_path: Path,
     them, so that its report still names every commit."""
     from bisector.config import build_spec
     from bisector.coordinator import utc_now
-    from db.store import Store
+    from bisector.db.store import Store
 
     db = tmp_path / "b.db"
     spec = build_spec(history.path, {"good": history.shas[0], "bad": "main", "run": "bash test.sh"})

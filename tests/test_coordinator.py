@@ -11,15 +11,15 @@ from bisect_helpers import synthetic_spec
 
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator, utc_now
+from bisector.db.store import NewStep, Store
 from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.spec import BisectSpec
 from bisector.synthetic import SyntheticHistory, culprit_history, write_history
-from db.store import NewStep, Store
-from vocab.domain import BisectRecord, BisectStatus, ErrorKind, StepPurpose, StepRecord, Verdict
-from vocab.errors import ExecutorError, RepoError, StateError
-from vocab.gitrepo import GitRepo
-from workers.executor import Assignment, StepRequest
-from workers.inprocess import InProcessExecutor
+from bisector.vocab.domain import BisectRecord, BisectStatus, ErrorKind, StepPurpose, StepRecord, Verdict
+from bisector.vocab.errors import ExecutorError, RepoError, StateError
+from bisector.vocab.gitrepo import GitRepo
+from bisector.workers.executor import Assignment, StepRequest
+from bisector.workers.inprocess import InProcessExecutor
 
 
 def coordinator(store: Store) -> Coordinator:

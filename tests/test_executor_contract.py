@@ -22,13 +22,13 @@ import pytest
 from bisect_helpers import wait_for
 
 from bisector.synthetic import SyntheticHistory, culprit_history
-from vocab.domain import ErrorKind, StepResult, Verdict
-from vocab.metric import MetricSpec
-from workers.executor import Assignment, Executor, StepRequest
-from workers.images.key import ImageRecipe
-from workers.inprocess import InProcessExecutor
-from workers.local import LocalExecutor
-from workers.ray_sessions import remove_session
+from bisector.vocab.domain import ErrorKind, StepResult, Verdict
+from bisector.vocab.metric import MetricSpec
+from bisector.workers.executor import Assignment, Executor, StepRequest
+from bisector.workers.images.key import ImageRecipe
+from bisector.workers.inprocess import InProcessExecutor
+from bisector.workers.local import LocalExecutor
+from bisector.workers.ray_sessions import remove_session
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 2
@@ -54,7 +54,7 @@ def make_inprocess(request: pytest.FixtureRequest, repo: str, workers: int) -> E
 
 def make_ray(request: pytest.FixtureRequest, repo: str, workers: int) -> Executor:
     request.getfixturevalue("ray_cluster")
-    from workers.ray_executor import RayExecutor
+    from bisector.workers.ray_executor import RayExecutor
 
     return RayExecutor(repo, workers, 0, {}, None)
 

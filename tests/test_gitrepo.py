@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from vocab.errors import RepoError
-from vocab.gitrepo import GitRepo
+from bisector.vocab.errors import RepoError
+from bisector.vocab.gitrepo import GitRepo
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from bisector.config import build_spec
+from bisector.db.store import Store
 from bisector.synthetic import culprit_history
-from db.store import Store
-from vocab.cost import gpu_seconds
-from vocab.domain import StepResult, Verdict
+from bisector.vocab.cost import gpu_seconds
+from bisector.vocab.domain import StepResult, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

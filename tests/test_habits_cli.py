@@ -452,8 +452,8 @@ def test_a_log_whose_bad_marks_came_back_out_of_order_still_replays_to_the_first
 
     from bisector.config import build_spec
     from bisector.coordinator import prepare_bisect
-    from db.store import NewStep, Store
-    from vocab.domain import BisectStatus, StepResult, Verdict
+    from bisector.db.store import NewStep, Store
+    from bisector.vocab.domain import BisectStatus, StepResult, Verdict
 
     db = tmp_path / "b.db"
     spec = build_spec(history.path, {"good": history.shas[0], "bad": "main", "run": "bash test.sh"})

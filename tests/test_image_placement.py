@@ -7,9 +7,9 @@ from pathlib import Path
 
 from images.image_repo import image_request, make_image_repo
 
-from vocab.domain import ImageInfo, StepResult, Verdict
-from workers.image_placement import ImagePlacement
-from workers.images.key import image_key
+from bisector.vocab.domain import ImageInfo, StepResult, Verdict
+from bisector.workers.image_placement import ImagePlacement
+from bisector.workers.images.key import image_key
 
 NODES = {"w-a": "node-a", "w-b": "node-b", "w-c": "node-c"}
 

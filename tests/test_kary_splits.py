@@ -13,7 +13,7 @@ from bisector.simulate import History
 from bisector.simulate_core import simulate_core
 from bisector.strategies import KArySearch, OutcomeKind, SearchState
 from bisector.strategies.kary import part_sizes
-from vocab.domain import Verdict
+from bisector.vocab.domain import Verdict
 
 
 def _parts(lo: int, hi: int, probes: list[int]) -> list[int]:

@@ -10,6 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("vocab", "db", "workers", "kernels", "bisector")
+# Installed, the folders vocab/, db/, workers/ and kernels/ are bisector.vocab and so on (links in bisector/).
+SUBFOLDERS = frozenset(PACKAGES) - {"bisector"}
 # What each package may import of the others; everything else is a layering error.
 ALLOWED = {
     "vocab": set(),
@@ -31,11 +33,22 @@ def imports(path: Path) -> Iterator[tuple[str, ast.ImportFrom | ast.Import]]:
 
 
 def sources(package: str) -> list[Path]:
-    return sorted((ROOT / package).rglob("*.py"))
+    """The package's own files (bisector/'s links to the other folders are theirs)."""
+    return sorted(path for path in (ROOT / package).rglob("*.py") if path.resolve().is_relative_to(ROOT / package))
 
 
 def module_name(path: Path) -> str:
-    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    prefix = ("bisector",) if parts[0] in SUBFOLDERS else ()
+    return ".".join((*prefix, *parts)).removesuffix(".__init__")
+
+
+def layer(name: str) -> str | None:
+    """The package an imported module belongs to: bisector.workers.step -> workers; None outside the project."""
+    parts = name.split(".")
+    if parts[0] != "bisector":
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in SUBFOLDERS else "bisector"
 
 
 def package_edges() -> dict[tuple[str, str], list[str]]:
@@ -43,8 +56,8 @@ def package_edges() -> dict[tuple[str, str], list[str]]:
     for package in PACKAGES:
         for path in sources(package):
             for name, _ in imports(path):
-                target = name.split(".")[0]
-                if target in PACKAGES and target != package:
+                target = layer(name)
+                if target is not None and target != package:
                     edges.setdefault((package, target), []).append(f"{module_name(path)} -> {name}")
     return edges
 
@@ -71,7 +84,7 @@ def test_the_analysis_runs_nothing_itself() -> None:
         f"{module_name(path)} -> {name}"
         for path in sources("bisector/analysis")
         for name, _ in imports(path)
-        if name.split(".")[0] == "workers"
+        if layer(name) == "workers"
     ]
     assert offending == []
 
@@ -82,7 +95,7 @@ def test_no_module_imports_another_modules_private_name() -> None:
         for package in PACKAGES
         for path in sources(package)
         for name, node in imports(path)
-        if isinstance(node, ast.ImportFrom) and name.split(".")[0] in PACKAGES
+        if isinstance(node, ast.ImportFrom) and layer(name) is not None
         for alias in node.names
         if alias.name.startswith("_") and not alias.name.startswith("__")
     ]
@@ -93,3 +106,15 @@ def test_no_module_imports_another_modules_private_name() -> None:
 def test_the_layer_check_sees_the_package(package: str) -> None:
     """Guards the checks above against passing vacuously (a renamed package would leave them nothing to read)."""
     assert sources(package), f"no sources found for {package}"
+
+
+def test_the_project_installs_one_import_name() -> None:
+    """A user's test must not import our vocab, db, workers or kernels for its own folders of those names."""
+    offending = [
+        f"{module_name(path)} -> {name}"
+        for package in PACKAGES
+        for path in sources(package)
+        for name, _ in imports(path)
+        if name.split(".")[0] in SUBFOLDERS
+    ]
+    assert offending == []

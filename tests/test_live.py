@@ -11,8 +11,8 @@ from rich.console import Console
 
 from bisector.live import LiveObserver
 from bisector.progress import Progress
-from vocab.domain import Commit, StepResult, Verdict
-from workers.executor import Assignment
+from bisector.vocab.domain import Commit, StepResult, Verdict
+from bisector.workers.executor import Assignment
 
 
 def commit(position: int) -> Commit:

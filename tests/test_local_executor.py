@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from bisector.synthetic import culprit_history
-from vocab.domain import ErrorKind, StepResult, Verdict
-from vocab.metric import MetricSpec
-from workers import process
-from workers.executor import StepRequest
-from workers.local import LocalExecutor
-from workers.local_forkserver import SERVER_PRELOAD
-from workers.local_forkserver import boot as boot_fork_server
-from workers.process import CancelSignal
+from bisector.vocab.domain import ErrorKind, StepResult, Verdict
+from bisector.vocab.metric import MetricSpec
+from bisector.workers import process
+from bisector.workers.executor import StepRequest
+from bisector.workers.local import LocalExecutor
+from bisector.workers.local_forkserver import SERVER_PRELOAD
+from bisector.workers.local_forkserver import boot as boot_fork_server
+from bisector.workers.process import CancelSignal
 
 
 def request(history, step_id: int, position: int, run: str, tmp_path: Path, timeout_s: float = 30.0) -> StepRequest:
@@ -280,7 +280,7 @@ def test_the_fork_server_preloads_the_module_of_the_workers() -> None:
     assert spec.origin is not None
     tree = ast.parse(Path(spec.origin).read_text())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    assert {LocalExecutor.__module__, "workers.step", "regex"} <= imported
+    assert {LocalExecutor.__module__, "bisector.workers.step", "regex"} <= imported
 
 
 def _blocked_in(thread: threading.Thread, function: str) -> bool:

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from bisect_helpers import cli_env, run_cli
 
+from bisector.db.store import Store
 from bisector.history import log_tail
 from bisector.log_retention import PRUNED_NOTE, RECENT_S, log_folders, prune_logs
 from bisector.synthetic import RUN_CMD, culprit_history
-from db.store import Store
-from vocab.domain import BisectStatus
-from vocab.paths import log_dir
+from bisector.vocab.domain import BisectStatus
+from bisector.vocab.paths import log_dir
 
 
 def bisect(repo: Path, db: Path, good: str, **variables: str) -> tuple[int, str]:

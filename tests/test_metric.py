@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from vocab.domain import ErrorKind, Verdict, parse_pr_number
-from vocab.errors import InputError
-from vocab.metric import Direction, Expectation, MetricSpec, NoMetricPolicy, judge_run
+from bisector.vocab.domain import ErrorKind, Verdict, parse_pr_number
+from bisector.vocab.errors import InputError
+from bisector.vocab.metric import Direction, Expectation, MetricSpec, NoMetricPolicy, judge_run
 
 ACCEPT = MetricSpec(regex=r"accept length: ([0-9.]+)", expect=Expectation.parse(">= 4.0"))
 EXIT_ONLY = MetricSpec()

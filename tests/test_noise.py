@@ -8,9 +8,9 @@ from bisect_helpers import synthetic_spec
 
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator
+from bisector.db.store import Store
 from bisector.synthetic import culprit_history, write_history
-from db.store import Store
-from vocab.domain import BisectStatus, StepPurpose
+from bisector.vocab.domain import BisectStatus, StepPurpose
 
 
 def coordinator(store: Store) -> Coordinator:
@@ -154,7 +154,7 @@ def test_steps_interrupted_by_a_killed_coordinator_do_not_count_as_failures(tmp_
 def test_an_endpoint_judged_only_by_a_quarantined_worker_is_tested_again(tmp_path: Path, store: Store):
     from datetime import UTC, datetime
 
-    from vocab.domain import StepResult, Verdict
+    from bisector.vocab.domain import StepResult, Verdict
 
     history = culprit_history(tmp_path / "repo", 10, 6)
     spec = synthetic_spec(
@@ -175,7 +175,7 @@ def test_an_endpoint_judged_only_by_a_quarantined_worker_is_tested_again(tmp_pat
 def test_a_retry_is_placed_when_the_other_worker_is_quarantined(tmp_path: Path, store: Store):
     from datetime import UTC, datetime
 
-    from vocab.domain import ErrorKind, StepResult, Verdict
+    from bisector.vocab.domain import ErrorKind, StepResult, Verdict
 
     history = culprit_history(tmp_path / "repo", 4, 3)
     spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], explain=False, workers=2)
@@ -196,7 +196,7 @@ def test_reference_checks_cut_short_by_a_dead_coordinator_finish_on_resume(tmp_p
     endpoint runs it still owes, then judges thread-1 on all six."""
     from datetime import UTC, datetime
 
-    from vocab.domain import StepResult, Verdict
+    from bisector.vocab.domain import StepResult, Verdict
 
     history = culprit_history(tmp_path / "repo", 12, 7)
     run = 'if [ "$BISECT_WORKER" = thread-1 ]; then echo "wrong answer from a broken node"; exit 1; fi; bash test.sh'

@@ -19,8 +19,8 @@ from bisector.strategies import (
     choose_strategy,
     is_consistent,
 )
-from vocab.domain import Verdict
-from vocab.errors import InputError
+from bisector.vocab.domain import Verdict
+from bisector.vocab.errors import InputError
 
 
 @given(

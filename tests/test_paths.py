@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vocab.paths import tree_size
+from bisector.vocab.paths import tree_size
 
 
 def test_tree_size_counts_files_at_any_depth_and_a_link_as_itself(tmp_path: Path):

@@ -22,19 +22,19 @@ import pytest
 from bisect_helpers import synthetic_spec
 
 from bisector.coordinator import Coordinator
+from bisector.db.store import Store
 from bisector.spec import BisectSpec
 from bisector.synthetic import SyntheticHistory, culprit_history
-from db.store import Store
-from vocab.domain import BisectStatus, ErrorKind, StepResult, Verdict
-from vocab.errors import ExecutorError, InputError
-from vocab.metric import MetricSpec
-from workers.executor import StepRequest
-from workers.ray_sessions import remove_session
+from bisector.vocab.domain import BisectStatus, ErrorKind, StepResult, Verdict
+from bisector.vocab.errors import ExecutorError, InputError
+from bisector.vocab.metric import MetricSpec
+from bisector.workers.executor import StepRequest
+from bisector.workers.ray_sessions import remove_session
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
 
-from workers.ray_executor import RayExecutor  # noqa: E402  (needs Ray)
+from bisector.workers.ray_executor import RayExecutor  # noqa: E402  (needs Ray)
 
 pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]  # one local Ray cluster at a time
 
@@ -317,8 +317,8 @@ def test_resources_no_node_offers_fail_with_one_line(cluster, tmp_path: Path):
 
 def test_an_unreachable_cluster_is_one_line_error(tmp_path: Path):
     code = (
-        "from vocab.errors import ExecutorError\n"
-        "from workers.ray_executor import RayExecutor\n"
+        "from bisector.vocab.errors import ExecutorError\n"
+        "from bisector.workers.ray_executor import RayExecutor\n"
         "try:\n    RayExecutor('.', 1, 0, {}, '127.0.0.1:9')\n"
         "except ExecutorError as exc:\n    print(exc)\n"
     )

@@ -24,19 +24,19 @@ import pytest
 from bisect_helpers import wait_for
 from images.image_repo import RUN_CMD, ImageRepo, image_request, make_image_repo
 
-from vocab.domain import ErrorKind, StepResult, Verdict
-from workers.build_ahead import AheadStatus
-from workers.executor import StepRequest
-from workers.images.cache import IMAGE_ROOT_ENV, ImageCache, ImageManifest, ImageStatus, now_iso
-from workers.images.transfer import CHUNK_BYTES, CopyStoppedError
-from workers.ray_sessions import remove_session
+from bisector.vocab.domain import ErrorKind, StepResult, Verdict
+from bisector.workers.build_ahead import AheadStatus
+from bisector.workers.executor import StepRequest
+from bisector.workers.images.cache import IMAGE_ROOT_ENV, ImageCache, ImageManifest, ImageStatus, now_iso
+from bisector.workers.images.transfer import CHUNK_BYTES, CopyStoppedError
+from bisector.workers.ray_sessions import remove_session
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
 
-from workers.ray_cluster import CONTROL_GROUP  # noqa: E402
-from workers.ray_executor import RayExecutor  # noqa: E402  (needs Ray)
-from workers.ray_image_peer import IMAGES_GROUP, ImageHolder, RayImagePeer  # noqa: E402
+from bisector.workers.ray_cluster import CONTROL_GROUP  # noqa: E402
+from bisector.workers.ray_executor import RayExecutor  # noqa: E402  (needs Ray)
+from bisector.workers.ray_image_peer import IMAGES_GROUP, ImageHolder, RayImagePeer  # noqa: E402
 
 pytestmark = [
     pytest.mark.ray,

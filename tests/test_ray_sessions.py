@@ -19,15 +19,15 @@ import pytest
 from bisect_helpers import start_cli, wait_for
 
 from bisector.synthetic import culprit_history
-from vocab.domain import ErrorKind, StepResult, Verdict
-from vocab.metric import MetricSpec
-from vocab.processes import process_start
-from workers.executor import StepRequest
+from bisector.vocab.domain import ErrorKind, StepResult, Verdict
+from bisector.vocab.metric import MetricSpec
+from bisector.vocab.processes import process_start
+from bisector.workers.executor import StepRequest
 
 ray = pytest.importorskip("ray")
 
-from workers.ray_executor import RayExecutor  # noqa: E402  (needs Ray)
-from workers.ray_sessions import OWNER_MARK, mark_session, remove_session  # noqa: E402
+from bisector.workers.ray_executor import RayExecutor  # noqa: E402  (needs Ray)
+from bisector.workers.ray_sessions import OWNER_MARK, mark_session, remove_session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY_ROOT = Path("/tmp/ray")  # Ray's default temp root: where a local cluster of gpu-bisect puts its session

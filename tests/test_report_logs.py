@@ -9,11 +9,11 @@ from bisect_helpers import synthetic_spec
 from rich.console import Console
 
 from bisector.coordinator import prepare_bisect
+from bisector.db.store import Store
 from bisector.report.model import BisectReport
 from bisector.report.text import print_text
 from bisector.synthetic import culprit_history
-from db.store import Store
-from vocab.domain import ErrorKind, StepResult, Verdict
+from bisector.vocab.domain import ErrorKind, StepResult, Verdict
 
 
 def test_a_failed_steps_log_that_is_not_on_this_host_is_said_to_be_elsewhere(tmp_path: Path, store: Store) -> None:

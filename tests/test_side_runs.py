@@ -9,13 +9,13 @@ import pytest
 from bisect_helpers import synthetic_spec
 
 from bisector.coordinator import prepare_bisect
+from bisector.db.store import Store
 from bisector.progress import SilentObserver
 from bisector.side_runs import SideRun, SideRunner
 from bisector.synthetic import culprit_history
-from db.store import Store
-from vocab.domain import ErrorKind, StepPurpose, Verdict
-from vocab.errors import ExecutorError
-from workers.inprocess import InProcessExecutor
+from bisector.vocab.domain import ErrorKind, StepPurpose, Verdict
+from bisector.vocab.errors import ExecutorError
+from bisector.workers.inprocess import InProcessExecutor
 
 # The first attempt of every run hits an infrastructure error; later attempts test the commit.
 FLAKY_INFRA = 'if [ "$BISECT_ATTEMPT" = 1 ]; then echo "CUDA out of memory"; exit 1; fi; bash test.sh'

@@ -18,7 +18,7 @@ from bisector.simulate import (
     simulate,
 )
 from bisector.strategies import KArySearch, NoisyBisect
-from vocab.metric import Direction
+from bisector.vocab.metric import Direction
 
 TESTERS = [SingleRun(), MajorityVote(5), EscalatingComparison(alpha=0.05), AdaptiveThreshold(band=0.25)]
 

@@ -14,8 +14,8 @@ from bisector.cli import main
 from bisector.config import build_spec, load_config_file
 from bisector.options import BY_CONFIG_KEY, OPTIONS, ExecutorKind, Form, ImageMode, StrategyName
 from bisector.spec import BisectSpec
-from vocab.errors import InputError
-from vocab.metric import Direction, NoMetricPolicy
+from bisector.vocab.errors import InputError
+from bisector.vocab.metric import Direction, NoMetricPolicy
 
 # The spec column of a bisect stored by `bisect start ... --executor inprocess --repeat 2 --env A=1
 # --infra-pattern oops --no-explain --term-old fast --term-new slow --strategy noisy --direction lower -- .`

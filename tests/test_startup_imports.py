@@ -21,9 +21,9 @@ from bisector.synthetic import RUN_CMD, culprit_history
 # script: the fork server would import a script that is __main__ again.
 CHILD = """
 import json, sys
-import workers.local
+import bisector.workers.local
 
-submit = workers.local.LocalExecutor.submit
+submit = bisector.workers.local.LocalExecutor.submit
 snapshot = sys.argv[1]
 
 def first_submit(self, request):
@@ -33,7 +33,7 @@ def first_submit(self, request):
             json.dump(first_submit.seen, out)
     return submit(self, request)
 
-workers.local.LocalExecutor.submit = first_submit
+bisector.workers.local.LocalExecutor.submit = first_submit
 import bisector.cli
 sys.argv = ["bisect", *sys.argv[2:]]
 bisector.cli.main_entry()
@@ -49,9 +49,12 @@ NOT_BEFORE_THE_FIRST_STEP = (
     ("bisector.triage", "another command's"),
     ("rich.syntax", "tracebacks and code listings: never printed by start"),
     ("rich.live", "the live table is shown on a terminal only"),
-    ("workers.step", "steps run in the workers, not the coordinator"),
-    ("workers.container", "a step's container runs in the workers (the spec reads templates in container_engine)"),
-    ("workers.container_image", "a step's container image is got in the workers"),
+    ("bisector.workers.step", "steps run in the workers, not the coordinator"),
+    (
+        "bisector.workers.container",
+        "a step's container runs in the workers (the spec reads container_engine's templates)",
+    ),
+    ("bisector.workers.container_image", "a step's container image is got in the workers"),
     ("regex", "output patterns run in the workers"),
     ("httpx", "only --notify and the service client need it"),
     ("ray", "another executor's"),
@@ -87,6 +90,6 @@ def modules_at_first_submit(tmp_path_factory: pytest.TempPathFactory) -> dict[st
 @pytest.mark.parametrize("store", ["new store", "existing store"])
 def test_start_imports_nothing_it_needs_only_later(modules_at_first_submit: dict[str, list[str]], store: str):
     modules = modules_at_first_submit[store]
-    assert {"bisector.coordinator", "db.store"} <= set(modules)  # the snapshot is the coordinator's
+    assert {"bisector.coordinator", "bisector.db.store"} <= set(modules)  # the snapshot is the coordinator's
     wrong = {f"{name} ({why})": imported(modules, name)[:5] for name, why in NOT_BEFORE_THE_FIRST_STEP}
     assert {name: found for name, found in wrong.items() if found} == {}

@@ -21,8 +21,8 @@ from bisector.stats import (
     distinguishable_p,
     more_samples,
 )
-from vocab.domain import Verdict
-from vocab.metric import Direction, Expectation
+from bisector.vocab.domain import Verdict
+from bisector.vocab.metric import Direction, Expectation
 
 AT_LEAST_4 = Expectation.parse(">= 4.0")
 BELOW_51_MS = Expectation.parse("< 51.0")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bisector.strategies import KArySearch, OutcomeKind, SearchState
-from vocab.domain import Verdict
+from bisector.vocab.domain import Verdict
 
 
 def simulate(size: int, first_bad: int, workers: int, skips: frozenset[int] = frozenset(), seed: int = 0):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from vocab.domain import StepRecord
+from bisector.vocab.domain import StepRecord
 
 MAX_STEP_S = 1e9  # a step's time counts up to this: a broken clock cannot overflow a sum of many steps
 

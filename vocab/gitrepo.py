@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from vocab.domain import Commit, parse_pr_number
-from vocab.errors import RepoError
+from bisector.vocab.domain import Commit, parse_pr_number
+from bisector.vocab.errors import RepoError
 
 # git's messages in English whatever the user's locale: RepoErrors quote them
 _GIT_LOCALE = {"LANGUAGE": "C", "LC_ALL": "C"}

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 
-from vocab.domain import ErrorKind, Verdict
-from vocab.errors import InputError
+from bisector.vocab.domain import ErrorKind, Verdict
+from bisector.vocab.errors import InputError
 
 SKIP_EXIT_CODE = 125
 METRIC_TIME_LIMIT_S = 30.0  # the most all of one run's pattern matching may take

@@ -28,9 +28,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from vocab.domain import ImageInfo
-from workers.cgroups import end_dead_worker
-from workers.executor import StepRequest, step_environment
+from bisector.vocab.domain import ImageInfo
+from bisector.workers.cgroups import end_dead_worker
+from bisector.workers.executor import StepRequest, step_environment
 
 STOP_GRACE_S = 30.0  # a stopped child kills its build (SIGTERM, grace, SIGKILL) and exits within this
 PGID_GRACE_S = 5.0  # a dead child's build groups: SIGTERM, then SIGKILL after this
@@ -152,7 +152,7 @@ class _Child:
         self.job = job
         self.stopped_at: float | None = None
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.build_ahead_child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", "bisector.workers.build_ahead_child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True,  # what it starts (uv, the build) goes with it
         )  # fmt: skip
         assert self.proc.stdin is not None

@@ -19,13 +19,13 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from workers.build_ahead import AheadStatus, BuildAheadJob, BuildAheadOutcome
-from workers.build_slots import SLOTS_VARIABLE, slot_count, take_slot
-from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
-from workers.images.cache import ImageCache
-from workers.images.key import ImageRecipe
-from workers.output import StepLog
-from workers.process import CancelSignal
+from bisector.workers.build_ahead import AheadStatus, BuildAheadJob, BuildAheadOutcome
+from bisector.workers.build_slots import SLOTS_VARIABLE, slot_count, take_slot
+from bisector.workers.images.builder import BuildJob, ImageBuilder, PreparedImage
+from bisector.workers.images.cache import ImageCache
+from bisector.workers.images.key import ImageRecipe
+from bisector.workers.output import StepLog
+from bisector.workers.process import CancelSignal
 
 NICENESS = 10  # added to a build's niceness: where CPUs are short, builds that steps wait for go first
 DETAIL_CHARS = 500

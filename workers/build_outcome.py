@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from vocab.domain import CANCELLED_DETAIL, ErrorKind
-from vocab.metric import METRIC_TIME_LIMIT_S, Judgement, MatchTimeoutError, infra_judgement, infra_signature
-from workers.output import DETAIL_TAIL_BYTES
-from workers.process import ProcessOutcome
+from bisector.vocab.domain import CANCELLED_DETAIL, ErrorKind
+from bisector.vocab.metric import METRIC_TIME_LIMIT_S, Judgement, MatchTimeoutError, infra_judgement, infra_signature
+from bisector.workers.output import DETAIL_TAIL_BYTES
+from bisector.workers.process import ProcessOutcome
 
 
 class BuildEnd(Enum):

@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Callable
 
-from workers.gpu_leases import lock_dir, try_lock
+from bisector.workers.gpu_leases import lock_dir, try_lock
 
 SLOTS_VARIABLE = "BISECT_BUILD_AHEAD_SLOTS"
 CPUS_PER_SLOT = 16  # the default: one build ahead per 16 CPUs of the host, at least 2

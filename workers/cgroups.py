@@ -24,7 +24,7 @@ import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from workers.process_tree import WIND_DOWN_S, end_groups, leavers_of
+from bisector.workers.process_tree import WIND_DOWN_S, end_groups, leavers_of
 
 EMPTY_WAIT_S = 5.0  # how long a killed cgroup may take to empty before it is left for the kernel to reap
 CLAIM_WAIT_S = WIND_DOWN_S + EMPTY_WAIT_S + 10.0  # a reaper's wait for another party ending the same cgroup

@@ -17,15 +17,15 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from vocab.domain import StepResult
-from workers.container_engine import ContainerEngine
-from workers.container_image import ContainerImages
-from workers.executor import StepRequest
-from workers.images.cache import ImageCache
-from workers.step_context import StepContext
+from bisector.vocab.domain import StepResult
+from bisector.workers.container_engine import ContainerEngine
+from bisector.workers.container_image import ContainerImages
+from bisector.workers.executor import StepRequest
+from bisector.workers.images.cache import ImageCache
+from bisector.workers.step_context import StepContext
 
 if TYPE_CHECKING:
-    from workers.step import StepRunner
+    from bisector.workers.step import StepRunner
 
 PASSED_ENV = ("BISECT_SHA", "BISECT_STEP_ID", "BISECT_ATTEMPT", "BISECT_WORKER")  # with the spec's env
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from vocab.errors import InputError
+from bisector.vocab.errors import InputError
 
 CONTAINERFILES = ("Containerfile", "Dockerfile")
 BUILT_LABEL = "org.gpu-bisect.built-at"  # set on the images gpu-bisect builds: the commit they were built at

@@ -14,16 +14,16 @@ import hashlib
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from vocab.domain import CANCELLED_DETAIL, ErrorKind, ImageInfo, StepResult, Verdict
-from workers.build_outcome import BuildEnd, judge_build
-from workers.container_engine import CONTAINERFILES, ContainerEngine, outliving_its_reader
-from workers.images.cache import ImageCache, ImageManifest, ImageStatus, LockTimeoutError, now_iso
-from workers.output import DETAIL_TAIL_BYTES
-from workers.process import run_shell
-from workers.step_context import StepContext
+from bisector.vocab.domain import CANCELLED_DETAIL, ErrorKind, ImageInfo, StepResult, Verdict
+from bisector.workers.build_outcome import BuildEnd, judge_build
+from bisector.workers.container_engine import CONTAINERFILES, ContainerEngine, outliving_its_reader
+from bisector.workers.images.cache import ImageCache, ImageManifest, ImageStatus, LockTimeoutError, now_iso
+from bisector.workers.output import DETAIL_TAIL_BYTES
+from bisector.workers.process import run_shell
+from bisector.workers.step_context import StepContext
 
 if TYPE_CHECKING:
-    from workers.step import StepRunner
+    from bisector.workers.step import StepRunner
 
 
 MISSING = "missing"  # an image's source when the engine has none and the commit has no Containerfile to build it

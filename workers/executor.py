@@ -12,12 +12,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from vocab.domain import StepResult
-from vocab.metric import MetricSpec
-from workers.images.key import ImageRecipe
+from bisector.vocab.domain import StepResult
+from bisector.vocab.metric import MetricSpec
+from bisector.workers.images.key import ImageRecipe
 
 if TYPE_CHECKING:
-    from workers.build_ahead import AheadBuilder
+    from bisector.workers.build_ahead import AheadBuilder
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class Executor(abc.ABC):
         """What builds the images of the likely next probes while the steps run (--build-ahead, at most limit at
         once): where this executor's steps build theirs, which is this host here. guard: held while it reads the
         executor's state (a pool shares the executor between threads)."""
-        from workers.build_ahead import BuildAhead  # it imports this module
+        from bisector.workers.build_ahead import BuildAhead  # it imports this module
 
         return BuildAhead(limit)
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from workers.gpus import split_gpus
+from bisector.workers.gpus import split_gpus
 
 LOCK_DIR_VARIABLE = "BISECT_GPU_LOCK_DIR"
 DEFAULT_LOCK_DIR = Path("/tmp/gpu-bisect-gpus")

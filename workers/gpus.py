@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 
-from vocab.errors import InputError
+from bisector.vocab.errors import InputError
 
 
 def visible_gpus() -> tuple[int, ...]:

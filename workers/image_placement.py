@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from vocab.domain import ImageInfo, StepResult
-from vocab.errors import InputError, RepoError
-from workers.executor import StepRequest
-from workers.images.cache import ImageStatus
-from workers.images.key import image_key
+from bisector.vocab.domain import ImageInfo, StepResult
+from bisector.vocab.errors import InputError, RepoError
+from bisector.workers.executor import StepRequest
+from bisector.workers.images.cache import ImageStatus
+from bisector.workers.images.key import image_key
 
 
 class ImagePlacement:

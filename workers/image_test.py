@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vocab.domain import ImageInfo, StepResult
-from workers.executor import StepRequest
-from workers.output import StepLog
+from bisector.vocab.domain import ImageInfo, StepResult
+from bisector.workers.executor import StepRequest
+from bisector.workers.output import StepLog
 
 
 @dataclass(frozen=True)

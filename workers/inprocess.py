@@ -11,13 +11,13 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from vocab.domain import ErrorKind, StepResult, Verdict
-from vocab.errors import ExecutorError
-from vocab.gitrepo import GitRepo
-from vocab.paths import worktree_root
-from workers.executor import Assignment, Executor, StepRequest
-from workers.gpu_leases import lease_exactly
-from workers.step import StepRunner, WorkerSlot
+from bisector.vocab.domain import ErrorKind, StepResult, Verdict
+from bisector.vocab.errors import ExecutorError
+from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.paths import worktree_root
+from bisector.workers.executor import Assignment, Executor, StepRequest
+from bisector.workers.gpu_leases import lease_exactly
+from bisector.workers.step import StepRunner, WorkerSlot
 
 
 class InProcessExecutor(Executor):

@@ -22,19 +22,19 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from vocab.domain import ErrorKind, StepResult, Verdict
-from vocab.errors import ExecutorError, RepoError
-from vocab.gitrepo import GitRepo
-from vocab.paths import worktree_root
-from workers import step_launcher
-from workers.cgroups import end_dead_worker
-from workers.executor import Assignment, Executor, StepRequest
-from workers.gpu_leases import lease_slots
-from workers.gpus import visible_gpus
-from workers.local_forkserver import boot as boot_fork_server
-from workers.process import CancelSignal
-from workers.process_tree import end_groups
-from workers.slots import claim_worktree
+from bisector.vocab.domain import ErrorKind, StepResult, Verdict
+from bisector.vocab.errors import ExecutorError, RepoError
+from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.paths import worktree_root
+from bisector.workers import step_launcher
+from bisector.workers.cgroups import end_dead_worker
+from bisector.workers.executor import Assignment, Executor, StepRequest
+from bisector.workers.gpu_leases import lease_slots
+from bisector.workers.gpus import visible_gpus
+from bisector.workers.local_forkserver import boot as boot_fork_server
+from bisector.workers.process import CancelSignal
+from bisector.workers.process_tree import end_groups
+from bisector.workers.slots import claim_worktree
 
 _STOP = "stop"
 _CANCEL = "cancel"
@@ -52,7 +52,7 @@ def _worker_main(
     coordinator says so or its pipe closes (the coordinator died), and on SIGINT, SIGTERM or SIGHUP (a Ctrl-C or a
     CI runner's SIGTERM to the coordinator's process group reaches the workers too; their tests run in sessions
     of their own and would outlive them)."""
-    from workers.step import StepRunner, WorkerSlot  # the coordinator, which imports this module, runs no step
+    from bisector.workers.step import StepRunner, WorkerSlot  # the coordinator, which imports this module, runs no step
 
     stopping = _StopFlag()
     stopping.install()

@@ -21,9 +21,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from vocab.processes import OWNER_MARK, mark_owner, owner_is_gone
+from bisector.vocab.processes import OWNER_MARK, mark_owner, owner_is_gone
 
-SERVER_PRELOAD = "workers.local_server"  # imported once by the server: each worker is forked with it loaded
+SERVER_PRELOAD = "bisector.workers.local_server"  # imported once by the server: each worker is forked with it loaded
 
 
 def boot() -> multiprocessing.context.ForkServerContext:

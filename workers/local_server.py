@@ -10,7 +10,7 @@ import gc
 
 import regex  # noqa: F401
 
-import workers.local
-import workers.step  # noqa: F401
+import bisector.workers.local
+import bisector.workers.step  # noqa: F401
 
 gc.freeze()

@@ -37,12 +37,12 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from vocab.domain import StepResult, Verdict
-from vocab.errors import ExecutorError
-from workers.executor import Assignment, Executor, StepRequest
+from bisector.vocab.domain import StepResult, Verdict
+from bisector.vocab.errors import ExecutorError
+from bisector.workers.executor import Assignment, Executor, StepRequest
 
 if TYPE_CHECKING:
-    from workers.build_ahead import AheadBuilder
+    from bisector.workers.build_ahead import AheadBuilder
 
 PUMP_POLL_S = 0.01  # how long the pump waits on the real executor while holding its lock
 PUMP_IDLE_S = 0.005  # the pump's pause between polls, so that submits get the lock

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from workers import step_launcher
-from workers.cgroups import StepCgroup
-from workers.output import READ_CHUNK_BYTES, OutputWindow, StepLog
-from workers.process_tree import kill_group_leavers
+from bisector.workers import step_launcher
+from bisector.workers.cgroups import StepCgroup
+from bisector.workers.output import READ_CHUNK_BYTES, OutputWindow, StepLog
+from bisector.workers.process_tree import kill_group_leavers
 
 KILL_GRACE_S = 5.0
 POLL_INTERVAL_S = 0.05  # how often a running step checks its deadline and cancel flag

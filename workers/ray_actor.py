@@ -23,21 +23,21 @@ from typing import Any
 
 import ray
 
-from vocab.domain import StepResult, Verdict
-from vocab.errors import RepoError
-from vocab.gitrepo import GitRepo
-from vocab.paths import data_dir, worktree_root
-from workers import step_launcher
-from workers.build_ahead import AheadStatus, BuildAheadJob, BuildAheadOutcome
-from workers.build_ahead_child import build, lower_priority
-from workers.executor import StepRequest
-from workers.images.cache import ImageCache
-from workers.process import CancelSignal
-from workers.ray_image_host import RayImageHost
-from workers.ray_image_peer import ImageHolder, RayImagePeer
-from workers.ray_reaper import Reaper
-from workers.slots import claim_worktree
-from workers.step import StepRunner, WorkerSlot
+from bisector.vocab.domain import StepResult, Verdict
+from bisector.vocab.errors import RepoError
+from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.paths import data_dir, worktree_root
+from bisector.workers import step_launcher
+from bisector.workers.build_ahead import AheadStatus, BuildAheadJob, BuildAheadOutcome
+from bisector.workers.build_ahead_child import build, lower_priority
+from bisector.workers.executor import StepRequest
+from bisector.workers.images.cache import ImageCache
+from bisector.workers.process import CancelSignal
+from bisector.workers.ray_image_host import RayImageHost
+from bisector.workers.ray_image_peer import ImageHolder, RayImagePeer
+from bisector.workers.ray_reaper import Reaper
+from bisector.workers.slots import claim_worktree
+from bisector.workers.step import StepRunner, WorkerSlot
 
 LOG_RETURN_LIMIT_BYTES = 4 << 20  # a log shipped back to the coordinator keeps its head and its tail
 LOG_HEAD_BYTES = 64 << 10

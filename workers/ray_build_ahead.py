@@ -21,9 +21,9 @@ from typing import Any, Protocol
 import ray
 from ray import exceptions as ray_errors
 
-from workers.build_ahead import STOP_GRACE_S, AheadBuilder, AheadStatus, BuildAheadOutcome
-from workers.executor import StepRequest
-from workers.ray_cluster import BUILDS_GROUP, CONTROL_GROUP, one_line
+from bisector.workers.build_ahead import STOP_GRACE_S, AheadBuilder, AheadStatus, BuildAheadOutcome
+from bisector.workers.executor import StepRequest
+from bisector.workers.ray_cluster import BUILDS_GROUP, CONTROL_GROUP, one_line
 
 BUILDS_PER_SLOT = 2  # the "builds" group's threads on each slot's actor
 

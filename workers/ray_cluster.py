@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 
 import ray
 
-from vocab.errors import ExecutorError, InputError
-from workers.gpu_leases import GpuLeases, lease_slots
-from workers.gpus import visible_gpus
-from workers.ray_sessions import mark_session, remove_abandoned_sessions, remove_session
+from bisector.vocab.errors import ExecutorError, InputError
+from bisector.workers.gpu_leases import GpuLeases, lease_slots
+from bisector.workers.gpus import visible_gpus
+from bisector.workers.ray_sessions import mark_session, remove_abandoned_sessions, remove_session
 
 CONNECT_PROBE_S = 5.0  # ray.init retries an unreachable address for minutes; a TCP probe fails fast
 CONTROL_GROUP = "control"  # the threaded actors' concurrency group for cancels and small questions
@@ -126,10 +126,7 @@ def _probe(address: str) -> None:
 
 def _project_packages() -> list[str]:
     """The packages a remote node's actor imports, shipped so every node runs the coordinator's code."""
-    import vocab
-    import workers
-
-    return [str(Path(vocab.__file__).parent), str(Path(workers.__file__).parent)]
+    return [str(Path(__file__).parents[1])]  # the bisector package, this folder among its subpackages
 
 
 def resolve_gpus_per_step(requested: int) -> int:

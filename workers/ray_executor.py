@@ -22,21 +22,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from vocab.domain import ErrorKind, StepResult, Verdict
-from vocab.errors import ExecutorError, InputError
-from workers.build_ahead import BuildAheadOutcome
-from workers.executor import Assignment, Executor, StepRequest
-from workers.gpu_leases import GpuLeases
-from workers.image_placement import ImagePlacement
-from workers.images.cache import IMAGE_ROOT_ENV
+from bisector.vocab.domain import ErrorKind, StepResult, Verdict
+from bisector.vocab.errors import ExecutorError, InputError
+from bisector.workers.build_ahead import BuildAheadOutcome
+from bisector.workers.executor import Assignment, Executor, StepRequest
+from bisector.workers.gpu_leases import GpuLeases
+from bisector.workers.image_placement import ImagePlacement
+from bisector.workers.images.cache import IMAGE_ROOT_ENV
 
 try:
     import ray
     from ray import exceptions as ray_errors
 
-    from workers.ray_actor import ActorInfo, StepActor, StepOutcome
-    from workers.ray_build_ahead import BUILDS_PER_SLOT, RayBuildAhead
-    from workers.ray_cluster import (
+    from bisector.workers.ray_actor import ActorInfo, StepActor, StepOutcome
+    from bisector.workers.ray_build_ahead import BUILDS_PER_SLOT, RayBuildAhead
+    from bisector.workers.ray_cluster import (
         BUILDS_GROUP,
         CONTROL_GROUP,
         CPUS_PER_SLOT,
@@ -49,7 +49,7 @@ try:
         release,
         resolve_gpus_per_step,
     )
-    from workers.ray_image_peer import IMAGES_GROUP
+    from bisector.workers.ray_image_peer import IMAGES_GROUP
 except ImportError as exc:
     raise ExecutorError(f"--executor ray needs Ray ({exc}): pip install 'gpu-bisect[ray]'") from None
 

@@ -33,13 +33,13 @@ import ray
 from ray import exceptions as ray_errors
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from vocab.domain import ErrorKind, StepResult, Verdict
-from workers.image_test import ImageTest
-from workers.output import StepLog
-from workers.process import KILL_GRACE_S, CancelSignal
-from workers.ray_cluster import CONTROL_GROUP, one_line
-from workers.ray_reaper import Reaper
-from workers.step import StepRunner, WorkerSlot
+from bisector.vocab.domain import ErrorKind, StepResult, Verdict
+from bisector.workers.image_test import ImageTest
+from bisector.workers.output import StepLog
+from bisector.workers.process import KILL_GRACE_S, CancelSignal
+from bisector.workers.ray_cluster import CONTROL_GROUP, one_line
+from bisector.workers.ray_reaper import Reaper
+from bisector.workers.step import StepRunner, WorkerSlot
 
 PROBE_TIMEOUT_S = 120.0  # importing Ray in a cold image on a busy node
 START_ALLOWANCE_S = 120.0  # beyond the step's time left, for Ray to start the actor before its test can run

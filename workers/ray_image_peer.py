@@ -19,9 +19,9 @@ from typing import Any
 import ray
 from ray import exceptions as ray_errors
 
-from workers.images.cache import ImageCache
-from workers.images.transfer import CacheHolder, CopyStoppedError, ImageCopyError, ImageOffer
-from workers.ray_cluster import CONTROL_GROUP, one_line
+from bisector.workers.images.cache import ImageCache
+from bisector.workers.images.transfer import CacheHolder, CopyStoppedError, ImageCopyError, ImageOffer
+from bisector.workers.ray_cluster import CONTROL_GROUP, one_line
 
 IMAGES_GROUP = "images"
 OFFER_TIMEOUT_S = 60.0

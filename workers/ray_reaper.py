@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import IO
 
-from workers.process import KILL_GRACE_S
+from bisector.workers.process import KILL_GRACE_S
 
 # Runs as `python -c SOURCE GRACE_S PACKAGE_ROOT ACTOR_PID`; reads "+PGID" / "-PGID" lines until the actor's end of
 # the pipe closes. It imports only workers.cgroups and workers.process_tree (the standard library's) from PACKAGE_ROOT.
@@ -29,10 +29,10 @@ groups = set()
 for line in sys.stdin:
     (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
 sys.path.insert(0, sys.argv[2])
-from workers.cgroups import end_dead_worker
+from bisector.workers.cgroups import end_dead_worker
 end_dead_worker(int(sys.argv[3]), groups, float(sys.argv[1]))
 """
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
+_PACKAGE_ROOT = str(Path(__file__).parents[2])  # the folder that holds the bisector package
 
 
 class Reaper:

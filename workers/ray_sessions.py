@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from vocab.processes import OWNER_MARK, mark_owner, owner_is_gone
+from bisector.vocab.processes import OWNER_MARK, mark_owner, owner_is_gone
 
 __all__ = ["OWNER_MARK", "mark_session", "remove_abandoned_sessions", "remove_session"]
 

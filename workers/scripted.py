@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from vocab.domain import CANCELLED_DETAIL, ErrorKind, StepResult, Verdict
-from workers.executor import Assignment, Executor, StepRequest
+from bisector.vocab.domain import CANCELLED_DETAIL, ErrorKind, StepResult, Verdict
+from bisector.workers.executor import Assignment, Executor, StepRequest
 
 
 @dataclass(frozen=True)

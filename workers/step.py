@@ -17,22 +17,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from vocab.domain import CANCELLED_DETAIL, ErrorKind, ImageInfo, StepResult, Verdict
-from vocab.errors import RepoError
-from vocab.gitrepo import GitRepo
-from vocab.metric import DISK_FULL_SIGNATURE, judge_run
-from workers.build_outcome import BuildEnd, BuildOutcome, judge_build
-from workers.container import run_in_container
-from workers.executor import StepRequest, step_environment
-from workers.image_test import ImageTest, ImageTestHost
-from workers.images.builder import BuildJob, ImageBuilder, PreparedImage
-from workers.images.cache import ImageCache
-from workers.images.key import ImageRecipe
-from workers.images.run_copy import private_copy
-from workers.images.transfer import ImagePeer
-from workers.output import DETAIL_TAIL_BYTES, WINDOW_BYTES, StepLog
-from workers.process import run_shell
-from workers.step_context import StepContext
+from bisector.vocab.domain import CANCELLED_DETAIL, ErrorKind, ImageInfo, StepResult, Verdict
+from bisector.vocab.errors import RepoError
+from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.metric import DISK_FULL_SIGNATURE, judge_run
+from bisector.workers.build_outcome import BuildEnd, BuildOutcome, judge_build
+from bisector.workers.container import run_in_container
+from bisector.workers.executor import StepRequest, step_environment
+from bisector.workers.image_test import ImageTest, ImageTestHost
+from bisector.workers.images.builder import BuildJob, ImageBuilder, PreparedImage
+from bisector.workers.images.cache import ImageCache
+from bisector.workers.images.key import ImageRecipe
+from bisector.workers.images.run_copy import private_copy
+from bisector.workers.images.transfer import ImagePeer
+from bisector.workers.output import DETAIL_TAIL_BYTES, WINDOW_BYTES, StepLog
+from bisector.workers.process import run_shell
+from bisector.workers.step_context import StepContext
 
 NEARLY_FULL_BYTES = 64 << 10  # a harness failure on a filesystem with less free space than this is a full disk
 METRIC_MIN_TIME_S = 1.0  # the least time judging a run's output gets, even when the run used up the step's timeout

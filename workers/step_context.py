@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from workers.executor import StepRequest
-from workers.images.transfer import ImagePeer
-from workers.output import StepLog
+from bisector.workers.executor import StepRequest
+from bisector.workers.images.transfer import ImagePeer
+from bisector.workers.output import StepLog
 
 
 @dataclass(frozen=True)

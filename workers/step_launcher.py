@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from workers.cgroups import StepCgroup
+from bisector.workers.cgroups import StepCgroup
 
 # Run with -I -S: no site, no user paths; it imports only the interpreter's built-in modules. argv: the cgroup's
 # cgroup.procs, the fd of the pipe that reports a failed start.

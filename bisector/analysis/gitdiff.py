@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import git
 
-from vocab.errors import RepoError
+from bisector.vocab.errors import RepoError
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # what a root commit is diffed against
 VARIANT_IDENTITY = {

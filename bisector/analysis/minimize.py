@@ -16,8 +16,8 @@ from bisector.analysis import gitdiff
 from bisector.analysis.change_units import ChangeUnit, CulpritChanges, UnitKind, culprit_changes
 from bisector.analysis.ddmin import Subset, ddmin
 from bisector.analysis.findings import Finding, FindingKind
-from vocab.domain import Verdict
-from vocab.errors import RepoError
+from bisector.vocab.domain import Verdict
+from bisector.vocab.errors import RepoError
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from fastapi.templating import Jinja2Templates
 
 from bisector.dashboard.logs import LogAccessError, read_log, relative_log_path
 from bisector.dashboard.plot import build_plot
+from bisector.db.queries import BisectFilter
+from bisector.db.store import Store
 from bisector.history import (
     MAX_LIMIT,
     compute_stats,
@@ -32,9 +34,7 @@ from bisector.history import (
     summary_json,
 )
 from bisector.report import BisectReport, report_json
-from db.queries import BisectFilter
-from db.store import Store
-from vocab.errors import BisectError, StoreError, UnknownBisectError
+from bisector.vocab.errors import BisectError, StoreError, UnknownBisectError
 
 PACKAGE_DIR = Path(__file__).parent
 TOKEN_COOKIE = "bisect_token"

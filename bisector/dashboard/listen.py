@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from vocab.errors import InputError
+from bisector.vocab.errors import InputError
 
 BACKLOG = 2048  # uvicorn's default
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from vocab.errors import BisectError
+from bisector.vocab.errors import BisectError
 
 MAX_LOG_BYTES = 4 * 1024 * 1024  # a longer log is served from its end
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bisector.report import BisectReport
-from vocab.domain import BisectStatus
+from bisector.vocab.domain import BisectStatus
 
 WIDTH, HEIGHT = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 56, 16, 16, 36

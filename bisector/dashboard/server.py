@@ -9,9 +9,9 @@ from pathlib import Path
 
 from bisector.dashboard.app import DashboardSettings, create_app
 from bisector.dashboard.listen import bind, run, url_of
-from db.store import Store
-from vocab.errors import InputError
-from vocab.paths import store_log_dir
+from bisector.db.store import Store
+from bisector.vocab.errors import InputError
+from bisector.vocab.paths import store_log_dir
 
 TOKEN_VARIABLE = "BISECT_TOKEN"
 

@@ -19,11 +19,11 @@ from fastapi import Body, FastAPI, Header, Query
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from bisector.dashboard.app import BisectId
+from bisector.db.jobs import JobRecord
 from bisector.service.render import FORMATS, VIEWS, render
 from bisector.service.service import BisectService
 from bisector.service.submission import CommandNotAllowedError
-from db.jobs import JobRecord
-from vocab.errors import StateError
+from bisector.vocab.errors import StateError
 
 UNAUTHORIZED = {"detail": "a bearer token is required (Authorization: Bearer TOKEN)"}
 

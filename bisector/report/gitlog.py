@@ -20,8 +20,8 @@ from pathlib import Path
 
 from bisector.report.model import BisectReport
 from bisector.spec import DEFAULT_TERMS
-from vocab.domain import BisectStatus, Commit, Verdict
-from vocab.errors import InputError
+from bisector.vocab.domain import BisectStatus, Commit, Verdict
+from bisector.vocab.errors import InputError
 
 _IGNORED_COMMANDS = ("terms", "reset", "visualize", "view", "log", "run", "next")
 

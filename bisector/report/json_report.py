@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from bisector.report.model import BisectReport, one_line
-from vocab.domain import BisectStatus, Commit, StepRecord
+from bisector.vocab.domain import BisectStatus, Commit, StepRecord
 
 SCHEMA_VERSION = 1  # the first versioned report; reports without the key are older
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bisector.report.model import BisectReport, one_line, pr_suffix
 from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows, untested
-from vocab.domain import BisectStatus, StepPurpose
+from bisector.vocab.domain import BisectStatus, StepPurpose
 
 
 def md_escape(text: str) -> str:

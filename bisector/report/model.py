@@ -14,13 +14,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bisector.db.store import Store
 from bisector.search.ledger import EVIDENCE_PURPOSES, Ledger
 from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.spec import BisectSpec
 from bisector.terms import new_verdict, old_verdict, term_of
-from db.store import Store
-from vocab.cost import step_gpu_seconds
-from vocab.domain import (
+from bisector.vocab.cost import step_gpu_seconds
+from bisector.vocab.domain import (
     CANCELLED_DETAIL,
     NOT_NEEDED,
     BisectRecord,
@@ -31,10 +31,10 @@ from vocab.domain import (
     StepRecord,
     Verdict,
 )
-from vocab.errors import InputError
-from vocab.paths import log_dir
-from workers.container_engine import container_reference, reproduce_in_container
-from workers.pool import PREEMPTED
+from bisector.vocab.errors import InputError
+from bisector.vocab.paths import log_dir
+from bisector.workers.container_engine import container_reference, reproduce_in_container
+from bisector.workers.pool import PREEMPTED
 
 if TYPE_CHECKING:
     from bisector.analysis import Explanation

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from bisector.report.model import BisectReport, one_line
 from bisector.report.text import fmt_metric, fmt_s
-from vocab.domain import BisectRecord, BisectStatus, StepPurpose
+from bisector.vocab.domain import BisectRecord, BisectStatus, StepPurpose
 
 LAST_STEPS = 5
 

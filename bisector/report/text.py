@@ -12,7 +12,16 @@ from rich.table import Table
 from rich.text import Text
 
 from bisector.report.model import BisectReport, one_line, pr_suffix
-from vocab.domain import NEVER_SENT, BisectStatus, Commit, ErrorKind, StepPurpose, StepRecord, Verdict, image_origin
+from bisector.vocab.domain import (
+    NEVER_SENT,
+    BisectStatus,
+    Commit,
+    ErrorKind,
+    StepPurpose,
+    StepRecord,
+    Verdict,
+    image_origin,
+)
 
 MAX_RANGE_ROWS = 40  # the commit table elides the middle of longer ranges
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bisector.search.records import SearchRecords
-from vocab.domain import BisectStatus, StepPurpose
+from bisector.vocab.domain import BisectStatus, StepPurpose
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from bisector.confirm import ConfirmStatus
 from bisector.search.actions import Descend, Finish, Note
 from bisector.strategies import KArySearch, OutcomeKind, Strategy
-from vocab.domain import BisectStatus
+from bisector.vocab.domain import BisectStatus
 
 if TYPE_CHECKING:
     from bisector.search.decide import SearchCore

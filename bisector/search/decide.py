@@ -30,7 +30,7 @@ from bisector.search.records import Analysis, EndpointCheck, SearchRecords
 from bisector.strategies import KArySearch, SearchState, Strategy, estimated_steps_left
 from bisector.strategies.noisy import is_consistent
 from bisector.strategies.select import choose_strategy
-from vocab.domain import BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
+from bisector.vocab.domain import BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
 
 WorkerPreference = Callable[[str, Sequence[str]], list[str]]  # (sha, workers that could run it) -> best first
 

@@ -19,7 +19,7 @@ import math
 
 from bisector.confirm import DEFAULT_ALPHA
 from bisector.search.judge import CommitView
-from vocab.domain import Verdict
+from bisector.vocab.domain import Verdict
 
 ENDPOINT_ALPHA = DEFAULT_ALPHA
 MAX_ENDPOINT_RUNS = 16

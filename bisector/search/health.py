@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bisector.search.ledger import Ledger
-from vocab.domain import ErrorKind, StepPurpose, StepRecord, Verdict
+from bisector.vocab.domain import ErrorKind, StepPurpose, StepRecord, Verdict
 
 REFERENCE_RUNS = 3  # runs of each endpoint on a suspect worker, at least
 DECIDED = (Verdict.GOOD, Verdict.BAD)  # the answers a reference run can give

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bisector.spec import BisectSpec
-from vocab.domain import StepPurpose, StepRecord, Verdict
+from bisector.vocab.domain import StepPurpose, StepRecord, Verdict
 
 RESULT_VERDICTS = (Verdict.GOOD, Verdict.BAD, Verdict.MEASURED)
 MANUAL_WEIGHT = 1000  # runs a person's verdict (a manual step) counts as

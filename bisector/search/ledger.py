@@ -16,7 +16,7 @@ from datetime import datetime
 from bisector.search.endpoints import endpoint_verdict
 from bisector.search.judge import RESULT_VERDICTS, UNTESTED, CommitView, Judge
 from bisector.spec import BisectSpec
-from vocab.domain import Commit, ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
+from bisector.vocab.domain import Commit, ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
 
 # Steps whose verdicts decide commits; a manual step is a person's verdict, counted with the search.
 EVIDENCE_PURPOSES = (StepPurpose.SEARCH, StepPurpose.CONFIRM, StepPurpose.MANUAL)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from bisector.strategies.base import SearchState
-from vocab.domain import StepPurpose, Verdict
+from bisector.vocab.domain import StepPurpose, Verdict
 
 if TYPE_CHECKING:
     from bisector.search.decide import SearchCore

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bisector.db.images import record_images
+from bisector.db.store import Store
 from bisector.ownership import Lease
 from bisector.progress import ProgressObserver
 from bisector.search.actions import Action, Cancel, Descend, Finish, Note, Record, Submit
@@ -20,12 +22,10 @@ from bisector.search.decide import SearchCore
 from bisector.search.lookahead import likely_probes, still_open
 from bisector.search.pipeline import PlannedStep, StepPipeline
 from bisector.terms import term_of
-from db.images import record_images
-from db.store import Store
-from vocab.domain import NOT_NEEDED, BisectStatus, Commit, ErrorKind, StepResult, Verdict
-from vocab.errors import StateError
-from vocab.gitrepo import GitRepo
-from workers.build_ahead import AheadBuilder, AheadStatus, BuildAheadOutcome
+from bisector.vocab.domain import NOT_NEEDED, BisectStatus, Commit, ErrorKind, StepResult, Verdict
+from bisector.vocab.errors import StateError
+from bisector.vocab.gitrepo import GitRepo
+from bisector.workers.build_ahead import AheadBuilder, AheadStatus, BuildAheadOutcome
 
 CANCEL_CHECK_S = 0.5
 PROGRESS_INTERVAL_S = 0.25

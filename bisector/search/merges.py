@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from bisector.search.ledger import Ledger
 from bisector.search.records import MergePhase
-from vocab.domain import Commit
+from bisector.vocab.domain import Commit
 
 
 class MergeDescent:

@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from bisector.db.store import INTERRUPTED_DETAIL, NewStep, Store
 from bisector.spec import BisectSpec
-from db.store import INTERRUPTED_DETAIL, NewStep, Store
-from vocab.domain import CANCELLED_DETAIL, NEVER_SENT, ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
-from vocab.metric import MetricSpec
-from vocab.paths import log_dir
-from workers.executor import Assignment, Executor, StepRequest
-from workers.pool import PREEMPTED
+from bisector.vocab.domain import CANCELLED_DETAIL, NEVER_SENT, ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
+from bisector.vocab.metric import MetricSpec
+from bisector.vocab.paths import log_dir
+from bisector.workers.executor import Assignment, Executor, StepRequest
+from bisector.workers.pool import PREEMPTED
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from vocab.errors import BisectError, InputError, StateError, UnknownBisectError
+from bisector.vocab.errors import BisectError, InputError, StateError, UnknownBisectError
 
 TIMEOUT_S = 120.0  # a submission fetches the repository first
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vocab.errors import InputError
+from bisector.vocab.errors import InputError
 
 # What a recipe may set: the command and how its output is read. Free-form `run`, `build` and `env` from a
 # request need --allow-commands: each is command execution (bash runs $BASH_ENV, the loader $LD_PRELOAD).

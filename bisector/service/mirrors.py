@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from bisector.service.config import normalized_source
-from vocab.errors import InputError, RepoError
+from bisector.vocab.errors import InputError, RepoError
 
 REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 GIT_TIMEOUT_S = 600.0

@@ -8,8 +8,8 @@ import io
 from rich.console import Console
 
 from bisector.cli_support import REPORT_WIDTH
+from bisector.db.store import Store
 from bisector.report import BisectReport, print_text, render_json, render_markdown, status_lines
-from db.store import Store
 
 VIEWS = ("report", "status")
 FORMATS = ("text", "markdown", "json")

@@ -20,14 +20,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from bisector.coordinator import Coordinator, store_missing_candidates
+from bisector.db.jobs import JobQueue, JobRecord, JobState
+from bisector.db.store import Store
 from bisector.spec import BisectSpec
 from bisector.stopping import StopRequested
-from db.jobs import JobQueue, JobRecord, JobState
-from db.store import Store
-from vocab.domain import BisectStatus
-from vocab.errors import BisectError, StateError
-from workers.executor import Executor
-from workers.pool import SlotPool
+from bisector.vocab.domain import BisectStatus
+from bisector.vocab.errors import BisectError, StateError
+from bisector.workers.executor import Executor
+from bisector.workers.pool import SlotPool
 
 SCHEDULE_INTERVAL_S = 0.5  # how often the queue is read when nothing woke the scheduler
 LEASE_RETRY_S = 30.0  # a job whose bisect another live coordinator holds is tried again this much later

@@ -16,16 +16,16 @@ from bisector.dashboard.app import DashboardSettings, create_app
 from bisector.dashboard.listen import bind, run, url_of
 from bisector.dashboard.server import is_loopback, read_token
 from bisector.dashboard.service_routes import add_service_routes
+from bisector.db.store import Store
 from bisector.service.config import ServiceConfig, read_config_file
 from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
 from bisector.service.service import BisectService
 from bisector.stopping import StopRequested
-from db.store import Store
-from vocab.errors import InputError
-from vocab.paths import data_dir, store_log_dir
-from workers.executor import Executor
-from workers.pool import SlotPool
+from bisector.vocab.errors import InputError
+from bisector.vocab.paths import data_dir, store_log_dir
+from bisector.workers.executor import Executor
+from bisector.workers.pool import SlotPool
 
 TOKEN_HELP = "set $BISECT_TOKEN or --token-file: the write endpoints need a bearer token"
 
@@ -61,10 +61,10 @@ def make_executor(config: ServiceConfig, repo: Path) -> Executor:
     """The pool's one real executor (its workers' worktrees start in repo's mirror; other repositories' steps
     re-make a slot's worktree for theirs)."""
     if config.executor == "ray":
-        from workers.ray_executor import RayExecutor
+        from bisector.workers.ray_executor import RayExecutor
 
         return RayExecutor(str(repo), config.slots, 0, {}, config.ray_address)
-    from workers.local import LocalExecutor
+    from bisector.workers.local import LocalExecutor
 
     return LocalExecutor(str(repo), config.slots, 0)
 

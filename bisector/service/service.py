@@ -7,12 +7,12 @@ import threading
 from dataclasses import dataclass
 
 from bisector.coordinator import prepare_bisect
+from bisector.db.jobs import SOURCE_KEY, JobRecord
+from bisector.db.store import Store
 from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
 from bisector.service.submission import build_submission, check_request
-from db.jobs import SOURCE_KEY, JobRecord
-from db.store import Store
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from bisector.config import CONFIG_FILE_NAME, build_spec
 from bisector.options import BY_CONFIG_KEY, OPTIONS, Group
 from bisector.service.config import COMMAND_KEYS, RECIPE_KEYS, ServiceConfig, check_recipe
 from bisector.spec import BisectSpec
-from vocab.errors import InputError
-from vocab.gitrepo import GitRepo
+from bisector.vocab.errors import InputError
+from bisector.vocab.gitrepo import GitRepo
 
 _TUNED_GROUPS = (Group.TEST, Group.SEARCH, Group.ANALYSIS)  # how a commit is tested and judged, not where
 TUNING_KEYS = frozenset(

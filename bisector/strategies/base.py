@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from vocab.domain import Verdict
+from bisector.vocab.domain import Verdict
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from bisector.strategies.base import Outcome, OutcomeKind, SearchState, settled_outcome
 from bisector.strategies.kary import KArySearch
 from bisector.strategies.posterior import CulpritPosterior, FlakePrior
-from vocab.domain import Verdict
+from bisector.vocab.domain import Verdict
 
 DEFAULT_CONFIDENCE = 0.99
 

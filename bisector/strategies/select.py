@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisector.strategies.base import Strategy
 from bisector.strategies.kary import KArySearch
 from bisector.strategies.noisy import NoisyBisect
-from vocab.errors import InputError
+from bisector.vocab.errors import InputError
 
 STRATEGY_NAMES = ("kary", "noisy")
 

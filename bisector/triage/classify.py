@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from bisector.triage.model import CaseResult, FailureClass, MetricResult, Outcome, RunResults
 from bisector.triage.signatures import Signature
-from vocab.errors import InputError
+from bisector.vocab.errors import InputError
 
 DEFAULT_NOISE_BAND = "1%"
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bisector.triage.model import CaseResult, Outcome, RunResults
-from vocab.errors import InputError
+from bisector.vocab.errors import InputError
 
 COMMIT_PROPERTIES = frozenset({"commit", "git_commit", "git-commit", "git_sha", "sha", "revision"})
 RETRY_TAGS = frozenset({"rerun", "rerunFailure", "rerunError", "flakyFailure", "flakyError"})

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from bisector.triage.model import MetricResult, RunResults
-from vocab.errors import InputError
-from vocab.metric import Direction, Expectation
+from bisector.vocab.errors import InputError
+from bisector.vocab.metric import Direction, Expectation
 
 
 def read_metrics(path: Path, into: RunResults) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from vocab.metric import Direction
+from bisector.vocab.metric import Direction
 
 
 class FailureClass(StrEnum):

@@ -7,7 +7,7 @@ from pathlib import Path
 from bisector.triage.junit import read_junit
 from bisector.triage.metrics import read_metrics
 from bisector.triage.model import RunResults
-from vocab.errors import InputError
+from bisector.vocab.errors import InputError
 
 
 def load_run(path: Path) -> RunResults:

@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from bisector.triage.model import FailureClass
-from vocab.errors import InputError
-from vocab.metric import DEFAULT_INFRA_PATTERNS
+from bisector.vocab.errors import InputError
+from bisector.vocab.metric import DEFAULT_INFRA_PATTERNS
 
 CI_INFRA_PATTERNS: tuple[tuple[str, str], ...] = (
     ("lost runner", r"The runner has received a shutdown signal|lost communication with the server"),

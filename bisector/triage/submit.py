@@ -25,8 +25,8 @@ from typing import Any
 from bisector.triage.classify import Failure
 from bisector.triage.model import CaseResult
 from bisector.triage.triage import TriageReport
-from vocab.errors import InputError
-from vocab.gitrepo import GitRepo
+from bisector.vocab.errors import InputError
+from bisector.vocab.gitrepo import GitRepo
 
 DEFAULT_RUN_TEMPLATE = "python -m pytest -q {test}"
 _PARAMS = re.compile(r"\[.*\]$")

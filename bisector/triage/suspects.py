@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bisector.triage.classify import Failure
-from vocab.domain import Commit
-from vocab.gitrepo import GitRepo
+from bisector.vocab.domain import Commit
+from bisector.vocab.gitrepo import GitRepo
 
 _TRACEBACK_PATH = re.compile(
     r'File "([^"]+)"|([\w./+-]+\.(?:py|pyx|cu|cuh|cpp|cc|c|h|hpp|yaml|yml|json|toml|txt|cfg|ini)):\d+'

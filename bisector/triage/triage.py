@@ -11,8 +11,8 @@ from bisector.triage.model import FailureClass, RunResults
 from bisector.triage.results import load_run
 from bisector.triage.signatures import builtin_signatures, load_signatures
 from bisector.triage.suspects import Suspect, rank_suspects
-from vocab.errors import InputError
-from vocab.gitrepo import GitRepo
+from bisector.vocab.errors import InputError
+from bisector.vocab.gitrepo import GitRepo
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import Connection
 
-from db.engine import default_db_url, make_engine
-from db.migrate import migration_connection
-from db.schema import metadata
+from bisector.db.engine import default_db_url, make_engine
+from bisector.db.migrate import migration_connection
+from bisector.db.schema import metadata
 
 config = context.config
 

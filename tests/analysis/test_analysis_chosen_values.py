@@ -154,7 +154,7 @@ def test_a_comparison_inside_a_returned_tuple_is_a_condition(history: History) -
 
 OPERATION_PY = """\
 import util
-from kernels import cosine_kernel, norm_kernel
+from bisector.kernels import cosine_kernel, norm_kernel
 
 
 def cosine(x1, x2, size):
@@ -255,7 +255,7 @@ def test_a_new_function_feeding_a_launch_alone_keeps_the_callers_feed_row(histor
 
 
 LAYER_NORM_PY = """\
-from kernels import layer_norm_kernel
+from bisector.kernels import layer_norm_kernel
 
 
 def layer_norm(x, out, eps):

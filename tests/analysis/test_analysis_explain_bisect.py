@@ -10,9 +10,9 @@ from bisect_helpers import synthetic_spec
 
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator
+from bisector.db.store import Store
 from bisector.explain import stored_explanation
-from db.store import Store
-from vocab.domain import BisectStatus, StepPurpose
+from bisector.vocab.domain import BisectStatus, StepPurpose
 
 DISPATCH = """\
     MMA_MIN_M = 16
@@ -114,7 +114,7 @@ def test_traced_reruns_that_contradict_the_search_warn_that_the_culprit_may_be_a
 def test_contradicted_reads_the_boundary_both_ways():
     from bisector.explain import contradicted
     from bisector.spec import BisectSpec
-    from vocab.domain import Verdict
+    from bisector.vocab.domain import Verdict
 
     regression, fix = (
         BisectSpec.from_options({"repo": "/r", "good": "a", "bad": "b", "run": "true", "find_fix": find_fix})

@@ -23,8 +23,8 @@ from bisector.analysis.change_units import culprit_changes
 from bisector.analysis.ddmin import Subset, ddmin
 from bisector.analysis.gitdiff import write_variant
 from bisector.variant_tester import ShellVariantTester
-from vocab.domain import Verdict
-from vocab.metric import Expectation, MetricSpec
+from bisector.vocab.domain import Verdict
+from bisector.vocab.metric import Expectation, MetricSpec
 
 
 @settings(max_examples=60, deadline=None)

@@ -6,7 +6,7 @@ import pytest
 from analysis_history import History
 
 from bisector.analysis import Finding, FindingKind, StaticDiff, static_diff
-from vocab.errors import RepoError
+from bisector.vocab.errors import RepoError
 
 GEMM_BEFORE = """\
     SIMT_ONLY = 1 << 30

@@ -8,7 +8,7 @@ import pytest
 from fill import Filled, fill_store
 from postgres_helpers import BACKENDS, fresh_postgres_database
 
-from db.store import Store
+from bisector.db.store import Store
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

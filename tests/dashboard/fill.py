@@ -9,9 +9,9 @@ from pathlib import Path
 
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator
+from bisector.db.store import Store
 from bisector.spec import BisectSpec
 from bisector.synthetic import write_history
-from db.store import Store
 
 METRIC_REGEX = r"metric: ([0-9.]+)"
 TEST_SCRIPT = """#!/usr/bin/env bash

@@ -15,9 +15,9 @@ from rich.console import Console
 from bisector.app import make_executor
 from bisector.cli_dashboard import bisect_table, short_repo
 from bisector.coordinator import Coordinator
+from bisector.db.store import Store
 from bisector.history import find_bisects, parse_filter
 from bisector.synthetic import write_history
-from db.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from fill import Filled
 
 from bisector.cli import main
-from db.store import Store
-from vocab.cost import step_gpu_seconds
+from bisector.db.store import Store
+from bisector.vocab.cost import step_gpu_seconds
 
 
 def bisect(store_url: str, *args: str) -> tuple[int, str, str]:

@@ -17,8 +17,8 @@ from fill import Filled
 from server import dashboard_command, dashboard_env, running_dashboard
 
 from bisector.cli import main
+from bisector.db.store import Store
 from bisector.report import BisectReport, report_json
-from db.store import Store
 
 
 @pytest.fixture(scope="module")

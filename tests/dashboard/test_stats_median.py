@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bisector.db.store import Store
 from bisector.history import compute_stats, parse_filter
-from db.store import Store
-from vocab.domain import BisectStatus
+from bisector.vocab.domain import BisectStatus
 
 CREATED = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from postgres_helpers import BACKENDS, fresh_postgres_database
 
-from db import Store
+from bisector.db import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 

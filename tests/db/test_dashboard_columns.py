@@ -11,11 +11,11 @@ from alembic import command
 from postgres_helpers import BACKENDS, fresh_postgres_database
 from sqlalchemy import select
 
-from db import Store
-from db.engine import make_engine
-from db.migrate import alembic_config, migration_connection
-from db.schema import bisects
-from vocab.domain import StepResult, Verdict
+from bisector.db import Store
+from bisector.db.engine import make_engine
+from bisector.db.migrate import alembic_config, migration_connection
+from bisector.db.schema import bisects
+from bisector.vocab.domain import StepResult, Verdict
 
 T0 = datetime(2026, 1, 2, tzinfo=UTC)
 

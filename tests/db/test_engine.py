@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from db import data_dir, default_db_url
-from db.engine import make_engine, mask_url
+from bisector.db import data_dir, default_db_url
+from bisector.db.engine import make_engine, mask_url
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +97,7 @@ def test_tilde_in_sqlite_path_is_expanded(tmp_path: Path) -> None:
 def test_a_plain_path_is_a_sqlite_file_and_a_url_stays_as_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from db.engine import db_url
+    from bisector.db.engine import db_url
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

@@ -14,11 +14,11 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
-from db import Store
-from db.engine import make_engine
-from db.migrate import alembic_config, migration_connection
-from db.schema import metadata
-from vocab.errors import StoreError
+from bisector.db import Store
+from bisector.db.engine import make_engine
+from bisector.db.migrate import alembic_config, migration_connection
+from bisector.db.schema import metadata
+from bisector.vocab.errors import StoreError
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
@@ -139,7 +139,7 @@ def test_database_of_a_newer_version_is_a_store_error(db_url: str) -> None:
 
 
 def test_head_revision_constant_is_alembics_head():
-    from db.migrate import HEAD_REVISION
+    from bisector.db.migrate import HEAD_REVISION
 
     assert HEAD_REVISION == HEAD
 
@@ -150,7 +150,7 @@ def test_a_new_or_up_to_date_database_opens_without_importing_alembic(tmp_path: 
 
     url = f"sqlite:///{tmp_path / 'b.db'}"
     program = (
-        "import sys\nfrom db import Store\n"
+        "import sys\nfrom bisector.db import Store\n"
         f"with Store.open({url!r}) as store:\n    store.list_bisects()\n"
         "print('alembic' in sys.modules)\n"
     )

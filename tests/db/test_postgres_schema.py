@@ -12,10 +12,10 @@ from alembic.script import ScriptDirectory
 from postgres_helpers import fresh_postgres_database
 from sqlalchemy import inspect, text
 
-from db import Store
-from db.engine import make_engine
-from db.migrate import alembic_config, migration_connection
-from db.schema import metadata
+from bisector.db import Store
+from bisector.db.engine import make_engine
+from bisector.db.migrate import alembic_config, migration_connection
+from bisector.db.schema import metadata
 
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from db import Store
-from db.store import NewStep
-from vocab.domain import (
+from bisector.db import Store
+from bisector.db.store import NewStep
+from bisector.vocab.domain import (
     BisectStatus,
     Commit,
     ErrorKind,
@@ -31,7 +31,7 @@ from vocab.domain import (
     StepResult,
     Verdict,
 )
-from vocab.errors import StateError, StoreError, UnknownBisectError
+from bisector.vocab.errors import StateError, StoreError, UnknownBisectError
 
 RunPython = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -489,8 +489,8 @@ def test_read_only_connection_is_refused_at_open(db_url: str) -> None:
 
 OPEN_AND_REPORT = """
     import sys
-    from vocab.errors import StoreError
-    from db import Store
+    from bisector.vocab.errors import StoreError
+    from bisector.db import Store
     try:
         Store.open(sys.argv[1]).close()
     except StoreError as exc:
@@ -529,8 +529,8 @@ def test_read_only_database_file_is_a_store_error(db_url: str, run_python: RunPy
 CANCEL_FROM_ANOTHER_PROCESS = """
     import json, sys
     from datetime import UTC, datetime
-    from vocab.domain import BisectStatus
-    from db import Store
+    from bisector.vocab.domain import BisectStatus
+    from bisector.db import Store
     with Store.open(sys.argv[1]) as store:
         bisect_id = int(sys.argv[2])
         record = store.get_bisect(bisect_id)
@@ -561,8 +561,8 @@ def test_another_process_reads_and_cancels_while_the_coordinator_holds_the_file(
 
 WRITE_WHEN_TOLD = """
     import sys, time
-    from vocab.domain import BisectStatus
-    from db import Store
+    from bisector.vocab.domain import BisectStatus
+    from bisector.db import Store
     with Store.open(sys.argv[1]) as store:
         print("opened", flush=True)
         sys.stdin.readline()
@@ -614,7 +614,7 @@ def test_a_writer_waits_for_the_lock_instead_of_failing(sqlite_store: Store) -> 
 START_STEPS = """
     import sys
     from datetime import UTC, datetime
-    from db import Store
+    from bisector.db import Store
     with Store.open(sys.argv[1]) as store:
         for i in range(int(sys.argv[3])):
             store.start_step(int(sys.argv[2]), "c" * 40, i, sys.argv[4], "node", (0,), datetime.now(UTC))
@@ -637,8 +637,8 @@ def test_concurrent_writers_lose_nothing(sqlite_store: Store) -> None:
 KILLED_COORDINATOR = """
     import os, signal, sys
     from datetime import UTC, datetime
-    from vocab.domain import StepResult, Verdict
-    from db import Store
+    from bisector.vocab.domain import StepResult, Verdict
+    from bisector.db import Store
     store = Store.open(sys.argv[1])
     bisect_id = store.create_bisect("/src/repo", "a" * 40, "b" * 40, {}, datetime.now(UTC))
     done = store.start_step(bisect_id, "a" * 40, 1, "w0", "n", (0,), datetime.now(UTC))
@@ -662,7 +662,7 @@ def test_every_write_survives_kill_9(db_url: str, run_python: RunPython) -> None
 CREATE_ONE = """
     import sys
     from datetime import UTC, datetime
-    from db import Store
+    from bisector.db import Store
     with Store.open(sys.argv[1]) as store:
         store.create_bisect("/src/repo", "a" * 40, "b" * 40, {}, datetime.now(UTC))
 """

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from db import Store
-from vocab.domain import BisectStatus, StepPurpose, Verdict
-from vocab.errors import StateError, StoreError
+from bisector.db import Store
+from bisector.vocab.domain import BisectStatus, StepPurpose, Verdict
+from bisector.vocab.errors import StateError, StoreError
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

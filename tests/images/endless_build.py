@@ -15,8 +15,8 @@ from bisect_helpers import processes_with
 from container_repo import BASE, podman_cmd
 from image_repo import commit, init_repo
 
-from vocab.metric import MetricSpec
-from workers.executor import StepRequest
+from bisector.vocab.metric import MetricSpec
+from bisector.workers.executor import StepRequest
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from vocab.metric import Expectation, MetricSpec
-from workers.executor import StepRequest
-from workers.images.key import ImageRecipe
+from bisector.vocab.metric import Expectation, MetricSpec
+from bisector.workers.executor import StepRequest
+from bisector.workers.images.key import ImageRecipe
 
 BUILD_SCRIPT = """#!/usr/bin/env bash
 set -e

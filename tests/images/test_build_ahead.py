@@ -14,10 +14,10 @@ import pytest
 from bisect_helpers import processes_with, run_cli, start_cli, wait_for
 from image_repo import BUILD_CMD, METRIC, ImageRepo, commit, make_image_repo
 
-from workers.build_ahead import AheadStatus, BuildAhead
-from workers.executor import StepRequest
-from workers.images.cache import ImageStatus, images_root
-from workers.images.key import ImageRecipe
+from bisector.workers.build_ahead import AheadStatus, BuildAhead
+from bisector.workers.executor import StepRequest
+from bisector.workers.images.cache import ImageStatus, images_root
+from bisector.workers.images.key import ImageRecipe
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 
@@ -110,7 +110,7 @@ def test_a_coordinator_killed_mid_build_takes_the_build_with_it(tmp_path: Path):
     request = _request(repo.path, repo.shas[1], tmp_path, BUILD_COUNTER=str(counter), BUILD_SLEEP_S="613")
     script = (
         "import sys, time; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import image_repo, pickle; "
-        "from workers.build_ahead import AheadStatus, BuildAhead; ahead = BuildAhead(1); "
+        "from bisector.workers.build_ahead import AheadStatus, BuildAhead; ahead = BuildAhead(1); "
         "ahead.want([pickle.loads(bytes.fromhex(sys.argv[3]))], lambda sha: True); time.sleep(600)"
     )
     import pickle

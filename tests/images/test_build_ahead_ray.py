@@ -13,15 +13,15 @@ from bisect_helpers import processes_with, run_cli, wait_for
 from image_repo import make_image_repo
 from test_build_ahead import _manifests, _request, _start_args
 
-from workers.build_ahead import AheadStatus
-from workers.images.cache import ImageStatus
+from bisector.workers.build_ahead import AheadStatus
+from bisector.workers.images.cache import ImageStatus
 
 pytest.importorskip("ray")
 
 from bisector.stopping import StopRequested
-from workers.pool import SlotPool
-from workers.ray_build_ahead import RayBuildAhead
-from workers.ray_executor import RayExecutor
+from bisector.workers.pool import SlotPool
+from bisector.workers.ray_build_ahead import RayBuildAhead
+from bisector.workers.ray_executor import RayExecutor
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)"),

@@ -23,10 +23,10 @@ from cgroup_helpers import cgroup_v2_writable, in_cgroup, isolated_cgroup
 from endless_build import EndlessBuild, endless_build
 from image_repo import commit, init_repo
 
-from vocab.domain import ErrorKind, StepResult, Verdict
-from vocab.metric import MetricSpec
-from workers.executor import Executor, StepRequest
-from workers.local import LocalExecutor
+from bisector.vocab.domain import ErrorKind, StepResult, Verdict
+from bisector.vocab.metric import MetricSpec
+from bisector.workers.executor import Executor, StepRequest
+from bisector.workers.local import LocalExecutor
 
 STOPPED_WITHIN_S = 120  # a safety bound: before, the RUN step ran forever and its working container stayed
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,7 +103,7 @@ NEIGHBOUR = textwrap.dedent(
     """
     import dataclasses, itertools, pickle, sys
     from pathlib import Path
-    from workers.local import LocalExecutor
+    from bisector.workers.local import LocalExecutor
 
     request = pickle.loads(Path(sys.argv[1]).read_bytes())
     with LocalExecutor(request.repo, workers=1) as executor, open(sys.argv[2], "a") as verdicts:
@@ -164,11 +164,11 @@ def test_a_ray_actor_killed_mid_run_leaves_no_run_step_and_no_working_container(
     podman: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     pytest.importorskip("ray")
-    from workers.ray_executor import RayExecutor
+    from bisector.workers.ray_executor import RayExecutor
 
     # What the local cluster's processes (the actor) see: this checkout, the test's cache dir (fixed at its start).
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    from workers.ray_sessions import remove_session
+    from bisector.workers.ray_sessions import remove_session
 
     session = None
     try:
@@ -186,7 +186,7 @@ DRIVER = textwrap.dedent(
     """
     import pickle, sys
     from pathlib import Path
-    from workers.local import LocalExecutor
+    from bisector.workers.local import LocalExecutor
 
     request = pickle.loads(Path(sys.argv[1]).read_bytes())
     executor = LocalExecutor(request.repo, workers=1)
@@ -203,7 +203,7 @@ NEXT_STEP = textwrap.dedent(
     """
     import pickle, sys
     from pathlib import Path
-    from workers.local import LocalExecutor
+    from bisector.workers.local import LocalExecutor
 
     request = pickle.loads(Path(sys.argv[1]).read_bytes())
     with LocalExecutor(request.repo, workers=1) as executor:

@@ -10,8 +10,8 @@ import pytest
 from bisect_helpers import wait_for
 from endless_build import endless_build
 
-from vocab.domain import ErrorKind, StepResult, Verdict
-from workers.local import LocalExecutor
+from bisector.vocab.domain import ErrorKind, StepResult, Verdict
+from bisector.workers.local import LocalExecutor
 
 STOPPED_WITHIN_S = 120  # a safety bound: the old behaviour ran the RUN step forever
 

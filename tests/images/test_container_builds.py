@@ -17,13 +17,13 @@ from bisect_helpers import run_cli, wait_for
 from container_repo import METRIC, RUN, container_repo, podman_cmd
 
 from bisector.report.model import reproduce_command
-from vocab.domain import ErrorKind, StepResult, Verdict
-from vocab.metric import Expectation, MetricSpec
-from workers.container_image import container_record_id
-from workers.executor import StepRequest
-from workers.images.cache import ImageCache, LockTimeoutError
-from workers.local import LocalExecutor
-from workers.step import StepRunner, WorkerSlot
+from bisector.vocab.domain import ErrorKind, StepResult, Verdict
+from bisector.vocab.metric import Expectation, MetricSpec
+from bisector.workers.container_image import container_record_id
+from bisector.workers.executor import StepRequest
+from bisector.workers.images.cache import ImageCache, LockTimeoutError
+from bisector.workers.local import LocalExecutor
+from bisector.workers.step import StepRunner, WorkerSlot
 
 WAITING = "another step is pulling or building it; waiting"
 

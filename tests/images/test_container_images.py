@@ -16,14 +16,14 @@ from bisect_helpers import run_cli, wait_for
 from container_repo import BASE, METRIC, RUN, container_repo, podman_cmd
 from image_repo import commit, init_repo
 
-from vocab.domain import ErrorKind, StepResult, Verdict
-from vocab.metric import Expectation, MetricSpec
-from workers.container_engine import STEP_LABEL
-from workers.container_image import container_record_id
-from workers.executor import StepRequest
-from workers.images.cache import ImageCache
-from workers.local import LocalExecutor
-from workers.step import StepRunner, WorkerSlot
+from bisector.vocab.domain import ErrorKind, StepResult, Verdict
+from bisector.vocab.metric import Expectation, MetricSpec
+from bisector.workers.container_engine import STEP_LABEL
+from bisector.workers.container_image import container_record_id
+from bisector.workers.executor import StepRequest
+from bisector.workers.images.cache import ImageCache
+from bisector.workers.local import LocalExecutor
+from bisector.workers.step import StepRunner, WorkerSlot
 
 
 def _prebuilt(template: str, sha: str, value: int, into: Path) -> str:

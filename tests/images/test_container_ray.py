@@ -11,7 +11,7 @@ import pytest
 from bisect_helpers import run_cli
 from container_repo import METRIC, RUN, container_repo, podman_cmd
 
-from workers.container_engine import STEP_LABEL
+from bisector.workers.container_engine import STEP_LABEL
 
 pytest.importorskip("ray")
 

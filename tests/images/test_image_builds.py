@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from image_repo import commit, image_request, make_image_repo
 
-from vocab.domain import ErrorKind, Verdict
-from vocab.metric import Expectation, MetricSpec
-from workers.images.cache import ImageCache, ImageStatus, images_root
-from workers.images.key import ImageRecipe, image_key
-from workers.step import StepRunner, WorkerSlot
+from bisector.vocab.domain import ErrorKind, Verdict
+from bisector.vocab.metric import Expectation, MetricSpec
+from bisector.workers.images.cache import ImageCache, ImageStatus, images_root
+from bisector.workers.images.key import ImageRecipe, image_key
+from bisector.workers.step import StepRunner, WorkerSlot
 
 JSON_METRIC = MetricSpec(json_file="out.json", json_key="v", expect=Expectation.parse(">= 8"))
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")

@@ -14,10 +14,10 @@ import pytest
 from bisect_helpers import wait_for
 from image_repo import image_request, make_image_repo
 
-from vocab.domain import Verdict
-from workers.images.cache import ImageCache, ImageStatus, LockTimeoutError
-from workers.images.key import ImageRecipe, image_key
-from workers.step import StepRunner, WorkerSlot
+from bisector.vocab.domain import Verdict
+from bisector.workers.images.cache import ImageCache, ImageStatus, LockTimeoutError
+from bisector.workers.images.key import ImageRecipe, image_key
+from bisector.workers.step import StepRunner, WorkerSlot
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 HERE = Path(__file__).resolve().parent

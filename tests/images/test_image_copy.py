@@ -20,12 +20,12 @@ import pytest
 from bisect_helpers import wait_for
 from image_repo import image_request, make_image_repo
 
+from bisector.db.store import Store
 from bisector.image_admin import prune_images
-from db.store import Store
-from vocab.domain import StepResult, Verdict
-from workers.images.builder import incoming_dir
-from workers.images.cache import ImageCache, ImageManifest, ImageStatus, now_iso
-from workers.images.transfer import (
+from bisector.vocab.domain import StepResult, Verdict
+from bisector.workers.images.builder import incoming_dir
+from bisector.workers.images.cache import ImageCache, ImageManifest, ImageStatus, now_iso
+from bisector.workers.images.transfer import (
     CHUNK_BYTES,
     REWRITE_MAX_BYTES,
     CacheHolder,
@@ -36,7 +36,7 @@ from workers.images.transfer import (
     receive,
     relocate,
 )
-from workers.step import StepRunner, WorkerSlot
+from bisector.workers.step import StepRunner, WorkerSlot
 
 ROOT = Path(__file__).resolve().parents[2]
 SAFETY_S = 600.0  # only against a hang: a step that waits for an image wrongly waits for as long as this
@@ -325,9 +325,9 @@ def test_a_file_the_holders_step_writes_while_it_is_sent_does_not_fail_the_copy(
 RECEIVER = """
 import sys, time
 from pathlib import Path
-from workers.images.builder import incoming_dir
-from workers.images.cache import ImageCache
-from workers.images.transfer import archive_chunks, receive
+from bisector.workers.images.builder import incoming_dir
+from bisector.workers.images.cache import ImageCache
+from bisector.workers.images.transfer import archive_chunks, receive
 
 far, near, image_id, ready = ImageCache(Path(sys.argv[1])), ImageCache(Path(sys.argv[2])), sys.argv[3], sys.argv[4]
 
@@ -547,8 +547,8 @@ def test_a_sparse_file_stays_sparse_in_the_copy(tmp_path: Path):
 SENDER = """
 import sys
 from pathlib import Path
-from workers.images.cache import ImageCache
-from workers.images.transfer import archive_chunks
+from bisector.workers.images.cache import ImageCache
+from bisector.workers.images.transfer import archive_chunks
 
 print(sum(len(chunk) for chunk in archive_chunks(ImageCache(Path(sys.argv[1])), sys.argv[2])))
 """

@@ -20,27 +20,27 @@ from pathlib import Path
 
 import pytest
 
-from workers.images.builder import incoming_dir
-from workers.images.cache import ImageCache, ImageManifest, ImageStatus, now_iso
-from workers.images.transfer import archive_chunks
+from bisector.workers.images.builder import incoming_dir
+from bisector.workers.images.cache import ImageCache, ImageManifest, ImageStatus, now_iso
+from bisector.workers.images.transfer import archive_chunks
 
 ROOT = Path(__file__).resolve().parents[2]
 WITHOUT_ROOTS_RIGHTS = ["--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search"]
 AS_A_USER = ["setpriv", *WITHOUT_ROOTS_RIGHTS] if os.geteuid() == 0 else []
 RELOCATE = (
-    "import sys; from pathlib import Path; from workers.images.transfer import relocate\n"
+    "import sys; from pathlib import Path; from bisector.workers.images.transfer import relocate\n"
     "print(relocate(Path(sys.argv[1]), sys.argv[2], sys.argv[3]))"
 )
 EVICT = (
-    "import sys; from pathlib import Path; from workers.images.cache import ImageCache\n"
+    "import sys; from pathlib import Path; from bisector.workers.images.cache import ImageCache\n"
     "print(' '.join(ImageCache(Path(sys.argv[1])).evict(0)))"
 )
 
 NOBODY = 65534
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
 RECEIVE = (
-    "import sys; from pathlib import Path; from vocab.paths import remove_tree\n"
-    "from workers.images.transfer import receive, relocate\n"
+    "import sys; from pathlib import Path; from bisector.vocab.paths import remove_tree\n"
+    "from bisector.workers.images.transfer import receive, relocate\n"
     "archive, folder, old, removed = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])\n"
     "receive([archive.read_bytes()], folder, lambda: False)\n"
     "print(relocate(folder, old, str(folder)))\n"
@@ -112,7 +112,7 @@ def test_an_image_and_a_half_copy_with_read_only_folders_are_removed(tmp_path: P
 def can_run_as_nobody() -> bool:
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         return False
-    probe = [*AS_NOBODY, sys.executable, "-c", "import workers.images.transfer"]
+    probe = [*AS_NOBODY, sys.executable, "-c", "import bisector.workers.images.transfer"]
     return subprocess.run(probe, cwd=ROOT, capture_output=True, check=False).returncode == 0
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from bisector.config import build_spec
+from bisector.db.store import Store
 from bisector.spec import BisectSpec
-from db.store import Store
-from vocab.domain import ImageInfo, StepResult, Verdict
-from vocab.errors import InputError
-from workers.images.key import DEFAULT_MAX_BYTES, ImageRecipe, parse_size
+from bisector.vocab.domain import ImageInfo, StepResult, Verdict
+from bisector.vocab.errors import InputError
+from bisector.workers.images.key import DEFAULT_MAX_BYTES, ImageRecipe, parse_size
 
 
 def spec(**values: object) -> BisectSpec:

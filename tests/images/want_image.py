@@ -9,7 +9,7 @@ from pathlib import Path
 
 from image_repo import image_request
 
-from workers.step import StepRunner, WorkerSlot
+from bisector.workers.step import StepRunner, WorkerSlot
 
 
 def main() -> None:

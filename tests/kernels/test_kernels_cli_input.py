@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import bench
+from bisector.kernels import bench
 
 ROOT = Path(bench.__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -76,7 +76,7 @@ def test_gpu_report_rejects_unknown_options_before_starting(tmp_path: Path):
 @cpu_only
 def test_gpu_report_says_up_front_that_it_runs_on_the_cpu(tmp_path: Path):
     with subprocess.Popen(
-        [sys.executable, "-m", "kernels.gpu_report", str(tmp_path / "out"), "--quick"],
+        [sys.executable, "-m", "bisector.kernels.gpu_report", str(tmp_path / "out"), "--quick"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

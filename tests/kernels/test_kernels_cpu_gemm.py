@@ -5,9 +5,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import cpu_gemm
-from kernels.fixed_order import row_sum, tree_sum
-from kernels.tiny_gemm import Kernel
+from bisector.kernels import cpu_gemm
+from bisector.kernels.fixed_order import row_sum, tree_sum
+from bisector.kernels.tiny_gemm import Kernel
 
 SHAPES = [(144, 1024), (896, 1024), (1536, 128), (40, 100)]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels import demo
+from bisector.kernels import demo
 
 DECODER_ROWS = {"(144, 7168)", "(896, 7168)", "(1536, 128)", "(144, 1024)", "(896, 1024)"}
 

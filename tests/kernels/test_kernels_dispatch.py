@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import tiny_gemm, trace
-from kernels.model import CONFIGS
-from kernels.tiny_gemm import SIMT_ONLY, Kernel, Reason
+from bisector.kernels import tiny_gemm, trace
+from bisector.kernels.model import CONFIGS
+from bisector.kernels.tiny_gemm import SIMT_ONLY, Kernel, Reason
 
 TABLE_SOURCE = Path(tiny_gemm.__file__)
 DECODER_SHAPES = [(144, 1024), (896, 1024), (144, 7168), (896, 7168), (1536, 128)]
@@ -130,7 +130,7 @@ def test_trace_of_a_bench_run_names_table_and_kernels(tmp_path):
     env = {**os.environ, "KERNELS_DISPATCH_TRACE": str(path), "KERNELS_DISPATCH_OVERRIDE": BAD}
     code = (
         "import torch, dataclasses\n"
-        "from kernels import model\n"
+        "from bisector.kernels import model\n"
         "cfg = dataclasses.replace(model.CPU_CONFIG, prompts=1, rounds=1)\n"
         "model.measure_accept_length(model.Decoder(cfg, torch.device('cpu')), 3)\n"
     )

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernels import gemm_bench
+from bisector.kernels import gemm_bench
 
 ROOT = Path(gemm_bench.__file__).resolve().parents[1]
 
@@ -13,7 +13,8 @@ ROOT = Path(gemm_bench.__file__).resolve().parents[1]
 def test_gemm_bench_on_cpu_checks_and_times_both_kernels_and_the_reference(tmp_path: Path):
     out = tmp_path / "gemm.json"
     done = subprocess.run(
-        [sys.executable, "-m", "kernels.bench", "gemm", "--device", "cpu", "--m", "1,2", "--json-out", str(out)],
+        [sys.executable, "-m", "bisector.kernels.bench", "gemm", "--device", "cpu", "--m", "1,2",
+         "--json-out", str(out)],
         capture_output=True, text=True, cwd=ROOT, check=True, timeout=600,
     )  # fmt: skip
     report = json.loads(out.read_text())

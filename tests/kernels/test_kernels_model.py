@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import model, tiny_gemm
+from bisector.kernels import model, tiny_gemm
 
 ROOT = Path(model.__file__).resolve().parents[1]
 BAD = json.dumps({"144x1024": 2, "896x1024": 2, "1536x128": 2})
@@ -19,7 +19,7 @@ BAD = json.dumps({"144x1024": 2, "896x1024": 2, "1536x128": 2})
 def _bench(*args, override=""):
     env = {**os.environ, tiny_gemm.OVERRIDE_ENV: override}
     done = subprocess.run(
-        [sys.executable, "-m", "kernels.bench", "accept-length", *args],
+        [sys.executable, "-m", "bisector.kernels.bench", "accept-length", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -104,11 +104,11 @@ def test_activations_use_exact_ops():
 
 
 def test_set_changes_config_fields():
-    from kernels import bench
+    from bisector.kernels import bench
 
     config = bench._config("cpu", torch.device("cpu"), ["layers=2", "gain=1.5"])
     assert (config.layers, config.gain) == (2, 1.5)
-    from kernels.cli_input import KernelsInputError
+    from bisector.kernels.cli_input import KernelsInputError
 
     with pytest.raises(KernelsInputError, match="unknown config field 'nope'"):
         bench._config("cpu", torch.device("cpu"), ["nope=1"])

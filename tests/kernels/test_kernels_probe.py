@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernels import probe, tiny_gemm
+from bisector.kernels import probe, tiny_gemm
 
 ROOT = Path(probe.__file__).resolve().parents[1]
 
@@ -14,7 +14,7 @@ ROOT = Path(probe.__file__).resolve().parents[1]
 def _probe(*args, override=""):
     env = {**os.environ, tiny_gemm.OVERRIDE_ENV: override}
     done = subprocess.run(
-        [sys.executable, "-m", "kernels.probe", "batch-invariance", *args],
+        [sys.executable, "-m", "bisector.kernels.probe", "batch-invariance", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -11,8 +11,8 @@ os.environ["TRITON_INTERPRET"] = "1"
 
 import torch
 
-from kernels import triton_gemm
-from kernels.tiny_gemm import Kernel
+from bisector.kernels import triton_gemm
+from bisector.kernels.tiny_gemm import Kernel
 
 CASES = [
     (48, 64, None),

@@ -14,12 +14,12 @@ from bisect_helpers import synthetic_spec
 
 from bisector.app import make_executor
 from bisector.coordinator import HARNESS_PAUSE_AFTER, Coordinator
+from bisector.db.store import Store
 from bisector.spec import BisectSpec
 from bisector.synthetic import culprit_history
-from db.store import Store
-from vocab.domain import BisectStatus, ErrorKind, StepResult, Verdict
-from workers.executor import Executor
-from workers.inprocess import InProcessExecutor
+from bisector.vocab.domain import BisectStatus, ErrorKind, StepResult, Verdict
+from bisector.workers.executor import Executor
+from bisector.workers.inprocess import InProcessExecutor
 
 
 class LosesResults(InProcessExecutor):

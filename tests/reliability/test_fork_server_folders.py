@@ -16,12 +16,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OWNER = (
     "import multiprocessing.util, time\n"
-    "from workers.local_forkserver import boot\n"
+    "from bisector.workers.local_forkserver import boot\n"
     "boot()\n"
     "print(multiprocessing.util.get_temp_dir(), flush=True)\n"
     "time.sleep(600)\n"
 )
-NEXT_START = "from workers.local_forkserver import boot; boot()"
+NEXT_START = "from bisector.workers.local_forkserver import boot; boot()"
 
 
 def start_owner(env: dict[str, str]) -> tuple[subprocess.Popen[str], Path]:

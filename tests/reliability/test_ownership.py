@@ -10,9 +10,9 @@ import pytest
 from bisect_helpers import wait_for
 
 from bisector.coordinator import utc_now
+from bisector.db.store import Store
 from bisector.ownership import LEASE_TTL_S, Lease, OwnerId, describe_owner, process_start
-from db.store import Store
-from vocab.errors import StateError
+from bisector.vocab.errors import StateError
 
 
 @pytest.fixture

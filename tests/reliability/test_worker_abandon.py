@@ -9,8 +9,8 @@ from bisect_helpers import alive, wait_for
 from worker_steps import results_of, step_request
 
 from bisector.synthetic import culprit_history
-from vocab.domain import ErrorKind, Verdict
-from workers.local import LocalExecutor
+from bisector.vocab.domain import ErrorKind, Verdict
+from bisector.workers.local import LocalExecutor
 
 
 def test_an_abandoned_step_takes_its_worker_and_test_down_and_the_slot_serves_again(tmp_path: Path):

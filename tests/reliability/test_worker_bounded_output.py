@@ -9,9 +9,9 @@ import pytest
 from worker_steps import run_one, step_request
 
 from bisector.synthetic import culprit_history
-from vocab.domain import Verdict
-from workers.local import LocalExecutor
-from workers.output import LOG_END_BYTES, StepLog
+from bisector.vocab.domain import Verdict
+from bisector.workers.local import LocalExecutor
+from bisector.workers.output import LOG_END_BYTES, StepLog
 
 MB = 1_000_000
 PRINTERS = {

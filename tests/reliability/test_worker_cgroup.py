@@ -16,8 +16,8 @@ from cgroup_helpers import cgroup_v2_writable, in_cgroup, isolated_cgroup
 from worker_steps import DRIVER, SAFETY_TIMEOUT_S, alive, run_one, step_request
 
 from bisector.synthetic import culprit_history
-from vocab.domain import ErrorKind, Verdict
-from workers.local import LocalExecutor
+from bisector.vocab.domain import ErrorKind, Verdict
+from bisector.workers.local import LocalExecutor
 
 
 def test_a_setsid_daemon_the_test_started_is_gone_after_the_step(tmp_path: Path):
@@ -48,7 +48,7 @@ KILLED_WORKER = textwrap.dedent(
     """
     import os, pickle, signal, sys, time
     from pathlib import Path
-    from workers.local import LocalExecutor
+    from bisector.workers.local import LocalExecutor
     from worker_steps import alive, results_of
 
     request, pid_file = pickle.loads(Path(sys.argv[1]).read_bytes()), Path(sys.argv[2])
@@ -96,9 +96,9 @@ def test_a_setsid_daemon_of_a_killed_workers_test_is_gone_when_the_loss_is_repor
 ONE_STEP = textwrap.dedent(
     """
     import sys
-    from vocab.metric import MetricSpec
-    from workers.executor import StepRequest
-    from workers.local import LocalExecutor
+    from bisector.vocab.metric import MetricSpec
+    from bisector.workers.executor import StepRequest
+    from bisector.workers.local import LocalExecutor
 
     repo, sha, log = sys.argv[1], sys.argv[2], sys.argv[3]
     with LocalExecutor(repo, workers=1) as executor:

@@ -14,8 +14,8 @@ import pytest
 from worker_steps import run_one, step_request
 
 from bisector.synthetic import culprit_history
-from vocab.domain import ErrorKind, Verdict
-from workers.local import LocalExecutor
+from bisector.vocab.domain import ErrorKind, Verdict
+from bisector.workers.local import LocalExecutor
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import pytest
 from worker_steps import SAFETY_TIMEOUT_S, results_of, step_request
 
 from bisector.synthetic import culprit_history
-from workers.gpu_leases import GpuLeases
-from workers.local import LocalExecutor
+from bisector.workers.gpu_leases import GpuLeases
+from bisector.workers.local import LocalExecutor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,9 +24,9 @@ DRIVER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from vocab.metric import MetricSpec
-    from workers.executor import StepRequest
-    from workers.local import LocalExecutor
+    from bisector.vocab.metric import MetricSpec
+    from bisector.workers.executor import StepRequest
+    from bisector.workers.local import LocalExecutor
 
     repo, sha, out, name = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
     held = out / "in-use"

@@ -9,10 +9,10 @@ import pytest
 from worker_steps import run_one, step_request
 
 from bisector.synthetic import culprit_history
-from vocab.domain import Verdict
-from vocab.errors import InputError
-from vocab.metric import DEFAULT_INFRA_PATTERNS, Expectation, MetricSpec, judge_run
-from workers.local import LocalExecutor
+from bisector.vocab.domain import Verdict
+from bisector.vocab.errors import InputError
+from bisector.vocab.metric import DEFAULT_INFRA_PATTERNS, Expectation, MetricSpec, judge_run
+from bisector.workers.local import LocalExecutor
 
 AT_LEAST_4 = Expectation.parse(">= 4")
 BACKTRACKING = r"((?:a|aa)+)!"  # exponential on a line of a's without a '!'

@@ -10,9 +10,9 @@ import pytest
 from worker_steps import run_one, step_request
 
 from bisector.synthetic import culprit_history
-from vocab.domain import ErrorKind, Verdict
-from workers.inprocess import InProcessExecutor
-from workers.local import LocalExecutor
+from bisector.vocab.domain import ErrorKind, Verdict
+from bisector.workers.inprocess import InProcessExecutor
+from bisector.workers.local import LocalExecutor
 
 BREAKAGES = {
     "the worktree's .git removed": "rm -rf .git",

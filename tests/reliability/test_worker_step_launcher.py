@@ -14,7 +14,7 @@ import pytest
 from cgroup_helpers import cgroup_v2_writable
 from worker_steps import SAFETY_TIMEOUT_S
 
-from workers import process, step_launcher
+from bisector.workers import process, step_launcher
 
 PRINT_PLACE = 'echo "cwd=$PWD"; echo "mark=${STEP_MARK-unset}"; echo "home=${HOME-unset}"; cat /proc/self/cgroup; \
 readlink /proc/self/fd/0'

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 from bisector.synthetic import SyntheticHistory
-from vocab.domain import StepResult
-from vocab.metric import MetricSpec
-from workers.executor import Executor, StepRequest
+from bisector.vocab.domain import StepResult
+from bisector.vocab.metric import MetricSpec
+from bisector.workers.executor import Executor, StepRequest
 
 SAFETY_TIMEOUT_S = 300.0  # only against a hang: no test depends on how fast a step runs
 
@@ -51,9 +51,9 @@ DRIVER = textwrap.dedent(
     """
     import signal, sys, time
     from pathlib import Path
-    from vocab.metric import MetricSpec
-    from workers.executor import StepRequest
-    from workers.local import LocalExecutor
+    from bisector.vocab.metric import MetricSpec
+    from bisector.workers.executor import StepRequest
+    from bisector.workers.local import LocalExecutor
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     repo, sha, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])

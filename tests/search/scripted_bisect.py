@@ -9,10 +9,10 @@ from pathlib import Path
 from bisect_helpers import synthetic_spec
 
 from bisector.coordinator import Coordinator
+from bisector.db.store import Store
 from bisector.synthetic import SyntheticHistory, culprit_history
-from db.store import Store
-from vocab.domain import BisectRecord, StepPurpose, StepRecord
-from workers.scripted import BAD, GOOD, Answer, Script, ScriptedExecutor, table
+from bisector.vocab.domain import BisectRecord, StepPurpose, StepRecord
+from bisector.workers.scripted import BAD, GOOD, Answer, Script, ScriptedExecutor, table
 
 
 @dataclass(frozen=True)

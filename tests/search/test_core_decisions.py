@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from scripted_bisect import scripted_bisect
 
+from bisector.db.store import Store
 from bisector.report.model import BisectReport
 from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.synthetic import SyntheticHistory
-from db.store import Store
-from vocab.domain import BisectStatus, ErrorKind, StepPurpose, StepResult, Verdict
-from workers.scripted import BAD, GOOD, LOST, SILENT, SKIP, Answer, Script, ScriptedExecutor, table
+from bisector.vocab.domain import BisectStatus, ErrorKind, StepPurpose, StepResult, Verdict
+from bisector.workers.scripted import BAD, GOOD, LOST, SILENT, SKIP, Answer, Script, ScriptedExecutor, table
 
 
 def test_lazy_endpoints_at_one_worker_run_what_git_bisect_runs(tmp_path: Path, store: Store):

@@ -14,7 +14,7 @@ from bisector.search.judge import CommitView
 from bisector.search.ledger import Ledger
 from bisector.search.records import Analysis, EndpointCheck, MergePhase, SearchRecords
 from bisector.spec import BisectSpec
-from vocab.domain import Commit, ErrorKind, StepPurpose, StepRecord, Verdict
+from bisector.vocab.domain import Commit, ErrorKind, StepPurpose, StepRecord, Verdict
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -110,7 +110,7 @@ def test_search_runs_are_preemptible_and_a_preempted_one_counts_as_not_run(victi
 
     from bisector.search.actions import Submit
     from bisector.search.decide import SearchCore
-    from vocab.domain import StepResult
+    from bisector.vocab.domain import StepResult
 
     core = SearchCore(1, _ledger(), SearchRecords(), verify=VerifyEndpoints.FIRST)
     workers = ["w0", "w1", "w2", "w3"]

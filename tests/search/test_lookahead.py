@@ -11,7 +11,7 @@ from bisector.search.ledger import Ledger
 from bisector.search.lookahead import likely_probes, still_open
 from bisector.search.records import SearchRecords
 from bisector.spec import BisectSpec
-from vocab.domain import Commit, StepPurpose, StepRecord, StepResult, Verdict
+from bisector.vocab.domain import Commit, StepPurpose, StepRecord, StepResult, Verdict
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -12,11 +12,11 @@ import pytest
 from bisector.spec import BisectSpec, CommitTest
 from bisector.stopping import StopRequested
 from bisector.synthetic import culprit_history
-from vocab.domain import StepResult, Verdict
-from vocab.errors import ExecutorError
-from workers.executor import StepRequest
-from workers.inprocess import InProcessExecutor
-from workers.pool import PREEMPTED, PoolView, SlotPool
+from bisector.vocab.domain import StepResult, Verdict
+from bisector.vocab.errors import ExecutorError
+from bisector.workers.executor import StepRequest
+from bisector.workers.inprocess import InProcessExecutor
+from bisector.workers.pool import PREEMPTED, PoolView, SlotPool
 
 
 @pytest.fixture

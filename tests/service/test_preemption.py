@@ -12,9 +12,9 @@ import httpx
 import pytest
 from service_process import DONE_TIMEOUT_S, ServiceProcess, running_service, service_home
 
+from bisector.db.store import Store
 from bisector.synthetic import write_history
-from db.store import Store
-from vocab.domain import StepRecord, Verdict
+from bisector.vocab.domain import StepRecord, Verdict
 
 pytestmark = pytest.mark.xdist_group("service")
 

@@ -10,12 +10,12 @@ import pytest
 from service_process import DONE_TIMEOUT_S, ServiceProcess, service_env, service_home
 
 from bisector.coordinator import prepare_bisect
+from bisector.db.jobs import JobQueue, JobState
+from bisector.db.store import Store
 from bisector.spec import BisectSpec
 from bisector.synthetic import SyntheticHistory, culprit_history
-from db.jobs import JobQueue, JobState
-from db.store import Store
-from vocab.domain import BisectStatus, StepPurpose, StepRecord
-from vocab.errors import UnknownBisectError
+from bisector.vocab.domain import BisectStatus, StepPurpose, StepRecord
+from bisector.vocab.errors import UnknownBisectError
 
 pytestmark = pytest.mark.xdist_group("service")
 

@@ -13,8 +13,8 @@ from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
 from bisector.service.submission import CommandNotAllowedError, build_submission, check_request
 from bisector.synthetic import culprit_history
-from vocab.errors import InputError, RepoError
-from vocab.gitrepo import GitRepo
+from bisector.vocab.errors import InputError, RepoError
+from bisector.vocab.gitrepo import GitRepo
 
 REPO_TOML = """
 [bisect]

@@ -9,10 +9,10 @@ import pytest
 from bisect_helpers import run_cli
 from webhook import closed_port_url, webhook
 
+from bisector.db.store import Store
 from bisector.notify import check_webhook_url, notify_finished, post_json
 from bisector.synthetic import culprit_history
-from db.store import Store
-from vocab.errors import InputError
+from bisector.vocab.errors import InputError
 
 
 def start_args(history, *extra: str) -> list[str]:

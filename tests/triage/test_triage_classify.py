@@ -12,7 +12,7 @@ from bisector.triage import FailureClass, NoiseBand, triage_runs
 from bisector.triage.classify import classify
 from bisector.triage.model import CaseResult, Outcome, RunResults
 from bisector.triage.signatures import builtin_signatures, load_signatures
-from vocab.errors import InputError
+from bisector.vocab.errors import InputError
 
 INFRA, FLAKY, REGRESSION = FailureClass.INFRASTRUCTURE, FailureClass.FLAKY, FailureClass.REGRESSION
 

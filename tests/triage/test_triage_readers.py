@@ -9,8 +9,8 @@ from triage_repo import FIXTURES
 
 from bisector.triage.model import Outcome
 from bisector.triage.results import load_run
-from vocab.errors import InputError
-from vocab.metric import Direction
+from bisector.vocab.errors import InputError
+from bisector.vocab.metric import Direction
 
 
 def write(path: Path, text: str) -> Path:

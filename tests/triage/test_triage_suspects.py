@@ -8,7 +8,7 @@ from triage_repo import commit, git, init_repo, results, serving_repo
 
 from bisector.triage import triage_runs
 from bisector.triage.suspects import rank_suspects
-from vocab.gitrepo import GitRepo
+from bisector.vocab.gitrepo import GitRepo
 
 
 def test_commits_touching_named_files_first_then_newest(tmp_path: Path):

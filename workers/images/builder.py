@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from vocab.domain import ErrorKind, ImageInfo
-from vocab.errors import RepoError
-from vocab.gitrepo import GitRepo
-from vocab.paths import remove_tree, tree_size
-from workers.build_outcome import BuildEnd, BuildOutcome, judge_build
-from workers.images.cache import (
+from bisector.vocab.domain import ErrorKind, ImageInfo
+from bisector.vocab.errors import RepoError
+from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.paths import remove_tree, tree_size
+from bisector.workers.build_outcome import BuildEnd, BuildOutcome, judge_build
+from bisector.workers.images.cache import (
     INCOMING_PREFIX,
     ImageCache,
     ImageManifest,
@@ -36,10 +36,10 @@ from workers.images.cache import (
     lock_shared,
     now_iso,
 )
-from workers.images.key import ImageKey, ImageRecipe, image_key
-from workers.images.transfer import CopyStoppedError, ImageCopyError, ImagePeer, base_python, receive, relocate
-from workers.output import StepLog
-from workers.process import run_shell
+from bisector.workers.images.key import ImageKey, ImageRecipe, image_key
+from bisector.workers.images.transfer import CopyStoppedError, ImageCopyError, ImagePeer, base_python, receive, relocate
+from bisector.workers.output import StepLog
+from bisector.workers.process import run_shell
 
 SEED_PTH = "_gpu_bisect_base.pth"  # makes the base environment's packages (torch) importable in an image's venv
 

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from vocab.paths import cache_dir, remove_tree, tree_size
+from bisector.vocab.paths import cache_dir, remove_tree, tree_size
 
 LOCK_POLL_S = 0.05
 IMAGE_ID = re.compile(r"[0-9a-f]{16}")  # an image's folder's name (workers/images/key.py's ImageKey.id)

@@ -14,8 +14,8 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-from vocab.errors import InputError, RepoError
-from vocab.gitrepo import GitRepo
+from bisector.vocab.errors import InputError, RepoError
+from bisector.vocab.gitrepo import GitRepo
 
 IMAGE_MODES = ("none", "venv")  # none: build in the slot's worktree every step (no image)
 BASE_PACKAGES = ("torch", "triton", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")  # versions in the base env

@@ -17,8 +17,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from vocab.paths import remove_tree
-from vocab.processes import mark_owner, owner_is_gone
+from bisector.vocab.paths import remove_tree
+from bisector.vocab.processes import mark_owner, owner_is_gone
 
 RUNS = "runs"
 

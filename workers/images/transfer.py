@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from workers.images.cache import ImageCache, ImageStatus, LockTimeoutError
+from bisector.workers.images.cache import ImageCache, ImageStatus, LockTimeoutError
 
 CHUNK_BYTES = 4 << 20
 HOLD_TIMEOUT_S = 120.0  # the holder waits this long for its image's shared lock (it may be being removed)
