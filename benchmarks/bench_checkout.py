@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_checkout.py` without PYTHONPATH
 
-from benchmarks.common import machine_info  # noqa: E402
+from benchmarks.common import machine_info, write_results  # noqa: E402
 from bisector.vocab.gitrepo import GitRepo  # noqa: E402
 
 
@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=6000)
     parser.add_argument("--commits", type=int, default=40)
     parser.add_argument("--test-s", type=float, default=2.0)
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--out", "--json", dest="out", type=Path, help="Also write the JSON result here.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         repo_path = Path(scratch) / "repo"
@@ -85,8 +85,8 @@ def main() -> None:
         "machine": machine_info(),
     }
     print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    if args.out:
+        write_results(args.out, result)
 
 
 if __name__ == "__main__":

@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from common import (
+    RESULTS,
     ROOT,
     BenchmarkError,
     add_history_options,
@@ -569,7 +570,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-git", action="store_true", help="skip the `git bisect run` baseline")
     parser.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up bisect")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (repos, stores, logs)")
-    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_core.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "bench_core.json")
     args = parser.parse_args(argv)
     args.worker_counts = worker_counts(parser, args.workers)
     args.store_kinds = list(dict.fromkeys(kind.strip() for kind in args.stores.split(",") if kind.strip()))

@@ -34,7 +34,7 @@ from sqlalchemy import create_engine, insert, make_url, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine_info
+from benchmarks.common import RESULTS, machine_info, write_results
 from bisector.db.queries import metric_label
 from bisector.db.schema import bisects, candidates, findings, steps
 from bisector.db.store import Store
@@ -190,7 +190,7 @@ def main() -> None:
     parser.add_argument("--steps-per-bisect", type=int, default=50)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--postgres", help="admin URL of a PostgreSQL server (a fresh database is made and dropped)")
-    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_dashboard.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "bench_dashboard.json")
     args = parser.parse_args()
     report: dict[str, Any] = {
         "machine": machine_info(),
@@ -205,7 +205,7 @@ def main() -> None:
         with fresh_postgres(args.postgres) as url:
             report["postgresql"] = measure(url, args)
             print(json.dumps(report["postgresql"], indent=1), flush=True)
-    args.out.write_text(json.dumps(report, indent=2))
+    write_results(args.out, report)
     print(f"written to {args.out}")
 
 

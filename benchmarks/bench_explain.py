@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, cpu_seconds, machine_info, mirror_clone
+from common import ROOT, cpu_seconds, machine_info, mirror_clone, write_results
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_explain.py` without PYTHONPATH
@@ -107,7 +107,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="explain-corpus-") as scratch:
         result = evaluate(args.mirrors, Path(scratch), args.corpus, strict_kinds=args.strict_kinds)
     if args.out:
-        args.out.write_text(json.dumps(result, indent=1))
+        write_results(args.out, result)
     print(missed_and_wrong(result), end="")
     print(summary(result))
 

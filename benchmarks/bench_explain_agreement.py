@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_explain import evaluate, item_kinds
+from common import write_results
 
 Item = dict[str, str]
 
@@ -96,7 +97,7 @@ def main() -> None:
             scored = evaluate(args.mirrors, Path(scratch), _names_aside(corpus, Path(scratch)))
             result[f"tool_against_{name}"] = {"precision": scored["precision"], "recall": scored["recall"]}
     if args.out:
-        args.out.write_text(json.dumps(result, indent=1))
+        write_results(args.out, result)
     for key, value in result.items():
         print(f"{key}: {value}")
 

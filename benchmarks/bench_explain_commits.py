@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import cpu_seconds
+from common import cpu_seconds, write_results
 
 
 def main() -> None:
@@ -44,7 +44,7 @@ def main() -> None:
                      "wall_median": round(statistics.median(wall), 3)})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     if args.out:
-        args.out.write_text(json.dumps({"code": str(args.code), "runs": args.runs, "rows": rows}, indent=1))
+        write_results(args.out, {"code": str(args.code), "runs": args.runs, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 from bench_explain import CORPUS, _matches
-from common import machine_info, mirror_clone
+from common import machine_info, mirror_clone, write_results
 
 from bisector.analysis import static_diff
 from bisector.analysis.native import NATIVE_SUFFIXES
@@ -172,7 +172,7 @@ def main() -> None:
     grid = [score(pooled, pooled_likely, g, f) for g in (0.0, 0.5, 0.7, 0.8, 0.9) for f in (0.6, 0.7, 0.8, 0.9, 1.1)]
     result = {"machine": machine_info(), "files": len(keys), "files_with_items": int(y.sum()), "grid": grid}
     if args.out:
-        args.out.write_text(json.dumps(result, indent=1))
+        write_results(args.out, result)
     for line in grid:
         print(f"gate {line['gate']:.1f} fallback {line['fallback']:.1f}: precision {line['precision']:.3f}, "
               f"recall {line['recall']:.3f}, {line['rows']} rows")  # fmt: skip

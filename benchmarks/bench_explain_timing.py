@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import ROOT, cpu_seconds, machine_info
+from common import ROOT, cpu_seconds, machine_info, write_results
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_explain_timing.py` without PYTHONPATH
@@ -61,7 +61,7 @@ def main() -> None:
         "rows": rows,
     }
     if args.out:
-        args.out.write_text(json.dumps(result, indent=1))
+        write_results(args.out, result)
     print(json.dumps({k: v for k, v in result.items() if k not in ("rows", "machine")}, indent=1))
 
 

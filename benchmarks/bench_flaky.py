@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_flaky.py` without PYTHONPATH
 
-from benchmarks.common import machine_info, project_pythonpath  # noqa: E402
+from benchmarks.common import machine_info, project_pythonpath, write_results  # noqa: E402
 from bisector.synthetic import culprit_history  # noqa: E402
 
 FLAKY_RUN = "bash test.sh && [ $((RANDOM % 4)) -ne 0 ]"  # a good commit fails one run in four
@@ -95,7 +95,7 @@ def main() -> None:
     }
     print(json.dumps({k: v for k, v in summary.items() if k != "results"}, indent=2))
     if args.out:
-        args.out.write_text(json.dumps(summary, indent=2) + "\n")
+        write_results(args.out, summary)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import capture, load_average, machine_info, project_pythonpath
+from benchmarks.common import RESULTS, capture, load_average, machine_info, project_pythonpath, write_results
 
 BUILD = """#!/usr/bin/env bash
 set -e
@@ -236,7 +236,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=24)
     parser.add_argument("--functions", type=int, default=150)
     parser.add_argument("--commits", type=int, default=12)
-    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_images.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "bench_images.json")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-images-") as tmp:
         work = Path(tmp)
@@ -254,7 +254,7 @@ def main() -> None:
         }  # fmt: skip
         results["bisects"]["planted"] = shas[culprit]
         results["copy"] = copy_cost(work, repo, shas[1], results["prepare"]["build_s"])
-    args.out.write_text(json.dumps(results, indent=2))
+    write_results(args.out, results)
     print(json.dumps({k: results[k] for k in ("adjacent", "prepare", "copy", "bisects")}, indent=2))
 
 

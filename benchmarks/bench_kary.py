@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, ceil_log, machine_info
+from common import RESULTS, ROOT, ceil_log, machine_info, write_results
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_kary.py` without PYTHONPATH
@@ -72,7 +70,7 @@ def main() -> None:
     parser.add_argument("--strategy", choices=("kary", "noisy"), default=None, help="default: the product's choice")
     parser.add_argument("--flake-rate", type=float, default=0.0, help="probability that a run flips (default 0)")
     parser.add_argument("--seeds", type=int, default=1, help="bisects per culprit (with --flake-rate)")
-    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_kary.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "bench_kary.json")
     args = parser.parse_args()
     options = ProductOptions(strategy=args.strategy)
     cases = [tuple(int(x) for x in case.split(":")) for case in args.cases.split(",")]
@@ -90,18 +88,8 @@ def main() -> None:
             f"| {histogram} | {row['mean_runs']:.2f} | {row['worst_runs']} | {row['correct']:.1%} |",
             flush=True,
         )
-    args.out.write_text(
-        json.dumps(
-            {
-                "machine": machine,
-                "strategy": args.strategy,
-                "flake_rate": args.flake_rate,
-                "seeds": args.seeds,
-                "cases": results,
-            },
-            indent=2,
-        )
-    )
+    parameters = {"strategy": args.strategy, "flake_rate": args.flake_rate, "seeds": args.seeds}
+    write_results(args.out, {"machine": machine, **parameters, "cases": results})
     print(f"written to {args.out}")
 
 

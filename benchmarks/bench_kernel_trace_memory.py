@@ -93,6 +93,7 @@ def main() -> None:
             results.append(run(args.device, seconds, drain, Path(scratch), args.thread))
             print(json.dumps(results[-1]), flush=True)
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1) + "\n")
 
 

@@ -279,6 +279,7 @@ def main() -> None:
     print(markdown_table(results))
     print(json.dumps({k: v for k, v in report.items() if k != "results"}, indent=2))
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2, default=lambda o: asdict(o)) + "\n")
 
 

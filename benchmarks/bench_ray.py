@@ -54,6 +54,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_ray.py` without PYTHONPATH
 
 from common import (  # noqa: E402
+    RESULTS,
     BenchmarkError,
     add_history_options,
     ceil_log,
@@ -395,7 +396,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     add_history_options(parser, commits=4000, sleep_s=0.5, workers="1,2,4,8,16")
     parser.add_argument("--executors", default="local,ray", help="comma-separated: local, ray")
-    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_ray.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "bench_ray.json")
     args = parser.parse_args(argv)
     args.worker_counts = worker_counts(parser, args.workers)
     args.kinds = [k.strip() for k in args.executors.split(",") if k.strip()]

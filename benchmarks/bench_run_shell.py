@@ -13,7 +13,6 @@ $EPOCHREALTIME). Medians in ms, as a table and in --out (JSON).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -23,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from common import ROOT, load_average, machine_info
+from common import RESULTS, ROOT, load_average, machine_info, write_results
 
 sys.path.insert(0, str(ROOT))
 
@@ -74,7 +73,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--command", default="sleep 1")
     parser.add_argument("--gap-s", type=float, default=0.2, help="pause between two measurements")
-    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_run_shell.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "bench_run_shell.json")
     args = parser.parse_args()
     cwd = Path(tempfile.gettempdir())
     runners: dict[str, Callable[[], float]] = {
@@ -97,7 +96,7 @@ def main() -> None:
         print(f"{name:40} {value:10.2f} ms")
     result = {"parameters": vars(args) | {"out": str(args.out)}, "median_ms": medians}
     result["machine"] = machine_info() | {"load_average_at_end": load_average()}
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_results(args.out, result)
     print(f"results: {args.out}", file=sys.stderr)
 
 

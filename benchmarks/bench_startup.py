@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, load_average, machine_info
+from common import RESULTS, ROOT, load_average, machine_info, write_results
 
 # `python -c`: a script as __main__ would be imported again by the fork server (multiprocessing's main_path)
 CHILD = (
@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="runs per kind of store")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--commits", type=int, default=1000)
-    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench_startup.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "bench_startup.json")
     args = parser.parse_args()
     machine = machine_info()
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as work:
@@ -191,7 +191,7 @@ def main() -> None:
         print(f"{phase:58} {medians['fresh'][phase]:12.1f} {medians['existing'][phase]:12.1f}")
     result = {"parameters": vars(args) | {"out": str(args.out)}, "machine": machine, "median_ms": medians}
     result["machine"]["load_average_at_end"] = load_average()
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_results(args.out, result)
     print(f"results: {args.out}", file=sys.stderr)
 
 

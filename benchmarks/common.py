@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"  # git-ignored: where a benchmark writes its JSON unless --out names a file
 
 
 class BenchmarkError(RuntimeError):

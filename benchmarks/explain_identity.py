@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import cpu_seconds, mirror_clone
+from common import cpu_seconds, mirror_clone, write_results
 
 CORPORA = Path(__file__).resolve().parent / "explain_corpus"
 
@@ -56,7 +56,7 @@ def main() -> None:
                 digest = hashlib.sha256(text.encode()).hexdigest()[:16]
                 seconds = round(cpu_seconds() - started, 3)
                 result[f"{corpus.name}:{entry['repo']}:{entry['commit']}"] = (digest, seconds)
-    args.out.write_text(json.dumps(result, indent=0))
+    write_results(args.out, result)
     print(f"{len(result)} commits; {sum(seconds for _, seconds in result.values()):.1f} CPU seconds")
 
 
