@@ -1,4 +1,4 @@
-"""Python rows of the thirteenth round on real git histories: what keeps every value is no row (a launch argument
+"""Python rows on real git histories: what keeps every value is no row (a launch argument
 moved between position and keyword, the autotune key renamed with the kernel parameter it names, a view of a
 tensor taken as a reshape), and choices written in a kernel generator's own style are rows (a camelCase `useX`
 flag set under a condition, the GPU's ISA tested, a condition kept in a named entry of a capabilities dict, the

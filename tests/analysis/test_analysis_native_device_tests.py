@@ -1,4 +1,4 @@
-"""Native rows of the fourteenth round on real git histories: a host function's test of the device it runs on, by
+"""Native tests of the device on real git histories: a host function's test of the device it runs on, by
 its vendor or model id or a feature query (`if (props.vendorID == 0x5143)`, `if (!info.support_bf16_storage())`),
 picks the code path like an arch test; and names renamed in a swap or a chain (`_X -> X` while `X -> X_`) leave
 the values that read them unchanged."""

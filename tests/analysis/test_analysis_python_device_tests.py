@@ -1,4 +1,4 @@
-"""Python rows of the fourteenth round on real git histories: a test of the device's kind (the model name a
+"""Python rows on real git histories: a test of the device's kind (the model name a
 runtime reports, `device.device_kind`) or of an AMD arch family written as its bare prefix (`"gfx"`) is an arch
 condition; a setting's default that names one member of its annotated enum type is a constant, as a literal
 default is (another annotated default read from a class is not); entries a module adds to a literal table with

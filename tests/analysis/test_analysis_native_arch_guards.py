@@ -1,4 +1,4 @@
-"""Native rows of the twelfth round on real git histories: an arch `#if` added around device code whose `#else` only
+"""Native arch guards on real git histories: an arch `#if` added around device code whose `#else` only
 warns or traps builds the code for some arches and stubs it out on the others (no row), while one whose `#else`
 runs another path still picks code by the arch; a non-type template parameter's default changed in a head written over
 lines is a row; a host if that tests other named values (`path->type == PATH_NVL` -> `... || path->type == PATH_NVB`) is

@@ -1,4 +1,4 @@
-"""Native rows of the thirteenth round on real git histories: OpenCL C kernel files are read (a changed `#if` comparing
+"""Native rows on real git histories: OpenCL C kernel files are read (a changed `#if` comparing
 a tuning macro is a branch condition; a kernel's own locals are its body); an arch `#if` continued over many lines;
 an `#else` added to an arch `#if` that undefines a feature macro for the other arches; and changes that keep every
 value are no rows: a cast added and a local named for a product, a trait's `_v` spelling, an `if constexpr` written

@@ -1,4 +1,4 @@
-"""Native rows of the eleventh round on real git histories: arch, dtype, version and platform tests are branch
+"""Native conditions on real git histories: arch, dtype, version and platform tests are branch
 conditions (a size compared is a threshold); a `#if` continued over lines and a project's GFX macros name the arch;
 environment reads through a project's own readers and NCCL-style parameters; enumerators that hold a class's numbers;
 a `.dat` file that holds JSON is read as a tuning file."""
