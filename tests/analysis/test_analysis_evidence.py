@@ -106,6 +106,18 @@ def test_dispatch_trace_confirms_contradicts_or_leaves_each_shape_row(history: H
     assert Explanation.from_findings(stored).checked == explanation.checked
 
 
+def test_an_explanation_stored_before_unchanged_shapes_were_kept_claims_no_contradiction(history: History) -> None:
+    explanation = _dispatch_explanation(history)
+    old_rows = [f for f in explanation.findings() if not (f.kind.value == "dispatch" and f.key.count("=") == 2)]
+
+    rebuilt = Explanation.from_findings(old_rows)
+
+    assert [(row.finding.key, row.evidence, row.why) for row in rebuilt.checked][1:] == [
+        ("[(896, 7168)]", Evidence.STATIC, ""),
+        ("[(1536, 128)]", Evidence.STATIC, ""),
+    ]  # unknown whether the runs dispatched these shapes: neither "contradicted" nor "never dispatched"
+
+
 def test_without_traced_reruns_every_row_is_a_static_lead(history: History) -> None:
     explanation = Explanation(static=_dispatch_explanation(history).static)
 
