@@ -35,6 +35,16 @@ def test_demo_run_builds_images_names_the_planted_culprit_explains_and_minimizes
     for shape in ("(144, 7168)", "(896, 7168)", "(1536, 128)"):
         assert shape in rendered
     assert "batch-variant" in rendered
+    # Each table row says what the traced re-runs made of it: the rows of the shapes they saw dispatched
+    # differently are confirmed at run time, and come first.
+    rows = [row for row in explanation["static"]["findings"] if row["evidence"] is not None]
+    evidence = [row["evidence"] for row in rows]
+    assert evidence == sorted(evidence, key=["runtime", "static", "contradicted"].index)
+    moved = {f"[({row['N']}, {row['K']})]" for row in explanation["dispatch"]["rows"] if row["changed"]}
+    confirmed = [row for row in rows if row["evidence"] == "runtime"]
+    assert moved
+    assert {row["key"] for row in confirmed} == moved
+    assert {row["name"] for row in confirmed} == {"_TUNED_MMA_MIN_M"}
     purposes = [step["purpose"] for step in report["steps"]]
     assert purposes.count("trace") == 2
     # ddmin keeps only decoder table rows of the culprit, none of its unrelated lines.

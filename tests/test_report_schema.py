@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from test_cli import bisect
@@ -31,27 +33,30 @@ def documented() -> dict[str, list[str]]:
     return rows
 
 
-def _flatten_root(report: dict[str, object], schema: dict[str, list[str]]) -> dict[str, list[object]]:
-    found: dict[str, list[object]] = {}
-    for key, item in report.items():
-        found.setdefault(key, []).append(item)
-        if isinstance(item, dict) and any(name.startswith(f"{key}.") for name in schema):
-            for sub, value in item.items():
-                found.setdefault(f"{key}.{sub}", []).append(value)
-        if isinstance(item, list) and any(name.startswith(f"{key}[].") for name in schema):
-            for element in item:
-                for sub, value in element.items():
-                    found.setdefault(f"{key}[].{sub}", []).append(value)
-    return found
+def _flatten(value: object, path: str, schema: dict[str, list[str]], found: dict[str, list[object]]) -> None:
+    """Every key below path that the schema documents keys under (`a.b`, `a[].b`, at any depth), with its values."""
+    if isinstance(value, dict) and any(name.startswith(f"{path}.") for name in schema):
+        items = [(f"{path}.{sub}", item) for sub, item in value.items()]
+    elif isinstance(value, list) and any(name.startswith(f"{path}[].") for name in schema):
+        items = [(f"{path}[].{sub}", item) for element in value for sub, item in element.items()]
+    else:
+        return
+    for name, item in items:
+        found.setdefault(name, []).append(item)
+        _flatten(item, name, schema, found)
 
 
 def check_against_schema(report: dict[str, object]) -> None:
     schema = documented()
-    found = _flatten_root(report, schema)
+    found: dict[str, list[object]] = {}
+    for key, item in report.items():
+        found.setdefault(key, []).append(item)
+        _flatten(item, key, schema, found)
     assert sorted(set(found) - set(schema)) == [], "keys in the report that docs/report-schema.md lacks"
-    parents_present = {name for name in schema if "." not in name} | {
-        name for name in schema if "." in name and found.get(name.split(".")[0].removesuffix("[]"))
-        and all(v not in (None, []) for v in found[name.split(".")[0].removesuffix("[]")])
+    parents = {name: name.rpartition(".")[0].removesuffix("[]") for name in schema}
+    parents_present = {
+        name for name, parent in parents.items()
+        if not parent or (found.get(parent) and all(v not in (None, []) for v in found[parent]))
     }  # fmt: skip
     assert sorted(parents_present - set(found)) == [], "documented keys the report lacks"
     for name, values in found.items():
@@ -92,3 +97,50 @@ def test_the_schema_check_catches_an_undocumented_and_a_missing_key(tmp_path: Pa
         except AssertionError:
             continue
         raise AssertionError("the schema check let a wrong report through")
+
+
+DISPATCH = """\
+MMA_MIN_M = 16
+
+
+def pick_kernel(n, k, m):
+    if m >= MMA_MIN_M:
+        return "mma"
+    return "simt"
+"""
+CHECK = """\
+import sys
+
+sys.path.insert(0, "src")
+from mylib.dispatch import pick_kernel
+
+sys.exit(0 if pick_kernel(4096, 7168, 4) == "simt" else 1)
+"""
+
+
+def test_an_explained_bisect_matches_the_schema_and_each_row_says_what_the_traced_runs_made_of_it(tmp_path: Path):
+    repo = tmp_path / "repo"
+    (repo / "src" / "mylib").mkdir(parents=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=T", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    shas = []
+    for message, files in (
+        ("dispatch", {"src/mylib/__init__.py": "", "src/mylib/dispatch.py": DISPATCH, "check.py": CHECK}),
+        ("docs", {"README.md": "a\n"}),
+        ("MMA earlier", {"src/mylib/dispatch.py": DISPATCH.replace("m >= MMA_MIN_M", "m >= 2")}),
+    ):
+        for name, text in files.items():
+            (repo / name).write_text(text)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-q", "-m", message], check=True)
+        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout)
+    done = bisect(
+        "start", "--repo", str(repo), "--good", shas[0].strip(), "--bad", "main", "--run", f"{sys.executable} check.py",
+        "--format", "json", db=tmp_path / "b.db",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    check_against_schema(report)
+    rows = report["explanation"]["static"]["findings"]
+    assert [(row["name"], row["evidence"]) for row in rows] == [("pick_kernel", "runtime")]
+    assert rows[0]["evidence_detail"] == "traced calls: mylib.dispatch:pick_kernel(4096, 7168, 4) 'simt' -> 'mma'"

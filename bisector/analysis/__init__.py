@@ -40,15 +40,14 @@ from bisector.analysis.minimize import (
     one_at_a_time,
 )
 from bisector.analysis.render import (
-    NO_TABLE_CHANGE,
     explanation_json,
     markdown_lines,
     print_text,
     render_markdown,
     render_text,
-    static_lines,
     text_renderables,
 )
+from bisector.analysis.render_static import NO_TABLE_CHANGE, TRUST_LINE, finding_rows, static_lines
 from bisector.analysis.runtime import DISPATCH_TRACE_ENV, TraceFiles, runtime_diffs
 from bisector.analysis.shape_table import ShapeRow, ShapeTable, shape_table
 from bisector.analysis.static_diff import StaticDiff, static_diff
@@ -56,6 +55,7 @@ from bisector.analysis.static_diff import StaticDiff, static_diff
 __all__ = [
     "DISPATCH_TRACE_ENV",
     "NO_TABLE_CHANGE",
+    "TRUST_LINE",
     "ChangeUnit",
     "Decision",
     "DispatchDiff",
@@ -80,6 +80,7 @@ __all__ = [
     "dispatch_diff",
     "explain_commit",
     "explanation_json",
+    "finding_rows",
     "kernel_trace_diff",
     "kernel_trace_env",
     "markdown_lines",

@@ -34,18 +34,32 @@ def traced_functions(static: StaticDiff | None) -> list[str]:
     kernels. At most MAX_TARGETS, in the order of the diff."""
     if static is None:
         return []
-    targets: list[str] = []
-    for finding in static.findings:
-        if finding.kind not in _TRACED_KINDS or not finding.file.endswith(".py") or is_test_path(finding.file):
-            continue
-        if finding.kind is FindingKind.LAUNCH_PARAM:
-            match = _IN_FUNCTION.match(finding.detail)
-            function = match[1] if match else ""
-        else:
-            function = finding.name if finding.after is not None else ""
-        if function and "<" not in function and not function.startswith("<"):
-            targets.append(f"{finding.file}:{function}")
-    return list(dict.fromkeys(targets))[:MAX_TARGETS]
+    targets = (traced_function(finding) for finding in static.findings)
+    return list(dict.fromkeys(target for target in targets if target))[:MAX_TARGETS]
+
+
+def traced_function(finding: Finding) -> str | None:
+    """ "path.py:Qual.name" of the function a static row names, where the traced re-runs can wrap it: the
+    function that reads a changed table, holds a changed condition or launches a changed kernel."""
+    if finding.kind not in _TRACED_KINDS or not finding.file.endswith(".py") or is_test_path(finding.file):
+        return None
+    if finding.kind is FindingKind.LAUNCH_PARAM:
+        match = _IN_FUNCTION.match(finding.detail)
+        function = match[1] if match else ""
+    else:
+        function = finding.name if finding.after is not None else ""
+    return f"{finding.file}:{function}" if function and "<" not in function else None
+
+
+def is_recorded_name(target: str, function: str) -> bool:
+    """Whether a traced function as recorded ("pkg.ops:pick", its module as imported) is the target
+    ("src/pkg/ops.py:pick"): the same qualified name, and the target's path ends with the module's own path."""
+    path, _, qualname = target.rpartition(":")
+    module, _, recorded = function.rpartition(":")
+    if recorded != qualname or not module:
+        return False
+    dotted = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    return dotted == module or dotted.endswith(f".{module}")
 
 
 def call_trace_env(out_file: Path, targets: Sequence[str], base_env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -96,11 +110,13 @@ class CallTraceDiff:
     rows: tuple[CallRow, ...]  # the calls whose result differs (or that happen on one side only)
     unchanged: int  # calls with the same result on both sides
     functions: tuple[str, ...] = ()  # what was traced
+    unchanged_by_function: tuple[tuple[str, int], ...] = ()  # (recorded function, its calls with the same result)
 
     def to_findings(self) -> list[Finding]:
+        same = ";".join(f"{function}={count}" for function, count in self.unchanged_by_function)
         summary = Finding(
             FindingKind.TRACED_CALL, "", SUMMARY_NAME, detail=f"unchanged={self.unchanged}",
-            before=";".join(self.functions),
+            before=";".join(self.functions), after=same or None,
         )  # fmt: skip
         rows = [Finding(FindingKind.TRACED_CALL, "", r.function, r.args, r.before, r.after) for r in self.rows]
         return [summary, *rows]
@@ -114,20 +130,22 @@ class CallTraceDiff:
         unchanged = summary.detail.removeprefix("unchanged=")
         rows = tuple(CallRow(f.name, f.key, f.before, f.after) for f in mine if f is not summary)
         functions = tuple(t for t in (summary.before or "").split(";") if t)
-        return cls(rows, int(unchanged) if unchanged.isdigit() else 0, functions)
+        counts = (part.rpartition("=") for part in (summary.after or "").split(";") if part)
+        same = tuple((function, int(count)) for function, _, count in counts if count.isdigit())
+        return cls(rows, int(unchanged) if unchanged.isdigit() else 0, functions, same)
 
 
 def call_trace_diff(before: Iterable[Call], after: Iterable[Call], functions: Sequence[str] = ()) -> CallTraceDiff:
     old, new = _results(before), _results(after)
     rows: list[CallRow] = []
-    unchanged = 0
+    same: dict[str, int] = {}
     for key in [*old, *(k for k in new if k not in old)]:
         was, now = old.get(key), new.get(key)
         if was == now:
-            unchanged += 1
+            same[key[0]] = same.get(key[0], 0) + 1
             continue
         rows.append(CallRow(key[0], key[1], _joined(was), _joined(now)))
-    return CallTraceDiff(tuple(rows), unchanged, tuple(functions))
+    return CallTraceDiff(tuple(rows), sum(same.values()), tuple(functions), tuple(same.items()))
 
 
 def _joined(results: list[str] | None) -> str | None:

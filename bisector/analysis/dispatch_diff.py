@@ -17,7 +17,9 @@ from pathlib import Path
 from bisector.analysis.findings import Finding, FindingKind
 
 SUMMARY_NAME = "(summary)"
+UNCHANGED_DETAIL = "same kernel at every m"
 _KEY = re.compile(r"^N=(-?\d+) K=(-?\d+) m=(-?\d+)$")
+_SHAPE = re.compile(r"^N=(-?\d+) K=(-?\d+)$")
 _SIDE = re.compile(r"^(?P<kernel>[^()]+?)(?: \((?P<reason>[^()]*)\))?$")
 
 
@@ -104,6 +106,7 @@ class DispatchDiff:
     unchanged_shapes: int = 0  # (op, N, K) dispatched identically at every m in both runs
     decisions_before: int = 0
     decisions_after: int = 0
+    unchanged_keys: tuple[tuple[str, int, int], ...] = ()  # those (op, N, K) themselves
 
     @property
     def changed_rows(self) -> tuple[DispatchRow, ...]:
@@ -141,6 +144,10 @@ class DispatchDiff:
                 detail=f"unchanged_shapes={self.unchanged_shapes}",
             )
         ]
+        rows += [
+            Finding(FindingKind.DISPATCH, file="", name=op, key=f"N={n} K={k}", detail=UNCHANGED_DETAIL)
+            for op, n, k in self.unchanged_keys
+        ]
         for row in self.rows:
             rows.append(
                 Finding(
@@ -161,6 +168,7 @@ class DispatchDiff:
         if not mine:
             return None
         rows: list[DispatchRow] = []
+        unchanged_keys: list[tuple[str, int, int]] = []
         summary = DispatchDiff(())
         for finding in mine:
             if finding.name == SUMMARY_NAME:
@@ -171,6 +179,9 @@ class DispatchDiff:
                     int(finding.before or 0),
                     int(finding.after or 0),
                 )
+                continue
+            if shape := _SHAPE.match(finding.key):
+                unchanged_keys.append((finding.name, int(shape[1]), int(shape[2])))
                 continue
             key = _KEY.match(finding.key)
             if key is None:
@@ -185,7 +196,10 @@ class DispatchDiff:
                     finding.name, n, k, m, before, after, reason_before, reason_after, count_before, count_after
                 )
             )
-        return cls(tuple(rows), summary.unchanged_shapes, summary.decisions_before, summary.decisions_after)
+        return cls(
+            tuple(rows), summary.unchanged_shapes, summary.decisions_before, summary.decisions_after,
+            tuple(unchanged_keys),
+        )  # fmt: skip
 
 
 def dispatch_diff(before: DispatchTrace | Path, after: DispatchTrace | Path) -> DispatchDiff:
@@ -195,16 +209,16 @@ def dispatch_diff(before: DispatchTrace | Path, after: DispatchTrace | Path) -> 
     old_table, new_table = _table(old.decisions), _table(new.decisions)
     shapes = list(dict.fromkeys(k[:3] for k in [*old_table, *new_table]))
     rows: list[DispatchRow] = []
-    unchanged = 0
+    unchanged: list[tuple[str, int, int]] = []
     for shape in shapes:
         keys = sorted({k for k in [*old_table, *new_table] if k[:3] == shape}, key=lambda k: k[3])
         shape_rows = [_row(key, old_table.get(key), new_table.get(key)) for key in keys]
         if any(row.changed for row in shape_rows):
             rows.extend(shape_rows)
         else:
-            unchanged += 1
+            unchanged.append(shape)
     rows.sort(key=lambda row: (row.n, row.k, row.op, row.m))
-    return DispatchDiff(tuple(rows), unchanged, len(old.decisions), len(new.decisions))
+    return DispatchDiff(tuple(rows), len(unchanged), len(old.decisions), len(new.decisions), tuple(unchanged))
 
 
 _Key = tuple[str, int, int, int]

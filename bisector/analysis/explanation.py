@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from bisector.analysis.call_trace import CallTraceDiff
 from bisector.analysis.dispatch_diff import DispatchDiff
+from bisector.analysis.evidence import CheckedRow, checked_rows
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.kernel_trace import KernelTraceDiff
 from bisector.analysis.minimize import MinimizeResult
@@ -30,6 +31,11 @@ class Explanation:
     def shapes(self) -> ShapeTable:
         findings = self.static.findings if self.static else ()
         return shape_table(findings, self.dispatch, decode_m=self.decode_m, verify_m=self.verify_m)
+
+    @property
+    def checked(self) -> tuple[CheckedRow, ...]:
+        """The static diff's rows, each with what the traced re-runs say of it, confirmed rows first."""
+        return checked_rows(self.static.table_findings if self.static else (), self.dispatch, self.calls)
 
     @property
     def conclusion(self) -> str | None:

@@ -11,48 +11,18 @@ from rich.text import Text
 from bisector.analysis.change_units import ChangeUnit
 from bisector.analysis.dispatch_diff import DispatchDiff, DispatchRow
 from bisector.analysis.explanation import Explanation
-from bisector.analysis.findings import ABSENT_TEXT, Finding, FindingKind
+from bisector.analysis.findings import ABSENT_TEXT
 from bisector.analysis.kernel_trace import KernelTraceDiff
 from bisector.analysis.minimize import MinimizeResult
 from bisector.analysis.render_calls import calls_json, calls_markdown, calls_renderables
+from bisector.analysis.render_static import md_cell, md_table, static_json, static_markdown, static_renderable
 from bisector.analysis.shape_table import ShapeRow, ShapeTable
-from bisector.analysis.static_diff import StaticDiff
 
-# Said where the static rules found nothing: they know tables, thresholds, tuning files, autotune lists, launch
-# parameters and gates, and on projects they were not written against find a minority of what a reader would
-# (docs/benchmarks.md, the held-out corpora), so "nothing changed" would claim more than they know.
-NO_TABLE_CHANGE = "no dispatch change that the static rules recognise; read the diff for others"
 MAX_ROWS = 60  # per section in text and Markdown; JSON has everything
 MAX_NAME = 90  # kernel names are long C++ signatures
 
 
 # --- plain lines, shared by the text and Markdown forms ------------------------------------------------------
-
-
-def static_lines(static: StaticDiff) -> list[str]:
-    """'kernels/tiny_gemm.py:34  _TUNED_MMA_MIN_M[(144, 7168)]: (absent) -> 2', one per row, then the notes."""
-    lines = [_static_line(f) for f in static.table_findings]
-    if not lines:
-        lines.append(NO_TABLE_CHANGE)
-    lines += [f"{note.file}  note: {note.name}: {note.detail}" for note in static.notes]
-    return lines
-
-
-def _static_line(finding: Finding) -> str:
-    where = f"{finding.file}:{finding.line}" if finding.line else finding.file
-    if finding.kind is FindingKind.DISPATCH_LOGIC:
-        return f"{where}  dispatch logic changed: {finding.name} ({finding.detail}; {finding.change_text})"
-    detail = f"  [{finding.detail}]" if finding.detail else ""
-    return (
-        f"{where}  {_KIND_WORDS.get(finding.kind, '')}{finding.label or '(whole file)'}: {finding.change_text}{detail}"
-    )
-
-
-_KIND_WORDS = {
-    FindingKind.LAUNCH_PARAM: "launch ",
-    FindingKind.BRANCH_CONDITION: "branch in ",
-    FindingKind.ENV_GATE: "env gate ",
-}
 
 
 def _change(before: str, after: str) -> str:
@@ -157,9 +127,7 @@ def text_renderables(explanation: Explanation) -> list[RenderableType]:
             table.add_row(*(Text(cell) for cell in _shape_cells(row)))
         out.append(table)
     if explanation.static is not None:
-        static = explanation.static
-        title = f"static table diff of {static.sha[:12]} against {(static.parent or 'the empty tree')[:12]}"
-        out.append(Group(Text(title, style="bold"), *(Text(f"  {line}") for line in _cut(static_lines(static)))))
+        out.append(static_renderable(explanation.static, explanation.checked))
     if explanation.dispatch is not None:
         out.append(_dispatch_table(explanation.dispatch))
     if explanation.kernels is not None:
@@ -201,23 +169,7 @@ def _minimized_text(result: MinimizeResult) -> RenderableType:
     return Group(*lines)
 
 
-def _cut(lines: list[str]) -> list[str]:
-    if len(lines) <= MAX_ROWS:
-        return lines
-    return [*lines[:MAX_ROWS], f"... {len(lines) - MAX_ROWS} more (see the JSON report)"]
-
-
 # --- Markdown ------------------------------------------------------------------------------------------------
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in rows]
-    return lines
 
 
 def render_markdown(explanation: Explanation) -> str:
@@ -228,64 +180,33 @@ def markdown_lines(explanation: Explanation) -> list[str]:
     out: list[str] = ["#### Why this commit is bad", ""]
     shapes = explanation.shapes
     if shapes.conclusion:
-        out += [f"**{_md(shapes.conclusion)}**", ""]
+        out += [f"**{md_cell(shapes.conclusion)}**", ""]
     if shapes.rows:
-        out += [*_md_table(_shape_headers(shapes), [_shape_cells(row) for row in shapes.rows]), ""]
+        out += [*md_table(_shape_headers(shapes), [_shape_cells(row) for row in shapes.rows]), ""]
     if explanation.static is not None:
-        out += _markdown_static(explanation.static)
+        out += static_markdown(explanation.static, explanation.checked)
     if explanation.dispatch is not None:
         dispatch = explanation.dispatch
-        title = _dispatch_title(dispatch)
+        title = md_cell(_dispatch_title(dispatch))
         out += [
-            f"<details><summary>{_md(title[0].upper() + title[1:])}: {_md(_dispatch_summary(dispatch))}</summary>",
+            f"<details><summary>{title[0].upper() + title[1:]}: {md_cell(_dispatch_summary(dispatch))}</summary>",
             "",
         ]
         rows = [_dispatch_cells(row) for row in dispatch.rows[:MAX_ROWS]]
-        out += [*_md_table(["op", "(N, K)", "m", "last good", "first bad"], rows), "", "</details>", ""]
+        out += [*md_table(["op", "(N, K)", "m", "last good", "first bad"], rows), "", "</details>", ""]
     if explanation.kernels is not None:
         kernels = explanation.kernels
-        out += [f"<details><summary>Kernel launches: {_md(_kernel_summary(kernels))}</summary>", ""]
+        out += [f"<details><summary>Kernel launches: {md_cell(_kernel_summary(kernels))}</summary>", ""]
         rows = [[f"`{_short(r.name)}`", str(r.before or "-"), str(r.after or "-")] for r in kernels.rows[:MAX_ROWS]]
-        out += [*_md_table(["kernel", "last good", "first bad"], rows), "", "</details>", ""]
+        out += [*md_table(["kernel", "last good", "first bad"], rows), "", "</details>", ""]
     out += calls_markdown(explanation.calls, explanation.trace_note)
     if explanation.minimized is not None:
         out += _markdown_minimized(explanation.minimized)
     return out
 
 
-def _markdown_static(static: StaticDiff) -> list[str]:
-    rows = static.table_findings
-    title = f"Static table diff of `{static.sha[:12]}` against `{(static.parent or 'the empty tree')[:12]}`"
-    if not rows:
-        out = [f"{title}: {NO_TABLE_CHANGE}.", ""]
-    else:
-        cells = [
-            [
-                f"`{f.file}:{f.line}`" if f.line else f"`{f.file}`",
-                _KIND_WORDS.get(f.kind, "")
-                + f"`{f.label or '(whole file)'}`"
-                + (f" ({_md(f.detail)})" if f.detail else ""),
-                *_sides(f),
-            ]
-            for f in rows[:MAX_ROWS]
-        ]
-        out = [f"<details open><summary>{title}: {len(rows)} rows</summary>", ""]
-        out += _md_table(["file", "row", "before", "after"], cells)
-        if len(rows) > MAX_ROWS:
-            out.append(f"\n{len(rows) - MAX_ROWS} more rows in the JSON report.")
-        out += ["", "</details>", ""]
-    out += [f"- `{note.file}`: {note.name}: {_md(note.detail)}" for note in static.notes]
-    return [*out, ""] if static.notes else out
-
-
-def _sides(finding: Finding) -> list[str]:
-    if finding.kind is FindingKind.DISPATCH_LOGIC:
-        return [f"dispatch logic changed ({finding.detail})", finding.change_text]
-    return [finding.before or ABSENT_TEXT, finding.after or ABSENT_TEXT]
-
-
 def _markdown_minimized(result: MinimizeResult) -> list[str]:
-    out = [f"**Minimised culprit:** {_md(result.summary)}", ""]
+    out = [f"**Minimised culprit:** {md_cell(result.summary)}", ""]
     if result.minimal:
         out.append("```diff")
         for index, group in enumerate(result.groups, start=1):
@@ -330,12 +251,7 @@ def explanation_json(explanation: Explanation) -> dict[str, object]:
         **calls_json(explanation.calls, explanation.trace_note),
     }
     if explanation.static is not None:
-        static = explanation.static
-        data["static"] = {
-            **static.to_json(),
-            "changes_dispatch": static.changes_dispatch,
-            "message": None if static.changes_dispatch else NO_TABLE_CHANGE,
-        }
+        data["static"] = static_json(explanation.static, explanation.checked)
     if explanation.dispatch is not None:
         dispatch = explanation.dispatch
         data["dispatch"] = {

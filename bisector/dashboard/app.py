@@ -142,7 +142,7 @@ def create_app(settings: DashboardSettings, store: Store) -> FastAPI:
         report = BisectReport.load(store, bisect_id)
         context = {
             "report": report,
-            "findings": [f for f in store.findings(bisect_id) if f["kind"] != "static_summary"],
+            "findings": _finding_rows(report),
             "conclusion": report.explanation.conclusion if report.explanation else None,
             "data": report_json(report),
             "plot": build_plot(report),
@@ -158,6 +158,15 @@ def create_app(settings: DashboardSettings, store: Store) -> FastAPI:
         return templates.TemplateResponse(request, "stats.html", context)
 
     return app
+
+
+def _finding_rows(report: BisectReport) -> list[dict[str, object]]:
+    """The explanation's rows, each static one with its evidence (confirmed at run time first)."""
+    if report.explanation is None:
+        return []
+    from bisector.analysis import finding_rows  # only for a bisect that has an explanation
+
+    return finding_rows(report.explanation)
 
 
 def _steps_json(report: BisectReport, log_dir: Path) -> dict[str, object]:

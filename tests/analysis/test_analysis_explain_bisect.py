@@ -60,6 +60,8 @@ def test_the_traced_reruns_record_what_the_named_function_returned_per_call(hist
         ("mylib.dispatch:pick_kernel", "4096, 7168, 4", "'simt'", "'mma'")
     ]
     assert explanation.calls.unchanged == 2  # m=1 and m=16
+    # no dispatch trace here: the traced function is the evidence that confirms the static row naming it
+    assert [(row.finding.name, row.evidence.value) for row in explanation.checked] == [("pick_kernel", "runtime")]
     traced = [s for s in store.steps(bisect_id) if s.purpose is StepPurpose.TRACE]
     assert len(traced) == 2
 

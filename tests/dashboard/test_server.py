@@ -92,6 +92,10 @@ def test_bisect_page_plots_the_report(base: str, filled: Filled):
     assert 'data-threshold="8.0"' in page
     assert report["reproduce"].split()[0] in page
     assert "tuning.py" in page
+    # the table row no traced run could check is shown as a static lead, with the same evidence as the JSON
+    static = report["explanation"]["static"]["findings"]
+    assert [(row["name"], row["evidence"]) for row in static] == [("BLOCK", "static")]
+    assert '<td class="evidence">static lead</td><td>table_entry</td><td>tuning.py</td><td>BLOCK</td>' in page
 
 
 def test_list_and_stats_pages(base: str, filled: Filled):
