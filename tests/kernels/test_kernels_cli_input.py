@@ -34,40 +34,41 @@ def _one_line_refusal(done: subprocess.CompletedProcess[str], *words: str) -> No
 
 @cpu_only
 def test_accept_length_on_cuda_without_cuda_is_one_line_and_exit_2():
-    _one_line_refusal(_run("kernels.bench", "accept-length", "--device", "cuda"), "--device cuda", "no CUDA device")
+    done = _run("bisector.kernels.bench", "accept-length", "--device", "cuda")
+    _one_line_refusal(done, "--device cuda", "no CUDA device")
 
 
 @cpu_only
 def test_gemm_and_probe_refuse_cuda_without_cuda_the_same_way():
-    _one_line_refusal(_run("kernels.bench", "gemm", "--device", "cuda"), "no CUDA device")
-    _one_line_refusal(_run("kernels.probe", "batch-invariance", "--device", "cuda"), "no CUDA device")
+    _one_line_refusal(_run("bisector.kernels.bench", "gemm", "--device", "cuda"), "no CUDA device")
+    _one_line_refusal(_run("bisector.kernels.probe", "batch-invariance", "--device", "cuda"), "no CUDA device")
 
 
 def test_unknown_device_is_one_line_and_exit_2():
-    _one_line_refusal(_run("kernels.bench", "accept-length", "--device", "tpu"), "expected auto, cpu, cuda")
+    _one_line_refusal(_run("bisector.kernels.bench", "accept-length", "--device", "tpu"), "expected auto, cpu, cuda")
 
 
 @pytest.mark.parametrize("shape", ["12x", "x12", "12", "axb", "0x128"])
 def test_malformed_probe_shape_is_one_line_and_exit_2(shape: str):
-    _one_line_refusal(_run("kernels.probe", "batch-invariance", "--device", "cpu", "--shape", shape), "NxK")
+    _one_line_refusal(_run("bisector.kernels.probe", "batch-invariance", "--device", "cpu", "--shape", shape), "NxK")
 
 
 def test_malformed_gemm_batch_sizes_and_config_values_are_one_line_and_exit_2():
-    _one_line_refusal(_run("kernels.bench", "gemm", "--device", "cpu", "--m", "1,x"), "--m '1,x'")
-    _one_line_refusal(_run("kernels.bench", "accept-length", "--set", "gain=abc"), "gain takes a float")
-    _one_line_refusal(_run("kernels.bench", "accept-length", "--set", "colour=red"), "unknown config field")
+    _one_line_refusal(_run("bisector.kernels.bench", "gemm", "--device", "cpu", "--m", "1,x"), "--m '1,x'")
+    _one_line_refusal(_run("bisector.kernels.bench", "accept-length", "--set", "gain=abc"), "gain takes a float")
+    _one_line_refusal(_run("bisector.kernels.bench", "accept-length", "--set", "colour=red"), "unknown config field")
 
 
 def test_gpu_report_help_prints_usage_and_starts_nothing(tmp_path: Path):
-    done = _run("kernels.gpu_report", "--help", cwd=tmp_path)
+    done = _run("bisector.kernels.gpu_report", "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("usage: python -m kernels.gpu_report")
+    assert done.stdout.startswith("usage: python -m bisector.kernels.gpu_report")
     assert "--quick" in done.stdout
     assert list(tmp_path.iterdir()) == []  # no folder named --help, no session
 
 
 def test_gpu_report_rejects_unknown_options_before_starting(tmp_path: Path):
-    done = _run("kernels.gpu_report", "out", "--fast", cwd=tmp_path)
+    done = _run("bisector.kernels.gpu_report", "out", "--fast", cwd=tmp_path)
     assert done.returncode == 2
     assert "unrecognized arguments: --fast" in done.stderr
     assert list(tmp_path.iterdir()) == []
@@ -94,6 +95,6 @@ def test_gpu_report_says_up_front_that_it_runs_on_the_cpu(tmp_path: Path):
 
 @pytest.mark.parametrize("threads", ["0", "-3"])
 def test_no_cpu_threads_is_one_line_and_exit_2(threads: str):
-    for command in (("kernels.bench", "accept-length"), ("kernels.probe", "batch-invariance")):
+    for command in (("bisector.kernels.bench", "accept-length"), ("bisector.kernels.probe", "batch-invariance")):
         refused = _run(*command, "--device", "cpu", "--threads", threads)
         _one_line_refusal(refused, f"--threads {threads}", "expected a positive number of CPU threads")
