@@ -4,21 +4,27 @@ Without a metric the exit code decides, as `git bisect run` does: 0 good, 125 sk
 signal, a timeout or an exit code above 127 is an infrastructure error. With a metric, exit 125 still
 skips, and a run that prints no metric is skipped (or bad with `--no-metric bad`).
 
-Matching is bounded: the caller passes a bounded window of the output (a step passes the last 1 MiB of its run's
-output, workers/output.py), and every pattern (the metric regex, the infrastructure signatures) runs under one
-time limit (the third-party `regex` module's timeout, which counts CPU time: on a busy host it takes longer on
-the clock; METRIC_TIME_LIMIT_S at most). A pattern that backtracks
-past it gives a skip that says so, never a hang. `--metric-json FILE:KEY` reads FILE inside the step's own
-worktree (a relative path that stays inside it; at most METRIC_FILE_MAX_BYTES).
+Matching is bounded. The metric regex reads the output as it streams (`MetricScan`): the metric is found wherever
+it is printed, the last value printed wins, and the scan holds at most METRIC_SCAN_MAX_CHARS whatever follows it.
+Its matches are those of one search over the whole output as long as a match, and what the regex looks at past
+where a match starts, stays within METRIC_LOOKAHEAD_CHARS (and a lookbehind within METRIC_LOOKBEHIND_CHARS); the
+last METRIC_SAMPLES_KEPT values are kept. The infrastructure signatures are matched against a bounded window of the
+output (a step passes the last 1 MiB of its run's output, workers/output.py). Each run's matching has one time
+limit (the third-party `regex` module's timeout, which counts CPU time: on a busy host it takes longer on the clock;
+METRIC_TIME_LIMIT_S at most). A pattern that backtracks past it gives a skip that says so, never a hang.
+`--metric-json FILE:KEY` reads FILE inside the step's own worktree (a relative path that stays inside it; at most
+METRIC_FILE_MAX_BYTES).
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import operator
 import re
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -30,6 +36,10 @@ from bisector.vocab.errors import InputError
 SKIP_EXIT_CODE = 125
 METRIC_TIME_LIMIT_S = 30.0  # the most all of one run's pattern matching may take
 METRIC_FILE_MAX_BYTES = 16 << 20
+METRIC_LOOKAHEAD_CHARS = 1 << 20  # the most a metric match, and what the regex reads past its start, may span
+METRIC_LOOKBEHIND_CHARS = 4 << 10  # text kept before where the next search starts (for ^, \b, lookbehinds)
+METRIC_SCAN_MAX_CHARS = 3 * METRIC_LOOKAHEAD_CHARS + METRIC_LOOKBEHIND_CHARS  # the most a MetricScan holds
+METRIC_SAMPLES_KEPT = 1000  # the last metric values of one run that are kept (the last one judges)
 DISK_FULL_SIGNATURE = "No space left on device"
 
 # Signatures of failures that say nothing about the commit under test. Matched only when the run failed.
@@ -139,6 +149,10 @@ class MetricSpec:
     def has_metric(self) -> bool:
         return self.regex is not None or self.json_file is not None
 
+    def scan(self, time_limit_s: float = METRIC_TIME_LIMIT_S) -> MetricScan | None:
+        """A MetricScan to feed the run's output to as it streams (None without a metric regex)."""
+        return MetricScan(self.regex, time_limit_s) if self.regex is not None else None
+
     @staticmethod
     def parse_json_target(text: str) -> tuple[str, str]:
         file, sep, key = text.rpartition(":")
@@ -147,17 +161,20 @@ class MetricSpec:
         return file, key
 
     def read_samples(
-        self, output: str, workdir: Path, time_limit_s: float = METRIC_TIME_LIMIT_S
+        self, output: str, workdir: Path, time_limit_s: float = METRIC_TIME_LIMIT_S, scan: MetricScan | None = None
     ) -> tuple[list[float], str]:
-        """The metric values the run produced, and why there are none when the list is empty.
+        """The metric values the run produced, and why there are none when the list is empty. The regex is matched
+        by scan (fed the run's output as it streamed) when given, else on output.
 
-        Raises MatchTimeoutError when the regex takes longer than time_limit_s."""
+        Raises MatchTimeoutError when the regex takes longer than time_limit_s (or scan's own limit)."""
         if self.regex is not None:
-            values = []
-            for raw in _findall(self.regex, output, time_limit_s):
-                value = _to_float(raw)
-                if value is not None:
-                    values.append(value)
+            if scan is None:
+                scan = MetricScan(self.regex, time_limit_s)
+                scan.feed_text(output)
+            scan.finish(time_limit_s)
+            if scan.timed_out:
+                raise MatchTimeoutError(self.regex, scan.time_limit_s)
+            values = list(scan.values)
             return values, "" if values else f"no match for metric regex {self.regex!r} in the output"
         assert self.json_file is not None
         assert self.json_key is not None
@@ -175,16 +192,94 @@ class MetricSpec:
 
 
 class MatchTimeoutError(Exception):
-    """A pattern took longer than its time limit on the output."""
+    """A pattern took longer than its time limit (limit_s, where known) on the output."""
+
+    def __init__(self, pattern: str, limit_s: float | None = None) -> None:
+        super().__init__(pattern, limit_s)
+        self.pattern, self.limit_s = pattern, limit_s
 
 
-def _findall(pattern: str, text: str, time_limit_s: float) -> list[object]:
-    import regex  # at the first match: the coordinator reads specs with this module but matches no output
+class MetricScan:
+    """The metric regex over a run's output fed as it streams, holding at most METRIC_SCAN_MAX_CHARS of it.
 
-    try:
-        return list(regex.findall(pattern, text, flags=regex.MULTILINE, timeout=max(time_limit_s, 0.001)))
-    except TimeoutError:
-        raise MatchTimeoutError(pattern) from None
+    A match is taken once METRIC_LOOKAHEAD_CHARS of text follow its start (or at finish), so no text yet to come
+    can change it; the next search resumes where the taken matches end, with METRIC_LOOKBEHIND_CHARS kept before
+    that point for anchors and lookbehinds. A search runs once METRIC_LOOKAHEAD_CHARS new characters have come, so
+    each character is searched about twice. All searches of one scan take at most time_limit_s of CPU time
+    (METRIC_TIME_LIMIT_S at most); past it the scan stops and says timed_out."""
+
+    def __init__(self, pattern: str, time_limit_s: float = METRIC_TIME_LIMIT_S) -> None:
+        import regex  # on a worker: the coordinator reads specs with this module but matches no output
+
+        self._regex = regex.compile(pattern, regex.MULTILINE)
+        self.time_limit_s = min(time_limit_s, METRIC_TIME_LIMIT_S)
+        self._spent_s = 0.0
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._held = ""  # searched text kept: the lookbehind, then the text from where the next search starts
+        self._resume = 0  # where in _held the next search starts
+        self._new: list[str] = []  # text not searched yet
+        self._new_chars = 0
+        self._values: deque[float] = deque(maxlen=METRIC_SAMPLES_KEPT)
+        self.timed_out = False
+        self.finished = False
+        self.peak_held_chars = 0  # the most text this scan held at once
+
+    @property
+    def values(self) -> tuple[float, ...]:
+        """The metric values found so far, in output order (the last METRIC_SAMPLES_KEPT)."""
+        return tuple(self._values)
+
+    def feed(self, data: bytes) -> None:
+        """The next bytes of the output (a UTF-8 character may be split between two feeds)."""
+        self.feed_text(self._decoder.decode(data))
+
+    def feed_text(self, text: str) -> None:
+        for start in range(0, len(text), METRIC_LOOKAHEAD_CHARS):
+            if self.timed_out or self.finished:
+                return
+            piece = text[start : start + METRIC_LOOKAHEAD_CHARS]
+            self._new.append(piece)
+            self._new_chars += len(piece)
+            if self._new_chars >= METRIC_LOOKAHEAD_CHARS:
+                self._scan(final=False)
+
+    def finish(self, time_limit_s: float = METRIC_TIME_LIMIT_S) -> None:
+        """The output has ended: search what is left, taking every match, in time_limit_s at most."""
+        if self.finished:
+            return
+        self.feed_text(self._decoder.decode(b"", final=True))
+        self.time_limit_s = min(self.time_limit_s, self._spent_s + time_limit_s)
+        if not self.timed_out:
+            self._scan(final=True)
+        self.finished = True
+        self._held = ""
+
+    def _scan(self, final: bool) -> None:
+        text = self._held + "".join(self._new)
+        self._new.clear()
+        self._new_chars = 0
+        self.peak_held_chars = max(self.peak_held_chars, len(text))
+        settled = len(text) if final else len(text) - METRIC_LOOKAHEAD_CHARS  # a match starting before it is final
+        resume = self._resume
+        left_s = self.time_limit_s - self._spent_s
+        started_s = time.thread_time()
+        try:
+            for match in self._regex.finditer(text, pos=resume, timeout=max(left_s, 0.001)):
+                if match.start() >= settled:
+                    break
+                value = _to_float(match.group(1))
+                if value is not None:
+                    self._values.append(value)
+                resume = match.end()
+                if time.thread_time() - started_s > left_s:
+                    raise TimeoutError
+        except TimeoutError:
+            self.timed_out = True
+        self._spent_s += time.thread_time() - started_s
+        resume = max(resume, settled)
+        kept_from = max(resume - METRIC_LOOKBEHIND_CHARS, 0)
+        self._held = "" if self.timed_out else text[kept_from:]
+        self._resume = resume - kept_from
 
 
 def _search(pattern: str, text: str, time_limit_s: float) -> str | None:
@@ -266,24 +361,37 @@ def judge_run(
     *,
     timed_out: bool = False,
     time_limit_s: float = METRIC_TIME_LIMIT_S,
+    scan: MetricScan | None = None,
 ) -> Judgement:
     """The verdict of one finished run of the test command.
 
-    exit_code follows subprocess conventions: negative for death by a signal. All matching on output takes at
-    most time_limit_s (capped at METRIC_TIME_LIMIT_S); past it the run is skipped with the reason.
+    exit_code follows subprocess conventions: negative for death by a signal. output: a bounded window of what
+    the run printed; scan: the metric regex's MetricScan fed the whole output as it streamed (without one the
+    metric is looked for in output). All matching on output takes at most time_limit_s (capped at
+    METRIC_TIME_LIMIT_S; a scan's searches while the run streamed count against the scan's own limit); past it
+    the run is skipped with the reason.
     """
     limit_s = min(time_limit_s, METRIC_TIME_LIMIT_S)
     try:
-        return _judge(spec, exit_code, output, workdir, timed_out, time.monotonic() + limit_s)
+        return _judge(spec, exit_code, output, workdir, timed_out, time.monotonic() + limit_s, scan)
     except MatchTimeoutError as slow:
+        took_s = slow.limit_s if slow.limit_s is not None else limit_s
         return Judgement(
             Verdict.SKIP,
-            detail=f"metric regex took longer than {limit_s:g} s on the output (pattern {slow.args[0]!r}): "
+            detail=f"metric regex took longer than {took_s:g} s on the output (pattern {slow.pattern!r}): "
             "the commit could not be judged; simplify the pattern (nested repeats backtrack)",
         )
 
 
-def _judge(spec: MetricSpec, exit_code: int, output: str, workdir: Path, timed_out: bool, deadline: float) -> Judgement:
+def _judge(
+    spec: MetricSpec,
+    exit_code: int,
+    output: str,
+    workdir: Path,
+    timed_out: bool,
+    deadline: float,
+    scan: MetricScan | None,
+) -> Judgement:
     if timed_out:
         return Judgement(Verdict.ERROR, error_kind=ErrorKind.TIMEOUT, detail="run timed out")
     if exit_code == SKIP_EXIT_CODE:
@@ -298,7 +406,7 @@ def _judge(spec: MetricSpec, exit_code: int, output: str, workdir: Path, timed_o
         if crashed:
             return Judgement(Verdict.ERROR, error_kind=ErrorKind.SIGNAL, detail=_crash_detail(exit_code))
         return Judgement(Verdict.GOOD if exit_code == 0 else Verdict.BAD, detail=f"exit code {exit_code}")
-    samples, why_none = spec.read_samples(output, workdir, deadline - time.monotonic())
+    samples, why_none = spec.read_samples(output, workdir, deadline - time.monotonic(), scan)
     if not samples:
         if crashed:
             return Judgement(Verdict.ERROR, error_kind=ErrorKind.SIGNAL, detail=_crash_detail(exit_code))
