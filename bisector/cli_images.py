@@ -101,7 +101,7 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
         "run": "Shell command to run at the commit (default: bisect.toml's).",
         "expect": "What a good metric is, e.g. '>= 4.0' (default: bisect.toml's).",
         "repeat": "How many runs.  [default: 1]",
-        "gpus_per_step": "GPUs each run gets.",
+        "gpus_per_step": "GPUs each run gets (0: none, on any host).",
         "executor": "Where to run.  [default: local]",
         "ray_address": "With --executor ray: the cluster to join (default: a local one).",
         "resources": "Ray resources per run.",
