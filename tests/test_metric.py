@@ -6,17 +6,8 @@ import pytest
 
 from bisector.vocab.domain import ErrorKind, Verdict, parse_pr_number
 from bisector.vocab.errors import InputError
-from bisector.vocab.metric import (
-    METRIC_LOOKAHEAD_CHARS,
-    METRIC_SAMPLES_KEPT,
-    METRIC_SCAN_MAX_CHARS,
-    Direction,
-    Expectation,
-    MetricScan,
-    MetricSpec,
-    NoMetricPolicy,
-    judge_run,
-)
+from bisector.vocab.metric import Direction, Expectation, MetricSpec, NoMetricPolicy, judge_run
+from bisector.vocab.metric_scan import METRIC_LOOKAHEAD_CHARS, METRIC_SAMPLES_KEPT, METRIC_SCAN_MAX_CHARS, MetricScan
 
 ACCEPT = MetricSpec(regex=r"accept length: ([0-9.]+)", expect=Expectation.parse(">= 4.0"))
 EXIT_ONLY = MetricSpec()

@@ -4,27 +4,21 @@ Without a metric the exit code decides, as `git bisect run` does: 0 good, 125 sk
 signal, a timeout or an exit code above 127 is an infrastructure error. With a metric, exit 125 still
 skips, and a run that prints no metric is skipped (or bad with `--no-metric bad`).
 
-Matching is bounded. The metric regex reads the output as it streams (`MetricScan`): the metric is found wherever
-it is printed, the last value printed wins, and the scan holds at most METRIC_SCAN_MAX_CHARS whatever follows it.
-Its matches are those of one search over the whole output as long as a match, and what the regex looks at past
-where a match starts, stays within METRIC_LOOKAHEAD_CHARS (and a lookbehind within METRIC_LOOKBEHIND_CHARS); the
-last METRIC_SAMPLES_KEPT values are kept. The infrastructure signatures are matched against a bounded window of the
-output (a step passes the last 1 MiB of its run's output, workers/output.py). Each run's matching has one time
-limit (the third-party `regex` module's timeout, which counts CPU time: on a busy host it takes longer on the clock;
-METRIC_TIME_LIMIT_S at most). A pattern that backtracks past it gives a skip that says so, never a hang.
-`--metric-json FILE:KEY` reads FILE inside the step's own worktree (a relative path that stays inside it; at most
-METRIC_FILE_MAX_BYTES).
+Matching is bounded. The metric regex reads the output as it streams (vocab/metric_scan.py): the metric is found
+wherever it is printed, the last value printed wins, in bounded memory. The infrastructure signatures are matched
+against a bounded window of the output (a step passes the last 1 MiB of its run's output, workers/output.py).
+Each run's matching has one time limit (the third-party `regex` module's timeout, which counts CPU time: on a busy
+host it takes longer on the clock; METRIC_TIME_LIMIT_S at most). A pattern that backtracks past it gives a skip
+that says so, never a hang. `--metric-json FILE:KEY` reads FILE inside the step's own worktree (a relative path
+that stays inside it; at most METRIC_FILE_MAX_BYTES).
 """
 
 from __future__ import annotations
 
-import codecs
 import json
-import math
 import operator
 import re
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -32,14 +26,10 @@ from pathlib import Path, PurePosixPath
 
 from bisector.vocab.domain import ErrorKind, Verdict
 from bisector.vocab.errors import InputError
+from bisector.vocab.metric_scan import METRIC_TIME_LIMIT_S, MetricScan, to_float
 
 SKIP_EXIT_CODE = 125
-METRIC_TIME_LIMIT_S = 30.0  # the most all of one run's pattern matching may take
 METRIC_FILE_MAX_BYTES = 16 << 20
-METRIC_LOOKAHEAD_CHARS = 1 << 20  # the most a metric match, and what the regex reads past its start, may span
-METRIC_LOOKBEHIND_CHARS = 4 << 10  # text kept before where the next search starts (for ^, \b, lookbehinds)
-METRIC_SCAN_MAX_CHARS = 3 * METRIC_LOOKAHEAD_CHARS + METRIC_LOOKBEHIND_CHARS  # the most a MetricScan holds
-METRIC_SAMPLES_KEPT = 1000  # the last metric values of one run that are kept (the last one judges)
 DISK_FULL_SIGNATURE = "No space left on device"
 
 # Signatures of failures that say nothing about the commit under test. Matched only when the run failed.
@@ -199,89 +189,6 @@ class MatchTimeoutError(Exception):
         self.pattern, self.limit_s = pattern, limit_s
 
 
-class MetricScan:
-    """The metric regex over a run's output fed as it streams, holding at most METRIC_SCAN_MAX_CHARS of it.
-
-    A match is taken once METRIC_LOOKAHEAD_CHARS of text follow its start (or at finish), so no text yet to come
-    can change it; the next search resumes where the taken matches end, with METRIC_LOOKBEHIND_CHARS kept before
-    that point for anchors and lookbehinds. A search runs once METRIC_LOOKAHEAD_CHARS new characters have come, so
-    each character is searched about twice. All searches of one scan take at most time_limit_s of CPU time
-    (METRIC_TIME_LIMIT_S at most); past it the scan stops and says timed_out."""
-
-    def __init__(self, pattern: str, time_limit_s: float = METRIC_TIME_LIMIT_S) -> None:
-        import regex  # on a worker: the coordinator reads specs with this module but matches no output
-
-        self._regex = regex.compile(pattern, regex.MULTILINE)
-        self.time_limit_s = min(time_limit_s, METRIC_TIME_LIMIT_S)
-        self._spent_s = 0.0
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._held = ""  # searched text kept: the lookbehind, then the text from where the next search starts
-        self._resume = 0  # where in _held the next search starts
-        self._new: list[str] = []  # text not searched yet
-        self._new_chars = 0
-        self._values: deque[float] = deque(maxlen=METRIC_SAMPLES_KEPT)
-        self.timed_out = False
-        self.finished = False
-        self.peak_held_chars = 0  # the most text this scan held at once
-
-    @property
-    def values(self) -> tuple[float, ...]:
-        """The metric values found so far, in output order (the last METRIC_SAMPLES_KEPT)."""
-        return tuple(self._values)
-
-    def feed(self, data: bytes) -> None:
-        """The next bytes of the output (a UTF-8 character may be split between two feeds)."""
-        self.feed_text(self._decoder.decode(data))
-
-    def feed_text(self, text: str) -> None:
-        for start in range(0, len(text), METRIC_LOOKAHEAD_CHARS):
-            if self.timed_out or self.finished:
-                return
-            piece = text[start : start + METRIC_LOOKAHEAD_CHARS]
-            self._new.append(piece)
-            self._new_chars += len(piece)
-            if self._new_chars >= METRIC_LOOKAHEAD_CHARS:
-                self._scan(final=False)
-
-    def finish(self, time_limit_s: float = METRIC_TIME_LIMIT_S) -> None:
-        """The output has ended: search what is left, taking every match, in time_limit_s at most."""
-        if self.finished:
-            return
-        self.feed_text(self._decoder.decode(b"", final=True))
-        self.time_limit_s = min(self.time_limit_s, self._spent_s + time_limit_s)
-        if not self.timed_out:
-            self._scan(final=True)
-        self.finished = True
-        self._held = ""
-
-    def _scan(self, final: bool) -> None:
-        text = self._held + "".join(self._new)
-        self._new.clear()
-        self._new_chars = 0
-        self.peak_held_chars = max(self.peak_held_chars, len(text))
-        settled = len(text) if final else len(text) - METRIC_LOOKAHEAD_CHARS  # a match starting before it is final
-        resume = self._resume
-        left_s = self.time_limit_s - self._spent_s
-        started_s = time.thread_time()
-        try:
-            for match in self._regex.finditer(text, pos=resume, timeout=max(left_s, 0.001)):
-                if match.start() >= settled:
-                    break
-                value = _to_float(match.group(1))
-                if value is not None:
-                    self._values.append(value)
-                resume = match.end()
-                if time.thread_time() - started_s > left_s:
-                    raise TimeoutError
-        except TimeoutError:
-            self.timed_out = True
-        self._spent_s += time.thread_time() - started_s
-        resume = max(resume, settled)
-        kept_from = max(resume - METRIC_LOOKBEHIND_CHARS, 0)
-        self._held = "" if self.timed_out else text[kept_from:]
-        self._resume = resume - kept_from
-
-
 def _search(pattern: str, text: str, time_limit_s: float) -> str | None:
     import regex
 
@@ -312,14 +219,6 @@ def _read_inside(workdir: Path, relative: str) -> tuple[str | None, str]:
     return data.decode(errors="replace"), ""
 
 
-def _to_float(raw: object) -> float | None:
-    try:
-        value = float(str(raw))
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
 def _lookup(data: object, dotted_key: str) -> float | None:
     """`a.b.0.c` walks dicts by key and lists by index."""
     node = data
@@ -332,7 +231,7 @@ def _lookup(data: object, dotted_key: str) -> float | None:
             return None
     if isinstance(node, bool):
         return None
-    return _to_float(node) if isinstance(node, (int, float, str)) else None
+    return to_float(node) if isinstance(node, (int, float, str)) else None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ whole line) and passes each chunk to two places:
 - ``OutputWindow``: the last WINDOW_BYTES (1 MiB) of one command's output. The infrastructure signatures are
   matched against it, and a failure's detail is its ``tail``: at most DETAIL_TAIL_BYTES, cut on a UTF-8 boundary.
 
-A test judged by a metric regex also feeds every chunk to the metric's scan (``MetricScan``, vocab/metric.py),
+A test judged by a metric regex also feeds every chunk to the metric's scan (``MetricScan``, vocab/metric_scan.py),
 which finds the metric wherever it was printed and holds about 3 MiB of text. So a worker holds about 2 MiB per
 running command (5 with a metric regex), for a 100 MB line as for 500 MB of lines.
 """

@@ -2,7 +2,7 @@
 
 The command's output comes through a pipe that the caller's thread reads in chunks (workers/output.py): into the
 step's capped log, a capped in-memory window and, for a test judged by a metric regex, the metric's bounded scan
-(vocab/metric.py), so nothing a test prints makes the worker's memory or the log
+(vocab/metric_scan.py), so nothing a test prints makes the worker's memory or the log
 grow without bound.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from bisector.vocab.metric import MetricScan
+from bisector.vocab.metric_scan import MetricScan
 from bisector.workers import step_launcher
 from bisector.workers.cgroups import StepCgroup
 from bisector.workers.output import READ_CHUNK_BYTES, OutputWindow, StepLog

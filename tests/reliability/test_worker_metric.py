@@ -11,14 +11,8 @@ from worker_steps import run_one, step_request
 from bisector.synthetic import culprit_history
 from bisector.vocab.domain import Verdict
 from bisector.vocab.errors import InputError
-from bisector.vocab.metric import (
-    DEFAULT_INFRA_PATTERNS,
-    METRIC_SCAN_MAX_CHARS,
-    Expectation,
-    MetricScan,
-    MetricSpec,
-    judge_run,
-)
+from bisector.vocab.metric import DEFAULT_INFRA_PATTERNS, Expectation, MetricSpec, judge_run
+from bisector.vocab.metric_scan import METRIC_SCAN_MAX_CHARS, MetricScan
 from bisector.workers.local import LocalExecutor
 from bisector.workers.process import run_shell
 
