@@ -113,16 +113,20 @@ def spec_from_params(repo: str, **params: Any) -> BisectSpec:
         "resources": "Ray resources per step.",
     },
 )
+@click.option(
+    "--explain/--no-explain", default=None,
+    help="Explain a culprit found now or left unexplained.  [default: as the bisect was started]",
+)  # fmt: skip
 @db_option
 @format_option
-def resume(bisect_id: int, db_url: str | None, output_format: str, **executor_flags: Any) -> None:
+def resume(bisect_id: int, explain: bool | None, db_url: str | None, output_format: str, **executor_flags: Any) -> None:
     """Continue a bisect whose coordinator stopped, without re-running finished steps."""
     from bisector.app import make_coordinator, open_store
 
     overrides = executor_overrides(executor_flags)
     with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
-            record = make_coordinator(store, observer()).resume(bisect_id, overrides)
+            record = make_coordinator(store, observer()).resume(bisect_id, overrides, explain=explain)
         print_report(store, record.id, output_format)
     exit_for(record.status.value)
 

@@ -129,7 +129,7 @@ def bisect_table(summaries: Sequence[BisectSummary], width: int) -> Table:
     rows = [
         [
             str(s.id),
-            s.status.value,
+            s.status_label,
             s.created.strftime("%Y-%m-%d %H:%M"),
             short_repo(s.repo),
             s.metric,

@@ -52,11 +52,15 @@ def images_ls(output_format: str, db_url: str | None) -> None:
     if not found:
         click.echo("no images")
         return
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold underline")
+    for column in ("id", "commit", "status", "source", "size", "build", "last used", "node"):
+        table.add_column(column, no_wrap=True, justify="right" if column in ("size", "build") else "left")
     for i in found:
-        click.echo(
-            f"{i.id}  {i.sha[:12]}  {i.status:<8} {i.source:<8} {i.size_bytes / (1 << 20):8.1f} MiB  "
-            f"built in {i.build_s:6.1f}s  last used {i.last_used[:19]}  {i.node}"
-        )
+        size, build = f"{i.size_bytes / (1 << 20):.1f} MiB", f"{i.build_s:.1f}s"
+        table.add_row(i.id, i.sha[:12], i.status, i.source, size, build, i.last_used[:19], i.node)
+    out_console().print(table)
 
 
 @images.command(name="rm")
@@ -101,7 +105,7 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
         "run": "Shell command to run at the commit (default: bisect.toml's).",
         "expect": "What a good metric is, e.g. '>= 4.0' (default: bisect.toml's).",
         "repeat": "How many runs.  [default: 1]",
-        "gpus_per_step": "GPUs each run gets.",
+        "gpus_per_step": "GPUs each run gets (0: none, on any host).",
         "executor": "Where to run.  [default: local]",
         "ray_address": "With --executor ray: the cluster to join (default: a local one).",
         "resources": "Ray resources per run.",

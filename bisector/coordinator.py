@@ -134,17 +134,20 @@ class Coordinator:
                 stop.interrupted_steps = self.store.interrupt_running_steps(bisect_id, self.now())
             raise
 
-    def resume(self, bisect_id: int, executor_overrides: Mapping[str, object] | None = None) -> BisectRecord:
+    def resume(
+        self, bisect_id: int, executor_overrides: Mapping[str, object] | None = None, *, explain: bool | None = None
+    ) -> BisectRecord:
         """Continue from the store; executor_overrides (executor, workers, ray_address, ...) move the rest of
         the bisect to other workers without changing what is tested. A found culprit whose explanation was
-        cut short (analysis pending) gets its explanation; a paused bisect runs again."""
+        cut short (analysis pending) gets its explanation; a paused bisect runs again. explain: whether this
+        run explains a culprit it finds or finds pending (None: as the bisect's spec says)."""
         record = self.store.get_bisect(bisect_id)
         analysis_pending = (
             record.status is BisectStatus.FOUND and SearchRecords.from_extra(record.extra).analysis is Analysis.PENDING
         )
         if record.status.is_terminal() and not analysis_pending:
             raise StateError(f"bisect {bisect_id} is already {record.status.value}; nothing to resume")
-        spec = BisectSpec.from_json(record.spec)
+        spec = _explaining(BisectSpec.from_json(record.spec), explain)
         if executor_overrides:
             spec = spec.with_executor(executor_overrides)
             self.store.update_extra(bisect_id, resumed_with=dict(executor_overrides))
@@ -160,7 +163,7 @@ class Coordinator:
                     final = self._finish_analysis(self.store.get_bisect(bisect_id), spec, executor)
                     self.observer.finished(final)
                     return final
-                return self._run(self.store.get_bisect(bisect_id), executor, lease=lease)
+                return self._run(self.store.get_bisect(bisect_id), executor, lease=lease, explain=explain)
 
     def rerun(
         self, bisect_id: int, rev: str, times: int = 1, executor_overrides: Mapping[str, object] | None = None
@@ -191,9 +194,10 @@ class Coordinator:
         *,
         fresh: bool = False,
         lease: Lease | None = None,
+        explain: bool | None = None,
     ) -> BisectRecord:
-        """fresh: the bisect was just created (with these candidates): it has no steps yet."""
-        spec = BisectSpec.from_json(record.spec)
+        """fresh: the bisect was just created (with these candidates): it has no steps yet. explain: as resume's."""
+        spec = _explaining(BisectSpec.from_json(record.spec), explain)
         self._loop(record, spec, executor, candidates, fresh=fresh, lease=lease).run()
         final = self.store.get_bisect(record.id)
         if final.status is BisectStatus.FOUND and SearchRecords.from_extra(final.extra).analysis is Analysis.PENDING:
@@ -266,3 +270,8 @@ class Coordinator:
         with self.executor_factory(BisectSpec.from_json(record.spec)) as executor:
             minimize_bisect(self.store, executor, record, self.now, self.observer)
         return self.store.get_bisect(bisect_id)
+
+
+def _explaining(spec: BisectSpec, explain: bool | None) -> BisectSpec:
+    """spec, explaining a culprit as `explain` says (None: as it is)."""
+    return spec if explain is None else replace(spec, analysis=replace(spec.analysis, explain=explain))

@@ -122,7 +122,8 @@ def summary_json(summary: BisectSummary) -> dict[str, object]:
         "id": summary.id,
         "repo": summary.repo,
         "metric": summary.metric,
-        "status": summary.status.value,
+        "status": summary.status_label,  # an ad hoc run's: "adhoc <outcome>"
+        "adhoc_outcome": summary.adhoc_outcome,
         "created": summary.created.isoformat(),
         "finished": summary.finished.isoformat() if summary.finished else None,
         "duration_s": duration,

@@ -141,7 +141,8 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
     Option("executor", _EXECUTOR, _S, "Where steps run: worker processes on this host (default) or a Ray cluster.",
            choices=ExecutorKind, attr="kind"),
     Option("workers", _EXECUTOR, _I, "Steps run at once (one GPU slot each).  [default: 1]"),
-    Option("gpus_per_step", _EXECUTOR, _I, "GPUs each step gets (CUDA_VISIBLE_DEVICES).  [default: 1 if any]"),
+    Option("gpus_per_step", _EXECUTOR, _I, "GPUs each step gets (CUDA_VISIBLE_DEVICES); 0: none, on any host.  "
+           "[default: 1 where the host has GPUs, else none]", optional=True),
     Option("ray_address", _EXECUTOR, _S, "With --executor ray: the cluster to join (default: $RAY_ADDRESS, else "
            "start a local one).", optional=True, envvar="RAY_ADDRESS"),
     Option("resources", _EXECUTOR, _T, "With --executor ray: a custom resource each step needs, e.g. H200=1 "

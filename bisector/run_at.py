@@ -1,9 +1,10 @@
 """Ad hoc runs (`bisect run-at`): any command at any commit, on the commit's worker image, stored.
 
 An ad hoc run is stored as a bisect row of its own (good = bad = the commit, extra.kind = "adhoc", status failed
-with the message "ad hoc run ...": it names no culprit and is never resumed); its runs are steps of purpose
-rerun, each with the image it ran on. So `bisect report ID` and the step logs work for it as for any bisect;
-`bisect list` shows it, while a status filter and `bisect stats` leave it out (good = bad: it is no bisect).
+with the message "ad hoc run ...": it names no culprit and is never resumed; extra.outcome: its runs' verdict,
+or "mixed"); its runs are steps of purpose rerun, each with the image it ran on. So `bisect report ID` and the
+step logs work for it as for any bisect; `bisect list` shows it as "adhoc <outcome>" (e.g. "adhoc bad"), while a
+status filter and `bisect stats` leave it out (good = bad: it is no bisect).
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ def run_at(store: Store, spec: BisectSpec, sha: str, make_executor: Callable[[Bi
                     running -= 1
     finally:
         verdicts = ", ".join(r.verdict.value for r in results) or "no result"
+        if results:  # the list shows it as "adhoc <outcome>", not as a failed bisect
+            store.update_extra(bisect_id, outcome=AdHocRun(bisect_id, sha, results).verdict)
         store.set_status(
             bisect_id, BisectStatus.FAILED, finished=datetime.now(UTC),
             message=f"ad hoc run at {sha[:12]} (bisect run-at): {verdicts}",

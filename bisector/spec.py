@@ -152,7 +152,7 @@ class ExecutorSpec:
 
     kind: ExecutorKind = ExecutorKind.LOCAL
     workers: int = 1
-    gpus_per_step: int = 0  # 0: as many as there are GPUs per worker slot (1 if GPUs exist, else CPU slots)
+    gpus_per_step: int | None = None  # 0: no GPU (on any host); None: 1 where the host has GPUs, else CPU slots
     ray_address: str | None = None  # ray: the cluster to join (None: start a local one)
     resources: dict[str, float] = field(default_factory=dict)  # ray: custom resources per step
     image: ImageMode = ImageMode.NONE
@@ -170,7 +170,7 @@ class ExecutorSpec:
             raise InputError("--artifact installs prebuilt wheels into a commit's image: give --image venv too")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise InputError(f"--workers must be between 1 and {MAX_WORKERS} (got {self.workers})")
-        if self.gpus_per_step < 0:
+        if self.gpus_per_step is not None and self.gpus_per_step < 0:
             raise InputError(f"--gpus-per-step must be 0 or more (got {self.gpus_per_step})")
         for name, amount in self.resources.items():
             if not name or not (math.isfinite(amount) and amount > 0):
@@ -288,6 +288,7 @@ class BisectSpec:
             image=self.executor.image_recipe(),
             preemptible=preemptible,
             container=container_reference(self.executor.image_template, sha),
+            no_gpu=self.executor.gpus_per_step == 0,
         )
 
     def with_executor(self, overrides: Mapping[str, object]) -> BisectSpec:

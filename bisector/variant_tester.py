@@ -46,7 +46,10 @@ class ShellVariantTester:
             log.write(f"# variant {variant.sha} units {' '.join(variant.units) or '(none)'}\n".encode())
             log.flush()
             env = {**self.env, "BISECT_SHA": variant.sha}
-            outcome = run_shell(self.command, self.worktree, env, log, self.timeout_s)
-        # Judged on the run's own bounded output window, never on the log read back.
+            scan = self.metric.scan()
+            outcome = run_shell(self.command, self.worktree, env, log, self.timeout_s, metric_scan=scan)
+        # Judged on the run's own output (as it streamed, and its bounded window), never on the log read back.
         output = outcome.output.text()
-        return judge_run(self.metric, outcome.exit_code, output, self.worktree, timed_out=outcome.timed_out).verdict
+        return judge_run(
+            self.metric, outcome.exit_code, output, self.worktree, timed_out=outcome.timed_out, scan=scan
+        ).verdict

@@ -6,6 +6,7 @@ dataclasses; bisector/history.py turns them into lists, tables and statistics. N
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 from collections import defaultdict
@@ -66,6 +67,12 @@ class BisectSummary:
     culprit_pr: int | None
     steps: int = 0
     steps_running: int = 0
+    adhoc_outcome: str | None = None  # an ad hoc run's (`bisect run-at`, good = bad) verdict once it ended
+
+    @property
+    def status_label(self) -> str:
+        """The status as a list shows it: an ad hoc run that ended shows its outcome ("adhoc bad")."""
+        return f"adhoc {self.adhoc_outcome}" if self.adhoc_outcome else self.status.value
 
 
 GroupKey = tuple[str, str]  # (repository, metric label)
@@ -114,6 +121,7 @@ def list_bisects(conn: Connection, where: BisectFilter, limit: int) -> list[Bise
             bisects.c.first_bad,
             bisects.c.last_good,
             bisects.c.message,
+            bisects.c.extra,
             culprit.c.subject,
             culprit.c.author,
             culprit.c.pr,
@@ -139,10 +147,20 @@ def list_bisects(conn: Connection, where: BisectFilter, limit: int) -> list[Bise
             culprit_subject=row.subject,
             culprit_author=row.author,
             culprit_pr=row.pr,
+            adhoc_outcome=_adhoc_outcome(row.good, row.bad, row.extra),
         )
         for row in conn.execute(query)
     ]
     return _with_step_counts(conn, summaries)
+
+
+def _adhoc_outcome(good: str, bad: str, extra_json: str) -> str | None:
+    """extra.outcome of an ad hoc run's row (good = bad); None for a bisect's."""
+    if good != bad:
+        return None
+    extra = json.loads(extra_json or "{}")
+    outcome = extra.get("outcome") if isinstance(extra, dict) else None
+    return outcome if isinstance(outcome, str) else None
 
 
 def bisect_ends(conn: Connection) -> dict[int, datetime | None]:

@@ -229,6 +229,30 @@ def test_resume_after_kill_9_does_not_rerun_finished_steps(tmp_path: Path):
     os.killpg(coordinator.pid, signal.SIGKILL) if _group_alive(coordinator.pid) else None
 
 
+def test_resume_no_explain_finds_the_culprit_and_skips_the_explanation(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 20, 13)
+    db = tmp_path / "b.db"
+    started, go = tmp_path / "started", tmp_path / "go"
+    wait_then_test = f"touch {started}; while [ ! -e {go} ]; do sleep 0.05; done; bash test.sh"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECT_DB": f"sqlite:///{db}"}
+    coordinator = subprocess.Popen(
+        [sys.executable, "-m", "bisector", *start_args(history, "--run", wait_then_test, "--executor", "inprocess")],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(coordinator.pid, signal.SIGKILL)  # the coordinator and its waiting step
+    coordinator.wait()
+    go.touch()
+    done = bisect("resume", "1", "--no-explain", "--format", "json", db=db)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["first_bad"]["sha"] == history.shas[13]
+    assert report["explanation"] is None
+    assert "now explaining it" not in done.stderr
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)

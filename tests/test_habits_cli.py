@@ -140,6 +140,29 @@ def test_replay_takes_a_git_bisect_log_as_manual_steps_and_tests_the_rest(tmp_pa
     assert all(history.shas.index(sha) > 10 for sha in searched)
 
 
+def test_replaying_a_complete_log_says_its_endpoints_were_judged_by_hand_not_run(tmp_path: Path, history):
+    repo = history.path
+    git(repo, "bisect", "start")
+    git(repo, "bisect", "bad", "main")
+    answer = git(repo, "bisect", "good", history.shas[0])
+    while "is the first bad commit" not in answer:  # git's own search, to the end
+        position = history.shas.index(git(repo, "rev-parse", "HEAD").strip())
+        answer = git(repo, "bisect", "good" if position < 23 else "bad")
+    (tmp_path / "complete.log").write_text(git(repo, "bisect", "log"))
+    git(repo, "bisect", "reset")
+    done = bisect("replay", str(tmp_path / "complete.log"), "--repo", str(repo), "--run", "bash test.sh",
+                  "--no-explain", db=tmp_path / "b.db")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "0 search step(s)" in " ".join(done.stdout.split())
+    lines = [" ".join(line.strip("│ ").split()) for line in done.stdout.splitlines()]
+    assert "the good endpoint and the bad endpoint not run: judged by hand (`bisect mark`, or the log" in " ".join(
+        lines
+    )
+    assert not any("run only because" in line for line in lines), done.stdout
+    shown = json.loads(bisect("show", "1", "--format", "json", db=tmp_path / "b.db").stdout)
+    assert shown["endpoints"] == {"good": "marked", "bad": "marked"}
+
+
 def test_a_log_naming_an_unknown_revision_stores_nothing(tmp_path: Path, history):
     log = tmp_path / "typo.log"
     good, bad = history.shas[0], "0123abcd"

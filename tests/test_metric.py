@@ -7,6 +7,7 @@ import pytest
 from bisector.vocab.domain import ErrorKind, Verdict, parse_pr_number
 from bisector.vocab.errors import InputError
 from bisector.vocab.metric import Direction, Expectation, MetricSpec, NoMetricPolicy, judge_run
+from bisector.vocab.metric_scan import METRIC_LOOKAHEAD_CHARS, METRIC_SAMPLES_KEPT, METRIC_SCAN_MAX_CHARS, MetricScan
 
 ACCEPT = MetricSpec(regex=r"accept length: ([0-9.]+)", expect=Expectation.parse(">= 4.0"))
 EXIT_ONLY = MetricSpec()
@@ -119,6 +120,67 @@ def test_a_metric_file_larger_than_the_cap_is_not_read(tmp_path: Path):
     judgement = judge_run(spec, 0, "", tmp_path)
     assert judgement.verdict is Verdict.SKIP
     assert "larger than 16 MiB" in judgement.detail
+
+
+def scanned(pattern: str, output: bytes, chunk_bytes: int) -> MetricScan:
+    scan = MetricScan(pattern)
+    for start in range(0, len(output), chunk_bytes):
+        scan.feed(output[start : start + chunk_bytes])
+    scan.finish()
+    return scan
+
+
+FILLER_LINE = b"x" * 99 + b"\n"
+
+
+def filler(size: int) -> bytes:
+    return (FILLER_LINE * (size // len(FILLER_LINE) + 1))[:size]
+
+
+def test_the_metric_is_found_before_any_amount_of_output_and_the_scan_stays_bounded():
+    output = b"accept length: 4.5\n" + filler(8 << 20)
+    scan = scanned(ACCEPT.regex or "", output, 64 << 10)
+    assert scan.values == (4.5,)
+    assert scan.peak_held_chars <= METRIC_SCAN_MAX_CHARS < len(output)
+    judgement = judge_run(ACCEPT, 0, output[-1000:].decode(), Path("."), scan=scan)
+    assert (judgement.verdict, judgement.samples) == (Verdict.GOOD, (4.5,))
+
+
+def test_the_last_metric_printed_wins_across_the_stream():
+    output = b"accept length: 5.0\n" + filler(3 << 20) + b"accept length: 3.25\n" + filler(3 << 20)
+    scan = scanned(ACCEPT.regex or "", output, 64 << 10)
+    assert scan.values == (5.0, 3.25)
+    assert judge_run(ACCEPT, 0, "", Path("."), scan=scan).verdict is Verdict.BAD
+
+
+# Matches placed across every boundary a scan has: where a search stops taking matches (a multiple of the lookahead
+# from the start), where a chunk ends, where a UTF-8 character is split.
+@pytest.mark.parametrize("offset", [-25, -19, -18, -17, -9, -3, -2, -1, 0, 1, 7])
+@pytest.mark.parametrize("chunk_bytes", [64 << 10, 4093])
+@pytest.mark.parametrize(
+    ("pattern", "metric"),
+    [(r"accept length: ([0-9.]+)", b"accept length: 4.125\n"),
+     (r"^result:\s+([0-9.]+)$", b"\nresult:\n\n   4.125\n"),  # \s+ spans lines
+     (r"^result:\s+([0-9.]+)$", b"zzresult: 7\nresult: 4.125\n"),  # not at a line start: no match
+     (r"(?s)summary \u20ac.*?value=([0-9.]+)", "summary \u20ac\n\u20ac\u20ac\nvalue=4.125\n".encode())],
+)  # fmt: skip
+def test_a_match_across_a_scan_or_chunk_boundary_is_found_as_one_search_over_the_output_finds_it(
+    offset: int, chunk_bytes: int, pattern: str, metric: bytes
+):
+    import regex
+
+    for boundary in (METRIC_LOOKAHEAD_CHARS, 2 * METRIC_LOOKAHEAD_CHARS):
+        output = filler(boundary + offset) + metric + b"accept length: 9\nresult: 9\n" + filler(2 * boundary)
+        expected = [float(v) for v in regex.findall(pattern, output.decode(), flags=regex.MULTILINE)]
+        assert 4.125 in expected
+        assert list(scanned(pattern, output, chunk_bytes).values) == expected, (boundary, offset)
+
+
+def test_a_run_keeps_its_last_metric_values():
+    output = b"".join(b"accept length: %d\n" % n for n in range(3 * METRIC_SAMPLES_KEPT))
+    scan = scanned(ACCEPT.regex or "", output, 4096)
+    assert len(scan.values) == METRIC_SAMPLES_KEPT
+    assert scan.values[-1] == 3 * METRIC_SAMPLES_KEPT - 1
 
 
 @pytest.mark.parametrize(

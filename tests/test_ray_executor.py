@@ -7,6 +7,7 @@ Its processes see the module's cache and data dirs (fixed when the nodes start),
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -114,9 +115,26 @@ def test_steps_run_on_the_gpus_ray_assigned(cluster, tmp_path: Path):
     assert all(i.worktree.startswith(str(cluster.node_home / "cache")) for i in info.values())
 
 
+def test_steps_of_0_gpus_ask_ray_for_none_and_see_none(cluster, tmp_path: Path):
+    """More slots than the cluster has GPUs (8 against 6), each placed without one."""
+    history = culprit_history(tmp_path / "repo", 8, 3)
+    with RayExecutor(str(history.path), 8, 0, {}, None) as executor:
+        assert executor.slots == 8
+        info = executor.worker_info()
+        for index in range(8):
+            request = step(history, index + 1, index, 'echo "cvd=[${CUDA_VISIBLE_DEVICES-unset}]"', tmp_path)
+            executor.submit(dataclasses.replace(request, no_gpu=True))  # as BisectSpec.step_request makes it
+        results = wait_for(executor, 8)
+    assert all(i.gpus == () for i in info.values())
+    assert sorted(r.verdict for r in results) == [Verdict.GOOD] * 8
+    for result in results:
+        assert result.gpus == ()
+        assert "cvd=[]\n" in Path(result.log_path).read_text()
+
+
 def test_several_one_gpu_workers_share_a_node(cluster, tmp_path: Path):
     history = culprit_history(tmp_path / "repo", 6, 3)
-    with RayExecutor(str(history.path), 4, 0, {GPU_MODEL: 1}, None) as executor:  # 0: one GPU each on a GPU cluster
+    with RayExecutor(str(history.path), 4, None, {GPU_MODEL: 1}, None) as executor:  # default: one GPU each
         info = executor.worker_info()
         assert sorted(g for i in info.values() for g in i.gpus) == [0, 1, 2, 3]
         assert len({i.node_id for i in info.values()}) == 1

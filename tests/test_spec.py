@@ -186,7 +186,7 @@ _VALID: dict[str, st.SearchStrategy[object]] = {
     "verify_endpoints": st.none() | st.sampled_from(["first", "lazy"]),
     "term_old": st.none() | st.just("fast"), "term_new": st.none() | st.just("slow"),
     "executor": st.sampled_from(["local", "ray", "inprocess"]), "workers": st.integers(1, 256),
-    "gpus_per_step": st.integers(0, 8), "ray_address": st.none() | st.just("ray://head:10001"),
+    "gpus_per_step": st.none() | st.integers(0, 8), "ray_address": st.none() | st.just("ray://head:10001"),
     "resources": st.dictionaries(_NAME, st.floats(0.5, 8), max_size=2), "image": st.sampled_from(["none", "venv"]),
     "image_inputs": st.lists(st.sampled_from(["csrc", "setup.py"]), max_size=2),
     "images_max_size": st.sampled_from(["20G", "512M"]), "artifact": st.none(), "image_template": st.none(),

@@ -4,18 +4,18 @@ Without a metric the exit code decides, as `git bisect run` does: 0 good, 125 sk
 signal, a timeout or an exit code above 127 is an infrastructure error. With a metric, exit 125 still
 skips, and a run that prints no metric is skipped (or bad with `--no-metric bad`).
 
-Matching is bounded: the caller passes a bounded window of the output (a step passes the last 1 MiB of its run's
-output, workers/output.py), and every pattern (the metric regex, the infrastructure signatures) runs under one
-time limit (the third-party `regex` module's timeout, which counts CPU time: on a busy host it takes longer on
-the clock; METRIC_TIME_LIMIT_S at most). A pattern that backtracks
-past it gives a skip that says so, never a hang. `--metric-json FILE:KEY` reads FILE inside the step's own
-worktree (a relative path that stays inside it; at most METRIC_FILE_MAX_BYTES).
+Matching is bounded. The metric regex reads the output as it streams (vocab/metric_scan.py): the metric is found
+wherever it is printed, the last value printed wins, in bounded memory. The infrastructure signatures are matched
+against a bounded window of the output (a step passes the last 1 MiB of its run's output, workers/output.py).
+Each run's matching has one time limit (the third-party `regex` module's timeout, which counts CPU time: on a busy
+host it takes longer on the clock; METRIC_TIME_LIMIT_S at most). A pattern that backtracks past it gives a skip
+that says so, never a hang. `--metric-json FILE:KEY` reads FILE inside the step's own worktree (a relative path
+that stays inside it; at most METRIC_FILE_MAX_BYTES).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import operator
 import re
 import time
@@ -26,9 +26,9 @@ from pathlib import Path, PurePosixPath
 
 from bisector.vocab.domain import ErrorKind, Verdict
 from bisector.vocab.errors import InputError
+from bisector.vocab.metric_scan import METRIC_TIME_LIMIT_S, MetricScan, to_float
 
 SKIP_EXIT_CODE = 125
-METRIC_TIME_LIMIT_S = 30.0  # the most all of one run's pattern matching may take
 METRIC_FILE_MAX_BYTES = 16 << 20
 DISK_FULL_SIGNATURE = "No space left on device"
 
@@ -139,6 +139,10 @@ class MetricSpec:
     def has_metric(self) -> bool:
         return self.regex is not None or self.json_file is not None
 
+    def scan(self, time_limit_s: float = METRIC_TIME_LIMIT_S) -> MetricScan | None:
+        """A MetricScan to feed the run's output to as it streams (None without a metric regex)."""
+        return MetricScan(self.regex, time_limit_s) if self.regex is not None else None
+
     @staticmethod
     def parse_json_target(text: str) -> tuple[str, str]:
         file, sep, key = text.rpartition(":")
@@ -147,17 +151,20 @@ class MetricSpec:
         return file, key
 
     def read_samples(
-        self, output: str, workdir: Path, time_limit_s: float = METRIC_TIME_LIMIT_S
+        self, output: str, workdir: Path, time_limit_s: float = METRIC_TIME_LIMIT_S, scan: MetricScan | None = None
     ) -> tuple[list[float], str]:
-        """The metric values the run produced, and why there are none when the list is empty.
+        """The metric values the run produced, and why there are none when the list is empty. The regex is matched
+        by scan (fed the run's output as it streamed) when given, else on output.
 
-        Raises MatchTimeoutError when the regex takes longer than time_limit_s."""
+        Raises MatchTimeoutError when the regex takes longer than time_limit_s (or scan's own limit)."""
         if self.regex is not None:
-            values = []
-            for raw in _findall(self.regex, output, time_limit_s):
-                value = _to_float(raw)
-                if value is not None:
-                    values.append(value)
+            if scan is None:
+                scan = MetricScan(self.regex, time_limit_s)
+                scan.feed_text(output)
+            scan.finish(time_limit_s)
+            if scan.timed_out:
+                raise MatchTimeoutError(self.regex, scan.time_limit_s)
+            values = list(scan.values)
             return values, "" if values else f"no match for metric regex {self.regex!r} in the output"
         assert self.json_file is not None
         assert self.json_key is not None
@@ -175,16 +182,11 @@ class MetricSpec:
 
 
 class MatchTimeoutError(Exception):
-    """A pattern took longer than its time limit on the output."""
+    """A pattern took longer than its time limit (limit_s, where known) on the output."""
 
-
-def _findall(pattern: str, text: str, time_limit_s: float) -> list[object]:
-    import regex  # at the first match: the coordinator reads specs with this module but matches no output
-
-    try:
-        return list(regex.findall(pattern, text, flags=regex.MULTILINE, timeout=max(time_limit_s, 0.001)))
-    except TimeoutError:
-        raise MatchTimeoutError(pattern) from None
+    def __init__(self, pattern: str, limit_s: float | None = None) -> None:
+        super().__init__(pattern, limit_s)
+        self.pattern, self.limit_s = pattern, limit_s
 
 
 def _search(pattern: str, text: str, time_limit_s: float) -> str | None:
@@ -217,14 +219,6 @@ def _read_inside(workdir: Path, relative: str) -> tuple[str | None, str]:
     return data.decode(errors="replace"), ""
 
 
-def _to_float(raw: object) -> float | None:
-    try:
-        value = float(str(raw))
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
 def _lookup(data: object, dotted_key: str) -> float | None:
     """`a.b.0.c` walks dicts by key and lists by index."""
     node = data
@@ -237,7 +231,7 @@ def _lookup(data: object, dotted_key: str) -> float | None:
             return None
     if isinstance(node, bool):
         return None
-    return _to_float(node) if isinstance(node, (int, float, str)) else None
+    return to_float(node) if isinstance(node, (int, float, str)) else None
 
 
 @dataclass(frozen=True)
@@ -266,24 +260,37 @@ def judge_run(
     *,
     timed_out: bool = False,
     time_limit_s: float = METRIC_TIME_LIMIT_S,
+    scan: MetricScan | None = None,
 ) -> Judgement:
     """The verdict of one finished run of the test command.
 
-    exit_code follows subprocess conventions: negative for death by a signal. All matching on output takes at
-    most time_limit_s (capped at METRIC_TIME_LIMIT_S); past it the run is skipped with the reason.
+    exit_code follows subprocess conventions: negative for death by a signal. output: a bounded window of what
+    the run printed; scan: the metric regex's MetricScan fed the whole output as it streamed (without one the
+    metric is looked for in output). All matching on output takes at most time_limit_s (capped at
+    METRIC_TIME_LIMIT_S; a scan's searches while the run streamed count against the scan's own limit); past it
+    the run is skipped with the reason.
     """
     limit_s = min(time_limit_s, METRIC_TIME_LIMIT_S)
     try:
-        return _judge(spec, exit_code, output, workdir, timed_out, time.monotonic() + limit_s)
+        return _judge(spec, exit_code, output, workdir, timed_out, time.monotonic() + limit_s, scan)
     except MatchTimeoutError as slow:
+        took_s = slow.limit_s if slow.limit_s is not None else limit_s
         return Judgement(
             Verdict.SKIP,
-            detail=f"metric regex took longer than {limit_s:g} s on the output (pattern {slow.args[0]!r}): "
+            detail=f"metric regex took longer than {took_s:g} s on the output (pattern {slow.pattern!r}): "
             "the commit could not be judged; simplify the pattern (nested repeats backtrack)",
         )
 
 
-def _judge(spec: MetricSpec, exit_code: int, output: str, workdir: Path, timed_out: bool, deadline: float) -> Judgement:
+def _judge(
+    spec: MetricSpec,
+    exit_code: int,
+    output: str,
+    workdir: Path,
+    timed_out: bool,
+    deadline: float,
+    scan: MetricScan | None,
+) -> Judgement:
     if timed_out:
         return Judgement(Verdict.ERROR, error_kind=ErrorKind.TIMEOUT, detail="run timed out")
     if exit_code == SKIP_EXIT_CODE:
@@ -298,7 +305,7 @@ def _judge(spec: MetricSpec, exit_code: int, output: str, workdir: Path, timed_o
         if crashed:
             return Judgement(Verdict.ERROR, error_kind=ErrorKind.SIGNAL, detail=_crash_detail(exit_code))
         return Judgement(Verdict.GOOD if exit_code == 0 else Verdict.BAD, detail=f"exit code {exit_code}")
-    samples, why_none = spec.read_samples(output, workdir, deadline - time.monotonic())
+    samples, why_none = spec.read_samples(output, workdir, deadline - time.monotonic(), scan)
     if not samples:
         if crashed:
             return Judgement(Verdict.ERROR, error_kind=ErrorKind.SIGNAL, detail=_crash_detail(exit_code))

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from bisector.vocab.domain import CANCELLED_DETAIL, ErrorKind
-from bisector.vocab.metric import METRIC_TIME_LIMIT_S, Judgement, MatchTimeoutError, infra_judgement, infra_signature
+from bisector.vocab.metric import Judgement, MatchTimeoutError, infra_judgement, infra_signature
+from bisector.vocab.metric_scan import METRIC_TIME_LIMIT_S
 from bisector.workers.output import DETAIL_TAIL_BYTES
 from bisector.workers.process import ProcessOutcome
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bisector.workers.gpus import split_gpus
+from bisector.workers.gpus import gpus_per_slot, split_gpus
 
 LOCK_DIR_VARIABLE = "BISECT_GPU_LOCK_DIR"
 DEFAULT_LOCK_DIR = Path("/tmp/gpu-bisect-gpus")
@@ -83,18 +83,19 @@ class GpuLeases:
 def lease_slots(
     available: tuple[int, ...],
     workers: int,
-    gpus_per_step: int,
+    gpus_per_step: int | None,
     *,
     note: Callable[[str], None] = stderr_note,
     leases: GpuLeases | None = None,
 ) -> tuple[list[tuple[int, ...]], GpuLeases]:
     """The GPU ids of up to `workers` slots, leased: as many slots as free GPUs allow (at least one), waiting
-    while there are too few free for one. Raises InputError when the host has too few GPUs at all."""
+    while there are too few free for one. Raises InputError when the host has too few GPUs at all. Slots without
+    GPUs (gpus_per_step 0, or a host without any) lease nothing and are all given."""
     wanted = split_gpus(available, workers, gpus_per_step)  # validates against what the host has
     leases = leases or GpuLeases()
-    if not available:
+    per_slot = gpus_per_slot(available, gpus_per_step)
+    if per_slot == 0:
         return wanted, leases
-    per_slot = gpus_per_step or 1
     waiting = False
     while True:
         free = [gpu for gpu in available if leases.try_take(gpu)]

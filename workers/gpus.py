@@ -41,15 +41,23 @@ def _parse_ids(variable: str, value: str) -> tuple[int, ...]:
     return tuple(int(part) for part in ids)
 
 
-def split_gpus(available: tuple[int, ...], workers: int, gpus_per_step: int) -> list[tuple[int, ...]]:
-    """The GPU ids of each of `workers` slots. gpus_per_step 0 means one GPU per slot if there are GPUs."""
-    if not available:
-        if gpus_per_step > 0:
-            raise InputError(
-                f"--gpus-per-step {gpus_per_step} but this host shows no GPU (set BISECT_GPUS=0,1,... to declare them)"
-            )
+def gpus_per_slot(available: tuple[int, ...], gpus_per_step: int | None) -> int:
+    """The GPUs each slot gets: gpus_per_step (0: none, whatever the host has), or by default (None) one where
+    the host shows GPUs, else none (CPU slots)."""
+    if gpus_per_step is None:
+        return 1 if available else 0
+    return gpus_per_step
+
+
+def split_gpus(available: tuple[int, ...], workers: int, gpus_per_step: int | None) -> list[tuple[int, ...]]:
+    """The GPU ids of each of `workers` slots (gpus_per_slot each); refused when the host has too few."""
+    per_slot = gpus_per_slot(available, gpus_per_step)
+    if per_slot == 0:
         return [() for _ in range(workers)]
-    per_slot = gpus_per_step or 1
+    if not available:
+        raise InputError(
+            f"--gpus-per-step {per_slot} but this host shows no GPU (set BISECT_GPUS=0,1,... to declare them)"
+        )
     needed = workers * per_slot
     if needed > len(available):
         raise InputError(

@@ -192,7 +192,7 @@ class _Slot:
 
 
 class LocalExecutor(Executor):
-    def __init__(self, repo: str, workers: int, gpus_per_step: int = 0) -> None:
+    def __init__(self, repo: str, workers: int, gpus_per_step: int | None = None) -> None:
         self._repo = repo
         GitRepo(repo).prune_worktrees()
         # Workers fork from a server that has imported this module once (`bisect start` boots it early).

@@ -9,11 +9,12 @@ whole line) and passes each chunk to two places:
   ended). A write error (ENOSPC) is kept in ``error``, never raised; the step reports it. Where a second StepLog
   appends to the file after the first one finished (a test run by an image's own runner on Ray, after the build),
   each keeps the end of its own output: when both overflow, the file holds one LOG_END_BYTES and a line more.
-- ``OutputWindow``: the last WINDOW_BYTES (1 MiB) of one command's output. The metric regex and the
-  infrastructure signatures are matched against it (a metric must be printed within the last 1 MiB of the run's
-  output), and a failure's detail is its ``tail``: at most DETAIL_TAIL_BYTES, cut on a UTF-8 boundary.
+- ``OutputWindow``: the last WINDOW_BYTES (1 MiB) of one command's output. The infrastructure signatures are
+  matched against it, and a failure's detail is its ``tail``: at most DETAIL_TAIL_BYTES, cut on a UTF-8 boundary.
 
-So a worker holds about 2 MiB per running command, for a 100 MB line as for 500 MB of lines.
+A test judged by a metric regex also feeds every chunk to the metric's scan (``MetricScan``, vocab/metric_scan.py),
+which finds the metric wherever it was printed and holds about 3 MiB of text. So a worker holds about 2 MiB per
+running command (5 with a metric regex), for a 100 MB line as for 500 MB of lines.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Running one shell command in its own process group, with a deadline and a way to stop it early.
 
 The command's output comes through a pipe that the caller's thread reads in chunks (workers/output.py): into the
-step's capped log and a capped in-memory window, so nothing a test prints makes the worker's memory or the log
+step's capped log, a capped in-memory window and, for a test judged by a metric regex, the metric's bounded scan
+(vocab/metric_scan.py), so nothing a test prints makes the worker's memory or the log
 grow without bound.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from bisector.vocab.metric_scan import MetricScan
 from bisector.workers import step_launcher
 from bisector.workers.cgroups import StepCgroup
 from bisector.workers.output import READ_CHUNK_BYTES, OutputWindow, StepLog
@@ -88,13 +90,13 @@ _CHUNKS_AFTER_EXIT = 64  # more than a pipe holds: what the exited command left 
 
 
 class _Reader:
-    """The command's output pipe, read without blocking: every chunk to the log and the window."""
+    """The command's output pipe, read without blocking: every chunk to the log, the window and the metric scan."""
 
-    def __init__(self, fd: int, log: StepLog, window: OutputWindow) -> None:
+    def __init__(self, fd: int, log: StepLog, window: OutputWindow, metric_scan: MetricScan | None) -> None:
         self.fd = fd
         os.set_blocking(fd, False)
         self.open = True
-        self._log, self._window = log, window
+        self._log, self._window, self._metric_scan = log, window, metric_scan
 
     def drain(self, max_chunks: int = _CHUNKS_PER_LOOK) -> None:
         """Read what is there now (at most max_chunks chunks); at end of file, mark the pipe closed."""
@@ -108,6 +110,8 @@ class _Reader:
                 return
             self._window.feed(chunk)
             self._log.write(chunk)
+            if self._metric_scan is not None:
+                self._metric_scan.feed(chunk)
 
 
 class _Waiter:
@@ -182,9 +186,11 @@ def run_shell(
     should_cancel: Callable[[], bool] = lambda: False,
     on_start: Callable[[int], None] = lambda pgid: None,
     cancel_fd: int | None = None,
+    metric_scan: MetricScan | None = None,
 ) -> ProcessOutcome:
-    """Run `bash -c command` in cwd, its output to log (a StepLog, or a file wrapped in one and finished here) and
-    to the outcome's window, killing its process group at the deadline (SIGTERM, KILL_GRACE_S, SIGKILL).
+    """Run `bash -c command` in cwd, its output to log (a StepLog, or a file wrapped in one and finished here), to
+    the outcome's window and to metric_scan (all of it, as it comes; the caller finishes it), killing its process
+    group at the deadline (SIGTERM, KILL_GRACE_S, SIGKILL).
 
     should_cancel is asked every POLL_INTERVAL_S, and at once whenever cancel_fd (a CancelSignal's) turns
     readable. A log write that fails (a full disk) stops the command too; the outcome's log_error says why."""
@@ -198,7 +204,7 @@ def run_shell(
         proc, cgroup, read_fd = launched.proc, launched.cgroup, launched.output_fd
     else:
         proc, cgroup, read_fd = _start(argv, cwd, env)
-    reader = _Reader(read_fd, step_log, window)
+    reader = _Reader(read_fd, step_log, window, metric_scan)
     waiter = _Waiter(proc, reader, cancel_fd)
     deadline = started + timeout_s
     timed_out = cancelled = False

@@ -18,7 +18,7 @@ import ray
 
 from bisector.vocab.errors import ExecutorError, InputError
 from bisector.workers.gpu_leases import GpuLeases, lease_slots
-from bisector.workers.gpus import visible_gpus
+from bisector.workers.gpus import gpus_per_slot, visible_gpus
 from bisector.workers.ray_sessions import mark_session, remove_abandoned_sessions, remove_session
 
 CONNECT_PROBE_S = 5.0  # ray.init retries an unreachable address for minutes; a TCP probe fails fast
@@ -38,7 +38,7 @@ class RayHold:
     local_session: Path | None = None
 
 
-def connect(address: str | None, workers: int, gpus_per_step: int, leases: GpuLeases) -> RayHold:
+def connect(address: str | None, workers: int, gpus_per_step: int | None, leases: GpuLeases) -> RayHold:
     """Connect this process to Ray.
 
     A local cluster started here sees only the GPUs this bisect leased (workers/gpu_leases.py), so two bisects on
@@ -55,7 +55,10 @@ def connect(address: str | None, workers: int, gpus_per_step: int, leases: GpuLe
             raise ExecutorError(f"cannot connect to the Ray cluster at {address}: {one_line(exc)}{hint}") from None
         return RayHold(owned=True)
     gpus = visible_gpus()
-    fit = min(workers, len(gpus) // (gpus_per_step or 1))  # more slots than GPUs: Ray places them as GPUs free
+    per_slot = gpus_per_slot(gpus, gpus_per_step)
+    if per_slot == 0:  # steps without GPUs: the cluster holds none either
+        gpus = ()
+    fit = min(workers, len(gpus) // per_slot) if per_slot else 0  # more slots than GPUs: Ray places them as GPUs free
     if fit:
         slot_gpus, _ = lease_slots(gpus, fit, gpus_per_step, leases=leases)
         gpus = tuple(gpu for slot in slot_gpus for gpu in slot)
@@ -129,11 +132,12 @@ def _project_packages() -> list[str]:
     return [str(Path(__file__).parents[1])]  # the bisector package, this folder among its subpackages
 
 
-def resolve_gpus_per_step(requested: int) -> int:
-    """0 means one GPU per step when the cluster has GPUs, else CPU slots (as for the local executor)."""
-    if requested < 0:
+def resolve_gpus_per_step(requested: int | None) -> int:
+    """The GPUs a step's actor asks for: requested (0: none), or by default (None) one when the cluster has GPUs,
+    else none (as for the local executor)."""
+    if requested is not None and requested < 0:
         raise InputError(f"--gpus-per-step must be 0 or more (got {requested})")
-    if requested:
+    if requested is not None:
         return requested
     nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
     return 1 if any(node["Alive"] and node["Resources"].get("GPU", 0) >= 1 for node in nodes) else 0

@@ -86,7 +86,7 @@ class RayExecutor(Executor):
         self,
         repo: str,
         workers: int,
-        gpus_per_step: int = 0,
+        gpus_per_step: int | None = None,
         resources: dict[str, float] | None = None,
         address: str | None = None,
         *,

@@ -30,7 +30,7 @@ from bisector.workers.images.cache import ImageCache
 from bisector.workers.images.key import ImageRecipe
 from bisector.workers.images.run_copy import private_copy
 from bisector.workers.images.transfer import ImagePeer
-from bisector.workers.output import DETAIL_TAIL_BYTES, WINDOW_BYTES, StepLog
+from bisector.workers.output import DETAIL_TAIL_BYTES, StepLog
 from bisector.workers.process import run_shell
 from bisector.workers.step_context import StepContext
 
@@ -229,9 +229,11 @@ class StepRunner:
         output there."""
         request, log, cwd = step.request, step.log, step.workdir
         log.note(f"$ {command or request.run_cmd}\n")
+        timeout_s = step.command_timeout_s()
+        scan = request.metric.scan(max(timeout_s, METRIC_MIN_TIME_S))
         run = run_shell(
-            command or request.run_cmd, cwd, step.env, log, step.command_timeout_s(),
-            should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
+            command or request.run_cmd, cwd, step.env, log, timeout_s,
+            should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd, metric_scan=scan,
         )  # fmt: skip
         if log.error is not None:
             return self._log_failed(request, log.error)
@@ -240,11 +242,9 @@ class StepRunner:
             return self.result(request, Verdict.CANCELLED, detail=CANCELLED_DETAIL, **done)
         judgement = judge_run(
             request.metric, run.exit_code, run.output.text(), cwd, timed_out=run.timed_out,
-            time_limit_s=max(step.time_left_s(), METRIC_MIN_TIME_S),
+            time_limit_s=max(step.time_left_s(), METRIC_MIN_TIME_S), scan=scan,
         )  # fmt: skip
         detail = judgement.detail
-        if request.metric.regex is not None and not judgement.samples and run.output.cut:
-            detail = f"{detail} (the metric is looked for in the last {WINDOW_BYTES >> 20} MiB of the output)"
         if judgement.verdict in (Verdict.SKIP, Verdict.ERROR) or (not judgement.samples and run.exit_code != 0):
             detail = f"{detail}\n{run.output.tail()}".strip()
         return self.result(

@@ -298,23 +298,22 @@ class BisectReport:
         return lines + self.endpoint_lines()
 
     def endpoint_lines(self) -> list[str]:
-        """Which endpoints were not run, which were run only because the answer rested on them, and which were
-        run early in a slot no probe could use."""
+        """Which endpoints were not run (taken as given, or judged by hand), run only because the answer rested on
+        them, or run early in a slot no probe could use."""
         checks = self.records.endpoints
-        assumed = [name for name in ("good", "bad") if checks.get(name) is EndpointCheck.ASSUMED]
-        lazily = [name for name in ("good", "bad") if checks.get(name) is EndpointCheck.TESTED_LAZILY]
-        spare = [name for name in ("good", "bad") if checks.get(name) is EndpointCheck.TESTED_SPARE]
         lines = []
-        reasons = (
-            (assumed, "taken as given, not run: the answer did not rest on"),
-            (lazily, "run only because the answer rested on"),
-            (spare, "run early, in a slot no probe could use, as the answer could rest on"),
-        )
-        for names, why in reasons:
+        reasons = {
+            EndpointCheck.ASSUMED: "taken as given, not run: the answer did not rest on {it}",
+            EndpointCheck.TESTED_LAZILY: "run only because the answer rested on {it}",
+            EndpointCheck.TESTED_SPARE: "run early, in a slot no probe could use, as the answer could rest on {it}",
+            EndpointCheck.MARKED: "not run: judged by hand (`bisect mark`, or the log `bisect replay` read)",
+        }
+        for check, why in reasons.items():
+            names = [name for name in ("good", "bad") if checks.get(name) is check]
             if names:
                 old, new = self.terms  # the endpoints' roles: --good is the old state's, also with --find-fix
                 ends = " and ".join(f"the {old if n == 'good' else new} endpoint" for n in names)
-                lines.append(f"{ends} {why} {'it' if len(names) == 1 else 'them'}")
+                lines.append(f"{ends} {why.format(it='it' if len(names) == 1 else 'them')}")
         return lines
 
     def work_sentence(self) -> str:

@@ -282,14 +282,19 @@ class SearchCore:
         return Finish(status, message, first_bad, last_good, self.records, tuple(names))
 
     def endpoint_checks(self) -> dict[str, EndpointCheck]:
-        """How each endpoint was checked: as recorded when it was sent; one run otherwise (a person's mark) counts
-        as the policy's; one never run was assumed."""
+        """How each endpoint was checked: as recorded when it was sent; marked when only a person's verdicts are
+        known of it; otherwise by the policy when it has a result, assumed when none."""
         tested = EndpointCheck.TESTED_LAZILY if self.lazy() else EndpointCheck.TESTED
-        ends = {"good": 0, "bad": self.ledger.bad_position}
-        return {
-            name: self.records.endpoints.get(name, tested) if self.ledger.histories.get(p) else EndpointCheck.ASSUMED
-            for name, p in ends.items()
-        }
+        checks = {}
+        for name, position in {"good": 0, "bad": self.ledger.bad_position}.items():
+            history = self.ledger.histories.get(position)
+            if history is None:
+                checks[name] = EndpointCheck.ASSUMED
+            elif name not in self.records.endpoints and all(s.purpose is StepPurpose.MANUAL for s in history.steps):
+                checks[name] = EndpointCheck.MARKED
+            else:
+                checks[name] = self.records.endpoints.get(name, tested)
+        return checks
 
     def endpoints_sent(self, submits: Sequence[Submit]) -> None:
         """Record why an endpoint runs, the first time it is sent: before relying on it (first, or noise), because

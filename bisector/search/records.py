@@ -28,6 +28,7 @@ class EndpointCheck(StrEnum):
     TESTED_LAZILY = "tested_lazily"  # run because the conclusion rested on it
     TESTED_SPARE = "tested_spare"  # lazily, run early in a slot no probe could use (the candidates reach it)
     ASSUMED = "assumed"  # never run: the conclusion did not rest on it (as `git bisect run`)
+    MARKED = "marked"  # never run: a person's verdict decided it (`bisect mark`, a log `bisect replay` read)
 
 
 @dataclass(frozen=True)

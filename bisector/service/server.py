@@ -63,10 +63,10 @@ def make_executor(config: ServiceConfig, repo: Path) -> Executor:
     if config.executor == "ray":
         from bisector.workers.ray_executor import RayExecutor
 
-        return RayExecutor(str(repo), config.slots, 0, {}, config.ray_address)
+        return RayExecutor(str(repo), config.slots, None, {}, config.ray_address)
     from bisector.workers.local import LocalExecutor
 
-    return LocalExecutor(str(repo), config.slots, 0)
+    return LocalExecutor(str(repo), config.slots)
 
 
 def serve(config: ServiceConfig, host: str, port: int, db_url: str | None) -> None:

@@ -1,4 +1,4 @@
-"""The metric comes from the step's own output and worktree, on a bounded window, under a time limit."""
+"""The metric comes from the step's own output, wherever it is printed, or its worktree, in bounded memory and time."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ from bisector.synthetic import culprit_history
 from bisector.vocab.domain import Verdict
 from bisector.vocab.errors import InputError
 from bisector.vocab.metric import DEFAULT_INFRA_PATTERNS, Expectation, MetricSpec, judge_run
+from bisector.vocab.metric_scan import METRIC_SCAN_MAX_CHARS, MetricScan
 from bisector.workers.local import LocalExecutor
+from bisector.workers.process import run_shell
 
 AT_LEAST_4 = Expectation.parse(">= 4")
 BACKTRACKING = r"((?:a|aa)+)!"  # exponential on a line of a's without a '!'
 A_LINES = "yes $(printf 'a%.0s' $(seq 60)) | head -n 2000; exit 1"
+PRINT_8_MIB = "yes 'more output a test prints after its metric' | head -c 8388608"
 
 
 def test_the_metric_comes_from_the_steps_own_output_not_from_its_log_file(tmp_path: Path):
@@ -74,14 +77,23 @@ def test_a_metric_file_that_links_out_of_the_worktree_is_not_read(tmp_path: Path
     assert "leads out of the worktree" in linked.detail
 
 
-def test_the_metric_is_looked_for_in_the_last_mib_of_the_output_and_a_skip_says_so(tmp_path: Path):
+def test_a_metric_followed_by_8_mib_of_output_gets_its_verdict_and_the_last_one_printed_wins(tmp_path: Path):
     history = culprit_history(tmp_path / "repo", 2, 1)
     metric = MetricSpec(regex=r"accept length: ([0-9.]+)", expect=AT_LEAST_4)
-    early = "echo 'accept length: 5.0'; yes 'more output' | head -c 2000000"
-    late = "yes 'more output' | head -c 2000000; echo 'accept length: 5.0'"
+    once = f"echo 'accept length: 5.0'; {PRINT_8_MIB}"
+    twice = f"echo 'accept length: 5.0'; {PRINT_8_MIB}; echo 'accept length: 3.5'; {PRINT_8_MIB}"
     with LocalExecutor(str(history.path), workers=1) as executor:
-        missed = run_one(executor, step_request(history, 1, 0, early, tmp_path / "logs", metric=metric))
-        found = run_one(executor, step_request(history, 2, 0, late, tmp_path / "logs", metric=metric))
-    assert missed.verdict is Verdict.SKIP
-    assert "(the metric is looked for in the last 1 MiB of the output)" in missed.detail
-    assert (found.verdict, found.samples) == (Verdict.GOOD, (5.0,))
+        first = run_one(executor, step_request(history, 1, 0, once, tmp_path / "logs", metric=metric))
+        last = run_one(executor, step_request(history, 2, 0, twice, tmp_path / "logs", metric=metric))
+    assert (first.verdict, first.samples) == (Verdict.GOOD, (5.0,)), first.detail
+    assert (last.verdict, last.samples) == (Verdict.BAD, (5.0, 3.5)), last.detail
+
+
+def test_the_metric_scan_of_a_run_holds_a_bounded_part_of_its_output(tmp_path: Path):
+    scan = MetricScan(r"accept length: ([0-9.]+)")
+    with (tmp_path / "run.log").open("ab") as log:
+        run = run_shell(f"echo 'accept length: 5.0'; {PRINT_8_MIB}", tmp_path, {}, log, 120, metric_scan=scan)
+    scan.finish()
+    assert run.output.total_bytes > 8 << 20
+    assert scan.values == (5.0,)
+    assert scan.peak_held_chars <= METRIC_SCAN_MAX_CHARS
