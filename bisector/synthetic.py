@@ -189,7 +189,8 @@ def prune_history(path: Path, commits: int, relevant: int, culprit: int, *, culp
     assert culprit % step == 0, "the culprit is one of the relevant commits"
     history: list[dict[str, str | None]] = [{
         "bench.py": PRUNE_BENCH, "stack/__init__.py": "", "stack/limits.json": '{"min_speed": 5}\n',
-        "stack/core.py": "def speed():\n    return 10\n", "README.md": "# stack\n",
+        "stack/core.py": "def speed():\n    return 10\n", "README.md": "# stack\n", "docs/guide.md": "# guide\n",
+        "other/table.json": "{}\n",
     }]  # fmt: skip
     for index in range(1, commits + 1):
         if index % step:

@@ -239,23 +239,15 @@ class GitRepo:
         return {path for path in self._run("ls-tree", "-r", "-z", "--name-only", sha).split("\0") if path}
 
     def line_authors(self, rev: str, path: str, since: str) -> dict[int, str]:
-        """The commit after `since` on rev's first-parent chain that last changed each line of path at rev (1-based
-        line numbers); lines older than since are left out."""
+        """Line number (1-based) -> the commit after `since` on rev's first-parent chain that last changed that line
+        of path at rev; older lines are left out."""
         try:
             listing = self._run("blame", "--porcelain", "--first-parent", f"{since}..{rev}", "--", path)
         except _GitCommandError as exc:
             raise RepoError(f"git blame {path} at {rev[:12]} failed: {exc}") from None
-        authors: dict[int, str] = {}
-        boundary: set[str] = set()
-        sha = ""
-        for line in listing.splitlines():
-            head = line.split(" ")
-            if len(head[0]) == 40 and len(head) >= 3 and head[1].isdigit():
-                sha = head[0]
-                authors[int(head[2])] = sha
-            elif line == "boundary":
-                boundary.add(sha)
-        return {number: sha for number, sha in authors.items() if sha not in boundary}
+        heads = [line.split(" ") for line in listing.splitlines() if len(line) > 40 and line[40] == " "]
+        authors = {int(head[2]): head[0] for head in heads if len(head) >= 3 and head[2].isdigit()}
+        return {number: sha for number, sha in authors.items() if sha != since}
 
     def diff(self, base: str, head: str, *paths: str) -> str:
         return self._run("diff", base, head, "--", *paths)
