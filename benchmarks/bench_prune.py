@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import BenchmarkError, command_line, machine_info, project_pythonpath, run_main, write_results
+from common import ROOT, BenchmarkError, command_line, machine_info, project_pythonpath, run_main, write_results
+
+sys.path.insert(0, str(ROOT))  # this checkout's bisector, for the histories it writes
 
 SELF_RANGE = ("38629b2", "851d8c9", "093750f")  # good, bad, the commit that made the test fail
 
