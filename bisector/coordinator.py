@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from bisector.db.store import Store
 from bisector.log_retention import keep_logs_bounded
-from bisector.options import VerifyEndpoints
+from bisector.options import PruneMode, VerifyEndpoints
 from bisector.ownership import HEARTBEAT_S, LEASE_TTL_S, Lease
 from bisector.progress import ProgressObserver, SilentObserver
 from bisector.search.decide import HARNESS_PAUSE_AFTER, SearchCore
@@ -198,6 +198,8 @@ class Coordinator:
     ) -> BisectRecord:
         """fresh: the bisect was just created (with these candidates): it has no steps yet. explain: as resume's."""
         spec = _explaining(BisectSpec.from_json(record.spec), explain)
+        if fresh and spec.search.prune is PruneMode.AUTO:
+            record = self._prune(record, executor)
         self._loop(record, spec, executor, candidates, fresh=fresh, lease=lease).run()
         final = self.store.get_bisect(record.id)
         if final.status is BisectStatus.FOUND and SearchRecords.from_extra(final.extra).analysis is Analysis.PENDING:
@@ -206,6 +208,15 @@ class Coordinator:
         if final.status.is_terminal():
             keep_logs_bounded(self.store, self.observer.note)
         return final
+
+    def _prune(self, record: BisectRecord, executor: Executor) -> BisectRecord:
+        """--prune auto: the probe at the bad commit, and the candidates it leaves out, stored before the search."""
+        from bisector.prune_probe import probe_and_plan
+
+        plan = probe_and_plan(self.store, executor, record, self.now, self.observer)
+        self.observer.note(plan.note)
+        self.store.update_extra(record.id, **SearchRecords(pruning=plan).to_extra("pruning"))
+        return self.store.get_bisect(record.id)
 
     def _loop(
         self,

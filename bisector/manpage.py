@@ -50,7 +50,8 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
 )  # fmt: skip
 STEP_VARIABLES = (  # set by bisect in each step's environment, for the build and the test to read
     "BISECT_SHA", "BISECT_STEP_ID", "BISECT_ATTEMPT", "BISECT_WORKER", "BISECT_IMAGE_ID", "BISECT_IMAGE_DIR",
-    "BISECT_IMAGE_PYTHON", "BISECT_KERNEL_TRACE", "BISECT_CALL_TRACE", "BISECT_TRACE_FUNCTIONS",
+    "BISECT_IMAGE_PYTHON", "BISECT_KERNEL_TRACE", "BISECT_CALL_TRACE", "BISECT_TRACE_FUNCTIONS", "BISECT_PROBE_DIR",
+    "BISECT_PROBE_COVERAGE",
 )  # fmt: skip
 EXIT_STATUS: tuple[tuple[str, str], ...] = (
     ("0", "Success; for start, resume, replay and demo run: a first bad commit was found; for run-at and rerun: "

@@ -30,6 +30,13 @@ class VerifyEndpoints(StrEnum):
         return cls.LAZY if choice is None else choice
 
 
+class PruneMode(StrEnum):
+    """Whether commits that cannot change the test's result leave the search (bisector/search/prune.py)."""
+
+    AUTO = "auto"  # a coverage probe at the bad commit decides which commits the test and build can see
+    OFF = "off"
+
+
 class ExecutorKind(StrEnum):
     LOCAL = "local"  # worker processes on this host
     RAY = "ray"  # a Ray cluster
@@ -134,6 +141,9 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
            "early, in a slot no probe can use), or first, both before relying on them; with noise (--repeat, "
            "--strategy noisy, flaky results) both are tested first.  [default: lazy]", optional=True,
            choices=VerifyEndpoints),
+    Option("prune", _SEARCH, _S, "auto: first run the test once at the bad commit under coverage, and leave out of "
+           "the search the commits that change nothing it executed or read, nor its build's inputs (if the probe "
+           "cannot tell, every commit is searched).  [default: off]", choices=PruneMode),
     Option("term_old", _SEARCH, _S, "The word for the good endpoint's state, e.g. fast (as git bisect --term-old).",
            optional=True),
     Option("term_new", _SEARCH, _S, "The word for the bad endpoint's state, e.g. slow (as git bisect --term-new).",

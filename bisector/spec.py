@@ -23,6 +23,7 @@ from bisector.options import (
     Group,
     ImageMode,
     Option,
+    PruneMode,
     StrategyName,
     VerifyEndpoints,
     describe,
@@ -114,6 +115,7 @@ class SearchPolicy:
     verify_endpoints: VerifyEndpoints | None = None  # first | lazy; default (None): lazy
     term_old: str | None = None  # the name of the good endpoint's state (git's --term-old); default: terms()
     term_new: str | None = None  # the name of the bad endpoint's state (git's --term-new)
+    prune: PruneMode = PruneMode.OFF  # auto: commits the test and build cannot see leave the search
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_attempts <= MAX_ATTEMPTS_LIMIT:

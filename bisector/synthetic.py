@@ -9,7 +9,7 @@ first-parent chain's second parents.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,3 +135,73 @@ def culprit_history(path: Path, commits: int, culprit: int, **options: object) -
     """commits+1 commits on main: index 0 good, indexes >= culprit bad."""
     verdicts = ["good" if i < culprit else "bad" for i in range(commits + 1)]
     return write_history(path, verdicts, **options)  # type: ignore[arg-type]
+
+
+PRUNE_BENCH = """import json
+import sys
+
+from stack import core
+
+limits = json.load(open("stack/limits.json"))
+speed = core.speed()
+print(f"speed: {speed}")
+sys.exit(0 if speed >= limits["min_speed"] else 1)
+"""
+
+
+@dataclass(frozen=True)
+class FilesHistory:
+    path: Path
+    shas: list[str]  # oldest first: shas[0] is good, shas[-1] is bad
+    culprit: int  # index into shas of the first bad commit
+
+
+def write_files_history(path: Path, commits: Sequence[Mapping[str, str | None]]) -> list[str]:
+    """A linear history, one commit per mapping of path -> content (None: delete); returns the SHAs, oldest first."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    stream: list[str] = []
+    for index, files in enumerate(commits):
+        stamp = 1_700_000_000 + index
+        stream += ["commit refs/heads/main", f"mark :{index + 1}",
+                   f"committer Dev <dev@example.com> {stamp} +0000", _blob(f"change {index}")]  # fmt: skip
+        if index:
+            stream.append(f"from :{index}")
+        for name, content in files.items():
+            stream.append(f"D {name}" if content is None else f"M 100644 inline {name}\n{_blob(content)}")
+        stream.append("")
+    stream.append("done\n")
+    subprocess.run(["git", "fast-import", "--quiet", "--done", "--export-marks=.git/bisect-marks"], cwd=path,
+                   input="\n".join(stream).encode(), check=True)  # fmt: skip
+    marks_file = path / ".git" / "bisect-marks"
+    sha_of = dict(line.split() for line in marks_file.read_text().splitlines())
+    marks_file.unlink()
+    subprocess.run(["git", "checkout", "-q", "-f", "main"], cwd=path, check=True)
+    return [sha_of[f":{i + 1}"] for i in range(len(commits))]
+
+
+def prune_history(path: Path, commits: int, relevant: int, culprit: int, *, culprit_file: str = "core") -> FilesHistory:
+    """commits+1 commits: a Python test (bench.py: `python bench.py` exits 1 when stack/core.py's speed is below
+    stack/limits.json's min_speed) and churn. Every commits//relevant-th commit touches what the test runs
+    (stack/core.py); the others touch docs and modules it never imports. The commit at index culprit (one of the
+    relevant ones) makes it fail: it lowers the speed (culprit_file "core") or raises the limit ("limits")."""
+    step = max(commits // relevant, 1)
+    assert culprit % step == 0, "the culprit is one of the relevant commits"
+    history: list[dict[str, str | None]] = [{
+        "bench.py": PRUNE_BENCH, "stack/__init__.py": "", "stack/limits.json": '{"min_speed": 5}\n',
+        "stack/core.py": "def speed():\n    return 10\n", "README.md": "# stack\n", "docs/guide.md": "# guide\n",
+        "other/table.json": "{}\n",
+    }]  # fmt: skip
+    for index in range(1, commits + 1):
+        if index % step:
+            kind = index % 3
+            name = ("docs/guide.md", f"other/mod_{index % 7}.py", "other/table.json")[kind]
+            history.append({name: f"# revision {index}\n" if kind < 2 else f'{{"revision": {index}}}\n'})
+            continue
+        bad = index >= culprit
+        speed = 3 if bad and culprit_file == "core" else 10
+        if index == culprit and culprit_file == "limits":
+            history.append({"stack/limits.json": '{"min_speed": 20}\n'})
+        else:
+            history.append({"stack/core.py": f"# revision {index}\ndef speed():\n    return {speed}\n"})
+    return FilesHistory(path, write_files_history(path, history), culprit)

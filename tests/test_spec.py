@@ -30,7 +30,7 @@ STORED_BY_MAIN = json.loads(
     '"paths": ["."], "image": "none", "image_inputs": [], "images_max_size": "20G"}'
 )
 # options added after STORED_BY_MAIN, at their defaults
-ADDED_SINCE = {"verify_endpoints": None, "artifact": None, "image_template": None, "build_ahead": None}
+ADDED_SINCE = {"verify_endpoints": None, "artifact": None, "image_template": None, "build_ahead": None, "prune": "off"}
 
 
 def test_json_stored_by_an_older_version_loads_typed_and_writes_back_the_same():
@@ -185,6 +185,7 @@ _VALID: dict[str, st.SearchStrategy[object]] = {
     "strategy": st.none() | st.sampled_from(["kary", "noisy"]), "confirm": st.none() | st.booleans(),
     "verify_endpoints": st.none() | st.sampled_from(["first", "lazy"]),
     "term_old": st.none() | st.just("fast"), "term_new": st.none() | st.just("slow"),
+    "prune": st.sampled_from(["auto", "off"]),
     "executor": st.sampled_from(["local", "ray", "inprocess"]), "workers": st.integers(1, 256),
     "gpus_per_step": st.none() | st.integers(0, 8), "ray_address": st.none() | st.just("ray://head:10001"),
     "resources": st.dictionaries(_NAME, st.floats(0.5, 8), max_size=2), "image": st.sampled_from(["none", "venv"]),

@@ -59,6 +59,7 @@ class StepPurpose(StrEnum):
     REFERENCE = "reference"  # a known commit re-run on a suspect worker
     RERUN = "rerun"  # `bisect rerun`: the bisect's test at any commit, on demand
     MANUAL = "manual"  # a person's verdict (`bisect mark`, `bisect replay`): no test ran
+    PROBE = "probe"  # --prune auto: the test at the bad commit under coverage, before the search
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
@@ -22,6 +23,17 @@ from bisector.vocab.errors import RepoError
 
 # git's messages in English whatever the user's locale: RepoErrors quote them
 _GIT_LOCALE = {"LANGUAGE": "C", "LC_ALL": "C"}
+
+
+@dataclass(frozen=True)
+class PathChange:
+    """One entry a commit changed against its first parent, a directory (tree) or a file."""
+
+    path: str
+    status: str  # git's letter: A added, D deleted, M modified, T type changed
+    old: str  # the entry's object id before ("0" * 40: absent)
+    new: str  # and after
+    tree: bool
 
 
 class _GitCommandError(Exception):
@@ -204,6 +216,38 @@ class GitRepo:
         if len(parents) < 2:
             return []
         return self._run("rev-list", "--reverse", "--first-parent", parents[1], f"^{parents[0]}").split()
+
+    def first_parent_changes(self, good: str, bad: str) -> dict[str, list[PathChange]]:
+        """Each commit of the first-parent chain after good up to bad: the files and directories it changed against
+        its first parent (a merge: what it brought in), renames as a deletion and an addition."""
+        listing = self._run(
+            "log", "--first-parent", "--diff-merges=first-parent", "--no-renames", "-t", "--raw", "--no-abbrev",
+            "-z", "--format=%x01%H", bad, f"^{good}", "--",
+        )  # fmt: skip
+        changes: dict[str, list[PathChange]] = {}
+        for chunk in listing.split("\x01")[1:]:
+            sha, *fields = chunk.split("\0")
+            out = changes.setdefault(sha, [])
+            for meta, path in zip(fields[::2], fields[1::2], strict=False):
+                old_mode, new_mode, old, new, status = meta.strip().lstrip(":").split()
+                tree = "040000" in (old_mode, new_mode)
+                out.append(PathChange(path, status[0], old, new, tree))
+        return changes
+
+    def files(self, sha: str) -> set[str]:
+        """The paths of every file in the commit's tree."""
+        return {path for path in self._run("ls-tree", "-r", "-z", "--name-only", sha).split("\0") if path}
+
+    def line_authors(self, rev: str, path: str, since: str) -> dict[int, str]:
+        """Line number (1-based) -> the commit after `since` on rev's first-parent chain that last changed that line
+        of path at rev; older lines are left out."""
+        try:
+            listing = self._run("blame", "--porcelain", "--first-parent", f"{since}..{rev}", "--", path)
+        except _GitCommandError as exc:
+            raise RepoError(f"git blame {path} at {rev[:12]} failed: {exc}") from None
+        heads = [line.split(" ") for line in listing.splitlines() if len(line) > 40 and line[40] == " "]
+        authors = {int(head[2]): head[0] for head in heads if len(head) >= 3 and head[2].isdigit()}
+        return {number: sha for number, sha in authors.items() if sha != since}
 
     def diff(self, base: str, head: str, *paths: str) -> str:
         return self._run("diff", base, head, "--", *paths)

@@ -50,6 +50,7 @@ def report_json(report: BisectReport) -> dict[str, object]:
         "quarantined": record.extra.get("quarantined", {}),
         "endpoints": {name: check.value for name, check in report.records.endpoints.items()},
         "built_ahead": list(report.records.built_ahead),
+        "pruning": report.records.pruning.to_json() if report.records.pruning else None,
     }
 
 

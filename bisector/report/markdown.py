@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisector.report.model import BisectReport, one_line, pr_suffix
+from bisector.report.pruning import pruning_lines
 from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows, untested
 from bisector.vocab.domain import BisectStatus, StepPurpose
 
@@ -42,7 +43,7 @@ def render_markdown(report: BisectReport) -> str:
 
         out += [render_markdown_explanation(report.explanation), ""]  # under its own heading
     out += ["#### Evidence", ""]
-    out += [*[f"- {md_escape(line)}" for line in report.noise_lines()]]
+    out += [*[f"- {md_escape(line)}" for line in [*report.noise_lines(), *pruning_lines(report)]]]
     out += [f"- {md_escape(report.rule_sentence())} The test: `{md_escape(report.spec.test.run)}`."]
     out += [f"- {md_escape(report.work_sentence())}", ""]
     out += [

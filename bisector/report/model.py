@@ -329,7 +329,7 @@ class BisectReport:
         ]
         if self.manual_steps:
             parts.append(f"{len(self.manual_steps)} verdict(s) given by hand")
-        side = [f"{count} {SIDE_RUN_WORDS.get(p, p.value)}" for p, count in sorted(self.side_runs.items())]
+        side = [f"{count} {SIDE_RUN_WORDS.get(p, p.value + ' run(s)')}" for p, count in sorted(self.side_runs.items())]
         if side:
             parts.append("besides: " + ", ".join(side))
         if built := self.records.built_ahead:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bisector.report.model import BisectReport, one_line, pr_suffix
+from bisector.report.pruning import pruned_why, pruning_lines
 from bisector.vocab.domain import (
     NEVER_SENT,
     BisectStatus,
@@ -76,7 +77,13 @@ def answer_lines(report: BisectReport) -> list[str]:
 
 def print_text(console: Console, report: BisectReport) -> None:
     record = report.record
-    lines = [*answer_lines(report), *report.noise_lines(), report.rule_sentence(), report.work_sentence()]
+    lines = [
+        *answer_lines(report),
+        *report.noise_lines(),
+        *pruning_lines(report),
+        report.rule_sentence(),
+        report.work_sentence(),
+    ]
     style = "green" if record.status is BisectStatus.FOUND else "yellow"
     console.print(
         Panel(
@@ -208,9 +215,10 @@ def _commits_table(report: BisectReport) -> Table:
             continue
         state = report.state_of(commit.sha)
         mark = f"  {first_bad_mark(report, commit)}" if commit.sha == report.record.first_bad else ""
+        pruned = pruned_why(report, commit.sha)
         table.add_row(
             str(commit.position), commit.sha[:12],
-            Text(report.word(state), style=VERDICT_STYLE[state]) if state else "",
+            Text(report.word(state), style=VERDICT_STYLE[state]) if state else Text("pruned" if pruned else "", "dim"),
             Text(commit.subject + mark),
         )  # fmt: skip
     return table

@@ -62,7 +62,8 @@ class SearchCore:
         self.flake_seen = records.flake_seen
         self.health = Health(ledger, records.reference_checked)
         self.confirming = Confirming(ledger)
-        self.merges = MergeDescent(ledger, records.merge_phases, self.spec.search.all_parents)
+        pruned = records.pruning.removed() if records.pruning else frozenset()
+        self.merges = MergeDescent(ledger, records.merge_phases, self.spec.search.all_parents, pruned)
         self.checks_owed: dict[str, ReferenceCheck] = {}  # worker -> the reference run just asked of it
         self.harness_failures: list[str] = []  # since the last step result
         self.outbox: list[Action] = []  # what taking results concluded, handed out by the next decide

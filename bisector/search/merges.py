@@ -12,8 +12,12 @@ from bisector.vocab.domain import Commit
 
 
 class MergeDescent:
-    def __init__(self, ledger: Ledger, phases: Sequence[MergePhase], enabled: bool) -> None:
+    def __init__(
+        self, ledger: Ledger, phases: Sequence[MergePhase], enabled: bool, pruned: frozenset[str] = frozenset()
+    ) -> None:
+        """pruned: first-parent commits that leave the search (bisector/search/prune.py)."""
         self.ledger = ledger
+        self.pruned = pruned
         self.phases: list[MergePhase] = list(phases)
         self.enabled = enabled
         self.not_merges: set[str] = set()  # found answers that merged no branch
@@ -22,7 +26,7 @@ class MergeDescent:
         """The positions being bisected, good end first: the first-parent chain, or the latest merged branch."""
         if self.phases:
             return list(self.phases[-1].order)
-        return list(range(len(self.ledger.candidates)))
+        return [c.position for c in self.ledger.candidates if c.sha not in self.pruned]
 
     def wants(self, sha: str) -> bool:
         """Whether a found first bad commit must be looked into (it may be a merge not yet descended into)."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
 from bisector.confirm import Confirmation, ConfirmStatus
+from bisector.search.prune import PrunePlan
 
 
 class Analysis(StrEnum):
@@ -63,6 +64,7 @@ class SearchRecords:
     # "good" / "bad" -> how checked: stored when an endpoint is first sent to run, ASSUMED ones at the end
     endpoints: Mapping[str, EndpointCheck] = field(default_factory=dict)
     built_ahead: tuple[str, ...] = ()  # commits whose images were built ahead of their steps (--build-ahead)
+    pruning: PrunePlan | None = None  # --prune auto: stored before the search's first step
 
     @classmethod
     def from_extra(cls, extra: Mapping[str, object]) -> SearchRecords:
@@ -87,6 +89,7 @@ class SearchRecords:
             if isinstance(endpoints, Mapping)
             else {},
             built_ahead=tuple(str(s) for s in built_ahead) if isinstance(built_ahead, list) else (),
+            pruning=PrunePlan.from_json(extra.get("pruning")),
         )
 
     def to_extra(self, *names: str) -> dict[str, object]:
@@ -101,7 +104,7 @@ class SearchRecords:
 def _json(value: object) -> object:
     if isinstance(value, Confirmation):
         return value.to_json()
-    if isinstance(value, MergePhase):
+    if isinstance(value, MergePhase | PrunePlan):
         return value.to_json()
     if isinstance(value, StrEnum):
         return value.value

@@ -5,6 +5,9 @@ wrapped as soon as its module has been imported (whatever imports it), and each 
 result) is appended to FILE as one JSON line; the values are summarised (tensors as shape and dtype), and each
 process writes at most _MAX_CALL_LINES lines of at most _MAX_TEXT characters a value.
 
+With BISECT_PROBE_DIR=DIR set, every process records the files it opens, the directories it lists, the
+programs it starts and its line coverage into DIR (_gpu_bisect_probe.py, for --prune).
+
 With BISECT_KERNEL_TRACE=FILE set, the first `import torch` of the program starts torch.profiler; at exit the
 kernel names and launch counts (CUDA kernels when CUDA is available, CPU ops otherwise) are appended to FILE as
 one JSON line for this process. A program that never imports torch (or has none) runs as if the hook were not
@@ -27,6 +30,8 @@ from typing import Any
 TRACE_ENV = "BISECT_KERNEL_TRACE"
 CALL_TRACE_ENV = "BISECT_CALL_TRACE"
 TRACE_FUNCTIONS_ENV = "BISECT_TRACE_FUNCTIONS"
+PROBE_ENV = "BISECT_PROBE_DIR"
+PROBE_COVERAGE_ENV = "BISECT_PROBE_COVERAGE"
 _MAX_CALL_LINES = 2000
 _MAX_TEXT = 300
 _MAX_ITEMS = 8
@@ -242,6 +247,11 @@ def _targets(spec: str) -> dict[str, list[str]]:
 
 
 def _install() -> None:
+    probe_dir = os.environ.get(PROBE_ENV, "")
+    if probe_dir:
+        import importlib
+
+        importlib.import_module("_gpu_bisect_probe").start(probe_dir, os.environ.get(PROBE_COVERAGE_ENV, ""))
     out_file = os.environ.get(TRACE_ENV, "")
     if out_file and "torch" not in sys.modules:
         sys.meta_path.insert(0, _TorchImportWatcher(os.path.abspath(out_file)))
