@@ -14,7 +14,8 @@ from sqlalchemy import Connection, delete, select, update
 from bisector.db.schema import images
 from bisector.vocab.domain import ImageInfo
 
-MADE_AS = ("built", "artifact", "copied")  # how an image came to be on its node; a step's "cache" is a reuse of one
+MADE_AS = ("built", "artifact", "copied", "rebuilt")  # how an image came to be on its node (rebuilt: in place of
+# a damaged one); a step's "cache" is a reuse of one
 
 
 def record_images(conn: Connection, infos: Iterable[ImageInfo]) -> None:
@@ -58,9 +59,10 @@ def delete_images(conn: Connection, node: str, ids: Sequence[str]) -> int:
 
 def _values(info: ImageInfo) -> dict[str, object]:
     """The row's columns from a step's report of its image. Its source is how the image was made (built, artifact
-    or copied from another node): the step's own source where it made it, else what the image's manifest told
-    (info.made_as); a reuse that tells neither keeps the row's (a new row says built)."""
-    made = info.source if info.source in MADE_AS else info.made_as
+    or copied from another node; rebuilt where it replaced a damaged one): the step's own source where it made it,
+    else what the image's manifest told (info.made_as); a reuse that tells neither keeps the row's (a new row says
+    built)."""
+    made = "rebuilt" if info.replaced else info.source if info.source in MADE_AS else info.made_as
     made_as = {"source": made} if made in MADE_AS else {}
     return {
         "key": json.dumps(info.key, sort_keys=True),

@@ -98,15 +98,19 @@ def wait_result(executor: RayExecutor, step_id: int) -> StepResult:
 
 
 def runner_of(result: StepResult) -> str:
-    """The interpreter of the image's runner that ran the step's test (RUNNER checks its pid), or "" when none
-    did (the slot's actor ran it)."""
+    """The interpreter of the image's runner that ran the step's test (RUNNER checks its pid), named as the image's
+    own (it ran from the test's copy of the image's venv), or "" when none did (the slot's actor ran it)."""
     log = Path(result.log_path).read_text()
     (test_parent,) = re.findall(r"^runner pid=(\d+) ", log, re.MULTILINE)
     gpus = ",".join(map(str, result.gpus))
     assert f"runner pid={test_parent} cvd={gpus}\n" in log  # the slot's GPUs, which its actor holds
     runners = re.findall(r"^# runner (\S+) \(pid (\d+)\)$", log, re.MULTILINE)
     assert [pid for _, pid in runners] in ([], [test_parent])
-    return runners[0][0] if runners else ""
+    if not runners:
+        return ""
+    copy = re.fullmatch(r"(.+)/runs/run-[^/]+/venv/bin/python", runners[0][0])
+    assert copy is not None, runners  # the python of the test's own copy of the image's venv
+    return f"{copy[1]}/venv/bin/python"
 
 
 def gone(pid: int) -> bool:

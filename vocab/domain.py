@@ -106,21 +106,27 @@ class ImageInfo:
     log_tail: str = ""  # a failed build's output's end
     evicted: tuple[str, ...] = ()  # images the LRU cap removed on this node to make room for this one
     made_as: str = ""  # how the image on its node was made (built | artifact | copied), whichever step made it
+    replaced: str = ""  # how the damaged image it was made in place of differed from its record ("" when none)
 
     def summary(self) -> dict[str, object]:
-        """What a step's JSON shows of its image."""
-        return {
+        """What a step's JSON shows of its image (what it replaced only where this step made it)."""
+        summary: dict[str, object] = {
             "id": self.id, "source": self.source, "reused": self.reused, "build_s": round(self.build_s, 3),
             "status": self.status,
         }  # fmt: skip
+        if self.replaced and not self.reused:
+            summary["replaced"] = self.replaced
+        return summary
 
 
 def image_origin(image: Mapping[str, object]) -> str:
     """Where a step's image came from, from its ImageInfo.summary(): built, cache, artifact, copied (from another
-    node), missing; `build failed` for one whose build failed (by this step or an earlier one: either way the step
-    did not run on it)."""
+    node), missing; `rebuilt (damaged)` for one this step made in place of a damaged one; `build failed` for one
+    whose build failed (by this step or an earlier one: either way the step did not run on it)."""
     if image.get("status") == "failed":
         return "build failed"
+    if image.get("replaced"):
+        return "rebuilt (damaged)"
     return str(image.get("source", ""))
 
 

@@ -85,7 +85,7 @@ class RayImageHost:
         threaded = ray.remote(concurrency_groups={CONTROL_GROUP: 1})  # type: ignore[call-overload]
         self._actor_class = threaded(ImageTestActor)
         self._placement = NodeAffinitySchedulingStrategy(node_id, soft=False)
-        self._unusable: dict[tuple[str, str], str] = {}  # (python, image built at) -> why it cannot run the runner
+        self._unusable: dict[tuple[str, str], str] = {}  # (image, built at) -> why its python cannot run the runner
         self._lock = threading.Lock()
         self._actor: Any | None = None  # ActorHandle of the running step's ImageTestActor
 
@@ -134,9 +134,9 @@ class RayImageHost:
             ray.kill(actor, no_restart=True)
 
     def _cannot_run(self, test: ImageTest) -> str:
-        """Why the image's python cannot host an ImageTestActor here ("" when it can), asked once per image."""
-        built = test.image.created if test.image is not None else ""
-        wanted = (test.python, built)
+        """Why the image's python cannot host an ImageTestActor here ("" when it can), asked once per image (each
+        test's python is in its own copy of the image's venv)."""
+        wanted = (test.image.id, test.image.created) if test.image is not None else (test.python, "")
         if wanted not in self._unusable:
             self._unusable[wanted] = probe_python(test.python)
         return self._unusable[wanted]

@@ -167,15 +167,16 @@ class StepRunner:
                 return self._log_failed(request, log.error)
             if prepared.run_dir is None:
                 return self._image_failed(request, prepared, build_s)
-            try:  # the test's own copy: what it writes never reaches the image later steps run on
-                run_dir = stack.enter_context(private_copy(prepared.run_dir))
+            try:  # the test's own copy of tree and venv: what it writes never reaches the image later steps run on
+                run = stack.enter_context(private_copy(prepared))
             except OSError as exc:
-                return self._harness_failed(request, exc, "copying the image's tree for the test", prepared.run_dir)
+                return self._harness_failed(request, exc, "copying the image for the test", prepared.run_dir)
+            run_dir = run.tree
             if request.metric.json_file:  # a file of that name the build left is not this run's metric
                 with contextlib.suppress(OSError):
                     (run_dir / request.metric.json_file).unlink()
-            image_env = {**step.env, **prepared.env, "BISECT_IMAGE_DIR": str(run_dir)}
-            python = prepared.env.get("BISECT_IMAGE_PYTHON")
+            image_env = {**step.env, **run.env}
+            python = run.env.get("BISECT_IMAGE_PYTHON")
             if self._image_host is not None and python:
                 log.finish()  # the build's part of the log is complete before another process appends to it
                 test = ImageTest(request, image_env, run_dir, python, step.started, build_s, info)

@@ -4,6 +4,9 @@ The same image wanted by several steps at once is built once: builders take the 
 re-read its manifest under it; one still waiting for that lock when the image turns ready uses it at once (shared),
 not when the step that made it ends. A failed build is kept (status failed, with its log's tail): steps at commits
 with that key skip until `bisect images rm` removes it. A cancelled, timed-out or killed build leaves nothing.
+A ready image is checked against the record of what its build produced before each reuse
+(workers/images/contents.py); one that differs is marked damaged, never used, and made again by the first step
+that gets its exclusive lock, whose image tells what it replaced.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from bisector.workers.images.cache import (
     lock_shared,
     now_iso,
 )
+from bisector.workers.images.contents import Contents, ImageDamageError, check_contents, record_contents
 from bisector.workers.images.key import ImageKey, ImageRecipe, image_key
 from bisector.workers.images.transfer import CopyStoppedError, ImageCopyError, ImagePeer, base_python, receive, relocate
 from bisector.workers.output import StepLog
@@ -51,6 +55,7 @@ class PreparedImage:
     info: ImageInfo | None = None
     run_dir: Path | None = None  # where the step's test runs: the commit's tree with its build outputs
     env: dict[str, str] = field(default_factory=dict)  # added to the step's environment
+    naming_folder: tuple[str, ...] = ()  # its text files and links naming its folder (contents.Contents)
     failed_build: str = ""  # the build failed (now or before): the step skips with this
     exit_code: int | None = None
     cancelled: bool = False
@@ -104,15 +109,23 @@ class ImageBuilder:
                 ) as fd:  # fmt: skip
                     current = self.cache.manifest(key.id)
                     if current is not None and current.status is ImageStatus.READY:
-                        job.log.note(f"# image {key.id}: reusing the one built at {current.sha[:12]}\n")
-                        yield self._ready(self.cache.touch(current), source="cache", reused=True)
-                        return
+                        try:
+                            contents = check_contents(self.cache.image_dir(key.id), current.contents)
+                        except ImageDamageError as exc:
+                            job.log.note(f"# image {key.id}: not used, {exc}: it is made again\n")
+                            current = replace(current, status=ImageStatus.DAMAGED, damage=str(exc))
+                            self.cache.write_manifest(current)
+                        else:
+                            job.log.note(f"# image {key.id}: reusing the one built at {current.sha[:12]}\n")
+                            yield self._ready(self.cache.touch(current), contents, source="cache", reused=True)
+                            return
                     if current is not None and current.status is ImageStatus.FAILED:
                         yield self._failed(current)
                         return
-                    if shared:  # it was removed or is rebuilt meanwhile: look again
+                    if shared:  # it was removed, found damaged or is rebuilt meanwhile: look again
                         continue
-                    prepared = self._copy(job, key, deadline) or self._build(job, key, deadline)
+                    replaced = current.damage if current is not None and current.status is ImageStatus.DAMAGED else ""
+                    prepared = self._copy(job, key, deadline, replaced) or self._build(job, key, deadline, replaced)
                     if prepared.ready:
                         lock_shared(fd)
                     yield prepared
@@ -134,9 +147,9 @@ class ImageBuilder:
     def _stop_waiting(self, job: BuildJob, image_id: str, shared: bool) -> bool:
         return job.should_cancel() or self._made_meanwhile(image_id, shared)
 
-    def _copy(self, job: BuildJob, key: ImageKey, deadline: float) -> PreparedImage | None:
+    def _copy(self, job: BuildJob, key: ImageKey, deadline: float, replaced: str) -> PreparedImage | None:
         """The image copied from job.peer (workers/images/transfer.py), or None where the peer has none to give or
-        the copy failed: then it is built here."""
+        the copy failed or differs from the holder's record of its contents: then it is built here."""
         if job.peer is None:
             return None
         stop = lambda: job.should_cancel() or time.monotonic() >= deadline  # noqa: E731
@@ -171,31 +184,32 @@ class ImageBuilder:
         remove_tree(incoming)
         try:
             receive(job.peer.chunks(key.id, stop), incoming, stop)
+            check_contents(incoming, held.contents)  # every file is a new inode here: each is hashed
             relocate(incoming, offer.folder, str(folder))
             remove_tree(folder)  # what a killed builder left
             incoming.rename(folder)
         except CopyStoppedError as exc:
             job.log.note(f"# image {key.id}: the copy from {offer.node} {exc}: the step was cancelled or timed out\n")
             return PreparedImage(cancelled=job.should_cancel(), timed_out=not job.should_cancel())
-        except (ImageCopyError, OSError) as exc:
+        except (ImageCopyError, ImageDamageError, OSError) as exc:
             job.log.note(f"# image {key.id}: the copy from {offer.node} failed ({_describe(exc)}); building it here\n")
             return None
         finally:
             remove_tree(incoming)  # a failed or stopped copy's part (renamed away when whole)
         ready = replace(
             held, node=self.cache.node, created=started_at, last_used=started_at,
-            build_s=time.monotonic() - started, size_bytes=tree_size(folder), source="copied",
+            build_s=time.monotonic() - started, size_bytes=tree_size(folder), source="copied", replaced=replaced,
         )  # fmt: skip
         return self._made(job, ready, f"copied from {offer.node}", source="copied")
 
-    def _build(self, job: BuildJob, key: ImageKey, deadline: float) -> PreparedImage:
+    def _build(self, job: BuildJob, key: ImageKey, deadline: float, replaced: str) -> PreparedImage:
         folder = self.cache.image_dir(key.id)
         remove_tree(folder)  # what a killed builder left
         remove_tree(incoming_dir(folder))  # and a killed copy
         started_at = now_iso()
         building = ImageManifest(
             id=key.id, key=key.to_json(), repo=job.repo, sha=job.sha, node=self.cache.node,
-            status=ImageStatus.BUILDING, created=started_at, last_used=started_at,
+            status=ImageStatus.BUILDING, created=started_at, last_used=started_at, replaced=replaced,
         )  # fmt: skip
         job.log.note(f"# image {key.id}: building at {job.sha[:12]} in {folder}\n")
         started = time.monotonic()
@@ -247,11 +261,19 @@ class ImageBuilder:
         return self._made(job, ready, "built", source="built")
 
     def _made(self, job: BuildJob, ready: ImageManifest, how: str, *, source: str) -> PreparedImage:
-        """Record an image just made on this node (built, installed or copied), apply the LRU cap, and use it."""
+        """Record an image just made on this node (built, installed or copied) and what it holds, apply the LRU cap,
+        and use it."""
+        folder = self.cache.image_dir(ready.id)
+        try:
+            contents = record_contents(folder)
+        except OSError as exc:
+            remove_tree(folder)
+            return PreparedImage(error=f"could not record what image {ready.id} holds: {_describe(exc)}")
+        ready = replace(ready, contents=contents.digest)
         self.cache.write_manifest(ready)
         evicted = self.cache.evict(job.recipe.max_bytes, keep=frozenset({ready.id}))
         job.log.note(f"# image {ready.id}: {how} in {ready.build_s:.1f}s ({ready.size_bytes} bytes)\n")
-        prepared = self._ready(ready, source=source, reused=False)
+        prepared = self._ready(ready, contents, source=source, reused=False)
         assert prepared.info is not None
         return replace(prepared, info=replace(prepared.info, evicted=tuple(evicted)))
 
@@ -278,12 +300,13 @@ class ImageBuilder:
             env.setdefault("CXX", base.get("CXX") or "ccache g++")
         return env
 
-    def _ready(self, manifest: ImageManifest, *, source: str, reused: bool) -> PreparedImage:
+    def _ready(self, manifest: ImageManifest, contents: Contents, *, source: str, reused: bool) -> PreparedImage:
         folder = self.cache.image_dir(manifest.id)
         return PreparedImage(
             info=_info(manifest, folder, source=source, reused=reused),
             run_dir=folder / "src",
             env=self.image_env(folder, dict(os.environ)),
+            naming_folder=contents.naming_folder,
         )
 
     def _failed(self, manifest: ImageManifest, build: BuildOutcome | None = None) -> PreparedImage:
@@ -308,6 +331,7 @@ def _info(manifest: ImageManifest, folder: Path, *, source: str, reused: bool) -
         id=manifest.id, source=source, reused=reused, build_s=manifest.build_s, status=manifest.status.value,
         sha=manifest.sha, path=str(folder), node=manifest.node, size_bytes=manifest.size_bytes, key=manifest.key,
         created=manifest.created, last_used=manifest.last_used, log_tail=manifest.log_tail, made_as=manifest.source,
+        replaced=manifest.replaced,
     )  # fmt: skip
 
 

@@ -4,7 +4,8 @@ and the LRU size cap.
 The root is $BISECT_IMAGE_ROOT where every node mounts one root at that path (an image built on one node serves
 all; flock must work across them, as on NFSv4 or a cluster filesystem), else the node's own
 vocab.paths.cache_dir()/images. Layout under it: `<id>/manifest.json` (the image's record; its node is the
-builder's), `<id>/src` (the commit's tree and its build outputs), `<id>/venv`, `<id>/triton`, `<id>/inductor`;
+builder's), `<id>/contents.json` (what its build produced, workers/images/contents.py), `<id>/src` (the commit's
+tree and its build outputs), `<id>/venv`, `<id>/triton`, `<id>/inductor`, `<id>/runs` (the tests' private copies);
 `locks/<id>.lock` (flock: exclusive while the image is built or removed, shared while a step uses it);
 `ccache/` (the compiler cache every image shares); `.incoming-<id>` (a copy from another node being unpacked,
 under the image's exclusive lock; one whose lock is free was left by a killed copy, and the LRU pass removes it).
@@ -34,12 +35,14 @@ from bisector.vocab.paths import cache_dir, remove_tree, tree_size
 
 LOCK_POLL_S = 0.05
 IMAGE_ID = re.compile(r"[0-9a-f]{16}")  # an image's folder's name (workers/images/key.py's ImageKey.id)
+RUNS = "runs"  # `<id>/runs/`: the tests' private copies of the image (workers/images/run_copy.py)
 INCOMING_PREFIX = ".incoming-"  # `.incoming-<id>`: a copy of the image being unpacked (workers/images/transfer.py)
 
 
 class ImageStatus(StrEnum):
     BUILDING = "building"  # a builder holds its lock (or died: the lock is free then, and it is rebuilt)
-    READY = "ready"  # built: steps run on it
+    READY = "ready"  # built: steps run on it (each after a check of its contents against their record)
+    DAMAGED = "damaged"  # its contents differ from their record: never used; the next step that wants it rebuilds it
     FAILED = "failed"  # its build command failed: steps at this commit skip until `bisect images rm`
 
 
@@ -57,6 +60,9 @@ class ImageManifest:
     size_bytes: int = 0
     source: str = "built"  # built | artifact | copied (from another node, workers/images/transfer.py)
     log_tail: str = ""
+    contents: str = ""  # a ready image's record of what its build produced, by digest (workers/images/contents.py)
+    damage: str = ""  # a damaged image's: how its contents differ from their record
+    replaced: str = ""  # the damage of the image this one was made in place of ("" when none)
 
     def to_json(self) -> dict[str, object]:
         data = asdict(self)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from bisector.workers.images.cache import ImageCache, ImageStatus, LockTimeoutError
+from bisector.workers.images.cache import RUNS, ImageCache, ImageStatus, LockTimeoutError
 
 CHUNK_BYTES = 4 << 20
 HOLD_TIMEOUT_S = 120.0  # the holder waits this long for its image's shared lock (it may be being removed)
@@ -94,14 +94,14 @@ def make_offer(cache: ImageCache, image_id: str) -> ImageOffer | None:
 def archive_chunks(
     cache: ImageCache, image_id: str, should_stop: Callable[[], bool] = lambda: False
 ) -> Iterator[bytes]:
-    """The image's folder (its manifest apart) as a tar stream, read under the image's shared lock (waited for
-    until should_stop turns true: CopyStoppedError, or HOLD_TIMEOUT_S pass: ImageCopyError)."""
+    """The image's folder (its manifest and its tests' private copies apart) as a tar stream, read under the image's
+    shared lock (waited for until should_stop turns true: CopyStoppedError, or HOLD_TIMEOUT_S pass: ImageCopyError)."""
     with _held(cache, image_id, should_stop):
         current = cache.manifest(image_id)
         if current is None or current.status is not ImageStatus.READY:
             raise ImageCopyError(f"image {image_id} is no longer ready on {cache.node}")
         folder = str(cache.image_dir(image_id))
-        command = ["tar", "-C", folder, "--exclude=./manifest.json", "--sparse", "-cf", "-", "."]
+        command = ["tar", "-C", folder, "--exclude=./manifest.json", f"--exclude=./{RUNS}", "--sparse", "-cf", "-", "."]
         with tempfile.TemporaryFile() as said:  # not a pipe: tar would wait on a full one, and this on tar
             tar = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=said)
             assert tar.stdout is not None
@@ -180,6 +180,17 @@ def relocate(folder: Path, old: str, new: str) -> int:
             path = Path(directory, name)
             changed += _relink(path, old, new) if path.is_symlink() else _rewrite(path, old_bytes, new_bytes)
     return changed
+
+
+def relocate_listed(folder: Path, names: Iterable[str], old: str, new: str) -> None:
+    """relocate() of only these entries of folder (those its image's record lists as naming the image's folder: text
+    files and links, so none is refused)."""
+    for name in names:
+        path = folder / name
+        if path.is_symlink():
+            _relink(path, old, new)
+        else:
+            _rewrite(path, old.encode(), new.encode())
 
 
 def _relink(path: Path, old: str, new: str) -> bool:

@@ -1,0 +1,156 @@
+"""An image is checked against the record of what its build produced before each reuse, and a test runs in its own
+copy of the image's tree and venv: a damaged image is made again, never tested on, and no test changes the image
+the next one runs on. Real images: a uv venv with an editable install and a C library (tests/images/image_repo.py);
+gcc without ccache where there is none."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from bisect_helpers import cli_env, run_cli
+from image_repo import BUILD_CMD, image_request, make_image_repo, run_at
+
+from bisector.workers.images.cache import ImageCache, ImageManifest, ImageStatus
+from bisector.workers.images.contents import ImageDamageError, check_contents, record_contents
+from bisector.workers.images.transfer import CacheHolder
+from bisector.workers.step import StepRunner, WorkerSlot
+
+COMPILER = {} if shutil.which("ccache") else {"CC": "gcc"}
+EXIT_CODE_TEST = (
+    "python -c \"import ctypes, tinypkg; raise SystemExit(0 if ctypes.CDLL('./libvalue.so').value() >= 8 else 1)\""
+)
+
+
+def delete_a_build_output(image: Path) -> None:
+    (image / "src" / "libvalue.so").unlink()
+
+
+def truncate_the_venvs_python(image: Path) -> None:
+    """The venv's python made a file cut short (its link replaced: truncating through it would cut the base's)."""
+    python = image / "venv" / "bin" / "python"
+    head = Path(os.path.realpath(python)).read_bytes()[:4096]
+    python.unlink()
+    python.write_bytes(head)
+    python.chmod(0o755)
+
+
+def ready_images() -> list[ImageManifest]:
+    return [m for m in ImageCache().manifests() if m.status is ImageStatus.READY]
+
+
+@pytest.mark.parametrize("damage", [delete_a_build_output, truncate_the_venvs_python])
+def test_a_damaged_image_is_rebuilt_and_the_bisect_names_the_right_culprit(
+    tmp_path: Path, damage: Callable[[Path], None]
+):
+    repo = make_image_repo(tmp_path / "repo", values=(10, 10, 10, 5, 5))
+    db = tmp_path / "bisect.db"
+    args = ["start", "--repo", str(repo.path), "--good", repo.shas[0], "--bad", "main", "--build", BUILD_CMD,
+            "--run", EXIT_CODE_TEST, "--image", "venv", "--executor", "inprocess", "--no-explain",
+            "--format", "json"]  # fmt: skip
+    first = run_cli(*args, env=cli_env(db, **COMPILER))
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["first_bad"]["sha"] == repo.shas[3]
+    good_images = [m for m in ready_images() if m.sha in repo.shas[:3]]
+    assert good_images
+    for manifest in good_images:
+        damage(ImageCache().image_dir(manifest.id))
+
+    again = run_cli(*args, env=cli_env(db, **COMPILER))
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["first_bad"]["sha"] == repo.shas[3]
+    rebuilt = {s["image"]["id"]: s for s in report["steps"] if s["image"] and s["image"].get("replaced")}
+    assert set(rebuilt) == {m.id for m in good_images}
+    for step in rebuilt.values():
+        assert step["verdict"] == "good"
+        assert (step["image"]["source"], step["image"]["reused"]) == ("built", False)
+        assert "differ from their record" in step["image"]["replaced"]
+        assert damage.__name__ != "delete_a_build_output" or "src/libvalue.so missing" in step["image"]["replaced"]
+        assert damage.__name__ == "delete_a_build_output" or "venv/bin/python changed" in step["image"]["replaced"]
+    text = run_cli("report", str(report["id"]), env=cli_env(db, COLUMNS="240")).stdout
+    assert "rebuilt (damaged)" in text, text
+    listed = json.loads(run_cli("images", "ls", "--format", "json", db=db).stdout)
+    assert {row["id"] for row in listed if row["source"] == "rebuilt"} == set(rebuilt)
+
+
+def test_a_test_cannot_change_the_venv_or_tree_the_next_test_runs_with(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", values=(10,))
+    db = tmp_path / "bisect.db"
+    places = '"$VIRTUAL_ENV" "$(python -c "import sys; print(sys.prefix)")" "$BISECT_IMAGE_DIR"'
+    poison = (
+        f'for place in {places}; do test -e "$place/poison" && echo POISONED; done; '
+        f'for place in {places}; do touch "$place/poison"; done; '
+        "echo 'raise SystemExit(9)' > \"$VIRTUAL_ENV/bin/tinyscript\"; bash test.sh"
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in COMPILER.items():
+            patch.setenv(name, value)
+        answer = run_at(repo.path, "main", db, "--image", "venv", "--repeat", "3", "--run", poison)
+    runs = answer["runs"]
+    assert isinstance(runs, list)
+    assert len(runs) == 3
+    assert [run["verdict"] for run in runs] == ["good"] * 3, runs  # the venv's copy works: tinypkg, its prefix
+    logs = [Path(run["log"]).read_text() for run in runs]
+    assert sum(log.splitlines().count("POISONED") for log in logs) == 0, logs
+    image = ImageCache().image_dir(str(answer["image"]["id"]))  # type: ignore[index]
+    assert not (image / "venv" / "poison").exists()
+    assert not (image / "venv" / "bin" / "tinyscript").exists()
+    check_contents(image, ImageCache().manifest(image.name).contents)  # type: ignore[union-attr]
+
+
+def test_an_image_whose_copy_differs_from_the_holders_record_is_built_here(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", values=(10,))
+    far = StepRunner(WorkerSlot("far", (), tmp_path / "far" / "worktree"), image_root=tmp_path / "far" / "images")
+    near = StepRunner(WorkerSlot("near", (), tmp_path / "near" / "worktree"), image_root=tmp_path / "near" / "images")
+    built = far.run(image_request(repo.path, repo.shas[0], tmp_path, 1, **COMPILER))
+    assert built.verdict.value == "good", built.detail
+    assert built.image is not None
+    delete_a_build_output(tmp_path / "far" / "images" / built.image.id)
+
+    holder = CacheHolder(ImageCache(tmp_path / "far" / "images"))
+    copied = near.run(image_request(repo.path, repo.shas[0], tmp_path, 2, **COMPILER), image_peer=holder)
+    assert copied.verdict.value == "good", copied.detail
+    assert copied.image is not None
+    assert copied.image.source == "built"
+    log = Path(copied.log_path).read_text()
+    assert "src/libvalue.so missing" in log, log
+    assert "building it here" in log
+
+
+def test_any_change_to_a_recorded_entry_is_found_even_with_its_size_and_mtime_kept(tmp_path: Path):
+    folder = tmp_path / "0123456789abcdef"
+    (folder / "src" / "out").mkdir(parents=True)
+    (folder / "src" / "out" / "lib.so").write_bytes(b"\x7fELF" + b"\0" * 100)
+    (folder / "venv" / "bin").mkdir(parents=True)
+    (folder / "venv" / "bin" / "tool").write_text(f"#!{folder}/venv/bin/python\n")
+    (folder / "venv" / "bin" / "python").symlink_to(sys.executable)
+    (folder / "triton").mkdir()
+    recorded = record_contents(folder)
+    assert recorded.naming_folder == ("venv/bin/tool",)
+    assert check_contents(folder, recorded.digest) == recorded
+    (folder / "triton" / "kernel").write_text("tests fill Triton's cache: not recorded")
+    assert check_contents(folder, recorded.digest) == recorded
+
+    library = folder / "src" / "out" / "lib.so"
+    held = library.stat()
+    library.write_bytes(b"\x7fELF" + b"\1" * 100)
+    os.utime(library, ns=(held.st_atime_ns, held.st_mtime_ns))
+    with pytest.raises(ImageDamageError, match=r"src/out/lib\.so changed"):
+        check_contents(folder, recorded.digest)
+    library.write_bytes(b"\x7fELF" + b"\0" * 100)
+    assert check_contents(folder, recorded.digest) == recorded  # the same bytes again: hashed, found unchanged
+
+    (folder / "src" / "out" / "extra").write_text("")
+    (folder / "venv" / "bin" / "python").unlink()
+    with pytest.raises(ImageDamageError) as damaged:
+        check_contents(folder, recorded.digest)
+    assert "src/out/extra added" in str(damaged.value)
+    assert "venv/bin/python missing" in str(damaged.value)
+    with pytest.raises(ImageDamageError, match="no record"):
+        check_contents(folder, "")
