@@ -227,8 +227,10 @@ def _counts(pairs: list[tuple[str, int]]) -> str:
 @db_option
 def dashboard(host: str, port: int, token_file: str | None, log_dir: str | None, db_url: str | None) -> None:
     """Serve the web dashboard and its JSON API (read-only) over the store."""
-    from bisector.dashboard.server import serve, settings_from_options
+    from bisector.cli_service import needs_dashboard_extra
 
-    with translated_errors():
+    with translated_errors(), needs_dashboard_extra("dashboard"):
+        from bisector.dashboard.server import serve, settings_from_options
+
         settings, bind_host, bind_port = settings_from_options(host, port, token_file, log_dir, db_url)
         serve(settings, bind_host, bind_port)

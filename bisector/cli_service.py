@@ -7,18 +7,33 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from bisector.cli_support import db_option, output_format_option, translated_errors
+from bisector.cli_support import CLIError, db_option, output_format_option, translated_errors
+from bisector.service.body_limit import DEFAULT_MAX_REQUEST_BYTES
 
 F = TypeVar("F", bound=Callable[..., Any])
 # `bisect start` options that a server decides itself (where steps run, its store, notifications).
 SERVER_DECIDES = frozenset({"db_url", "output_format", "executor", "ray_address", "resources", "workers", "notify_url"})
 SUBMIT_KEYS = ("recipe", "priority")  # submit's own options, sent as they are
+DASHBOARD_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "jinja2"})  # the `dashboard` extra
+
+
+@contextmanager
+def needs_dashboard_extra(command: str) -> Iterator[None]:
+    """Imports of the server's modules within: without the `dashboard` extra, one line saying how to install it."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in DASHBOARD_MODULES:
+            raise
+        raise CLIError(f"bisect {command} needs the dashboard extra: pip install 'gpu-bisect[dashboard]'") from None
 
 
 @click.command()
@@ -54,15 +69,35 @@ SUBMIT_KEYS = ("recipe", "priority")  # submit's own options, sent as they are
 )
 @click.option("--token-file", type=click.Path(dir_okay=False), help="File holding the bearer token (or $BISECT_TOKEN).")
 @click.option("--mirror-dir", type=click.Path(file_okay=False), help="The server's clones (default: data dir/mirrors).")
+@click.option(
+    "--max-request-bytes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_REQUEST_BYTES,
+    show_default=True,
+    help="A larger request body is answered 413 without being read.",
+)
 @db_option
 def serve(host: str, port: int, db_url: str | None, **options: Any) -> None:
-    """Serve bisects over HTTP: queue submitted jobs over a shared pool of slots, resume them after a restart."""
-    from bisector.service.server import config_from_options
-    from bisector.service.server import serve as serve_forever
+    """Serve bisects over HTTP: queue submitted jobs over a shared pool of slots, resume them after a restart.
 
-    with translated_errors():
-        config = config_from_options(**options)
-        serve_forever(config, host, port, db_url)
+    SIGTERM, SIGINT or SIGHUP stop it: its running steps are stored as interrupted (the next `bisect serve` over
+    the store resumes their jobs), its workers end, and it exits with 128 + the signal's number."""
+    from bisector.stopping import StopRequested
+
+    try:
+        with translated_errors(), needs_dashboard_extra("serve"):
+            from bisector.service.server import config_from_options
+            from bisector.service.server import serve as serve_forever
+
+            config = config_from_options(**options)
+            serve_forever(config, host, port, db_url)
+    except StopRequested as stop:
+        click.echo(
+            f"bisect serve: stopped by {stop.signal_name}; {stop.interrupted_steps} running step(s) stored as "
+            "interrupted; the next `bisect serve` over this store resumes their jobs",
+            err=True,
+        )
+        sys.exit(stop.exit_code)
 
 
 def server_options(function: F) -> F:
@@ -76,8 +111,7 @@ def server_options(function: F) -> F:
 
 
 def client(server: str, token_file: str | None) -> Any:
-    from bisector.dashboard.server import read_token
-    from bisector.service.client import ServiceClient
+    from bisector.service.client import ServiceClient, read_token
 
     return ServiceClient(server, read_token(token_file))
 

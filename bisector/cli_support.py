@@ -129,13 +129,14 @@ def print_report(store: Any, bisect_id: int, output_format: str) -> None:
 
 def print_status(store: Any, bisect_id: int, output_format: str) -> None:
     """`bisect status`: a few lines (text, Markdown) or the JSON report."""
+    from bisector.db.jobs import JobQueue
     from bisector.report import BisectReport, render_json, status_lines
 
     report = BisectReport.load(store, bisect_id)
     if output_format == "json":
         click.echo(render_json(report))
         return
-    lines = status_lines(report)
+    lines = status_lines(report, JobQueue(store).waiting(bisect_id))
     if output_format == "markdown":
         click.echo("\n".join([f"**{lines[0]}**", "", *[f"    {line}" for line in lines[1:]]]))
     else:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bisector.options import BY_CONFIG_KEY, BY_NAME, describe, has_type, type_names
+from bisector.options import BY_CONFIG_KEY, BY_NAME, OPTIONS, Option, describe, has_type, type_names
 from bisector.spec import BisectSpec
 from bisector.vocab.errors import InputError
 
@@ -68,6 +68,11 @@ def build_spec(repo_root: Path, flags: Mapping[str, object]) -> BisectSpec:
         if any(_names(str(exc), name) for name in from_file):
             raise InputError(f"{repo_root / CONFIG_FILE_NAME}: {exc}") from None
         raise
+
+
+def option_named_by(message: str) -> Option | None:
+    """The option an error message of the spec is about, if it names one."""
+    return next((option for option in OPTIONS if _names(message, option.name)), None)
 
 
 def _names(message: str, option_name: str) -> bool:

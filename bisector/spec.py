@@ -10,6 +10,7 @@ needs nothing but the id.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from bisector.workers.images.key import ImageRecipe, parse_size
 DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_MAX_ATTEMPTS = 3
 MAX_WORKERS = 256  # slots of one bisect; a cluster's larger pools serve several bisects
+MAX_GPUS_PER_STEP = 64  # a step is one process on one host: no host holds more
 MAX_ATTEMPTS_LIMIT = 100
 DEFAULT_BUILD_AHEAD = 2  # images of likely next probes built at once: one per way the running probe can come out
 MAX_BUILD_AHEAD = 64  # each is a process while it builds or waits for one of the host's slots
@@ -174,6 +176,8 @@ class ExecutorSpec:
             raise InputError(f"--workers must be between 1 and {MAX_WORKERS} (got {self.workers})")
         if self.gpus_per_step is not None and self.gpus_per_step < 0:
             raise InputError(f"--gpus-per-step must be 0 or more (got {self.gpus_per_step})")
+        if self.gpus_per_step > MAX_GPUS_PER_STEP:
+            raise InputError(f"--gpus-per-step must be {MAX_GPUS_PER_STEP} or fewer (got {self.gpus_per_step})")
         for name, amount in self.resources.items():
             if not name or not (math.isfinite(amount) and amount > 0):
                 raise InputError(f"--resources {name}={amount:g}: write NAME=AMOUNT with a positive amount")
@@ -227,6 +231,8 @@ class BisectSpec:
     analysis: AnalysisSpec = field(default_factory=AnalysisSpec)
 
     def __post_init__(self) -> None:
+        for path in self.test.paths:
+            check_path_in_repo(path, self.repo)
         if self.executor.image_template is not None and self.test.build:
             raise InputError("with --image-template the commit's Containerfile is its build: leave out --build")
         expect, direction = self.test.expect, self.search.direction
@@ -331,6 +337,17 @@ class BisectSpec:
         )
 
     from_json = from_options  # the stored JSON is the flat option values
+
+
+def check_path_in_repo(path: str, repo: str) -> None:
+    """A path after `--` (relative to the repository's root, or absolute) names files in the repository; git's
+    pathspec magic (a leading ':') is not taken."""
+    if path.startswith(":"):
+        raise InputError(f"paths: {path!r}: pathspec magic is not supported; give a path in the repository")
+    root = os.path.normpath(repo)
+    joined = os.path.normpath(os.path.join(root, path))
+    if os.path.commonpath([root, joined]) != root:
+        raise InputError(f"paths: {path!r} is outside the repository {repo} (the paths after -- name files in it)")
 
 
 def _json_value(value: object) -> object:

@@ -102,6 +102,19 @@ class JobQueue:
         with self.store.reading() as conn:
             return [_record(row) for row in conn.execute(query)]
 
+    def waiting(self, bisect_id: int) -> int | None:
+        """How many queued jobs start before this one while it waits for a slot; None when it does not wait (no
+        server queued it, a coordinator took it, or its bisect ended)."""
+        open_jobs = self.open_jobs()
+        position = next((i for i, job in enumerate(open_jobs) if job.bisect_id == bisect_id), None)
+        if position is None or open_jobs[position].state is not JobState.QUEUED:
+            return None
+        with self.store.reading() as conn:
+            status = conn.execute(select(bisects.c.status).where(bisects.c.id == bisect_id)).scalar()
+        if status is None or BisectStatus(status).is_terminal():
+            return None
+        return sum(1 for job in open_jobs[:position] if job.state is JobState.QUEUED)
+
     def mark_running(self, bisect_id: int, now: datetime) -> None:
         """queued -> running (a running job stays running: a restarted server resumes it)."""
         with self.store.writing() as conn:

@@ -22,6 +22,7 @@ from fastapi.templating import Jinja2Templates
 
 from bisector.dashboard.logs import LogAccessError, read_log, relative_log_path
 from bisector.dashboard.plot import build_plot
+from bisector.db.jobs import JobQueue
 from bisector.db.queries import BisectFilter
 from bisector.db.store import Store
 from bisector.history import (
@@ -147,6 +148,7 @@ def create_app(settings: DashboardSettings, store: Store) -> FastAPI:
             "data": report_json(report),
             "plot": build_plot(report),
             "steps": _steps_json(report, settings.log_dir)["steps"],
+            "queued": JobQueue(store).waiting(bisect_id) is not None,  # a server's job that waits for a slot
         }
         return templates.TemplateResponse(request, "bisect.html", context)
 

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 from pathlib import Path
 
 from bisector.dashboard.app import DashboardSettings, create_app
 from bisector.dashboard.listen import bind, run, url_of
 from bisector.db.store import Store
+from bisector.service.client import TOKEN_VARIABLE, read_token
 from bisector.vocab.errors import InputError
 from bisector.vocab.paths import store_log_dir
-
-TOKEN_VARIABLE = "BISECT_TOKEN"
 
 
 def is_loopback(host: str) -> bool:
@@ -27,18 +25,6 @@ def is_loopback(host: str) -> bool:
     except OSError:
         raise InputError(f"--host {host!r}: not an address or a resolvable name") from None
     return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
-
-
-def read_token(token_file: str | None) -> str | None:
-    if token_file is None:
-        return os.environ.get(TOKEN_VARIABLE) or None
-    try:
-        token = Path(token_file).read_text().strip()
-    except OSError as exc:
-        raise InputError(f"--token-file {token_file}: {exc.strerror}") from None
-    if not token:
-        raise InputError(f"--token-file {token_file} is empty")
-    return token
 
 
 def settings_from_options(

@@ -6,8 +6,9 @@ bisect rendered as `bisect report|status` print it (what the `--server` client s
     GET    /api/jobs/{id}               the job: {id, state, priority, submitted, started, finished, source}
     GET    /api/bisects/{id}/rendered   ?view=report|status&format=text|markdown|json -> text/plain
 
-Write endpoints answer 401 without the token, 403 for a free-form command the server does not allow, 400 for
-a bad request, 404 for an unknown bisect; never a traceback.
+Write endpoints answer 401 without the token or with a wrong one (each says which), 403 for a free-form command
+the server does not allow, 400 for a bad request (naming the field), 404 for an unknown bisect; never a traceback.
+Every endpoint answers 413 to a body over the server's limit before reading it (bisector/service/body_limit.py).
 """
 
 from __future__ import annotations
@@ -20,28 +21,35 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from bisector.dashboard.app import BisectId
 from bisector.db.jobs import JobRecord
+from bisector.service.body_limit import RequestBodyLimit
 from bisector.service.render import FORMATS, VIEWS, render
 from bisector.service.service import BisectService
 from bisector.service.submission import CommandNotAllowedError
 from bisector.vocab.errors import StateError
 
-UNAUTHORIZED = {"detail": "a bearer token is required (Authorization: Bearer TOKEN)"}
+NO_TOKEN = "no token given: this endpoint needs Authorization: Bearer TOKEN"
+WRONG_TOKEN = "token not accepted: the bearer token is not this server's"
 
 
 def add_service_routes(app: FastAPI, service: BisectService) -> None:
+    app.add_middleware(RequestBodyLimit, max_bytes=service.config.max_request_bytes)
     expected = service.config.token.encode()
 
-    def authorized(authorization: str | None) -> bool:
-        given = (authorization or "").removeprefix("Bearer ").strip()
-        return bool(given) and hmac.compare_digest(given.encode(), expected)
-
-    def refused() -> JSONResponse:
-        return JSONResponse(UNAUTHORIZED, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+    def refused(authorization: str | None) -> JSONResponse | None:
+        """None when the request carries the server's token, else the 401 that says what is wrong with it."""
+        scheme, _, given = (authorization or "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            problem = NO_TOKEN
+        elif hmac.compare_digest(given.strip().encode(), expected):
+            return None
+        else:
+            problem = WRONG_TOKEN
+        return JSONResponse({"detail": problem}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
     @app.post("/api/bisects", status_code=201, summary="Queue a bisect (needs the bearer token)")
     def submit(body: Annotated[dict[str, Any], Body()], authorization: Annotated[str | None, Header()] = None) -> Any:
-        if not authorized(authorization):
-            return refused()
+        if (refusal := refused(authorization)) is not None:
+            return refusal
         try:
             submitted = service.submit(body)
         except CommandNotAllowedError as exc:
@@ -50,8 +58,8 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
 
     @app.delete("/api/bisects/{bisect_id}", summary="Cancel a queued or running bisect (needs the bearer token)")
     def cancel(bisect_id: BisectId, authorization: Annotated[str | None, Header()] = None) -> Any:
-        if not authorized(authorization):
-            return refused()
+        if (refusal := refused(authorization)) is not None:
+            return refusal
         try:
             service.cancel(bisect_id)
         except StateError as exc:

@@ -28,16 +28,20 @@ def owner_line(record: BisectRecord) -> str | None:
     return f"owner: {describe_owner(record.owner, record.heartbeat, now)}"
 
 
-def status_lines(report: BisectReport) -> list[str]:
+def status_lines(report: BisectReport, queued_behind: int | None = None) -> list[str]:
+    """queued_behind: a bisect a server queued and no coordinator took yet, behind this many queued jobs
+    (db.jobs.JobQueue.waiting): it is shown queued, owned by that server."""
     record = report.record
     old, new = report.terms
-    lines = [f"bisect {record.id}: {record.status.value}"]
+    lines = [f"bisect {record.id}: {'queued' if queued_behind is not None else record.status.value}"]
     where = f" touching {' '.join(report.spec.test.paths)}" if report.spec.test.paths else ""
     lines.append(
         f"range: {record.good[:12]} ({old}) .. {record.bad[:12]} ({new}), {len(report.candidates)} commits{where}, "
         f"in {record.repo}"
     )
-    if (owner := owner_line(record)) is not None:
+    if queued_behind is not None:
+        lines.append(f"queue: waiting for a slot of the server that stored it, behind {queued_behind} queued job(s)")
+    elif (owner := owner_line(record)) is not None:
         lines.append(owner)
     running = sum(1 for s in report.steps if s.verdict is None)
     done = sum(1 for s in report.search_steps if s.verdict is not None)

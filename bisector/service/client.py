@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -9,6 +11,21 @@ import httpx
 from bisector.vocab.errors import BisectError, InputError, StateError, UnknownBisectError
 
 TIMEOUT_S = 120.0  # a submission fetches the repository first
+TOKEN_VARIABLE = "BISECT_TOKEN"
+
+
+def read_token(token_file: str | None) -> str | None:
+    """The bearer token of --token-file, else $BISECT_TOKEN (None: neither). Also the servers' (core
+    dependencies only: the client needs no dashboard extra)."""
+    if token_file is None:
+        return os.environ.get(TOKEN_VARIABLE) or None
+    try:
+        token = Path(token_file).read_text().strip()
+    except OSError as exc:
+        raise InputError(f"--token-file {token_file}: {exc.strerror}") from None
+    if not token:
+        raise InputError(f"--token-file {token_file} is empty")
+    return token
 
 
 class ServiceClient:

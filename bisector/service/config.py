@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bisector.service.body_limit import DEFAULT_MAX_REQUEST_BYTES
 from bisector.vocab.errors import InputError
 
 # What a recipe may set: the command and how its output is read. Free-form `run`, `build` and `env` from a
@@ -44,6 +45,7 @@ class ServiceConfig:
     ray_address: str | None = None
     allow_commands: bool = False
     recipes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # a larger body is answered 413 unread
 
     def __post_init__(self) -> None:
         if not self.allowed_repos:
@@ -52,6 +54,8 @@ class ServiceConfig:
             raise InputError(f"--executor {self.executor!r}: one of {', '.join(EXECUTOR_KINDS)}")
         if not 1 <= self.slots <= MAX_SLOTS:
             raise InputError(f"--slots {self.slots}: between 1 and {MAX_SLOTS}")
+        if self.max_request_bytes < 1:
+            raise InputError(f"--max-request-bytes {self.max_request_bytes}: 1 or more")
         for name, recipe in self.recipes.items():
             check_recipe(f"recipe {name!r}", recipe)
 

@@ -8,6 +8,7 @@ import io
 from rich.console import Console
 
 from bisector.cli_support import REPORT_WIDTH
+from bisector.db.jobs import JobQueue
 from bisector.db.store import Store
 from bisector.report import BisectReport, print_text, render_json, render_markdown, status_lines
 
@@ -20,7 +21,7 @@ def render(store: Store, bisect_id: int, view: str, output_format: str) -> str:
     if output_format == "json":
         return render_json(report)
     if view == "status":
-        lines = status_lines(report)
+        lines = status_lines(report, JobQueue(store).waiting(bisect_id))
         if output_format == "markdown":
             return "\n".join([f"**{lines[0]}**", "", *[f"    {line}" for line in lines[1:]]])
         return "\n".join(lines)

@@ -62,6 +62,7 @@ class JobScheduler:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
+        self._interrupted_steps = 0  # running steps the coordinators stored as interrupted when the server stopped
         self._loop = threading.Thread(target=self._run_loop, name="job-scheduler", daemon=True)
 
     def start(self) -> None:
@@ -100,8 +101,9 @@ class JobScheduler:
         with self._lock:
             return [job for job, thread in self._threads.items() if thread.is_alive()]
 
-    def stop(self, timeout_s: float = 60.0) -> None:
-        """Stop every coordinator (their running steps stored as interrupted) and the scheduling loop."""
+    def stop(self, timeout_s: float = 60.0) -> int:
+        """Stop every coordinator (their running steps stored as interrupted) and the scheduling loop. How many
+        steps they stored as interrupted."""
         self._stopping.set()
         self.pool.stop()
         self._wake.set()
@@ -112,6 +114,8 @@ class JobScheduler:
             threads = list(self._threads.values())
         for thread in threads:
             thread.join(max(deadline - time.monotonic(), 0.0))
+        with self._lock:
+            return self._interrupted_steps
 
     # --- the loop ----------------------------------------------------------------------------------------------
 
@@ -150,8 +154,10 @@ class JobScheduler:
         try:
             self.queue.mark_running(bisect_id, self.now())
             self.make_coordinator(self.store, view).resume(bisect_id)
-        except StopRequested:
-            return  # the server stops: the job stays running, for the next server to resume
+        except StopRequested as stop:  # the server stops: the job stays running, for the next server to resume
+            with self._lock:
+                self._interrupted_steps += stop.interrupted_steps
+            return
         except StateError as exc:
             if not self._ended(bisect_id):  # another coordinator holds the lease: try again later
                 print(f"bisect serve: bisect {bisect_id}: {exc}", file=sys.stderr, flush=True)

@@ -1,8 +1,10 @@
 """`bisect serve`: wire the store, the pool, the scheduler and the app together; serve until stopped.
 
-The one place that builds the service's parts. On SIGTERM or SIGINT uvicorn stops answering, then the scheduler
-stops every coordinator (running steps stored as interrupted, jobs left running for the next server), the pool
-closes its executor and the stores close.
+The one place that builds the service's parts. uvicorn answers in a thread of its own; the main thread waits for a
+stop signal (bisector/stopping.py: SIGTERM, SIGINT or SIGHUP raise StopRequested there, later ones are ignored).
+Then uvicorn stops answering, the scheduler stops every coordinator (running steps stored as interrupted, jobs
+left running for the next server), the pool closes its executor (each worker ends its test and exits) and the
+stores close, before StopRequested reaches the command, which exits 128 + the signal's number.
 """
 
 from __future__ import annotations
@@ -10,24 +12,28 @@ from __future__ import annotations
 import signal
 import socket
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 from bisector.dashboard.app import DashboardSettings, create_app
-from bisector.dashboard.listen import bind, run, url_of
-from bisector.dashboard.server import is_loopback, read_token
+from bisector.dashboard.listen import bind, url_of
+from bisector.dashboard.server import is_loopback
 from bisector.dashboard.service_routes import add_service_routes
 from bisector.db.store import Store
+from bisector.service.client import read_token
 from bisector.service.config import ServiceConfig, read_config_file
 from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
 from bisector.service.service import BisectService
-from bisector.stopping import StopRequested
+from bisector.stopping import StopRequested, stop_on_signals
 from bisector.vocab.errors import InputError
 from bisector.vocab.paths import data_dir, store_log_dir
 from bisector.workers.executor import Executor
 from bisector.workers.pool import SlotPool
 
 TOKEN_HELP = "set $BISECT_TOKEN or --token-file: the write endpoints need a bearer token"
+STOP_WAIT_S = 1.0  # how often the main thread looks whether uvicorn ended by itself
 
 
 def config_from_options(
@@ -40,6 +46,7 @@ def config_from_options(
     ray_address: str | None,
     allow_commands: bool,
     mirror_dir: str | None,
+    max_request_bytes: int,
 ) -> ServiceConfig:
     token = read_token(token_file)
     if token is None:
@@ -54,6 +61,7 @@ def config_from_options(
         ray_address=ray_address,
         allow_commands=allow_commands or bool(from_file.get("allow_commands", False)),
         recipes=from_file["recipes"],
+        max_request_bytes=max_request_bytes,
     )
 
 
@@ -70,38 +78,58 @@ def make_executor(config: ServiceConfig, repo: Path) -> Executor:
 
 
 def serve(config: ServiceConfig, host: str, port: int, db_url: str | None) -> None:
-    """Serve until SIGTERM / SIGINT; resumes the jobs a previous server left running before answering."""
+    """Serve until SIGTERM, SIGINT or SIGHUP (StopRequested, raised once everything has stopped); resumes the jobs a
+    previous server left running before answering."""
     if not is_loopback(host):
         print(f"bisect serve: {host} is reachable from other machines; every request needs the token", file=sys.stderr)
-    sock = bind(host, port)
-    try:
-        _serve_on(sock, config, host, db_url)
-    finally:
-        sock.close()
+    with stop_on_signals():
+        sock = bind(host, port)
+        try:
+            _serve_on(sock, config, host, db_url)
+        finally:
+            sock.close()
 
 
 def _serve_on(sock: socket.socket, config: ServiceConfig, host: str, db_url: str | None) -> None:
-    store = Store.open(db_url)
-    mirrors = Mirrors(config.mirror_dir, config.allowed_repos)
-    first_mirror = mirrors.sync(mirrors.allowed[0])  # clone or fetch; the others are cloned at their first job
-    pool = SlotPool(make_executor(config, first_mirror), stop_error=lambda: StopRequested(signal.SIGTERM))
-    scheduler = JobScheduler(store, pool)
+    with Store.open(db_url) as store:
+        mirrors = Mirrors(config.mirror_dir, config.allowed_repos)
+        first_mirror = mirrors.sync(mirrors.allowed[0])  # clone or fetch; the others are cloned at their first job
+        pool = SlotPool(make_executor(config, first_mirror), stop_error=lambda: StopRequested(signal.SIGTERM))
+        scheduler = JobScheduler(store, pool)
+        try:
+            service = BisectService(config, store, mirrors, scheduler)
+            settings = DashboardSettings(
+                db_url=db_url, log_dir=store_log_dir(store.identity), token=None if is_loopback(host) else config.token
+            )
+            app = create_app(settings, Store.open(db_url))
+            add_service_routes(app, service)
+            scheduler.start()
+            print(
+                f"bisect serve: {url_of(host, sock)} over {store.url}, {config.slots} slot(s), "
+                f"repositories: {', '.join(mirrors.allowed)}",
+                file=sys.stderr,
+                flush=True,
+            )
+            _answer_until_stopped(app, sock)
+        except StopRequested as stop:
+            stop.interrupted_steps = scheduler.stop()
+            raise
+        finally:
+            scheduler.stop()
+            pool.close()
+
+
+def _answer_until_stopped(app: Any, sock: socket.socket) -> None:
+    """uvicorn in a thread (so it installs no signal handlers of its own), until a stop signal reaches this thread
+    or uvicorn ends; uvicorn has stopped answering when this returns or raises."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="http")
+    thread.start()
     try:
-        service = BisectService(config, store, mirrors, scheduler)
-        settings = DashboardSettings(
-            db_url=db_url, log_dir=store_log_dir(store.identity), token=None if is_loopback(host) else config.token
-        )
-        app = create_app(settings, Store.open(db_url))
-        add_service_routes(app, service)
-        scheduler.start()
-        print(
-            f"bisect serve: {url_of(host, sock)} over {store.url}, {config.slots} slot(s), "
-            f"repositories: {', '.join(mirrors.allowed)}",
-            file=sys.stderr,
-            flush=True,
-        )
-        run(app, sock)
+        while thread.is_alive():
+            thread.join(STOP_WAIT_S)
     finally:
-        scheduler.stop()
-        pool.close()
-        store.close()
+        server.should_exit = True
+        thread.join()

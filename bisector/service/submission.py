@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bisector.config import CONFIG_FILE_NAME, build_spec
+from bisector.config import CONFIG_FILE_NAME, build_spec, option_named_by
 from bisector.options import BY_CONFIG_KEY, OPTIONS, Group
 from bisector.service.config import COMMAND_KEYS, RECIPE_KEYS, ServiceConfig, check_recipe
 from bisector.spec import BisectSpec
@@ -50,6 +50,9 @@ def check_request(body: object) -> dict[str, Any]:
     for key in ("repo", "good", "bad"):
         if not isinstance(body.get(key), str) or not body[key]:
             raise InputError(f"{key!r} is required (a string)")
+    for key, value in body.items():
+        if _holds_nul(value):
+            raise InputError(f"{key}: a NUL character cannot be passed to git or a command")
     recipe = body.get("recipe")
     if recipe is not None and not isinstance(recipe, str):
         raise InputError("'recipe' must be a string (a recipe's name)")
@@ -57,6 +60,16 @@ def check_request(body: object) -> dict[str, Any]:
     if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
         raise InputError(f"'priority' must be a whole number from 0 to {MAX_PRIORITY}")
     return body
+
+
+def _holds_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\0" in value
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    return False
 
 
 def check_commands(config: ServiceConfig, body: dict[str, Any]) -> None:
@@ -80,9 +93,22 @@ def build_submission(config: ServiceConfig, mirror: Path, source: str, body: dic
     flags["ray_address"] = config.ray_address
     if not flags.get("run"):
         raise InputError("no command: name a recipe (or give the repository a bisect.toml with `run`)")
-    return Submission(
-        source=source, spec=build_spec(repo.root, _by_option(flags)), priority=int(body.get("priority", 0))
-    )
+    try:
+        spec = build_spec(repo.root, _by_option(flags))
+    except InputError as exc:
+        raise InputError(_by_request_key(str(exc))) from None
+    return Submission(source=source, spec=spec, priority=int(body.get("priority", 0)))
+
+
+def _by_request_key(message: str) -> str:
+    """A spec's error as the API names the field: by its request key (`timeout`, not `--timeout` or `timeout_s`)."""
+    option = option_named_by(message)
+    if option is None or option.config_key is None:
+        return message
+    for prefix in (f"{option.name}:", option.cli_flag):
+        if prefix and message.startswith(prefix):
+            return f"{option.config_key}: {message.removeprefix(prefix).strip()}"
+    return message
 
 
 def _by_option(settings: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,93 @@
+"""SIGTERM, SIGINT or SIGHUP to `bisect serve` while a served bisect's step runs: the step is stored interrupted,
+no process the server started survives it, and it exits with 128 + the signal's number (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from service_process import DONE_TIMEOUT_S, ServiceProcess, service_env, service_home
+
+from bisector.synthetic import culprit_history
+
+pytestmark = pytest.mark.xdist_group("service")
+
+
+def parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def descendants(root: int) -> set[int]:
+    """Every process below root now (its workers, their tests, whatever they started)."""
+    parents = {int(entry.name): parent_of(int(entry.name)) for entry in Path("/proc").iterdir() if entry.name.isdigit()}
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether pid is a live process (a zombie nobody reaped yet is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_until(condition: object, what: str) -> None:
+    deadline = time.monotonic() + DONE_TIMEOUT_S  # a safety net against a hang, never a speed target
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_stop_signal_stores_the_running_step_interrupted_and_leaves_no_process(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    history = culprit_history(tmp_path / "repo", 12, 7)
+    started = tmp_path / "started"
+    started.mkdir()
+    config = tmp_path / "serve.toml"
+    config.write_text(f'[recipes.hold]\nrun = "echo $$ > {started}/$$; sleep 600"\n')
+    db = tmp_path / "bisect.db"
+    args = ["--db", f"sqlite:///{db}", "--allow-repo", str(history.path), "--config", str(config), "--slots", "1"]
+    served = ServiceProcess(args, service_env(**service_home(tmp_path)))
+    served.start()
+    try:
+        body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "hold"}
+        bisect_id = served.post(body).json()["id"]
+        wait_until(lambda: any(started.iterdir()), "the step's test to start")
+        assert served.process is not None
+        processes = descendants(served.process.pid)
+        test_pid = int(next(started.iterdir()).name)
+        assert test_pid in processes  # the collection sees the step's test, so it sees the workers above it
+
+        served.process.send_signal(signum)
+        served.process.wait(timeout=DONE_TIMEOUT_S)
+        assert served.process.stderr is not None
+        err = served.process.stderr.read()
+    finally:
+        served.stop()
+
+    assert served.process.returncode == 128 + signum, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        f"bisect serve: stopped by {signum.name}; 1 running step(s) stored as interrupted; the next `bisect serve` "
+        "over this store resumes their jobs"
+    )
+    wait_until(lambda: not any(running(pid) for pid in processes), "the server's processes to end")
+    with sqlite3.connect(db) as conn:
+        steps = conn.execute("select verdict, error_kind from steps where bisect_id = ?", (bisect_id,)).fetchall()
+        job = conn.execute("select state from jobs where bisect_id = ?", (bisect_id,)).fetchone()
+    assert steps == [("error", "interrupted")]
+    assert job == ("running",)  # the next server resumes it
