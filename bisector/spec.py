@@ -176,7 +176,7 @@ class ExecutorSpec:
             raise InputError(f"--workers must be between 1 and {MAX_WORKERS} (got {self.workers})")
         if self.gpus_per_step is not None and self.gpus_per_step < 0:
             raise InputError(f"--gpus-per-step must be 0 or more (got {self.gpus_per_step})")
-        if self.gpus_per_step > MAX_GPUS_PER_STEP:
+        if self.gpus_per_step is not None and self.gpus_per_step > MAX_GPUS_PER_STEP:
             raise InputError(f"--gpus-per-step must be {MAX_GPUS_PER_STEP} or fewer (got {self.gpus_per_step})")
         for name, amount in self.resources.items():
             if not name or not (math.isfinite(amount) and amount > 0):
