@@ -222,7 +222,9 @@ def test_status_of_a_running_bisect_without_verdicts_names_the_whole_range(tmp_p
     history = culprit_history(tmp_path / "repo", 40, 23)
     db = tmp_path / "b.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECT_DB": str(db)}
-    args = start_args(history, "--run", "sleep 5; bash test.sh", "--no-explain")
+    release = tmp_path / "release"  # the steps wait for it: the status is read while the first probe runs
+    wait = f"while [ ! -e {release} ]; do sleep 0.1; done; bash test.sh"
+    args = start_args(history, "--run", wait, "--no-explain")
     with subprocess.Popen(
         [sys.executable, "-m", "bisector", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     ) as coordinator:
@@ -231,6 +233,7 @@ def test_status_of_a_running_bisect_without_verdicts_names_the_whole_range(tmp_p
             assert coordinator.poll() is None
             status = bisect("status", "1", db=db).stdout
             time.sleep(0.2)
+        release.touch()
         coordinator.wait(timeout=300)
     assert "checking the endpoints" not in status
     assert (
