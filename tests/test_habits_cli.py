@@ -18,7 +18,7 @@ import pytest
 from test_cli import ROOT, bisect, start_args
 
 from bisector.cli import main
-from bisector.manpage import iter_commands, render_man
+from bisector.cli.man import iter_commands, render_man
 from bisector.synthetic import culprit_history, write_history
 
 
@@ -403,7 +403,7 @@ def test_explain_takes_the_verify_m(tmp_path: Path):
 
 
 def test_an_interrupt_names_the_bisect_to_resume():
-    from bisector.cli_support import CLIError, translated_errors
+    from bisector.cli.support import CLIError, translated_errors
 
     for bisect_id, expected in ((7, "`bisect resume 7`"), (None, "`bisect resume <id>`")):
         with pytest.raises(CLIError) as caught, translated_errors(bisect_id):

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from rich.console import Console
 
-from bisector.live import LiveObserver
+from bisector.cli.live import LiveObserver
 from bisector.progress import Progress
 from bisector.vocab.domain import Commit, StepResult, Verdict
 from bisector.workers.executor import Assignment

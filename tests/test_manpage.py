@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bisector import manpage
 from bisector.cli import main
-from bisector.cli_support import EXIT_NO_CULPRIT, EXIT_PAUSED
-from bisector.cli_triage import EXIT_REGRESSIONS
+from bisector.cli import man as manpage
+from bisector.cli.support import EXIT_NO_CULPRIT, EXIT_PAUSED
+from bisector.cli.triage import EXIT_REGRESSIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIABLE = re.compile(r"[\"'$]((?:BISECT|XDG)_[A-Z0-9_]+)")
@@ -25,7 +25,7 @@ def variables_in_code() -> set[str]:
 def test_every_environment_variable_the_code_reads_is_in_the_man_page():
     documented = {name for names, _ in manpage.ENVIRONMENT for name in names.split(", ")}
     missing = variables_in_code() - documented - set(manpage.STEP_VARIABLES)
-    assert not missing, f"add to bisector/manpage.py ENVIRONMENT: {sorted(missing)}"
+    assert not missing, f"add to bisector/cli/man.py ENVIRONMENT: {sorted(missing)}"
     page = manpage.render_man(main, "0")
     environment = page.split(".SH ENVIRONMENT\n")[1].split(".SH ")[0]
     for name in documented:

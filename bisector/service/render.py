@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from bisector.cli_support import REPORT_WIDTH
+from bisector.cli.support import REPORT_WIDTH
 from bisector.db.jobs import JobQueue
 from bisector.db.store import Store
 from bisector.report import BisectReport, print_text, render_json, render_markdown, status_lines

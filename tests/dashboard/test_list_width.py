@@ -13,7 +13,7 @@ from fill import METRIC_REGEX, spec, table_history
 from rich.console import Console
 
 from bisector.app import make_executor
-from bisector.cli_dashboard import bisect_table, short_repo
+from bisector.cli.views import bisect_table, short_repo
 from bisector.coordinator import Coordinator
 from bisector.db.store import Store
 from bisector.history import find_bisects, parse_filter

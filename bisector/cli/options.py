@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from bisector.cli_support import CLIError
+from bisector.cli.support import CLIError
 from bisector.options import BY_NAME, EXECUTOR_OPTION_NAMES, OPTIONS, Form, Option
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 from datetime import date
+from pathlib import Path
 
 import click
 
@@ -129,3 +130,23 @@ def render_man(group: click.Group, version: str, today: date | None = None) -> s
         "git-bisect(1)",
     ]  # fmt: skip
     return "\n".join(out) + "\n"
+
+
+@click.command(name="man")
+@click.option("--output", type=click.Path(dir_okay=False), help="Write the page to this file instead of stdout.")
+@click.pass_context
+def man_command(ctx: click.Context, output: str | None) -> None:
+    """Print the man page bisect(1), generated from these commands (e.g. `bisect man | man -l -`)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    root = ctx.find_root().command
+    assert isinstance(root, click.Group)
+    try:
+        current = version("gpu-bisect")
+    except PackageNotFoundError:
+        current = "dev"
+    page = render_man(root, current)
+    if output:
+        Path(output).write_text(page)
+    else:
+        click.echo(page, nl=False)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from bisector.cli_support import CLIError, db_option, output_format_option, translated_errors
+from bisector.cli.support import CLIError, db_option, output_format_option, translated_errors
 from bisector.service.body_limit import DEFAULT_MAX_REQUEST_BYTES
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -169,7 +169,7 @@ def submit_command(start: click.Command) -> click.Command:
 def request_from_params(params: dict[str, Any]) -> dict[str, Any]:
     """The JSON request of `bisect submit`'s options: given values only, under their bisect.toml keys; a local
     --repo by its absolute path."""
-    from bisector.cli_options import option_values
+    from bisector.cli.options import option_values
     from bisector.options import BY_NAME
 
     request: dict[str, Any] = {}
@@ -179,3 +179,24 @@ def request_from_params(params: dict[str, Any]) -> dict[str, Any]:
     repo = str(request.get("repo", "."))
     request["repo"] = str(Path(repo).resolve()) if "://" not in repo and Path(repo).exists() else repo
     return request
+
+
+@click.command()
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to bind; others than loopback need a token."
+)
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to listen on.")
+@click.option("--token-file", type=click.Path(dir_okay=False), help="File holding the bearer token (or $BISECT_TOKEN).")
+@click.option(
+    "--log-dir", type=click.Path(file_okay=False), help="Step logs served from here (default: data dir/logs)."
+)
+@db_option
+def dashboard(host: str, port: int, token_file: str | None, log_dir: str | None, db_url: str | None) -> None:
+    """Serve the web dashboard and its JSON API (read-only) over the store."""
+    from bisector.cli.service import needs_dashboard_extra
+
+    with translated_errors(), needs_dashboard_extra("dashboard"):
+        from bisector.dashboard.server import serve, settings_from_options
+
+        settings, bind_host, bind_port = settings_from_options(host, port, token_file, log_dir, db_url)
+        serve(settings, bind_host, bind_port)

@@ -1,22 +1,69 @@
-"""`bisect list`, `bisect show`, `bisect stats`, `bisect dashboard`: looking back over stored bisects."""
+"""Reading stored bisects: `bisect status`, `report`, `show`, `log` (as `git bisect log` prints), `list` and
+`stats`."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from bisector.cli_support import db_option, out_console, output_format_option, translated_errors
+if TYPE_CHECKING:
+    pass
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from bisector.db.queries import BisectSummary
+from bisector.cli.service import print_remote, server_options
+from bisector.cli.support import (
+    db_option,
+    format_option,
+    out_console,
+    output_format_option,
+    print_report,
+    print_status,
+    translated_errors,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+@click.command()
+@click.argument("bisect_id", type=int)
+@db_option
+@format_option
+@server_options
+def status(bisect_id: int, db_url: str | None, output_format: str, server: str | None, token_file: str | None) -> None:
+    """Show in a few lines where a bisect stands: state, progress, owner, last steps (`bisect report`: all)."""
+    if server is not None:
+        return print_remote(server, token_file, bisect_id, "status", output_format)
+    from bisector.app import open_store
+
+    with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
+        print_status(store, bisect_id, output_format)
+
+
+@click.command(name="report")
+@click.argument("bisect_id", type=int)
+@db_option
+@format_option
+@server_options
+def report_command(
+    bisect_id: int, db_url: str | None, output_format: str, server: str | None, token_file: str | None
+) -> None:
+    """Print the whole report of a bisect: the answer, the explanation, the evidence, the commits."""
+    if server is not None:
+        return print_remote(server, token_file, bisect_id, "report", output_format)
+    from bisector.app import open_store
+
+    with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
+        print_report(store, bisect_id, output_format)
+
+
 TABLE_FORMATS = ("table", "json")
 
 
@@ -70,6 +117,8 @@ def list_command(
 
 
 REPO_WIDTH = 28  # the repo column's widest text: longer paths keep their last components
+
+
 # Narrowest width of each column of `bisect list`: with the gaps of 2 between columns they add up to 80, so
 # every cell stays readable at 80 columns ("endpoints_mismatch" folds into two halves of 9).
 LIST_MIN_WIDTHS = {
@@ -82,6 +131,8 @@ LIST_MIN_WIDTHS = {
     "first bad": 12,
     "steps": 6,
 }
+
+
 COLUMN_GAP = 2
 
 
@@ -99,9 +150,6 @@ def short_repo(path: str, width: int = REPO_WIDTH) -> str:
     return f"…/{shown}"
 
 
-CLEAN_FOLDS = ("created", "status")  # fold first: the date at its space, endpoints_mismatch into halves
-
-
 def column_widths(natural: dict[str, int], width: int) -> dict[str, int]:
     """Each column's width in a table `width` wide: its natural width, less where the row would not fit. The
     columns that fold cleanly go to their minimum first (whole: a status folds in halves or not at all); then
@@ -117,6 +165,9 @@ def column_widths(natural: dict[str, int], width: int) -> dict[str, int]:
             break
         widths[max(shrinkable, key=lambda c: widths[c])] -= 1
     return widths
+
+
+CLEAN_FOLDS = ("created", "status")  # fold first: the date at its space, endpoints_mismatch into halves
 
 
 def bisect_table(summaries: Sequence[BisectSummary], width: int) -> Table:
@@ -215,22 +266,13 @@ def _counts(pairs: list[tuple[str, int]]) -> str:
     return "\n".join(f"{name} ({count})" for name, count in pairs) or "-"
 
 
-@click.command()
-@click.option(
-    "--host", default="127.0.0.1", show_default=True, help="Address to bind; others than loopback need a token."
-)
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to listen on.")
-@click.option("--token-file", type=click.Path(dir_okay=False), help="File holding the bearer token (or $BISECT_TOKEN).")
-@click.option(
-    "--log-dir", type=click.Path(file_okay=False), help="Step logs served from here (default: data dir/logs)."
-)
+@click.command(name="log")
+@click.argument("bisect_id", type=int)
 @db_option
-def dashboard(host: str, port: int, token_file: str | None, log_dir: str | None, db_url: str | None) -> None:
-    """Serve the web dashboard and its JSON API (read-only) over the store."""
-    from bisector.cli_service import needs_dashboard_extra
+def log_command(bisect_id: int, db_url: str | None) -> None:
+    """Print a bisect's verdicts as `git bisect log` does, so that `git bisect replay` accepts them."""
+    from bisector.app import open_store
+    from bisector.report import BisectReport, render_git_log
 
-    with translated_errors(), needs_dashboard_extra("dashboard"):
-        from bisector.dashboard.server import serve, settings_from_options
-
-        settings, bind_host, bind_port = settings_from_options(host, port, token_file, log_dir, db_url)
-        serve(settings, bind_host, bind_port)
+    with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
+        click.echo(render_git_log(BisectReport.load(store, bisect_id)), nl=False)

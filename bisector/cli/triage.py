@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from bisector.cli_options import option_values, spec_options
-from bisector.cli_support import (
+from bisector.cli.options import option_values, spec_options
+from bisector.cli.support import (
     CLIError,
     db_option,
     err_console,

@@ -110,7 +110,7 @@ def err_console() -> Console:
 
 
 def observer() -> Any:
-    from bisector.live import LiveObserver
+    from bisector.cli.live import LiveObserver
 
     return LiveObserver(err_console())
 

@@ -1,4 +1,5 @@
-"""`bisect logs ls|prune`: the step logs a store's bisects keep on this host, and their retention."""
+"""What gpu-bisect keeps on this host besides images: `bisect logs ls|prune` (step logs and their retention) and
+`bisect worktrees ls|prune` (the workers' git worktrees)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 
 import click
 
-from bisector.cli_support import db_option, output_format_option, translated_errors
+from bisector.cli.support import db_option, output_format_option, translated_errors
 
 
 @click.group()
@@ -65,3 +66,41 @@ def logs_prune(older_than: str | None, max_size: str | None, db_url: str | None)
             removed = prune_logs(store, max_bytes=max_bytes, older_than_s=older_than_s)
     freed = sum(f.size_bytes for f in removed) / (1 << 20)
     click.echo(f"removed the logs of {len(removed)} bisect(s), {freed:.1f} MiB")
+
+
+@click.group()
+def worktrees() -> None:
+    """The worktrees gpu-bisect keeps for its workers (one per repository and worker slot)."""
+
+
+_repo_option = click.option(
+    "--repo", type=click.Path(file_okay=False), default=None, help="Only this repository's worktrees (default: all)."
+)
+
+
+@worktrees.command(name="ls")
+@_repo_option
+def worktrees_ls(repo: str | None) -> None:
+    """List the worktrees: path, repository, checked-out commit, size, whether a worker uses it now."""
+    from bisector.worktrees import list_worktrees
+
+    with translated_errors():
+        found = list_worktrees(repo)
+    for info in found:
+        state = "in use" if info.in_use else "idle"
+        owner = str(info.repo) if info.repo else "(repository gone)"
+        click.echo(f"{info.path}  {state}  {info.head[:12] or '-'}  {info.size_bytes / 1e6:.1f} MB  {owner}")
+    if not found:
+        click.echo("no worktrees")
+
+
+@worktrees.command(name="prune")
+@_repo_option
+def worktrees_prune(repo: str | None) -> None:
+    """Remove the worktrees no worker uses now (they are made again when needed)."""
+    from bisector.worktrees import prune_worktrees
+
+    with translated_errors():
+        removed, kept = prune_worktrees(repo)
+    freed = sum(info.size_bytes for info in removed) / 1e6
+    click.echo(f"removed {len(removed)} worktree(s), {freed:.1f} MB; {len(kept)} in use kept")

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from bisector.cli_options import option_values, spec_options
-from bisector.cli_support import (
+from bisector.cli.options import option_values, spec_options
+from bisector.cli.support import (
     EXIT_NO_CULPRIT,
     db_option,
     err_console,

@@ -1,0 +1,78 @@
+"""`bisect`: the command line, one module per noun. Each command parses, makes one call into the library, and
+translates errors (support.py) into one line and an exit code.
+
+Exit codes: 0 a first bad commit was found; 2 bad input (one line on stderr); 3 the bisect ended without naming
+one commit (ambiguous, endpoints mismatch, failed, cancelled).
+
+    bisect.py        start, resume, rerun, cancel, replay, mark: a bisect's life
+    views.py         status, report, show, log, list, stats: reading stored bisects
+    explain.py       explain, minimize
+    images.py        images ls|rm|prune, run-at
+    housekeeping.py  logs ls|prune, worktrees ls|prune
+    service.py       serve, submit, dashboard (and --server for status, report, cancel)
+    triage.py        triage
+    demo.py          demo init|run
+    man.py           man (the man page, generated from these commands)
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+
+import click
+
+from bisector.cli import bisect, demo, explain, housekeeping, images, man, service, triage, views
+
+EXIT_BROKEN_PIPE = 141  # as a shell reports a command killed by SIGPIPE
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(package_name="gpu-bisect")
+def main() -> None:
+    """Find the commit that caused a GPU regression, with parallel GPU workers and a stored history."""
+
+
+for _command in (
+    bisect.start,
+    bisect.resume,
+    bisect.rerun,
+    bisect.cancel,
+    bisect.replay,
+    bisect.mark,
+    views.status,
+    views.report_command,
+    views.show,
+    views.log_command,
+    views.list_command,
+    views.stats,
+    explain.explain,
+    explain.minimize,
+    images.images,
+    images.run_at_command,
+    housekeeping.logs,
+    housekeeping.worktrees,
+    service.serve,
+    service.submit_command(bisect.start),
+    service.dashboard,
+    triage.triage,
+    demo.demo,
+    man.man_command,
+):
+    main.add_command(_command)
+
+
+def main_entry() -> None:
+    try:
+        main(prog_name="bisect")
+    except BrokenPipeError:  # the reader of the output went (`bisect ... | head`); what was stored stays stored
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush fails nowhere
+        sys.exit(EXIT_BROKEN_PIPE)
+    finally:
+        # Everything left lives until the process ends: the interpreter's last collection need not walk it.
+        gc.freeze()
+
+
+if __name__ == "__main__":
+    main_entry()
