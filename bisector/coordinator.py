@@ -22,10 +22,11 @@ from bisector.search.ledger import Ledger
 from bisector.search.loop import LoopTiming, SearchLoop
 from bisector.search.pipeline import StepPipeline
 from bisector.search.records import Analysis, SearchRecords
+from bisector.side_runs import SideRunner
 from bisector.spec import BisectSpec
 from bisector.stopping import StopRequested
 from bisector.strategies import Strategy
-from bisector.vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepResult
+from bisector.vocab.domain import BisectRecord, BisectStatus, Commit, SideRun, StepPurpose, StepResult
 from bisector.vocab.errors import BisectError, StateError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.workers.executor import Executor
@@ -169,8 +170,6 @@ class Coordinator:
         self, bisect_id: int, rev: str, times: int = 1, executor_overrides: Mapping[str, object] | None = None
     ) -> list[StepResult]:
         """`bisect rerun`: the bisect's build and test at any commit, `times` runs, stored as rerun steps."""
-        from bisector.side_runs import SideRun, SideRunner
-
         if times < 1:
             raise StateError(f"--times must be at least 1 (got {times})")
         record = self.store.get_bisect(bisect_id)
@@ -178,7 +177,7 @@ class Coordinator:
         sha = GitRepo(record.repo).resolve(rev)
         spec = spec.with_executor(executor_overrides or {})
         with self.executor_factory(spec) as executor:
-            runner = SideRunner(self.store, executor, bisect_id, spec, self.now, self.observer)
+            runner = self._side_runner(record, spec, executor)
             return runner.run([SideRun(sha, StepPurpose.RERUN, label=f"rerun-{i}") for i in range(times)])
 
     def run(self, bisect_id: int) -> BisectRecord:
@@ -265,21 +264,26 @@ class Coordinator:
         from bisector.explain import explain_bisect, minimize_bisect
 
         steps = [(spec.analysis.explain, explain_bisect), (spec.analysis.minimize, minimize_bisect)]
+        runner = self._side_runner(record, spec, executor)
         for wanted, analysis in steps:
             if not wanted:
                 continue
             try:
-                analysis(self.store, executor, record, self.now, self.observer)
+                analysis(self.store, runner, record, self.observer)
             except BisectError as exc:
                 self.observer.note(f"{analysis.__name__.split('_')[0]} failed: {exc}")
+
+    def _side_runner(self, record: BisectRecord, spec: BisectSpec, executor: Executor) -> SideRunner:
+        return SideRunner(self.store, executor, record.id, spec, self.now, self.observer)
 
     def minimize(self, bisect_id: int) -> BisectRecord:
         """`bisect minimize ID`: ddmin over a found culprit's changes, on the bisect's executor."""
         from bisector.explain import minimize_bisect
 
         record = self.store.get_bisect(bisect_id)
-        with self.executor_factory(BisectSpec.from_json(record.spec)) as executor:
-            minimize_bisect(self.store, executor, record, self.now, self.observer)
+        spec = BisectSpec.from_json(record.spec)
+        with self.executor_factory(spec) as executor:
+            minimize_bisect(self.store, self._side_runner(record, spec, executor), record, self.observer)
         return self.store.get_bisect(bisect_id)
 
 

@@ -1,15 +1,16 @@
 """After a bisect: explain the culprit (static table diff, traced re-runs) and minimise it (ddmin).
 
-Runs on the coordinator with the bisect's executor; the analysis itself lives in bisector/analysis/.
+Runs on the coordinator; its runs go through CommitRuns, which the runner fulfils. The analysis itself lives in
+bisector/analysis/.
 Findings go to the store, from which every report rebuilds the explanation.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from typing import Protocol
 
 import git
 
@@ -30,14 +31,12 @@ from bisector.analysis.runtime import DISPATCH_TRACE_ENV
 from bisector.analysis.static_diff import StaticDiff
 from bisector.db.store import Store
 from bisector.progress import ProgressObserver
-from bisector.side_runs import SideRun, SideRunner
 from bisector.spec import BisectSpec
 from bisector.terms import new_verdict, old_verdict
-from bisector.vocab.domain import BisectRecord, StepPurpose, Verdict
+from bisector.vocab.domain import BisectRecord, SideRun, StepPurpose, StepResult, Verdict
 from bisector.vocab.errors import BisectError, StateError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import log_dir
-from bisector.workers.executor import Executor
 
 MINIMIZE_KINDS = (FindingKind.MINIMAL_CHANGE, FindingKind.MINIMIZE_SUMMARY)
 EXPLAIN_KINDS = tuple(kind for kind in FindingKind if kind not in MINIMIZE_KINDS)
@@ -113,13 +112,19 @@ def writes_dispatch_trace(repo: str, sha: str) -> bool:
     return True
 
 
-def explain_bisect(
-    store: Store,
-    executor: Executor,
-    record: BisectRecord,
-    now: Callable[[], datetime],
-    observer: ProgressObserver,
-) -> Explanation:
+class CommitRuns(Protocol):
+    """How the explainer has the bisect's test run at commits outside the search (the traced re-runs,
+    minimisation's variants); the runner's SideRunner fulfils it."""
+
+    @property
+    def slots(self) -> int:
+        """How many runs can go at once."""
+
+    def run(self, runs: Sequence[SideRun]) -> list[StepResult]:
+        """The results in the order of runs (an infrastructure error retried as the runner does)."""
+
+
+def explain_bisect(store: Store, runner: CommitRuns, record: BisectRecord, observer: ProgressObserver) -> Explanation:
     """Static diff of the culprit against its base (the last good commit, or its own parent: _boundary), stored
     with the decision on traced re-runs before they start; then, where they can add something (TracePlan), traced
     re-runs of both, and the whole explanation stored again."""
@@ -149,7 +154,6 @@ def explain_bisect(
     )
     for files in (good_files, bad_files):
         files.reset()
-    runner = SideRunner(store, executor, record.id, spec, now, observer)
     base_env = {**os.environ, **spec.test.env}
     good_run, bad_run = runner.run(
         [
@@ -185,23 +189,17 @@ def contradicted(at_last_good: Verdict, at_first_bad: Verdict, spec: BisectSpec)
 
 
 def minimize_bisect(
-    store: Store,
-    executor: Executor,
-    record: BisectRecord,
-    now: Callable[[], datetime],
-    observer: ProgressObserver,
+    store: Store, runner: CommitRuns, record: BisectRecord, observer: ProgressObserver
 ) -> MinimizeResult:
     """ddmin over the culprit's hunks and table entries, each variant a step on the executor; stored."""
-    spec = BisectSpec.from_json(record.spec)
     base, first_bad = _boundary(record, observer)
-    runner = SideRunner(store, executor, record.id, spec, now, observer)
     observer.note(f"minimizing {first_bad[:12]}: testing variants of {base[:12]} with subsets of its changes")
 
     def test(variants: Sequence[Variant]) -> list[Verdict]:
         runs = [SideRun(v.sha, StepPurpose.MINIMIZE, label=f"{len(v.units)}-units") for v in variants]
         return [r.verdict if r.verdict in (Verdict.GOOD, Verdict.BAD) else Verdict.SKIP for r in runner.run(runs)]
 
-    result = minimize(record.repo, first_bad, test, parent=base, check_endpoints=False, batch=executor.slots)
+    result = minimize(record.repo, first_bad, test, parent=base, check_endpoints=False, batch=runner.slots)
     store.replace_findings(record.id, MINIMIZE_KINDS, [f.to_json() for f in result.to_findings()])
     observer.note(result.summary)
     return result

@@ -7,8 +7,8 @@ import re
 from bisector.db.store import Store
 from bisector.vocab.domain import ImageInfo
 from bisector.vocab.errors import InputError
+from bisector.vocab.images import parse_size
 from bisector.workers.images.cache import ImageCache
-from bisector.workers.images.key import parse_size
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -20,8 +20,8 @@ from pathlib import Path
 from bisector.db.queries import bisect_ends
 from bisector.db.store import Store
 from bisector.vocab.errors import BisectError
+from bisector.vocab.images import parse_size
 from bisector.vocab.paths import store_log_dir
-from bisector.workers.images.key import parse_size
 
 MAX_SIZE_ENV = "BISECT_LOGS_MAX_SIZE"
 DEFAULT_MAX_SIZE = "10G"

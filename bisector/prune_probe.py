@@ -25,9 +25,9 @@ from bisector.analysis.kernel_trace import HOOK_DIR
 from bisector.db.store import Store
 from bisector.progress import ProgressObserver
 from bisector.search.prune import DOC_SUFFIXES, PrunePlan, Visibility, plan_pruning, unpruned
-from bisector.side_runs import SideRun, SideRunner
+from bisector.side_runs import SideRunner
 from bisector.spec import BisectSpec
-from bisector.vocab.domain import BisectRecord, StepPurpose, Verdict
+from bisector.vocab.domain import BisectRecord, SideRun, StepPurpose, Verdict
 from bisector.vocab.errors import BisectError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import log_dir

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from bisector.db.store import Store
+from bisector.search.pipeline import step_request
 from bisector.spec import BisectSpec
 from bisector.vocab.domain import BisectStatus, StepPurpose, StepResult, Verdict
 from bisector.vocab.paths import log_dir
@@ -80,7 +81,8 @@ def run_at(store: Store, spec: BisectSpec, sha: str, make_executor: Callable[[Bi
                 while pending and executor.free_slots():
                     step_id = store.start_step(bisect_id, sha, repeat - pending + 1, "", "", (), datetime.now(UTC),
                                                purpose=StepPurpose.RERUN)  # fmt: skip
-                    request = spec.step_request(
+                    request = step_request(
+                        spec,
                         bisect_id=bisect_id, step_id=step_id, sha=sha, attempt=repeat - pending + 1,
                         repo=spec.repo, metric=metric, log_path=str(logs / f"step-{step_id}-{sha[:12]}.log"),
                     )  # fmt: skip

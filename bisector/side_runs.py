@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from bisector.db.store import Store
@@ -16,7 +16,7 @@ from bisector.progress import ProgressObserver
 from bisector.search.pipeline import PlannedStep, StepPipeline
 from bisector.search.records import SearchRecords
 from bisector.spec import BisectSpec
-from bisector.vocab.domain import StepPurpose, StepResult, Verdict
+from bisector.vocab.domain import SideRun, StepResult, Verdict
 from bisector.vocab.errors import ExecutorError
 from bisector.vocab.metric import MetricSpec
 from bisector.workers.executor import Executor
@@ -24,16 +24,8 @@ from bisector.workers.executor import Executor
 POLL_INTERVAL_S = 0.5
 
 
-@dataclass(frozen=True)
-class SideRun:
-    sha: str
-    purpose: StepPurpose
-    env: dict[str, str] = field(default_factory=dict)  # added to the spec's env
-    label: str = ""  # shown in the log file name, e.g. "first-bad"
-
-
 class SideRunner:
-    """Runs a batch of side runs on the executor's free slots and waits for all of them."""
+    """Runs a batch of side runs on the executor's free slots and waits for all of them (explain.py's CommitRuns)."""
 
     def __init__(
         self,
@@ -52,6 +44,10 @@ class SideRunner:
         record = store.get_bisect(bisect_id)
         self.pipeline = StepPipeline(store, executor, bisect_id, record.repo, spec, now, metric=metric)
         self.quarantined = frozenset(SearchRecords.from_extra(record.extra).quarantined)
+
+    @property
+    def slots(self) -> int:
+        return self.executor.slots
 
     def run(self, runs: Sequence[SideRun]) -> list[StepResult]:
         """The results in the order of runs. A run that ends in an error (infrastructure, never the commit's

@@ -32,10 +32,8 @@ from bisector.options import (
     type_names,
 )
 from bisector.vocab.errors import InputError
+from bisector.vocab.images import ImageRecipe, check_container_template, parse_size
 from bisector.vocab.metric import DEFAULT_INFRA_PATTERNS, Direction, Expectation, MetricSpec, NoMetricPolicy
-from bisector.workers.container_engine import check_container_template, container_reference
-from bisector.workers.executor import StepRequest
-from bisector.workers.images.key import ImageRecipe, parse_size
 
 DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_MAX_ATTEMPTS = 3
@@ -261,43 +259,6 @@ class BisectSpec:
         if self.test.expect not in (None, "auto"):
             return Expectation.parse(self.test.expect).direction
         return None
-
-    def step_request(
-        self,
-        *,
-        bisect_id: int,
-        step_id: int,
-        sha: str,
-        attempt: int,
-        repo: str,
-        metric: MetricSpec,
-        log_path: str,
-        env: dict[str, str] | None = None,
-        avoid_workers: frozenset[str] = frozenset(),
-        pin_worker: str = "",
-        preemptible: bool = False,
-    ) -> StepRequest:
-        """What a worker needs to run this spec's build and test at sha: search steps and side runs alike.
-        env is added to the spec's env; preemptible: a search run (workers/pool.py may cancel it)."""
-        return StepRequest(
-            step_id=step_id,
-            bisect_id=bisect_id,
-            sha=sha,
-            attempt=attempt,
-            repo=repo,
-            run_cmd=self.test.run,
-            build_cmd=self.test.build,
-            metric=metric,
-            log_path=log_path,
-            timeout_s=self.test.timeout_s,
-            env={**self.test.env, **(env or {})},
-            avoid_workers=avoid_workers,
-            pin_worker=pin_worker,
-            image=self.executor.image_recipe(),
-            preemptible=preemptible,
-            container=container_reference(self.executor.image_template, sha),
-            no_gpu=self.executor.gpus_per_step == 0,
-        )
 
     def with_executor(self, overrides: Mapping[str, object]) -> BisectSpec:
         """The same bisect on other workers: overrides are option values of the executor's (flat, as stored)."""

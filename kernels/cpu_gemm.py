@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 
 from .fixed_order import next_pow2, tree_sum
-from .tiny_gemm import Kernel
+from .kernel_kind import Kernel
 
 SIMT_LANES = 128
 MMA_TILE_K = 16

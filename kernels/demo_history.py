@@ -46,6 +46,7 @@ STACK_FILES = (
     "cpu_gemm.py",
     "fixed_order.py",
     "gemm_bench.py",
+    "kernel_kind.py",
     "model.py",
     "native.py",
     "probe.py",

@@ -24,7 +24,7 @@ import torch
 
 from . import tiny_gemm
 from .cli_input import parse_batch_sizes, resolve_device
-from .tiny_gemm import Kernel
+from .kernel_kind import Kernel
 
 if TYPE_CHECKING:
     from .triton_gemm import Tiles

@@ -61,7 +61,7 @@ def disagreement() -> list[str]:
     import torch
 
     from . import tiny_gemm
-    from .tiny_gemm import Kernel
+    from .kernel_kind import Kernel
 
     lines = []
     device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from . import trace
+from .kernel_kind import Kernel
 
 if TYPE_CHECKING:
     import torch
@@ -52,11 +53,6 @@ _MMA_FMA_PER_US = 4.0e8
 _MMA_SETUP_US = 1.0
 _MMA_TILE_M = 16
 _COST_MODEL_MAX_M = 64
-
-
-class Kernel(StrEnum):
-    SIMT = "simt"  # CUDA-core FMAs, one fixed-order reduction per row; no tl.dot
-    MMA = "mma"  # tensor-core tl.dot, rows padded to the 16-row MMA tile
 
 
 class Reason(StrEnum):

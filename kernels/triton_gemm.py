@@ -22,7 +22,7 @@ import triton
 
 from . import triton_kernels
 from .fixed_order import next_pow2
-from .tiny_gemm import Kernel
+from .kernel_kind import Kernel
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 TILES_ENV = "KERNELS_TRITON_TILES"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from bisect_helpers import cli_env, run_cli
 
+from bisector.search.pipeline import step_request
 from bisector.spec import BisectSpec, CommitTest, ExecutorSpec
 from bisector.stopping import StopRequested
 from bisector.synthetic import culprit_history
@@ -79,7 +80,7 @@ def test_a_shared_pool_runs_a_step_of_0_gpus_on_a_gpu_slot_without_the_gpu(tmp_p
             spec = BisectSpec(repo=str(repo), good="HEAD~3", bad="HEAD", test=CommitTest(run=RECORD_GPUS_ONLY),
                               executor=ExecutorSpec(gpus_per_step=gpus_per_step))  # fmt: skip
             view = pool.view(bisect_id)
-            view.submit(spec.step_request(
+            view.submit(step_request(spec,
                 bisect_id=bisect_id, step_id=bisect_id, sha="HEAD", attempt=1, repo=str(repo),
                 metric=spec.metric_spec(), log_path=str(tmp_path / f"step-{bisect_id}.log"),
             ))  # fmt: skip

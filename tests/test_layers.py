@@ -1,9 +1,11 @@
-"""The package import graph: layers without cycles, read from the source with ast (no imports run)."""
+"""The import graph: layers without cycles, between packages and between modules, read from the source with ast (no
+imports run; imports inside functions and under TYPE_CHECKING count)."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import graphlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,75 @@ def test_the_project_installs_one_import_name() -> None:
         if name.split(".")[0] in SUBFOLDERS
     ]
     assert offending == []
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Every product module and the product modules it imports (relative imports resolved; `from P import M` of a
+    submodule M is an import of P.M)."""
+    paths = {module_name(path): path for package in PACKAGES for path in sources(package)}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([node.module] if node.module else [])])
+                submodules = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in paths]
+                targets.update(submodules or [base])
+        graph[name] = {target for target in targets if target in paths and target != name}
+    return graph
+
+
+def test_no_two_modules_import_each_other_even_through_others() -> None:
+    try:
+        graphlib.TopologicalSorter(module_graph()).prepare()
+    except graphlib.CycleError as exc:
+        pytest.fail(f"an import circle: {' -> '.join(exc.args[1])}")
+
+
+def _in(*prefixes: str, exact: tuple[str, ...] = ()) -> Callable[[str], bool]:
+    return lambda module: module in exact or any(module == p or module.startswith(f"{p}.") for p in prefixes)
+
+
+# bisector/search/ but for the runner's loop and pipeline
+SEARCH_DECISIONS = (
+    "actions", "confirmation", "decide", "endpoints", "health", "judge", "ledger", "lookahead", "merges", "prune",
+    "records",
+)  # fmt: skip
+DECISION_CORE = _in(
+    "bisector.strategies",
+    exact=("bisector.spec", "bisector.options", "bisector.stats", "bisector.confirm", "bisector.terms",
+           *(f"bisector.search.{module}" for module in SEARCH_DECISIONS)),
+)  # fmt: skip
+RUNNER = _in(
+    exact=("bisector.coordinator", "bisector.search.loop", "bisector.search.pipeline", "bisector.side_runs",
+           "bisector.ownership", "bisector.stopping", "bisector.app", "bisector.prune_probe", "bisector.run_at"),
+)  # fmt: skip
+EXPLAINER = _in("bisector.analysis", exact=("bisector.explain", "bisector.variant_tester"))
+VIEWS = _in("bisector.report", "bisector.dashboard", exact=("bisector.history",))
+CLI = _in("bisector.cli")
+WORKERS, STORE = _in("bisector.workers"), _in("bisector.db")
+# (who, what it must never import, why)
+NEVER = (
+    ("the decision core", DECISION_CORE, lambda m: WORKERS(m) or STORE(m) or RUNNER(m) or EXPLAINER(m),
+     "value in, actions out: no worker, store, runner or explainer"),
+    ("workers", WORKERS, STORE, "workers never touch the store"),
+    ("the explainer", EXPLAINER, RUNNER, "it asks for its runs through explain.CommitRuns, which the runner fulfils"),
+    ("views", VIEWS, CLI, "the CLI calls the views, never the other way"),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("who", "source", "forbidden", "why"), NEVER, ids=[rule[0] for rule in NEVER])
+def test_what_a_layer_must_never_import(
+    who: str, source: Callable[[str], bool], forbidden: Callable[[str], bool], why: str
+) -> None:
+    graph = module_graph()
+    assert any(source(module) for module in graph), f"{who}: no module matched (renamed?)"
+    wrong = sorted(f"{module} -> {target}" for module in graph if source(module) for target in graph[module]
+                   if forbidden(target))  # fmt: skip
+    assert wrong == [], f"{who} ({why}): {wrong}"

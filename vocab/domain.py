@@ -204,3 +204,13 @@ class BisectRecord:
     extra: dict[str, object] = field(default_factory=dict)
     owner: str | None = None  # the coordinator holding the bisect's lease (host:pid:start), None when none does
     heartbeat: datetime | None = None  # when that coordinator last renewed its lease
+
+
+@dataclass(frozen=True)
+class SideRun:
+    """A run of the bisect's build and test outside its search: a rerun, a traced re-run, a minimisation variant."""
+
+    sha: str
+    purpose: StepPurpose
+    env: dict[str, str] = field(default_factory=dict)  # added to the spec's env
+    label: str = ""  # shown in the log file name, e.g. "first-bad"

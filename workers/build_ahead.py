@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar
 
 from bisector.vocab.domain import ImageInfo
 from bisector.workers.cgroups import end_dead_worker
-from bisector.workers.executor import StepRequest, step_environment
+from bisector.workers.step_request import StepRequest, step_environment
 
 STOP_GRACE_S = 30.0  # a stopped child kills its build (SIGTERM, grace, SIGKILL) and exits within this
 PGID_GRACE_S = 5.0  # a dead child's build groups: SIGTERM, then SIGKILL after this

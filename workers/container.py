@@ -15,17 +15,13 @@ from __future__ import annotations
 import contextlib
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from bisector.vocab.domain import StepResult
 from bisector.workers.container_engine import ContainerEngine
 from bisector.workers.container_image import ContainerImages
 from bisector.workers.executor import StepRequest
 from bisector.workers.images.cache import ImageCache
-from bisector.workers.step_context import StepContext
-
-if TYPE_CHECKING:
-    from bisector.workers.step import StepRunner
+from bisector.workers.step_context import StepContext, StepJudge
 
 PASSED_ENV = ("BISECT_SHA", "BISECT_STEP_ID", "BISECT_ATTEMPT", "BISECT_WORKER")  # with the spec's env
 
@@ -35,7 +31,7 @@ def container_name(request: StepRequest) -> str:
     return f"bisect-step-{request.bisect_id}-{request.step_id}-{request.attempt}-{uuid.uuid4().hex[:8]}"
 
 
-def run_in_container(runner: StepRunner, step: StepContext, cache: ImageCache) -> StepResult:
+def run_in_container(runner: StepJudge, step: StepContext, cache: ImageCache) -> StepResult:
     """Get the commit's image (use, pull or build it), then run the test in a container of it."""
     request = step.request
     assert request.container is not None

@@ -17,7 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bisector.vocab.errors import InputError
+from bisector.vocab.images import check_container_template, container_reference
+
+__all__ = ["ContainerEngine", "check_container_template", "container_reference", "reproduce_in_container"]
 
 CONTAINERFILES = ("Containerfile", "Dockerfile")
 BUILT_LABEL = "org.gpu-bisect.built-at"  # set on the images gpu-bisect builds: the commit they were built at
@@ -134,25 +136,6 @@ def outliving_its_reader(command: str) -> str:
     builds on until the dead worker's reaper kills its RUN step, then removes its working container itself. The relay
     passes the output on while it can and then drains it; the command's exit status is kept."""
     return f"set -o pipefail; {command} 2>&1 | {{ cat; cat >/dev/null; }}"
-
-
-def container_reference(template: str | None, sha: str) -> str | None:
-    """The commit's image reference: the template with {sha} (and {short}, 12 characters) filled."""
-    if template is None:
-        return None
-    try:
-        return template.format(sha=sha, short=sha[:12])
-    except (KeyError, IndexError, ValueError) as exc:
-        raise InputError(f"--image-template {template!r}: only {{sha}} and {{short}} can be filled ({exc})") from None
-
-
-def check_container_template(template: str, image: str, artifact: str | None) -> None:
-    """Refuse an --image-template that cannot work with the other executor settings."""
-    reference = container_reference(template, "0" * 40) or ""
-    if not reference or any(c.isspace() for c in reference):
-        raise InputError(f"--image-template {template!r}: an image reference has no spaces")
-    if image != "none" or artifact is not None:
-        raise InputError("--image-template runs steps in container images: leave out --image venv and --artifact")
 
 
 def reproduce_in_container(

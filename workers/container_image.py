@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from bisector.vocab.domain import CANCELLED_DETAIL, ErrorKind, ImageInfo, StepResult, Verdict
 from bisector.workers.build_outcome import BuildEnd, judge_build
@@ -20,11 +19,7 @@ from bisector.workers.container_engine import CONTAINERFILES, ContainerEngine, o
 from bisector.workers.images.cache import ImageCache, ImageManifest, ImageStatus, LockTimeoutError, now_iso
 from bisector.workers.output import DETAIL_TAIL_BYTES
 from bisector.workers.process import run_shell
-from bisector.workers.step_context import StepContext
-
-if TYPE_CHECKING:
-    from bisector.workers.step import StepRunner
-
+from bisector.workers.step_context import StepContext, StepJudge
 
 MISSING = "missing"  # an image's source when the engine has none and the commit has no Containerfile to build it
 
@@ -38,7 +33,7 @@ def container_record_id(reference: str) -> str:
 class ContainerImages:
     """Getting the container images of one step runner's steps."""
 
-    runner: StepRunner
+    runner: StepJudge
     engine: ContainerEngine
     cache: ImageCache
 

@@ -9,53 +9,14 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from bisector.vocab.domain import StepResult
-from bisector.vocab.metric import MetricSpec
-from bisector.workers.images.key import ImageRecipe
+from bisector.workers.build_ahead import AheadBuilder, BuildAhead
+from bisector.workers.step_request import StepRequest, step_environment
 
-if TYPE_CHECKING:
-    from bisector.workers.build_ahead import AheadBuilder
-
-
-@dataclass(frozen=True)
-class StepRequest:
-    step_id: int
-    bisect_id: int
-    sha: str
-    attempt: int
-    repo: str
-    run_cmd: str
-    metric: MetricSpec
-    log_path: str
-    timeout_s: float
-    build_cmd: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    avoid_workers: frozenset[str] = frozenset()  # workers that already failed this commit
-    pin_worker: str = ""  # run on exactly this worker (it must be free): confirmation pairs, reference checks
-    image: ImageRecipe | None = None  # build once per image and run there (workers/images), not in the worktree
-    preemptible: bool = False  # a search run: a shared pool may cancel it for a bisect holding no slot
-    container: str | None = None  # the commit's container image: the test runs in it (workers/container.py)
-    no_gpu: bool = False  # --gpus-per-step 0: the step sees no GPU (CUDA_VISIBLE_DEVICES empty), whatever its slot has
-
-
-def step_environment(
-    request: StepRequest, gpus: tuple[int, ...], base: dict[str, str], worker: str = ""
-) -> dict[str, str]:
-    """The environment a step's commands see: the base, the spec's env, the GPU slot (none for a no_gpu request),
-    the step's ids."""
-    env = dict(base)
-    env.update(request.env)
-    if gpus or request.no_gpu:
-        env["CUDA_VISIBLE_DEVICES"] = "" if request.no_gpu else ",".join(str(g) for g in gpus)
-    env["BISECT_SHA"] = request.sha
-    env["BISECT_STEP_ID"] = str(request.step_id)
-    env["BISECT_ATTEMPT"] = str(request.attempt)
-    if worker:
-        env["BISECT_WORKER"] = worker
-    return env
+__all__ = ["Assignment", "Executor", "StepRequest", "step_environment"]
 
 
 @dataclass(frozen=True)
@@ -95,8 +56,6 @@ class Executor(abc.ABC):
         """What builds the images of the likely next probes while the steps run (--build-ahead, at most limit at
         once): where this executor's steps build theirs, which is this host here. guard: held while it reads the
         executor's state (a pool shares the executor between threads)."""
-        from bisector.workers.build_ahead import BuildAhead  # it imports this module
-
         return BuildAhead(limit)
 
     @abc.abstractmethod

@@ -7,7 +7,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
+from bisector.vocab.domain import ImageInfo, StepResult, Verdict
 from bisector.workers.executor import StepRequest
 from bisector.workers.images.transfer import ImagePeer
 from bisector.workers.output import StepLog
@@ -41,3 +43,21 @@ class StepContext:
 
 def time_left_s(request: StepRequest, started: float) -> float:
     return request.timeout_s - (time.monotonic() - started)
+
+
+class NodeNamed(Protocol):
+    @property
+    def node(self) -> str: ...
+
+
+class StepJudge(Protocol):
+    """What a step's helpers (its container, its container image) ask of the StepRunner that runs the step."""
+
+    @property
+    def slot(self) -> NodeNamed: ...
+
+    def result(self, request: StepRequest, verdict: Verdict, **values: object) -> StepResult: ...
+
+    def run_test(
+        self, step: StepContext, build_s: float, image: ImageInfo | None, command: str | None = None
+    ) -> StepResult: ...

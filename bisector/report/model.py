@@ -32,8 +32,9 @@ from bisector.vocab.domain import (
     Verdict,
 )
 from bisector.vocab.errors import InputError
+from bisector.vocab.images import container_reference
 from bisector.vocab.paths import log_dir
-from bisector.workers.container_engine import container_reference, reproduce_in_container
+from bisector.workers.container_engine import reproduce_in_container
 from bisector.workers.pool import PREEMPTED
 
 if TYPE_CHECKING:

@@ -14,10 +14,49 @@ from datetime import datetime
 from bisector.db.store import INTERRUPTED_DETAIL, NewStep, Store
 from bisector.spec import BisectSpec
 from bisector.vocab.domain import CANCELLED_DETAIL, NEVER_SENT, ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
+from bisector.vocab.images import container_reference
 from bisector.vocab.metric import MetricSpec
 from bisector.vocab.paths import log_dir
 from bisector.workers.executor import Assignment, Executor, StepRequest
 from bisector.workers.pool import PREEMPTED
+
+
+def step_request(
+    spec: BisectSpec,
+    *,
+    bisect_id: int,
+    step_id: int,
+    sha: str,
+    attempt: int,
+    repo: str,
+    metric: MetricSpec,
+    log_path: str,
+    env: dict[str, str] | None = None,
+    avoid_workers: frozenset[str] = frozenset(),
+    pin_worker: str = "",
+    preemptible: bool = False,
+) -> StepRequest:
+    """What a worker needs to run the spec's build and test at sha: search steps and side runs alike.
+    env is added to the spec's env; preemptible: a search run (workers/pool.py may cancel it)."""
+    return StepRequest(
+        step_id=step_id,
+        bisect_id=bisect_id,
+        sha=sha,
+        attempt=attempt,
+        repo=repo,
+        run_cmd=spec.test.run,
+        build_cmd=spec.test.build,
+        metric=metric,
+        log_path=log_path,
+        timeout_s=spec.test.timeout_s,
+        env={**spec.test.env, **(env or {})},
+        avoid_workers=avoid_workers,
+        pin_worker=pin_worker,
+        image=spec.executor.image_recipe(),
+        preemptible=preemptible,
+        container=container_reference(spec.executor.image_template, sha),
+        no_gpu=spec.executor.gpus_per_step == 0,
+    )
 
 
 @dataclass(frozen=True)
@@ -86,7 +125,8 @@ class StepPipeline:
             name = f"step-{step_id}-{plan.sha[:12]}.log"
         else:
             name = f"step-{step_id}-{plan.purpose.value}{'-' + plan.label if plan.label else ''}.log"
-        request = self.spec.step_request(
+        request = step_request(
+            self.spec,
             bisect_id=self.bisect_id, step_id=step_id, sha=plan.sha, attempt=plan.attempt, repo=self.repo,
             metric=self.metric, log_path=str(self.log_dir / name), env=plan.env, avoid_workers=plan.avoid,
             pin_worker=plan.worker, preemptible=plan.preemptible,
@@ -111,7 +151,8 @@ class StepPipeline:
 
     def search_request(self, sha: str, log_path: str = "") -> StepRequest:
         """What a search step at sha would be sent, before it has a step id."""
-        return self.spec.step_request(
+        return step_request(
+            self.spec,
             bisect_id=self.bisect_id, step_id=0, sha=sha, attempt=1, repo=self.repo, metric=self.metric,
             log_path=log_path,
         )  # fmt: skip

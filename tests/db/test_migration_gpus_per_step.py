@@ -16,6 +16,7 @@ from bisector.db import Store
 from bisector.db.engine import make_engine
 from bisector.db.migrate import alembic_config, migration_connection
 from bisector.db.schema import bisects
+from bisector.search.pipeline import step_request
 from bisector.spec import BisectSpec
 
 T0 = datetime(2026, 1, 2, tzinfo=UTC)
@@ -58,4 +59,4 @@ def test_a_spec_stored_with_0_before_0008_keeps_the_default_and_0_means_no_gpu_a
         specs = [BisectSpec.from_json(store.get_bisect(bisect_id).spec) for bisect_id in (1, 2, 3, 4)]
     assert stored_gpus_per_step(url) == [None, 2, "absent", None]
     assert [spec.executor.gpus_per_step for spec in specs] == [None, 2, None, None]
-    assert [spec.step_request(**REQUEST, metric=spec.metric_spec()).no_gpu for spec in specs] == [False] * 4
+    assert [step_request(spec, **REQUEST, metric=spec.metric_spec()).no_gpu for spec in specs] == [False] * 4

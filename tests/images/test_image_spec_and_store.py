@@ -9,6 +9,7 @@ import pytest
 
 from bisector.config import build_spec
 from bisector.db.store import Store
+from bisector.search.pipeline import step_request
 from bisector.spec import BisectSpec
 from bisector.vocab.domain import ImageInfo, StepResult, Verdict
 from bisector.vocab.errors import InputError
@@ -24,10 +25,10 @@ def test_images_are_off_unless_asked_and_round_trip_through_json():
     asked = spec(image="venv", image_inputs=("csrc", "setup.py"), images_max_size="512M")
     assert asked.executor.image_recipe() == ImageRecipe("venv", ("csrc", "setup.py"), 512 << 20)
     assert BisectSpec.from_json(asked.to_json()) == asked
-    request = asked.step_request(bisect_id=1, step_id=2, sha="c" * 40, attempt=1, repo="/r",
+    request = step_request(asked, bisect_id=1, step_id=2, sha="c" * 40, attempt=1, repo="/r",
                                  metric=asked.metric_spec(), log_path="/l")  # fmt: skip
     assert request.image == asked.executor.image_recipe()
-    assert spec().step_request(bisect_id=1, step_id=2, sha="c" * 40, attempt=1, repo="/r",
+    assert step_request(spec(), bisect_id=1, step_id=2, sha="c" * 40, attempt=1, repo="/r",
                                metric=spec().metric_spec(), log_path="/l").image is None  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bisector.search.pipeline import step_request
 from bisector.spec import BisectSpec, CommitTest
 from bisector.stopping import StopRequested
 from bisector.synthetic import culprit_history
@@ -35,7 +36,7 @@ def request(
     repo: Path, tmp_path: Path, step_id: int, worker: str, run: str = "exit 0", *, preemptible: bool = False
 ) -> StepRequest:
     spec = BisectSpec(repo=str(repo), good="HEAD~5", bad="HEAD", test=CommitTest(run=run))
-    return spec.step_request(
+    return step_request(spec,
         bisect_id=1, step_id=step_id, sha="HEAD", attempt=1, repo=str(repo), metric=spec.metric_spec(),
         log_path=str(tmp_path / f"step-{step_id}.log"), pin_worker=worker, preemptible=preemptible,
     )  # fmt: skip

@@ -14,46 +14,13 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-from bisector.vocab.errors import InputError, RepoError
+from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.images import DEFAULT_MAX_BYTES, IMAGE_MODES, ImageRecipe, parse_size
 
-IMAGE_MODES = ("none", "venv")  # none: build in the slot's worktree every step (no image)
+__all__ = ["DEFAULT_MAX_BYTES", "IMAGE_MODES", "ImageKey", "ImageRecipe", "image_key", "parse_size", "recipe_hash"]
+
 BASE_PACKAGES = ("torch", "triton", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")  # versions in the base env
-DEFAULT_MAX_BYTES = 20 << 30
-_SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-@dataclass(frozen=True)
-class ImageRecipe:
-    """How a step's image is made: the build command, the paths whose tree decides the key (empty: the whole
-    tree), and the cache root's size cap."""
-
-    mode: str = "venv"
-    inputs: tuple[str, ...] = ()
-    max_bytes: int = DEFAULT_MAX_BYTES
-    artifact: str | None = None  # where a commit's prebuilt wheels are ({sha}, {short}): installed instead of a build
-
-    def __post_init__(self) -> None:
-        if self.mode not in IMAGE_MODES:
-            raise InputError(f"image must be one of {', '.join(IMAGE_MODES)} (got {self.mode!r})")
-        for path in self.inputs:
-            if not isinstance(path, str) or not path or path.startswith("/") or ".." in Path(path).parts:
-                raise InputError(f"image_inputs: {path!r} must be a path inside the repository")
-        if self.max_bytes <= 0:
-            raise InputError(f"images_max_size must be positive (got {self.max_bytes})")
-        if self.artifact is not None:
-            self.artifact_at("0" * 40)  # validates the template
-
-    def artifact_at(self, sha: str) -> str | None:
-        """The artifact location of the commit: the template with {sha} (and {short}, 12 characters) filled."""
-        if self.artifact is None:
-            return None
-        try:
-            return self.artifact.format(sha=sha, short=sha[:12])
-        except (KeyError, IndexError, ValueError) as exc:
-            raise InputError(
-                f"--artifact {self.artifact!r}: only {{sha}} and {{short}} can be filled ({exc})"
-            ) from None
 
 
 @dataclass(frozen=True)
@@ -70,20 +37,6 @@ class ImageKey:
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
-
-
-def parse_size(text: str) -> int:
-    """'20G', '512M', '1.5T' or a number of bytes."""
-    cleaned = text.strip().upper().removesuffix("IB").removesuffix("B")
-    unit = cleaned[-1:] if cleaned[-1:] in _SIZE_UNITS else ""
-    number = cleaned[: len(cleaned) - len(unit)]
-    try:
-        value = float(number) * _SIZE_UNITS[unit]
-    except ValueError:
-        raise InputError(f"{text!r} is not a size: write a number of bytes or one like 512M, 20G") from None
-    if not value > 0 or value != value:
-        raise InputError(f"{text!r} is not a positive size")
-    return int(value)
 
 
 def recipe_hash(build_cmd: str | None, recipe: ImageRecipe) -> str:

@@ -1,0 +1,46 @@
+"""What the coordinator asks a worker slot to run (StepRequest) and the environment a step's commands see."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bisector.vocab.metric import MetricSpec
+from bisector.workers.images.key import ImageRecipe
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    step_id: int
+    bisect_id: int
+    sha: str
+    attempt: int
+    repo: str
+    run_cmd: str
+    metric: MetricSpec
+    log_path: str
+    timeout_s: float
+    build_cmd: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    avoid_workers: frozenset[str] = frozenset()  # workers that already failed this commit
+    pin_worker: str = ""  # run on exactly this worker (it must be free): confirmation pairs, reference checks
+    image: ImageRecipe | None = None  # build once per image and run there (workers/images), not in the worktree
+    preemptible: bool = False  # a search run: a shared pool may cancel it for a bisect holding no slot
+    container: str | None = None  # the commit's container image: the test runs in it (workers/container.py)
+    no_gpu: bool = False  # --gpus-per-step 0: the step sees no GPU (CUDA_VISIBLE_DEVICES empty), whatever its slot has
+
+
+def step_environment(
+    request: StepRequest, gpus: tuple[int, ...], base: dict[str, str], worker: str = ""
+) -> dict[str, str]:
+    """The environment a step's commands see: the base, the spec's env, the GPU slot (none for a no_gpu request),
+    the step's ids."""
+    env = dict(base)
+    env.update(request.env)
+    if gpus or request.no_gpu:
+        env["CUDA_VISIBLE_DEVICES"] = "" if request.no_gpu else ",".join(str(g) for g in gpus)
+    env["BISECT_SHA"] = request.sha
+    env["BISECT_STEP_ID"] = str(request.step_id)
+    env["BISECT_ATTEMPT"] = str(request.attempt)
+    if worker:
+        env["BISECT_WORKER"] = worker
+    return env
