@@ -3,7 +3,7 @@
     python benchmarks/bench_core.py [--commits 1000] [--sleep 0.2] [--workers 1,4,8] [--culprits 3]
                                     [--stores fresh,existing] [--out FILE]
 
-For each of --culprits seeded culprit positions one synthetic history is generated (bisector.synthetic,
+For each of --culprits seeded culprit positions one synthetic history is generated (synthetic,
 `commits + 1` commits on a linear main branch: index 0 good, indexes >= culprit bad, `test.sh` sleeping
 --sleep seconds). Every configuration bisects that same repository over the same range (good = the root
 commit, bad = the tip), so n = --commits suspects, and must name the known culprit or the benchmark fails.
@@ -148,7 +148,7 @@ class Repo:
 
 
 def build_repo(path: Path, commits: int, culprit: int, sleep_s: float) -> Repo:
-    from bisector.synthetic import culprit_history
+    from synthetic import culprit_history
 
     history = culprit_history(path, commits, culprit, sleep_s=sleep_s)
     if history.first_bad != culprit or len(history.shas) != commits + 1:

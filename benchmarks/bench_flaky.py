@@ -5,7 +5,7 @@
 
 Each bisect is a real `python -m bisector start` subprocess, with the product's defaults (no --strategy, no
 --repeat: one run per commit, as git bisect run) or the --start-arg options given, on a fresh synthetic
-history (bisector.synthetic) of --commits suspects whose first bad commit is at --culprit; the run command is
+history (synthetic) of --commits suspects whose first bad commit is at --culprit; the run command is
 the history's `test.sh` followed by a 1-in-4 random failure. Reported: how many bisects named the culprit,
 how each one ended, and the median (and max) number of test runs. #14's target: at least 19 of 20 right.
 """
@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_flaky.py` without PYTHONPATH
 
+from synthetic import culprit_history  # noqa: E402
+
 from benchmarks.common import machine_info, project_pythonpath, write_results  # noqa: E402
-from bisector.synthetic import culprit_history  # noqa: E402
 
 FLAKY_RUN = "bash test.sh && [ $((RANDOM % 4)) -ne 0 ]"  # a good commit fails one run in four
 

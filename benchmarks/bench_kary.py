@@ -4,7 +4,7 @@
                                     [--strategy kary|noisy] [--flake-rate F [--seeds K]] [--out FILE.json]
 
 For each case n:W, every culprit position 1..n of a range of n suspects (`History(n + 1, culprit)`: position 0
-the good end, n the bad end) is bisected once by `bisector.simulate_core` (the coordinator's own decision core,
+the good end, n the bad end) is bisected once by `simulate_core` (the coordinator's own decision core,
 lazy endpoint checks, W workers, every run one time unit, a round's results taken together). Reported per case:
 mean and worst rounds (the makespan), how many culprits finish in the fewest rounds any of them needs and in
 the worst, and mean / worst runs. A clean test gives no noise, so the run is deterministic; a wrong answer
@@ -29,8 +29,8 @@ from common import RESULTS, ROOT, ceil_log, machine_info, write_results
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_kary.py` without PYTHONPATH
 
-from bisector.simulate import History
-from bisector.simulate_core import ProductOptions, simulate_core
+from simulate import History
+from simulate_core import ProductOptions, simulate_core
 
 DEFAULT_CASES = "1000:2,1000:4,1000:8,1000:16,100:8,10000:8"
 

@@ -10,7 +10,7 @@ seeds 0..bisects-1, one slot (W = 1, so runs = rounds). Cells:
 * noise 0.5 and 1 effect: a metric whose good and bad levels are one effect apart, plus Gaussian noise of
   0.5 or 1 effect per run (no flakes); the threshold is the midpoint between the levels.
 
-Methods (bisector.simulate testers driving the real strategy classes):
+Methods (simulate testers driving the real strategy classes):
 
 * plain     git bisect: KArySearch, one run per commit, its verdict trusted.
 * fixed10   syz-bisect style: KArySearch, 10 runs per commit, majority vote (a 5-5 tie counts as bad).
@@ -22,7 +22,7 @@ Methods (bisector.simulate testers driving the real strategy classes):
             with the threshold decision and a noise band of half the noise sigma (t-test alpha 0.01).
 * ours_search  ours without the confirmation: the search alone.
 * product   what `bisect start --strategy noisy` runs: the coordinator's own decision core
-            (bisector/simulate_core.py) with lazy endpoint checks, the endpoints' noise rule and
+            (benchmarks/simulate_core.py) with lazy endpoint checks, the endpoints' noise rule and
             confirmation; metric cells add --max-repeat 7 and a noise band of half the noise sigma.
 
 Cell "one-sided 25%": a good commit fails 25% of its runs, a bad one always fails (the issue's case).
@@ -53,7 +53,7 @@ if str(ROOT) not in sys.path:
 
 import random  # noqa: E402
 
-from bisector.simulate import (  # noqa: E402
+from simulate import (  # noqa: E402
     AdaptiveThreshold,
     ConfirmPolicy,
     EscalatingComparison,
@@ -65,7 +65,8 @@ from bisector.simulate import (  # noqa: E402
     Tester,
     simulate,
 )
-from bisector.simulate_core import ProductOptions, simulate_core  # noqa: E402
+from simulate_core import ProductOptions, simulate_core  # noqa: E402
+
 from bisector.strategies import KArySearch, NoisyBisect, Strategy  # noqa: E402
 
 METHODS = ("plain", "fixed10", "pinpoint", "ours", "ours_search", "product")

@@ -3,7 +3,7 @@
     python benchmarks/bench_prune.py [--cases demo,synthetic,self] [--self-repo /work/main] [--out FILE]
 
 - demo: `bisect demo run` (kernels/demo*.py: a kernel stack whose churn is docs, other kernels, tuning rows).
-- synthetic: 400 commits where 40 touch what the test runs (bisector.synthetic.prune_history; the test is a Python
+- synthetic: 400 commits where 40 touch what the test runs (synthetic.prune_history; the test is a Python
   script that reads a JSON limit), culprit at commit 200.
 - self: this project's own history (--self-repo, a clone of it): tests/test_module_sizes.py between 38629b2
   (passes) and 851d8c9 (fails: db/store.py grew past 400 lines at 093750f).
@@ -80,7 +80,7 @@ def main() -> int:
             culprit = init_demo_repo(work / "demo-reference", 200, 0).culprit  # the same seed: the same SHAs
             results["cases"]["demo"] = both(["demo", "run", "--dir", str(demo)], work, "demo", culprit)
         if "synthetic" in cases:
-            from bisector.synthetic import prune_history
+            from synthetic import prune_history
 
             history = prune_history(work / "synthetic", 400, 40, 200)
             args = ["start", "--repo", str(history.path), "--good", history.shas[0], "--bad", history.shas[-1],

@@ -3,7 +3,7 @@
     python benchmarks/bench_ray.py [--commits 4000] [--sleep 0.5] [--workers 1,2,4,8,16] [--culprits 3]
                                    [--executors local,ray] [--out FILE]
 
-For each of --culprits seeded culprit positions one synthetic history is generated (bisector.synthetic,
+For each of --culprits seeded culprit positions one synthetic history is generated (synthetic,
 `commits + 1` commits: index 0 good, indexes >= culprit bad, `test.sh` sleeping --sleep seconds). Each executor
 bisects each repository at every W with the Coordinator in this process (a fresh SQLite store per run, the spec's
 explain=False so no re-runs follow the search) and must name the known culprit. One local Ray cluster serves
@@ -67,11 +67,11 @@ from common import (  # noqa: E402
     write_results,
 )
 from common import machine_info as common_machine_info  # noqa: E402
+from synthetic import culprit_history  # noqa: E402
 
 from bisector.coordinator import Coordinator, prepare_bisect  # noqa: E402
 from bisector.db.store import Store  # noqa: E402
 from bisector.spec import BisectSpec  # noqa: E402
-from bisector.synthetic import culprit_history  # noqa: E402
 from bisector.vocab.domain import BisectStatus, StepResult, Verdict  # noqa: E402
 from bisector.vocab.gitrepo import GitRepo  # noqa: E402
 from bisector.vocab.paths import worktree_root  # noqa: E402

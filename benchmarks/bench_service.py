@@ -39,11 +39,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_service.py` without PYTHONPATH
 
 import httpx  # noqa: E402
+from synthetic import write_history  # noqa: E402
 
 from benchmarks.common import machine_info, project_pythonpath  # noqa: E402
 from bisector.db.jobs import JobQueue  # noqa: E402
 from bisector.db.store import Store  # noqa: E402
-from bisector.synthetic import write_history  # noqa: E402
 
 TOKEN = "bench-token"
 

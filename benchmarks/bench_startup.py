@@ -2,7 +2,7 @@
 
     python benchmarks/bench_startup.py [--runs 5] [--workers 1] [--commits 1000] [--out FILE]
 
-One synthetic history (bisector.synthetic, a test that takes no time) is bisected --runs times on a fresh SQLite
+One synthetic history (synthetic, a test that takes no time) is bisected --runs times on a fresh SQLite
 store per run and --runs times on one store made before (schema and one bisect: a user's store). Each run is
 `python -c CHILD start ...`, where the child wraps the functions that mark the phases
 (functools.wraps around the module attributes, before `bisect start` looks them up), runs the CLI's own entry point
@@ -159,7 +159,7 @@ def one_run(repo: Path, good: str, db_url: str, workers: int, work: Path) -> dic
 
 
 def measure(runs: int, workers: int, commits: int, work: Path) -> dict[str, dict[str, float]]:
-    from bisector.synthetic import culprit_history
+    from synthetic import culprit_history
 
     history = culprit_history(work / "repo", commits, commits // 2, sleep_s=0.0)
     existing = f"sqlite:///{work / 'existing.db'}"

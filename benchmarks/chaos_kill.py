@@ -4,7 +4,7 @@ check what must hold afterwards.
     python benchmarks/chaos_kill.py [--bisects 4] [--commits 200] [--workers 3] [--sleep 0.3] [--kills 5]
         [--executor local|ray] [--images] [--one-repo] [--seed 1] [--db URL] [--work DIR] [--out FILE]
 
-Each bisect has a synthetic history of its own with a planted culprit (bisector.synthetic; --sleep seconds a
+Each bisect has a synthetic history of its own with a planted culprit (synthetic; --sleep seconds a
 test), or with --one-repo all bisect one history, sharing its worktree slots. A driver thread per bisect runs
 `bisect start` in a session of its own and, while its kill budget lasts, SIGKILLs at a random moment one of:
 - group: the coordinator's whole process group (the coordinator, its fork server and workers, the running
@@ -54,7 +54,7 @@ from common import ROOT, BenchmarkError, load_average, machine_info, project_pyt
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bisector.synthetic import RUN_CMD, culprit_history
+from synthetic import RUN_CMD, culprit_history
 
 KILL_KINDS = ("group", "coordinator", "worker")
 RUN_LIMIT_S = 600.0  # one start or resume that takes longer than this is stuck: the benchmark fails

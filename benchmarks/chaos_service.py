@@ -31,8 +31,7 @@ if str(ROOT) not in sys.path:
 sys.path.insert(0, str(ROOT / "tests" / "service"))  # the tests' harness of a `bisect serve` process
 
 from service_process import ServiceProcess, ServiceStartError
-
-from bisector.synthetic import RUN_CMD, culprit_history
+from synthetic import RUN_CMD, culprit_history
 
 TOKEN = "chaos-token"
 DONE_LIMIT_S = 900.0  # all jobs, kills included: past it the benchmark fails

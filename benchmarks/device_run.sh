@@ -115,9 +115,9 @@ case "$command" in
     python3 -m bisector.kernels.bench gemm --json-out "$out/gemm.json" > "$out/gemm.txt" 2>&1
     ;;
   profile)
-    good=$("$py" -c "
+    good=$(PYTHONPATH="$PWD/benchmarks:$PYTHONPATH" "$py" -c "
 from pathlib import Path
-from bisector.synthetic import culprit_history
+from synthetic import culprit_history
 print(culprit_history(Path('$work/repo'), 1000, 500).shas[0])")
     start() { "$py" "$@" -m bisector start --repo "$work/repo" --good "$good" --bad main --run 'bash test.sh' \
       --no-explain --db "sqlite:///$work/s$RANDOM.db" --format json > /dev/null; }

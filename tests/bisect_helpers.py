@@ -12,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from synthetic import BUILD_CMD, RUN_CMD
+
 from bisector.spec import BisectSpec
-from bisector.synthetic import BUILD_CMD, RUN_CMD
 
 
 def synthetic_spec(repo: Path, good: str, bad: str, **overrides: object) -> BisectSpec:

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from synthetic import SyntheticHistory, culprit_history
 
-from bisector.synthetic import SyntheticHistory, culprit_history
 from bisector.vocab.domain import ErrorKind, Verdict
 from bisector.vocab.metric import DEFAULT_INFRA_PATTERNS, MetricSpec
 from bisector.workers.build_outcome import BuildEnd, BuildOutcome, judge_build

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 import pytest
+from synthetic import culprit_history
 
 from bisector.cli import main
-from bisector.synthetic import culprit_history
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import synthetic_spec
+from synthetic import SyntheticHistory, culprit_history, write_history
 
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator, utc_now
 from bisector.db.store import NewStep, Store
 from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.spec import BisectSpec
-from bisector.synthetic import SyntheticHistory, culprit_history, write_history
 from bisector.vocab.domain import BisectRecord, BisectStatus, ErrorKind, StepPurpose, StepRecord, Verdict
 from bisector.vocab.errors import ExecutorError, RepoError, StateError
 from bisector.vocab.gitrepo import GitRepo

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import wait_for
+from synthetic import SyntheticHistory, culprit_history
 
-from bisector.synthetic import SyntheticHistory, culprit_history
 from bisector.vocab.domain import ErrorKind, StepResult, Verdict
 from bisector.vocab.metric import MetricSpec
 from bisector.workers.executor import Assignment, Executor, StepRequest

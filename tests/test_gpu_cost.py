@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from synthetic import culprit_history
 
 from bisector.config import build_spec
 from bisector.db.store import Store
-from bisector.synthetic import culprit_history
 from bisector.vocab.cost import gpu_seconds
 from bisector.vocab.domain import StepResult, Verdict
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import cli_env, run_cli
+from synthetic import culprit_history
 
 from bisector.search.pipeline import step_request
 from bisector.spec import BisectSpec, CommitTest, ExecutorSpec
 from bisector.stopping import StopRequested
-from bisector.synthetic import culprit_history
 from bisector.vocab.errors import InputError
 from bisector.workers.gpu_leases import GpuLeases, lease_slots
 from bisector.workers.gpus import split_gpus

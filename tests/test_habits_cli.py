@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+from synthetic import culprit_history, write_history
 from test_cli import ROOT, bisect, start_args
 
 from bisector.cli import main
 from bisector.cli.man import iter_commands, render_man
-from bisector.synthetic import culprit_history, write_history
 
 
 def git(repo: Path, *args: str) -> str:

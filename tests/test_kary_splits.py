@@ -8,9 +8,9 @@ import random
 from functools import cache
 
 import pytest
+from simulate import History
+from simulate_core import simulate_core
 
-from bisector.simulate import History
-from bisector.simulate_core import simulate_core
 from bisector.strategies import KArySearch, OutcomeKind, SearchState
 from bisector.strategies.kary import part_sizes
 from bisector.vocab.domain import Verdict

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from synthetic import culprit_history
 
-from bisector.synthetic import culprit_history
 from bisector.vocab.domain import ErrorKind, StepResult, Verdict
 from bisector.vocab.metric import MetricSpec
 from bisector.workers import process

@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bisect_helpers import cli_env, run_cli
+from synthetic import RUN_CMD, culprit_history
 
 from bisector.db.store import Store
 from bisector.history import log_tail
 from bisector.log_retention import PRUNED_NOTE, RECENT_S, log_folders, prune_logs
-from bisector.synthetic import RUN_CMD, culprit_history
 from bisector.vocab.domain import BisectStatus
 from bisector.vocab.paths import log_dir
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from bisect_helpers import synthetic_spec
+from synthetic import culprit_history, write_history
 
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator
 from bisector.db.store import Store
-from bisector.synthetic import culprit_history, write_history
 from bisector.vocab.domain import BisectStatus, StepPurpose
 
 

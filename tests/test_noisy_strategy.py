@@ -8,8 +8,8 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from simulate import ConfirmPolicy, History, SimStatus, simulate
 
-from bisector.simulate import ConfirmPolicy, History, SimStatus, simulate
 from bisector.strategies import (
     CulpritPosterior,
     KArySearch,

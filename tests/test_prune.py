@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from synthetic import PRUNE_BENCH, culprit_history, prune_history, write_files_history
 
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator
@@ -17,7 +18,6 @@ from bisector.report.pruning import pruned_why, pruning_lines
 from bisector.search.prune import Reach
 from bisector.search.records import SearchRecords
 from bisector.spec import BisectSpec
-from bisector.synthetic import PRUNE_BENCH, culprit_history, prune_history, write_files_history
 from bisector.vocab.domain import BisectStatus, StepPurpose
 
 RUN = f"{sys.executable} bench.py"

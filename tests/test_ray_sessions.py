@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import start_cli, wait_for
+from synthetic import culprit_history
 
-from bisector.synthetic import culprit_history
 from bisector.vocab.domain import ErrorKind, StepResult, Verdict
 from bisector.vocab.metric import MetricSpec
 from bisector.vocab.processes import process_start

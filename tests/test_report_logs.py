@@ -7,12 +7,12 @@ from pathlib import Path
 
 from bisect_helpers import synthetic_spec
 from rich.console import Console
+from synthetic import culprit_history
 
 from bisector.coordinator import prepare_bisect
 from bisector.db.store import Store
 from bisector.report.model import BisectReport
 from bisector.report.text import print_text
-from bisector.synthetic import culprit_history
 from bisector.vocab.domain import ErrorKind, StepResult, Verdict
 
 

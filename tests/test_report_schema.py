@@ -8,9 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from synthetic import write_history
 from test_cli import bisect
-
-from bisector.synthetic import write_history
 
 ROOT = Path(__file__).resolve().parents[1]
 _ROW = re.compile(r"^\| `([^`]+)` \| ([a-z|\\]+) \| .+ \|$")

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 from bisect_helpers import run_cli
-
-from bisector.synthetic import culprit_history
+from synthetic import culprit_history
 
 METRIC = ["--metric", r"metric: ([0-9.]+)", "--expect", ">= 8"]
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from bisector.simulate import (
+from simulate import (
     PINPOINT_SCHEDULE,
     AdaptiveThreshold,
     ConfirmPolicy,
@@ -17,6 +16,7 @@ from bisector.simulate import (
     SingleRun,
     simulate,
 )
+
 from bisector.strategies import KArySearch, NoisyBisect
 from bisector.vocab.metric import Direction
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from bisector.simulate import History, SimStatus
-from bisector.simulate_core import ProductOptions, simulate_core
+from simulate import History, SimStatus
+from simulate_core import ProductOptions, simulate_core
 
 
 @pytest.mark.parametrize("size", [3, 17, 1001])

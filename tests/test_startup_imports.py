@@ -14,8 +14,7 @@ import sys
 
 import pytest
 from bisect_helpers import cli_env
-
-from bisector.synthetic import RUN_CMD, culprit_history
+from synthetic import RUN_CMD, culprit_history
 
 # Records the coordinator's modules at its first submit, then runs the CLI's own entry point. `python -c`, not a
 # script: the fork server would import a script that is __main__ again.

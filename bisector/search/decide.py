@@ -3,7 +3,7 @@ the phase (the order searched, a confirmation under way, checks owed), the actio
 
 No I/O here: no store, no executor, no git, no clock. The loop (bisector/search/loop.py) tells the core what
 happened (`started`, `took`, `take_manual`, `descend`) and carries out what `decide` returns; the simulator
-(bisector/simulate.py) drives the same core with simulated results.
+(benchmarks/simulate.py) drives the same core with simulated results.
 
 The search runs over `order`: positions into the candidates, good end first (the first-parent chain, or the
 branch of a merge descended into, bisector/search/merges.py). Each `decide` either concludes (Finish), asks

@@ -7,11 +7,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from synthetic import write_history
+
 from bisector.app import make_executor
 from bisector.coordinator import Coordinator
 from bisector.db.store import Store
 from bisector.spec import BisectSpec
-from bisector.synthetic import write_history
 
 METRIC_REGEX = r"metric: ([0-9.]+)"
 TEST_SCRIPT = """#!/usr/bin/env bash

@@ -12,8 +12,7 @@ import httpx
 import pytest
 from browser import CHROMIUM_FLAGS, chromium_expected, chromium_path
 from server import ROOT, running_dashboard
-
-from bisector.synthetic import culprit_history
+from synthetic import culprit_history
 
 WAIT_S = 300.0  # a generous bound on a slow shared machine; the test ends as soon as the state is seen
 

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import alive, cli_env, run_cli, start_cli, stored_rows, wait_for
-
-from bisector.synthetic import culprit_history
+from synthetic import culprit_history
 
 pytestmark = pytest.mark.slow
 

@@ -11,12 +11,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from bisect_helpers import synthetic_spec
+from synthetic import culprit_history
 
 from bisector.app import make_executor
 from bisector.coordinator import HARNESS_PAUSE_AFTER, Coordinator
 from bisector.db.store import Store
 from bisector.spec import BisectSpec
-from bisector.synthetic import culprit_history
 from bisector.vocab.domain import BisectStatus, ErrorKind, StepResult, Verdict
 from bisector.workers.executor import Executor
 from bisector.workers.inprocess import InProcessExecutor

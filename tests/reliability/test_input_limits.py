@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import run_cli, stored_rows
-
-from bisector.synthetic import culprit_history
+from synthetic import culprit_history
 
 
 @pytest.fixture(scope="module")

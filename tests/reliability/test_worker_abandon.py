@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from bisect_helpers import alive, wait_for
+from synthetic import culprit_history
 from worker_steps import results_of, step_request
 
-from bisector.synthetic import culprit_history
 from bisector.vocab.domain import ErrorKind, Verdict
 from bisector.workers.local import LocalExecutor
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from synthetic import culprit_history
 from worker_steps import run_one, step_request
 
-from bisector.synthetic import culprit_history
 from bisector.vocab.domain import Verdict
 from bisector.workers.local import LocalExecutor
 from bisector.workers.output import LOG_END_BYTES, StepLog

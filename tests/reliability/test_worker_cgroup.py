@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from cgroup_helpers import cgroup_v2_writable, in_cgroup, isolated_cgroup
+from synthetic import culprit_history
 from worker_steps import DRIVER, SAFETY_TIMEOUT_S, alive, run_one, step_request
 
-from bisector.synthetic import culprit_history
 from bisector.vocab.domain import ErrorKind, Verdict
 from bisector.workers.local import LocalExecutor
 

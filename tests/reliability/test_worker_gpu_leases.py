@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from synthetic import culprit_history
 from worker_steps import SAFETY_TIMEOUT_S, results_of, step_request
 
-from bisector.synthetic import culprit_history
 from bisector.workers.gpu_leases import GpuLeases
 from bisector.workers.local import LocalExecutor
 

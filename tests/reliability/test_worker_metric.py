@@ -6,9 +6,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from synthetic import culprit_history
 from worker_steps import run_one, step_request
 
-from bisector.synthetic import culprit_history
 from bisector.vocab.domain import Verdict
 from bisector.vocab.errors import InputError
 from bisector.vocab.metric import DEFAULT_INFRA_PATTERNS, Expectation, MetricSpec, judge_run

@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from synthetic import culprit_history
 from worker_steps import DRIVER, SAFETY_TIMEOUT_S, alive
-
-from bisector.synthetic import culprit_history
 
 ROOT = Path(__file__).resolve().parents[2]
 

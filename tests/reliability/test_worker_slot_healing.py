@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from synthetic import culprit_history
 from worker_steps import run_one, step_request
 
-from bisector.synthetic import culprit_history
 from bisector.vocab.domain import ErrorKind, Verdict
 from bisector.workers.inprocess import InProcessExecutor
 from bisector.workers.local import LocalExecutor

@@ -6,7 +6,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from bisector.synthetic import SyntheticHistory
+from synthetic import SyntheticHistory
+
 from bisector.vocab.domain import StepResult
 from bisector.vocab.metric import MetricSpec
 from bisector.workers.executor import Executor, StepRequest

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bisect_helpers import synthetic_spec
+from synthetic import SyntheticHistory, culprit_history
 
 from bisector.coordinator import Coordinator
 from bisector.db.store import Store
-from bisector.synthetic import SyntheticHistory, culprit_history
 from bisector.vocab.domain import BisectRecord, StepPurpose, StepRecord
 from bisector.workers.scripted import BAD, GOOD, Answer, Script, ScriptedExecutor, table
 

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from synthetic import culprit_history
 
 from bisector.search.pipeline import step_request
 from bisector.spec import BisectSpec, CommitTest
 from bisector.stopping import StopRequested
-from bisector.synthetic import culprit_history
 from bisector.vocab.domain import StepResult, Verdict
 from bisector.vocab.errors import ExecutorError
 from bisector.workers.executor import StepRequest

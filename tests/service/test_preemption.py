@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 from service_process import DONE_TIMEOUT_S, ServiceProcess, running_service, service_home
+from synthetic import write_history
 
 from bisector.db.store import Store
-from bisector.synthetic import write_history
 from bisector.vocab.domain import StepRecord, Verdict
 
 pytestmark = pytest.mark.xdist_group("service")

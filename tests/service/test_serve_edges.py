@@ -16,8 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from service_process import DONE_TIMEOUT_S, TOKEN, ServiceProcess, running_service, service_env, service_home
-
-from bisector.synthetic import SyntheticHistory, culprit_history
+from synthetic import SyntheticHistory, culprit_history
 
 pytestmark = pytest.mark.xdist_group("service")
 

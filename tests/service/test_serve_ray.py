@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from service_process import running_service, service_home
-
-from bisector.synthetic import culprit_history
+from synthetic import culprit_history
 
 pytest.importorskip("ray")
 

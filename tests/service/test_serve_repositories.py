@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from service_process import running_service, service_home
-
-from bisector.synthetic import write_history
+from synthetic import write_history
 
 
 def test_a_repository_in_both_the_options_and_the_config_file_is_served_once(tmp_path: Path) -> None:

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from service_process import DONE_TIMEOUT_S, ServiceProcess, service_env, service_home
-
-from bisector.synthetic import culprit_history
+from synthetic import culprit_history
 
 pytestmark = pytest.mark.xdist_group("service")
 

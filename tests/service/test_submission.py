@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from synthetic import culprit_history
 
 from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
 from bisector.service.submission import CommandNotAllowedError, build_submission, check_request
-from bisector.synthetic import culprit_history
 from bisector.vocab.errors import InputError, RepoError
 from bisector.vocab.gitrepo import GitRepo
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import cli_env, run_cli, stored_rows
-
-from bisector.synthetic import SyntheticHistory, culprit_history
+from synthetic import SyntheticHistory, culprit_history
 
 pytestmark = pytest.mark.xdist_group("service")
 

@@ -16,12 +16,13 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from simulate import DEFAULT_MAX_RUNS, History, SimResult, SimStatus, World
+
 from bisector.options import VerifyEndpoints
 from bisector.search.actions import Cancel, Descend, Finish, Submit
 from bisector.search.decide import SearchCore
 from bisector.search.ledger import Ledger
 from bisector.search.records import SearchRecords
-from bisector.simulate import DEFAULT_MAX_RUNS, History, SimResult, SimStatus, World
 from bisector.spec import BisectSpec
 from bisector.vocab.domain import BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
 

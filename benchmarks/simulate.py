@@ -17,7 +17,7 @@ A `Tester` turns one probe of a commit into one verdict (a single run, a majorit
 repeats with statistics); the strategy sees one observation per probe. Time: every run takes one unit
 on its slot, a probe's runs go back to back, `slots` probes run at once; `rounds` is the makespan.
 Deterministic given the seed. Needs the `stats` extra (the testers use bisector.stats); used by the
-tests and benchmarks/bench_noise.py, never by the coordinator. bisector/simulate_core.py runs the same
+tests and benchmarks/bench_noise.py, never by the coordinator. benchmarks/simulate_core.py runs the same
 histories through the coordinator's own decision core instead of a tester and strategy.
 """
 
