@@ -231,7 +231,7 @@ def _stored_steps(db_url: str, bisect_id: int, last: int) -> list[dict[str, Any]
     from bisector.db.store import Store
 
     with Store.open(db_url) as store:
-        positions = {c.sha: c.position for c in store.candidates(bisect_id)}
+        positions = store.candidates(bisect_id).position
         rows = store.steps(bisect_id)
     steps = []
     for s in rows:

@@ -8,7 +8,7 @@ Every fact goes to the store when it happens, so a coordinator killed at any mom
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -25,7 +25,8 @@ from bisector.search.records import Analysis, SearchRecords
 from bisector.spec import BisectSpec
 from bisector.stopping import StopRequested
 from bisector.strategies import Strategy
-from bisector.vocab.domain import BisectRecord, BisectStatus, Commit, StepPurpose, StepResult
+from bisector.vocab.commit_range import CommitRange
+from bisector.vocab.domain import BisectRecord, BisectStatus, StepPurpose, StepResult
 from bisector.vocab.errors import BisectError, StateError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.workers.executor import Executor
@@ -52,7 +53,7 @@ def prepare_bisect(
 
 def _prepare(
     store: Store, spec: BisectSpec, now: Clock, extra: Mapping[str, object] | None = None
-) -> tuple[BisectRecord, list[Commit]]:
+) -> tuple[BisectRecord, CommitRange]:
     """The bisect and its candidates are stored before any step is sent. Returns the stored bisect as it is now,
     so that the caller need not read it back."""
     repo = GitRepo(spec.repo)
@@ -60,7 +61,7 @@ def _prepare(
     candidates = repo.range_for_bisect(good, bad, spec.test.paths)  # --all-parents descends into bad merges later
     created, spec_json = now(), spec.to_json()
     bisect_id = store.create_bisect(str(repo.root), good, bad, spec_json, created, **(extra or {}))
-    store.add_candidates(bisect_id, candidates)
+    store.add_candidates(bisect_id, candidates.shas, candidates.described())
     record = BisectRecord(
         id=bisect_id, repo=str(repo.root), good=good, bad=bad, spec=spec_json, status=BisectStatus.RUNNING,
         created=created, finished=None, first_bad=None, last_good=None,
@@ -76,7 +77,8 @@ def store_missing_candidates(store: Store, record: BisectRecord) -> bool:
         return False
     try:
         paths = BisectSpec.from_json(record.spec).test.paths
-        store.add_candidates(record.id, GitRepo(record.repo).range_for_bisect(record.good, record.bad, paths))
+        candidates = GitRepo(record.repo).range_for_bisect(record.good, record.bad, paths)
+        store.add_candidates(record.id, candidates.shas, candidates.described())
     except BisectError:
         return False
     return True
@@ -187,7 +189,7 @@ class Coordinator:
         self,
         record: BisectRecord,
         executor: Executor,
-        candidates: Sequence[Commit] | None = None,
+        candidates: CommitRange | None = None,
         *,
         fresh: bool = False,
         lease: Lease | None = None,
@@ -208,7 +210,7 @@ class Coordinator:
         record: BisectRecord,
         spec: BisectSpec,
         executor: Executor,
-        candidates: Sequence[Commit] | None,
+        candidates: CommitRange | None,
         *,
         fresh: bool,
         lease: Lease | None,
