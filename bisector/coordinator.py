@@ -61,7 +61,7 @@ def _prepare(
     candidates = repo.range_for_bisect(good, bad, spec.test.paths)  # --all-parents descends into bad merges later
     created, spec_json = now(), spec.to_json()
     bisect_id = store.create_bisect(str(repo.root), good, bad, spec_json, created, **(extra or {}))
-    store.add_candidates(bisect_id, candidates.shas, candidates.described())
+    store.add_candidates(bisect_id, candidates)
     record = BisectRecord(
         id=bisect_id, repo=str(repo.root), good=good, bad=bad, spec=spec_json, status=BisectStatus.RUNNING,
         created=created, finished=None, first_bad=None, last_good=None,
@@ -77,8 +77,7 @@ def store_missing_candidates(store: Store, record: BisectRecord) -> bool:
         return False
     try:
         paths = BisectSpec.from_json(record.spec).test.paths
-        candidates = GitRepo(record.repo).range_for_bisect(record.good, record.bad, paths)
-        store.add_candidates(record.id, candidates.shas, candidates.described())
+        store.add_candidates(record.id, GitRepo(record.repo).range_for_bisect(record.good, record.bad, paths))
     except BisectError:
         return False
     return True

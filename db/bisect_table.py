@@ -131,13 +131,12 @@ def release_lease(conn: Connection, bisect_id: int, owner: str) -> None:
     conn.execute(query)
 
 
-def insert_candidates(
-    conn: Connection, bisect_id: int, first_position: int, shas: Sequence[str], described: Sequence[Commit]
-) -> None:
-    """Candidates from first_position on: their SHAs in one ranges row, the details of the described ones."""
-    if shas:
-        conn.execute(insert(ranges).values(bisect_id=bisect_id, first_position=first_position, shas="\n".join(shas)))
-    insert_described(conn, bisect_id, described)
+def insert_candidates(conn: Connection, bisect_id: int, commits: CommitRange, first_position: int) -> None:
+    """The candidates from first_position on: their SHAs in one ranges row, the details of the described ones."""
+    if first_position < len(commits):
+        text_value = commits.text(first_position)
+        conn.execute(insert(ranges).values(bisect_id=bisect_id, first_position=first_position, shas=text_value))
+    insert_described(conn, bisect_id, [c for c in commits.described() if c.position >= first_position])
 
 
 def insert_described(conn: Connection, bisect_id: int, commits: Sequence[Commit]) -> None:
@@ -169,7 +168,9 @@ def insert_described(conn: Connection, bisect_id: int, commits: Sequence[Commit]
 def select_candidates(conn: Connection, bisect_id: int) -> CommitRange:
     """The candidates of a bisect with the details of those described."""
     chunks = select(ranges.c.shas).where(ranges.c.bisect_id == bisect_id).order_by(ranges.c.first_position)
-    commits = CommitRange(sha for (text_value,) in conn.execute(chunks) for sha in text_value.split("\n"))
+    commits = CommitRange()
+    for text_value in conn.execute(chunks).scalars():
+        commits.extend_text(text_value)
     described = select(candidates).where(candidates.c.bisect_id == bisect_id)
     commits.describe(
         Commit(position=row.position, sha=row.sha, subject=row.subject, author=row.author, date=row.date, pr=row.pr)

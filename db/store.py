@@ -229,14 +229,12 @@ class Store:
 
     # --- candidates --------------------------------------------------------------------------------
 
-    def add_candidates(
-        self, bisect_id: int, shas: Sequence[str], described: Sequence[Commit] = (), *, first_position: int = 0
-    ) -> None:
-        """Store candidate commits of a bisect, from first_position on (0: its range; then each merged branch
-        descended into), with the details of the described ones, all in one transaction."""
+    def add_candidates(self, bisect_id: int, candidates: CommitRange, first_position: int = 0) -> None:
+        """Store a bisect's candidates from first_position on (0: its range; later, each merged branch descended
+        into) with the details of the described ones among them, all in one transaction."""
         with self._write() as conn:
             self._require_bisect(conn, bisect_id)
-            bisect_table.insert_candidates(conn, bisect_id, first_position, shas, described)
+            bisect_table.insert_candidates(conn, bisect_id, candidates, first_position)
 
     def describe(self, bisect_id: int, commits: Sequence[Commit]) -> None:
         """Store the details of described candidates of a bisect; those stored already stay as they are."""

@@ -68,7 +68,7 @@ def test_merge_heavy_history_follows_first_parents(tmp_path: Path, store: Store)
     record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=2))
     assert record.first_bad == history.shas[30]
     candidates = store.candidates(record.id)
-    assert candidates.shas == history.shas
+    assert candidates.shas() == history.shas
     described = candidates.described()  # the ends of the range and what the search tested
     assert {c.position for c in described} >= {0, 1, 59, 30}
     merges = {c.position for c in described if c.subject.startswith("Merge pull request")}
@@ -215,7 +215,7 @@ def test_resume_lists_candidates_a_cut_short_creation_had_not_stored(tmp_path: P
     assert len(store.candidates(bisect_id)) == 0
     record = coordinator(store).resume(bisect_id)
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[9])
-    assert store.candidates(bisect_id).shas == history.shas
+    assert store.candidates(bisect_id).shas() == history.shas
 
 
 def test_store_missing_candidates_only_when_missing_and_listable(tmp_path: Path, store: Store):
@@ -224,7 +224,7 @@ def test_store_missing_candidates_only_when_missing_and_listable(tmp_path: Path,
     history = culprit_history(tmp_path / "repo", 5, 3)
     record = _created_without_candidates(store, synthetic_spec(history.path, history.shas[0], history.shas[-1]))
     assert store_missing_candidates(store, record)
-    assert store.candidates(record.id).shas == history.shas
+    assert store.candidates(record.id).shas() == history.shas
     assert not store_missing_candidates(store, record)  # there already
     gone = _created_without_candidates(store, synthetic_spec(history.path, history.shas[0], history.shas[-1]))
     subprocess.run(["rm", "-rf", str(history.path)], check=True)
@@ -235,7 +235,7 @@ def test_store_missing_candidates_only_when_missing_and_listable(tmp_path: Path,
 def test_start_stores_the_candidates(tmp_path: Path, store: Store):
     history = culprit_history(tmp_path / "repo", 5, 3)
     record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))
-    assert store.candidates(record.id).shas == history.shas
+    assert store.candidates(record.id).shas() == history.shas
 
 
 @pytest.mark.parametrize("kind", ["found", "endpoints mismatch", "all parents"])
@@ -249,7 +249,7 @@ def test_candidates_are_stored_before_the_first_step(tmp_path: Path, store: Stor
     spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], all_parents=kind == "all parents")
     with _CandidatesWatchingStore.open(f"sqlite:///{tmp_path / 'watched.db'}") as watched:
         record = Coordinator(watched, make_executor, poll_interval_s=0.05).start(spec)
-        stored = watched.candidates(record.id).shas
+        stored = watched.candidates(record.id).shas()
         steps = watched.steps(record.id)
     expected = BisectStatus.ENDPOINTS_MISMATCH if kind == "endpoints mismatch" else BisectStatus.FOUND
     assert record.status is expected
@@ -289,7 +289,7 @@ def test_a_long_range_stores_the_details_of_the_commits_it_shows_and_no_others(t
     record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=3))
     assert record.first_bad == history.shas[217]
     candidates = store.candidates(record.id)
-    assert candidates.shas == history.shas
+    assert candidates.shas() == history.shas
     tested = {candidates.position[s.sha] for s in store.steps(record.id)}
     shown = candidates.shown(tested, 217)
     assert {0, 1, 216, 217, 218, 299, 300} <= set(shown)
@@ -318,7 +318,7 @@ def test_resume_after_a_kill_between_creation_and_the_first_step(tmp_path: Path,
     record = coordinator(store).resume(bisect_id)
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[77])
     candidates = store.candidates(bisect_id)
-    assert candidates.shas == history.shas
+    assert candidates.shas() == history.shas
     assert all(candidates.commit(s.sha).described for s in store.steps(bisect_id))  # type: ignore[union-attr]
     assert candidates[77].subject == _git_details(history.path, history.shas[77])[0]
 

@@ -164,19 +164,18 @@ class GitRepo:
         report shows (CommitRange.shown: the ends of the range, the endpoints among them)."""
         if good == bad:
             raise RepoError(f"empty range: good and bad are the same commit {good[:12]}")
-        # SHAs only (each with its first parent, to check the chain's oldest): a range may be 100,000 commits long.
-        chain = self._run("rev-list", "--first-parent", "--reverse", "--parents", bad, f"^{good}").split("\n")
-        oldest_first_parent = chain[0].split()[1:2]
+        chain = self._run("rev-list", "--first-parent", "--reverse", bad, f"^{good}")  # SHAs one a line: maybe 100,000
+        oldest_first_parent = self.parents(chain.partition("\n")[0])[:1] if chain else []
         if oldest_first_parent != [good]:
             if not self.is_ancestor(good, bad):
                 raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
             self._check_first_parent(good, bad, oldest_first_parent)
         if paths:
-            shas = self._run("rev-list", "--first-parent", "--reverse", bad, f"^{good}", "--", *paths).split()
-            shas += [] if shas and shas[-1] == bad else [bad]
-        else:
-            shas = [line.partition(" ")[0] for line in chain]
-        candidates = CommitRange([good, *shas])
+            chain = self._run("rev-list", "--first-parent", "--reverse", bad, f"^{good}", "--", *paths)
+            if not chain.endswith(bad):
+                chain = f"{chain}\n{bad}" if chain else bad
+        candidates = CommitRange([good])
+        candidates.extend_text(chain)
         candidates.describe(self.describe(candidates.undescribed(candidates.shown())))
         return candidates
 

@@ -165,8 +165,9 @@ class SearchLoop:
             return []
         start = len(self.core.ledger.candidates)
         commits = [Commit(start + i, sha) for i, sha in enumerate(side)]
-        self.store.add_candidates(self.bisect_id, side, first_position=start)
-        return self.core.descend(merge, repo.parents(merge)[0], commits)
+        actions = self.core.descend(merge, repo.parents(merge)[0], commits)
+        self.store.add_candidates(self.bisect_id, self.core.ledger.candidates, first_position=start)
+        return actions
 
     def finish(self, finish: Finish) -> None:
         if finish.status is BisectStatus.PAUSED:

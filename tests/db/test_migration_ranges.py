@@ -22,6 +22,7 @@ from bisector.db.queries import BisectFilter, list_bisects
 from bisector.db.schema import bisects, candidates
 from bisector.report.json_report import report_json
 from bisector.report.model import BisectReport
+from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import BisectStatus, Commit
 
 T0 = datetime(2026, 11, 2, 3, 4, 5, tzinfo=UTC)
@@ -77,7 +78,7 @@ def test_an_older_store_keeps_its_bisects_readable(url: str) -> None:
 
     with Store.open(url) as store:
         stored = store.candidates(1)
-        assert stored.shas == [c.sha for c in commits]
+        assert stored.shas() == [c.sha for c in commits]
         assert stored.described() == commits
         with store.reading() as conn:
             [summary] = list_bisects(conn, BisectFilter(culprit_pr=culprit.pr), 10)
@@ -91,7 +92,7 @@ def test_a_downgrade_gives_every_candidate_a_row_again(url: str) -> None:
     commits = history(6)
     with Store.open(url) as store:
         bisect_id = store.create_bisect("/src/repo", commits[0].sha, commits[-1].sha, {}, T0)
-        store.add_candidates(bisect_id, [c.sha for c in commits], [commits[0], commits[5]])
+        store.add_candidates(bisect_id, CommitRange([c.sha for c in commits], [commits[0], commits[5]]))
     migrate(url, BEFORE, down=True)
     engine = make_engine(url)
     try:
@@ -105,5 +106,5 @@ def test_a_downgrade_gives_every_candidate_a_row_again(url: str) -> None:
     assert rows[2][3].replace(tzinfo=UTC) == T0  # SQLite reads it back without its offset
 
     with Store.open(url) as store:  # up again: all of them stored as described, as any older store's
-        assert store.candidates(bisect_id).shas == [c.sha for c in commits]
+        assert store.candidates(bisect_id).shas() == [c.sha for c in commits]
         assert len(store.candidates(bisect_id).described()) == 6
