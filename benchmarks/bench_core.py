@@ -45,8 +45,8 @@ coordinator's cost per step at W=8 (overhead_s / steps) is under 10 ms. #38's, f
 100000 --sleep 0): W=1 at most twice git's end-to-end wall, its peak RSS under 100 MB. Also reported: rounds <=
 ceil(log_{W+1} n) + 2, and each run's CPU seconds (the measure that holds on a loaded machine). Each
 configuration runs --repeat times per culprit, in an order rotated between repositories and repeats, after one
-untimed warm-up bisect. A missed target is a result, not an error: the exit code is 1 only when a run fails or names a wrong
-commit.
+untimed warm-up bisect. A missed target is a result, not an error: the exit code is 1 only when a run fails or
+names a wrong commit.
 """
 
 from __future__ import annotations
@@ -135,7 +135,8 @@ DEFINITIONS = {
     "utilization": "test_s / (W x (finished - first step started))",
     "cpu_s": "user + system CPU seconds of the run's process tree (wait4): git bisect's two commands, gpu-bisect's "
     "process with its workers and git; on a shared machine the measure to compare changes by",
-    "peak_rss_mb": "the largest resident set of any one process of the run (wait4's ru_maxrss)",
+    "peak_rss_mb": "the largest resident set of any one process of the run (wait4's ru_maxrss); never below the "
+    "benchmark's own when it spawned the run (~45 MB), which Linux counts in a child's",
 }
 
 
@@ -155,12 +156,19 @@ class Repo:
 
 
 def build_repo(path: Path, commits: int, culprit: int, sleep_s: float) -> Repo:
-    from bisector.synthetic import culprit_history
-
-    history = culprit_history(path, commits, culprit, sleep_s=sleep_s)
-    if history.first_bad != culprit or len(history.shas) != commits + 1:
-        raise BenchmarkError(f"synthetic history at {path} is not what was asked for")
-    return Repo(path, history.shas[0], history.shas[-1], culprit, history.shas[culprit])
+    """Written by a child process: the benchmark stays small, so that each run's peak RSS is the run's own (Linux
+    counts, in a child's ru_maxrss, the pages of the parent it was forked from)."""
+    program = (
+        "import json, sys\nfrom bisector.synthetic import culprit_history\n"
+        "h = culprit_history(__import__('pathlib').Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), "
+        "sleep_s=float(sys.argv[4]))\nprint(json.dumps([h.first_bad, h.shas]))"
+    )
+    argv = [sys.executable, "-c", program, str(path), str(commits), str(culprit), str(sleep_s)]
+    done = subprocess.run(argv, env=child_env(), capture_output=True, text=True, check=False)
+    first_bad, shas = json.loads(done.stdout) if done.returncode == 0 else (None, [])
+    if first_bad != culprit or len(shas) != commits + 1:
+        raise BenchmarkError(f"synthetic history at {path} is not what was asked for: {done.stderr[-2000:]}")
+    return Repo(path, shas[0], shas[-1], culprit, shas[culprit])
 
 
 def child_env(data_dir: Path | None = None, cache_dir: Path | None = None) -> dict[str, str]:

@@ -314,7 +314,7 @@ def test_resume_after_a_kill_between_creation_and_the_first_step(tmp_path: Path,
     bisect_id = prepare_bisect(store, spec)  # what a coordinator killed right after creating the bisect leaves
     assert store.steps(bisect_id) == []
     candidates = store.candidates(bisect_id)
-    assert (candidates.shas, [c.position for c in candidates.described()]) == (history.shas, candidates.shown())
+    assert (candidates.shas(), [c.position for c in candidates.described()]) == (history.shas, candidates.shown())
     record = coordinator(store).resume(bisect_id)
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[77])
     candidates = store.candidates(bisect_id)
