@@ -41,11 +41,12 @@ Definitions (also written into the JSON output under "definitions"):
 Targets (#14, side by side with `git bisect run` in the same run; run it with --sleep 1): W=1 needs no more
 steps than git (worst run against git's fewest) and no more end-to-end wall (median against median); W=8 is at
 least 2.5x faster end to end than git (medians, process start included) with a start-up under 0.3 s; the
-coordinator's cost per step at W=8 (overhead_s / steps) is under 10 ms. Also reported: rounds <=
-ceil(log_{W+1} n) + 2. Each configuration runs
---repeat times per culprit, in an order rotated between repositories and repeats, after one untimed warm-up
-bisect. A missed target is a result, not an error: the exit code is 1 only when a run fails or names a wrong
-commit.
+coordinator's cost per step at W=8 (overhead_s / steps) is under 10 ms. #38's, for long ranges (--commits
+100000 --sleep 0): W=1 at most twice git's end-to-end wall, its peak RSS under 100 MB. Also reported: rounds <=
+ceil(log_{W+1} n) + 2, and each run's CPU seconds (the measure that holds on a loaded machine). Each
+configuration runs --repeat times per culprit, in an order rotated between repositories and repeats, after one
+untimed warm-up bisect. A missed target is a result, not an error: the exit code is 1 only when a run fails or
+names a wrong commit.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ from common import (
     machine_info,
     project_pythonpath,
     run_main,
+    run_measured,
     worker_counts,
     write_results,
 )
@@ -93,6 +95,8 @@ RUN_CMD = "bash test.sh"
 METRIC_REGEX = r"metric: ([0-9.]+)"
 METRIC_EXPECT = ">= 8.0"
 SPEEDUP_TARGET_W8 = 2.5
+E2E_VS_GIT_LIMIT_W1 = 2.0  # #38
+PEAK_RSS_TARGET_MB = 100.0  # #38
 STARTUP_TARGET_S = 0.3
 COST_PER_STEP_TARGET_MS = 10.0
 SUBPROCESS_TIMEOUT_S = 900.0
@@ -129,6 +133,10 @@ DEFINITIONS = {
     "worker_first_pre_ms_max": "largest pre_ms of a worker's first step: process spawn + imports + worktree add",
     "slot_gap_ms": "per worker: next step's started - previous step's finished (coordinator think time + idle)",
     "utilization": "test_s / (W x (finished - first step started))",
+    "cpu_s": "user + system CPU seconds of the run's process tree (wait4): git bisect's two commands, gpu-bisect's "
+    "process with its workers and git; on a shared machine the measure to compare changes by",
+    "peak_rss_mb": "the largest resident set of any one process of the run (wait4's ru_maxrss); never below the "
+    "benchmark's own when it spawned the run (~45 MB), which Linux counts in a child's",
 }
 
 
@@ -148,12 +156,21 @@ class Repo:
 
 
 def build_repo(path: Path, commits: int, culprit: int, sleep_s: float) -> Repo:
-    from synthetic import culprit_history
-
-    history = culprit_history(path, commits, culprit, sleep_s=sleep_s)
-    if history.first_bad != culprit or len(history.shas) != commits + 1:
-        raise BenchmarkError(f"synthetic history at {path} is not what was asked for")
-    return Repo(path, history.shas[0], history.shas[-1], culprit, history.shas[culprit])
+    """Written by a child process: the benchmark stays small, so that each run's peak RSS is the run's own (Linux
+    counts, in a child's ru_maxrss, the pages of the parent it was forked from)."""
+    program = (
+        "import json, sys\nfrom synthetic import culprit_history\n"
+        "h = culprit_history(__import__('pathlib').Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), "
+        "sleep_s=float(sys.argv[4]))\nprint(json.dumps([h.first_bad, h.shas]))"
+    )
+    argv = [sys.executable, "-c", program, str(path), str(commits), str(culprit), str(sleep_s)]
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "benchmarks"), env.get("PYTHONPATH", "")])
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    first_bad, shas = json.loads(done.stdout) if done.returncode == 0 else (None, [])
+    if first_bad != culprit or len(shas) != commits + 1:
+        raise BenchmarkError(f"synthetic history at {path} is not what was asked for: {done.stderr[-2000:]}")
+    return Repo(path, shas[0], shas[-1], culprit, shas[culprit])
 
 
 def child_env(data_dir: Path | None = None, cache_dir: Path | None = None) -> dict[str, str]:
@@ -206,6 +223,8 @@ class Run:
     overhead_pct: float
     e2e_wall_s: float
     e2e_overhead_pct: float
+    cpu_s: float
+    peak_rss_mb: float
     startup_s: float | None = None
     first_step_delay_s: float | None = None
     loop_s: float | None = None
@@ -231,7 +250,7 @@ def _stored_steps(db_url: str, bisect_id: int, last: int) -> list[dict[str, Any]
     from bisector.db.store import Store
 
     with Store.open(db_url) as store:
-        positions = {c.sha: c.position for c in store.candidates(bisect_id)}
+        positions = store.candidates(bisect_id).position
         rows = store.steps(bisect_id)
     steps = []
     for s in rows:
@@ -310,7 +329,7 @@ def run_gpu_bisect(repo: Repo, n: int, workers: int, work: Path, *, metric: bool
         cmd += ["--metric", METRIC_REGEX, "--expect", METRIC_EXPECT]
     spawned = time.time()
     started = time.perf_counter()
-    done = subprocess.run(cmd, cwd=run_dir, env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
+    done, usage = run_measured(cmd, cwd=run_dir, env=env, timeout_s=SUBPROCESS_TIMEOUT_S)
     e2e = time.perf_counter() - started
     exited = spawned + e2e
     if done.returncode != 0:
@@ -362,6 +381,8 @@ def run_gpu_bisect(repo: Repo, n: int, workers: int, work: Path, *, metric: bool
         endpoint_checks=sum(1 for s in steps if s["endpoint"]),
         rounds=rounds,
         **_times(test_s, critical, wall, e2e, rounds),
+        cpu_s=usage.cpu_s,
+        peak_rss_mb=usage.peak_rss_mb,
         startup_s=round(created - spawned, 3),
         first_step_delay_s=round(first_start - created, 3),
         loop_s=round(loop, 3),
@@ -390,11 +411,8 @@ def run_git_bisect(repo: Repo, n: int, test_s: float) -> Run:
     git = ["git", "-C", str(repo.path)]
     subprocess.run([*git, "bisect", "reset"], env=env, capture_output=True, check=False)
     started = time.perf_counter()
-    start = subprocess.run([*git, "bisect", "start", repo.bad, repo.good], env=env, capture_output=True, text=True)
-    run = subprocess.run(
-        [*git, "bisect", "run", *shlex.split(RUN_CMD)],
-        env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S,
-    )  # fmt: skip
+    start, start_usage = run_measured([*git, "bisect", "start", repo.bad, repo.good], env=env, timeout_s=60)
+    run, usage = run_measured([*git, "bisect", "run", *shlex.split(RUN_CMD)], env=env, timeout_s=SUBPROCESS_TIMEOUT_S)
     wall = time.perf_counter() - started
     log = capture(*git, "bisect", "log")
     subprocess.run([*git, "bisect", "reset"], env=env, capture_output=True, check=False)
@@ -423,6 +441,8 @@ def run_git_bisect(repo: Repo, n: int, test_s: float) -> Run:
         endpoint_checks=0,
         rounds=steps,
         **_times(tests, tests, wall, wall, steps),  # sequential: every test is on the critical path
+        cpu_s=round(start_usage.cpu_s + usage.cpu_s, 3),
+        peak_rss_mb=max(start_usage.peak_rss_mb, usage.peak_rss_mb),
     )
 
 
@@ -454,6 +474,8 @@ def summarize(runs: list[Run], n: int) -> list[dict[str, Any]]:
             "overhead_pct_median": round(statistics.median(r.overhead_pct for r in group), 1),
             "overhead_pct_max": max(r.overhead_pct for r in group),
             "e2e_overhead_pct_median": round(statistics.median(r.e2e_overhead_pct for r in group), 1),
+            "cpu_s_median": round(statistics.median(r.cpu_s for r in group), 3),
+            "peak_rss_mb_max": max(r.peak_rss_mb for r in group),
         }
         if tool == "gpu-bisect":
             row["startup_s_median"] = round(statistics.median(r.startup_s or 0.0 for r in group), 3)
@@ -475,13 +497,18 @@ def summarize(runs: list[Run], n: int) -> list[dict[str, Any]]:
 
 
 def _targets(row: dict[str, Any], git_row: dict[str, Any] | None, n: int) -> dict[str, Any]:
-    """#14's targets for one gpu-bisect configuration, judged against git bisect run's row of the same run."""
+    """#14's and #38's targets for one gpu-bisect configuration, judged against git bisect run's row of the same
+    run."""
     rounds_limit = ceil_log(n, row["workers"] + 1) + 2
     targets: dict[str, Any] = {"rounds": {"limit": rounds_limit, "met": row["rounds_max"] <= rounds_limit}}
     if git_row is not None and row["workers"] == 1:
         targets["steps"] = {"limit": git_row["steps_min"], "met": row["steps_max"] <= git_row["steps_min"]}
         limit = git_row["e2e_wall_s_median"]
         targets["e2e_wall_s"] = {"limit": limit, "met": row["e2e_wall_s_median"] <= limit}
+        twice = round(E2E_VS_GIT_LIMIT_W1 * limit, 3)
+        targets["e2e_wall_s_2x_git"] = {"limit": twice, "met": row["e2e_wall_s_median"] <= twice}
+    if row["workers"] == 1:
+        targets["peak_rss_mb"] = {"limit": PEAK_RSS_TARGET_MB, "met": row["peak_rss_mb_max"] < PEAK_RSS_TARGET_MB}
     if row["workers"] == 8:
         if git_row is not None:
             speedup = git_row["e2e_wall_s_median"] / row["e2e_wall_s_median"]
@@ -505,7 +532,8 @@ def print_tables(runs: list[Run], summary: list[dict[str, Any]], n: int) -> None
     detail = Table(title="every run (times in s unless ms)", title_justify="left")
     columns = (
         "config", "culprit", "steps", "cancelled", "rounds", "wall", "crit test", "ovh ms/round", "ovh %", "e2e",
-        "startup", "to 1st step", "teardown", "worker start ms", "dispatch ms", "pre ms", "gap ms", "util",
+        "startup", "to 1st step", "teardown", "worker start ms", "dispatch ms", "pre ms", "gap ms", "util", "cpu",
+        "peak MB",
     )  # fmt: skip
     for column in columns:
         detail.add_column(column, justify="left" if column == "config" else "right", no_wrap=True)
@@ -517,13 +545,14 @@ def print_tables(runs: list[Run], summary: list[dict[str, Any]], n: int) -> None
             f"{r.overhead_pct:.1f}", f"{r.e2e_wall_s:.3f}", opt(r.startup_s), opt(r.first_step_delay_s),
             opt(r.teardown_s), opt(r.worker_first_pre_ms_max, "{:.0f}"), opt(r.dispatch_ms_median, "{:.1f}"),
             opt(r.pre_ms_median, "{:.1f}"), opt(r.slot_gap_ms_median, "{:.1f}"), opt(r.utilization, "{:.2f}"),
+            f"{r.cpu_s:.2f}", f"{r.peak_rss_mb:.0f}",
         )  # fmt: skip
     console.print(detail)
 
     table = Table(title=f"summary (n = {n})", title_justify="left")
     for column in (
-        "config", "steps max (mean)", "rounds max (mean)", "wall s (med)", "e2e s (med)", "ovh ms/step (med)",
-        "ovh % med (max)", "targets",
+        "config", "steps max (mean)", "rounds max (mean)", "wall s (med)", "e2e s (med)", "cpu s (med)",
+        "peak MB (max)", "ovh ms/step (med)", "ovh % med (max)", "targets",
     ):  # fmt: skip
         table.add_column(column, justify="left" if column == "config" else "right", no_wrap=True)
 
@@ -537,8 +566,8 @@ def print_tables(runs: list[Run], summary: list[dict[str, Any]], n: int) -> None
         table.add_row(
             row["config"], f"{row['steps_max']} ({row['steps_mean']:g})",
             f"{row['rounds_max']} ({row['rounds_mean']:g})",
-            f"{row['bisect_wall_s_median']:.3f}", f"{row['e2e_wall_s_median']:.3f}",
-            f"{row.get('cost_ms_per_step_median', 0.0):.1f}",
+            f"{row['bisect_wall_s_median']:.3f}", f"{row['e2e_wall_s_median']:.3f}", f"{row['cpu_s_median']:.2f}",
+            f"{row['peak_rss_mb_max']:.0f}", f"{row.get('cost_ms_per_step_median', 0.0):.1f}",
             f"{row['overhead_pct_median']:.1f} ({row['overhead_pct_max']:.1f})", verdicts(row.get("targets") or {}),
         )  # fmt: skip
     console.print(table)
@@ -644,6 +673,8 @@ def main(argv: list[str] | None = None) -> int:
         "targets": {
             "steps_w1": "<= git bisect run's steps (worst W=1 run against git's fewest)",
             "e2e_wall_s_w1": "<= git bisect run's end-to-end wall (medians)",
+            "e2e_wall_s_2x_git_w1": f"<= {E2E_VS_GIT_LIMIT_W1:g}x git bisect run's end-to-end wall (medians; #38)",
+            "peak_rss_mb_w1": f"< {PEAK_RSS_TARGET_MB:g} MB, the largest run's (#38)",
             "speedup_w8": f">= {SPEEDUP_TARGET_W8}x git bisect run's end-to-end wall (medians)",
             "startup_s_w8": f"< {STARTUP_TARGET_S} s",
             "cost_ms_per_step_w8": f"< {COST_PER_STEP_TARGET_MS} ms",

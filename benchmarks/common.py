@@ -11,7 +11,9 @@ import random
 import resource
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,6 +45,40 @@ def cpu_seconds() -> float:
     """User and system CPU seconds of this process and of the children it waited for (git)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one process and the descendants it waited for used (wait4): the machine is shared, so CPU seconds
+    judge a change where wall seconds vary with the load."""
+
+    cpu_s: float  # user + system
+    peak_rss_mb: float  # the largest resident set of any one of them
+
+
+def run_measured(
+    cmd: Sequence[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout_s: float
+) -> tuple[subprocess.CompletedProcess[str], Usage]:
+    """subprocess.run(cmd, capture_output=True, text=True) with the command's Usage."""
+    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        output: dict[str, str] = {}
+        readers = [
+            threading.Thread(target=lambda name, pipe: output.__setitem__(name, pipe.read()), args=(name, pipe))
+            for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr))
+        ]
+        timed_out = threading.Event()
+        killer = threading.Timer(timeout_s, lambda: (timed_out.set(), proc.kill()))
+        for thread in (*readers, killer):
+            thread.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        killer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+        for thread in readers:
+            thread.join()
+    if timed_out.is_set():
+        raise subprocess.TimeoutExpired(cmd, timeout_s)
+    done = subprocess.CompletedProcess(cmd, proc.returncode, output["stdout"], output["stderr"])
+    return done, Usage(round(usage.ru_utime + usage.ru_stime, 3), round(usage.ru_maxrss / 1024, 1))
 
 
 def mirror_clone(mirrors: Path, repo: str, scratch: Path) -> Path:

@@ -8,7 +8,7 @@ Every fact goes to the store when it happens, so a coordinator killed at any mom
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -26,7 +26,8 @@ from bisector.side_runs import SideRunner
 from bisector.spec import BisectSpec
 from bisector.stopping import StopRequested
 from bisector.strategies import Strategy
-from bisector.vocab.domain import BisectRecord, BisectStatus, Commit, SideRun, StepPurpose, StepResult
+from bisector.vocab.commit_range import CommitRange
+from bisector.vocab.domain import BisectRecord, BisectStatus, SideRun, StepPurpose, StepResult
 from bisector.vocab.errors import BisectError, StateError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.workers.executor import Executor
@@ -53,7 +54,7 @@ def prepare_bisect(
 
 def _prepare(
     store: Store, spec: BisectSpec, now: Clock, extra: Mapping[str, object] | None = None
-) -> tuple[BisectRecord, list[Commit]]:
+) -> tuple[BisectRecord, CommitRange]:
     """The bisect and its candidates are stored before any step is sent. Returns the stored bisect as it is now,
     so that the caller need not read it back."""
     repo = GitRepo(spec.repo)
@@ -189,7 +190,7 @@ class Coordinator:
         self,
         record: BisectRecord,
         executor: Executor,
-        candidates: Sequence[Commit] | None = None,
+        candidates: CommitRange | None = None,
         *,
         fresh: bool = False,
         lease: Lease | None = None,
@@ -222,7 +223,7 @@ class Coordinator:
         record: BisectRecord,
         spec: BisectSpec,
         executor: Executor,
-        candidates: Sequence[Commit] | None,
+        candidates: CommitRange | None,
         *,
         fresh: bool,
         lease: Lease | None,

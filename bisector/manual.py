@@ -57,8 +57,12 @@ def mark_commit(store: Store, bisect_id: int, rev: str, word: str, *, note: str 
     record = store.get_bisect(bisect_id)
     spec = BisectSpec.from_json(record.spec)
     verdict = verdict_for(spec, word)
-    commit = _candidate(store, record, GitRepo(record.repo).resolve(rev))
+    repo = GitRepo(record.repo)
+    commit = _candidate(store, record, repo.resolve(rev))
     _check_endpoint_mark(spec, record, commit)
+    if not commit.described:  # shown in its reports from now on
+        [commit] = repo.describe([commit])
+        store.describe(bisect_id, [commit])
     step_id = store.add_manual_step(
         bisect_id, commit.sha, verdict, manual_detail(word, who or current_user(), note), datetime.now(UTC)
     )
@@ -91,7 +95,7 @@ def changed_answer(
     """Why a verdict on commit contradicts the finished bisect's answer, or None when it agrees with it."""
     if record.status in (BisectStatus.ENDPOINTS_MISMATCH, BisectStatus.FAILED):
         return "the bisect ended at its endpoints" if commit.sha in (record.good, record.bad) else None
-    positions = {c.sha: c.position for c in store.candidates(record.id)}
+    positions = store.candidates(record.id).position
     last_good, first_bad = positions.get(record.last_good or ""), positions.get(record.first_bad or "")
     if last_good is None or first_bad is None:
         return None
@@ -117,16 +121,17 @@ def store_log_marks(store: Store, bisect_id: int, log: GitLog, source: str, who:
     record = store.get_bisect(bisect_id)
     spec = BisectSpec.from_json(record.spec)
     repo = GitRepo(record.repo)
-    positions = {c.sha: c for c in store.candidates(bisect_id)}
+    candidates = store.candidates(bisect_id)
     warnings, when = [], datetime.now(UTC)
     for mark in log.marks:
         sha = repo.resolve(mark.rev)
-        if sha not in positions:
+        commit = candidates.commit(sha)
+        if commit is None:
             warnings.append(
                 f"{source}:{mark.line}: {sha[:12]} is not a candidate of this bisect; its verdict is left out"
             )
             continue
-        _check_endpoint_mark(spec, record, positions[sha])
+        _check_endpoint_mark(spec, record, commit)
         word = {"old": spec.search.terms()[0], "new": spec.search.terms()[1]}.get(mark.state, mark.state)
         note = f"from {source} line {mark.line}"
         store.add_manual_step(
@@ -143,7 +148,7 @@ def endpoints_from_log(log: GitLog) -> tuple[str | None, str | None]:
 
 
 def _candidate(store: Store, record: BisectRecord, sha: str) -> Commit:
-    commit = next((c for c in store.candidates(record.id) if c.sha == sha), None)
+    commit = store.candidates(record.id).commit(sha)
     if commit is None:
         paths = BisectSpec.from_json(record.spec).test.paths
         touching = f" touching {' '.join(paths)}" if paths else ""

@@ -237,7 +237,7 @@ def probe_and_plan(
     if result.verdict not in (Verdict.GOOD, Verdict.BAD):
         why = result.detail.splitlines()[0] if result.detail else result.verdict.value
         return unpruned(f"the probe at the bad commit did not complete ({result.verdict.value}: {why})")
-    shas = [c.sha for c in store.candidates(record.id)]
+    shas = store.candidates(record.id).shas()
     try:
         return plan_from_recording(GitRepo(record.repo), spec, record.good, record.bad, shas, out)
     except (BisectError, OSError, ValueError) as exc:

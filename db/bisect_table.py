@@ -1,5 +1,5 @@
-"""SQL of a bisect's own rows (db/schema.py): the bisect with its status, extra and lease, its candidate commits,
-and its findings.
+"""SQL of a bisect's own rows (db/schema.py): the bisect with its status, extra and lease, its candidate commits
+(their SHAs, and the details of those described), and its findings.
 
 Called by db/store.py's Store with a connection inside the Store's transaction; rows become domain records here.
 A status change is guarded in its WHERE clause, so two processes cannot both make it.
@@ -14,8 +14,9 @@ from typing import Any
 from sqlalchemy import Connection, Row, Update, delete, exists, insert, select, update
 
 from bisector.db.queries import metric_label
-from bisector.db.rows import aware, bisect_record, dump, inserted_id, load
-from bisector.db.schema import bisects, candidates, findings
+from bisector.db.rows import aware, bisect_record, dump, inserted_id, load, stored_text
+from bisector.db.schema import bisects, candidates, findings, ranges
+from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import BisectRecord, BisectStatus, Commit
 
 OPEN_STATUSES = [status.value for status in BisectStatus if not status.is_terminal()]
@@ -130,30 +131,52 @@ def release_lease(conn: Connection, bisect_id: int, owner: str) -> None:
     conn.execute(query)
 
 
-def insert_candidates(conn: Connection, bisect_id: int, commits: Sequence[Commit]) -> None:
+def insert_candidates(conn: Connection, bisect_id: int, commits: CommitRange, first_position: int) -> None:
+    """The candidates from first_position on: their SHAs in one ranges row, the details of the described ones."""
+    if first_position < len(commits):
+        text_value = commits.text(first_position)
+        conn.execute(insert(ranges).values(bisect_id=bisect_id, first_position=first_position, shas=text_value))
+    insert_described(conn, bisect_id, [c for c in commits.described() if c.position >= first_position])
+
+
+def insert_described(conn: Connection, bisect_id: int, commits: Sequence[Commit]) -> None:
+    """The details of described candidates; those stored already stay as they are."""
+    wanted = {commit.position: commit for commit in commits if commit.described}
+    if not wanted:
+        return
+    stored = select(candidates.c.position).where(
+        candidates.c.bisect_id == bisect_id, candidates.c.position.in_(list(wanted))
+    )
+    known = set(conn.execute(stored).scalars())
     rows = [
         {
             "bisect_id": bisect_id,
             "position": commit.position,
             "sha": commit.sha,
-            "subject": commit.subject,
-            "author": commit.author,
+            "subject": stored_text(commit.subject),
+            "author": stored_text(commit.author),
             "date": aware(commit.date),
             "pr": commit.pr,
         }
-        for commit in commits
+        for commit in wanted.values()
+        if commit.date is not None and commit.position not in known
     ]
     if rows:
-        conn.execute(insert(candidates), rows)  # executemany: one statement, many rows
+        conn.execute(insert(candidates), rows)
 
 
-def select_candidates(conn: Connection, bisect_id: int) -> list[Commit]:
-    """The candidates of a bisect, by position."""
-    query = select(candidates).where(candidates.c.bisect_id == bisect_id).order_by(candidates.c.position)
-    return [
+def select_candidates(conn: Connection, bisect_id: int) -> CommitRange:
+    """The candidates of a bisect with the details of those described."""
+    chunks = select(ranges.c.shas).where(ranges.c.bisect_id == bisect_id).order_by(ranges.c.first_position)
+    commits = CommitRange()
+    for text_value in conn.execute(chunks).scalars():
+        commits.extend_text(text_value)
+    described = select(candidates).where(candidates.c.bisect_id == bisect_id)
+    commits.describe(
         Commit(position=row.position, sha=row.sha, subject=row.subject, author=row.author, date=row.date, pr=row.pr)
-        for row in conn.execute(query)
-    ]
+        for row in conn.execute(described)
+    )
+    return commits
 
 
 def replace_findings(

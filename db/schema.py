@@ -93,6 +93,18 @@ bisects = Table(
     Index("ix_bisects_repo_metric", "repo", "metric", "status", "created", "finished", "device_s"),
 )
 
+# The candidates of each bisect (vocab/commit_range.py): their SHAs by position, newline-separated, one row per run
+# of them stored at once (the range at creation, then each merged branch descended into).
+ranges = Table(
+    "ranges",
+    metadata,
+    Column("bisect_id", Integer, ForeignKey("bisects.id", ondelete="CASCADE"), primary_key=True),
+    Column("first_position", Integer, primary_key=True),
+    Column("shas", Text, nullable=False),
+)
+
+# The described candidates of each bisect, those it shows (its endpoints, tested commits, answer, suspects, the
+# range's ends), with their details; the others are only in ranges. Stores made before migration 0008 describe all.
 candidates = Table(
     "candidates",
     metadata,
@@ -103,7 +115,7 @@ candidates = Table(
     Column("author", Text, nullable=False),
     Column("date", UTCDateTime, nullable=False),
     Column("pr", Integer, nullable=True),
-    # Which bisects covered a commit or a PR.
+    # Which bisects showed a commit or a PR.
     Index("ix_candidates_sha", "sha"),
     Index("ix_candidates_pr", "pr"),
     # The first bad commit of each bisect (its author and PR) for lists and statistics.

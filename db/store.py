@@ -35,6 +35,7 @@ from bisector.db.images import delete_images, list_images
 from bisector.db.migrate import at_head, upgrade
 from bisector.db.rows import dump
 from bisector.db.step_table import INTERRUPTED_DETAIL, NewStep
+from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import (
     BisectRecord,
     BisectStatus,
@@ -228,14 +229,21 @@ class Store:
 
     # --- candidates --------------------------------------------------------------------------------
 
-    def add_candidates(self, bisect_id: int, commits: Sequence[Commit]) -> None:
-        """Store the candidate commits of a bisect, all in one transaction."""
+    def add_candidates(self, bisect_id: int, candidates: CommitRange, first_position: int = 0) -> None:
+        """Store a bisect's candidates from first_position on (0: its range; later, each merged branch descended
+        into) with the details of the described ones among them, all in one transaction."""
         with self._write() as conn:
             self._require_bisect(conn, bisect_id)
-            bisect_table.insert_candidates(conn, bisect_id, commits)
+            bisect_table.insert_candidates(conn, bisect_id, candidates, first_position)
 
-    def candidates(self, bisect_id: int) -> list[Commit]:
-        """The candidates of a bisect, by position."""
+    def describe(self, bisect_id: int, commits: Sequence[Commit]) -> None:
+        """Store the details of described candidates of a bisect; those stored already stay as they are."""
+        with self._write() as conn:
+            self._require_bisect(conn, bisect_id)
+            bisect_table.insert_described(conn, bisect_id, commits)
+
+    def candidates(self, bisect_id: int) -> CommitRange:
+        """The candidates of a bisect, with the details of the described ones."""
         with self._read() as conn:
             commits = bisect_table.select_candidates(conn, bisect_id)
             if not commits:

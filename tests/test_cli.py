@@ -297,7 +297,7 @@ def test_cancel_stores_the_candidates_a_dead_coordinator_had_not(tmp_path: Path,
     spec = build_spec(history.path, {"good": history.shas[0], "bad": "main", "run": "bash test.sh"})
     with Store.open(f"sqlite:///{db}") as store:
         bisect_id = store.create_bisect(str(history.path), history.shas[0], history.shas[-1], spec.to_json(), utc_now())
-        assert store.candidates(bisect_id) == []
+        assert len(store.candidates(bisect_id)) == 0
     assert bisect("cancel", str(bisect_id), db=db).returncode == 0
     done = bisect("status", str(bisect_id), "--format", "json", db=db)
     assert done.returncode == 0, done.stderr

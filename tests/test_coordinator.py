@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,15 @@ from bisect_helpers import synthetic_spec
 from synthetic import SyntheticHistory, culprit_history, write_history
 
 from bisector.app import make_executor
-from bisector.coordinator import Coordinator, utc_now
+from bisector.coordinator import Coordinator, prepare_bisect, utc_now
 from bisector.db.store import NewStep, Store
+from bisector.manual import mark_commit
+from bisector.report.json_report import report_json
+from bisector.report.model import BisectReport
+from bisector.report.text import range_rows
 from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.spec import BisectSpec
-from bisector.vocab.domain import BisectRecord, BisectStatus, ErrorKind, StepPurpose, StepRecord, Verdict
+from bisector.vocab.domain import BisectRecord, BisectStatus, Commit, ErrorKind, StepPurpose, StepRecord, Verdict
 from bisector.vocab.errors import ExecutorError, RepoError, StateError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.workers.executor import Assignment, StepRequest
@@ -63,9 +68,12 @@ def test_merge_heavy_history_follows_first_parents(tmp_path: Path, store: Store)
     record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=2))
     assert record.first_bad == history.shas[30]
     candidates = store.candidates(record.id)
-    assert [c.sha for c in candidates] == history.shas
-    assert sum(1 for c in candidates if c.subject.startswith("Merge pull request")) == 19
-    assert all(c.pr is not None for c in candidates[1:])
+    assert candidates.shas() == history.shas
+    described = candidates.described()  # the ends of the range and what the search tested
+    assert {c.position for c in described} >= {0, 1, 59, 30}
+    merges = {c.position for c in described if c.subject.startswith("Merge pull request")}
+    assert merges == {c.position for c in described if c.position % 3 == 0 and c.position > 0}
+    assert all(c.pr is not None for c in described if c.position > 0)
 
 
 def test_exit_125_and_build_failures_are_skipped(tmp_path: Path, store: Store):
@@ -181,7 +189,7 @@ def test_a_good_commit_that_came_in_through_a_merge_is_refused(tmp_path: Path, s
         coordinator(store).start(synthetic_spec(repo, b1, tip))
     assert store.list_bisects() == []
     commits = GitRepo(repo).range_for_bisect(c0, tip)  # from the main line: the merge is one candidate
-    assert [(c.position, c.subject) for c in commits] == [(0, "c0"), (1, "c1"), (2, "c2: merge"), (3, "c3")]
+    assert [(c.position, c.subject) for c in commits.described()] == [(0, "c0"), (1, "c1"), (2, "c2: merge"), (3, "c3")]
     assert (commits[0].sha, commits[-1].sha) == (c0, tip)
 
 
@@ -204,10 +212,10 @@ def test_resume_lists_candidates_a_cut_short_creation_had_not_stored(tmp_path: P
     history = culprit_history(tmp_path / "repo", 17, 9)
     spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=2)
     bisect_id = _created_without_candidates(store, spec).id
-    assert store.candidates(bisect_id) == []
+    assert len(store.candidates(bisect_id)) == 0
     record = coordinator(store).resume(bisect_id)
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[9])
-    assert [c.sha for c in store.candidates(bisect_id)] == history.shas
+    assert store.candidates(bisect_id).shas() == history.shas
 
 
 def test_store_missing_candidates_only_when_missing_and_listable(tmp_path: Path, store: Store):
@@ -216,18 +224,18 @@ def test_store_missing_candidates_only_when_missing_and_listable(tmp_path: Path,
     history = culprit_history(tmp_path / "repo", 5, 3)
     record = _created_without_candidates(store, synthetic_spec(history.path, history.shas[0], history.shas[-1]))
     assert store_missing_candidates(store, record)
-    assert [c.sha for c in store.candidates(record.id)] == history.shas
+    assert store.candidates(record.id).shas() == history.shas
     assert not store_missing_candidates(store, record)  # there already
     gone = _created_without_candidates(store, synthetic_spec(history.path, history.shas[0], history.shas[-1]))
     subprocess.run(["rm", "-rf", str(history.path)], check=True)
     assert not store_missing_candidates(store, gone)  # the repository is gone: nothing to list, no error
-    assert store.candidates(gone.id) == []
+    assert len(store.candidates(gone.id)) == 0
 
 
 def test_start_stores_the_candidates(tmp_path: Path, store: Store):
     history = culprit_history(tmp_path / "repo", 5, 3)
     record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1]))
-    assert [c.sha for c in store.candidates(record.id)] == history.shas
+    assert store.candidates(record.id).shas() == history.shas
 
 
 @pytest.mark.parametrize("kind", ["found", "endpoints mismatch", "all parents"])
@@ -241,7 +249,7 @@ def test_candidates_are_stored_before_the_first_step(tmp_path: Path, store: Stor
     spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], all_parents=kind == "all parents")
     with _CandidatesWatchingStore.open(f"sqlite:///{tmp_path / 'watched.db'}") as watched:
         record = Coordinator(watched, make_executor, poll_interval_s=0.05).start(spec)
-        stored = [c.sha for c in watched.candidates(record.id)]
+        stored = watched.candidates(record.id).shas()
         steps = watched.steps(record.id)
     expected = BisectStatus.ENDPOINTS_MISMATCH if kind == "endpoints mismatch" else BisectStatus.FOUND
     assert record.status is expected
@@ -250,19 +258,69 @@ def test_candidates_are_stored_before_the_first_step(tmp_path: Path, store: Stor
     position = {sha: i for i, sha in enumerate(stored)}
     for step, known in zip(steps, watched.candidates_at_start, strict=True):  # each step's commit was listed
         assert position[step.sha] < known
+    assert all(watched.described_at_start)  # and described
     if kind == "all parents":
         assert record.first_bad == history.side_shas[1]
 
 
 class _CandidatesWatchingStore(Store):
-    """A real store that notes how many candidates are stored each time a step starts."""
+    """A real store that notes, each time steps start, how many candidates are stored and whether each step's
+    commit is described."""
 
     candidates_at_start: list[int]
+    described_at_start: list[bool]
 
     def start_steps(self, bisect_id: int, new_steps: Sequence[NewStep]) -> list[int]:
-        known = len(self.candidates(bisect_id))
-        self.candidates_at_start = [*getattr(self, "candidates_at_start", []), *[known] * len(new_steps)]
+        candidates = self.candidates(bisect_id)
+        self.candidates_at_start = [*getattr(self, "candidates_at_start", []), *[len(candidates)] * len(new_steps)]
+        described = [getattr(candidates.commit(step.sha), "described", False) for step in new_steps]
+        self.described_at_start = [*getattr(self, "described_at_start", []), *described]
         return super().start_steps(bisect_id, new_steps)
+
+
+def _git_details(repo: Path, sha: str) -> tuple[str, str, datetime]:
+    shown = ["git", "-C", str(repo), "log", "-1", "--format=%s%x1f%an <%ae>%x1f%ct", sha]
+    subject, author, timestamp = subprocess.run(shown, capture_output=True, text=True, check=True).stdout.split("\x1f")
+    return subject, author, datetime.fromtimestamp(int(timestamp), tz=UTC)
+
+
+def test_a_long_range_stores_the_details_of_the_commits_it_shows_and_no_others(tmp_path: Path, store: Store):
+    history = culprit_history(tmp_path / "repo", 300, 217, merge_every=7)
+    record = coordinator(store).start(synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=3))
+    assert record.first_bad == history.shas[217]
+    candidates = store.candidates(record.id)
+    assert candidates.shas() == history.shas
+    tested = {candidates.position[s.sha] for s in store.steps(record.id)}
+    shown = candidates.shown(tested, 217)
+    assert {0, 1, 216, 217, 218, 299, 300} <= set(shown)
+    assert len(shown) < 40
+    described = candidates.described()
+    assert [c.position for c in described] == shown
+    for commit in described:
+        assert (commit.subject, commit.author, commit.date) == _git_details(history.path, commit.sha)
+    report = BisectReport.load(store, record.id)
+    assert all(row.described for row in range_rows(report) if isinstance(row, Commit))
+    assert report_json(report)["first_bad"]["subject"] == _git_details(history.path, history.shas[217])[0]  # type: ignore[index]
+    assert record.message.endswith(_git_details(history.path, history.shas[217])[0])
+
+    untested = next(p for p in range(100, 200) if p not in tested)  # a person's verdict that agrees with the answer
+    mark_commit(store, record.id, history.shas[untested], "good")
+    assert store.candidates(record.id)[untested].described
+
+
+def test_resume_after_a_kill_between_creation_and_the_first_step(tmp_path: Path, store: Store):
+    history = culprit_history(tmp_path / "repo", 120, 77)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], workers=2)
+    bisect_id = prepare_bisect(store, spec)  # what a coordinator killed right after creating the bisect leaves
+    assert store.steps(bisect_id) == []
+    candidates = store.candidates(bisect_id)
+    assert (candidates.shas(), [c.position for c in candidates.described()]) == (history.shas, candidates.shown())
+    record = coordinator(store).resume(bisect_id)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[77])
+    candidates = store.candidates(bisect_id)
+    assert candidates.shas() == history.shas
+    assert all(candidates.commit(s.sha).described for s in store.steps(bisect_id))  # type: ignore[union-attr]
+    assert candidates[77].subject == _git_details(history.path, history.shas[77])[0]
 
 
 def test_all_parents_descends_into_a_bad_merge(tmp_path: Path, store: Store):

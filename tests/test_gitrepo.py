@@ -104,7 +104,8 @@ def test_an_unknown_commit_is_a_repo_error(history: tuple[Path, dict[str, str]])
 def test_the_range_lists_the_first_parent_chain(history: tuple[Path, dict[str, str]]):
     path, shas = history
     listed = GitRepo(path).range_for_bisect(shas["base"], shas["merge"])
-    assert [(c.position, c.sha) for c in listed] == [(0, shas["base"]), (1, shas["change"]), (2, shas["merge"])]
+    expected = [(0, shas["base"]), (1, shas["change"]), (2, shas["merge"])]
+    assert [(c.position, c.sha) for c in listed.described()] == expected  # a short range: described whole
     assert listed[1].subject == git(path, "log", "-1", "--format=%s", shas["change"])
 
 

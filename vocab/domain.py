@@ -64,14 +64,20 @@ class StepPurpose(StrEnum):
 
 @dataclass(frozen=True)
 class Commit:
-    """One commit of the bisect range. position 0 is the good endpoint, the last one the bad endpoint."""
+    """One commit of the bisect range. position 0 is the good endpoint, the last one the bad endpoint. Its details
+    (subject, author, date, PR) are read from git for the commits a bisect shows (vocab/commit_range.py): a commit
+    not described has date None."""
 
     position: int
     sha: str
-    subject: str
-    author: str
-    date: datetime
+    subject: str = ""
+    author: str = ""
+    date: datetime | None = None
     pr: int | None = None
+
+    @property
+    def described(self) -> bool:
+        return self.date is not None
 
 
 _PR_PATTERNS = (re.compile(r"\(#(\d+)\)\s*$"), re.compile(r"^Merge pull request #(\d+)\b"))

@@ -13,11 +13,12 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import Commit, parse_pr_number
 from bisector.vocab.errors import RepoError
 
@@ -71,11 +72,25 @@ def _git(
     return stdout
 
 
-# mark (- for a boundary commit), SHA, parents, author, e-mail, commit time, subject; unit separators: a subject may
+# mark, SHA, parents, author, e-mail, commit time, subject; unit separators: a subject may
 # hold any other character
 _LOG_FORMAT = "%m%x1f%H%x1f%P%x1f%an%x1f%ae%x1f%ct%x1f%s"
 # one commit: SHA, author, e-mail, commit time, then the whole message
 _COMMIT_FORMAT = "%H%x1f%an%x1f%ae%x1f%ct%x1f%B"
+
+
+def _parsed(entry: str, position: int) -> tuple[Commit, list[str]]:
+    """One entry of `git log --format=_LOG_FORMAT -z`: the commit (at position) and its parents."""
+    _, sha, parents, author, email, timestamp, subject = entry.strip("\n").split("\x1f", 6)
+    commit = Commit(
+        position=position,
+        sha=sha,
+        subject=subject,
+        author=f"{author} <{email}>",
+        date=datetime.fromtimestamp(int(timestamp), tz=UTC),
+        pr=parse_pr_number(subject),
+    )
+    return commit, parents.split()
 
 
 def _in_worktree(path: Path, *args: str) -> None:
@@ -149,31 +164,47 @@ class GitRepo:
         """The commits from good (position 0) to bad (the last position), oldest first, along bad's
         first-parent chain: each merge is one candidate, the usual view of a main branch. With paths, only the
         commits between that touch them (as `git bisect start -- PATH...`); the endpoints stay."""
-        commits = [self.commit(good, 0), *(commit for commit, _ in self._first_parent_log(good, bad, paths=paths))]
+        commits = [self.commit(good, 0), *self._first_parent_log(good, bad, paths)]
         if paths and commits[-1].sha != bad:
             commits.append(self.commit(bad, len(commits)))
         return commits
 
-    def range_for_bisect(self, good: str, bad: str, paths: Sequence[str] = ()) -> list[Commit]:
+    def range_for_bisect(self, good: str, bad: str, paths: Sequence[str] = ()) -> CommitRange:
         """The first-parent chain from good to bad, validated: good an ancestor of bad on that chain. With paths,
-        only the commits between that touch them are candidates."""
+        only the commits between that touch them are candidates (the endpoints stay). Described: the commits every
+        report shows (CommitRange.shown: the ends of the range, the endpoints among them)."""
         if good == bad:
             raise RepoError(f"empty range: good and bad are the same commit {good[:12]}")
+        chain = self._run("rev-list", "--first-parent", "--reverse", bad, f"^{good}")  # SHAs one a line: maybe 100,000
+        oldest_first_parent = self.parents(chain.partition("\n")[0])[:1] if chain else []
+        if oldest_first_parent != [good]:
+            if not self.is_ancestor(good, bad):
+                raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
+            self._check_first_parent(good, bad, oldest_first_parent)
         if paths:
-            if not self.is_ancestor(good, bad):
-                raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
-            oldest = self._run("rev-list", "--reverse", "--first-parent", bad, f"^{good}").split()[0]
-            self._check_first_parent(good, bad, self.parents(oldest)[:1])
-            return self.candidates(good, bad, paths)
-        # One git process: the chain with each commit's parents, and good itself as the boundary commit.
-        listed = self._first_parent_log(good, bad, boundary=True)
-        chain = [(commit, parents) for commit, parents in listed if parents is not None]
-        boundary = {commit.sha: commit for commit, parents in listed if parents is None}
-        if not chain or good not in boundary or chain[0][1][:1] != [good]:
-            if not self.is_ancestor(good, bad):
-                raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
-            self._check_first_parent(good, bad, chain[0][1][:1] if chain else [])
-        return [boundary[good], *(commit for commit, _ in chain)]
+            chain = self._run("rev-list", "--first-parent", "--reverse", bad, f"^{good}", "--", *paths)
+            if not chain.endswith(bad):
+                chain = f"{chain}\n{bad}" if chain else bad
+        candidates = CommitRange([good])
+        candidates.extend_text(chain)
+        candidates.describe(self.describe(candidates.undescribed(candidates.shown())))
+        return candidates
+
+    def describe(self, commits: Sequence[Commit]) -> list[Commit]:
+        """The commits with their details (subject, author, date, PR) read from git, in one process."""
+        if not commits:
+            return []
+        shas = list(dict.fromkeys(commit.sha for commit in commits))
+        options = ["--no-walk=unsorted", "--no-show-signature", f"--format={_LOG_FORMAT}", "-z"]
+        try:
+            listing = self._run("log", *options, *shas, "--", errors="replace")
+        except _GitCommandError as exc:
+            raise RepoError(f"reading commits {', '.join(s[:12] for s in shas[:3])} failed: {exc}") from None
+        details = {c.sha: c for c in (_parsed(entry, 0)[0] for entry in listing.split("\0") if entry.strip())}
+        missing = [sha[:12] for sha in shas if sha not in details]
+        if missing:
+            raise RepoError(f"git did not list the commits {', '.join(missing)}")
+        return [replace(details[commit.sha], position=commit.position) for commit in commits]
 
     @staticmethod
     def _check_first_parent(good: str, bad: str, oldest_first_parent: list[str]) -> None:
@@ -184,31 +215,13 @@ class GitRepo:
                 f"choose a good commit on the main line{example}"
             )
 
-    def _first_parent_log(
-        self, good: str, bad: str, *, boundary: bool = False, paths: Sequence[str] = ()
-    ) -> list[tuple[Commit, list[str] | None]]:
+    def _first_parent_log(self, good: str, bad: str, paths: Sequence[str] = ()) -> list[Commit]:
         """`git log --first-parent` from bad down to good (excluded), oldest first, limited to commits touching paths
-        when given: each commit with its parents; with boundary also the excluded commits next to the chain, with
-        None for their parents. The chain's positions start at 1 (good's is 0); a boundary commit's position is 0."""
+        when given, described; positions from 1 (good's is 0)."""
         options = ["--reverse", "--first-parent", "--no-show-signature", f"--format={_LOG_FORMAT}", "-z"]
-        if boundary:
-            options.append("--boundary")
         listing = self._run("log", *options, bad, f"^{good}", "--", *paths, errors="replace")
-        listed: list[tuple[Commit, list[str] | None]] = []
-        position = 0
-        for entry in (e for e in listing.split("\0") if e.strip()):
-            mark, sha, parents, author, email, timestamp, subject = entry.strip("\n").split("\x1f", 6)
-            position += mark != "-"
-            commit = Commit(
-                position=position if mark != "-" else 0,
-                sha=sha,
-                subject=subject,
-                author=f"{author} <{email}>",
-                date=datetime.fromtimestamp(int(timestamp), tz=UTC),
-                pr=parse_pr_number(subject),
-            )
-            listed.append((commit, None if mark == "-" else parents.split()))
-        return listed
+        entries = (entry for entry in listing.split("\0") if entry.strip())
+        return [_parsed(entry, position)[0] for position, entry in enumerate(entries, start=1)]
 
     def merged_branch(self, merge: str) -> list[str]:
         """The commits a merge brought in along its second parent's first-parent chain, oldest first."""

@@ -92,7 +92,7 @@ def _commit_json(commit: Commit, metric: float | None) -> dict[str, object]:
         "position": commit.position,
         "subject": commit.subject,
         "author": commit.author,
-        "date": commit.date.isoformat(),
+        "date": commit.date.isoformat() if commit.date else None,
         "pr": commit.pr,
         "metric": metric,
     }

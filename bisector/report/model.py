@@ -19,6 +19,7 @@ from bisector.search.ledger import EVIDENCE_PURPOSES, Ledger
 from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.spec import BisectSpec
 from bisector.terms import new_verdict, old_verdict, term_of
+from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.cost import step_gpu_seconds
 from bisector.vocab.domain import (
     CANCELLED_DETAIL,
@@ -81,7 +82,7 @@ def _with_found_logs(steps: list[StepRecord], folder: Path) -> list[StepRecord]:
 class BisectReport:
     record: BisectRecord
     spec: BisectSpec
-    candidates: list[Commit]
+    candidates: CommitRange
     steps: list[StepRecord]
     explanation: Explanation | None = None
 
@@ -103,17 +104,13 @@ class BisectReport:
         """(old, new): the words for the good endpoint's state and the bad endpoint's (good/bad unless given)."""
         return self.spec.search.terms()
 
-    @cached_property
-    def _commits(self) -> dict[str, Commit]:
-        return {c.sha: c for c in self.candidates}
-
     def commit(self, sha: str | None) -> Commit | None:
-        return self._commits.get(sha) if sha else None
+        """The candidate with this SHA, with its details where it is described."""
+        return self.candidates.commit(sha) if sha else None
 
     def position(self, sha: str) -> int:
         """The commit's position among the candidates; -1 for one outside them (a minimisation variant)."""
-        commit = self.commit(sha)
-        return commit.position if commit else -1
+        return self.candidates.position.get(sha, -1)
 
     def position_label(self, sha: str) -> str:
         """The position as the step tables print it: "-" for a commit outside the candidates."""
@@ -222,16 +219,18 @@ class BisectReport:
         first_bad, last_good = self.commit(self.record.first_bad), self.commit(self.record.last_good)
         if first_bad is None or last_good is None:
             return []
-        return [c for c in self.candidates if last_good.position < c.position <= first_bad.position]
+        return [self.candidates[p] for p in range(last_good.position + 1, first_bad.position + 1)]
 
     def boundary(self) -> tuple[Commit | None, Commit | None]:
         """(latest commit known old, earliest later commit known new) from the evidence so far: a running
         bisect's range still open; the answer once it is finished."""
         old, new = old_verdict(self.spec), new_verdict(self.spec)
-        olds = [c for c in self.candidates if self.state_of(c.sha) is old]
+        ends = [p for p in (0, self.position(self.record.bad)) if p >= 0]  # an endpoint may be taken as given
+        known = [self.candidates[p] for p in sorted({*self.ledger.tested(), *ends}) if p < len(self.candidates)]
+        olds = [c for c in known if self.state_of(c.sha) is old]
         last_old = max(olds, key=lambda c: c.position, default=None)
         floor = last_old.position if last_old else -1
-        news = [c for c in self.candidates if c.position > floor and self.state_of(c.sha) is new]
+        news = [c for c in known if c.position > floor and self.state_of(c.sha) is new]
         return last_old, min(news, key=lambda c: c.position, default=None)
 
     def reproduce_target(self) -> ReproduceTarget:

@@ -13,7 +13,7 @@ def pruning_lines(report: BisectReport) -> list[str]:
     plan = report.records.pruning
     if plan is None:
         return []
-    removed = [c.sha for c in report.candidates if c.sha in plan.removed()]
+    removed = [sha for sha in report.candidates.shas() if sha in plan.removed()]
     lines = [f"--prune auto: {plan.note}"]
     lines += [f"  {sha[:12]}: {pruned_why(report, sha)}" for sha in removed[:MAX_PRUNED_LISTED]]
     if len(removed) > MAX_PRUNED_LISTED:

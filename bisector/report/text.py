@@ -24,8 +24,6 @@ from bisector.vocab.domain import (
     image_origin,
 )
 
-MAX_RANGE_ROWS = 40  # the commit table elides the middle of longer ranges
-
 VERDICT_STYLE = {
     Verdict.GOOD: "green",
     Verdict.BAD: "red",
@@ -45,8 +43,8 @@ def fmt_s(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}s"
 
 
-def fmt_date(value: datetime) -> str:
-    return value.strftime("%Y-%m-%d %H:%M UTC")
+def fmt_date(value: datetime | None) -> str:
+    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def answer_lines(report: BisectReport) -> list[str]:
@@ -171,23 +169,17 @@ def image_cell(image: dict[str, object] | None) -> str:
 
 
 def range_rows(report: BisectReport) -> list[Commit | int]:
-    """The commits a report's range table shows: all of a short range; of a longer one the ends, the tested
-    commits and the first bad one's neighbours, an int (how many commits are left out) in each gap."""
-    rows: list[Commit] = report.candidates
-    first_bad = report.commit(report.record.first_bad)
-    if len(rows) > MAX_RANGE_ROWS:
-        keep = {c.position for c in rows[:5] + rows[-5:]}
-        keep |= {report.position(s.sha) for s in report.steps}
-        if first_bad is not None:
-            keep |= {first_bad.position - 1, first_bad.position, first_bad.position + 1}
-        rows = [c for c in rows if c.position in keep]
+    """The commits a report's range table shows (CommitRange.shown: all of a short range; of a longer one the ends,
+    the tested commits and the first bad one's neighbours), an int (how many commits are left out) in each gap."""
+    candidates, first_bad = report.candidates, report.commit(report.record.first_bad)
+    tested = {report.position(s.sha) for s in report.steps}
     out: list[Commit | int] = []
     previous = -1
-    for commit in rows:
-        if commit.position != previous + 1:
-            out.append(commit.position - previous - 1)
-        previous = commit.position
-        out.append(commit)
+    for position in candidates.shown(tested, first_bad.position if first_bad else None):
+        if position != previous + 1:
+            out.append(position - previous - 1)
+        previous = position
+        out.append(candidates[position])
     return out
 
 

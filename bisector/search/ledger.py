@@ -16,6 +16,7 @@ from datetime import datetime
 from bisector.search.endpoints import endpoint_verdict
 from bisector.search.judge import RESULT_VERDICTS, UNTESTED, CommitView, Judge
 from bisector.spec import BisectSpec
+from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import Commit, ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
 
 # Steps whose verdicts decide commits; a manual step is a person's verdict, counted with the search.
@@ -57,7 +58,7 @@ class Ledger:
     def __init__(
         self,
         spec: BisectSpec,
-        candidates: Sequence[Commit],
+        candidates: CommitRange | Sequence[Commit],
         bad_sha: str,
         steps: Iterable[StepRecord] = (),
         quarantined: Mapping[str, str] | None = None,
@@ -66,8 +67,8 @@ class Ledger:
     ) -> None:
         self.spec = spec
         self.judge = Judge(spec)
-        self.candidates: list[Commit] = list(candidates)
-        self.position = {c.sha: c.position for c in self.candidates}
+        self.candidates = candidates if isinstance(candidates, CommitRange) else CommitRange.of(candidates)
+        self.position = self.candidates.position  # SHA -> position
         self.bad_sha = bad_sha
         self.histories: dict[int, CommitHistory] = {}
         self.in_flight: dict[int, InFlight] = {}  # step id -> where it runs
@@ -84,8 +85,8 @@ class Ledger:
 
     def extend(self, commits: Sequence[Commit]) -> None:
         """More candidates (a merged branch's commits, numbered after the others)."""
-        self.candidates += commits
-        self.position.update((c.sha, c.position) for c in commits)
+        self.candidates.extend(c.sha for c in commits)
+        self.candidates.describe(commits)
 
     def history(self, position: int) -> CommitHistory:
         return self.histories.setdefault(position, CommitHistory())

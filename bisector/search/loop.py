@@ -18,6 +18,7 @@ from bisector.db.store import Store
 from bisector.ownership import Lease
 from bisector.progress import ProgressObserver
 from bisector.search.actions import Action, Cancel, Descend, Finish, Note, Record, Submit
+from bisector.search.commit_details import CommitDetails
 from bisector.search.decide import SearchCore
 from bisector.search.lookahead import likely_probes, still_open
 from bisector.search.pipeline import PlannedStep, StepPipeline
@@ -76,9 +77,11 @@ class SearchLoop:
         self.last_cancel_check = time.monotonic() if fresh else -CANCEL_CHECK_S
         self.last_progress = -PROGRESS_INTERVAL_S
         self.build_ahead = build_ahead
+        self.details = CommitDetails(store, self.bisect_id, pipeline.repo, core.ledger.candidates)
 
     def run(self) -> None:
         try:
+            self.details.ensure(self.core.ledger.tested())  # a resumed bisect's, stored by older versions or by hand
             self.loop()
         except BaseException:
             with contextlib.suppress(Exception):  # keep what came back; the original error is the one to see
@@ -144,6 +147,7 @@ class SearchLoop:
                 PlannedStep(sha, submit.purpose, submit.worker, attempt, avoid=avoid, preemptible=submit.preemptible)
             )
         self.batches += 1
+        self.details.ensure(submit.position for submit in submits)
         for submit, sent in zip(submits, self.pipeline.send(planned), strict=True):
             step = sent.step
             self.core.started(step, submit)
@@ -160,9 +164,10 @@ class SearchLoop:
             self.core.no_branch(merge)
             return []
         start = len(self.core.ledger.candidates)
-        commits = [repo.commit(sha, start + i) for i, sha in enumerate(side)]
-        self.store.add_candidates(self.bisect_id, commits)
-        return self.core.descend(merge, repo.parents(merge)[0], commits)
+        commits = [Commit(start + i, sha) for i, sha in enumerate(side)]
+        actions = self.core.descend(merge, repo.parents(merge)[0], commits)
+        self.store.add_candidates(self.bisect_id, self.core.ledger.candidates, first_position=start)
+        return actions
 
     def finish(self, finish: Finish) -> None:
         if finish.status is BisectStatus.PAUSED:
@@ -171,10 +176,20 @@ class SearchLoop:
             self.observer.note(finish.message)
             return
         self.flush()  # every step's result is in the store before its verdict is
+        self.describe_answer(finish)
         if finish.records is not None and finish.names:
             self.store.update_extra(self.bisect_id, **finish.records.to_extra(*finish.names))
         self.set_status(finish)
         self.cancel_all(NOT_NEEDED)
+
+    def describe_answer(self, finish: Finish) -> None:
+        """The commits the report of this answer shows, described before it is stored."""
+        ledger = self.core.ledger
+        first_bad, last_good = ledger.position.get(finish.first_bad or ""), ledger.position.get(finish.last_good or "")
+        shown = ledger.candidates.shown(ledger.tested(), first_bad)
+        if finish.status is BisectStatus.AMBIGUOUS and first_bad is not None and last_good is not None:
+            shown += range(last_good + 1, first_bad + 1)  # the suspects
+        self.details.ensure(shown)
 
     def set_status(self, finish: Finish) -> None:
         finished = None if finish.status is BisectStatus.PAUSED else self.pipeline.now()
@@ -247,9 +262,12 @@ class SearchLoop:
         if now - self.last_cancel_check < CANCEL_CHECK_S:
             return False
         self.last_cancel_check = now
-        for step in self.store.manual_steps(self.bisect_id, after_id=self.manual_seen):
+        marks = self.store.manual_steps(self.bisect_id, after_id=self.manual_seen)
+        for step in marks:
             self.manual_seen = step.id
             self.core.take_manual(step)
+        if marks:
+            self.details.ensure(self.core.ledger.tested())  # before the core concludes from them
         return self.store.get_bisect(self.bisect_id).status is BisectStatus.CANCELLED
 
     def cancel_all(self, why: str) -> None:

@@ -26,7 +26,8 @@ class MergeDescent:
         """The positions being bisected, good end first: the first-parent chain, or the latest merged branch."""
         if self.phases:
             return list(self.phases[-1].order)
-        return [c.position for c in self.ledger.candidates if c.sha not in self.pruned]
+        shas = self.ledger.candidates.shas()
+        return [position for position, sha in enumerate(shas) if sha not in self.pruned]
 
     def wants(self, sha: str) -> bool:
         """Whether a found first bad commit must be looked into (it may be a merge not yet descended into)."""

@@ -51,7 +51,7 @@ def test_open_creates_the_schema_from_nothing(db_url: str) -> None:
         names = set(inspect(engine).get_table_names())
     finally:
         engine.dispose()
-    assert names == {"alembic_version", "bisects", "candidates", "steps", "findings", "images", "jobs"}
+    assert names == {"alembic_version", "bisects", "ranges", "candidates", "steps", "findings", "images", "jobs"}
     assert alembic_version(path) == [HEAD]
 
 

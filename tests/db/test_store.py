@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from bisector.db import Store
 from bisector.db.store import NewStep
+from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import (
     BisectStatus,
     Commit,
@@ -85,7 +86,8 @@ def test_unknown_bisect(store: Store) -> None:
     for call in (
         lambda: store.set_status(42, BisectStatus.CANCELLED),
         lambda: store.update_extra(42, confidence=0.9),
-        lambda: store.add_candidates(42, commits(2)),
+        lambda: store.add_candidates(42, CommitRange([GOOD, BAD])),
+        lambda: store.describe(42, commits(1)),
         lambda: store.candidates(42),
         lambda: store.start_step(42, GOOD, 1, "w", "n", (0,), T0),
         lambda: store.steps(42),
@@ -178,27 +180,50 @@ def test_newest_first_across_time_zones(store: Store) -> None:
 # --- candidates ----------------------------------------------------------------------------------
 
 
-def test_candidates_round_trip_in_position_order(store: Store) -> None:
+def test_candidates_round_trip_with_the_details_of_the_described_ones(store: Store) -> None:
     bisect_id = new_bisect(store)
     history = commits(7)
-    store.add_candidates(bisect_id, list(reversed(history)))
-    assert store.candidates(bisect_id) == history
-    assert store.candidates(new_bisect(store)) == []
+    shown = [history[0], history[3], history[6]]
+    store.add_candidates(bisect_id, CommitRange([c.sha for c in history], shown))
+    stored = store.candidates(bisect_id)
+    assert stored.shas() == [c.sha for c in history]
+    assert stored.described() == shown
+    assert stored[3] == history[3]
+    assert stored[2] == Commit(2, history[2].sha)  # not described: its SHA and position only
+    assert not stored[2].described
+    assert (stored.commit(history[5].sha), stored.commit("f" * 40)) == (Commit(5, history[5].sha), None)
+    assert len(store.candidates(new_bisect(store))) == 0
 
 
 def test_candidates_are_all_or_nothing(store: Store) -> None:
     bisect_id = new_bisect(store)
     history = commits(5)
-    with pytest.raises(StoreError, match=r"UNIQUE constraint failed|duplicate key value violates unique constraint"):
-        store.add_candidates(bisect_id, [*history, history[2]])
-    assert store.candidates(bisect_id) == []
+    naive = replace(history[4], date=datetime(2025, 1, 1))
+    with pytest.raises(ValueError, match="naive datetime"):
+        store.add_candidates(bisect_id, CommitRange([c.sha for c in history], [history[0], naive]))
+    assert len(store.candidates(bisect_id)) == 0
 
 
-def test_5000_candidates_in_one_bulk_insert(store: Store) -> None:
+def test_100000_candidates_and_a_merged_branch_after_them(store: Store) -> None:
     bisect_id = new_bisect(store)
-    history = commits(5000)
-    store.add_candidates(bisect_id, history)
-    assert store.candidates(bisect_id) == history
+    shas = [f"{i:040x}" for i in range(100_000)]
+    candidates = CommitRange(shas)
+    store.add_candidates(bisect_id, candidates)
+    branch = [f"{i:040x}" for i in range(10**6, 10**6 + 3)]
+    candidates.extend(branch)
+    store.add_candidates(bisect_id, candidates, first_position=len(shas))
+    stored = store.candidates(bisect_id)
+    assert stored.shas() == shas + branch
+    assert (stored.position[shas[-1]], stored.position[branch[0]]) == (99_999, 100_000)
+
+
+def test_describe_stores_the_details_once(store: Store) -> None:
+    bisect_id = new_bisect(store)
+    history = commits(6)
+    store.add_candidates(bisect_id, CommitRange([c.sha for c in history], [history[0]]))
+    store.describe(bisect_id, [history[2], replace(history[0], subject="changed"), Commit(4, history[4].sha)])
+    store.describe(bisect_id, [history[2]])
+    assert store.candidates(bisect_id).described() == [history[0], history[2]]
 
 
 # --- steps ---------------------------------------------------------------------------------------
