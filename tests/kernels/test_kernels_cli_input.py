@@ -59,15 +59,15 @@ def test_malformed_gemm_batch_sizes_and_config_values_are_one_line_and_exit_2():
 
 
 def test_gpu_report_help_prints_usage_and_starts_nothing(tmp_path: Path):
-    done = _run("kernels.gpu_report", "--help", cwd=tmp_path)
+    done = _run("bisector.kernels.gpu_report", "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("usage: python -m kernels.gpu_report")
+    assert done.stdout.startswith("usage: python -m bisector.kernels.gpu_report")
     assert "--quick" in done.stdout
     assert list(tmp_path.iterdir()) == []  # no folder named --help, no session
 
 
 def test_gpu_report_rejects_unknown_options_before_starting(tmp_path: Path):
-    done = _run("kernels.gpu_report", "out", "--fast", cwd=tmp_path)
+    done = _run("bisector.kernels.gpu_report", "out", "--fast", cwd=tmp_path)
     assert done.returncode == 2
     assert "unrecognized arguments: --fast" in done.stderr
     assert list(tmp_path.iterdir()) == []
