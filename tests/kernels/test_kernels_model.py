@@ -32,6 +32,7 @@ def _bench(*args, override=""):
     return first, json.loads(second)
 
 
+@pytest.mark.kernels
 def test_bench_gives_exactly_k_plus_one_with_the_good_table():
     line, report = _bench("--k", "3")
     assert line == "accept length: 4.0000"
@@ -49,6 +50,7 @@ def test_bench_gives_exactly_k_plus_one_with_the_good_table():
     assert report["wall_s"] > 0
 
 
+@pytest.mark.kernels
 def test_bench_drops_clearly_below_the_threshold_with_the_bad_table():
     line, report = _bench("--k", "3", override=BAD)
     assert line.startswith("accept length: ")
