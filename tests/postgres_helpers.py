@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import create_engine, make_url, text
 
 POSTGRES_URL_VARIABLE = "BISECT_TEST_POSTGRES_URL"
-BACKENDS = ("sqlite", "postgresql")
+BACKENDS = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgres))
 
 
 def postgres_admin_url() -> str:

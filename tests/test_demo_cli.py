@@ -12,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # the demo bisect builds images and runs the kernel bench at every step: minutes
 
 
 def bisect(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

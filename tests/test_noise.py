@@ -26,12 +26,16 @@ def flaky_run(tmp_path: Path, position: int, failures: int) -> str:
     )
 
 
-def noisy_metric_run(good: float, bad: float, noise: float) -> str:
-    """A metric around `good` or `bad` with deterministic noise that differs per run."""
+def noisy_metric_run(runs: Path, seed: int, good: float, bad: float, noise: float) -> str:
+    """A metric around `good` or `bad` plus uniform noise within +-`noise`. The k-th run at a commit (k taken
+    atomically under `runs`) draws random.Random("seed:position:k"): a seed fixes every commit's values,
+    whatever order the runs start in."""
+    runs.mkdir()
     return (
-        "n=$(cat /proc/sys/kernel/random/uuid | tr -dc 0-9 | head -c 6); "
-        f"python3 -c \"import sys; v=open('verdict').read().strip(); n=int(sys.argv[1]); "
-        f"base={good} if v=='good' else {bad}; print('metric:', base + {noise} * ((n % 1000) / 500 - 1))\" $n"
+        f'p=$(cat counter.txt); k=0; until mkdir "{runs}/$p.$k" 2>/dev/null; do k=$((k + 1)); done; '
+        "python3 -c \"import random, sys; v=open('verdict').read().strip(); r=random.Random(':'.join(sys.argv[1:])); "
+        f"base={good} if v=='good' else {bad}; print('metric:', base + {noise} * (2 * r.random() - 1))\" "
+        f"{seed} $p $k"
     )
 
 
@@ -68,10 +72,11 @@ def test_adaptive_repeats_settle_a_disagreement(tmp_path: Path, store: Store):
     assert len(runs_at_four) > 2  # 1 fail + 1 pass disagreed, so more runs were asked
 
 
-def test_noisy_metric_with_threshold_band_and_repeats(tmp_path: Path, store: Store):
+def test_noisy_metric_with_threshold_band_and_repeats(tmp_path: Path, store: Store, noise_seed: int):
     history = culprit_history(tmp_path / "repo", 20, 7)
+    run = noisy_metric_run(tmp_path / "runs", noise_seed, 10.0, 8.0, 1.5)
     spec = synthetic_spec(
-        history.path, history.shas[0], history.shas[-1], run=noisy_metric_run(10.0, 8.0, 1.5), build=None,
+        history.path, history.shas[0], history.shas[-1], run=run, build=None,
         metric=r"metric: ([-0-9.]+)", expect=">= 9.0", noise_band=0.5, repeat=3, max_repeat=15, workers=3,
         explain=False,
     )  # fmt: skip
@@ -80,10 +85,11 @@ def test_noisy_metric_with_threshold_band_and_repeats(tmp_path: Path, store: Sto
     assert history.shas[7] in record.extra["decisions"]
 
 
-def test_expect_auto_compares_with_the_endpoints(tmp_path: Path, store: Store):
+def test_expect_auto_compares_with_the_endpoints(tmp_path: Path, store: Store, noise_seed: int):
     history = culprit_history(tmp_path / "repo", 12, 4)
+    run = noisy_metric_run(tmp_path / "runs", noise_seed, 100.0, 90.0, 2.0)
     spec = synthetic_spec(
-        history.path, history.shas[0], history.shas[-1], run=noisy_metric_run(100.0, 90.0, 2.0), build=None,
+        history.path, history.shas[0], history.shas[-1], run=run, build=None,
         metric=r"metric: ([-0-9.]+)", expect="auto", direction="higher", repeat=5, max_repeat=20, workers=4,
         explain=False,
     )  # fmt: skip

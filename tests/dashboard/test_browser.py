@@ -15,6 +15,8 @@ from browser import BROWSER_TIMEOUT_MS, CHROMIUM_FLAGS, chromium_path
 from fill import Filled
 from server import ROOT, running_dashboard
 
+pytestmark = pytest.mark.browser
+
 
 def artifacts_dir() -> Path:
     folder = Path(os.environ.get("BISECT_TEST_ARTIFACTS", ROOT / "test-artifacts"))

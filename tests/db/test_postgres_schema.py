@@ -17,6 +17,8 @@ from bisector.db.engine import make_engine
 from bisector.db.migrate import alembic_config, migration_connection
 from bisector.db.schema import metadata
 
+pytestmark = pytest.mark.postgres
+
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 

@@ -28,6 +28,8 @@ from bisector.vocab.metric import MetricSpec
 from bisector.workers.executor import Executor, StepRequest
 from bisector.workers.local import LocalExecutor
 
+pytestmark = pytest.mark.containers
+
 STOPPED_WITHIN_S = 120  # a safety bound: before, the RUN step ran forever and its working container stayed
 ROOT = Path(__file__).resolve().parents[2]
 

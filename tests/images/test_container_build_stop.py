@@ -13,6 +13,8 @@ from endless_build import endless_build
 from bisector.vocab.domain import ErrorKind, StepResult, Verdict
 from bisector.workers.local import LocalExecutor
 
+pytestmark = pytest.mark.containers
+
 STOPPED_WITHIN_S = 120  # a safety bound: the old behaviour ran the RUN step forever
 
 

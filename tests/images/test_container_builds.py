@@ -25,6 +25,8 @@ from bisector.workers.images.cache import ImageCache, LockTimeoutError
 from bisector.workers.local import LocalExecutor
 from bisector.workers.step import StepRunner, WorkerSlot
 
+pytestmark = pytest.mark.containers
+
 WAITING = "another step is pulling or building it; waiting"
 
 

@@ -25,6 +25,8 @@ from bisector.workers.images.cache import ImageCache
 from bisector.workers.local import LocalExecutor
 from bisector.workers.step import StepRunner, WorkerSlot
 
+pytestmark = pytest.mark.containers
+
 
 def _prebuilt(template: str, sha: str, value: int, into: Path) -> str:
     """An image as a CI job would publish it for sha (not by gpu-bisect): its id."""

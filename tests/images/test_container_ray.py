@@ -15,7 +15,7 @@ from bisector.workers.container_engine import STEP_LABEL
 
 pytest.importorskip("ray")
 
-pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]  # one local Ray cluster at a time
+pytestmark = [pytest.mark.ray, pytest.mark.containers, pytest.mark.xdist_group("ray")]  # one Ray cluster at a time
 
 
 def test_a_ray_bisect_runs_each_step_in_its_commits_container_image(podman: str, tmp_path: Path):

@@ -14,6 +14,8 @@ from bisector.kernels import bench
 ROOT = Path(bench.__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
+pytestmark = pytest.mark.kernels  # each test starts the stack's command line, importing torch
+
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 
 

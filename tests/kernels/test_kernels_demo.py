@@ -152,6 +152,7 @@ def _imported_from(repo, where, env):
     ).stdout
 
 
+@pytest.mark.kernels
 def test_bench_in_checkouts_measures_each_commits_table(small, tmp_path):
     assert small.metric_regex == r"accept length: ([0-9.]+)"
     assert small.expect == ">= 4.0"

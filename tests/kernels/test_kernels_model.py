@@ -32,6 +32,7 @@ def _bench(*args, override=""):
     return first, json.loads(second)
 
 
+@pytest.mark.kernels
 def test_bench_gives_exactly_k_plus_one_with_the_good_table():
     line, report = _bench("--k", "3")
     assert line == "accept length: 4.0000"
@@ -49,6 +50,7 @@ def test_bench_gives_exactly_k_plus_one_with_the_good_table():
     assert report["wall_s"] > 0
 
 
+@pytest.mark.kernels
 def test_bench_drops_clearly_below_the_threshold_with_the_bad_table():
     line, report = _bench("--k", "3", override=BAD)
     assert line.startswith("accept length: ")
@@ -97,7 +99,7 @@ def test_activations_use_exact_ops():
     x = torch.tensor([-6.0, -2.0, -1.0, 0.0, 0.5, 1.0, 2.0, 3.0, 4.0])
     assert model.fold(x).tolist() == [-1.0, -1.0, 0.0, 1.0, 0.5, 0.0, -1.0, 0.0, 1.0]
     assert model.softsign(torch.tensor([1.0, -3.0])).tolist() == [0.5, -0.75]
-    h = torch.randn(3, 64)
+    h = torch.randn(3, 64, generator=torch.Generator().manual_seed(0))
     n = model.rms_norm(h)
     assert n.dtype == torch.bfloat16
     assert torch.allclose(n.float().pow(2).mean(-1), torch.ones(3), rtol=2e-2)

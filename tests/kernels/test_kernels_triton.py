@@ -10,6 +10,8 @@ import pytest
 
 pytest.importorskip("triton")
 
+pytestmark = [pytest.mark.kernels, pytest.mark.xdist_group("triton-interpreter")]  # one interpreter run
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 

@@ -76,7 +76,8 @@ def test_a_full_worktree_disk_gives_disk_full(tmp_path: Path, small_disk: Path, 
     monkeypatch.setenv("BISECT_CACHE_DIR", str(small_disk))
     history = culprit_history(tmp_path / "repo", 3, 2)
     commit = "git -c user.name=t -c user.email=t@example.org commit -qm big"  # no identity configured is fine
-    big = f"head -c 400000 /dev/urandom | base64 > big.txt && git add big.txt && {commit}"
+    incompressible = "python3 -c 'import random, sys; sys.stdout.buffer.write(random.Random(0).randbytes(400000))'"
+    big = f"{incompressible} | base64 > big.txt && git add big.txt && {commit}"
     subprocess.run(["bash", "-c", big], cwd=history.path, check=True)
     sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=history.path, capture_output=True, text=True,
                          check=True).stdout.strip()  # fmt: skip
