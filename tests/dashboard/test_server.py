@@ -94,6 +94,18 @@ def test_bisect_page_plots_the_report(base: str, filled: Filled):
     assert "tuning.py" in page
 
 
+def test_bisect_page_names_its_rule_and_numbers_steps_as_the_report_does(base: str, filled: Filled):
+    """The "judged by" line names the expectation (or the exit code) and the command; steps are numbered 1..N as
+    `bisect report` and `bisect rerun --step N` number them, not by their ids in the store."""
+    for bisect_id, rule in ((filled.found_id, "&gt;= 8"), (filled.exit_code_id, "exit code")):
+        page = get(base, f"/bisects/{bisect_id}").text
+        assert f"<dt>judged by</dt><dd><code>{rule}</code> on <code>bash test.sh</code></dd>" in page
+        steps = get(base, f"/api/bisects/{bisect_id}").json()["steps"]
+        rows = [(int(a), int(b)) for a, b in re.findall(r'<tr data-step="(\d+)">\s*<td>(\d+)</td>', page)]
+        assert rows == [(n, n) for n in range(1, len(steps) + 1)]
+        assert [s["number"] for s in steps] == [n for n, _ in rows]
+
+
 def test_list_and_stats_pages(base: str, filled: Filled):
     page = get(base, "/?status=ambiguous").text
     last_good, first_bad = filled.ambiguous_range
