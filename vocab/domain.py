@@ -69,7 +69,7 @@ class Commit:
     sha: str
     subject: str
     author: str
-    date: datetime
+    date: datetime  # the author date, the one `git log` shows
     pr: int | None = None
 
 
