@@ -81,7 +81,7 @@ def test_a_commit_reads_as_git_log_shows_it(history: tuple[Path, dict[str, str]]
     assert commit.subject == "change the kernel (#42)"  # the message's first line (git log %s joins the paragraph)
     assert commit.pr == 42
     assert commit.author == "Ada Lovelace <ada@example.com>"
-    assert commit.date == datetime.fromtimestamp(int(git(path, "log", "-1", "--format=%ct", shas["change"])), UTC)
+    assert commit.date == datetime.fromtimestamp(int(git(path, "log", "-1", "--format=%at", shas["change"])), UTC)
 
 
 def test_parents_and_a_merges_branch(history: tuple[Path, dict[str, str]]):

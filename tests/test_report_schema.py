@@ -76,7 +76,7 @@ def test_a_found_bisect_with_a_failed_step_matches_the_schema(tmp_path: Path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["schema_version"] == 1
+    assert report["schema_version"] == 2
     assert report["terms"] == {"old": "fast", "new": "slow"}
     assert [s["number"] for s in report["steps"]] == list(range(1, len(report["steps"]) + 1))
     check_against_schema(report)

@@ -72,7 +72,7 @@ class Commit:
     sha: str
     subject: str = ""
     author: str = ""
-    date: datetime | None = None
+    date: datetime | None = None  # the author date, the one `git log` shows
     pr: int | None = None
 
     @property

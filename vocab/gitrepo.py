@@ -72,11 +72,11 @@ def _git(
     return stdout
 
 
-# mark, SHA, parents, author, e-mail, commit time, subject; unit separators: a subject may
-# hold any other character
-_LOG_FORMAT = "%m%x1f%H%x1f%P%x1f%an%x1f%ae%x1f%ct%x1f%s"
-# one commit: SHA, author, e-mail, commit time, then the whole message
-_COMMIT_FORMAT = "%H%x1f%an%x1f%ae%x1f%ct%x1f%B"
+# mark (- for a boundary commit), SHA, parents, author, e-mail, author time (the date `git log` shows), subject; unit
+# separators: a subject may hold any other character
+_LOG_FORMAT = "%m%x1f%H%x1f%P%x1f%an%x1f%ae%x1f%at%x1f%s"
+# one commit: SHA, author, e-mail, author time, then the whole message
+_COMMIT_FORMAT = "%H%x1f%an%x1f%ae%x1f%at%x1f%B"
 
 
 def _parsed(entry: str, position: int) -> tuple[Commit, list[str]]:

@@ -43,7 +43,8 @@ EXIT_REGRESSIONS = 1
     "--noise-band",
     default="1%",
     show_default=True,
-    help="A metric this close past its threshold is flaky: absolute (0.5) or relative to the threshold (1%).",
+    help="A metric (or a failing test's `51.4 > 51.0`) this close past its threshold is flaky: absolute (0.5) or "
+    "relative to the threshold (1%).",
 )
 @click.option("--submit", is_flag=True, help="Start one bisect per regression (grouped by test) and run them.")
 @click.option(

@@ -35,6 +35,7 @@ from bisector.history import (
     summary_json,
 )
 from bisector.report import BisectReport, report_json
+from bisector.report.text import fmt_date
 from bisector.vocab.errors import BisectError, StoreError, UnknownBisectError
 
 PACKAGE_DIR = Path(__file__).parent
@@ -98,6 +99,7 @@ def create_app(settings: DashboardSettings, store: Store) -> FastAPI:
     app.state.store = store
     templates = Jinja2Templates(directory=PACKAGE_DIR / "templates")
     templates.env.globals["culprit_label"] = culprit_label
+    templates.env.globals["fmt_date"] = fmt_date
     app.mount("/static", StaticFiles(directory=PACKAGE_DIR / "static"), name="static")
     _add_error_handlers(app)
     if settings.token is not None:

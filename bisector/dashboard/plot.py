@@ -1,8 +1,9 @@
 """The bisect page's plot as data for an inline SVG: the metric against commit position.
 
 Each sample of each search or confirmation step is a point (repeats give several points at one position);
-steps without a metric sit on the bottom edge. The boundary is drawn between the last good and the first
-bad commit (a band when the result is a range), the threshold of `--expect` as a horizontal line.
+steps without a metric sit on the bottom edge; cancelled steps measured nothing and are left out. The boundary
+is drawn between the last good and the first bad commit (a band when the result is a range), the threshold of
+`--expect` as a horizontal line.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bisector.report import BisectReport
-from bisector.vocab.domain import BisectStatus
+from bisector.vocab.domain import BisectStatus, Verdict
 
 WIDTH, HEIGHT = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 56, 16, 16, 36
@@ -55,7 +56,8 @@ def build_plot(report: BisectReport) -> Plot:
     right_edge, bottom_edge = WIDTH - RIGHT, HEIGHT - BOTTOM
     expect = report.spec.metric_spec().expect
     threshold = expect.threshold if expect is not None else None
-    values = [v for s in report.evidence for v in s.samples]
+    drawn = [s for s in report.evidence if s.verdict is not Verdict.CANCELLED]
+    values = [v for s in drawn for v in s.samples]
     if threshold is not None:
         values.append(threshold)
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
@@ -71,7 +73,7 @@ def build_plot(report: BisectReport) -> Plot:
         return bottom_edge - (bottom_edge - TOP) * (value - low) / (high - low)
 
     points = []
-    for step in report.evidence:
+    for step in drawn:
         position = report.position(step.sha)
         if position < 0:
             continue

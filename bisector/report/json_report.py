@@ -8,7 +8,7 @@ import json
 from bisector.report.model import BisectReport, one_line
 from bisector.vocab.domain import BisectStatus, Commit, StepRecord
 
-SCHEMA_VERSION = 1  # the first versioned report; reports without the key are older
+SCHEMA_VERSION = 2  # 2: commit dates are author dates (1: committer dates); reports without the key are older
 
 
 def report_json(report: BisectReport) -> dict[str, object]:

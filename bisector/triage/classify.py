@@ -4,9 +4,12 @@ A failing test case (failure or error in the bad run):
   1. a signature matches its message or logs            -> its class (infrastructure, or flaky for the
                                                            operator's flaky signatures)
   2. it passed on retry in the bad run                  -> flaky
-  3. it failed the same way in the good run             -> flaky (pre-existing); a different failure there
+  3. its message compares one measured number with a    -> flaky, as a metric within the band is
+     threshold (`assert 51.4 <= 51.0`, `latency 51.4 ms
+     > 51.0 ms`) and the two are within the noise band
+  4. it failed the same way in the good run             -> flaky (pre-existing); a different failure there
                                                            is a regression (a new way to fail)
-  4. otherwise                                          -> regression (bisectable when it passed in the good
+  5. otherwise                                          -> regression (bisectable when it passed in the good
                                                            run; a test absent or skipped there is reported
                                                            but not bisected)
 A test that passed in the end after failed attempts is a failure too: flaky (passed on retry).
@@ -28,6 +31,9 @@ from bisector.vocab.errors import InputError
 
 DEFAULT_NOISE_BAND = "1%"
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
+_NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+# a measured number, an optional unit, a comparison, the threshold: "51.4 <= 51.0", "51.4 ms > 51.0 ms"
+_COMPARISON = re.compile(rf"(?<![\w.])({_NUMBER})\s*[^\W\d]*\s*(?:<=|>=|<|>)\s*({_NUMBER})[^\W\d]*(?![\w.])")
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,7 @@ class Failure:
 def classify(good: RunResults, bad: RunResults, signatures: Sequence[Signature], band: NoiseBand) -> list[Failure]:
     """Every failure of the bad run, in the order of its results (tests, then metrics)."""
     failures = [
-        _classify_case(case, good.cases.get(name), signatures)
+        _classify_case(case, good.cases.get(name), signatures, band)
         for name, case in bad.cases.items()
         if case.outcome.is_failure() or case.passed_on_retry
     ]
@@ -85,7 +91,9 @@ def classify(good: RunResults, bad: RunResults, signatures: Sequence[Signature],
     return failures
 
 
-def _classify_case(case: CaseResult, before: CaseResult | None, signatures: Sequence[Signature]) -> Failure:
+def _classify_case(
+    case: CaseResult, before: CaseResult | None, signatures: Sequence[Signature], band: NoiseBand
+) -> Failure:
     for signature in signatures:
         matched = signature.search(case.text)
         if matched is not None:
@@ -95,6 +103,12 @@ def _classify_case(case: CaseResult, before: CaseResult | None, signatures: Sequ
     if case.passed_on_retry:
         reason = f"passed on retry after {case.failed_attempts} failed attempt(s): {_clip(case.message)}"
         return Failure(case.name, FailureClass.FLAKY, reason, case=case)
+    compared = _COMPARISON.findall(case.message)
+    if len(compared) == 1:
+        value, threshold = map(float, compared[0])
+        within = _within_band(f"{value:g} vs threshold {threshold:g}", value, threshold, band)
+        if within is not None:
+            return Failure(case.name, FailureClass.FLAKY, within, case=case)
     if before is not None and before.outcome.is_failure():
         if before.outcome is case.outcome and _same_way(before.message, case.message):
             reason = f"pre-existing: failed the same way in the good run: {_clip(case.message)}"
@@ -114,15 +128,23 @@ def _classify_metric(metric: MetricResult, before: MetricResult | None, default_
     width = band.width(metric.threshold)
     past_by = abs(metric.value - metric.threshold)
     measured = f"{metric.value:g} vs threshold {metric.threshold:g} ({metric.direction.value} is better)"
-    if past_by <= width:
-        reason = f"within the noise band: {measured}, {past_by:g} past, band {band} = {width:g}"
-        return Failure(metric.name, FailureClass.FLAKY, reason, metric=metric)
+    within = _within_band(measured, metric.value, metric.threshold, band)
+    if within is not None:
+        return Failure(metric.name, FailureClass.FLAKY, within, metric=metric)
     if before is not None and not before.passes() and abs(before.value - before.threshold) > width:
         reason = f"pre-existing: past the threshold in the good run too ({before.value:g}); now {measured}"
         return Failure(metric.name, FailureClass.FLAKY, reason, metric=metric)
     was = f"{before.value:g} in the good run" if before is not None else "absent from the good run"
     reason = f"{measured}, {past_by:g} past (band {band} = {width:g}); {was}"
     return Failure(metric.name, FailureClass.REGRESSION, reason, bisectable=before is not None, metric=metric)
+
+
+def _within_band(measured: str, value: float, threshold: float, band: NoiseBand) -> str | None:
+    """The flaky reason when value is within the band of threshold (one rule for metrics and test messages)."""
+    width, past_by = band.width(threshold), abs(value - threshold)
+    if past_by > width:
+        return None
+    return f"within the noise band: {measured}, {past_by:g} past, band {band} = {width:g}"
 
 
 def _same_way(before: str, after: str) -> bool:

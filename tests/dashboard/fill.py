@@ -39,6 +39,9 @@ class Filled:
     ambiguous_range: tuple[str, str]  # last good, first bad
 
 
+COMMITTED_LATER_S = 3 * 86400  # each commit's committer date: its author date plus this (as a rebase leaves them)
+
+
 def table_history(path: Path, commits: int, culprit: int) -> list[str]:
     """commits+1 commits; commit `culprit` (by Dev <culprit % 3>) changes the table entry BLOCK["large"]."""
     path.mkdir(parents=True)
@@ -53,7 +56,7 @@ def table_history(path: Path, commits: int, culprit: int) -> list[str]:
             "GIT_COMMITTER_NAME": author,
             "GIT_COMMITTER_EMAIL": f"dev{index % 3}@example.com",
             "GIT_AUTHOR_DATE": f"{1_700_000_000 + 60 * index} +0000",
-            "GIT_COMMITTER_DATE": f"{1_700_000_000 + 60 * index} +0000",
+            "GIT_COMMITTER_DATE": f"{1_700_000_000 + 60 * index + COMMITTED_LATER_S} +0000",
         }
         large = 256 if index >= culprit else 128
         (path / "tuning.py").write_text(f'BLOCK = {{"small": 64, "large": {large}}}\n')

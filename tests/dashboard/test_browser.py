@@ -84,6 +84,10 @@ def test_filter_open_and_check_the_plot(page, filled: Filled):
 
 def test_steps_table_sorts_and_stats_page_draws_weeks(page, filled: Filled):
     tab, base = page
+    tab.goto(f"{base}/bisects/{filled.exit_code_id}")  # its steps' ids in the store do not start at 1
+    numbers = [int(t) for t in tab.locator("#steps tbody tr td:nth-child(1)").all_inner_texts()]
+    assert len(numbers) > 1
+    assert numbers == list(range(1, len(numbers) + 1))  # as `bisect report` and `bisect rerun --step` number them
     tab.goto(f"{base}/bisects/{filled.found_id}")
     tab.click("#steps th:nth-child(2)")  # position, ascending
     tab.click("#steps th:nth-child(2)")  # descending

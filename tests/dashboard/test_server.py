@@ -8,6 +8,7 @@ import re
 import socket
 import subprocess
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -96,6 +97,43 @@ def test_bisect_page_plots_the_report(base: str, filled: Filled):
     static = report["explanation"]["static"]["findings"]
     assert [(row["name"], row["evidence"]) for row in static] == [("BLOCK", "static")]
     assert '<td class="evidence">static lead</td><td>table_entry</td><td>tuning.py</td><td>BLOCK</td>' in page
+
+
+def test_bisect_page_names_its_rule_and_numbers_steps_as_the_report_does(base: str, filled: Filled):
+    """The "judged by" line names the expectation (or the exit code) and the command; steps are numbered 1..N as
+    `bisect report` and `bisect rerun --step N` number them, not by their ids in the store."""
+    for bisect_id, rule in ((filled.found_id, "&gt;= 8"), (filled.exit_code_id, "exit code")):
+        page = get(base, f"/bisects/{bisect_id}").text
+        assert f"<dt>judged by</dt><dd><code>{rule}</code> on <code>bash test.sh</code></dd>" in page
+        steps = get(base, f"/api/bisects/{bisect_id}").json()["steps"]
+        rows = [(int(a), int(b)) for a, b in re.findall(r'<tr data-step="(\d+)">\s*<td>(\d+)</td>', page)]
+        assert rows == [(n, n) for n in range(1, len(steps) + 1)]
+        assert [s["number"] for s in steps] == [n for n, _ in rows]
+
+
+def test_commit_dates_are_author_dates_in_every_rendering(base: str, store_url: str, filled: Filled):
+    """The date beside a commit's author is its author date, as `git log` shows, not its committer date."""
+    culprit = filled.table_shas[filled.table_culprit]
+
+    def date(field: str) -> datetime:
+        shown = subprocess.run(
+            ["git", "log", "-1", f"--format={field}", culprit], cwd=filled.table_repo, capture_output=True, text=True
+        )
+        return datetime.fromtimestamp(int(shown.stdout), UTC)
+
+    authored, committed = date("%at"), date("%ct")
+    assert authored != committed
+    as_shown = authored.strftime("%Y-%m-%d %H:%M UTC")
+    report = get(base, f"/api/bisects/{filled.found_id}").json()
+    assert report["first_bad"]["sha"] == culprit
+    assert datetime.fromisoformat(report["first_bad"]["date"]) == authored
+    assert f'<span id="first-bad-date">{as_shown}</span>' in get(base, f"/bisects/{filled.found_id}").text
+    for output_format in ("text", "markdown"):
+        done = CliRunner().invoke(
+            main, ["report", str(filled.found_id), "--format", output_format], env={"BISECT_DB": store_url}
+        )
+        assert as_shown in done.stdout
+        assert committed.strftime("%Y-%m-%d %H:%M UTC") not in done.stdout
 
 
 def test_list_and_stats_pages(base: str, filled: Filled):

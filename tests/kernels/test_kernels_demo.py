@@ -1,6 +1,7 @@
 """The demo history: culprit where init says, the diff touches the table, deterministic, bench per commit."""
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -136,6 +137,7 @@ def _bench_in_checkout(repo, sha, where):
     match = re.search(repo.metric_regex, done.stdout)
     assert match, done.stdout
     assert f"{where}/kernels/" in _imported_from(repo, where, env)
+    assert json.loads(done.stdout.splitlines()[-1])["config"]["prompts"] == demo.DEMO_PROMPTS  # a step's cost
     return float(match[1])
 
 

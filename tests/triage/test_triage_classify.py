@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,34 @@ def test_the_noise_band_decides_between_flaky_and_regression(runs):
     assert by_test(triage_runs(good, bad, repo=repo.path, noise_band="0%"))["decode_latency_ms"].failure_class is (
         REGRESSION
     )
+
+
+PERF_JUNIT = """<testsuite name="perf" tests="1">
+  <properties><property name="commit" value="{commit}"/></properties>
+  <testcase classname="tests.test_perf" name="test_decode_latency" time="1.0">{failure}</testcase>
+</testsuite>
+"""
+
+
+@pytest.mark.parametrize("message", ["AssertionError: assert 51.4 <= 51.0", "decode latency 51.4 ms > 51.0 ms"])
+def test_a_test_failing_by_a_measured_value_meets_the_noise_band_as_a_metric_does(tmp_path: Path, message: str):
+    """The same measurement (51.4 ms against 51.0) gets the same class whether a metrics JSON records it or a
+    failing test's message states it."""
+    repo = serving_repo(tmp_path / "repo")
+    runs = {"good": (repo.good, "", 50.2), "bad": (repo.serving, f'<failure message="{escape(message)}"/>', 51.4)}
+    for run, (commit, failure, value) in runs.items():
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "junit.xml").write_text(PERF_JUNIT.format(commit=commit, failure=failure))
+        metric = {"value": value, "threshold": 51.0, "direction": "lower"}
+        (tmp_path / run / "metrics.json").write_text(json.dumps({"commit": commit, "metrics": {"latency": metric}}))
+    for band, expected in (("1%", FLAKY), ("0.5", FLAKY), ("0.1", REGRESSION), ("0%", REGRESSION)):
+        failures = by_test(triage_runs(tmp_path / "good", tmp_path / "bad", repo=repo.path, noise_band=band))
+        test, metric = failures["tests.test_perf::test_decode_latency"], failures["latency"]
+        assert (test.failure_class, metric.failure_class) == (expected, expected), (band, test.reason)
+        if expected is FLAKY:
+            assert test.reason.startswith("within the noise band: 51.4 vs threshold 51, 0.4 past, band ")
+        else:
+            assert test.bisectable
 
 
 def test_a_test_failing_differently_in_the_good_run_is_a_regression(runs):
