@@ -60,8 +60,9 @@ def test_workers_4_gpus_per_step_0_runs_on_a_1_gpu_host_and_each_step_sees_no_gp
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["first_bad"]["sha"] == history.shas[7]
-    seen = record.read_text().splitlines()
-    assert len(seen) == len(report["steps"]) >= 2
+    seen = record.read_text().splitlines()  # every step that ran its test; one cancelled before may not have
+    ran = [step for step in report["steps"] if step["verdict"] != "cancelled"]
+    assert 2 <= len(ran) <= len(seen) <= len(report["steps"])
     assert set(seen) == {""}  # set, and empty: no GPU
     assert all(step["gpus"] == [] for step in report["steps"]), report["steps"]
 
