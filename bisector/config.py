@@ -8,10 +8,12 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from bisector.options import BY_CONFIG_KEY, BY_NAME, OPTIONS, Option, describe, has_type, type_names
+from bisector.revdates import resolve_dated
 from bisector.spec import BisectSpec
 from bisector.vocab.errors import InputError
 
@@ -37,6 +39,8 @@ def load_config_file(repo_root: Path) -> dict[str, object]:
         option = BY_CONFIG_KEY.get(key.replace("-", "_"))
         if option is None:
             raise InputError(f"{path}: unknown key {key!r} (known: {', '.join(sorted(BY_CONFIG_KEY))})")
+        if option.name in ("good", "bad") and isinstance(value, date):  # TOML's unquoted date or datetime
+            value = value.isoformat()
         if not has_type(value, option.types):
             raise InputError(f"{path}: {key} must be {type_names(option.types)}, not {describe(value)}")
         config[option.name] = value
@@ -62,6 +66,7 @@ def build_spec(repo_root: Path, flags: Mapping[str, object]) -> BisectSpec:
         merged.setdefault("max_repeat", AUTO_MAX_REPEAT)
         merged["repeat"] = AUTO_REPEAT
     merged["repo"] = str(repo_root)
+    merged = resolve_dated(repo_root, merged)
     try:
         return BisectSpec.from_options(merged)
     except InputError as exc:

@@ -107,8 +107,15 @@ _BISECT, _TEST, _SEARCH, _EXECUTOR, _ANALYSIS = Group.BISECT, Group.TEST, Group.
 # fmt: off
 OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
     Option("repo", _BISECT, _S, flag=None, toml_key=None),  # --repo: the repository's root is stored
-    Option("good", _BISECT, _S, "A commit where the test passes (SHA, branch, tag)."),
-    Option("bad", _BISECT, _S, "A later commit where it fails."),
+    Option("good", _BISECT, _S, "A commit where the test passes (SHA, branch, tag), or a date (2026-10-05, "
+           "2026-10-05T18:00+02:00, 2026-10-05 Europe/Berlin; UTC by default): the bad revision's last first-parent "
+           "commit by then, by committer date (what was on the line at that time); a ref of that name wins."),
+    Option("bad", _BISECT, _S, "A later commit where it fails, or a date: the current branch's (HEAD's) last "
+           "first-parent commit by then, by committer date."),
+    Option("link", _BISECT, _S, "A URL about this bisect (a PR, an issue, a CI run; http or https), shown in its "
+           "report, its dashboard page and the webhook's payload.", optional=True, metavar="URL"),
+    Option("dates", _BISECT, _T, flag=None, toml_key=None, items=_T,
+           item_rule="is not a table (given, sha, committed)"),  # what a dated --good/--bad resolved to
     Option("run", _TEST, _S, "Shell command that tests a commit, run by bash at the worktree's root."),
     Option("build", _TEST, _S, "Shell command run before --run; a failing build skips the commit.", optional=True),
     Option("metric", _TEST, _S, "Regex with one group that captures the metric from the run's output.",

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+from urllib.parse import urlsplit
 
 from bisector.options import (
     EXECUTOR_OPTION_NAMES,
@@ -227,8 +228,12 @@ class BisectSpec:
     search: SearchPolicy = field(default_factory=SearchPolicy)
     executor: ExecutorSpec = field(default_factory=ExecutorSpec)
     analysis: AnalysisSpec = field(default_factory=AnalysisSpec)
+    link: str | None = None  # a URL about the bisect (a PR, an issue, a CI run)
+    dates: dict[str, dict[str, str]] = field(default_factory=dict)  # good/bad given as dates: {given, sha, committed}
 
     def __post_init__(self) -> None:
+        if self.link is not None:
+            check_link(self.link)
         for path in self.test.paths:
             check_path_in_repo(path, self.repo)
         if self.executor.image_template is not None and self.test.build:
@@ -287,7 +292,7 @@ class BisectSpec:
         for option in OPTIONS:
             if option.name in values:
                 parts[option.group][option.field_name] = _typed(option, values[option.name])
-            elif option.group is Group.BISECT or option.name == "run":
+            elif option.name in ("repo", "good", "bad", "run"):
                 raise InputError(f"{option.name}: missing (every bisect names its repo, good, bad and run)")
         return cls(
             **parts[Group.BISECT],
@@ -298,6 +303,13 @@ class BisectSpec:
         )
 
     from_json = from_options  # the stored JSON is the flat option values
+
+
+def check_link(url: str) -> None:
+    """A link is one http(s) URL with a host."""
+    parsed = urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc or any(c.isspace() for c in url):
+        raise InputError(f"--link {url[:80]!r}: give one http:// or https:// URL")
 
 
 def check_path_in_repo(path: str, repo: str) -> None:

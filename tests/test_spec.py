@@ -30,7 +30,15 @@ STORED_BY_MAIN = json.loads(
     '"paths": ["."], "image": "none", "image_inputs": [], "images_max_size": "20G"}'
 )
 # options added after STORED_BY_MAIN, at their defaults
-ADDED_SINCE = {"verify_endpoints": None, "artifact": None, "image_template": None, "build_ahead": None, "prune": "off"}
+ADDED_SINCE = {
+    "verify_endpoints": None,
+    "artifact": None,
+    "image_template": None,
+    "build_ahead": None,
+    "prune": "off",
+    "link": None,
+    "dates": {},
+}
 
 
 def test_json_stored_by_an_older_version_loads_typed_and_writes_back_the_same():
@@ -129,7 +137,8 @@ def test_every_option_is_stored_and_every_flag_and_toml_key_comes_from_the_table
     flags = {p.name: p for p in start.params if isinstance(p, click.Option)}
     for option in OPTIONS:
         if option.cli_flag is None:
-            assert option.name in ("repo", "paths")  # --repo names a directory in the repository; paths follow --
+            # --repo names a directory in the repository; paths follow --; dates are what a dated --good/--bad named
+            assert option.name in ("repo", "paths", "dates")
             continue
         param = flags[option.name]
         assert option.cli_flag in param.opts
@@ -138,7 +147,7 @@ def test_every_option_is_stored_and_every_flag_and_toml_key_comes_from_the_table
             assert isinstance(param.type, click.Choice)
             assert list(param.type.choices) == [choice.value for choice in option.choices]
     assert set(flags) - {o.name for o in OPTIONS} == {"notify_url", "db_url", "output_format"}
-    assert set(BY_CONFIG_KEY) == {o.name for o in OPTIONS if o.name not in ("repo", "timeout_s")} | {"timeout"}
+    assert set(BY_CONFIG_KEY) == {o.name for o in OPTIONS if o.name not in ("repo", "timeout_s", "dates")} | {"timeout"}
 
 
 def test_bisect_toml_and_flags_merge_into_the_typed_spec(tmp_path: Path):
@@ -172,6 +181,7 @@ def test_an_invalid_value_names_the_file_only_when_the_file_gave_it(tmp_path: Pa
         build_spec(tmp_path, {"good": "a", "bad": "b", "run": "true", "image": "venv", "build_ahead": 999})
 
 
+_DATED = {"given": "2026-10-05", "sha": "a" * 40, "committed": "2026-10-05T23:12:00+00:00"}
 _NAME = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8)
 _VALID: dict[str, st.SearchStrategy[object]] = {
     "repo": st.just("/r"), "good": _NAME, "bad": _NAME, "run": _NAME, "build": st.none() | _NAME,
@@ -192,7 +202,8 @@ _VALID: dict[str, st.SearchStrategy[object]] = {
     "image_inputs": st.lists(st.sampled_from(["csrc", "setup.py"]), max_size=2),
     "images_max_size": st.sampled_from(["20G", "512M"]), "artifact": st.none(), "image_template": st.none(),
     "build_ahead": st.none() | st.just(0), "explain": st.booleans(), "trace_kernels": st.booleans(),
-    "minimize": st.booleans(),
+    "minimize": st.booleans(), "link": st.none() | st.just("https://ci.example.org/run/1"),
+    "dates": st.just({}) | st.just({"good": _DATED}),
 }  # fmt: skip
 
 

@@ -129,6 +129,19 @@ class GitRepo:
         except _GitCommandError:
             raise RepoError(f"unknown revision {rev!r} in {self.root}") from None
 
+    def first_parent_at(self, line: str, until: datetime) -> tuple[str, datetime] | None:
+        """The newest commit of line's first-parent chain committed at or before until (committer date: when it
+        was on that line), with its committer date; None when the chain has none that old."""
+        try:
+            found = self._run("log", "-1", "--first-parent", f"--before=@{int(until.timestamp())}", "--format=%H %ct",
+                              self.resolve(line), "--")  # fmt: skip
+        except _GitCommandError as exc:
+            raise RepoError(f"git log {line}: {exc}") from None
+        if not found:
+            return None
+        sha, timestamp = found.split()
+        return sha, datetime.fromtimestamp(int(timestamp), tz=UTC)
+
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         try:
             self._run("merge-base", "--is-ancestor", ancestor, descendant)

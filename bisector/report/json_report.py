@@ -26,6 +26,8 @@ def report_json(report: BisectReport) -> dict[str, object]:
         "good": record.good,
         "bad": record.bad,
         "paths": list(report.spec.test.paths),
+        "dates": report.spec.dates,
+        "link": report.spec.link,
         "created": record.created.isoformat(),
         "finished": record.finished.isoformat() if record.finished else None,
         "first_bad": _commit_json(first_bad, report.metric(record.first_bad)) if first_bad else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisector.report.model import BisectReport, one_line, pr_suffix
 from bisector.report.pruning import pruning_lines
 from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows, untested
+from bisector.revdates import describe_date
 from bisector.vocab.domain import BisectStatus, StepPurpose
 
 
@@ -38,6 +39,11 @@ def render_markdown(report: BisectReport) -> str:
             *[f"- `{c.sha[:12]}` {md_escape(c.subject)}" for c in report.suspects()],
             "",
         ]
+    spec = report.spec
+    given = [f"**{which.capitalize()}:** {md_escape(describe_date(spec.dates[which]))}  " for which in spec.dates]
+    if spec.link:
+        given.append(f"**Link:** <{spec.link.replace('<', '%3C').replace('>', '%3E')}>")
+    out += [*given, ""] if given else []
     if report.explanation is not None:
         from bisector.analysis import render_markdown as render_markdown_explanation  # only for a bisect that has one
 

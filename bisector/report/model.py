@@ -357,6 +357,15 @@ def duration(step: StepRecord) -> float:
     return (step.finished - step.started).total_seconds() if step.finished else 0.0
 
 
+def given_lines(spec: BisectSpec) -> list[str]:
+    """What the bisect was given beside its range: each date's commit ('good 2026-10-05 -> 1a2b3c4d5e6f (...)') and
+    its link."""
+    from bisector.revdates import describe_date
+
+    lines = [f"{which} {describe_date(spec.dates[which])}" for which in ("good", "bad") if which in spec.dates]
+    return lines + ([f"link: {spec.link}"] if spec.link else [])
+
+
 def one_line(detail: str) -> str:
     """A step's detail as one whole line: its first non-empty line, uncut."""
     return next((line.strip() for line in detail.splitlines() if line.strip()), "")

@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from bisector.report.model import BisectReport, one_line, pr_suffix
+from bisector.report.model import BisectReport, given_lines, one_line, pr_suffix
 from bisector.report.pruning import pruned_why, pruning_lines
 from bisector.vocab.domain import (
     NEVER_SENT,
@@ -77,6 +77,7 @@ def print_text(console: Console, report: BisectReport) -> None:
     record = report.record
     lines = [
         *answer_lines(report),
+        *given_lines(report.spec),
         *report.noise_lines(),
         *pruning_lines(report),
         report.rule_sentence(),

@@ -1,6 +1,7 @@
 """A submitted request -> the spec of a bisect on the server's mirror, by the server's rules.
 
-The request (JSON object): `repo` (as allowed), `good`, `bad`, optionally `recipe` (a name), `priority`, and the
+The request (JSON object): `repo` (as allowed), `good`, `bad` (revisions or dates, bisector/revdates.py),
+optionally `link` (a URL), `recipe` (a name), `priority`, and the
 settings of TUNING_KEYS (how verdicts are read and searched). The command comes from the named recipe (the
 server's config first, then `[recipes.NAME]` of the repository's bisect.toml at the bad commit), or, with no
 name, from the top-level keys of that bisect.toml; `run`, `build` and `env` in the request itself only where the
@@ -16,6 +17,7 @@ from typing import Any
 
 from bisector.config import CONFIG_FILE_NAME, build_spec, option_named_by
 from bisector.options import BY_CONFIG_KEY, OPTIONS, Group
+from bisector.revdates import resolve_dated
 from bisector.service.config import COMMAND_KEYS, RECIPE_KEYS, ServiceConfig, check_recipe
 from bisector.spec import BisectSpec
 from bisector.vocab.errors import InputError
@@ -25,7 +27,7 @@ _TUNED_GROUPS = (Group.TEST, Group.SEARCH, Group.ANALYSIS)  # how a commit is te
 TUNING_KEYS = frozenset(
     {o.config_key for o in OPTIONS if o.config_key is not None and o.group in _TUNED_GROUPS} - COMMAND_KEYS
 ) | {"gpus_per_step", "image", "image_inputs", "images_max_size"}
-REQUEST_KEYS = frozenset({"repo", "good", "bad", "recipe", "priority"}) | TUNING_KEYS | COMMAND_KEYS
+REQUEST_KEYS = frozenset({"repo", "good", "bad", "link", "recipe", "priority"}) | TUNING_KEYS | COMMAND_KEYS
 MAX_PRIORITY = 100
 
 
@@ -85,11 +87,13 @@ def build_submission(config: ServiceConfig, mirror: Path, source: str, body: dic
     """The spec a request asks for (body checked by check_request, the mirror fetched)."""
     check_commands(config, body)
     repo = GitRepo(mirror)
-    bad = repo.resolve(body["bad"])
+    bad = repo.resolve(str(resolve_dated(repo.root, {"bad": body["bad"]})["bad"]))
     recipe = _recipe(config, repo, bad, body.get("recipe"))
     flags: dict[str, Any] = {**recipe}
     flags.update({key: value for key, value in body.items() if key in TUNING_KEYS | COMMAND_KEYS})
-    flags.update(good=body["good"], bad=body["bad"], executor=config.executor, workers=config.slots)
+    flags.update(
+        good=body["good"], bad=body["bad"], link=body.get("link"), executor=config.executor, workers=config.slots
+    )
     flags["ray_address"] = config.ray_address
     if not flags.get("run"):
         raise InputError("no command: name a recipe (or give the repository a bisect.toml with `run`)")
