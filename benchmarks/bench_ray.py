@@ -253,7 +253,7 @@ def make_executor(kind: str, repo: str, workers: int) -> Executor:
     if kind == "ray":
         from bisector.workers.ray_executor import RayExecutor
 
-        return RayExecutor(repo, workers, 0, {}, None)
+        return RayExecutor(repo, workers, None, {}, None)
     from bisector.workers.local import LocalExecutor
 
     return LocalExecutor(repo, workers, 0)

@@ -56,7 +56,7 @@ def make_ray(request: pytest.FixtureRequest, repo: str, workers: int) -> Executo
     request.getfixturevalue("ray_cluster")
     from bisector.workers.ray_executor import RayExecutor
 
-    return RayExecutor(repo, workers, 0, {}, None)
+    return RayExecutor(repo, workers, None, {}, None)
 
 
 def kill_pid_of(executor: Executor, worker: str) -> None:

@@ -149,7 +149,7 @@ def test_several_one_gpu_workers_share_a_node(cluster, tmp_path: Path):
 
 def test_a_step_on_another_node_ships_its_log_back(cluster, tmp_path: Path):
     history = culprit_history(tmp_path / "repo", 3, 2)
-    with RayExecutor(str(history.path), 1, 0, {FAR: 1}, None) as executor:
+    with RayExecutor(str(history.path), 1, None, {FAR: 1}, None) as executor:
         (info,) = executor.worker_info().values()
         assert info.node_id != ray.get_runtime_context().get_node_id()
         assert len(info.gpus) == 1
@@ -259,7 +259,7 @@ def test_a_node_lost_mid_step_is_retried_on_another(cluster, tmp_path: Path, sto
 
 def test_a_lost_slot_comes_back_then_is_retired(cluster, tmp_path: Path):
     history = culprit_history(tmp_path / "repo", 3, 2)
-    with RayExecutor(str(history.path), 1, 0, {}, None, max_restarts=1) as executor:
+    with RayExecutor(str(history.path), 1, None, {}, None, max_restarts=1) as executor:
         first_pid = executor.worker_pids()["ray-0"]
         executor.submit(step(history, 1, 0, "sleep 60", tmp_path))
         os.kill(first_pid, signal.SIGKILL)
@@ -282,7 +282,7 @@ def test_a_lost_slot_comes_back_then_is_retired(cluster, tmp_path: Path):
 def test_a_runner_that_raises_is_a_harness_error_and_the_actor_lives_on(cluster, tmp_path: Path):
     history = culprit_history(tmp_path / "repo", 2, 1)
     broken = replace(step(history, 1, 0, "true", tmp_path), metric=None)  # the runner trips over it
-    with RayExecutor(str(history.path), 1, 0, {}, None) as executor:
+    with RayExecutor(str(history.path), 1, None, {}, None) as executor:
         pid = executor.worker_pids()["ray-0"]
         executor.submit(broken)
         (result,) = wait_for(executor, 1)
@@ -337,7 +337,7 @@ def test_an_unreachable_cluster_is_one_line_error(tmp_path: Path):
     code = (
         "from bisector.vocab.errors import ExecutorError\n"
         "from bisector.workers.ray_executor import RayExecutor\n"
-        "try:\n    RayExecutor('.', 1, 0, {}, '127.0.0.1:9')\n"
+        "try:\n    RayExecutor('.', 1, None, {}, '127.0.0.1:9')\n"
         "except ExecutorError as exc:\n    print(exc)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

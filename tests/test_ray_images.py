@@ -134,7 +134,7 @@ def workers_by_node(executor: RayExecutor) -> tuple[str, str]:
 
 def test_an_image_built_on_one_node_serves_the_other_through_a_shared_root(cluster, repo, tmp_path: Path):
     shared, builds = tmp_path / "shared-images", tmp_path / "builds"
-    with RayExecutor(str(repo.path), 2, 0, {SLOT: 1}, None, image_root=str(shared)) as executor:
+    with RayExecutor(str(repo.path), 2, None, {SLOT: 1}, None, image_root=str(shared)) as executor:
         near, far = workers_by_node(executor)
         request = image_request(repo.path, repo.shas[0], tmp_path, 1, BUILD_COUNTER=str(builds))
         request = replace(request, run_cmd=f"{RUNNER}; {RUN_CMD}")
@@ -157,7 +157,7 @@ def test_without_a_shared_root_steps_prefer_the_node_with_the_image_and_another_
 ):
     monkeypatch.delenv(IMAGE_ROOT_ENV, raising=False)
     builds = tmp_path / "builds"
-    with RayExecutor(str(repo.path), 2, 0, {SLOT: 1}, None) as executor:
+    with RayExecutor(str(repo.path), 2, None, {SLOT: 1}, None) as executor:
         near, far = workers_by_node(executor)
         first = image_request(repo.path, repo.shas[0], tmp_path, 1, BUILD_COUNTER=str(builds))
         built = run(executor, replace(first, pin_worker=far))
@@ -189,7 +189,7 @@ def test_an_image_built_ahead_on_a_node_draws_its_step_there_and_the_other_node_
 ):
     monkeypatch.delenv(IMAGE_ROOT_ENV, raising=False)
     builds = tmp_path / "builds"
-    with RayExecutor(str(repo.path), 2, 0, {SLOT: 1}, None) as executor:
+    with RayExecutor(str(repo.path), 2, None, {SLOT: 1}, None) as executor:
         near, far = workers_by_node(executor)
         request = image_request(repo.path, repo.shas[0], tmp_path, 1, BUILD_COUNTER=str(builds))
         ahead = executor.ahead_builder(1)
@@ -210,7 +210,7 @@ def test_an_image_built_ahead_on_a_node_draws_its_step_there_and_the_other_node_
 def test_a_copy_from_a_node_whose_actor_is_gone_falls_back_to_a_build(cluster, repo, tmp_path: Path, monkeypatch):
     monkeypatch.delenv(IMAGE_ROOT_ENV, raising=False)
     builds = tmp_path / "builds"
-    with RayExecutor(str(repo.path), 2, 0, {SLOT: 1}, None, max_restarts=0) as executor:
+    with RayExecutor(str(repo.path), 2, None, {SLOT: 1}, None, max_restarts=0) as executor:
         near, far = workers_by_node(executor)
         first = image_request(repo.path, repo.shas[0], tmp_path, 1, BUILD_COUNTER=str(builds))
         assert run(executor, replace(first, pin_worker=far)).image is not None
@@ -229,7 +229,7 @@ def test_a_holder_sends_its_image_while_its_own_step_runs_and_that_step_still_ca
     """The "images" group answers beside the holder's running step, and the "control" group's cancel reaches it."""
     monkeypatch.delenv(IMAGE_ROOT_ENV, raising=False)
     pid_file = tmp_path / "busy.pid"
-    with RayExecutor(str(repo.path), 2, 0, {SLOT: 1}, None) as executor:
+    with RayExecutor(str(repo.path), 2, None, {SLOT: 1}, None) as executor:
         near, far = workers_by_node(executor)
         first = image_request(repo.path, repo.shas[0], tmp_path, 1)
         assert run(executor, replace(first, pin_worker=far)).image is not None
@@ -254,7 +254,7 @@ def test_an_image_whose_python_lacks_the_base_packages_runs_its_test_from_the_sl
     )
     request = image_request(repo.path, repo.shas[0], tmp_path, 1)
     request = replace(request, build_cmd=build, run_cmd=f"{RUNNER}; {test}")
-    with RayExecutor(str(repo.path), 1, 0, {SLOT: 1}, None, image_root=str(tmp_path / "images")) as executor:
+    with RayExecutor(str(repo.path), 1, None, {SLOT: 1}, None, image_root=str(tmp_path / "images")) as executor:
         result = run(executor, request)
         (slot,) = executor.worker_info().values()
     assert result.image is not None
@@ -269,7 +269,7 @@ def test_a_cancel_reaches_a_test_running_in_its_image_and_stops_it(cluster, repo
     pid_file = tmp_path / "test.pid"
     request = image_request(repo.path, repo.shas[0], tmp_path, 1)
     request = replace(request, run_cmd=f"{RUNNER}; echo $$ > {pid_file}; sleep 600")
-    with RayExecutor(str(repo.path), 1, 0, {SLOT: 1}, None, image_root=str(tmp_path / "images")) as executor:
+    with RayExecutor(str(repo.path), 1, None, {SLOT: 1}, None, image_root=str(tmp_path / "images")) as executor:
         executor.submit(request)
         wait_for(pid_file.exists, SAFETY_S, "the test to start")
         executor.cancel(request.step_id)
@@ -285,7 +285,7 @@ def test_a_lost_image_runner_makes_the_step_lost_its_test_dies_and_the_slot_serv
     pids = tmp_path / "pids"
     request = image_request(repo.path, repo.shas[0], tmp_path, 1)
     request = replace(request, run_cmd=f"{RUNNER}; echo $PPID $$ > {pids}.new; mv {pids}.new {pids}; sleep 600")
-    with RayExecutor(str(repo.path), 1, 0, {SLOT: 1}, None, image_root=str(tmp_path / "images")) as executor:
+    with RayExecutor(str(repo.path), 1, None, {SLOT: 1}, None, image_root=str(tmp_path / "images")) as executor:
         executor.submit(request)
         wait_for(pids.exists, SAFETY_S, "the test to start")
         runner, test = map(int, pids.read_text().split())

@@ -78,7 +78,7 @@ def one_result(executor: RayExecutor) -> StepResult:
 
 def test_a_clean_close_removes_the_clusters_session_folder(own_cluster_env: None, tmp_path: Path) -> None:
     history = culprit_history(tmp_path / "repo", 3, 2)
-    executor = RayExecutor(str(history.path), 1, 0, {}, None)
+    executor = RayExecutor(str(history.path), 1, None, {}, None)
     with executor:
         session = session_of(executor)
         executor.submit(request(history.path, history.shas[0], "bash test.sh", tmp_path / "step.log"))
@@ -90,7 +90,7 @@ def test_a_clean_close_removes_the_clusters_session_folder(own_cluster_env: None
 
 def test_a_lost_worker_keeps_the_session_logs(own_cluster_env: None, tmp_path: Path) -> None:
     history = culprit_history(tmp_path / "repo", 3, 2)
-    executor = RayExecutor(str(history.path), 1, 0, {}, None)
+    executor = RayExecutor(str(history.path), 1, None, {}, None)
     with executor:
         session = session_of(executor)
         victim = executor.worker_pids()["ray-0"]
@@ -172,7 +172,7 @@ def test_the_next_local_cluster_removes_a_killed_coordinators_session_and_no_oth
     subprocess.run([sys.executable, "-c", MARK, str(still_running)], env=env, check=True)  # then its owner ends
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", str(still_running)])
     try:
-        executor = RayExecutor(str(history.path), 1, 0, {}, None)
+        executor = RayExecutor(str(history.path), 1, None, {}, None)
         with executor:
             session = session_of(executor)  # its own folder, marked: its owner lives
             assert (session / OWNER_MARK).is_file()
