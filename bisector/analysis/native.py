@@ -26,6 +26,7 @@ from bisector.analysis.native_members import Members
 from bisector.analysis.native_reach import data_locals
 from bisector.analysis.native_renames import Renames
 from bisector.analysis.native_value_forms import value_form
+from bisector.analysis.rules import produce, stamped
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 # C, C++, CUDA, HIP (.hip), OpenCL C (.cl, .opencl), Metal Shading Language (.metal, C++ based) and Objective-C++
@@ -185,14 +186,22 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
             or _thread_indices(old[name][1], new[name][1])
         ):
             del old[name], new[name]
-    findings = [_macro_named(row) for row in kept_entry_rows(diff_entries(path, old, new), before, after)]
+    tables = kept_entry_rows(diff_entries(path, old, new), before, after)
+    findings = stamped("native_tables", [_macro_named(row) for row in tables])
     old_lines, new_lines = (before.lines if before else []), (after.lines if after else [])
-    findings += _unmoved(row for hunk in hunks for row in condition_rows(path, hunk, old_lines, new_lines))
-    findings += instance_rows(path, old_lines, new_lines, hunks)
-    findings += launch_shape_rows(path, old_lines, new_lines, hunks, {f.line for f in findings})
+    findings += produce("native_conditions", _condition_rows, path, hunks, old_lines, new_lines)
+    findings += produce("native_instances", instance_rows, path, old_lines, new_lines, hunks)
+    lines = {f.line for f in findings}
+    findings += produce("native_launches", launch_shape_rows, path, old_lines, new_lines, hunks, lines)
     findings += definition_rows(path, old_lines, new_lines, hunks, findings)
-    findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
+    findings += produce(
+        "native_env_reads", diff_env_reads, path, before.env if before else {}, after.env if after else {}
+    )
     return [row for row in findings if not _rewritten(row, old_values, new_values)]
+
+
+def _condition_rows(path: str, hunks: Sequence[Hunk], old_lines: list[str], new_lines: list[str]) -> list[Finding]:
+    return _unmoved(row for hunk in hunks for row in condition_rows(path, hunk, old_lines, new_lines))
 
 
 def _unmoved(rows: Iterable[Finding]) -> list[Finding]:

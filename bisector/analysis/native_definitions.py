@@ -16,6 +16,7 @@ from bisector.analysis.native_dtype_dispatch import dtype_dispatch_rows
 from bisector.analysis.native_file_gates import file_gate_rows
 from bisector.analysis.native_kernel_bounds import kernel_bound_rows
 from bisector.analysis.native_template_args import template_argument_rows
+from bisector.analysis.rules import produce
 
 
 def definition_rows(
@@ -24,12 +25,12 @@ def definition_rows(
     named = {row.name for row in rows}
     texts = ("\n".join(old_lines), "\n".join(new_lines))
     found = [
-        *file_gate_rows(path, old_lines, new_lines),
-        *callee_rows(path, old_lines, new_lines, hunks, texts),
-        *kernel_bound_rows(path, *texts),
-        *dtype_dispatch_rows(path, old_lines, new_lines, hunks),
-        *class_member_rows(path, old_lines, new_lines, hunks),
-        *template_argument_rows(path, old_lines, new_lines, hunks),
+        *produce("native_file_gates", file_gate_rows, path, old_lines, new_lines),
+        *produce("native_callees", callee_rows, path, old_lines, new_lines, hunks, texts),
+        *produce("native_kernel_bounds", kernel_bound_rows, path, *texts),
+        *produce("native_dtype_dispatch", dtype_dispatch_rows, path, old_lines, new_lines, hunks),
+        *produce("native_class_members", class_member_rows, path, old_lines, new_lines, hunks),
+        *produce("native_template_args", template_argument_rows, path, old_lines, new_lines, hunks),
     ]
     kept: list[Finding] = []
     for row in found:

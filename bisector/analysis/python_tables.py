@@ -22,6 +22,7 @@ from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, 
 from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
 from bisector.analysis.local_tables import local_tables
 from bisector.analysis.renamed_entries import without_renamed_keys, without_renames
+from bisector.analysis.rules import produce, stamped
 from bisector.analysis.top_level import Unchanged, same_methods, same_top_level
 from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render
 
@@ -116,15 +117,16 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     old, new = without_renames(old, new)
     if before is not None and after is not None:
         old = _without_dropped_classes(old, before.classes - after.classes)
-    findings = _without_aliases(diff_entries(path, old, new))
-    findings = without_renamed_keys(findings, before.functions if before else {}, after.functions if after else {})
-    logic = dispatch_logic_rows(
-        path, before.functions if before else {}, after.functions if after else {}, set(old) | set(new)
-    )
+    functions = (before.functions if before else {}), (after.functions if after else {})
+    findings = without_renamed_keys(_without_aliases(diff_entries(path, old, new)), *functions)
+    findings = stamped("python_tables", findings)
+    logic = produce("dispatch_logic", dispatch_logic_rows, path, *functions, set(old) | set(new))
     if tested:
         return findings + logic
     sites = diff_sites(path, before.sites if before else None, after.sites if after else None)
-    gates = diff_env_gates(path, before.env_gates if before else None, after.env_gates if after else None)
+    gates = produce(
+        "env_gates", diff_env_gates, path, before.env_gates if before else None, after.env_gates if after else None
+    )
     named = {f.name for f in sites if f.kind is FindingKind.BRANCH_CONDITION}
     named |= {f.detail.removeprefix("in ").split(";")[0] for f in sites if f.kind is FindingKind.LAUNCH_PARAM}
     named |= {function for row in gates for function in reading_functions(row)}

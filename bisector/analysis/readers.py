@@ -29,6 +29,7 @@ from bisector.analysis.native_switches import switched_branch_rows
 from bisector.analysis.option_defaults import option_default_rows
 from bisector.analysis.preference_order import with_order_rows
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
+from bisector.analysis.rules import produce, refine, stamped
 from bisector.analysis.rust_scan import scan_rust
 from bisector.analysis.rust_source import RUST_SUFFIXES, rust_branch_changes, rust_rows
 from bisector.analysis.tile_assignments import with_tile_rows
@@ -136,14 +137,24 @@ def _parse_python(data: bytes) -> ParsedModule:
         raise UnreadableError(str(exc)) from None
 
 
+_PYTHON_PASSES: tuple[tuple[str, Callable[..., list[Finding]]], ...] = (
+    ("config_builders", with_builder_rows),
+    ("config_choosers", with_chooser_rows),
+    ("tile_assignments", with_tile_rows),
+    ("toggle_arguments", with_toggle_rows),
+    ("preference_order", with_order_rows),
+    ("chosen_literals", with_literal_rows),
+    ("autotune_pruners", with_pruner_rows),
+)  # in this order: a later pass leaves out the functions an earlier one named
+
+
 def _python_file_rows(path: str, parsed: Versions) -> FileRows:
     old, new = parsed
     rows = diff_python(path, *scan_pair(old, new))
-    rows = with_chooser_rows(path, old, new, with_builder_rows(path, old, new, rows))
-    rows = with_toggle_rows(path, old, new, with_tile_rows(path, old, new, rows))
-    rows = with_literal_rows(path, old, new, with_order_rows(path, old, new, rows))
-    rows = with_pruner_rows(path, old, new, rows) + option_default_rows(path, old, new)
-    rows += arch_target_rows(path, old, new)
+    for name, rule in _PYTHON_PASSES:
+        rows = refine(name, rows, rule, path, old, new)
+    rows += produce("option_defaults", option_default_rows, path, old, new)
+    rows += produce("arch_targets", arch_target_rows, path, old, new)
     changes = (lambda: python_branch_changes(path, old, new)) if old and new else _no_branch_changes
     return FileRows(rows, parsed, changes)
 
@@ -168,14 +179,14 @@ def _tuning_reader(loaded_as: Callable[[str], str]) -> Callable[[FileVersions], 
             except TuningFileError as exc:
                 raise UnreadableError(str(exc)) from None
 
-        return FileRows(diff_tuning_file(file.path, *file.parsed(parse)))
+        return FileRows(produce("tuning_files", diff_tuning_file, file.path, *file.parsed(parse)))
 
     return read
 
 
 def _read_tuning(file: FileVersions) -> FileRows:
     rows = diff_large_yaml_file(file.path, file.old, file.new)
-    return FileRows(rows) if rows is not None else _tuning_reader(lambda path: path)(file)
+    return FileRows(stamped("tuning_files", rows)) if rows is not None else _tuning_reader(lambda path: path)(file)
 
 
 def _read_rust(file: FileVersions) -> FileRows:
@@ -189,15 +200,16 @@ def _read_rust(file: FileVersions) -> FileRows:
 def _read_native(file: FileVersions) -> FileRows:
     before, after = file.parsed(lambda data: scan_native(_decode(data)))
     lines = (before.lines if before else [], after.lines if after else [])
-    rows = diff_native(file.path, before, after, file.hunks) + switched_branch_rows(file.path, *lines, file.hunks)
-    rows = with_native_chooser_rows(file.path, *lines, file.hunks, rows)
+    rows = diff_native(file.path, before, after, file.hunks)
+    rows += produce("native_switches", switched_branch_rows, file.path, *lines, file.hunks)
+    rows = refine("native_choosers", rows, with_native_chooser_rows, file.path, *lines, file.hunks)
     if before is None or after is None:
         return FileRows(rows)
     return FileRows(rows, branch_changes=lambda: native_branch_changes(file.path, *lines, file.hunks))
 
 
 def _read_cmake(file: FileVersions) -> FileRows:
-    return FileRows(cmake_target_rows(file.path, *file.parsed(_decode)))
+    return FileRows(produce("cmake_targets", cmake_target_rows, file.path, *file.parsed(_decode)))
 
 
 def _always(path: str) -> bool:

@@ -24,6 +24,7 @@ from bisector.analysis.changed_branches import BranchChange
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_dispatch import diff_env_reads
+from bisector.analysis.rules import produce
 from bisector.analysis.rust_scan import ITEM, RustSource
 
 RUST_SUFFIXES = (".rs",)
@@ -43,7 +44,11 @@ MAX_ITEM_GAP = 40  # lines between a gate and the item it gates (the other attri
 def rust_rows(path: str, old: RustSource | None, new: RustSource | None, hunks: Sequence[Hunk]) -> list[Finding]:
     """The rows of a changed Rust file: its gates, environment reads and constants that differ."""
     was, now = old or _EMPTY, new or _EMPTY
-    return _gate_rows(path, was, now, hunks) + _env_rows(path, was, now) + _const_rows(path, was, now)
+    return (
+        produce("rust_gates", _gate_rows, path, was, now, hunks)
+        + produce("rust_env_reads", _env_rows, path, was, now)
+        + produce("rust_constants", _const_rows, path, was, now)
+    )
 
 
 def rust_branch_changes(path: str, old: RustSource, new: RustSource, hunks: Sequence[Hunk]) -> list[BranchChange]:

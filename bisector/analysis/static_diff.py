@@ -28,6 +28,7 @@ from bisector.analysis.generated_tuning import generated_tuning_paths
 from bisector.analysis.imported_flags import imported_flag_rows
 from bisector.analysis.launch_feeds import feed_rows
 from bisector.analysis.readers import READERS, FileRows, FileVersions, Reader, UnreadableError, reader_for
+from bisector.analysis.rules import produce, screen
 from bisector.analysis.unreached import Versions, without_unreached
 from bisector.analysis.whole_files import whole_file_notes
 
@@ -170,10 +171,12 @@ def _diff_commit(
             findings.extend(_capped(analysis.findings(), analysis.path, max_rows_per_file))
             if analysis.modules is not None:
                 modules[analysis.path] = analysis.modules
-        findings.extend(_feed_rows(findings, modules))
-        findings = without_unreached(findings, modules, scripts) + imported_flag_rows(modules)
+        findings.extend(produce("launch_feeds", _feed_rows, findings, modules))
+        findings = screen("unreached", findings, lambda rows: without_unreached(rows, modules, scripts))
+        findings += produce("imported_flags", imported_flag_rows, modules)
         with_rows = {row.file for row in findings if row.kind.is_dispatch_relevant}
-        findings.extend(last_resort_rows([c for a in analyses if a.path not in with_rows for c in a.branch_changes()]))
+        branch_changes = [c for a in analyses if a.path not in with_rows for c in a.branch_changes()]
+        findings.extend(produce("branch_tests", last_resort_rows, branch_changes))
         findings.extend(whole_file_notes(whole))
     finally:
         repo.close()
