@@ -11,7 +11,7 @@ other rules' rows can interact (and a file left without rows gets rows of last r
 every commit again with RULE really switched off (`rules_disabled`; `--check a,b` switches off a and b together)
 and records both numbers. Writes the JSON to --out: for every rule its predictions, and the pooled (all corpora)
 and per-corpus precision, recall and F1 with and without it; each commit's predictions with the rules that made
-them; the checks. `--table` prints a Markdown table of the rules, most useful first.
+them; the checks. `--table` prints Markdown tables: per corpus, then the rules, most useful first.
 """
 
 from __future__ import annotations
@@ -151,6 +151,21 @@ def ablation(commits: list[CommitRows]) -> dict[str, Any]:
     return result
 
 
+def corpus_table(result: dict[str, Any]) -> str:
+    """Precision, recall and F1 of every rule together, per corpus and pooled."""
+    lines = [
+        "| corpus | precision | recall | F1 | predictions correct / made | items found / expected |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    every = result["all_rules"]
+    for name, scores in [*every["corpora"].items(), ("**pooled**", every["pooled"])]:
+        lines.append(
+            f"| {name} | {scores['precision']:.3f} | {scores['recall']:.3f} | {scores['f1']:.3f} | "
+            f"{scores['correct']} / {scores['predicted']} | {scores['found']} / {scores['expected']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def table(result: dict[str, Any]) -> str:
     every = result["all_rules"]["pooled"]
     lines = [
@@ -201,7 +216,7 @@ def main() -> None:
         result["checks"] = checks
     args.out.write_text(json.dumps(result, indent=1))
     if args.table:
-        print(table(result), end="")
+        print(corpus_table(result), table(result), sep="\n", end="")
 
 
 if __name__ == "__main__":

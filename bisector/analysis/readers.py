@@ -231,7 +231,7 @@ READERS: tuple[Reader, ...] = (
         _tuning_reader(lambda path: f"{path}.json"), rows_when_whole=_always, quiet_when_unreadable=True,
     ),
     Reader(
-        "rust", "cfg gates, env reads and const / static thresholds", _suffix(RUST_SUFFIXES), _read_rust,
+        "rust", "cfg gates and env reads", _suffix(RUST_SUFFIXES), _read_rust,
         skips=is_benchmark_source, needs_hunks=True,
     ),
     Reader(

@@ -32,7 +32,6 @@ class Rule:
 
 RULES: tuple[Rule, ...] = (
     Rule("python_tables", "python", "literal tables, constants, Triton autotune configs and heuristics that differ"),
-    Rule("dispatch_logic", "python", "functions whose changed code reads a changed table or constant"),
     Rule("launch_arguments", "python", "grid, keyword and tile arguments of a kernel launch that differ"),
     Rule("dispatch_conditions", "python", "arch, dtype, shape and env conditions added, removed or changed"),
     Rule("env_gates", "python", "environment-variable reads added, removed or changed"),
@@ -64,7 +63,6 @@ RULES: tuple[Rule, ...] = (
     Rule("native_choosers", "native", "dispatch functions whose decisions the hunks change"),
     Rule("rust_gates", "rust", "cfg attributes and feature tests a hunk changes"),
     Rule("rust_env_reads", "rust", "environment reads added, removed or changed"),
-    Rule("rust_constants", "rust", "const / static thresholds that differ"),
     Rule("tuning_files", "tuning", "each changed leaf of a JSON / YAML / TOML / CSV tuning file"),
     Rule("cmake_targets", "cmake", "GPU arch target lists and kernel-gating option defaults"),
 )  # fmt: skip

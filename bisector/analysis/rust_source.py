@@ -8,7 +8,6 @@ kernel, read from rust_scan.py's lines the way native_*.py reads C / C++.
   code). Rust's `#[cfg]` is C's `#if`: which SIMD or GPU path is built.
 - Environment reads: `env::var("X")`, `env::var_os("X")`, `option_env!("X")`, `env!("X")` added, removed or
   rewritten (another default, another comparison) are env gates of X.
-- Constants: a `const` / `static` whose value changes (`const BLOCK_SIZE: usize = 256;`) is a threshold row.
 - Branch tests (changed_branches.py's rows of last resort, for a file no rule above gave a row): the `if` / `else if`
   / `while` / `match` heads and the `pattern =>` arms a hunk removes or adds in a function (a `match dtype {
   DType::F16 => ... }` arm is a dispatch table); not in a `macro_rules!`.
@@ -33,21 +32,15 @@ _GATE = re.compile(
     r"^\s*(?:any|all|not)?\s*\(?\s*(?:target_feature|target_arch|target_os|target_vendor|feature)\s*=\s*\""
 )
 _ENV = re.compile(r"\b(?:env::var(?:_os)?|option_env!|env!)\s*\(\s*\"(?P<name>[A-Za-z_]\w*)\"")
-_CONST = re.compile(
-    r"^\s*(?:pub(?:\([\w:\s]+\))?\s+)?(?:const|static)\s+(?:mut\s+)?(?P<name>[A-Z_][A-Z0-9_]*)\s*:[^=]+=\s*"
-    r"(?P<value>[^;]+);"
-)
 _TEST = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while|match)\b(?!\s+let\b)|^\s*[^/\s][^=]*=>")
 MAX_ITEM_GAP = 40  # lines between a gate and the item it gates (the other attributes of a multi-line #[cfg(any(...))])
 
 
 def rust_rows(path: str, old: RustSource | None, new: RustSource | None, hunks: Sequence[Hunk]) -> list[Finding]:
-    """The rows of a changed Rust file: its gates, environment reads and constants that differ."""
+    """The rows of a changed Rust file: its gates and environment reads that differ."""
     was, now = old or _EMPTY, new or _EMPTY
-    return (
-        produce("rust_gates", _gate_rows, path, was, now, hunks)
-        + produce("rust_env_reads", _env_rows, path, was, now)
-        + produce("rust_constants", _const_rows, path, was, now)
+    return produce("rust_gates", _gate_rows, path, was, now, hunks) + produce(
+        "rust_env_reads", _env_rows, path, was, now
     )
 
 
@@ -153,26 +146,6 @@ def _env_reads(source: RustSource) -> dict[str, list[str]]:
             for match in _ENV.finditer(line):
                 reads.setdefault(match["name"], []).append(line.strip().rstrip(" ,;{}"))
     return reads
-
-
-def _const_rows(path: str, old: RustSource, new: RustSource) -> list[Finding]:
-    was, now = _constants(old), _constants(new)
-    return [
-        Finding(FindingKind.NATIVE_THRESHOLD, path, name, "", was[name], now[name], detail="a Rust constant")
-        for name in was
-        if name in now and was[name] != now[name]
-    ]
-
-
-def _constants(source: RustSource) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for line, code, tests in zip(source.lines, source.code, source.in_tests, strict=True):
-        if tests or _CONST.match(code) is None:
-            continue
-        match = _CONST.match(line)
-        if match and re.search(r"\d|\"|\btrue\b|\bfalse\b", match["value"]):
-            found.setdefault(match["name"], " ".join(match["value"].split()))
-    return found
 
 
 _EMPTY = RustSource([], [], [], [], frozenset())

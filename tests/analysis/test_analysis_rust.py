@@ -57,15 +57,14 @@ def test_an_item_added_with_its_gate_is_new_code_not_a_changed_gate(history: His
     assert rows(static_diff(history.path, history.commit("avx512", {"src/cpu/mod.rs": added})).findings) == []
 
 
-def test_an_env_read_a_constant_and_a_match_arm_in_rust_are_rows(history: History) -> None:
+def test_an_env_read_and_a_match_arm_in_rust_are_rows(history: History) -> None:
     history.commit("ops", {"src/ops.rs": OPS_RS})
     read = OPS_RS.replace(
         "    match dtype {",
         '    let fast = std::env::var("CANDLE_FAST_SOFTMAX").is_ok();\n    match dtype {',
-    ).replace("MAX_BLOCK_SIZE: usize = 512", "MAX_BLOCK_SIZE: usize = 1024")
+    )
     assert rows(static_diff(history.path, history.commit("env", {"src/ops.rs": read})).findings) == [
         ("env_gate", "CANDLE_FAST_SOFTMAX read", None, 'let fast = std::env::var("CANDLE_FAST_SOFTMAX").is_ok()'),
-        ("native_threshold", "MAX_BLOCK_SIZE", "512", "1024"),
     ]
     arm = read.replace('DType::F16 => "softmax_f16",', 'DType::F16 => "softmax_f32",')
     (row,) = rows(static_diff(history.path, history.commit("f16 on the f32 kernel", {"src/ops.rs": arm})).findings)
@@ -75,7 +74,8 @@ def test_an_env_read_a_constant_and_a_match_arm_in_rust_are_rows(history: Histor
 
 def test_rust_tests_and_benchmarks_are_not_read(history: History) -> None:
     history.commit("ops", {"tests/ops.rs": OPS_RS, "benches/ops.rs": OPS_RS, "src/ops/tests.rs": OPS_RS})
-    changed = OPS_RS.replace("512", "1024")
+    changed = OPS_RS.replace('DType::F16 => "softmax_f16",', 'DType::F16 => "softmax_f32",')
+    assert 'DType::F16 => "softmax_f16",' in OPS_RS  # a match arm: a row in a library file (the test above)
     sha = history.commit(
         "tune the tests", {"tests/ops.rs": changed, "benches/ops.rs": changed, "src/ops/tests.rs": changed}
     )
