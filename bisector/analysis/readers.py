@@ -13,26 +13,20 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from bisector.analysis.arch_targets import arch_target_rows
-from bisector.analysis.autotune_pruners import with_pruner_rows
 from bisector.analysis.changed_branches import BranchChange, native_branch_changes, python_branch_changes
 from bisector.analysis.chosen_literals import with_literal_rows
 from bisector.analysis.cmake_targets import cmake_target_rows, is_cmake_path
 from bisector.analysis.config_builders import with_builder_rows
-from bisector.analysis.config_choosers import with_chooser_rows
 from bisector.analysis.cython_source import CYTHON_SUFFIXES, python_source_of_cython
 from bisector.analysis.file_roles import is_benchmark_source, is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.native_choosers import with_native_chooser_rows
-from bisector.analysis.native_switches import switched_branch_rows
-from bisector.analysis.option_defaults import option_default_rows
-from bisector.analysis.preference_order import with_order_rows
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
 from bisector.analysis.rules import produce, refine, stamped
 from bisector.analysis.rust_scan import scan_rust
-from bisector.analysis.rust_source import RUST_SUFFIXES, rust_branch_changes, rust_rows
-from bisector.analysis.tile_assignments import with_tile_rows
+from bisector.analysis.rust_source import RUST_SUFFIXES, rust_branch_changes
 from bisector.analysis.toggle_arguments import with_toggle_rows
 from bisector.analysis.tuning_files import (
     TUNING_SUFFIXES,
@@ -139,12 +133,8 @@ def _parse_python(data: bytes) -> ParsedModule:
 
 _PYTHON_PASSES: tuple[tuple[str, Callable[..., list[Finding]]], ...] = (
     ("config_builders", with_builder_rows),
-    ("config_choosers", with_chooser_rows),
-    ("tile_assignments", with_tile_rows),
     ("toggle_arguments", with_toggle_rows),
-    ("preference_order", with_order_rows),
     ("chosen_literals", with_literal_rows),
-    ("autotune_pruners", with_pruner_rows),
 )  # in this order: a later pass leaves out the functions an earlier one named
 
 
@@ -153,7 +143,6 @@ def _python_file_rows(path: str, parsed: Versions) -> FileRows:
     rows = diff_python(path, *scan_pair(old, new))
     for name, rule in _PYTHON_PASSES:
         rows = refine(name, rows, rule, path, old, new)
-    rows += produce("option_defaults", option_default_rows, path, old, new)
     rows += produce("arch_targets", arch_target_rows, path, old, new)
     changes = (lambda: python_branch_changes(path, old, new)) if old and new else _no_branch_changes
     return FileRows(rows, parsed, changes)
@@ -191,17 +180,15 @@ def _read_tuning(file: FileVersions) -> FileRows:
 
 def _read_rust(file: FileVersions) -> FileRows:
     was, now = file.parsed(lambda data: scan_rust(_decode(data)))
-    rows = rust_rows(file.path, was, now, file.hunks)
     if was is None or now is None:
-        return FileRows(rows)
-    return FileRows(rows, branch_changes=lambda: rust_branch_changes(file.path, was, now, file.hunks))
+        return FileRows([])
+    return FileRows([], branch_changes=lambda: rust_branch_changes(file.path, was, now, file.hunks))
 
 
 def _read_native(file: FileVersions) -> FileRows:
     before, after = file.parsed(lambda data: scan_native(_decode(data)))
     lines = (before.lines if before else [], after.lines if after else [])
     rows = diff_native(file.path, before, after, file.hunks)
-    rows += produce("native_switches", switched_branch_rows, file.path, *lines, file.hunks)
     rows = refine("native_choosers", rows, with_native_chooser_rows, file.path, *lines, file.hunks)
     if before is None or after is None:
         return FileRows(rows)
@@ -231,7 +218,7 @@ READERS: tuple[Reader, ...] = (
         _tuning_reader(lambda path: f"{path}.json"), rows_when_whole=_always, quiet_when_unreadable=True,
     ),
     Reader(
-        "rust", "cfg gates and env reads", _suffix(RUST_SUFFIXES), _read_rust,
+        "rust", "branch tests and match arms of functions, as rows of last resort", _suffix(RUST_SUFFIXES), _read_rust,
         skips=is_benchmark_source, needs_hunks=True,
     ),
     Reader(

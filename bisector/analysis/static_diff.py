@@ -1,7 +1,7 @@
 """Static table diff of a commit against its parent, in every changed file that a reader claims (readers.py:
 Python, Cython, tuning files, Rust, C / C++ / CUDA / HIP, CMake). A file that cannot be analysed in one version
 (syntax error, binary, too large) gives a note instead of rows. Then the rules across files: what the changed rows
-reach (unreached.py), the flags other modules import, launch feeds, and rows of last resort for files with none.
+reach (unreached.py), and rows of last resort for files with none.
 
 A file added or removed whole is new (or dropped) code, not a change of the dispatch inside it: its entries are
 not rows (the callers or includes that start or stop using it change too, and those files are compared); it is
@@ -25,8 +25,6 @@ from bisector.analysis.changed_branches import BranchChange, last_resort_rows
 from bisector.analysis.file_roles import users_only
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.generated_tuning import generated_tuning_paths
-from bisector.analysis.imported_flags import imported_flag_rows
-from bisector.analysis.launch_feeds import feed_rows
 from bisector.analysis.readers import READERS, FileRows, FileVersions, Reader, UnreadableError, reader_for
 from bisector.analysis.rules import produce, screen
 from bisector.analysis.unreached import Versions, without_unreached
@@ -171,9 +169,7 @@ def _diff_commit(
             findings.extend(_capped(analysis.findings(), analysis.path, max_rows_per_file))
             if analysis.modules is not None:
                 modules[analysis.path] = analysis.modules
-        findings.extend(produce("launch_feeds", _feed_rows, findings, modules))
         findings = screen("unreached", findings, lambda rows: without_unreached(rows, modules, scripts))
-        findings += produce("imported_flags", imported_flag_rows, modules)
         with_rows = {row.file for row in findings if row.kind.is_dispatch_relevant}
         branch_changes = [c for a in analyses if a.path not in with_rows for c in a.branch_changes()]
         findings.extend(produce("branch_tests", last_resort_rows, branch_changes))
@@ -181,17 +177,6 @@ def _diff_commit(
     finally:
         repo.close()
     return StaticDiff(str(repo_path), commit, base, tuple(findings), tuple(change.path for change in changes))
-
-
-def _feed_rows(findings: list[Finding], modules: dict[str, Versions]) -> list[Finding]:
-    """launch_feeds.py's rows for the functions no dispatch-logic row names already."""
-    named = {(f.file, f.name) for f in findings if f.kind is FindingKind.DISPATCH_LOGIC}
-    rows = [
-        row
-        for path, (old, new) in modules.items()
-        for row in feed_rows(path, old, new, frozenset(name for file, name in named if file == path))
-    ]
-    return [row for row in rows if (row.file, row.name) not in named]
 
 
 def _capped(rows: list[Finding], path: str, limit: int) -> list[Finding]:
