@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from bisector.analysis import literals
-from bisector.analysis.code_shape import FunctionNode, positional_parameters
+from bisector.analysis.code_shape import FunctionNode, positional_parameters, record_fields
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
 from bisector.analysis.env_gates import EnvGates, EnvMemo, diff_env_gates, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
@@ -391,17 +391,3 @@ def _with_tables_read(value: Node, expr: ast.expr, env: dict[str, Node]) -> Node
         return value
     text = value.text + "".join(f"; {name} = {render(env[name])}" for name in read)
     return Leaf(Symbol(text), text, value.line)
-
-
-_RECORD_BASES = ("NamedTuple", "BaseModel", "TypedDict")
-
-
-def record_fields(cls: ast.ClassDef) -> frozenset[str]:
-    """The annotated names of a dataclass-like class (@dataclass, NamedTuple, BaseModel, TypedDict): per-instance
-    fields whose class-level values are only defaults."""
-    decorators = [ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in cls.decorator_list]
-    record = any(d.rsplit(".", 1)[-1] == "dataclass" for d in decorators)
-    record = record or any(ast.unparse(base).rsplit(".", 1)[-1] in _RECORD_BASES for base in cls.bases)
-    if not record:
-        return frozenset()
-    return frozenset(s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))
