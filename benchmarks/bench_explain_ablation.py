@@ -5,8 +5,8 @@
 
 Runs the static diff once per corpus commit with every rule on (bisector/analysis/rules.py: RULES), each row
 naming the rule that made it, and scores "without rule R" by dropping the predictions only R made (a prediction is
-bench_explain.py's distinct (kind, file, name); one that another rule makes too stays); a screening rule (one that
-drops rows) is scored by putting back the rows it dropped. Scoring is bench_explain.py's. Rules with passes over
+bench_explain.py's distinct (kind, file, name); one that another rule makes too stays). Scoring is
+bench_explain.py's. Rules with passes over
 other rules' rows can interact (and a file left without rows gets rows of last resort), so `--check RULE` also runs
 every commit again with RULE really switched off (`rules_disabled`; `--check a,b` switches off a and b together)
 and records both numbers. Writes the JSON to --out: for every rule its predictions, and the pooled (all corpora)
@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bisector.analysis import static_diff
-from bisector.analysis.rules import RULES, rules_disabled, screened_rows
+from bisector.analysis.rules import RULES, rules_disabled
 
 Unit = tuple[str, str, str]  # (kind, file, name): one prediction
 
@@ -45,7 +45,6 @@ class CommitRows:
     commit: str
     expected: list[dict[str, str]]
     units: dict[Unit, frozenset[str]]  # each prediction and the rules that made it
-    screened: dict[Unit, frozenset[str]]  # predictions a screening rule dropped, and which screens
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -53,7 +52,6 @@ class CommitRows:
             "repo": self.repo,
             "commit": self.commit,
             "units": [[*unit, sorted(rules)] for unit, rules in sorted(self.units.items())],
-            "screened": [[*unit, sorted(screens)] for unit, screens in sorted(self.screened.items())],
         }
 
 
@@ -92,15 +90,11 @@ def commit_rows(mirrors: Path, scratch: Path, corpora: list[Path], disabled: Ite
     for path in corpora:
         for entry in json.loads(path.read_text())["commits"]:
             clone = mirror_clone(mirrors, entry["repo"], scratch)
-            with rules_disabled(disabled), screened_rows() as dropped:
+            with rules_disabled(disabled):
                 diff = static_diff(clone, entry["commit"])
             units: dict[Unit, set[str]] = {}
             for finding in diff.table_findings:
                 units.setdefault((finding.kind.value, finding.file, finding.name), set()).add(finding.rule)
-            screened: dict[Unit, set[str]] = {}
-            for screen, finding in dropped:
-                if finding.kind.is_dispatch_relevant:
-                    screened.setdefault((finding.kind.value, finding.file, finding.name), set()).add(screen)
             rows.append(
                 CommitRows(
                     corpus_name(path),
@@ -108,7 +102,6 @@ def commit_rows(mirrors: Path, scratch: Path, corpora: list[Path], disabled: Ite
                     entry["commit"],
                     entry["expected"],
                     {unit: frozenset(rules) for unit, rules in units.items()},
-                    {unit: frozenset(screens) for unit, screens in screened.items()},
                 )
             )
         print(f"{corpus_name(path)}: {sum(r.corpus == corpus_name(path) for r in rows)} commits", file=sys.stderr)
@@ -116,9 +109,8 @@ def commit_rows(mirrors: Path, scratch: Path, corpora: list[Path], disabled: Ite
 
 
 def without(commit: CommitRows, left_out: frozenset[str]) -> set[Unit]:
-    """The commit's predictions with the rules left_out dropped (a screen's dropped rows put back)."""
-    kept = {unit for unit, rules in commit.units.items() if rules - left_out}
-    return kept | {unit for unit, screens in commit.screened.items() if screens & left_out}
+    """The commit's predictions with the rules left_out dropped."""
+    return {unit for unit, rules in commit.units.items() if rules - left_out}
 
 
 def scores_of(commits: list[CommitRows], *left_out: str) -> dict[str, Any]:
@@ -137,14 +129,12 @@ def ablation(commits: list[CommitRows]) -> dict[str, Any]:
     for rule in RULES:
         made = sum(rule.name in rules for commit in commits for rules in commit.units.values())
         alone = sum(rules == {rule.name} for commit in commits for rules in commit.units.values())
-        screened = sum(rule.name in screens for commit in commits for screens in commit.screened.values())
         scores = scores_of(commits, rule.name)
         result["rules"][rule.name] = {
             "reader": rule.reader,
             "finds": rule.finds,
             "predictions": made,
             "alone": alone,  # predictions no other rule makes
-            "screened": screened,
             "without": scores,
             "f1_contribution": round(every["pooled"]["f1"] - scores["pooled"]["f1"], 4),
         }
@@ -178,7 +168,7 @@ def table(result: dict[str, Any]) -> str:
     ranked = sorted(result["rules"].items(), key=lambda item: -item[1]["f1_contribution"])
     for name, rule in ranked:
         pooled = rule["without"]["pooled"]
-        made = f"{rule['screened']} dropped" if rule["screened"] else f"{rule['predictions']} ({rule['alone']})"
+        made = f"{rule['predictions']} ({rule['alone']})"
         lines.append(
             f"| {name} | {rule['reader']} | {made} | {pooled['precision']:.3f} / {pooled['recall']:.3f} / "
             f"{pooled['f1']:.3f} | {100 * rule['f1_contribution']:+.2f} |"

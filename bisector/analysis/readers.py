@@ -36,7 +36,6 @@ from bisector.analysis.tuning_files import (
     diff_tuning_file,
     load_tuning_file,
 )
-from bisector.analysis.unreached import Versions
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 T = TypeVar("T")
@@ -77,7 +76,6 @@ def _no_branch_changes() -> list[BranchChange]:
 @dataclass(frozen=True)
 class FileRows:
     rows: list[Finding]
-    modules: Versions | None = None  # a Python module's parsed versions: what its rows reach (unreached.py)
     branch_changes: Callable[[], list[BranchChange]] = field(default=_no_branch_changes)  # for rows of last resort
 
 
@@ -99,7 +97,6 @@ class Reader:
     rows_when_whole: Callable[[str], bool] = _tuning_source  # a file added or removed whole still gives rows
     needs_hunks: bool = False
     quiet_when_unreadable: bool = False  # a version it cannot analyse gives no note (the suffix was only a guess)
-    modules_in_packages: bool = False  # Python: a module whose directory has no __init__.py is a script
     generated_tuning: bool = False  # a source added whole whose head says a tuning run wrote it gives rows
 
 
@@ -138,14 +135,14 @@ _PYTHON_PASSES: tuple[tuple[str, Callable[..., list[Finding]]], ...] = (
 )  # in this order: a later pass leaves out the functions an earlier one named
 
 
-def _python_file_rows(path: str, parsed: Versions) -> FileRows:
+def _python_file_rows(path: str, parsed: tuple[ParsedModule | None, ParsedModule | None]) -> FileRows:
     old, new = parsed
     rows = diff_python(path, *scan_pair(old, new))
     for name, rule in _PYTHON_PASSES:
         rows = refine(name, rows, rule, path, old, new)
     rows += produce("arch_targets", arch_target_rows, path, old, new)
     changes = (lambda: python_branch_changes(path, old, new)) if old and new else _no_branch_changes
-    return FileRows(rows, parsed, changes)
+    return FileRows(rows, changes)
 
 
 def _read_python(file: FileVersions) -> FileRows:
@@ -206,7 +203,7 @@ def _always(path: str) -> bool:
 READERS: tuple[Reader, ...] = (
     Reader(
         "python", "literal tables, constants, Triton autotune / heuristics, their readers, launches and gates",
-        _suffix(PYTHON_SUFFIXES), _read_python, modules_in_packages=True,
+        _suffix(PYTHON_SUFFIXES), _read_python,
     ),
     Reader("cython", "the same as python, read once rewritten to Python", _suffix(CYTHON_SUFFIXES), _read_cython),
     Reader(

@@ -39,7 +39,6 @@ RULES: tuple[Rule, ...] = (
     Rule("toggle_arguments", "python", "calls that pass a backend toggle (use_triton=, backend=) differently"),
     Rule("chosen_literals", "python", "literals a function returns or assigns under a dispatch condition"),
     Rule("arch_targets", "python", "arches clamped to a bound and compile-target lists"),
-    Rule("unreached", "commit", "drops Python rows whose change reaches no kernel choice"),
     Rule("branch_tests", "commit", "for a source file with no other row: host functions whose branch tests changed"),
     Rule("native_tables", "native", "C / C++ / CUDA arrays, constants, #defines and enumerators that differ"),
     Rule("native_conditions", "native", "condition lines on batch size, arch, dtype or version a hunk changes"),
@@ -54,7 +53,6 @@ RULES: tuple[Rule, ...] = (
 RULE_NAMES = frozenset(rule.name for rule in RULES)
 
 _disabled: ContextVar[frozenset[str]] = ContextVar("disabled_rules", default=frozenset())
-_screened: ContextVar[list[tuple[str, Finding]] | None] = ContextVar("screened_rows", default=None)
 
 
 @contextmanager
@@ -69,17 +67,6 @@ def rules_disabled(names: Iterable[str]) -> Iterator[None]:
         yield
     finally:
         _disabled.reset(token)
-
-
-@contextmanager
-def screened_rows() -> Iterator[list[tuple[str, Finding]]]:
-    """(screen, row) for each row a screening rule drops while the block runs."""
-    dropped: list[tuple[str, Finding]] = []
-    token = _screened.set(dropped)
-    try:
-        yield dropped
-    finally:
-        _screened.reset(token)
 
 
 def _known(name: str) -> str:
@@ -105,15 +92,3 @@ def refine(name: str, rows: list[Finding], rule: Callable[..., list[Finding]], *
     if _known(name) in _disabled.get():
         return rows
     return stamped(name, rule(*args, rows))
-
-
-def screen(name: str, rows: list[Finding], kept: Callable[[list[Finding]], list[Finding]]) -> list[Finding]:
-    """The rows a screening rule keeps; all of them while it is disabled. Dropped rows go to screened_rows()."""
-    if _known(name) in _disabled.get():
-        return rows
-    result = kept(rows)
-    record = _screened.get()
-    if record is not None:
-        left = {id(row) for row in result}
-        record.extend((name, row) for row in rows if id(row) not in left)
-    return result

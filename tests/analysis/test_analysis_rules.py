@@ -1,5 +1,5 @@
 """The rules' table: every dispatch row of the static diff names the declared rule that made it, and a rule switched
-off for a measurement makes no rows (a pass switched off leaves the rows as they were)."""
+off for a measurement makes no rows."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from analysis_history import History
 
 from bisector.analysis import FindingKind, static_diff
-from bisector.analysis.rules import RULE_NAMES, RULES, rules_disabled, screened_rows
+from bisector.analysis.rules import RULE_NAMES, RULES, rules_disabled
 
 GEMM_BEFORE = """\
 import os
@@ -59,16 +59,3 @@ def test_a_rule_switched_off_makes_no_rows_and_the_others_are_unchanged(history:
     assert static_diff(history.path, sha).table_findings == every  # only inside the block
     with pytest.raises(ValueError, match=r"no rule named env_gate$"), rules_disabled(["env_gate"]):
         pass
-
-
-def test_a_screen_records_the_rows_it_drops_and_keeps_them_when_switched_off(history: History) -> None:
-    history.commit("script", {"bench.py": "BLOCK = 64\n\nif __name__ == '__main__':\n    n = 1024\n"})
-    sha = history.commit("retune", {"bench.py": "BLOCK = 64\n\nif __name__ == '__main__':\n    n = 2048\n"})
-
-    with screened_rows() as dropped:
-        assert static_diff(history.path, sha).table_findings == ()
-    assert [(screen, row.name, row.before, row.after) for screen, row in dropped] == [
-        ("unreached", "n", "1024", "2048")
-    ]
-    with rules_disabled(["unreached"]):
-        assert [(f.name, f.rule) for f in static_diff(history.path, sha).table_findings] == [("n", "python_tables")]
