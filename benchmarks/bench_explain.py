@@ -52,6 +52,15 @@ def _matches(item: dict[str, str], unit: tuple[str, str, str], *, strict: bool =
     return kind in item_kinds(item, strict=strict) and file == item["file"] and re.fullmatch(pattern, name) is not None
 
 
+def scored(
+    units: list[tuple[str, str, str]], expected: list[dict[str, str]], *, strict: bool = False
+) -> tuple[list[tuple[str, str, str]], list[dict[str, str]]]:
+    """The predictions that match an expected item, and the expected items that some prediction matches."""
+    correct = [u for u in units if any(_matches(item, u, strict=strict) for item in expected)]
+    found = [item for item in expected if any(_matches(item, u, strict=strict) for u in units)]
+    return correct, found
+
+
 def evaluate(mirrors: Path, scratch: Path, corpus_file: Path = CORPUS, *, strict_kinds: bool = False) -> dict[str, Any]:
     corpus = json.loads(corpus_file.read_text())["commits"]
     rows: list[dict[str, Any]] = []
@@ -62,8 +71,7 @@ def evaluate(mirrors: Path, scratch: Path, corpus_file: Path = CORPUS, *, strict
         elapsed, cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
         units = sorted({(f.kind.value, f.file, f.name) for f in diff.table_findings})
         expected = entry["expected"]
-        correct = [u for u in units if any(_matches(item, u, strict=strict_kinds) for item in expected)]
-        found = [item for item in expected if any(_matches(item, u, strict=strict_kinds) for u in units)]
+        correct, found = scored(units, expected, strict=strict_kinds)
         rows.append(
             {
                 "repo": entry["repo"],

@@ -153,3 +153,17 @@ def last_name(expr: ast.expr) -> str:
     if isinstance(expr, ast.Attribute):
         return expr.attr
     return expr.id if isinstance(expr, ast.Name) else ""
+
+
+_RECORD_BASES = ("NamedTuple", "BaseModel", "TypedDict")
+
+
+def record_fields(cls: ast.ClassDef) -> frozenset[str]:
+    """The annotated names of a dataclass-like class (@dataclass, NamedTuple, BaseModel, TypedDict): per-instance
+    fields whose class-level values are only defaults."""
+    decorators = [ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in cls.decorator_list]
+    record = any(d.rsplit(".", 1)[-1] == "dataclass" for d in decorators)
+    record = record or any(ast.unparse(base).rsplit(".", 1)[-1] in _RECORD_BASES for base in cls.bases)
+    if not record:
+        return frozenset()
+    return frozenset(s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))

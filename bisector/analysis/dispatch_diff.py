@@ -120,10 +120,6 @@ class DispatchDiff:
     def only_after(self) -> tuple[DispatchRow, ...]:
         return tuple(row for row in self.rows if row.before is None)
 
-    @property
-    def has_changes(self) -> bool:
-        return any(row.changed for row in self.rows)
-
     def kernels_at(self, shape: tuple[int, int], m: int, *, after: bool) -> set[str]:
         return {
             kernel

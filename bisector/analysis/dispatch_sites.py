@@ -53,6 +53,7 @@ from bisector.analysis.launch_calls import (
 )
 from bisector.analysis.launch_sites import LaunchSite, launch_rows
 from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
+from bisector.analysis.rules import produce
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
 
@@ -309,11 +310,11 @@ def diff_sites(path: str, before: SiteScan | None, after: SiteScan | None) -> li
     shape, env) added, removed or changed in a function. A launch added or removed with the branch that leads to it
     (`elif arch == "sm121": kernel(...)`) is shown by that branch's row."""
     old, new = before or SiteScan(), after or SiteScan()
-    branches = _branch_rows(path, old.branches, new.branches)
+    branches = produce("dispatch_conditions", _branch_rows, path, old.branches, new.branches)
     whole = {(f.name, f.after or f.before) for f in branches if f.before is None or f.after is None}
     launches = [
         f
-        for f in launch_rows(path, old.launches, new.launches)
+        for f in produce("launch_arguments", launch_rows, path, old.launches, new.launches)
         if not (f.key == "launch" and any(_led_by(f, function, test) for function, test in whole))
     ]
     return [*launches, *branches]

@@ -123,12 +123,6 @@ def env_reads(tree: ast.Module) -> Iterator[tuple[ast.AST, str]]:
             yield node, name
 
 
-def reading_functions(row: Finding) -> set[str]:
-    """The functions whose reads an env-gate row shows (on either side)."""
-    reads = [part for text in (row.before, row.after) if text for part in text.split("; ")]
-    return {read.rsplit(" (in ", 1)[1].removesuffix(")") for read in reads if " (in " in read}
-
-
 def names_a_location(variable: str) -> bool:
     """CUDA_HOME, TRITON_CACHE_DIR, MODEL_PATH: where files are; NCCL_TIMEOUT, MASTER_PORT, LOCAL_RANK: how
     processes meet; neither is a gate of a kernel choice."""

@@ -41,10 +41,6 @@ class Explanation:
     def conclusion(self) -> str | None:
         return self.shapes.conclusion
 
-    @property
-    def is_empty(self) -> bool:
-        return not any((self.static, self.dispatch, self.kernels, self.minimized, self.calls, self.trace_note))
-
     def findings(self) -> list[Finding]:
         """Every row, for the store's findings table; from_findings() rebuilds the explanation from them."""
         rows: list[Finding] = []

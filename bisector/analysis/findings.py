@@ -6,7 +6,7 @@ Every part of the analysis turns its result into Findings so that the store keep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 ABSENT_TEXT = "(absent)"
@@ -95,6 +95,7 @@ class Finding:
     after: str | None = None
     line: int | None = None  # in the version that has the row (the new one when both do)
     detail: str = ""
+    rule: str = field(default="", compare=False)  # the rule that made a static row (rules.py); not stored
 
     @property
     def label(self) -> str:

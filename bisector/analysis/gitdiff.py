@@ -145,16 +145,6 @@ def blob_data(repo: git.Repo, blob_sha: str) -> bytes:
     return bytes(repo.odb.stream(bytes.fromhex(blob_sha)).read())
 
 
-def blob_size(repo: git.Repo, sha: str | None, path: str | None) -> int:
-    if sha is None or path is None:
-        return 0
-    try:
-        entry = repo.commit(sha).tree / path
-    except KeyError:
-        return 0
-    return int(entry.size) if isinstance(entry, git.Blob) else 0
-
-
 def file_hunks(repo: git.Repo, parent: str | None, sha: str, change: FileChange) -> list[Hunk]:
     """Zero-context hunks of one changed file (none for binary files and pure renames or mode changes)."""
     return _hunks(_patch(repo, parent, sha, _paths(change)).splitlines())
@@ -230,10 +220,6 @@ def write_variant(repo: git.Repo, parent: str, files: dict[str, FileVersion | No
             return str(repo.git.commit_tree(tree, "-p", parent, "-m", message, env=environment))
         except git.GitCommandError as exc:
             raise RepoError(f"could not build a variant of {parent[:12]}: {exc.stderr or exc}") from None
-
-
-def tree_of(repo: git.Repo, sha: str) -> str:
-    return str(repo.commit(sha).tree.hexsha)
 
 
 def commit_date(repo: git.Repo, sha: str) -> str:

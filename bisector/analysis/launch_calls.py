@@ -51,11 +51,6 @@ def tile_positionals(arguments: list[ast.expr]) -> dict[str, str]:
     return found
 
 
-def is_tile_name(name: str) -> bool:
-    """A name that says a kernel's tiling or launch shape: BLOCK_M, tile_n, num_warps, num_stages."""
-    return _TILE_KEYWORD.match(name) is not None
-
-
 def launch_call(call: ast.Call) -> bool:
     """A plain call passing tile or launch keywords, or a string to a keyword that chooses the precision, backend
     or kernel; not a config object (triton.Config(..., num_warps=4)), a call inside a kernel (tl.range(...,

@@ -14,7 +14,6 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_bodies import function_bodies, inside_bodies
 from bisector.analysis.native_condition_lines import condition_rows
-from bisector.analysis.native_definitions import definition_rows
 from bisector.analysis.native_directives import DEFINE
 from bisector.analysis.native_dispatch import diff_env_reads, env_reads, has_env_reads
 from bisector.analysis.native_entries import kept_entry_rows
@@ -25,7 +24,9 @@ from bisector.analysis.native_launches import launch_shape_rows
 from bisector.analysis.native_members import Members
 from bisector.analysis.native_reach import data_locals
 from bisector.analysis.native_renames import Renames
+from bisector.analysis.native_template_args import template_argument_rows
 from bisector.analysis.native_value_forms import value_form
+from bisector.analysis.rules import produce, stamped
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 # C, C++, CUDA, HIP (.hip), OpenCL C (.cl, .opencl), Metal Shading Language (.metal, C++ based) and Objective-C++
@@ -185,14 +186,26 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
             or _thread_indices(old[name][1], new[name][1])
         ):
             del old[name], new[name]
-    findings = [_macro_named(row) for row in kept_entry_rows(diff_entries(path, old, new), before, after)]
+    tables = kept_entry_rows(diff_entries(path, old, new), before, after)
+    findings = stamped("native_tables", [_macro_named(row) for row in tables])
     old_lines, new_lines = (before.lines if before else []), (after.lines if after else [])
-    findings += _unmoved(row for hunk in hunks for row in condition_rows(path, hunk, old_lines, new_lines))
-    findings += instance_rows(path, old_lines, new_lines, hunks)
-    findings += launch_shape_rows(path, old_lines, new_lines, hunks, {f.line for f in findings})
-    findings += definition_rows(path, old_lines, new_lines, hunks, findings)
-    findings.extend(diff_env_reads(path, before.env if before else {}, after.env if after else {}))
+    findings += produce("native_conditions", _condition_rows, path, hunks, old_lines, new_lines)
+    findings += produce("native_instances", instance_rows, path, old_lines, new_lines, hunks)
+    lines = {f.line for f in findings}
+    findings += produce("native_launches", launch_shape_rows, path, old_lines, new_lines, hunks, lines)
+    named = {row.name for row in findings}
+    for row in produce("native_template_args", template_argument_rows, path, old_lines, new_lines, hunks):
+        if row.name not in named:  # numbers passed as template arguments, for the names no other row gives
+            named.add(row.name)
+            findings.append(row)
+    findings += produce(
+        "native_env_reads", diff_env_reads, path, before.env if before else {}, after.env if after else {}
+    )
     return [row for row in findings if not _rewritten(row, old_values, new_values)]
+
+
+def _condition_rows(path: str, hunks: Sequence[Hunk], old_lines: list[str], new_lines: list[str]) -> list[Finding]:
+    return _unmoved(row for hunk in hunks for row in condition_rows(path, hunk, old_lines, new_lines))
 
 
 def _unmoved(rows: Iterable[Finding]) -> list[Finding]:

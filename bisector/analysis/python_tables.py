@@ -13,15 +13,15 @@ import re
 from dataclasses import dataclass, field, replace
 
 from bisector.analysis import literals
-from bisector.analysis.code_shape import positional_parameters
+from bisector.analysis.code_shape import FunctionNode, positional_parameters, record_fields
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
-from bisector.analysis.env_gates import EnvGates, EnvMemo, diff_env_gates, reading_functions, scan_env_gates
+from bisector.analysis.env_gates import EnvGates, EnvMemo, diff_env_gates, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.function_logic import FunctionInfo, dispatch_logic_rows, function_info, record_fields
 from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
 from bisector.analysis.local_tables import local_tables
 from bisector.analysis.renamed_entries import without_renamed_keys, without_renames
+from bisector.analysis.rules import produce, stamped
 from bisector.analysis.top_level import Unchanged, same_methods, same_top_level
 from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, render
 
@@ -29,7 +29,7 @@ from bisector.analysis.values import Leaf, Mapping, Node, Symbol, diff_entries, 
 @dataclass(frozen=True)
 class PythonScan:
     entries: dict[str, tuple[FindingKind, Node]]  # "_TABLE", "Cls.TABLE", "kernel@triton.autotune" -> tree
-    functions: dict[str, FunctionInfo]
+    functions: dict[str, FunctionNode]  # by qualified name: "threshold_for", "Dispatcher.pick"
     sites: SiteScan = field(default_factory=SiteScan)  # launch sites and branch conditions in functions
     env_gates: EnvGates = field(default_factory=dict)
     env_names: frozenset[str] = frozenset()  # string constants that name an env variable a read uses
@@ -93,9 +93,8 @@ def scan_python(
 
 def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) -> list[Finding]:
     """Keyed rows for every table entry, constant, autotune config or heuristic that differs; outside tests, the
-    launch arguments, dispatch conditions and env gates that differ; then the functions whose changed code reads a
-    table or constant ("dispatch logic changed"), unless a launch, condition or env-gate row already names the
-    function more precisely. A constant that only names an env variable is shown by its gate rows; a field added
+    launch arguments, dispatch conditions and env gates that differ. A constant that only names an env variable is
+    shown by its gate rows; a field added
     to or removed from a dataclass-like class is a new or dropped parameter (a changed default is a row)."""
     old = before.entries if before else {}
     new = after.entries if after else {}
@@ -116,19 +115,16 @@ def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) 
     old, new = without_renames(old, new)
     if before is not None and after is not None:
         old = _without_dropped_classes(old, before.classes - after.classes)
-    findings = _without_aliases(diff_entries(path, old, new))
-    findings = without_renamed_keys(findings, before.functions if before else {}, after.functions if after else {})
-    logic = dispatch_logic_rows(
-        path, before.functions if before else {}, after.functions if after else {}, set(old) | set(new)
-    )
+    functions = (before.functions if before else {}), (after.functions if after else {})
+    findings = without_renamed_keys(_without_aliases(diff_entries(path, old, new)), *functions)
+    findings = stamped("python_tables", findings)
     if tested:
-        return findings + logic
+        return findings
     sites = diff_sites(path, before.sites if before else None, after.sites if after else None)
-    gates = diff_env_gates(path, before.env_gates if before else None, after.env_gates if after else None)
-    named = {f.name for f in sites if f.kind is FindingKind.BRANCH_CONDITION}
-    named |= {f.detail.removeprefix("in ").split(";")[0] for f in sites if f.kind is FindingKind.LAUNCH_PARAM}
-    named |= {function for row in gates for function in reading_functions(row)}
-    return findings + sites + gates + [f for f in logic if f.name not in named]
+    gates = produce(
+        "env_gates", diff_env_gates, path, before.env_gates if before else None, after.env_gates if after else None
+    )
+    return findings + sites + gates
 
 
 def _without_dropped_classes(
@@ -164,7 +160,7 @@ class _Scanner:
         self.fields: set[str] = set()  # "Class.field" of dataclass-like classes
         self.conditional: set[str] = set()
         self.entries: dict[str, tuple[FindingKind, Node]] = {}
-        self.functions: dict[str, FunctionInfo] = {}
+        self.functions: dict[str, FunctionNode] = {}
         self.classes: set[str] = set()
 
     def scan_body(
@@ -300,7 +296,7 @@ class _Scanner:
         for parameter, default in _parameter_defaults(function):
             self.entries[f"{name}({parameter})"] = (FindingKind.CONSTANT, evaluator.eval(default))
             self.fields.add(f"{name}({parameter})")  # like a record's field: a new parameter is no row
-        self.functions[name] = function_info(function, name, prefix.rstrip("."), fields, self.lines)
+        self.functions[name] = function
         if _TUNING_FUNCTION.search(function.name):
             self.scan_body(local_tables(function.body), f"{name}.<locals>.", dict(env))
 

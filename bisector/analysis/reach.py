@@ -88,28 +88,6 @@ def launch_graph(tree: ast.Module, is_launch: LaunchTest) -> LaunchGraph:
     return LaunchGraph(tree, is_launch)
 
 
-def launches_kernels(tree: ast.Module) -> bool:
-    """The module defines a kernel (@triton.jit, @cute.jit, ...) or launches one itself: kernel[grid](...),
-    torch.ops.*, a call into a native extension module it imports."""
-    graph = LaunchGraph(tree, lambda call: False)
-    decorators = (d for _, function in graph.definitions.values() for d in function.decorator_list)
-    if any(_KERNEL_DECORATOR.search(ast.unparse(d)) for d in decorators):
-        return True
-    for node in ast.walk(tree):
-        func = node.func if isinstance(node, ast.Call) else None
-        if isinstance(func, ast.Subscript):
-            return True
-        if isinstance(func, ast.Attribute) and _rooted_at_torch(func) and ".ops." in ast.unparse(func):
-            return True
-        if (
-            isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and func.value.id in graph.native_modules
-        ):
-            return True
-    return False
-
-
 def launch_flow(function: FunctionNode, graph: LaunchGraph, owner: str) -> tuple[frozenset[str], dict[int, str]]:
     """The local names whose values reach a launching call of the function (its arguments, and the names the
     assignments to those read, `grid = (cdiv(M, BLOCK_M),)`: BLOCK_M too, followed back a few steps); and the

@@ -13,25 +13,20 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from bisector.analysis.arch_targets import arch_target_rows
-from bisector.analysis.autotune_pruners import with_pruner_rows
 from bisector.analysis.changed_branches import BranchChange, native_branch_changes, python_branch_changes
 from bisector.analysis.chosen_literals import with_literal_rows
 from bisector.analysis.cmake_targets import cmake_target_rows, is_cmake_path
 from bisector.analysis.config_builders import with_builder_rows
-from bisector.analysis.config_choosers import with_chooser_rows
 from bisector.analysis.cython_source import CYTHON_SUFFIXES, python_source_of_cython
 from bisector.analysis.file_roles import is_benchmark_source, is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding
 from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.native_choosers import with_native_chooser_rows
-from bisector.analysis.native_switches import switched_branch_rows
-from bisector.analysis.option_defaults import option_default_rows
-from bisector.analysis.preference_order import with_order_rows
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
+from bisector.analysis.rules import produce, refine, stamped
 from bisector.analysis.rust_scan import scan_rust
-from bisector.analysis.rust_source import RUST_SUFFIXES, rust_branch_changes, rust_rows
-from bisector.analysis.tile_assignments import with_tile_rows
+from bisector.analysis.rust_source import RUST_SUFFIXES, rust_branch_changes
 from bisector.analysis.toggle_arguments import with_toggle_rows
 from bisector.analysis.tuning_files import (
     TUNING_SUFFIXES,
@@ -41,7 +36,6 @@ from bisector.analysis.tuning_files import (
     diff_tuning_file,
     load_tuning_file,
 )
-from bisector.analysis.unreached import Versions
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 T = TypeVar("T")
@@ -82,7 +76,6 @@ def _no_branch_changes() -> list[BranchChange]:
 @dataclass(frozen=True)
 class FileRows:
     rows: list[Finding]
-    modules: Versions | None = None  # a Python module's parsed versions: what its rows reach (unreached.py)
     branch_changes: Callable[[], list[BranchChange]] = field(default=_no_branch_changes)  # for rows of last resort
 
 
@@ -104,7 +97,6 @@ class Reader:
     rows_when_whole: Callable[[str], bool] = _tuning_source  # a file added or removed whole still gives rows
     needs_hunks: bool = False
     quiet_when_unreadable: bool = False  # a version it cannot analyse gives no note (the suffix was only a guess)
-    modules_in_packages: bool = False  # Python: a module whose directory has no __init__.py is a script
     generated_tuning: bool = False  # a source added whole whose head says a tuning run wrote it gives rows
 
 
@@ -136,16 +128,21 @@ def _parse_python(data: bytes) -> ParsedModule:
         raise UnreadableError(str(exc)) from None
 
 
-def _python_file_rows(path: str, parsed: Versions) -> FileRows:
+_PYTHON_PASSES: tuple[tuple[str, Callable[..., list[Finding]]], ...] = (
+    ("config_builders", with_builder_rows),
+    ("toggle_arguments", with_toggle_rows),
+    ("chosen_literals", with_literal_rows),
+)  # in this order: a later pass leaves out the functions an earlier one named
+
+
+def _python_file_rows(path: str, parsed: tuple[ParsedModule | None, ParsedModule | None]) -> FileRows:
     old, new = parsed
     rows = diff_python(path, *scan_pair(old, new))
-    rows = with_chooser_rows(path, old, new, with_builder_rows(path, old, new, rows))
-    rows = with_toggle_rows(path, old, new, with_tile_rows(path, old, new, rows))
-    rows = with_literal_rows(path, old, new, with_order_rows(path, old, new, rows))
-    rows = with_pruner_rows(path, old, new, rows) + option_default_rows(path, old, new)
-    rows += arch_target_rows(path, old, new)
+    for name, rule in _PYTHON_PASSES:
+        rows = refine(name, rows, rule, path, old, new)
+    rows += produce("arch_targets", arch_target_rows, path, old, new)
     changes = (lambda: python_branch_changes(path, old, new)) if old and new else _no_branch_changes
-    return FileRows(rows, parsed, changes)
+    return FileRows(rows, changes)
 
 
 def _read_python(file: FileVersions) -> FileRows:
@@ -168,36 +165,35 @@ def _tuning_reader(loaded_as: Callable[[str], str]) -> Callable[[FileVersions], 
             except TuningFileError as exc:
                 raise UnreadableError(str(exc)) from None
 
-        return FileRows(diff_tuning_file(file.path, *file.parsed(parse)))
+        return FileRows(produce("tuning_files", diff_tuning_file, file.path, *file.parsed(parse)))
 
     return read
 
 
 def _read_tuning(file: FileVersions) -> FileRows:
     rows = diff_large_yaml_file(file.path, file.old, file.new)
-    return FileRows(rows) if rows is not None else _tuning_reader(lambda path: path)(file)
+    return FileRows(stamped("tuning_files", rows)) if rows is not None else _tuning_reader(lambda path: path)(file)
 
 
 def _read_rust(file: FileVersions) -> FileRows:
     was, now = file.parsed(lambda data: scan_rust(_decode(data)))
-    rows = rust_rows(file.path, was, now, file.hunks)
     if was is None or now is None:
-        return FileRows(rows)
-    return FileRows(rows, branch_changes=lambda: rust_branch_changes(file.path, was, now, file.hunks))
+        return FileRows([])
+    return FileRows([], branch_changes=lambda: rust_branch_changes(file.path, was, now, file.hunks))
 
 
 def _read_native(file: FileVersions) -> FileRows:
     before, after = file.parsed(lambda data: scan_native(_decode(data)))
     lines = (before.lines if before else [], after.lines if after else [])
-    rows = diff_native(file.path, before, after, file.hunks) + switched_branch_rows(file.path, *lines, file.hunks)
-    rows = with_native_chooser_rows(file.path, *lines, file.hunks, rows)
+    rows = diff_native(file.path, before, after, file.hunks)
+    rows = refine("native_choosers", rows, with_native_chooser_rows, file.path, *lines, file.hunks)
     if before is None or after is None:
         return FileRows(rows)
     return FileRows(rows, branch_changes=lambda: native_branch_changes(file.path, *lines, file.hunks))
 
 
 def _read_cmake(file: FileVersions) -> FileRows:
-    return FileRows(cmake_target_rows(file.path, *file.parsed(_decode)))
+    return FileRows(produce("cmake_targets", cmake_target_rows, file.path, *file.parsed(_decode)))
 
 
 def _always(path: str) -> bool:
@@ -207,7 +203,7 @@ def _always(path: str) -> bool:
 READERS: tuple[Reader, ...] = (
     Reader(
         "python", "literal tables, constants, Triton autotune / heuristics, their readers, launches and gates",
-        _suffix(PYTHON_SUFFIXES), _read_python, modules_in_packages=True,
+        _suffix(PYTHON_SUFFIXES), _read_python,
     ),
     Reader("cython", "the same as python, read once rewritten to Python", _suffix(CYTHON_SUFFIXES), _read_cython),
     Reader(
@@ -219,7 +215,7 @@ READERS: tuple[Reader, ...] = (
         _tuning_reader(lambda path: f"{path}.json"), rows_when_whole=_always, quiet_when_unreadable=True,
     ),
     Reader(
-        "rust", "cfg gates, env reads and const / static thresholds", _suffix(RUST_SUFFIXES), _read_rust,
+        "rust", "branch tests and match arms of functions, as rows of last resort", _suffix(RUST_SUFFIXES), _read_rust,
         skips=is_benchmark_source, needs_hunks=True,
     ),
     Reader(

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import ast
 
-from bisector.analysis.code_shape import parameter_names
+from bisector.analysis.code_shape import FunctionNode, parameter_names
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.function_logic import FunctionInfo
 from bisector.analysis.values import Node
 
 
@@ -47,14 +46,14 @@ def without_renames(
 
 
 def without_renamed_keys(
-    findings: list[Finding], old: dict[str, FunctionInfo], new: dict[str, FunctionInfo]
+    findings: list[Finding], old: dict[str, FunctionNode], new: dict[str, FunctionNode]
 ) -> list[Finding]:
     """An autotune key names the kernel's parameters: a key entry renamed with the parameter it names (num_columns
     -> NUM_COLUMNS, made a constexpr) keys the same tuning, so its row is left out."""
     return [f for f in findings if not _renamed_key(f, old, new)]
 
 
-def _renamed_key(row: Finding, old: dict[str, FunctionInfo], new: dict[str, FunctionInfo]) -> bool:
+def _renamed_key(row: Finding, old: dict[str, FunctionNode], new: dict[str, FunctionNode]) -> bool:
     kernel = row.name.split("@", 1)[0]
     if row.kind is not FindingKind.AUTOTUNE_CONFIG or not row.key.startswith("[key]") or "@" not in row.name:
         return False
@@ -63,7 +62,7 @@ def _renamed_key(row: Finding, old: dict[str, FunctionInfo], new: dict[str, Func
     before, after = _names(row.before), _names(row.after)
     if before is None or after is None:
         return False
-    renamed = _renamed_parameters(parameter_names(old[kernel].node), parameter_names(new[kernel].node))
+    renamed = _renamed_parameters(parameter_names(old[kernel]), parameter_names(new[kernel]))
     return [renamed.get(name, name) for name in before] == after
 
 

@@ -1,18 +1,8 @@
-"""Rust sources (GPU stacks such as candle and mistral.rs, CPU-SIMD crates): what in a changed `.rs` file picks a
-kernel, read from rust_scan.py's lines the way native_*.py reads C / C++.
-
-- Compile-time gates: a `#[cfg(...)]` / `#![cfg(...)]` / `#[cfg_attr(...)]` attribute (also the lines of a
-  `#[cfg(any(` spread over several), a `cfg!(...)` test, or an `is_x86_feature_detected!("avx2")`-like runtime
-  test, that a hunk removes or adds and does not add or remove again: a branch condition named by the item it
-  gates (`mod avx`, `vec_dot_f32`) or the function it is in; not when that item is added or removed with it (new
-  code). Rust's `#[cfg]` is C's `#if`: which SIMD or GPU path is built.
-- Environment reads: `env::var("X")`, `env::var_os("X")`, `option_env!("X")`, `env!("X")` added, removed or
-  rewritten (another default, another comparison) are env gates of X.
-- Constants: a `const` / `static` whose value changes (`const BLOCK_SIZE: usize = 256;`) is a threshold row.
-- Branch tests (changed_branches.py's rows of last resort, for a file no rule above gave a row): the `if` / `else if`
-  / `while` / `match` heads and the `pattern =>` arms a hunk removes or adds in a function (a `match dtype {
-  DType::F16 => ... }` arm is a dispatch table); not in a `macro_rules!`.
-Test code is not read: `#[cfg(test)]` items here, test files (`tests.rs`, `*_test.rs`) by file_roles.py.
+"""Rust sources (GPU stacks such as candle and mistral.rs, CPU-SIMD crates), read from rust_scan.py's lines: the
+branch tests of changed_branches.py's rows of last resort, the `if` / `else if` / `while` / `match` heads and the
+`pattern =>` arms a hunk removes or adds in a function (a `match dtype { DType::F16 => ... }` arm is a dispatch
+table); not in a `macro_rules!`. Test code is not read: `#[cfg(test)]` items here, test files (`tests.rs`,
+`*_test.rs`) by file_roles.py.
 """
 
 from __future__ import annotations
@@ -21,29 +11,11 @@ import re
 from collections.abc import Sequence
 
 from bisector.analysis.changed_branches import BranchChange
-from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.gitdiff import Hunk
-from bisector.analysis.native_dispatch import diff_env_reads
-from bisector.analysis.rust_scan import ITEM, RustSource
+from bisector.analysis.rust_scan import RustSource
 
 RUST_SUFFIXES = (".rs",)
-_GATE = re.compile(
-    r"#!?\[\s*cfg(?:_attr)?\s*\(|\bcfg!\s*\(|\bis_\w+_feature_detected!\s*\(|"
-    r"^\s*(?:any|all|not)?\s*\(?\s*(?:target_feature|target_arch|target_os|target_vendor|feature)\s*=\s*\""
-)
-_ENV = re.compile(r"\b(?:env::var(?:_os)?|option_env!|env!)\s*\(\s*\"(?P<name>[A-Za-z_]\w*)\"")
-_CONST = re.compile(
-    r"^\s*(?:pub(?:\([\w:\s]+\))?\s+)?(?:const|static)\s+(?:mut\s+)?(?P<name>[A-Z_][A-Z0-9_]*)\s*:[^=]+=\s*"
-    r"(?P<value>[^;]+);"
-)
 _TEST = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while|match)\b(?!\s+let\b)|^\s*[^/\s][^=]*=>")
-MAX_ITEM_GAP = 40  # lines between a gate and the item it gates (the other attributes of a multi-line #[cfg(any(...))])
-
-
-def rust_rows(path: str, old: RustSource | None, new: RustSource | None, hunks: Sequence[Hunk]) -> list[Finding]:
-    """The rows of a changed Rust file: its gates, environment reads and constants that differ."""
-    was, now = old or _EMPTY, new or _EMPTY
-    return _gate_rows(path, was, now, hunks) + _env_rows(path, was, now) + _const_rows(path, was, now)
 
 
 def rust_branch_changes(path: str, old: RustSource, new: RustSource, hunks: Sequence[Hunk]) -> list[BranchChange]:
@@ -85,89 +57,3 @@ def _changed_lines(
 
 def _matching(source: RustSource, indexes: range, pattern: re.Pattern[str]) -> list[int]:
     return [i for i in indexes if i < len(source.code) and not source.in_tests[i] and pattern.search(source.code[i])]
-
-
-def _gate_rows(path: str, old: RustSource, new: RustSource, hunks: Sequence[Hunk]) -> list[Finding]:
-    first: dict[str, dict[int, str]] = {}  # gated name -> side (0 removed, 1 added) -> its first changed gate line
-    lines_at: dict[str, int] = {}
-    for removed, added in _changed_lines(old, new, hunks, _GATE):
-        for side, source, other, changes in ((0, old, new, removed), (1, new, old, added)):
-            for index in changes:
-                name = _gated(source, index)
-                if name is None or not _defined(other, name):  # an item added or removed with its gate: new code
-                    continue
-                first.setdefault(name, {}).setdefault(side, source.lines[index].strip())
-                if side == 1:
-                    lines_at.setdefault(name, index + 1)
-    return [
-        Finding(
-            FindingKind.BRANCH_CONDITION,
-            path,
-            name,
-            "cfg gate",
-            sides.get(0),
-            sides.get(1),
-            line=lines_at.get(name),
-            detail="a compile-time or CPU-feature gate in Rust: which path is built or taken",
-        )
-        for name, sides in first.items()
-    ]
-
-
-def _gated(source: RustSource, index: int) -> str | None:
-    """What a gate line gates: the item after its attributes (`mod avx`, `vec_dot`, on its own line or the same),
-    else the function it is in, else the module (None: a gate of test code)."""
-    code = source.code[index]
-    if "cfg!" not in code and "_feature_detected!" not in code:
-        rest = code[code.rfind("]") + 1 :] if "]" in code else ""
-        for following in [rest, *source.code[index + 1 : index + 1 + MAX_ITEM_GAP]]:
-            text = following.strip()
-            if not text or text.startswith(("#", ")", "]")) or _GATE.search(following):
-                continue  # the gate's other attributes, or the rest of one spread over lines
-            item = ITEM.match(text)
-            if item is None:
-                break
-            name = (item["name"] or "").rstrip(":")
-            return name if item["what"] == "fn" and name else f"{item['what']} {name}".strip()
-    return source.function[index] or "module"
-
-
-def _defined(source: RustSource, name: str) -> bool:
-    """Whether the item or function a gate is named by is in this version of the file too."""
-    return name == "module" or name in source.items or f"fn {name}" in source.items
-
-
-def _env_rows(path: str, old: RustSource, new: RustSource) -> list[Finding]:
-    return diff_env_reads(path, _env_reads(old), _env_reads(new), detail="environment read in Rust")
-
-
-def _env_reads(source: RustSource) -> dict[str, list[str]]:
-    reads: dict[str, list[str]] = {}
-    for line, code, tests in zip(source.lines, source.code, source.in_tests, strict=True):
-        if "env" in code and not tests:  # a read in a comment is blanked in code
-            for match in _ENV.finditer(line):
-                reads.setdefault(match["name"], []).append(line.strip().rstrip(" ,;{}"))
-    return reads
-
-
-def _const_rows(path: str, old: RustSource, new: RustSource) -> list[Finding]:
-    was, now = _constants(old), _constants(new)
-    return [
-        Finding(FindingKind.NATIVE_THRESHOLD, path, name, "", was[name], now[name], detail="a Rust constant")
-        for name in was
-        if name in now and was[name] != now[name]
-    ]
-
-
-def _constants(source: RustSource) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for line, code, tests in zip(source.lines, source.code, source.in_tests, strict=True):
-        if tests or _CONST.match(code) is None:
-            continue
-        match = _CONST.match(line)
-        if match and re.search(r"\d|\"|\btrue\b|\bfalse\b", match["value"]):
-            found.setdefault(match["name"], " ".join(match["value"].split()))
-    return found
-
-
-_EMPTY = RustSource([], [], [], [], frozenset())

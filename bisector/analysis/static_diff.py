@@ -1,7 +1,6 @@
 """Static table diff of a commit against its parent, in every changed file that a reader claims (readers.py:
 Python, Cython, tuning files, Rust, C / C++ / CUDA / HIP, CMake). A file that cannot be analysed in one version
-(syntax error, binary, too large) gives a note instead of rows. Then the rules across files: what the changed rows
-reach (unreached.py), the flags other modules import, launch feeds, and rows of last resort for files with none.
+(syntax error, binary, too large) gives a note instead of rows. Then rows of last resort for the files with none.
 
 A file added or removed whole is new (or dropped) code, not a change of the dispatch inside it: its entries are
 not rows (the callers or includes that start or stop using it change too, and those files are compared); it is
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import gc
 import os
-import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,10 +23,8 @@ from bisector.analysis.changed_branches import BranchChange, last_resort_rows
 from bisector.analysis.file_roles import users_only
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.generated_tuning import generated_tuning_paths
-from bisector.analysis.imported_flags import imported_flag_rows
-from bisector.analysis.launch_feeds import feed_rows
 from bisector.analysis.readers import READERS, FileRows, FileVersions, Reader, UnreadableError, reader_for
-from bisector.analysis.unreached import Versions, without_unreached
+from bisector.analysis.rules import produce
 from bisector.analysis.whole_files import whole_file_notes
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -120,7 +116,7 @@ def static_diff(
     """Diff the tables of commit sha (any revision) against parent (default: its first parent), each changed file
     read by its reader (readers.py: the first in readers that claims it)."""
     collecting = gc.isenabled()
-    gc.disable()  # the parsed modules stay alive to the end (unreached.py) and make no cycles: collections only cost
+    gc.disable()  # parsed modules live to the end (rows of last resort) and make no cycles: collections only cost
     try:
         return _diff_commit(repo_path, sha, parent, max_file_bytes, max_rows_per_file, readers)
     finally:  # once the parsed modules are freed: a collection right after the diff would walk all their nodes
@@ -146,49 +142,26 @@ def _diff_commit(
         tuned = generated_tuning_paths(repo, base, commit, [c for c in whole if reader[c.path].generated_tuning])
         whole = [c for c in whole if c.path not in tuned]  # tuning results a script wrote: rows, as a tuning file's
         readable = [c for c in changes if c.path in reader and c not in whole]
-        inits = {
-            c.path: f"{posixpath.dirname(c.path)}/__init__.py"
-            for c in readable
-            if reader[c.path].modules_in_packages and "/" in c.path and c.new_path is not None
-        }  # a module at the top of the repository may be one the package installs
         blobs = {
             base: gitdiff.blob_entries(repo, base, [c.old_path for c in readable if c.old_path]) if base else {},
-            commit: gitdiff.blob_entries(
-                repo, commit, [c.new_path for c in readable if c.new_path] + [*inits.values()]
-            ),
+            commit: gitdiff.blob_entries(repo, commit, [c.new_path for c in readable if c.new_path]),
         }
-        scripts = frozenset(path for path, init in inits.items() if init not in blobs[commit])
         by_lines = [c for c in readable if reader[c.path].needs_hunks]
         hunks = gitdiff.hunks_of(repo, base, commit, by_lines) if by_lines else {}
         findings: list[Finding] = []
-        modules: dict[str, Versions] = {}  # the changed Python modules, for what their rows reach (unreached.py)
         analyses = [
             _FileAnalysis(repo, base, commit, c, reader[c.path], max_file_bytes, blobs, hunks.get(c, []))
             for c in readable
         ]
         for analysis in analyses:
             findings.extend(_capped(analysis.findings(), analysis.path, max_rows_per_file))
-            if analysis.modules is not None:
-                modules[analysis.path] = analysis.modules
-        findings.extend(_feed_rows(findings, modules))
-        findings = without_unreached(findings, modules, scripts) + imported_flag_rows(modules)
         with_rows = {row.file for row in findings if row.kind.is_dispatch_relevant}
-        findings.extend(last_resort_rows([c for a in analyses if a.path not in with_rows for c in a.branch_changes()]))
+        branch_changes = [c for a in analyses if a.path not in with_rows for c in a.branch_changes()]
+        findings.extend(produce("branch_tests", last_resort_rows, branch_changes))
         findings.extend(whole_file_notes(whole))
     finally:
         repo.close()
     return StaticDiff(str(repo_path), commit, base, tuple(findings), tuple(change.path for change in changes))
-
-
-def _feed_rows(findings: list[Finding], modules: dict[str, Versions]) -> list[Finding]:
-    """launch_feeds.py's rows for the functions no dispatch-logic row names already."""
-    named = {(f.file, f.name) for f in findings if f.kind is FindingKind.DISPATCH_LOGIC}
-    rows = [
-        row
-        for path, (old, new) in modules.items()
-        for row in feed_rows(path, old, new, frozenset(name for file, name in named if file == path))
-    ]
-    return [row for row in rows if (row.file, row.name) not in named]
 
 
 def _capped(rows: list[Finding], path: str, limit: int) -> list[Finding]:
@@ -222,11 +195,6 @@ class _FileAnalysis:
         self.hunks = hunks  # for a reader that needs them, diffed once for all files
         self.path = change.path
         self.read: FileRows | None = None  # once the reader has read both versions
-
-    @property
-    def modules(self) -> Versions | None:
-        """A Python file's parsed versions, once read."""
-        return self.read.modules if self.read else None
 
     def findings(self) -> list[Finding]:
         notes = []

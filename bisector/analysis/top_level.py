@@ -9,9 +9,19 @@ from collections import Counter
 
 from bisector.analysis.code_shape import first_line
 from bisector.analysis.conditions import module_gates
-from bisector.analysis.function_logic import code_text
 from bisector.analysis.launch_calls import decorated, launch_test
 from bisector.analysis.reach import FunctionNode, LaunchGraph, module_functions
+
+# A Python comment: a whole line ("# note"; not "#define" in a string of C source), or "  # note" after code when
+# neither the code's last character nor the note is a quote. Comments change nothing a scan reads.
+_COMMENT = re.compile(r"^\s*#(?:\s.*)?$|(?<=[^'\"#\s])\s+#\s[^'\"]*$")
+
+
+def code_text(lines: list[str]) -> str:
+    """Source lines without comments and blank lines: equal code texts scan the same."""
+    code = ((_COMMENT.sub("", line) if "#" in line else line).rstrip() for line in lines)
+    return "\n".join(line for line in code if line)
+
 
 # What two versions share with the same text: indexes of one side's top-level definitions, qualified method names.
 Unchanged = tuple[frozenset[int], frozenset[str]]

@@ -10,8 +10,7 @@ from __future__ import annotations
 import ast
 import re
 from bisect import bisect_left
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 from bisector.analysis.code_shape import first_line
 
@@ -35,15 +34,6 @@ def on_lines(node: ast.AST, numbers: list[int]) -> bool:
     first, last = _span(node)
     index = bisect_left(numbers, first)
     return index < len(numbers) and numbers[index] <= last
-
-
-def walk_on_lines(node: ast.AST, numbers: list[int]) -> Iterator[ast.AST]:
-    """ast.walk(node) in its order, less the subtrees under node on none of the numbered lines."""
-    todo: deque[ast.AST] = deque([node])
-    while todo:
-        node = todo.popleft()
-        todo.extend(child for child in ast.iter_child_nodes(node) if on_lines(child, numbers))
-        yield node
 
 
 def _span(node: ast.AST) -> tuple[int, int]:

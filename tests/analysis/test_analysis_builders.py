@@ -310,20 +310,7 @@ CHOOSER = """\
 """
 
 
-def test_a_function_returning_launch_parameters_is_one_dispatch_logic_row_when_its_code_changes(
-    history: History,
-) -> None:
-    history.commit("attention", {"ops/attn.py": CHOOSER})
-    changed = CHOOSER.replace("if num_stages == 2:", "if BLOCK_DK <= 128:").replace("head_dim > 256", "head_dim > 128")
-    sha = history.commit("tiles by head size", {"ops/attn.py": changed})
-
-    found = static_diff(history.path, sha).findings
-
-    assert [(f.kind.value, f.name) for f in found if f.kind.is_dispatch_relevant] == [
-        ("branch_condition", "_block_d"),
-        ("dispatch_logic", "_kernel_meta"),
-    ]  # not a branch-condition row inside _kernel_meta: the row for the whole chooser says it; _block_d returns
-    # one tile size, so it is no chooser and its condition keeps its row
+# one tile size, so it is no chooser and its condition keeps its row
 
 
 def test_annotations_docstrings_and_layout_in_a_chooser_are_no_change(history: History) -> None:
@@ -481,49 +468,6 @@ def test_a_variable_a_settings_class_declares_is_an_env_gate(history: History) -
     assert [(f.name, f.after) for f in found if f.kind is FindingKind.ENV_GATE] == [
         ("KERNELS_COST_MODEL", "EnvVar('KERNELS_COST_MODEL', None) (in Environment)")
     ]
-
-
-def test_a_tile_or_instruction_shape_chosen_in_code_is_a_dispatch_logic_row(history: History) -> None:
-    module = """\
-        from math import gcd
-
-
-        class Emitter:
-            def _initialize_prefix(self, warp_col_tiles):
-                inst_m, inst_n = 64, gcd(warp_col_tiles, 256)
-                self.prefix = f"m{inst_m}n{inst_n}"
-
-            def describe(self, warp_col_tiles):
-                num_warps: int = 4
-                return f"{warp_col_tiles} over {num_warps} warps"
-
-
-        def _meta(head_dim, causal=False):
-            return (64, 4) if causal or head_dim > 128 else (128, 8)
-
-
-        def plan(head_dim, causal):
-            BLOCK_M, num_warps = _meta(head_dim)
-            return BLOCK_M * num_warps
-    """
-    history.commit("emitter", {"pkg/emitter.py": module})
-    changed = (
-        module.replace("gcd(warp_col_tiles, 256)", "widest_n(warp_col_tiles)")
-        .replace("num_warps: int = 4", "num_warps = 4")
-        .replace("_meta(head_dim)", "_meta(head_dim, causal)")
-    )
-    sha = history.commit("widest legal n", {"pkg/emitter.py": changed})
-
-    found = static_diff(history.path, sha).findings
-
-    assert [(f.kind.value, f.name, f.before, f.after) for f in found if f.kind.is_dispatch_relevant] == [
-        (
-            "dispatch_logic",
-            "Emitter._initialize_prefix",
-            "inst_m, inst_n = (64, gcd(warp_col_tiles, 256))",
-            "inst_m, inst_n = (64, widest_n(warp_col_tiles))",
-        )
-    ]  # describe's num_warps only lost its annotation; plan calls the same module function with other arguments
 
 
 def test_a_parsed_version_is_a_constant_of_its_version_string(history: History) -> None:

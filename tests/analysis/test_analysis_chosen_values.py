@@ -184,74 +184,7 @@ def test_a_tile_argument_passed_by_position_is_a_launch_parameter(history: Histo
     ]
 
 
-ATTENTION_PY = """\
-import torch
-import triton
-
-
-@triton.jit
-def _attn_kernel(q, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    pass
-
-
-def _kernel_meta_sm8x(BLOCK_DK):
-    num_warps = 4
-    BLOCK_M = 128 if BLOCK_DK <= 128 else 64
-    return BLOCK_M, 64, num_warps
-
-
-def _split_k(batch):
-    return 4
-
-
-def attention(q, head_dim):
-    cap = torch.cuda.get_device_capability()
-    BLOCK_M, BLOCK_N, num_warps = _kernel_meta_sm8x(head_dim)
-    SPLIT_K = 4
-    _attn_kernel[(1,)](q, SPLIT_K=SPLIT_K, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps)
-"""
-
-SM86_META = """\
-def _kernel_meta_sm86(BLOCK_DK):
-    num_warps = 4
-    if BLOCK_DK <= 128:
-        BLOCK_M, BLOCK_N = 128, 64
-    else:
-        BLOCK_M, BLOCK_N = 64, 32
-    return BLOCK_M, BLOCK_N, num_warps
-
-
-def _split_k(batch):"""
-
-
-def test_a_new_chooser_a_kept_function_calls_is_its_own_row(history: History) -> None:
-    history.commit("attention", {"ops/attn.py": ATTENTION_PY})
-    changed = ATTENTION_PY.replace("def _split_k(batch):", SM86_META).replace(
-        "    BLOCK_M, BLOCK_N, num_warps = _kernel_meta_sm8x(head_dim)",
-        "    if cap[1] in [6, 9]:\n        BLOCK_M, BLOCK_N, num_warps = _kernel_meta_sm86(head_dim)\n"
-        "    else:\n        BLOCK_M, BLOCK_N, num_warps = _kernel_meta_sm8x(head_dim)",
-    )
-    sha = history.commit("sm86 has less shared memory", {"ops/attn.py": changed})
-
-    found = static_diff(history.path, sha).table_findings
-
-    assert sorted((f.kind.value, f.name, f.key) for f in found) == [
-        ("branch_condition", "attention", "arch condition"),
-        ("dispatch_logic", "_kernel_meta_sm86", ""),
-    ]  # not a launch-feed row for attention: its new feed is the new chooser, which its own row and the arch
-    # condition show
-
-
-def test_a_new_function_feeding_a_launch_alone_keeps_the_callers_feed_row(history: History) -> None:
-    history.commit("attention", {"ops/attn.py": ATTENTION_PY})
-    changed = ATTENTION_PY.replace(
-        "def _split_k(batch):", "def _split_k_by_sm(batch):\n    return 8\n\n\ndef _split_k(batch):"
-    ).replace("    SPLIT_K = 4\n", "    SPLIT_K = _split_k_by_sm(q.shape[0])\n")
-    sha = history.commit("split-k by SM count", {"ops/attn.py": changed})
-
-    found = _rows(history, sha, FindingKind.DISPATCH_LOGIC)
-
-    assert [(f.name, f.detail) for f in found] == [("attention", "launch inputs from module functions")]
+# condition show
 
 
 LAYER_NORM_PY = """\
@@ -305,7 +238,7 @@ def _block_size(dim_size, inner_size):
 """
 
 
-def test_an_empty_list_filled_in_a_loop_is_no_table_and_threads_returned_make_a_chooser(history: History) -> None:
+def test_an_empty_list_filled_in_a_loop_is_no_table(history: History) -> None:
     history.commit("prune", {"pkg/prune.py": PRUNE_PY})
     changed = (
         PRUNE_PY.replace("    pruned = []\n", "    pruned = []\n    kept = []\n")
@@ -318,8 +251,8 @@ def test_an_empty_list_filled_in_a_loop_is_no_table_and_threads_returned_make_a_
 
     assert [(f.kind.value, f.name) for f in found] == [
         ("autotune_config", "warps_configs.<locals>.configs"),
-        ("dispatch_logic", "_block_size"),
-    ]  # not prune_configs' new empty list kept; _block_size returns a launch's threads: one row, no condition row
+        ("branch_condition", "_block_size"),
+    ]  # not prune_configs' new empty list kept
 
 
 CONTEXT_PY = """\

@@ -1,4 +1,4 @@
-"""Which changed functions are dispatch logic, config lists built by +, and constants that name env variables,
+"""Config lists built by +, constants that name env variables and dataclass fields,
 in the static diff of real git histories."""
 
 from __future__ import annotations
@@ -83,27 +83,6 @@ def test_a_config_list_joined_with_a_call_is_compared_config_by_config_under_its
     }
 
 
-def test_dispatch_logic_is_a_changed_statement_that_reads_a_table_not_any_change_of_a_reader(history: History) -> None:
-    history.commit("kernels", {"ops/gemm.py": KERNELS})
-    quiet = KERNELS.replace('logging.info("n=%d", n)', 'logging.debug("n=%d splits=%d", n, splits)')
-    quiet += """
-
-    def __eq__(self, other):
-        return self.block == other.block and self.pad == other.pad
-
-    def __hash__(self):
-        return hash((self.block, self.pad))
-"""
-    sha = history.commit("quieter; GemmConfig is hashable", {"ops/gemm.py": quiet})
-    assert by_kind(static_diff(history.path, sha)) == {}
-
-    reads = quiet.replace("_SPLIT_TABLE.get(n, 1)", "_SPLIT_TABLE.get(n, 2)")
-    sha = history.commit("default split 2", {"ops/gemm.py": reads})
-    diff = static_diff(history.path, sha)
-    assert by_kind(diff) == {"dispatch_logic": {"split_for"}}
-    assert diff.table_findings[0].detail == "reads _SPLIT_TABLE"
-
-
 def test_a_constant_that_names_an_env_variable_shows_as_the_gate_not_as_a_constant(history: History) -> None:
     history.commit("kernels", {"ops/gemm.py": KERNELS.replace('GPU_ENV = "LIB_BENCH_GPU"\n', "")})
     after = (
@@ -135,100 +114,3 @@ def test_a_field_added_to_a_dataclass_is_no_row_a_changed_default_is(history: Hi
     diff = static_diff(history.path, sha)
 
     assert [(f.label, f.change_text) for f in diff.table_findings] == [("GemmConfig.block", "64 -> 128")]
-
-
-RUNTIME_PY = """\
-runtime = None
-_WARPS = {64: 4, 128: 8}
-_FAST_WARPS = {64: 2}
-
-
-def init():
-    global runtime
-    runtime = Runtime()
-
-
-def capture_begin(force_module_load=None):
-    if force_module_load is None:
-        if runtime.driver_version >= (12, 3):
-            force_module_load = False
-        else:
-            force_module_load = True
-    return force_module_load
-
-
-def assert_graph_support():
-    if runtime.toolkit_version < (12, 4):
-        raise RuntimeError("needs CUDA Toolkit 12.4+")
-
-
-def is_graph_supported():
-    return runtime.toolkit_version >= (12, 4) and runtime.driver_version >= (12, 4)
-
-
-def warps_for(block):
-    if block in _WARPS:
-        return _WARPS[block]
-    return 4
-"""
-
-
-def test_none_checks_added_to_a_functions_reads_of_a_module_value_are_no_row(history: History) -> None:
-    history.commit("runtime", {"pkg/context.py": RUNTIME_PY})
-    guarded = (
-        RUNTIME_PY.replace(
-            "if runtime.driver_version >=", "if runtime.driver_version is not None and runtime.driver_version >="
-        )
-        .replace(
-            "    if runtime.toolkit_version < (12, 4):",
-            '    if runtime.driver_version is None:\n        raise RuntimeError("no driver")\n'
-            "    if runtime.toolkit_version is None or runtime.toolkit_version < (12, 4):",
-        )
-        .replace(
-            "return runtime.toolkit_version >= (12, 4) and",
-            "return runtime.toolkit_version is not None and runtime.toolkit_version >= (12, 4) and",
-        )
-        .replace("if block in _WARPS:", "if block is not None and block in _WARPS:")
-    )
-    sha = history.commit("version checks handle None", {"pkg/context.py": guarded})
-    assert by_kind(static_diff(history.path, sha)) == {}
-
-    fast = guarded.replace("block is not None and block in _WARPS:", "block is not None and block in _FAST_WARPS:")
-    sha = history.commit("fast warps", {"pkg/context.py": fast})
-    diff = static_diff(history.path, sha)
-    assert by_kind(diff) == {"dispatch_logic": {"warps_for"}}
-    assert diff.table_findings[0].detail == "reads _FAST_WARPS, _WARPS"
-
-
-PICKER = """\
-import functools
-
-_SPLIT_TABLE = {64: 2, 128: 4}
-
-
-def picker(n):
-    n = max(n, 1)
-    logging.info("n=%d", n)
-
-    @functools.lru_cache(maxsize=16)
-    def pick(m):
-        return m
-
-    total = pick(n)
-    logging.info("total=%d", total)
-    return total
-"""
-
-
-def test_a_long_functions_statements_around_its_change_are_left_out_but_not_a_nested_defs_decorator(
-    history: History,
-) -> None:
-    # the statements before and after the change are the same lines on both sides: only the middle is compared,
-    # and a nested def's decorator line is part of that def (its def line and body are the same on both sides)
-    history.commit("picker", {"ops/pick.py": PICKER})
-    sha = history.commit("cache by table", {"ops/pick.py": PICKER.replace("maxsize=16", "maxsize=_SPLIT_TABLE[64]")})
-
-    diff = static_diff(history.path, sha)
-
-    assert by_kind(diff) == {"dispatch_logic": {"picker"}}
-    assert diff.table_findings[0].detail == "reads _SPLIT_TABLE"

@@ -1,24 +1,11 @@
-"""Defaults of registered options (option_defaults.py), implementations tried in another order
-(preference_order.py) and conditions kept in an instance attribute or an assignment expression (conditions.py), on
-real git histories."""
+"""Conditions kept in an instance attribute or an assignment expression (conditions.py) and env reads through a
+project's helper, on real git histories."""
 
 from __future__ import annotations
 
 from analysis_history import History
 
 from bisector.analysis import FindingKind, static_diff
-
-HELPERS_PY = """\
-from .context import ContextVar
-
-USE_TC, TC_OPT = ContextVar("TC", 1), ContextVar("TC_OPT", 0)
-VALIDATE_WITH_CPU, DISABLE_FAST_IDIV = ContextVar("VALIDATE_WITH_CPU", 0), ContextVar("DISABLE_FAST_IDIV", 0)
-
-
-def register_options(registry):
-    registry.register_option(name="parallel_k", type_hint="str", default_value="default")
-    registry.register_option(name="search_space", type_hint="int", default_value=0)
-"""
 
 DEVICE_PY = """\
 import functools
@@ -51,36 +38,6 @@ class Renderer:
 def get_scheduler(sm_cnt, worker):
     return 4 * (sm_cnt - worker)
 """
-
-
-def test_a_registered_option_with_another_default_is_a_constant_row(history: History) -> None:
-    history.commit("helpers", {"pkg/__init__.py": "", "pkg/helpers.py": HELPERS_PY})
-    validate, fast_idiv = 'ContextVar("VALIDATE_WITH_CPU", 0)', 'ContextVar("DISABLE_FAST_IDIV", 0)'
-    changed = HELPERS_PY.replace(
-        f"VALIDATE_WITH_CPU, DISABLE_FAST_IDIV = {validate}, {fast_idiv}",
-        f"VALIDATE_WITH_CPU = {validate}\nDISABLE_FAST_IDIV = {fast_idiv.replace('0)', '1)')}",
-    ).replace('default_value="default"', 'default_value="disabled"')
-    sha = history.commit("fast idiv off; no split-k by default", {"pkg/helpers.py": changed})
-
-    found = static_diff(history.path, sha).table_findings
-    rows = sorted((f.name, f.before, f.after) for f in found if f.kind is FindingKind.CONSTANT)
-
-    # VALIDATE_WITH_CPU moves to a line of its own with its default: no row
-    assert rows == [("DISABLE_FAST_IDIV", "0", "1"), ("parallel_k", "'default'", "'disabled'")]
-
-
-def test_implementations_tried_in_another_order_are_a_dispatch_row(history: History) -> None:
-    history.commit("device", {"pkg/__init__.py": "", "pkg/device.py": DEVICE_PY})
-    nak, nvcc = "functools.partial(NAKRenderer, arch)", "functools.partial(CUDARenderer, arch, use_nvcc=True)"
-    indent = ",\n                     "
-    changed = DEVICE_PY.replace(f"{nak}{indent}{nvcc}]", f"{nvcc}{indent}{nak}]")
-    changed = changed.replace('["cuda", "nak"]', '["nak", "cuda"]')
-    sha = history.commit("nvcc before nak", {"pkg/device.py": changed})
-
-    rows = [(f.kind, f.name, f.key) for f in static_diff(history.path, sha).table_findings]
-
-    # a list of names (strings) is no list of implementations
-    assert rows == [(FindingKind.DISPATCH_LOGIC, "NVDevice.__init__", "renderers")]
 
 
 def test_conditions_kept_in_an_attribute_or_an_assignment_expression(history: History) -> None:

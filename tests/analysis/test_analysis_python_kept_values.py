@@ -285,35 +285,6 @@ def test_the_tables_of_a_class_removed_whole_are_no_rows_but_a_kept_class_s_are(
     assert _rows(history, sha) == [("table_entry", "FlashAttentionLoader.REGISTRY", "")]
 
 
-TRANSPOSE_PY = """\
-import torch
-
-
-def sparse_transpose(nnz_per_column, column_indices):
-    offsets = torch.cumsum(nnz_per_column, 0)
-    return ops.transpose(offsets, column_indices)
-"""
-
-
-def test_a_condition_that_only_reshapes_a_tensor_in_place_is_no_row(history: History) -> None:
-    history.commit("transpose", {"pkg/dmoe.py": TRANSPOSE_PY})
-    changed = TRANSPOSE_PY.replace(
-        "    offsets = ",
-        "    if nnz_per_column.dim() == 0:\n        nnz_per_column = nnz_per_column.unsqueeze(0)\n    offsets = ",
-    )
-    sha = history.commit("one block column", {"pkg/dmoe.py": changed})
-    assert rules_rows(history.path, sha) == []
-    assert last_resort_functions(history.path, sha) == ["sparse_transpose"]  # its changed branch test, no more
-
-    sha = history.commit("back", {"pkg/dmoe.py": TRANSPOSE_PY})
-    assert rules_rows(history.path, sha) == []
-    assert last_resort_functions(history.path, sha) == ["sparse_transpose"]  # its changed branch test, no more
-
-    chosen = changed.replace("nnz_per_column.unsqueeze(0)", "nnz_per_column.new_ones(4)")
-    sha = history.commit("four columns", {"pkg/dmoe.py": chosen})
-    assert _rows(history, sha) == [("branch_condition", "sparse_transpose", "shape condition")]
-
-
 GEMM_PY = """\
 def gemm_rcr_config(func_attrs, dtype="float16"):
     make_fproc(func_attrs, "rcr")

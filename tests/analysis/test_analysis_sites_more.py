@@ -341,20 +341,6 @@ def test_a_native_flag_accumulated_with_a_size_comparison_is_a_condition(history
     ]
 
 
-def test_a_constant_formatted_into_a_message_is_no_dispatch_logic(history: History) -> None:
-    source = (
-        "class Op:\n    MIN_CC = (8, 0)\n\n    @classmethod\n    def reasons(cls, cc):\n        out = []\n"
-        "        if cc < cls.MIN_CC:\n            out.append(f'needs capability > {cls.MIN_CC}')\n"
-        "        out.append(cls.MIN_CC[0])\n        return out\n"
-    )
-    history.commit("op", {"ops/op.py": source})
-    sha = history.commit("message", {"ops/op.py": source.replace("capability >", "capability >=")})
-    assert static_diff(history.path, sha).table_findings == ()
-
-    sha = history.commit("logic", {"ops/op.py": source.replace("cls.MIN_CC[0]", "cls.MIN_CC[1]")})
-    assert [f.name for f in static_diff(history.path, sha).table_findings] == ["Op.reasons"]
-
-
 PREDICATE = """\
     import torch
 

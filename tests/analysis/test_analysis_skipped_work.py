@@ -162,13 +162,6 @@ def test_an_env_read_over_two_lines_in_a_long_classs_method_is_a_gate(history: H
     assert gates == {"BACKEND_FAST"}
 
 
-def test_a_registered_default_over_several_lines_of_a_long_class_is_a_constant(history: History) -> None:
-    history.commit("backend", {"pkg/__init__.py": "", "pkg/backend.py": BACKEND_PY})
-    sha = history.commit("split 8", {"pkg/backend.py": BACKEND_PY.replace("default=4", "default=8")})
-
-    assert (FindingKind.CONSTANT.value, "split_k", "default of Knob", "4", "8") in _rows(history, sha)
-
-
 def test_arch_targets_in_a_loop_header_and_on_a_keywords_next_line_are_table_rows(history: History) -> None:
     history.commit("backend", {"pkg/__init__.py": "", "pkg/backend.py": BACKEND_PY})
     changed = BACKEND_PY.replace('"sm_80", "sm_90"', '"sm_80", "sm_100"').replace('"8.0;9.0"', '"8.0;10.0"')
