@@ -1,5 +1,5 @@
 """The top-level statements of a changed module whose text the other version lacks, for the scans that compare a
-scope's contents on both sides (arch_targets.py, option_defaults.py): a def, class or module-level statement
+scope's contents on both sides (arch_targets.py, env_gates.py): a def, class or module-level statement
 whose text both versions share gives the same contents on both, so neither side need walk it.
 
 Each statement's text is cut once per parsed version and kept on its tree, whichever scan asks first.

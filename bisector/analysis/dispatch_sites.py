@@ -58,7 +58,7 @@ from bisector.analysis.rules import produce
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
 
 # A function that builds or picks kernel configs (gemm_rcr_config, get_tuning_space, pick_heuristic): each of its
-# conditions chooses a config, whatever it tests. Not an autotune pruner, whose changes autotune_pruners.py shows.
+# conditions chooses a config, whatever it tests. Not an autotune pruner: it drops configs before any run.
 _CONFIG_FUNCTION = re.compile(r"^(?!.*prune).*(config|tune|tuning|heuristic)", re.I)
 _CHOICE = re.compile(r" = \.\.\. if (.*) else \.\.\.$")  # reach.launch_flow's text of a launch input's choice
 

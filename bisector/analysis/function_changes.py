@@ -1,6 +1,6 @@
 """The functions a commit changes in a Python module, and the dispatch-logic row that names one of them: shared by
-the rules that compare what a function's own code does on both sides (toggle_arguments.py, tile_assignments.py,
-preference_order.py)."""
+the rules that compare what a function's own code does on both sides (toggle_arguments.py, chosen_literals.py,
+changed_branches.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Values a function hands on (chosen_literals.py, a new chooser or one returning threads in config_choosers.py,
-comparisons in returned tuples), what a launch's arguments are (tile arguments passed by position, strides) and
-empty lists in tuning functions (local_tables.py), on real git histories."""
+"""Values a function hands on (chosen_literals.py, comparisons in returned tuples), what a launch's arguments are (tile
+arguments passed by position, strides) and empty lists in tuning functions (local_tables.py), on real git
+histories."""
 
 from __future__ import annotations
 
