@@ -40,6 +40,8 @@ from bisector.vocab.errors import BisectError, StoreError, UnknownBisectError
 
 PACKAGE_DIR = Path(__file__).parent
 TOKEN_COOKIE = "bisect_token"
+DASHBOARD_NO_TOKEN = "no token given: send Authorization: Bearer TOKEN, or open a page with ?token=TOKEN once"
+DASHBOARD_WRONG_TOKEN = "token not accepted: the token is not this dashboard's"
 MAX_ID = 2**31 - 1
 BisectId = Annotated[int, PathParam(ge=1, le=MAX_ID, description="The bisect's id.")]
 Text = Annotated[str | None, Query(max_length=200)]
@@ -221,11 +223,8 @@ def _require_token(app: FastAPI, token: str) -> None:
         given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         given = given or request.query_params.get("token") or request.cookies.get(TOKEN_COOKIE, "")
         if not hmac.compare_digest(given.encode(), expected):
-            return JSONResponse(
-                {"detail": "a bearer token is required (Authorization: Bearer TOKEN, or ?token=TOKEN once)"},
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+            detail = DASHBOARD_WRONG_TOKEN if given else DASHBOARD_NO_TOKEN
+            return JSONResponse({"detail": detail}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
         response = await call_next(request)
         if request.query_params.get("token"):
             response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from bisect_helpers import run_cli
 from click.testing import CliRunner
 from fill import Filled
 from server import dashboard_command, dashboard_env, running_dashboard
+from synthetic import culprit_history
 
 from bisector.cli import main
 from bisector.db.store import Store
@@ -221,8 +223,10 @@ def test_other_addresses_need_a_token(store_url: str, filled: Filled, tmp_path: 
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token\n")
     with running_dashboard(store_url, filled.log_dir, "--token-file", str(token_file)) as url:
-        assert get(url, "/api/bisects").status_code == 401
-        assert get(url, "/api/bisects", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        missing, wrong = get(url, "/api/bisects"), get(url, "/api/bisects", headers={"Authorization": "Bearer wrong"})
+        assert (missing.status_code, wrong.status_code) == (401, 401)
+        assert missing.json()["detail"].startswith("no token given: ")
+        assert wrong.json()["detail"].startswith("token not accepted: ")
         assert get(url, "/api/bisects", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
         with httpx.Client(base_url=url, timeout=60.0) as browser:
             assert browser.get("/?token=s3cret-token").status_code == 200
@@ -251,3 +255,16 @@ def test_a_taken_port_is_one_line_before_anything_is_served(store_url: str, fill
     assert refused.returncode == 2
     assert refused.stderr == f"bisect: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
     assert not fresh.exists(), "the store was opened before the port was known to be free"
+
+
+def test_the_list_shows_an_ad_hoc_runs_outcome_not_failed(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 4, 2)
+    db = tmp_path / "b.db"
+    metric = ["--metric", r"metric: ([0-9.]+)", "--expect", ">= 8"]
+    ran = run_cli("run-at", "main", "--repo", str(history.path), "--run", "bash test.sh", *metric,
+                  "--image", "none", "--executor", "inprocess", db=db)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    with running_dashboard(f"sqlite:///{db}", tmp_path / "logs") as url:
+        page = httpx.get(f"{url}/", timeout=60.0).text
+    assert ">adhoc bad</td>" in page
+    assert ">failed</td>" not in page
