@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from bisector.vocab.gitrepo import PathChange
@@ -110,7 +110,12 @@ def unpruned(why: str) -> PrunePlan:
 
 
 def plan_pruning(shas: Sequence[str], changes: Mapping[str, Sequence[PathChange]], visibility: Visibility) -> PrunePlan:
-    """shas: the candidates, good first, bad last; changes: what each changed against its first parent."""
+    """shas: the candidates, good first, bad last; changes: what each changed against its first parent.
+
+    The probe names paths as they are at the bad commit, so a file that a later commit of the range deletes counts as
+    seen: its content may live on under another name (a rename, a move) that the test reads."""
+    moved = frozenset(c.path for sha in shas for c in changes.get(sha, ()) if c.status == "D" and not c.tree)
+    visibility = replace(visibility, seen=visibility.seen | moved)
     representative: dict[frozenset[tuple[str, str]], str] = {}
     base: dict[str, str] = {}  # visible path -> its id at good (the first time a commit changes it)
     state: dict[str, str] = {}

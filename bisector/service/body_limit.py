@@ -1,8 +1,9 @@
 """The request-body limit of `bisect serve`: an ASGI middleware outside every route and the token check.
 
-A body declared larger than the limit (Content-Length) is answered 413 before any of it is read; a body without
-a length (chunked) is read up to the limit and answered 413 as soon as it passes it. Either way the connection is
-closed after the answer, so the rest of the body is never read. A body within the limit reaches the app whole.
+A body declared larger than the limit (Content-Length) is answered 413 before any of it is read; a chunked body
+(Transfer-Encoding, with or without a Content-Length beside it) is read up to the limit and answered 413 as soon as
+it passes it. Either way the connection is closed after the answer, so the rest of the body is never read. A body
+within the limit reaches the app whole.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class RequestBodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = _content_length(scope)
+        # With Transfer-Encoding the server frames the body by its chunks, whatever Content-Length says: count them.
+        declared = None if _header(scope, b"transfer-encoding") is not None else _content_length(scope)
         if declared is not None:  # the server reads no more than the declared length
             if declared > self.max_bytes:
                 await self._refuse(send)
@@ -60,11 +62,13 @@ class RequestBodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
+def _header(scope: Scope, wanted: bytes) -> bytes | None:
+    return next((value for name, value in scope["headers"] if name == wanted), None)
+
+
 def _content_length(scope: Scope) -> int | None:
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            return int(value) if value.isdigit() else None
-    return None
+    value = _header(scope, b"content-length")
+    return int(value) if value is not None and value.isdigit() else None
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -83,3 +83,15 @@ def test_the_plan_reads_back_as_stored():
     plan = plan_pruning(["good", "c1", "bad"], changes, Visibility(frozenset({"core.py"})))
     assert PrunePlan.from_json(plan.to_json()) == plan
     assert PrunePlan.from_json({"applied": True}) is None
+
+
+def test_a_file_renamed_later_in_the_range_keeps_its_earlier_changes_in_the_search():
+    """The probe sees pkg/fast.py at the bad commit; c1 changed it while it was still pkg/slow.py, c2 renamed it."""
+    changes = {
+        "c1": [change("pkg/slow.py", "1" * 40, "2" * 40)],
+        "c2": [change("pkg/slow.py", "2" * 40, ABSENT, "D"), change("pkg/fast.py", ABSENT, "2" * 40, "A")],
+        "bad": [change("docs/a.md")],
+    }
+    plan = plan_pruning(["good", "c1", "c2", "bad"], changes, Visibility(frozenset({"pkg/fast.py"})))
+    assert "c1" not in plan.removed()
+    assert plan.commits["c1"].reach is Reach.SEEN_FILES

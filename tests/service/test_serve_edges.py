@@ -89,13 +89,17 @@ def test_a_body_declared_over_the_limit_is_answered_413_before_any_of_it_is_sent
     assert service.count() == before
 
 
-@pytest.mark.parametrize("token", [TOKEN, None])
+@pytest.mark.parametrize(
+    ("token", "framing"),
+    [(TOKEN, "Transfer-Encoding: chunked"), (None, "Transfer-Encoding: chunked"),
+     (None, "Content-Length: 10\r\nTransfer-Encoding: chunked")],  # a small length beside the chunks counts for nothing
+)  # fmt: skip
 def test_a_chunked_body_is_read_only_up_to_the_limit_and_answered_413(
-    service: ServiceProcess, token: str | None
+    service: ServiceProcess, token: str | None, framing: str
 ) -> None:
     sent = 0
     with socket.create_connection(("127.0.0.1", service.port)) as sock:
-        sock.sendall(request_head(service.port, token, "Transfer-Encoding: chunked"))
+        sock.sendall(request_head(service.port, token, framing))
         chunk = b"10000\r\n" + b"x" * 65536 + b"\r\n"
         while not select.select([sock], [], [], 0.05)[0]:
             assert sent < CHUNKED_CAP_BYTES, "the server read 16 MiB of a body limited to 4 KiB"
