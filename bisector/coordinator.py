@@ -199,7 +199,7 @@ class Coordinator:
         """fresh: the bisect was just created (with these candidates): it has no steps yet. explain: as resume's."""
         spec = _explaining(BisectSpec.from_json(record.spec), explain)
         if fresh and spec.search.prune is PruneMode.AUTO:
-            record = self._prune(record, executor)
+            record = self._prune(record, spec, executor)
         self._loop(record, spec, executor, candidates, fresh=fresh, lease=lease).run()
         final = self.store.get_bisect(record.id)
         if final.status is BisectStatus.FOUND and SearchRecords.from_extra(final.extra).analysis is Analysis.PENDING:
@@ -209,11 +209,11 @@ class Coordinator:
             keep_logs_bounded(self.store, self.observer.note)
         return final
 
-    def _prune(self, record: BisectRecord, executor: Executor) -> BisectRecord:
+    def _prune(self, record: BisectRecord, spec: BisectSpec, executor: Executor) -> BisectRecord:
         """--prune auto: the probe at the bad commit, and the candidates it leaves out, stored before the search."""
         from bisector.prune_probe import probe_and_plan
 
-        plan = probe_and_plan(self.store, executor, record, self.now, self.observer)
+        plan = probe_and_plan(self.store, self._side_runner(record, spec, executor), record, self.observer)
         self.observer.note(plan.note)
         self.store.update_extra(record.id, **SearchRecords(pruning=plan).to_extra("pruning"))
         return self.store.get_bisect(record.id)

@@ -16,9 +16,8 @@ import os
 import posixpath
 import shlex
 import shutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
 
 from bisector.analysis.kernel_trace import HOOK_DIR
@@ -31,7 +30,6 @@ from bisector.vocab.domain import BisectRecord, SideRun, StepPurpose, Verdict
 from bisector.vocab.errors import BisectError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import log_dir
-from bisector.workers.executor import Executor
 
 PROBE_ENV = "BISECT_PROBE_DIR"
 PROBE_COVERAGE_ENV = "BISECT_PROBE_COVERAGE"
@@ -212,13 +210,7 @@ def plan_from_recording(repo: GitRepo, spec: BisectSpec, good: str, bad: str, sh
     return plan_pruning(shas, changes, replace(seen, line_authors=authors))
 
 
-def probe_and_plan(
-    store: Store,
-    executor: Executor,
-    record: BisectRecord,
-    now: Callable[[], datetime],
-    observer: ProgressObserver,
-) -> PrunePlan:
+def probe_and_plan(store: Store, runner: SideRunner, record: BisectRecord, observer: ProgressObserver) -> PrunePlan:
     """Run the probe at the bad commit and classify the candidates; never raises for a probe that goes wrong: the
     plan then says why it is not applied."""
     spec = BisectSpec.from_json(record.spec)
@@ -232,7 +224,6 @@ def probe_and_plan(
     except ImportError:
         return unpruned("coverage.py is not installed where gpu-bisect runs")
     observer.note(f"--prune auto: running the test once at {record.bad[:12]} under coverage")
-    runner = SideRunner(store, executor, record.id, spec, now, observer)
     (result,) = runner.run([SideRun(record.bad, StepPurpose.PROBE, env, "probe")])
     if result.verdict not in (Verdict.GOOD, Verdict.BAD):
         why = result.detail.splitlines()[0] if result.detail else result.verdict.value
