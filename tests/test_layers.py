@@ -55,12 +55,11 @@ def layer(name: str) -> str | None:
 
 def package_edges() -> dict[tuple[str, str], list[str]]:
     edges: dict[tuple[str, str], list[str]] = {}
-    for package in PACKAGES:
-        for path in sources(package):
-            for name, _ in imports(path):
-                target = layer(name)
-                if target is not None and target != package:
-                    edges.setdefault((package, target), []).append(f"{module_name(path)} -> {name}")
+    for module, targets in module_graph().items():
+        for target in sorted(targets):
+            source, goal = layer(module), layer(target)
+            if source is not None and goal is not None and source != goal:
+                edges.setdefault((source, goal), []).append(f"{module} -> {target}")
     return edges
 
 
