@@ -38,8 +38,8 @@ from benchmarks.common import RESULTS, machine_info, write_results
 from bisector.db.queries import metric_label
 from bisector.db.schema import bisects, candidates, findings, steps
 from bisector.db.store import Store
-from bisector.history import compute_stats, find_bisects, parse_filter
 from bisector.report import BisectReport, report_json
+from bisector.report.history import compute_stats, find_bisects, parse_filter
 
 REPOS = [f"/srv/repos/model-{i}" for i in range(8)]
 METRICS = [r"tokens/s: ([0-9.]+)", r"latency_ms: ([0-9.]+)", None]

@@ -67,7 +67,7 @@ from simulate import (  # noqa: E402
 )
 from simulate_core import ProductOptions, simulate_core  # noqa: E402
 
-from bisector.strategies import KArySearch, NoisyBisect, Strategy  # noqa: E402
+from bisector.core.strategies import KArySearch, NoisyBisect, Strategy  # noqa: E402
 
 METHODS = ("plain", "fixed10", "pinpoint", "ours", "ours_search", "product")
 MAX_RUNS = 20_000  # per bisect; far above what any method needs here, reported if ever hit

@@ -69,9 +69,9 @@ from common import (  # noqa: E402
 from common import machine_info as common_machine_info  # noqa: E402
 from synthetic import culprit_history  # noqa: E402
 
-from bisector.coordinator import Coordinator, prepare_bisect  # noqa: E402
+from bisector.core.spec import BisectSpec  # noqa: E402
 from bisector.db.store import Store  # noqa: E402
-from bisector.spec import BisectSpec  # noqa: E402
+from bisector.runner.coordinator import Coordinator, prepare_bisect  # noqa: E402
 from bisector.vocab.domain import BisectStatus, StepResult, Verdict  # noqa: E402
 from bisector.vocab.gitrepo import GitRepo  # noqa: E402
 from bisector.vocab.paths import worktree_root  # noqa: E402

@@ -40,12 +40,12 @@ CHILD = (
 WRAPPED = (
     ("bisector.workers.local_forkserver", "boot", "boot fork server"),
     ("bisector.cli", "spec_from_params", "spec"),
-    ("bisector.app", "make_executor", "make executor"),
-    ("bisector.app", "open_store", "open store"),
+    ("bisector.runner.wiring", "make_executor", "make executor"),
+    ("bisector.runner.wiring", "open_store", "open store"),
     ("bisector.vocab.gitrepo", "GitRepo.range_for_bisect", "range listing"),
     ("bisector.db.store", "Store.create_bisect", "store bisect"),
     ("bisector.db.store", "Store.add_candidates", "store candidates"),
-    ("bisector.coordinator", "Coordinator._run", "search"),
+    ("bisector.runner.coordinator", "Coordinator._run", "search"),
     ("bisector.workers.local", "LocalExecutor.close", "executor close"),
     ("bisector.cli", "print_report", "print report"),
     ("bisector.db.store", "Store.close", "store close"),
@@ -54,8 +54,12 @@ WRAPPED = (
 PHASES = {
     "interpreter start": ("spawn", "main"),
     "import bisector.cli (click, rich, options)": ("bench imported", "cli imported"),
-    # bisect start reads the spec (and boots the fork server) before it imports bisector.app; older commits after
-    "import the rest (SQLAlchemy, GitPython, coordinator; spec too)": ("cli imported", "bisector.app imported"),
+    # bisect start reads the spec (and boots the fork server) before it imports bisector.runner.wiring;
+    # older commits after
+    "import the rest (SQLAlchemy, GitPython, coordinator; spec too)": (
+        "cli imported",
+        "bisector.runner.wiring imported",
+    ),
     "  spec (bisect.toml, flags)": ("spec >", "spec <"),
     "  boot fork server (the call)": ("boot fork server >", "boot fork server <"),
     "make executor (wait for the fork server, fork W)": ("make executor >", "make executor <"),
@@ -102,20 +106,20 @@ def child(argv: list[str], started: float) -> None:
     import bisector.cli
 
     marks.append(("cli imported", time.time()))
-    # bisector.app and what it imports are wrapped as `bisect start` imports them, not before (that would move
+    # bisector.runner.wiring and what it imports are wrapped as `bisect start` imports them, not before (that would move
     # their import ahead of the fork server's boot).
     real_import = builtins.__import__
 
     def importing(name: str, *args: Any, **kwargs: Any) -> Any:
         module = real_import(name, *args, **kwargs)
-        if name == "bisector.app" and builtins.__import__ is importing:
+        if name == "bisector.runner.wiring" and builtins.__import__ is importing:
             builtins.__import__ = real_import
-            marks.append(("bisector.app imported", time.time()))
+            marks.append(("bisector.runner.wiring imported", time.time()))
             for module_name, path, label in WRAPPED[2:]:
                 wrap(module_name, path, label)
         return module
 
-    wrap(*WRAPPED[0])  # the boot and the spec come before bisector.app's import
+    wrap(*WRAPPED[0])  # the boot and the spec come before bisector.runner.wiring's import
     wrap(*WRAPPED[1])
     builtins.__import__ = importing
     sys.argv = ["bisect", *argv]

@@ -16,7 +16,7 @@ With `find_fix` the old state is the broken one and the culprit is the commit th
 A `Tester` turns one probe of a commit into one verdict (a single run, a majority vote, escalating
 repeats with statistics); the strategy sees one observation per probe. Time: every run takes one unit
 on its slot, a probe's runs go back to back, `slots` probes run at once; `rounds` is the makespan.
-Deterministic given the seed. Needs the `stats` extra (the testers use bisector.stats); used by the
+Deterministic given the seed. Needs the `stats` extra (the testers use bisector.core.stats); used by the
 tests and benchmarks/bench_noise.py, never by the coordinator. benchmarks/simulate_core.py runs the same
 histories through the coordinator's own decision core instead of a tester and strategy.
 """
@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from bisector.confirm import DEFAULT_ALPHA as DEFAULT_CONFIRM_ALPHA
-from bisector.confirm import DEFAULT_MAX_PAIRS as DEFAULT_CONFIRM_MAX_PAIRS
-from bisector.confirm import ConfirmStatus, confirm_pass_fail
-from bisector.stats import DEFAULT_ALPHA, Decision, decide_comparative, decide_threshold, more_samples
-from bisector.strategies import Outcome, OutcomeKind, SearchState, Strategy
+from bisector.core.confirm import DEFAULT_ALPHA as DEFAULT_CONFIRM_ALPHA
+from bisector.core.confirm import DEFAULT_MAX_PAIRS as DEFAULT_CONFIRM_MAX_PAIRS
+from bisector.core.confirm import ConfirmStatus, confirm_pass_fail
+from bisector.core.stats import DEFAULT_ALPHA, Decision, decide_comparative, decide_threshold, more_samples
+from bisector.core.strategies import Outcome, OutcomeKind, SearchState, Strategy
 from bisector.vocab.domain import Verdict
 from bisector.vocab.metric import Direction, Expectation
 

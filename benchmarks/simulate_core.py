@@ -1,10 +1,10 @@
 """The product's simulator: a simulated history bisected by the coordinator's own decision core
-(bisector/search/decide.py), with every run's result drawn from `World` instead of a test process.
+(bisector/core/decide.py), with every run's result drawn from `World` instead of a test process.
 
 So what the noise benchmark measures is what users run: endpoint checks (lazy or first), retries, adaptive
 repeats, the noisy strategy chosen as the product chooses it, confirmation pairs. Time: every run takes one
 unit on its worker; `rounds` is the makespan; the runs that end in one unit are taken in together before the
-next decision, as the search loop gathers a round (bisector/search/loop.py). Deterministic given the seed.
+next decision, as the search loop gathers a round (bisector/runner/loop.py). Deterministic given the seed.
 Pass/fail histories use the steps' verdicts; metric histories (`noise_sigma`) also report each run's value as a
 sample.
 """
@@ -18,12 +18,12 @@ from datetime import UTC, datetime, timedelta
 
 from simulate import DEFAULT_MAX_RUNS, History, SimResult, SimStatus, World
 
-from bisector.options import VerifyEndpoints
-from bisector.search.actions import Cancel, Descend, Finish, Submit
-from bisector.search.decide import SearchCore
-from bisector.search.ledger import Ledger
-from bisector.search.records import SearchRecords
-from bisector.spec import BisectSpec
+from bisector.core.actions import Cancel, Descend, Finish, Submit
+from bisector.core.decide import SearchCore
+from bisector.core.ledger import Ledger
+from bisector.core.options import VerifyEndpoints
+from bisector.core.records import SearchRecords
+from bisector.core.spec import BisectSpec
 from bisector.vocab.domain import BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)

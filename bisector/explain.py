@@ -29,10 +29,9 @@ from bisector.analysis.call_trace import traced_functions
 from bisector.analysis.env_gates import annotate_env_gates
 from bisector.analysis.runtime import DISPATCH_TRACE_ENV
 from bisector.analysis.static_diff import StaticDiff
+from bisector.core.spec import BisectSpec
+from bisector.core.terms import new_verdict, old_verdict
 from bisector.db.store import Store
-from bisector.progress import ProgressObserver
-from bisector.spec import BisectSpec
-from bisector.terms import new_verdict, old_verdict
 from bisector.vocab.domain import BisectRecord, SideRun, StepPurpose, StepResult, Verdict
 from bisector.vocab.errors import BisectError, StateError
 from bisector.vocab.gitrepo import GitRepo
@@ -42,7 +41,13 @@ MINIMIZE_KINDS = (FindingKind.MINIMAL_CHANGE, FindingKind.MINIMIZE_SUMMARY)
 EXPLAIN_KINDS = tuple(kind for kind in FindingKind if kind not in MINIMIZE_KINDS)
 
 
-def _boundary(record: BisectRecord, observer: ProgressObserver) -> tuple[str, str]:
+class Notes(Protocol):
+    """Where the explainer says what it did (the runner's progress observer fulfils it)."""
+
+    def note(self, message: str) -> None: ...
+
+
+def _boundary(record: BisectRecord, observer: Notes) -> tuple[str, str]:
     """(base, first bad): what the culprit is compared with, normally the last good commit.
 
     With --all-parents, the first commit of a merged branch is found bad against the merge's first parent;
@@ -124,7 +129,7 @@ class CommitRuns(Protocol):
         """The results in the order of runs (an infrastructure error retried as the runner does)."""
 
 
-def explain_bisect(store: Store, runner: CommitRuns, record: BisectRecord, observer: ProgressObserver) -> Explanation:
+def explain_bisect(store: Store, runner: CommitRuns, record: BisectRecord, observer: Notes) -> Explanation:
     """Static diff of the culprit against its base (the last good commit, or its own parent: _boundary), stored
     with the decision on traced re-runs before they start; then, where they can add something (TracePlan), traced
     re-runs of both, and the whole explanation stored again."""
@@ -184,13 +189,11 @@ def explain_bisect(store: Store, runner: CommitRuns, record: BisectRecord, obser
 def contradicted(at_last_good: Verdict, at_first_bad: Verdict, spec: BisectSpec) -> bool:
     """Whether re-runs of the boundary's two commits went the other way than the search found them (an
     infrastructure error or a skip says nothing either way): the last good in the new state, or the first bad
-    in the old one (bisector/terms.py: with --find-fix the old state fails)."""
+    in the old one (bisector/core/terms.py: with --find-fix the old state fails)."""
     return at_last_good is new_verdict(spec) or at_first_bad is old_verdict(spec)
 
 
-def minimize_bisect(
-    store: Store, runner: CommitRuns, record: BisectRecord, observer: ProgressObserver
-) -> MinimizeResult:
+def minimize_bisect(store: Store, runner: CommitRuns, record: BisectRecord, observer: Notes) -> MinimizeResult:
     """ddmin over the culprit's hunks and table entries, each variant a step on the executor; stored."""
     base, first_bad = _boundary(record, observer)
     observer.note(f"minimizing {first_bad[:12]}: testing variants of {base[:12]} with subsets of its changes")

@@ -1,7 +1,7 @@
 """Read-only queries over many bisects: filtered lists and the rows the statistics aggregate.
 
 Functions take a Connection from Store.reading() (so database errors become StoreErrors) and return plain
-dataclasses; bisector/history.py turns them into lists, tables and statistics. Nothing here writes.
+dataclasses; bisector/report/history.py turns them into lists, tables and statistics. Nothing here writes.
 """
 
 from __future__ import annotations

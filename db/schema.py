@@ -76,7 +76,7 @@ bisects = Table(
     Column("message", Text, nullable=False),
     Column("extra", Text, nullable=False),  # JSON object: confidence, analysis summaries, ...
     # The coordinator that owns the bisect (host:pid:process start) and when it last said it is alive; NULL
-    # when none does. A second coordinator is refused while the lease is fresh (bisector/ownership.py).
+    # when none does. A second coordinator is refused while the lease is fresh (bisector/runner/ownership.py).
     Column("owner", Text, nullable=True),
     Column("heartbeat", UTCDateTime, nullable=True),
     Column("metric", Text, nullable=False, server_default=""),  # db.queries.metric_label(spec), for filters

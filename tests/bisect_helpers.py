@@ -14,7 +14,7 @@ from typing import Any
 
 from synthetic import BUILD_CMD, RUN_CMD
 
-from bisector.spec import BisectSpec
+from bisector.core.spec import BisectSpec
 
 
 def synthetic_spec(repo: Path, good: str, bad: str, **overrides: object) -> BisectSpec:

@@ -289,9 +289,9 @@ def test_cancel_stops_a_running_bisect(tmp_path: Path):
 def test_cancel_stores_the_candidates_a_dead_coordinator_had_not(tmp_path: Path, history):
     """A bisect whose creation was cut short between its row and its candidates: cancelling it lists and stores
     them, so that its report still names every commit."""
-    from bisector.config import build_spec
-    from bisector.coordinator import utc_now
     from bisector.db.store import Store
+    from bisector.runner.config import build_spec
+    from bisector.runner.coordinator import utc_now
 
     db = tmp_path / "b.db"
     spec = build_spec(history.path, {"good": history.shas[0], "bad": "main", "run": "bash test.sh"})

@@ -11,15 +11,15 @@ import pytest
 from bisect_helpers import synthetic_spec
 from synthetic import SyntheticHistory, culprit_history, write_history
 
-from bisector.app import make_executor
-from bisector.coordinator import Coordinator, prepare_bisect, utc_now
+from bisector.core.records import EndpointCheck, SearchRecords
+from bisector.core.spec import BisectSpec
 from bisector.db.store import NewStep, Store
-from bisector.manual import mark_commit
 from bisector.report.json_report import report_json
 from bisector.report.model import BisectReport
 from bisector.report.text import range_rows
-from bisector.search.records import EndpointCheck, SearchRecords
-from bisector.spec import BisectSpec
+from bisector.runner.coordinator import Coordinator, prepare_bisect, utc_now
+from bisector.runner.manual import mark_commit
+from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectRecord, BisectStatus, Commit, ErrorKind, StepPurpose, StepRecord, Verdict
 from bisector.vocab.errors import ExecutorError, RepoError, StateError
 from bisector.vocab.gitrepo import GitRepo
@@ -219,7 +219,7 @@ def test_resume_lists_candidates_a_cut_short_creation_had_not_stored(tmp_path: P
 
 
 def test_store_missing_candidates_only_when_missing_and_listable(tmp_path: Path, store: Store):
-    from bisector.coordinator import store_missing_candidates
+    from bisector.runner.coordinator import store_missing_candidates
 
     history = culprit_history(tmp_path / "repo", 5, 3)
     record = _created_without_candidates(store, synthetic_spec(history.path, history.shas[0], history.shas[-1]))

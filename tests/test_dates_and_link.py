@@ -17,10 +17,10 @@ from bisect_helpers import run_cli
 from dashboard.server import running_dashboard  # a real `bisect dashboard` process
 from triage.webhook import webhook  # a real HTTP receiver
 
-from bisector.revdates import date_limit, resolve_dated
 from bisector.service.config import ServiceConfig
 from bisector.service.submission import build_submission
 from bisector.vocab.errors import InputError
+from bisector.vocab.revdates import date_limit, resolve_dated
 
 LINK = "https://ci.example.org/runs/42?job=nightly&x=<1>"
 
@@ -177,7 +177,7 @@ def test_a_link_is_one_http_url(dated: DatedRepo, tmp_path: Path, link: str) -> 
 
 
 def test_bisect_toml_takes_a_date_quoted_or_not(dated: DatedRepo) -> None:
-    from bisector.config import build_spec
+    from bisector.runner.config import build_spec
 
     (dated.path / "bisect.toml").write_text('good = 2026-10-05\nbad = "2026-10-28T08:00+02:00"\nrun = "bash test.sh"\n')
     spec = build_spec(dated.path, {})

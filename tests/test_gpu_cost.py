@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from synthetic import culprit_history
 
-from bisector.config import build_spec
 from bisector.db.store import Store
+from bisector.runner.config import build_spec
 from bisector.vocab.cost import gpu_seconds
 from bisector.vocab.domain import StepResult, Verdict
 

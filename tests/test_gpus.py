@@ -11,9 +11,9 @@ import pytest
 from bisect_helpers import cli_env, run_cli
 from synthetic import culprit_history
 
-from bisector.search.pipeline import step_request
-from bisector.spec import BisectSpec, CommitTest, ExecutorSpec
-from bisector.stopping import StopRequested
+from bisector.core.spec import BisectSpec, CommitTest, ExecutorSpec
+from bisector.runner.pipeline import step_request
+from bisector.runner.stopping import StopRequested
 from bisector.vocab.errors import InputError
 from bisector.workers.gpu_leases import GpuLeases, lease_slots
 from bisector.workers.gpus import split_gpus

@@ -476,9 +476,9 @@ def test_a_log_whose_bad_marks_came_back_out_of_order_still_replays_to_the_first
     so the log lists bad marks newest first."""
     from datetime import UTC, datetime, timedelta
 
-    from bisector.config import build_spec
-    from bisector.coordinator import prepare_bisect
     from bisector.db.store import NewStep, Store
+    from bisector.runner.config import build_spec
+    from bisector.runner.coordinator import prepare_bisect
     from bisector.vocab.domain import BisectStatus, StepResult, Verdict
 
     db = tmp_path / "b.db"

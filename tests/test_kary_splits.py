@@ -11,8 +11,8 @@ import pytest
 from simulate import History
 from simulate_core import simulate_core
 
-from bisector.strategies import KArySearch, OutcomeKind, SearchState
-from bisector.strategies.kary import part_sizes
+from bisector.core.strategies import KArySearch, OutcomeKind, SearchState
+from bisector.core.strategies.kary import part_sizes
 from bisector.vocab.domain import Verdict
 
 

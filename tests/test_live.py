@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from rich.console import Console
 
 from bisector.cli.live import LiveObserver
-from bisector.progress import Progress
+from bisector.core.progress import Progress
 from bisector.vocab.domain import Commit, StepResult, Verdict
 from bisector.workers.executor import Assignment
 

@@ -13,8 +13,8 @@ from bisect_helpers import cli_env, run_cli
 from synthetic import RUN_CMD, culprit_history
 
 from bisector.db.store import Store
-from bisector.history import log_tail
-from bisector.log_retention import PRUNED_NOTE, RECENT_S, log_folders, prune_logs
+from bisector.report.history import log_tail
+from bisector.runner.log_retention import PRUNED_NOTE, RECENT_S, log_folders, prune_logs
 from bisector.vocab.domain import BisectStatus
 from bisector.vocab.paths import log_dir
 

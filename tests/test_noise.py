@@ -7,9 +7,9 @@ from pathlib import Path
 from bisect_helpers import synthetic_spec
 from synthetic import culprit_history, write_history
 
-from bisector.app import make_executor
-from bisector.coordinator import Coordinator
 from bisector.db.store import Store
+from bisector.runner.coordinator import Coordinator
+from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus, StepPurpose
 
 
@@ -136,7 +136,7 @@ def test_a_worker_that_disagrees_and_fails_its_reference_check_is_quarantined(tm
 
 
 def _resume_with(store: Store, spec, prepare) -> object:
-    from bisector.coordinator import prepare_bisect
+    from bisector.runner.coordinator import prepare_bisect
 
     bisect_id = prepare_bisect(store, spec)
     prepare(bisect_id)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from simulate import ConfirmPolicy, History, SimStatus, simulate
 
-from bisector.strategies import (
+from bisector.core.strategies import (
     CulpritPosterior,
     KArySearch,
     NoisyBisect,

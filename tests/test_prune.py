@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from synthetic import PRUNE_BENCH, culprit_history, prune_history, write_files_history
 
-from bisector.app import make_executor
-from bisector.coordinator import Coordinator
+from bisector.core.prune import Reach
+from bisector.core.records import SearchRecords
+from bisector.core.spec import BisectSpec
 from bisector.db.store import Store
 from bisector.report.json_report import report_json
 from bisector.report.model import BisectReport
 from bisector.report.pruning import pruned_why, pruning_lines
-from bisector.search.prune import Reach
-from bisector.search.records import SearchRecords
-from bisector.spec import BisectSpec
+from bisector.runner.coordinator import Coordinator
+from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus, StepPurpose
 
 RUN = f"{sys.executable} bench.py"

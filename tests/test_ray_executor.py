@@ -23,9 +23,9 @@ import pytest
 from bisect_helpers import synthetic_spec
 from synthetic import SyntheticHistory, culprit_history
 
-from bisector.coordinator import Coordinator
+from bisector.core.spec import BisectSpec
 from bisector.db.store import Store
-from bisector.spec import BisectSpec
+from bisector.runner.coordinator import Coordinator
 from bisector.vocab.domain import BisectStatus, ErrorKind, StepResult, Verdict
 from bisector.vocab.errors import ExecutorError, InputError
 from bisector.vocab.metric import MetricSpec

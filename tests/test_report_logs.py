@@ -9,10 +9,10 @@ from bisect_helpers import synthetic_spec
 from rich.console import Console
 from synthetic import culprit_history
 
-from bisector.coordinator import prepare_bisect
 from bisector.db.store import Store
 from bisector.report.model import BisectReport
 from bisector.report.text import print_text
+from bisector.runner.coordinator import prepare_bisect
 from bisector.vocab.domain import ErrorKind, StepResult, Verdict
 
 

@@ -9,10 +9,10 @@ import pytest
 from bisect_helpers import synthetic_spec
 from synthetic import culprit_history
 
-from bisector.coordinator import prepare_bisect
 from bisector.db.store import Store
-from bisector.progress import SilentObserver
-from bisector.side_runs import SideRunner
+from bisector.runner.coordinator import prepare_bisect
+from bisector.runner.observer import SilentObserver
+from bisector.runner.side_runs import SideRunner
 from bisector.vocab.domain import ErrorKind, SideRun, StepPurpose, Verdict
 from bisector.vocab.errors import ExecutorError
 from bisector.workers.inprocess import InProcessExecutor

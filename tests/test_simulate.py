@@ -17,7 +17,7 @@ from simulate import (
     simulate,
 )
 
-from bisector.strategies import KArySearch, NoisyBisect
+from bisector.core.strategies import KArySearch, NoisyBisect
 from bisector.vocab.metric import Direction
 
 TESTERS = [SingleRun(), MajorityVote(5), EscalatingComparison(alpha=0.05), AdaptiveThreshold(band=0.25)]

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bisector.cli import main
-from bisector.config import build_spec, load_config_file
-from bisector.options import BY_CONFIG_KEY, OPTIONS, ExecutorKind, Form, ImageMode, StrategyName
-from bisector.spec import BisectSpec
+from bisector.core.options import BY_CONFIG_KEY, OPTIONS, ExecutorKind, Form, ImageMode, StrategyName
+from bisector.core.spec import BisectSpec
+from bisector.runner.config import build_spec, load_config_file
 from bisector.vocab.errors import InputError
 from bisector.vocab.metric import Direction, NoMetricPolicy
 

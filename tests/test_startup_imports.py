@@ -89,6 +89,6 @@ def modules_at_first_submit(tmp_path_factory: pytest.TempPathFactory) -> dict[st
 @pytest.mark.parametrize("store", ["new store", "existing store"])
 def test_start_imports_nothing_it_needs_only_later(modules_at_first_submit: dict[str, list[str]], store: str):
     modules = modules_at_first_submit[store]
-    assert {"bisector.coordinator", "bisector.db.store"} <= set(modules)  # the snapshot is the coordinator's
+    assert {"bisector.runner.coordinator", "bisector.db.store"} <= set(modules)  # the snapshot is the coordinator's
     wrong = {f"{name} ({why})": imported(modules, name)[:5] for name, why in NOT_BEFORE_THE_FIRST_STEP}
     assert {name: found for name, found in wrong.items() if found} == {}

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import fisher_exact
 
-from bisector.confirm import ConfirmStatus, confirm_pass_fail, fisher_p
-from bisector.stats import (
+from bisector.core.confirm import ConfirmStatus, confirm_pass_fail, fisher_p
+from bisector.core.stats import (
     Call,
     Decision,
     EndpointsCheck,

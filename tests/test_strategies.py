@@ -8,7 +8,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisector.strategies import KArySearch, OutcomeKind, SearchState
+from bisector.core.strategies import KArySearch, OutcomeKind, SearchState
 from bisector.vocab.domain import Verdict
 
 

@@ -137,7 +137,7 @@ def image_origin(image: Mapping[str, object]) -> str:
 
 
 # A stopped step's detail as stored: a worker knows only that it stopped a step when asked (CANCELLED_DETAIL); the
-# coordinator stores why (bisector/search/pipeline.py), and the report reads it back.
+# coordinator stores why (bisector/runner/pipeline.py), and the report reads it back.
 CANCELLED_DETAIL = "cancelled"
 NOT_NEEDED = "no longer needed"  # the search stopped it: its result could no longer matter
 NEVER_SENT = "never sent to a worker"  # recorded, then the coordinator stopped before sending it
@@ -194,7 +194,7 @@ class StepRecord:
 
 @dataclass(frozen=True)
 class BisectRecord:
-    """A stored bisect. spec is the BisectSpec as JSON-able dict (bisector/spec.py)."""
+    """A stored bisect. spec is the BisectSpec as JSON-able dict (bisector/core/spec.py)."""
 
     id: int
     repo: str

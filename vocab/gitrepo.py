@@ -51,9 +51,10 @@ def _git(
     env: Mapping[str, str] | None = None,
     output: IO[bytes] | None = None,
     errors: str = "surrogateescape",
+    timeout: float | None = None,
 ) -> str:
     """`git -C directory args...`: its stdout (one trailing newline dropped, decoded with errors), or into output.
-    Raises _GitCommandError when git exits non-zero."""
+    Raises _GitCommandError when git exits non-zero or runs past timeout."""
     try:
         done = subprocess.run(
             ["git", "-C", str(directory), *args],
@@ -62,8 +63,9 @@ def _git(
             stderr=subprocess.PIPE,
             env={**os.environ, **_GIT_LOCALE, **(env or {})},
             check=False,
+            timeout=timeout,
         )
-    except OSError as exc:  # no git on PATH
+    except (OSError, subprocess.TimeoutExpired) as exc:  # no git on PATH, or a hung fetch
         raise _GitCommandError(f"git {args[0]}: {exc}") from None
     stdout = (done.stdout or b"").decode(errors=errors).removesuffix("\n")
     if done.returncode != 0:
@@ -91,6 +93,15 @@ def _parsed(entry: str, position: int) -> tuple[Commit, list[str]]:
         pr=parse_pr_number(subject),
     )
     return commit, parents.split()
+
+
+def run_git(directory: str | Path, *args: str, timeout: float | None = None) -> str:
+    """`git -C directory args...` for a repository that is not a bisect's (the service's mirrors): its stdout, or
+    RepoError naming the command and git's message."""
+    try:
+        return _git(directory, *args, timeout=timeout)
+    except _GitCommandError as exc:
+        raise RepoError(f"git {args[0]} in {directory} failed: {str(exc)[:300]}") from None
 
 
 def _in_worktree(path: Path, *args: str) -> None:

@@ -23,8 +23,8 @@ waits in `free_workers()` for its first slot (one a borrower's step frees), so i
 "no worker free and nothing in flight"; `interrupt(key)` ends that wait for a cancelled bisect.
 
 Stopping: `stop()` makes every view's `poll` and `submit` raise the pool's stop error (the server passes
-`bisector.stopping.StopRequested(SIGTERM)`: a coordinator treats it as a stop signal, in any thread, and stores its
-running steps as interrupted).
+`bisector.runner.stopping.StopRequested(SIGTERM)`: a coordinator treats it as a stop signal, in any thread, and stores
+its running steps as interrupted).
 """
 
 from __future__ import annotations

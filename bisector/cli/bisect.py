@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from bisector.options import EXECUTOR_OPTION_NAMES, ExecutorKind
+from bisector.core.options import EXECUTOR_OPTION_NAMES, ExecutorKind
 from bisector.vocab.domain import Verdict, image_origin
 
 if TYPE_CHECKING:
-    from bisector.spec import BisectSpec
+    from bisector.core.spec import BisectSpec
 from datetime import UTC, datetime
 
 from bisector.cli.options import START_OPTIONS, executor_overrides, option_values, spec_options
@@ -54,7 +54,7 @@ def start(**params: Any) -> None:
 def start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
     with stoppable_by_signals(), translated_errors():
         if params["notify_url"] is not None:  # imported only then: httpx and the triage code take ~0.1 s
-            from bisector.notify import check_webhook_url
+            from bisector.runner.notify import check_webhook_url
 
             check_webhook_url(params["notify_url"])
         spec = spec_from_params(**params)
@@ -62,15 +62,14 @@ def start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
             from bisector.workers.local_forkserver import boot
 
             boot()  # a process of its own: the workers' fork server boots while this one imports and lists the range
-        from bisector.app import check_executor, make_coordinator, make_executor, open_store
+        from bisector.runner.wiring import check_executor, make_executor, open_store, run_bisect
 
         gc.freeze()  # what the imports made lives as long as the process: the bisect's collections need not walk it
         check_executor(spec)
         with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report (Ray prints to it)
             executor = make_executor(spec)  # its workers boot while the store opens and the range is listed
         with executor, open_store(db_url) as store:
-            with contextlib.redirect_stdout(sys.stderr):
-                record = make_coordinator(store, observer()).start(spec, executor)
+            record = run_bisect(store, spec, observer(), executor)
             print_report(store, record.id, output_format)
             if params["notify_url"] is not None:
                 from bisector.cli.triage import notify_with_warning
@@ -81,7 +80,7 @@ def start_bisect(db_url: str | None, output_format: str, **params: Any) -> Any:
 
 def spec_from_params(repo: str, **params: Any) -> BisectSpec:
     """The BisectSpec of `bisect start`'s parsed options (also `bisect replay`'s): bisect.toml, then the flags."""
-    from bisector.config import build_spec
+    from bisector.runner.config import build_spec
     from bisector.vocab.gitrepo import GitRepo
 
     return build_spec(GitRepo(repo).root, option_values(params))
@@ -107,7 +106,7 @@ def spec_from_params(repo: str, **params: Any) -> BisectSpec:
 @format_option
 def resume(bisect_id: int, explain: bool | None, db_url: str | None, output_format: str, **executor_flags: Any) -> None:
     """Continue a bisect whose coordinator stopped, without re-running finished steps."""
-    from bisector.app import make_coordinator, open_store
+    from bisector.runner.wiring import make_coordinator, open_store
 
     overrides = executor_overrides(executor_flags)
     with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
@@ -141,8 +140,8 @@ def rerun(
 ) -> None:
     """Run a bisect's build and test again at any commit, or repeat one of its steps (stored with the bisect,
     which is unchanged)."""
-    from bisector.app import make_coordinator, open_store
     from bisector.report.model import BisectReport
+    from bisector.runner.wiring import make_coordinator, open_store
 
     overrides = executor_overrides(executor_flags)
     with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
@@ -172,8 +171,8 @@ def cancel(bisect_id: int, db_url: str | None, server: str | None, token_file: s
     """Cancel a running bisect; its coordinator stops its steps and exits."""
     if server is not None:
         return cancel_remote(server, token_file, bisect_id)
-    from bisector.app import open_store
-    from bisector.coordinator import store_missing_candidates
+    from bisector.runner.coordinator import store_missing_candidates
+    from bisector.runner.wiring import open_store
     from bisector.vocab.domain import BisectStatus
     from bisector.vocab.errors import StateError
 
@@ -193,8 +192,8 @@ def replay(ctx: click.Context, log_file: str) -> None:
     """Start a bisect from a `git bisect log` FILE: its verdicts are stored as manual steps, the search tests
     the rest. Any `bisect start` option may follow (--run is needed; --good/--bad, terms and paths default to
     the log's)."""
-    from bisector.manual import endpoints_from_log
     from bisector.report import read_git_log
+    from bisector.runner.manual import endpoints_from_log
 
     with translated_errors():
         log = read_git_log(log_file)
@@ -214,9 +213,9 @@ def replay(ctx: click.Context, log_file: str) -> None:
 def _replay(
     log: Any, source: str, params: dict[str, Any], db_url: str | None, output_format: str, make_spec: Any
 ) -> Any:
-    from bisector.app import check_executor, make_coordinator, open_store
-    from bisector.coordinator import prepare_bisect
-    from bisector.manual import store_log_marks
+    from bisector.runner.coordinator import prepare_bisect
+    from bisector.runner.manual import store_log_marks
+    from bisector.runner.wiring import check_executor, make_coordinator, open_store
     from bisector.vocab.domain import BisectStatus
     from bisector.vocab.errors import BisectError
     from bisector.vocab.gitrepo import GitRepo
@@ -254,8 +253,8 @@ def mark(bisect_id: int, rev: str, verdict: str, note: str, who: str, db_url: st
 
     A running bisect takes it in at once. A finished one is re-judged: if the verdict changes the answer, the
     bisect is reopened for `bisect resume`."""
-    from bisector.app import open_store
-    from bisector.manual import mark_commit
+    from bisector.runner.manual import mark_commit
+    from bisector.runner.wiring import open_store
 
     with translated_errors(bisect_id), open_store(db_url) as store:
         outcome = mark_commit(store, bisect_id, rev, verdict, note=note, who=who)

@@ -56,7 +56,7 @@ def explain(rev: str, repo: str, verify_m: int, output_format: str) -> None:
 @format_option
 def minimize(bisect_id: int, db_url: str | None, output_format: str) -> None:
     """Find the smallest set of the culprit's changes (hunks, table entries) that still fails."""
-    from bisector.app import make_coordinator, open_store
+    from bisector.runner.wiring import make_coordinator, open_store
 
     with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
         make_coordinator(store, observer()).minimize(bisect_id)

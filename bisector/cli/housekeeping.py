@@ -20,8 +20,8 @@ def logs() -> None:
 @db_option
 def logs_ls(output_format: str, db_url: str | None) -> None:
     """List the store's log folders on this host, oldest bisect first, with their sizes."""
-    from bisector.app import open_store
-    from bisector.log_retention import LogFolder, log_folders
+    from bisector.runner.log_retention import LogFolder, log_folders
+    from bisector.runner.wiring import open_store
 
     with translated_errors(), open_store(db_url, read_only=True) as store:
         folders = log_folders(store)
@@ -54,9 +54,9 @@ def logs_ls(output_format: str, db_url: str | None) -> None:
 def logs_prune(older_than: str | None, max_size: str | None, db_url: str | None) -> None:
     """Remove the step logs of ended bisects: the oldest over --max-size, and those older than --older-than. A
     folder written in the last hour is kept; each removed one keeps a note that `bisect show` prints."""
-    from bisector.app import open_store
-    from bisector.image_admin import prune_limits
-    from bisector.log_retention import prune_logs
+    from bisector.runner.image_admin import prune_limits
+    from bisector.runner.log_retention import prune_logs
+    from bisector.runner.wiring import open_store
 
     with translated_errors():
         if older_than is None and max_size is None:
@@ -82,7 +82,7 @@ _repo_option = click.option(
 @_repo_option
 def worktrees_ls(repo: str | None) -> None:
     """List the worktrees: path, repository, checked-out commit, size, whether a worker uses it now."""
-    from bisector.worktrees import list_worktrees
+    from bisector.runner.worktrees import list_worktrees
 
     with translated_errors():
         found = list_worktrees(repo)
@@ -98,7 +98,7 @@ def worktrees_ls(repo: str | None) -> None:
 @_repo_option
 def worktrees_prune(repo: str | None) -> None:
     """Remove the worktrees no worker uses now (they are made again when needed)."""
-    from bisector.worktrees import prune_worktrees
+    from bisector.runner.worktrees import prune_worktrees
 
     with translated_errors():
         removed, kept = prune_worktrees(repo)

@@ -33,8 +33,8 @@ def images() -> None:
 @db_option
 def images_ls(output_format: str, db_url: str | None) -> None:
     """List the images the store knows of, most recently used first."""
-    from bisector.app import open_store
-    from bisector.image_admin import list_images
+    from bisector.runner.image_admin import list_images
+    from bisector.runner.wiring import open_store
     from bisector.workers.images.cache import ImageCache
 
     with translated_errors(), open_store(db_url) as store:
@@ -68,8 +68,8 @@ def images_ls(output_format: str, db_url: str | None) -> None:
 @db_option
 def images_rm(image_ids: tuple[str, ...], db_url: str | None) -> None:
     """Remove images of this node (a failed one is built again by the next step that wants it)."""
-    from bisector.app import open_store
-    from bisector.image_admin import remove_images
+    from bisector.runner.image_admin import remove_images
+    from bisector.runner.wiring import open_store
     from bisector.workers.images.cache import ImageCache
 
     with translated_errors(), open_store(db_url) as store:
@@ -83,8 +83,8 @@ def images_rm(image_ids: tuple[str, ...], db_url: str | None) -> None:
 @db_option
 def images_prune(older_than: str | None, max_size: str | None, db_url: str | None) -> None:
     """Remove images not in use: the least recently used over --max-size, and those older than --older-than."""
-    from bisector.app import open_store
-    from bisector.image_admin import prune_images, prune_limits
+    from bisector.runner.image_admin import prune_images, prune_limits
+    from bisector.runner.wiring import open_store
     from bisector.workers.images.cache import ImageCache
 
     with translated_errors():
@@ -117,9 +117,9 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
 @db_option
 def run_at_command(rev: str, repo: str, output_format: str, db_url: str | None, **flags: Any) -> None:
     """Run any command at any commit on its image (built once, reused after) and store the run."""
-    from bisector.app import check_executor, make_executor, open_store
-    from bisector.config import build_spec, load_config_file
-    from bisector.run_at import adhoc_spec, decided, run_at
+    from bisector.runner.config import build_spec, load_config_file
+    from bisector.runner.run_at import adhoc_spec, decided, run_at
+    from bisector.runner.wiring import check_executor, make_executor, open_store
     from bisector.vocab.gitrepo import GitRepo
 
     with stoppable_by_signals(), translated_errors():

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console, Group
 from rich.text import Text
 
-from bisector.progress import Progress
+from bisector.core.progress import Progress
 from bisector.vocab.domain import BisectRecord, Commit, StepResult, Verdict
 from bisector.workers.executor import Assignment
 

@@ -1,4 +1,4 @@
-"""The click options of the bisect options (bisector/options.py), and their parsed values as option values.
+"""The click options of the bisect options (bisector/core/options.py), and their parsed values as option values.
 
 A command takes the options it names: `@spec_options("workers", "executor", help={...})`; each becomes a click
 parameter named as the option, with no default (None: not given, so bisect.toml or the stored spec decides).
@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from bisector.cli.support import CLIError
-from bisector.options import BY_NAME, EXECUTOR_OPTION_NAMES, OPTIONS, Form, Option
+from bisector.core.options import BY_NAME, EXECUTOR_OPTION_NAMES, OPTIONS, Form, Option
 
 F = TypeVar("F", bound=Callable[..., Any])
 START_OPTIONS = tuple(option.name for option in OPTIONS if option.cli_flag is not None)
@@ -86,7 +86,7 @@ def executor_overrides(params: Mapping[str, Any]) -> dict[str, object]:
 
 
 def env_pairs(pairs: Sequence[str]) -> dict[str, str]:
-    from bisector.spec import ENV_NAME
+    from bisector.core.spec import ENV_NAME
 
     env = {}
     for pair in pairs:

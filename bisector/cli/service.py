@@ -82,7 +82,7 @@ def serve(host: str, port: int, db_url: str | None, **options: Any) -> None:
 
     SIGTERM, SIGINT or SIGHUP stop it: its running steps are stored as interrupted (the next `bisect serve` over
     the store resumes their jobs), its workers end, and it exits with 128 + the signal's number."""
-    from bisector.stopping import StopRequested
+    from bisector.runner.stopping import StopRequested
 
     try:
         with translated_errors(), needs_dashboard_extra("serve"):
@@ -170,7 +170,7 @@ def request_from_params(params: dict[str, Any]) -> dict[str, Any]:
     """The JSON request of `bisect submit`'s options: given values only, under their bisect.toml keys; a local
     --repo by its absolute path."""
     from bisector.cli.options import option_values
-    from bisector.options import BY_NAME
+    from bisector.core.options import BY_NAME
 
     request: dict[str, Any] = {}
     for name, value in option_values(params).items():

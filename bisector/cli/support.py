@@ -20,7 +20,6 @@ FORMATS = ("text", "markdown", "json")
 EXIT_NO_CULPRIT = 3
 EXIT_PAUSED = 4  # the harness kept failing (disk full, broken slots): fix it and `bisect resume`
 # A stop signal exits with 128 + its number (130 SIGINT, 143 SIGTERM, 129 SIGHUP), as shells report them.
-REPORT_WIDTH = 130
 
 
 class CLIError(click.ClickException):
@@ -48,7 +47,7 @@ def translated_errors(bisect_id: int | None = None) -> Iterator[None]:
 def stoppable_by_signals() -> Iterator[None]:
     """For commands that run steps: SIGTERM, SIGINT or SIGHUP stop the bisect's tests, store its running steps
     as interrupted (the coordinator does), print one line and exit with 128 + the signal's number."""
-    from bisector.stopping import StopRequested, stop_on_signals
+    from bisector.runner.stopping import StopRequested, stop_on_signals
 
     try:
         with stop_on_signals():
@@ -94,7 +93,11 @@ format_option = output_format_option(FORMATS, "How to print the report.")
 def out_console() -> Console:
     """stdout; reports piped to a file or a PR comment get a wide fixed width instead of 80 columns."""
     console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=REPORT_WIDTH)
+    if console.is_terminal:
+        return console
+    from bisector.report.text import REPORT_WIDTH  # imported when the report prints, after the verdict
+
+    return Console(highlight=False, width=REPORT_WIDTH)
 
 
 class ProgressConsole(Console):

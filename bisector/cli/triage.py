@@ -84,7 +84,7 @@ def triage(
     {"value": V, "threshold": T, "direction": "lower"|"higher"}}}) or directories of both. Exit 0: no
     regression; 1: regressions found; 2: bad input.
     """
-    from bisector.notify import check_webhook_url
+    from bisector.runner.notify import check_webhook_url
     from bisector.triage import render_triage_markdown, triage_json, triage_runs
 
     with translated_errors():
@@ -120,7 +120,7 @@ def _submit(
     report: Any, flags: dict[str, Any], db_url: str | None, notify_url: str | None, *, echo: bool
 ) -> list[dict[str, Any]]:
     """Run a bisect per planned regression; print (Markdown) and return what each found."""
-    from bisector.app import open_store
+    from bisector.runner.wiring import open_store
     from bisector.triage.submit import plan_bisects, run_bisects
 
     plans, left_out = plan_bisects(report, flags.pop("run_template"), flags.pop("metric_run_template"))
@@ -154,7 +154,7 @@ def _submit(
 
 def notify_with_warning(store: Any, bisect_id: int, url: str) -> bool:
     """Post a finished bisect's report; a failure is one warning on stderr, never an error or a new exit code."""
-    from bisector.notify import notify_finished
+    from bisector.runner.notify import notify_finished
 
     delivery = notify_finished(store, bisect_id, url)
     if delivery.delivered:

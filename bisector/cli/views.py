@@ -41,7 +41,7 @@ def status(bisect_id: int, db_url: str | None, output_format: str, server: str |
     """Show in a few lines where a bisect stands: state, progress, owner, last steps (`bisect report`: all)."""
     if server is not None:
         return print_remote(server, token_file, bisect_id, "status", output_format)
-    from bisector.app import open_store
+    from bisector.runner.wiring import open_store
 
     with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
         print_status(store, bisect_id, output_format)
@@ -58,7 +58,7 @@ def report_command(
     """Print the whole report of a bisect: the answer, the explanation, the evidence, the commits."""
     if server is not None:
         return print_remote(server, token_file, bisect_id, "report", output_format)
-    from bisector.app import open_store
+    from bisector.runner.wiring import open_store
 
     with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
         print_report(store, bisect_id, output_format)
@@ -102,8 +102,8 @@ def list_command(
     output_format: str,
 ) -> None:
     """List past and running bisects, newest first, filtered."""
-    from bisector.app import open_store
-    from bisector.history import find_bisects, parse_filter, summary_json
+    from bisector.report.history import find_bisects, parse_filter, summary_json
+    from bisector.runner.wiring import open_store
 
     with translated_errors():
         where = parse_filter(repo, status, metric, culprit, since)
@@ -175,7 +175,7 @@ def bisect_table(summaries: Sequence[BisectSummary], width: int) -> Table:
     fit, the widest columns fold first, and none below its minimum."""
     from rich.table import Table
 
-    from bisector.history import culprit_label
+    from bisector.report.history import culprit_label
 
     rows = [
         [
@@ -208,9 +208,9 @@ def show(bisect_id: int, tail: int, db_url: str | None, output_format: str) -> N
     """Show a bisect: its report, then every step with the tail of its log."""
     from rich.panel import Panel
 
-    from bisector.app import open_store
-    from bisector.history import log_tail
     from bisector.report import BisectReport, print_text, report_json
+    from bisector.report.history import log_tail
+    from bisector.runner.wiring import open_store
 
     with translated_errors(), open_store(db_url, read_only=True) as store:
         report = BisectReport.load(store, bisect_id)
@@ -238,8 +238,8 @@ def stats(repo: str | None, since: str | None, db_url: str | None, output_format
     CPU-only step adds 0, as in the report), unclear results, frequent culprits."""
     from rich.table import Table
 
-    from bisector.app import open_store
-    from bisector.history import compute_stats, parse_filter
+    from bisector.report.history import compute_stats, parse_filter
+    from bisector.runner.wiring import open_store
 
     with translated_errors():
         where = parse_filter(repo=repo, since=since)
@@ -271,8 +271,8 @@ def _counts(pairs: list[tuple[str, int]]) -> str:
 @db_option
 def log_command(bisect_id: int, db_url: str | None) -> None:
     """Print a bisect's verdicts as `git bisect log` does, so that `git bisect replay` accepts them."""
-    from bisector.app import open_store
     from bisector.report import BisectReport, render_git_log
+    from bisector.runner.wiring import open_store
 
     with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
         click.echo(render_git_log(BisectReport.load(store, bisect_id)), nl=False)

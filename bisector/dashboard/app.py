@@ -25,7 +25,8 @@ from bisector.dashboard.plot import build_plot
 from bisector.db.jobs import JobQueue
 from bisector.db.queries import BisectFilter
 from bisector.db.store import Store
-from bisector.history import (
+from bisector.report import BisectReport, report_json
+from bisector.report.history import (
     MAX_LIMIT,
     compute_stats,
     culprit_label,
@@ -34,7 +35,6 @@ from bisector.history import (
     parse_filter,
     summary_json,
 )
-from bisector.report import BisectReport, report_json
 from bisector.report.text import fmt_date
 from bisector.vocab.errors import BisectError, StoreError, UnknownBisectError
 

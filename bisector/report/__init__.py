@@ -13,9 +13,10 @@ from bisector.report.json_report import SCHEMA_VERSION, render_json, report_json
 from bisector.report.markdown import render_markdown
 from bisector.report.model import BisectReport
 from bisector.report.status import status_lines
-from bisector.report.text import print_text
+from bisector.report.text import REPORT_WIDTH, print_text
 
 __all__ = [
+    "REPORT_WIDTH",
     "SCHEMA_VERSION",
     "BisectReport",
     "GitLog",

@@ -18,8 +18,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bisector.core.spec import DEFAULT_TERMS
 from bisector.report.model import BisectReport
-from bisector.spec import DEFAULT_TERMS
 from bisector.vocab.domain import BisectStatus, Commit, Verdict
 from bisector.vocab.errors import InputError
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from bisector.report.model import BisectReport, one_line, pr_suffix
 from bisector.report.pruning import pruning_lines
 from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows, untested
-from bisector.revdates import describe_date
 from bisector.vocab.domain import BisectStatus, StepPurpose
+from bisector.vocab.revdates import describe_date
 
 
 def md_escape(text: str) -> str:

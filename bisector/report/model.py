@@ -14,11 +14,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bisector.core.ledger import EVIDENCE_PURPOSES, Ledger
+from bisector.core.records import EndpointCheck, SearchRecords
+from bisector.core.spec import BisectSpec
+from bisector.core.terms import new_verdict, old_verdict, term_of
 from bisector.db.store import Store
-from bisector.search.ledger import EVIDENCE_PURPOSES, Ledger
-from bisector.search.records import EndpointCheck, SearchRecords
-from bisector.spec import BisectSpec
-from bisector.terms import new_verdict, old_verdict, term_of
 from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.cost import step_gpu_seconds
 from bisector.vocab.domain import (
@@ -176,7 +176,7 @@ class BisectReport:
 
     @cached_property
     def ledger(self) -> Ledger:
-        """Every commit judged by the search's own rule (bisector/search/ledger.py), from the stored steps."""
+        """Every commit judged by the search's own rule (bisector/core/ledger.py), from the stored steps."""
         noisy = self.spec.search.strategy == "noisy" or self.spec.search.repeat_limit > 1 or self.records.flake_seen
         return Ledger(self.spec, self.candidates, self.record.bad, self.steps, self.records.quarantined, noisy=noisy)
 
@@ -360,7 +360,7 @@ def duration(step: StepRecord) -> float:
 def given_lines(spec: BisectSpec) -> list[str]:
     """What the bisect was given beside its range: each date's commit ('good 2026-10-05 -> 1a2b3c4d5e6f (...)') and
     its link."""
-    from bisector.revdates import describe_date
+    from bisector.vocab.revdates import describe_date
 
     lines = [f"{which} {describe_date(spec.dates[which])}" for which in ("good", "bad") if which in spec.dates]
     return lines + ([f"link: {spec.link}"] if spec.link else [])

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from bisector.core.prune import Reach
 from bisector.report.model import BisectReport
-from bisector.search.prune import Reach
 
 MAX_PRUNED_LISTED = 20  # the text report names this many pruned commits; the JSON report has them all
 

@@ -14,7 +14,7 @@ LAST_STEPS = 5
 def owner_line(record: BisectRecord) -> str | None:
     """Who runs the bisect (the coordinator holding its lease, and how fresh that is), while one may; and a found
     culprit whose explanation a stopped coordinator left for `bisect resume`."""
-    from bisector.ownership import describe_owner
+    from bisector.runner.ownership import describe_owner
 
     now = datetime.now(UTC)
     if record.status is BisectStatus.FOUND and record.extra.get("analysis") == "pending":

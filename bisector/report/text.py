@@ -24,6 +24,8 @@ from bisector.vocab.domain import (
     image_origin,
 )
 
+REPORT_WIDTH = 130  # columns of a report printed where no terminal says its width
+
 VERDICT_STYLE = {
     Verdict.GOOD: "green",
     Verdict.BAD: "red",

@@ -15,14 +15,14 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 from bisector.service.config import normalized_source
-from bisector.vocab.errors import InputError, RepoError
+from bisector.vocab.errors import InputError
+from bisector.vocab.gitrepo import run_git
 
 REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 GIT_TIMEOUT_S = 600.0
@@ -85,12 +85,4 @@ def _clone(source: str, path: Path) -> None:
 
 
 def _git(cwd: Path, *args: str) -> None:
-    try:
-        done = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=GIT_TIMEOUT_S
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RepoError(f"git {args[0]} in {cwd}: {exc}") from None
-    if done.returncode != 0:
-        message = " ".join(done.stderr.split())[:300]
-        raise RepoError(f"git {args[0]} in {cwd} failed: {message}")
+    run_git(cwd, *args, timeout=GIT_TIMEOUT_S)

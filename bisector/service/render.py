@@ -7,10 +7,9 @@ import io
 
 from rich.console import Console
 
-from bisector.cli.support import REPORT_WIDTH
 from bisector.db.jobs import JobQueue
 from bisector.db.store import Store
-from bisector.report import BisectReport, print_text, render_json, render_markdown, status_lines
+from bisector.report import REPORT_WIDTH, BisectReport, print_text, render_json, render_markdown, status_lines
 
 VIEWS = ("report", "status")
 FORMATS = ("text", "markdown", "json")

@@ -19,11 +19,11 @@ import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from bisector.coordinator import Coordinator, store_missing_candidates
+from bisector.core.spec import BisectSpec
 from bisector.db.jobs import JobQueue, JobRecord, JobState
 from bisector.db.store import Store
-from bisector.spec import BisectSpec
-from bisector.stopping import StopRequested
+from bisector.runner.coordinator import Coordinator, store_missing_candidates
+from bisector.runner.stopping import StopRequested
 from bisector.vocab.domain import BisectStatus
 from bisector.vocab.errors import BisectError, StateError
 from bisector.workers.executor import Executor

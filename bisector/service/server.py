@@ -1,7 +1,7 @@
 """`bisect serve`: wire the store, the pool, the scheduler and the app together; serve until stopped.
 
 The one place that builds the service's parts. uvicorn answers in a thread of its own; the main thread waits for a
-stop signal (bisector/stopping.py: SIGTERM, SIGINT or SIGHUP raise StopRequested there, later ones are ignored).
+stop signal (bisector/runner/stopping.py: SIGTERM, SIGINT or SIGHUP raise StopRequested there, later ones are ignored).
 Then uvicorn stops answering, the scheduler stops every coordinator (running steps stored as interrupted, jobs
 left running for the next server), the pool closes its executor (each worker ends its test and exits) and the
 stores close, before StopRequested reaches the command, which exits 128 + the signal's number.
@@ -21,12 +21,12 @@ from bisector.dashboard.listen import bind, url_of
 from bisector.dashboard.server import is_loopback
 from bisector.dashboard.service_routes import add_service_routes
 from bisector.db.store import Store
+from bisector.runner.stopping import StopRequested, stop_on_signals
 from bisector.service.client import read_token
 from bisector.service.config import ServiceConfig, read_config_file
 from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
 from bisector.service.service import BisectService
-from bisector.stopping import StopRequested, stop_on_signals
 from bisector.vocab.errors import InputError
 from bisector.vocab.paths import data_dir, store_log_dir
 from bisector.workers.executor import Executor

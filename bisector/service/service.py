@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from bisector.coordinator import prepare_bisect
 from bisector.db.jobs import SOURCE_KEY, JobRecord
 from bisector.db.store import Store
+from bisector.runner.coordinator import prepare_bisect
 from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler

@@ -1,6 +1,6 @@
 """A submitted request -> the spec of a bisect on the server's mirror, by the server's rules.
 
-The request (JSON object): `repo` (as allowed), `good`, `bad` (revisions or dates, bisector/revdates.py),
+The request (JSON object): `repo` (as allowed), `good`, `bad` (revisions or dates, vocab/revdates.py),
 optionally `link` (a URL), `recipe` (a name), `priority`, and the
 settings of TUNING_KEYS (how verdicts are read and searched). The command comes from the named recipe (the
 server's config first, then `[recipes.NAME]` of the repository's bisect.toml at the bad commit), or, with no
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bisector.config import CONFIG_FILE_NAME, build_spec, option_named_by
-from bisector.options import BY_CONFIG_KEY, OPTIONS, Group
-from bisector.revdates import resolve_dated
+from bisector.core.options import BY_CONFIG_KEY, OPTIONS, Group
+from bisector.core.spec import BisectSpec
+from bisector.runner.config import CONFIG_FILE_NAME, build_spec, option_named_by
 from bisector.service.config import COMMAND_KEYS, RECIPE_KEYS, ServiceConfig, check_recipe
-from bisector.spec import BisectSpec
 from bisector.vocab.errors import InputError
 from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.revdates import resolve_dated
 
 _TUNED_GROUPS = (Group.TEST, Group.SEARCH, Group.ANALYSIS)  # how a commit is tested and judged, not where
 TUNING_KEYS = frozenset(

@@ -14,10 +14,8 @@ in the good run (the good endpoint could not pass). The operator's infrastructur
 
 from __future__ import annotations
 
-import contextlib
 import re
 import shlex
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -131,19 +129,15 @@ def run_bisects(
 
     `options` are more `bisect start` keys (workers, executor, build, timeout, ...) shared by every bisect.
     """
-    from bisector.app import check_executor, make_coordinator, make_executor
-    from bisector.config import build_spec
+    from bisector.runner.config import build_spec
+    from bisector.runner.wiring import run_bisect
 
     for plan in plans:
         values = {**options, "good": report.good, "bad": report.bad, "run": plan.run}
         values["infra_patterns"] = report.infra_patterns
         if plan.metric is not None:
             values |= {"metric": plan.metric, "expect": plan.expect}
-        spec = build_spec(report.repo, values)
-        check_executor(spec)
-        # stdout keeps the triage (Ray prints to it)
-        with contextlib.redirect_stdout(sys.stderr), make_executor(spec) as executor:
-            record = make_coordinator(store, observer).start(spec, executor)
+        record = run_bisect(store, build_spec(report.repo, values), observer)
         started = StartedBisect(plan, record.id, record.status.value, record.first_bad)
         if on_finished is not None:
             on_finished(started)

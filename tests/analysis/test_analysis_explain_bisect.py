@@ -8,10 +8,10 @@ import sys
 from analysis_history import History
 from bisect_helpers import synthetic_spec
 
-from bisector.app import make_executor
-from bisector.coordinator import Coordinator
 from bisector.db.store import Store
 from bisector.explain import stored_explanation
+from bisector.runner.coordinator import Coordinator
+from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus, StepPurpose
 
 DISPATCH = """\
@@ -114,8 +114,8 @@ def test_traced_reruns_that_contradict_the_search_warn_that_the_culprit_may_be_a
 
 
 def test_contradicted_reads_the_boundary_both_ways():
+    from bisector.core.spec import BisectSpec
     from bisector.explain import contradicted
-    from bisector.spec import BisectSpec
     from bisector.vocab.domain import Verdict
 
     regression, fix = (

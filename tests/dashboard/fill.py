@@ -9,10 +9,10 @@ from pathlib import Path
 
 from synthetic import write_history
 
-from bisector.app import make_executor
-from bisector.coordinator import Coordinator
+from bisector.core.spec import BisectSpec
 from bisector.db.store import Store
-from bisector.spec import BisectSpec
+from bisector.runner.coordinator import Coordinator
+from bisector.runner.wiring import make_executor
 
 METRIC_REGEX = r"metric: ([0-9.]+)"
 TEST_SCRIPT = """#!/usr/bin/env bash

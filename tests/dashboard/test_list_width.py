@@ -13,11 +13,11 @@ from fill import METRIC_REGEX, spec, table_history
 from rich.console import Console
 from synthetic import write_history
 
-from bisector.app import make_executor
 from bisector.cli.views import bisect_table, short_repo
-from bisector.coordinator import Coordinator
 from bisector.db.store import Store
-from bisector.history import find_bisects, parse_filter
+from bisector.report.history import find_bisects, parse_filter
+from bisector.runner.coordinator import Coordinator
+from bisector.runner.wiring import make_executor
 
 ROOT = Path(__file__).resolve().parents[2]
 

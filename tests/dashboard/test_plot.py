@@ -13,9 +13,9 @@ from fill import METRIC_REGEX, spec
 from server import ROOT, running_dashboard
 from synthetic import write_history
 
-from bisector.app import make_executor
-from bisector.coordinator import Coordinator
 from bisector.db.store import Store
+from bisector.runner.coordinator import Coordinator
+from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus
 
 

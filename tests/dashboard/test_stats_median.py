@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bisector.db.store import Store
-from bisector.history import compute_stats, parse_filter
+from bisector.report.history import compute_stats, parse_filter
 from bisector.vocab.domain import BisectStatus
 
 CREATED = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

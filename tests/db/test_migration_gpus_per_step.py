@@ -12,12 +12,12 @@ from alembic import command
 from postgres_helpers import BACKENDS, fresh_postgres_database
 from sqlalchemy import select
 
+from bisector.core.spec import BisectSpec
 from bisector.db import Store
 from bisector.db.engine import make_engine
 from bisector.db.migrate import alembic_config, migration_connection
 from bisector.db.schema import bisects
-from bisector.search.pipeline import step_request
-from bisector.spec import BisectSpec
+from bisector.runner.pipeline import step_request
 
 T0 = datetime(2026, 1, 2, tzinfo=UTC)
 SPEC = {"repo": "/r", "good": "a" * 40, "bad": "b" * 40, "run": "true"}

@@ -18,7 +18,7 @@ from bisector.workers.images.cache import ImageStatus
 
 pytest.importorskip("ray")
 
-from bisector.stopping import StopRequested
+from bisector.runner.stopping import StopRequested
 from bisector.workers.pool import SlotPool
 from bisector.workers.ray_build_ahead import RayBuildAhead
 from bisector.workers.ray_executor import RayExecutor

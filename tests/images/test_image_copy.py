@@ -21,7 +21,7 @@ from bisect_helpers import wait_for
 from image_repo import image_request, make_image_repo
 
 from bisector.db.store import Store
-from bisector.image_admin import prune_images
+from bisector.runner.image_admin import prune_images
 from bisector.vocab.domain import StepResult, Verdict
 from bisector.workers.images.builder import incoming_dir
 from bisector.workers.images.cache import ImageCache, ImageManifest, ImageStatus, now_iso

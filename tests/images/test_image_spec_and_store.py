@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bisector.config import build_spec
+from bisector.core.spec import BisectSpec
 from bisector.db.store import Store
-from bisector.search.pipeline import step_request
-from bisector.spec import BisectSpec
+from bisector.runner.config import build_spec
+from bisector.runner.pipeline import step_request
 from bisector.vocab.domain import ImageInfo, StepResult, Verdict
 from bisector.vocab.errors import InputError
 from bisector.workers.images.key import DEFAULT_MAX_BYTES, ImageRecipe, parse_size

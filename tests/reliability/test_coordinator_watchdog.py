@@ -13,10 +13,10 @@ from pathlib import Path
 from bisect_helpers import synthetic_spec
 from synthetic import culprit_history
 
-from bisector.app import make_executor
-from bisector.coordinator import HARNESS_PAUSE_AFTER, Coordinator
+from bisector.core.spec import BisectSpec
 from bisector.db.store import Store
-from bisector.spec import BisectSpec
+from bisector.runner.coordinator import HARNESS_PAUSE_AFTER, Coordinator
+from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus, ErrorKind, StepResult, Verdict
 from bisector.workers.executor import Executor
 from bisector.workers.inprocess import InProcessExecutor

@@ -1,4 +1,4 @@
-"""The lease that keeps two coordinators off one bisect (bisector/ownership.py) on a real SQLite store."""
+"""The lease that keeps two coordinators off one bisect (bisector/runner/ownership.py) on a real SQLite store."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from bisect_helpers import wait_for
 
-from bisector.coordinator import utc_now
 from bisector.db.store import Store
-from bisector.ownership import LEASE_TTL_S, Lease, OwnerId, describe_owner, process_start
+from bisector.runner.coordinator import utc_now
+from bisector.runner.ownership import LEASE_TTL_S, Lease, OwnerId, describe_owner, process_start
 from bisector.vocab.errors import StateError
 
 

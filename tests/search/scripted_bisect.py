@@ -9,8 +9,8 @@ from pathlib import Path
 from bisect_helpers import synthetic_spec
 from synthetic import SyntheticHistory, culprit_history
 
-from bisector.coordinator import Coordinator
 from bisector.db.store import Store
+from bisector.runner.coordinator import Coordinator
 from bisector.vocab.domain import BisectRecord, StepPurpose, StepRecord
 from bisector.workers.scripted import BAD, GOOD, Answer, Script, ScriptedExecutor, table
 

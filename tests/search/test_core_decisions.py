@@ -11,9 +11,9 @@ import pytest
 from scripted_bisect import scripted_bisect
 from synthetic import SyntheticHistory
 
+from bisector.core.records import EndpointCheck, SearchRecords
 from bisector.db.store import Store
 from bisector.report.model import BisectReport
-from bisector.search.records import EndpointCheck, SearchRecords
 from bisector.vocab.domain import BisectStatus, ErrorKind, StepPurpose, StepResult, Verdict
 from bisector.workers.scripted import BAD, GOOD, LOST, SILENT, SKIP, Answer, Script, ScriptedExecutor, table
 

@@ -6,14 +6,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bisector.confirm import Confirmation, ConfirmStatus
-from bisector.options import VerifyEndpoints
-from bisector.search.confirmation import Confirming
-from bisector.search.endpoints import binomial_tail, depends_on, endpoint_verdict
-from bisector.search.judge import CommitView
-from bisector.search.ledger import Ledger
-from bisector.search.records import Analysis, EndpointCheck, MergePhase, SearchRecords
-from bisector.spec import BisectSpec
+from bisector.core.confirm import Confirmation, ConfirmStatus
+from bisector.core.confirmation import Confirming
+from bisector.core.endpoints import binomial_tail, depends_on, endpoint_verdict
+from bisector.core.judge import CommitView
+from bisector.core.ledger import Ledger
+from bisector.core.options import VerifyEndpoints
+from bisector.core.records import Analysis, EndpointCheck, MergePhase, SearchRecords
+from bisector.core.spec import BisectSpec
 from bisector.vocab.domain import Commit, ErrorKind, StepPurpose, StepRecord, Verdict
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -85,8 +85,8 @@ def test_search_records_round_trip_and_bad_shapes_read_as_absent():
 
 
 def test_search_steps_go_first_to_the_worker_the_executor_prefers():
-    from bisector.search.actions import Submit
-    from bisector.search.decide import SearchCore
+    from bisector.core.actions import Submit
+    from bisector.core.decide import SearchCore
 
     asked: list[tuple[str, list[str]]] = []
 
@@ -108,8 +108,8 @@ def test_search_steps_go_first_to_the_worker_the_executor_prefers():
 def test_search_runs_are_preemptible_and_a_preempted_one_counts_as_not_run(victim: str):
     from dataclasses import replace
 
-    from bisector.search.actions import Submit
-    from bisector.search.decide import SearchCore
+    from bisector.core.actions import Submit
+    from bisector.core.decide import SearchCore
     from bisector.vocab.domain import StepResult
 
     core = SearchCore(1, _ledger(), SearchRecords(), verify=VerifyEndpoints.FIRST)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bisector.options import VerifyEndpoints
-from bisector.search.actions import Submit
-from bisector.search.decide import SearchCore
-from bisector.search.ledger import Ledger
-from bisector.search.lookahead import likely_probes, still_open
-from bisector.search.records import SearchRecords
-from bisector.spec import BisectSpec
+from bisector.core.actions import Submit
+from bisector.core.decide import SearchCore
+from bisector.core.ledger import Ledger
+from bisector.core.lookahead import likely_probes, still_open
+from bisector.core.options import VerifyEndpoints
+from bisector.core.records import SearchRecords
+from bisector.core.spec import BisectSpec
 from bisector.vocab.domain import Commit, StepPurpose, StepRecord, StepResult, Verdict
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

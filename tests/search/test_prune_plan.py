@@ -1,8 +1,8 @@
-"""The classification of --prune auto (bisector/search/prune.py), on hand-made changes: pure, no git."""
+"""The classification of --prune auto (bisector/core/prune.py), on hand-made changes: pure, no git."""
 
 from __future__ import annotations
 
-from bisector.search.prune import DOC_SUFFIXES, PrunePlan, Reach, Visibility, plan_pruning
+from bisector.core.prune import DOC_SUFFIXES, PrunePlan, Reach, Visibility, plan_pruning
 from bisector.vocab.gitrepo import PathChange
 
 ABSENT = "0" * 40

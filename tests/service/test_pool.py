@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from synthetic import culprit_history
 
-from bisector.search.pipeline import step_request
-from bisector.spec import BisectSpec, CommitTest
-from bisector.stopping import StopRequested
+from bisector.core.spec import BisectSpec, CommitTest
+from bisector.runner.pipeline import step_request
+from bisector.runner.stopping import StopRequested
 from bisector.vocab.domain import StepResult, Verdict
 from bisector.vocab.errors import ExecutorError
 from bisector.workers.executor import StepRequest

@@ -10,10 +10,10 @@ import pytest
 from service_process import DONE_TIMEOUT_S, ServiceProcess, service_env, service_home
 from synthetic import SyntheticHistory, culprit_history
 
-from bisector.coordinator import prepare_bisect
+from bisector.core.spec import BisectSpec
 from bisector.db.jobs import JobQueue, JobState
 from bisector.db.store import Store
-from bisector.spec import BisectSpec
+from bisector.runner.coordinator import prepare_bisect
 from bisector.vocab.domain import BisectStatus, StepPurpose, StepRecord
 from bisector.vocab.errors import UnknownBisectError
 

@@ -11,7 +11,7 @@ from synthetic import culprit_history
 from webhook import closed_port_url, webhook
 
 from bisector.db.store import Store
-from bisector.notify import check_webhook_url, notify_finished, post_json
+from bisector.runner.notify import check_webhook_url, notify_finished, post_json
 from bisector.vocab.errors import InputError
 
 

@@ -1,4 +1,4 @@
-"""The probe of --prune (bisector/prune_probe.py), started by sitecustomize.py in every Python process of a step
+"""The probe of --prune (bisector/runner/prune_probe.py), started by sitecustomize.py in every Python process of a step
 when BISECT_PROBE_DIR is set.
 
 Each process appends JSON lines ["kind", value] to its own file in that folder as things happen (a forked child

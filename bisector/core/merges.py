@@ -1,0 +1,41 @@
+"""Merge descent (--all-parents): a merge found bad is descended into. The commits its merged branch brought
+in become the next order, between the merge's first parent (good) and the merge itself (bad), so the answer
+is a commit of that branch or, if the branch alone is good, the merge."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bisector.core.ledger import Ledger
+from bisector.core.records import MergePhase
+from bisector.vocab.domain import Commit
+
+
+class MergeDescent:
+    def __init__(
+        self, ledger: Ledger, phases: Sequence[MergePhase], enabled: bool, pruned: frozenset[str] = frozenset()
+    ) -> None:
+        """pruned: first-parent commits that leave the search (bisector/core/prune.py)."""
+        self.ledger = ledger
+        self.pruned = pruned
+        self.phases: list[MergePhase] = list(phases)
+        self.enabled = enabled
+        self.not_merges: set[str] = set()  # found answers that merged no branch
+
+    def order(self) -> list[int]:
+        """The positions being bisected, good end first: the first-parent chain, or the latest merged branch."""
+        if self.phases:
+            return list(self.phases[-1].order)
+        shas = self.ledger.candidates.shas()
+        return [position for position, sha in enumerate(shas) if sha not in self.pruned]
+
+    def wants(self, sha: str) -> bool:
+        """Whether a found first bad commit must be looked into (it may be a merge not yet descended into)."""
+        return self.enabled and sha not in self.not_merges and all(p.merge != sha for p in self.phases)
+
+    def descend(self, merge: str, first_parent: str, commits: Sequence[Commit]) -> list[int]:
+        """The merged branch's commits (numbered after the candidates) join the ledger; returns the new order."""
+        self.ledger.extend(commits)
+        order = (self.ledger.position[first_parent], *(c.position for c in commits), self.ledger.position[merge])
+        self.phases.append(MergePhase(merge, order))
+        return list(order)
