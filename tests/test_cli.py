@@ -86,8 +86,8 @@ def test_markdown_and_text_reports_and_status(tmp_path: Path, history):
     text = bisect("report", "1", db=db).stdout
     assert history.shas[23] in text
     assert (
-        f"or through gpu-bisect (its image, where the bisect used images):\n  bisect rerun 1 {history.shas[23][:12]}"
-        in text
+        "or through gpu-bisect (its image, where the bisect used images):\n"
+        f"  bisect run-at --bisect 1 {history.shas[23][:12]}" in text
     )
     assert "<- first bad" in text
     status = bisect("status", "1", db=db).stdout
@@ -160,7 +160,8 @@ def test_unwritable_database_is_one_line(history):
 
 
 @pytest.mark.parametrize(
-    "command", [["list"], ["stats"], ["status", "1"], ["report", "1"], ["log", "1"], ["logs", "ls"]]
+    "command",
+    [["list"], ["stats"], ["status", "1"], ["report", "1"], ["log", "1"], ["step-logs", "ls"], ["logs", "ls"]],
 )
 def test_a_read_only_command_on_a_mistyped_store_is_one_line_and_makes_none(tmp_path: Path, command: list[str]):
     typo = tmp_path / "bisects.db"
@@ -322,11 +323,11 @@ def test_every_command_and_option_has_help():
                 assert param.help, f"`bisect {name} {param.opts[0]}` has no help text"
 
 
-def test_rerun_any_commit_of_a_bisect(tmp_path: Path, history):
+def test_run_at_any_commit_of_a_bisect(tmp_path: Path, history):
     db = tmp_path / "b.db"
     assert bisect(*start_args(history, "--no-explain"), db=db).returncode == 0
     before = json.loads(bisect("report", "1", "--format", "json", db=db).stdout)
-    done = bisect("rerun", "1", history.shas[30][:10], "--times", "2", "--workers", "2", db=db)
+    done = bisect("run-at", "--bisect", "1", history.shas[30][:10], "--repeat", "2", "--workers", "2", db=db)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 2
@@ -334,29 +335,46 @@ def test_rerun_any_commit_of_a_bisect(tmp_path: Path, history):
     after = json.loads(bisect("report", "1", "--format", "json", db=db).stdout)
     assert after["status"] == before["status"] == "found"
     assert [s["purpose"] for s in after["steps"]].count("rerun") == 2
-    assert bisect("rerun", "1", "nosuchrev", db=db).returncode == 2
-    assert before["rerun"] == f"bisect rerun 1 {history.shas[23][:12]}"  # the report's command, run as printed
-    again = bisect(*before["rerun"].split()[1:], db=db)
+    assert bisect("run-at", "--bisect", "1", "nosuchrev", db=db).returncode == 2
+    assert before["rerun"] == f"bisect run-at --bisect 1 {history.shas[23][:12]}"  # the report's command, as printed
+    again = bisect(*before["rerun"].split()[1:], "--format", "json", db=db)
     assert again.returncode == 0, again.stderr
-    assert again.stdout.startswith(f"{history.shas[23][:12]}  bad  metric 5")
+    [run] = json.loads(again.stdout)
+    assert (run["sha"], run["verdict"], run["metric"]) == (history.shas[23], "bad", 5.0)
+    old_name = bisect("rerun", "1", history.shas[30][:10], "--times", "1", db=db)  # scripts keep working
+    assert old_name.returncode == 0, old_name.stderr
+    assert old_name.stdout.startswith(f"{history.shas[30][:12]}  bad  metric 5")
+    steps = json.loads(bisect("report", "1", "--format", "json", db=db).stdout)["steps"]
+    for args, says in (
+        (("--run", "true"), "--run: with --bisect the run is that bisect's own build and test"),
+        (("--repo", str(tmp_path)), "--repo: with --bisect"),
+    ):
+        refused = bisect("run-at", "--bisect", "1", history.shas[30], *args, db=db)
+        assert refused.returncode == 2, refused.stderr
+        assert says in refused.stderr
+    for args, says in ((("--step", "1"), "--step N needs --bisect ID"), ((), "give REV")):
+        refused = bisect("run-at", *args, db=db)
+        assert refused.returncode == 2, refused.stderr
+        assert says in refused.stderr
+    assert json.loads(bisect("report", "1", "--format", "json", db=db).stdout)["steps"] == steps  # nothing stored
 
 
-def test_rerun_step_repeats_a_stored_step_at_its_commit(tmp_path: Path, history):
+def test_run_at_step_repeats_a_stored_step_at_its_commit(tmp_path: Path, history):
     db = tmp_path / "b.db"
     assert bisect(*start_args(history, "--no-explain"), db=db).returncode == 0
     report = json.loads(bisect("report", "1", "--format", "json", db=db).stdout)
     step = report["steps"][-1]
-    done = bisect("rerun", "1", "--step", str(step["number"]), db=db)
+    done = bisect("run-at", "--bisect", "1", "--step", str(step["number"]), db=db)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"{step['sha'][:12]}  {step['verdict']}")
     after = json.loads(bisect("report", "1", "--format", "json", db=db).stdout)
     assert after["steps"][-1]["sha"] == step["sha"]
     assert after["steps"][-1]["purpose"] == "rerun"
     for args in (("--step", "0"), ("--step", str(len(after["steps"]) + 1)), ()):
-        refused = bisect("rerun", "1", *args, db=db)
+        refused = bisect("run-at", "--bisect", "1", *args, db=db)
         assert refused.returncode == 2, refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
-    both = bisect("rerun", "1", step["sha"], "--step", "1", db=db)
+    both = bisect("run-at", "--bisect", "1", step["sha"], "--step", "1", db=db)
     assert both.returncode == 2
     assert "one of them" in both.stderr
     assert json.loads(bisect("report", "1", "--format", "json", db=db).stdout)["steps"] == after["steps"]

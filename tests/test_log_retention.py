@@ -36,7 +36,7 @@ def age(folder: Path, seconds: float) -> None:
 
 
 def folders_by_id(db: Path) -> dict[int, dict[str, object]]:
-    listed = run_cli("logs", "ls", "--format", "json", db=db)
+    listed = run_cli("step-logs", "ls", "--format", "json", db=db)
     assert listed.returncode == 0, listed.stderr
     return {row["bisect"]: row for row in json.loads(listed.stdout)}
 
@@ -56,7 +56,7 @@ def test_the_oldest_ended_bisects_logs_go_first_and_leave_a_note(tmp_path: Path)
     assert step_log.parent == first_dir
 
     keep = int(listed[second]["size"])  # type: ignore[call-overload]
-    pruned = run_cli("logs", "prune", "--max-size", str(keep + 1), db=db)
+    pruned = run_cli("step-logs", "prune", "--max-size", str(keep + 1), db=db)
     assert pruned.returncode == 0, pruned.stderr
     assert "removed the logs of 1 bisect(s)" in pruned.stdout
     assert [p.name for p in first_dir.iterdir()] == [PRUNED_NOTE]
@@ -100,7 +100,7 @@ def test_a_bad_cap_is_noted_and_the_bisect_still_ends(tmp_path: Path) -> None:
     db = tmp_path / "bisect.db"
     _, stderr = bisect(history.path, db, history.shas[0], BISECT_LOGS_MAX_SIZE="lots")
     assert "log retention skipped: 'lots' is not a size" in stderr
-    refused = run_cli("logs", "prune", "--max-size", "lots", db=db)
+    refused = run_cli("step-logs", "prune", "--max-size", "lots", db=db)
     assert (refused.returncode, refused.stderr.strip()) == (2, "bisect: error: 'lots' is not a size: write a "
                                                              "number of bytes or one like 512M, 20G")  # fmt: skip
     assert run_cli("logs", "prune", db=db).returncode == 2

@@ -57,7 +57,7 @@ class StepPurpose(StrEnum):
     MINIMIZE = "minimize"  # a variant of the culprit with a subset of its changes (ddmin)
     CONFIRM = "confirm"  # a re-run of first bad and its parent to confirm the boundary
     REFERENCE = "reference"  # a known commit re-run on a suspect worker
-    RERUN = "rerun"  # `bisect rerun`: the bisect's test at any commit, on demand
+    RERUN = "rerun"  # `bisect run-at --bisect`: the bisect's test at any commit, on demand
     MANUAL = "manual"  # a person's verdict (`bisect mark`, `bisect replay`): no test ran
     PROBE = "probe"  # --prune auto: the test at the bad commit under coverage, before the search
 

@@ -4,11 +4,11 @@ translates errors (support.py) into one line and an exit code.
 Exit codes: 0 a first bad commit was found; 2 bad input (one line on stderr); 3 the bisect ended without naming
 one commit (ambiguous, endpoints mismatch, failed, cancelled).
 
-    bisect.py        start, resume, rerun, cancel, replay, mark: a bisect's life
+    bisect.py        start, resume, cancel, replay, mark: a bisect's life
     views.py         status, report, show, log, list, stats: reading stored bisects
     explain.py       explain, minimize
-    images.py        images ls|rm|prune, run-at
-    housekeeping.py  logs ls|prune, worktrees ls|prune
+    images.py        images ls|rm|prune, run-at (any command, or a bisect's own with --bisect; `rerun` its old name)
+    housekeeping.py  step-logs ls|prune (`logs` its old name), worktrees ls|prune
     service.py       serve, submit, dashboard (and --server for status, report, cancel)
     triage.py        triage
     demo.py          demo init|run
@@ -37,7 +37,6 @@ def main() -> None:
 for _command in (
     bisect.start,
     bisect.resume,
-    bisect.rerun,
     bisect.cancel,
     bisect.replay,
     bisect.mark,
@@ -51,6 +50,8 @@ for _command in (
     explain.minimize,
     images.images,
     images.run_at_command,
+    images.rerun,
+    housekeeping.step_logs,
     housekeeping.logs,
     housekeeping.worktrees,
     service.serve,

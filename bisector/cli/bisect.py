@@ -1,4 +1,4 @@
-"""A bisect's life: `bisect start`, `resume`, `rerun`, `cancel`, `replay` (from a `git bisect log`) and
+"""A bisect's life: `bisect start`, `resume`, `cancel`, `replay` (from a `git bisect log`) and
 `mark` (a verdict by hand). Each parses, makes one call into the library, and translates errors."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bisector.core.options import EXECUTOR_OPTION_NAMES, ExecutorKind
-from bisector.vocab.domain import Verdict, image_origin
 
 if TYPE_CHECKING:
     from bisector.core.spec import BisectSpec
@@ -21,8 +20,6 @@ from datetime import UTC, datetime
 from bisector.cli.options import START_OPTIONS, executor_overrides, option_values, spec_options
 from bisector.cli.service import cancel_remote, server_options
 from bisector.cli.support import (
-    EXIT_NO_CULPRIT,
-    CLIError,
     db_option,
     err_console,
     exit_for,
@@ -114,53 +111,6 @@ def resume(bisect_id: int, explain: bool | None, db_url: str | None, output_form
             record = make_coordinator(store, observer()).resume(bisect_id, overrides, explain=explain)
         print_report(store, record.id, output_format)
     exit_for(record.status.value)
-
-
-@click.command()
-@click.argument("bisect_id", type=int)
-@click.argument("rev", required=False)
-@click.option(
-    "--step", "step_number", type=int, metavar="N",
-    help="Repeat stored step N (as `bisect report` numbers it): its commit, on its image, instead of REV.",
-)  # fmt: skip
-@click.option("--times", type=int, default=1, show_default=True, help="How many runs (on free workers in parallel).")
-@spec_options(
-    *(name for name in EXECUTOR_OPTION_NAMES if name != "build_ahead"),  # a rerun's commits are known: none ahead
-    help={
-        "executor": "Where to run (default: as the bisect).",
-        "workers": "Runs at once.",
-        "gpus_per_step": "GPUs each run gets.",
-        "ray_address": "With --executor ray: the cluster to join.",
-        "resources": "Ray resources per run.",
-    },
-)
-@db_option
-def rerun(
-    bisect_id: int, rev: str | None, step_number: int | None, times: int, db_url: str | None, **executor_flags: Any
-) -> None:
-    """Run a bisect's build and test again at any commit, or repeat one of its steps (stored with the bisect,
-    which is unchanged)."""
-    from bisector.report.model import BisectReport
-    from bisector.runner.wiring import make_coordinator, open_store
-
-    overrides = executor_overrides(executor_flags)
-    with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
-        if (rev is None) == (step_number is None):
-            raise CLIError("give REV or --step N (one of them)")
-        if step_number is not None:
-            rev = BisectReport.load(store, bisect_id).step(step_number).sha
-        assert rev is not None
-        with contextlib.redirect_stdout(sys.stderr):
-            results = make_coordinator(store, observer()).rerun(bisect_id, rev, times, overrides)
-        for result in results:
-            metric = f"  metric {result.samples[-1]:g}" if result.samples else ""
-            image = f"  image {result.image.id[:12]} ({image_origin(result.image.summary())})" if result.image else ""
-            click.echo(
-                f"{result.sha[:12]}  {result.verdict.value}{metric}  on {result.worker} "
-                f"(GPUs {','.join(map(str, result.gpus)) or '-'}){image}  {result.run_s:.1f}s  log {result.log_path}"
-            )
-    if any(r.verdict not in (Verdict.GOOD, Verdict.BAD, Verdict.MEASURED) for r in results):
-        sys.exit(EXIT_NO_CULPRIT)
 
 
 @click.command()

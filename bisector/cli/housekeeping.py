@@ -1,4 +1,4 @@
-"""What gpu-bisect keeps on this host besides images: `bisect logs ls|prune` (step logs and their retention) and
+"""What gpu-bisect keeps on this host besides images: `bisect step-logs ls|prune` (step logs and their retention) and
 `bisect worktrees ls|prune` (the workers' git worktrees)."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import click
 from bisector.cli.support import db_option, output_format_option, translated_errors
 
 
-@click.group()
-def logs() -> None:
+@click.group(name="step-logs")
+def step_logs() -> None:
     """Step logs: one folder per bisect, the oldest ended ones removed over $BISECT_LOGS_MAX_SIZE (default 10G)."""
 
 
-@logs.command(name="ls")
+@step_logs.command(name="ls")
 @output_format_option(("text", "json"), "A table, or a JSON list (bisect, size, last_write, ended, state, path).")
 @db_option
 def logs_ls(output_format: str, db_url: str | None) -> None:
@@ -47,7 +47,7 @@ def logs_ls(output_format: str, db_url: str | None) -> None:
     click.echo(f"{sum(f.size_bytes for f in folders) / (1 << 20):.1f} MiB in {len(folders)} folder(s)")
 
 
-@logs.command(name="prune")
+@step_logs.command(name="prune")
 @click.option("--older-than", help="Remove the logs of ended bisects last written longer ago (30d, 12h).")
 @click.option("--max-size", help="Remove the oldest ended bisects' logs until the store's take at most this (5G).")
 @db_option
@@ -66,6 +66,10 @@ def logs_prune(older_than: str | None, max_size: str | None, db_url: str | None)
             removed = prune_logs(store, max_bytes=max_bytes, older_than_s=older_than_s)
     freed = sum(f.size_bytes for f in removed) / (1 << 20)
     click.echo(f"removed the logs of {len(removed)} bisect(s), {freed:.1f} MiB")
+
+
+# `bisect logs`, its name before `bisect log` (git's) sat beside it: kept for scripts
+logs = click.Group(name="logs", commands=step_logs.commands, hidden=True, help="Same as `bisect step-logs`.")
 
 
 @click.group()

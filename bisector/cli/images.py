@@ -12,13 +12,16 @@ import click
 from bisector.cli.options import option_values, spec_options
 from bisector.cli.support import (
     EXIT_NO_CULPRIT,
+    CLIError,
     db_option,
     err_console,
+    observer,
     out_console,
     output_format_option,
     stoppable_by_signals,
     translated_errors,
 )
+from bisector.vocab.domain import Verdict, image_origin
 
 
 @click.group()
@@ -94,19 +97,31 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
     click.echo(f"removed {len(removed)} image(s){': ' + ' '.join(removed) if removed else ''}")
 
 
+RERUN_FLAGS = frozenset(("executor", "workers", "gpus_per_step", "ray_address", "resources", "repeat"))
+
+
 @click.command(name="run-at")
-@click.argument("rev")
-@click.option("--repo", type=click.Path(file_okay=False), default=".", show_default=True, help="The git repository.")
+@click.argument("rev", required=False)
+@click.option("--repo", type=click.Path(file_okay=False), default=None, help="The git repository.  [default: .]")
+@click.option(
+    "--bisect", "bisect_id", type=int, metavar="ID",
+    help="Run bisect ID's own build and test at REV, stored with it (the bisect stays as it is).",
+)  # fmt: skip
+@click.option(
+    "--step", "step_number", type=int, metavar="N",
+    help="With --bisect: repeat its stored step N (as `bisect report` numbers it), on its image, instead of REV.",
+)  # fmt: skip
 @spec_options(
-    "build", "run", "metric", "expect", "repeat", "gpus_per_step", "executor", "ray_address", "resources", "image",
-    "artifact", "image_template",
+    "build", "run", "metric", "expect", "repeat", "gpus_per_step", "executor", "workers", "ray_address", "resources",
+    "image", "artifact", "image_template",
     help={
         "build": "Build command (default: bisect.toml's); run once per image.",
         "run": "Shell command to run at the commit (default: bisect.toml's).",
         "expect": "What a good metric is, e.g. '>= 4.0' (default: bisect.toml's).",
-        "repeat": "How many runs.  [default: 1]",
+        "repeat": "How many runs (with --bisect: on free workers in parallel).  [default: 1]",
         "gpus_per_step": "GPUs each run gets (0: none, on any host).",
-        "executor": "Where to run.  [default: local]",
+        "executor": "Where to run.  [default: local; with --bisect: as the bisect]",
+        "workers": "With --bisect: runs at once.",
         "ray_address": "With --executor ray: the cluster to join (default: a local one).",
         "resources": "Ray resources per run.",
         "image": "Run on the commit's image.  [default: venv]",
@@ -115,15 +130,37 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
 )  # fmt: skip
 @output_format_option(("text", "json"), "A line per run, or JSON (sha, verdict, metric, image, runs).")
 @db_option
-def run_at_command(rev: str, repo: str, output_format: str, db_url: str | None, **flags: Any) -> None:
-    """Run any command at any commit on its image (built once, reused after) and store the run."""
+def run_at_command(
+    rev: str | None,
+    repo: str | None,
+    bisect_id: int | None,
+    step_number: int | None,
+    output_format: str,
+    db_url: str | None,
+    **flags: Any,
+) -> None:
+    """Run any command at any commit on its image (built once, reused after) and store the run; with --bisect,
+    that bisect's build and test again at any commit, or one of its steps repeated."""
     from bisector.runner.config import build_spec, load_config_file
     from bisector.runner.run_at import adhoc_spec, decided, run_at
     from bisector.runner.wiring import check_executor, make_executor, open_store
     from bisector.vocab.gitrepo import GitRepo
 
+    if bisect_id is not None:
+        given = set(option_values(flags)) | ({"repo"} if repo is not None else set())
+        if given - RERUN_FLAGS:
+            wrong = ", ".join(f"--{name.replace('_', '-')}" for name in sorted(given - RERUN_FLAGS))
+            raise CLIError(f"{wrong}: with --bisect the run is that bisect's own build and test")
+        rerun_bisect(bisect_id, rev, step_number, flags, output_format, db_url)
+        return
+    if step_number is not None:
+        raise CLIError("--step N needs --bisect ID (the bisect whose step it is)")
+    if rev is None:
+        raise CLIError("give REV, the commit to run at")
+    if flags.get("workers") is not None:
+        raise CLIError("--workers needs --bisect (an ad hoc run's repeats run one after another)")
     with stoppable_by_signals(), translated_errors():
-        git_repo = GitRepo(repo)
+        git_repo = GitRepo(repo or ".")
         sha = git_repo.resolve(rev)
         values = {**option_values(flags), "good": sha, "bad": sha}
         config = load_config_file(git_repo.root)
@@ -161,3 +198,59 @@ def _print_run(data: dict[str, Any]) -> None:
         if run["verdict"] not in ("good", "bad", "measured") and run["detail"]:
             err_console().print(run["detail"], markup=False)
         out_console().print(f"  log {run['log']}", markup=False, soft_wrap=True)
+
+
+def rerun_bisect(
+    bisect_id: int, rev: str | None, step_number: int | None, flags: dict[str, Any], output_format: str,
+    db_url: str | None,
+) -> None:  # fmt: skip
+    """`run-at --bisect`: the bisect's build and test at REV (or its step N), --repeat times, stored with it."""
+    from bisector.report.model import BisectReport
+    from bisector.runner.wiring import make_coordinator, open_store
+
+    values = option_values(flags)
+    times = values.pop("repeat", 1)
+    assert isinstance(times, int)
+    overrides = {name: value for name, value in values.items() if name in RERUN_FLAGS}
+    with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
+        if (rev is None) == (step_number is None):
+            raise CLIError("give REV or --step N (one of them)")
+        if step_number is not None:
+            rev = BisectReport.load(store, bisect_id).step(step_number).sha
+        assert rev is not None
+        with contextlib.redirect_stdout(sys.stderr):
+            results = make_coordinator(store, observer()).rerun(bisect_id, rev, times, overrides)
+    rows: list[dict[str, Any]] = [
+        {
+            "sha": r.sha, "verdict": r.verdict.value, "metric": r.samples[-1] if r.samples else None,
+            "worker": r.worker, "gpus": list(r.gpus), "image": r.image.id if r.image else None,
+            "image_origin": image_origin(r.image.summary()) if r.image else None, "run_s": r.run_s,
+            "log": str(r.log_path),
+        }
+        for r in results
+    ]  # fmt: skip
+    if output_format == "json":
+        click.echo(json.dumps(rows, indent=2))
+    for row in rows if output_format != "json" else []:
+        metric = f"  metric {row['metric']:g}" if row["metric"] is not None else ""
+        image = f"  image {str(row['image'])[:12]} ({row['image_origin']})" if row["image"] else ""
+        click.echo(
+            f"{str(row['sha'])[:12]}  {row['verdict']}{metric}  on {row['worker']} "
+            f"(GPUs {','.join(map(str, row['gpus'])) or '-'}){image}  {row['run_s']:.1f}s  log {row['log']}"
+        )
+    if any(r.verdict not in (Verdict.GOOD, Verdict.BAD, Verdict.MEASURED) for r in results):
+        sys.exit(EXIT_NO_CULPRIT)
+
+
+@click.command(hidden=True)
+@click.argument("bisect_id", type=int)
+@click.argument("rev", required=False)
+@click.option("--step", "step_number", type=int, metavar="N", help="Same as run-at's --step.")
+@click.option("--times", type=int, default=1, help="Same as run-at's --repeat.")
+@spec_options(*sorted(RERUN_FLAGS - {"repeat"}))
+@db_option
+def rerun(
+    bisect_id: int, rev: str | None, step_number: int | None, times: int, db_url: str | None, **flags: Any
+) -> None:
+    """Same as `bisect run-at --bisect BISECT_ID [REV] [--step N] [--repeat TIMES]` (kept for scripts)."""
+    rerun_bisect(bisect_id, rev, step_number, {**flags, "repeat": times}, "text", db_url)

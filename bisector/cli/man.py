@@ -55,13 +55,13 @@ STEP_VARIABLES = (  # set by bisect in each step's environment, for the build an
     "BISECT_PROBE_COVERAGE",
 )  # fmt: skip
 EXIT_STATUS: tuple[tuple[str, str], ...] = (
-    ("0", "Success; for start, resume, replay and demo run: a first bad commit was found; for run-at and rerun: "
+    ("0", "Success; for start, resume, replay and demo run: a first bad commit was found; for run-at: "
      "every run decided (good or bad)."),
     ("1", "bisect triage: regressions were found (0: none)."),
     ("2", "Bad input: one line on stderr; nothing stored is lost."),
     ("3", "start, resume, replay, demo run: the bisect ended without naming one commit (ambiguous because of "
      "untestable commits beside the boundary, endpoints that disagree with good/bad or cannot be tested, a "
-     "boundary that did not reproduce, or cancelled); run-at and rerun: a run did not decide (skipped or failed)."),
+     "boundary that did not reproduce, or cancelled); run-at: a run did not decide (skipped or failed)."),
     ("4", "Paused: the test harness kept failing (a full disk, broken worker slots), never the commits; fix it and "
      "bisect resume ID."),
     ("128+N", "Stopped by signal N (130 Ctrl-C, 143 SIGTERM): every test was killed, the running steps are stored "
@@ -82,6 +82,8 @@ def iter_commands(group: click.Group, prefix: str = PROGRAM) -> list[tuple[str, 
     out: list[tuple[str, click.Command]] = []
     for name in sorted(group.commands):
         command = group.commands[name]
+        if command.hidden:  # an old name kept for scripts: the page names the new one only
+            continue
         full = f"{prefix} {name}"
         out.append((full, command))
         if isinstance(command, click.Group):

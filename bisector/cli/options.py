@@ -81,7 +81,7 @@ def option_values(params: Mapping[str, Any]) -> dict[str, object]:
 
 
 def executor_overrides(params: Mapping[str, Any]) -> dict[str, object]:
-    """The executor settings `bisect resume` / `rerun` were given, as option values."""
+    """The executor settings `bisect resume` / `run-at --bisect` were given, as option values."""
     return {name: value for name, value in option_values(params).items() if name in EXECUTOR_OPTION_NAMES}
 
 

@@ -46,7 +46,7 @@ SIDE_RUN_WORDS = {
     StepPurpose.TRACE: "traced re-run(s) for the explanation",
     StepPurpose.CONFIRM: "confirmation run(s) of the first bad commit and its parent",
     StepPurpose.REFERENCE: "reference run(s) of the endpoints on a suspect worker",
-    StepPurpose.RERUN: "rerun(s) asked with `bisect rerun`",
+    StepPurpose.RERUN: "rerun(s) asked with `bisect run-at --bisect`",
     StepPurpose.MINIMIZE: "minimisation variant(s)",
 }
 
@@ -122,7 +122,7 @@ class BisectReport:
         return {step.id: number for number, step in enumerate(self.steps, start=1)}
 
     def step(self, number: int) -> StepRecord:
-        """Step `number` as the report numbers it (`bisect rerun ID --step N`)."""
+        """Step `number` as the report numbers it (`bisect run-at --bisect ID --step N`)."""
         if not 1 <= number <= len(self.steps):
             raise InputError(f"--step {number}: bisect {self.record.id} has steps 1..{len(self.steps)}")
         return self.steps[number - 1]
@@ -261,7 +261,7 @@ class BisectReport:
     def rerun_command(self) -> str:
         """The same step through gpu-bisect: its build and test at the target, on the bisect's image where it ran
         on images (the by-hand command needs an environment of the user's for the build to install into)."""
-        return f"bisect rerun {self.record.id} {self.reproduce_target().sha[:12]}"
+        return f"bisect run-at --bisect {self.record.id} {self.reproduce_target().sha[:12]}"
 
     # --- totals ----------------------------------------------------------------------------------------------
 

@@ -170,7 +170,7 @@ class Coordinator:
     def rerun(
         self, bisect_id: int, rev: str, times: int = 1, executor_overrides: Mapping[str, object] | None = None
     ) -> list[StepResult]:
-        """`bisect rerun`: the bisect's build and test at any commit, `times` runs, stored as rerun steps."""
+        """`bisect run-at --bisect`: the bisect's build and test at any commit, `times` runs, stored as rerun steps."""
         if times < 1:
             raise StateError(f"--times must be at least 1 (got {times})")
         record = self.store.get_bisect(bisect_id)

@@ -1,10 +1,10 @@
 """Step logs kept within a size and an age, per store: whole bisects' log folders go, oldest finished first.
 
 A store's logs lie in one folder per bisect (vocab.paths.log_dir). Only the folders of bisects that ended (or that
-the store no longer holds) are removed, never one written to in the last hour (a `bisect rerun` of an old
+the store no longer holds) are removed, never one written to in the last hour (a `bisect run-at --bisect` of an old
 bisect writes there), and each removed folder keeps one small note saying when and why, which the log views show
 in place of the log. Every bisect that ends applies the cap of $BISECT_LOGS_MAX_SIZE (default 10G; `none`: no
-cap); `bisect logs prune` applies any size or age on demand.
+cap); `bisect step-logs prune` applies any size or age on demand.
 """
 
 from __future__ import annotations
@@ -87,8 +87,9 @@ def prune_logs(
         if not (too_old or too_big):
             continue
         reason = "older than the age asked" if too_old else f"the store's logs were over {max_bytes} bytes"
+        when = f"{datetime.fromtimestamp(at, UTC):%Y-%m-%d %H:%M} UTC"
         _empty(folder.path, f"The step logs of bisect {folder.bisect_id} ({folder.size_bytes} bytes) were removed "
-               f"on {datetime.fromtimestamp(at, UTC):%Y-%m-%d %H:%M} UTC: {reason} (see `bisect logs`).\n")  # fmt: skip
+               f"on {when}: {reason} (see `bisect step-logs`).\n")  # fmt: skip
         total -= folder.size_bytes
         removed.append(folder)
     return removed
