@@ -89,6 +89,10 @@ def needs_dashboard_extra(command: str) -> Iterator[None]:
 def serve(host: str, port: int, db_url: str | None, **options: Any) -> None:
     """Serve bisects over HTTP: queue submitted jobs over a shared pool of slots, resume them after a restart.
 
+    Each token names a person (--tokens-file; the one token of $BISECT_TOKEN or --token-file is `default`, an
+    admin): a job is its submitter's, and only they or an admin may cancel it, rerun its steps or mark its commits.
+    The dashboard's pages act too, after a login at /login: submit, cancel, rerun a step, mark a commit.
+
     SIGTERM, SIGINT or SIGHUP stop it: its running steps are stored as interrupted (the next `bisect serve` over
     the store resumes their jobs), its workers end, and it exits with 128 + the signal's number."""
     from bisector.stopping import StopRequested
