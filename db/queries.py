@@ -107,6 +107,9 @@ def metric_label(spec: dict[str, object]) -> str:
     return "exit code"
 
 
+_job_owner = select(jobs.c.owner).where(jobs.c.bisect_id == bisects.c.id).scalar_subquery()  # who submitted it
+
+
 def list_bisects(conn: Connection, where: BisectFilter, limit: int) -> list[BisectSummary]:
     """The newest `limit` bisects that match, newest first, with step counts."""
     culprit = candidates.alias("culprit")
@@ -273,9 +276,6 @@ def _culprit_authors(conn: Connection, found: list[Any], top: int) -> dict[Group
     ):
         grouped[(repo, metric)].append((name, int(count)))
     return {key: sorted(pairs, key=lambda pair: (-pair[1], pair[0]))[:top] for key, pairs in grouped.items()}
-
-
-_job_owner = select(jobs.c.owner).where(jobs.c.bisect_id == bisects.c.id).scalar_subquery()
 
 
 def _conditions(where: BisectFilter) -> list[Any]:

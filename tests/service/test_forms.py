@@ -16,7 +16,7 @@ from bisector.dashboard.actions import BAD_CSRF, FOREIGN_ORIGIN
 pytestmark = pytest.mark.xdist_group("service")
 
 ALICE, BOB = "alice-token-1", "bob-token-2"
-CONFIG = '[recipes.slow]\nrun = "sleep 600"\n'
+CONFIG = '[recipes.slow]\nrun = "sleep 600"\n\n[recipes.synthetic]\nrun = "bash test.sh"\n'
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +43,9 @@ def logged_in(service: ServiceProcess, token: str = ALICE) -> tuple[httpx.Client
     return client, match.group(1)
 
 
-def running_job(service: ServiceProcess) -> int:
+def running_job(service: ServiceProcess, recipe: str = "slow") -> int:
     history: SyntheticHistory = service.history  # type: ignore[attr-defined]
-    body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "slow", "explain": False}
+    body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": recipe, "explain": False}
     answer = service.post(body, authorization=f"Bearer {ALICE}")
     assert answer.status_code == 201, answer.text
     return int(answer.json()["id"])
@@ -148,3 +148,19 @@ def test_another_person_s_job_is_refused_from_the_browser_as_from_the_api(servic
 
 def test_pages_refuse_to_be_framed(service: ServiceProcess) -> None:
     assert httpx.get(f"{service.base}/", timeout=60.0).headers["x-frame-options"] == "DENY"
+
+
+def test_a_mark_that_changes_a_finished_answer_queues_the_bisect_again(service: ServiceProcess) -> None:
+    history: SyntheticHistory = service.history  # type: ignore[attr-defined]
+    bisect_id = running_job(service, "synthetic")
+    assert service.wait_done(bisect_id)["first_bad"]["sha"] == history.shas[history.first_bad]
+    client, csrf = logged_in(service)
+    try:
+        parent = history.shas[history.first_bad - 1]
+        form = {"csrf": csrf, "rev": parent, "verdict": "bad", "note": "slow here too"}
+        answer = client.post(f"/bisects/{bisect_id}/mark", data=form, headers={"Origin": service.base})
+        assert answer.status_code == 303, answer.text
+    finally:
+        client.close()
+    # the server resumes it (no `bisect resume` needed): the manual verdict moves the answer to the parent
+    assert service.wait_done(bisect_id)["first_bad"]["sha"] == parent
