@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, quote
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from starlette.concurrency import run_in_threadpool
 
 from bisector.dashboard.app import TOKEN_COOKIE, BisectId, set_token_cookie
 from bisector.service.service import BisectService, NotYoursError
@@ -41,6 +42,7 @@ NOT_LOGGED_IN = "not logged in: give your token at /login first"
 FOREIGN_ORIGIN = "refused: the request does not come from this server's pages"
 BAD_CSRF = "refused: the form's CSRF token is not this session's (reload the page)"
 WRONG_TOKEN = "token not accepted: it is not one of this server's"
+MAX_NUMBER_DIGITS = 9  # a form's step or priority: longer digit strings are refused, never parsed
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,8 @@ def add_actions(app: FastAPI, service: BisectService) -> None:
     templates.context_processors.append(page_context)
 
     async def checked_form(request: Request, *, logged_in: bool = True) -> tuple[dict[str, str], Session | None]:
-        """The form of a same-origin POST (and its session, which it needs unless logged_in is False); Refused
-        otherwise, before anything is done."""
+        """The form of a same-origin POST (and its session, which it needs unless logged_in is False);
+        RefusedError otherwise, before anything is done."""
         if not same_origin(request):
             raise RefusedError(403, FOREIGN_ORIGIN)
         form = {
@@ -146,7 +148,7 @@ def add_actions(app: FastAPI, service: BisectService) -> None:
         form, session = await checked_form(request)
         assert session is not None
         try:
-            submitted = service.submit(submission_request(form), session.person)
+            submitted = await run_in_threadpool(service.submit, submission_request(form), session.person)
         except BisectError as exc:
             return submit_form(request, form, str(exc), 403 if isinstance(exc, CommandNotAllowedError) else 400)
         return RedirectResponse(f"/bisects/{submitted.id}", status_code=303)
@@ -155,16 +157,16 @@ def add_actions(app: FastAPI, service: BisectService) -> None:
     async def cancel(request: Request, bisect_id: BisectId) -> Response:
         _, session = await checked_form(request)
         assert session is not None
-        return acted(bisect_id, lambda: service.cancel(bisect_id, session.person))
+        return await acted(bisect_id, lambda: service.cancel(bisect_id, session.person))
 
     @app.post("/bisects/{bisect_id}/rerun", include_in_schema=False)
     async def rerun(request: Request, bisect_id: BisectId) -> Response:
         form, session = await checked_form(request)
         assert session is not None
         step = form.get("step", "").strip()
-        if not step.isdigit():
-            raise RefusedError(400, f"step {step!r}: a step's number, as the steps table numbers them")
-        return acted(bisect_id, lambda: service.rerun(bisect_id, int(step), session.person))
+        if not (step.isdigit() and len(step) <= MAX_NUMBER_DIGITS):
+            raise RefusedError(400, "step: a step's number, as the steps table numbers them")
+        return await acted(bisect_id, lambda: service.rerun(bisect_id, int(step), session.person))
 
     @app.post("/bisects/{bisect_id}/mark", include_in_schema=False)
     async def mark(request: Request, bisect_id: BisectId) -> Response:
@@ -173,13 +175,14 @@ def add_actions(app: FastAPI, service: BisectService) -> None:
         rev, verdict, note = (form.get(name, "").strip() for name in ("rev", "verdict", "note"))
         if not rev or not verdict:
             raise RefusedError(400, "a mark needs a commit (rev) and a verdict")
-        return acted(bisect_id, lambda: service.mark(bisect_id, rev, verdict, note, session.person))
+        return await acted(bisect_id, lambda: service.mark(bisect_id, rev, verdict, note, session.person))
 
 
-def acted(bisect_id: int, action: Callable[[], object]) -> Response:
-    """Do the action and go back to the bisect's page; RefusedError with the status the API would answer."""
+async def acted(bisect_id: int, action: Callable[[], object]) -> Response:
+    """Do the action (in a worker thread: it reads and writes the store) and go back to the bisect's page;
+    RefusedError with the status the API would answer."""
     try:
-        action()
+        await run_in_threadpool(action)
     except NotYoursError as exc:
         raise RefusedError(403, str(exc)) from None
     except UnknownBisectError as exc:
@@ -216,5 +219,6 @@ def submission_request(form: dict[str, str]) -> dict[str, object]:
     }
     priority = form.get("priority", "").strip()
     if priority:
-        request["priority"] = int(priority) if priority.isdigit() else priority  # check_request names a bad one
+        # a number as a number; anything else as given, for check_request to name
+        request["priority"] = int(priority) if priority.isdigit() and len(priority) <= MAX_NUMBER_DIGITS else priority
     return request

@@ -164,3 +164,20 @@ def test_a_mark_that_changes_a_finished_answer_queues_the_bisect_again(service: 
         client.close()
     # the server resumes it (no `bisect resume` needed): the manual verdict moves the answer to the parent
     assert service.wait_done(bisect_id)["first_bad"]["sha"] == parent
+
+
+@pytest.mark.parametrize(("path", "field"), [("/bisects/{id}/rerun", "step"), ("/submit", "priority")])
+def test_a_form_number_of_five_thousand_digits_is_a_400(service: ServiceProcess, path: str, field: str) -> None:
+    bisect_id = running_job(service)
+    client, csrf = logged_in(service)
+    try:
+        history: SyntheticHistory = service.history  # type: ignore[attr-defined]
+        form = {"csrf": csrf, field: "9" * 5000, "repo": str(history.path), "good": history.shas[0], "bad": "main"}
+        answer = client.post(path.format(id=bisect_id), data=form, headers={"Origin": service.base})
+        assert answer.status_code == 400
+        assert {"step": "400: step: a step's number", "priority": "&#39;priority&#39; must be a whole number"}[
+            field
+        ] in answer.text
+    finally:
+        client.close()
+        service.delete(bisect_id, authorization=f"Bearer {ALICE}")
