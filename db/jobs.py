@@ -21,6 +21,7 @@ from bisector.vocab.domain import BisectStatus
 from bisector.vocab.errors import StateError, UnknownBisectError
 
 SOURCE_KEY = "source"  # a bisect a server stored carries its request's repository under this key of `extra`
+OWNER_KEY = "owner"  # ... and who submitted it under this one
 
 
 class JobState(StrEnum):
@@ -41,6 +42,7 @@ class JobRecord:
     started: datetime | None
     finished: datetime | None
     source: str  # the repository as the client named it
+    owner: str | None  # who submitted it (its token's name); None for a job stored before jobs had owners
 
 
 class JobQueue:
@@ -49,19 +51,19 @@ class JobQueue:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def add(self, bisect_id: int, priority: int, source: str, submitted: datetime) -> None:
+    def add(self, bisect_id: int, priority: int, source: str, submitted: datetime, owner: str) -> None:
         with self.store.writing() as conn:
             conn.execute(
                 jobs.insert().values(
                     bisect_id=bisect_id, state=JobState.QUEUED.value, priority=priority, submitted=submitted,
-                    source=source,
+                    source=source, owner=owner,
                 )
             )  # fmt: skip
 
     def queue_stranded(self) -> list[int]:
         """Queue the bisects a server stored but never queued (it died between the two): running, stored with a
         source in `extra` (with the bisect, in one transaction), no job. Each is queued as submitted when it was
-        created, with its stored priority. One transaction; their ids, oldest first."""
+        created, with its stored priority and owner. One transaction; their ids, oldest first."""
         query = (
             select(bisects.c.id, bisects.c.extra, bisects.c.created)
             .outerjoin(jobs, jobs.c.bisect_id == bisects.c.id)
@@ -74,11 +76,12 @@ class JobQueue:
                 extra = load(row.extra)
                 if not isinstance(extra, dict) or not isinstance(extra.get(SOURCE_KEY), str):
                     continue  # not a server's: a local `bisect run` left running
-                priority = extra.get("priority")
+                priority, owner = extra.get("priority"), extra.get(OWNER_KEY)
                 conn.execute(
                     jobs.insert().values(
                         bisect_id=row.id, state=JobState.QUEUED.value, submitted=row.created,
                         priority=priority if isinstance(priority, int) else 0, source=extra[SOURCE_KEY],
+                        owner=owner if isinstance(owner, str) else None,
                     )
                 )  # fmt: skip
                 queued.append(row.id)
@@ -126,6 +129,18 @@ class JobQueue:
         if not changed:
             raise StateError(f"job {bisect_id} is not open")
 
+    def requeue(self, bisect_id: int) -> bool:
+        """done -> queued, for a bisect reopened after its job ended (a mark that changed its answer); whether it
+        was done."""
+        with self.store.writing() as conn:
+            return bool(
+                conn.execute(
+                    update(jobs)
+                    .where(jobs.c.bisect_id == bisect_id, jobs.c.state == JobState.DONE.value)
+                    .values(state=JobState.QUEUED.value, started=None, finished=None)
+                ).rowcount
+            )
+
     def mark_done(self, bisect_id: int, now: datetime) -> bool:
         """Whether the job was open (a done job stays done)."""
         with self.store.writing() as conn:
@@ -141,5 +156,5 @@ class JobQueue:
 def _record(row: Row[object]) -> JobRecord:
     return JobRecord(
         bisect_id=row.bisect_id, state=JobState(row.state), priority=row.priority, submitted=row.submitted,
-        started=row.started, finished=row.finished, source=row.source,
+        started=row.started, finished=row.finished, source=row.source, owner=row.owner,
     )  # fmt: skip

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, case, exists, func, select
 
-from bisector.db.schema import bisects, candidates, findings, steps
+from bisector.db.schema import bisects, candidates, findings, jobs, steps
 from bisector.vocab.domain import BisectStatus
 
 # Finding kinds that name a dispatch table, threshold or tuning entry (bisector.analysis.FindingKind values).
@@ -45,6 +45,7 @@ class BisectFilter:
     culprit_sha: str | None = None
     culprit_pr: int | None = None
     since: datetime | None = None
+    owner: str | None = None  # who submitted it to a server (jobs.owner)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class BisectSummary:
     steps: int = 0
     steps_running: int = 0
     adhoc_outcome: str | None = None  # an ad hoc run's (`bisect run-at`, good = bad) verdict once it ended
+    owner: str | None = None  # who submitted it to a server; None for a local bisect
 
     @property
     def status_label(self) -> str:
@@ -105,6 +107,9 @@ def metric_label(spec: dict[str, object]) -> str:
     return "exit code"
 
 
+_job_owner = select(jobs.c.owner).where(jobs.c.bisect_id == bisects.c.id).scalar_subquery()  # who submitted it
+
+
 def list_bisects(conn: Connection, where: BisectFilter, limit: int) -> list[BisectSummary]:
     """The newest `limit` bisects that match, newest first, with step counts."""
     culprit = candidates.alias("culprit")
@@ -125,6 +130,7 @@ def list_bisects(conn: Connection, where: BisectFilter, limit: int) -> list[Bise
             culprit.c.subject,
             culprit.c.author,
             culprit.c.pr,
+            _job_owner.label("owner"),
         )
         .outerjoin(culprit, and_(culprit.c.bisect_id == bisects.c.id, culprit.c.sha == bisects.c.first_bad))
         .where(*_conditions(where))
@@ -148,6 +154,7 @@ def list_bisects(conn: Connection, where: BisectFilter, limit: int) -> list[Bise
             culprit_author=row.author,
             culprit_pr=row.pr,
             adhoc_outcome=_adhoc_outcome(row.good, row.bad, row.extra),
+            owner=row.owner,
         )
         for row in conn.execute(query)
     ]
@@ -273,6 +280,8 @@ def _culprit_authors(conn: Connection, found: list[Any], top: int) -> dict[Group
 
 def _conditions(where: BisectFilter) -> list[Any]:
     conditions: list[Any] = []
+    if where.owner is not None:
+        conditions.append(_job_owner == where.owner)
     if where.repo is not None:
         conditions.append(bisects.c.repo == where.repo)
     if where.status is not None:  # an outcome of bisects: an ad hoc run's row (good = bad, `bisect run-at`) has none

@@ -204,6 +204,7 @@ jobs = Table(
     Column("started", UTCDateTime, nullable=True),
     Column("finished", UTCDateTime, nullable=True),
     Column("source", Text, nullable=False),  # the repository as the client named it (the bisect's repo is a mirror)
+    Column("owner", Text, nullable=True),  # who submitted it (the name of its token); None: stored before owners
     # The scheduler's queue: open jobs by state, priority and age.
     Index("ix_jobs_state_priority", "state", "priority", "submitted"),
 )

@@ -186,7 +186,7 @@ def test_bisect_toml_takes_a_date_quoted_or_not(dated: DatedRepo) -> None:
 
 
 def test_the_service_api_takes_dates_and_a_link(dated: DatedRepo, tmp_path: Path) -> None:
-    config = ServiceConfig(allowed_repos=(str(dated.path),), mirror_dir=tmp_path / "m", token="t", allow_commands=True)
+    config = ServiceConfig(allowed_repos=(str(dated.path),), mirror_dir=tmp_path / "m", allow_commands=True)
     body = {"repo": str(dated.path), "good": "2026-10-05", "bad": "2026-10-28", "run": "bash test.sh", "link": LINK}
     spec = build_submission(config, dated.path, str(dated.path), body).spec
     assert (spec.good, spec.bad, spec.link) == (dated.sha["c3"], dated.sha["c6"], LINK)

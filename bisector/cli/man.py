@@ -31,8 +31,8 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("BISECT_BUILD_AHEAD_SLOTS", "How many images are built ahead of their steps at once on this host, over all "
      "its bisects (--build-ahead); the slots' lock files live beside the GPU locks (default: one per 16 CPUs, at "
      "least 2)."),
-    ("BISECT_TOKEN", "The bearer token of bisect serve and bisect dashboard, and the one the clients send "
-     "(submit, cancel, --server), unless --token-file."),
+    ("BISECT_TOKEN", "The bearer token of bisect serve and bisect dashboard (one person, named default, an admin; "
+     "unused beside --tokens-file), and the one the clients send (submit, cancel, --server), unless --token-file."),
     ("RAY_ADDRESS", "With --executor ray: the cluster to join (as --ray-address); unset: start a local one."),
     ("BISECT_LOGS_MAX_SIZE", "The cap on a store's step logs applied whenever a bisect ends: the oldest ended "
      "bisects' log folders go first (default 10G; none: no cap)."),

@@ -41,7 +41,7 @@ def needs_dashboard_extra(command: str) -> Iterator[None]:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Address to bind; others than loopback: reads need the token too.",
+    help="Address to bind; others than loopback: reads need a token too.",
 )
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to listen on.")
 @click.option(
@@ -67,7 +67,16 @@ def needs_dashboard_extra(command: str) -> Iterator[None]:
 @click.option(
     "--allow-commands", is_flag=True, help="Accept free-form run/build/env from the API (otherwise recipes only)."
 )
-@click.option("--token-file", type=click.Path(dir_okay=False), help="File holding the bearer token (or $BISECT_TOKEN).")
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False),
+    help="File holding the one token, named default (or $BISECT_TOKEN).",
+)
+@click.option(
+    "--tokens-file",
+    type=click.Path(dir_okay=False),
+    help='TOML: one name = "token" per person, admins = [names]; instead of the one token.',
+)
 @click.option("--mirror-dir", type=click.Path(file_okay=False), help="The server's clones (default: data dir/mirrors).")
 @click.option(
     "--max-request-bytes",
@@ -79,6 +88,10 @@ def needs_dashboard_extra(command: str) -> Iterator[None]:
 @db_option
 def serve(host: str, port: int, db_url: str | None, **options: Any) -> None:
     """Serve bisects over HTTP: queue submitted jobs over a shared pool of slots, resume them after a restart.
+
+    Each token names a person (--tokens-file; the one token of $BISECT_TOKEN or --token-file is `default`, an
+    admin): a job is its submitter's, and only they or an admin may cancel it, rerun its steps or mark its commits.
+    The dashboard's pages act too, after a login at /login: submit, cancel, rerun a step, mark a commit.
 
     SIGTERM, SIGINT or SIGHUP stop it: its running steps are stored as interrupted (the next `bisect serve` over
     the store resumes their jobs), its workers end, and it exits with 128 + the signal's number."""
@@ -188,15 +201,22 @@ def request_from_params(params: dict[str, Any]) -> dict[str, Any]:
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to listen on.")
 @click.option("--token-file", type=click.Path(dir_okay=False), help="File holding the bearer token (or $BISECT_TOKEN).")
 @click.option(
+    "--tokens-file",
+    type=click.Path(dir_okay=False),
+    help='TOML: one name = "token" per person, admins = [names]; any of them reads.',
+)
+@click.option(
     "--log-dir", type=click.Path(file_okay=False), help="Step logs served from here (default: data dir/logs)."
 )
 @db_option
-def dashboard(host: str, port: int, token_file: str | None, log_dir: str | None, db_url: str | None) -> None:
+def dashboard(
+    host: str, port: int, token_file: str | None, tokens_file: str | None, log_dir: str | None, db_url: str | None
+) -> None:
     """Serve the web dashboard and its JSON API (read-only) over the store."""
     from bisector.cli.service import needs_dashboard_extra
 
     with translated_errors(), needs_dashboard_extra("dashboard"):
         from bisector.dashboard.server import serve, settings_from_options
 
-        settings, bind_host, bind_port = settings_from_options(host, port, token_file, log_dir, db_url)
+        settings, bind_host, bind_port = settings_from_options(host, port, token_file, tokens_file, log_dir, db_url)
         serve(settings, bind_host, bind_port)

@@ -88,6 +88,7 @@ def filter_options(function: F) -> F:
 @click.option("--status", help="Only bisects in this status (found, ambiguous, running, ...).")
 @click.option("--metric", help="Only bisects whose metric name contains this text.")
 @click.option("--culprit", help="Only bisects that blamed this commit (SHA prefix) or PR (#123).")
+@click.option("--owner", help="Only bisects this person submitted to a `bisect serve` (their token's name).")
 @click.option("--limit", type=int, default=20, show_default=True, help="How many bisects to show, newest first.")
 @db_option
 @table_format_option
@@ -97,6 +98,7 @@ def list_command(
     status: str | None,
     metric: str | None,
     culprit: str | None,
+    owner: str | None,
     limit: int,
     db_url: str | None,
     output_format: str,
@@ -106,7 +108,7 @@ def list_command(
     from bisector.runner.wiring import open_store
 
     with translated_errors():
-        where = parse_filter(repo, status, metric, culprit, since)
+        where = parse_filter(repo, status, metric, culprit, since, owner=owner)
         with open_store(db_url, read_only=True) as store:
             summaries = find_bisects(store, where, limit)
     if output_format == "json":
@@ -130,6 +132,7 @@ LIST_MIN_WIDTHS = {
     "range": 12,
     "first bad": 12,
     "steps": 6,
+    "owner": 5,  # shown when a listed bisect was submitted to a server: the table then needs 87 columns
 }
 
 
@@ -171,8 +174,9 @@ CLEAN_FOLDS = ("created", "status")  # fold first: the date at its space, endpoi
 
 
 def bisect_table(summaries: Sequence[BisectSummary], width: int) -> Table:
-    """`bisect list`'s table, `width` columns wide (80 and up stay readable): where the natural widths do not
-    fit, the widest columns fold first, and none below its minimum."""
+    """`bisect list`'s table, `width` columns wide (80 and up stay readable; 87 with the owner column, shown when
+    a listed bisect has an owner): where the natural widths do not fit, the widest columns fold first, and none
+    below its minimum."""
     from rich.table import Table
 
     from bisector.report.history import culprit_label
@@ -187,15 +191,17 @@ def bisect_table(summaries: Sequence[BisectSummary], width: int) -> Table:
             f"{s.good[:10]}..{s.bad[:10]}",
             culprit_label(s),
             f"{s.steps} ({s.steps_running} running)" if s.steps_running else str(s.steps),
+            s.owner or "-",
         ]
         for s in summaries
     ]
-    natural = {c: max([len(c), *(len(row[i]) for row in rows)]) for i, c in enumerate(LIST_MIN_WIDTHS)}
+    columns = [c for c in LIST_MIN_WIDTHS if c != "owner" or any(s.owner for s in summaries)]
+    natural = {c: max([len(c), *(len(row[i]) for row in rows)]) for i, c in enumerate(columns)}
     table = Table(box=None, pad_edge=False, header_style="bold underline")
     for column, column_width in column_widths(natural, width).items():
         table.add_column(column, overflow="fold", width=column_width, no_wrap=column == "id")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*row[: len(columns)])
     return table
 
 

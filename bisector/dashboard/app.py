@@ -6,7 +6,6 @@ readable message, unknown bisects 404, an unreachable database 503; never a trac
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from bisector.report.history import (
     summary_json,
 )
 from bisector.report.text import fmt_date
+from bisector.service.tokens import TokenBook
 from bisector.vocab.errors import BisectError, StoreError, UnknownBisectError
 
 PACKAGE_DIR = Path(__file__).parent
@@ -52,7 +52,7 @@ class ListQuery:
     """The bisect list's query, filtered as `bisect list` filters: the list API's and the list page's."""
 
     where: BisectFilter
-    filters: dict[str, str | None]  # repo, status, metric, culprit, since: as given (the page's form shows them)
+    filters: dict[str, str | None]  # repo, status, metric, culprit, since, owner: as given (the page's form shows them)
     limit: int
 
 
@@ -62,11 +62,12 @@ def list_query(
     metric: Text = None,
     culprit: Text = None,
     since: Text = None,
+    owner: Text = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
 ) -> ListQuery:
     """The query of a request; InputError (a 400) names a bad value."""
-    filters = {"repo": repo, "status": status, "metric": metric, "culprit": culprit, "since": since}
-    return ListQuery(parse_filter(repo, status, metric, culprit, since), filters, limit)
+    filters = {"repo": repo, "status": status, "metric": metric, "culprit": culprit, "since": since, "owner": owner}
+    return ListQuery(parse_filter(repo, status, metric, culprit, since, owner=owner), filters, limit)
 
 
 ListQueryParam = Annotated[ListQuery, Depends(list_query)]
@@ -76,7 +77,8 @@ ListQueryParam = Annotated[ListQuery, Depends(list_query)]
 class DashboardSettings:
     db_url: str | None  # None: the default store
     log_dir: Path  # step logs are served only from below this folder
-    token: str | None  # when set, every request needs it (Authorization: Bearer, or the cookie ?token= sets)
+    tokens: TokenBook | None  # when set, every request needs one (Authorization: Bearer, or the cookie ?token= or
+    # the login form sets)
 
 
 def create_app(settings: DashboardSettings, store: Store) -> FastAPI:
@@ -100,12 +102,13 @@ def create_app(settings: DashboardSettings, store: Store) -> FastAPI:
     )
     app.state.store = store
     templates = Jinja2Templates(directory=PACKAGE_DIR / "templates")
+    app.state.templates = templates  # the service's pages (bisector/dashboard/actions.py) render with it too
     templates.env.globals["culprit_label"] = culprit_label
     templates.env.globals["fmt_date"] = fmt_date
     app.mount("/static", StaticFiles(directory=PACKAGE_DIR / "static"), name="static")
     _add_error_handlers(app)
-    if settings.token is not None:
-        _require_token(app, settings.token)
+    if settings.tokens is not None:
+        _require_token(app, settings.tokens)
 
     def store_of(request: Request) -> Store:
         store: Store = request.app.state.store
@@ -215,17 +218,29 @@ def _add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, on_validation_error)
 
 
-def _require_token(app: FastAPI, token: str) -> None:
-    expected = token.encode()
+def _open_path(path: str) -> bool:
+    """Reachable without a token: the login form, where a browser gives one, and the style it uses."""
+    return path == "/login" or path.startswith("/static/")
 
+
+def _require_token(app: FastAPI, tokens: TokenBook) -> None:
     @app.middleware("http")
     async def check_token(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        if _open_path(request.url.path):
+            return await call_next(request)
         given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         given = given or request.query_params.get("token") or request.cookies.get(TOKEN_COOKIE, "")
-        if not hmac.compare_digest(given.encode(), expected):
+        if tokens.who(given) is None:
             detail = DASHBOARD_WRONG_TOKEN if given else DASHBOARD_NO_TOKEN
             return JSONResponse({"detail": detail}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
         response = await call_next(request)
         if request.query_params.get("token"):
-            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+            set_token_cookie(request, response, given)
         return response
+
+
+def set_token_cookie(request: Request, response: Response, token: str) -> None:
+    """The browser keeps the token for its session: HttpOnly (no script reads it), SameSite=Strict (no other
+    site's request carries it), Secure when served over https."""
+    secure = request.url.scheme == "https"
+    response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", secure=secure)

@@ -9,7 +9,8 @@ from pathlib import Path
 from bisector.dashboard.app import DashboardSettings, create_app
 from bisector.dashboard.listen import bind, run, url_of
 from bisector.db.store import Store
-from bisector.service.client import TOKEN_VARIABLE, read_token
+from bisector.service.client import TOKEN_VARIABLE
+from bisector.service.tokens import tokens_from_options
 from bisector.vocab.errors import InputError
 from bisector.vocab.paths import store_log_dir
 
@@ -28,16 +29,17 @@ def is_loopback(host: str) -> bool:
 
 
 def settings_from_options(
-    host: str, port: int, token_file: str | None, log_dir: str | None, db_url: str | None
+    host: str, port: int, token_file: str | None, tokens_file: str | None, log_dir: str | None, db_url: str | None
 ) -> tuple[DashboardSettings, str, int]:
     """The app's settings and where to bind; refuses a non-loopback address without a token."""
-    token = read_token(token_file)
-    if token is None and not is_loopback(host):
+    tokens = tokens_from_options(token_file, tokens_file)
+    if tokens is None and not is_loopback(host):
         raise InputError(
-            f"--host {host} is reachable from other machines: set ${TOKEN_VARIABLE} or --token-file to require a token"
+            f"--host {host} is reachable from other machines: give --tokens-file, or set ${TOKEN_VARIABLE} or "
+            "--token-file to require a token"
         )
     logs = Path(log_dir).expanduser() if log_dir else _store_logs(db_url)
-    return DashboardSettings(db_url=db_url, log_dir=logs, token=token), host, port
+    return DashboardSettings(db_url=db_url, log_dir=logs, tokens=tokens), host, port
 
 
 def serve(settings: DashboardSettings, host: str, port: int) -> None:

@@ -1,30 +1,35 @@
 """The endpoints `bisect serve` adds to the dashboard's app: submit and cancel (bearer token), a job's state, and a
-bisect rendered as `bisect report|status` print it (what the `--server` client shows).
+bisect rendered as `bisect report|status` print it (what the `--server` client shows); and the browser's forms
+(bisector/dashboard/actions.py).
 
-    POST   /api/bisects                 a request (bisector/service/submission.py) -> 201 {id, status}
+    POST   /api/bisects                 a request (bisector/service/submission.py) -> 201 {id, status, owner}
     DELETE /api/bisects/{id}            cancel -> {id, status}; 409 when it has ended
-    GET    /api/jobs/{id}               the job: {id, state, priority, submitted, started, finished, source}
+    GET    /api/jobs/{id}               the job: {id, state, priority, submitted, started, finished, source, owner}
     GET    /api/bisects/{id}/rendered   ?view=report|status&format=text|markdown|json -> text/plain
 
-Write endpoints answer 401 without the token or with a wrong one (each says which), 403 for a free-form command
-the server does not allow, 400 for a bad request (naming the field), 404 for an unknown bisect; never a traceback.
-Every endpoint answers 413 to a body over the server's limit before reading it (bisector/service/body_limit.py).
+The bearer token names the person (bisector/service/tokens.py): a submitted job is theirs, and only they or an admin
+may cancel it. Write endpoints answer 401 without a token or with a wrong one (each says which), 403 for a
+free-form command the server does not allow or another person's job, 400 for a bad request (naming the field), 404
+for an unknown bisect; never a traceback. They read the Authorization header only, never a cookie: a page of another
+site cannot make a browser send one. Every endpoint answers 413 to a body over the server's limit before reading it
+(bisector/service/body_limit.py).
 """
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Header, Query
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from bisector.dashboard.actions import add_actions
 from bisector.dashboard.app import BisectId
 from bisector.db.jobs import JobRecord
 from bisector.service.body_limit import RequestBodyLimit
 from bisector.service.render import FORMATS, VIEWS, render
-from bisector.service.service import BisectService
+from bisector.service.service import BisectService, NotYoursError
 from bisector.service.submission import CommandNotAllowedError
+from bisector.service.tokens import Person
 from bisector.vocab.errors import StateError
 
 NO_TOKEN = "no token given: this endpoint needs Authorization: Bearer TOKEN"
@@ -33,35 +38,42 @@ WRONG_TOKEN = "token not accepted: the bearer token is not this server's"
 
 def add_service_routes(app: FastAPI, service: BisectService) -> None:
     app.add_middleware(RequestBodyLimit, max_bytes=service.config.max_request_bytes)
-    expected = service.config.token.encode()
+    tokens = service.config.tokens
+    add_actions(app, service)
 
-    def refused(authorization: str | None) -> JSONResponse | None:
-        """None when the request carries the server's token, else the 401 that says what is wrong with it."""
+    def person_of(authorization: str | None) -> Person | JSONResponse:
+        """Whose token the request carries, else the 401 that says what is wrong with it."""
         scheme, _, given = (authorization or "").strip().partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
             problem = NO_TOKEN
-        elif hmac.compare_digest(given.strip().encode(), expected):
-            return None
+        elif (person := tokens.who(given.strip())) is not None:
+            return person
         else:
             problem = WRONG_TOKEN
         return JSONResponse({"detail": problem}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
-    @app.post("/api/bisects", status_code=201, summary="Queue a bisect (needs the bearer token)")
+    @app.post("/api/bisects", status_code=201, summary="Queue a bisect (needs a bearer token; owned by its person)")
     def submit(body: Annotated[dict[str, Any], Body()], authorization: Annotated[str | None, Header()] = None) -> Any:
-        if (refusal := refused(authorization)) is not None:
-            return refusal
+        person = person_of(authorization)
+        if isinstance(person, JSONResponse):
+            return person
         try:
-            submitted = service.submit(body)
+            submitted = service.submit(body, person)
         except CommandNotAllowedError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=403)
-        return JSONResponse({"id": submitted.id, "status": submitted.status}, status_code=201)
+        return JSONResponse({"id": submitted.id, "status": submitted.status, "owner": submitted.owner}, status_code=201)
 
-    @app.delete("/api/bisects/{bisect_id}", summary="Cancel a queued or running bisect (needs the bearer token)")
+    @app.delete(
+        "/api/bisects/{bisect_id}", summary="Cancel a queued or running bisect (its owner's or an admin's token)"
+    )
     def cancel(bisect_id: BisectId, authorization: Annotated[str | None, Header()] = None) -> Any:
-        if (refusal := refused(authorization)) is not None:
-            return refusal
+        person = person_of(authorization)
+        if isinstance(person, JSONResponse):
+            return person
         try:
-            service.cancel(bisect_id)
+            service.cancel(bisect_id, person)
+        except NotYoursError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=403)
         except StateError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=409)
         return {"id": bisect_id, "status": "cancelled"}
@@ -88,4 +100,5 @@ def job_json(job: JobRecord) -> dict[str, object]:
         "started": job.started.isoformat() if job.started else None,
         "finished": job.finished.isoformat() if job.finished else None,
         "source": job.source,
+        "owner": job.owner,
     }

@@ -36,6 +36,7 @@ def parse_filter(
     culprit: str | None = None,
     since: str | None = None,
     now: datetime | None = None,
+    owner: str | None = None,
 ) -> BisectFilter:
     """A BisectFilter from user text (empty strings mean no filter); InputError names a bad value."""
     culprit_sha, culprit_pr = parse_culprit(culprit) if culprit else (None, None)
@@ -46,6 +47,7 @@ def parse_filter(
         culprit_sha=culprit_sha,
         culprit_pr=culprit_pr,
         since=parse_since(since, now) if since else None,
+        owner=owner or None,
     )
 
 
@@ -138,6 +140,7 @@ def summary_json(summary: BisectSummary) -> dict[str, object]:
         "steps": summary.steps,
         "steps_running": summary.steps_running,
         "message": summary.message,
+        "owner": summary.owner,
     }
 
 

@@ -1,4 +1,4 @@
-"""What a server serves: its repositories, recipes, command policy, token and slots; from options and a file.
+"""What a server serves: its repositories, recipes, command policy, tokens and slots; from options and a file.
 
 The config file (TOML, `--config`):
 
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bisector.service.body_limit import DEFAULT_MAX_REQUEST_BYTES
+from bisector.service.tokens import TokenBook
 from bisector.vocab.errors import InputError
 
 # What a recipe may set: the command and how its output is read. Free-form `run`, `build` and `env` from a
@@ -39,7 +40,7 @@ MAX_SLOTS = 256
 class ServiceConfig:
     allowed_repos: tuple[str, ...]  # local paths (resolved) and URLs, as the clients name them
     mirror_dir: Path  # the server's own clones, one per allowed repository
-    token: str  # write endpoints need it (Authorization: Bearer)
+    tokens: TokenBook = field(default_factory=lambda: TokenBook({}))  # who may write (Authorization: Bearer)
     slots: int = 1
     executor: str = "local"
     ray_address: str | None = None

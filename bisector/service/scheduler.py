@@ -7,11 +7,16 @@ was running when a previous server died (its running steps re-queued, its finish
 Stopping the server stops the pool: each coordinator sees StopRequested in its thread, stores its running steps
 as interrupted and returns; its job stays `running` for the next server. A cancel (`DELETE /api/bisects/{id}`
 or `bisect cancel`) marks the bisect cancelled in the store, where its coordinator looks every half second.
+
+A rerun (`Coordinator.rerun`, one step's commit run again, stored beside the bisect) runs in a thread of its own over
+a pool view of its own (keyed by a negative number, apart from the bisects' ids): it waits for a slot as a job
+that holds none does, and the server's stop ends it as it ends the jobs. One rerun per bisect at a time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 import threading
 import time
@@ -58,6 +63,8 @@ class JobScheduler:
         self.make_coordinator = make_coordinator
         self.now = now
         self._threads: dict[int, threading.Thread] = {}
+        self._reruns: dict[int, threading.Thread] = {}  # bisect -> the thread of its rerun
+        self._rerun_keys = itertools.count(-1, -1)  # the pool views of reruns: apart from every bisect's id
         self._not_before: dict[int, float] = {}  # job -> monotonic time before which it is not tried again
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -76,9 +83,26 @@ class JobScheduler:
     def wake(self) -> None:
         self._wake.set()
 
-    def add(self, bisect_id: int, priority: int, source: str) -> None:
-        self.queue.add(bisect_id, priority, source, self.now())
+    def add(self, bisect_id: int, priority: int, source: str, owner: str) -> None:
+        self.queue.add(bisect_id, priority, source, self.now(), owner)
         self.wake()
+
+    def rerun(self, bisect_id: int, sha: str) -> None:
+        """Run the bisect's build and test at sha once more, in the background (a rerun step of the bisect).
+        StateError while the bisect's previous rerun runs."""
+        job = self.queue.get(bisect_id)
+        with self._lock:
+            if self._stopping.is_set():
+                raise StateError("the server is stopping")
+            running = self._reruns.get(bisect_id)
+            if running is not None and running.is_alive():
+                raise StateError(f"bisect {bisect_id} has a rerun running: one at a time")
+            key = next(self._rerun_keys)
+            thread = threading.Thread(
+                target=self._run_rerun, args=(bisect_id, sha, key, job.priority), name=f"rerun-{bisect_id}"
+            )
+            self._reruns[bisect_id] = thread
+            thread.start()
 
     def cancel(self, bisect_id: int) -> JobRecord:
         """Cancel a queued or running job's bisect (StateError when it has ended, UnknownBisectError when the
@@ -111,7 +135,7 @@ class JobScheduler:
             self._loop.join(timeout_s)
         deadline = time.monotonic() + timeout_s
         with self._lock:
-            threads = list(self._threads.values())
+            threads = [*self._threads.values(), *self._reruns.values()]
         for thread in threads:
             thread.join(max(deadline - time.monotonic(), 0.0))
         with self._lock:
@@ -174,6 +198,19 @@ class JobScheduler:
         with contextlib.suppress(BisectError):
             self.queue.mark_done(bisect_id, self.now())
         self.wake()
+
+    def _run_rerun(self, bisect_id: int, sha: str, key: int, priority: int) -> None:
+        def view(spec: BisectSpec) -> Executor:
+            return self.pool.view(key, priority)
+
+        try:
+            self.make_coordinator(self.store, view).rerun(bisect_id, sha)
+        except StopRequested:
+            return
+        except Exception as exc:  # the rerun fails; the server serves on
+            if not isinstance(exc, BisectError):
+                traceback.print_exc(file=sys.stderr)
+            print(f"bisect serve: bisect {bisect_id}: the rerun of {sha[:12]} failed: {exc}", file=sys.stderr)
 
     def _ended(self, bisect_id: int) -> bool:
         try:

@@ -22,17 +22,17 @@ from bisector.dashboard.server import is_loopback
 from bisector.dashboard.service_routes import add_service_routes
 from bisector.db.store import Store
 from bisector.runner.stopping import StopRequested, stop_on_signals
-from bisector.service.client import read_token
 from bisector.service.config import ServiceConfig, read_config_file
 from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
 from bisector.service.service import BisectService
+from bisector.service.tokens import tokens_from_options
 from bisector.vocab.errors import InputError
 from bisector.vocab.paths import data_dir, store_log_dir
 from bisector.workers.executor import Executor
 from bisector.workers.pool import SlotPool
 
-TOKEN_HELP = "set $BISECT_TOKEN or --token-file: the write endpoints need a bearer token"
+TOKEN_HELP = "give --tokens-file, or set $BISECT_TOKEN or --token-file: the write endpoints need bearer tokens"
 STOP_WAIT_S = 1.0  # how often the main thread looks whether uvicorn ended by itself
 
 
@@ -41,6 +41,7 @@ def config_from_options(
     allow_repos: tuple[str, ...],
     config_file: str | None,
     token_file: str | None,
+    tokens_file: str | None,
     slots: int,
     executor: str,
     ray_address: str | None,
@@ -48,14 +49,14 @@ def config_from_options(
     mirror_dir: str | None,
     max_request_bytes: int,
 ) -> ServiceConfig:
-    token = read_token(token_file)
-    if token is None:
+    tokens = tokens_from_options(token_file, tokens_file)
+    if tokens is None:
         raise InputError(f"bisect serve: {TOKEN_HELP}")
     from_file = read_config_file(config_file) if config_file else {"allow_repos": [], "recipes": {}}
     return ServiceConfig(
         allowed_repos=(*from_file["allow_repos"], *allow_repos),
         mirror_dir=Path(mirror_dir).expanduser() if mirror_dir else data_dir() / "mirrors",
-        token=token,
+        tokens=tokens,
         slots=slots,
         executor=executor,
         ray_address=ray_address,
@@ -99,7 +100,9 @@ def _serve_on(sock: socket.socket, config: ServiceConfig, host: str, db_url: str
         try:
             service = BisectService(config, store, mirrors, scheduler)
             settings = DashboardSettings(
-                db_url=db_url, log_dir=store_log_dir(store.identity), token=None if is_loopback(host) else config.token
+                db_url=db_url,
+                log_dir=store_log_dir(store.identity),
+                tokens=None if is_loopback(host) else config.tokens,
             )
             app = create_app(settings, Store.open(db_url))
             add_service_routes(app, service)

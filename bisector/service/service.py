@@ -1,24 +1,34 @@
-"""BisectService: what the write endpoints call. Submit (mirror fetched, spec built, bisect stored, job queued),
-cancel, and a job's state."""
+"""BisectService: what the write endpoints call. Submit (mirror fetched, spec built, bisect stored, job queued,
+owned by its submitter), and on a job: cancel, rerun a step, mark a commit (its owner or an admin only), its
+state."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
 
-from bisector.db.jobs import SOURCE_KEY, JobRecord
+from bisector.db.jobs import OWNER_KEY, SOURCE_KEY, JobRecord
 from bisector.db.store import Store
+from bisector.report import BisectReport
 from bisector.runner.coordinator import prepare_bisect
+from bisector.runner.manual import MarkOutcome, mark_commit
 from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
 from bisector.service.submission import build_submission, check_request
+from bisector.service.tokens import Person
+from bisector.vocab.errors import InputError
+
+
+class NotYoursError(InputError):
+    """A change to another person's job by someone who is not an admin (HTTP 403)."""
 
 
 @dataclass(frozen=True)
 class Submitted:
     id: int
     status: str  # the job's state: queued
+    owner: str
 
 
 class BisectService:
@@ -31,22 +41,47 @@ class BisectService:
         # its own preparation, not after all of theirs.
         self._submitting = threading.Lock()
 
-    def submit(self, body: object) -> Submitted:
+    def submit(self, body: object, person: Person) -> Submitted:
         """Store the requested bisect and queue it. InputError / CommandNotAllowedError / RepoError: nothing stored."""
         request = check_request(body)
         source = self.mirrors.allowed_source(request["repo"])
         with self._submitting:
             mirror = self.mirrors.sync(source)
             submission = build_submission(self.config, mirror, source, request)
-            # Its source is stored with the bisect: a server that dies before queueing it queues it at its next
-            # start (JobQueue.queue_stranded).
-            served = {SOURCE_KEY: source, "recipe": request.get("recipe"), "priority": submission.priority}
+            # Its source and owner are stored with the bisect: a server that dies before queueing it queues it at
+            # its next start (JobQueue.queue_stranded).
+            served = {SOURCE_KEY: source, OWNER_KEY: person.name, "recipe": request.get("recipe"),
+                      "priority": submission.priority}  # fmt: skip
             bisect_id = prepare_bisect(self.store, submission.spec, extra=served)
-            self.scheduler.add(bisect_id, submission.priority, source)
-        return Submitted(bisect_id, "queued")
+            self.scheduler.add(bisect_id, submission.priority, source, person.name)
+        return Submitted(bisect_id, "queued", person.name)
 
-    def cancel(self, bisect_id: int) -> JobRecord:
+    def cancel(self, bisect_id: int, person: Person) -> JobRecord:
+        self._check_owner(bisect_id, person, "cancel")
         return self.scheduler.cancel(bisect_id)
+
+    def rerun(self, bisect_id: int, step_number: int, person: Person) -> str:
+        """Run step `step_number` (as the report numbers it) again, in the background; its commit."""
+        self._check_owner(bisect_id, person, "rerun a step of")
+        sha = BisectReport.load(self.store, bisect_id).step(step_number).sha
+        self.scheduler.rerun(bisect_id, sha)
+        return sha
+
+    def mark(self, bisect_id: int, rev: str, word: str, note: str, person: Person) -> MarkOutcome:
+        """`bisect mark` by this person. A mark that reopens the bisect queues its job again: the server resumes it."""
+        self._check_owner(bisect_id, person, "mark a commit of")
+        outcome = mark_commit(self.store, bisect_id, rev, word, note=note, who=person.name)
+        if outcome.reopened and self.scheduler.queue.requeue(bisect_id):
+            self.scheduler.wake()
+        return outcome
 
     def job(self, bisect_id: int) -> JobRecord:
         return self.scheduler.queue.get(bisect_id)
+
+    def _check_owner(self, bisect_id: int, person: Person, action: str) -> None:
+        owner = self.scheduler.queue.get(bisect_id).owner
+        if not person.may_act_on(owner):
+            whose = f"it is {owner}'s" if owner else "it has no owner"
+            raise NotYoursError(
+                f"{person.name} may not {action} bisect {bisect_id}: {whose}; only its owner or an admin may"
+            )

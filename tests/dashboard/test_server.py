@@ -231,6 +231,13 @@ def test_other_addresses_need_a_token(store_url: str, filled: Filled, tmp_path: 
         with httpx.Client(base_url=url, timeout=60.0) as browser:
             assert browser.get("/?token=s3cret-token").status_code == 200
             assert browser.get(f"/bisects/{filled.found_id}").status_code == 200  # the cookie it set
+    people = tmp_path / "tokens.toml"
+    people.write_text('admins = ["ann"]\nann = "ann-token"\nben = "ben-token"\n')
+    with running_dashboard(store_url, filled.log_dir, "--tokens-file", str(people), BISECT_TOKEN="unused") as url:
+        for token in ("ann-token", "ben-token"):  # any person's token reads
+            assert get(url, "/api/bisects", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+        for token in ("unused", "s3cret-token"):
+            assert get(url, "/api/bisects", headers={"Authorization": f"Bearer {token}"}).status_code == 401
     with running_dashboard(store_url, filled.log_dir, BISECT_TOKEN="from-env") as url:
         assert get(url, "/stats").status_code == 401
         assert get(url, "/stats", headers={"Authorization": "Bearer from-env"}).status_code == 200

@@ -61,6 +61,7 @@ def test_a_submitted_job_runs_to_the_end_and_names_the_culprit(
     answer = service.post(submission(history))
     assert answer.status_code == 201
     assert answer.json()["status"] == "queued"
+    assert answer.json()["owner"] == service.job(answer.json()["id"])["owner"] == "default"  # the one token's name
     report = service.wait_done(answer.json()["id"])
     assert report["status"] == "found"
     assert report["first_bad"]["sha"] == history.shas[history.first_bad]

@@ -44,7 +44,7 @@ def source(tmp_path: Path) -> Path:
 
 
 def config(tmp_path: Path, source: Path, **extra: Any) -> ServiceConfig:
-    return ServiceConfig(allowed_repos=(str(source),), mirror_dir=tmp_path / "mirrors", token="t", **extra)
+    return ServiceConfig(allowed_repos=(str(source),), mirror_dir=tmp_path / "mirrors", **extra)
 
 
 def test_a_mirror_is_cloned_once_and_fetched_before_each_job(tmp_path: Path, source: Path) -> None:
