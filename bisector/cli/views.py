@@ -38,7 +38,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 @format_option
 @server_options
 def status(bisect_id: int, db_url: str | None, output_format: str, server: str | None, token_file: str | None) -> None:
-    """Show in a few lines where a bisect stands: state, progress, owner, last steps (`bisect report`: all)."""
+    """Show in a few lines where a bisect stands: state, progress, coordinator, last steps (`bisect report`: all)."""
     if server is not None:
         return print_remote(server, token_file, bisect_id, "status", output_format)
     from bisector.runner.wiring import open_store

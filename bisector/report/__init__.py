@@ -4,7 +4,7 @@ status, and git's bisect-log format.
     BisectReport.load(store, id)     what the store says, with the derived answers (model.py)
     print_text / render_markdown     the whole report, answer first (text.py, markdown.py)
     render_json                      the same as JSON, keys in docs/report-schema.md (json_report.py)
-    status_lines                     `bisect status`: state, progress, owner, last steps (status.py)
+    status_lines                     `bisect status`: state, progress, coordinator, last steps (status.py)
     render_git_log / parse_git_log   `bisect log` and `bisect replay` (gitlog.py)
 """
 

@@ -19,13 +19,13 @@ def owner_line(record: BisectRecord) -> str | None:
     now = datetime.now(UTC)
     if record.status is BisectStatus.FOUND and record.extra.get("analysis") == "pending":
         if record.owner is None:
-            return f"owner: no coordinator; the explanation was cut short: `bisect resume {record.id}` finishes it"
-        return f"owner: {describe_owner(record.owner, record.heartbeat, now)} (explaining the culprit)"
+            return f"coordinator: none; the explanation was cut short: `bisect resume {record.id}` finishes it"
+        return f"coordinator: {describe_owner(record.owner, record.heartbeat, now)} (explaining the culprit)"
     if record.status.is_terminal():
         return None
     if record.owner is None:
-        return f"owner: no coordinator is running it; `bisect resume {record.id}` continues"
-    return f"owner: {describe_owner(record.owner, record.heartbeat, now)}"
+        return f"coordinator: none is running it; `bisect resume {record.id}` continues"
+    return f"coordinator: {describe_owner(record.owner, record.heartbeat, now)}"
 
 
 def status_lines(report: BisectReport, queued_behind: int | None = None) -> list[str]:

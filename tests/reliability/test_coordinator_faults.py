@@ -66,11 +66,11 @@ def test_a_second_coordinator_is_refused_while_the_first_lives_and_takes_over_on
     owner = stored_rows(db, "select owner from bisects")[0][0]
     assert f":{first.pid}:" in owner
     status = run_cli("status", "1", db=db)
-    assert f"owner: pid {first.pid} on " in status.stdout, status.stdout
+    assert f"coordinator: pid {first.pid} on " in status.stdout, status.stdout
 
     os.killpg(first.pid, signal.SIGKILL)
     first.communicate(timeout=60)
-    assert "owner: pid" in run_cli("status", "1", db=db).stdout  # the lease is there until someone takes over
+    assert "coordinator: pid" in run_cli("status", "1", db=db).stdout  # the lease is there until someone takes over
     taken_over = run_cli("resume", "1", "--format", "json", env=cli_env(db, SYNTHETIC_SLEEP_S="0"))
     assert taken_over.returncode == 0, taken_over.stderr
     report = json.loads(taken_over.stdout)
