@@ -172,7 +172,7 @@ class Coordinator:
     ) -> list[StepResult]:
         """`bisect run-at --bisect`: the bisect's build and test at any commit, `times` runs, stored as rerun steps."""
         if times < 1:
-            raise StateError(f"--times must be at least 1 (got {times})")
+            raise StateError(f"--repeat must be at least 1 (got {times})")
         record = self.store.get_bisect(bisect_id)
         spec = BisectSpec.from_json(record.spec)
         sha = GitRepo(record.repo).resolve(rev)
