@@ -98,8 +98,8 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
 @click.argument("rev")
 @click.option("--repo", type=click.Path(file_okay=False), default=".", show_default=True, help="The git repository.")
 @spec_options(
-    "build", "run", "metric", "expect", "repeat", "gpus_per_step", "executor", "ray_address", "resources", "image",
-    "artifact", "image_template",
+    "build", "run", "metric", "expect", "repeat", "cherry_pick", "patch", "gpus_per_step", "executor", "ray_address",
+    "resources", "image", "artifact", "image_template",
     help={
         "build": "Build command (default: bisect.toml's); run once per image.",
         "run": "Shell command to run at the commit (default: bisect.toml's).",
