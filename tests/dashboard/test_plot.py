@@ -101,3 +101,33 @@ def test_a_bisect_with_repeats_shows_every_sample_and_the_statistic_that_decided
     else:
         assert 'id="threshold"' in page
         assert 'id="endpoint-good"' not in page
+
+
+def test_once_flakes_show_each_commit_gets_the_noisy_searchs_posterior(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pass/fail with --repeat 3, the bisect's first run failing at the good endpoint: the results contradict each
+    other, the noisy search's posterior decides, and the table gives each tested commit P(bad) from it."""
+    monkeypatch.setenv("BISECT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("BISECT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("BISECT_GPUS", "")
+    url = f"sqlite:///{tmp_path / 'bisect.db'}"
+    history = write_history(tmp_path / "repo", ["good"] * 4 + ["bad"] * 5)
+    run = 'if [ "$BISECT_STEP_ID" = 1 ]; then exit 1; fi; bash test.sh'
+    with Store.open(url) as store:
+        coordinator = Coordinator(store, make_executor, poll_interval_s=0.02)
+        record = coordinator.start(
+            spec(history.path, history.shas[0], history.shas[-1], run=run, repeat=3, explain=False)
+        )
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[4])
+    with running_dashboard(url, tmp_path / "data" / "logs") as base:
+        assert httpx.get(f"{base}/api/bisects/1", timeout=60.0).json()["flake_seen"]
+        page = httpx.get(f"{base}/bisects/1", timeout=60.0).text
+    posterior = {
+        history.shas.index(sha): float(p)
+        for sha, p in re.findall(r'data-sha="(\w+)"[^>]* data-posterior="([^"]+)"', page)
+    }
+    assert posterior[0] == 0.0
+    assert posterior[4] >= 0.99  # the noisy search's confidence in its answer
+    assert all(posterior[p] < 0.01 for p in posterior if p < 4)
+    assert f"P(bad) = {posterior[4]:.3f} by the posterior over the first bad commit" in page
