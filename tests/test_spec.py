@@ -38,6 +38,9 @@ ADDED_SINCE = {
     "prune": "off",
     "link": None,
     "dates": {},
+    "cherry_pick": [],
+    "patch": [],
+    "patches": [],
 }
 
 
@@ -137,8 +140,9 @@ def test_every_option_is_stored_and_every_flag_and_toml_key_comes_from_the_table
     flags = {p.name: p for p in start.params if isinstance(p, click.Option)}
     for option in OPTIONS:
         if option.cli_flag is None:
-            # --repo names a directory in the repository; paths follow --; dates are what a dated --good/--bad named
-            assert option.name in ("repo", "paths", "dates")
+            # --repo names a directory in the repository; paths follow --; dates are what a dated --good/--bad named;
+            # patches, what --cherry-pick and --patch named
+            assert option.name in ("repo", "paths", "dates", "patches")
             continue
         param = flags[option.name]
         assert option.cli_flag in param.opts
@@ -147,7 +151,8 @@ def test_every_option_is_stored_and_every_flag_and_toml_key_comes_from_the_table
             assert isinstance(param.type, click.Choice)
             assert list(param.type.choices) == [choice.value for choice in option.choices]
     assert set(flags) - {o.name for o in OPTIONS} == {"notify_url", "db_url", "output_format"}
-    assert set(BY_CONFIG_KEY) == {o.name for o in OPTIONS if o.name not in ("repo", "timeout_s", "dates")} | {"timeout"}
+    stored_only = ("repo", "timeout_s", "dates", "patches")
+    assert set(BY_CONFIG_KEY) == {o.name for o in OPTIONS if o.name not in stored_only} | {"timeout"}
 
 
 def test_bisect_toml_and_flags_merge_into_the_typed_spec(tmp_path: Path):
@@ -182,6 +187,8 @@ def test_an_invalid_value_names_the_file_only_when_the_file_gave_it(tmp_path: Pa
 
 
 _DATED = {"given": "2026-10-05", "sha": "a" * 40, "committed": "2026-10-05T23:12:00+00:00"}
+_PICKED = {"kind": "cherry-pick", "source": "main", "content": "b" * 40}
+_PATCHED = {"kind": "patch", "source": "fix.diff", "content": "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"}
 _NAME = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8)
 _VALID: dict[str, st.SearchStrategy[object]] = {
     "repo": st.just("/r"), "good": _NAME, "bad": _NAME, "run": _NAME, "build": st.none() | _NAME,
@@ -204,6 +211,8 @@ _VALID: dict[str, st.SearchStrategy[object]] = {
     "build_ahead": st.none() | st.just(0), "explain": st.booleans(), "trace_kernels": st.booleans(),
     "minimize": st.booleans(), "link": st.none() | st.just("https://ci.example.org/run/1"),
     "dates": st.just({}) | st.just({"good": _DATED}),
+    "cherry_pick": st.lists(_NAME, max_size=2), "patch": st.lists(_NAME, max_size=2),
+    "patches": st.lists(st.sampled_from([_PICKED, _PATCHED]), max_size=2),
 }  # fmt: skip
 
 

@@ -24,6 +24,12 @@ from bisector.vocab.errors import RepoError
 
 # git's messages in English whatever the user's locale: RepoErrors quote them
 _GIT_LOCALE = {"LANGUAGE": "C", "LC_ALL": "C"}
+# the commits cherry_picked_tree makes: one fixed identity and date, so the same merge makes the same objects
+_MADE_COMMITS = {
+    f"GIT_{role}_{part}": value
+    for role in ("AUTHOR", "COMMITTER")
+    for part, value in (("NAME", "gpu-bisect"), ("EMAIL", "gpu-bisect@localhost"), ("DATE", "1700000000 +0000"))
+}
 
 
 @dataclass(frozen=True)
@@ -302,6 +308,33 @@ class GitRepo:
         except _GitCommandError:
             return None
 
+    def cherry_picked_tree(self, tree: str, sha: str) -> str:
+        """The tree that `git cherry-pick -n sha` makes of tree: a three-way merge of sha's change to its first parent
+        (merge-ort's, renames followed), through commits made for it alone; no worktree or ref is touched. RepoError
+        naming the conflicts where it does not apply."""
+        try:
+            base = _git(self.root, "commit-tree", "-m", "base", f"{sha}~1^{{tree}}", env=_MADE_COMMITS)
+            theirs = _git(self.root, "commit-tree", "-m", "theirs", "-p", base, f"{sha}^{{tree}}", env=_MADE_COMMITS)
+            ours = _git(self.root, "commit-tree", "-m", "ours", "-p", base, tree, env=_MADE_COMMITS)
+            return _git(self.root, "merge-tree", "--write-tree", "--name-only", ours, theirs).splitlines()[0]
+        except _GitCommandError as exc:
+            conflicts = [line for line in exc.stdout.splitlines() if line.startswith("CONFLICT")]
+            raise RepoError("; ".join(conflicts) or str(exc)[:500]) from None
+
+    def apply_to_tree(self, tree: str, diff: str) -> str:
+        """The tree that a patch (as `git apply` reads it) makes of tree; no worktree is touched. RepoError with git's
+        message where it does not apply (its context differs, a file is missing, it holds no patch)."""
+        with tempfile.TemporaryDirectory(prefix="bisect-patch-") as scratch:
+            patch = Path(scratch) / "patch"
+            patch.write_bytes(diff.encode(errors="surrogateescape"))
+            env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+            try:
+                _git(self.root, "read-tree", tree, env=env)
+                _git(self.root, "apply", "--cached", "--whitespace=nowarn", str(patch), env=env)
+                return _git(self.root, "write-tree", env=env)
+            except _GitCommandError as exc:
+                raise RepoError(str(exc)[:500]) from None
+
     def origin_url(self) -> str | None:
         """remote.origin.url, where the repository has one."""
         try:
@@ -422,6 +455,14 @@ class GitRepo:
             return False
         mine = self._common_dir
         return admin.resolve().parent.parent == mine and back.resolve() == (path / ".git").resolve()
+
+    def check_out_tree(self, path: Path, tree: str) -> None:
+        """Put tree's files in the worktree at path, staged on its commit (as `git cherry-pick -n` leaves them); the
+        next ensure_worktree's forced checkout undoes it."""
+        try:
+            _in_worktree(path, "read-tree", "--reset", "-u", tree)
+        except _GitCommandError as exc:
+            raise RepoError(f"checking out tree {tree[:12]} in {path} failed: {exc}") from None
 
     def clean_worktree(self, path: Path) -> None:
         """Remove the untracked files a step left in a worktree (ignored ones stay, as build caches)."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bisector.vocab.errors import InputError
+from bisector.vocab.patches import Patch
 
 IMAGE_MODES = ("none", "venv")  # none: build in the slot's worktree every step (no image)
 DEFAULT_MAX_BYTES = 20 << 30
@@ -17,12 +18,13 @@ _SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 <
 @dataclass(frozen=True)
 class ImageRecipe:
     """How a step's image is made: the build command, the paths whose tree decides the key (empty: the whole
-    tree), and the cache root's size cap."""
+    tree), the cache root's size cap, and the patches applied to the commit's tree before its build."""
 
     mode: str = "venv"
     inputs: tuple[str, ...] = ()
     max_bytes: int = DEFAULT_MAX_BYTES
     artifact: str | None = None  # where a commit's prebuilt wheels are ({sha}, {short}): installed instead of a build
+    patches: tuple[Patch, ...] = ()  # --cherry-pick, --patch: applied to the tree the image holds
 
     def __post_init__(self) -> None:
         if self.mode not in IMAGE_MODES:

@@ -21,6 +21,7 @@ from bisector.vocab.domain import CANCELLED_DETAIL, ErrorKind, ImageInfo, StepRe
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.metric import DISK_FULL_SIGNATURE, judge_run
+from bisector.vocab.patches import PatchError, patched_tree
 from bisector.workers.build_outcome import BuildEnd, BuildOutcome, judge_build
 from bisector.workers.container import run_in_container
 from bisector.workers.executor import StepRequest, step_environment
@@ -132,6 +133,8 @@ class StepRunner:
         log.note(self._header(request))
         if log.error is not None:  # nothing started: no test runs with nowhere to log
             return self._log_failed(request, log.error)
+        if request.patches and (unpatched := self._apply_patches(step)) is not None:
+            return unpatched
         if request.container is not None:
             return run_in_container(self, step, ImageCache(self._image_root))
         if request.image is not None:
@@ -149,6 +152,25 @@ class StepRunner:
             if build.end is not BuildEnd.SUCCEEDED:
                 return self._build_failed(request, build)
         return self.run_test(step, build_s, None)
+
+    def _apply_patches(self, step: StepContext) -> StepResult | None:
+        """Apply the request's patches on its commit, in the worktree (an image's builder applies them to the tree
+        it holds): None once applied, else the result: a skip where one does not apply."""
+        request, log = step.request, step.log
+        repo = self._repo(request.repo)
+        try:
+            tree = patched_tree(repo, request.sha, request.patches)
+            if request.image is None:
+                repo.check_out_tree(step.workdir, tree)
+        except PatchError as exc:
+            if _is_disk_full(exc):
+                return self._harness_failed(request, exc, "applying the patches", step.workdir)
+            log.note(f"# {exc}\n")
+            return self.result(request, Verdict.SKIP, detail=str(exc))
+        except RepoError as exc:
+            return self._harness_failed(request, exc, "applying the patches", step.workdir)
+        log.note("".join(f"# applied {patch.label}\n" for patch in request.patches))
+        return None
 
     def _run_on_image(self, step: StepContext, recipe: ImageRecipe) -> StepResult:
         """Prepare or reuse the commit's image (workers/images), then run the test in it with its environment."""

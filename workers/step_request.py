@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bisector.vocab.metric import MetricSpec
+from bisector.vocab.patches import Patch
 from bisector.workers.images.key import ImageRecipe
 
 
@@ -27,6 +28,7 @@ class StepRequest:
     preemptible: bool = False  # a search run: a shared pool may cancel it for a bisect holding no slot
     container: str | None = None  # the commit's container image: the test runs in it (workers/container.py)
     no_gpu: bool = False  # --gpus-per-step 0: the step sees no GPU (CUDA_VISIBLE_DEVICES empty), whatever its slot has
+    patches: tuple[Patch, ...] = ()  # applied on the commit before its build and test (vocab/patches.py)
 
 
 def step_environment(

@@ -112,8 +112,8 @@ RERUN_FLAGS = frozenset(("executor", "workers", "gpus_per_step", "ray_address", 
     help="With --bisect: repeat its stored step N (as `bisect report` numbers it), on its image, instead of REV.",
 )  # fmt: skip
 @spec_options(
-    "build", "run", "metric", "expect", "repeat", "gpus_per_step", "executor", "workers", "ray_address", "resources",
-    "image", "artifact", "image_template",
+    "build", "run", "metric", "expect", "repeat", "cherry_pick", "patch", "gpus_per_step", "executor", "workers",
+    "ray_address", "resources", "image", "artifact", "image_template",
     help={
         "build": "Build command (default: bisect.toml's); run once per image.",
         "run": "Shell command to run at the commit (default: bisect.toml's).",

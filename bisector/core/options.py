@@ -132,6 +132,16 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
            items=_S, item_rule="names and values are strings"),
     Option("infra_patterns", _TEST, _L, "Extra regex of an infrastructure failure.", form=Form.REPEATED,
            flag="--infra-pattern", items=_S, item_rule="is not a string (a regex)"),
+    Option("cherry_pick", _TEST, _L, "A commit whose change is applied on top of every tested commit before its build "
+           "and test, as `git cherry-pick -n` (e.g. the test, added after the good commit); repeatable, applied in "
+           "order, before the --patch files. Its SHA is read once and stored. A commit where it does not apply is "
+           "skipped.", form=Form.REPEATED, metavar="REV", items=_S, item_rule="is not a string (a revision)"),
+    Option("patch", _TEST, _L, "A patch file (git diff or format-patch) applied on top of every tested commit before "
+           "its build and test (e.g. an old commit's build fix); repeatable, applied in order. Its text is read once "
+           "and stored. A commit where it does not apply is skipped.", form=Form.REPEATED, metavar="FILE", items=_S,
+           item_rule="is not a string (a file)"),
+    Option("patches", _TEST, _L, flag=None, toml_key=None, items=_T,
+           item_rule="is not a table (kind, source, content)"),  # what --cherry-pick and --patch read, in order
     Option("paths", _TEST, _L, flag=None, items=_S, item_rule="is not a string (a path)"),  # the arguments after --
     Option("all_parents", _SEARCH, _B, "Descend into a bad merge to find the commit inside the branch it merged.",
            form=Form.FLAG),

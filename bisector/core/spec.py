@@ -35,6 +35,7 @@ from bisector.core.options import (
 from bisector.vocab.errors import InputError
 from bisector.vocab.images import ImageRecipe, check_container_template, parse_size
 from bisector.vocab.metric import DEFAULT_INFRA_PATTERNS, Direction, Expectation, MetricSpec, NoMetricPolicy
+from bisector.vocab.patches import Patch
 
 DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_MAX_ATTEMPTS = 3
@@ -68,8 +69,13 @@ class CommitTest:
     env: dict[str, str] = field(default_factory=dict)
     infra_patterns: tuple[str, ...] = ()  # added to the built-in infrastructure signatures
     paths: tuple[str, ...] = ()  # only commits touching these paths are candidates (git bisect start -- PATH...)
+    cherry_pick: tuple[str, ...] = ()  # the revisions as given
+    patch: tuple[str, ...] = ()  # the patch files as given
+    patches: tuple[Patch, ...] = ()  # what they apply, read when the bisect was made (vocab/patches.py)
 
     def __post_init__(self) -> None:
+        read = tuple(p if isinstance(p, Patch) else Patch.from_json(p) for p in self.patches)
+        object.__setattr__(self, "patches", read)  # stored JSON gives tables
         if not self.run.strip():
             raise InputError("--run is required: the shell command that tests a commit")
         if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
@@ -204,10 +210,11 @@ class ExecutorSpec:
         workers_build = self.kind in (ExecutorKind.LOCAL, ExecutorKind.RAY)  # not the tests' in-process one
         return DEFAULT_BUILD_AHEAD if local_images and one_slot and workers_build else 0
 
-    def image_recipe(self) -> ImageRecipe | None:
+    def image_recipe(self, patches: tuple[Patch, ...] = ()) -> ImageRecipe | None:
         if self.image is ImageMode.NONE:
             return None
-        return ImageRecipe(self.image.value, self.image_inputs, parse_size(self.images_max_size), self.artifact)
+        size = parse_size(self.images_max_size)
+        return ImageRecipe(self.image.value, self.image_inputs, size, self.artifact, patches)
 
 
 @dataclass(frozen=True)
@@ -236,6 +243,10 @@ class BisectSpec:
             check_link(self.link)
         for path in self.test.paths:
             check_path_in_repo(path, self.repo)
+        if self.executor.image_template is not None and self.test.patches:
+            raise InputError(
+                "--image-template runs the commit's own container image: leave out --cherry-pick and --patch"
+            )
         if self.executor.image_template is not None and self.test.build:
             raise InputError("with --image-template the commit's Containerfile is its build: leave out --build")
         expect, direction = self.test.expect, self.search.direction
@@ -325,7 +336,9 @@ def check_path_in_repo(path: str, repo: str) -> None:
 
 def _json_value(value: object) -> object:
     if isinstance(value, tuple):
-        return list(value)
+        return [_json_value(item) for item in value]
+    if isinstance(value, Patch):
+        return value.to_json()
     if isinstance(value, dict):
         return dict(value)
     if isinstance(value, StrEnum):

@@ -8,6 +8,9 @@ reads it. The lines, as `git bisect log` writes them:
     git bisect skip <sha>
     # first slow commit: [<sha>] <subject>
 
+A bisect that applied patches on every commit (`--cherry-pick`, `--patch`) says so in a comment after the start line:
+its verdicts hold for the patched commits, which plain git does not make.
+
 Each commit with a verdict appears once, with the verdict the search used (repeats and retries folded), the
 endpoints first, then in the order the verdicts were reached.
 """
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bisector.core.spec import DEFAULT_TERMS
-from bisector.report.model import BisectReport
+from bisector.report.model import BisectReport, patches_line
 from bisector.vocab.domain import BisectStatus, Commit, Verdict
 from bisector.vocab.errors import InputError
 
@@ -39,6 +42,8 @@ def render_git_log(report: BisectReport) -> str:
     if report.spec.test.paths:
         args += ["--", *report.spec.test.paths]
     lines = ["git bisect start" + "".join(" " + sq_quote(a) for a in args)]
+    if report.spec.test.patches:
+        lines.append(f"# not replayable by plain git: gpu-bisect applied {patches_line(report.spec)} on every commit")
     for commit, verdict in _git_order(report):
         word = report.word(verdict)
         lines += [f"# {word}: [{commit.sha}] {commit.subject}", f"git bisect {word} {commit.sha}"]

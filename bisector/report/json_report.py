@@ -28,6 +28,7 @@ def report_json(report: BisectReport) -> dict[str, object]:
         "paths": list(report.spec.test.paths),
         "dates": report.spec.dates,
         "link": report.spec.link,
+        "patches": [patch.to_json() for patch in report.spec.test.patches],
         "created": record.created.isoformat(),
         "finished": record.finished.isoformat() if record.finished else None,
         "first_bad": _commit_json(first_bad, report.metric(record.first_bad)) if first_bad else None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bisector.report.model import BisectReport, one_line, pr_suffix
+from bisector.report.model import BisectReport, one_line, patches_line, pr_suffix
 from bisector.report.pruning import pruning_lines
 from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows, untested
 from bisector.vocab.domain import BisectStatus, StepPurpose
@@ -41,6 +41,8 @@ def render_markdown(report: BisectReport) -> str:
         ]
     spec = report.spec
     given = [f"**{which.capitalize()}:** {md_escape(describe_date(spec.dates[which]))}  " for which in spec.dates]
+    if spec.test.patches:
+        given.append(f"**Applied on every commit:** `{md_escape(patches_line(spec))}`  ")
     if spec.link:
         given.append(f"**Link:** <{spec.link.replace('<', '%3C').replace('>', '%3E')}>")
     out += [*given, ""] if given else []

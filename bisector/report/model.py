@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cached_property
@@ -34,6 +35,7 @@ from bisector.vocab.domain import (
 )
 from bisector.vocab.errors import InputError
 from bisector.vocab.images import container_reference
+from bisector.vocab.patches import Patch, apply_command
 from bisector.vocab.paths import log_dir
 from bisector.workers.container_engine import reproduce_in_container
 from bisector.workers.pool import PREEMPTED
@@ -256,7 +258,9 @@ class BisectReport:
         container = container_reference(self.spec.executor.image_template, sha)
         gpus = tuple(step.gpus) if step else ()
         test = self.spec.test
-        return reproduce_command(self.record.repo, sha, test.build, test.run, dict(test.env), gpus, container)
+        return reproduce_command(
+            self.record.repo, sha, test.build, test.run, dict(test.env), gpus, container, test.patches
+        )
 
     def rerun_command(self) -> str:
         """The same step through gpu-bisect: its build and test at the target, on the bisect's image where it ran
@@ -358,12 +362,18 @@ def duration(step: StepRecord) -> float:
 
 
 def given_lines(spec: BisectSpec) -> list[str]:
-    """What the bisect was given beside its range: each date's commit ('good 2026-10-05 -> 1a2b3c4d5e6f (...)') and
-    its link."""
+    """What the bisect was given beside its range: each date's commit ('good 2026-10-05 -> 1a2b3c4d5e6f (...)'), its
+    link and the patches applied on every commit."""
     from bisector.vocab.revdates import describe_date
 
     lines = [f"{which} {describe_date(spec.dates[which])}" for which in ("good", "bad") if which in spec.dates]
-    return lines + ([f"link: {spec.link}"] if spec.link else [])
+    lines += [f"link: {spec.link}"] if spec.link else []
+    return lines + ([f"applied on every commit: {patches_line(spec)}"] if spec.test.patches else [])
+
+
+def patches_line(spec: BisectSpec) -> str:
+    """The patches applied on every commit, in order: '--cherry-pick REV (SHA), --patch FILE'."""
+    return ", ".join(patch.label for patch in spec.test.patches)
 
 
 def one_line(detail: str) -> str:
@@ -380,17 +390,18 @@ def pr_suffix(commit: Commit) -> str:
 
 def reproduce_command(
     repo: str, sha: str, build_cmd: str | None, run_cmd: str, env: dict[str, str], gpus: tuple[int, ...] = (),
-    container: str | None = None,
+    container: str | None = None, patches: Sequence[Patch] = (),
 ) -> str:  # fmt: skip
-    """A shell command line that re-runs one step by hand in a fresh worktree: its build and test on the host with
-    CUDA_VISIBLE_DEVICES for its GPUs, or (container: the commit's image reference) the engine's command that ran
-    its test in a container (workers/container_engine.py)."""
+    """A shell command line that re-runs one step by hand in a fresh worktree: the patches applied, its build and test
+    on the host with CUDA_VISIBLE_DEVICES for its GPUs, or (container: the commit's image reference) the engine's
+    command that ran its test in a container (workers/container_engine.py)."""
     workdir = f"/tmp/bisect-repro-{sha[:12]}"
     host_env = dict(env) if container or not gpus else {**env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}
     exports = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(host_env.items()))
     parts = [
         f"git -C {shlex.quote(repo)} worktree add --detach {workdir} {sha}",
         f"cd {workdir}",
+        *map(apply_command, patches),
     ]
     if container is not None:
         return " && ".join([*parts, exports + reproduce_in_container(container, workdir, env, gpus, run_cmd)])

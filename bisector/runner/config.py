@@ -1,6 +1,7 @@
 """bisect.toml and flags merged into a BisectSpec: flags that were given win over the file's keys.
 
-The file's keys are the options' (bisector/core/options.py), with - or _; `[bisect]` may hold them.
+The file's keys are the options' (bisector/core/options.py), with - or _; `[bisect]` may hold them. Its `patch`
+files are named from the repository's root.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from bisector.core.options import BY_CONFIG_KEY, BY_NAME, OPTIONS, Option, describe, has_type, type_names
 from bisector.core.spec import BisectSpec
 from bisector.vocab.errors import InputError
+from bisector.vocab.patches import resolve_patches
 from bisector.vocab.revdates import resolve_dated
 
 CONFIG_FILE_NAME = "bisect.toml"
@@ -50,6 +52,8 @@ def load_config_file(repo_root: Path) -> dict[str, object]:
 def build_spec(repo_root: Path, flags: Mapping[str, object]) -> BisectSpec:
     """Merge bisect.toml and flags (by option name; None or empty: not given) into a validated spec."""
     from_file = load_config_file(repo_root)
+    if isinstance(named := from_file.get("patch"), list):  # the file's patch files are named from the repository's root
+        from_file["patch"] = [str(repo_root / str(name)) for name in named]
     merged: dict[str, Any] = dict(from_file)
     for name, value in flags.items():
         if value is None or (isinstance(value, list | tuple | dict) and not value):
@@ -66,7 +70,7 @@ def build_spec(repo_root: Path, flags: Mapping[str, object]) -> BisectSpec:
         merged.setdefault("max_repeat", AUTO_MAX_REPEAT)
         merged["repeat"] = AUTO_REPEAT
     merged["repo"] = str(repo_root)
-    merged = resolve_dated(repo_root, merged)
+    merged = resolve_patches(repo_root, resolve_dated(repo_root, merged))
     try:
         return BisectSpec.from_options(merged)
     except InputError as exc:

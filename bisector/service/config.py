@@ -31,7 +31,7 @@ RECIPE_KEYS = frozenset(
     {"run", "build", "metric", "metric_json", "expect", "no_metric", "timeout", "env", "repeat", "max_repeat",
      "noise_band", "direction", "infra_patterns", "image", "image_inputs", "images_max_size"}
 )  # fmt: skip
-COMMAND_KEYS = frozenset({"run", "build", "env"})
+COMMAND_KEYS = frozenset({"run", "build", "env", "patch"})  # patch: a request's patch texts, code it brings
 EXECUTOR_KINDS = ("local", "ray")
 MAX_SLOTS = 256
 

@@ -2,10 +2,11 @@
 
 The request (JSON object): `repo` (as allowed), `good`, `bad` (revisions or dates, vocab/revdates.py),
 optionally `link` (a URL), `recipe` (a name), `priority`, and the
-settings of TUNING_KEYS (how verdicts are read and searched). The command comes from the named recipe (the
-server's config first, then `[recipes.NAME]` of the repository's bisect.toml at the bad commit), or, with no
-name, from the top-level keys of that bisect.toml; `run`, `build` and `env` in the request itself only where the
-server allows commands (CommandNotAllowedError otherwise: HTTP 403).
+settings of TUNING_KEYS (how verdicts are read and searched; `cherry_pick`: revisions of the mirror). The command
+comes from the named recipe (the server's config first, then `[recipes.NAME]` of the repository's bisect.toml at the
+bad commit), or, with no name, from the top-level keys of that bisect.toml; `run`, `build`, `env` and `patch` (a list
+of patch texts, applied after the cherry-picks) in the request itself only where the server allows commands
+(CommandNotAllowedError otherwise: HTTP 403).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from bisector.runner.config import CONFIG_FILE_NAME, build_spec, option_named_by
 from bisector.service.config import COMMAND_KEYS, RECIPE_KEYS, ServiceConfig, check_recipe
 from bisector.vocab.errors import InputError
 from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.patches import Patch, PatchKind
 from bisector.vocab.revdates import resolve_dated
 
 _TUNED_GROUPS = (Group.TEST, Group.SEARCH, Group.ANALYSIS)  # how a commit is tested and judged, not where
@@ -95,6 +97,8 @@ def build_submission(config: ServiceConfig, mirror: Path, source: str, body: dic
         good=body["good"], bad=body["bad"], link=body.get("link"), executor=config.executor, workers=config.slots
     )
     flags["ray_address"] = config.ray_address
+    if "patch" in flags:  # the request's texts: no file of the server's is read
+        flags["patches"] = _request_patches(flags.pop("patch"))
     if not flags.get("run"):
         raise InputError("no command: name a recipe (or give the repository a bisect.toml with `run`)")
     try:
@@ -102,6 +106,12 @@ def build_submission(config: ServiceConfig, mirror: Path, source: str, body: dic
     except InputError as exc:
         raise InputError(_by_request_key(str(exc))) from None
     return Submission(source=source, spec=spec, priority=int(body.get("priority", 0)))
+
+
+def _request_patches(texts: object) -> list[dict[str, str]]:
+    if not (isinstance(texts, list) and all(isinstance(text, str) for text in texts)):
+        raise InputError("patch: expected a list of patch texts (strings)")
+    return [Patch(PatchKind.DIFF, f"#{number} of the request", text).to_json() for number, text in enumerate(texts, 1)]
 
 
 def _by_request_key(message: str) -> str:

@@ -137,3 +137,24 @@ def test_free_form_commands_need_allow_commands(tmp_path: Path, source: Path) ->
 def test_bad_requests_are_refused_in_one_line(body: object, words: str) -> None:
     with pytest.raises(InputError, match=words):
         check_request(body)
+
+
+def test_a_request_cherry_picks_the_mirrors_revisions_and_brings_patch_texts_only_where_commands_are_allowed(
+    tmp_path: Path, source: Path
+) -> None:
+    """A request's `patch` is code it brings (texts: no file of the server's is read), so it needs --allow-commands;
+    its `cherry_pick` names revisions of the mirror, stored as SHAs."""
+    subprocess.run(["git", "-C", str(source), "checkout", "-q", "-b", "side", "main~7"], check=True)
+    picked = commit_file(source, "extra.txt", "x\n", "side work")
+    subprocess.run(["git", "-C", str(source), "checkout", "-q", "main"], check=True)
+    text = "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+new\n"
+    with pytest.raises(CommandNotAllowedError, match=r"^patch: free-form commands are refused"):
+        spec_for(tmp_path, source, config(tmp_path, source), request(source, recipe="x", patch=[text]))
+    allowed = config(tmp_path, source, allow_commands=True)
+    spec = spec_for(tmp_path, source, allowed, request(source, run="bash test.sh", cherry_pick=["side"], patch=[text]))
+    assert [patch.to_json() for patch in spec.test.patches] == [
+        {"kind": "cherry-pick", "source": "side", "content": picked},
+        {"kind": "patch", "source": "#1 of the request", "content": text},
+    ]
+    with pytest.raises(InputError, match=r"^patch: expected a list of patch texts"):
+        spec_for(tmp_path, source, allowed, request(source, run="bash test.sh", patch=str(tmp_path / "fix.diff")))

@@ -27,6 +27,7 @@ from pathlib import Path
 from bisector.vocab.domain import ErrorKind, ImageInfo
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.patches import PatchError, patched_tree
 from bisector.vocab.paths import remove_tree, tree_size
 from bisector.workers.build_outcome import BuildEnd, BuildOutcome, judge_build
 from bisector.workers.images.cache import (
@@ -206,6 +207,13 @@ class ImageBuilder:
         folder = self.cache.image_dir(key.id)
         remove_tree(folder)  # what a killed builder left
         remove_tree(incoming_dir(folder))  # and a killed copy
+        repo = GitRepo(job.repo)
+        try:
+            source = patched_tree(repo, job.sha, job.recipe.patches) if job.recipe.patches else job.sha
+        except PatchError as exc:
+            return PreparedImage(failed_build=str(exc))
+        except RepoError as exc:
+            return PreparedImage(error=f"could not prepare image {key.id} at {job.sha[:12]}: {_describe(exc)}")
         started_at = now_iso()
         building = ImageManifest(
             id=key.id, key=key.to_json(), repo=job.repo, sha=job.sha, node=self.cache.node,
@@ -215,7 +223,7 @@ class ImageBuilder:
         started = time.monotonic()
         try:
             self.cache.write_manifest(building)
-            GitRepo(job.repo).export_tree(job.sha, folder / "src")
+            repo.export_tree(source, folder / "src")
             if job.recipe.mode == "venv":
                 make_venv(folder / "venv")
         except (OSError, subprocess.CalledProcessError, RepoError) as exc:

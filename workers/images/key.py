@@ -17,6 +17,7 @@ from pathlib import Path
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.images import DEFAULT_MAX_BYTES, IMAGE_MODES, ImageRecipe, parse_size
+from bisector.vocab.patches import patches_digest
 
 __all__ = ["DEFAULT_MAX_BYTES", "IMAGE_MODES", "ImageKey", "ImageRecipe", "image_key", "parse_size", "recipe_hash"]
 
@@ -27,7 +28,7 @@ BASE_PACKAGES = ("torch", "triton", "nvidia-cuda-runtime-cu12", "nvidia-cuda-run
 class ImageKey:
     repo: str  # the repository's identity: its origin URL, else its resolved path
     inputs_tree: str  # git's hash of the recipe's inputs at the commit
-    recipe: str  # hash of the build command, the mode and the declared inputs
+    recipe: str  # hash of the build command, the mode, the declared inputs, the artifact and the patches
     base_env: dict[str, str] = field(default_factory=dict)  # python, interpreter prefix, torch/triton/CUDA versions
 
     @property
@@ -43,6 +44,8 @@ def recipe_hash(build_cmd: str | None, recipe: ImageRecipe) -> str:
     fields: dict[str, object] = {"build": build_cmd or "", "mode": recipe.mode, "inputs": sorted(recipe.inputs)}
     if recipe.artifact is not None:  # absent otherwise: the keys of images made without artifacts stay the same
         fields["artifact"] = recipe.artifact
+    if recipe.patches:  # likewise: an image of patched trees never serves a step without them, nor the reverse
+        fields["patches"] = patches_digest(recipe.patches)
     text = json.dumps(fields)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
