@@ -40,7 +40,7 @@ class Tiles:
     split_k: int
     num_warps: int = 4
     num_stages: int = 3
-    prefetch: int = 1  # SIMT lanes form only: load the next K block before the current FMAs
+    prefetch: int = 1  # SIMT: load ahead (lanes form: the next K block; row form: every row of x) before the FMAs
     block_m: int = 0  # rows of x per program; 0: the kernel's default (SIMT 4, MMA 16)
     form: int = FORM_LANES  # SIMT only: FORM_LANES (simt_gemm_kernel) or FORM_ROWS (simt_rows_gemm_kernel)
 
@@ -167,7 +167,7 @@ def run(
     args = (x, w, y, workspace, counters, m, n, k)
     strides = {"stride_xm": x.stride(0), "stride_wn": w.stride(0), "stride_ym": y.stride(0), "K_SPLIT": k_split}
     if kernel is Kernel.SIMT and tiles.form == FORM_ROWS:
-        triton_kernels.simt_rows_gemm_kernel[grid](*args, **strides, **common)
+        triton_kernels.simt_rows_gemm_kernel[grid](*args, **strides, PREFETCH=bool(tiles.prefetch), **common)
     elif kernel is Kernel.SIMT:
         triton_kernels.simt_gemm_kernel[grid](*args, **strides, PREFETCH=bool(tiles.prefetch), **common)
     else:
