@@ -40,7 +40,7 @@ class Tiles:
     split_k: int
     num_warps: int = 4
     num_stages: int = 3
-    prefetch: int = 1  # SIMT lanes form only: load the next K block before the current FMAs
+    prefetch: int = 1  # SIMT: load ahead (lanes form: the next K block; row form: every row of x) before the FMAs
     block_m: int = 0  # rows of x per program; 0: the kernel's default (SIMT 4, MMA 16)
     form: int = FORM_LANES  # SIMT only: FORM_LANES (simt_gemm_kernel) or FORM_ROWS (simt_rows_gemm_kernel)
 
@@ -62,17 +62,18 @@ class Tiles:
         return SIMT_BLOCK_M if kernel is Kernel.SIMT else MMA_BLOCK_M
 
 
-# Chosen from `python -m kernels.bench gemm --sweep` runs on one H200 (CUDA-graph timing), 2026-11-29
-# (docs/benchmarks.md, "Tiny GEMM under CUDA graphs"); other shapes get default_tiles.
+# Chosen from `python -m kernels.bench gemm --sweep` runs (CUDA-graph timing) on one H200, 2026-11-29, and one
+# H100, 2026-12-07, among tiles that keep these numerics (docs/benchmarks.md, "Tiny GEMM under CUDA graphs");
+# other shapes get default_tiles.
 SIMT_TILES: dict[tuple[int, int], Tiles] = {
-    (144, 7168): Tiles(8, 256, 28, 4, 1, 0, 4, FORM_ROWS),
+    (144, 7168): Tiles(16, 256, 28, 4, 1, 1, 4, FORM_ROWS),
     (896, 7168): Tiles(4, 1024, 7, 1, 1, 0, 8, FORM_ROWS),
     (1536, 128): Tiles(4, 128, 1, 1, 1, 0, 4, FORM_LANES),
 }
 MMA_TILES: dict[tuple[int, int], Tiles] = {
-    (144, 7168): Tiles(16, 128, 14),
+    (144, 7168): Tiles(16, 128, 14, num_stages=4),
     (896, 7168): Tiles(32, 128, 14),
-    (1536, 128): Tiles(16, 128, 1, num_stages=2),
+    (1536, 128): Tiles(16, 128, 1, num_stages=1),
 }
 
 
@@ -167,7 +168,7 @@ def run(
     args = (x, w, y, workspace, counters, m, n, k)
     strides = {"stride_xm": x.stride(0), "stride_wn": w.stride(0), "stride_ym": y.stride(0), "K_SPLIT": k_split}
     if kernel is Kernel.SIMT and tiles.form == FORM_ROWS:
-        triton_kernels.simt_rows_gemm_kernel[grid](*args, **strides, **common)
+        triton_kernels.simt_rows_gemm_kernel[grid](*args, **strides, PREFETCH=bool(tiles.prefetch), **common)
     elif kernel is Kernel.SIMT:
         triton_kernels.simt_gemm_kernel[grid](*args, **strides, PREFETCH=bool(tiles.prefetch), **common)
     else:

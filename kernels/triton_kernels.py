@@ -13,7 +13,7 @@ With SPLIT_K > 1 every program stores its partial tile to a workspace and counts
 of a tile to arrive adds the partials in split order 0, 1, ... and writes the output. The order is fixed, so
 the result does not depend on which program arrives last (no float atomics).
 """
-# mypy: disable-error-code="misc, no-untyped-def, untyped-decorator"
+# mypy: disable-error-code="misc, no-untyped-def, untyped-decorator, assignment, var-annotated"
 
 from __future__ import annotations
 
@@ -78,7 +78,8 @@ def _arrive_and_reduce(
         for s in tl.static_range(1, SPLIT_K):
             total += tl.load(base + s * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
         tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=y_mask)
-        tl.atomic_xchg(count_ptr + tile, 0)
+        # Nothing in this launch reads the counter again; the next launch sees the reset at the kernel boundary.
+        tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed")
 
 
 @triton.jit
@@ -92,9 +93,9 @@ def _load_block(ptrs, row_ok, kk, K, EVEN_K: tl.constexpr):
 
 
 @triton.jit
-def _load_row(ptrs, kk, K, EVEN_K: tl.constexpr):
-    """A [BLOCK_K] slice of one row of x (zero past K unless K needs no mask)."""
-    return tl.load(ptrs) if EVEN_K else tl.load(ptrs, mask=kk < K, other=0.0)
+def _load_row(ptrs, kk, K, row_ok, EVEN_K: tl.constexpr):
+    """A [BLOCK_K] slice of one row of x, zero where the row is past M (or past K unless K needs no mask)."""
+    return tl.load(ptrs, mask=row_ok, other=0.0) if EVEN_K else tl.load(ptrs, mask=row_ok & (kk < K), other=0.0)
 
 
 @triton.jit
@@ -180,12 +181,16 @@ def simt_rows_gemm_kernel(
     BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr,
     EVEN_K: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     """CUDA-core kernel, row form: a [BLOCK_N, BLOCK_K] block of weights is loaded once per K block and each
     row of x is multiplied into it and reduced over the block (tl.sum), one row at a time, so the registers hold
     one weight block instead of BLOCK_M lanes of accumulators. Rows past M are skipped at run time (a GEMV
     costs one row, not BLOCK_M); each row's own arithmetic is the same whatever M is. With one K block per
     program (K_SPLIT == BLOCK_K) a program issues all its weight loads at once.
+
+    PREFETCH issues the loads of all BLOCK_M rows of x before the first row's FMAs, so m rows wait for one
+    L2 round trip instead of m (a load inside a row's branch cannot be hoisted). Same arithmetic either way.
     """
     pid_n, pid_s, pid_m, rm, rn, rk, k_begin = _tile(BLOCK_M, BLOCK_N, BLOCK_K, K_SPLIT)
     rows = tl.arange(0, BLOCK_M)
@@ -195,10 +200,18 @@ def simt_rows_gemm_kernel(
     for k0 in range(0, K_SPLIT, BLOCK_K):
         kk = k_begin + k0 + rk
         w = _load_block(w_ptrs + k0, n_ok, kk, K, EVEN_K).to(tl.float32)
+        x_rows = ()
+        if PREFETCH:
+            for r in tl.static_range(BLOCK_M):
+                row = pid_m * BLOCK_M + r
+                x_rows = x_rows + (_load_row(x_ptr + row * stride_xm + kk, kk, K, row < M, EVEN_K),)  # noqa: RUF005
         for r in tl.static_range(BLOCK_M):
             row = pid_m * BLOCK_M + r
             if row < M:  # rows past M skip their FMAs; a row's arithmetic is the same for any M
-                x_row = _load_row(x_ptr + row * stride_xm + kk, kk, K, EVEN_K).to(tl.float32)
+                if PREFETCH:
+                    x_row = x_rows[r].to(tl.float32)
+                else:
+                    x_row = _load_row(x_ptr + row * stride_xm + kk, kk, K, row < M, EVEN_K).to(tl.float32)
                 part = tl.sum(w * x_row[None, :], axis=1)
                 acc = tl.where((rows == r)[:, None], acc + part[None, :], acc)
     _finish(acc, y_ptr, ws_ptr, count_ptr, rm, rn, M, N, stride_ym, pid_n, pid_s, pid_m, BLOCK_M, BLOCK_N, SPLIT_K)
@@ -249,3 +262,9 @@ def mma_gemm_kernel(
         else:
             acc = tl.dot(x, w_t, acc)
     _finish(acc, y_ptr, ws_ptr, count_ptr, rm, rn, M, N, stride_ym, pid_n, pid_s, pid_m, BLOCK_M, BLOCK_N, SPLIT_K)
+
+
+@triton.jit
+def empty_kernel():
+    """Does nothing: the bench times it as the launch floor, the least a kernel costs in a CUDA graph."""
+    pass

@@ -23,6 +23,7 @@ CASES = [
     (40, 100, (8, 32, 3, 4, 1, 0, 8, 1)),  # SIMT row form, K not a multiple of the split
     (40, 100, (16, 128, 1, 4, 1, 0, 4, 1)),  # SIMT row form, one masked K block
     (40, 100, (8, 64, 2, 4, 1, 0, 8, 1)),  # SIMT row form, one K block per program, K not a multiple
+    (40, 100, (8, 64, 2, 4, 1, 1, 8, 1)),  # SIMT row form, rows of x loaded ahead (rows past M masked)
 ]
 
 

@@ -1,0 +1,67 @@
+"""The Triton kernels compiled for sm_90 (H100/H200) on this machine, no GPU needed: what their PTX promises."""
+
+import pytest
+
+triton = pytest.importorskip("triton")
+
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from bisector.kernels import triton_kernels  # noqa: E402
+
+pytestmark = pytest.mark.kernels
+
+_POINTERS = {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "count_ptr": "*i32"}
+
+
+def _ptx_lines(kernel, num_warps: int, **constexprs: object) -> list[str]:
+    names = kernel.arg_names
+    signature = {n: "constexpr" if n in constexprs else _POINTERS.get(n, "i32") for n in names}
+    source = ASTSource(fn=kernel, signature=signature, constexprs={(names.index(n),): v for n, v in constexprs.items()})
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+    return [line.strip() for line in compiled.asm["ptx"].splitlines()]
+
+
+def _row_form(prefetch: bool) -> list[str]:
+    # The shipped 144x7168 SIMT tiles: 28 splits of one 256-wide K block, 4 rows of x per program.
+    return _ptx_lines(
+        triton_kernels.simt_rows_gemm_kernel,
+        4,
+        K_SPLIT=256,
+        BLOCK_M=4,
+        BLOCK_N=16,
+        BLOCK_K=256,
+        SPLIT_K=28,
+        EVEN_K=True,
+        PREFETCH=prefetch,
+    )
+
+
+def _loads_after_first_branch(lines: list[str]) -> list[str]:
+    first_branch = next(i for i, line in enumerate(lines) if " bra" in line)
+    # The last arrival's reads of the partials are .cg loads; any other load after a branch is a row of x.
+    return [line for line in lines[first_branch:] if "ld.global" in line and ".cg" not in line]
+
+
+def test_the_row_form_prefetch_issues_every_row_of_x_before_the_first_rows_branch():
+    assert _loads_after_first_branch(_row_form(prefetch=True)) == []
+    assert len(_loads_after_first_branch(_row_form(prefetch=False))) >= 4  # one L2 round trip per row
+
+
+def test_split_k_publishes_arrivals_with_acq_rel_and_resets_the_counter_without_a_fence():
+    # The shipped 896x7168 MMA tiles: 14 splits.
+    lines = _ptx_lines(
+        triton_kernels.mma_gemm_kernel,
+        4,
+        K_SPLIT=512,
+        BLOCK_M=16,
+        BLOCK_N=32,
+        BLOCK_K=128,
+        SPLIT_K=14,
+        EVEN_K=True,
+        DOT_FP32=False,
+    )
+    atomics = [line for line in lines if line.startswith("@") and " atom." in line]
+    assert len(atomics) == 2, atomics
+    assert "atom.global.gpu.acq_rel.add" in atomics[0]
+    assert "atom.global.gpu.relaxed.exch" in atomics[1]
