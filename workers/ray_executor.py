@@ -29,6 +29,7 @@ from bisector.workers.executor import Assignment, Executor, StepRequest
 from bisector.workers.gpu_leases import GpuLeases
 from bisector.workers.image_placement import ImagePlacement
 from bisector.workers.images.cache import IMAGE_ROOT_ENV
+from bisector.workers.node_files import deliver
 
 try:
     import ray
@@ -356,13 +357,10 @@ class RayExecutor(Executor):
 
 
 def _delivered(request: StepRequest, outcome: StepOutcome) -> StepResult:
-    """The step's result, its shipped log written where the coordinator expects it."""
-    if outcome.log is None:
-        return outcome.result
+    """The step's result, its shipped log and files written where the coordinator expects them."""
     try:
-        path = Path(request.log_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(outcome.log)
+        deliver({request.log_path: outcome.log} if outcome.log is not None else {})
+        deliver(outcome.files)
     except OSError as exc:
-        return replace(outcome.result, detail=f"{outcome.result.detail}\n(log not saved here: {exc})".strip())
+        return replace(outcome.result, detail=f"{outcome.result.detail}\n(log or files not saved here: {exc})".strip())
     return outcome.result

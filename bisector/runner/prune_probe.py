@@ -33,6 +33,7 @@ from bisector.vocab.domain import BisectRecord, SideRun, StepPurpose, Verdict
 from bisector.vocab.errors import BisectError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import log_dir
+from bisector.workers.node_files import UNSHIPPED_FILE
 
 PROBE_ENV = "BISECT_PROBE_DIR"
 PROBE_COVERAGE_ENV = "BISECT_PROBE_COVERAGE"
@@ -61,7 +62,7 @@ def probe_env(out_dir: Path, base_env: Mapping[str, str]) -> dict[str, str]:
     existing = [p for p in base_env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(HOOK_DIR)]
     return {
         "PYTHONPATH": os.pathsep.join([str(HOOK_DIR), *existing]),
-        PROBE_ENV: str(out_dir.resolve()),
+        PROBE_ENV: str(out_dir.absolute()),  # as the step's log path names its folder (workers/node_files.py)
         PROBE_COVERAGE_ENV: str(Path(coverage.__file__).resolve().parent.parent),
     }
 
@@ -253,6 +254,8 @@ def probe_and_plan(
     if result.verdict not in (Verdict.GOOD, Verdict.BAD):
         why = result.detail.splitlines()[0] if result.detail else result.verdict.value
         return unpruned(f"the probe at the bad commit did not complete ({result.verdict.value}: {why})")
+    if (unshipped := out / UNSHIPPED_FILE).exists():
+        return unpruned(f"the probe's files did not come back from {result.node}: {unshipped.read_text().strip()}")
     shas = store.candidates(record.id).shas()
     try:
         return plan_from_recording(GitRepo(record.repo), spec, record.good, record.bad, shas, out)
