@@ -3,8 +3,8 @@
 Each slot is a StepActor (workers/ray_actor.py) that owns a worktree on its node, under that node's per-user
 cache dir, and runs StepRunner there; results come back through Ray and the coordinator alone writes the store.
 Logs: on the coordinator's node the step writes its log where the coordinator asked; on another node it writes
-under that node's data dir and ships the log back with the result (head and tail beyond 4 MiB), and the
-executor writes it at the coordinator's path.
+under that node's data dir and ships the log back with the result (head and tail beyond 4 MiB), with the files its
+env names under the log's folder (workers/node_files.py), and the executor writes them at the coordinator's paths.
 
 A slot whose actor, worker process or node dies mid-step reports the step as an infrastructure error
 (WORKER_LOST) and gets a fresh actor, which Ray may place anywhere; a slot lost more than `max_restarts`
