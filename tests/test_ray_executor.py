@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,13 +23,18 @@ from pathlib import Path
 import pytest
 from bisect_helpers import synthetic_spec
 from synthetic import SyntheticHistory, culprit_history
+from test_prune_build import BUILD as KERNEL_BUILD
+from test_prune_build import CULPRIT as KERNEL_CULPRIT
+from test_prune_build import kernel_history
 
+from bisector.core.records import SearchRecords
 from bisector.core.spec import BisectSpec
 from bisector.db.store import Store
 from bisector.runner.coordinator import Coordinator
 from bisector.vocab.domain import BisectStatus, ErrorKind, StepResult, Verdict
 from bisector.vocab.errors import ExecutorError, InputError
 from bisector.vocab.metric import MetricSpec
+from bisector.vocab.paths import log_dir
 from bisector.workers.executor import StepRequest
 from bisector.workers.ray_sessions import remove_session
 
@@ -160,6 +166,24 @@ def test_a_step_on_another_node_ships_its_log_back(cluster, tmp_path: Path):
     assert "on far" in Path(result.log_path).read_text()
     node_copy = cluster.node_home / "data" / "ray-logs" / "bisect-1" / "step-5.log"
     assert node_copy.read_text() == Path(result.log_path).read_text()
+
+
+@pytest.mark.skipif(shutil.which("cc") is None or shutil.which("strace") is None, reason="needs cc and strace")
+def test_a_prune_probe_on_another_node_ships_its_files_back_and_prunes(cluster, tmp_path: Path, store: Store):
+    shas = kernel_history(tmp_path / "repo")
+    spec = synthetic_spec(tmp_path / "repo", shas[0], shas[-1], run=f"{sys.executable} bench.py", build=KERNEL_BUILD,
+                          prune="auto", explain=False)  # fmt: skip
+    record = Coordinator(store, ray_factory([], {FAR: 1}), poll_interval_s=0.05).start(spec)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, shas[KERNEL_CULPRIT])
+    plan = SearchRecords.from_extra(record.extra).pruning
+    assert plan is not None
+    assert plan.applied, plan.note
+    assert "not traced" not in plan.note
+    assert plan.removed() == {shas[i] for i in range(1, 40) if i != KERNEL_CULPRIT and i % 8}
+    on_node = cluster.node_home / "data" / "ray-logs" / f"bisect-{record.id}" / "probe"  # the far node's
+    shipped = log_dir(store.identity, record.id) / "probe"
+    assert {"build.strace", "build.cwd"} <= {p.name for p in on_node.iterdir()}
+    assert sorted(p.name for p in on_node.iterdir()) == sorted(p.name for p in shipped.iterdir())
 
 
 def test_bisect_through_the_coordinator_names_the_culprit(cluster, tmp_path: Path, store: Store):

@@ -17,7 +17,7 @@ import os
 import socket
 import threading
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from bisector.workers.build_ahead import AheadStatus, BuildAheadJob, BuildAheadO
 from bisector.workers.build_ahead_child import build, lower_priority
 from bisector.workers.executor import StepRequest
 from bisector.workers.images.cache import ImageCache
+from bisector.workers.node_files import NodeFiles
 from bisector.workers.process import CancelSignal
 from bisector.workers.ray_image_host import RayImageHost
 from bisector.workers.ray_image_peer import ImageHolder, RayImagePeer
@@ -58,10 +59,12 @@ class ActorInfo:
 
 @dataclass(frozen=True)
 class StepOutcome:
-    """A step's result, with its log when the log was written on another node than the coordinator's."""
+    """A step's result, with its log and its files (workers/node_files.py) when it ran on another node than the
+    coordinator's."""
 
     result: StepResult
     log: bytes | None = None
+    files: dict[str, bytes] = field(default_factory=dict)  # the coordinator's path -> the content
 
 
 def _gpu_ids() -> tuple[int, ...]:
@@ -122,7 +125,10 @@ class StepActor(ImageHolder):
         """image_peer: the actor of a slot on a node that holds the step's image (copied from there, not built)."""
         if self._is_cancelled(request.step_id):
             return StepOutcome(self._cancelled_before_start(request))
-        local_request = dataclasses.replace(request, log_path=self._local_log_path(request))
+        local_request, files = request, NodeFiles({})
+        if self._ship_logs:
+            local_request, files = NodeFiles.of(request, Path(self._local_log_path(request)).parent)
+        local_request = dataclasses.replace(local_request, log_path=self._local_log_path(request))
         groups: list[int] = []
         with self._lock:
             self._running = request.step_id
@@ -150,7 +156,8 @@ class StepActor(ImageHolder):
                 self._running = None
         if not self._ship_logs:
             return StepOutcome(result)
-        return StepOutcome(dataclasses.replace(result, log_path=request.log_path), _read_bounded(Path(result.log_path)))
+        log = _read_bounded(Path(result.log_path))
+        return StepOutcome(dataclasses.replace(result, log_path=request.log_path), log, files.collect())
 
     def build_ahead(self, request: StepRequest, token: str) -> BuildAheadOutcome:
         """Build request's image on this node ahead of its step (workers/ray_build_ahead.py), from the "builds"

@@ -3,8 +3,8 @@
 Each slot is a StepActor (workers/ray_actor.py) that owns a worktree on its node, under that node's per-user
 cache dir, and runs StepRunner there; results come back through Ray and the coordinator alone writes the store.
 Logs: on the coordinator's node the step writes its log where the coordinator asked; on another node it writes
-under that node's data dir and ships the log back with the result (head and tail beyond 4 MiB), and the
-executor writes it at the coordinator's path.
+under that node's data dir and ships the log back with the result (head and tail beyond 4 MiB), with the files its
+env names under the log's folder (workers/node_files.py), and the executor writes them at the coordinator's paths.
 
 A slot whose actor, worker process or node dies mid-step reports the step as an infrastructure error
 (WORKER_LOST) and gets a fresh actor, which Ray may place anywhere; a slot lost more than `max_restarts`
@@ -29,6 +29,7 @@ from bisector.workers.executor import Assignment, Executor, StepRequest
 from bisector.workers.gpu_leases import GpuLeases
 from bisector.workers.image_placement import ImagePlacement
 from bisector.workers.images.cache import IMAGE_ROOT_ENV
+from bisector.workers.node_files import deliver
 
 try:
     import ray
@@ -356,13 +357,10 @@ class RayExecutor(Executor):
 
 
 def _delivered(request: StepRequest, outcome: StepOutcome) -> StepResult:
-    """The step's result, its shipped log written where the coordinator expects it."""
-    if outcome.log is None:
-        return outcome.result
+    """The step's result, its shipped log and files written where the coordinator expects them."""
     try:
-        path = Path(request.log_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(outcome.log)
+        deliver({request.log_path: outcome.log} if outcome.log is not None else {})
+        deliver(outcome.files)
     except OSError as exc:
-        return replace(outcome.result, detail=f"{outcome.result.detail}\n(log not saved here: {exc})".strip())
+        return replace(outcome.result, detail=f"{outcome.result.detail}\n(log or files not saved here: {exc})".strip())
     return outcome.result

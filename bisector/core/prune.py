@@ -39,6 +39,7 @@ class Visibility:
     seen: frozenset[str]  # files executed, opened or named
     listed: frozenset[str] = frozenset()  # directories listed ("" is the root)
     build_prefixes: tuple[str, ...] = ()  # build inputs: a file, or a directory and what it holds
+    build_files: frozenset[str] = frozenset()  # build inputs: the files the traced build opened, looked up or ran
     unfollowed: bool = False  # programs the probe cannot follow ran: they may read any file but the exempt ones
     exempt: tuple[str, ...] = DOC_SUFFIXES + PYTHON_SUFFIXES
     line_authors: frozenset[str] = frozenset()  # commits that last changed a line the test executed
@@ -49,7 +50,9 @@ class Visibility:
             return Reach.SEEN_FILES if listed else Reach.UNSEEN
         if change.path in self.seen or (change.status in "AD" and posixpath.dirname(change.path) in self.listed):
             return Reach.SEEN_FILES
-        if any(change.path == p or change.path.startswith(p.rstrip("/") + "/") for p in self.build_prefixes):
+        if change.path in self.build_files or any(
+            change.path == p or change.path.startswith(p.rstrip("/") + "/") for p in self.build_prefixes
+        ):
             return Reach.BUILD_INPUTS
         if self.unfollowed and not change.path.endswith(self.exempt):
             return Reach.BUILD_INPUTS

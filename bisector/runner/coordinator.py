@@ -213,7 +213,10 @@ class Coordinator:
         """--prune auto: the probe at the bad commit, and the candidates it leaves out, stored before the search."""
         from bisector.runner.prune_probe import probe_and_plan
 
-        plan = probe_and_plan(self.store, self._side_runner(record, spec, executor), record, self.observer)
+        def runner_for(probe_spec: BisectSpec) -> SideRunner:
+            return self._side_runner(record, probe_spec, executor)
+
+        plan = probe_and_plan(self.store, runner_for, record, self.observer)
         self.observer.note(plan.note)
         self.store.update_extra(record.id, **SearchRecords(pruning=plan).to_extra("pruning"))
         return self.store.get_bisect(record.id)

@@ -1,7 +1,9 @@
 """--prune auto: the probe. Before the search, the bisect's build and test run once at the bad commit with the
-probe hook in every Python process (analysis/hook/_gpu_bisect_probe.py: line coverage, files opened, directories
-listed, programs started); what it recorded becomes repository paths (`Visibility`), and the candidates are
-classified by what they change (bisector/core/prune.py).
+probe hook in every Python process of the test (analysis/hook/_gpu_bisect_probe.py: line coverage, files opened,
+directories listed, programs started) and the build under strace (bisector/runner/build_trace.py: the files its
+processes opened, looked up or ran); what they recorded becomes repository paths (`Visibility`), and the candidates
+are classified by what they change (bisector/core/prune.py). A build that could not be traced counts as reading any
+file but docs, and the plan's note says why.
 
 Where the probe cannot tell what the test sees, the plan is not applied and says why: the probe's step failed or
 was skipped, no Python process of the test was followed, coverage.py could not run in the test's Python, no
@@ -16,7 +18,7 @@ import os
 import posixpath
 import shlex
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -24,12 +26,14 @@ from bisector.analysis.kernel_trace import HOOK_DIR
 from bisector.core.prune import DOC_SUFFIXES, PrunePlan, Visibility, plan_pruning, unpruned
 from bisector.core.spec import BisectSpec
 from bisector.db.store import Store
+from bisector.runner.build_trace import BuildTrace, read_build_trace, traced_build
 from bisector.runner.observer import ProgressObserver
 from bisector.runner.side_runs import SideRunner
 from bisector.vocab.domain import BisectRecord, SideRun, StepPurpose, Verdict
 from bisector.vocab.errors import BisectError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import log_dir
+from bisector.workers.node_files import UNSHIPPED_FILE
 
 PROBE_ENV = "BISECT_PROBE_DIR"
 PROBE_COVERAGE_ENV = "BISECT_PROBE_COVERAGE"
@@ -48,6 +52,7 @@ class Recording:
     spawned: list[list[str]] = field(default_factory=list)
     lines: dict[str, set[int]] = field(default_factory=dict)  # file -> executed lines
     no_coverage: list[str] = field(default_factory=list)
+    build: BuildTrace | None = None  # the traced build's, beside the test's (None: no build, or not traced)
 
 
 def probe_env(out_dir: Path, base_env: Mapping[str, str]) -> dict[str, str]:
@@ -57,7 +62,7 @@ def probe_env(out_dir: Path, base_env: Mapping[str, str]) -> dict[str, str]:
     existing = [p for p in base_env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(HOOK_DIR)]
     return {
         "PYTHONPATH": os.pathsep.join([str(HOOK_DIR), *existing]),
-        PROBE_ENV: str(out_dir.resolve()),
+        PROBE_ENV: str(out_dir.absolute()),  # as the step's log path names its folder (workers/node_files.py)
         PROBE_COVERAGE_ENV: str(Path(coverage.__file__).resolve().parent.parent),
     }
 
@@ -122,9 +127,9 @@ class Attribution:
 def _roots(recording: Recording, tracked: set[str]) -> list[str]:
     """The trees the probe's processes ran in: for each process's working directory, the directory at or above it
     under which the most recorded paths are files of the repository. Deepest first."""
-    recorded = recording.reads | set(recording.lines)
+    recorded = recording.reads | set(recording.lines) | (recording.build.touched if recording.build else set())
     roots = set()
-    for cwd in recording.cwds:
+    for cwd in recording.cwds | ({recording.build.cwd} if recording.build else set()):
         best, score = "", 0
         candidate = cwd
         while True:
@@ -163,14 +168,20 @@ def visibility(recording: Recording, tracked: set[str], spec: BisectSpec) -> Vis
             return f"the test executed {relative}, which is not in the repository and which it did not write"
         else:
             seen.add(relative)  # a file the test looked for, or the build's output
-    listed = {r for path in recording.listed if (r := where.relative(path)) is not None}
+    build = recording.build
+    listed_paths = recording.listed | (build.listed if build else set())
+    listed = {r for path in listed_paths if (r := where.relative(path)) is not None}
+    built = {r for path in build.touched if (r := where.relative(path))} if build else set()
     programs = [shlex.split(spec.test.run)] if spec.test.run.strip() else []
-    unfollowed = bool(spec.test.build) or any(not _starts_python(argv) for argv in [*programs, *recording.spawned])
+    untraced_build = bool(spec.test.build) and build is None
+    unfollowed = untraced_build or any(not _starts_python(argv) for argv in [*programs, *recording.spawned])
     for argv in [*programs, *recording.spawned]:
         seen.update(w.removeprefix("./") for w in argv if w.removeprefix("./") in tracked)
     inputs = spec.executor.image_inputs if spec.executor.image_recipe() else ()
-    exempt = DOC_SUFFIXES if spec.test.build and not inputs else Visibility.exempt
-    return Visibility(frozenset(seen - {""}), frozenset(listed), tuple(inputs), unfollowed, exempt)
+    exempt = DOC_SUFFIXES if untraced_build and not inputs else Visibility.exempt
+    return Visibility(
+        frozenset(seen - {""}), frozenset(listed), tuple(inputs), frozenset(built), unfollowed, exempt=exempt
+    )
 
 
 def _derived(relative: str) -> bool:
@@ -200,8 +211,18 @@ def line_authors(repo: GitRepo, good: str, bad: str, recording: Recording, chang
 def plan_from_recording(repo: GitRepo, spec: BisectSpec, good: str, bad: str, shas: list[str], out: Path) -> PrunePlan:
     """The classification of the candidates from the probe's files in `out`."""
     recording = read_recording(out)
-    tracked = repo.files(bad)
-    seen = visibility(recording, tracked, spec)
+    build = read_build_trace(out) if spec.test.build else None
+    if isinstance(build, BuildTrace):
+        recording.build = build
+    plan = _plan(repo, spec, good, bad, shas, recording)
+    if isinstance(build, str):
+        why = f"the build was not traced ({build}), so any file but docs may be its input"
+        return replace(plan, note=f"{plan.note}; {why}")
+    return plan
+
+
+def _plan(repo: GitRepo, spec: BisectSpec, good: str, bad: str, shas: list[str], recording: Recording) -> PrunePlan:
+    seen = visibility(recording, repo.files(bad), spec)
     if isinstance(seen, str):
         return unpruned(seen)
     changes = repo.first_parent_changes(good, bad)
@@ -210,9 +231,11 @@ def plan_from_recording(repo: GitRepo, spec: BisectSpec, good: str, bad: str, sh
     return plan_pruning(shas, changes, replace(seen, line_authors=authors))
 
 
-def probe_and_plan(store: Store, runner: SideRunner, record: BisectRecord, observer: ProgressObserver) -> PrunePlan:
-    """Run the probe at the bad commit and classify the candidates; never raises for a probe that goes wrong: the
-    plan then says why it is not applied."""
+def probe_and_plan(
+    store: Store, runner_for: Callable[[BisectSpec], SideRunner], record: BisectRecord, observer: ProgressObserver
+) -> PrunePlan:
+    """Run the probe at the bad commit (through the side runner of a spec whose build is traced) and classify the
+    candidates; never raises for a probe that goes wrong: the plan then says why it is not applied."""
     spec = BisectSpec.from_json(record.spec)
     if spec.test.paths:
         return unpruned("the paths after -- chose the candidates already")
@@ -224,10 +247,15 @@ def probe_and_plan(store: Store, runner: SideRunner, record: BisectRecord, obser
     except ImportError:
         return unpruned("coverage.py is not installed where gpu-bisect runs")
     observer.note(f"--prune auto: running the test once at {record.bad[:12]} under coverage")
-    (result,) = runner.run([SideRun(record.bad, StepPurpose.PROBE, env, "probe")])
+    probe_spec = spec
+    if spec.test.build:  # the command names the probe's folder: an image it builds is its own, never one reused
+        probe_spec = replace(spec, test=replace(spec.test, build=traced_build(spec.test.build, PROBE_ENV, str(out))))
+    (result,) = runner_for(probe_spec).run([SideRun(record.bad, StepPurpose.PROBE, env, "probe")])
     if result.verdict not in (Verdict.GOOD, Verdict.BAD):
         why = result.detail.splitlines()[0] if result.detail else result.verdict.value
         return unpruned(f"the probe at the bad commit did not complete ({result.verdict.value}: {why})")
+    if (unshipped := out / UNSHIPPED_FILE).exists():
+        return unpruned(f"the probe's files did not come back from {result.node}: {unshipped.read_text().strip()}")
     shas = store.candidates(record.id).shas()
     try:
         return plan_from_recording(GitRepo(record.repo), spec, record.good, record.bad, shas, out)

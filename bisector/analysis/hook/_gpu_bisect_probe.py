@@ -24,6 +24,7 @@ _SPAWN_ARGV = {"subprocess.Popen": 1, "os.exec": 1, "os.posix_spawn": 1, "os.spa
 class _Recorder:
     def __init__(self, out_dir: str) -> None:
         name = f"files-{os.getpid()}-{id(self)}.jsonl"
+        os.makedirs(out_dir, exist_ok=True)  # on another node than the coordinator's, a folder no one made yet
         self.fd = os.open(os.path.join(out_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.out_dir = os.path.abspath(out_dir)
         self.seen: set[tuple[str, str]] = set()
