@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from bisector.analysis.source_text import Language, blanked, pieces, spans
+
 CYTHON_SUFFIXES = (".pyx", ".pxd", ".pxi")
 
 _IDENT = r"[A-Za-z_]\w*"
@@ -51,13 +53,12 @@ def python_source_of_cython(text: str) -> str:
     """The Python source of a Cython module, with as many lines as it has."""
     lines = text.split("\n")
     out = list(lines)
-    in_string: str | None = None  # the triple quote a multi-line string opened, while inside it
+    in_strings = _lines_in_strings(text)
     cdef_block: int | None = None  # the indent of the `cdef:` header whose declarations follow
     index = 0
     while index < len(lines):
         line = lines[index]
-        if in_string is not None:
-            in_string = _string_state(line, in_string)
+        if index in in_strings:
             index += 1
             continue
         if cdef_block is not None and line.strip() and _indent_of(line) <= cdef_block:
@@ -75,10 +76,20 @@ def python_source_of_cython(text: str) -> str:
         if _CDEF_BLOCK.match(line):
             cdef_block = _indent_of(line)
         out[index : end + 1] = rewritten
-        for part in lines[index : end + 1]:
-            in_string = _string_state(part, in_string)
         index = end + 1
     return "\n".join(out)
+
+
+def _lines_in_strings(text: str) -> set[int]:
+    """The lines (from 0) that begin inside a multi-line string."""
+    inside: set[int] = set()
+    line = position = 0
+    for span in spans(text, Language.PYTHON):
+        line += text.count("\n", position, span.start)
+        position = span.start
+        if not span.comment:
+            inside.update(range(line + 1, line + 1 + text.count("\n", span.start, span.end)))
+    return inside
 
 
 def _rewrite_statement(statement: list[str]) -> list[str] | None:
@@ -89,7 +100,7 @@ def _rewrite_statement(statement: list[str]) -> list[str] | None:
     if _DROPPED_LINE.match(body):
         return [f"{indent}pass"] + [""] * (len(statement) - 1)
     if _BLOCK_DECLARATION.match(body) or body.startswith("ctypedef"):
-        if _code_of(statement[-1]).rstrip().endswith(":"):
+        if _code(statement[-1]).rstrip().endswith(":"):
             return None
         return [f"{indent}pass"] + [""] * (len(statement) - 1)
     if (found := _CLASS.match(body)) is not None:
@@ -113,7 +124,7 @@ def _declaration(indent: str, text: str) -> str:
     """A `cdef` / `cpdef` statement (without its indent) as Python."""
     words = text.split(None, 1)
     rest = words[1] if len(words) > 1 else ""
-    code = _code_of(text).rstrip()
+    code = _code(text).rstrip()
     opening = _name_paren(rest)
     if opening is not None and code.endswith(":"):
         return _function(indent, rest, keep_suffix=False)
@@ -145,7 +156,7 @@ def _function(indent: str, text: str, keep_suffix: bool) -> str:
     name = re.findall(_IDENT, text[:opening])[-1]
     parameters = ",".join(_parameter(part) for part in _split_top_level(text[opening + 1 : closing]))
     suffix = text[closing + 1 :]
-    code = _masked(suffix)
+    code = _code(suffix)
     colon = code.rstrip().rfind(":")
     tail = suffix[colon + 1 :] if colon >= 0 else ""
     kept = code[:colon] if keep_suffix and colon >= 0 and "->" in code else ""
@@ -156,7 +167,7 @@ def _function(indent: str, text: str, keep_suffix: bool) -> str:
 
 def _parameter(part: str) -> str:
     """One parameter without its C type: `_ndarray_base x=None` -> `x=None`, keeping the newlines around it."""
-    part = "".join(piece for piece, literal in _split_code(part) if not (literal and piece.startswith("#")))
+    part = "".join(piece for piece, span in pieces(part, Language.PYTHON) if not (span and span.comment))
     stripped = part.strip()
     if not stripped:
         return part
@@ -177,16 +188,16 @@ def _parameter(part: str) -> str:
 
 def _expressions(text: str) -> str:
     """Casts, address-of and C integer suffixes removed from code (strings and comments kept as they are)."""
-    pieces, seen = [], []  # seen: the code so far, a string as a name, no comments (what a cast follows)
-    for code, literal in _split_code(text):
-        if literal:
-            pieces.append(code)
-            seen.append("" if code.startswith("#") else "s")
+    out, seen = [], []  # seen: the code so far, a string as a name, no comments (what a cast follows)
+    for code, span in pieces(text, Language.PYTHON):
+        if span:
+            out.append(code)
+            seen.append("" if span.comment else "s")
             continue
         code = _without_casts(_INTEGER_SUFFIX.sub(r"\1", code), "".join(seen))
-        pieces.append(code)
+        out.append(code)
         seen.append(code)
-    return "".join(pieces)
+    return "".join(out)
 
 
 def _without_casts(code: str, before: str) -> str:
@@ -210,37 +221,9 @@ def _without_prefixes(pattern: re.Pattern[str], code: str, before: str) -> str:
     return "".join(result)
 
 
-def _split_code(text: str) -> list[tuple[str, bool]]:
-    """The text cut into code and literal (string or comment) pieces."""
-    pieces: list[tuple[str, bool]] = []
-    start = index = 0
-    while index < len(text):
-        char = text[index]
-        if char == "#":
-            end = text.find("\n", index)
-            end = len(text) if end < 0 else end
-        elif char in "'\"":
-            quote = text[index : index + 3] if text[index : index + 3] in ('"""', "'''") else char
-            end = index + len(quote)
-            while end < len(text) and text[end : end + len(quote)] != quote:
-                end += 2 if text[end] == "\\" else 1
-            end = min(end + len(quote), len(text))
-        else:
-            index += 1
-            continue
-        pieces.append((text[start:index], False))
-        pieces.append((text[index:end], True))
-        start = index = end
-    pieces.append((text[start:], False))
-    return pieces
-
-
-def _code_of(text: str) -> str:
-    """The text with comments cut and strings blanked (same length up to the first comment)."""
-    return "".join(
-        (piece if not literal else ("" if piece.startswith("#") else " " * len(piece)))
-        for piece, literal in _split_code(text)
-    )
+def _code(text: str) -> str:
+    """The text with comments and the contents of strings blanked, same length."""
+    return blanked(text, Language.PYTHON)
 
 
 def _statement_end(lines: list[str], index: int) -> int:
@@ -248,7 +231,7 @@ def _statement_end(lines: list[str], index: int) -> int:
     depth = 0
     end = index
     while end < len(lines):
-        code = _code_of(lines[end])
+        code = _code(lines[end])
         depth += sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
         if ('"""' in lines[end] or "'''" in lines[end]) and lines[end].count('"""') % 2 + lines[end].count("'''") % 2:
             return end  # a multi-line string starts here: left to the string tracking
@@ -275,35 +258,9 @@ def _indent_of(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
 
-def _string_state(line: str, open_quote: str | None) -> str | None:
-    """The triple quote still open after the line, given the one open before it."""
-    index = 0
-    while index < len(line):
-        if open_quote is not None:
-            found = line.find(open_quote, index)
-            if found < 0:
-                return open_quote
-            index, open_quote = found + 3, None
-            continue
-        char = line[index]
-        if char == "#":
-            return None
-        if line[index : index + 3] in ('"""', "'''"):
-            open_quote = line[index : index + 3]
-            index += 3
-        elif char in "'\"":
-            end = index + 1
-            while end < len(line) and line[end] != char:
-                end += 2 if line[end] == "\\" else 1
-            index = end + 1
-        else:
-            index += 1
-    return open_quote
-
-
 def _name_paren(text: str) -> int | None:
     """Where the parameter list opens: the first top-level `(` right after a name that is not a C keyword."""
-    code = _masked(text)
+    code = _code(text)
     for found in re.finditer(r"(" + _IDENT + r")\s*\(", code):
         if found.group(1) not in _DECLARATION_WORDS and _depth_at(code, found.start()) == 0:
             return found.end() - 1
@@ -316,7 +273,7 @@ def _depth_at(code: str, position: int) -> int:
 
 
 def _matching_paren(text: str, opening: int) -> int | None:
-    code = _masked(text)
+    code = _code(text)
     depth = 0
     for index in range(opening, len(code)):
         depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(code[index], 0)
@@ -328,7 +285,7 @@ def _matching_paren(text: str, opening: int) -> int | None:
 def _split_top_level(text: str) -> list[str]:
     """Text split at its top-level commas (strings and brackets kept whole)."""
     parts, start = [], 0
-    for index in _at_top_level(_masked(text), ","):
+    for index in _at_top_level(_code(text), ","):
         parts.append(text[start:index])
         start = index + 1
     parts.append(text[start:])
@@ -347,14 +304,9 @@ def _at_top_level(code: str, wanted: str) -> Iterator[int]:
             yield index
 
 
-def _masked(text: str) -> str:
-    """The text with strings and comments replaced by spaces, same length."""
-    return "".join(piece if not literal else " " * len(piece) for piece, literal in _split_code(text))
-
-
 def _top_level_equals(text: str) -> int | None:
     """Where the first top-level `=` that is an assignment (not ==, <=, >=, !=) is."""
-    code = _masked(text)
+    code = _code(text)
     for index in _at_top_level(code, "="):
         neighbours = code[index - 1 : index] + code[index + 1 : index + 2]
         if "=" not in neighbours and code[index - 1 : index] not in ("<", ">", "!"):

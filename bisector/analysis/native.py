@@ -27,6 +27,7 @@ from bisector.analysis.native_renames import Renames
 from bisector.analysis.native_template_args import template_argument_rows
 from bisector.analysis.native_value_forms import value_form
 from bisector.analysis.rules import produce, stamped
+from bisector.analysis.source_text import Language, blanked
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 # C, C++, CUDA, HIP (.hip), OpenCL C (.cl, .opencl), Metal Shading Language (.metal, C++ based) and Objective-C++
@@ -60,19 +61,6 @@ _PREPROCESSOR = re.compile(r"^[ \t]*#[^\n]*", re.M)
 _RELEASE_NUMBER = re.compile(
     r"^(?!\w*(?:MIN|MAX|REQUIRED))[A-Z][A-Z0-9_]*_(?:VERSION(?:_(?:MAJOR|MINOR|PATCH))?|(?:MAJOR|MINOR|PATCH)_VERSION)$"
 )
-
-
-def strip_comments(text: str) -> str:
-    """The text with comments blanked (newlines kept, so line numbers stay), strings left alone."""
-    return _COMMENT_OR_STRING.sub(_blank_comment, text)
-
-
-# A string or char literal (to skip: a // inside one is no comment), a // comment, or a /* */ comment (unterminated
-# ones run to the end). Literals end at their quote or at the end of the line.
-_COMMENT_OR_STRING = re.compile(
-    r"\"(?:\\.|[^\"\\\n])*(?:\"|(?=\n)|$)|'(?:\\.|[^'\\\n])*(?:'|(?=\n)|$)|//[^\n]*|/\*.*?(?:\*/|\Z)", re.S
-)
-_NOT_NEWLINE = re.compile(r"[^\n]")
 _NEWLINE = re.compile(r"\n")
 _THREAD_INDEX = re.compile(
     r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\b|\bget_(?:global|local|group)_id\s*\(|\b__builtin_amdgcn_work\w+_id_"
@@ -89,13 +77,6 @@ def _string_end(text: str, start: int) -> int:
     return min(index + 1, len(text))
 
 
-def _blank_comment(match: re.Match[str]) -> str:
-    text = match[0]
-    if text.startswith(("//", "/*")):
-        return _NOT_NEWLINE.sub(" ", text)
-    return text
-
-
 @dataclass(frozen=True)
 class NativeScan:
     entries: dict[str, tuple[FindingKind, Node]]  # array or constant name -> value tree
@@ -106,7 +87,7 @@ class NativeScan:
 
 
 def scan_native(text: str) -> NativeScan:
-    stripped = strip_comments(text)
+    stripped = blanked(text, Language.C, strings=False)
     starts = [0] + [match.end() for match in _NEWLINE.finditer(stripped)]
     entries: dict[str, tuple[FindingKind, Node]] = {}
 
