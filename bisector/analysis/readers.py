@@ -2,7 +2,7 @@
 
 A Reader claims the paths of its language (by suffix or name) and turns a file's two versions into rows; READERS
 names each with what it finds. The first reader in the table that claims a path reads it; a claimed path that it
-skips (a tool's settings, a benchmark program) is read by none, and neither is a test. static_diff() takes the
+skips (a tool's settings, a benchmark program) is read by none, and neither is a test. explain() takes the
 table as an argument, so a reader can be plugged in (tests/analysis/test_analysis_readers.py).
 """
 

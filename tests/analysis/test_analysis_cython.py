@@ -8,7 +8,7 @@ from pathlib import Path
 
 from analysis_history import History
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 from bisector.analysis.cython_source import python_source_of_cython
 
 
@@ -257,7 +257,7 @@ def test_a_changed_dtype_condition_in_a_pyx_is_a_row_of_its_function(tmp_path: P
     after = CUB_BEFORE.replace("    if x_dtype == numpy.complex128:\n        return None\n", "")
     sha = history.commit("Enable CUB scan for complex128", {"cupy/cuda/cub.pyx": after})
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     relevant = [f for f in diff.findings if f.kind.is_dispatch_relevant]
     assert [(f.kind, f.file, f.name) for f in relevant] == [
@@ -272,7 +272,7 @@ def test_a_size_guard_added_to_a_pyx_function_is_a_shape_condition(tmp_path: Pat
     after = CUB_BEFORE.replace("    cdef int dev_id", guard + "    cdef int dev_id")
     sha = history.commit("Guard CUB scan against int overflow", {"cupy/cuda/cub.pyx": after})
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     relevant = [(f.kind, f.name, f.key, f.after) for f in diff.findings if f.kind.is_dispatch_relevant]
     assert relevant == [(FindingKind.BRANCH_CONDITION, "cub_scan", "shape condition", "arr.size > 2147483647")]
@@ -284,7 +284,7 @@ def test_a_pyx_the_rewrite_cannot_parse_is_skipped_without_a_note(tmp_path: Path
     broken = CUB_BEFORE.replace("    x_dtype = arr.dtype", "    for i from 0 <= i < n:\n        x_dtype = arr.dtype")
     sha = history.commit("old loop syntax", {"cupy/cuda/cub.pyx": broken.replace("complex128", "complex64")})
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert diff.files == ("cupy/cuda/cub.pyx",)
     assert diff.findings == ()
