@@ -1,7 +1,7 @@
 """Native conditions on real git histories: arch, dtype, version and platform tests are branch
 conditions (a size compared is a threshold); a `#if` continued over lines and a project's GFX macros name the arch;
-environment reads through a project's own readers and NCCL-style parameters; enumerators that hold a class's numbers;
-a `.dat` file that holds JSON is read as a tuning file."""
+environment reads through a project's own readers and NCCL-style parameters; a `.dat` file that holds JSON is read
+as a tuning file."""
 
 from __future__ import annotations
 
@@ -155,58 +155,6 @@ def test_reads_through_a_projects_env_helpers_and_declared_parameters_are_env_ga
         ("env_gate", "LIB_CUDA_ALLOCATOR"),
         ("env_gate", "LIB_USE_REPLICA"),
     ]  # not LIB_DISABLE_CACHE (only a member after it), not logEnv (a writer), not the parameter list as a table
-
-
-IO_TRAITS_H = """\
-enum ErrorCode { kOk = 0, kFailed = 1 };
-
-template <uint32_t BlockDim, uint32_t BlockK, uint32_t TestWidth = BlockK>
-struct VecWidthTraits
-{
-    enum : uint32_t
-    {
-        ElementCount  = BlockDim * BlockK,
-        ElementsPerIO = TestWidth * WAVE_SIZE,
-        MaxVectorWidth
-        = (ElementsPerIO <= ElementCount) && (ElementCount % ElementsPerIO == 0)
-              ? TestWidth
-              : VecWidthTraits<BlockDim, BlockK, TestWidth / 2>::MaxVectorWidth
-    };
-};
-
-struct Modes
-{
-    enum class Kind : int { Plain = 0, Packed = 1 };
-};
-
-#if !__gfx908__
-struct RowBroadcast
-{
-    enum Traits : uint32_t { DPP_CTRL = 0x150 };
-};
-#endif
-"""
-
-
-def test_an_enumerator_holding_a_class_number_is_a_row_of_the_class(history: History) -> None:
-    history.commit("traits", {"include/io_traits.h": IO_TRAITS_H})
-    changed = (
-        IO_TRAITS_H.replace(
-            "= (ElementsPerIO <= ElementCount) && (ElementCount % ElementsPerIO == 0)",
-            "= (TestWidth <= BlockDim) && (ElementsPerIO <= ElementCount)\n"
-            "          && (ElementCount % ElementsPerIO == 0)",
-        )
-        .replace("kFailed = 1", "kFailed = 2")
-        .replace("Packed = 1", "Packed = 2")
-        .replace(
-            "#endif\n", "#else\nstruct RowBroadcast\n{\n    enum Traits : uint32_t { DPP_CTRL = 0xE4 };\n};\n#endif\n"
-        )
-    )
-    sha = history.commit("vector width fits the block", {"include/io_traits.h": changed})
-
-    assert _rows(history, sha) == [("native_threshold", "VecWidthTraits::MaxVectorWidth")]
-    # not a file-scope enum's codes, not a scoped enum's cases, not ElementCount (unchanged, its `<` in the next one),
-    # not the new #else branch's RowBroadcast::DPP_CTRL (an enumerator the old version lacks: new code)
 
 
 def _solution_map(half_lds: bool) -> str:
