@@ -1,7 +1,6 @@
-"""One scanner of source text for every language a reader reads: where its comments and string literals are, and the
-text with them blanked as spaces (newlines kept, so line and column numbers stay).
+"""One scanner of source text for every language a reader reads as text: where its comments and string literals are,
+and the text with them blanked as spaces (newlines kept, so line and column numbers stay). Python is read with ast.
 
-    Language.PYTHON   # comments; '...', "..." and triple-quoted strings (Cython too)
     Language.C        // and /* */ comments; "..." and '...' literals, which end at their line's end (C, C++, CUDA)
     Language.RUST     // and nested /* */ comments; "...", b"...", r#"..."# strings; 'c' chars, not 'a lifetimes
     Language.CMAKE    # and #[[ ]] comments; "..." arguments
@@ -15,7 +14,6 @@ from enum import Enum
 
 
 class Language(Enum):
-    PYTHON = "python"
     C = "c"
     RUST = "rust"
     CMAKE = "cmake"
@@ -40,11 +38,6 @@ def _quoted(quote: str, one_line: bool) -> str:
 
 # Each a whole comment or literal, the first that starts leftmost: a comment marker inside a string is no comment.
 _TOKENS = {
-    Language.PYTHON: re.compile(
-        r"#[^\n]*|" + r"(?:\"\"\"(?:\\.|[^\\])*?(?:\"\"\"|\Z))|(?:'''(?:\\.|[^\\])*?(?:'''|\Z))|"
-        + _quoted('"', True) + "|" + _quoted("'", True),
-        re.S,
-    ),
     Language.C: re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)|" + _quoted('"', True) + "|" + _quoted("'", True), re.S),
     Language.CMAKE: re.compile(r"#\[(=*)\[.*?(?:\]\1\]|\Z)|#[^\n]*|" + _quoted('"', False), re.S),
 }  # fmt: skip
@@ -64,9 +57,8 @@ def spans(text: str, language: Language) -> list[Span]:
         if value.startswith(("#", "//", "/*")):
             found.append(Span(start, end, True, start, end))
             continue
-        quote = value[:3] if value[:3] in ('"""', "'''") else value[0]
-        closed = len(value) >= 2 * len(quote) and value.endswith(quote)
-        found.append(Span(start, end, False, start + len(quote), end - len(quote) if closed else end))
+        closed = len(value) >= 2 and value.endswith(value[0])
+        found.append(Span(start, end, False, start + 1, end - 1 if closed else end))
     return found
 
 
@@ -80,17 +72,6 @@ def blanked(text: str, language: Language, *, strings: bool = True) -> str:
         position = span.body_end
     out.append(text[position:])
     return "".join(out)
-
-
-def pieces(text: str, language: Language) -> list[tuple[str, Span | None]]:
-    """text cut into its code (None) and its comments and literals, in order; joined they are text."""
-    out: list[tuple[str, Span | None]] = []
-    position = 0
-    for span in spans(text, language):
-        out += [(text[position : span.start], None), (text[span.start : span.end], span)]
-        position = span.end
-    out.append((text[position:], None))
-    return out
 
 
 def _rust_spans(text: str) -> list[Span]:

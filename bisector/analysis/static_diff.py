@@ -1,5 +1,5 @@
 """Static table diff of a commit against its parent, in every changed file that a reader claims (readers.py:
-Python, Cython, tuning files, Rust, C / C++ / CUDA / HIP, CMake). A file that cannot be analysed in one version
+Python, tuning files, Rust, C / C++ / CUDA / HIP, CMake). A file that cannot be analysed in one version
 (syntax error, binary, too large) gives a note instead of rows. Then rows of last resort for the files with none.
 
 A file added or removed whole is new (or dropped) code, not a change of the dispatch inside it: its entries are

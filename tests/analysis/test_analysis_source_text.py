@@ -4,25 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bisector.analysis.source_text import Language, blanked, pieces, spans
-
-
-def test_python_blanks_comments_and_string_contents_keeping_quotes_and_lines() -> None:
-    text = "x = \"a # b\"  # note\ny = 'it\\'s'\n"
-    assert blanked(text, Language.PYTHON) == "x = \"     \"        \ny = '     '\n"
-
-
-def test_python_triple_quoted_strings_span_lines_and_hide_comment_markers() -> None:
-    text = 'doc = """one\n# not a comment\n"""\nz = 1  # a comment\n'
-    assert blanked(text, Language.PYTHON) == 'doc = """   \n               \n"""\nz = 1             \n'
-    assert [span.comment for span in spans(text, Language.PYTHON)] == [False, True]
-
-
-def test_python_pieces_join_back_to_the_text() -> None:
-    text = "f(a, 'b,c')  # call\n"
-    cut = pieces(text, Language.PYTHON)
-    assert "".join(piece for piece, _ in cut) == text
-    assert [piece for piece, span in cut if span] == ["'b,c'", "# call"]
+from bisector.analysis.source_text import Language, blanked, spans
 
 
 def test_c_comments_blanked_strings_kept_unless_asked() -> None:
@@ -35,6 +17,7 @@ def test_c_comments_blanked_strings_kept_unless_asked() -> None:
 
 def test_c_literals_end_at_their_line_and_chars_are_literals() -> None:
     text = "char q = '\"'; // quote\nconst char* open = \"no end\nint x; // x\n"
+    assert [span.comment for span in spans(text, Language.C)] == [False, True, False, True]
     assert blanked(text, Language.C, strings=False) == (
         "char q = '\"';         \nconst char* open = \"no end\nint x;     \n"
     )
