@@ -76,7 +76,9 @@ def _known(name: str) -> str:
 
 
 def stamped(name: str, rows: Iterable[Finding]) -> list[Finding]:
-    """rows, each that carries no rule yet named for this one."""
+    """rows, each that carries no rule yet named for this one; none while the rule is disabled."""
+    if _known(name) in _disabled.get():
+        return []
     return [row if row.rule else replace(row, rule=name) for row in rows]
 
 
