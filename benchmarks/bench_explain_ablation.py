@@ -32,7 +32,7 @@ from common import ROOT, machine_info, mirror_clone
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 from bisector.analysis.rules import RULES, rules_disabled
 
 Unit = tuple[str, str, str]  # (kind, file, name): one prediction
@@ -91,7 +91,7 @@ def commit_rows(mirrors: Path, scratch: Path, corpora: list[Path], disabled: Ite
         for entry in json.loads(path.read_text())["commits"]:
             clone = mirror_clone(mirrors, entry["repo"], scratch)
             with rules_disabled(disabled):
-                diff = static_diff(clone, entry["commit"])
+                diff = explain(clone, entry["commit"])
             units: dict[Unit, set[str]] = {}
             for finding in diff.table_findings:
                 units.setdefault((finding.kind.value, finding.file, finding.name), set()).add(finding.rule)

@@ -21,12 +21,11 @@ from bisector.analysis import (
     MinimizeResult,
     TraceFiles,
     Variant,
+    explain,
     minimize,
     runtime_diffs,
-    static_diff,
 )
 from bisector.analysis.call_trace import traced_functions
-from bisector.analysis.env_gates import annotate_env_gates
 from bisector.analysis.runtime import DISPATCH_TRACE_ENV
 from bisector.analysis.static_diff import StaticDiff
 from bisector.core.spec import BisectSpec
@@ -136,11 +135,7 @@ def explain_bisect(store: Store, runner: CommitRuns, record: BisectRecord, obser
     spec = BisectSpec.from_json(record.spec)
     base, first_bad = _boundary(record, observer)
     try:
-        static = static_diff(record.repo, first_bad, base)
-        static = StaticDiff(
-            static.repo, static.sha, static.parent, tuple(annotate_env_gates(list(static.findings), spec.test.env)),
-            static.files,
-        )  # fmt: skip
+        static = explain(record.repo, first_bad, base, env=spec.test.env)
     except BisectError as exc:
         static = None
         observer.note(f"static diff failed: {exc}")

@@ -1,13 +1,15 @@
 """Explain a culprit: what its tables and thresholds change, what dispatch and kernels change at run time,
 and which of its lines are needed to reproduce the bad verdict.
 
-    static_diff(repo, sha)                    keyed rows of every table / threshold / tuning-file change
+    explain(repo, culprit, parent)            the one entry: the findings of every table / threshold / tuning-file
+                                              / condition change (StaticDiff); the runner, the CLI and the report
+                                              all read these
     dispatch_diff(good_trace, bad_trace)      kernels per (op, N, K, m), last good -> first bad
     kernel_trace_env(file) / kernel_trace_diff kernel launches of any PyTorch program, via sitecustomize
     minimize(repo, culprit, tester)           ddmin over the culprit's hunks and table entries
     TraceFiles / runtime_diffs                the coordinator's traced re-runs of last good and first bad
     Explanation + render_text / render_markdown / explanation_json   the report sections
-    explain_commit(repo, rev)                 `bisect explain REV`
+    explain_commit(repo, rev)                 `bisect explain REV`: explain()'s findings as an Explanation
 """
 
 from bisector.analysis.change_units import ChangeUnit, UnitKind
@@ -50,7 +52,9 @@ from bisector.analysis.render import (
 from bisector.analysis.render_static import NO_TABLE_CHANGE, TRUST_LINE, finding_rows, static_lines
 from bisector.analysis.runtime import DISPATCH_TRACE_ENV, TraceFiles, runtime_diffs
 from bisector.analysis.shape_table import ShapeRow, ShapeTable, shape_table
-from bisector.analysis.static_diff import StaticDiff, static_diff
+from bisector.analysis.static_diff import StaticDiff, explain
+
+static_diff = explain  # the name callers outside the explainer still import
 
 __all__ = [
     "DISPATCH_TRACE_ENV",
@@ -78,6 +82,7 @@ __all__ = [
     "Variant",
     "VariantTester",
     "dispatch_diff",
+    "explain",
     "explain_commit",
     "explanation_json",
     "finding_rows",

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from bisector.analysis.arch_targets import only_in
 from bisector.analysis.findings import Finding, FindingKind, short_text
+from bisector.analysis.source_text import Language, blanked
 
 CMAKE_FILE = re.compile(r"(^|/)CMakeLists\.txt$|\.cmake$", re.I)
 _COMMAND = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)[ \t]*\(")
@@ -164,7 +165,7 @@ def _gates_kernels(name: str, text: str) -> bool:
 
 def _commands(source: str) -> list[_Command]:
     """Every command invocation of a CMake file, comments left out, arguments up to the matching parenthesis."""
-    text = _without_comments(source)
+    text = blanked(source, Language.CMAKE, strings=False)
     commands = []
     position = 0
     while match := _COMMAND.search(text, position):
@@ -196,34 +197,6 @@ def _closing(text: str, start: int) -> int:
                 return index
         index += 1
     return len(text)
-
-
-def _without_comments(source: str) -> str:
-    """The source with `# ...` line comments and `#[[ ... ]]` block comments blanked (newlines kept)."""
-    out: list[str] = []
-    quoted, index = False, 0
-    while index < len(source):
-        char = source[index]
-        if char == "\\" and quoted:
-            out.append(source[index : index + 2])
-            index += 2
-            continue
-        if char == '"':
-            quoted = not quoted
-        elif char == "#" and not quoted:
-            block = re.match(r"#\[(=*)\[", source[index:])
-            if block:
-                close = source.find(f"]{block.group(1)}]", index)
-                end = len(source) if close < 0 else close + len(block.group(1)) + 2
-            else:
-                newline = source.find("\n", index)
-                end = len(source) if newline < 0 else newline
-            out.append("\n" * source.count("\n", index, end))
-            index = end
-            continue
-        out.append(char)
-        index += 1
-    return "".join(out)
 
 
 def _unquoted(argument: str) -> str:

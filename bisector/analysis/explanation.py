@@ -13,7 +13,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.kernel_trace import KernelTraceDiff
 from bisector.analysis.minimize import MinimizeResult
 from bisector.analysis.shape_table import DEFAULT_DECODE_M, ShapeTable, shape_table
-from bisector.analysis.static_diff import StaticDiff, static_diff
+from bisector.analysis.static_diff import StaticDiff, explain
 
 
 @dataclass(frozen=True)
@@ -77,5 +77,5 @@ class Explanation:
 def explain_commit(
     repo_path: str | os.PathLike[str], rev: str, parent: str | None = None, *, verify_m: int | None = None
 ) -> Explanation:
-    """`bisect explain REV`: the static part alone, for any commit, without a bisect."""
-    return Explanation(static=static_diff(repo_path, rev, parent), verify_m=verify_m)
+    """`bisect explain REV`: explain()'s findings for any commit, without a bisect, as the report shows them."""
+    return Explanation(static=explain(repo_path, rev, parent), verify_m=verify_m)

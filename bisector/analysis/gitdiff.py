@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
+from typing import TypeVar
 
 import git
 
@@ -56,6 +58,40 @@ class Hunk:
     new_lo: int
     new_hi: int
     header: str = ""  # the function context git prints after @@
+
+
+Changed = TypeVar("Changed", int, tuple[int, str])  # a changed line: its index, or (index, what it is)
+
+
+def line_text(line: str) -> str:
+    """A line's text with its whitespace runs as one space: a line re-indented is the same line."""
+    return " ".join(line.split())
+
+
+def unmoved(
+    removed: list[Changed], added: list[Changed], old_lines: list[str], new_lines: list[str]
+) -> tuple[list[Changed], list[Changed]]:
+    """The removed and added lines less as many of each text as the other side has: a line removed and added again
+    (whitespace aside) only moved."""
+
+    def index(line: Changed) -> int:
+        return line if isinstance(line, int) else line[0]
+
+    moved = Counter(line_text(old_lines[index(i)]) for i in removed) & Counter(
+        line_text(new_lines[index(i)]) for i in added
+    )
+
+    def kept(changed: list[Changed], lines: list[str]) -> list[Changed]:
+        left, out = Counter(moved), []
+        for line in changed:
+            text = line_text(lines[index(line)])
+            if left[text] > 0:
+                left[text] -= 1
+            else:
+                out.append(line)
+        return out
+
+    return kept(removed, old_lines), kept(added, new_lines)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,5 @@
-"""C, C++ and CUDA, read as text (no compiler): constant arrays, scalar constants, #defines and a class's
-enumerators, and the if / switch / #if conditions on a batch size, the arch or a dtype that a commit changes
-(native_condition_lines.py)."""
+"""C, C++ and CUDA, read as text (no compiler): constant arrays, scalar constants and #defines, and the if / switch
+/ #if conditions on a batch size, the arch or a dtype that a commit changes (native_condition_lines.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +16,6 @@ from bisector.analysis.native_condition_lines import condition_rows
 from bisector.analysis.native_directives import DEFINE
 from bisector.analysis.native_dispatch import diff_env_reads, env_reads, has_env_reads
 from bisector.analysis.native_entries import kept_entry_rows
-from bisector.analysis.native_enums import class_enumerators
 from bisector.analysis.native_instances import instance_rows
 from bisector.analysis.native_launch_locals import without_renumbered_locals
 from bisector.analysis.native_launches import launch_shape_rows
@@ -27,6 +25,7 @@ from bisector.analysis.native_renames import Renames
 from bisector.analysis.native_template_args import template_argument_rows
 from bisector.analysis.native_value_forms import value_form
 from bisector.analysis.rules import produce, stamped
+from bisector.analysis.source_text import Language, blanked
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 
 # C, C++, CUDA, HIP (.hip), OpenCL C (.cl, .opencl), Metal Shading Language (.metal, C++ based) and Objective-C++
@@ -60,19 +59,6 @@ _PREPROCESSOR = re.compile(r"^[ \t]*#[^\n]*", re.M)
 _RELEASE_NUMBER = re.compile(
     r"^(?!\w*(?:MIN|MAX|REQUIRED))[A-Z][A-Z0-9_]*_(?:VERSION(?:_(?:MAJOR|MINOR|PATCH))?|(?:MAJOR|MINOR|PATCH)_VERSION)$"
 )
-
-
-def strip_comments(text: str) -> str:
-    """The text with comments blanked (newlines kept, so line numbers stay), strings left alone."""
-    return _COMMENT_OR_STRING.sub(_blank_comment, text)
-
-
-# A string or char literal (to skip: a // inside one is no comment), a // comment, or a /* */ comment (unterminated
-# ones run to the end). Literals end at their quote or at the end of the line.
-_COMMENT_OR_STRING = re.compile(
-    r"\"(?:\\.|[^\"\\\n])*(?:\"|(?=\n)|$)|'(?:\\.|[^'\\\n])*(?:'|(?=\n)|$)|//[^\n]*|/\*.*?(?:\*/|\Z)", re.S
-)
-_NOT_NEWLINE = re.compile(r"[^\n]")
 _NEWLINE = re.compile(r"\n")
 _THREAD_INDEX = re.compile(
     r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\b|\bget_(?:global|local|group)_id\s*\(|\b__builtin_amdgcn_work\w+_id_"
@@ -89,24 +75,16 @@ def _string_end(text: str, start: int) -> int:
     return min(index + 1, len(text))
 
 
-def _blank_comment(match: re.Match[str]) -> str:
-    text = match[0]
-    if text.startswith(("//", "/*")):
-        return _NOT_NEWLINE.sub(" ", text)
-    return text
-
-
 @dataclass(frozen=True)
 class NativeScan:
     entries: dict[str, tuple[FindingKind, Node]]  # array or constant name -> value tree
     lines: list[str]  # the comment-stripped lines, for the conditions of changed hunks
     env: dict[str, list[str]]  # environment variable -> the lines that read it
     nested: frozenset[str] = frozenset()  # constants and brace-initialised objects declared in a function's body
-    enumerators: frozenset[str] = frozenset()  # a class's enumerators (native_enums.py): rows when both sides have them
 
 
 def scan_native(text: str) -> NativeScan:
-    stripped = strip_comments(text)
+    stripped = blanked(text, Language.C, strings=False)
     starts = [0] + [match.end() for match in _NEWLINE.finditer(stripped)]
     entries: dict[str, tuple[FindingKind, Node]] = {}
 
@@ -138,13 +116,6 @@ def scan_native(text: str) -> NativeScan:
         unique = add(name, FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"] or match["braced"] or "", line))
         if local:
             nested.add(unique)
-    enumerators: set[str] = set()
-    if "enum" in stripped:
-        members = members or Members(stripped)
-        for name, value, position in class_enumerators(stripped, members):  # enum : uint32_t { MaxWidth = ... }
-            enumerators.add(
-                add(name, FindingKind.NATIVE_THRESHOLD, _text_leaf(value, bisect.bisect_right(starts, position)))
-            )
     for match in _TUNED_GLOBAL.finditer(stripped):  # size_t visited_table_hashset_threshold = 500000;
         bodies = function_bodies(stripped) if bodies is None else bodies
         if not inside_bodies(bodies, match.start("name")):
@@ -157,7 +128,7 @@ def scan_native(text: str) -> NativeScan:
         add(f"{_MACRO}{match['name']}", FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
     lines = stripped.splitlines()
     env = env_reads(lines) if has_env_reads(stripped) else {}
-    return NativeScan(entries, lines, env, frozenset(nested), frozenset(enumerators))
+    return NativeScan(entries, lines, env, frozenset(nested))
 
 
 def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, hunks: Sequence[Hunk]) -> list[Finding]:
@@ -175,16 +146,11 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     )
     old = _tuned(was, now, before.nested if before else set())
     new = _tuned(now, was, after.nested if after else set())
-    old, new = _changed_enumerators(old, before, new), _changed_enumerators(new, after, old)
     old, new = without_data_locals(old, before, new), without_data_locals(new, after, old)
     renamed = Renames(before, after)
-    (was_locals, old_values), (now_locals, new_values) = _values(before), _values(after)
+    old_values, new_values = _values(before), _values(after)
     for name in set(old) & set(new):
-        if (
-            renamed.same(old[name][1], new[name][1])
-            or _same_value(old[name][1], was_locals, new[name][1], now_locals)
-            or _thread_indices(old[name][1], new[name][1])
-        ):
+        if renamed.same(old[name][1], new[name][1]) or _thread_indices(old[name][1], new[name][1]):
             del old[name], new[name]
     tables = kept_entry_rows(diff_entries(path, old, new), before, after)
     findings = stamped("native_tables", [_macro_named(row) for row in tables])
@@ -224,13 +190,12 @@ def _unmoved(rows: Iterable[Finding]) -> list[Finding]:
     return kept
 
 
-def _values(scan: NativeScan | None) -> tuple[dict[str, str], dict[str, str]]:
-    """(locals, known) of the names the file declares once, with the expressions they hold: locals, the constant
-    locals of its functions; known, those and its macros (the names a row's texts may be rewritten with). A macro
-    defined twice (`#ifdef X` / `#define WIDTH 64` / `#else` / `#define WIDTH 32`) has no one value, as in
-    native_value_forms.macro_values."""
+def _values(scan: NativeScan | None) -> dict[str, str]:
+    """The names a row's texts may be rewritten with, each with the expression it holds: the constant locals of the
+    file's functions and its macros, those it declares once. A macro defined twice (`#ifdef X` / `#define WIDTH 64`
+    / `#else` / `#define WIDTH 32`) has no one value, as in native_value_forms.macro_values."""
     if scan is None:
-        return {}, {}
+        return {}
     once = {
         name: node.text
         for name, (_, node) in scan.entries.items()
@@ -238,7 +203,7 @@ def _values(scan: NativeScan | None) -> tuple[dict[str, str], dict[str, str]]:
     }
     local = {name: text for name, text in once.items() if name in scan.nested}
     macros = {name.removeprefix(_MACRO): text for name, text in once.items() if name.startswith(_MACRO)}
-    return local, {**macros, **local}
+    return {**macros, **local}
 
 
 def _rewritten(row: Finding, was: dict[str, str], now: dict[str, str]) -> bool:
@@ -247,13 +212,6 @@ def _rewritten(row: Finding, was: dict[str, str], now: dict[str, str]) -> bool:
     if row.before is None or row.after is None or row.before == row.after:
         return False
     return value_form(row.before, was) == value_form(row.after, now)
-
-
-def _same_value(old: Node, old_locals: dict[str, str], new: Node, new_locals: dict[str, str]) -> bool:
-    """A scalar rewritten without a change of value (native_value_forms: a cast added, a local named for a part)."""
-    if not isinstance(old, Leaf) or not isinstance(new, Leaf) or old.text == new.text:
-        return False
-    return value_form(old.text, old_locals) == value_form(new.text, new_locals)
 
 
 def _thread_indices(old: Node, new: Node) -> bool:
@@ -270,15 +228,6 @@ def _macro_named(row: Finding) -> Finding:
 
 
 _MACRO = "#define "  # how scan_native keys a macro among its entries
-
-
-def _changed_enumerators(
-    entries: dict[str, tuple[FindingKind, Node]], scan: NativeScan | None, other: dict[str, tuple[FindingKind, Node]]
-) -> dict[str, tuple[FindingKind, Node]]:
-    """The entries less the enumerators the other version lacks (a new class's or a new enum's: new code)."""
-    if scan is None or not scan.enumerators:
-        return entries
-    return {name: entry for name, entry in entries.items() if name not in scan.enumerators or name in other}
 
 
 def _scope_of(scan: NativeScan | None) -> tuple[list[str], frozenset[str]]:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.gitdiff import Hunk, line_text
 from bisector.analysis.native_reach import LAUNCH
 from bisector.analysis.native_scope import Scope, enclosing_function
 from bisector.analysis.native_value_forms import macro_values, value_form
@@ -89,7 +89,7 @@ def with_native_chooser_rows(
                 name = functions.dispatcher(side, lines, head)
                 if name:
                     line, before, after = changed.get(name, (index + 1, None, None))
-                    text = _text(lines[index])
+                    text = line_text(lines[index])
                     changed[name] = (
                         line,
                         before or (text if side == "old" else None),
@@ -303,7 +303,3 @@ def _variant_callees(body: list[str], function: str) -> frozenset[str]:
 
 def _stem(callee: str) -> str:
     return callee.rsplit("_", 1)[0]
-
-
-def _text(line: str) -> str:
-    return " ".join(line.split())

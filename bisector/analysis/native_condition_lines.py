@@ -12,10 +12,9 @@ another form (`if constexpr (c)` -> `AF_IF_CONSTEXPR(c)`, native_value_forms.py)
 from __future__ import annotations
 
 import re
-from collections import Counter
 
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.gitdiff import Hunk, line_text, unmoved
 from bisector.analysis.native_conditions import (
     ARCH_LABEL,
     MACRO_LABEL,
@@ -90,8 +89,7 @@ def condition_rows(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[
     order (a line removed and added with the same text only moved) and named by their function, then defaults."""
     removed = [(i, label) for i in range(hunk.old_lo, hunk.old_hi) if (label := _condition(old_lines, i))]
     added = [(i, label) for i in range(hunk.new_lo, hunk.new_hi) if (label := _condition(new_lines, i))]
-    moved = Counter(_text(old_lines[i]) for i, _ in removed) & Counter(_text(new_lines[i]) for i, _ in added)
-    removed, added = _unmoved(removed, old_lines, moved), _unmoved(added, new_lines, moved)
+    removed, added = unmoved(removed, added, old_lines, new_lines)
     findings: list[Finding] = []
     old_hunk, new_hunk = old_lines[hunk.old_lo : hunk.old_hi], new_lines[hunk.new_lo : hunk.new_hi]
     for position in range(max(len(removed), len(added))):
@@ -112,8 +110,8 @@ def condition_rows(path: str, hunk: Hunk, old_lines: list[str], new_lines: list[
                 file=path,
                 name=name,
                 key=key,
-                before=_text(old_lines[old[0]]) if old else None,
-                after=_text(new_lines[new[0]]) if new else None,
+                before=line_text(old_lines[old[0]]) if old else None,
+                after=line_text(new_lines[new[0]]) if new else None,
                 line=(new[0] + 1) if new else (old[0] + 1) if old else None,
             )
         )
@@ -200,21 +198,6 @@ def _macro_compared(line: str) -> bool:
 _IFDEF = re.compile(r"^\s*#\s*ifn?def\s+(?P<name>[A-Za-z_]\w*)")
 _DEFINED_NAME = re.compile(r"\bdefined\s*\(?\s*([A-Za-z_]\w*)")
 _GUARD = re.compile(r"_(?:H|HH|HPP|HXX|CUH|INL|INC|INCLUDED|GUARD)_*$")
-
-
-def _text(line: str) -> str:
-    return " ".join(line.split())
-
-
-def _unmoved(found: list[tuple[int, str]], lines: list[str], moved: Counter[str]) -> list[tuple[int, str]]:
-    left = Counter(moved)
-    kept = []
-    for index, label in found:
-        if left[_text(lines[index])] > 0:
-            left[_text(lines[index])] -= 1
-        else:
-            kept.append((index, label))
-    return kept
 
 
 def _condition(lines: list[str], index: int) -> str:

@@ -17,11 +17,10 @@ row shows it).
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable
 
 from bisector.analysis.findings import Finding, FindingKind, short_text
-from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.gitdiff import Hunk, line_text, unmoved
 from bisector.analysis.native_dispatch import ENV_PARAM
 from bisector.analysis.native_scope import enclosing_function
 
@@ -80,15 +79,11 @@ def instance_rows(path: str, old_lines: list[str], new_lines: list[str], hunks: 
     added = [(i, head) for hunk in hunks for i in range(hunk.new_lo, hunk.new_hi) if (head := _head(new_lines, i))]
     if not removed and not added:
         return []
-    moved = Counter(_text(old_lines[i]) for i, _ in removed) & Counter(_text(new_lines[i]) for i, _ in added)
     lists: dict[tuple[FindingKind, str], list[list[str]]] = {}
-    for lines, side, entries in ((old_lines, 0, removed), (new_lines, 1, added)):
-        left = Counter(moved)
+    kept = unmoved(removed, added, old_lines, new_lines)
+    for lines, side, entries in zip((old_lines, new_lines), (0, 1), kept, strict=True):
         for index, head in entries:
-            text = _text(lines[index])
-            if left[text] > 0:
-                left[text] -= 1
-                continue
+            text = line_text(lines[index])
             if _run_size(lines, index, head) < MIN_LIST_ENTRIES:
                 continue
             owner = _owner(lines, index, head)
@@ -174,7 +169,3 @@ def _owner(lines: list[str], index: int, head: str) -> tuple[FindingKind, str] |
     if scope.device or scope.in_switch:
         return None
     return (FindingKind.LAUNCH_PARAM if head.endswith("<") else FindingKind.NATIVE_ARRAY), scope.function
-
-
-def _text(line: str) -> str:
-    return " ".join(line.split())

@@ -9,11 +9,10 @@ passes other data, no other shape."""
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Set
 
 from bisector.analysis.findings import Finding, FindingKind, short_text
-from bisector.analysis.gitdiff import Hunk
+from bisector.analysis.gitdiff import Hunk, line_text, unmoved
 from bisector.analysis.native_scope import enclosing_function
 
 _SHAPE = re.compile(
@@ -38,8 +37,7 @@ def launch_shape_rows(
     for hunk in hunks:
         removed = [i for i in range(hunk.old_lo, min(hunk.old_hi, len(old_lines))) if _SHAPE.search(old_lines[i])]
         added = [i for i in range(hunk.new_lo, min(hunk.new_hi, len(new_lines))) if _SHAPE.search(new_lines[i])]
-        moved = Counter(_text(old_lines[i]) for i in removed) & Counter(_text(new_lines[i]) for i in added)
-        removed, added = _unmoved(removed, old_lines, moved), _unmoved(added, new_lines, moved)
+        removed, added = unmoved(removed, added, old_lines, new_lines)
         changed = old_lines[hunk.old_lo : hunk.old_hi] + new_lines[hunk.new_lo : hunk.new_hi]
         for old, new in _paired(removed, added, old_lines, new_lines):
             lines, index = (new_lines, new) if new is not None else (old_lines, old if old is not None else 0)
@@ -73,7 +71,7 @@ def _same_configuration(
     added lines) assigns: only the kernel's arguments (its data) differ."""
     if old is None or new is None:
         return False
-    was, now = _LAUNCH.search(_text(old_lines[old])), _LAUNCH.search(_text(new_lines[new]))
+    was, now = _LAUNCH.search(line_text(old_lines[old])), _LAUNCH.search(line_text(new_lines[new]))
     if was is None or now is None or was[0] != now[0]:
         return False
     names = set(re.findall(r"[A-Za-z_]\w*", was[0].split("<<<", 1)[1]))
@@ -104,18 +102,3 @@ def _key(line: str) -> str:
         return declared[1]
     assigned = re.match(r"\s*(?:\w+\s+)?([A-Za-z_]\w*)\s*[+\-*/]?=", line)
     return assigned[1] if assigned is not None else line.strip()
-
-
-def _text(line: str) -> str:
-    return " ".join(line.split())
-
-
-def _unmoved(found: list[int], lines: list[str], moved: Counter[str]) -> list[int]:
-    left = Counter(moved)
-    kept = []
-    for index in found:
-        if left[_text(lines[index])] > 0:
-            left[_text(lines[index])] -= 1
-        else:
-            kept.append(index)
-    return kept

@@ -12,7 +12,6 @@ _HEAD = re.compile(
     r"(?:alignas\s*\([^)]*\)\s*)?(?P<name>[A-Za-z_]\w*(?:\s*<(?:[^<>{};]|<[^<>{};]*>)*>)?)"
     r"\s*(?:final\s*)?(?::[^{};]*)?$"
 )
-_NOT_AGGREGATE = re.compile(r"\w$|enum $|[<,]\s*$")  # what comes just before `struct` / `class` that opens none
 _BRACE = re.compile(r"[{}]")
 MAX_HEAD_CHARS = 400  # a struct head (name, template arguments, bases) before its brace
 

@@ -2,7 +2,7 @@
 
 A Reader claims the paths of its language (by suffix or name) and turns a file's two versions into rows; READERS
 names each with what it finds. The first reader in the table that claims a path reads it; a claimed path that it
-skips (a tool's settings, a benchmark program) is read by none, and neither is a test. static_diff() takes the
+skips (a tool's settings, a benchmark program) is read by none, and neither is a test. explain() takes the
 table as an argument, so a reader can be plugged in (tests/analysis/test_analysis_readers.py).
 """
 
@@ -17,7 +17,6 @@ from bisector.analysis.changed_branches import BranchChange, native_branch_chang
 from bisector.analysis.chosen_literals import with_literal_rows
 from bisector.analysis.cmake_targets import cmake_target_rows, is_cmake_path
 from bisector.analysis.config_builders import with_builder_rows
-from bisector.analysis.cython_source import CYTHON_SUFFIXES, python_source_of_cython
 from bisector.analysis.file_roles import is_benchmark_source, is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding
 from bisector.analysis.gitdiff import Hunk
@@ -149,14 +148,6 @@ def _read_python(file: FileVersions) -> FileRows:
     return _python_file_rows(file.path, file.parsed(_parse_python))
 
 
-def _read_cython(file: FileVersions) -> FileRows:
-    try:
-        parsed = file.parsed(lambda data: _parse_python(python_source_of_cython(_decode(data)).encode("utf-8")))
-    except UnreadableError:  # the rewrite to Python is best effort: a file it leaves unparsable is skipped
-        return FileRows([])
-    return _python_file_rows(file.path, parsed)
-
-
 def _tuning_reader(loaded_as: Callable[[str], str]) -> Callable[[FileVersions], FileRows]:
     def read(file: FileVersions) -> FileRows:
         def parse(data: bytes) -> TuningTree:
@@ -205,7 +196,6 @@ READERS: tuple[Reader, ...] = (
         "python", "literal tables, constants, Triton autotune / heuristics, their readers, launches and gates",
         _suffix(PYTHON_SUFFIXES), _read_python,
     ),
-    Reader("cython", "the same as python, read once rewritten to Python", _suffix(CYTHON_SUFFIXES), _read_cython),
     Reader(
         "tuning", "each changed leaf of a JSON / YAML / TOML / CSV tuning file", _suffix(TUNING_SUFFIXES),
         _read_tuning, skips=is_tooling_config, rows_when_whole=lambda path: is_tuning_path(path, data=True),

@@ -40,7 +40,7 @@ RULES: tuple[Rule, ...] = (
     Rule("chosen_literals", "python", "literals a function returns or assigns under a dispatch condition"),
     Rule("arch_targets", "python", "arches clamped to a bound and compile-target lists"),
     Rule("branch_tests", "commit", "for a source file with no other row: host functions whose branch tests changed"),
-    Rule("native_tables", "native", "C / C++ / CUDA arrays, constants, #defines and enumerators that differ"),
+    Rule("native_tables", "native", "C / C++ / CUDA arrays, constants and #defines that differ"),
     Rule("native_conditions", "native", "condition lines on batch size, arch, dtype or version a hunk changes"),
     Rule("native_instances", "native", "instance lists of a template or macro written out per tuned case"),
     Rule("native_launches", "native", "grid, block and work-group shapes of launch sites"),
@@ -76,7 +76,9 @@ def _known(name: str) -> str:
 
 
 def stamped(name: str, rows: Iterable[Finding]) -> list[Finding]:
-    """rows, each that carries no rule yet named for this one."""
+    """rows, each that carries no rule yet named for this one; none while the rule is disabled."""
+    if _known(name) in _disabled.get():
+        return []
     return [row if row.rule else replace(row, rule=name) for row in rows]
 
 

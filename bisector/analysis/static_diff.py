@@ -1,5 +1,5 @@
 """Static table diff of a commit against its parent, in every changed file that a reader claims (readers.py:
-Python, Cython, tuning files, Rust, C / C++ / CUDA / HIP, CMake). A file that cannot be analysed in one version
+Python, tuning files, Rust, C / C++ / CUDA / HIP, CMake). A file that cannot be analysed in one version
 (syntax error, binary, too large) gives a note instead of rows. Then rows of last resort for the files with none.
 
 A file added or removed whole is new (or dropped) code, not a change of the dispatch inside it: its entries are
@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import git
 
 from bisector.analysis import gitdiff
 from bisector.analysis.changed_branches import BranchChange, last_resort_rows
+from bisector.analysis.env_gates import annotate_env_gates
 from bisector.analysis.file_roles import users_only
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.generated_tuning import generated_tuning_paths
@@ -104,24 +105,29 @@ class StaticDiff:
         )
 
 
-def static_diff(
+def explain(
     repo_path: str | os.PathLike[str],
-    sha: str,
+    culprit: str,
     parent: str | None = None,
     *,
+    env: Mapping[str, str] | None = None,
     max_file_bytes: int = MAX_FILE_BYTES,
     max_rows_per_file: int = MAX_ROWS_PER_FILE,
     readers: Sequence[Reader] = READERS,
 ) -> StaticDiff:
-    """Diff the tables of commit sha (any revision) against parent (default: its first parent), each changed file
-    read by its reader (readers.py: the first in readers that claims it)."""
+    """The explainer's one entry: the findings of commit culprit (any revision) against parent (default: its first
+    parent), each changed file read by its reader (readers.py: the first in readers that claims it). With env (the
+    bisect's test environment), each environment-gate row says whether env sets its variable."""
     collecting = gc.isenabled()
     gc.disable()  # parsed modules live to the end (rows of last resort) and make no cycles: collections only cost
     try:
-        return _diff_commit(repo_path, sha, parent, max_file_bytes, max_rows_per_file, readers)
+        diff = _diff_commit(repo_path, culprit, parent, max_file_bytes, max_rows_per_file, readers)
     finally:  # once the parsed modules are freed: a collection right after the diff would walk all their nodes
         if collecting:
             gc.enable()
+    if env is None:
+        return diff
+    return replace(diff, findings=tuple(annotate_env_gates(list(diff.findings), env)))
 
 
 def _diff_commit(

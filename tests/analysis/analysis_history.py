@@ -85,6 +85,6 @@ def last_resort_functions(path: Path, sha: str) -> list[str]:
 @functools.lru_cache(maxsize=4)
 def _table_rows(path: Path, sha: str) -> tuple[Finding, ...]:
     """The commit's static-diff rows, diffed once for the two questions above (a commit id names its content)."""
-    from bisector.analysis import static_diff
+    from bisector.analysis import explain
 
-    return static_diff(path, sha).table_findings
+    return explain(path, sha).table_findings

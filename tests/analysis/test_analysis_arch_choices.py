@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 
 COMMON_H = """\
 #pragma once
@@ -43,7 +43,7 @@ void compile_kernel(const char* source) {
 
 
 def _rows(history: History, sha: str) -> list[tuple[str, str, str]]:
-    return sorted((f.file, f.name, f.key) for f in static_diff(history.path, sha).table_findings)
+    return sorted((f.file, f.name, f.key) for f in explain(history.path, sha).table_findings)
 
 
 def test_arch_choices_without_a_branch_and_at_file_scope(history: History) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 
 BUILD_PY = """\
 import os
@@ -53,7 +53,7 @@ def test_a_clamped_arch_is_a_condition_row_of_its_function(history: History) -> 
     ).replace("    width = max(block, 32)", "    width = max(block, 64)")
     sha = history.commit("no dot heuristics past SM90", {"pkg/build.py": clamped})
 
-    rows = [(f.kind, f.name, f.key, f.after) for f in static_diff(history.path, sha).table_findings]
+    rows = [(f.kind, f.name, f.key, f.after) for f in explain(history.path, sha).table_findings]
 
     # the launch width is a max of a number but names no arch: not a clamp row
     assert rows == [(FindingKind.BRANCH_CONDITION, "build_lto_dot", "arch clamp", "arch = min(arch, 90)")]
@@ -70,7 +70,7 @@ def test_changed_compile_targets_are_a_table_row_of_their_scope(history: History
 
     rows = [
         (f.name, f.before, f.after)
-        for f in static_diff(history.path, sha).table_findings
+        for f in explain(history.path, sha).table_findings
         if f.kind is FindingKind.TABLE_ENTRY and f.key == "arch targets"
     ]
 
@@ -86,7 +86,7 @@ def test_a_function_added_with_targets_or_a_clamp_is_new_code_not_a_row(history:
     added = BUILD_PY + '\n\ndef build_lto_solver(arch):\n    arch = min(arch, 90)\n    return ["sm_90"]\n'
     sha = history.commit("solver", {"pkg/build.py": added})
 
-    rows = [f for f in static_diff(history.path, sha).table_findings if f.key in ("arch clamp", "arch targets")]
+    rows = [f for f in explain(history.path, sha).table_findings if f.key in ("arch clamp", "arch targets")]
 
     assert rows == []
 
@@ -123,7 +123,7 @@ def test_a_string_of_targets_given_as_a_value_is_a_table_row(history: History) -
 
     rows = sorted(
         (f.name, f.before, f.after)
-        for f in static_diff(history.path, sha).table_findings
+        for f in explain(history.path, sha).table_findings
         if f.kind is FindingKind.TABLE_ENTRY and f.key == "arch targets"
     )
 
@@ -154,7 +154,7 @@ def test_cmake_cuda_arches_in_a_tuple_an_arch_list_is_assigned_are_targets(histo
 
     rows = [
         (f.name, f.before, f.after)
-        for f in static_diff(history.path, sha).table_findings
+        for f in explain(history.path, sha).table_findings
         if f.kind is FindingKind.TABLE_ENTRY and f.key == "arch targets"
     ]
 

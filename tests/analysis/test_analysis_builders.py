@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import Finding, FindingKind, static_diff
+from bisector.analysis import Finding, FindingKind, explain
 
 
 def rows(findings: tuple[Finding, ...], kind: FindingKind) -> dict[str, tuple[str | None, str | None]]:
@@ -69,7 +69,7 @@ def test_config_lists_built_in_code_are_autotune_rows_under_the_builders_name(hi
     )
     sha = history.commit("more tiles", {"ops/matmul.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.AUTOTUNE_CONFIG) == {
         "matmul_get_configs": ("for BM in [128]", "for BM in [64, 128]"),
@@ -85,7 +85,7 @@ def test_a_builder_changed_only_in_comments_and_docstrings_gives_no_row(history:
     )
     sha = history.commit("words", {"ops/matmul.py": changed})
 
-    assert rows(static_diff(history.path, sha).findings, FindingKind.AUTOTUNE_CONFIG) == {}
+    assert rows(explain(history.path, sha).findings, FindingKind.AUTOTUNE_CONFIG) == {}
 
 
 def test_a_builder_whose_result_a_table_row_shows_has_no_row_of_its_own(history: History) -> None:
@@ -109,7 +109,7 @@ def test_a_builder_whose_result_a_table_row_shows_has_no_row_of_its_own(history:
     )
     sha = history.commit("retuned", {"ops/dequant.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert "make_configs" not in rows(found, FindingKind.AUTOTUNE_CONFIG)
     assert any(f.name == "DEFAULT_CONFIGS" for f in found if f.kind.is_dispatch_relevant)
@@ -186,7 +186,7 @@ def test_native_instance_lists_are_rows_named_by_what_holds_them(history: Histor
         "retuned", {"src/instances.cpp": instances, "src/registry.cu": registry, "src/bench.cu": per_size}
     )
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert {(f.kind.value, f.file, f.name, f.before, f.after) for f in found if "instance list" in f.detail} == {
         (
@@ -262,7 +262,7 @@ def test_native_conditions_are_named_by_their_function_with_arch_continuations_a
     )
     sha = history.commit("blackwell, ten experts", {"csrc/api.cpp": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     conditions = (FindingKind.NATIVE_THRESHOLD, FindingKind.BRANCH_CONDITION)  # a threshold; the arch picks a path
     assert [(f.label, f.before, f.after) for f in found if f.kind in conditions] == [
@@ -323,7 +323,7 @@ def test_annotations_docstrings_and_layout_in_a_chooser_are_no_change(history: H
     )
     sha = history.commit("typed", {"ops/attn.py": changed})
 
-    assert [f for f in static_diff(history.path, sha).findings if f.kind.is_dispatch_relevant] == []
+    assert [f for f in explain(history.path, sha).findings if f.kind.is_dispatch_relevant] == []
 
 
 def test_an_env_variable_that_names_a_place_is_no_gate(history: History) -> None:
@@ -346,7 +346,7 @@ def test_an_env_variable_that_names_a_place_is_no_gate(history: History) -> None
     ).replace('"KERNELS_SPLIT"', '"KERNELS_SPLIT_K"')
     sha = history.commit("defaults", {"ops/env.py": changed_module, "csrc/env.cpp": changed_native})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert sorted(f.name for f in found if f.kind is FindingKind.ENV_GATE) == [
         "KERNELS_SPLIT",
@@ -389,7 +389,7 @@ def test_a_capability_kept_in_a_module_placeholder_is_an_arch_condition(history:
     )
     sha = history.commit("smaller tiles before sm80", {"ops/attn.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert {(f.kind.value, f.name, f.after) for f in found if f.kind is not FindingKind.LAUNCH_PARAM} >= {
         ("branch_condition", "attention_fwd", "_nv_cap[0] < 8")
@@ -417,7 +417,7 @@ def test_a_value_that_only_says_a_new_type_alias_is_no_change(history: History) 
     )
     sha = history.commit("vector_t", {"csrc/loss.cu": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert [(f.name, f.before, f.after) for f in found if f.kind is FindingKind.NATIVE_THRESHOLD] == [
         ("kWidth", "sizeof(uint4) / 2", "sizeof(uint2) / 2")
@@ -438,7 +438,7 @@ def test_tables_a_commit_adds_for_a_changed_builder_to_read_are_shown_by_the_bui
     ).replace("for BM in [128]\n", "for BM in bm_range\n")
     sha = history.commit("ranges by flag", {"ops/matmul.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert {f.name for f in found if f.kind.is_dispatch_relevant} == {"matmul_get_configs", "<module>", "WARPS"}
     # small_blocks and bm_range are the builder's new inputs; WARPS is read by no builder: a table of its own
@@ -463,7 +463,7 @@ def test_a_variable_a_settings_class_declares_is_an_env_gate(history: History) -
     )  # a lower-case name is no variable of the environment
     sha = history.commit("cost model from the environment", {"pkg/env.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert [(f.name, f.after) for f in found if f.kind is FindingKind.ENV_GATE] == [
         ("KERNELS_COST_MODEL", "EnvVar('KERNELS_COST_MODEL', None) (in Environment)")
@@ -484,7 +484,7 @@ def test_a_parsed_version_is_a_constant_of_its_version_string(history: History) 
     )
     sha = history.commit("newer triton", {"ops/versions.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert sorted((f.name, f.before, f.after) for f in found if f.kind is FindingKind.CONSTANT) == [
         ("MIN_TRITON", "'3.0.0'", "'3.2.0'"),
@@ -517,7 +517,7 @@ def test_a_launch_shape_is_a_row_and_a_kernels_computed_local_is_none(history: H
     )
     sha = history.commit("one grid row per query", {"csrc/combine.cu": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert sorted((f.kind.value, f.label, f.before or "", f.after) for f in found if f.kind.is_dispatch_relevant) == [
         ("launch_param", "run_combine launch shape", "", "blocks_per_slice = max(blocks_per_slice, 1);"),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from analysis_history import History
 
-from bisector.analysis import Explanation, TraceFiles, render_markdown, render_text, runtime_diffs, static_diff
+from bisector.analysis import Explanation, TraceFiles, explain, render_markdown, render_text, runtime_diffs
 from bisector.analysis.call_trace import read_call_trace, traced_functions
 from bisector.analysis.findings import FindingKind
 
@@ -60,7 +60,7 @@ def _histories(history: History) -> tuple[str, str]:
 
 def test_the_named_functions_are_traced_in_subprocesses_and_diffed_per_call(history: History, tmp_path: Path) -> None:
     good, bad = _histories(history)
-    static = static_diff(history.path, bad, good)
+    static = explain(history.path, bad, good)
     functions = traced_functions(static)
     assert functions == ["src/mylib/dispatch.py:pick_kernel"]
     targets = [*functions, "src/mylib/dispatch.py:Planner.tile", "src/mylib/dispatch.py:Planner.plan"]
@@ -118,7 +118,7 @@ def test_only_changed_functions_outside_tests_that_exist_after_the_commit_are_na
         {"src/mylib/dispatch.py": after, "tests/test_dispatch.py": "def test_x(m):\n    if m > 4:\n        pass\n"},
     )
 
-    static = static_diff(history.path, sha)
+    static = explain(history.path, sha)
 
     assert traced_functions(static) == ["src/mylib/dispatch.py:pick_kernel"]
     assert any(f.kind is FindingKind.BRANCH_CONDITION for f in static.findings)
@@ -133,7 +133,7 @@ def test_traced_reruns_are_planned_only_where_they_can_add_something(history: Hi
     docs_only = history.commit("docs", {"README.md": "hello again\n"})
     spec = synthetic_spec(history.path, good, docs_only)
 
-    skipped = plan_traced_reruns(static_diff(history.path, docs_only), spec, str(history.path), docs_only)
+    skipped = plan_traced_reruns(explain(history.path, docs_only), spec, str(history.path), docs_only)
     assert not skipped.run
     assert skipped.note.startswith("skipped: the static diff names no function to trace")
     assert "give `bisect start` --trace-kernels (or trace_kernels = true in bisect.toml)" in skipped.note
@@ -143,10 +143,10 @@ def test_traced_reruns_are_planned_only_where_they_can_add_something(history: Hi
     assert asked.note == "run at last good and first bad, tracing kernel launches (--trace-kernels)"
 
     gate = history.commit("gate", {"src/mylib/dispatch.py": DISPATCH.replace("m >= MMA_MIN_M", "m >= 2")})
-    named = plan_traced_reruns(static_diff(history.path, gate), spec, str(history.path), gate)
+    named = plan_traced_reruns(explain(history.path, gate), spec, str(history.path), gate)
     assert (named.run, named.functions, named.dispatch_trace) == (True, ("src/mylib/dispatch.py:pick_kernel",), False)
 
     tracing = history.commit("trace", {"src/mylib/trace.py": 'TRACE = os.environ.get("KERNELS_DISPATCH_TRACE")\n'})
-    stack = plan_traced_reruns(static_diff(history.path, docs_only), spec, str(history.path), tracing)
+    stack = plan_traced_reruns(explain(history.path, docs_only), spec, str(history.path), tracing)
     assert (stack.run, stack.dispatch_trace) == (True, True)
     assert stack.note == "run at last good and first bad, tracing the stack's dispatch trace"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import Finding, FindingKind, static_diff
+from bisector.analysis import Finding, FindingKind, explain
 
 QUANT_PY = """\
 import torch
@@ -51,7 +51,7 @@ def main():
 
 
 def _rows(history: History, sha: str, kind: FindingKind) -> list[Finding]:
-    return [f for f in static_diff(history.path, sha).table_findings if f.kind is kind]
+    return [f for f in explain(history.path, sha).table_findings if f.kind is kind]
 
 
 def test_numbers_a_function_returns_or_picks_per_arch_are_its_rows(history: History) -> None:
@@ -247,7 +247,7 @@ def test_an_empty_list_filled_in_a_loop_is_no_table(history: History) -> None:
     )
     sha = history.commit("warp-multiple block sizes", {"pkg/prune.py": changed})
 
-    found = static_diff(history.path, sha).table_findings
+    found = explain(history.path, sha).table_findings
 
     assert [(f.kind.value, f.name) for f in found] == [
         ("autotune_config", "warps_configs.<locals>.configs"),

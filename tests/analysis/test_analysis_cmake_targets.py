@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 
 CMAKELISTS = """\
 cmake_minimum_required(VERSION 3.18)
@@ -37,7 +37,7 @@ add_library(kernels src/kernels.cu)
 
 
 def _rows(history: History, sha: str) -> list[tuple[FindingKind, str, str, str | None, str | None]]:
-    return [(f.kind, f.file, f.name, f.before, f.after) for f in static_diff(history.path, sha).table_findings]
+    return [(f.kind, f.file, f.name, f.before, f.after) for f in explain(history.path, sha).table_findings]
 
 
 def test_a_target_added_to_a_rocm_target_list_is_a_table_row(history: History) -> None:
@@ -117,7 +117,7 @@ def test_comments_reordering_conditions_and_cmake_in_tests_or_whole_files_give_n
         },
     )
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     # only the list a kept .cmake file extends is a row (its "90" is no gfx target in a HIP_ARCHS list)
     assert [(f.kind, f.file, f.name, f.before, f.after) for f in diff.table_findings] == [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 
 TARGET_CPP = """\
 MIGRAPHX_DECLARE_ENV_VAR(MIGRAPHX_ENABLE_NHWC);
@@ -34,7 +34,7 @@ def test_a_tag_read_added_or_with_a_new_default_is_an_env_gate_and_one_kept_is_n
     ).replace('MIGRAPHX_GPU_OPTIMIZE{}, "3")', 'MIGRAPHX_GPU_OPTIMIZE{}, "2")')
     sha = history.commit("no fuse_horizontal for dynamic shapes", {"src/targets/gpu/target.cpp": changed})
 
-    rows = sorted((f.kind, f.name, f.before, f.after) for f in static_diff(history.path, sha).table_findings)
+    rows = sorted((f.kind, f.name, f.before, f.after) for f in explain(history.path, sha).table_findings)
 
     assert [(kind, name) for kind, name, _, _ in rows] == [
         (FindingKind.ENV_GATE, "MIGRAPHX_ENABLE_FULL_DYNAMIC"),

@@ -16,12 +16,12 @@ from bisector.analysis import (
     Finding,
     TraceFiles,
     dispatch_diff,
+    explain,
     explanation_json,
     parse_dispatch_trace,
     render_markdown,
     render_text,
     runtime_diffs,
-    static_diff,
 )
 from bisector.analysis.call_trace import traced_functions
 from bisector.analysis.evidence import Evidence
@@ -56,7 +56,7 @@ def _dispatch_explanation(history: History) -> Explanation:
     base = history.commit("rows", {"kernels/tiny_gemm.py": GEMM})
     culprit = history.commit("Tiny GEMM with batch-size dispatch", {"kernels/tiny_gemm.py": CULPRIT})
     return Explanation(
-        static=static_diff(history.path, culprit, base),
+        static=explain(history.path, culprit, base),
         dispatch=dispatch_diff(parse_dispatch_trace(_trace("simt")), parse_dispatch_trace(_trace("mma"))),
     )
 
@@ -168,7 +168,7 @@ def test_without_a_dispatch_trace_the_traced_functions_are_the_evidence(history:
     good = history.commit("dispatch", {"src/mylib/__init__.py": "", "src/mylib/dispatch.py": DISPATCH, "app.py": APP})
     changed = DISPATCH.replace("m >= 16", "m >= 2").replace("m > 64", "m > 48").replace("m > 8", "m > 4")
     bad = history.commit("retune", {"src/mylib/dispatch.py": changed})
-    static = static_diff(history.path, bad, good)
+    static = explain(history.path, bad, good)
     functions = traced_functions(static)
     assert functions == [
         "src/mylib/dispatch.py:pick_kernel",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from analysis_history import History, last_resort_functions, rules_rows
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 from bisector.analysis.changed_branches import DEFAULT_KEY, MAX_FUNCTIONS, ROW_KEY, SHAPE_KEY, housekeeping
 from bisector.analysis.findings import FindingKind
 
@@ -63,7 +63,7 @@ def test_a_case_moved_to_another_algorithm_is_a_row_of_last_resort(history: Hist
     )
     sha = history.commit("the default algorithm is adaptive", {"src/spmv.cpp": adaptive})
 
-    rows = static_diff(history.path, sha).table_findings
+    rows = explain(history.path, sha).table_findings
     assert [(r.kind, r.file, r.name, r.key) for r in rows] == [
         (FindingKind.BRANCH_CONDITION, "src/spmv.cpp", "alg_to_csrmv", ROW_KEY)
     ]
@@ -84,7 +84,7 @@ def test_a_new_branch_before_a_launch_is_a_row_but_not_in_a_kernel(history: Hist
     history.commit("spmv", {"src/spmv.cpp": SPMV_CPP})
     guarded = SPMV_CPP.replace("    if (i < n) y[i] = rows[i];\n", "    if (i < n && rows[i] >= 0) y[i] = rows[i];\n")
     sha = history.commit("skip negative rows in the kernel", {"src/spmv.cpp": guarded})
-    assert static_diff(history.path, sha).table_findings == ()  # a __global__ function computes, it does not choose
+    assert explain(history.path, sha).table_findings == ()  # a __global__ function computes, it does not choose
 
 
 def test_housekeeping_functions_and_experiments_get_no_rows(history: History) -> None:
@@ -92,7 +92,7 @@ def test_housekeeping_functions_and_experiments_get_no_rows(history: History) ->
     history.commit("blit", {"src/blit.cu": source, "experiments/blit.cu": BLIT_CU})
     freed = source.replace("if (axis->buffer)", "if (axis->buffer && axis->owned)")
     sha = history.commit("free owned buffers", {"src/blit.cu": freed, "experiments/blit.cu": ROUTED_BLIT_CU})
-    assert static_diff(history.path, sha).table_findings == ()
+    assert explain(history.path, sha).table_findings == ()
 
     assert [housekeeping(name) for name in ("getVkFFTErrorString", "ArmDevice::Allocate", "Pool.free_list")] == [
         True, True, True
@@ -106,11 +106,11 @@ def test_moved_reworded_and_commented_tests_are_no_rows(history: History) -> Non
     history.commit("blit", {"src/blit.cu": BLIT_CU})
     spaced = BLIT_CU.replace("if (op == OP_ADD) {", "if (op==OP_ADD) {  // the only op so far")
     sha = history.commit("format", {"src/blit.cu": spaced})
-    assert static_diff(history.path, sha).table_findings == ()
+    assert explain(history.path, sha).table_findings == ()
 
     reworded = spaced.replace("if (op==OP_ADD) {  // the only op so far", "LIB_IF(op == OP_ADD) {")
     sha = history.commit("the project's if macro", {"src/blit.cu": reworded})
-    assert static_diff(history.path, sha).table_findings == ()  # the same test in parentheses on the other side
+    assert explain(history.path, sha).table_findings == ()  # the same test in parentheses on the other side
 
 
 def test_a_file_with_a_rule_row_gets_no_row_of_last_resort(history: History) -> None:
@@ -154,7 +154,7 @@ def test_a_python_functions_changed_test_is_a_row_but_not_a_kernels_or_an_exampl
     history.commit("pick", {"pkg/pick.py": PICK_PY, "examples/run.py": PICK_PY})
     rerouted = PICK_PY.replace("if device.name in ENABLED:", "if device.name in ENABLED and not is_busy(device):")
     sha = history.commit("triton on every accelerator", {"pkg/pick.py": rerouted, "examples/run.py": rerouted})
-    rows = static_diff(history.path, sha).table_findings
+    rows = explain(history.path, sha).table_findings
     assert [(r.file, r.name, r.key) for r in rows] == [("pkg/pick.py", "pick_backend", ROW_KEY)]
     assert rows[0].before == "device.name in ENABLED"
     assert rows[0].after == "device.name in ENABLED and (not is_busy(device))"  # as ast.unparse writes it
@@ -162,7 +162,7 @@ def test_a_python_functions_changed_test_is_a_row_but_not_a_kernels_or_an_exampl
 
     in_kernel = rerouted.replace("if n > BLOCK:", "if n >= BLOCK:")
     sha = history.commit("kernel bound", {"pkg/pick.py": in_kernel})
-    assert static_diff(history.path, sha).table_findings == ()
+    assert explain(history.path, sha).table_findings == ()
 
 
 def test_a_test_moved_inside_its_function_is_no_row(history: History) -> None:
@@ -172,7 +172,7 @@ def test_a_test_moved_inside_its_function_is_no_row(history: History) -> None:
         '    backend = "torch"\n    if device.name in ENABLED:\n        backend = "triton"\n    return backend\n',
     )
     sha = history.commit("one return", {"pkg/pick.py": moved})
-    assert static_diff(history.path, sha).table_findings == ()
+    assert explain(history.path, sha).table_findings == ()
 
 
 def test_more_functions_than_the_cap_are_one_note(history: History) -> None:
@@ -181,7 +181,7 @@ def test_more_functions_than_the_cap_are_one_note(history: History) -> None:
     changed = "\n".join(f.replace("if (ready(x))", "if (ready(x) && !busy(x))") for f in functions)
     sha = history.commit("inclusive bounds everywhere", {"src/steps.cpp": changed})
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
     assert diff.table_findings == ()
     assert [n.name for n in diff.notes] == [f"branch tests changed in {MAX_FUNCTIONS + 1} functions"]
     assert "src/steps.cpp: step0, src/steps.cpp: step1" in diff.notes[0].detail
@@ -218,7 +218,7 @@ def test_a_changed_work_size_assignment_is_a_launch_row_unless_a_branch_test_cha
     )
     sha = history.commit("fix lws overflow", {"src/opencl/conv.cc": capped})
 
-    rows = sorted((r.kind, r.name, r.key) for r in static_diff(history.path, sha).table_findings)
+    rows = sorted((r.kind, r.name, r.key) for r in explain(history.path, sha).table_findings)
 
     assert rows == [
         (FindingKind.BRANCH_CONDITION, "Default3DLocalWS", ROW_KEY),  # its test changed: the branch is the row
@@ -248,7 +248,7 @@ def test_a_python_functions_changed_parameter_default_is_a_constant_row_of_last_
     dynamic = SWAP_PY.replace("TensorScalingType.DELAYED", "TensorScalingType.DYNAMIC")
     sha = history.commit("dynamic scaling by default", {"float8/linear_utils.py": dynamic})
 
-    rows = static_diff(history.path, sha).table_findings
+    rows = explain(history.path, sha).table_findings
 
     assert [(r.kind, r.name, r.key) for r in rows] == [
         (FindingKind.CONSTANT, "swap_linear_with_float8_linear", DEFAULT_KEY)
@@ -261,7 +261,7 @@ def test_a_python_functions_changed_parameter_default_is_a_constant_row_of_last_
 
     added = dynamic.replace("    skip_fqn_list=None,\n", "    skip_fqn_list=None,\n    emulate=False,\n")
     sha = history.commit("a new parameter with a default", {"float8/linear_utils.py": added})
-    assert static_diff(history.path, sha).table_findings == ()
+    assert explain(history.path, sha).table_findings == ()
 
 
 SORT_H = """\
@@ -281,13 +281,13 @@ def test_guards_a_commit_only_adds_are_no_rows_but_a_guard_that_reroutes_is(hist
         "    size_t temp_bytes = 0;\n", "    if(count == 0)\n        return;\n    size_t temp_bytes = 0;\n"
     )
     sha = history.commit("nothing to sort", {"thrust/detail/sort.h": guarded})
-    assert static_diff(history.path, sha).table_findings == ()
+    assert explain(history.path, sha).table_findings == ()
 
     rerouted = guarded.replace(
         "    if(count == 0)\n        return;\n", "    if(count < 64)\n        return small_sort(keys, count);\n"
     )
     sha = history.commit("small inputs sort in one block", {"thrust/detail/sort.h": rerouted})
-    rows = static_diff(history.path, sha).table_findings
+    rows = explain(history.path, sha).table_findings
     assert [(r.kind, r.name, r.before, r.after) for r in rows] == [
         (FindingKind.BRANCH_CONDITION, "radix_sort", "if(count == 0)", "if(count < 64)")
     ]
@@ -299,11 +299,11 @@ def test_guards_a_commit_only_adds_are_no_rows_but_a_guard_that_reroutes_is(hist
     )
     assert none_guard != PICK_PY
     sha = history.commit("a device is required", {"pkg/pick.py": none_guard})
-    assert static_diff(history.path, sha).table_findings == ()
+    assert explain(history.path, sha).table_findings == ()
     history.commit("no guard", {"pkg/pick.py": PICK_PY})
     filled_in = none_guard.replace('raise ValueError("no device")', "device = current_device()")
     sha = history.commit("the current device by default", {"pkg/pick.py": filled_in})
-    assert static_diff(history.path, sha).table_findings == ()
+    assert explain(history.path, sha).table_findings == ()
 
 
 def test_a_zero_test_whose_branch_goes_on_is_a_row(history: History) -> None:
@@ -312,7 +312,7 @@ def test_a_zero_test_whose_branch_goes_on_is_a_row(history: History) -> None:
         "    size_t temp_bytes = 0;\n", "    size_t temp_bytes = 0;\n    if(count == 0) policy.small = 1;\n"
     )
     sha = history.commit("empty inputs take the small path", {"thrust/detail/sort.h": flagged})
-    assert [r.name for r in static_diff(history.path, sha).table_findings] == ["radix_sort"]
+    assert [r.name for r in explain(history.path, sha).table_findings] == ["radix_sort"]
 
 
 CUTE_PY = """\
@@ -333,6 +333,6 @@ def test_a_cute_jit_function_is_host_code_whose_changed_test_is_a_row(history: H
     """CuTe DSL's @cute.jit marks the host function that picks and launches a @cute.kernel."""
     history.commit("gemm", {"pkg/gemm.py": CUTE_PY})
     sha = history.commit("wide tiles along n", {"pkg/gemm.py": CUTE_PY.replace('"along_m"', '"along_n"')})
-    assert [(r.kind, r.name, r.key) for r in static_diff(history.path, sha).table_findings] == [
+    assert [(r.kind, r.name, r.key) for r in explain(history.path, sha).table_findings] == [
         (FindingKind.BRANCH_CONDITION, "launch_gemm", ROW_KEY)
     ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 
 LAYERNORM_CU = """\
 void layernorm_forward(float* out, const float* inp, int N, int C, cudaStream_t stream) {
@@ -44,7 +44,7 @@ def test_locals_of_a_launch_configuration_are_launch_parameters_of_their_functio
     )
     sha = history.commit("smaller blocks", {"src/layernorm.cu": changed})
 
-    rows = sorted((f.kind, f.name, f.key) for f in static_diff(history.path, sha).table_findings)
+    rows = sorted((f.kind, f.name, f.key) for f in explain(history.path, sha).table_findings)
 
     # factor is the kernel's data, not its configuration: a constant of its own
     assert rows == [
@@ -65,7 +65,7 @@ void copy(float* out, const float* inp, int N) {
 """
     sha = history.commit("a copy", {"src/layernorm.cu": added + LAYERNORM_CU})
 
-    names = {f.name for f in static_diff(history.path, sha).table_findings}
+    names = {f.name for f in explain(history.path, sha).table_findings}
 
     # layernorm_forward's and residual_forward's grid_size are grid_size and grid_size#2 before, grid_size#2 and
     # grid_size#3 after, with the same values: no rows
@@ -80,7 +80,7 @@ def test_a_launch_passing_other_data_with_the_same_configuration_is_no_row(histo
     ).replace("scale_kernel<<<N, 128>>>(out, factor);", "scale_kernel<<<N, 256>>>(out, factor);")
     sha = history.commit("64-bit sizes; wider scale blocks", {"src/layernorm.cu": changed})
 
-    rows = [(f.kind, f.name) for f in static_diff(history.path, sha).table_findings]
+    rows = [(f.kind, f.name) for f in explain(history.path, sha).table_findings]
 
     assert rows == [(FindingKind.LAUNCH_PARAM, "scale")]
 
@@ -101,6 +101,6 @@ def test_an_opencl_work_size_is_a_launch_parameter_by_its_name(history: History)
     history.commit("matmul", {"mace/kernels/opencl/matmul.cc": MATMUL_CC})
     sha = history.commit("default lws", {"mace/kernels/opencl/matmul.cc": MATMUL_CC.replace("64, 1};", "64, 0};")})
 
-    rows = [(f.kind, f.name, f.key) for f in static_diff(history.path, sha).table_findings]
+    rows = [(f.kind, f.name, f.key) for f in explain(history.path, sha).table_findings]
 
     assert rows == [(FindingKind.LAUNCH_PARAM, "MatMulFunctor::operator()", "lws in a launch configuration")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import FindingKind, StaticDiff, static_diff
+from bisector.analysis import FindingKind, StaticDiff, explain
 
 KERNELS = """\
 import logging
@@ -58,7 +58,7 @@ def test_a_config_list_joined_with_a_call_is_compared_config_by_config_under_its
     ).replace('key=["M"])', 'key=["M"], prune_configs_by={"early_config_prune": prune})')
     sha = history.commit("a config for large K", {"ops/gemm.py": after})
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert by_kind(diff) == {
         "autotune_config": {
@@ -73,7 +73,7 @@ def test_a_config_list_joined_with_a_call_is_compared_config_by_config_under_its
     other = history.commit(
         "more io-bound configs", {"ops/gemm.py": after.replace("io_bound_configs()", "io_configs(8)")}
     )
-    assert by_kind(static_diff(history.path, other)) == {
+    assert by_kind(explain(history.path, other)) == {
         "autotune_config": {
             "CONFIGS[+ io_bound_configs()]",
             "CONFIGS[+ io_configs(8)]",
@@ -95,7 +95,7 @@ def gpu_override():
     )
     sha = history.commit("let the bench name the GPU", {"ops/gemm.py": after})
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert by_kind(diff) == {"env_gate": {"LIB_BENCH_GPU"}}
     gate = diff.table_findings[0]
@@ -111,6 +111,6 @@ def test_a_field_added_to_a_dataclass_is_no_row_a_changed_default_is(history: Hi
     after = KERNELS.replace("    block: int = 64\n", "    block: int = 128\n    swizzle: int = 8\n")
     sha = history.commit("a swizzle option; bigger blocks", {"ops/gemm.py": after})
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert [(f.label, f.change_text) for f in diff.table_findings] == [("GemmConfig.block", "64 -> 128")]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 
 
 def units(history: History, sha: str) -> list[tuple[str, str]]:
-    return sorted((f.kind.value, f.name) for f in static_diff(history.path, sha).table_findings)
+    return sorted((f.kind.value, f.name) for f in explain(history.path, sha).table_findings)
 
 
 CHOOSER_CU = """\
@@ -45,7 +45,7 @@ def test_a_new_test_in_a_chooser_and_a_new_case_return_are_dispatch_rows(history
 
     # the new arch test alone was new code (no row); both functions return a choice
     assert units(history, sha) == [("dispatch_logic", "calc_nwarps"), ("dispatch_logic", "should_use_mmq")]
-    row = next(f for f in static_diff(history.path, sha).table_findings if f.name == "should_use_mmq")
+    row = next(f for f in explain(history.path, sha).table_findings if f.name == "should_use_mmq")
     assert (row.before, row.after) == (None, "if (cc == CC_VEGA) {")
 
 
@@ -161,7 +161,7 @@ def test_a_branch_switched_off_in_a_launcher_is_a_dispatch_decision(history: His
     )
     sha = history.commit("no ring reduction; graphs with broadcast adds", {"src/reduce.cu": changed})
 
-    found = static_diff(history.path, sha).table_findings
+    found = explain(history.path, sha).table_findings
     # op_reduce launches two kernels (two names before <<<): its switched-off branch is a decision of a launcher
     assert sorted((f.kind.value, f.name, f.key) for f in found) == [
         ("dispatch_logic", "op_reduce", "condition choosing the kernel"),

@@ -1,7 +1,7 @@
 """Native conditions on real git histories: arch, dtype, version and platform tests are branch
 conditions (a size compared is a threshold); a `#if` continued over lines and a project's GFX macros name the arch;
-environment reads through a project's own readers and NCCL-style parameters; enumerators that hold a class's numbers;
-a `.dat` file that holds JSON is read as a tuning file."""
+environment reads through a project's own readers and NCCL-style parameters; a `.dat` file that holds JSON is read
+as a tuning file."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import json
 
 from analysis_history import History
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 
 
 def _rows(history: History, sha: str) -> list[tuple[str, str]]:
-    return sorted((f.kind.value, f.name) for f in static_diff(history.path, sha).table_findings)
+    return sorted((f.kind.value, f.name) for f in explain(history.path, sha).table_findings)
 
 
 INIT_CU = """\
@@ -157,58 +157,6 @@ def test_reads_through_a_projects_env_helpers_and_declared_parameters_are_env_ga
     ]  # not LIB_DISABLE_CACHE (only a member after it), not logEnv (a writer), not the parameter list as a table
 
 
-IO_TRAITS_H = """\
-enum ErrorCode { kOk = 0, kFailed = 1 };
-
-template <uint32_t BlockDim, uint32_t BlockK, uint32_t TestWidth = BlockK>
-struct VecWidthTraits
-{
-    enum : uint32_t
-    {
-        ElementCount  = BlockDim * BlockK,
-        ElementsPerIO = TestWidth * WAVE_SIZE,
-        MaxVectorWidth
-        = (ElementsPerIO <= ElementCount) && (ElementCount % ElementsPerIO == 0)
-              ? TestWidth
-              : VecWidthTraits<BlockDim, BlockK, TestWidth / 2>::MaxVectorWidth
-    };
-};
-
-struct Modes
-{
-    enum class Kind : int { Plain = 0, Packed = 1 };
-};
-
-#if !__gfx908__
-struct RowBroadcast
-{
-    enum Traits : uint32_t { DPP_CTRL = 0x150 };
-};
-#endif
-"""
-
-
-def test_an_enumerator_holding_a_class_number_is_a_row_of_the_class(history: History) -> None:
-    history.commit("traits", {"include/io_traits.h": IO_TRAITS_H})
-    changed = (
-        IO_TRAITS_H.replace(
-            "= (ElementsPerIO <= ElementCount) && (ElementCount % ElementsPerIO == 0)",
-            "= (TestWidth <= BlockDim) && (ElementsPerIO <= ElementCount)\n"
-            "          && (ElementCount % ElementsPerIO == 0)",
-        )
-        .replace("kFailed = 1", "kFailed = 2")
-        .replace("Packed = 1", "Packed = 2")
-        .replace(
-            "#endif\n", "#else\nstruct RowBroadcast\n{\n    enum Traits : uint32_t { DPP_CTRL = 0xE4 };\n};\n#endif\n"
-        )
-    )
-    sha = history.commit("vector width fits the block", {"include/io_traits.h": changed})
-
-    assert _rows(history, sha) == [("native_threshold", "VecWidthTraits::MaxVectorWidth")]
-    # not a file-scope enum's codes, not a scoped enum's cases, not ElementCount (unchanged, its `<` in the next one),
-    # not the new #else branch's RowBroadcast::DPP_CTRL (an enumerator the old version lacks: new code)
-
-
 def _solution_map(half_lds: bool) -> str:
     problems = [
         {"Problem": {"arch": "gfx90a", "token": "kernel_len56"}, "Solutions": [{"half_lds": half_lds, "tpb": 16}]},
@@ -227,7 +175,7 @@ def test_a_dat_file_holding_json_is_a_tuning_file_and_other_data_is_skipped(hist
         {"solution_map/gfx90a_solution_map.dat": _solution_map(False), "data/weights.dat": "1 2 3\n4 5 7\n"},
     )
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
     assert [(f.kind.value, f.file, f.key, f.before, f.after) for f in found] == [
         ("tuning_file", "solution_map/gfx90a_solution_map.dat", '[0]["Solutions"][0]["half_lds"]', "true", "false")
     ]  # the plain-text .dat gives neither a row nor a note
@@ -274,7 +222,7 @@ def test_a_test_changed_around_a_threshold_is_a_row_among_code_cut_off_by_an_if_
     )
     sha = history.commit("time the algorithms; no m collapse; split-k nominees", {"src/algo_matmul.cc": changed})
 
-    found = static_diff(history.path, sha).table_findings
+    found = explain(history.path, sha).table_findings
     assert sorted((f.kind.value, f.name, f.key) for f in found) == [
         ("branch_condition", "nominate_kernels", "threshold"),  # the same 32 compared the same way
         ("native_threshold", "plan_tiles", "threshold"),
@@ -303,7 +251,7 @@ def test_a_guarded_return_or_one_that_ends_its_block_cuts_nothing_off(history: H
     )
     sha = history.commit("other results", {"src/plan.cc": changed})
 
-    assert [f for f in static_diff(history.path, sha).table_findings if f.key.startswith("code ")] == []
+    assert [f for f in explain(history.path, sha).table_findings if f.key.startswith("code ")] == []
 
 
 QMV_CPP = """\
@@ -323,7 +271,7 @@ def test_a_flag_kept_in_a_bool_whose_number_changes_is_a_threshold_row(history: 
     )
     sha = history.commit("fast path alignment from the bits", {"mlx/backend/metal/quantized.cpp": changed})
 
-    found = static_diff(history.path, sha).table_findings
+    found = explain(history.path, sha).table_findings
     assert [(f.kind.value, f.name, f.key, f.before) for f in found] == [
         ("native_threshold", "qmv", "condition kept in a bool", "bool fast = N % bn == 0 && K % 512 == 0;")
     ]  # not `transposed`: neither version compares a number
@@ -393,7 +341,7 @@ def test_a_builds_dtype_macro_gating_a_kernel_is_a_dtype_condition(history: Hist
         {"dev/cuda/layernorm_backward.cu": changed, "include/declaration.h": header, "src/utils.cc": utils},
     )
 
-    found = static_diff(history.path, sha).table_findings
+    found = explain(history.path, sha).table_findings
     assert [(f.kind.value, f.name, f.key) for f in found if f.kind.value != "env_gate"] == [
         ("branch_condition", "layernorm_backward", "condition on the dtype")
     ]  # not a header's build-wide #ifdef FP16_MODE (its types are compared where used), not FP16 in an env name

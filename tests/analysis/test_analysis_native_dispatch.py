@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import Finding, FindingKind, static_diff
+from bisector.analysis import Finding, FindingKind, explain
 
 
 def rows(findings: tuple[Finding, ...], kind: FindingKind) -> list[tuple[str, str | None, str | None]]:
@@ -43,7 +43,7 @@ def test_a_switch_macro_a_parameter_default_and_an_env_read_in_cuda_are_rows(his
     )
     sha = history.commit("longer short path, more parallel, deterministic switch", {"csrc/conv_bwd.cu": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.NATIVE_THRESHOLD) == [
         (
@@ -78,7 +78,7 @@ def test_a_signature_reflowed_or_a_parameter_added_with_a_default_and_an_alias_a
     )
     sha = history.commit("reflow, dependent launch", {"csrc/launch.cuh": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.NATIVE_THRESHOLD) == []
 
@@ -98,7 +98,7 @@ def test_an_arch_check_kept_in_a_bool_and_a_refusing_check_are_arch_conditions(h
     )
     sha = history.commit("sm121 too", {"csrc/api.cu": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.BRANCH_CONDITION) == [
         ("mha_fwd condition on the arch", 'TORCH_CHECK(is_sm120, "only supports Blackwell GPUs.");',
@@ -115,7 +115,7 @@ def test_a_local_number_constant_is_a_row_and_a_struct_member_added_is_one_too(h
     changed = changed.replace("    int x = 0;", local)
     sha = history.commit("stages", {"csrc/policy.cuh": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert sorted(rows(found, FindingKind.NATIVE_THRESHOLD)) == [
         ("Policy::kStages", None, "3"),
@@ -154,7 +154,7 @@ def test_python_parameter_defaults_and_a_config_call_of_literal_lists_are_rows(h
     )
     sha = history.commit("retune", {"pkg/ops.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.CONSTANT) == [("mul(max_par)", "8", "16")]  # the new thread_n is no row
     assert rows(found, FindingKind.TABLE_ENTRY) == [
@@ -198,7 +198,7 @@ def test_backend_choices_features_env_flags_and_the_platform_are_conditions(hist
     )
     sha = history.commit("nf falls back to tir", {"pkg/matmul.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert sorted(rows(found, FindingKind.BRANCH_CONDITION)) == [
         ("<module> arch condition", None, "sys.platform == 'darwin'"),
@@ -212,7 +212,7 @@ def test_a_new_or_dropped_module_flag_is_no_row_but_a_flipped_one_is(history: Hi
     history.commit("flags", {"pkg/flags.py": "HAS_SM90 = False\nOLD_FLAG = True\n"})
     sha = history.commit("sm121", {"pkg/flags.py": "HAS_SM90 = True\nHAS_SM121 = False\n"})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.CONSTANT) == [("HAS_SM90", "False", "True")]
 
@@ -250,7 +250,7 @@ def test_a_wrapper_keyword_choosing_the_precision_is_a_launch_and_a_launch_under
     )
     sha = history.commit("fp16 accumulation, sm121", {"pkg/core.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.LAUNCH_PARAM) == [
         ("fp8_wrapper pv_accum_dtype", "'fp32'", "'fp32+fp16'")
@@ -281,7 +281,7 @@ def test_an_if_naming_the_config_and_a_comparison_passed_to_a_switch_keyword_are
     )
     sha = history.commit("four blocks, fp4", {"pkg/flash.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.BRANCH_CONDITION) == [
         ("varlen_fwd backend condition", "rows >= 256", "rows > 64"),
@@ -317,7 +317,7 @@ def test_a_triton_kernels_own_branches_and_calls_are_no_rows_but_a_cute_jit_host
     )
     sha = history.commit("boundary", {"pkg/kernels.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.BRANCH_CONDITION) == [
         ("host_entry dtype condition", "dtype == 'fp16'", "dtype == 'bf16'")
@@ -340,7 +340,7 @@ def test_a_decorator_passing_configs_is_an_autotune_whatever_its_name(history: H
     changed = source.replace('"log", "log", "log"', '"align32", "align32", "align32"')
     sha = history.commit("align", {"pkg/mm.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.AUTOTUNE_CONFIG) == [
         ("mm_kernel@libtuner[strategy]", "['log', 'log', 'log']", "['align32', 'align32', 'align32']")

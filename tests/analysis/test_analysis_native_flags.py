@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 
 CUBLAS_CU = """\
 struct force_compute_type {
@@ -27,7 +27,7 @@ def test_a_bool_field_with_a_literal_default_is_no_condition(history: History) -
     sha = history.commit("a flag to force fp16 compute", {"src/cublas.cu": changed})
 
     # the new field names a dtype but tests nothing; the bool that tests the arch changed
-    assert [f.label for f in static_diff(history.path, sha).table_findings] == ["mul_mat_cublas condition on the arch"]
+    assert [f.label for f in explain(history.path, sha).table_findings] == ["mul_mat_cublas condition on the arch"]
 
 
 ALLREDUCE_CU = """\
@@ -57,7 +57,7 @@ def test_a_comparison_with_a_threshold_name_and_a_library_version_test_are_rows(
     changed = ALLREDUCE_CU.replace("elts_total <= AR", "elts_total * sizeof(T) <= AR").replace("<= 11402", "< 11601")
     sha = history.commit("bytes, not elements; cuBLAS 11.6 for the Lt path", {"src/ar.cu": changed})
 
-    assert sorted(f.label for f in static_diff(history.path, sha).table_findings) == [
+    assert sorted(f.label for f in explain(history.path, sha).table_findings) == [
         "Wrapper::int8_gemm condition on the version",
         "invoke_all_reduce threshold",
     ]

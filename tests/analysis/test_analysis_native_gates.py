@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 
 
 def _rows(history: History, sha: str) -> list[tuple[str, str]]:
-    return sorted((f.kind.value, f.name) for f in static_diff(history.path, sha).table_findings)
+    return sorted((f.kind.value, f.name) for f in explain(history.path, sha).table_findings)
 
 
 MATX_H = """\

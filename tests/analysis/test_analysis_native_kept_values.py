@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from analysis_history import History, last_resort_functions, rules_rows
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 from bisector.analysis.native_value_forms import value_form
 
 
 def _rows(history: History, sha: str) -> list[tuple[str, str]]:
-    return sorted({(f.kind.value, f.name) for f in static_diff(history.path, sha).table_findings})
+    return sorted({(f.kind.value, f.name) for f in explain(history.path, sha).table_findings})
 
 
 COMMON_OPENCL = """\
@@ -385,7 +385,7 @@ def test_a_native_benchmark_program_is_not_read(history: History) -> None:
     sha = history.commit("more steps", {path: timing.replace("100", "150") for path in files})
 
     assert _rows(history, sha) == [("native_threshold", "n_step")]
-    assert {f.file for f in static_diff(history.path, sha).table_findings} == {"src/softmax.cpp"}
+    assert {f.file for f in explain(history.path, sha).table_findings} == {"src/softmax.cpp"}
 
 
 ENQUEUE_CC = """\

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 
 CONFIG_CU = """\
 template <int DKQ, int DV>
@@ -34,7 +34,7 @@ def test_a_member_of_a_config_specialization_is_named_by_it(history: History) ->
     ).replace("max_batch = 512", "max_batch = 256")
     sha = history.commit("192-wide heads: smaller KV batches", {"src/fattn.cu": changed})
 
-    assert sorted(f.name for f in static_diff(history.path, sha).table_findings) == [
+    assert sorted(f.name for f in explain(history.path, sha).table_findings) == [
         "fattn_config<192, 128>::nbatch_fa",
         "max_batch",
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 
 LAUNCH_CUH = """\
 void launch_fattn(Context & ctx, int ntiles_x, int max_blocks) {
@@ -29,7 +29,7 @@ def test_a_renamed_local_is_no_change_where_it_is_read(history: History) -> None
         "stream-k grid no larger than the tiles; ntiles_total is ntiles_dst", {"src/fattn-common.cuh": changed}
     )
 
-    names = sorted(f.name for f in static_diff(history.path, sha).table_findings)
+    names = sorted(f.name for f in explain(history.path, sha).table_findings)
 
     # tiles_nwaves reads the renamed local alone: no row; a call to another function is no rename; the launch's
     # block count nblocks_stream_k is a launch parameter of launch_fattn (native_launch_locals.py)

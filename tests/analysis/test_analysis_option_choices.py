@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 
 DEVICE_PY = """\
 import functools
@@ -51,7 +51,7 @@ def test_conditions_kept_in_an_attribute_or_an_assignment_expression(history: Hi
     )
     sha = history.commit("bf16 NT matmul; half in float before sm80; 27 schedulers on A100", {"pkg/device.py": changed})
 
-    rows = sorted((f.kind, f.name) for f in static_diff(history.path, sha).table_findings)
+    rows = sorted((f.kind, f.name) for f in explain(history.path, sha).table_findings)
 
     assert rows == [
         (FindingKind.BRANCH_CONDITION, "Linear.__init__"),
@@ -93,9 +93,7 @@ def test_reads_through_a_projects_env_helper_are_env_gates(history: History) -> 
     sha = history.commit("dynamic shapes by default; opt-in do_not_specialize", {"pkg/settings.py": changed})
 
     rows = [
-        (f.name, f.before is None)
-        for f in static_diff(history.path, sha).table_findings
-        if f.kind is FindingKind.ENV_GATE
+        (f.name, f.before is None) for f in explain(history.path, sha).table_findings if f.kind is FindingKind.ENV_GATE
     ]
 
     # set_env writes a variable the module sets for itself, not one it reads: no row

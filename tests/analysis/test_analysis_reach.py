@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import Finding, FindingKind, static_diff
+from bisector.analysis import Finding, FindingKind, explain
 
 
 def rows(findings: tuple[Finding, ...], kind: FindingKind) -> list[tuple[str, str | None, str | None]]:
@@ -66,7 +66,7 @@ def test_a_condition_that_chooses_a_launch_input_through_the_call_graph_is_a_row
                               '        return "w"')  # fmt: skip
     sha = history.commit("huge takes the wide block", {"pkg/ops.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     # forward launches through _run, and its condition sets the block passed there; describe launches nothing
     assert [(f.name, f.key, f.before, f.after) for f in found if f.kind is FindingKind.BRANCH_CONDITION] == [
@@ -99,7 +99,7 @@ def test_conditions_choosing_kernels_in_native_extension_calls_and_between_liter
     )
     sha = history.commit("f16 only for contiguous q; the variant picks warps, not tiles", {"pkg/attention.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     # the extension module's calls are launches: the if picks one of two kernels; the conditional expression
     # now chooses another launch input (warps, not the tile)
@@ -153,7 +153,7 @@ def test_native_code_that_reaches_a_kernel_choice_is_a_row_and_code_that_does_no
     )
     sha = history.commit("hidden 3072, wider blocks, tiles by shape", {"csrc/sgmv.cu": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.NATIVE_THRESHOLD) == [
         ("case of switch (hidden)", None, "case 3072: case_macro(3072); \\"),
@@ -187,7 +187,7 @@ def test_a_local_read_only_through_its_address_or_never_read_is_no_row(history: 
         "beta on the device, its guard; three stages", {"csrc/gemm.cu": changed.replace("= 4;", "= 3;")}
     )
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     # kStages picks the kernel instance; beta_zero is a value the kernel reads through a pointer, device_guard an
     # object held for the function's scope

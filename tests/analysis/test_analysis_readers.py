@@ -7,7 +7,7 @@ import configparser
 
 from analysis_history import History
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 from bisector.analysis.findings import Finding
 from bisector.analysis.readers import READERS, FileRows, FileVersions, Reader, UnreadableError, reader_for
 
@@ -40,15 +40,15 @@ def test_a_reader_plugged_in_from_a_test_reads_its_format_through_the_static_dif
         "retune", {"tuning/gemm.ini": "[tiles]\nblock_m = 128\nstages = 3\n", "tests/t.ini": "[a]\nb = 2\n"}
     )
 
-    assert static_diff(history.path, sha).findings == ()  # nobody reads .ini files
-    rows = static_diff(history.path, sha, readers=(*READERS, INI)).findings
+    assert explain(history.path, sha).findings == ()  # nobody reads .ini files
+    rows = explain(history.path, sha, readers=(*READERS, INI)).findings
 
     assert [(f.kind, f.file, f.name, f.before, f.after) for f in rows] == [
         (FindingKind.TUNING_FILE, "tuning/gemm.ini", "tiles.block_m", "64", "128")
     ]  # tests/t.ini: a test, read by no reader
 
     broken = history.commit("broken", {"tuning/gemm.ini": "block_m = 256\n"})
-    notes = static_diff(history.path, broken, readers=(*READERS, INI)).findings
+    notes = explain(history.path, broken, readers=(*READERS, INI)).findings
     assert [(f.kind, f.name, f.detail) for f in notes] == [
         (FindingKind.NOTE, "not analysed", f"does not parse at {broken[:12]}: MissingSectionHeaderError")
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 
 EXPERTS_PY = """\
 import torch
@@ -35,7 +35,7 @@ def test_a_class_renamed_with_the_same_code_gives_no_rows(history: History) -> N
     sha = history.commit("spelling of Mistral; DeepSeek V2 takes the small path further", {"pkg/experts.py": changed})
 
     # the Mistral block is the same code under a new name; the DeepSeek one changed its threshold too
-    assert sorted(f.name for f in static_diff(history.path, sha).table_findings) == [
+    assert sorted(f.name for f in explain(history.path, sha).table_findings) == [
         "KDeepseekMoE.forward",
         "KDeepseekV2MoE.forward",
     ]

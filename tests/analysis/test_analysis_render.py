@@ -15,12 +15,12 @@ from bisector.analysis import (
     KernelLaunchRow,
     KernelTraceDiff,
     dispatch_diff,
+    explain,
     explanation_json,
     minimize,
     parse_dispatch_trace,
     render_markdown,
     render_text,
-    static_diff,
 )
 from bisector.variant_tester import ShellVariantTester
 
@@ -65,7 +65,7 @@ def explained(history: History, tmp_path: Path) -> Explanation:
     culprit = history.commit("Tiny GEMM with batch-size dispatch (#47683)", {"kernels/tiny_gemm.py": CULPRIT})
     tester = ShellVariantTester(history.path, tmp_path / "scratch", "bash test.sh", timeout_s=30)
     return Explanation(
-        static=static_diff(history.path, culprit),
+        static=explain(history.path, culprit),
         dispatch=dispatch_diff(
             parse_dispatch_trace(trace("simt").splitlines()), parse_dispatch_trace(trace("mma").splitlines())
         ),
@@ -124,7 +124,7 @@ def test_markdown_and_json_and_the_round_trip_through_stored_findings(history: H
 def test_a_culprit_without_table_changes_says_so_in_every_format(history: History) -> None:
     history.commit("a", {"kernels/tiny_gemm.py": GEMM})
     sha = history.commit("docs", {"kernels/tiny_gemm.py": GEMM.replace('"tiny gemm"', '"tiny GEMM"')})
-    explanation = Explanation(static=static_diff(history.path, sha))
+    explanation = Explanation(static=explain(history.path, sha))
 
     assert NO_TABLE_CHANGE in render_text(explanation)
     assert f"{NO_TABLE_CHANGE}." in render_markdown(explanation)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from analysis_history import History
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 from bisector.analysis.rules import RULE_NAMES, RULES, rules_disabled
 
 GEMM_BEFORE = """\
@@ -37,7 +37,7 @@ def _commit(history: History) -> str:
 
 
 def test_every_dispatch_row_names_the_declared_rule_that_made_it(history: History) -> None:
-    rows = static_diff(history.path, _commit(history)).table_findings
+    rows = explain(history.path, _commit(history)).table_findings
 
     assert {(f.kind, f.name, f.rule) for f in rows} == {
         (FindingKind.TABLE_ENTRY, "_TUNED_MIN_M", "python_tables"),
@@ -50,12 +50,12 @@ def test_every_dispatch_row_names_the_declared_rule_that_made_it(history: Histor
 
 def test_a_rule_switched_off_makes_no_rows_and_the_others_are_unchanged(history: History) -> None:
     sha = _commit(history)
-    every = static_diff(history.path, sha).table_findings
+    every = explain(history.path, sha).table_findings
 
     with rules_disabled(["env_gates"]):
-        without = static_diff(history.path, sha).table_findings
+        without = explain(history.path, sha).table_findings
 
     assert without == tuple(f for f in every if f.rule != "env_gates")
-    assert static_diff(history.path, sha).table_findings == every  # only inside the block
+    assert explain(history.path, sha).table_findings == every  # only inside the block
     with pytest.raises(ValueError, match=r"no rule named env_gate$"), rules_disabled(["env_gate"]):
         pass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import Finding, static_diff
+from bisector.analysis import Finding, explain
 
 OPS_RS = """\
 const MAX_BLOCK_SIZE: usize = 512;
@@ -32,7 +32,7 @@ def test_a_match_arm_in_rust_is_a_row(history: History) -> None:
     )
     history.commit("env", {"src/ops.rs": read})
     arm = read.replace('DType::F16 => "softmax_f16",', 'DType::F16 => "softmax_f32",')
-    (row,) = rows(static_diff(history.path, history.commit("f16 on the f32 kernel", {"src/ops.rs": arm})).findings)
+    (row,) = rows(explain(history.path, history.commit("f16 on the f32 kernel", {"src/ops.rs": arm})).findings)
     assert row[:2] == ("branch_condition", "softmax_kernel branch test")  # no other rule read the file: last resort
     assert (row[2], row[3]) == ('DType::F16 => "softmax_f16",', 'DType::F16 => "softmax_f32",')
 
@@ -44,7 +44,7 @@ def test_rust_tests_and_benchmarks_are_not_read(history: History) -> None:
     sha = history.commit(
         "tune the tests", {"tests/ops.rs": changed, "benches/ops.rs": changed, "src/ops/tests.rs": changed}
     )
-    assert rows(static_diff(history.path, sha).findings) == []
+    assert rows(explain(history.path, sha).findings) == []
 
 
 MACROS_RS = """\
@@ -81,9 +81,9 @@ def test_macro_bodies_strings_and_test_modules_are_no_dispatch_code(history: His
         .replace("TOL: f32 = 1e-3", "TOL: f32 = 1e-2")
         .replace('env::var("CI")', 'env::var("CI_SLOW")')
     )
-    assert rows(static_diff(history.path, history.commit("quiet", {"src/run.rs": changed})).findings) == []
+    assert rows(explain(history.path, history.commit("quiet", {"src/run.rs": changed})).findings) == []
     threshold = changed.replace("if mode > 4 {", "if mode > 8 {")  # after a '}' char literal: still run's own test
-    (row,) = rows(static_diff(history.path, history.commit("threshold", {"src/run.rs": threshold})).findings)
+    (row,) = rows(explain(history.path, history.commit("threshold", {"src/run.rs": threshold})).findings)
     assert row == ("branch_condition", "run branch test", "if mode > 4 {", "if mode > 8 {")
 
 
@@ -94,4 +94,4 @@ def test_a_form_feed_in_a_string_keeps_rust_lines_where_git_counts_them(history:
     )
     history.commit("pick", {"src/pick.rs": source})
     sha = history.commit("pick", {"src/pick.rs": source.replace("n > 16", "n > 32")})
-    assert [row[1] for row in rows(static_diff(history.path, sha).findings)] == ["pick branch test"]
+    assert [row[1] for row in rows(explain(history.path, sha).findings)] == ["pick branch test"]

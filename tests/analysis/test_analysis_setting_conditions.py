@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 
 BUILTINS_PY = """\
 import warp
@@ -54,7 +54,7 @@ def pick_gemm(a, b):
 
 
 def _option_rows(history: History, sha: str) -> list[tuple[str, str | None, str | None]]:
-    found = static_diff(history.path, sha).table_findings
+    found = explain(history.path, sha).table_findings
     return sorted(
         (f.name, f.before, f.after)
         for f in found
@@ -105,7 +105,7 @@ def test_a_torch_backends_flag_that_gates_a_kernel_is_a_condition_row(history: H
     changed = MATMUL_PY.replace("if a.is_cuda:", "if torch.backends.cuda.matmul.allow_tf32:")
     sha = history.commit("cuBLAS only with TF32", {"pkg/matmul.py": changed})
 
-    rows = [(f.kind, f.name, f.key) for f in static_diff(history.path, sha).table_findings]
+    rows = [(f.kind, f.name, f.key) for f in explain(history.path, sha).table_findings]
 
     # the arch condition it replaces goes (before) and the flag comes (after) in one row of the function
     assert (FindingKind.BRANCH_CONDITION, "pick_gemm", "option condition") in rows

@@ -6,9 +6,8 @@ import textwrap
 
 from analysis_history import History
 
-from bisector.analysis import Finding, FindingKind, render_markdown, render_text, static_diff
+from bisector.analysis import Finding, FindingKind, explain, render_markdown, render_text
 from bisector.analysis.dispatch_sites import condition_category
-from bisector.analysis.env_gates import annotate_env_gates
 from bisector.analysis.explanation import Explanation
 
 LAUNCHER = """\
@@ -58,7 +57,7 @@ def test_launch_keywords_grid_local_values_and_custom_op_arguments(history: Hist
     )
     sha = history.commit("retune", {"ops/matmul.py": after})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.LAUNCH_PARAM) == {
         "_small_kernel[...] num_warps": ("num_warps (= 4)", "num_warps (= 2 if K < 256 else 4)"),
@@ -79,7 +78,7 @@ def test_the_condition_that_chooses_a_launch_and_added_or_removed_launches(histo
     )
     sha = history.commit("threshold", {"ops/matmul.py": after})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     launches = rows(found, FindingKind.LAUNCH_PARAM)
     assert launches["_small_kernel[...] condition"] == ("M <= 64", "M <= 128")
@@ -97,7 +96,7 @@ def test_arch_dtype_and_shape_branch_conditions_before_and_after(history: Histor
     )
     sha = history.commit("gates", {"ops/matmul.py": after, "tests/test_matmul.py": "if is_hip():\n    pass\n"})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.BRANCH_CONDITION) == {
         "pick arch condition": ("is_hip()", "is_hip() or torch.cuda.get_device_capability()[0] < 8"),
@@ -128,7 +127,7 @@ def test_env_gates_added_removed_flipped_and_whether_the_bisect_sets_them(histor
     ops = "from lib import envs\n\ndef run():\n    if envs.LIB_NEW_KERNEL:\n        return 2\n    return 1\n"
     sha = history.commit("flags", {"lib/envs.py": after_envs, "lib/ops.py": ops})
 
-    found = annotate_env_gates(list(static_diff(history.path, sha).findings), {"LIB_NEW_KERNEL": "1"})
+    found = explain(history.path, sha, env={"LIB_NEW_KERNEL": "1"}).findings  # the runner passes the test's env
 
     gates = {f.name: f for f in found if f.kind is FindingKind.ENV_GATE}
     assert set(gates) == {"LIB_USE_TC", "LIB_FAST_PATH", "LIB_NEW_KERNEL"}
@@ -151,7 +150,7 @@ def test_the_new_rows_render_in_text_and_markdown(history: History) -> None:
     history.commit("launcher", {"ops/matmul.py": LAUNCHER})
     sha = history.commit("warps", {"ops/matmul.py": LAUNCHER.replace("num_warps=8", "num_warps=16")})
 
-    explanation = Explanation(static=static_diff(history.path, sha))
+    explanation = Explanation(static=explain(history.path, sha))
 
     text = render_text(explanation, width=200)
     assert "ops/matmul.py:17  launch _big_kernel[...] num_warps: 8 -> 16  [in matmul; when not (M <= 64)]" in text
@@ -204,10 +203,10 @@ def test_moved_reads_and_conditions_are_not_changes_and_an_or_default_is_part_of
         '    if x.dtype == torch.float16:\n        return "fp16"\n    if x.shape[0] > 4096:\n        return "split"\n',
     )
     sha = history.commit("move", {"setup.py": moved})
-    assert static_diff(history.path, sha).table_findings == ()
+    assert explain(history.path, sha).table_findings == ()
 
     flipped = history.commit("flip", {"setup.py": moved.replace('or "2"', 'or "4"')})
-    (gate,) = static_diff(history.path, flipped).table_findings
+    (gate,) = explain(history.path, flipped).table_findings
     assert (gate.kind, gate.before, gate.after) == (
         FindingKind.ENV_GATE,
         "os.getenv('NVCC_THREADS') or '2' (in <module>)",
@@ -230,7 +229,7 @@ def test_a_table_bound_in_both_branches_of_a_module_if_is_kept_per_branch(histor
         "hip", {"ops/configs.py": before.replace('{"BLOCK": 64}, num_warps=4', '{"BLOCK": 64}, num_warps=8')}
     )
 
-    (row,) = static_diff(history.path, sha).table_findings
+    (row,) = explain(history.path, sha).table_findings
     assert (row.kind, row.label, row.before, row.after) == (
         FindingKind.AUTOTUNE_CONFIG,
         "CONFIGS (if torch.version.hip is not None)[{'BLOCK': 64}]",
@@ -244,7 +243,7 @@ def test_ci_workflows_are_not_tuning_files_and_a_dtype_name_in_a_class_is_no_dty
     history.commit("ci", {".github/workflows/ci.yml": "jobs:\n  a: 1\n", "lib/config.py": "X = 1\n"})
     sha = history.commit("ci", {".github/workflows/ci.yml": "jobs:\n  a: 2\n", "lib/config.py": code})
 
-    assert static_diff(history.path, sha).table_findings == ()
+    assert explain(history.path, sha).table_findings == ()
 
 
 def test_a_function_named_by_a_launch_or_condition_row_has_no_separate_dispatch_logic_row(history: History) -> None:
@@ -253,7 +252,7 @@ def test_a_function_named_by_a_launch_or_condition_row_has_no_separate_dispatch_
 
     sha = history.commit("limit", {"ops/matmul.py": after})
 
-    kinds = {(f.kind, f.name) for f in static_diff(history.path, sha).table_findings}
+    kinds = {(f.kind, f.name) for f in explain(history.path, sha).table_findings}
     assert (FindingKind.BRANCH_CONDITION, "matmul") in kinds
     assert (FindingKind.DISPATCH_LOGIC, "matmul") not in kinds
 
@@ -264,7 +263,7 @@ def test_test_files_are_not_read_and_a_blob_the_repository_lacks_is_a_note(histo
     blob = history.git("rev-parse", f"{sha}:ops/table.json")
     (history.path / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # as a partial clone lacks it
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert diff.table_findings == ()
     (note,) = diff.notes
@@ -282,7 +281,7 @@ def test_a_variable_named_by_a_module_constant_and_launch_keywords_passed_as_a_d
     )
     sha = history.commit("override", {"lib/run.py": after})
 
-    found = static_diff(history.path, sha).table_findings
+    found = explain(history.path, sha).table_findings
 
     assert rows(found, FindingKind.ENV_GATE) == {"LIB_GPU": (None, "os.environ.get(GPU_ENV) (in name)")}
     assert rows(found, FindingKind.LAUNCH_PARAM) == {"_k[...] **": (None, "TUNED")}
@@ -315,7 +314,7 @@ def test_a_condition_kept_in_a_name_is_a_gate_where_it_is_made_and_where_it_is_r
     )
     sha = history.commit("tune decode on gfx942 too", {"ops/decode.py": after})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.BRANCH_CONDITION) == {
         "<module> arch condition": (
@@ -342,7 +341,7 @@ def test_a_condition_kept_in_a_local_no_code_reads_is_no_row(history: History) -
     after = GATED.replace("    low_precision =", unused + read + "    low_precision =")
     sha = history.commit("query the device", {"ops/decode.py": after})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert sorted((f.label, f.after) for f in found if f.kind is FindingKind.BRANCH_CONDITION) == [
         ("decode arch condition", "major = torch.cuda.get_device_capability()[0]"),
@@ -369,7 +368,7 @@ def cache_key(bench):
     after = source.replace("torch.cuda.get_device_capability()", "get_compute_capability(w.device)")
     sha = history.commit("the weight's device", {"ops/fp4.py": after.replace("get_device_name(", "gpu_name(")})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.BRANCH_CONDITION) == {
         "dequantize arch condition": (
@@ -395,7 +394,7 @@ def prune(configs, M, smem):
     )
     sha = history.commit("keep bigger tiles, at least two stages", {"ops/prune.py": after})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert {(f.before, f.after) for f in found if f.kind is FindingKind.BRANCH_CONDITION} == {
         ("c.kwargs['BLOCK_M'] <= M", "c.kwargs['BLOCK_M'] <= 2 * M"),

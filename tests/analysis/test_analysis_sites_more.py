@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis_history import History, last_resort_functions, rules_rows
 
-from bisector.analysis import Finding, FindingKind, static_diff
+from bisector.analysis import Finding, FindingKind, explain
 from bisector.analysis.python_tables import parse_module, scan_pair
 
 
@@ -35,7 +35,7 @@ def test_a_kernel_whose_name_says_cache_is_still_a_launch(history: History) -> N
     changed = NO_CACHE_LAUNCH.replace("BLOCK_M // 2", "BLOCK_M").replace("kernel_cache[(1, 2)]", "kernel_cache[(1, 4)]")
     sha = history.commit("block n", {"ops/attn.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.LAUNCH_PARAM) == {
         "_fwd_kernel_no_prompt_cache[...] BLOCK_N": ("BLOCK_N (= BLOCK_M // 2)", "BLOCK_N (= BLOCK_M)")
@@ -76,7 +76,7 @@ def test_lists_a_tuning_function_builds_are_tables(history: History) -> None:
     )
     sha = history.commit("more configs", {"ops/configs.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.AUTOTUNE_CONFIG) == {
         "get_autotune_config.<locals>.configs[{'BLOCK_K': 32}]": (None, "num_warps=1")
@@ -116,7 +116,7 @@ def test_conditional_lists_wrapped_autotune_and_lists_an_autotune_comprehension_
     )
     sha = history.commit("hopper warps", {"ops/wy.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     # a new conditional table (LAUNCH) is new code: its readers show it; a changed one is a row
     assert rows(found, FindingKind.TABLE_ENTRY) == {
@@ -141,7 +141,7 @@ def test_an_env_variable_the_module_sets_is_a_gate_unless_the_process_owns_it(hi
         },
     )
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.ENV_GATE) == {
         "TRITON_F32_DEFAULT": (None, "os.environ['TRITON_F32_DEFAULT'] = 'ieee' (in <module>)")
@@ -177,7 +177,7 @@ def test_a_returned_arch_comparison_and_a_size_in_a_set_of_numbers_are_condition
     )
     sha = history.commit("sm80 only", {"ops/fmha.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.BRANCH_CONDITION) == {
         "FwOp.supports arch condition": ("device_capability >= (7, 5)", "device_capability == (8, 0)"),
@@ -208,11 +208,11 @@ def test_a_renamed_kernel_with_the_same_decorators_and_calls_is_no_change(histor
     history.commit("kernel", {"ops/h.py": RENAMED})
     retuned = RENAMED.replace("proprocess_qkw", "preprocess_qkw").replace("[2, 4]", "[4, 8]")
     sha = history.commit("rename and retune", {"ops/h.py": retuned})
-    autotune = {f.name for f in static_diff(history.path, sha).table_findings if f.kind is FindingKind.AUTOTUNE_CONFIG}
+    autotune = {f.name for f in explain(history.path, sha).table_findings if f.kind is FindingKind.AUTOTUNE_CONFIG}
     assert autotune == {"proprocess_qkw@triton.autotune", "preprocess_qkw@triton.autotune"}
 
     sha = history.commit("rename only", {"ops/h.py": retuned.replace("preprocess_qkw", "process_qkw")})
-    assert static_diff(history.path, sha).table_findings == ()
+    assert explain(history.path, sha).table_findings == ()
 
 
 LONG_CONDITION = """\
@@ -240,7 +240,7 @@ def test_a_long_condition_changed_past_its_shown_length_and_amd_arch_predicates(
     changed = LONG_CONDITION.replace("== 8.6", "in (8.6, 8.9)").replace("is_cdna()", "is_cdna3()")
     sha = history.commit("sm89", {"te/attention.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     conditions = rows(found, FindingKind.BRANCH_CONDITION)
     assert set(conditions) == {"DotProductAttention.forward arch condition"}
@@ -280,7 +280,7 @@ def test_aliases_test_data_and_conditional_overrides_give_no_rows_of_their_own(h
     )
     sha = history.commit("k 256", {"ops/fmha.py": changed})
 
-    found = static_diff(history.path, sha).table_findings
+    found = explain(history.path, sha).table_findings
 
     assert {(f.kind, f.name) for f in found} == {
         (FindingKind.CONSTANT, "FwOp.SUPPORTED_MAX_K"),
@@ -294,7 +294,7 @@ def test_an_env_membership_test_joined_by_or_is_not_read_with_a_default(history:
     changed = source.replace("USE_SCOPE", "os.environ.get('USE_SCOPE', '0') == '1'")
     sha = history.commit("scope from env", {"lib/stats.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert {f.name for f in found if f.kind is FindingKind.ENV_GATE} == {"USE_SCOPE"}
 
@@ -317,7 +317,7 @@ def test_a_call_passing_tile_keywords_is_a_launch_and_a_config_object_or_tl_call
     )
     sha = history.commit("tile m", {"ops/gemm.py": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert rows(found, FindingKind.LAUNCH_PARAM) == {"gemm_sm90 tile_M": ("128", "tile_m")}
 
@@ -334,7 +334,7 @@ def test_a_native_flag_accumulated_with_a_size_comparison_is_a_condition(history
     changed = source.replace("block_m != best;", "block_m != best\n               and block_m <= m;")
     sha = history.commit("not larger than m", {"csrc/heuristics.hpp": changed})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert [(f.label, f.before, f.after) for f in found if f.kind is FindingKind.NATIVE_THRESHOLD] == [
         ("pick condition on the batch size", None, "and block_m <= m;")

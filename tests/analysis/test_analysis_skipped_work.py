@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 
 OP_PY = """\
 import triton
@@ -45,7 +45,7 @@ class Op:
 
 
 def branch_rows(history: History, sha: str) -> list[tuple[str, str, str | None, str | None]]:
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
     return [(f.name, f.key, f.before, f.after) for f in found if f.kind is FindingKind.BRANCH_CONDITION]
 
 
@@ -84,7 +84,7 @@ def test_an_env_read_after_a_form_feed_is_a_gate(history: History) -> None:
     history.commit("flags", {"pkg/__init__.py": "", "pkg/flags.py": FLAGS_PY})
     sha = history.commit("fast by default", {"pkg/flags.py": FLAGS_PY.replace('"0"', '"1"')})
 
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
 
     assert [(f.name, f.before, f.after) for f in found if f.kind is FindingKind.ENV_GATE] == [
         (
@@ -139,7 +139,7 @@ class Backend:
 
 
 def _rows(history: History, sha: str) -> set[tuple[str, str, str, str | None, str | None]]:
-    found = static_diff(history.path, sha).findings
+    found = explain(history.path, sha).findings
     return {(f.kind.value, f.name, f.key, f.before, f.after) for f in found}
 
 

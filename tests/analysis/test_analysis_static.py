@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from analysis_history import History
 
-from bisector.analysis import Finding, FindingKind, StaticDiff, static_diff
+from bisector.analysis import Finding, FindingKind, StaticDiff, explain
 from bisector.vocab.errors import RepoError
 
 GEMM_BEFORE = """\
@@ -51,7 +51,7 @@ def test_dict_rows_with_resolved_names(history: History) -> None:
     )
     sha = history.commit("Move Kimi shapes to MMA (#47683)", {"kernels/tiny_gemm.py": after})
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert diff.sha == sha
     assert diff.files == ("kernels/tiny_gemm.py",)
@@ -70,7 +70,7 @@ def test_a_changed_constant_is_a_row_and_its_readers_are_not_flagged_unless_they
     history.commit("gemm", {"kernels/tiny_gemm.py": GEMM_BEFORE})
     sha = history.commit("tile", {"kernels/tiny_gemm.py": GEMM_BEFORE.replace("_MMA_TILE_M = 16", "_MMA_TILE_M = 32")})
 
-    assert rows(static_diff(history.path, sha)) == {"_MMA_TILE_M": "16 -> 32"}
+    assert rows(explain(history.path, sha)) == {"_MMA_TILE_M": "16 -> 32"}
 
 
 def test_tuples_nested_tables_sets_and_class_level_tables(history: History) -> None:
@@ -110,7 +110,7 @@ def test_tuples_nested_tables_sets_and_class_level_tables(history: History) -> N
     history.commit("tables", {"dispatch.py": before})
     sha = history.commit("retune", {"dispatch.py": after})
 
-    assert rows(static_diff(history.path, sha)) == {
+    assert rows(explain(history.path, sha)) == {
         "_BLOCKS": "(16, 32, 64) -> (16, 32, 64, 128)",
         "_SHAPES[1]": "(absent) -> (1536, 128)",
         "_PER_DEVICE['h100']['tiles']": "(16, 64) -> (16, 128)",
@@ -125,7 +125,7 @@ def test_arithmetic_is_folded_and_what_is_not_literal_compares_by_source(history
     history.commit("a", {"k.py": "import torch\nBIG = 2**20\nTABLE = {torch.float16: BIG - 1, 'f': len('x')}\n"})
     sha = history.commit("b", {"k.py": "import torch\nBIG = 2**21\nTABLE = {torch.float16: BIG - 1, 'f': len('y')}\n"})
 
-    assert rows(static_diff(history.path, sha)) == {
+    assert rows(explain(history.path, sha)) == {
         "BIG": "2 ** 20 (1048576) -> 2 ** 21 (2097152)",
         "TABLE[torch.float16]": "BIG - 1 (1048575) -> BIG - 1 (2097151)",
         "TABLE['f']": "len('x') -> len('y')",
@@ -175,7 +175,7 @@ def test_triton_autotune_configs_and_heuristics_without_importing_triton(history
     history.commit("kernels", {"ops/matmul.py": AUTOTUNED})
     sha = history.commit("retune", {"ops/matmul.py": after})
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert rows(diff) == {
         "_CONFIGS[{'BLOCK_M': 64, 'BLOCK_N': 64}]": "(absent) -> num_warps=8",
@@ -212,7 +212,7 @@ def test_json_yaml_and_toml_tuning_files_are_keyed(history: History) -> None:
         },
     )
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     by_file: dict[str, dict[str, str]] = {}
     for finding in diff.findings:
@@ -241,7 +241,7 @@ def test_a_renamed_file_is_diffed_against_its_old_path(history: History) -> None
         renames={"kernels/gemm.py": "kernels/tiny_gemm.py", "configs/a.json": "configs/b.json"},
     )
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert rows(diff) == {"_TUNED_MMA_MIN_M[(256, 7168)]": "8 -> 4", '["m"]': "1 -> 2"}
     assert {(n.file, n.name, n.before) for n in diff.notes} == {
@@ -256,7 +256,7 @@ def test_a_file_that_does_not_parse_in_one_version_gives_a_note(history: History
         "broken", {"k.py": "T = {1: 3\n", "c.json": '{"a": 2', "d.yaml": "a: [1\n", "ok.py": "X = 2\n"}
     )
 
-    diff = static_diff(history.path, broken)
+    diff = explain(history.path, broken)
 
     assert rows(diff) == {"X": "1 -> 2"}
     notes = {n.file: n.detail for n in diff.notes}
@@ -264,15 +264,15 @@ def test_a_file_that_does_not_parse_in_one_version_gives_a_note(history: History
     assert notes["c.json"].startswith(f"does not parse at {broken[:12]}:")
     assert notes["d.yaml"].startswith(f"does not parse at {broken[:12]}:")
     fixed = history.commit("fixed", {"k.py": "T = {1: 4}\n"})
-    assert static_diff(history.path, fixed).notes[0].detail.startswith(f"does not parse at {broken[:12]}")
-    assert rows(static_diff(history.path, fixed, parent=first)) == {"T[1]": "2 -> 4", "X": "1 -> 2"}
+    assert explain(history.path, fixed).notes[0].detail.startswith(f"does not parse at {broken[:12]}")
+    assert rows(explain(history.path, fixed, parent=first)) == {"T[1]": "2 -> 4", "X": "1 -> 2"}
 
 
 def test_binary_and_oversized_files_are_skipped_with_a_note(history: History) -> None:
     history.commit("a", {"blob.json": b"\x00\x01", "big.py": "T = {1: 1}\n" + "X = 1\n" * 100})
     sha = history.commit("b", {"blob.json": b"\x00\x02", "big.py": "T = {1: 2}\n" + "X = 1\n" * 100})
 
-    diff = static_diff(history.path, sha, max_file_bytes=500)
+    diff = explain(history.path, sha, max_file_bytes=500)
 
     assert not diff.table_findings
     assert {(n.file, n.detail.split(" at ")[0]) for n in diff.notes} == {
@@ -288,7 +288,7 @@ def test_a_culprit_with_no_table_change_says_so(history: History) -> None:
         {"README.md": "hello\n", "kernels/tiny_gemm.py": GEMM_BEFORE.replace("return x + 1", "return x + 2")},
     )
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert diff.files == ("README.md", "kernels/tiny_gemm.py")
     assert diff.findings == ()
@@ -309,11 +309,11 @@ def test_a_file_added_or_removed_whole_is_a_note_unless_its_path_says_tuning(his
         },
     )
 
-    first = static_diff(history.path, root)
+    first = explain(history.path, root)
     assert first.parent is None
     assert rows(first) == {}
     assert {(n.file, n.name) for n in first.notes} == {("k.py", "added whole"), ("csrc/old.cu", "added whole")}
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
     assert rows(diff) == {
         '["BLOCK_M"]': "(absent) -> 64",
         '["num_warps"]': "(absent) -> 4",
@@ -352,7 +352,7 @@ def test_a_csv_tuning_table_is_keyed_by_its_leading_columns(history: History) ->
         },
     )
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert rows(diff) == {
         "[gfx=gfx950, cu_num=256, M=2][us]": "4.96 -> 4.20",
@@ -375,7 +375,7 @@ def test_tool_and_package_settings_are_no_tuning_files(history: History) -> None
     sha = history.commit("bump", {path: text.replace("3.4", "3.5").replace("22.04", "24.04").replace("12.4", "12.8")
                                   .replace("64", "128") for path, text in settings.items()})  # fmt: skip
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert {(f.file, f.label, f.change_text) for f in diff.table_findings} == {
         ("ops/configs/gemm.yaml", '["BLOCK_M"]', "64 -> 128")
@@ -388,7 +388,7 @@ def test_many_files_removed_whole_give_one_note_per_directory(history: History) 
     history.commit("vendor", {**vendored, "kernels/gemm.py": "TILE = 16\n"})
     sha = history.commit("drop the vendored library", {**dict.fromkeys(vendored), "kernels/gemm.py": "TILE = 32\n"})
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert rows(diff) == {"TILE": "16 -> 32"}
     assert {(n.file, n.name) for n in diff.notes} == {("third_party/libfoo/", "35 files removed whole")}
@@ -432,7 +432,7 @@ def test_native_constant_arrays_defines_and_batch_size_thresholds(history: Histo
     )
     sha = history.commit("retune", {"csrc/gemm.cu": after})
 
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert [(f.kind.value, f.line, f.label, f.change_text) for f in diff.findings] == [
         ("native_array", 3, "kTileM", "{16, 16, 32, 64} -> {16, 32, 32, 64}"),
@@ -448,7 +448,7 @@ def test_native_conditions_of_several_files_and_of_a_quoted_path(history: Histor
     history.commit("cuda", files)
     sha = history.commit("retune", {path: text.replace("m <= 4", "m <= 1") for path, text in files.items()})
 
-    conditions = [f for f in static_diff(history.path, sha).findings if f.key == "condition on the batch size"]
+    conditions = [f for f in explain(history.path, sha).findings if f.key == "condition on the batch size"]
 
     assert sorted((f.file, f.line, f.change_text) for f in conditions) == [
         (path, 10, "if (m <= 4) { -> if (m <= 1) {") for path in sorted(files)
@@ -477,7 +477,7 @@ def test_native_conditions_on_the_arch_and_the_dtype(history: History) -> None:
     after = ARCH_DTYPE.replace(">= 900", ">= 1000").replace("T, half>", "T, __nv_bfloat16>").replace(">= 80", ">= 89")
     sha = history.commit("retarget", {"csrc/pick.cuh": after})
 
-    assert [(f.line, f.label, f.change_text) for f in static_diff(history.path, sha).table_findings] == [
+    assert [(f.line, f.label, f.change_text) for f in explain(history.path, sha).table_findings] == [
         (3, "pick condition on the arch", "#if __CUDA_ARCH__ >= 900 -> #if __CUDA_ARCH__ >= 1000"),
         (
             6,
@@ -520,7 +520,7 @@ def test_native_renamed_helper_and_derived_locals_are_no_rows_a_changed_literal_
     )
     sha = history.commit("Drop the obsolete helper; retune sm60", {"cub/dispatch/policy_merge.cuh": after})
 
-    assert rows(static_diff(history.path, sha)) == {
+    assert rows(explain(history.path, sha)) == {
         "ipt_600": "nominal_4b_items_to_items(13, key_size) -> nominal_4B_items_to_items(17, key_size)",
         "policy_selector::min_items": "(absent) -> 2",
     }
@@ -529,7 +529,7 @@ def test_native_renamed_helper_and_derived_locals_are_no_rows_a_changed_literal_
         "swap the helper",
         {"cub/dispatch/policy_merge.cuh": after.replace("nominal_4B_items_to_items(15", "items_v2(15")},
     )
-    assert rows(static_diff(history.path, other)) == {
+    assert rows(explain(history.path, other)) == {
         "ipt_800": "nominal_4B_items_to_items(15, key_size) -> items_v2(15, key_size)"
     }
 
@@ -537,7 +537,7 @@ def test_native_renamed_helper_and_derived_locals_are_no_rows_a_changed_literal_
 def test_unknown_revision_is_a_repo_error(history: History) -> None:
     history.commit("a", {"k.py": "X = 1\n"})
     with pytest.raises(RepoError, match="unknown revision"):
-        static_diff(history.path, "no-such-branch")
+        explain(history.path, "no-such-branch")
 
 
 def test_findings_round_trip_through_json_and_store_rows(history: History) -> None:
@@ -545,7 +545,7 @@ def test_findings_round_trip_through_json_and_store_rows(history: History) -> No
     sha = history.commit(
         "tune", {"kernels/tiny_gemm.py": GEMM_BEFORE.replace("(144, 7168): SIMT_ONLY", "(144, 7168): 2")}
     )
-    diff = static_diff(history.path, sha)
+    diff = explain(history.path, sha)
 
     assert all(Finding.from_json(f.to_json()) == f for f in diff.findings)
     assert StaticDiff.from_json(diff.to_json()) == diff

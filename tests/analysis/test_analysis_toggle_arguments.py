@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 
 PACKING_PY = """\
 from .import_utils import import_quant_linear
@@ -43,7 +43,7 @@ def test_a_backend_toggle_passed_differently_is_a_dispatch_row(history: History)
     )
     sha = history.commit("pack with exllama v1; fused attention may disable exllama", {"pkg/packing.py": changed})
 
-    found = [f for f in static_diff(history.path, sha).table_findings if f.kind is FindingKind.DISPATCH_LOGIC]
+    found = [f for f in explain(history.path, sha).table_findings if f.kind is FindingKind.DISPATCH_LOGIC]
 
     # use_cache names no kernel implementation: load gets no row
     assert [(f.name, f.before, f.after) for f in found] == [
@@ -75,7 +75,7 @@ def test_a_condition_on_a_backend_flag_is_a_backend_condition(history: History) 
     ).replace("if model.use_cache:", "if model.use_cache and not trainable:")
     sha = history.commit("exllama does not train: the pytorch backend", {"pkg/loader.py": changed})
 
-    found = [f for f in static_diff(history.path, sha).table_findings if f.kind is FindingKind.BRANCH_CONDITION]
+    found = [f for f in explain(history.path, sha).table_findings if f.kind is FindingKind.BRANCH_CONDITION]
 
     # use_cache names no kernel implementation
     assert [(f.name, f.key, f.after) for f in found] == [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 
 VISITED_CPP = """\
 #include "visited.h"
@@ -41,7 +41,7 @@ def test_a_tunable_global_threshold_is_a_row_and_docs_data_is_no_tuning(history:
         {"faiss/impl/VisitedTable.cpp": changed, "docs/design/schema_inventory.yaml": inventory},
     )
 
-    rows = sorted((f.file, f.name, f.before, f.after) for f in static_diff(history.path, sha).table_findings)
+    rows = sorted((f.file, f.name, f.before, f.after) for f in explain(history.path, sha).table_findings)
 
     # verbose_level names no threshold; local_threshold is a function's local (no const): neither is a row
     assert rows == [("faiss/impl/VisitedTable.cpp", "visited_table_hashset_threshold", "500000", "10000000")]
@@ -60,7 +60,7 @@ def test_an_env_variable_that_sets_a_timeout_is_no_gate(history: History) -> Non
     changed = COMMUNICATE_PY.replace("1800", "86400").replace('"TUTEL_FAST_A2A", 0', '"TUTEL_FAST_A2A", 1')
     sha = history.commit("longer timeout; fast all-to-all on", {"tutel/communicate.py": changed})
 
-    names = [f.name for f in static_diff(history.path, sha).table_findings]
+    names = [f.name for f in explain(history.path, sha).table_findings]
 
     assert names == ["TUTEL_FAST_A2A"]
 
@@ -111,7 +111,7 @@ def test_c_tests_and_conda_environments_choose_no_dispatch_and_the_library_still
         },
     )
 
-    rows = sorted((f.file, f.name, f.before, f.after) for f in static_diff(history.path, sha).table_findings)
+    rows = sorted((f.file, f.name, f.before, f.after) for f in explain(history.path, sha).table_findings)
 
     assert rows == [("src/gemm.cpp", "kSplitKThreshold", "4096", "8192")]
 
@@ -150,7 +150,7 @@ def test_metal_and_hip_sources_are_read_as_native_code(history: History) -> None
         },
     )
 
-    rows = sorted((f.file, f.name, f.before, f.after) for f in static_diff(history.path, sha).table_findings)
+    rows = sorted((f.file, f.name, f.before, f.after) for f in explain(history.path, sha).table_findings)
 
     assert rows == [
         ("backend/metal/quantized.metal", "QMV_ROWS_PER_SIMDGROUP", "4", "8"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis_history import History
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 
 ROPE_PY = """\
 from .utils import get_te_version, is_te_min_version
@@ -30,7 +30,7 @@ def test_a_moved_version_bound_is_a_row_and_a_new_version_test_is_none(history: 
     )
     sha = history.commit("interleaved rope from TE 2.3.0 on; destroy the library on 2.5", {"pkg/rope.py": changed})
 
-    found = [f for f in static_diff(history.path, sha).table_findings if f.kind is FindingKind.BRANCH_CONDITION]
+    found = [f for f in explain(history.path, sha).table_findings if f.kind is FindingKind.BRANCH_CONDITION]
 
     assert [(f.name, f.key, f.before, f.after) for f in found] == [
         ("fused_rope", "version condition", "is_te_min_version('2.3.0.dev0')", "is_te_min_version('2.3.0')")
@@ -62,7 +62,7 @@ def test_a_version_test_added_as_an_if_else_to_a_function_is_a_row(history: Hist
     one_way = ATTENTION_PY.splitlines(keepends=True)[7]  # the one call
     sha = history.commit("flash_attn 2.7", {"pkg/attention.py": ATTENTION_PY.replace(one_way, TWO_WAY)})
 
-    found = [f for f in static_diff(history.path, sha).table_findings if f.kind is FindingKind.BRANCH_CONDITION]
+    found = [f for f in explain(history.path, sha).table_findings if f.kind is FindingKind.BRANCH_CONDITION]
 
     assert [(f.name, f.key, f.before, f.after) for f in found] == [
         ("flash_attn_forward", "version condition", None, "flash_attn.__version__ <= '2.6.3'")
@@ -74,6 +74,6 @@ def test_a_function_added_with_a_version_if_else_is_new_code(history: History) -
     added = "\n\ndef flash_attn_forward_v2(q, k, v, softmax_scale, causal, window_size):\n" + TWO_WAY
     sha = history.commit("a second entry", {"pkg/attention.py": ATTENTION_PY + added})
 
-    found = [f for f in static_diff(history.path, sha).table_findings if f.kind is FindingKind.BRANCH_CONDITION]
+    found = [f for f in explain(history.path, sha).table_findings if f.kind is FindingKind.BRANCH_CONDITION]
 
     assert found == []

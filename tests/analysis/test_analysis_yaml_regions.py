@@ -11,7 +11,7 @@ from analysis_history import History
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisector.analysis import FindingKind, static_diff
+from bisector.analysis import FindingKind, explain
 from bisector.analysis.tuning_files import parse_yaml_part
 from bisector.analysis.values import Change, Node, diff_values, render
 from bisector.analysis.yaml_regions import LARGE_YAML_BYTES, diff_large_yaml
@@ -192,7 +192,7 @@ def test_shapes_that_the_split_cannot_follow_are_parsed_whole_at_that_level() ->
 
 
 def test_a_large_logic_file_changed_in_a_commit_gives_its_rows(history: History) -> None:
-    """Through static_diff on a real history: a tuning file over LARGE_YAML_BYTES takes the split, with the rows
+    """Through explain on a real history: a tuning file over LARGE_YAML_BYTES takes the split, with the rows
     the whole parse gives; one broken in the part that changed is a note, as before."""
     data = logic_file(7, sizes=6000, solutions=40)
     before = dump(data)
@@ -205,8 +205,8 @@ def test_a_large_logic_file_changed_in_a_commit_gives_its_rows(history: History)
     tuned = history.commit("retune", {"logic/gfx942_SB.yaml": after})
     broken = history.commit("broken", {"logic/gfx942_SB.yaml": after.replace("- - - [", "- - - [[", 1)})
 
-    rows = [(f.key, f.before, f.after) for f in static_diff(history.path, tuned).table_findings]
-    notes = [f for f in static_diff(history.path, broken).findings if f.kind is FindingKind.NOTE]
+    rows = [(f.key, f.before, f.after) for f in explain(history.path, tuned).table_findings]
+    notes = [f for f in explain(history.path, broken).findings if f.kind is FindingKind.NOTE]
 
     assert rows == whole(before, after)
     assert [key for key, _, _ in rows] == ["[7][4321][1]"]
