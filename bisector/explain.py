@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-import git
-
 from bisector.analysis import (
     Explanation,
     Finding,
@@ -33,6 +31,7 @@ from bisector.core.terms import new_verdict, old_verdict
 from bisector.db.store import Store
 from bisector.vocab.domain import BisectRecord, SideRun, StepPurpose, StepResult, Verdict
 from bisector.vocab.errors import BisectError, StateError
+from bisector.vocab.gitdiff import tree_mentions
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import log_dir
 
@@ -108,12 +107,7 @@ def plan_traced_reruns(static: StaticDiff | None, spec: BisectSpec, repo: str, f
 
 def writes_dispatch_trace(repo: str, sha: str) -> bool:
     """Whether the tree at sha mentions the dispatch-trace variable (the stack can write a dispatch trace)."""
-    try:
-        with git.Repo(repo) as handle:
-            handle.git.grep("-q", "-I", "-F", DISPATCH_TRACE_ENV, sha, "--", "*.py")
-    except git.GitCommandError:
-        return False  # exit 1: no match (or an unreadable tree: nothing to rely on)
-    return True
+    return tree_mentions(repo, sha, DISPATCH_TRACE_ENV, "*.py")
 
 
 class CommitRuns(Protocol):

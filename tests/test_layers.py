@@ -190,3 +190,35 @@ def test_what_a_layer_must_never_import(
     wrong = sorted(f"{module} -> {target}" for module in graph if source(module) for target in reachable(graph, module)
                    if forbidden(target))  # fmt: skip
     assert wrong == [], f"{who} ({why}): {wrong}"
+
+
+SPAWNERS = frozenset(("run", "Popen", "check_output", "check_call", "call"))
+
+
+def _runs_git(path: Path) -> bool:
+    """Whether a file imports GitPython or starts `git` itself (subprocess.run(["git", ...]) and the like)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import) and any(alias.name.split(".")[0] == "git" for alias in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "git":
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SPAWNERS:
+            argv = node.args[0] if node.args else None
+            if isinstance(argv, ast.List | ast.Tuple) and argv.elts:
+                first = argv.elts[0]
+                if isinstance(first, ast.Constant) and first.value == "git":
+                    return True
+    return False
+
+
+def test_git_is_reached_through_one_layer() -> None:
+    """vocab/ is the git layer (gitrepo.py: the git CLI for ranges, worktrees and logs; gitdiff.py: blobs and diffs
+    through GitPython); kernels/ is the demo's own program and makes its history itself."""
+    offending = sorted(
+        module_name(path)
+        for package in PACKAGES
+        if package not in ("vocab", "kernels")
+        for path in sources(package)
+        if _runs_git(path)
+    )
+    assert offending == []

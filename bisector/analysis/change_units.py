@@ -8,11 +8,9 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-import git
-
-from bisector.analysis import gitdiff
-from bisector.analysis.gitdiff import FileChange, FileVersion, Hunk
 from bisector.analysis.table_spans import EntryPath, describe, entry_owners
+from bisector.vocab import gitdiff
+from bisector.vocab.gitdiff import FileChange, FileVersion, Hunk
 
 _BINARY_PROBE_BYTES = 8000
 
@@ -80,7 +78,7 @@ class CulpritChanges:
         return files
 
 
-def culprit_changes(repo: git.Repo, culprit: str, parent: str) -> CulpritChanges:
+def culprit_changes(repo: gitdiff.Repo, culprit: str, parent: str) -> CulpritChanges:
     """Cut culprit (against parent) into units: whole-file changes, renames, mode changes, and hunks, split into
     single table entries where a hunk edits a Python table literal."""
     builder = _UnitBuilder()
@@ -105,7 +103,7 @@ class _UnitBuilder:
         self.units.append(unit)
         return unit.id
 
-    def plan(self, repo: git.Repo, culprit: str, parent: str, change: FileChange) -> _FilePlan:
+    def plan(self, repo: gitdiff.Repo, culprit: str, parent: str, change: FileChange) -> _FilePlan:
         old = gitdiff.file_at(repo, parent, change.old_path)
         new = gitdiff.file_at(repo, culprit, change.new_path)
         plan = _FilePlan(change, old, new, _lines(old), _lines(new))

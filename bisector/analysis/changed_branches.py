@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from bisector.analysis.code_shape import FunctionNode, ParsedSource, decorated_as_kernel, own_nodes, parameter_defaults
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.function_changes import changed_functions
-from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_launch_locals import WORK_SIZE_NAME
 from bisector.analysis.native_scope import enclosing_function
 from bisector.analysis.native_value_forms import tested_again
+from bisector.vocab.gitdiff import Hunk
 
 MAX_FUNCTIONS = 2  # host functions a commit's rows of last resort may name; more: one note
 ROW_KEY = "branch test"

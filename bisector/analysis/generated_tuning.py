@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import re
 
-import git
-
-from bisector.analysis import gitdiff
+from bisector.vocab import gitdiff
 
 HEAD_CHARS = 2000  # the header comment that says how the file was made
 MAX_PROBED_FILES = 40  # a commit adding more sources whole than this is a new component: none are probed
@@ -24,7 +22,7 @@ def generated_tuning(text: str) -> bool:
 
 
 def generated_tuning_paths(
-    repo: git.Repo, parent: str | None, sha: str, changes: list[gitdiff.FileChange]
+    repo: gitdiff.Repo, parent: str | None, sha: str, changes: list[gitdiff.FileChange]
 ) -> frozenset[str]:
     """The paths of the changes (sources added or removed whole) whose text says a tuning run generated it."""
     if not changes or len(changes) > MAX_PROBED_FILES:
@@ -38,7 +36,7 @@ def generated_tuning_paths(
             if 0 <= entry.size <= MAX_PROBED_BYTES:
                 try:
                     text = gitdiff.blob_data(repo, entry.sha)[:HEAD_CHARS].decode("utf-8", "replace")
-                except (ValueError, git.GitCommandError):
+                except (ValueError, gitdiff.GitError):
                     continue
                 if generated_tuning(text):
                     found.add(path)

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from bisector.analysis import gitdiff
 from bisector.analysis.change_units import ChangeUnit, CulpritChanges, UnitKind, culprit_changes
 from bisector.analysis.ddmin import Subset, ddmin
 from bisector.analysis.findings import Finding, FindingKind
+from bisector.vocab import gitdiff
 from bisector.vocab.domain import Verdict
 from bisector.vocab.errors import RepoError
 

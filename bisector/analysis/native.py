@@ -10,7 +10,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_bodies import function_bodies, inside_bodies
 from bisector.analysis.native_condition_lines import condition_rows
 from bisector.analysis.native_directives import DEFINE
@@ -27,6 +26,7 @@ from bisector.analysis.native_value_forms import value_form
 from bisector.analysis.rules import produce, stamped
 from bisector.analysis.source_text import Language, blanked
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
+from bisector.vocab.gitdiff import Hunk
 
 # C, C++, CUDA, HIP (.hip), OpenCL C (.cl, .opencl), Metal Shading Language (.metal, C++ based) and Objective-C++
 # (.mm, Metal host code); not .m, which is Objective-C or MATLAB.

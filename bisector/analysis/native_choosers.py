@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.gitdiff import Hunk, line_text
 from bisector.analysis.native_reach import LAUNCH
 from bisector.analysis.native_scope import Scope, enclosing_function
 from bisector.analysis.native_value_forms import macro_values, value_form
+from bisector.vocab.gitdiff import Hunk, line_text
 
 MAX_BODY_LINES = 400  # a dispatch function's body is read this far
 MAX_BLOCK_LINES = 120  # a decision's block is read this far for a kernel site

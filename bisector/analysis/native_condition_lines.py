@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.gitdiff import Hunk, line_text, unmoved
 from bisector.analysis.native_conditions import (
     ARCH_LABEL,
     MACRO_LABEL,
@@ -32,6 +31,7 @@ from bisector.analysis.native_dispatch import condition_label, default_rows
 from bisector.analysis.native_reach import MAX_READER_LINES, guards_launch, instantiating_case, reaching_values
 from bisector.analysis.native_scope import enclosing_function
 from bisector.analysis.native_value_forms import tested_again
+from bisector.vocab.gitdiff import Hunk, line_text, unmoved
 
 # Names that hold the batch size (rows of the activation) in GEMM and attention dispatchers.
 _BATCH_NAMES = (

@@ -20,9 +20,9 @@ import re
 from collections.abc import Iterable
 
 from bisector.analysis.findings import Finding, FindingKind, short_text
-from bisector.analysis.gitdiff import Hunk, line_text, unmoved
 from bisector.analysis.native_dispatch import ENV_PARAM
 from bisector.analysis.native_scope import enclosing_function
+from bisector.vocab.gitdiff import Hunk, line_text, unmoved
 
 MIN_LIST_ENTRIES = 3
 MAX_GAP_LINES = 2

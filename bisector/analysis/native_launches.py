@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Set
 
 from bisector.analysis.findings import Finding, FindingKind, short_text
-from bisector.analysis.gitdiff import Hunk, line_text, unmoved
 from bisector.analysis.native_scope import enclosing_function
+from bisector.vocab.gitdiff import Hunk, line_text, unmoved
 
 _SHAPE = re.compile(
     r"\bdim3\b\s*(?:[A-Za-z_]\w*\s*)?[({]|<<<|"

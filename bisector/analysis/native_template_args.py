@@ -23,9 +23,9 @@ from collections import Counter
 from collections.abc import Iterable
 
 from bisector.analysis.findings import Finding, FindingKind, short_text
-from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native_instances import is_list_entry
 from bisector.analysis.native_scope import CLASS_HEAD, enclosing_function, enclosing_heads, head_start
+from bisector.vocab.gitdiff import Hunk
 
 MAX_STATEMENT_LINES = 80  # a statement spread over this many lines at most (one template argument a line)
 

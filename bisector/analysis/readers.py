@@ -19,7 +19,6 @@ from bisector.analysis.cmake_targets import cmake_target_rows, is_cmake_path
 from bisector.analysis.config_builders import with_builder_rows
 from bisector.analysis.file_roles import is_benchmark_source, is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding
-from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.native_choosers import with_native_chooser_rows
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
@@ -35,6 +34,7 @@ from bisector.analysis.tuning_files import (
     diff_tuning_file,
     load_tuning_file,
 )
+from bisector.vocab.gitdiff import Hunk
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 T = TypeVar("T")

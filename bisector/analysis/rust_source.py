@@ -11,8 +11,8 @@ import re
 from collections.abc import Sequence
 
 from bisector.analysis.changed_branches import BranchChange
-from bisector.analysis.gitdiff import Hunk
 from bisector.analysis.rust_scan import RustSource
+from bisector.vocab.gitdiff import Hunk
 
 RUST_SUFFIXES = (".rs",)
 _TEST = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while|match)\b(?!\s+let\b)|^\s*[^/\s][^=]*=>")

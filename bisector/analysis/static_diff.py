@@ -16,9 +16,6 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-import git
-
-from bisector.analysis import gitdiff
 from bisector.analysis.changed_branches import BranchChange, last_resort_rows
 from bisector.analysis.env_gates import annotate_env_gates
 from bisector.analysis.file_roles import users_only
@@ -27,6 +24,7 @@ from bisector.analysis.generated_tuning import generated_tuning_paths
 from bisector.analysis.readers import READERS, FileRows, FileVersions, Reader, UnreadableError, reader_for
 from bisector.analysis.rules import produce
 from bisector.analysis.whole_files import whole_file_notes
+from bisector.vocab import gitdiff
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_ROWS_PER_FILE = 400
@@ -186,7 +184,7 @@ def _added_or_removed_whole(change: gitdiff.FileChange, reader: Reader) -> bool:
 class _FileAnalysis:
     def __init__(
         self,
-        repo: git.Repo,
+        repo: gitdiff.Repo,
         parent: str | None,
         sha: str,
         change: gitdiff.FileChange,
@@ -224,7 +222,7 @@ class _FileAnalysis:
             raise UnreadableError(f"{entry.size} bytes at {sha[:12]}, over the {self.max_bytes}-byte limit")
         try:
             data = gitdiff.blob_data(self.repo, entry.sha)
-        except (ValueError, git.GitCommandError) as exc:  # an object the repository lacks (a partial clone)
+        except (ValueError, gitdiff.GitError) as exc:  # an object the repository lacks (a partial clone)
             raise UnreadableError(f"unreadable at {sha[:12]}: {str(exc).splitlines()[0][:120]}") from None
         if b"\0" in data[:_BINARY_PROBE_BYTES]:
             raise UnreadableError(f"binary at {sha[:12]}")

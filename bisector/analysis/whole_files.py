@@ -3,8 +3,8 @@ per file, or per directory (as deep as keeps the notes few) when there are many.
 
 from __future__ import annotations
 
-from bisector.analysis import gitdiff
 from bisector.analysis.findings import Finding, FindingKind
+from bisector.vocab import gitdiff
 
 MAX_WHOLE_FILE_NOTES = 20  # more files added or removed whole than this: one note per directory
 

@@ -21,9 +21,9 @@ from bisector.analysis import (
 )
 from bisector.analysis.change_units import culprit_changes
 from bisector.analysis.ddmin import Subset, ddmin
-from bisector.analysis.gitdiff import write_variant
 from bisector.variant_tester import ShellVariantTester
 from bisector.vocab.domain import Verdict
+from bisector.vocab.gitdiff import write_variant
 from bisector.vocab.metric import Expectation, MetricSpec
 
 

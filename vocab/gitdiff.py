@@ -1,8 +1,10 @@
-"""The git operations of the analysis that vocab/gitrepo.py does not have yet (GitPython underneath).
+"""The git layer's diff side, for the explainer (GitPython underneath; gitrepo.py is the git CLI side: ranges,
+worktrees, logs).
 
 Changed files of a commit with rename detection, file contents and modes at a revision, zero-context hunks,
 and variant commits (the parent's tree with some files replaced) built with a private index, so that neither
-the repository's work tree nor its index is touched. Candidates to move into gitrepo.py.
+the repository's work tree nor its index is touched. `Repo` and `GitError` are GitPython's, named here so that no
+module outside vocab/ imports GitPython itself.
 """
 
 from __future__ import annotations
@@ -92,6 +94,20 @@ def unmoved(
         return out
 
     return kept(removed, old_lines), kept(added, new_lines)
+
+
+Repo = git.Repo
+GitError = git.GitCommandError
+
+
+def tree_mentions(path: str | os.PathLike[str], sha: str, text: str, pathspec: str) -> bool:
+    """Whether a file matching pathspec in the tree at sha holds text (False for an unreadable tree too)."""
+    try:
+        with git.Repo(path) as handle:
+            handle.git.grep("-q", "-I", "-F", text, sha, "--", pathspec)
+    except GitError:
+        return False  # exit 1: no match (or an unreadable tree: nothing to rely on)
+    return True
 
 
 @dataclass(frozen=True)
