@@ -29,7 +29,7 @@ from common import ROOT, cpu_seconds, machine_info, mirror_clone, write_results
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_explain.py` without PYTHONPATH
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 from bisector.analysis.native import NATIVE_SUFFIXES
 
 CORPUS = Path(__file__).resolve().parent / "explain_corpus" / "corpus.json"
@@ -67,7 +67,7 @@ def evaluate(mirrors: Path, scratch: Path, corpus_file: Path = CORPUS, *, strict
     for entry in corpus:
         clone = mirror_clone(mirrors, entry["repo"], scratch)
         started, cpu_started = time.perf_counter(), cpu_seconds()
-        diff = static_diff(clone, entry["commit"])
+        diff = explain(clone, entry["commit"])
         elapsed, cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
         units = sorted({(f.kind.value, f.file, f.name) for f in diff.table_findings})
         expected = entry["expected"]

@@ -27,16 +27,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     sys.path.insert(0, str(args.code.resolve()))
-    from bisector.analysis import static_diff
+    from bisector.analysis import explain
 
     rows = []
     for target in args.targets:
         repo, _, rev = target.partition("@")
-        static_diff(repo, rev or "HEAD")
+        explain(repo, rev or "HEAD")
         cpu, wall, found = [], [], 0
         for _ in range(args.runs):
             started, cpu_started = time.perf_counter(), cpu_seconds()
-            found = len(static_diff(repo, rev or "HEAD").findings)
+            found = len(explain(repo, rev or "HEAD").findings)
             wall.append(time.perf_counter() - started)
             cpu.append(cpu_seconds() - cpu_started)
         rows.append({"target": target, "rows": found, "cpu_best": round(min(cpu), 3),

@@ -27,7 +27,7 @@ import numpy as np
 from bench_explain import CORPUS, _matches
 from common import machine_info, mirror_clone, write_results
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 from bisector.analysis.native import NATIVE_SUFFIXES
 
 KINDS = ("table_entry", "constant", "autotune_config", "heuristic", "tuning_file", "native_array",
@@ -118,9 +118,7 @@ def collect(mirrors: Path) -> list[dict[str, Any]]:
         for path in sorted(CORPUS.parent.glob("corpus*.json")):
             for entry in json.loads(path.read_text())["commits"]:
                 clone = mirror_clone(mirrors, entry["repo"], Path(scratch))
-                units = sorted(
-                    {(f.kind.value, f.file, f.name) for f in static_diff(clone, entry["commit"]).table_findings}
-                )
+                units = sorted({(f.kind.value, f.file, f.name) for f in explain(clone, entry["commit"]).table_findings})
                 message, files = changed_lines(clone, entry["commit"])
                 commits.append({**entry, "corpus": path.stem, "units": units, "message": message, "files": files})
     return commits

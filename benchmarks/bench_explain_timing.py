@@ -2,7 +2,7 @@
 
     python benchmarks/bench_explain_timing.py --repo /tmp/cccl.git --commits 100
 
-Runs static_diff on each of the last N non-merge commits of HEAD (against its first parent) and prints the
+Runs explain() on each of the last N non-merge commits of HEAD (against its first parent) and prints the
 repository's file count, the median, 90th percentile and maximum seconds per commit, and the slowest commits
 with their changed-file counts. The repository must be a local clone (nothing is fetched). Each commit's CPU
 seconds (this process and its git children) are kept beside its wall-clock seconds: on a shared host they tell a
@@ -23,7 +23,7 @@ from common import ROOT, cpu_seconds, machine_info, write_results
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python benchmarks/bench_explain_timing.py` without PYTHONPATH
 
-from bisector.analysis import static_diff
+from bisector.analysis import explain
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
     rows = []
     for sha in shas:
         started, cpu_started = time.perf_counter(), cpu_seconds()
-        diff = static_diff(args.repo, sha)
+        diff = explain(args.repo, sha)
         rows.append({"commit": sha[:12], "seconds": round(time.perf_counter() - started, 3),
                      "cpu_seconds": round(cpu_seconds() - cpu_started, 3),
                      "files": diff.changed_file_count, "rows": len(diff.findings)})  # fmt: skip

@@ -40,7 +40,7 @@ def main() -> None:
     if not (args.code and args.mirrors and args.out):
         parser.error("--code, --mirrors and --out are needed (or --compare OLD NEW)")
     sys.path.insert(0, str(args.code.resolve()))
-    from bisector.analysis import static_diff
+    from bisector.analysis import explain
 
     result: dict[str, tuple[str, float]] = {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -49,7 +49,7 @@ def main() -> None:
                 clone = mirror_clone(args.mirrors, entry["repo"], Path(scratch))
                 started = cpu_seconds()
                 try:
-                    diff = static_diff(clone, entry["commit"])
+                    diff = explain(clone, entry["commit"])
                     text = repr(diff.findings)
                 except Exception as error:  # an error is a result to compare too
                     text = f"error {error!r}"

@@ -54,8 +54,6 @@ from bisector.analysis.runtime import DISPATCH_TRACE_ENV, TraceFiles, runtime_di
 from bisector.analysis.shape_table import ShapeRow, ShapeTable, shape_table
 from bisector.analysis.static_diff import StaticDiff, explain
 
-static_diff = explain  # the name callers outside the explainer still import
-
 __all__ = [
     "DISPATCH_TRACE_ENV",
     "NO_TABLE_CHANGE",
@@ -99,7 +97,6 @@ __all__ = [
     "render_text",
     "runtime_diffs",
     "shape_table",
-    "static_diff",
     "static_lines",
     "text_renderables",
 ]
