@@ -1,9 +1,9 @@
 """Images of the commits a search will likely probe next, built while the current probes' tests run.
 
-A step on an image first builds it (minutes, on CPUs) and only then tests (on its GPUs). While a probe's test runs,
-the commits the search would probe after it (one per way it can come out: bad, good) are known, so their images
-can be built meanwhile; the next step then finds its image ready, or waits for the build already under way (the
-image's lock, workers/images/builder.py), instead of building it from the start with its GPUs idle.
+A step on an image first builds it (minutes, on CPUs) and only then tests (on its GPUs). While a round of probes
+runs, the commits the search would probe next (a round for each way the running one can come out) are known, so
+their images can be built meanwhile; the next step then finds its image ready, or waits for the build already
+under way (the image's lock, workers/images/builder.py), instead of building it from the start with its GPUs idle.
 
 Each build runs in a child process of its own session (workers/build_ahead_child.py, in the coordinator's
 environment, so it finds the image cache the workers use) that reads its job as one JSON line on stdin. Its stdin
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from bisector.vocab.domain import ImageInfo
+from bisector.workers.build_slots import slot_count
 from bisector.workers.cgroups import end_dead_worker
 from bisector.workers.step_request import StepRequest, step_environment
 
@@ -104,16 +105,18 @@ class BuildAheadOutcome:
 
 class AheadBuilder(abc.ABC, Generic[BuildT]):
     """Builds images ahead of their steps where the executor's steps build them (Executor.ahead_builder): on this
-    host (BuildAhead) or on Ray nodes (workers/ray_build_ahead.py); the search loop drives it. At most `limit`
-    builds at once, each commit's at most once per bisect."""
+    host (BuildAhead) or on Ray nodes (workers/ray_build_ahead.py); the search loop drives it. The `limit`
+    likeliest next probes are wanted; at most `at_once` of them build at once (the host's build slots), likeliest
+    first; each commit's at most once per bisect."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, at_once: int | None = None) -> None:
         self.limit = limit
+        self.at_once = limit if at_once is None else max(1, min(limit, at_once))
         self.running: dict[str, BuildT] = {}  # sha -> its build, while it runs
         self.outcomes: dict[str, BuildAheadOutcome] = {}  # sha -> how its build ended
 
     def want(self, requests: Sequence[StepRequest], relevant: Callable[[str], bool]) -> list[BuildAheadOutcome]:
-        """Build the images of requests (best first) not built ahead yet, while fewer than limit run; stop the
+        """Build the images of requests (best first) not built ahead yet, while fewer than at_once run; stop the
         builds of commits relevant() no longer holds (the search will not probe them: their images would go
         unused). Returns the outcomes of the builds that ended since the last call."""
         ended = self.reap()
@@ -121,7 +124,7 @@ class AheadBuilder(abc.ABC, Generic[BuildT]):
             if not relevant(sha):
                 self.stop(sha)
         for request in requests:
-            if len(self.running) >= self.limit:
+            if len(self.running) >= self.at_once:
                 break
             if request.sha in self.running or request.sha in self.outcomes or not relevant(request.sha):
                 continue
@@ -195,10 +198,11 @@ class _Child:
 
 
 class BuildAhead(AheadBuilder[_Child]):
-    """Builds ahead on this host, each in a child process of its own; the coordinator's side."""
+    """Builds ahead on this host, each in a child process of its own, as many at once as the host has build slots
+    (a child started beyond them would only wait for one); the coordinator's side."""
 
     def __init__(self, limit: int, base_env: dict[str, str] | None = None) -> None:
-        super().__init__(limit)
+        super().__init__(limit, slot_count())
         self.base_env = dict(os.environ) if base_env is None else base_env
 
     def start(self, request: StepRequest) -> bool:

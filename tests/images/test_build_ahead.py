@@ -166,6 +166,24 @@ def test_builds_ahead_of_every_bisect_on_a_host_share_its_slots(tmp_path: Path, 
     assert counter.read_text().splitlines() == ["build at 1", "build at 2"]
 
 
+def test_builds_ahead_start_likeliest_first_and_no_more_at_once_than_the_host_has_slots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("BISECT_BUILD_AHEAD_SLOTS", "1")
+    repo = make_image_repo(tmp_path / "repo", (10, 10, 10))
+    counter = tmp_path / "builds"
+    likeliest_first = [repo.shas[2], repo.shas[1]]
+    ahead = BuildAhead(len(likeliest_first))  # both wanted; the host builds one at a time
+    requests = [_request(repo.path, sha, tmp_path, BUILD_COUNTER=str(counter)) for sha in likeliest_first]
+    ahead.want(requests, still_needed)
+    assert list(ahead.running) == [repo.shas[2]]  # no second process only to wait for the slot
+    wait_for(lambda: bool(ahead.want(requests, still_needed)), what="the first build to end")
+    assert list(ahead.running) == [repo.shas[1]]  # then the next likeliest
+    wait_for(lambda: bool(ahead.reap()), what="the second build to end")
+    assert counter.read_text().splitlines() == ["build at 2", "build at 1"]
+    assert {o.status for o in ahead.outcomes.values()} == {AheadStatus.READY}
+
+
 def test_images_built_ahead_are_recorded_as_they_are_made_so_a_killed_coordinator_keeps_them(tmp_path: Path):
     repo = make_image_repo(tmp_path / "repo", (10,) * 11 + (5,) * 5)
     db = tmp_path / "b.db"
