@@ -102,6 +102,7 @@ def test_a_build_whose_commit_the_search_no_longer_needs_is_stopped_and_leaves_n
     assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.CANCELLED]
     assert not processes_with("sleep 611")
     assert ImageStatus.READY.value not in _manifests().values()
+    ahead.close()
 
 
 def test_a_coordinator_killed_mid_build_takes_the_build_with_it(tmp_path: Path):
@@ -164,6 +165,7 @@ def test_builds_ahead_of_every_bisect_on_a_host_share_its_slots(tmp_path: Path, 
     wait_for(lambda: bool(second.reap()), what="the second build to end")
     assert [o.status for o in second.outcomes.values()] == ["ready"]
     assert counter.read_text().splitlines() == ["build at 1", "build at 2"]
+    second.close()
 
 
 def test_builds_ahead_start_likeliest_first_and_no_more_at_once_than_the_host_has_slots(
@@ -182,6 +184,7 @@ def test_builds_ahead_start_likeliest_first_and_no_more_at_once_than_the_host_ha
     wait_for(lambda: bool(ahead.reap()), what="the second build to end")
     assert counter.read_text().splitlines() == ["build at 2", "build at 1"]
     assert {o.status for o in ahead.outcomes.values()} == {AheadStatus.READY}
+    ahead.close()
 
 
 def test_images_built_ahead_are_recorded_as_they_are_made_so_a_killed_coordinator_keeps_them(tmp_path: Path):
@@ -214,6 +217,7 @@ def test_a_build_ahead_that_fails_keeps_no_failed_image_so_the_step_builds_and_j
     wait_for(lambda: bool(ahead.reap()), what="the build to fail")
     assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.FAILED]
     assert _manifests() == {}  # a step's own build decides whether the commit skips
+    ahead.close()
 
 
 def test_sigterm_to_a_build_ahead_cancels_its_build(tmp_path: Path):
@@ -223,3 +227,4 @@ def test_sigterm_to_a_build_ahead_cancels_its_build(tmp_path: Path):
     assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.CANCELLED]
     assert not processes_with("sleep 623")
     assert _manifests() == {}
+    ahead.close()

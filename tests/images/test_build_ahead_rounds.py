@@ -85,6 +85,10 @@ def test_at_several_workers_the_next_round_is_built_ahead_for_every_way_and_the_
     assert not {m["sha"] for m in manifests} & stopped_commits  # a stopped build leaves no image
     assert {m["status"] for m in manifests} == {"ready"}
     assert not processes_with(str(tmp_path))  # every build ahead ended with the bisect
+    logs = list((tmp_path / "bisect-home").rglob("build-ahead-*.log"))
+    assert len(logs) == len(ahead)
+    pids = {re.search(r"ahead of its step \(pid (\d+)\)", log.read_text())[1] for log in logs}  # type: ignore[index]
+    assert len(pids) == 1  # one process for the bisect's builds ahead: one interpreter's start, not one per build
     tested_ahead = len({step["sha"] for step in later} & set(built_ahead))
     note = next(n for n in observer.notes if n.startswith("images built ahead of their steps this run"))
     told = re.fullmatch(r".*: (\d+), (\d+) of them then tested; (\d+) build\(s\) stopped once .*", note)
