@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bisector.workers.build_ahead import AheadStatus, BuildAheadJob, BuildAheadOutcome
 from bisector.workers.build_slots import LOOK_S, SLOTS_VARIABLE, slot_count, take_slot
-from bisector.workers.images.builder import BuildJob, ImageBuilder, PreparedImage
+from bisector.workers.images.builder import BuildJob, Evict, ImageBuilder, PreparedImage
 from bisector.workers.images.cache import ImageCache
 from bisector.workers.images.key import ImageRecipe
 from bisector.workers.output import StepLog
@@ -40,11 +40,50 @@ def lower_priority(pgid: int) -> None:
         os.setpriority(os.PRIO_PGRP, pgid, min(os.getpriority(os.PRIO_PROCESS, 0) + NICENESS, 19))
 
 
+class SharedEviction:
+    """One LRU pass of the image cache for the builds that end together, rather than one each (a pass measures
+    every image: dozens of builds ending at once would spend a core on them). A build that asks while a pass runs
+    waits for the next one, which keeps its image too; each hears the ids its pass removed."""
+
+    def __init__(self, cache: ImageCache) -> None:
+        self.cache = cache
+        self.changed = threading.Condition()
+        self.wanted: set[str] = set()  # the images to keep in the next pass
+        self.running = False
+        self.started = 0  # passes started: the next one is number started + 1
+        self.removed: dict[int, list[str]] = {}  # pass number -> the ids it removed
+
+    def __call__(self, max_bytes: int, keep: frozenset[str]) -> list[str]:
+        with self.changed:
+            self.wanted |= keep
+            mine = self.started + 1  # the first pass to start after this call keeps `keep`
+            while mine not in self.removed and (self.running or self.started + 1 != mine):
+                self.changed.wait()
+            if mine in self.removed:
+                return self.removed[mine]
+            self.running, self.started = True, mine
+            batch, self.wanted = frozenset(self.wanted), set()
+        removed: list[str] = []
+        try:
+            removed = self.cache.evict(max_bytes, keep=batch)
+            return removed
+        finally:
+            with self.changed:
+                self.running = False
+                self.removed[mine] = removed
+                self.changed.notify_all()
+
+
 def build(
-    job: BuildAheadJob, cancel: CancelSignal, *, on_start: Callable[[int], None], cache: ImageCache | None = None
+    job: BuildAheadJob,
+    cancel: CancelSignal,
+    *,
+    on_start: Callable[[int], None],
+    cache: ImageCache | None = None,
+    evict: Evict | None = None,
 ) -> BuildAheadOutcome:
     """Make job's image as a step would (reused when it is there already) in cache (default: this host's), then let
-    go of it; on_start hears the process group of each command the build starts."""
+    go of it; on_start hears the process group of each command the build starts; evict: as ImageBuilder's."""
     recipe = ImageRecipe(job.mode, job.inputs, job.max_bytes, job.artifact)
     with Path(job.log_path).open("ab", buffering=0) as log_file:
         log = StepLog(log_file)
@@ -62,7 +101,7 @@ def build(
             on_start=on_start, cancel_fd=cancel.fileno(), infra_patterns=job.infra_patterns, keep_failure=False,
         )  # fmt: skip
         try:
-            with ImageBuilder(cache).prepare(build_job) as prepared:
+            with ImageBuilder(cache, evict).prepare(build_job) as prepared:
                 return outcome_of(job.sha, prepared)
         finally:
             os.close(slot)
@@ -88,6 +127,7 @@ class BuildServer:
     """The builds of this process, each in a thread with its own cancel signal; output lines are whole."""
 
     def __init__(self) -> None:
+        self.eviction = SharedEviction(ImageCache())
         self.cancels: dict[str, CancelSignal] = {}
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()  # the cancels, ending, and stdout
@@ -114,7 +154,8 @@ class BuildServer:
 
     def run(self, job: BuildAheadJob, cancel: CancelSignal) -> None:
         try:
-            outcome = build(job, cancel, on_start=lambda pgid: self.say(f"started {job.sha} {pgid}"))
+            started = lambda pgid: self.say(f"started {job.sha} {pgid}")  # noqa: E731
+            outcome = build(job, cancel, on_start=started, evict=self.eviction)
         except Exception as exc:  # any failure is this build's, told to the coordinator
             detail = f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS]
             outcome = BuildAheadOutcome(job.sha, AheadStatus.ERROR, detail=detail)

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,9 @@ from bisect_helpers import processes_with, run_cli, start_cli, wait_for
 from image_repo import BUILD_CMD, METRIC, ImageRepo, commit, make_image_repo
 
 from bisector.workers.build_ahead import AheadStatus, BuildAhead
+from bisector.workers.build_ahead_child import SharedEviction
 from bisector.workers.executor import StepRequest
-from bisector.workers.images.cache import ImageStatus, images_root
+from bisector.workers.images.cache import ImageCache, ImageStatus, images_root
 from bisector.workers.images.key import ImageRecipe
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
@@ -228,3 +230,35 @@ def test_sigterm_to_a_build_ahead_cancels_its_build(tmp_path: Path):
     assert not processes_with("sleep 623")
     assert _manifests() == {}
     ahead.close()
+
+
+class HeldCache(ImageCache):
+    """A cache whose first LRU pass waits until `release` is set; every pass's keep is recorded."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__()
+        self.release = release
+        self.passes: list[frozenset[str]] = []
+
+    def evict(self, max_bytes: int, keep: frozenset[str] = frozenset(), older_than_s: float | None = None) -> list[str]:
+        self.passes.append(keep)
+        if len(self.passes) == 1:
+            self.release.wait()
+        return super().evict(max_bytes, keep, older_than_s)
+
+
+def test_builds_ahead_that_end_together_share_one_pass_of_the_cache_cap_that_keeps_each_image():
+    release = threading.Event()
+    cache = HeldCache(release)
+    eviction = SharedEviction(cache)
+    first = threading.Thread(target=eviction, args=(1 << 30, frozenset({"a"})))
+    first.start()
+    wait_for(lambda: len(cache.passes) == 1, what="the first pass")
+    others = [threading.Thread(target=eviction, args=(1 << 30, frozenset({name}))) for name in "bcdefg"]
+    for thread in others:
+        thread.start()
+    wait_for(lambda: len(eviction.wanted) == len(others), what="the builds ending meanwhile to wait")
+    release.set()
+    for thread in [first, *others]:
+        thread.join()
+    assert cache.passes == [frozenset("a"), frozenset("bcdefg")]  # one pass for the six, keeping each one's image
