@@ -185,6 +185,7 @@ class BuildAhead(AheadBuilder[_Build]):
         if self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:
                 self.reap()  # the dead one's builds, before its output is left behind
+                self._let_go(self.proc)
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "bisector.workers.build_ahead_child"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,  # its builds go with it
@@ -257,7 +258,7 @@ class BuildAhead(AheadBuilder[_Build]):
         proc = self.proc
         if proc is None:
             return []
-        if proc.stdin is not None and not proc.stdin.closed:
+        if proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()  # end of file: every build is cancelled
         try:
@@ -267,7 +268,14 @@ class BuildAhead(AheadBuilder[_Build]):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         ended = self.reap()
-        assert proc.stdout is not None
-        proc.stdout.close()
+        self._let_go(proc)
         self.proc = None
         return ended
+
+    @staticmethod
+    def _let_go(proc: subprocess.Popen[bytes]) -> None:
+        """Close the pipes of a child that has exited."""
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import processes_with, run_cli, start_cli, wait_for
-from image_repo import BUILD_CMD, METRIC, ImageRepo, commit, make_image_repo
+from image_repo import BUILD_CMD, METRIC, ImageRepo, commit, git, make_image_repo
 
 from bisector.workers.build_ahead import AheadStatus, BuildAhead
 from bisector.workers.build_ahead_child import SharedEviction
@@ -132,10 +132,16 @@ def test_a_coordinator_killed_mid_build_takes_the_build_with_it(tmp_path: Path):
 
 def test_a_build_ahead_process_that_dies_has_its_build_ended_by_the_coordinator(tmp_path: Path):
     ahead, sha = _long_build(tmp_path, "617")
-    ahead.running[sha].proc.kill()
+    dead = ahead.running[sha].proc
+    dead.kill()
     wait_for(lambda: bool(ahead.reap()), what="the dead build-ahead process to be reaped")
     assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.DIED]
     assert not processes_with("sleep 617")
+    root = git(tmp_path / "repo", "rev-list", "--max-parents=0", "HEAD")
+    ahead.want([_request(tmp_path / "repo", root, tmp_path)], still_needed)  # later builds get a new process
+    assert ahead.running[root].proc is not dead
+    wait_for(lambda: bool(ahead.reap()), what="the next build to end")
+    assert ahead.outcomes[root].status is AheadStatus.READY
     ahead.close()
 
 
