@@ -154,8 +154,9 @@ class BuildServer:
 
     def run(self, job: BuildAheadJob, cancel: CancelSignal) -> None:
         try:
-            started = lambda pgid: self.say(f"started {job.sha} {pgid}")  # noqa: E731
-            outcome = build(job, cancel, on_start=started, evict=self.eviction)
+            outcome = build(
+                job, cancel, on_start=lambda pgid: self.say(f"started {job.sha} {pgid}"), evict=self.eviction
+            )
         except Exception as exc:  # any failure is this build's, told to the coordinator
             detail = f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS]
             outcome = BuildAheadOutcome(job.sha, AheadStatus.ERROR, detail=detail)
