@@ -53,3 +53,16 @@ def test_a_step_line_shows_a_metric_regex_as_written() -> None:
     observer.note("[bold]a note[/] with brackets")
     assert "'v: ([a-z0-9.]+)'" in out.getvalue()
     assert "[bold]a note[/] with brackets" in out.getvalue()
+
+
+def test_a_long_list_of_images_built_ahead_names_the_first_few_and_counts_the_rest() -> None:
+    observer = LiveObserver(Console(file=io.StringIO(), force_terminal=True, width=120))
+    building = tuple(commit(p) for p in range(10, 82))  # W=8: the next round for each of the 9 ways, 72 images
+    observer.progress(Progress(200, 199, 8, 0, 16, commit(0), commit(199), building_ahead=building))
+    shown = Console(file=io.StringIO(), width=120)
+    with shown.capture() as captured:
+        shown.print(observer.render())
+    observer.finished(None)  # type: ignore[arg-type]
+    assert "building images ahead: #10 0000000000, #11 0000000000, #12 0000000000, #13 0000000000 and 68 more" in (
+        captured.get()
+    )

@@ -108,29 +108,31 @@ def test_resume_changes_only_the_executor():
         spec.with_executor({"repeat": 3})
 
 
-def test_images_are_built_ahead_by_default_only_where_workers_build_venv_images_one_step_at_a_time():
+def test_images_are_built_ahead_by_default_where_workers_build_venv_images_for_every_way_a_round_can_end():
     def limit(**values: object) -> int:
         return BisectSpec.from_json({**STORED_BY_MAIN, **values}).executor.build_ahead_limit()
 
     assert limit(executor="local", image="venv") == 2
-    assert limit(executor="local", image="venv", workers=2) == 0  # most of a round's guesses would go unused
+    assert limit(executor="local", image="venv", workers=2) == 6  # W * (W + 1): a round of 2 ends 3 ways
+    assert limit(executor="local", image="venv", workers=8) == 72
+    assert limit(executor="local", image="venv", workers=16) == 128  # the most looked for on each pass
     assert limit(executor="local", image="venv", workers=2, build_ahead=6) == 6
     assert limit(executor="local", image="venv", build_ahead=0) == 0
     assert limit(executor="local", image="venv", build_ahead=4) == 4
     assert limit(executor="inprocess", image="venv", build_ahead=1) == 1
     assert limit(executor="local", image="none") == 0
     assert limit(executor="ray", image="venv") == 2  # on the slot's node, beside its step
-    assert limit(executor="ray", image="venv", workers=4) == 0
+    assert limit(executor="ray", image="venv", workers=4) == 20
     assert limit(executor="ray", image="venv", build_ahead=3) == 3
     assert limit(executor="inprocess", image="venv") == 0
     with pytest.raises(InputError, match="--build-ahead builds commits' images before their steps: give --image venv"):
         limit(executor="local", image="none", build_ahead=2)
-    with pytest.raises(InputError, match=r"--build-ahead must be between 0 and 64 \(got -1\)"):
+    with pytest.raises(InputError, match=r"--build-ahead must be between 0 and 128 \(got -1\)"):
         limit(executor="local", image="venv", build_ahead=-1)
-    with pytest.raises(InputError, match=r"--build-ahead must be between 0 and 64 \(got 65\)"):
-        limit(executor="local", image="venv", build_ahead=65)
+    with pytest.raises(InputError, match=r"--build-ahead must be between 0 and 128 \(got 129\)"):
+        limit(executor="local", image="venv", build_ahead=129)
     local = BisectSpec.from_json({**STORED_BY_MAIN, "executor": "local", "image": "venv", "build_ahead": 4})
-    assert local.with_executor({"executor": "ray", "workers": 2}).executor.build_ahead_limit() == 0  # Ray's default
+    assert local.with_executor({"executor": "ray", "workers": 2}).executor.build_ahead_limit() == 6  # Ray's default
     assert local.with_executor({"workers": 2}).executor.build_ahead_limit() == 4
 
 

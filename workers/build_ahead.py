@@ -1,15 +1,16 @@
 """Images of the commits a search will likely probe next, built while the current probes' tests run.
 
-A step on an image first builds it (minutes, on CPUs) and only then tests (on its GPUs). While a probe's test runs,
-the commits the search would probe after it (one per way it can come out: bad, good) are known, so their images
-can be built meanwhile; the next step then finds its image ready, or waits for the build already under way (the
-image's lock, workers/images/builder.py), instead of building it from the start with its GPUs idle.
+A step on an image first builds it (minutes, on CPUs) and only then tests (on its GPUs). While a round of probes
+runs, the commits the search would probe next (a round for each way the running one can come out) are known, so
+their images can be built meanwhile; the next step then finds its image ready, or waits for the build already
+under way (the image's lock, workers/images/builder.py), instead of building it from the start with its GPUs idle.
 
-Each build runs in a child process of its own session (workers/build_ahead_child.py, in the coordinator's
-environment, so it finds the image cache the workers use) that reads its job as one JSON line on stdin. Its stdin
-stays open: end of file (the coordinator closed it, or died) cancels the build, which leaves no image. A child
-that dies itself, or does not end within STOP_GRACE_S of its stop, is ended here with its session and the process
-groups and cgroups its build made (their pgids it printed as they started), as a dead worker's steps are.
+The builds of one bisect run in one child process of its own session (workers/build_ahead_child.py, in the
+coordinator's environment, so it finds the image cache the workers use), each in a thread, its commands sent as
+JSON lines on the child's stdin. Its stdin stays open: end of file (the coordinator closed it, or died) cancels
+every build, which leaves no image. A child that dies, or keeps a stopped build past STOP_GRACE_S, is ended here
+with its session and the process groups and cgroups its builds made (their pgids it printed as they started), as
+a dead worker's steps are; its builds count as died.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from bisector.vocab.domain import ImageInfo
+from bisector.workers.build_slots import slot_count
 from bisector.workers.cgroups import end_dead_worker
 from bisector.workers.step_request import StepRequest, step_environment
 
@@ -104,16 +106,18 @@ class BuildAheadOutcome:
 
 class AheadBuilder(abc.ABC, Generic[BuildT]):
     """Builds images ahead of their steps where the executor's steps build them (Executor.ahead_builder): on this
-    host (BuildAhead) or on Ray nodes (workers/ray_build_ahead.py); the search loop drives it. At most `limit`
-    builds at once, each commit's at most once per bisect."""
+    host (BuildAhead) or on Ray nodes (workers/ray_build_ahead.py); the search loop drives it. The `limit`
+    likeliest next probes are wanted; at most `at_once` of them build at once (the host's build slots), likeliest
+    first; each commit's at most once per bisect."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, at_once: int | None = None) -> None:
         self.limit = limit
+        self.at_once = limit if at_once is None else max(1, min(limit, at_once))
         self.running: dict[str, BuildT] = {}  # sha -> its build, while it runs
         self.outcomes: dict[str, BuildAheadOutcome] = {}  # sha -> how its build ended
 
     def want(self, requests: Sequence[StepRequest], relevant: Callable[[str], bool]) -> list[BuildAheadOutcome]:
-        """Build the images of requests (best first) not built ahead yet, while fewer than limit run; stop the
+        """Build the images of requests (best first) not built ahead yet, while fewer than at_once run; stop the
         builds of commits relevant() no longer holds (the search will not probe them: their images would go
         unused). Returns the outcomes of the builds that ended since the last call."""
         ended = self.reap()
@@ -121,7 +125,7 @@ class AheadBuilder(abc.ABC, Generic[BuildT]):
             if not relevant(sha):
                 self.stop(sha)
         for request in requests:
-            if len(self.running) >= self.limit:
+            if len(self.running) >= self.at_once:
                 break
             if request.sha in self.running or request.sha in self.outcomes or not relevant(request.sha):
                 continue
@@ -147,95 +151,131 @@ class AheadBuilder(abc.ABC, Generic[BuildT]):
         """Stop every build still running and wait for them; the outcomes since the last call."""
 
 
-class _Child:
-    def __init__(self, job: BuildAheadJob) -> None:
-        self.job = job
-        self.stopped_at: float | None = None
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bisector.workers.build_ahead_child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True,  # what it starts (uv, the build) goes with it
-        )  # fmt: skip
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write((json.dumps(asdict(job)) + "\n").encode())
-            self.proc.stdin.flush()
-        except OSError:  # it died at once: nothing of it is left behind
-            self.end()
-            raise
-
-    def stop(self) -> None:
-        """End of file on its stdin: the child cancels its build."""
-        if self.stopped_at is None:
-            self.stopped_at = time.monotonic()
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
-
-    def end(self) -> None:
-        """Kill the child's whole session (a child that would not stop: uv installing, a tree exported) and reap
-        it; outcome() then ends what its build started."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def outcome(self) -> BuildAheadOutcome:
-        """Once it exited: what it said, or that it died (then what its build started is ended here)."""
-        assert self.proc.stdout is not None
-        lines = self.proc.stdout.read().decode(errors="replace").splitlines()
-        self.proc.stdout.close()
-        self.stop()
-        said = [line[len("outcome ") :] for line in lines if line.startswith("outcome ")]
-        if self.proc.returncode == 0 and said:
-            with contextlib.suppress(ValueError, TypeError, KeyError):
-                return BuildAheadOutcome.from_json(json.loads(said[-1]))
-        pgids = [self.proc.pid, *(int(line.split()[1]) for line in lines if line.startswith("started "))]
-        end_dead_worker(self.proc.pid, pgids, PGID_GRACE_S)
-        detail = f"the build-ahead process exited {self.proc.returncode}"
-        return BuildAheadOutcome(self.job.sha, AheadStatus.DIED, detail=detail)
+@dataclass
+class _Build:
+    job: BuildAheadJob
+    proc: subprocess.Popen[bytes]  # the bisect's build-ahead process, which runs it
+    pgids: list[int] = field(default_factory=list)  # the process groups of its commands
+    stopped_at: float | None = None
 
 
-class BuildAhead(AheadBuilder[_Child]):
-    """Builds ahead on this host, each in a child process of its own; the coordinator's side."""
+class BuildAhead(AheadBuilder[_Build]):
+    """Builds ahead on this host, in one child process (threads), as many at once as the host has build slots
+    (a build started beyond them would only wait for one); the coordinator's side."""
 
     def __init__(self, limit: int, base_env: dict[str, str] | None = None) -> None:
-        super().__init__(limit)
+        super().__init__(limit, slot_count())
         self.base_env = dict(os.environ) if base_env is None else base_env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.unread = b""  # the child's output after its last whole line
 
     def start(self, request: StepRequest) -> bool:
         try:
             Path(request.log_path).parent.mkdir(parents=True, exist_ok=True)
-            self.running[request.sha] = _Child(BuildAheadJob.of(request, self.base_env))
+            job = BuildAheadJob.of(request, self.base_env)
+            proc = self._child()
+            self._tell(proc, {"build": asdict(job)})
+            self.running[request.sha] = _Build(job, proc)
         except OSError as exc:  # no process or folder to be had now: the step builds its image itself
             self.outcomes[request.sha] = BuildAheadOutcome(request.sha, AheadStatus.ERROR, detail=str(exc))
         return True
 
+    def _child(self) -> subprocess.Popen[bytes]:
+        """The live child, started now where there is none (or it died: its builds are reaped as died)."""
+        if self.proc is None or self.proc.poll() is not None:
+            if self.proc is not None:
+                self.reap()  # the dead one's builds, before its output is left behind
+                self._let_go(self.proc)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bisector.workers.build_ahead_child"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,  # its builds go with it
+            )  # fmt: skip
+            assert self.proc.stdout is not None
+            os.set_blocking(self.proc.stdout.fileno(), False)
+            self.unread = b""
+        return self.proc
+
+    @staticmethod
+    def _tell(proc: subprocess.Popen[bytes], order: dict[str, object]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write((json.dumps(order) + "\n").encode())
+        proc.stdin.flush()
+
     def stop(self, sha: str) -> None:
-        self.running[sha].stop()
+        running = self.running[sha]
+        if running.stopped_at is None:
+            running.stopped_at = time.monotonic()
+            with contextlib.suppress(OSError):  # it died: reaped as such
+                self._tell(running.proc, {"stop": sha})
 
     def reap(self) -> list[BuildAheadOutcome]:
-        """The outcomes of the builds that ended since the last call; a child stopped STOP_GRACE_S ago and still
-        running is ended."""
-        now = time.monotonic()
-        for child in self.running.values():
-            if child.stopped_at is not None and now - child.stopped_at > STOP_GRACE_S and child.proc.poll() is None:
-                child.end()
-        ended = [sha for sha, child in self.running.items() if child.proc.poll() is not None]
-        out = []
-        for sha in ended:
-            outcome = self.running.pop(sha).outcome()
-            self.outcomes[sha] = outcome
-            out.append(outcome)
+        """The outcomes of the builds that ended since the last call. A child that died, or holds a build stopped
+        STOP_GRACE_S ago, is ended with what its builds started; its builds without an outcome died."""
+        if self.proc is None:
+            return []
+        proc, now = self.proc, time.monotonic()
+        stuck = any(r.stopped_at is not None and now - r.stopped_at > STOP_GRACE_S for r in self.running.values())
+        if stuck and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        exited = proc.poll() is not None  # before its last output is read: nothing comes after
+        out = [self._ended(o) for o in self._read_outcomes(proc) if o.sha in self.running]
+        dead = [sha for sha, r in self.running.items() if r.proc is proc] if exited else []
+        if dead:
+            end_dead_worker(proc.pid, [proc.pid, *(g for sha in dead for g in self.running[sha].pgids)], PGID_GRACE_S)
+            detail = f"the build-ahead process exited {proc.returncode}"
+            out += [self._ended(BuildAheadOutcome(sha, AheadStatus.DIED, detail=detail)) for sha in dead]
         return out
 
+    def _ended(self, outcome: BuildAheadOutcome) -> BuildAheadOutcome:
+        del self.running[outcome.sha]
+        self.outcomes[outcome.sha] = outcome
+        return outcome
+
+    def _read_outcomes(self, proc: subprocess.Popen[bytes]) -> list[BuildAheadOutcome]:
+        """The outcomes the child printed since the last read (the pgids it printed go to their builds)."""
+        assert proc.stdout is not None
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(proc.stdout.fileno(), 65536):
+                self.unread += chunk
+        *lines, self.unread = self.unread.split(b"\n")
+        outcomes = []
+        for line in lines:
+            kind, _, rest = line.decode(errors="replace").partition(" ")
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                if kind == "started":
+                    sha, pgid = rest.split()
+                    if sha in self.running:
+                        self.running[sha].pgids.append(int(pgid))
+                elif kind == "outcome":
+                    outcomes.append(BuildAheadOutcome.from_json(json.loads(rest)))
+        return outcomes
+
     def close(self) -> list[BuildAheadOutcome]:
-        """Stop every build still running and wait for its child (which kills the build first). Returns the
-        outcomes of the builds that ended since the last call."""
-        for child in self.running.values():
-            child.stop()
-        deadline = time.monotonic() + STOP_GRACE_S
-        for child in self.running.values():
-            try:
-                child.proc.wait(max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                child.end()
-        return self.reap()
+        """Stop every build still running and wait for the child (which ends its builds first); the outcomes of
+        the builds that ended since the last call."""
+        proc = self.proc
+        if proc is None:
+            return []
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # end of file: every build is cancelled
+        try:
+            proc.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        ended = self.reap()
+        self._let_go(proc)
+        self.proc = None
+        return ended
+
+    @staticmethod
+    def _let_go(proc: subprocess.Popen[bytes]) -> None:
+        """Close the pipes of a child that has exited."""
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()

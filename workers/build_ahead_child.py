@@ -1,10 +1,12 @@
-"""One image built ahead of its step (`python -m workers.build_ahead_child`; the coordinator's side is
-workers/build_ahead.py): the job comes as one JSON line on stdin, the build goes through the same ImageBuilder as
-a step's, the outcome is printed as one line at the end.
+"""The images built ahead of one bisect's steps on this host (`python -m bisector.workers.build_ahead_child`; the
+coordinator's side is workers/build_ahead.py): one process for all of them, each build in a thread of its own
+through the same ImageBuilder as a step's, so that a round's dozens of builds ahead pay for one interpreter.
 
-It is cancelled at once by end of file on stdin (the coordinator stopped it, or died) or by SIGTERM, SIGINT or
-SIGHUP (a CI runner's or a terminal's, to the coordinator's group), and leaves no image then. Before it builds it
-takes one of the host's build-ahead slots (workers/build_slots.py), and it runs at a lower priority, so that the
+Its stdin carries one JSON line per command: {"build": JOB} starts a build, {"stop": SHA} cancels one. End of file
+(the coordinator closed it, or died), SIGTERM, SIGINT or SIGHUP (a CI runner's or a terminal's, to the coordinator's
+group) cancel every build, and the process exits once they have ended; a cancelled build leaves no image. It
+prints `started SHA PGID` as a build's command starts and `outcome JSON` as a build ends. Each build first takes
+one of the host's build-ahead slots (workers/build_slots.py), and the process runs at a lower priority, so that the
 builds and tests that steps wait for go first. A failed build keeps nothing either: a build ahead runs under other
 conditions than a step (no GPU, CPUs shared with a test), so only a step's own build judges the commit.
 """
@@ -20,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bisector.workers.build_ahead import AheadStatus, BuildAheadJob, BuildAheadOutcome
-from bisector.workers.build_slots import SLOTS_VARIABLE, slot_count, take_slot
-from bisector.workers.images.builder import BuildJob, ImageBuilder, PreparedImage
+from bisector.workers.build_slots import LOOK_S, SLOTS_VARIABLE, slot_count, take_slot
+from bisector.workers.images.builder import BuildJob, Evict, ImageBuilder, PreparedImage
 from bisector.workers.images.cache import ImageCache
 from bisector.workers.images.key import ImageRecipe
 from bisector.workers.output import StepLog
@@ -31,19 +33,6 @@ NICENESS = 10  # added to a build's niceness: where CPUs are short, builds that 
 DETAIL_CHARS = 500
 
 
-def cancel_on_end_of_input(cancel: CancelSignal) -> None:
-    """Cancel once stdin ends (from a thread: the job's line has been read already)."""
-
-    def watch() -> None:
-        while os.read(0, 4096):  # unbuffered: a thread blocked here holds no lock the interpreter's exit needs
-            pass
-        cancel.set()
-
-    threading.Thread(target=watch, name="stdin-watch", daemon=True).start()
-    for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(stop, lambda signum, frame: cancel.set_from_signal_handler())
-
-
 def lower_priority(pgid: int) -> None:
     """A build started beside a test (on a Ray node, whose actor process cannot be reniced as a whole): its
     process group at NICENESS more than this process."""
@@ -51,19 +40,50 @@ def lower_priority(pgid: int) -> None:
         os.setpriority(os.PRIO_PGRP, pgid, min(os.getpriority(os.PRIO_PROCESS, 0) + NICENESS, 19))
 
 
-def print_started(pgid: int) -> None:
-    """The coordinator's side ends a dead child's build groups by these lines."""
-    print(f"started {pgid}", flush=True)
+class SharedEviction:
+    """One LRU pass of the image cache for the builds that end together, rather than one each (a pass measures
+    every image: dozens of builds ending at once would spend a core on them). A build that asks while a pass runs
+    waits for the next one, which keeps its image too; each hears the ids its pass removed."""
+
+    def __init__(self, cache: ImageCache) -> None:
+        self.cache = cache
+        self.changed = threading.Condition()
+        self.wanted: set[str] = set()  # the images to keep in the next pass
+        self.running = False
+        self.started = 0  # passes started: the next one is number started + 1
+        self.removed: dict[int, list[str]] = {}  # pass number -> the ids it removed
+
+    def __call__(self, max_bytes: int, keep: frozenset[str]) -> list[str]:
+        with self.changed:
+            self.wanted |= keep
+            mine = self.started + 1  # the first pass to start after this call keeps `keep`
+            while mine not in self.removed and (self.running or self.started + 1 != mine):
+                self.changed.wait()
+            if mine in self.removed:
+                return self.removed[mine]
+            self.running, self.started = True, mine
+            batch, self.wanted = frozenset(self.wanted), set()
+        removed: list[str] = []
+        try:
+            removed = self.cache.evict(max_bytes, keep=batch)
+            return removed
+        finally:
+            with self.changed:
+                self.running = False
+                self.removed[mine] = removed
+                self.changed.notify_all()
 
 
 def build(
     job: BuildAheadJob,
     cancel: CancelSignal,
+    *,
+    on_start: Callable[[int], None],
     cache: ImageCache | None = None,
-    on_start: Callable[[int], None] = print_started,
+    evict: Evict | None = None,
 ) -> BuildAheadOutcome:
     """Make job's image as a step would (reused when it is there already) in cache (default: this host's), then let
-    go of it; on_start hears the process group of each command the build starts."""
+    go of it; on_start hears the process group of each command the build starts; evict: as ImageBuilder's."""
     recipe = ImageRecipe(job.mode, job.inputs, job.max_bytes, job.artifact)
     with Path(job.log_path).open("ab", buffering=0) as log_file:
         log = StepLog(log_file)
@@ -81,7 +101,7 @@ def build(
             on_start=on_start, cancel_fd=cancel.fileno(), infra_patterns=job.infra_patterns, keep_failure=False,
         )  # fmt: skip
         try:
-            with ImageBuilder(cache).prepare(build_job) as prepared:
+            with ImageBuilder(cache, evict).prepare(build_job) as prepared:
                 return outcome_of(job.sha, prepared)
         finally:
             os.close(slot)
@@ -103,27 +123,81 @@ def outcome_of(sha: str, prepared: PreparedImage) -> BuildAheadOutcome:
     return BuildAheadOutcome(sha, AheadStatus.ERROR, build_s, prepared.error[-DETAIL_CHARS:])
 
 
-def read_job() -> BuildAheadJob:
-    """The job's line from stdin, read unbuffered (what follows it, nothing or end of file, is the watcher's)."""
-    line = b""
-    while not line.endswith(b"\n"):
-        chunk = os.read(0, 1)
-        if not chunk:
-            break
-        line += chunk
-    return BuildAheadJob.from_json(json.loads(line))
+class BuildServer:
+    """The builds of this process, each in a thread with its own cancel signal; output lines are whole."""
+
+    def __init__(self) -> None:
+        self.eviction = SharedEviction(ImageCache())
+        self.cancels: dict[str, CancelSignal] = {}
+        self.threads: list[threading.Thread] = []
+        self.lock = threading.Lock()  # the cancels, ending, and stdout
+        self.ending = False  # every build cancelled: those asked for later too
+        self.input_ended = threading.Event()
+        self.signalled = False
+
+    def command(self, line: bytes) -> None:
+        order = json.loads(line)
+        if "stop" in order:
+            with self.lock:
+                if (cancel := self.cancels.get(order["stop"])) is not None:
+                    cancel.set()
+            return
+        job = BuildAheadJob.from_json(order["build"])
+        cancel = CancelSignal()
+        with self.lock:
+            if self.ending:
+                cancel.set()
+            self.cancels[job.sha] = cancel
+        thread = threading.Thread(target=self.run, args=(job, cancel), name=f"build-{job.sha[:12]}", daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def run(self, job: BuildAheadJob, cancel: CancelSignal) -> None:
+        try:
+            outcome = build(
+                job, cancel, on_start=lambda pgid: self.say(f"started {job.sha} {pgid}"), evict=self.eviction
+            )
+        except Exception as exc:  # any failure is this build's, told to the coordinator
+            detail = f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS]
+            outcome = BuildAheadOutcome(job.sha, AheadStatus.ERROR, detail=detail)
+        with self.lock:
+            self.cancels.pop(job.sha, None)
+        cancel.close()
+        self.say("outcome " + json.dumps(outcome.to_json()))
+
+    def say(self, line: str) -> None:
+        with self.lock:
+            print(line, flush=True)
+
+    def read_commands(self) -> None:
+        """Until end of file, unbuffered (a thread blocked here holds no lock the interpreter's exit needs)."""
+        pending = b""
+        while chunk := os.read(0, 65536):
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                if line.strip():
+                    self.command(line)
+        self.input_ended.set()
+
+    def end(self) -> None:
+        """Cancel every build (and any asked for later) and wait for them all."""
+        with self.lock:
+            self.ending = True
+            for cancel in self.cancels.values():
+                cancel.set()
+        for thread in list(self.threads):
+            thread.join()
 
 
 def main() -> None:
-    job = read_job()
     os.nice(NICENESS)
-    cancel = CancelSignal()
-    cancel_on_end_of_input(cancel)
-    try:
-        outcome = build(job, cancel)
-    except Exception as exc:  # any failure is this build's, told to the coordinator
-        outcome = BuildAheadOutcome(job.sha, AheadStatus.ERROR, detail=f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS])
-    print("outcome " + json.dumps(outcome.to_json()), flush=True)
+    server = BuildServer()
+    for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(stop, lambda signum, frame: setattr(server, "signalled", True))
+    threading.Thread(target=server.read_commands, name="commands", daemon=True).start()
+    while not (server.input_ended.wait(LOOK_S) or server.signalled):  # a signal is seen at the next look
+        pass
+    server.end()
 
 
 if __name__ == "__main__":

@@ -179,7 +179,8 @@ class StepActor(ImageHolder):
         local = dataclasses.replace(request, log_path=self._local_log_path(request))
         try:
             Path(local.log_path).parent.mkdir(parents=True, exist_ok=True)
-            return build(BuildAheadJob.of(local, dict(os.environ)), cancel, ImageCache(self._image_root), started)
+            job = BuildAheadJob.of(local, dict(os.environ))
+            return build(job, cancel, on_start=started, cache=ImageCache(self._image_root))
         except Exception as exc:  # this build's failure, told to the coordinator; the step builds its image itself
             return BuildAheadOutcome(request.sha, AheadStatus.ERROR, detail=f"{type(exc).__name__}: {exc}"[:500])
         finally:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # imported where used: only a terminal shows the live table
     from rich.live import Live
     from rich.table import Table
 
+AHEAD_SHOWN = 4  # of the images built ahead (a round of 8 can have 72), the likeliest named; the rest counted
 _STYLE = {Verdict.GOOD: "green", Verdict.BAD: "red", Verdict.SKIP: "yellow", Verdict.ERROR: "magenta"}
 
 
@@ -91,7 +92,9 @@ class LiveObserver:
                 )
             )
             if p.building_ahead:
-                ahead = ", ".join(f"#{c.position} {c.sha[:10]}" for c in p.building_ahead)
+                ahead = ", ".join(f"#{c.position} {c.sha[:10]}" for c in p.building_ahead[:AHEAD_SHOWN])
+                if (more := len(p.building_ahead) - AHEAD_SHOWN) > 0:
+                    ahead += f" and {more} more"
                 parts.append(Text(f"building images ahead: {ahead}", style="dim"))
         running = sorted(self.running.items())  # one pass over the dict: the coordinator changes it while Live renders
         if running:

@@ -187,9 +187,10 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
     Option("images_max_size", _EXECUTOR, _S, "LRU cap of this node's image cache, e.g. 20G.  [default: 20G]"),
     Option("build_ahead", _EXECUTOR, _I, "With --image venv: while probes run, build the images of the N commits "
            "likeliest to be probed next (at --workers 1, 2: the next probe's, either way; 6: the one after too; "
-           "at --workers W, W*(W+1) covers every way a round can end; 0: none). Built where the steps build: on "
-           "this host, or on the Ray slots' nodes.  [default: 2 with --image venv, the local or Ray executor and "
-           "--workers 1, else 0]", optional=True, metavar="N"),
+           "at --workers W, W*(W+1): the next round for every way the running one can end; 0: none), as many at "
+           "once as the host's $BISECT_BUILD_AHEAD_SLOTS, likeliest first. Built where the steps build: on this "
+           "host, or on the Ray slots' nodes.  [default: with --image venv and the local or Ray executor, 2 at "
+           "--workers 1, W*(W+1) (at most 128) at W; else 0]", optional=True, metavar="N"),
     Option("explain", _ANALYSIS, _B, "After a culprit is found: diff its dispatch tables and re-run both sides "
            "traced.  [default: on]", form=Form.SWITCH),
     Option("trace_kernels", _ANALYSIS, _B, "The traced re-runs also record GPU kernels.", form=Form.FLAG),

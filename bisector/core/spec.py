@@ -42,8 +42,8 @@ DEFAULT_MAX_ATTEMPTS = 3
 MAX_WORKERS = 256  # slots of one bisect; a cluster's larger pools serve several bisects
 MAX_GPUS_PER_STEP = 64  # a step is one process on one host: no host holds more
 MAX_ATTEMPTS_LIMIT = 100
-DEFAULT_BUILD_AHEAD = 2  # images of likely next probes built at once: one per way the running probe can come out
-MAX_BUILD_AHEAD = 64  # each is a process while it builds or waits for one of the host's slots
+DEFAULT_BUILD_AHEAD = 2  # at one worker, the likely next probes built ahead: one per way the running probe can come out
+MAX_BUILD_AHEAD = 128  # the likely next probes looked for on every pass of the loop (W=8's default is 72)
 MAX_REPEAT_LIMIT = 1000
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DEFAULT_TERMS = ("good", "bad")  # (old, new): the state at the good endpoint, the state at the bad one
@@ -169,7 +169,7 @@ class ExecutorSpec:
     images_max_size: str = "20G"  # the LRU cap of this node's image cache
     artifact: str | None = None  # a commit's prebuilt wheels ({sha}), installed into its image instead of a build
     image_template: str | None = None  # a commit's container image ({sha}): steps run in it (workers/container.py)
-    build_ahead: int | None = None  # images built ahead of their steps at once (None: build_ahead_limit's default)
+    build_ahead: int | None = None  # the likely next probes built ahead of their steps (None: build_ahead_limit's)
 
     def __post_init__(self) -> None:
         self.check_build_ahead()
@@ -200,15 +200,19 @@ class ExecutorSpec:
             raise InputError("--build-ahead builds commits' images before their steps: give --image venv too")
 
     def build_ahead_limit(self) -> int:
-        """How many of the likeliest next probes have their images built ahead, at once: --build-ahead, else
-        DEFAULT_BUILD_AHEAD where steps run on venv images one at a time, on this host or a Ray node (a build takes
-        CPUs, while a probe's test holds the GPUs)."""
+        """How many of the likeliest next probes have their images built ahead: --build-ahead, else, where steps
+        run on venv images on this host or on Ray nodes (a build takes CPUs, while a probe's test holds the GPUs),
+        the next round for every way the running one can end: DEFAULT_BUILD_AHEAD at one worker, W x (W + 1) at
+        W (at most MAX_BUILD_AHEAD). The executor builds as many of them at once as its build slots allow,
+        likeliest first (Executor.ahead_builder)."""
         if self.build_ahead is not None:
             return self.build_ahead
         local_images = self.image is ImageMode.VENV and self.image_template is None
-        one_slot = self.workers == 1  # a round of W probes ends W + 1 ways: most images built ahead would go unused
         workers_build = self.kind in (ExecutorKind.LOCAL, ExecutorKind.RAY)  # not the tests' in-process one
-        return DEFAULT_BUILD_AHEAD if local_images and one_slot and workers_build else 0
+        if not (local_images and workers_build):
+            return 0
+        every_way = DEFAULT_BUILD_AHEAD if self.workers == 1 else self.workers * (self.workers + 1)
+        return min(every_way, MAX_BUILD_AHEAD)
 
     def image_recipe(self, patches: tuple[Patch, ...] = ()) -> ImageRecipe | None:
         if self.image is ImageMode.NONE:

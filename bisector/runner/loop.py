@@ -309,11 +309,16 @@ class SearchLoop:
         if self.lease is None or not self.lease.lost.is_set():  # a coordinator that took over keeps its own record
             with contextlib.suppress(Exception):  # the store may be what failed: the images are there all the same
                 self.record_built_ahead(ended)
-        made = [o.sha for o in self.build_ahead.outcomes.values() if o.status is AheadStatus.READY]
-        if made:
+        outcomes = self.build_ahead.outcomes.values()
+        made = [o.sha for o in outcomes if o.status is AheadStatus.READY]
+        stopped = sum(1 for o in outcomes if o.status is AheadStatus.CANCELLED)
+        if made or stopped:
             ledger = self.core.ledger  # a commit built ahead was untested: a history now means a step tested it
             used = sum(1 for sha in made if ledger.position[sha] in ledger.histories)
-            self.observer.note(f"images built ahead of their steps this run: {len(made)}, {used} of them then tested")
+            self.observer.note(
+                f"images built ahead of their steps this run: {len(made)}, {used} of them then tested; "
+                f"{stopped} build(s) stopped once the search no longer needed them"
+            )
 
     def report_progress(self) -> None:
         """At most every PROGRESS_INTERVAL_S (the live display refreshes 4 times a second)."""

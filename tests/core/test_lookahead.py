@@ -106,3 +106,12 @@ def test_nothing_is_guessed_once_the_answer_is_known():
     assert _send(core, ["w0"], 2) == [0]
     assert core.ledger.in_flight[2].purpose is StepPurpose.SEARCH
     assert likely_probes(core, 4) == []
+
+
+def test_at_several_workers_the_first_round_is_guessed_while_the_endpoints_are_checked():
+    core = _core(201, VerifyEndpoints.FIRST)
+    assert _send(core, ["w0", "w1"], 1) == [0, 200]  # the endpoints take the first round of two
+    first_round = likely_probes(core, 6)[:2]  # guessed confirmed: the round after them comes first
+    core.took(StepResult(1, f"{0:040x}", Verdict.GOOD), NOW)
+    core.took(StepResult(2, f"{200:040x}", Verdict.BAD), NOW)
+    assert _send(core, ["w0", "w1"], 3) == first_round

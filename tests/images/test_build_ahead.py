@@ -8,15 +8,17 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from bisect_helpers import processes_with, run_cli, start_cli, wait_for
-from image_repo import BUILD_CMD, METRIC, ImageRepo, commit, make_image_repo
+from image_repo import BUILD_CMD, METRIC, ImageRepo, commit, git, make_image_repo
 
 from bisector.workers.build_ahead import AheadStatus, BuildAhead
+from bisector.workers.build_ahead_child import SharedEviction
 from bisector.workers.executor import StepRequest
-from bisector.workers.images.cache import ImageStatus, images_root
+from bisector.workers.images.cache import ImageCache, ImageStatus, images_root
 from bisector.workers.images.key import ImageRecipe
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
@@ -102,6 +104,7 @@ def test_a_build_whose_commit_the_search_no_longer_needs_is_stopped_and_leaves_n
     assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.CANCELLED]
     assert not processes_with("sleep 611")
     assert ImageStatus.READY.value not in _manifests().values()
+    ahead.close()
 
 
 def test_a_coordinator_killed_mid_build_takes_the_build_with_it(tmp_path: Path):
@@ -129,10 +132,16 @@ def test_a_coordinator_killed_mid_build_takes_the_build_with_it(tmp_path: Path):
 
 def test_a_build_ahead_process_that_dies_has_its_build_ended_by_the_coordinator(tmp_path: Path):
     ahead, sha = _long_build(tmp_path, "617")
-    ahead.running[sha].proc.kill()
+    dead = ahead.running[sha].proc
+    dead.kill()
     wait_for(lambda: bool(ahead.reap()), what="the dead build-ahead process to be reaped")
     assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.DIED]
     assert not processes_with("sleep 617")
+    root = git(tmp_path / "repo", "rev-list", "--max-parents=0", "HEAD")
+    ahead.want([_request(tmp_path / "repo", root, tmp_path)], still_needed)  # later builds get a new process
+    assert ahead.running[root].proc is not dead
+    wait_for(lambda: bool(ahead.reap()), what="the next build to end")
+    assert ahead.outcomes[root].status is AheadStatus.READY
     ahead.close()
 
 
@@ -164,6 +173,26 @@ def test_builds_ahead_of_every_bisect_on_a_host_share_its_slots(tmp_path: Path, 
     wait_for(lambda: bool(second.reap()), what="the second build to end")
     assert [o.status for o in second.outcomes.values()] == ["ready"]
     assert counter.read_text().splitlines() == ["build at 1", "build at 2"]
+    second.close()
+
+
+def test_builds_ahead_start_likeliest_first_and_no_more_at_once_than_the_host_has_slots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("BISECT_BUILD_AHEAD_SLOTS", "1")
+    repo = make_image_repo(tmp_path / "repo", (10, 10, 10))
+    counter = tmp_path / "builds"
+    likeliest_first = [repo.shas[2], repo.shas[1]]
+    ahead = BuildAhead(len(likeliest_first))  # both wanted; the host builds one at a time
+    requests = [_request(repo.path, sha, tmp_path, BUILD_COUNTER=str(counter)) for sha in likeliest_first]
+    ahead.want(requests, still_needed)
+    assert list(ahead.running) == [repo.shas[2]]  # no second process only to wait for the slot
+    wait_for(lambda: bool(ahead.want(requests, still_needed)), what="the first build to end")
+    assert list(ahead.running) == [repo.shas[1]]  # then the next likeliest
+    wait_for(lambda: bool(ahead.reap()), what="the second build to end")
+    assert counter.read_text().splitlines() == ["build at 2", "build at 1"]
+    assert {o.status for o in ahead.outcomes.values()} == {AheadStatus.READY}
+    ahead.close()
 
 
 def test_images_built_ahead_are_recorded_as_they_are_made_so_a_killed_coordinator_keeps_them(tmp_path: Path):
@@ -196,6 +225,7 @@ def test_a_build_ahead_that_fails_keeps_no_failed_image_so_the_step_builds_and_j
     wait_for(lambda: bool(ahead.reap()), what="the build to fail")
     assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.FAILED]
     assert _manifests() == {}  # a step's own build decides whether the commit skips
+    ahead.close()
 
 
 def test_sigterm_to_a_build_ahead_cancels_its_build(tmp_path: Path):
@@ -205,3 +235,36 @@ def test_sigterm_to_a_build_ahead_cancels_its_build(tmp_path: Path):
     assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.CANCELLED]
     assert not processes_with("sleep 623")
     assert _manifests() == {}
+    ahead.close()
+
+
+class HeldCache(ImageCache):
+    """A cache whose first LRU pass waits until `release` is set; every pass's keep is recorded."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__()
+        self.release = release
+        self.passes: list[frozenset[str]] = []
+
+    def evict(self, max_bytes: int, keep: frozenset[str] = frozenset(), older_than_s: float | None = None) -> list[str]:
+        self.passes.append(keep)
+        if len(self.passes) == 1:
+            self.release.wait()
+        return super().evict(max_bytes, keep, older_than_s)
+
+
+def test_builds_ahead_that_end_together_share_one_pass_of_the_cache_cap_that_keeps_each_image():
+    release = threading.Event()
+    cache = HeldCache(release)
+    eviction = SharedEviction(cache)
+    first = threading.Thread(target=eviction, args=(1 << 30, frozenset({"a"})))
+    first.start()
+    wait_for(lambda: len(cache.passes) == 1, what="the first pass")
+    others = [threading.Thread(target=eviction, args=(1 << 30, frozenset({name}))) for name in "bcdefg"]
+    for thread in others:
+        thread.start()
+    wait_for(lambda: len(eviction.wanted) == len(others), what="the builds ending meanwhile to wait")
+    release.set()
+    for thread in [first, *others]:
+        thread.join()
+    assert cache.passes == [frozenset("a"), frozenset("bcdefg")]  # one pass for the six, keeping each one's image

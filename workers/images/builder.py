@@ -46,6 +46,7 @@ from bisector.workers.images.transfer import CopyStoppedError, ImageCopyError, I
 from bisector.workers.output import StepLog
 from bisector.workers.process import run_shell
 
+Evict = Callable[[int, frozenset[str]], list[str]]  # (max bytes, images kept) -> the ids removed
 SEED_PTH = "_gpu_bisect_base.pth"  # makes the base environment's packages (torch) importable in an image's venv
 
 
@@ -89,8 +90,11 @@ class BuildJob:
 
 
 class ImageBuilder:
-    def __init__(self, cache: ImageCache | None = None) -> None:
+    def __init__(self, cache: ImageCache | None = None, evict: Evict | None = None) -> None:
+        """evict: applies the cache's LRU cap once an image is made, keeping the given ones (default: the cache's
+        own pass; a process that makes many images at once passes one pass for all of them)."""
         self.cache = cache if cache is not None else ImageCache()
+        self.evict = evict if evict is not None else self.cache.evict
 
     @contextlib.contextmanager
     def prepare(self, job: BuildJob) -> Iterator[PreparedImage]:
@@ -279,7 +283,7 @@ class ImageBuilder:
             return PreparedImage(error=f"could not record what image {ready.id} holds: {_describe(exc)}")
         ready = replace(ready, contents=contents.digest)
         self.cache.write_manifest(ready)
-        evicted = self.cache.evict(job.recipe.max_bytes, keep=frozenset({ready.id}))
+        evicted = self.evict(job.recipe.max_bytes, frozenset({ready.id}))
         job.log.note(f"# image {ready.id}: {how} in {ready.build_s:.1f}s ({ready.size_bytes} bytes)\n")
         prepared = self._ready(ready, contents, source=source, reused=False)
         assert prepared.info is not None
