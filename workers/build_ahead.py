@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from bisector.vocab.domain import ImageInfo
+from bisector.vocab.patches import Patch
 from bisector.workers.build_slots import slot_count
 from bisector.workers.cgroups import end_dead_worker
 from bisector.workers.step_request import StepRequest, step_environment
@@ -67,6 +68,7 @@ class BuildAheadJob:
     timeout_s: float
     infra_patterns: tuple[str, ...]
     log_path: str
+    patches: tuple[Patch, ...] = ()  # applied to the tree before its build, as a step's image has them
 
     @classmethod
     def of(cls, request: StepRequest, base_env: dict[str, str]) -> BuildAheadJob:
@@ -78,12 +80,15 @@ class BuildAheadJob:
         env = {**step_environment(request, (), base_env, BUILD_WORKER), "CUDA_VISIBLE_DEVICES": ""}
         return cls(
             request.repo, request.sha, request.build_cmd, recipe.mode, recipe.inputs, recipe.max_bytes,
-            recipe.artifact, env, request.timeout_s, request.metric.infra_patterns, request.log_path,
+            recipe.artifact, env, request.timeout_s, request.metric.infra_patterns, request.log_path, recipe.patches,
         )  # fmt: skip
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BuildAheadJob:
-        return cls(**{**data, "inputs": tuple(data["inputs"]), "infra_patterns": tuple(data["infra_patterns"])})
+        return cls(**{
+            **data, "inputs": tuple(data["inputs"]), "infra_patterns": tuple(data["infra_patterns"]),
+            "patches": tuple(Patch.from_json(patch) for patch in data.get("patches", ())),
+        })  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -174,7 +179,7 @@ class BuildAhead(AheadBuilder[_Build]):
             Path(request.log_path).parent.mkdir(parents=True, exist_ok=True)
             job = BuildAheadJob.of(request, self.base_env)
             proc = self._child()
-            self._tell(proc, {"build": asdict(job)})
+            self._tell(proc, {"build": {**asdict(job), "patches": [patch.to_json() for patch in job.patches]}})
             self.running[request.sha] = _Build(job, proc)
         except OSError as exc:  # no process or folder to be had now: the step builds its image itself
             self.outcomes[request.sha] = BuildAheadOutcome(request.sha, AheadStatus.ERROR, detail=str(exc))

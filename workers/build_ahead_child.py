@@ -84,7 +84,7 @@ def build(
 ) -> BuildAheadOutcome:
     """Make job's image as a step would (reused when it is there already) in cache (default: this host's), then let
     go of it; on_start hears the process group of each command the build starts; evict: as ImageBuilder's."""
-    recipe = ImageRecipe(job.mode, job.inputs, job.max_bytes, job.artifact)
+    recipe = ImageRecipe(job.mode, job.inputs, job.max_bytes, job.artifact, job.patches)
     with Path(job.log_path).open("ab", buffering=0) as log_file:
         log = StepLog(log_file)
         log.note(f"# building the image of {job.sha[:12]} ahead of its step (pid {os.getpid()})\n")

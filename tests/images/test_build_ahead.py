@@ -9,17 +9,19 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from bisect_helpers import processes_with, run_cli, start_cli, wait_for
 from image_repo import BUILD_CMD, METRIC, ImageRepo, commit, git, make_image_repo
 
+from bisector.vocab.patches import Patch, PatchKind
 from bisector.workers.build_ahead import AheadStatus, BuildAhead
 from bisector.workers.build_ahead_child import SharedEviction
 from bisector.workers.executor import StepRequest
 from bisector.workers.images.cache import ImageCache, ImageStatus, images_root
-from bisector.workers.images.key import ImageRecipe
+from bisector.workers.images.key import ImageRecipe, image_key
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 
@@ -268,3 +270,23 @@ def test_builds_ahead_that_end_together_share_one_pass_of_the_cache_cap_that_kee
     for thread in [first, *others]:
         thread.join()
     assert cache.passes == [frozenset("a"), frozenset("bcdefg")]  # one pass for the six, keeping each one's image
+
+
+def test_an_image_built_ahead_has_the_bisect_s_patches_so_a_patched_step_finds_it(tmp_path: Path):
+    repo = make_image_repo(tmp_path / "repo", (10, 10))
+    added = "--- /dev/null\n+++ b/PATCHED.txt\n@@ -0,0 +1 @@\n+from the patch\n"
+    patch = Patch(PatchKind.DIFF, "fix.patch", added)
+    request = replace(
+        _request(repo.path, repo.shas[1], tmp_path), image=ImageRecipe("venv", patches=(patch,)), patches=(patch,)
+    )
+    ahead = BuildAhead(1)
+    ahead.want([request], still_needed)
+    wait_for(lambda: bool(ahead.reap()), what="the build to end")
+    [outcome] = ahead.outcomes.values()
+    assert outcome.status is AheadStatus.READY, outcome.detail
+    assert outcome.image is not None
+    patched = image_key(str(repo.path), repo.shas[1], BUILD_CMD, ImageRecipe("venv", patches=(patch,))).id
+    unpatched = image_key(str(repo.path), repo.shas[1], BUILD_CMD, ImageRecipe("venv")).id
+    assert outcome.image.id == patched != unpatched  # the key a patched step looks up, never an unpatched step's
+    assert (Path(outcome.image.path) / "src" / "PATCHED.txt").read_text() == "from the patch\n"
+    ahead.close()
