@@ -16,7 +16,7 @@ from bisector.db.store import Store
 from bisector.report.json_report import report_json
 from bisector.report.model import BisectReport
 from bisector.report.pruning import pruned_why, pruning_lines
-from bisector.runner.coordinator import Coordinator
+from bisector.runner.coordinator import Coordinator, prepare_bisect
 from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus, StepPurpose
 
@@ -122,3 +122,23 @@ def test_commits_with_the_same_visible_tree_share_one_verdict(tmp_path: Path, st
     assert "the test sees the same tree as at" in pruned_why(report, shas[3])
     assert f"verdict of {shas[1][:12]}" in pruned_why(report, shas[2])
     assert not {shas[2], shas[3], shas[4]} & {s.sha for s in store.steps(record.id)}
+
+
+def test_a_queued_bisect_is_pruned_when_its_coordinator_first_runs_it(tmp_path: Path, store: Store):
+    """The service and `bisect replay` store a bisect first (prepare_bisect) and run it later (resume / run): the
+    probe runs then, once, before the first search step."""
+    history = prune_history(tmp_path / "repo", 40, 4, 20)
+    values = {"repo": str(history.path), "good": history.shas[0], "bad": history.shas[-1], "run": RUN,
+              "executor": "inprocess", "timeout_s": 120.0, "explain": False, "prune": "auto"}  # fmt: skip
+    coordinator = Coordinator(store, make_executor, poll_interval_s=0.05)
+    queued = prepare_bisect(store, BisectSpec.from_options(values))
+    record = coordinator.resume(queued)  # as the service's scheduler runs a job
+    assert record.first_bad == history.shas[20]
+    plan = SearchRecords.from_extra(record.extra).pruning
+    assert plan is not None
+    assert plan.applied
+    assert len(plan.removed()) == 36
+    replayed = coordinator.run(prepare_bisect(store, BisectSpec.from_options(values)))  # as `bisect replay` does
+    assert SearchRecords.from_extra(replayed.extra).pruning is not None
+    for bisect_id in (record.id, replayed.id):
+        assert [s.purpose for s in store.steps(bisect_id)].count(StepPurpose.PROBE) == 1

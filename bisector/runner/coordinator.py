@@ -198,8 +198,8 @@ class Coordinator:
     ) -> BisectRecord:
         """fresh: the bisect was just created (with these candidates): it has no steps yet. explain: as resume's."""
         spec = _explaining(BisectSpec.from_json(record.spec), explain)
-        if fresh and spec.search.prune is PruneMode.AUTO:
-            record = self._prune(record, spec, executor)
+        if spec.search.prune is PruneMode.AUTO and SearchRecords.from_extra(record.extra).pruning is None:
+            record = self._prune(record, spec, executor)  # a bisect stored first and run later (service, replay) too
         self._loop(record, spec, executor, candidates, fresh=fresh, lease=lease).run()
         final = self.store.get_bisect(record.id)
         if final.status is BisectStatus.FOUND and SearchRecords.from_extra(final.extra).analysis is Analysis.PENDING:
