@@ -9,14 +9,16 @@ import json
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from bisect_helpers import cli_env, run_cli
 from image_repo import BUILD_CMD, image_request, make_image_repo, run_at
 
-from bisector.workers.images.cache import ImageCache, ImageManifest, ImageStatus
+from bisector.workers.images.cache import ImageCache, ImageManifest, ImageStatus, now_iso
 from bisector.workers.images.contents import ImageDamageError, check_contents, record_contents
 from bisector.workers.images.transfer import CacheHolder
 from bisector.workers.step import StepRunner, WorkerSlot
@@ -154,3 +156,42 @@ def test_any_change_to_a_recorded_entry_is_found_even_with_its_size_and_mtime_ke
     assert "venv/bin/python missing" in str(damaged.value)
     with pytest.raises(ImageDamageError, match="no record"):
         check_contents(folder, "")
+
+
+def test_workers_on_threads_of_one_process_marking_one_image_damaged_at_once_each_write_a_whole_manifest(
+    tmp_path: Path,
+):
+    """The in-process executor's workers are threads: two that find one image damaged at once both mark it (as a
+    third touches it), and a reader meanwhile always finds a whole manifest."""
+    cache = ImageCache(tmp_path / "images")
+    ready = ImageManifest(id="0123456789abcdef", key={}, repo="repo", sha="a" * 40, node=cache.node,
+                          status=ImageStatus.READY, created=now_iso(), last_used=now_iso())  # fmt: skip
+    cache.write_manifest(ready)
+    damaged = [replace(ready, status=ImageStatus.DAMAGED, damage=damage) for damage in ("a", "a long one " * 99)]
+    start = threading.Barrier(4)
+    failures: list[BaseException] = []
+    unreadable = 0
+
+    def mark(manifest: ImageManifest) -> None:
+        start.wait()
+        try:
+            for _ in range(300):
+                cache.write_manifest(manifest)
+                cache.touch(manifest)
+        except OSError as exc:
+            failures.append(exc)
+
+    def read() -> None:
+        nonlocal unreadable
+        start.wait()
+        for _ in range(600):
+            unreadable += cache.manifest(ready.id) is None
+
+    threads = [threading.Thread(target=mark, args=(m,)) for m in (*damaged, ready)] + [threading.Thread(target=read)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert unreadable == 0
+    assert cache.manifest(ready.id) is not None

@@ -10,10 +10,10 @@ tree and its build outputs), `<id>/venv`, `<id>/triton`, `<id>/inductor`, `<id>/
 `ccache/` (the compiler cache every image shares); `.incoming-<id>` (a copy from another node being unpacked,
 under the image's exclusive lock; one whose lock is free was left by a killed copy, and the LRU pass removes it).
 
-The manifest is written atomically (a temporary file renamed over it); an image is usable only when its manifest
-says ready. A lock dies with its holder, so a builder killed mid-build leaves a "building" manifest whose lock
-is free, and a copy killed after its rename into place a folder without a manifest: the next one to want the
-image makes it again, and the LRU pass removes such folders meanwhile.
+The manifest is written atomically (a temporary file of the writing thread's own renamed over it); an image is
+usable only when its manifest says ready. A lock dies with its holder, so a builder killed mid-build leaves a
+"building" manifest whose lock is free, and a copy killed after its rename into place a folder without a
+manifest: the next one to want the image makes it again, and the LRU pass removes such folders meanwhile.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import json
 import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
@@ -124,7 +125,7 @@ class ImageCache:
     def write_manifest(self, manifest: ImageManifest) -> None:
         folder = self.image_dir(manifest.id)
         folder.mkdir(parents=True, exist_ok=True)
-        temporary = folder / f".manifest.{os.getpid()}.tmp"
+        temporary = folder / f".manifest.{os.getpid()}.{threading.get_ident()}.tmp"
         temporary.write_text(json.dumps(manifest.to_json(), indent=1))
         temporary.replace(folder / "manifest.json")
 
