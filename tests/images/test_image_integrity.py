@@ -195,3 +195,37 @@ def test_workers_on_threads_of_one_process_marking_one_image_damaged_at_once_eac
     assert failures == []
     assert unreadable == 0
     assert cache.manifest(ready.id) is not None
+
+
+@pytest.mark.parametrize("move", ["renamed", "reached through its target"])
+def test_an_image_whose_cache_root_moved_is_reused_and_its_test_runs_in_its_own_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, move: str
+):
+    """An image's venv names the folder it was built in (the editable install's `.pth`): the cache root renamed, or
+    first reached through a symlink and then through its target, its test still gets a copy naming the copy."""
+    repo = make_image_repo(tmp_path / "repo", values=(10,))
+    db = tmp_path / "bisect.db"
+    for name, value in COMPILER.items():
+        monkeypatch.setenv(name, value)
+    before, after = tmp_path / "cache", tmp_path / "moved"
+    if move == "renamed":
+        monkeypatch.setenv("BISECT_CACHE_DIR", str(before))
+        run_at(repo.path, "main", db, "--image", "venv")
+        before.rename(after)
+    else:
+        after.mkdir()
+        before.symlink_to(after)
+        monkeypatch.setenv("BISECT_CACHE_DIR", str(before))
+        run_at(repo.path, "main", db, "--image", "venv")
+    monkeypatch.setenv("BISECT_CACHE_DIR", str(after))
+    (listed,) = json.loads(run_cli("images", "ls", "--format", "json", db=db).stdout)
+    assert listed["path"] == str(after / "images" / listed["id"])
+
+    where = "python -c 'import tinypkg; print(\"tinypkg from\", tinypkg.__file__)'; bash test.sh"
+    answer = run_at(repo.path, "main", db, "--image", "venv", "--run", where)
+    (run,) = answer["runs"]  # type: ignore[misc]
+    assert (run["verdict"], run["image"]["reused"]) == ("good", True), run["detail"]
+    assert f"tinypkg from {after}/images/{listed['id']}/runs/" in Path(run["log"]).read_text()
+    pruned = run_cli("images", "prune", "--max-size", "1", db=db)
+    assert pruned.stdout.strip() == f"removed 1 image(s): {listed['id']}"
+    assert json.loads(run_cli("images", "ls", "--format", "json", db=db).stdout) == []

@@ -3,9 +3,10 @@ and the LRU size cap.
 
 The root is $BISECT_IMAGE_ROOT where every node mounts one root at that path (an image built on one node serves
 all; flock must work across them, as on NFSv4 or a cluster filesystem), else the node's own
-vocab.paths.cache_dir()/images. Layout under it: `<id>/manifest.json` (the image's record; its node is the
-builder's), `<id>/contents.json` (what its build produced, workers/images/contents.py), `<id>/src` (the commit's
-tree and its build outputs), `<id>/venv`, `<id>/triton`, `<id>/inductor`, `<id>/runs` (the tests' private copies);
+vocab.paths.cache_dir()/images; resolved (a link to it stands for its target). Layout under it:
+`<id>/manifest.json` (the image's record; its node is the builder's), `<id>/contents.json` (what its build
+produced, workers/images/contents.py), `<id>/src` (the commit's tree and its build outputs), `<id>/venv`,
+`<id>/triton`, `<id>/inductor`, `<id>/runs` (the tests' private copies);
 `locks/<id>.lock` (flock: exclusive while the image is built or removed, shared while a step uses it);
 `ccache/` (the compiler cache every image shares); `.incoming-<id>` (a copy from another node being unpacked,
 under the image's exclusive lock; one whose lock is free was left by a killed copy, and the LRU pass removes it).
@@ -105,7 +106,8 @@ class LockTimeoutError(Exception):
 
 class ImageCache:
     def __init__(self, root: Path | None = None) -> None:
-        self.root = root if root is not None else images_root()
+        # Resolved: tools that write paths into a venv (uv's editable installs) write the target of a link
+        self.root = (root if root is not None else images_root()).resolve()
         self.node = socket.gethostname()
 
     def image_dir(self, image_id: str) -> Path:
