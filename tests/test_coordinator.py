@@ -344,6 +344,46 @@ def test_all_parents_names_the_merge_when_the_branch_alone_is_good(tmp_path: Pat
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[4])
 
 
+def test_all_parents_through_a_back_merge_lists_and_tests_each_commit_once(tmp_path: Path, store: Store):
+    """side forked from main at f, merged main back (m2, whose merge itself breaks the test) and was merged into main
+    (m1). Descending into m2 lists main's a and b again: they keep their positions and verdicts."""
+    repo = tmp_path / "repo"
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                              check=True, capture_output=True, text=True)  # fmt: skip
+        return done.stdout.strip()
+
+    def commit(message: str, **files: str) -> str:
+        for name, text in files.items():
+            (repo / name).write_text(text)
+        git("add", "-A")
+        git("commit", "-qm", message)
+        return git("rev-parse", "HEAD")
+
+    repo.mkdir()
+    git("init", "-q", "-b", "main")
+    good = commit("g", **{"test.sh": 'test "$(cat verdict)" = good\n', "verdict": "good\n"})
+    fork = commit("f", **{"f.txt": "f\n"})
+    commit("a", **{"a.txt": "a\n"})
+    commit("b", **{"b.txt": "b\n"})
+    git("checkout", "-q", "-b", "side", fork)
+    commit("s1", **{"s.txt": "1\n"})
+    git("merge", "-q", "--no-ff", "--no-commit", "main")
+    back_merge = commit("m2: merge main back", verdict="bad\n")
+    commit("s2", **{"s.txt": "2\n"})
+    git("checkout", "-q", "main")
+    commit("c", **{"c.txt": "c\n"})
+    git("merge", "-q", "--no-ff", "-m", "m1: merge side", "side")
+    tip = commit("d", **{"d.txt": "d\n"})
+    record = coordinator(store).start(synthetic_spec(repo, good, tip, build=None, all_parents=True, workers=1))
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, back_merge)
+    listed = store.candidates(record.id).shas()
+    assert len(listed) == len(set(listed)) == 10
+    tested = [s.sha for s in store.steps(record.id) if s.purpose is StepPurpose.SEARCH]
+    assert len(tested) == len(set(tested))
+
+
 def test_all_parents_explains_a_branch_culprit_against_its_own_parent(tmp_path: Path, store: Store):
     """The branch forked from c1 and merged at c5: its first commit is found bad against c4 (the merge's
     first parent), but its own change is c1 -> b1; c2..c4 on main must not be part of the explanation."""

@@ -19,7 +19,8 @@ ENDS_SHOWN = 5  # of a longer range, this many commits at each end
 
 class CommitRange:
     """Position 0 is the good endpoint, then bad's first-parent chain oldest first (the bad endpoint last), then the
-    commits of each merged branch descended into. Indexing gives the Commit at a position, described where it is."""
+    commits of each merged branch descended into that are not listed before them (bisector/core/merges.py): each SHA
+    once. Indexing gives the Commit at a position, described where it is."""
 
     def __init__(self, shas: Iterable[str] = (), described: Iterable[Commit] = ()) -> None:
         self._text = ""  # the SHAs by position, one a line

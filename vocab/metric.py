@@ -7,10 +7,10 @@ skips, and a run that prints no metric is skipped (or bad with `--no-metric bad`
 Matching is bounded. The metric regex reads the output as it streams (vocab/metric_scan.py): the metric is found
 wherever it is printed, the last value printed wins, in bounded memory. The infrastructure signatures are matched
 against a bounded window of the output (a step passes the last 1 MiB of its run's output, workers/output.py).
-Each run's matching has one time limit (the third-party `regex` module's timeout, which counts CPU time: on a busy
-host it takes longer on the clock; METRIC_TIME_LIMIT_S at most). A pattern that backtracks past it gives a skip
-that says so, never a hang. `--metric-json FILE:KEY` reads FILE inside the step's own worktree (a relative path
-that stays inside it; at most METRIC_FILE_MAX_BYTES).
+Matching has time limits (the third-party `regex` module's timeout, which counts CPU time: on a busy host it takes
+longer on the clock; METRIC_TIME_LIMIT_S at most): each search of the metric scan, and the judging of a finished run.
+A pattern that backtracks past one gives a skip that says so, never a hang. `--metric-json FILE:KEY` reads FILE
+inside the step's own worktree (a relative path that stays inside it; at most METRIC_FILE_MAX_BYTES).
 """
 
 from __future__ import annotations
@@ -266,9 +266,9 @@ def judge_run(
 
     exit_code follows subprocess conventions: negative for death by a signal. output: a bounded window of what
     the run printed; scan: the metric regex's MetricScan fed the whole output as it streamed (without one the
-    metric is looked for in output). All matching on output takes at most time_limit_s (capped at
-    METRIC_TIME_LIMIT_S; a scan's searches while the run streamed count against the scan's own limit); past it
-    the run is skipped with the reason.
+    metric is looked for in output). Matching after the run takes at most time_limit_s (capped at
+    METRIC_TIME_LIMIT_S; each of a scan's searches while the run streamed has the scan's own limit); past it the
+    run is skipped with the reason.
     """
     limit_s = min(time_limit_s, METRIC_TIME_LIMIT_S)
     try:

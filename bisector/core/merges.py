@@ -5,6 +5,7 @@ is a commit of that branch or, if the branch alone is good, the merge."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from bisector.core.ledger import Ledger
 from bisector.core.records import MergePhase
@@ -34,8 +35,13 @@ class MergeDescent:
         return self.enabled and sha not in self.not_merges and all(p.merge != sha for p in self.phases)
 
     def descend(self, merge: str, first_parent: str, commits: Sequence[Commit]) -> list[int]:
-        """The merged branch's commits (numbered after the candidates) join the ledger; returns the new order."""
-        self.ledger.extend(commits)
-        order = (self.ledger.position[first_parent], *(c.position for c in commits), self.ledger.position[merge])
+        """The merged branch's commits join the ledger, numbered after the candidates; returns the new order. Those
+        among the candidates already (a merge of the first-parent line back into a branch brings in commits of that
+        line) keep their positions, and with them their verdicts."""
+        position = self.ledger.position
+        fresh = [c for c in commits if c.sha not in position]
+        start = len(self.ledger.candidates)
+        self.ledger.extend([replace(c, position=start + i) for i, c in enumerate(fresh)])
+        order = (position[first_parent], *(position[c.sha] for c in commits), position[merge])
         self.phases.append(MergePhase(merge, order))
         return list(order)

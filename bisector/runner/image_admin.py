@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from bisector.db.store import Store
 from bisector.vocab.domain import ImageInfo
@@ -34,9 +35,13 @@ def prune_limits(max_size: str | None, older_than: str | None) -> tuple[int | No
 
 
 def list_images(store: Store, cache: ImageCache) -> list[ImageInfo]:
-    """The images the store knows of on every node; this node's rows whose folder is gone are dropped first."""
+    """The images the store knows of on every node; this node's rows whose folder is gone are dropped first, and the
+    others show their folder under the cache root as it is now (a step reported where it was then)."""
     forget_missing(store, cache)
-    return store.images()
+    return [
+        replace(i, path=str(cache.image_dir(i.id))) if i.node == cache.node and not is_container(i) else i
+        for i in store.images()
+    ]
 
 
 def is_container(info: ImageInfo) -> bool:

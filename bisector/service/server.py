@@ -2,13 +2,15 @@
 
 The one place that builds the service's parts. uvicorn answers in a thread of its own; the main thread waits for a
 stop signal (bisector/runner/stopping.py: SIGTERM, SIGINT or SIGHUP raise StopRequested there, later ones are ignored).
-Then uvicorn stops answering, the scheduler stops every coordinator (running steps stored as interrupted, jobs
-left running for the next server), the pool closes its executor (each worker ends its test and exits) and the
-stores close, before StopRequested reaches the command, which exits 128 + the signal's number.
+Then uvicorn stops answering (requests in flight get HTTP_STOP_GRACE_S), the scheduler stops every coordinator
+(running steps stored as interrupted, jobs left running for the next server), the pool closes its executor (each
+worker ends its test and exits) and the stores close, before StopRequested reaches the command, which exits
+128 + the signal's number.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import socket
 import sys
@@ -34,6 +36,7 @@ from bisector.workers.pool import SlotPool
 
 TOKEN_HELP = "give --tokens-file, or set $BISECT_TOKEN or --token-file: the write endpoints need bearer tokens"
 STOP_WAIT_S = 1.0  # how often the main thread looks whether uvicorn ended by itself
+HTTP_STOP_GRACE_S = 10  # how long requests in flight at a stop may go on (a client still sending its body)
 
 
 def config_from_options(
@@ -124,15 +127,25 @@ def _serve_on(sock: socket.socket, config: ServiceConfig, host: str, db_url: str
 
 def _answer_until_stopped(app: Any, sock: socket.socket) -> None:
     """uvicorn in a thread (so it installs no signal handlers of its own), until a stop signal reaches this thread
-    or uvicorn ends; uvicorn has stopped answering when this returns or raises."""
+    or uvicorn ends. At a stop uvicorn answers no new request and cancels those still in flight after
+    HTTP_STOP_GRACE_S; this returns or raises once uvicorn has stopped, or that long and a second after the stop."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="http")
-    thread.start()
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=HTTP_STOP_GRACE_S)
+    server = uvicorn.Server(config)
+    ended = threading.Event()  # waited on rather than joined: a join that a signal interrupts marks the thread ended
+
+    def answer() -> None:
+        try:
+            server.run(sockets=[sock])
+        finally:
+            ended.set()
+
+    threading.Thread(target=answer, name="http", daemon=True).start()
     try:
-        while thread.is_alive():
-            thread.join(STOP_WAIT_S)
+        while not ended.wait(STOP_WAIT_S):
+            pass
     finally:
+        logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)  # requests the stop cancels are no errors
         server.should_exit = True
-        thread.join()
+        ended.wait(HTTP_STOP_GRACE_S + STOP_WAIT_S)

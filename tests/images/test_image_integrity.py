@@ -9,14 +9,16 @@ import json
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from bisect_helpers import cli_env, run_cli
 from image_repo import BUILD_CMD, image_request, make_image_repo, run_at
 
-from bisector.workers.images.cache import ImageCache, ImageManifest, ImageStatus
+from bisector.workers.images.cache import ImageCache, ImageManifest, ImageStatus, now_iso
 from bisector.workers.images.contents import ImageDamageError, check_contents, record_contents
 from bisector.workers.images.transfer import CacheHolder
 from bisector.workers.step import StepRunner, WorkerSlot
@@ -154,3 +156,76 @@ def test_any_change_to_a_recorded_entry_is_found_even_with_its_size_and_mtime_ke
     assert "venv/bin/python missing" in str(damaged.value)
     with pytest.raises(ImageDamageError, match="no record"):
         check_contents(folder, "")
+
+
+def test_workers_on_threads_of_one_process_marking_one_image_damaged_at_once_each_write_a_whole_manifest(
+    tmp_path: Path,
+):
+    """The in-process executor's workers are threads: two that find one image damaged at once both mark it (as a
+    third touches it), and a reader meanwhile always finds a whole manifest."""
+    cache = ImageCache(tmp_path / "images")
+    ready = ImageManifest(id="0123456789abcdef", key={}, repo="repo", sha="a" * 40, node=cache.node,
+                          status=ImageStatus.READY, created=now_iso(), last_used=now_iso())  # fmt: skip
+    cache.write_manifest(ready)
+    damaged = [replace(ready, status=ImageStatus.DAMAGED, damage=damage) for damage in ("a", "a long one " * 99)]
+    start = threading.Barrier(4)
+    failures: list[BaseException] = []
+    unreadable = 0
+
+    def mark(manifest: ImageManifest) -> None:
+        start.wait()
+        try:
+            for _ in range(300):
+                cache.write_manifest(manifest)
+                cache.touch(manifest)
+        except OSError as exc:
+            failures.append(exc)
+
+    def read() -> None:
+        nonlocal unreadable
+        start.wait()
+        for _ in range(600):
+            unreadable += cache.manifest(ready.id) is None
+
+    threads = [threading.Thread(target=mark, args=(m,)) for m in (*damaged, ready)] + [threading.Thread(target=read)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert unreadable == 0
+    assert cache.manifest(ready.id) is not None
+
+
+@pytest.mark.parametrize("move", ["renamed", "reached through its target"])
+def test_an_image_whose_cache_root_moved_is_reused_and_its_test_runs_in_its_own_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, move: str
+):
+    """An image's venv names the folder it was built in (the editable install's `.pth`): the cache root renamed, or
+    first reached through a symlink and then through its target, its test still gets a copy naming the copy."""
+    repo = make_image_repo(tmp_path / "repo", values=(10,))
+    db = tmp_path / "bisect.db"
+    for name, value in COMPILER.items():
+        monkeypatch.setenv(name, value)
+    before, after = tmp_path / "cache", tmp_path / "moved"
+    if move == "renamed":
+        monkeypatch.setenv("BISECT_CACHE_DIR", str(before))
+        run_at(repo.path, "main", db, "--image", "venv")
+        before.rename(after)
+    else:
+        after.mkdir()
+        before.symlink_to(after)
+        monkeypatch.setenv("BISECT_CACHE_DIR", str(before))
+        run_at(repo.path, "main", db, "--image", "venv")
+    monkeypatch.setenv("BISECT_CACHE_DIR", str(after))
+    (listed,) = json.loads(run_cli("images", "ls", "--format", "json", db=db).stdout)
+    assert listed["path"] == str(after / "images" / listed["id"])
+
+    where = "python -c 'import tinypkg; print(\"tinypkg from\", tinypkg.__file__)'; bash test.sh"
+    answer = run_at(repo.path, "main", db, "--image", "venv", "--run", where)
+    (run,) = answer["runs"]  # type: ignore[misc]
+    assert (run["verdict"], run["image"]["reused"]) == ("good", True), run["detail"]
+    assert f"tinypkg from {after}/images/{listed['id']}/runs/" in Path(run["log"]).read_text()
+    pruned = run_cli("images", "prune", "--max-size", "1", db=db)
+    assert pruned.stdout.strip() == f"removed 1 image(s): {listed['id']}"
+    assert json.loads(run_cli("images", "ls", "--format", "json", db=db).stdout) == []

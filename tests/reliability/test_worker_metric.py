@@ -14,12 +14,14 @@ from bisector.vocab.errors import InputError
 from bisector.vocab.metric import DEFAULT_INFRA_PATTERNS, Expectation, MetricSpec, judge_run
 from bisector.vocab.metric_scan import METRIC_SCAN_MAX_CHARS, MetricScan
 from bisector.workers.local import LocalExecutor
+from bisector.workers.output import LOG_CAP_BYTES
 from bisector.workers.process import run_shell
 
 AT_LEAST_4 = Expectation.parse(">= 4")
 BACKTRACKING = r"((?:a|aa)+)!"  # exponential on a line of a's without a '!'
 A_LINES = "yes $(printf 'a%.0s' $(seq 60)) | head -n 2000; exit 1"
 PRINT_8_MIB = "yes 'more output a test prints after its metric' | head -c 8388608"
+TRAINING_LOG_LINE = "step 1234 loss 0.5 lr 0.0001 grad norm 1.25 time 12.34 ms"  # a metric on every line
 
 
 def test_the_metric_comes_from_the_steps_own_output_not_from_its_log_file(tmp_path: Path):
@@ -97,3 +99,27 @@ def test_the_metric_scan_of_a_run_holds_a_bounded_part_of_its_output(tmp_path: P
     assert run.output.total_bytes > 8 << 20
     assert scan.values == (5.0,)
     assert scan.peak_held_chars <= METRIC_SCAN_MAX_CHARS
+
+
+def test_a_metric_on_every_line_of_much_output_is_scanned_to_the_last_line(tmp_path: Path):
+    """The time limit is each search's, not the run's: 192 MiB of matching lines take several times the limit in
+    all, each search of about 3 MiB a small part of it."""
+    scan = MetricScan(r"loss ([0-9.]+)", time_limit_s=1.0)
+    run_cmd = f"yes '{TRAINING_LOG_LINE}' | head -c {192 << 20}; echo 'loss 0.01'"
+    with (tmp_path / "run.log").open("ab") as log:
+        run_shell(run_cmd, tmp_path, {}, log, 600, metric_scan=scan)
+    scan.finish()
+    assert not scan.timed_out
+    assert scan.values[-1] == 0.01
+
+
+@pytest.mark.slow
+def test_a_metric_printed_after_2_gib_of_lines_that_match_too_gets_its_verdict(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    metric = MetricSpec(regex=r"loss ([0-9.]+)", expect=Expectation.parse("<= 0.1"))
+    run_cmd = f"yes '{TRAINING_LOG_LINE}' | head -c {2 << 30}; echo 'loss 0.01'"
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        result = run_one(executor, step_request(history, 1, 0, run_cmd, tmp_path / "logs", metric=metric,
+                                                timeout_s=600))  # fmt: skip
+    assert (result.verdict, result.samples[-1]) == (Verdict.GOOD, 0.01), result.detail
+    assert (tmp_path / "logs" / "step-1.log").stat().st_size <= LOG_CAP_BYTES

@@ -1,18 +1,26 @@
 """SIGTERM, SIGINT or SIGHUP to `bisect serve` while a served bisect's step runs: the step is stored interrupted,
-no process the server started survives it, and it exits with 128 + the signal's number (docs/reliability.md)."""
+no process the server started survives it, and it exits with 128 + the signal's number (docs/reliability.md). A
+request still in flight (a client that declared a body and stalls mid-way, its socket open) is cancelled after
+HTTP_STOP_GRACE_S."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import socket
 import sqlite3
 import time
 from pathlib import Path
 
 import pytest
-from service_process import DONE_TIMEOUT_S, ServiceProcess, service_env, service_home
+from service_process import DONE_TIMEOUT_S, TOKEN, ServiceProcess, service_env, service_home
 from synthetic import culprit_history
 
 pytestmark = pytest.mark.xdist_group("service")
+STALLED_REQUEST = (
+    f"POST /api/bisects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+    'Content-Length: 1000\r\n\r\n{"repo": '
+).encode()
 
 
 def parent_of(pid: int) -> int | None:
@@ -49,9 +57,13 @@ def wait_until(condition: object, what: str) -> None:
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+@pytest.mark.parametrize(
+    ("signum", "stalled_client"),
+    [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGHUP, False), (signal.SIGTERM, True)],
+    ids=["SIGTERM", "SIGINT", "SIGHUP", "SIGTERM-stalled-client"],
+)
 def test_a_stop_signal_stores_the_running_step_interrupted_and_leaves_no_process(
-    tmp_path: Path, signum: signal.Signals
+    tmp_path: Path, signum: signal.Signals, stalled_client: bool
 ) -> None:
     history = culprit_history(tmp_path / "repo", 12, 7)
     started = tmp_path / "started"
@@ -71,8 +83,13 @@ def test_a_stop_signal_stores_the_running_step_interrupted_and_leaves_no_process
         test_pid = int(next(started.iterdir()).name)
         assert test_pid in processes  # the collection sees the step's test, so it sees the workers above it
 
-        served.process.send_signal(signum)
-        served.process.wait(timeout=DONE_TIMEOUT_S)
+        with contextlib.ExitStack() as stack:
+            if stalled_client:
+                client = stack.enter_context(socket.create_connection(("127.0.0.1", served.port)))
+                client.sendall(STALLED_REQUEST)
+                time.sleep(0.5)  # for the server to read the headers: a stop before that finds no request in flight
+            served.process.send_signal(signum)
+            served.process.wait(timeout=DONE_TIMEOUT_S)
         assert served.process.stderr is not None
         err = served.process.stderr.read()
     finally:

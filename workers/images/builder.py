@@ -58,6 +58,7 @@ class PreparedImage:
     run_dir: Path | None = None  # where the step's test runs: the commit's tree with its build outputs
     env: dict[str, str] = field(default_factory=dict)  # added to the step's environment
     naming_folder: tuple[str, ...] = ()  # its text files and links naming its folder (contents.Contents)
+    named_folder: str = ""  # the folder they name ("": its own): another where the cache root moved since
     failed_build: str = ""  # the build failed (now or before): the step skips with this
     exit_code: int | None = None
     cancelled: bool = False
@@ -189,8 +190,8 @@ class ImageBuilder:
         remove_tree(incoming)
         try:
             receive(job.peer.chunks(key.id, stop), incoming, stop)
-            check_contents(incoming, held.contents)  # every file is a new inode here: each is hashed
-            relocate(incoming, offer.folder, str(folder))
+            copied = check_contents(incoming, held.contents)  # every file is a new inode here: each is hashed
+            relocate(incoming, copied.folder or offer.folder, str(folder))
             remove_tree(folder)  # what a killed builder left
             incoming.rename(folder)
         except CopyStoppedError as exc:
@@ -319,6 +320,7 @@ class ImageBuilder:
             run_dir=folder / "src",
             env=self.image_env(folder, dict(os.environ)),
             naming_folder=contents.naming_folder,
+            named_folder=contents.folder,
         )
 
     def _failed(self, manifest: ImageManifest, build: BuildOutcome | None = None) -> PreparedImage:

@@ -3,17 +3,18 @@ and the LRU size cap.
 
 The root is $BISECT_IMAGE_ROOT where every node mounts one root at that path (an image built on one node serves
 all; flock must work across them, as on NFSv4 or a cluster filesystem), else the node's own
-vocab.paths.cache_dir()/images. Layout under it: `<id>/manifest.json` (the image's record; its node is the
-builder's), `<id>/contents.json` (what its build produced, workers/images/contents.py), `<id>/src` (the commit's
-tree and its build outputs), `<id>/venv`, `<id>/triton`, `<id>/inductor`, `<id>/runs` (the tests' private copies);
+vocab.paths.cache_dir()/images; resolved (a link to it stands for its target). Layout under it:
+`<id>/manifest.json` (the image's record; its node is the builder's), `<id>/contents.json` (what its build
+produced, workers/images/contents.py), `<id>/src` (the commit's tree and its build outputs), `<id>/venv`,
+`<id>/triton`, `<id>/inductor`, `<id>/runs` (the tests' private copies);
 `locks/<id>.lock` (flock: exclusive while the image is built or removed, shared while a step uses it);
 `ccache/` (the compiler cache every image shares); `.incoming-<id>` (a copy from another node being unpacked,
 under the image's exclusive lock; one whose lock is free was left by a killed copy, and the LRU pass removes it).
 
-The manifest is written atomically (a temporary file renamed over it); an image is usable only when its manifest
-says ready. A lock dies with its holder, so a builder killed mid-build leaves a "building" manifest whose lock
-is free, and a copy killed after its rename into place a folder without a manifest: the next one to want the
-image makes it again, and the LRU pass removes such folders meanwhile.
+The manifest is written atomically (a temporary file of the writing thread's own renamed over it); an image is
+usable only when its manifest says ready. A lock dies with its holder, so a builder killed mid-build leaves a
+"building" manifest whose lock is free, and a copy killed after its rename into place a folder without a
+manifest: the next one to want the image makes it again, and the LRU pass removes such folders meanwhile.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import json
 import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
@@ -104,7 +106,8 @@ class LockTimeoutError(Exception):
 
 class ImageCache:
     def __init__(self, root: Path | None = None) -> None:
-        self.root = root if root is not None else images_root()
+        # Resolved: tools that write paths into a venv (uv's editable installs) write the target of a link
+        self.root = (root if root is not None else images_root()).resolve()
         self.node = socket.gethostname()
 
     def image_dir(self, image_id: str) -> Path:
@@ -124,7 +127,7 @@ class ImageCache:
     def write_manifest(self, manifest: ImageManifest) -> None:
         folder = self.image_dir(manifest.id)
         folder.mkdir(parents=True, exist_ok=True)
-        temporary = folder / f".manifest.{os.getpid()}.tmp"
+        temporary = folder / f".manifest.{os.getpid()}.{threading.get_ident()}.tmp"
         temporary.write_text(json.dumps(manifest.to_json(), indent=1))
         temporary.replace(folder / "manifest.json")
 

@@ -40,6 +40,7 @@ class ImageDamageError(Exception):
 class Contents:
     digest: str  # SHA-256 of the record: what the image's manifest holds
     naming_folder: tuple[str, ...]  # text files and links (relative to the image) that name the image's folder
+    folder: str  # the image's folder as they name it, where it was recorded ("": unknown, an older record)
 
 
 def record_contents(folder: Path) -> Contents:
@@ -52,11 +53,11 @@ def record_contents(folder: Path) -> Contents:
         newest_ns = max(os.lstat(folder / name).st_ctime_ns for name in recent)
         time.sleep(max(newest_ns + RACY_NS - time.time_ns(), 0) / 1e9)
         _record(folder, ((name, os.lstat(folder / name)) for name in recent), needle, entries, naming)
-    text = json.dumps({"entries": entries, "naming_folder": sorted(naming)}).encode()
+    text = json.dumps({"entries": entries, "naming_folder": sorted(naming), "folder": str(folder)}).encode()
     temporary = folder / f".{RECORD}.{os.getpid()}.tmp"
     temporary.write_bytes(text)
     temporary.replace(folder / RECORD)
-    return Contents(hashlib.sha256(text).hexdigest(), tuple(sorted(naming)))
+    return Contents(hashlib.sha256(text).hexdigest(), tuple(sorted(naming)), str(folder))
 
 
 def _record(
@@ -116,7 +117,7 @@ def check_contents(folder: Path, digest: str) -> Contents:
     if differences:
         more = f" and {len(differences) - SHOWN} more" if len(differences) > SHOWN else ""
         raise ImageDamageError(f"its contents differ from their record: {', '.join(differences[:SHOWN])}{more}")
-    return Contents(digest, tuple(record["naming_folder"]))
+    return Contents(digest, tuple(record["naming_folder"]), str(record.get("folder", "")))
 
 
 def _same(path: Path, info: os.stat_result, wanted: list[object]) -> bool:

@@ -6,8 +6,9 @@ them at once. So each test gets a copy of the image's src/ and venv/ made for it
 copy-on-write where the filesystem has it, XFS or Btrfs, else a plain copy) and removed after it, as a worktree step
 starts from a clean checkout. The image's text files and links that name its folder (the venv's scripts, `activate`,
 `.pth` files, editable installs' finders: listed by its record, workers/images/contents.py) are rewritten in the copy
-to name the copy, and so is the image's environment (VIRTUAL_ENV, PATH, BISECT_IMAGE_PYTHON, BISECT_IMAGE_DIR).
-Triton's and Inductor's caches stay the image's, shared by design.
+to name the copy (from the folder the record says they name: the cache root may have moved since), and so is the
+image's environment (VIRTUAL_ENV, PATH, BISECT_IMAGE_PYTHON, BISECT_IMAGE_DIR). Triton's and Inductor's caches stay
+the image's, shared by design.
 
 The copies live beside the image (`<id>/runs/`, so the size cap counts them and removing the image removes them),
 each marked with its owner: a worker killed mid-step leaves one behind, which the next copy made of that image
@@ -59,11 +60,11 @@ def private_copy(image: PreparedImage) -> Iterator[RunCopy]:
         if done.returncode != 0:
             code = errno.ENOSPC if "No space left" in done.stderr else errno.EIO
             raise OSError(code, f"cp -a {' '.join(parts)} {holder}: {done.stderr.strip()[-500:]}")
-        moves = [(str(folder / part), str(holder / part)) for part in RECORDED]
         env = dict(image.env)
-        for old, new in moves:
-            relocate_listed(holder, image.naming_folder, old, new)
-            env = {name: value.replace(old, new) for name, value in env.items()}
+        named = image.named_folder or str(folder)
+        for part in RECORDED:
+            relocate_listed(holder, image.naming_folder, f"{named}/{part}", str(holder / part))
+            env = {name: value.replace(str(folder / part), str(holder / part)) for name, value in env.items()}
         yield RunCopy(holder / "src", env)
     finally:
         remove_tree(holder)
