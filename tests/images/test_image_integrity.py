@@ -6,6 +6,7 @@ gcc without ccache where there is none."""
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import shutil
 import sys
@@ -154,3 +155,22 @@ def test_any_change_to_a_recorded_entry_is_found_even_with_its_size_and_mtime_ke
     assert "venv/bin/python missing" in str(damaged.value)
     with pytest.raises(ImageDamageError, match="no record"):
         check_contents(folder, "")
+
+
+def test_a_file_changed_again_within_its_timestamp_tick_after_the_record_is_found(tmp_path: Path):
+    """Timestamps move in ticks (whole seconds on some filesystems), so a file written just before the record could
+    change again and keep its stat. A write through a shared mapping whose page is already dirty moves no timestamp
+    at all: it stands for such a change on any filesystem."""
+    folder = tmp_path / "0123456789abcdef"
+    (folder / "src").mkdir(parents=True)
+    library = folder / "src" / "lib.so"
+    library.write_bytes(b"\x7fELF" + b"\0" * 4092)
+    with library.open("r+b") as file, mmap.mmap(file.fileno(), 0) as mapped:
+        mapped[4] = 1  # the build's last write: its page is dirty and writable from now on
+        recorded = record_contents(folder)
+        held = library.stat()
+        mapped[5] = 1
+    changed = library.stat()
+    assert (changed.st_mtime_ns, changed.st_ctime_ns) == (held.st_mtime_ns, held.st_ctime_ns), "the setup is void"
+    with pytest.raises(ImageDamageError, match=r"src/lib\.so changed"):
+        check_contents(folder, recorded.digest)
