@@ -16,8 +16,8 @@ Every run gets a fresh store and image cache and must name the planted culprit. 
 $BISECT_BUILD_AHEAD_SLOTS (how many builds ahead run at once on the host; unset: the host's default, one per 16
 CPUs, at least 2): the builds here are sleeps, so a small host can stand for one with a CPU per build. Reports
 the wall time (spawn to exit), the speed-up against git's, the steps, those that built their own image, those
-tested on an image built ahead, and the builds made in all. The build writes its output first because an
-image's record waits out a 2 s timestamp window for files written in its last 2 s (workers/images/contents.py).
+tested on an image built ahead, and the builds made in all. The build writes its output before its sleep (what a
+build wrote in its last 2 s is read again at each check of its image: workers/images/contents.py).
 """
 
 from __future__ import annotations

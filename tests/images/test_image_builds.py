@@ -13,7 +13,7 @@ from image_repo import commit, image_request, make_image_repo
 
 from bisector.vocab.domain import ErrorKind, Verdict
 from bisector.vocab.metric import Expectation, MetricSpec
-from bisector.workers.images.cache import ImageCache, ImageStatus, images_root
+from bisector.workers.images.cache import RUNS, ImageCache, ImageManifest, ImageStatus, images_root
 from bisector.workers.images.key import ImageRecipe, image_key
 from bisector.workers.step import StepRunner, WorkerSlot
 
@@ -180,6 +180,35 @@ def test_the_size_cap_counts_what_tests_wrote_into_an_image_after_its_build(tmp_
     assert newer is not None
     cap = built.size_bytes + newer.size_bytes + (1 << 20)  # both images as built fit; with the cubin they do not
     assert cache.evict(cap, keep=frozenset({second.image.id})) == [built.id]
+
+
+def test_the_size_cap_sums_the_sizes_recorded_when_images_were_made_and_measures_those_without(tmp_path: Path):
+    """An image's tree and venv are not walked at each eviction: their size is the one its manifest recorded when
+    it was made. Triton's and Inductor's caches are measured, each private copy counts the image's size again, and
+    an image with no recorded size is measured whole."""
+    cache = ImageCache(tmp_path / "images")
+    mib = 1 << 20
+
+    def image(image_id: str, used: str, recorded: int, holds: int) -> str:
+        (cache.image_dir(image_id) / "src").mkdir(parents=True)
+        (cache.image_dir(image_id) / "src" / "lib.so").write_bytes(b"\0" * holds)
+        when = f"2026-12-0{used}T00:00:00+00:00"
+        ready = ImageManifest(image_id, {}, "repo", "a" * 40, cache.node, ImageStatus.READY, when, when)
+        cache.write_manifest(replace(ready, size_bytes=recorded))
+        return image_id
+
+    oldest = image("a" * 16, "1", recorded=3 * mib, holds=1024)  # counted as recorded, not as it holds now
+    unrecorded = image("b" * 16, "2", recorded=0, holds=2 * mib)
+    in_use = image("c" * 16, "3", recorded=mib, holds=mib)
+    (cache.image_dir(in_use) / "triton").mkdir()
+    (cache.image_dir(in_use) / "triton" / "kernel.cubin").write_bytes(b"\0" * mib)
+    (cache.image_dir(in_use) / RUNS / "run-1").mkdir(parents=True)  # a test's copy of its tree and venv
+    keep = frozenset({in_use})  # 1 MiB as made + 1 MiB of Triton's cache + 1 MiB for its copy
+
+    assert cache.evict(6 * mib, keep) == [oldest]  # 3 + 2 + 3 MiB: the least recently used goes first
+    assert cache.evict(9 * mib // 2, keep) == [unrecorded]  # 2 + 3 MiB
+    assert cache.evict(3 * mib, keep) == []
+    assert [m.id for m in cache.manifests()] == [in_use]
 
 
 def test_a_metric_file_left_by_an_earlier_run_on_the_image_is_not_judged_again(tmp_path: Path):

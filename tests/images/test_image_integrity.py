@@ -6,6 +6,7 @@ gcc without ccache where there is none."""
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import shutil
 import sys
@@ -229,3 +230,22 @@ def test_an_image_whose_cache_root_moved_is_reused_and_its_test_runs_in_its_own_
     pruned = run_cli("images", "prune", "--max-size", "1", db=db)
     assert pruned.stdout.strip() == f"removed 1 image(s): {listed['id']}"
     assert json.loads(run_cli("images", "ls", "--format", "json", db=db).stdout) == []
+
+
+def test_a_file_changed_again_within_its_timestamp_tick_after_the_record_is_found(tmp_path: Path):
+    """Timestamps move in ticks (whole seconds on some filesystems), so a file written just before the record could
+    change again and keep its stat. A write through a shared mapping whose page is already dirty moves no timestamp
+    at all: it stands for such a change on any filesystem."""
+    folder = tmp_path / "0123456789abcdef"
+    (folder / "src").mkdir(parents=True)
+    library = folder / "src" / "lib.so"
+    library.write_bytes(b"\x7fELF" + b"\0" * 4092)
+    with library.open("r+b") as file, mmap.mmap(file.fileno(), 0) as mapped:
+        mapped[4] = 1  # the build's last write: its page is dirty and writable from now on
+        recorded = record_contents(folder)
+        held = library.stat()
+        mapped[5] = 1
+    changed = library.stat()
+    assert (changed.st_mtime_ns, changed.st_ctime_ns) == (held.st_mtime_ns, held.st_ctime_ns), "the setup is void"
+    with pytest.raises(ImageDamageError, match=r"src/lib\.so changed"):
+        check_contents(folder, recorded.digest)

@@ -38,6 +38,7 @@ from bisector.vocab.paths import cache_dir, remove_tree, tree_size
 LOCK_POLL_S = 0.05
 IMAGE_ID = re.compile(r"[0-9a-f]{16}")  # an image's folder's name (workers/images/key.py's ImageKey.id)
 RUNS = "runs"  # `<id>/runs/`: the tests' private copies of the image (workers/images/run_copy.py)
+FILLED_BY_TESTS = ("triton", "inductor")  # `<id>/triton`, `<id>/inductor`: the caches tests write into the image
 INCOMING_PREFIX = ".incoming-"  # `.incoming-<id>`: a copy of the image being unpacked (workers/images/transfer.py)
 
 
@@ -190,9 +191,7 @@ class ImageCache:
         older_than_s, every image unused for longer); images in keep stay. The ids removed."""
         self._remove_leftovers()
         manifests = sorted(self.manifests(), key=lambda m: m.last_used)
-        # Measured now, not the size recorded at the build: tests write into their image (Triton's and
-        # Inductor's caches live in it), so what the folders hold grows after it.
-        sizes = {m.id: tree_size(self.image_dir(m.id)) for m in manifests}
+        sizes = {m.id: self._size(m) for m in manifests}
         total = sum(sizes.values())
         cutoff = None if older_than_s is None else datetime.now(UTC).timestamp() - older_than_s
         removed: list[str] = []
@@ -204,6 +203,19 @@ class ImageCache:
                 total -= sizes[manifest.id]
                 removed.append(manifest.id)
         return removed
+
+    def _size(self, manifest: ImageManifest) -> int:
+        """The bytes the image holds now, without walking its tree and venv: its size as made (its record keeps them
+        as they were), what its tests wrote since into Triton's and Inductor's caches, and the image's size again for
+        each private copy of it (a test runs in each). An image without a recorded size is measured whole."""
+        folder = self.image_dir(manifest.id)
+        if not manifest.size_bytes:  # none recorded: being built, or failed
+            return tree_size(folder)
+        try:
+            copies = len(os.listdir(folder / RUNS))
+        except OSError:
+            copies = 0
+        return manifest.size_bytes * (1 + copies) + sum(tree_size(folder / cache) for cache in FILLED_BY_TESTS)
 
     def _remove_leftovers(self) -> None:
         """Remove what killed copies and builds left, where the image's lock is free (a copy or a build holds the

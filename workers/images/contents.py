@@ -6,8 +6,9 @@ image again and names what differs (an entry missing, added or changed). A file 
 ctime are the recorded ones is taken as unchanged without being read, as git's index does: any write through the
 filesystem moves a file's ctime, which no user can set back. Every other file is read and hashed, so a reuse costs a
 stat of each entry, and an image copied from another node (all its files new inodes) is checked byte for byte.
-A file changed within RACY_NS before its stat was recorded could change again and keep that stat (timestamps move
-in clock ticks): the writer waits such files' window out and hashes them again before it records their stat.
+A file changed within RACY_NS before the record began could change again and keep its stat (timestamps move in clock
+ticks): it is recorded racy, without a stat signature, and hashed at every check (as git's index treats its racily
+clean entries), so the record never waits and a reuse also reads the files the build wrote last.
 
 Triton's and Inductor's caches (tests fill them by design) and the tests' private copies (runs/) are not recorded.
 """
@@ -19,7 +20,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,47 +46,30 @@ class Contents:
 
 def record_contents(folder: Path) -> Contents:
     """Record what the image in folder holds now (its build just ended, or its copy was just relocated here)."""
+    started_ns = time.time_ns()
     needle = str(folder).encode()
     entries: dict[str, list[object]] = {}
-    naming: set[str] = set()
-    recent = _record(folder, _walk(folder), needle, entries, naming)
-    if recent:  # changed too lately for their stat to vouch for them: wait the window out and hash them again
-        newest_ns = max(os.lstat(folder / name).st_ctime_ns for name in recent)
-        time.sleep(max(newest_ns + RACY_NS - time.time_ns(), 0) / 1e9)
-        _record(folder, ((name, os.lstat(folder / name)) for name in recent), needle, entries, naming)
-    text = json.dumps({"entries": entries, "naming_folder": sorted(naming), "folder": str(folder)}).encode()
-    temporary = folder / f".{RECORD}.{os.getpid()}.tmp"
-    temporary.write_bytes(text)
-    temporary.replace(folder / RECORD)
-    return Contents(hashlib.sha256(text).hexdigest(), tuple(sorted(naming)), str(folder))
-
-
-def _record(
-    folder: Path, walked: Iterable[tuple[str, os.stat_result]], needle: bytes, entries: dict[str, list[object]],
-    naming: set[str],
-) -> list[str]:  # fmt: skip
-    """Record each walked entry in entries (and in naming those that name needle); the files changed within RACY_NS
-    of now, recorded without a stat signature."""
-    started_ns = time.time_ns()
-    recent = []
-    for name, info in walked:
+    naming: list[str] = []
+    for name, info in _walk(folder):
         path = folder / name
         if stat.S_ISLNK(info.st_mode):
             target = os.readlink(path)
             entries[name] = ["l", target]
             if target.encode().startswith(needle):
-                naming.add(name)
+                naming.append(name)
         elif stat.S_ISREG(info.st_mode):
             digest, names_folder = _digest(path, needle)
-            fresh = info.st_ctime_ns >= started_ns - RACY_NS
-            entries[name] = ["f", info.st_mode, info.st_size, digest, None if fresh else _signature(info)]
-            if fresh:
-                recent.append(name)
+            racy = info.st_ctime_ns >= started_ns - RACY_NS
+            entries[name] = ["f", info.st_mode, info.st_size, digest, None if racy else _signature(info)]
             if names_folder:
-                naming.add(name)
+                naming.append(name)
         else:
             entries[name] = ["d" if stat.S_ISDIR(info.st_mode) else "o", info.st_mode]
-    return recent
+    text = json.dumps({"entries": entries, "naming_folder": sorted(naming), "folder": str(folder)}).encode()
+    temporary = folder / f".{RECORD}.{os.getpid()}.tmp"
+    temporary.write_bytes(text)
+    temporary.replace(folder / RECORD)
+    return Contents(hashlib.sha256(text).hexdigest(), tuple(sorted(naming)), str(folder))
 
 
 def check_contents(folder: Path, digest: str) -> Contents:
