@@ -31,7 +31,6 @@ from bisector.core.terms import new_verdict, old_verdict
 from bisector.db.store import Store
 from bisector.vocab.domain import BisectRecord, SideRun, StepPurpose, StepResult, Verdict
 from bisector.vocab.errors import BisectError, StateError
-from bisector.vocab.gitdiff import tree_mentions
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import log_dir
 
@@ -107,7 +106,7 @@ def plan_traced_reruns(static: StaticDiff | None, spec: BisectSpec, repo: str, f
 
 def writes_dispatch_trace(repo: str, sha: str) -> bool:
     """Whether the tree at sha mentions the dispatch-trace variable (the stack can write a dispatch trace)."""
-    return tree_mentions(repo, sha, DISPATCH_TRACE_ENV, "*.py")
+    return GitRepo(repo).mentions(sha, DISPATCH_TRACE_ENV, "*.py")
 
 
 class CommitRuns(Protocol):

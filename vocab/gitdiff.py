@@ -100,16 +100,6 @@ Repo = git.Repo
 GitError = git.GitCommandError
 
 
-def tree_mentions(path: str | os.PathLike[str], sha: str, text: str, pathspec: str) -> bool:
-    """Whether a file matching pathspec in the tree at sha holds text (False for an unreadable tree too)."""
-    try:
-        with git.Repo(path) as handle:
-            handle.git.grep("-q", "-I", "-F", text, sha, "--", pathspec)
-    except GitError:
-        return False  # exit 1: no match (or an unreadable tree: nothing to rely on)
-    return True
-
-
 @dataclass(frozen=True)
 class FileVersion:
     mode: str  # "100644", "100755", "120000" (symlink)

@@ -137,6 +137,14 @@ class GitRepo:
     def _run(self, *args: str, errors: str = "surrogateescape") -> str:
         return _git(self.root, *args, errors=errors)
 
+    def mentions(self, sha: str, text: str, pathspec: str) -> bool:
+        """Whether a file matching pathspec in the tree at sha holds text (False for an unreadable tree too)."""
+        try:
+            self._run("grep", "-q", "-I", "-F", text, sha, "--", pathspec)
+        except _GitCommandError:
+            return False  # exit 1: no match (or an unreadable tree: nothing to rely on)
+        return True
+
     def resolve(self, rev: str) -> str:
         """The full SHA of a commit named by a SHA prefix, branch, tag or other revision expression."""
         if not rev or rev.startswith("-"):

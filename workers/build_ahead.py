@@ -173,6 +173,7 @@ class BuildAhead(AheadBuilder[_Build]):
         self.base_env = dict(os.environ) if base_env is None else base_env
         self.proc: subprocess.Popen[bytes] | None = None
         self.unread = b""  # the child's output after its last whole line
+        self.unreported: list[BuildAheadOutcome] = []  # reaped while a dead child was replaced: the next reap's
 
     def start(self, request: StepRequest) -> bool:
         try:
@@ -189,7 +190,7 @@ class BuildAhead(AheadBuilder[_Build]):
         """The live child, started now where there is none (or it died: its builds are reaped as died)."""
         if self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:
-                self.reap()  # the dead one's builds, before its output is left behind
+                self.unreported += self.reap()  # the dead one's builds, before its output is left behind
                 self._let_go(self.proc)
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "bisector.workers.build_ahead_child"], stdin=subprocess.PIPE,
@@ -216,8 +217,9 @@ class BuildAhead(AheadBuilder[_Build]):
     def reap(self) -> list[BuildAheadOutcome]:
         """The outcomes of the builds that ended since the last call. A child that died, or holds a build stopped
         STOP_GRACE_S ago, is ended with what its builds started; its builds without an outcome died."""
+        earlier, self.unreported = self.unreported, []
         if self.proc is None:
-            return []
+            return earlier
         proc, now = self.proc, time.monotonic()
         stuck = any(r.stopped_at is not None and now - r.stopped_at > STOP_GRACE_S for r in self.running.values())
         if stuck and proc.poll() is None:
@@ -231,7 +233,7 @@ class BuildAhead(AheadBuilder[_Build]):
             end_dead_worker(proc.pid, [proc.pid, *(g for sha in dead for g in self.running[sha].pgids)], PGID_GRACE_S)
             detail = f"the build-ahead process exited {proc.returncode}"
             out += [self._ended(BuildAheadOutcome(sha, AheadStatus.DIED, detail=detail)) for sha in dead]
-        return out
+        return earlier + out
 
     def _ended(self, outcome: BuildAheadOutcome) -> BuildAheadOutcome:
         del self.running[outcome.sha]

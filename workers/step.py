@@ -133,8 +133,8 @@ class StepRunner:
         log.note(self._header(request))
         if log.error is not None:  # nothing started: no test runs with nowhere to log
             return self._log_failed(request, log.error)
-        if request.patches and (unpatched := self._apply_patches(step)) is not None:
-            return unpatched
+        if request.patches and request.image is None and (unpatched := self._apply_patches(step)) is not None:
+            return unpatched  # an image's builder applies them to the tree it holds (a reused one holds them)
         if request.container is not None:
             return run_in_container(self, step, ImageCache(self._image_root))
         if request.image is not None:
@@ -154,14 +154,12 @@ class StepRunner:
         return self.run_test(step, build_s, None)
 
     def _apply_patches(self, step: StepContext) -> StepResult | None:
-        """Apply the request's patches on its commit, in the worktree (an image's builder applies them to the tree
-        it holds): None once applied, else the result: a skip where one does not apply."""
+        """Apply the request's patches on its commit, in the worktree: None once applied, else the result: a skip
+        where one does not apply."""
         request, log = step.request, step.log
         repo = self._repo(request.repo)
         try:
-            tree = patched_tree(repo, request.sha, request.patches)
-            if request.image is None:
-                repo.check_out_tree(step.workdir, tree)
+            repo.check_out_tree(step.workdir, patched_tree(repo, request.sha, request.patches))
         except PatchError as exc:
             if _is_disk_full(exc):
                 return self._harness_failed(request, exc, "applying the patches", step.workdir)

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from bisector.cli.options import option_values, spec_options
+from bisector.cli.options import executor_overrides, option_values, spec_options
 from bisector.cli.support import (
     EXIT_NO_CULPRIT,
     CLIError,
@@ -21,6 +21,7 @@ from bisector.cli.support import (
     stoppable_by_signals,
     translated_errors,
 )
+from bisector.core.options import EXECUTOR_OPTION_NAMES
 from bisector.vocab.domain import Verdict, image_origin
 
 
@@ -97,7 +98,9 @@ def images_prune(older_than: str | None, max_size: str | None, db_url: str | Non
     click.echo(f"removed {len(removed)} image(s){': ' + ' '.join(removed) if removed else ''}")
 
 
-RERUN_FLAGS = frozenset(("executor", "workers", "gpus_per_step", "ray_address", "resources", "repeat"))
+# what `run-at --bisect` may change of the bisect's own run: where it runs (a rerun's commits are known: nothing is
+# built ahead) and how many times
+RERUN_FLAGS = (frozenset(EXECUTOR_OPTION_NAMES) - {"build_ahead"}) | {"repeat"}
 
 
 @click.command(name="run-at")
@@ -211,7 +214,7 @@ def rerun_bisect(
     values = option_values(flags)
     times = values.pop("repeat", 1)
     assert isinstance(times, int)
-    overrides = {name: value for name, value in values.items() if name in RERUN_FLAGS}
+    overrides = executor_overrides(flags)
     with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
         if (rev is None) == (step_number is None):
             raise CLIError("give REV or --step N (one of them)")

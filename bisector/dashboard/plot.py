@@ -15,8 +15,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bisector.core.strategies.noisy import is_consistent
-from bisector.core.strategies.posterior import CulpritPosterior
+from bisector.core.merges import MergeDescent
+from bisector.core.strategies.base import SearchState
+from bisector.core.strategies.noisy import NoisyBisect, is_consistent
 from bisector.report import BisectReport
 from bisector.vocab.domain import BisectStatus, Verdict
 
@@ -191,16 +192,21 @@ def commit_rows(report: BisectReport) -> list[CommitRow]:
 
 
 def _posterior_new(report: BisectReport, positions: list[int]) -> dict[int, float]:
-    """P(in the new state) per tested position, by the noisy search's posterior: only where it decided, once the
-    results contradicted each other (before that the search trusts every verdict)."""
-    ledger, size = report.ledger, len(report.candidates)
-    views = {p: ledger.view(p) for p in positions}
-    observed = {p: (v.goods, v.bads) for p, v in views.items() if v.goods + v.bads}
-    if not report.records.flake_seen or size < 2 or is_consistent(size, observed):
+    """P(in the new state) per tested position, by the noisy search's posterior over the search's own order (pruned
+    commits left out, a merged branch's commits where its descent put them): only where it decided, once the results
+    contradicted each other (before that the search trusts every verdict)."""
+    ledger, records = report.ledger, report.records
+    pruned = records.pruning.removed() if records.pruning else frozenset()
+    order = MergeDescent(ledger, records.merge_phases, ledger.spec.search.all_parents, pruned).order()
+    index_of = {position: index for index, position in enumerate(order)}
+    tested = [p for p in positions if p in index_of]
+    views = {p: ledger.view(p) for p in tested}
+    observed = {index_of[p]: (v.goods, v.bads) for p, v in views.items() if v.goods + v.bads}
+    if not records.flake_seen or len(order) < 2 or is_consistent(len(order), observed):
         return {}
-    skipped = frozenset(p for p in positions if ledger.verdict(p) is Verdict.SKIP and p not in observed)
-    posterior = CulpritPosterior(size, observed, skipped)
-    return {p: posterior.cdf(p) for p in positions}
+    verdicts = {index_of[p]: v for p in tested if (v := ledger.verdict(p)) is not None}
+    posterior = NoisyBisect().posterior(SearchState(len(order), verdicts, frozenset(), observed))
+    return {p: posterior.cdf(index_of[p]) for p in tested}
 
 
 def _decided_by(report: BisectReport, position: int, decision: dict[str, object], posterior: dict[int, float]) -> str:

@@ -1,5 +1,5 @@
 """The Coordinator: the entry point of a bisect (start, resume, rerun, run, minimize) and the one place that
-wires a search's parts together (bisector/search/: ledger, decision core, step pipeline, loop).
+wires a search's parts together (the ledger and decision core of bisector/core/, the step pipeline and loop here).
 
 Every fact goes to the store when it happens, so a coordinator killed at any moment can be replaced by
 `bisect resume ID`, which rebuilds its state from the stored steps alone.

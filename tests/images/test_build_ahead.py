@@ -147,6 +147,19 @@ def test_a_build_ahead_process_that_dies_has_its_build_ended_by_the_coordinator(
     ahead.close()
 
 
+def test_a_build_ahead_process_that_dies_just_before_the_next_build_starts_still_reports_its_builds(tmp_path: Path):
+    """The window between want()'s reap and the start of the next child: what the dead child's builds came to is
+    reported by the next reap, never dropped."""
+    ahead, sha = _long_build(tmp_path, "619")
+    dead = ahead.running[sha].proc
+    dead.kill()
+    dead.wait()
+    ahead._child()  # as want() does next: a new child where the old one died
+    assert [o.status for o in ahead.reap()] == [AheadStatus.DIED]
+    assert ahead.outcomes[sha].status is AheadStatus.DIED
+    ahead.close()
+
+
 def test_a_build_that_cannot_start_is_an_outcome_not_an_error_of_the_bisect(tmp_path: Path):
     repo = make_image_repo(tmp_path / "repo", (10, 10))
     (tmp_path / "logs").write_text("a file where the log folder should be")
