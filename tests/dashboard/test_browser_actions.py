@@ -10,7 +10,12 @@ from typing import Any
 import httpx
 import pytest
 from browser import BROWSER_TIMEOUT_MS, CHROMIUM_FLAGS, chromium_path
-from service.service_process import DONE_TIMEOUT_S, ServiceProcess, free_port, running_service, service_home
+from service.service_process import (
+    DONE_TIMEOUT_S,
+    ServiceProcess,
+    free_port,
+    running_team_service,
+)
 from synthetic import SyntheticHistory, culprit_history
 
 from bisector.dashboard.actions import FOREIGN_ORIGIN
@@ -18,7 +23,6 @@ from bisector.dashboard.actions import FOREIGN_ORIGIN
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("service")]
 
 ALICE, BOB = "alice-token-1", "bob-token-2"
-CONFIG = '[recipes.synthetic]\nrun = "bash test.sh"\n\n[recipes.slow]\nrun = "sleep 600"\n'
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +33,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
 @pytest.fixture(scope="module")
 def service(history: SyntheticHistory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     home = tmp_path_factory.mktemp("home")
-    (home / "serve.toml").write_text(CONFIG)
-    (home / "tokens.toml").write_text(f'alice = "{ALICE}"\nbob = "{BOB}"\n')
-    args = ["--db", f"sqlite:///{home / 'bisect.db'}", "--allow-repo", str(history.path), "--slots", "2",
-            "--config", str(home / "serve.toml"), "--tokens-file", str(home / "tokens.toml")]  # fmt: skip
-    with running_service(*args, **service_home(home)) as served:
+    with running_team_service(home, history.path, f'alice = "{ALICE}"\nbob = "{BOB}"\n') as served:
         yield served
 
 

@@ -155,3 +155,18 @@ def running_service(*args: str, **env: str) -> Iterator[ServiceProcess]:
         yield service
     finally:
         service.stop()
+
+
+TEAM_RECIPES = '[recipes.synthetic]\nrun = "bash test.sh"\n\n[recipes.slow]\nrun = "sleep 600"\n'
+
+
+@contextmanager
+def running_team_service(home: Path, repo: Path, tokens: str) -> Iterator[ServiceProcess]:
+    """`bisect serve` of one repository on 2 slots, with per-person tokens (tokens: the tokens file's TOML) and two
+    recipes: synthetic (the history's test.sh) and slow (a sleep); its store is home's bisect.db."""
+    (home / "serve.toml").write_text(TEAM_RECIPES)
+    (home / "tokens.toml").write_text(tokens)
+    args = ["--db", f"sqlite:///{home / 'bisect.db'}", "--allow-repo", str(repo), "--config", str(home / "serve.toml"),
+            "--tokens-file", str(home / "tokens.toml"), "--slots", "2"]  # fmt: skip
+    with running_service(*args, **service_home(home), BISECT_TOKEN="") as served:
+        yield served

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from service_process import ServiceProcess, running_service, service_env, service_home
+from service_process import ServiceProcess, running_team_service, service_env, service_home
 from synthetic import SyntheticHistory, culprit_history
 
 from bisector.service.tokens import TokenBook, read_tokens_file
@@ -21,7 +21,6 @@ pytestmark = pytest.mark.xdist_group("service")
 
 ALICE, BOB, CAROL = "alice-token-1", "bob-token-2", "carol-token-3"
 TOKENS = f'admins = ["carol"]\nalice = "{ALICE}"\nbob = "{BOB}"\ncarol = "{CAROL}"\n'
-CONFIG = '[recipes.synthetic]\nrun = "bash test.sh"\n\n[recipes.slow]\nrun = "sleep 600"\n'
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +31,8 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
 @pytest.fixture(scope="module")
 def service(history: SyntheticHistory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     home = tmp_path_factory.mktemp("home")
-    (home / "serve.toml").write_text(CONFIG)
-    (home / "tokens.toml").write_text(TOKENS)
-    db = f"sqlite:///{home / 'bisect.db'}"
-    args = ["--db", db, "--allow-repo", str(history.path), "--config", str(home / "serve.toml"),
-            "--tokens-file", str(home / "tokens.toml"), "--slots", "2"]  # fmt: skip
-    with running_service(*args, **service_home(home), BISECT_TOKEN="") as served:
-        served.db = db  # type: ignore[attr-defined]
+    with running_team_service(home, history.path, TOKENS) as served:
+        served.db = f"sqlite:///{home / 'bisect.db'}"  # type: ignore[attr-defined]
         served.home_env = service_home(home)  # type: ignore[attr-defined]
         yield served
 
