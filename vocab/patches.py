@@ -95,8 +95,9 @@ def read_patches(repo: GitRepo, cherry_picks: Sequence[str], files: Sequence[str
             sha = repo.resolve(rev)
         except RepoError:
             raise InputError(f"--cherry-pick {rev}: no such commit in {repo.root}") from None
-        if len(repo.parents(sha)) != 1:
-            what = "has no parent" if not repo.parents(sha) else "is a merge commit; cherry-pick the commits it merged"
+        parents = repo.parents(sha)
+        if len(parents) != 1:
+            what = "has no parent" if not parents else "is a merge commit; cherry-pick the commits it merged"
             raise InputError(f"--cherry-pick {rev}: {sha[:12]} {what}")
         patches.append(Patch(PatchKind.COMMIT, rev, sha))
     for name in files:
