@@ -1,7 +1,8 @@
 """SlotPool: one real executor shared by several coordinators, each through an Executor view of its own.
 
 The pool owns the executor. Each coordinator (a thread of `bisect serve`) gets a `PoolView`: its `poll` returns
-only its own steps' results and its `free_workers` only as many slots as its fair share allows.
+only its own steps' results and its `free_workers` only as many slots as its fair share allows. A view is named by
+its `ViewKey`: a bisect's job, or the rerun beside it.
 
 Fair share over the R registered views and S slots (the server runs at most S jobs at once, so R <= S):
 every view is entitled to one slot, and the S - R others go by priority weight (priority + 1, at least 1;
@@ -20,7 +21,7 @@ Placement: the coordinator pins every step to a worker it got from `free_workers
 pin one worker, `free_workers()` reserves the workers it returns for its view until that view's next `poll`
 (the coordinator asks, submits, then polls); other views do not see them meanwhile. A view with no step out
 waits in `free_workers()` for its first slot (one a borrower's step frees), so its coordinator never sees
-"no worker free and nothing in flight"; `interrupt(key)` ends that wait for a cancelled bisect.
+"no worker free and nothing in flight"; `interrupt(bisect_id)` ends that wait for a cancelled bisect.
 
 Stopping: `stop()` makes every view's `poll` and `submit` raise the pool's stop error (the server passes
 `bisector.runner.stopping.StopRequested(SIGTERM)`: a coordinator treats it as a stop signal, in any thread, and stores
@@ -35,7 +36,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bisector.vocab.domain import StepResult, Verdict
 from bisector.vocab.errors import ExecutorError
@@ -48,6 +49,17 @@ PUMP_POLL_S = 0.01  # how long the pump waits on the real executor while holding
 PUMP_IDLE_S = 0.005  # the pump's pause between polls, so that submits get the lock
 FIRST_SLOT_WAIT_S = 0.5  # a view waiting for its first slot looks again at least this often
 PREEMPTED = "preempted"  # the first word of a preempted step's detail
+RERUN_OF = "the rerun of bisect"  # how a rerun's view is named (in a preempted step's detail)
+
+
+class ViewKey(NamedTuple):
+    """Whose view: a bisect's job, or the rerun beside it (a bisect has at most one of each)."""
+
+    bisect_id: int
+    rerun: bool = False
+
+    def __str__(self) -> str:
+        return f"{RERUN_OF} {self.bisect_id}" if self.rerun else f"bisect {self.bisect_id}"
 
 
 class SlotPool:
@@ -59,11 +71,11 @@ class SlotPool:
         self._stop_error = stop_error
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)  # slots freed, reservations released, views gone, stop
-        self._views: dict[int, PoolView] = {}
+        self._views: dict[ViewKey, PoolView] = {}
         self._owner: dict[int, PoolView] = {}  # step id -> the view that submitted it
         self._reserved: dict[str, PoolView] = {}  # worker -> the view it is reserved for
         self._preemptible: set[int] = set()  # running steps the pool may cancel for a view holding none
-        self._preempted: dict[int, int] = {}  # step id -> the key of the view its slot is being freed for
+        self._preempted: dict[int, ViewKey] = {}  # step id -> the view its slot is being freed for
         self._stopping = threading.Event()
         self._closed = False
         self._pump = threading.Thread(target=self._run_pump, name="slot-pool-pump", daemon=True)
@@ -73,13 +85,14 @@ class SlotPool:
     def slots(self) -> int:
         return self._executor.slots
 
-    def view(self, key: int, priority: int = 0) -> PoolView:
-        """A new view for one coordinator (key: its bisect's id), registered until it closes."""
+    def view(self, bisect_id: int, priority: int = 0, *, rerun: bool = False) -> PoolView:
+        """A new view for one coordinator (of the bisect's job, or of its rerun), registered until it closes."""
+        key = ViewKey(bisect_id, rerun)
         with self._lock:
             if self._stopping.is_set():
                 raise self._stop()
             if key in self._views:
-                raise ExecutorError(f"bisect {key} already has a view of the pool")
+                raise ExecutorError(f"{key} already has a view of the pool")
             view = PoolView(self, key, priority)
             self._views[key] = view
             return view
@@ -89,7 +102,7 @@ class SlotPool:
         with self._lock:
             return self._executor.slots - len(self._executor.free_workers())
 
-    def shares(self) -> dict[int, int]:
+    def shares(self) -> dict[ViewKey, int]:
         """Each registered view's entitlement (view key -> slots)."""
         with self._lock:
             return self._shares()
@@ -100,11 +113,11 @@ class SlotPool:
         with self._lock:
             self._changed.notify_all()
 
-    def interrupt(self, key: int) -> None:
-        """The view's bisect was cancelled: from now on it is offered no worker (its coordinator, waiting for its
-        first slot, goes on to read the cancel from the store)."""
+    def interrupt(self, bisect_id: int) -> None:
+        """The bisect was cancelled: from now on its job's view is offered no worker (its coordinator, waiting for
+        its first slot, goes on to read the cancel from the store)."""
         with self._lock:
-            view = self._views.get(key)
+            view = self._views.get(ViewKey(bisect_id))
             if view is not None:
                 view.interrupted = True
             self._changed.notify_all()
@@ -123,7 +136,7 @@ class SlotPool:
     def _stop(self) -> BaseException:
         return self._stop_error()
 
-    def _shares(self) -> dict[int, int]:
+    def _shares(self) -> dict[ViewKey, int]:
         views = list(self._views.values())
         if not views:
             return {}
@@ -164,7 +177,7 @@ class SlotPool:
         if view.key in self._preempted.values() or self._executor.free_workers():
             return
         shares = self._shares()
-        excess: dict[int, int] = {}
+        excess: dict[ViewKey, int] = {}
         for other in self._views.values():
             held = self._held(other) - sum(1 for s, o in self._owner.items() if o is other and s in self._preempted)
             if other is not view and held > shares[other.key]:
@@ -240,7 +253,7 @@ class SlotPool:
         beneficiary = self._preempted.pop(result.step_id, None)
         if beneficiary is None or result.verdict is not Verdict.CANCELLED:
             return result
-        why = f"{PREEMPTED}: its slot went to bisect {beneficiary}, which held none (not a verdict; it may run again)"
+        why = f"{PREEMPTED}: its slot went to {beneficiary}, which held none (not a verdict; it may run again)"
         return replace(result, detail=why)
 
     # --- the pump: the one thread that polls the real executor ------------------------------------------------
@@ -263,7 +276,7 @@ class SlotPool:
 class PoolView(Executor):
     """One coordinator's executor: the pool's workers, limited to its share, and only its own results."""
 
-    def __init__(self, pool: SlotPool, key: int, priority: int) -> None:
+    def __init__(self, pool: SlotPool, key: ViewKey, priority: int) -> None:
         self._pool = pool
         self.key = key
         self.priority = priority

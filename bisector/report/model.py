@@ -38,7 +38,7 @@ from bisector.vocab.images import container_reference
 from bisector.vocab.patches import Patch, apply_command
 from bisector.vocab.paths import log_dir
 from bisector.workers.container_engine import reproduce_in_container
-from bisector.workers.pool import PREEMPTED
+from bisector.workers.pool import PREEMPTED, RERUN_OF
 
 if TYPE_CHECKING:
     from bisector.analysis import Explanation
@@ -414,6 +414,6 @@ def reproduce_command(
 def _stopped_why(detail: str) -> str:
     """Why a search step was stopped, from its stored detail (before 2026-12-03 a worker's bare "cancelled")."""
     if detail.startswith(PREEMPTED):
-        return "to give another bisect a slot"
+        return "to give a rerun a slot" if RERUN_OF in detail else "to give another bisect a slot"
     why = detail.split(" (")[0]
     return NOT_NEEDED if why in ("", CANCELLED_DETAIL) else why

@@ -9,14 +9,13 @@ as interrupted and returns; its job stays `running` for the next server. A cance
 or `bisect cancel`) marks the bisect cancelled in the store, where its coordinator looks every half second.
 
 A rerun (`Coordinator.rerun`, one step's commit run again, stored beside the bisect) runs in a thread of its own over
-a pool view of its own (keyed by a negative number, apart from the bisects' ids): it waits for a slot as a job
-that holds none does, and the server's stop ends it as it ends the jobs. One rerun per bisect at a time.
+a pool view of its own (the rerun's, beside its bisect's job's): it waits for a slot as a job that holds none does,
+and the server's stop ends it as it ends the jobs. One rerun per bisect at a time.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import sys
 import threading
 import time
@@ -64,7 +63,6 @@ class JobScheduler:
         self.now = now
         self._threads: dict[int, threading.Thread] = {}
         self._reruns: dict[int, threading.Thread] = {}  # bisect -> the thread of its rerun
-        self._rerun_keys = itertools.count(-1, -1)  # the pool views of reruns: apart from every bisect's id
         self._not_before: dict[int, float] = {}  # job -> monotonic time before which it is not tried again
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -97,9 +95,8 @@ class JobScheduler:
             running = self._reruns.get(bisect_id)
             if running is not None and running.is_alive():
                 raise StateError(f"bisect {bisect_id} has a rerun running: one at a time")
-            key = next(self._rerun_keys)
             thread = threading.Thread(
-                target=self._run_rerun, args=(bisect_id, sha, key, job.priority), name=f"rerun-{bisect_id}"
+                target=self._run_rerun, args=(bisect_id, sha, job.priority), name=f"rerun-{bisect_id}"
             )
             self._reruns[bisect_id] = thread
             thread.start()
@@ -199,9 +196,9 @@ class JobScheduler:
             self.queue.mark_done(bisect_id, self.now())
         self.wake()
 
-    def _run_rerun(self, bisect_id: int, sha: str, key: int, priority: int) -> None:
+    def _run_rerun(self, bisect_id: int, sha: str, priority: int) -> None:
         def view(spec: BisectSpec) -> Executor:
-            return self.pool.view(key, priority)
+            return self.pool.view(bisect_id, priority, rerun=True)
 
         try:
             self.make_coordinator(self.store, view).rerun(bisect_id, sha)

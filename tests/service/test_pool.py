@@ -17,7 +17,7 @@ from bisector.vocab.domain import StepResult, Verdict
 from bisector.vocab.errors import ExecutorError
 from bisector.workers.executor import StepRequest
 from bisector.workers.inprocess import InProcessExecutor
-from bisector.workers.pool import PREEMPTED, PoolView, SlotPool
+from bisector.workers.pool import PREEMPTED, PoolView, SlotPool, ViewKey
 
 
 @pytest.fixture
@@ -52,18 +52,26 @@ def results_of(view: PoolView, count: int) -> list[StepResult]:
 
 def test_shares_give_every_view_one_slot_and_the_rest_by_priority(pool: SlotPool) -> None:
     pool.view(1, priority=0)
-    assert pool.shares() == {1: 4}
+    assert pool.shares() == {ViewKey(1): 4}
     pool.view(2, priority=0)
-    assert pool.shares() == {1: 2, 2: 2}
+    assert pool.shares() == {ViewKey(1): 2, ViewKey(2): 2}
     pool.view(3, priority=3)
     pool.view(4, priority=0)
-    assert pool.shares() == {1: 1, 2: 1, 3: 1, 4: 1}
+    assert pool.shares() == {ViewKey(1): 1, ViewKey(2): 1, ViewKey(3): 1, ViewKey(4): 1}
+
+
+def test_a_bisects_rerun_has_a_view_of_its_own_beside_its_jobs(pool: SlotPool) -> None:
+    pool.view(1, priority=1)
+    pool.view(1, priority=1, rerun=True)
+    assert pool.shares() == {ViewKey(1): 2, ViewKey(1, rerun=True): 2}
+    with pytest.raises(ExecutorError, match="the rerun of bisect 1 already has a view"):
+        pool.view(1, rerun=True)
 
 
 def test_priority_takes_the_larger_part_of_the_spare_slots(pool: SlotPool) -> None:
     pool.view(1, priority=0)
     pool.view(2, priority=2)
-    assert pool.shares() == {1: 1, 2: 3}
+    assert pool.shares() == {ViewKey(1): 1, ViewKey(2): 3}
 
 
 def test_a_view_borrows_idle_slots_but_not_those_another_view_is_owed(
@@ -172,7 +180,7 @@ def test_a_view_holding_nothing_preempts_the_newest_speculative_step_of_the_view
     second.submit(request(repo, tmp_path, 4, second.free_workers()[0], run="sleep 60", preemptible=True))
     assert pool.busy() == 4
     third = pool.view(3)
-    assert pool.shares() == {1: 2, 2: 1, 3: 1}
+    assert pool.shares() == {ViewKey(1): 2, ViewKey(2): 1, ViewKey(3): 1}
     # Step 4 is the newest, but it is the second view's only slot; step 3 is the first view's newest speculative one.
     got = third.free_workers()  # returns once the preempted step's slot is free (the others run for a minute)
     assert got == [workers[2]]

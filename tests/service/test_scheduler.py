@@ -1,0 +1,98 @@
+"""JobScheduler in this process over a SlotPool of real worker threads (InProcessExecutor), a real git history and
+SQLite: reruns beside a running job."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from synthetic import SyntheticHistory, write_history
+
+from bisector.core.options import VerifyEndpoints
+from bisector.core.spec import BisectSpec, CommitTest, SearchPolicy
+from bisector.db.store import Store
+from bisector.report import BisectReport
+from bisector.runner.coordinator import prepare_bisect
+from bisector.runner.stopping import StopRequested
+from bisector.service.scheduler import JobScheduler
+from bisector.vocab.domain import StepPurpose, StepRecord, Verdict
+from bisector.workers.inprocess import InProcessExecutor
+from bisector.workers.pool import PREEMPTED, SlotPool
+
+WAIT_S = 120.0  # only ends a hung test; no speed target
+
+# Steps block while the gate file exists, except at the commits listed in $OPEN (the bisect's endpoints).
+GATE_SCRIPT = """\
+if [ -e "$GATE" ]; then
+  case " $OPEN " in
+    *" $(git rev-parse HEAD) "*) ;;
+    *) while [ -e "$GATE" ]; do sleep 0.05; done ;;
+  esac
+fi
+exec bash test.sh
+"""
+
+
+def wait_for(what: str, condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> SyntheticHistory:
+    return write_history(tmp_path / "repo", ["good"] * 5 + ["bad"] * 7)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(f"sqlite:///{tmp_path / 'bisect.db'}") as opened:
+        yield opened
+
+
+@pytest.fixture
+def scheduler(store: Store, history: SyntheticHistory) -> Iterator[JobScheduler]:
+    pool = SlotPool(InProcessExecutor(str(history.path), 2), stop_error=lambda: StopRequested(signal.SIGTERM))
+    started = JobScheduler(store, pool)
+    yield started
+    started.stop()
+    pool.close()
+
+
+def queued(store: Store, scheduler: JobScheduler, history: SyntheticHistory, test: CommitTest) -> int:
+    spec = BisectSpec(repo=str(history.path), good=history.shas[0], bad=history.shas[-1], test=test,
+                      search=SearchPolicy(verify_endpoints=VerifyEndpoints.FIRST))  # fmt: skip
+    bisect_id = prepare_bisect(store, spec)
+    scheduler.add(bisect_id, priority=0, source=str(history.path), owner="alice")
+    return bisect_id
+
+
+def test_a_rerun_that_preempts_its_own_bisects_probe_is_named_as_that_bisects_rerun(
+    tmp_path: Path, store: Store, scheduler: JobScheduler, history: SyntheticHistory
+) -> None:
+    gate = tmp_path / "gate"
+    gate.touch()
+    (tmp_path / "gate.sh").write_text(GATE_SCRIPT)
+    endpoints = (history.shas[0], history.shas[-1])
+    gated = CommitTest(run=f"bash {tmp_path / 'gate.sh'}", env={"GATE": str(gate), "OPEN": " ".join(endpoints)})
+    bisect_id = queued(store, scheduler, history, gated)
+
+    def probes() -> list[StepRecord]:
+        return [s for s in store.steps(bisect_id) if s.sha not in endpoints]
+
+    scheduler.start()
+    wait_for("the job's probes on both slots", lambda: sum(s.finished is None for s in probes()) == 2)
+    scheduler.rerun(bisect_id, history.shas[0])
+    wait_for("the preempted probe stored", lambda: any(s.verdict is Verdict.CANCELLED for s in probes()))
+
+    [preempted] = [s for s in probes() if s.verdict is Verdict.CANCELLED]
+    assert preempted.detail.startswith(f"{PREEMPTED}: its slot went to the rerun of bisect {bisect_id},")
+    gate.unlink()
+    wait_for("the bisect", lambda: store.get_bisect(bisect_id).status.is_terminal())
+    assert "to give a rerun a slot" in BisectReport.load(store, bisect_id).work_sentence()
+    wait_for("the rerun", lambda: [s.verdict for s in store.steps(bisect_id) if s.purpose is StepPurpose.RERUN]
+             == [Verdict.GOOD])  # fmt: skip
