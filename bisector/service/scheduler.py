@@ -62,7 +62,7 @@ class JobScheduler:
         self.make_coordinator = make_coordinator
         self.now = now
         self._threads: dict[int, threading.Thread] = {}
-        self._reruns: dict[int, threading.Thread] = {}  # bisect -> the thread of its rerun
+        self._reruns: dict[int, threading.Thread] = {}  # bisect -> the thread of its running rerun
         self._not_before: dict[int, float] = {}  # job -> monotonic time before which it is not tried again
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -85,21 +85,25 @@ class JobScheduler:
         self.queue.add(bisect_id, priority, source, self.now(), owner)
         self.wake()
 
-    def rerun(self, bisect_id: int, sha: str) -> None:
-        """Run the bisect's build and test at sha once more, in the background (a rerun step of the bisect).
+    def rerun(self, job: JobRecord, sha: str) -> None:
+        """Run the job's bisect's build and test at sha once more, in the background (a rerun step of the bisect).
         StateError while the bisect's previous rerun runs."""
-        job = self.queue.get(bisect_id)
+        bisect_id = job.bisect_id
         with self._lock:
             if self._stopping.is_set():
                 raise StateError("the server is stopping")
-            running = self._reruns.get(bisect_id)
-            if running is not None and running.is_alive():
+            if bisect_id in self._reruns:
                 raise StateError(f"bisect {bisect_id} has a rerun running: one at a time")
             thread = threading.Thread(
                 target=self._run_rerun, args=(bisect_id, sha, job.priority), name=f"rerun-{bisect_id}"
             )
             self._reruns[bisect_id] = thread
             thread.start()
+
+    def reruns(self) -> list[int]:
+        """The bisects whose rerun runs now (a rerun's thread is let go when it ends)."""
+        with self._lock:
+            return list(self._reruns)
 
     def cancel(self, bisect_id: int) -> JobRecord:
         """Cancel a queued or running job's bisect (StateError when it has ended, UnknownBisectError when the
@@ -208,6 +212,9 @@ class JobScheduler:
             if not isinstance(exc, BisectError):
                 traceback.print_exc(file=sys.stderr)
             print(f"bisect serve: bisect {bisect_id}: the rerun of {sha[:12]} failed: {exc}", file=sys.stderr)
+        finally:
+            with self._lock:
+                del self._reruns[bisect_id]
 
     def _ended(self, bisect_id: int) -> bool:
         try:

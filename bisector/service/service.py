@@ -62,9 +62,9 @@ class BisectService:
 
     def rerun(self, bisect_id: int, step_number: int, person: Person) -> str:
         """Run step `step_number` (as the report numbers it) again, in the background; its commit."""
-        self._check_owner(bisect_id, person, "rerun a step of")
+        job = self._check_owner(bisect_id, person, "rerun a step of")
         sha = BisectReport.load(self.store, bisect_id).step(step_number).sha
-        self.scheduler.rerun(bisect_id, sha)
+        self.scheduler.rerun(job, sha)
         return sha
 
     def mark(self, bisect_id: int, rev: str, word: str, note: str, person: Person) -> MarkOutcome:
@@ -78,10 +78,12 @@ class BisectService:
     def job(self, bisect_id: int) -> JobRecord:
         return self.scheduler.queue.get(bisect_id)
 
-    def _check_owner(self, bisect_id: int, person: Person, action: str) -> None:
-        owner = self.scheduler.queue.get(bisect_id).owner
-        if not person.may_act_on(owner):
-            whose = f"it is {owner}'s" if owner else "it has no owner"
+    def _check_owner(self, bisect_id: int, person: Person, action: str) -> JobRecord:
+        """The bisect's job, if person may change it."""
+        job = self.scheduler.queue.get(bisect_id)
+        if not person.may_act_on(job.owner):
+            whose = f"it is {job.owner}'s" if job.owner else "it has no owner"
             raise NotYoursError(
                 f"{person.name} may not {action} bisect {bisect_id}: {whose}; only its owner or an admin may"
             )
+        return job

@@ -19,6 +19,7 @@ from bisector.runner.coordinator import prepare_bisect
 from bisector.runner.stopping import StopRequested
 from bisector.service.scheduler import JobScheduler
 from bisector.vocab.domain import StepPurpose, StepRecord, Verdict
+from bisector.vocab.errors import StateError
 from bisector.workers.inprocess import InProcessExecutor
 from bisector.workers.pool import PREEMPTED, SlotPool
 
@@ -63,6 +64,13 @@ def scheduler(store: Store, history: SyntheticHistory) -> Iterator[JobScheduler]
     pool.close()
 
 
+def gated_test(tmp_path: Path, open_at: tuple[str, ...]) -> CommitTest:
+    """A test that blocks while tmp_path/gate exists, except at the commits open_at."""
+    (tmp_path / "gate.sh").write_text(GATE_SCRIPT)
+    env = {"GATE": str(tmp_path / "gate"), "OPEN": " ".join(open_at)}
+    return CommitTest(run=f"bash {tmp_path / 'gate.sh'}", env=env)
+
+
 def queued(store: Store, scheduler: JobScheduler, history: SyntheticHistory, test: CommitTest) -> int:
     spec = BisectSpec(repo=str(history.path), good=history.shas[0], bad=history.shas[-1], test=test,
                       search=SearchPolicy(verify_endpoints=VerifyEndpoints.FIRST))  # fmt: skip
@@ -76,17 +84,15 @@ def test_a_rerun_that_preempts_its_own_bisects_probe_is_named_as_that_bisects_re
 ) -> None:
     gate = tmp_path / "gate"
     gate.touch()
-    (tmp_path / "gate.sh").write_text(GATE_SCRIPT)
     endpoints = (history.shas[0], history.shas[-1])
-    gated = CommitTest(run=f"bash {tmp_path / 'gate.sh'}", env={"GATE": str(gate), "OPEN": " ".join(endpoints)})
-    bisect_id = queued(store, scheduler, history, gated)
+    bisect_id = queued(store, scheduler, history, gated_test(tmp_path, open_at=endpoints))
 
     def probes() -> list[StepRecord]:
         return [s for s in store.steps(bisect_id) if s.sha not in endpoints]
 
     scheduler.start()
     wait_for("the job's probes on both slots", lambda: sum(s.finished is None for s in probes()) == 2)
-    scheduler.rerun(bisect_id, history.shas[0])
+    scheduler.rerun(scheduler.queue.get(bisect_id), history.shas[0])
     wait_for("the preempted probe stored", lambda: any(s.verdict is Verdict.CANCELLED for s in probes()))
 
     [preempted] = [s for s in probes() if s.verdict is Verdict.CANCELLED]
@@ -96,3 +102,19 @@ def test_a_rerun_that_preempts_its_own_bisects_probe_is_named_as_that_bisects_re
     assert "to give a rerun a slot" in BisectReport.load(store, bisect_id).work_sentence()
     wait_for("the rerun", lambda: [s.verdict for s in store.steps(bisect_id) if s.purpose is StepPurpose.RERUN]
              == [Verdict.GOOD])  # fmt: skip
+
+
+def test_reruns_one_after_another_leave_no_thread_behind(
+    tmp_path: Path, store: Store, scheduler: JobScheduler, history: SyntheticHistory
+) -> None:
+    bisect_id = queued(store, scheduler, history, gated_test(tmp_path, open_at=()))
+    job = scheduler.queue.get(bisect_id)
+    for done in range(1, 4):
+        (tmp_path / "gate").touch()
+        scheduler.rerun(job, history.shas[-1])
+        with pytest.raises(StateError, match=f"bisect {bisect_id} has a rerun running: one at a time"):
+            scheduler.rerun(job, history.shas[0])
+        (tmp_path / "gate").unlink()
+        wait_for(f"rerun {done} let go", lambda: scheduler.reruns() == [])
+    reruns = [s for s in store.steps(bisect_id) if s.purpose is StepPurpose.RERUN]
+    assert [(s.sha, s.verdict) for s in reruns] == [(history.shas[-1], Verdict.BAD)] * 3
