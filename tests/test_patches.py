@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from bisect_helpers import run_cli, stored_rows
 from synthetic import write_files_history
 
+from bisector.core.options import ImageMode
+from bisector.core.spec import BisectSpec, CommitTest, ExecutorSpec
+from bisector.runner.pipeline import step_request
+from bisector.vocab.errors import ExecutorError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.images import ImageRecipe
 from bisector.vocab.patches import Patch, PatchKind, patched_tree, read_patches
@@ -127,6 +132,22 @@ def test_run_at_builds_a_patched_image_apart_from_the_unpatched_one(tmp_path: Pa
     assert plain["verdict"] == "skip"  # built without the fix: the build fails, in an image of its own
     assert patched["image"]["id"] != plain["image"]["id"]
     assert (again["image"]["id"], again["image"]["reused"]) == (patched["image"]["id"], True)
+
+
+@pytest.mark.parametrize("image", [ImageMode.NONE, ImageMode.VENV])
+def test_a_step_request_carries_its_patches_once(repo, image: ImageMode) -> None:
+    """In the worktree the step applies them; on an image its recipe has them, for its key and its builder."""
+    path, shas = repo
+    patches = tuple(read_patches(GitRepo(path), [shas[4]], []))
+    test = CommitTest(run="bash test.sh", patches=patches)
+    spec = BisectSpec(repo=str(path), good=shas[0], bad=shas[-1], test=test, executor=ExecutorSpec(image=image))
+    request = step_request(spec, bisect_id=1, step_id=1, sha=shas[1], attempt=1, repo=str(path),
+                           metric=spec.metric_spec(), log_path="step.log")  # fmt: skip
+    carried = [request.patches, request.image.patches if request.image else ()]
+    assert carried == ([patches, ()] if image is ImageMode.NONE else [(), patches])
+    if request.image is not None:
+        with pytest.raises(ExecutorError, match="carries its patches in its image recipe only"):
+            replace(request, patches=patches)
 
 
 def test_the_image_key_holds_the_patches_in_order() -> None:

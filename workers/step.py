@@ -133,8 +133,8 @@ class StepRunner:
         log.note(self._header(request))
         if log.error is not None:  # nothing started: no test runs with nowhere to log
             return self._log_failed(request, log.error)
-        if request.patches and request.image is None and (unpatched := self._apply_patches(step)) is not None:
-            return unpatched  # an image's builder applies them to the tree it holds (a reused one holds them)
+        if request.patches and (unpatched := self._apply_patches(step)) is not None:
+            return unpatched
         if request.container is not None:
             return run_in_container(self, step, ImageCache(self._image_root))
         if request.image is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bisector.vocab.errors import ExecutorError
 from bisector.vocab.metric import MetricSpec
 from bisector.vocab.patches import Patch
 from bisector.workers.images.key import ImageRecipe
@@ -28,7 +29,13 @@ class StepRequest:
     preemptible: bool = False  # a search run: a shared pool may cancel it for a bisect holding no slot
     container: str | None = None  # the commit's container image: the test runs in it (workers/container.py)
     no_gpu: bool = False  # --gpus-per-step 0: the step sees no GPU (CUDA_VISIBLE_DEVICES empty), whatever its slot has
-    patches: tuple[Patch, ...] = ()  # applied on the commit before its build and test (vocab/patches.py)
+    # Applied on the commit in the worktree before its build and test (vocab/patches.py). A step on an image has its
+    # patches in its recipe only: the image's builder applies them to the tree the image holds.
+    patches: tuple[Patch, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.image is not None and self.patches:
+            raise ExecutorError("a step on an image carries its patches in its image recipe only")
 
 
 def step_environment(

@@ -38,6 +38,7 @@ def step_request(
 ) -> StepRequest:
     """What a worker needs to run the spec's build and test at sha: search steps and side runs alike.
     env is added to the spec's env; preemptible: a search run (workers/pool.py may cancel it)."""
+    image = spec.executor.image_recipe(spec.test.patches)
     return StepRequest(
         step_id=step_id,
         bisect_id=bisect_id,
@@ -52,8 +53,8 @@ def step_request(
         env={**spec.test.env, **(env or {})},
         avoid_workers=avoid_workers,
         pin_worker=pin_worker,
-        image=spec.executor.image_recipe(spec.test.patches),
-        patches=spec.test.patches,
+        image=image,
+        patches=() if image else spec.test.patches,
         preemptible=preemptible,
         container=container_reference(spec.executor.image_template, sha),
         no_gpu=spec.executor.gpus_per_step == 0,

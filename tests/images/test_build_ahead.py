@@ -289,9 +289,7 @@ def test_an_image_built_ahead_has_the_bisect_s_patches_so_a_patched_step_finds_i
     repo = make_image_repo(tmp_path / "repo", (10, 10))
     added = "--- /dev/null\n+++ b/PATCHED.txt\n@@ -0,0 +1 @@\n+from the patch\n"
     patch = Patch(PatchKind.DIFF, "fix.patch", added)
-    request = replace(
-        _request(repo.path, repo.shas[1], tmp_path), image=ImageRecipe("venv", patches=(patch,)), patches=(patch,)
-    )
+    request = replace(_request(repo.path, repo.shas[1], tmp_path), image=ImageRecipe("venv", patches=(patch,)))
     ahead = BuildAhead(1)
     ahead.want([request], still_needed)
     wait_for(lambda: bool(ahead.reap()), what="the build to end")
