@@ -177,13 +177,14 @@ class SearchCore:
         if self.ledger.add_manual(step):
             self.changed()
 
-    def descend(self, merge: str, first_parent: str, commits: Sequence[Commit]) -> list[Action]:
-        """The answer of a Descend: the merge's branch is bisected next; what runs now is irrelevant."""
-        self.set_order(self.merges.descend(merge, first_parent, commits))
+    def descend(self, merge: str, first_parent: str, branch: Sequence[str]) -> list[Action]:
+        """The answer of a Descend (branch: the commits the merge brought in, oldest first): the merge's branch is
+        bisected next; what runs now is irrelevant."""
+        self.set_order(self.merges.descend(merge, first_parent, branch))
         self.records = replace(self.records, merge_phases=tuple(self.merges.phases))
         self.stored("merge_phases")
         out = [*self.drain(), *(Cancel(step_id) for step_id in self.ledger.in_flight)]
-        return [*out, Note(f"merge {merge[:12]} is bad: bisecting the {len(commits)} commit(s) it merged")]
+        return [*out, Note(f"merge {merge[:12]} is bad: bisecting the {len(branch)} commit(s) it merged")]
 
     def no_branch(self, sha: str) -> None:
         self.merges.not_merges.add(sha)

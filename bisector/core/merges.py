@@ -5,7 +5,6 @@ is a commit of that branch or, if the branch alone is good, the merge."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from bisector.core.ledger import Ledger
 from bisector.core.records import MergePhase
@@ -34,14 +33,14 @@ class MergeDescent:
         """Whether a found first bad commit must be looked into (it may be a merge not yet descended into)."""
         return self.enabled and sha not in self.not_merges and all(p.merge != sha for p in self.phases)
 
-    def descend(self, merge: str, first_parent: str, commits: Sequence[Commit]) -> list[int]:
-        """The merged branch's commits join the ledger, numbered after the candidates; returns the new order. Those
-        among the candidates already (a merge of the first-parent line back into a branch brings in commits of that
-        line) keep their positions, and with them their verdicts."""
+    def descend(self, merge: str, first_parent: str, branch: Sequence[str]) -> list[int]:
+        """The merged branch's commits (oldest first) join the ledger, numbered after the candidates; returns the new
+        order. Those among the candidates already (a merge of the first-parent line back into a branch brings in
+        commits of that line) keep their positions, and with them their verdicts."""
         position = self.ledger.position
-        fresh = [c for c in commits if c.sha not in position]
+        fresh = [sha for sha in branch if sha not in position]
         start = len(self.ledger.candidates)
-        self.ledger.extend([replace(c, position=start + i) for i, c in enumerate(fresh)])
-        order = (position[first_parent], *(position[c.sha] for c in commits), position[merge])
+        self.ledger.extend([Commit(start + i, sha) for i, sha in enumerate(fresh)])
+        order = (position[first_parent], *(position[sha] for sha in branch), position[merge])
         self.phases.append(MergePhase(merge, order))
         return list(order)

@@ -164,8 +164,7 @@ class SearchLoop:
             self.core.no_branch(merge)
             return []
         start = len(self.core.ledger.candidates)
-        commits = [Commit(start + i, sha) for i, sha in enumerate(side)]
-        actions = self.core.descend(merge, repo.parents(merge)[0], commits)
+        actions = self.core.descend(merge, repo.parents(merge)[0], side)
         self.store.add_candidates(self.bisect_id, self.core.ledger.candidates, first_position=start)
         return actions
 
