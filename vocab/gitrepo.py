@@ -10,8 +10,10 @@ import contextlib
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -101,13 +103,67 @@ def _parsed(entry: str, position: int) -> tuple[Commit, list[str]]:
     return commit, parents.split()
 
 
-def run_git(directory: str | Path, *args: str, timeout: float | None = None) -> str:
-    """`git -C directory args...` for a repository that is not a bisect's (the service's mirrors): its stdout, or
-    RepoError naming the command and git's message."""
-    try:
-        return _git(directory, *args, timeout=timeout)
-    except _GitCommandError as exc:
-        raise RepoError(f"git {args[0]} in {directory} failed: {str(exc)[:300]}") from None
+class StoppableGit:
+    """git commands of several threads (the service's mirrors), each in a process group of its own, so that stop()
+    ends each with whatever it started (the remote's upload-pack, ssh, a credential helper)."""
+
+    def __init__(self, timeout_s: float, stop_grace_s: float) -> None:
+        """timeout_s: a command running longer is killed; stop_grace_s: how long one may take to end on SIGTERM."""
+        self.timeout_s = timeout_s
+        self.stop_grace_s = stop_grace_s
+        self._changed = threading.Condition()
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._stopped: str | None = None  # why stop() was called
+
+    def run(self, directory: Path, *args: str) -> None:
+        """`git -C directory args...`; RepoError naming the command and git's message when it fails, runs past
+        timeout_s or is stopped."""
+        with self._changed:
+            if self._stopped is not None:
+                raise RepoError(f"git {args[0]} in {directory} not started: {self._stopped}")
+            try:
+                process = subprocess.Popen(
+                    ["git", "-C", str(directory), *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE, env={**os.environ, **_GIT_LOCALE}, start_new_session=True,
+                )  # fmt: skip
+            except OSError as exc:
+                raise RepoError(f"git {args[0]} in {directory} failed: {exc}") from None
+            self._running.add(process)
+        try:
+            _, stderr = process.communicate(timeout=self.timeout_s)
+        except BaseException as exc:  # past the timeout, or a stop signal in this (the main) thread
+            _signal_group(process, signal.SIGKILL)
+            process.communicate()
+            if not isinstance(exc, subprocess.TimeoutExpired):
+                raise
+            stderr = f"no answer in {self.timeout_s:g} s".encode()
+        finally:
+            with self._changed:
+                self._running.discard(process)
+                self._changed.notify_all()
+        if process.returncode != 0 and self._stopped is not None:
+            raise RepoError(f"git {args[0]} in {directory} stopped: {self._stopped}")
+        if process.returncode != 0:
+            why = " ".join(stderr.decode(errors="replace").split()) or f"exit {process.returncode}"
+            raise RepoError(f"git {args[0]} in {directory} failed: {why[:300]}")
+
+    def stop(self, reason: str) -> None:
+        """SIGTERM to each running command's group, SIGKILL to those still running stop_grace_s later; returns
+        once they have ended (or as long again after the SIGKILL). No command starts after it."""
+        with self._changed:
+            self._stopped = reason
+            for process in self._running:
+                _signal_group(process, signal.SIGTERM)
+            if not self._changed.wait_for(lambda: not self._running, self.stop_grace_s):
+                for process in self._running:
+                    _signal_group(process, signal.SIGKILL)
+                self._changed.wait_for(lambda: not self._running, self.stop_grace_s)
+
+
+def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
+    if process.returncode is None:  # once reaped, its id may name another process group
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signum)
 
 
 def _in_worktree(path: Path, *args: str) -> None:

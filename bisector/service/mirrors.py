@@ -7,6 +7,10 @@ fetch that began after a submission arrived serves it too (twenty submissions at
 A mirror is made whole or not at all: cloned in a directory beside it and renamed into place once fetched, so a
 failed or killed clone leaves no half-made mirror (a partial directory left by a killed server is removed at the
 next clone) and the next submission clones again.
+
+Each git command runs in a process group of its own, so that `stop()` (the server stopping) ends it with whatever
+it started (the remote's upload-pack, ssh, a credential helper): SIGTERM, then SIGKILL to those still there after
+GIT_STOP_GRACE_S. After the stop no git command starts; the sync that was waiting on one fails with one line.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from pathlib import Path
 
 from bisector.service.config import normalized_source
 from bisector.vocab.errors import InputError
-from bisector.vocab.gitrepo import run_git
+from bisector.vocab.gitrepo import StoppableGit
 
 REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 GIT_TIMEOUT_S = 600.0
+GIT_STOP_GRACE_S = 5.0  # how long a stopped git command may take to end on SIGTERM before SIGKILL
+STOP_REASON = "the server is stopping"
 
 
 class Mirrors:
@@ -34,6 +40,7 @@ class Mirrors:
         self.allowed = tuple(dict.fromkeys(normalized_source(source) for source in allowed))  # once each, in order
         self._locks = {source: threading.Lock() for source in self.allowed}
         self._fetch_started: dict[str, float] = {}  # source -> monotonic start of its last successful fetch
+        self._git = StoppableGit(GIT_TIMEOUT_S, GIT_STOP_GRACE_S)
 
     def allowed_source(self, source: str) -> str:
         """The allowed repository that source names; InputError when the server does not serve it."""
@@ -57,32 +64,30 @@ class Mirrors:
                 return path  # a fetch that started after this call arrived has just finished
             started = time.monotonic()
             if path.is_dir():
-                _fetch(path)
+                self._fetch(path)
             else:
-                _clone(allowed, path)
+                self._clone(allowed, path)
             self._fetch_started[allowed] = started
         return path
 
+    def stop(self) -> None:
+        """End the git commands running now (and whatever they started); refuse to start more."""
+        self._git.stop(STOP_REASON)
 
-def _fetch(path: Path) -> None:
-    _git(path, "fetch", "-q", "--prune", "--update-head-ok", "origin", *REFSPECS)
+    def _fetch(self, path: Path) -> None:
+        self._git.run(path, "fetch", "-q", "--prune", "--update-head-ok", "origin", *REFSPECS)
 
-
-def _clone(source: str, path: Path) -> None:
-    """Make the mirror of source at path whole, or leave nothing there."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{path.name}.partial-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    partial = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
-    try:
-        _git(partial, "init", "-q")
-        _git(partial, "remote", "add", "origin", source)
-        _fetch(partial)
-        os.rename(partial, path)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-
-
-def _git(cwd: Path, *args: str) -> None:
-    run_git(cwd, *args, timeout=GIT_TIMEOUT_S)
+    def _clone(self, source: str, path: Path) -> None:
+        """Make the mirror of source at path whole, or leave nothing there."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in path.parent.glob(f".{path.name}.partial-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        partial = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+        try:
+            self._git.run(partial, "init", "-q")
+            self._git.run(partial, "remote", "add", "origin", source)
+            self._fetch(partial)
+            os.rename(partial, path)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise

@@ -2,7 +2,8 @@
 
 The one place that builds the service's parts. uvicorn answers in a thread of its own; the main thread waits for a
 stop signal (bisector/runner/stopping.py: SIGTERM, SIGINT or SIGHUP raise StopRequested there, later ones are ignored).
-Then uvicorn stops answering (requests in flight get HTTP_STOP_GRACE_S), the scheduler stops every coordinator
+Then uvicorn stops answering (requests in flight get HTTP_STOP_GRACE_S; the mirrors' git commands, which a
+submission may wait on, are ended at once: bisector/service/mirrors.py), the scheduler stops every coordinator
 (running steps stored as interrupted, jobs left running for the next server), the pool closes its executor (each
 worker ends its test and exits) and the stores close, before StopRequested reaches the command, which exits
 128 + the signal's number.
@@ -15,6 +16,7 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,19 +118,21 @@ def _serve_on(sock: socket.socket, config: ServiceConfig, host: str, db_url: str
                 file=sys.stderr,
                 flush=True,
             )
-            _answer_until_stopped(app, sock)
+            _answer_until_stopped(app, sock, on_stop=mirrors.stop)
         except StopRequested as stop:
             stop.interrupted_steps = scheduler.stop()
             raise
         finally:
+            mirrors.stop()
             scheduler.stop()
             pool.close()
 
 
-def _answer_until_stopped(app: Any, sock: socket.socket) -> None:
+def _answer_until_stopped(app: Any, sock: socket.socket, on_stop: Callable[[], None]) -> None:
     """uvicorn in a thread (so it installs no signal handlers of its own), until a stop signal reaches this thread
-    or uvicorn ends. At a stop uvicorn answers no new request and cancels those still in flight after
-    HTTP_STOP_GRACE_S; this returns or raises once uvicorn has stopped, or that long and a second after the stop."""
+    or uvicorn ends. At a stop uvicorn answers no new request, on_stop ends what requests in flight wait on, and
+    uvicorn cancels those still in flight after HTTP_STOP_GRACE_S; this returns or raises once uvicorn has stopped,
+    or that long and a second after on_stop returned."""
     import uvicorn
 
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=HTTP_STOP_GRACE_S)
@@ -148,4 +152,5 @@ def _answer_until_stopped(app: Any, sock: socket.socket) -> None:
     finally:
         logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)  # requests the stop cancels are no errors
         server.should_exit = True
+        on_stop()
         ended.wait(HTTP_STOP_GRACE_S + STOP_WAIT_S)

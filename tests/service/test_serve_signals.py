@@ -9,9 +9,11 @@ import contextlib
 import signal
 import socket
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from service_process import DONE_TIMEOUT_S, TOKEN, ServiceProcess, service_env, service_home
 from synthetic import culprit_history
@@ -21,6 +23,15 @@ STALLED_REQUEST = (
     f"POST /api/bisects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
     'Content-Length: 1000\r\n\r\n{"repo": '
 ).encode()
+
+
+# The remote's side of a mirror's fetch (remote.origin.uploadpack): while the gate file exists it hangs, as a fetch
+# from a server that stopped answering does (the test removes the gate at its end, whatever happened).
+SLOW_UPLOAD_PACK = """\
+if [ -e "$GATE" ]; then echo $$ > "$STARTED"; fi
+while [ -e "$GATE" ]; do sleep 0.1; done
+exec git-upload-pack "$@"
+"""
 
 
 def parent_of(pid: int) -> int | None:
@@ -107,3 +118,51 @@ def test_a_stop_signal_stores_the_running_step_interrupted_and_leaves_no_process
         job = conn.execute("select state from jobs where bisect_id = ?", (bisect_id,)).fetchone()
     assert steps == [("error", "interrupted")]
     assert job == ("running",)  # the next server resumes it
+
+
+def test_a_stop_ends_the_mirror_fetch_a_submission_waits_on_and_leaves_no_git_process(tmp_path: Path) -> None:
+    history = culprit_history(tmp_path / "repo", 4, 2)
+    gate, started = tmp_path / "gate", tmp_path / "upload-pack.pid"
+    (tmp_path / "upload-pack.sh").write_text(SLOW_UPLOAD_PACK)
+    env = service_env(**service_home(tmp_path), GATE=str(gate), STARTED=str(started), GIT_CONFIG_COUNT="1",
+                      GIT_CONFIG_KEY_0="remote.origin.uploadpack",
+                      GIT_CONFIG_VALUE_0=f"sh {tmp_path / 'upload-pack.sh'}")  # fmt: skip
+    args = ["--db", f"sqlite:///{tmp_path / 'bisect.db'}", "--allow-repo", str(history.path), "--allow-commands"]
+    served = ServiceProcess(args, env)
+    served.start()  # its first fetch is quick: the gate is not there yet
+    answers: list[httpx.Response | httpx.TransportError] = []
+
+    def submit() -> None:
+        body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "run": "true"}
+        try:
+            answers.append(served.post(body))
+        except httpx.TransportError as exc:
+            answers.append(exc)
+
+    submission = threading.Thread(target=submit)
+    try:
+        gate.touch()
+        submission.start()
+        wait_until(
+            lambda: started.exists() and started.read_text().strip(), "the submission's fetch to reach the remote"
+        )
+        assert served.process is not None
+        processes = descendants(served.process.pid)
+        assert int(started.read_text()) in processes  # the fetch's remote side, a child of the server's git
+
+        served.process.send_signal(signal.SIGTERM)
+        served.process.wait(timeout=DONE_TIMEOUT_S)
+        assert served.process.stderr is not None
+        err = served.process.stderr.read()
+        submission.join()
+        wait_until(lambda: not any(running(pid) for pid in processes), "the fetch's processes to end")
+    finally:
+        gate.unlink(missing_ok=True)  # only now could a fetch left behind end by itself
+        served.stop()
+
+    assert served.process.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    [answer] = answers  # the submission is answered before the server goes: its fetch was stopped
+    assert isinstance(answer, httpx.Response), answer
+    assert answer.status_code == 400
+    assert answer.json()["detail"].endswith("stopped: the server is stopping")
