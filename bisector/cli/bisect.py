@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 from datetime import UTC, datetime
 
 from bisector.cli.options import START_OPTIONS, executor_overrides, option_values, spec_options
-from bisector.cli.service import cancel_remote, server_options
+from bisector.cli.service import cancel_remote, mark_remote, server_options
 from bisector.cli.support import (
+    CLIError,
     db_option,
     err_console,
     exit_for,
@@ -196,13 +197,23 @@ def _replay(
 @click.argument("rev")
 @click.argument("verdict", metavar="TERM")
 @click.option("--note", default="", help="Why: what you saw (shown in the report beside your verdict).")
-@click.option("--by", "who", default="", help="Who gives the verdict.  [default: the current user]")
+@click.option(
+    "--by", "who", default="", help="Who gives the verdict.  [default: the current user; with --server: the token's]"
+)
 @db_option
-def mark(bisect_id: int, rev: str, verdict: str, note: str, who: str, db_url: str | None) -> None:
+@server_options
+def mark(
+    bisect_id: int, rev: str, verdict: str, note: str, who: str, db_url: str | None, server: str | None,
+    token_file: str | None,
+) -> None:  # fmt: skip
     """Give a commit of a bisect your verdict by hand: TERM is good, bad (or the bisect's terms) or skip.
 
     A running bisect takes it in at once. A finished one is re-judged: if the verdict changes the answer, the
-    bisect is reopened for `bisect resume`."""
+    bisect is reopened for `bisect resume` (on a server, its job is queued again)."""
+    if server is not None:
+        if who:
+            raise CLIError("--by: with --server the verdict is given by the token's person")
+        return mark_remote(server, token_file, bisect_id, rev, verdict, note)
     from bisector.runner.manual import mark_commit
     from bisector.runner.wiring import open_store
 

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from bisector.cli.options import executor_overrides, option_values, spec_options
+from bisector.cli.service import rerun_remote, server_options
 from bisector.cli.support import (
     EXIT_NO_CULPRIT,
     CLIError,
@@ -133,6 +134,7 @@ RERUN_FLAGS = (frozenset(EXECUTOR_OPTION_NAMES) - {"build_ahead"}) | {"repeat"}
 )  # fmt: skip
 @output_format_option(("text", "json"), "A line per run, or JSON (sha, verdict, metric, image, runs).")
 @db_option
+@server_options
 def run_at_command(
     rev: str | None,
     repo: str | None,
@@ -140,15 +142,24 @@ def run_at_command(
     step_number: int | None,
     output_format: str,
     db_url: str | None,
+    server: str | None,
+    token_file: str | None,
     **flags: Any,
 ) -> None:
     """Run any command at any commit on its image (built once, reused after) and store the run; with --bisect,
-    that bisect's build and test again at any commit, or one of its steps repeated."""
+    that bisect's build and test again at any commit, or one of its steps repeated (with --server: on that server,
+    once, in the background)."""
     from bisector.runner.config import build_spec, load_config_file
     from bisector.runner.run_at import adhoc_spec, decided, run_at
     from bisector.runner.wiring import check_executor, make_executor, open_store
     from bisector.vocab.gitrepo import GitRepo
 
+    if server is not None:
+        given = set(option_values(flags)) | ({"repo"} if repo is not None else set())
+        if bisect_id is None or given:
+            raise CLIError("with --server, run-at takes --bisect ID and REV or --step N: the server runs it once")
+        rerun_remote(server, token_file, bisect_id, rev, step_number)
+        return
     if bisect_id is not None:
         given = set(option_values(flags)) | ({"repo"} if repo is not None else set())
         if given - RERUN_FLAGS:

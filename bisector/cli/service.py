@@ -129,6 +129,11 @@ def client(server: str, token_file: str | None) -> Any:
     return ServiceClient(server, read_token(token_file))
 
 
+def remote_flags(server: str, token_file: str | None) -> str:
+    """The flags that send a command to the same server, as a shell would take them."""
+    return " ".join(shlex.quote(a) for a in ["--server", server, *(["--token-file", token_file] if token_file else [])])
+
+
 def print_remote(server: str, token_file: str | None, bisect_id: int, view: str, output_format: str) -> None:
     """`bisect report|status --server`: the server renders the same output as for a local store, except that
     the status's last line names the server, so the command it gives works from here too."""
@@ -137,10 +142,7 @@ def print_remote(server: str, token_file: str | None, bisect_id: int, view: str,
     with translated_errors(), client(server, token_file) as service:
         text = service.rendered(bisect_id, view, output_format)
     if view == "status" and output_format != "json":
-        remote = " ".join(
-            shlex.quote(a) for a in ["--server", server, *(["--token-file", token_file] if token_file else [])]
-        )
-        text = text.replace(report_hint(bisect_id), report_hint(bisect_id, remote))
+        text = text.replace(report_hint(bisect_id), report_hint(bisect_id, remote_flags(server, token_file)))
     click.echo(text)
 
 
@@ -148,6 +150,23 @@ def cancel_remote(server: str, token_file: str | None, bisect_id: int) -> None:
     with translated_errors(), client(server, token_file) as service:
         service.cancel(bisect_id)
     click.echo(f"bisect {bisect_id}: cancelled")
+
+
+def rerun_remote(server: str, token_file: str | None, bisect_id: int, rev: str | None, step: int | None) -> None:
+    """`bisect run-at --bisect ID --server URL`: the server runs it in the background, once."""
+    if (rev is None) == (step is None):
+        raise CLIError("give REV or --step N (one of them)")
+    with translated_errors(), client(server, token_file) as service:
+        started = service.rerun(bisect_id, step=step, rev=rev)
+    shows = f"bisect report {remote_flags(server, token_file)} {bisect_id}"
+    click.echo(f"bisect {bisect_id}: rerun at {started['sha'][:12]} started; `{shows}` shows it once it ends")
+
+
+def mark_remote(server: str, token_file: str | None, bisect_id: int, rev: str, verdict: str, note: str) -> None:
+    with translated_errors(), client(server, token_file) as service:
+        marked = service.mark(bisect_id, rev, verdict, note)
+    sha, step = marked["sha"][:12], marked["step"]
+    click.echo(f"bisect {bisect_id}: {sha} marked {verdict} (step {step}); {marked['message']}")
 
 
 def submit_command(start: click.Command) -> click.Command:

@@ -166,7 +166,7 @@ def add_actions(app: FastAPI, service: BisectService) -> None:
         step = form.get("step", "").strip()
         if not (step.isdigit() and len(step) <= MAX_NUMBER_DIGITS):
             raise RefusedError(400, "step: a step's number, as the steps table numbers them")
-        return await acted(bisect_id, lambda: service.rerun(bisect_id, int(step), session.person))
+        return await acted(bisect_id, lambda: service.rerun(bisect_id, session.person, step=int(step)))
 
     @app.post("/bisects/{bisect_id}/mark", include_in_schema=False)
     async def mark(request: Request, bisect_id: BisectId) -> Response:

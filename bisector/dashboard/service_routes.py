@@ -4,19 +4,24 @@ bisect rendered as `bisect report|status` print it (what the `--server` client s
 
     POST   /api/bisects                 a request (bisector/service/submission.py) -> 201 {id, status, owner}
     DELETE /api/bisects/{id}            cancel -> {id, status}; 409 when it has ended
+    POST   /api/bisects/{id}/rerun      {step: N} or {rev: REV}: the bisect's build and test run again there, in the
+                                        background -> 202 {id, sha, status: started}; 409 while its last rerun runs
+    POST   /api/bisects/{id}/marks      {rev, verdict, note?}: a commit's verdict by hand (`bisect mark`), given by
+                                        the token's person -> {id, sha, step, verdict, reopened, message}
     GET    /api/jobs/{id}               the job: {id, state, priority, submitted, started, finished, source, owner}
     GET    /api/bisects/{id}/rendered   ?view=report|status&format=text|markdown|json -> text/plain
 
 The bearer token names the person (bisector/service/tokens.py): a submitted job is theirs, and only they or an admin
-may cancel it. Write endpoints answer 401 without a token or with a wrong one (each says which), 403 for a
-free-form command the server does not allow or another person's job, 400 for a bad request (naming the field), 404
-for an unknown bisect; never a traceback. They read the Authorization header only, never a cookie: a page of another
-site cannot make a browser send one. Every endpoint answers 413 to a body over the server's limit before reading it
-(bisector/service/body_limit.py).
+may cancel it, rerun at one of its commits or mark one (as the dashboard's buttons). Write endpoints answer 401
+without a token or with a wrong one (each says which), 403 for a free-form command the server does not allow or
+another person's job, 400 for a bad request (naming the field), 404 for an unknown bisect; never a traceback. They
+read the Authorization header only, never a cookie: a page of another site cannot make a browser send one. Every
+endpoint answers 413 to a body over the server's limit before reading it (bisector/service/body_limit.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Header, Query
@@ -78,6 +83,52 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
             return JSONResponse({"detail": str(exc)}, status_code=409)
         return {"id": bisect_id, "status": "cancelled"}
 
+    @app.post(
+        "/api/bisects/{bisect_id}/rerun", status_code=202,
+        summary="Run the bisect's build and test again at its step N or a revision (its owner's or an admin's token)",
+    )  # fmt: skip
+    def rerun(
+        bisect_id: BisectId,
+        body: Annotated[dict[str, Any], Body()],
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> Any:
+        person = person_of(authorization)
+        if isinstance(person, JSONResponse):
+            return person
+        step, rev = body.get("step"), body.get("rev")
+        if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 1):
+            return JSONResponse({"detail": "step: a step's number, as the report numbers them"}, status_code=400)
+        if rev is not None and not (isinstance(rev, str) and rev.strip()):
+            return JSONResponse({"detail": "rev: a revision of the bisect's repository"}, status_code=400)
+        return acted(lambda: {"id": bisect_id, "sha": service.rerun(bisect_id, person, step=step, rev=rev),
+                              "status": "started"}, status_code=202)  # fmt: skip
+
+    @app.post(
+        "/api/bisects/{bisect_id}/marks", summary="Give a commit of the bisect a verdict by hand (as `bisect mark`)"
+    )
+    def mark(
+        bisect_id: BisectId,
+        body: Annotated[dict[str, Any], Body()],
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> Any:
+        person = person_of(authorization)
+        if isinstance(person, JSONResponse):
+            return person
+        rev, verdict, note = body.get("rev"), body.get("verdict"), body.get("note", "")
+        for name, value in (("rev", rev), ("verdict", verdict)):
+            if not (isinstance(value, str) and value.strip()):
+                return JSONResponse({"detail": f"{name}: required, a string"}, status_code=400)
+        if not isinstance(note, str):
+            return JSONResponse({"detail": "note: a string"}, status_code=400)
+
+        def marked() -> dict[str, object]:
+            outcome = service.mark(bisect_id, str(rev), str(verdict), note, person)
+            verdict_given = outcome.verdict.value
+            return {"id": bisect_id, "sha": outcome.commit.sha, "step": outcome.step_id, "verdict": verdict_given,
+                    "reopened": outcome.reopened, "message": outcome.message}  # fmt: skip
+
+        return acted(marked)
+
     @app.get("/api/jobs/{bisect_id}", summary="A submitted bisect's place in the server's queue")
     def job(bisect_id: BisectId) -> dict[str, object]:
         return job_json(service.job(bisect_id))
@@ -89,6 +140,16 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
         output_format: Annotated[str, Query(alias="format", pattern=f"^({'|'.join(FORMATS)})$")] = "text",
     ) -> PlainTextResponse:
         return PlainTextResponse(render(service.store, bisect_id, view, output_format))
+
+
+def acted(action: Callable[[], dict[str, object]], status_code: int = 200) -> JSONResponse:
+    """An action on another person's job answers 403, one a bisect's state forbids 409 (other errors: the app's)."""
+    try:
+        return JSONResponse(action(), status_code=status_code)
+    except NotYoursError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=403)
+    except StateError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
 
 
 def job_json(job: JobRecord) -> dict[str, object]:

@@ -1,4 +1,5 @@
-"""The HTTP client of `bisect submit|status|report|cancel --server URL` (httpx). Every failure is one line."""
+"""The HTTP client of `bisect submit|status|report|cancel|mark|run-at --server URL` (httpx). Every failure is one
+line."""
 
 from __future__ import annotations
 
@@ -43,6 +44,18 @@ class ServiceClient:
 
     def cancel(self, bisect_id: int) -> dict[str, Any]:
         answer: dict[str, Any] = self._call("DELETE", f"/api/bisects/{bisect_id}").json()
+        return answer
+
+    def rerun(self, bisect_id: int, *, step: int | None = None, rev: str | None = None) -> dict[str, Any]:
+        """{id, sha, status} of the rerun the server started (at the bisect's step N, or at rev)."""
+        body = {"step": step} if step is not None else {"rev": rev}
+        answer: dict[str, Any] = self._call("POST", f"/api/bisects/{bisect_id}/rerun", json=body).json()
+        return answer
+
+    def mark(self, bisect_id: int, rev: str, verdict: str, note: str) -> dict[str, Any]:
+        """{id, sha, step, verdict, reopened, message} of the verdict given (by the token's person)."""
+        body = {"rev": rev, "verdict": verdict, "note": note}
+        answer: dict[str, Any] = self._call("POST", f"/api/bisects/{bisect_id}/marks", json=body).json()
         return answer
 
     def rendered(self, bisect_id: int, view: str, output_format: str) -> str:

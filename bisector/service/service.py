@@ -18,6 +18,7 @@ from bisector.service.scheduler import JobScheduler
 from bisector.service.submission import build_submission, check_request
 from bisector.service.tokens import Person
 from bisector.vocab.errors import InputError
+from bisector.vocab.gitrepo import GitRepo
 
 
 class NotYoursError(InputError):
@@ -60,10 +61,17 @@ class BisectService:
         self._check_owner(bisect_id, person, "cancel")
         return self.scheduler.cancel(bisect_id)
 
-    def rerun(self, bisect_id: int, step_number: int, person: Person) -> str:
-        """Run step `step_number` (as the report numbers it) again, in the background; its commit."""
+    def rerun(self, bisect_id: int, person: Person, *, step: int | None = None, rev: str | None = None) -> str:
+        """Run the bisect's build and test again, in the background, at its step `step` (as the report numbers it)
+        or at revision rev (one of them); the commit it runs at."""
         job = self._check_owner(bisect_id, person, "rerun a step of")
-        sha = BisectReport.load(self.store, bisect_id).step(step_number).sha
+        if (step is None) == (rev is None):
+            raise InputError("give a step's number or a revision to rerun at (one of them)")
+        if step is not None:
+            sha = BisectReport.load(self.store, bisect_id).step(step).sha
+        else:
+            assert rev is not None
+            sha = GitRepo(self.store.get_bisect(bisect_id).repo).resolve(rev)
         self.scheduler.rerun(job, sha)
         return sha
 

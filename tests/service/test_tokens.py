@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from bisect_helpers import wait_for
 from service_process import ServiceProcess, running_team_service, service_env, service_home
 from synthetic import SyntheticHistory, culprit_history
 
@@ -163,3 +164,52 @@ def test_a_token_names_its_person_and_admins_are_marked(tmp_path: Path) -> None:
     single = TokenBook.single("only")
     assert single.who("only") is not None
     assert (single.who("only").name, single.who("only").admin) == ("default", True)  # type: ignore[union-attr]
+
+
+def test_rerun_and_mark_over_the_api_and_the_cli_follow_the_owner_rules(
+    service: ServiceProcess, history: SyntheticHistory
+) -> None:
+    bisect_id = service.post(submission(history), authorization=f"Bearer {ALICE}").json()["id"]
+    report = service.wait_done(bisect_id)
+    env = service_env(**service.home_env)  # type: ignore[attr-defined]
+    as_bob, as_alice = {**env, "BISECT_TOKEN": BOB}, {**env, "BISECT_TOKEN": ALICE}
+    remote = ["--server", service.base]
+
+    for args, action in [(["run-at", "--bisect", str(bisect_id), "--step", "1"], "rerun a step of"),
+                         (["mark", str(bisect_id), history.shas[1], "good"], "mark a commit of")]:  # fmt: skip
+        refused = bisect_cli(*args, *remote, env=as_bob)
+        assert (refused.returncode, refused.stderr) == (2, (
+            f"bisect: error: {service.base}: 403 bob may not {action} bisect {bisect_id}: it is alice's; only its "
+            "owner or an admin may\n"
+        ))  # fmt: skip
+
+    rerun = bisect_cli("run-at", "--bisect", str(bisect_id), "--step", "1", *remote, env=as_alice)
+    assert rerun.returncode == 0, rerun.stderr
+    first_sha = report["steps"][0]["sha"]
+    assert rerun.stdout.startswith(f"bisect {bisect_id}: rerun at {first_sha[:12]} started;")
+
+    def reruns() -> list[str]:
+        return [s["verdict"] for s in service.report(bisect_id)["steps"] if s["purpose"] == "rerun"]
+
+    wait_for(lambda: reruns() not in ([], ["running"]), what="the rerun's step")
+    assert reruns() == [report["steps"][0]["verdict"]]
+
+    marked = bisect_cli("mark", str(bisect_id), history.shas[1], "good", "--note", "seen", *remote, env=as_alice)
+    assert marked.returncode == 0, marked.stderr
+    assert marked.stdout.startswith(f"bisect {bisect_id}: {history.shas[1][:12]} marked good (step ")
+    manual = [s for s in service.report(bisect_id)["steps"] if s["purpose"] == "manual"]
+    assert [(s["sha"], s["detail"]) for s in manual] == [(history.shas[1], "marked good by alice: seen")]
+    by = bisect_cli("mark", str(bisect_id), history.shas[1], "good", "--by", "eve", *remote, env=as_alice)
+    assert (by.returncode, by.stderr) == (2, "bisect: error: --by: with --server the verdict is given by the token's "
+                                             "person\n")  # fmt: skip
+
+    admin = httpx.post(f"{service.base}/api/bisects/{bisect_id}/rerun", json={"rev": "main"},
+                       headers={"Authorization": f"Bearer {CAROL}"}, timeout=60.0)  # fmt: skip
+    assert admin.status_code == 202, admin.text
+    assert admin.json() == {"id": bisect_id, "sha": history.shas[-1], "status": "started"}
+    for body, problem in [({"step": "1"}, "step: "), ({}, "give a step's number or a revision"),
+                          ({"step": 1, "rev": "main"}, "give a step's number or a revision")]:  # fmt: skip
+        wrong = httpx.post(f"{service.base}/api/bisects/{bisect_id}/rerun", json=body,
+                           headers={"Authorization": f"Bearer {ALICE}"}, timeout=60.0)  # fmt: skip
+        assert (wrong.status_code, wrong.json()["detail"][: len(problem)]) == (400, problem)
+    wait_for(lambda: len(reruns()) == 2 and "running" not in reruns(), what="the admin's rerun")
