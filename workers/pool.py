@@ -21,7 +21,7 @@ Placement: the coordinator pins every step to a worker it got from `free_workers
 pin one worker, `free_workers()` reserves the workers it returns for its view until that view's next `poll`
 (the coordinator asks, submits, then polls); other views do not see them meanwhile. A view with no step out
 waits in `free_workers()` for its first slot (one a borrower's step frees), so its coordinator never sees
-"no worker free and nothing in flight"; `interrupt(bisect_id)` ends that wait for a cancelled bisect.
+"no worker free and nothing in flight"; `interrupt(bisect_id)` ends that wait for a cancelled bisect and its rerun.
 
 Stopping: `stop()` makes every view's `poll` and `submit` raise the pool's stop error (the server passes
 `bisector.runner.stopping.StopRequested(SIGTERM)`: a coordinator treats it as a stop signal, in any thread, and stores
@@ -114,12 +114,12 @@ class SlotPool:
             self._changed.notify_all()
 
     def interrupt(self, bisect_id: int) -> None:
-        """The bisect was cancelled: from now on its job's view is offered no worker (its coordinator, waiting for
-        its first slot, goes on to read the cancel from the store)."""
+        """The bisect (or its rerun) was cancelled: from now on its views, its job's and its rerun's, are offered no
+        worker (their coordinators, waiting for a first slot, go on to see the cancel)."""
         with self._lock:
-            view = self._views.get(ViewKey(bisect_id))
-            if view is not None:
-                view.interrupted = True
+            for key in (ViewKey(bisect_id), ViewKey(bisect_id, rerun=True)):
+                if (view := self._views.get(key)) is not None:
+                    view.interrupted = True
             self._changed.notify_all()
 
     def close(self) -> None:

@@ -119,7 +119,8 @@ def resume(bisect_id: int, explain: bool | None, db_url: str | None, output_form
 @db_option
 @server_options
 def cancel(bisect_id: int, db_url: str | None, server: str | None, token_file: str | None) -> None:
-    """Cancel a running bisect; its coordinator stops its steps and exits."""
+    """Cancel a running bisect; its coordinator stops its steps and exits. With --server, the server's rerun of it
+    too (of a bisect that has ended, its rerun alone)."""
     if server is not None:
         return cancel_remote(server, token_file, bisect_id)
     from bisector.runner.coordinator import store_missing_candidates

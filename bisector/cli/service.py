@@ -148,8 +148,10 @@ def print_remote(server: str, token_file: str | None, bisect_id: int, view: str,
 
 def cancel_remote(server: str, token_file: str | None, bisect_id: int) -> None:
     with translated_errors(), client(server, token_file) as service:
-        service.cancel(bisect_id)
-    click.echo(f"bisect {bisect_id}: cancelled")
+        outcome = service.cancel(bisect_id)
+    status, rerun = outcome.get("status", "cancelled"), outcome.get("rerun")
+    ended = "cancelled" if status == "cancelled" else f"already {status}"
+    click.echo(f"bisect {bisect_id}: {ended}" + (f"; its rerun at {rerun[:12]} cancelled" if rerun else ""))
 
 
 def rerun_remote(server: str, token_file: str | None, bisect_id: int, rev: str | None, step: int | None) -> None:

@@ -2,7 +2,7 @@
 
     GET  /login, POST /login            the token, given once per browser session; POST /logout forgets it
     GET  /submit, POST /submit          a bisect over the server's repositories and recipes -> its page
-    POST /bisects/{id}/cancel           as DELETE /api/bisects/{id}
+    POST /bisects/{id}/cancel           as DELETE /api/bisects/{id}: the bisect and its rerun
     POST /bisects/{id}/rerun            step=N: that step's commit run again (a rerun step of the bisect)
     POST /bisects/{id}/mark             rev, verdict (good, bad or the bisect's terms, skip), note: as `bisect mark`
 
@@ -70,7 +70,8 @@ def add_actions(app: FastAPI, service: BisectService) -> None:
         return Session(person, csrf_of(number)) if number and person is not None else None
 
     def page_context(request: Request) -> dict[str, Any]:
-        return {"actions": True, "session": session_of(request), "csrf_field": CSRF_FIELD}
+        return {"actions": True, "session": session_of(request), "csrf_field": CSRF_FIELD,
+                "reruns": service.scheduler.reruns()}  # fmt: skip
 
     templates.context_processors.append(page_context)
 

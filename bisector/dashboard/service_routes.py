@@ -3,7 +3,9 @@ bisect rendered as `bisect report|status` print it (what the `--server` client s
 (bisector/dashboard/actions.py).
 
     POST   /api/bisects                 a request (bisector/service/submission.py) -> 201 {id, status, owner}
-    DELETE /api/bisects/{id}            cancel -> {id, status}; 409 when it has ended
+    DELETE /api/bisects/{id}            cancel the bisect and its rerun (of an ended bisect, its rerun) ->
+                                        {id, status: the bisect's, rerun: the stopped rerun's sha or null};
+                                        409 when it has ended and no rerun of it runs
     POST   /api/bisects/{id}/rerun      {step: N} or {rev: REV}: the bisect's build and test run again there, in the
                                         background -> 202 {id, sha, status: started}; 409 while its last rerun runs
     POST   /api/bisects/{id}/marks      {rev, verdict, note?}: a commit's verdict by hand (`bisect mark`), given by
@@ -69,19 +71,20 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
         return JSONResponse({"id": submitted.id, "status": submitted.status, "owner": submitted.owner}, status_code=201)
 
     @app.delete(
-        "/api/bisects/{bisect_id}", summary="Cancel a queued or running bisect (its owner's or an admin's token)"
+        "/api/bisects/{bisect_id}",
+        summary="Cancel a queued or running bisect and its rerun (its owner's or an admin's token)",
     )
     def cancel(bisect_id: BisectId, authorization: Annotated[str | None, Header()] = None) -> Any:
         person = person_of(authorization)
         if isinstance(person, JSONResponse):
             return person
         try:
-            service.cancel(bisect_id, person)
+            outcome = service.cancel(bisect_id, person)
         except NotYoursError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=403)
         except StateError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=409)
-        return {"id": bisect_id, "status": "cancelled"}
+        return {"id": bisect_id, "status": outcome.status.value, "rerun": outcome.rerun_sha}
 
     @app.post(
         "/api/bisects/{bisect_id}/rerun", status_code=202,

@@ -168,9 +168,15 @@ class Coordinator:
                 return self._run(self.store.get_bisect(bisect_id), executor, lease=lease, explain=explain)
 
     def rerun(
-        self, bisect_id: int, rev: str, times: int = 1, executor_overrides: Mapping[str, object] | None = None
+        self,
+        bisect_id: int,
+        rev: str,
+        times: int = 1,
+        executor_overrides: Mapping[str, object] | None = None,
+        cancelled: Callable[[], bool] = lambda: False,
     ) -> list[StepResult]:
-        """`bisect run-at --bisect`: the bisect's build and test at any commit, `times` runs, stored as rerun steps."""
+        """`bisect run-at --bisect`: the bisect's build and test at any commit, `times` runs, stored as rerun steps.
+        SideRunsCancelledError once cancelled() (asked every round)."""
         if times < 1:
             raise StateError(f"--repeat must be at least 1 (got {times})")
         record = self.store.get_bisect(bisect_id)
@@ -178,7 +184,7 @@ class Coordinator:
         sha = GitRepo(record.repo).resolve(rev)
         spec = spec.with_executor(executor_overrides or {})
         with self.executor_factory(spec) as executor:
-            runner = self._side_runner(record, spec, executor)
+            runner = SideRunner(self.store, executor, record.id, spec, self.now, self.observer, cancelled=cancelled)
             return runner.run([SideRun(sha, StepPurpose.RERUN, label=f"rerun-{i}") for i in range(times)])
 
     def run(self, bisect_id: int) -> BisectRecord:

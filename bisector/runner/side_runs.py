@@ -17,11 +17,16 @@ from bisector.db.store import Store
 from bisector.runner.observer import ProgressObserver
 from bisector.runner.pipeline import PlannedStep, StepPipeline
 from bisector.vocab.domain import SideRun, StepResult, Verdict
-from bisector.vocab.errors import ExecutorError
+from bisector.vocab.errors import ExecutorError, StateError
 from bisector.vocab.metric import MetricSpec
 from bisector.workers.executor import Executor
 
 POLL_INTERVAL_S = 0.5
+CANCELLED_WHY = "cancelled by the operator"
+
+
+class SideRunsCancelledError(StateError):
+    """The batch was cancelled: its running steps were stored as cancelled, the others never sent."""
 
 
 class SideRunner:
@@ -37,8 +42,11 @@ class SideRunner:
         observer: ProgressObserver,
         *,
         metric: MetricSpec | None = None,
+        cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
+        """cancelled: asked every round; once true, the batch stops (SideRunsCancelledError)."""
         self.executor = executor
+        self.cancelled = cancelled
         self.spec = spec
         self.observer = observer
         record = store.get_bisect(bisect_id)
@@ -52,7 +60,7 @@ class SideRunner:
     def run(self, runs: Sequence[SideRun]) -> list[StepResult]:
         """The results in the order of runs. A run that ends in an error (infrastructure, never the commit's
         fault) is retried on another worker up to the spec's max_attempts, each attempt stored; its result is
-        the last attempt's. Workers the search quarantined are not used."""
+        the last attempt's. Workers the search quarantined are not used. SideRunsCancelledError once cancelled()."""
         try:
             return self._run(runs, [_Attempt(index) for index in range(len(runs))])
         except BaseException:  # a stop signal, a lost store, an executor failure: its steps do not stay running
@@ -63,6 +71,8 @@ class SideRunner:
         results: dict[int, StepResult] = {}
         in_flight: dict[int, _Attempt] = {}  # step id -> the attempt it runs
         while pending or in_flight:
+            if self.cancelled():
+                self._stop(in_flight)
             while pending and (worker := self._worker_for(pending[0])):
                 attempt = pending.pop(0)
                 run = runs[attempt.index]
@@ -88,6 +98,15 @@ class SideRunner:
                     + (f" (metric {result.samples[-1]:.4g})" if result.samples else "")
                 )
         return [results[i] for i in range(len(runs))]
+
+    def _stop(self, in_flight: dict[int, _Attempt]) -> None:
+        """Cancel the running steps, store their CANCELLED results, and raise SideRunsCancelledError."""
+        for step_id in in_flight:
+            self.pipeline.cancel(step_id, CANCELLED_WHY)
+        while self.pipeline.running:
+            self.pipeline.poll(POLL_INTERVAL_S)
+        self.pipeline.flush()
+        raise SideRunsCancelledError(f"{len(in_flight)} running step(s) cancelled, the others never sent")
 
     def _worker_for(self, attempt: _Attempt) -> str:
         """A free worker for this attempt, one that has not failed this run when there is one; "" if none is

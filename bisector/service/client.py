@@ -43,6 +43,7 @@ class ServiceClient:
         return answer
 
     def cancel(self, bisect_id: int) -> dict[str, Any]:
+        """{id, status, rerun} after the cancel: the bisect's status, the sha of the rerun it stopped (or None)."""
         answer: dict[str, Any] = self._call("DELETE", f"/api/bisects/{bisect_id}").json()
         return answer
 

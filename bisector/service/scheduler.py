@@ -10,7 +10,9 @@ or `bisect cancel`) marks the bisect cancelled in the store, where its coordinat
 
 A rerun (`Coordinator.rerun`, one step's commit run again, stored beside the bisect) runs in a thread of its own over
 a pool view of its own (the rerun's, beside its bisect's job's): it waits for a slot as a job that holds none does,
-and the server's stop ends it as it ends the jobs. One rerun per bisect at a time.
+and the server's stop ends it as it ends the jobs. One rerun per bisect at a time. A cancel ends the bisect's rerun
+too (one of a bisect that has ended as well): a waiting rerun never starts, a running one's step is stopped and
+stored as cancelled.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bisector.core.spec import BisectSpec
 from bisector.db.jobs import JobQueue, JobRecord, JobState
 from bisector.db.store import Store
 from bisector.runner.coordinator import Coordinator, store_missing_candidates
+from bisector.runner.side_runs import SideRunsCancelledError
 from bisector.runner.stopping import StopRequested
 from bisector.vocab.domain import BisectStatus
 from bisector.vocab.errors import BisectError, StateError
@@ -42,6 +46,24 @@ CoordinatorFactory = Callable[[Store, Callable[[BisectSpec], Executor]], Coordin
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A bisect's rerun in the background: its thread, and the cancel it heeds."""
+
+    sha: str
+    thread: threading.Thread
+    cancelled: threading.Event
+
+
+@dataclass(frozen=True)
+class CancelOutcome:
+    """What a cancel ended: the bisect's status after it (cancelled, or the end it had reached before), and the
+    commit of the rerun it stopped (None: none ran or waited)."""
+
+    status: BisectStatus
+    rerun_sha: str | None
 
 
 def default_coordinator(store: Store, executor_factory: Callable[[BisectSpec], Executor]) -> Coordinator:
@@ -62,7 +84,7 @@ class JobScheduler:
         self.make_coordinator = make_coordinator
         self.now = now
         self._threads: dict[int, threading.Thread] = {}
-        self._reruns: dict[int, threading.Thread] = {}  # bisect -> the thread of its running rerun
+        self._reruns: dict[int, Rerun] = {}  # bisect -> its running rerun
         self._not_before: dict[int, float] = {}  # job -> monotonic time before which it is not tried again
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -94,10 +116,10 @@ class JobScheduler:
                 raise StateError("the server is stopping")
             if bisect_id in self._reruns:
                 raise StateError(f"bisect {bisect_id} has a rerun running: one at a time")
-            thread = threading.Thread(
-                target=self._run_rerun, args=(bisect_id, sha, job.priority), name=f"rerun-{bisect_id}"
-            )
-            self._reruns[bisect_id] = thread
+            cancelled = threading.Event()
+            args = (bisect_id, sha, job.priority, cancelled)
+            thread = threading.Thread(target=self._run_rerun, args=args, name=f"rerun-{bisect_id}")
+            self._reruns[bisect_id] = Rerun(sha, thread, cancelled)
             thread.start()
 
     def reruns(self) -> list[int]:
@@ -105,22 +127,29 @@ class JobScheduler:
         with self._lock:
             return list(self._reruns)
 
-    def cancel(self, bisect_id: int) -> JobRecord:
-        """Cancel a queued or running job's bisect (StateError when it has ended, UnknownBisectError when the
-        server never had it)."""
-        job = self.queue.get(bisect_id)
+    def cancel(self, job: JobRecord) -> CancelOutcome:
+        """Cancel the job's bisect, queued or running, and its rerun, waiting or running; of a bisect that has ended,
+        its rerun only. StateError when neither runs."""
+        bisect_id = job.bisect_id
         record = self.store.get_bisect(bisect_id)
-        if record.status.is_terminal():
+        with self._lock:
+            rerun = self._reruns.get(bisect_id)
+        if record.status.is_terminal() and rerun is None:
             raise StateError(f"bisect {bisect_id} is already {record.status.value}")
-        self.store.set_status(bisect_id, BisectStatus.CANCELLED, finished=self.now(), message=CANCEL_MESSAGE)
-        store_missing_candidates(self.store, record)
-        self.pool.interrupt(bisect_id)  # a coordinator still waiting for its first slot reads the cancel now
+        status = record.status
+        if not status.is_terminal():
+            self.store.set_status(bisect_id, BisectStatus.CANCELLED, finished=self.now(), message=CANCEL_MESSAGE)
+            store_missing_candidates(self.store, record)
+            status = BisectStatus.CANCELLED
+        if rerun is not None:
+            rerun.cancelled.set()
+        self.pool.interrupt(bisect_id)  # a coordinator still waiting for its first slot sees the cancel now
         if job.state is JobState.QUEUED:
             with self._lock:
                 if bisect_id not in self._threads:
                     self.queue.mark_done(bisect_id, self.now())
         self.wake()
-        return self.queue.get(bisect_id)
+        return CancelOutcome(status, rerun.sha if rerun else None)
 
     def running(self) -> list[int]:
         with self._lock:
@@ -136,7 +165,7 @@ class JobScheduler:
             self._loop.join(timeout_s)
         deadline = time.monotonic() + timeout_s
         with self._lock:
-            threads = [*self._threads.values(), *self._reruns.values()]
+            threads = [*self._threads.values(), *(rerun.thread for rerun in self._reruns.values())]
         for thread in threads:
             thread.join(max(deadline - time.monotonic(), 0.0))
         with self._lock:
@@ -200,13 +229,16 @@ class JobScheduler:
             self.queue.mark_done(bisect_id, self.now())
         self.wake()
 
-    def _run_rerun(self, bisect_id: int, sha: str, priority: int) -> None:
+    def _run_rerun(self, bisect_id: int, sha: str, priority: int, cancelled: threading.Event) -> None:
         def view(spec: BisectSpec) -> Executor:
-            return self.pool.view(bisect_id, priority, rerun=True)
+            opened = self.pool.view(bisect_id, priority, rerun=True)
+            if cancelled.is_set():  # the cancel's interrupt came before the view was there
+                self.pool.interrupt(bisect_id)
+            return opened
 
         try:
-            self.make_coordinator(self.store, view).rerun(bisect_id, sha)
-        except StopRequested:
+            self.make_coordinator(self.store, view).rerun(bisect_id, sha, cancelled=cancelled.is_set)
+        except (StopRequested, SideRunsCancelledError):
             return
         except Exception as exc:  # the rerun fails; the server serves on
             if not isinstance(exc, BisectError):

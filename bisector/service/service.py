@@ -14,7 +14,7 @@ from bisector.runner.coordinator import prepare_bisect
 from bisector.runner.manual import MarkOutcome, mark_commit
 from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
-from bisector.service.scheduler import JobScheduler
+from bisector.service.scheduler import CancelOutcome, JobScheduler
 from bisector.service.submission import build_submission, check_request
 from bisector.service.tokens import Person
 from bisector.vocab.errors import InputError
@@ -57,9 +57,9 @@ class BisectService:
             self.scheduler.add(bisect_id, submission.priority, source, person.name)
         return Submitted(bisect_id, "queued", person.name)
 
-    def cancel(self, bisect_id: int, person: Person) -> JobRecord:
-        self._check_owner(bisect_id, person, "cancel")
-        return self.scheduler.cancel(bisect_id)
+    def cancel(self, bisect_id: int, person: Person) -> CancelOutcome:
+        """End the bisect and its rerun (of a bisect that has ended, its rerun)."""
+        return self.scheduler.cancel(self._check_owner(bisect_id, person, "cancel"))
 
     def rerun(self, bisect_id: int, person: Person, *, step: int | None = None, rev: str | None = None) -> str:
         """Run the bisect's build and test again, in the background, at its step `step` (as the report numbers it)

@@ -1,5 +1,5 @@
 """JobScheduler in this process over a SlotPool of real worker threads (InProcessExecutor), a real git history and
-SQLite: reruns beside a running job."""
+SQLite: reruns beside a running job, and a cancel that ends them."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from bisector.db.store import Store
 from bisector.report import BisectReport
 from bisector.runner.coordinator import prepare_bisect
 from bisector.runner.stopping import StopRequested
-from bisector.service.scheduler import JobScheduler
-from bisector.vocab.domain import StepPurpose, StepRecord, Verdict
+from bisector.service.scheduler import CancelOutcome, JobScheduler
+from bisector.vocab.domain import BisectStatus, StepPurpose, StepRecord, Verdict
 from bisector.vocab.errors import StateError
 from bisector.workers.inprocess import InProcessExecutor
-from bisector.workers.pool import PREEMPTED, SlotPool
+from bisector.workers.pool import PREEMPTED, SlotPool, ViewKey
 
 WAIT_S = 120.0  # only ends a hung test; no speed target
 
@@ -118,3 +118,51 @@ def test_reruns_one_after_another_leave_no_thread_behind(
         wait_for(f"rerun {done} let go", lambda: scheduler.reruns() == [])
     reruns = [s for s in store.steps(bisect_id) if s.purpose is StepPurpose.RERUN]
     assert [(s.sha, s.verdict) for s in reruns] == [(history.shas[-1], Verdict.BAD)] * 3
+
+
+def rerun_steps(store: Store, bisect_id: int) -> list[StepRecord]:
+    return [s for s in store.steps(bisect_id) if s.purpose is StepPurpose.RERUN]
+
+
+def test_a_cancel_stops_the_bisects_running_rerun_and_stores_its_step_as_cancelled(
+    tmp_path: Path, store: Store, scheduler: JobScheduler, history: SyntheticHistory
+) -> None:
+    (tmp_path / "gate").touch()  # every step blocks until cancelled
+    bisect_id = queued(store, scheduler, history, gated_test(tmp_path, open_at=()))
+    scheduler.rerun(scheduler.queue.get(bisect_id), history.shas[2])
+    wait_for("the rerun's step", lambda: [s.finished for s in rerun_steps(store, bisect_id)] == [None])
+
+    outcome = scheduler.cancel(scheduler.queue.get(bisect_id))
+    assert outcome == CancelOutcome(BisectStatus.CANCELLED, history.shas[2])
+    wait_for("the rerun let go", lambda: scheduler.reruns() == [])
+    [step] = rerun_steps(store, bisect_id)
+    assert (step.verdict, step.detail) == (Verdict.CANCELLED, "cancelled by the operator")
+    assert store.get_bisect(bisect_id).status is BisectStatus.CANCELLED
+
+    scheduler.rerun(scheduler.queue.get(bisect_id), history.shas[3])  # of an ended bisect: its rerun alone
+    assert scheduler.cancel(scheduler.queue.get(bisect_id)) == CancelOutcome(BisectStatus.CANCELLED, history.shas[3])
+    wait_for("the second rerun let go", lambda: scheduler.reruns() == [])
+    with pytest.raises(StateError, match=f"bisect {bisect_id} is already cancelled"):
+        scheduler.cancel(scheduler.queue.get(bisect_id))
+    assert all(s.verdict is Verdict.CANCELLED for s in rerun_steps(store, bisect_id))
+
+
+def test_a_cancel_ends_a_rerun_waiting_for_a_slot_before_it_starts(
+    tmp_path: Path, store: Store, scheduler: JobScheduler, history: SyntheticHistory
+) -> None:
+    (tmp_path / "gate").touch()  # two jobs hold a slot each, neither over its share: nothing to preempt
+    first, second = (queued(store, scheduler, history, gated_test(tmp_path, open_at=())) for _ in range(2))
+
+    def running(bisect_id: int) -> int:
+        return sum(s.finished is None for s in store.steps(bisect_id))
+
+    scheduler.start()
+    wait_for("a step of each job", lambda: (running(first), running(second)) == (1, 1))
+    scheduler.rerun(scheduler.queue.get(first), history.shas[2])
+    wait_for("the rerun waiting in the pool", lambda: ViewKey(first, rerun=True) in scheduler.pool.shares())
+
+    assert scheduler.cancel(scheduler.queue.get(first)) == CancelOutcome(BisectStatus.CANCELLED, history.shas[2])
+    wait_for("the rerun let go", lambda: scheduler.reruns() == [])
+    wait_for("the cancelled job's step stopped", lambda: running(first) == 0)
+    assert rerun_steps(store, first) == []
+    (tmp_path / "gate").unlink()

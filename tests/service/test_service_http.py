@@ -180,6 +180,32 @@ def test_the_cli_client_cancels_and_says_so_in_one_line(service: ServiceProcess,
     assert TOKEN not in no_token.stderr
 
 
+def test_a_cancel_ends_the_bisects_rerun_too_and_the_cli_says_so(
+    service: ServiceProcess, history: SyntheticHistory
+) -> None:
+    env = service_env(**service.home_env)  # type: ignore[attr-defined]
+    bisect_id = service.post(submission(history, recipe="slow")).json()["id"]
+    started = bisect_cli("run-at", "--bisect", str(bisect_id), history.shas[3], "--server", service.base, env=env)
+    assert started.returncode == 0, started.stderr
+
+    def reruns() -> list[str]:
+        return [s["verdict"] for s in service.report(bisect_id)["steps"] if s["purpose"] == "rerun"]
+
+    deadline = time.monotonic() + DONE_TIMEOUT_S
+    while reruns() != ["running"]:
+        assert time.monotonic() < deadline, "the rerun never ran"
+        time.sleep(0.1)
+    cancelled = bisect_cli("cancel", str(bisect_id), "--server", service.base, env=env)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout == f"bisect {bisect_id}: cancelled; its rerun at {history.shas[3][:12]} cancelled\n"
+    assert service.wait_done(bisect_id)["status"] == "cancelled"
+    while reruns() == ["running"]:
+        assert time.monotonic() < deadline, "the rerun's step was not stopped"
+        time.sleep(0.1)
+    assert reruns() == ["cancelled"]
+    assert service.delete(bisect_id).json()["detail"] == f"bisect {bisect_id} is already cancelled"
+
+
 def test_serve_refuses_to_start_without_a_token(history: SyntheticHistory, tmp_path: Path) -> None:
     env = {**service_env(), "BISECT_TOKEN": ""}
     done = bisect_cli("serve", "--allow-repo", str(history.path), "--db", str(tmp_path / "b.db"), env=env)
