@@ -4,10 +4,12 @@ The pool owns the executor. Each coordinator (a thread of `bisect serve`) gets a
 only its own steps' results and its `free_workers` only as many slots as its fair share allows. A view is named by
 its `ViewKey`: a bisect's job, or the rerun beside it.
 
-Fair share over the R registered views and S slots (the server runs at most S jobs at once, so R <= S):
-every view is entitled to one slot, and the S - R others go by priority weight (priority + 1, at least 1;
-largest remainders first). A view may also borrow slots that nobody's entitlement needs now; borrowed slots
-come back when their steps end, or sooner by preemption.
+Fair share over the R registered views and S slots: every view is entitled to one slot, and the S - R others go
+by priority weight (priority + 1, at least 1; largest remainders first). The server runs at most S jobs at once, but
+reruns add views: while R > S only S views are promised a slot, the jobs' first, then the reruns by priority, oldest
+first; the other reruns are promised none (they wait, preempt nobody, and take a slot once promised one or one is
+free that nobody is owed). So the promises never add up to more than S. A view may also borrow slots that nobody's
+entitlement needs now; borrowed slots come back when their steps end, or sooner by preemption.
 
 Preemption: when a view holding no slot waits for its first one and no slot is free, the pool cancels the newest
 preemptible step (StepRequest.preemptible: a search run, an endpoint check or a probe; never a confirmation, a
@@ -141,7 +143,8 @@ class SlotPool:
         if not views:
             return {}
         slots = self._executor.slots
-        shares = {view.key: 1 for view in views}
+        promised = sorted(views, key=lambda view: (view.key.rerun, -view.priority))[:slots]  # stable: oldest first
+        shares = {view.key: 0 for view in views} | {view.key: 1 for view in promised}
         spare = max(slots - len(views), 0)
         weights = {view.key: max(view.priority + 1, 1) for view in views}
         total = sum(weights.values())
@@ -172,11 +175,11 @@ class SlotPool:
             self._changed.wait(FIRST_SLOT_WAIT_S)
 
     def _preempt_for(self, view: PoolView) -> None:
-        """view holds no slot and got none: unless a slot is free (a reservation ends soon) or one is already
-        being freed for it, cancel the newest preemptible step of the view most over its share."""
-        if view.key in self._preempted.values() or self._executor.free_workers():
-            return
+        """view holds no slot and got none: unless it is promised none, a slot is free (a reservation ends soon) or
+        one is already being freed for it, cancel the newest preemptible step of the view most over its share."""
         shares = self._shares()
+        if not shares[view.key] or view.key in self._preempted.values() or self._executor.free_workers():
+            return
         excess: dict[ViewKey, int] = {}
         for other in self._views.values():
             held = self._held(other) - sum(1 for s, o in self._owner.items() if o is other and s in self._preempted)

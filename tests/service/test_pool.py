@@ -68,6 +68,43 @@ def test_a_bisects_rerun_has_a_view_of_its_own_beside_its_jobs(pool: SlotPool) -
         pool.view(1, rerun=True)
 
 
+def test_with_more_views_than_slots_only_as_many_are_promised_one_jobs_first(pool: SlotPool) -> None:
+    for bisect_id in (1, 2, 3):
+        pool.view(bisect_id)
+    pool.view(1, rerun=True)
+    pool.view(2, priority=2, rerun=True)
+    pool.view(3, rerun=True)
+    assert pool.shares() == {
+        ViewKey(1): 1, ViewKey(2): 1, ViewKey(3): 1,
+        ViewKey(1, rerun=True): 0, ViewKey(2, rerun=True): 1, ViewKey(3, rerun=True): 0,
+    }  # fmt: skip
+    assert sum(pool.shares().values()) == pool.slots
+
+
+def test_a_view_promised_no_slot_preempts_nobody_and_waits_for_one(pool: SlotPool, repo: Path, tmp_path: Path) -> None:
+    first = pool.view(1)
+    workers = first.free_workers()  # alone: it borrows all four
+    for step_id, worker in enumerate(workers[:2], start=1):
+        first.submit(request(repo, tmp_path, step_id, worker, run="sleep 60", preemptible=True))
+    first.poll(0.0)
+    second, third = pool.view(2), pool.view(3)
+    second.submit(request(repo, tmp_path, 3, second.free_workers()[0], run="exit 0"))
+    third.submit(request(repo, tmp_path, 4, third.free_workers()[0], run="sleep 60", preemptible=True))
+    pool.view(2, rerun=True)  # promised the fourth slot: it came before
+    rerun = pool.view(1, rerun=True)
+    assert pool.shares()[rerun.key] == 0
+    answers: list[list[str]] = []
+    waiting = threading.Thread(target=lambda: answers.append(rerun.free_workers()))
+    waiting.start()
+    results_of(second, 1)
+    assert waiting.is_alive()  # the second view's slot is free, but it is still owed to the second view
+    second.close()  # its job ends: four views now, one slot each
+    waiting.join()
+    assert len(answers[0]) == 1
+    assert first.poll(0.0) == []  # the first view's extra step was never preempted for the rerun
+    assert pool.busy() == 3
+
+
 def test_priority_takes_the_larger_part_of_the_spare_slots(pool: SlotPool) -> None:
     pool.view(1, priority=0)
     pool.view(2, priority=2)
