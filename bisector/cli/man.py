@@ -18,8 +18,8 @@ PROGRAM = "bisect"
 # code reads is here (STEP_VARIABLES: those bisect sets for the steps instead).
 ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("BISECT_DB", "The result store: a SQLAlchemy URL or a SQLite file path (as --db)."),
-    ("BISECT_DATA_DIR", "Where the default SQLite store and the step logs live (default: $XDG_DATA_HOME/gpu-bisect, "
-     "else ~/.local/share/gpu-bisect)."),
+    ("BISECT_DATA_DIR", "Where the default SQLite store and the step logs live, and bisect serve's mirrors and "
+     "form key (default: $XDG_DATA_HOME/gpu-bisect, else ~/.local/share/gpu-bisect)."),
     ("BISECT_CACHE_DIR", "Where the worker worktrees and the worker images live (default: "
      "$XDG_CACHE_HOME/gpu-bisect, else ~/.cache/gpu-bisect)."),
     ("XDG_DATA_HOME, XDG_CACHE_HOME", "The bases of the two above when those are unset (absolute paths only: a "

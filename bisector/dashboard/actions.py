@@ -9,10 +9,10 @@
 The login keeps the token in an HttpOnly, SameSite=Strict cookie (Secure over https) beside a session cookie, a
 random number drawn at login. Every POST is refused (403, nothing done) unless its Origin (or, without one, its
 Referer) is this server's, and, past the login, unless its form carries the session's CSRF token: an HMAC of the
-session number under a key drawn when the server starts, put in the forms of the pages. A page of another origin
-(another port of the same host is the same site, so SameSite alone does not keep its requests out) can make a
-browser send the cookies but cannot read the CSRF token. Who may do what is the API's rule: the token names the
-person, who acts on their own jobs only unless an admin.
+session number under the server's key (kept in its data directory, so a form survives a restart), put in the
+forms of the pages. A page of another origin (another port of the same host is the same site, so SameSite alone
+does not keep its requests out) can make a browser send the cookies but cannot read the CSRF token. Who may do
+what is the API's rule: the token names the person, who acts on their own jobs only unless an admin.
 """
 
 from __future__ import annotations
@@ -59,10 +59,9 @@ class RefusedError(Exception):
 
 def add_actions(app: FastAPI, service: BisectService) -> None:
     templates: Jinja2Templates = app.state.templates
-    key = secrets.token_bytes(32)  # the CSRF tokens' key: a restart asks every open form to be reloaded
 
     def csrf_of(number: str) -> str:
-        return hmac.new(key, number.encode(), hashlib.sha256).hexdigest()
+        return hmac.new(service.config.form_key, number.encode(), hashlib.sha256).hexdigest()
 
     def session_of(request: Request) -> Session | None:
         number = request.cookies.get(SESSION_COOKIE)

@@ -16,6 +16,7 @@ top-level keys are the recipe used when none is named). Options add to the file 
 
 from __future__ import annotations
 
+import secrets
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,8 @@ class ServiceConfig:
     allow_commands: bool = False
     recipes: dict[str, dict[str, Any]] = field(default_factory=dict)
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # a larger body is answered 413 unread
+    # the key of the forms' CSRF tokens; `bisect serve` reads it from its data directory (service/secret_key.py)
+    form_key: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
 
     def __post_init__(self) -> None:
         if not self.allowed_repos:

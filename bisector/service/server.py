@@ -29,6 +29,7 @@ from bisector.runner.stopping import StopRequested, stop_on_signals
 from bisector.service.config import ServiceConfig, read_config_file
 from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
+from bisector.service.secret_key import secret_key
 from bisector.service.service import BisectService
 from bisector.service.tokens import tokens_from_options
 from bisector.vocab.errors import InputError
@@ -39,6 +40,7 @@ from bisector.workers.pool import SlotPool
 TOKEN_HELP = "give --tokens-file, or set $BISECT_TOKEN or --token-file: the write endpoints need bearer tokens"
 STOP_WAIT_S = 1.0  # how often the main thread looks whether uvicorn ended by itself
 HTTP_STOP_GRACE_S = 10  # how long requests in flight at a stop may go on (a client still sending its body)
+FORM_KEY_FILE = "serve-form.key"  # in the data directory: the key of the forms' CSRF tokens
 
 
 def config_from_options(
@@ -68,6 +70,7 @@ def config_from_options(
         allow_commands=allow_commands or bool(from_file.get("allow_commands", False)),
         recipes=from_file["recipes"],
         max_request_bytes=max_request_bytes,
+        form_key=secret_key(data_dir() / FORM_KEY_FILE),
     )
 
 

@@ -4,7 +4,10 @@ state-changing POST (Origin or Referer, the session's CSRF token, the login) ref
 from __future__ import annotations
 
 import re
+import stat
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,17 +22,23 @@ ALICE, BOB = "alice-token-1", "bob-token-2"
 CONFIG = '[recipes.slow]\nrun = "sleep 600"\n\n[recipes.synthetic]\nrun = "bash test.sh"\n'
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    home = tmp_path_factory.mktemp("home")
+@contextmanager
+def served(home: Path) -> Iterator[ServiceProcess]:
+    """`bisect serve` of a small history with alice's and bob's tokens, its store and data directory in home."""
     history = culprit_history(home / "repo", 6, 3)
     (home / "serve.toml").write_text(CONFIG)
     (home / "tokens.toml").write_text(f'alice = "{ALICE}"\nbob = "{BOB}"\n')
     args = ["--db", f"sqlite:///{home / 'bisect.db'}", "--allow-repo", str(history.path),
             "--config", str(home / "serve.toml"), "--tokens-file", str(home / "tokens.toml")]  # fmt: skip
-    with running_service(*args, **service_home(home)) as served:
-        served.history = history  # type: ignore[attr-defined]
-        yield served
+    with running_service(*args, **service_home(home)) as service:
+        service.history = history  # type: ignore[attr-defined]
+        yield service
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    with served(tmp_path_factory.mktemp("home")) as service:
+        yield service
 
 
 def logged_in(service: ServiceProcess, token: str = ALICE) -> tuple[httpx.Client, str]:
@@ -128,6 +137,22 @@ def test_the_csrf_token_belongs_to_one_session(service: ServiceProcess) -> None:
         first.close()
         second.close()
         service.delete(bisect_id, authorization=f"Bearer {ALICE}")
+
+
+def test_a_form_served_before_a_restart_is_accepted_after_it(tmp_path: Path) -> None:
+    with served(tmp_path) as service:
+        bisect_id = running_job(service)
+        client, csrf = logged_in(service)
+        try:
+            service.stop()
+            service.start()  # the same port, store and data directory
+            answer = client.post(f"/bisects/{bisect_id}/cancel", data={"csrf": csrf}, headers={"Origin": service.base})
+            assert answer.status_code == 303, answer.text
+        finally:
+            client.close()
+        assert service.report(bisect_id)["status"] == "cancelled"
+    key_file = tmp_path / "data" / "serve-form.key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
 
 
 def test_another_person_s_job_is_refused_from_the_browser_as_from_the_api(service: ServiceProcess) -> None:
