@@ -17,8 +17,10 @@ from bisector.report.json_report import report_json
 from bisector.report.model import BisectReport
 from bisector.report.pruning import pruned_why, pruning_lines
 from bisector.runner.coordinator import Coordinator, prepare_bisect
+from bisector.runner.prune_probe import plan_from_recording
 from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus, StepPurpose
+from bisector.vocab.gitrepo import GitRepo
 
 RUN = f"{sys.executable} bench.py"
 
@@ -74,6 +76,19 @@ def test_a_test_the_probe_cannot_follow_runs_unpruned_and_says_so(tmp_path: Path
     assert not plan.applied
     assert "followed no Python process" in plan.note
     assert any("not pruned" in line for line in pruning_lines(BisectReport.load(store, record.id)))
+
+
+def test_a_probe_in_a_container_image_names_the_image_in_its_note(tmp_path: Path):
+    history = culprit_history(tmp_path / "repo", 6, 3)
+    good, bad = history.shas[0], history.shas[-1]
+    spec = BisectSpec.from_options({"repo": str(history.path), "good": good, "bad": bad, "run": RUN,
+                                    "image_template": "registry.example/app:{short}"})  # fmt: skip
+    out = tmp_path / "probe"  # as the probe's folder comes back when its hook never ran in the container
+    out.mkdir()
+    plan = plan_from_recording(GitRepo(str(history.path)), spec, good, bad, history.shas[1:], out)
+    image = f"registry.example/app:{bad[:12]}"
+    assert not plan.applied
+    assert f"the probe followed no Python process of the test (it ran in container image {image}," in plan.note
 
 
 def test_coverage_that_cannot_run_in_the_tests_python_leaves_the_search_unpruned(tmp_path: Path, store: Store):

@@ -32,6 +32,7 @@ from bisector.runner.side_runs import SideRunner
 from bisector.vocab.domain import BisectRecord, SideRun, StepPurpose, Verdict
 from bisector.vocab.errors import BisectError
 from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.images import container_reference
 from bisector.vocab.paths import log_dir
 from bisector.workers.node_files import UNSHIPPED_FILE
 
@@ -146,10 +147,13 @@ def _roots(recording: Recording, tracked: set[str]) -> list[str]:
     return sorted(roots, key=len, reverse=True)
 
 
-def visibility(recording: Recording, tracked: set[str], spec: BisectSpec) -> Visibility | str:
-    """What the test and build can see, or why the probe cannot tell."""
+def visibility(
+    recording: Recording, tracked: set[str], spec: BisectSpec, container: str | None = None
+) -> Visibility | str:
+    """What the test and build can see, or why the probe cannot tell. container: the image the test ran in."""
     if not recording.cwds:
-        return "the probe followed no Python process of the test"
+        inside = f" (it ran in container image {container}, which the probe's hook does not reach)" if container else ""
+        return f"the probe followed no Python process of the test{inside}"
     if recording.no_coverage:
         return f"coverage.py could not run in the test's Python ({recording.no_coverage[0]})"
     where = Attribution(recording, tracked)
@@ -211,18 +215,20 @@ def line_authors(repo: GitRepo, good: str, bad: str, recording: Recording, chang
 def plan_from_recording(repo: GitRepo, spec: BisectSpec, good: str, bad: str, shas: list[str], out: Path) -> PrunePlan:
     """The classification of the candidates from the probe's files in `out`."""
     recording = read_recording(out)
-    build = read_build_trace(out) if spec.test.build else None
+    build = read_build_trace(out) if spec.test.build else None  # never with a container: its Containerfile builds
     if isinstance(build, BuildTrace):
         recording.build = build
-    plan = _plan(repo, spec, good, bad, shas, recording)
+    plan = _plan(repo, spec, good, bad, shas, recording, container_reference(spec.executor.image_template, bad))
     if isinstance(build, str):
         why = f"the build was not traced ({build}), so any file but docs may be its input"
         return replace(plan, note=f"{plan.note}; {why}")
     return plan
 
 
-def _plan(repo: GitRepo, spec: BisectSpec, good: str, bad: str, shas: list[str], recording: Recording) -> PrunePlan:
-    seen = visibility(recording, repo.files(bad), spec)
+def _plan(
+    repo: GitRepo, spec: BisectSpec, good: str, bad: str, shas: list[str], recording: Recording, container: str | None
+) -> PrunePlan:
+    seen = visibility(recording, repo.files(bad), spec, container)
     if isinstance(seen, str):
         return unpruned(seen)
     changes = repo.first_parent_changes(good, bad)
