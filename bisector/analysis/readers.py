@@ -29,11 +29,11 @@ from bisector.analysis.toggle_arguments import with_toggle_rows
 from bisector.analysis.tuning_files import (
     TUNING_SUFFIXES,
     TuningFileError,
-    TuningTree,
     diff_large_yaml_file,
     diff_tuning_file,
     load_tuning_file,
 )
+from bisector.analysis.values import Node
 from bisector.vocab.gitdiff import Hunk
 
 PYTHON_SUFFIXES = (".py", ".pyi")
@@ -150,7 +150,7 @@ def _read_python(file: FileVersions) -> FileRows:
 
 def _tuning_reader(loaded_as: Callable[[str], str]) -> Callable[[FileVersions], FileRows]:
     def read(file: FileVersions) -> FileRows:
-        def parse(data: bytes) -> TuningTree:
+        def parse(data: bytes) -> Node:
             try:
                 return load_tuning_file(loaded_as(file.path), _decode(data))
             except TuningFileError as exc:
@@ -197,7 +197,7 @@ READERS: tuple[Reader, ...] = (
         _suffix(PYTHON_SUFFIXES), _read_python,
     ),
     Reader(
-        "tuning", "each changed leaf of a JSON / YAML / TOML / CSV tuning file", _suffix(TUNING_SUFFIXES),
+        "tuning", "each changed leaf of a JSON / YAML / TOML tuning file", _suffix(TUNING_SUFFIXES),
         _read_tuning, skips=is_tooling_config, rows_when_whole=lambda path: is_tuning_path(path, data=True),
     ),
     Reader(
