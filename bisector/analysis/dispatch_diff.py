@@ -109,10 +109,6 @@ class DispatchDiff:
     unchanged_keys: tuple[tuple[str, int, int], ...] = ()  # those (op, N, K) themselves
 
     @property
-    def changed_rows(self) -> tuple[DispatchRow, ...]:
-        return tuple(row for row in self.rows if row.changed and row.before and row.after)
-
-    @property
     def only_before(self) -> tuple[DispatchRow, ...]:
         return tuple(row for row in self.rows if row.after is None)
 

@@ -115,14 +115,6 @@ def _statement_reads(
     return found, frozenset(used)
 
 
-def env_reads(tree: ast.Module) -> Iterator[tuple[ast.AST, str]]:
-    """(node, variable) of every environment read or write of the module, as scan_env_gates finds them."""
-    names = _string_constants(tree)
-    for node in ast.walk(tree):
-        if (name := _variable(node, names)) is not None:
-            yield node, name
-
-
 def names_a_location(variable: str) -> bool:
     """CUDA_HOME, TRITON_CACHE_DIR, MODEL_PATH: where files are; NCCL_TIMEOUT, MASTER_PORT, LOCAL_RANK: how
     processes meet; neither is a gate of a kernel choice."""

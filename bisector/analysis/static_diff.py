@@ -85,23 +85,6 @@ class StaticDiff:
         files = tuple(dict.fromkeys(f.file for f in rows))
         return cls(repo, summary.key, summary.before, rows, files, int(count) if count.isdigit() else len(files))
 
-    @classmethod
-    def from_json(cls, data: dict[str, object]) -> StaticDiff:
-        raw_findings = data.get("findings")
-        raw_files = data.get("files")
-        files = tuple(str(f) for f in raw_files) if isinstance(raw_files, list) else ()
-        parent = data.get("parent")
-        return cls(
-            repo=str(data.get("repo") or ""),
-            sha=str(data["sha"]),
-            parent=None if parent is None else str(parent),
-            findings=tuple(Finding.from_json(f) for f in raw_findings if isinstance(f, dict))
-            if isinstance(raw_findings, list)
-            else (),
-            files=files,
-            file_count=count if isinstance(count := data.get("file_count"), int) and count != len(files) else None,
-        )
-
 
 def explain(
     repo_path: str | os.PathLike[str],
