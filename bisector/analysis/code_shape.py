@@ -104,6 +104,15 @@ def statement_blocks(node: ast.stmt) -> list[list[ast.stmt]]:
     return blocks
 
 
+def module_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a module's body and, depth first, those in the blocks of its if / try / with statements."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, ast.If | ast.Try | ast.With):
+            for block in statement_blocks(statement):
+                yield from module_statements(block)
+
+
 def source_lines(module: ParsedSource, node: ast.stmt) -> list[str]:
     """The node's lines of the module's text."""
     return module.lines[node.lineno - 1 : node.end_lineno or node.lineno]

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from bisector.analysis.code_shape import module_statements
 from bisector.analysis.findings import short_text
 
 # Kernel implementations a flag can switch between (`use_triton`, `disable_exllama`, `enable_fused_moe`)
@@ -235,25 +236,15 @@ def walrus_gate(node: ast.NamedExpr) -> tuple[str, Gate] | None:
     return None
 
 
-def module_gates(body: Iterable[ast.stmt]) -> dict[str, Gate]:
+def module_gates(body: list[ast.stmt]) -> dict[str, Gate]:
     """The gates a module's own statements make (under module-level if / try / with too), for the functions that
     read them wherever they are defined."""
     gates: dict[str, Gate] = {}
-    for statement in _module_statements(body):
+    for statement in module_statements(body):
         stored = stored_condition(statement, gates)
         if stored is not None:
             gates.update(dict.fromkeys(stored[0], stored[1]))
     return gates
-
-
-def _module_statements(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
-    for statement in body:
-        yield statement
-        if isinstance(statement, ast.If | ast.Try | ast.With):
-            for field_name in ("body", "orelse", "finalbody"):
-                yield from _module_statements(getattr(statement, field_name, []))
-            for handler in getattr(statement, "handlers", []):
-                yield from _module_statements(handler.body)
 
 
 def _is_arch_query(value: ast.expr) -> bool:

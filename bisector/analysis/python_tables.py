@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from bisector.analysis import literals
-from bisector.analysis.code_shape import FunctionNode, positional_parameters, record_fields
+from bisector.analysis.code_shape import FunctionNode, positional_parameters, record_fields, statement_blocks
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
 from bisector.analysis.env_gates import EnvGates, EnvMemo, diff_env_gates, scan_env_gates
 from bisector.analysis.file_roles import is_test_path
@@ -191,11 +191,7 @@ class _Scanner:
         if isinstance(statement, ast.If):
             self._branches(statement, prefix, env)
             return
-        blocks: list[list[ast.stmt]] = []
-        for field_name in ("body", "orelse", "finalbody"):
-            blocks.append(getattr(statement, field_name, []))
-        blocks.extend(handler.body for handler in getattr(statement, "handlers", []))
-        for block in blocks:
+        for block in statement_blocks(statement):
             self.scan_body(block, prefix, env)
 
     def _branches(self, statement: ast.If, prefix: str, env: dict[str, Node]) -> None:

@@ -202,21 +202,12 @@ def callee_name(call: ast.Call, owner: str) -> str:
 def _native_modules(body: list[ast.stmt]) -> frozenset[str]:
     """Names the module's own imports (under module-level if / try too) bind to native extension modules."""
     names: set[str] = set()
-    for node in _module_statements(body):
+    for node in code_shape.module_statements(body):
         if isinstance(node, ast.Import):
             names.update(a.asname for a in node.names if a.asname and _native(a.name))
         elif isinstance(node, ast.ImportFrom):
             names.update(a.asname or a.name for a in node.names if _native(a.name))
     return frozenset(names)
-
-
-def _module_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    for statement in body:
-        yield statement
-        if isinstance(statement, ast.If | ast.Try):
-            blocks = [statement.body, statement.orelse, *(h.body for h in getattr(statement, "handlers", []))]
-            for block in blocks:
-                yield from _module_statements(block)
 
 
 def _rooted_at_torch(expr: ast.expr) -> bool:
