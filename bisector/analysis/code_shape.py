@@ -124,13 +124,19 @@ def code_shape(node: ast.AST) -> str:
 
 
 def docstring_node(node: ast.AST) -> ast.Expr | None:
-    """The docstring statement of a function, or None."""
-    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or not node.body:
+    """The docstring statement of a function or class, or None."""
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or not node.body:
         return None
     first = node.body[0]
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         return first
     return None
+
+
+def docstring_lines(node: ast.AST) -> range:
+    """The lines of a function's or class's docstring (a docstring that changes changes no dispatch)."""
+    docstring = docstring_node(node)
+    return range(docstring.lineno, (docstring.end_lineno or docstring.lineno) + 1) if docstring else range(0)
 
 
 class _Unannotated(ast.NodeTransformer):

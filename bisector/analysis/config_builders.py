@@ -14,7 +14,7 @@ import ast
 import difflib
 from collections.abc import Iterable, Iterator
 
-from bisector.analysis.code_shape import ParsedSource, code_shape, docstring_node, module_statements, statement_blocks
+from bisector.analysis.code_shape import ParsedSource, code_shape, docstring_lines, module_statements, statement_blocks
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
 CONFIG_CALL_NAME = "Config"  # triton.Config, Config, tl.Config: what @triton.autotune(configs=...) takes
@@ -111,8 +111,7 @@ def _first_definitions(module: ParsedSource) -> dict[str, Builder]:
 
 def _source(module: ParsedSource, node: Builder) -> list[str]:
     """The definition's source lines, less its docstring."""
-    docstring = docstring_node(node)
-    skipped = range(docstring.lineno, (docstring.end_lineno or 0) + 1) if docstring else range(0)
+    skipped = docstring_lines(node)
     lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
     return [module.lines[line - 1] for line in lines if line not in skipped]
 

@@ -52,7 +52,7 @@ from bisector.analysis.launch_calls import (
     torch_op,
 )
 from bisector.analysis.launch_sites import LaunchSite, launch_rows
-from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
+from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, literal_choice, method_owner
 from bisector.analysis.rules import produce
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
@@ -254,7 +254,7 @@ class _Walker:
     @property
     def graph(self) -> LaunchGraph:
         if self._graph is None:
-            self._graph = launch_graph(self.module, launch_test(self.kernels))
+            self._graph = LaunchGraph(self.module, launch_test(self.kernels))
         return self._graph
 
     def _launch(self, call: ast.Call, function: str, conditions: tuple[str, ...]) -> None:

@@ -83,11 +83,6 @@ class LaunchGraph:
         return self.bodies[id(function)]
 
 
-def launch_graph(tree: ast.Module, is_launch: LaunchTest) -> LaunchGraph:
-    """The module's call graph to its launches (LaunchGraph)."""
-    return LaunchGraph(tree, is_launch)
-
-
 def launch_flow(function: FunctionNode, graph: LaunchGraph, owner: str) -> tuple[frozenset[str], dict[int, str]]:
     """The local names whose values reach a launching call of the function (its arguments, and the names the
     assignments to those read, `grid = (cdiv(M, BLOCK_M),)`: BLOCK_M too, followed back a few steps); and the
