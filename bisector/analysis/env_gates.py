@@ -233,7 +233,7 @@ def _widen(node: ast.expr, parents: dict[ast.AST, ast.AST]) -> ast.expr:
         parent = parents.get(current)
         if isinstance(parent, ast.Compare | ast.UnaryOp) or _wrapping(parent, current) or _defaulted(parent, current):
             current = parent  # type: ignore[assignment]  # both branches narrowed parent to an expr
-        elif isinstance(parent, ast.Attribute) and _called(parent, parents):
+        elif isinstance(parent, ast.Attribute):
             current = parents[parent]  # type: ignore[assignment]  # os.environ.get(...).lower()
         else:
             break
@@ -249,11 +249,6 @@ def _defaulted(parent: ast.AST | None, node: ast.expr) -> bool:
 
 def _wrapping(parent: ast.AST | None, node: ast.expr) -> bool:
     return isinstance(parent, ast.Call) and node in parent.args and _dotted(parent.func) in _WRAPPING_CALLS
-
-
-def _called(attribute: ast.Attribute, parents: dict[ast.AST, ast.AST]) -> bool:
-    call = parents.get(attribute)
-    return isinstance(call, ast.Call) and call.func is attribute
 
 
 def _function_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str:
