@@ -164,7 +164,10 @@ class _Unannotated(ast.NodeTransformer):
 
 
 def last_name(expr: ast.expr) -> str:
-    """The called or read name's last part: `torch.ops.x.f` -> "f", `f` -> "f"; "" for any other expression."""
+    """The called or read name's last part: `torch.ops.x.f` -> "f", `f` -> "f", `M % 16` -> "M" (a divisibility
+    test is about M); "" for any other expression."""
+    if isinstance(expr, ast.BinOp):
+        return last_name(expr.left)
     if isinstance(expr, ast.Attribute):
         return expr.attr
     return expr.id if isinstance(expr, ast.Name) else ""
