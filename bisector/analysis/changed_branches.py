@@ -190,7 +190,7 @@ def python_branch_changes(path: str, before: ParsedSource, after: ParsedSource) 
 
 def _changed_defaults(old: FunctionNode, new: FunctionNode) -> list[tuple[str, str, str]]:
     """(parameter, old default, new default) of the parameters with a default on both sides that differs."""
-    was, now = parameter_defaults(old), parameter_defaults(new)
+    was, now = ({name: ast.unparse(default) for name, default in parameter_defaults(f)} for f in (old, new))
     return [(name, was[name], default) for name, default in now.items() if name in was and was[name] != default]
 
 

@@ -50,14 +50,12 @@ def parameter_names(function: FunctionNode) -> list[str]:
     return [*positional_parameters(function), *(argument.arg for argument in function.args.kwonlyargs)]
 
 
-def parameter_defaults(function: FunctionNode) -> dict[str, str]:
-    """Parameter name -> its default's source text, for the parameters that have one."""
-    positional = [*function.args.posonlyargs, *function.args.args]
-    defaulted = zip(positional[len(positional) - len(function.args.defaults) :], function.args.defaults, strict=True)
-    keyword = (
-        (a, d) for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults, strict=True) if d is not None
-    )
-    return {argument.arg: ast.unparse(default) for argument, default in (*defaulted, *keyword)}
+def parameter_defaults(function: FunctionNode) -> list[tuple[str, ast.expr]]:
+    """(name, default) of the parameters that have one, the positional ones first."""
+    arguments, positional = function.args, positional_parameters(function)
+    pairs = list(zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults, strict=True))
+    keyword = zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+    return pairs + [(argument.arg, default) for argument, default in keyword if default is not None]
 
 
 def decorated_as_kernel(function: FunctionNode) -> bool:

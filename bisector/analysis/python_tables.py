@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from bisector.analysis import literals
-from bisector.analysis.code_shape import FunctionNode, positional_parameters, record_fields, statement_blocks
+from bisector.analysis.code_shape import FunctionNode, parameter_defaults, record_fields, statement_blocks
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
 from bisector.analysis.env_gates import EnvGates, EnvMemo, diff_env_gates, scan_env_gates
 from bisector.analysis.findings import Finding, FindingKind
@@ -299,12 +299,9 @@ _TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic|dispatch|kernels$",
 def _parameter_defaults(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, ast.expr]]:
     """A function's parameters whose default is a number, a string or a bool (`max_par=16`, `backend="triton"`):
     what every caller that passes none runs with."""
-    arguments, positional = function.args, positional_parameters(function)
-    pairs = list(zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults, strict=True))
-    pairs += [(a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d is not None]
     return [
         (name, default)
-        for name, default in pairs
+        for name, default in parameter_defaults(function)
         if isinstance(default, ast.Constant) and type(default.value) in (int, float, str, bool)
     ]
 
