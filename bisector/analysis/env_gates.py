@@ -132,12 +132,8 @@ def diff_env_gates(path: str, before: EnvGates | None, after: EnvGates | None) -
         if was == now or _moved(old.get(name, ()), new.get(name, ())):
             continue
         how = "added" if not was else "removed" if not now else "changed"
-        before_text = "; ".join(sorted(was - now)) if was else None
-        after_text = "; ".join(sorted(now - was)) if now else None
-        if was and now and not (was - now):
-            before_text = "; ".join(sorted(was))
-        if was and now and not (now - was):
-            after_text = "; ".join(sorted(now))
+        before_text = "; ".join(sorted(was - now or was)) if was else None  # all of a side that only gained reads
+        after_text = "; ".join(sorted(now - was or now)) if now else None
         rows.append(Finding(FindingKind.ENV_GATE, path, name, "", before_text, after_text, None, f"gate {how}"))
     return rows
 
@@ -262,10 +258,7 @@ def _function_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str:
 
 
 def _dotted(expr: ast.expr) -> str:
-    parts: list[str] = []
-    for node in _chain(expr):
-        parts.append(node)
-    return ".".join(reversed(parts))
+    return ".".join(reversed(list(_chain(expr))))
 
 
 def _chain(expr: ast.expr) -> Iterator[str]:
