@@ -134,18 +134,14 @@ _PYTHON_PASSES: tuple[tuple[str, Callable[..., list[Finding]]], ...] = (
 )  # in this order: a later pass leaves out the functions an earlier one named
 
 
-def _python_file_rows(path: str, parsed: tuple[ParsedModule | None, ParsedModule | None]) -> FileRows:
-    old, new = parsed
+def _read_python(file: FileVersions) -> FileRows:
+    path, (old, new) = file.path, file.parsed(_parse_python)
     rows = diff_python(path, *scan_pair(old, new))
     for name, rule in _PYTHON_PASSES:
         rows = refine(name, rows, rule, path, old, new)
     rows += produce("arch_targets", arch_target_rows, path, old, new)
     changes = (lambda: python_branch_changes(path, old, new)) if old and new else _no_branch_changes
     return FileRows(rows, changes)
-
-
-def _read_python(file: FileVersions) -> FileRows:
-    return _python_file_rows(file.path, file.parsed(_parse_python))
 
 
 def _tuning_reader(loaded_as: Callable[[str], str]) -> Callable[[FileVersions], FileRows]:
