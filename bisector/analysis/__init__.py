@@ -12,70 +12,36 @@ and which of its lines are needed to reproduce the bad verdict.
     explain_commit(repo, rev)                 `bisect explain REV`: explain()'s findings as an Explanation
 """
 
-from bisector.analysis.change_units import ChangeUnit, UnitKind
-from bisector.analysis.dispatch_diff import (
-    Decision,
-    DispatchDiff,
-    DispatchRow,
-    DispatchTrace,
-    dispatch_diff,
-    parse_dispatch_trace,
-    read_dispatch_trace,
-)
+from bisector.analysis.change_units import UnitKind
+from bisector.analysis.dispatch_diff import DispatchDiff, dispatch_diff, parse_dispatch_trace, read_dispatch_trace
 from bisector.analysis.explanation import Explanation, explain_commit
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.kernel_trace import (
     KernelLaunchRow,
-    KernelTrace,
     KernelTraceDiff,
     kernel_trace_diff,
     kernel_trace_env,
     read_kernel_trace,
 )
-from bisector.analysis.minimize import (
-    MinimizeResult,
-    MinimizeStatus,
-    Trial,
-    Variant,
-    VariantTester,
-    minimize,
-    one_at_a_time,
-)
-from bisector.analysis.render import (
-    explanation_json,
-    markdown_lines,
-    print_text,
-    render_markdown,
-    render_text,
-    text_renderables,
-)
-from bisector.analysis.render_static import NO_TABLE_CHANGE, TRUST_LINE, finding_rows, static_lines
-from bisector.analysis.runtime import DISPATCH_TRACE_ENV, TraceFiles, runtime_diffs
-from bisector.analysis.shape_table import ShapeRow, ShapeTable, shape_table
+from bisector.analysis.minimize import MinimizeResult, MinimizeStatus, Variant, VariantTester, minimize, one_at_a_time
+from bisector.analysis.render import explanation_json, render_markdown, render_text, text_renderables
+from bisector.analysis.render_static import NO_TABLE_CHANGE, finding_rows
+from bisector.analysis.runtime import TraceFiles, runtime_diffs
+from bisector.analysis.shape_table import shape_table
 from bisector.analysis.static_diff import StaticDiff, explain
 
 __all__ = [
-    "DISPATCH_TRACE_ENV",
     "NO_TABLE_CHANGE",
-    "TRUST_LINE",
-    "ChangeUnit",
-    "Decision",
     "DispatchDiff",
-    "DispatchRow",
-    "DispatchTrace",
     "Explanation",
     "Finding",
     "FindingKind",
     "KernelLaunchRow",
-    "KernelTrace",
     "KernelTraceDiff",
     "MinimizeResult",
     "MinimizeStatus",
-    "ShapeRow",
-    "ShapeTable",
     "StaticDiff",
     "TraceFiles",
-    "Trial",
     "UnitKind",
     "Variant",
     "VariantTester",
@@ -86,17 +52,14 @@ __all__ = [
     "finding_rows",
     "kernel_trace_diff",
     "kernel_trace_env",
-    "markdown_lines",
     "minimize",
     "one_at_a_time",
     "parse_dispatch_trace",
-    "print_text",
     "read_dispatch_trace",
     "read_kernel_trace",
     "render_markdown",
     "render_text",
     "runtime_diffs",
     "shape_table",
-    "static_lines",
     "text_renderables",
 ]

@@ -10,8 +10,8 @@ missed were a branch test of a host function that picks a kernel, an algorithm o
 algorithm to another, an `if` that re-routes an op, a new guard before a library call. A changed test is:
 - C / C++ / CUDA: a line of an `if`, `while` or `switch` head, a `case` or `default` label, a `?:` or a `#if` /
   `#elif` / `#ifdef` / `#ifndef`, removed or added by a hunk that does not add or remove the same text again;
-- Python: the test of an `if`, `elif`, `while` or conditional expression, or a `match` case's pattern, of a function
-  or method on both sides, counted as a multiset (a test moved inside the function is no change).
+- Python: the test of an `if`, `elif`, `while` or conditional expression of a function or method on both sides,
+  counted as a multiset (a test moved inside the function is no change).
 Kernel code (a __global__ / __device__ function, a @triton.jit / autotune / heuristics kernel) computes rather than
 chooses, guards a commit only adds (against None, nullptr, an empty input, a zero count, a negative index) stop
 before any choice, a function named for housekeeping (freeing, allocating, logging, an error string) chooses no
@@ -190,7 +190,7 @@ def python_branch_changes(path: str, before: ParsedSource, after: ParsedSource) 
 
 def _changed_defaults(old: FunctionNode, new: FunctionNode) -> list[tuple[str, str, str]]:
     """(parameter, old default, new default) of the parameters with a default on both sides that differs."""
-    was, now = parameter_defaults(old), parameter_defaults(new)
+    was, now = ({name: ast.unparse(default) for name, default in parameter_defaults(f)} for f in (old, new))
     return [(name, was[name], default) for name, default in now.items() if name in was and was[name] != default]
 
 
@@ -252,6 +252,4 @@ def _python_tests(function: FunctionNode) -> list[tuple[int, str]]:
     for node in own_nodes(function):
         if isinstance(node, ast.If | ast.IfExp | ast.While):
             tests.append((node.test.lineno, ast.unparse(node.test)))
-        elif isinstance(node, ast.match_case):
-            tests.append((node.pattern.lineno, ast.unparse(node.pattern)))
     return sorted(tests)

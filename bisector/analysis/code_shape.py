@@ -50,14 +50,12 @@ def parameter_names(function: FunctionNode) -> list[str]:
     return [*positional_parameters(function), *(argument.arg for argument in function.args.kwonlyargs)]
 
 
-def parameter_defaults(function: FunctionNode) -> dict[str, str]:
-    """Parameter name -> its default's source text, for the parameters that have one."""
-    positional = [*function.args.posonlyargs, *function.args.args]
-    defaulted = zip(positional[len(positional) - len(function.args.defaults) :], function.args.defaults, strict=True)
-    keyword = (
-        (a, d) for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults, strict=True) if d is not None
-    )
-    return {argument.arg: ast.unparse(default) for argument, default in (*defaulted, *keyword)}
+def parameter_defaults(function: FunctionNode) -> list[tuple[str, ast.expr]]:
+    """(name, default) of the parameters that have one, the positional ones first."""
+    arguments, positional = function.args, positional_parameters(function)
+    pairs = list(zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults, strict=True))
+    keyword = zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+    return pairs + [(argument.arg, default) for argument, default in keyword if default is not None]
 
 
 def decorated_as_kernel(function: FunctionNode) -> bool:
@@ -104,6 +102,15 @@ def statement_blocks(node: ast.stmt) -> list[list[ast.stmt]]:
     return blocks
 
 
+def module_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a module's body and, depth first, those in the blocks of its if / try / with statements."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, ast.If | ast.Try | ast.With):
+            for block in statement_blocks(statement):
+                yield from module_statements(block)
+
+
 def source_lines(module: ParsedSource, node: ast.stmt) -> list[str]:
     """The node's lines of the module's text."""
     return module.lines[node.lineno - 1 : node.end_lineno or node.lineno]
@@ -115,13 +122,19 @@ def code_shape(node: ast.AST) -> str:
 
 
 def docstring_node(node: ast.AST) -> ast.Expr | None:
-    """The docstring statement of a function, or None."""
-    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or not node.body:
+    """The docstring statement of a function or class, or None."""
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or not node.body:
         return None
     first = node.body[0]
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         return first
     return None
+
+
+def docstring_lines(node: ast.AST) -> range:
+    """The lines of a function's or class's docstring (a docstring that changes changes no dispatch)."""
+    docstring = docstring_node(node)
+    return range(docstring.lineno, (docstring.end_lineno or docstring.lineno) + 1) if docstring else range(0)
 
 
 class _Unannotated(ast.NodeTransformer):
@@ -149,7 +162,10 @@ class _Unannotated(ast.NodeTransformer):
 
 
 def last_name(expr: ast.expr) -> str:
-    """The called or read name's last part: `torch.ops.x.f` -> "f", `f` -> "f"; "" for any other expression."""
+    """The called or read name's last part: `torch.ops.x.f` -> "f", `f` -> "f", `M % 16` -> "M" (a divisibility
+    test is about M); "" for any other expression."""
+    if isinstance(expr, ast.BinOp):
+        return last_name(expr.left)
     if isinstance(expr, ast.Attribute):
         return expr.attr
     return expr.id if isinstance(expr, ast.Name) else ""

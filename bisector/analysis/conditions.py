@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from bisector.analysis.code_shape import last_name, module_statements
 from bisector.analysis.findings import short_text
 
 # Kernel implementations a flag can switch between (`use_triton`, `disable_exllama`, `enable_fused_moe`)
@@ -95,8 +96,8 @@ def _is_threshold(test: ast.expr) -> bool:
             continue
         sides = [node.left, *node.comparators]
         has_number = any(_number(s) or _numbers(s) for s in sides)  # M <= 64, K not in {16, 32, 64}
-        has_threshold = any(_THRESHOLD_NAMES.search(_last_name(s)) for s in sides)
-        named = any(_SHAPE_NAMES.match(_last_name(s)) for s in sides)
+        has_threshold = any(_THRESHOLD_NAMES.search(last_name(s)) for s in sides)
+        named = any(_SHAPE_NAMES.match(last_name(s)) for s in sides)
         if named and (has_number or any(_TILE.search(ast.unparse(s)) for s in sides)):  # a tile: text made last
             return True
         if has_threshold and len(sides) == 2:
@@ -113,17 +114,6 @@ def _number(expr: ast.expr) -> bool:
 
 def _numbers(expr: ast.expr) -> bool:
     return isinstance(expr, ast.Set | ast.Tuple | ast.List) and bool(expr.elts) and all(map(_number, expr.elts))
-
-
-def _last_name(expr: ast.expr) -> str:
-    """The name an operand is about: `x.attr` -> attr, `M % 16` -> M (a divisibility test is about M)."""
-    if isinstance(expr, ast.BinOp):
-        return _last_name(expr.left)
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    return ""
 
 
 # calls that ask for the arch; not for the device's name, which keys caches, logs and benchmark results as often
@@ -235,32 +225,22 @@ def walrus_gate(node: ast.NamedExpr) -> tuple[str, Gate] | None:
     return None
 
 
-def module_gates(body: Iterable[ast.stmt]) -> dict[str, Gate]:
+def module_gates(body: list[ast.stmt]) -> dict[str, Gate]:
     """The gates a module's own statements make (under module-level if / try / with too), for the functions that
     read them wherever they are defined."""
     gates: dict[str, Gate] = {}
-    for statement in _module_statements(body):
+    for statement in module_statements(body):
         stored = stored_condition(statement, gates)
         if stored is not None:
             gates.update(dict.fromkeys(stored[0], stored[1]))
     return gates
 
 
-def _module_statements(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
-    for statement in body:
-        yield statement
-        if isinstance(statement, ast.If | ast.Try | ast.With):
-            for field_name in ("body", "orelse", "finalbody"):
-                yield from _module_statements(getattr(statement, field_name, []))
-            for handler in getattr(statement, "handlers", []):
-                yield from _module_statements(handler.body)
-
-
 def _is_arch_query(value: ast.expr) -> bool:
     """A call that asks for the arch: get_device_capability(), get_compute_capability(dev)[0], get_arch(), ..."""
     while isinstance(value, ast.Subscript):
         value = value.value
-    return isinstance(value, ast.Call) and bool(_ARCH_QUERY.search(_last_name(value.func)))
+    return isinstance(value, ast.Call) and bool(_ARCH_QUERY.search(last_name(value.func)))
 
 
 def _is_condition(value: ast.expr) -> bool:
@@ -272,7 +252,7 @@ def _is_condition(value: ast.expr) -> bool:
         operands = value.values
         plain = all(_is_condition(v) or isinstance(v, ast.Name | ast.Attribute) for v in operands)
         return plain and any(_is_condition(v) for v in operands)
-    return isinstance(value, ast.Call) and bool(_CONDITION_CALL.match(_last_name(value.func)))
+    return isinstance(value, ast.Call) and bool(_CONDITION_CALL.match(last_name(value.func)))
 
 
 # Names that hold which implementation runs: backend = "tir", self.kernel = fast_gemm, use_ipex = True (useIpex in
@@ -293,10 +273,10 @@ def chooses_implementation(statement: ast.If) -> bool:
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             chosen = isinstance(node.value, ast.Constant | ast.Name | ast.Attribute)
-            if chosen and any(_CHOICE_NAMES.match(_last_name(target)) for target in targets):
+            if chosen and any(_CHOICE_NAMES.match(last_name(target)) for target in targets):
                 return True
             named = isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-            if named and any(_CONFIG_NAMES.search(_last_name(target)) for target in targets):
+            if named and any(_CONFIG_NAMES.search(last_name(target)) for target in targets):
                 return True
     return False
 

@@ -14,7 +14,7 @@ import ast
 import difflib
 from collections.abc import Iterable, Iterator
 
-from bisector.analysis.code_shape import ParsedSource, code_shape, docstring_node
+from bisector.analysis.code_shape import ParsedSource, code_shape, docstring_lines, module_statements, statement_blocks
 from bisector.analysis.findings import Finding, FindingKind, short_text
 
 CONFIG_CALL_NAME = "Config"  # triton.Config, Config, tl.Config: what @triton.autotune(configs=...) takes
@@ -47,23 +47,13 @@ def _names_read(module: ParsedSource, builders: set[str]) -> set[str]:
     definitions = _first_definitions(module)
     read = {n.id for name in builders if name in definitions for n in ast.walk(definitions[name])
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}  # fmt: skip
-    for statement in _module_assignments(module.tree.body):
+    for statement in module_statements(module.tree.body):
+        if not isinstance(statement, ast.Assign):
+            continue
         targets = {t.id for target in statement.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
         if targets & read:
             read |= {n.id for n in ast.walk(statement.value) if isinstance(n, ast.Name)}
     return read
-
-
-def _module_assignments(body: list[ast.stmt]) -> Iterator[ast.Assign]:
-    for statement in body:
-        if isinstance(statement, ast.Assign):
-            yield statement
-        elif isinstance(statement, ast.If | ast.Try):
-            blocks = [statement.body, statement.orelse]
-            if isinstance(statement, ast.Try):
-                blocks += [handler.body for handler in statement.handlers] + [statement.finalbody]
-            for block in blocks:
-                yield from _module_assignments(block)
 
 
 def _builder_rows(
@@ -121,8 +111,7 @@ def _first_definitions(module: ParsedSource) -> dict[str, Builder]:
 
 def _source(module: ParsedSource, node: Builder) -> list[str]:
     """The definition's source lines, less its docstring."""
-    docstring = docstring_node(node)
-    skipped = range(docstring.lineno, (docstring.end_lineno or 0) + 1) if docstring else range(0)
+    skipped = docstring_lines(node)
     lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
     return [module.lines[line - 1] for line in lines if line not in skipped]
 
@@ -139,10 +128,7 @@ def _definitions(body: list[ast.stmt], prefix: str) -> Iterator[tuple[str, Build
         elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.value:
             yield f"{prefix}{statement.target.id}", statement
         elif isinstance(statement, ast.If | ast.Try) and not prefix:
-            blocks = [statement.body, statement.orelse]
-            if isinstance(statement, ast.Try):
-                blocks += [handler.body for handler in statement.handlers] + [statement.finalbody]
-            for block in blocks:
+            for block in statement_blocks(statement):
                 yield from _definitions(block, prefix)
 
 

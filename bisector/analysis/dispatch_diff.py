@@ -109,10 +109,6 @@ class DispatchDiff:
     unchanged_keys: tuple[tuple[str, int, int], ...] = ()  # those (op, N, K) themselves
 
     @property
-    def changed_rows(self) -> tuple[DispatchRow, ...]:
-        return tuple(row for row in self.rows if row.changed and row.before and row.after)
-
-    @property
     def only_before(self) -> tuple[DispatchRow, ...]:
         return tuple(row for row in self.rows if row.after is None)
 
@@ -165,37 +161,29 @@ class DispatchDiff:
             return None
         rows: list[DispatchRow] = []
         unchanged_keys: list[tuple[str, int, int]] = []
-        summary = DispatchDiff(())
+        summary = (0, 0, 0)  # unchanged shapes, decisions before, decisions after
         for finding in mine:
             if finding.name == SUMMARY_NAME:
                 unchanged = finding.detail.removeprefix("unchanged_shapes=")
-                summary = DispatchDiff(
-                    (),
+                summary = (
                     int(unchanged) if unchanged.isdigit() else 0,
                     int(finding.before or 0),
                     int(finding.after or 0),
                 )
-                continue
-            if shape := _SHAPE.match(finding.key):
+            elif shape := _SHAPE.match(finding.key):
                 unchanged_keys.append((finding.name, int(shape[1]), int(shape[2])))
-                continue
-            key = _KEY.match(finding.key)
-            if key is None:
-                continue
-            counts = [int(c) for c in re.findall(r"\d+", finding.detail)] if finding.detail else []
-            count_before, count_after = counts if len(counts) == 2 else (0, 0)
-            before, reason_before = _parse_side(finding.before)
-            after, reason_after = _parse_side(finding.after)
-            n, k, m = int(key[1]), int(key[2]), int(key[3])
-            rows.append(
-                DispatchRow(
-                    finding.name, n, k, m, before, after, reason_before, reason_after, count_before, count_after
+            elif key := _KEY.match(finding.key):
+                counts = [int(c) for c in re.findall(r"\d+", finding.detail)] if finding.detail else []
+                before, reason_before = _parse_side(finding.before)
+                after, reason_after = _parse_side(finding.after)
+                n, k, m = int(key[1]), int(key[2]), int(key[3])
+                count_before, count_after = counts if len(counts) == 2 else (0, 0)
+                rows.append(
+                    DispatchRow(
+                        finding.name, n, k, m, before, after, reason_before, reason_after, count_before, count_after
+                    )
                 )
-            )
-        return cls(
-            tuple(rows), summary.unchanged_shapes, summary.decisions_before, summary.decisions_after,
-            tuple(unchanged_keys),
-        )  # fmt: skip
+        return cls(tuple(rows), *summary, tuple(unchanged_keys))
 
 
 def dispatch_diff(before: DispatchTrace | Path, after: DispatchTrace | Path) -> DispatchDiff:

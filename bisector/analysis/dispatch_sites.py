@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
+from itertools import zip_longest
 
 from bisector.analysis.ast_walk import loaded_names, walk_inner
 from bisector.analysis.code_shape import decorated_as_kernel
@@ -52,7 +53,7 @@ from bisector.analysis.launch_calls import (
     torch_op,
 )
 from bisector.analysis.launch_sites import LaunchSite, launch_rows
-from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, launch_graph, literal_choice, method_owner
+from bisector.analysis.reach import LaunchGraph, guards_launch, launch_flow, literal_choice, method_owner
 from bisector.analysis.rules import produce
 
 __all__ = ["Branch", "LaunchSite", "SiteScan", "condition_category", "diff_sites", "scan_sites"]
@@ -254,7 +255,7 @@ class _Walker:
     @property
     def graph(self) -> LaunchGraph:
         if self._graph is None:
-            self._graph = launch_graph(self.module, launch_test(self.kernels))
+            self._graph = LaunchGraph(self.module, launch_test(self.kernels))
         return self._graph
 
     def _launch(self, call: ast.Call, function: str, conditions: tuple[str, ...]) -> None:
@@ -349,8 +350,8 @@ def _branch_rows(path: str, old: dict[str, list[Branch]], new: dict[str, list[Br
                 removed, added = [b for b in removed if _alone(b)], [b for b in added if _alone(b)]
                 if ".<locals>." in function and function.rsplit(".<locals>.", 1)[0] in old.keys() & new.keys():
                     removed, added = [], []  # a new or dropped closure: its enclosing function's rows show it
-            for index in range(max(len(removed), len(added))):
-                rows.extend(_branch(path, function, _at(removed, index), _at(added, index)))
+            for was_branch, now_branch in zip_longest(removed, added):
+                rows.extend(_branch(path, function, was_branch, now_branch))
     return rows
 
 
@@ -369,10 +370,6 @@ def _rechosen(branch: Branch, other: list[Branch]) -> bool:
 def _chosen_condition(branch: Branch) -> str:
     match = _CHOICE.search(branch.test)
     return match.group(1) if match else branch.test
-
-
-def _at(branches: list[Branch], index: int) -> Branch | None:
-    return branches[index] if index < len(branches) else None
 
 
 def _alone(branch: Branch) -> bool:

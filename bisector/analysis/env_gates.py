@@ -115,14 +115,6 @@ def _statement_reads(
     return found, frozenset(used)
 
 
-def env_reads(tree: ast.Module) -> Iterator[tuple[ast.AST, str]]:
-    """(node, variable) of every environment read or write of the module, as scan_env_gates finds them."""
-    names = _string_constants(tree)
-    for node in ast.walk(tree):
-        if (name := _variable(node, names)) is not None:
-            yield node, name
-
-
 def names_a_location(variable: str) -> bool:
     """CUDA_HOME, TRITON_CACHE_DIR, MODEL_PATH: where files are; NCCL_TIMEOUT, MASTER_PORT, LOCAL_RANK: how
     processes meet; neither is a gate of a kernel choice."""
@@ -140,12 +132,8 @@ def diff_env_gates(path: str, before: EnvGates | None, after: EnvGates | None) -
         if was == now or _moved(old.get(name, ()), new.get(name, ())):
             continue
         how = "added" if not was else "removed" if not now else "changed"
-        before_text = "; ".join(sorted(was - now)) if was else None
-        after_text = "; ".join(sorted(now - was)) if now else None
-        if was and now and not (was - now):
-            before_text = "; ".join(sorted(was))
-        if was and now and not (now - was):
-            after_text = "; ".join(sorted(now))
+        before_text = "; ".join(sorted(was - now or was)) if was else None  # all of a side that only gained reads
+        after_text = "; ".join(sorted(now - was or now)) if now else None
         rows.append(Finding(FindingKind.ENV_GATE, path, name, "", before_text, after_text, None, f"gate {how}"))
     return rows
 
@@ -241,7 +229,7 @@ def _widen(node: ast.expr, parents: dict[ast.AST, ast.AST]) -> ast.expr:
         parent = parents.get(current)
         if isinstance(parent, ast.Compare | ast.UnaryOp) or _wrapping(parent, current) or _defaulted(parent, current):
             current = parent  # type: ignore[assignment]  # both branches narrowed parent to an expr
-        elif isinstance(parent, ast.Attribute) and _called(parent, parents):
+        elif isinstance(parent, ast.Attribute):
             current = parents[parent]  # type: ignore[assignment]  # os.environ.get(...).lower()
         else:
             break
@@ -259,11 +247,6 @@ def _wrapping(parent: ast.AST | None, node: ast.expr) -> bool:
     return isinstance(parent, ast.Call) and node in parent.args and _dotted(parent.func) in _WRAPPING_CALLS
 
 
-def _called(attribute: ast.Attribute, parents: dict[ast.AST, ast.AST]) -> bool:
-    call = parents.get(attribute)
-    return isinstance(call, ast.Call) and call.func is attribute
-
-
 def _function_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str:
     names: list[str] = []
     current: ast.AST | None = parents.get(node)
@@ -275,10 +258,7 @@ def _function_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str:
 
 
 def _dotted(expr: ast.expr) -> str:
-    parts: list[str] = []
-    for node in _chain(expr):
-        parts.append(node)
-    return ".".join(reversed(parts))
+    return ".".join(reversed(list(_chain(expr))))
 
 
 def _chain(expr: ast.expr) -> Iterator[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator, Mapping
 
+from bisector.analysis.code_shape import own_nodes
 from bisector.analysis.findings import short_text
 
 
@@ -40,7 +41,7 @@ class Assignments(Mapping[str, list[str]]):
 def assignments(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Assignments:
     """name -> the expressions assigned to it in the function's own body (not nested functions), in order."""
     found: dict[str, list[ast.Assign | ast.AnnAssign | ast.AugAssign]] = {}
-    for node in _own_statements(function):
+    for node in own_nodes(function):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -59,17 +60,3 @@ def _text(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> str:
 
 
 _OPS: dict[type[ast.operator], str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Div: "/"}
-# What can hold a statement: statements, except handlers and match cases (expressions hold none).
-_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
-
-
-def _own_statements(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
-    stack: list[ast.AST] = list(function.body)
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, _HOLDS_STATEMENTS) and not isinstance(
-                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
-            ):
-                stack.append(child)

@@ -13,10 +13,9 @@ import re
 from dataclasses import dataclass, field, replace
 
 from bisector.analysis import literals
-from bisector.analysis.code_shape import FunctionNode, positional_parameters, record_fields
+from bisector.analysis.code_shape import FunctionNode, parameter_defaults, record_fields, statement_blocks
 from bisector.analysis.dispatch_sites import SiteScan, diff_sites, scan_sites
 from bisector.analysis.env_gates import EnvGates, EnvMemo, diff_env_gates, scan_env_gates
-from bisector.analysis.file_roles import is_test_path
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.literals import CONFIG_TAG, SCALARS, LiteralEvaluator, plain_value, wrapped_literal
 from bisector.analysis.local_tables import local_tables
@@ -92,34 +91,26 @@ def scan_python(
 
 
 def diff_python(path: str, before: PythonScan | None, after: PythonScan | None) -> list[Finding]:
-    """Keyed rows for every table entry, constant, autotune config or heuristic that differs; outside tests, the
-    launch arguments, dispatch conditions and env gates that differ. A constant that only names an env variable is
-    shown by its gate rows; a field added
-    to or removed from a dataclass-like class is a new or dropped parameter (a changed default is a row)."""
+    """Keyed rows for every table entry, constant, autotune config or heuristic that differs, and the launch
+    arguments, dispatch conditions and env gates that differ (readers.py reads no tests). A constant that only names
+    an env variable is shown by its gate rows; a field added to or removed from a dataclass-like class is a new or
+    dropped parameter (a changed default is a row)."""
     old = before.entries if before else {}
     new = after.entries if after else {}
     env_names = (before.env_names if before else frozenset()) | (after.env_names if after else frozenset())
     fields = (before.fields if before else frozenset()) | (after.fields if after else frozenset())
-    tested = is_test_path(path)  # a test's own conditions and env reads choose nothing in the library
     # a conditional table or a flag only shows when it changes: a new one is a new gate, shown by its readers
     conditional = (before.conditional if before else frozenset()) | (after.conditional if after else frozenset())
     old = {name: entry for name, entry in old.items() if name in new or name not in conditional | _flags(old)}
     new = {name: entry for name, entry in new.items() if name in old or name not in conditional | _flags(new)}
-    if not tested:
-        old = {
-            name: entry for name, entry in old.items() if name not in env_names and (name in new or name not in fields)
-        }
-        new = {
-            name: entry for name, entry in new.items() if name not in env_names and (name in old or name not in fields)
-        }
+    old = {name: entry for name, entry in old.items() if name not in env_names and (name in new or name not in fields)}
+    new = {name: entry for name, entry in new.items() if name not in env_names and (name in old or name not in fields)}
     old, new = without_renames(old, new)
     if before is not None and after is not None:
         old = _without_dropped_classes(old, before.classes - after.classes)
     functions = (before.functions if before else {}), (after.functions if after else {})
     findings = without_renamed_keys(_without_aliases(diff_entries(path, old, new)), *functions)
     findings = stamped("python_tables", findings)
-    if tested:
-        return findings
     sites = diff_sites(path, before.sites if before else None, after.sites if after else None)
     gates = produce(
         "env_gates", diff_env_gates, path, before.env_gates if before else None, after.env_gates if after else None
@@ -191,11 +182,7 @@ class _Scanner:
         if isinstance(statement, ast.If):
             self._branches(statement, prefix, env)
             return
-        blocks: list[list[ast.stmt]] = []
-        for field_name in ("body", "orelse", "finalbody"):
-            blocks.append(getattr(statement, field_name, []))
-        blocks.extend(handler.body for handler in getattr(statement, "handlers", []))
-        for block in blocks:
+        for block in statement_blocks(statement):
             self.scan_body(block, prefix, env)
 
     def _branches(self, statement: ast.If, prefix: str, env: dict[str, Node]) -> None:
@@ -312,12 +299,9 @@ _TUNING_FUNCTION = re.compile(r"config|tune|tuning|heuristic|dispatch|kernels$",
 def _parameter_defaults(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, ast.expr]]:
     """A function's parameters whose default is a number, a string or a bool (`max_par=16`, `backend="triton"`):
     what every caller that passes none runs with."""
-    arguments, positional = function.args, positional_parameters(function)
-    pairs = list(zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults, strict=True))
-    pairs += [(a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d is not None]
     return [
         (name, default)
-        for name, default in pairs
+        for name, default in parameter_defaults(function)
         if isinstance(default, ast.Constant) and type(default.value) in (int, float, str, bool)
     ]
 

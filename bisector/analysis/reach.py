@@ -83,11 +83,6 @@ class LaunchGraph:
         return self.bodies[id(function)]
 
 
-def launch_graph(tree: ast.Module, is_launch: LaunchTest) -> LaunchGraph:
-    """The module's call graph to its launches (LaunchGraph)."""
-    return LaunchGraph(tree, is_launch)
-
-
 def launch_flow(function: FunctionNode, graph: LaunchGraph, owner: str) -> tuple[frozenset[str], dict[int, str]]:
     """The local names whose values reach a launching call of the function (its arguments, and the names the
     assignments to those read, `grid = (cdiv(M, BLOCK_M),)`: BLOCK_M too, followed back a few steps); and the
@@ -202,21 +197,12 @@ def callee_name(call: ast.Call, owner: str) -> str:
 def _native_modules(body: list[ast.stmt]) -> frozenset[str]:
     """Names the module's own imports (under module-level if / try too) bind to native extension modules."""
     names: set[str] = set()
-    for node in _module_statements(body):
+    for node in code_shape.module_statements(body):
         if isinstance(node, ast.Import):
             names.update(a.asname for a in node.names if a.asname and _native(a.name))
         elif isinstance(node, ast.ImportFrom):
             names.update(a.asname or a.name for a in node.names if _native(a.name))
     return frozenset(names)
-
-
-def _module_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    for statement in body:
-        yield statement
-        if isinstance(statement, ast.If | ast.Try):
-            blocks = [statement.body, statement.orelse, *(h.body for h in getattr(statement, "handlers", []))]
-            for block in blocks:
-                yield from _module_statements(block)
 
 
 def _rooted_at_torch(expr: ast.expr) -> bool:

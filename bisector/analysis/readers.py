@@ -29,11 +29,11 @@ from bisector.analysis.toggle_arguments import with_toggle_rows
 from bisector.analysis.tuning_files import (
     TUNING_SUFFIXES,
     TuningFileError,
-    TuningTree,
     diff_large_yaml_file,
     diff_tuning_file,
     load_tuning_file,
 )
+from bisector.analysis.values import Node
 from bisector.vocab.gitdiff import Hunk
 
 PYTHON_SUFFIXES = (".py", ".pyi")
@@ -134,8 +134,8 @@ _PYTHON_PASSES: tuple[tuple[str, Callable[..., list[Finding]]], ...] = (
 )  # in this order: a later pass leaves out the functions an earlier one named
 
 
-def _python_file_rows(path: str, parsed: tuple[ParsedModule | None, ParsedModule | None]) -> FileRows:
-    old, new = parsed
+def _read_python(file: FileVersions) -> FileRows:
+    path, (old, new) = file.path, file.parsed(_parse_python)
     rows = diff_python(path, *scan_pair(old, new))
     for name, rule in _PYTHON_PASSES:
         rows = refine(name, rows, rule, path, old, new)
@@ -144,13 +144,9 @@ def _python_file_rows(path: str, parsed: tuple[ParsedModule | None, ParsedModule
     return FileRows(rows, changes)
 
 
-def _read_python(file: FileVersions) -> FileRows:
-    return _python_file_rows(file.path, file.parsed(_parse_python))
-
-
 def _tuning_reader(loaded_as: Callable[[str], str]) -> Callable[[FileVersions], FileRows]:
     def read(file: FileVersions) -> FileRows:
-        def parse(data: bytes) -> TuningTree:
+        def parse(data: bytes) -> Node:
             try:
                 return load_tuning_file(loaded_as(file.path), _decode(data))
             except TuningFileError as exc:
@@ -197,7 +193,7 @@ READERS: tuple[Reader, ...] = (
         _suffix(PYTHON_SUFFIXES), _read_python,
     ),
     Reader(
-        "tuning", "each changed leaf of a JSON / YAML / TOML / CSV tuning file", _suffix(TUNING_SUFFIXES),
+        "tuning", "each changed leaf of a JSON / YAML / TOML tuning file", _suffix(TUNING_SUFFIXES),
         _read_tuning, skips=is_tooling_config, rows_when_whole=lambda path: is_tuning_path(path, data=True),
     ),
     Reader(

@@ -15,10 +15,9 @@ from bisector.analysis.findings import ABSENT_TEXT
 from bisector.analysis.kernel_trace import KernelTraceDiff
 from bisector.analysis.minimize import MinimizeResult
 from bisector.analysis.render_calls import calls_json, calls_markdown, calls_renderables
-from bisector.analysis.render_static import md_cell, md_table, static_json, static_markdown, static_renderable
+from bisector.analysis.render_static import MAX_ROWS, md_cell, md_table, static_json, static_markdown, static_renderable
 from bisector.analysis.shape_table import ShapeRow, ShapeTable
 
-MAX_ROWS = 60  # per section in text and Markdown; JSON has everything
 MAX_NAME = 90  # kernel names are long C++ signatures
 
 

@@ -9,8 +9,8 @@ from rich.text import Text
 
 from bisector.analysis.call_trace import CallTraceDiff
 from bisector.analysis.findings import ABSENT_TEXT
+from bisector.analysis.render_static import MAX_ROWS, md_cell, md_table
 
-MAX_ROWS = 60
 TITLE = "traced functions: result per call (last good -> first bad)"
 
 
@@ -45,11 +45,9 @@ def calls_markdown(calls: CallTraceDiff | None, note: str | None) -> list[str]:
     if calls is not None:
         out += [f"**{TITLE[0].upper()}{TITLE[1:]}** ({_summary(calls)})", ""]
         if calls.rows:
-            out += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-            out += ["| " + " | ".join(_md(c) for c in cells) + " |" for cells in _cells(calls)[:MAX_ROWS]]
-            out.append("")
+            out += [*md_table(HEADERS, _cells(calls)[:MAX_ROWS]), ""]
     if note:
-        out += [f"_Traced re-runs: {_md(note)}_", ""]
+        out += [f"_Traced re-runs: {md_cell(note)}_", ""]
     return out
 
 
@@ -66,7 +64,3 @@ def calls_json(calls: CallTraceDiff | None, note: str | None) -> dict[str, objec
         },
         "trace_note": note,
     }
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")

@@ -47,7 +47,7 @@ RULES: tuple[Rule, ...] = (
     Rule("native_template_args", "native", "numbers passed as template arguments"),
     Rule("native_env_reads", "native", "environment reads added, removed or changed"),
     Rule("native_choosers", "native", "dispatch functions whose decisions the hunks change"),
-    Rule("tuning_files", "tuning", "each changed leaf of a JSON / YAML / TOML / CSV tuning file"),
+    Rule("tuning_files", "tuning", "each changed leaf of a JSON / YAML / TOML tuning file"),
     Rule("cmake_targets", "cmake", "GPU arch target lists and kernel-gating option defaults"),
 )  # fmt: skip
 RULE_NAMES = frozenset(rule.name for rule in RULES)

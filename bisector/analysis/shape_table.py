@@ -39,17 +39,13 @@ class ShapeRow:
     source: str  # "static", "trace" or "static+trace"
 
     @property
-    def batch_variant_after(self) -> bool:
-        return UNKNOWN not in (self.decode_after, self.verify_after) and self.decode_after != self.verify_after
-
-    @property
-    def batch_variant_before(self) -> bool:
-        return UNKNOWN not in (self.decode_before, self.verify_before) and self.decode_before != self.verify_before
-
-    @property
     def became_batch_variant(self) -> bool:
         """Different kernels at decode and verify after the commit, and not known to differ before it."""
-        return self.batch_variant_after and not self.batch_variant_before
+        return _variant(self.decode_after, self.verify_after) and not _variant(self.decode_before, self.verify_before)
+
+
+def _variant(decode: str, verify: str) -> bool:
+    return UNKNOWN not in (decode, verify) and decode != verify
 
 
 @dataclass(frozen=True)

@@ -85,23 +85,6 @@ class StaticDiff:
         files = tuple(dict.fromkeys(f.file for f in rows))
         return cls(repo, summary.key, summary.before, rows, files, int(count) if count.isdigit() else len(files))
 
-    @classmethod
-    def from_json(cls, data: dict[str, object]) -> StaticDiff:
-        raw_findings = data.get("findings")
-        raw_files = data.get("files")
-        files = tuple(str(f) for f in raw_files) if isinstance(raw_files, list) else ()
-        parent = data.get("parent")
-        return cls(
-            repo=str(data.get("repo") or ""),
-            sha=str(data["sha"]),
-            parent=None if parent is None else str(parent),
-            findings=tuple(Finding.from_json(f) for f in raw_findings if isinstance(f, dict))
-            if isinstance(raw_findings, list)
-            else (),
-            files=files,
-            file_count=count if isinstance(count := data.get("file_count"), int) and count != len(files) else None,
-        )
-
 
 def explain(
     repo_path: str | os.PathLike[str],
@@ -181,24 +164,21 @@ def _added_or_removed_whole(change: gitdiff.FileChange, reader: Reader) -> bool:
     return not both and not reader.rows_when_whole(change.path)
 
 
+@dataclass
 class _FileAnalysis:
-    def __init__(
-        self,
-        repo: gitdiff.Repo,
-        parent: str | None,
-        sha: str,
-        change: gitdiff.FileChange,
-        reader: Reader,
-        max_bytes: int,
-        blobs: dict[str | None, dict[str, gitdiff.BlobEntry]],
-        hunks: list[gitdiff.Hunk],
-    ):
-        self.repo, self.parent, self.sha, self.change, self.max_bytes = repo, parent, sha, change, max_bytes
-        self.reader = reader
-        self.blobs = blobs  # revision -> path -> blob, listed once for all changed files
-        self.hunks = hunks  # for a reader that needs them, diffed once for all files
-        self.path = change.path
-        self.read: FileRows | None = None  # once the reader has read both versions
+    repo: gitdiff.Repo
+    parent: str | None
+    sha: str
+    change: gitdiff.FileChange
+    reader: Reader
+    max_bytes: int
+    blobs: dict[str | None, dict[str, gitdiff.BlobEntry]]  # revision -> path -> blob, listed once for all files
+    hunks: list[gitdiff.Hunk]  # for a reader that needs them, diffed once for all files
+    read: FileRows | None = None  # once the reader has read both versions
+
+    @property
+    def path(self) -> str:
+        return self.change.path
 
     def findings(self) -> list[Finding]:
         notes = []

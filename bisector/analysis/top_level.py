@@ -7,7 +7,7 @@ import ast
 import re
 from collections import Counter
 
-from bisector.analysis.code_shape import first_line
+from bisector.analysis.code_shape import docstring_lines, first_line
 from bisector.analysis.conditions import module_gates
 from bisector.analysis.launch_calls import decorated, launch_test
 from bisector.analysis.reach import FunctionNode, LaunchGraph, module_functions
@@ -65,7 +65,7 @@ def _definition_texts(tree: ast.Module, lines: list[str]) -> dict[int, str]:
     for index, statement in enumerate(tree.body):
         if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             first = first_line(statement)
-            docstrings = {line for node in _with_methods(statement) for line in _docstring_lines(node)}
+            docstrings = {line for node in _with_methods(statement) for line in docstring_lines(node)}
             kept = [lines[n - 1] for n in range(first, (statement.end_lineno or first) + 1) if n not in docstrings]
             texts[index] = code_text(kept)
     return texts
@@ -73,15 +73,6 @@ def _definition_texts(tree: ast.Module, lines: list[str]) -> dict[int, str]:
 
 def _with_methods(statement: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[ast.stmt]:
     return [statement, *(s for s in statement.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef))]
-
-
-def _docstring_lines(node: ast.stmt) -> range:
-    """The lines of a function's or class's docstring (a docstring that changes changes no dispatch)."""
-    body = getattr(node, "body", [])
-    first = body[0] if body else None
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        return range(first.lineno, (first.end_lineno or first.lineno) + 1)
-    return range(0)
 
 
 def same_methods(old: ast.Module, old_lines: list[str], new: ast.Module, new_lines: list[str]) -> frozenset[str]:
@@ -119,7 +110,7 @@ def _function_texts(tree: ast.Module, lines: list[str]) -> dict[str, str | None]
 
 def _text(function: FunctionNode, lines: list[str]) -> str:
     first = first_line(function)
-    docstring = _docstring_lines(function)
+    docstring = docstring_lines(function)
     return code_text([lines[n - 1] for n in range(first, (function.end_lineno or first) + 1) if n not in docstring])
 
 

@@ -1,4 +1,4 @@
-"""Keyed diffs of JSON, YAML, TOML and CSV tuning files (per-device, per-shape kernel configs and the like)."""
+"""Keyed diffs of JSON, YAML and TOML tuning files (per-device, per-shape kernel configs and the like)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,12 @@ from collections.abc import Callable, Iterable
 
 import yaml
 
-from bisector.analysis.csv_tables import CsvError, CsvTable, diff_csv, load_csv
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.values import Change, Leaf, Mapping, Node, diff_values, render, sequence
 from bisector.analysis.yaml_documents import load_yaml_documents
 from bisector.analysis.yaml_regions import diff_large_yaml
 
-TUNING_SUFFIXES = (".json", ".yaml", ".yml", ".toml", ".csv")
-TuningTree = Node | CsvTable
+TUNING_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
 _json_string: Callable[[str], str] = json.encoder.encode_basestring_ascii  # what json.dumps uses
 _JSON_CONSTANTS = {None: "null", True: "true", False: "false"}
 
@@ -24,13 +22,8 @@ class TuningFileError(ValueError):
     """The file is not valid JSON / YAML / TOML."""
 
 
-def load_tuning_file(path: str, text: str) -> TuningTree:
-    """The file's tree (a CSV file's table); raises TuningFileError when it does not parse."""
-    if path.lower().endswith(".csv"):
-        try:
-            return load_csv(text)
-        except CsvError as exc:
-            raise TuningFileError(_one_line(exc)) from None
+def load_tuning_file(path: str, text: str) -> Node:
+    """The file's tree; raises TuningFileError when it does not parse."""
     loader = _loader(path)
     try:
         data = loader(text)
@@ -39,9 +32,7 @@ def load_tuning_file(path: str, text: str) -> TuningTree:
     return to_node(data)
 
 
-def diff_tuning_file(path: str, before: TuningTree | None, after: TuningTree | None) -> list[Finding]:
-    if isinstance(before, CsvTable) or isinstance(after, CsvTable):
-        return _rows(path, diff_csv(_table(before), _table(after)))
+def diff_tuning_file(path: str, before: Node | None, after: Node | None) -> list[Finding]:
     return _rows(path, diff_values(before, after))
 
 
@@ -76,10 +67,6 @@ def _rows(path: str, changes: Iterable[Change]) -> list[Finding]:
         )
         for change in changes
     ]
-
-
-def _table(tree: TuningTree | None) -> CsvTable | None:
-    return tree if isinstance(tree, CsvTable) else None
 
 
 def to_node(data: object) -> Node:

@@ -328,42 +328,6 @@ def test_a_file_added_or_removed_whole_is_a_note_unless_its_path_says_tuning(his
     assert len(diff.files) == 6
 
 
-TUNED_CSV = """\
-gfx,cu_num,M,N,K,splitK,us,kernelName
-gfx950,256,1,64,7168,8,4.63,gemm_t16x64
-gfx950,256,2,64,7168,8,4.96,gemm_t16x64
-gfx950,256,4,64,7168,4,5.10,gemm_t32x64
-"""
-
-
-def test_a_csv_tuning_table_is_keyed_by_its_leading_columns(history: History) -> None:
-    history.commit("tuned", {"ops/configs/tuned_gemm.csv": TUNED_CSV, "bench/results.csv": "a,b\n1,2\n"})
-    after = (
-        TUNED_CSV.replace("4.96,gemm_t16x64", "4.20,gemm_t16x128")
-        .replace("gfx950,256,4,64,7168,4,5.10,gemm_t32x64\n", "")
-        .replace("gfx950,256,1,64", "gfx942,304,1,64,7168,4,6.0,gemm_t16x64\ngfx950,256,1,64")
-    )
-    sha = history.commit(
-        "retune",
-        {
-            "ops/configs/tuned_gemm.csv": after,
-            "bench/results.csv": None,
-            "ops/configs/tuned_fmoe.csv": "token,model_dim,block_m\n1,7168,32\n",
-        },
-    )
-
-    diff = explain(history.path, sha)
-
-    assert rows(diff) == {
-        "[gfx=gfx950, cu_num=256, M=2][us]": "4.96 -> 4.20",
-        "[gfx=gfx950, cu_num=256, M=2][kernelName]": "gemm_t16x64 -> gemm_t16x128",
-        "[gfx=gfx950, cu_num=256, M=4]": "{N: 64, K: 7168, splitK: 4, us: 5.10, kernelName: gemm_t32x64} -> (absent)",
-        "[gfx=gfx942, cu_num=304, M=1]": "(absent) -> {N: 64, K: 7168, splitK: 4, us: 6.0, kernelName: gemm_t16x64}",
-        "[token=1]": "(absent) -> {model_dim: 7168, block_m: 32}",
-    }
-    assert {(n.file, n.name) for n in diff.notes} == {("bench/results.csv", "removed whole")}
-
-
 def test_tool_and_package_settings_are_no_tuning_files(history: History) -> None:
     settings = {
         "pyproject.toml": '[project]\ndependencies = ["triton==3.4"]\n',
@@ -548,7 +512,6 @@ def test_findings_round_trip_through_json_and_store_rows(history: History) -> No
     diff = explain(history.path, sha)
 
     assert all(Finding.from_json(f.to_json()) == f for f in diff.findings)
-    assert StaticDiff.from_json(diff.to_json()) == diff
     rebuilt = StaticDiff.from_findings(diff.to_findings())
     assert rebuilt is not None
     assert (rebuilt.sha, rebuilt.parent, rebuilt.findings) == (diff.sha, diff.parent, diff.findings)
