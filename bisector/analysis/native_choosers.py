@@ -30,7 +30,7 @@ from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.native_reach import LAUNCH
 from bisector.analysis.native_scope import Scope, enclosing_function
 from bisector.analysis.native_value_forms import macro_values, value_form
-from bisector.vocab.gitdiff import Hunk, line_text
+from bisector.vocab.gitdiff import Hunk, line_text, unmoved
 
 MAX_BODY_LINES = 400  # a dispatch function's body is read this far
 MAX_BLOCK_LINES = 120  # a decision's block is read this far for a kernel site
@@ -72,20 +72,14 @@ def with_native_chooser_rows(
     functions = _Functions()
     was, now = macro_values(old_lines), macro_values(new_lines)
     for hunk in hunks:
-        removed = _decisions(old_lines, hunk.old_lo, hunk.old_hi)
-        added = _decisions(new_lines, hunk.new_lo, hunk.new_hi)
-        forms = {
-            "old": {i: value_form(old_lines[i], was) for i in removed},
-            "new": {i: value_form(new_lines[i], now) for i in added},
-        }
-        moved = Counter(forms["old"].values()) & Counter(forms["new"].values())
-        for side, lines, indices in (("old", old_lines, removed), ("new", new_lines, added)):
-            left = Counter(moved)
-            for index, head in indices.items():
-                form = forms[side][index]
-                if left[form] > 0:  # moved, or rewritten keeping its value (a cast, a macro for its number)
-                    left[form] -= 1
-                    continue
+        removed = list(_decisions(old_lines, hunk.old_lo, hunk.old_hi).items())
+        added = list(_decisions(new_lines, hunk.new_lo, hunk.new_hi).items())
+        # moved, or rewritten keeping its value (a cast, a macro for its number): the same value form on both sides
+        old_forms = [value_form(old_lines[index], was) for index, _ in removed]
+        new_forms = [value_form(new_lines[index], now) for index, _ in added]
+        old_left, new_left = unmoved(list(range(len(removed))), list(range(len(added))), old_forms, new_forms)
+        for side, lines, found, left in (("old", old_lines, removed, old_left), ("new", new_lines, added, new_left)):
+            for index, head in (found[position] for position in left):
                 name = functions.dispatcher(side, lines, head)
                 if name:
                     line, before, after = changed.get(name, (index + 1, None, None))
