@@ -246,8 +246,6 @@ def _target_list(value: str, named_by_arch: bool) -> list[str]:
     """The targets of a string that holds nothing else ("gfx906;gfx1030", "sm_80 sm_90"; "8.0;9.0+PTX" where an
     arch names it); [] for any other string."""
     tokens = [token for token in _SEPARATORS.split(value.strip()) if token]
-    if not tokens:
-        return []
     if all(_BARE_TARGET.match(token) for token in tokens):
         return tokens
     if named_by_arch and all(_BARE_TARGET.match(token) or _VERSION_ARCH.match(token) for token in tokens):

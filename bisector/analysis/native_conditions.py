@@ -16,11 +16,10 @@ removes whole is new or dropped code, no row. Also no rows: a file-scope #if blo
 a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one, and one that
 compares with other upper-case named values than before (`path->type == PATH_NVL` -> `... || path->type == PATH_NVB`;
 status codes aside) a 'condition on a named value' row. A flag kept in a bool (`bool fast = N % bn == 0 && K % 512 ==
-0;`) is a row when both versions have it and one compares a number; a test of the platform (HIP / CUDA) is one inside a
+0;`) is a row when both versions have it; a test of the platform (HIP / CUDA) is one inside a
 host function whose branches make different calls; a line that continues an `#if` is named by that `#if`'s block.
 A threshold is also a host function's returned test (`return seqlen <= 1024 && seqlen > 128;`: a predicate), and an
-arch `#if` that became an `#elif` (a new test now comes first) is no rewrite; a pair of lines equal after
-native_value_forms' rewrites (a cast, parentheses) is."""
+arch `#if` that became an `#elif` (a new test now comes first) is no rewrite."""
 
 from __future__ import annotations
 
@@ -35,7 +34,6 @@ from bisector.analysis.native_directives import (
     directive_start,
 )
 from bisector.analysis.native_scope import defined_in, enclosing_function
-from bisector.analysis.native_value_forms import value_form
 
 ARCH_LABEL = "condition on the arch"
 THRESHOLD_LABEL = "threshold"
@@ -64,7 +62,6 @@ _NAMED_THRESHOLD = re.compile(
 )
 # a flag a host function computes from a comparison, on one line: `bool fast = N % bn == 0 && K % 512 == 0;`
 _FLAG = re.compile(r"^\s*(?:const\s+)?bool\s+[A-Za-z_]\w*\s*=[^=;][^;]*(?:[<>]=?|[=!]=)[^;]*;\s*$")
-_ALIGNMENT = re.compile(r"%\s*\(?\s*\d+")  # a size's alignment to a number: K % 512
 _TYPE_CHOICE = re.compile(r"\bconditional(?:_t)?\s*<")  # std::conditional_t<MIN_GPU_ARCH < 70, float, __half>
 _CLAMP = re.compile(r"^\s*[A-Za-z_][\w.>-]*\s*=\s*(?:std::)?(?:min|max)\s*\(")  # cc = min(cc, 90u);
 _USING = re.compile(r"\busing\s+(?P<name>[A-Za-z_]\w*)\s*=")
@@ -205,8 +202,6 @@ def row_name(
         return "", ""
     if label == NAMED_LABEL and old and named_values(old_lines[old[0]]) == named_values(line):
         return "", ""  # the same values tested: a condition rewritten around them
-    if label == FLAG_LABEL and old and not any(_numbered(text) for text in (old_lines[old[0]], line)):
-        return "", ""
     if (
         old
         and new
@@ -214,8 +209,6 @@ def row_name(
         and _same_gate(old_lines[old[0]], line)
     ):
         return "", ""
-    if old and new and value_form(old_lines[old[0]]) == value_form(line):
-        return "", ""  # a cast, a trait's spelling, parentheses: the same test
     if _spelling_shim(lines, directive_start(lines, index)):
         return "", ""
     numbers = _compared_numbers(line)
@@ -357,10 +350,6 @@ _NAMED_VALUE = re.compile(
     r"(?<![\w.>])(?P<left>[A-Z][A-Z0-9]*_[A-Z0-9_]+)\s*(?:==|!=|<=|>=|<(?!<)|>(?!>))"
 )
 _STATUS = re.compile(r"SUCCESS|ERROR|FAIL|_OK\b|INVALID|STATUS|_NULL\b|NULLPTR")
-
-
-def _numbered(line: str) -> bool:
-    return _has_threshold(line) or _ALIGNMENT.search(line) is not None
 
 
 def _compared_numbers(line: str) -> list[str]:
