@@ -12,12 +12,11 @@ removes whole is new or dropped code, no row. Also no rows: a file-scope #if blo
 (`#error`), an arch or threshold test rewritten with the same numbers, comparisons, logic and constants (`gcnArch ==
 908` -> `gcnArchName.find("908") != npos`), an #if whose branches differ only by names spelled longer (`double4` /
 `double4_32a`), an arch #if added or removed around device or file-scope code whose #else only warns or traps (`#warning
-"only on Ampere"`: a compile guard). An if's condition spread over lines is read whole, and a host function's branch on
-a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one, and one that
-compares with other upper-case named values than before (`path->type == PATH_NVL` -> `... || path->type == PATH_NVB`;
-status codes aside) a 'condition on a named value' row. A flag kept in a bool (`bool fast = N % bn == 0 && K % 512 ==
-0;`) is a row when both versions have it; a test of the platform (HIP / CUDA) is one inside a
-host function whose branches make different calls; a line that continues an `#if` is named by that `#if`'s block.
+"only on Ampere"`: a compile guard). An if's condition spread over lines is read whole, and a host function's branch
+that compares with other upper-case named values than before (`path->type == PATH_NVL` -> `... || path->type ==
+PATH_NVB`; status codes aside) is a 'condition on a named value' row. A flag kept in a bool (`bool fast = N % bn == 0
+&& K % 512 == 0;`) is a row when both versions have it; a test of the platform (HIP / CUDA) is one inside a host
+function whose branches make different calls; a line that continues an `#if` is named by that `#if`'s block.
 A threshold is also a host function's returned test (`return seqlen <= 1024 && seqlen > 128;`: a predicate), and an
 arch `#if` that became an `#elif` (a new test now comes first) is no rewrite."""
 
@@ -33,12 +32,12 @@ from bisector.analysis.native_directives import (
     directive_end,
     directive_start,
 )
+from bisector.analysis.native_dispatch import with_open_parentheses
 from bisector.analysis.native_scope import defined_in, enclosing_function
 
 ARCH_LABEL = "condition on the arch"
 THRESHOLD_LABEL = "threshold"
 BATCH_LABEL = "condition on the batch size"
-LAYOUT_LABEL = "condition on the layout"
 PLATFORM_LABEL = "condition on the platform"  # HIP / ROCm or CUDA
 NAMED_LABEL = "condition on a named value"  # path->type == PATH_NVL: an enumerated kind of link, algorithm, ...
 FLAG_LABEL = "condition kept in a bool"  # bool fast = N % bn == 0 && K % 512 == 0;
@@ -74,17 +73,14 @@ _INCLUDE = re.compile(r"^\s*#\s*include\b")
 _REFUSAL = re.compile(r"^\s*#\s*error\b")
 INCLUDES_ONLY = "#include"  # a file-scope #if block that opens with an #include: what it includes is used elsewhere
 MAX_ALIAS_LINES = 12  # how far above a line of a std::conditional its `using X =` is looked for
-MAX_CONDITION_LINES = 6  # an if's condition spread over this many lines at most
 MAX_BLOCK_LINES = 40  # how far into a file-scope #if block its first declaration is looked for
-_LAYOUT = re.compile(r"\b(?:[Ss]tride|[Ss]trides|ld[abcd]?)\s*\(")
 _COUNTER = re.compile(r"\+\+|--")  # `++idle < 8192`: a loop's own count, not a size
 _ZEROS = frozenset({"0", "0u", "0ul", "0l", "0.0", "0.0f", "0.f"})
 _NOT_THRESHOLDS = frozenset({"0", "1", "-1", "0u", "1u", "0ul", "1ul", "0.0", "0.0f", "0.f", "0l", "1l"})
 
 
 def more_condition_label(lines: list[str], index: int) -> str:
-    """'condition on the arch', 'threshold', 'condition on the layout' (a host function's branch on a stride:
-    `if (a.Stride(RANK - 1) > 1)` picks a GEMM's transpose op) or ''."""
+    """'condition on the arch', 'threshold', 'condition kept in a bool', 'condition on a named value' or ''."""
     line = lines[index]
     continued = _CONTINUES.search(line) or (index > 0 and _CONTINUES.search(lines[index - 1]))
     if (continued or _CHOICE.search(line)) and _ARCH.search(line):
@@ -99,29 +95,15 @@ def more_condition_label(lines: list[str], index: int) -> str:
         return THRESHOLD_LABEL if scope is not None and not scope.device else ""
     if not _BRANCH.search(line):
         return ""
-    condition = _whole_condition(lines, index)
+    condition = with_open_parentheses(lines, index)
     if _has_threshold(condition) and not _COUNTER.search(line):
         label = THRESHOLD_LABEL
-    elif _LAYOUT.search(condition):
-        label = LAYOUT_LABEL
     elif named_values(condition):
         label = NAMED_LABEL
     else:
         return ""
     scope = enclosing_function(lines, index)
     return label if scope is not None and not scope.device else ""
-
-
-def _whole_condition(lines: list[str], index: int) -> str:
-    """The line with the lines that continue its condition, when its parentheses stay open (`if (a > 0 &&` /
-    `max_kvlen >= 1024) {`)."""
-    text, depth = lines[index], lines[index].count("(") - lines[index].count(")")
-    for more in lines[index + 1 : index + MAX_CONDITION_LINES] if depth > 0 else ():
-        text += " " + more
-        depth += more.count("(") - more.count(")")
-        if depth <= 0:
-            break
-    return text
 
 
 def chooses_by_arch(lines: list[str], index: int) -> bool:
@@ -198,7 +180,7 @@ def row_name(
     line = lines[index] if index < len(lines) else ""
     if label == SWITCHED_OFF_LABEL:  # in a function, its 'code cut off' row shows it
         return ("", "") if enclosing_function(lines, index) else (label, "")
-    if label in (THRESHOLD_LABEL, LAYOUT_LABEL, FLAG_LABEL, NAMED_LABEL, MACRO_LABEL) and not (old and new):
+    if label in (THRESHOLD_LABEL, FLAG_LABEL, NAMED_LABEL, MACRO_LABEL) and not (old and new):
         return "", ""
     if label == NAMED_LABEL and old and named_values(old_lines[old[0]]) == named_values(line):
         return "", ""  # the same values tested: a condition rewritten around them

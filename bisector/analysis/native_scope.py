@@ -39,24 +39,28 @@ class Scope:
 
 def enclosing_function(lines: list[str], index: int) -> Scope | None:
     """The function whose body holds line index, or None at file, namespace or class scope."""
-    depth = 0
     in_switch: bool | None = None
+    for earlier in _block_openings(lines, index):
+        opening = _ATTRIBUTES.sub(" ", joined_head(lines, earlier))
+        if in_switch is None:
+            in_switch = re.search(r"\bswitch\s*\(", opening) is not None
+        function = _FUNCTION_HEAD.search(opening)
+        if function is not None and function["name"] not in _CONTROL and not function["name"].isupper():
+            return Scope(function["name"], _DEVICE.search(opening) is not None, opening, bool(in_switch), earlier)
+    return None  # only a namespace, a class, a loop, a macro's lambda or a plain block holds it
+
+
+def _block_openings(lines: list[str], index: int) -> Iterator[int]:
+    """The lines whose braces open the blocks around line index, innermost first (preprocessor lines not counted)."""
+    depth = 0
     for earlier in range(index - 1, max(index - MAX_SCOPE_LINES, -1), -1):
         line = lines[earlier]
         if line.lstrip().startswith("#"):
             continue
         depth += line.count("}") - line.count("{")
-        if depth >= 0:
-            continue
-        opening = _ATTRIBUTES.sub(" ", joined_head(lines, earlier))
-        if in_switch is None:
-            in_switch = re.search(r"\bswitch\s*\(", opening) is not None
-        function = _FUNCTION_HEAD.search(opening)
-        if function is None or function["name"] in _CONTROL or function["name"].isupper():
-            depth = 0  # a namespace, a class, a loop, a macro's lambda or a plain block: look further up
-            continue
-        return Scope(function["name"], _DEVICE.search(opening) is not None, opening, bool(in_switch), earlier)
-    return None
+        if depth < 0:
+            yield earlier
+            depth = 0
 
 
 def joined_head(lines: list[str], index: int) -> str:
@@ -84,16 +88,9 @@ CLASS_HEAD = re.compile(r"\b(?:struct|class)\s+(?:alignas\s*\([^)]*\)\s*)?(\w+)[
 
 def enclosing_heads(lines: list[str], index: int) -> Iterator[str]:
     """The heads of the blocks around line index, innermost first (a class, a namespace, ...), each joined over its
-    lines and without its template parameter list; preprocessor lines are not counted."""
-    depth = 0
-    for earlier in range(index - 1, max(index - MAX_SCOPE_LINES, -1), -1):
-        line = lines[earlier]
-        if line.lstrip().startswith("#"):
-            continue
-        depth += line.count("}") - line.count("{")
-        if depth < 0:
-            yield TEMPLATE_PARAMETERS.sub(" ", joined_head(lines, earlier))
-            depth = 0
+    lines and without its template parameter list."""
+    for earlier in _block_openings(lines, index):
+        yield TEMPLATE_PARAMETERS.sub(" ", joined_head(lines, earlier))
 
 
 def defined_in(function: str, lines: list[str]) -> bool:
