@@ -53,9 +53,7 @@ _CALL = re.compile(r"(?<![.>\w:])([A-Za-z_]\w*)\s*(?:<[^;()]*>\s*)?\(")
 _LIBRARY_GEMM = re.compile(r"\b\w*(?:Gemm|gemm|GEMM)\w*\s*\(")
 _ENV = re.compile(r"getenv", re.I)  # a chooser that reads the environment is shown by its env-gate rows
 _ASSIGNED = re.compile(r"(?:^|[;{]\s*|\b(?:bool|int|auto|float|size_t|int64_t|\w+_t)\s+)([A-Za-z_]\w*)\s*=(?!=)")
-_BOOL = re.compile(r"\bbool\s+[A-Za-z_]\w*\s*=[^=]")
 _OPENING_CONDITION = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while)\s*(?:constexpr\s*)?\(")
-_CASE_LINE = re.compile(r"^\s*(?:case\b[^:]*|default\s*):")
 _KERNEL = re.compile(r"\b__global__\b")
 _HOST = re.compile(r"\b__host__\b")
 _LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")
@@ -145,7 +143,7 @@ class _Functions:
             known = (scope.line, scope.line + len(body) - 1, _classified(body, scope) if host else None)
             self._spans[side].append(known)
         found = known[2]
-        if found is None or not (found.chooser or _guards(found, index - found.first, hops=1)):
+        if found is None or not (found.chooser or _guards(found, index - found.first)):
             return ""
         return found.name
 
@@ -158,36 +156,16 @@ def _classified(body: list[str], scope: Scope) -> _Dispatcher | None:
     return None if inputs is None else _Dispatcher(scope.function, False, body, scope.line, inputs, variants)
 
 
-def _guards(found: _Dispatcher, at: int, hops: int) -> bool:
-    """The decision at body line at holds or governs a kernel site, or sets a name a site reads (a bool kept for a
-    later decision: that decision guards, one hop)."""
-    block = _governed(found.body, at)
-    text = " ".join(block)
+def _guards(found: _Dispatcher, at: int) -> bool:
+    """The decision at body line at holds or governs a kernel site, or sets a name a site reads."""
+    text = " ".join(_governed(found.body, at))
     if _site_matches(text, found.variants):
         return True
-    for name in _ASSIGNED.findall(text):
-        if re.search(rf"\b{re.escape(name)}\b", found.inputs):
-            return True
-        if hops and _BOOL.search(found.body[at]):
-            reader = re.compile(rf"\b{re.escape(name)}\b")
-            for later in range(at + 1, len(found.body)):
-                line = found.body[later]
-                if reader.search(line) and _DECISION.search(line) and _guards(found, later, hops - 1):
-                    return True
-    return False
+    return any(re.search(rf"\b{re.escape(name)}\b", found.inputs) for name in _ASSIGNED.findall(text))
 
 
 def _governed(body: list[str], at: int) -> list[str]:
-    """The decision line with what it governs: an if's or switch's block, a case's statements, a statement to its
-    semicolon."""
-    first = body[at]
-    if _CASE_LINE.match(first):
-        block = [first]
-        for text in body[at + 1 : at + MAX_BLOCK_LINES]:
-            if _CASE_LINE.match(text) or text.count("}") > text.count("{"):
-                break
-            block.append(text)
-        return block
+    """The decision line with what it governs: an if's or switch's block, or a statement to its semicolon."""
     block, depth, opened = [], 0, False
     for text in body[at : at + MAX_BLOCK_LINES]:
         block.append(text)
