@@ -28,11 +28,10 @@ from dataclasses import dataclass, replace
 
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.analysis.native_reach import LAUNCH
-from bisector.analysis.native_scope import Scope, enclosing_function
+from bisector.analysis.native_scope import Scope, enclosing_function, function_body
 from bisector.analysis.native_value_forms import macro_values, value_form
 from bisector.vocab.gitdiff import Hunk, line_text, unmoved
 
-MAX_BODY_LINES = 400  # a dispatch function's body is read this far
 MAX_BLOCK_LINES = 120  # a decision's block is read this far for a kernel site
 MAX_CONDITION_LINES = 8  # an if's condition spread over this many lines at most
 MAX_STATEMENT_LINES = 12  # a kernel site's statement is read this far for the names its arguments read
@@ -138,7 +137,7 @@ class _Functions:
             scope = enclosing_function(lines, index)
             if scope is None:
                 return ""
-            body = _body(lines, scope)
+            body = function_body(lines, scope.line)
             host = not _KERNEL.search(scope.opening) and (not scope.device or _HOST.search(scope.opening))
             known = (scope.line, scope.line + len(body) - 1, _classified(body, scope) if host else None)
             self._spans[side].append(known)
@@ -229,16 +228,6 @@ def _condition_head(lines: list[str], index: int) -> int | None:
         if _OPENING_CONDITION.match(text):
             return earlier if depth > 0 else None
     return None
-
-
-def _body(lines: list[str], scope: Scope) -> list[str]:
-    depth = 0
-    for index in range(scope.line, min(scope.line + MAX_BODY_LINES, len(lines))):
-        text = lines[index] if index > scope.line else lines[index][lines[index].rfind("{") :]
-        depth += text.count("{") - text.count("}")
-        if depth <= 0:
-            return lines[scope.line : index + 1]
-    return lines[scope.line : scope.line + MAX_BODY_LINES]
 
 
 def _chooses(body: list[str]) -> bool:

@@ -136,6 +136,6 @@ def _owner(lines: list[str], index: int, head: str) -> tuple[FindingKind, str] |
     scope = enclosing_function(lines, index)
     if scope is None:
         return FindingKind.NATIVE_ARRAY, head[:-1]
-    if scope.device or scope.in_switch:
+    if scope.device:
         return None
     return (FindingKind.LAUNCH_PARAM if head.endswith("<") else FindingKind.NATIVE_ARRAY), scope.function

@@ -32,21 +32,17 @@ _DEVICE = re.compile(
 class Scope:
     function: str  # the name as its head writes it
     device: bool  # a __global__ / __device__ function: kernel code
-    opening: str  # the head, joined onto one line (`switch (n) {` when the nearest block is a switch)
-    in_switch: bool  # the nearest enclosing block is a switch
+    opening: str  # its head, joined onto one line
     line: int = -1  # the index of the line whose brace opens the function's body
 
 
 def enclosing_function(lines: list[str], index: int) -> Scope | None:
     """The function whose body holds line index, or None at file, namespace or class scope."""
-    in_switch: bool | None = None
     for earlier in _block_openings(lines, index):
         opening = _ATTRIBUTES.sub(" ", joined_head(lines, earlier))
-        if in_switch is None:
-            in_switch = re.search(r"\bswitch\s*\(", opening) is not None
         function = _FUNCTION_HEAD.search(opening)
         if function is not None and function["name"] not in _CONTROL and not function["name"].isupper():
-            return Scope(function["name"], _DEVICE.search(opening) is not None, opening, bool(in_switch), earlier)
+            return Scope(function["name"], _DEVICE.search(opening) is not None, opening, earlier)
     return None  # only a namespace, a class, a loop, a macro's lambda or a plain block holds it
 
 
@@ -61,6 +57,18 @@ def _block_openings(lines: list[str], index: int) -> Iterator[int]:
         if depth < 0:
             yield earlier
             depth = 0
+
+
+def function_body(lines: list[str], opening: int) -> list[str]:
+    """The lines of the function whose body opens at the last brace of line opening, to the brace that closes it
+    (MAX_SCOPE_LINES at most)."""
+    depth = 0
+    for index in range(opening, min(opening + MAX_SCOPE_LINES, len(lines))):
+        text = lines[index] if index > opening else lines[index][lines[index].rfind("{") :]
+        depth += text.count("{") - text.count("}")
+        if depth <= 0:
+            return lines[opening : index + 1]
+    return lines[opening : opening + MAX_SCOPE_LINES]
 
 
 def joined_head(lines: list[str], index: int) -> str:
