@@ -23,6 +23,7 @@ from bisector.analysis.source_text import Language, blanked
 
 CMAKE_FILE = re.compile(r"(^|/)CMakeLists\.txt$|\.cmake$", re.I)
 _COMMAND = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)[ \t]*\(")
+_PARENTHESIS = re.compile(r"[()]")
 _ARGUMENT = re.compile(r'"(?:\\.|[^"\\])*"|[^\s"]+')
 _TARGET = re.compile(r"\bgfx\d{3,4}[a-z]?(?::(?:xnack|sramecc)[+-])*|\b(?:sm|compute)_\d{2,3}[a-z]?\b")
 # a variable that holds a plain arch list ("75;80;90", "8.0 8.6+PTX", "90a-real")
@@ -165,11 +166,11 @@ def _gates_kernels(name: str, text: str) -> bool:
 
 def _commands(source: str) -> list[_Command]:
     """Every command invocation of a CMake file, comments left out, arguments up to the matching parenthesis."""
-    text = blanked(source, Language.CMAKE, strings=False)
+    text, code = blanked(source, Language.CMAKE, strings=False), blanked(source, Language.CMAKE)
     commands = []
     position = 0
     while match := _COMMAND.search(text, position):
-        end = _closing(text, match.end())
+        end = _closing(code, match.end())
         body = text[match.end() : end]
         arguments = tuple(
             _unquoted(argument) for argument in _ARGUMENT.findall(body.replace("(", " ").replace(")", " "))
@@ -179,24 +180,14 @@ def _commands(source: str) -> list[_Command]:
     return commands
 
 
-def _closing(text: str, start: int) -> int:
-    """The index of the parenthesis that closes the one before start (the end of the text if none does)."""
-    depth, quoted, index = 1, False, start
-    while index < len(text):
-        char = text[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char == '"':
-            quoted = not quoted
-        elif not quoted and char == "(":
-            depth += 1
-        elif not quoted and char == ")":
-            depth -= 1
-            if depth == 0:
-                return index
-        index += 1
-    return len(text)
+def _closing(code: str, start: int) -> int:
+    """The index of the parenthesis that closes the one before start in code (strings blanked), or the code's end."""
+    depth = 1
+    for parenthesis in _PARENTHESIS.finditer(code, start):
+        depth += 1 if parenthesis[0] == "(" else -1
+        if depth == 0:
+            return parenthesis.start()
+    return len(code)
 
 
 def _unquoted(argument: str) -> str:

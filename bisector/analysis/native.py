@@ -130,7 +130,7 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     version number (`#define CUDNN_FRONTEND_PATCH_VERSION 3`: a release), and a value
     that differs only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
     kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it), and a value
-    rewritten without a change of value (native_value_forms.py: a cast added, a trait's `_v` spelling, parentheses, a
+    rewritten without a change of value (native_value_forms.py: a cast added, parentheses, a
     constant local named for a part: `(m * n * k < limit)` -> `(mnk < static_cast<size_t>(limit))`). A condition line
     one hunk removes and another adds again in the same function is no row (moved)."""
     was, now = without_renumbered_locals(

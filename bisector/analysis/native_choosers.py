@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.native_reach import LAUNCH
+from bisector.analysis.native_reach import LAUNCH, LAUNCH_CONFIG
 from bisector.analysis.native_scope import Scope, enclosing_function, function_body
-from bisector.analysis.native_value_forms import macro_values, value_form
+from bisector.analysis.native_value_forms import TEST_START, macro_values, value_form
 from bisector.vocab.gitdiff import Hunk, line_text, unmoved
 
 MAX_BLOCK_LINES = 120  # a decision's block is read this far for a kernel site
@@ -52,10 +52,8 @@ _CALL = re.compile(r"(?<![.>\w:])([A-Za-z_]\w*)\s*(?:<[^;()]*>\s*)?\(")
 _LIBRARY_GEMM = re.compile(r"\b\w*(?:Gemm|gemm|GEMM)\w*\s*\(")
 _ENV = re.compile(r"getenv", re.I)  # a chooser that reads the environment is shown by its env-gate rows
 _ASSIGNED = re.compile(r"(?:^|[;{]\s*|\b(?:bool|int|auto|float|size_t|int64_t|\w+_t)\s+)([A-Za-z_]\w*)\s*=(?!=)")
-_OPENING_CONDITION = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while)\s*(?:constexpr\s*)?\(")
 _KERNEL = re.compile(r"\b__global__\b")
 _HOST = re.compile(r"\b__host__\b")
-_LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")
 _NOT_KERNEL = re.compile(r"log|print|assert|check|error|warn|abort|debug|trace|alloc|free|get_device", re.I)
 _KERNEL_NAME = re.compile(r"^.*?([\w:]+)\s*(?:<[^;<>]*(?:<[^;<>]*>[^;<>]*)*>)?\s*$", re.S)  # the kernel before its <<<
 
@@ -188,7 +186,7 @@ def _site_inputs(body: list[str], variants: frozenset[str]) -> str | None:
         launches = [_KERNEL_NAME.sub(r"\1", text[: match.start()]) if match[0] == "<<<" else match[0]
                     for match in LAUNCH.finditer(text)]  # fmt: skip
         sites.update(launches)
-        inputs.extend(launches + _LAUNCH_CONFIG.findall(text))
+        inputs.extend(launches + LAUNCH_CONFIG.findall(text))
         if ("emm" in text or "EMM" in text) and _LIBRARY_GEMM.search(text):
             sites.update(match[0] for match in _LIBRARY_GEMM.finditer(text))
             statement = [text]
@@ -225,7 +223,7 @@ def _condition_head(lines: list[str], index: int) -> int | None:
         if text.rstrip().endswith((";", "{", "}")) or text.lstrip().startswith("#"):
             return None
         depth += text.count("(") - text.count(")")
-        if _OPENING_CONDITION.match(text):
+        if TEST_START.match(text):
             return earlier if depth > 0 else None
     return None
 

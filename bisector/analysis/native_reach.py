@@ -28,7 +28,7 @@ _ASSIGNMENT = re.compile(r"^\s*(?:(?:const|auto|int|int64_t|int32_t|size_t|uint3
 _KERNEL_PICK = re.compile(
     r"\b\w*(?:pick|select|choose|get)\w*_?kernel\w*\s*[<(]|\bkernel(?:_fn|_func|_ptr)?\s*=(?!=)", re.I
 )
-_LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")
+LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")  # a launch's configuration: grid, block, shared memory, stream
 MAX_BLOCK_LINES = 120  # how far a condition's block is read for a launch
 MAX_READER_LINES = 12  # how far after a changed local its reader is looked for
 
@@ -100,7 +100,7 @@ def _reads_choice(token: re.Pattern[str], text: str) -> bool:
     """The line picks a kernel with the name, or launches with it in its launch configuration (grid, block)."""
     if not token.search(text):
         return False
-    config = _LAUNCH_CONFIG.search(text)
+    config = LAUNCH_CONFIG.search(text)
     return bool(_KERNEL_PICK.search(text)) or (config is not None and token.search(config[1]) is not None)
 
 
