@@ -54,14 +54,15 @@ def arch_target_rows(path: str, before: ParsedSource | None, after: ParsedSource
     for scope in sorted(old.keys() & new.keys()):
         (was_clamps, was_targets, _), (clamps, targets, line) = old[scope], new[scope]
         if was_clamps != clamps:
-            rows.append(_row(FindingKind.BRANCH_CONDITION, path, scope, "arch clamp", was_clamps, clamps, line))
+            rows.append(arch_row(FindingKind.BRANCH_CONDITION, path, scope, "arch clamp", was_clamps, clamps, line))
         if was_targets != targets:
-            rows.append(_row(FindingKind.TABLE_ENTRY, path, scope, "arch targets", was_targets, targets, line))
+            rows.append(arch_row(FindingKind.TABLE_ENTRY, path, scope, "arch targets", was_targets, targets, line))
     return rows
 
 
-def _row(kind: FindingKind, path: str, scope: str, key: str, old: list[str], new: list[str], line: int) -> Finding:
-    """Shows what only one side has (the rest of a long target list is the same on both)."""
+def arch_row(kind: FindingKind, path: str, scope: str, key: str, old: list[str], new: list[str], line: int) -> Finding:
+    """A branch_condition row (arch clamps) or a table_entry row (arch targets) that shows what only one side has (the
+    rest of a long target list is the same on both)."""
     clamp = kind is FindingKind.BRANCH_CONDITION
     detail = "an arch clamped without a branch" if clamp else "the arches a build targets"
     was, now = only_in(old, new), only_in(new, old)

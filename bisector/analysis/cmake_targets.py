@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bisector.analysis.arch_targets import only_in
+from bisector.analysis.arch_targets import arch_row, only_in
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.source_text import Language, blanked
 
@@ -64,22 +64,10 @@ def _target_rows(path: str, old: list[_Command], new: list[_Command]) -> list[Fi
     was, now = _targets_by_name(old), _targets_by_name(new)
     rows = []
     for name in sorted(was.keys() | now.keys()):
-        (old_targets, _), (new_targets, line) = was.get(name, ([], None)), now.get(name, ([], None))
-        gone, added = only_in(old_targets, new_targets), only_in(new_targets, old_targets)
-        if not gone and not added:
-            continue
-        rows.append(
-            Finding(
-                FindingKind.TABLE_ENTRY,
-                path,
-                name,
-                key="arch targets",
-                before=short_text("; ".join(gone)) if gone else None,
-                after=short_text("; ".join(added)) if added else None,
-                line=line if line is not None else was[name][1],
-                detail="the arches a build targets",
-            )
-        )
+        (old_targets, _), (new_targets, _) = was.get(name, ([], 0)), now.get(name, ([], 0))
+        if only_in(old_targets, new_targets) or only_in(new_targets, old_targets):
+            line = now[name][1] if name in now else was[name][1]
+            rows.append(arch_row(FindingKind.TABLE_ENTRY, path, name, "arch targets", old_targets, new_targets, line))
     return rows
 
 

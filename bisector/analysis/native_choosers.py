@@ -6,8 +6,8 @@
     }                                               not 0, -1 or null alone, no status codes, no env read
     void flash_attn_ext(ctx, dst) {                 a launcher: two or more kernel sites (`k<<<...>>>` told apart
         if (cc == CC_PASCAL) flash_attn_ext_vec_f32(ctx, dst);   by the kernel, `run<...>(...)`, a GEMM library
-        else flash_attn_ext_vec_f16(ctx, dst);                    call, variants of the function itself or of
-    }                                                             one another; not logging or checking helpers)
+        else flash_attn_ext_vec_f16(ctx, dst);                    call, callees that are variants of one
+    }                                                             another)
 
 A commit that changes a decision in such a function (an if, else if, a line continuing an if's condition, switch,
 case, default, ?:, a bool kept, a return with a value) changes which kernel runs or how: the condition, threshold
@@ -54,7 +54,6 @@ _ENV = re.compile(r"getenv", re.I)  # a chooser that reads the environment is sh
 _ASSIGNED = re.compile(r"(?:^|[;{]\s*|\b(?:bool|int|auto|float|size_t|int64_t|\w+_t)\s+)([A-Za-z_]\w*)\s*=(?!=)")
 _KERNEL = re.compile(r"\b__global__\b")
 _HOST = re.compile(r"\b__host__\b")
-_NOT_KERNEL = re.compile(r"log|print|assert|check|error|warn|abort|debug|trace|alloc|free|get_device", re.I)
 _KERNEL_NAME = re.compile(r"^.*?([\w:]+)\s*(?:<[^;<>]*(?:<[^;<>]*>[^;<>]*)*>)?\s*$", re.S)  # the kernel before its <<<
 
 
@@ -148,7 +147,7 @@ class _Functions:
 def _classified(body: list[str], scope: Scope) -> _Dispatcher | None:
     if _chooses(body) and not any(_ENV.search(text) for text in body):
         return _Dispatcher(scope.function, True, body, scope.line, "", frozenset())
-    variants = _variant_callees(body, scope.function)
+    variants = _variant_callees(body)
     inputs = _site_inputs(body, variants)
     return None if inputs is None else _Dispatcher(scope.function, False, body, scope.line, inputs, variants)
 
@@ -241,22 +240,13 @@ def _chooses(body: list[str]) -> bool:
     return len(choices) >= 2 and not any(_STATUS.search(value) for value in values)
 
 
-def _variant_callees(body: list[str], function: str) -> frozenset[str]:
-    """Callees that are variants of the function (`f_vec_f32` in `f`) or of one another (siblings sharing a stem
-    of three or more `_`-joined words: `attn_ext_vec_f32`, `attn_ext_vec_f16`); not macros (`LOG_INFO`, `LOG_WARN`)
-    nor logging, checking or error helpers."""
-    callees = {
-        callee
-        for text in body
-        for callee in _CALL.findall(text)
-        if not callee.isupper() and not _NOT_KERNEL.search(callee)
-    }
-    base = function.rsplit("::", 1)[-1]
+def _variant_callees(body: list[str]) -> frozenset[str]:
+    """Callees that are variants of one another (siblings sharing a stem of three or more `_`-joined words:
+    `attn_ext_vec_f32`, `attn_ext_vec_f16`); not macros (`LOG_INFO`, `LOG_WARN`)."""
+    callees = {callee for text in body for callee in _CALL.findall(text) if not callee.isupper()}
     stems = Counter(_stem(callee) for callee in callees)
     return frozenset(
-        callee
-        for callee in callees
-        if callee.startswith(f"{base}_") or (stems[_stem(callee)] >= 2 and _stem(callee).count("_") >= STEM_JOINS)
+        callee for callee in callees if stems[_stem(callee)] >= 2 and _stem(callee).count("_") >= STEM_JOINS
     )
 
 
