@@ -88,8 +88,7 @@ def _row_name(command: _Command) -> str:
     """set / list / string: the variable set; any other command: `command(first argument)`."""
     arguments = command.arguments
     if command.name in _SETTERS and arguments:
-        variable = arguments[1] if command.name != "set" and len(arguments) > 1 else arguments[0]
-        return variable
+        return arguments[1] if command.name != "set" and len(arguments) > 1 else arguments[0]
     return f"{command.name}({arguments[0]})" if arguments else command.name
 
 
@@ -112,13 +111,8 @@ def _option_rows(path: str, old: list[_Command], new: list[_Command]) -> list[Fi
     rows = []
     for name in sorted(was.keys() | now.keys()):
         before, after = was.get(name), now.get(name)
-        if before is not None and after is not None and before[0] == after[0]:
-            continue
-        shown = after or before
-        if shown is None:  # the name came from one side, so it is there
-            continue
-        _, text, line = shown
-        if not _gates_kernels(name, text):
+        _, text, line = after or before or ("", "", 0)  # the name came from one side at least
+        if (before and after and before[0] == after[0]) or not _gates_kernels(name, text):
             continue
         rows.append(
             Finding(

@@ -342,8 +342,4 @@ def _has_threshold(line: str) -> bool:
     """A comparison with a number other than 0 / 1, or with a threshold's name (`<= AR_SIZE_THRESHOLD`)."""
     if _NAMED_THRESHOLD.search(line):
         return True
-    for match in _NUMBER_TEST.finditer(line):
-        number = (match["right"] or match["left"]).lower()
-        if number not in _NOT_THRESHOLDS:
-            return True
-    return False
+    return any(number not in _NOT_THRESHOLDS for number in _compared_numbers(line))
