@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 
-from bisector.analysis.env_gates import names_a_location
 from bisector.analysis.findings import Finding, FindingKind
 from bisector.vocab.gitdiff import line_text
 
@@ -143,15 +142,12 @@ def with_open_parentheses(lines: list[str], index: int, start: int = 0) -> str:
     return text
 
 
-def diff_env_reads(
-    path: str, before: dict[str, list[str]], after: dict[str, list[str]], detail: str = "environment read in C / C++"
-) -> list[Finding]:
-    """One row per variable read on one side only or read by lines of other text (a changed default or test), but
-    for variables that name a place (CUDA_HOME, *_DIR: env_gates.names_a_location)."""
+def diff_env_reads(path: str, before: dict[str, list[str]], after: dict[str, list[str]]) -> list[Finding]:
+    """One row per variable read on one side only or read by lines of other text (a changed default or test)."""
     rows: list[Finding] = []
     for name in [*before, *(n for n in after if n not in before)]:
         old, new = before.get(name), after.get(name)
-        if _gates(old) == _gates(new) or names_a_location(name):
+        if _gates(old) == _gates(new):
             continue
         rows.append(
             Finding(
@@ -161,7 +157,7 @@ def diff_env_reads(
                 "read",
                 " | ".join(old) if old else None,
                 " | ".join(new) if new else None,
-                detail=detail,
+                detail="environment read in C / C++",
             )
         )
     return rows
