@@ -25,9 +25,7 @@ _OPENING_IF = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?if\s*(?:constexpr\s*)?\(.*\
 _CASE_VALUE = re.compile(r"^\s*case\s+(?P<value>[\w:]+)\s*:(?P<rest>.*)$")
 _ASSIGNMENT = re.compile(r"^\s*(?:(?:const|auto|int|int64_t|int32_t|size_t|uint32_t|float|bool)\s+)?"
                          r"(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^=;][^;]*);\s*$")  # fmt: skip
-_KERNEL_PICK = re.compile(
-    r"\b\w*(?:pick|select|choose|get)\w*_?kernel\w*\s*[<(]|\bkernel(?:_fn|_func|_ptr)?\s*=(?!=)", re.I
-)
+_KERNEL_PICK = re.compile(r"\bkernel(?:_fn|_func|_ptr)?\s*=(?!=)", re.I)  # `auto kernel = pick_kernel(blocks);`
 LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")  # a launch's configuration: grid, block, shared memory, stream
 MAX_BLOCK_LINES = 120  # how far a condition's block is read for a launch
 MAX_READER_LINES = 12  # how far after a changed local its reader is looked for

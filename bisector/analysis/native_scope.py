@@ -21,10 +21,8 @@ _CONTROL = frozenset(
 _ATTRIBUTES = re.compile(r"\b(?:__launch_bounds__|__attribute__|alignas|__declspec)\s*\((?:[^()]|\([^()]*\))*\)")
 _DEVICE = re.compile(
     r"\b(?:__global__|__device__|[A-Z_]*DEVICE[A-Z_]*)\b|"  # CK_TILE_DEVICE, KITTENS_DEVICE
-    # Metal: a kernel, mlx's helper macro, or a parameter in a GPU address space (`const device T* w`)
-    r"\[\[\s*kernel\s*\]\]|\bkernel\s+void\b|\bMETAL_FUNC\b|\b(?:device|threadgroup)\s+(?:const\s+)?[A-Za-z_][\w:<>]*\s*[*&]|"
-    # OpenCL C: a kernel, or a parameter in a GPU address space (`const __global realV* restrict xgm`)
-    r"\b__kernel\b|\b__(?:global|local|constant)\s+(?:const\s+)?[A-Za-z_]\w*\s*\*"
+    r"\[\[\s*kernel\s*\]\]|\bkernel\s+void\b|\bMETAL_FUNC\b|"  # Metal: a kernel, mlx's helper macro
+    r"\b__kernel\b"  # OpenCL C: a kernel
 )
 
 
