@@ -38,7 +38,7 @@ def _launch_row(row: Finding, lines_of: dict[bool, list[str]]) -> Finding | None
         return None
     lines = lines_of[row.after is not None]
     scope = enclosing_function(lines, row.line - 1)
-    if scope is None or scope.device or scope.line < 0:
+    if scope is None or scope.device:
         return None
     body = "\n".join(function_body(lines, scope.line))
     local = row.name.split("#")[0]

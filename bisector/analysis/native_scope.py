@@ -31,7 +31,7 @@ class Scope:
     function: str  # the name as its head writes it
     device: bool  # a __global__ / __device__ function: kernel code
     opening: str  # its head, joined onto one line
-    line: int = -1  # the index of the line whose brace opens the function's body
+    line: int  # the index of the line whose brace opens the function's body
 
 
 def enclosing_function(lines: list[str], index: int) -> Scope | None:

@@ -1,6 +1,6 @@
 """One pass over a Rust source for rust_source.py: its lines as git counts them, the same lines with comments and
-the contents of string and char literals blanked (so that a `=>` or a brace in a string is no code), which function
-each line is in, and the items the file defines."""
+the contents of string and char literals blanked (so that a `=>` or a brace in a string is no code), and which
+function each line is in."""
 
 from __future__ import annotations
 
@@ -11,10 +11,6 @@ from bisector.analysis.source_text import Language, blanked
 
 _BLOCK_EDGE = re.compile(r"[{};]")
 _FN = re.compile(r"\bfn\s+(?P<name>[A-Za-z_]\w*)")
-ITEM = re.compile(
-    r"(?:^|(?<=[\s;{}\]]))(?:pub(?:\([\w:\s]+\))?\s+)?(?:(?:const|async|unsafe|extern\s*\"[^\"]*\")\s+)*"
-    r"(?P<what>fn|mod|struct|enum|trait|impl|const|static|type|use)\b\s*(?:<[^>]*>\s*)?(?P<name>[A-Za-z_][\w:]*)?"
-)
 
 
 @dataclass(frozen=True)
@@ -22,7 +18,6 @@ class RustSource:
     lines: list[str]  # the file split at "\n", as git numbers its lines
     code: list[str]  # the same lines, comments and the contents of string and char literals blanked
     function: list[str | None]  # the fn whose body holds each line (None outside one)
-    items: frozenset[str]  # "fn vec_dot", "mod avx", "const BLOCK", ...: what the file defines
 
 
 def scan_rust(text: str) -> RustSource:
@@ -44,5 +39,4 @@ def scan_rust(text: str) -> RustSource:
                 stack.pop()
             header = ""
         header += line[start:] + "\n"
-    items = frozenset(f"{m['what']} {m['name'] or ''}".strip() for m in ITEM.finditer(code))
-    return RustSource(lines, code_lines, function, items)
+    return RustSource(lines, code_lines, function)
