@@ -5,13 +5,10 @@
     clang_arch_flags += ["--cuda-gpu-arch=sm_75"]
 
     parser.add_argument("-a", "--architecture", default="gfx906;gfx1030;gfx1100")     (a build script's default)
-    arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST", "7.0;8.0;9.0")
     cuda_archs = ";".join(("75-real", "90a-real", "120-virtual"))      (CMake's CUDA_ARCHITECTURES, an arch list)
 
-A string of targets (`;`-, `,`- or space-separated) counts where it is a value: assigned, a keyword argument, or
-the default of an environment or dict get; version-like arches (`8.0`, `9.0a`, `8.6+PTX`) only where an arch names
-the list (the keyword, the assigned name, the variable read), and so are CMake's arches (`90a-real`) in a list or
-tuple assigned to an arch list's name. A changed clamp moves which arch's code a device
+A string of targets (`;`-, `,`- or space-separated) counts where it is a keyword argument, and CMake's arches
+(`90a-real`) in a list or tuple assigned to an arch list's name. A changed clamp moves which arch's code a device
 gets; a changed target list moves which arches a build has code for. Neither is an if, so the condition rows do
 not see them. A branch_condition row for a function (or module) whose arch clamps differ, and a table_entry row
 for one whose arch target strings differ, each named like the other Python rows (`Class.method`,
@@ -26,7 +23,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from bisector.analysis.changed_statements import MODULE, changed_statements, top_name
-from bisector.analysis.code_shape import ParsedSource, last_name, statement_blocks
+from bisector.analysis.code_shape import ParsedSource, statement_blocks
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.word_lines import holds_match
 
@@ -36,9 +33,7 @@ _ARCH_LIST_TEXT = re.compile(r"(?i)arch(?:s|_?list|itectures?)\b")
 _ARCH_LIST_LOWERED = re.compile(r"arch(?:s|_?list|itectures?)\b")  # _ARCH_LIST_TEXT in lowered text: a literal prefix
 _SEPARATORS = re.compile(r"[;,\s]+")
 _BARE_TARGET = re.compile(r"^(?:(?:compute|sm)_\d{2,3}[a-z]?|gfx\d{3,4}[a-z]?)(?::[\w+-]+)*$")  # gfx90a:xnack-
-_VERSION_ARCH = re.compile(r"^\d{1,2}\.\d[a-z]?(?:\+PTX)?$")
 _CMAKE_ARCH = re.compile(r"^\d{2,3}[af]?(?:-real|-virtual)?$")  # CMake's CUDA_ARCHITECTURES: 90a-real, 120-virtual
-_GETTERS = ("get", "getenv")
 _CLAMP_TEXT = re.compile(r"(?i)(?:arch|archs|cc|sm|capability)\s*=\s*(?:min|max)\(")
 # What a line needs for a target string in it: a target's letters, or a quote before a version-like arch ("8.0;9.0")
 # or a CMake arch ("90a-real").
@@ -59,14 +54,15 @@ def arch_target_rows(path: str, before: ParsedSource | None, after: ParsedSource
     for scope in sorted(old.keys() & new.keys()):
         (was_clamps, was_targets, _), (clamps, targets, line) = old[scope], new[scope]
         if was_clamps != clamps:
-            rows.append(_row(FindingKind.BRANCH_CONDITION, path, scope, "arch clamp", was_clamps, clamps, line))
+            rows.append(arch_row(FindingKind.BRANCH_CONDITION, path, scope, "arch clamp", was_clamps, clamps, line))
         if was_targets != targets:
-            rows.append(_row(FindingKind.TABLE_ENTRY, path, scope, "arch targets", was_targets, targets, line))
+            rows.append(arch_row(FindingKind.TABLE_ENTRY, path, scope, "arch targets", was_targets, targets, line))
     return rows
 
 
-def _row(kind: FindingKind, path: str, scope: str, key: str, old: list[str], new: list[str], line: int) -> Finding:
-    """Shows what only one side has (the rest of a long target list is the same on both)."""
+def arch_row(kind: FindingKind, path: str, scope: str, key: str, old: list[str], new: list[str], line: int) -> Finding:
+    """A branch_condition row (arch clamps) or a table_entry row (arch targets) that shows what only one side has (the
+    rest of a long target list is the same on both)."""
     clamp = kind is FindingKind.BRANCH_CONDITION
     detail = "an arch clamped without a branch" if clamp else "the arches a build targets"
     was, now = only_in(old, new), only_in(new, old)
@@ -189,8 +185,11 @@ def _own_choices(
                     for item in node.elts
                     if isinstance(item, ast.Constant) and isinstance(item.value, str) and _TARGET.search(item.value)
                 )
-        for value, named_by_arch in _valued_strings(statement, nodes):
-            targets.extend(_target_list(value, named_by_arch))
+        for node in nodes:  # a keyword argument's string of targets: `default="gfx906;gfx1030"`
+            if isinstance(node, ast.Call):
+                for keyword in node.keywords:
+                    if isinstance(keyword.value, ast.Constant) and isinstance(keyword.value.value, str):
+                        targets.extend(_target_list(keyword.value.value))
     return clamps, targets
 
 
@@ -213,46 +212,10 @@ def _cmake_arches(nodes: list[ast.AST]) -> Iterator[str]:
                 yield from (str(value) for value in values)
 
 
-def _valued_strings(statement: ast.stmt, nodes: list[ast.AST]) -> Iterator[tuple[str, bool]]:
-    """(string, whether an arch names it) for the strings the statement gives as a value: assigned, a keyword
-    argument, or the default of `os.environ.get("X", default)` / `getenv` / a dict's get."""
-    if isinstance(statement, ast.Assign | ast.AnnAssign) and isinstance(value := statement.value, ast.Constant):
-        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-        if all(isinstance(t, ast.Name | ast.Attribute) for t in targets):  # os.environ["X"] = ...: an env gate's row
-            yield from _string(value, any(_ARCH_LIST_TEXT.search(ast.unparse(t)) for t in targets))
-    for node in nodes:
-        if not isinstance(node, ast.Call):
-            continue
-        listed = any(_names_arch_list(k.value) for k in node.keywords)  # once per call, not per keyword
-        for keyword in node.keywords:
-            named = bool(keyword.arg and _ARCH_LIST_TEXT.search(keyword.arg))
-            yield from _string(keyword.value, named or listed)
-        getter = isinstance(node.func, ast.Attribute | ast.Name) and last_name(node.func) in _GETTERS
-        if getter and len(node.args) == 2:
-            yield from _string(node.args[1], _names_arch_list(node.args[0]))
-
-
-def _string(node: ast.expr, named_by_arch: bool) -> Iterator[tuple[str, bool]]:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        yield node.value, named_by_arch
-
-
-def _names_arch_list(node: ast.expr) -> bool:
-    """`"TORCH_CUDA_ARCH_LIST"`, `dest="gpu_architecture"`: a string that names an arch list."""
-    return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(_ARCH_LIST_TEXT.search(node.value))
-
-
-def _target_list(value: str, named_by_arch: bool) -> list[str]:
-    """The targets of a string that holds nothing else ("gfx906;gfx1030", "sm_80 sm_90"; "8.0;9.0+PTX" where an
-    arch names it); [] for any other string."""
+def _target_list(value: str) -> list[str]:
+    """The targets of a string that holds nothing else ("gfx906;gfx1030", "sm_80 sm_90"); [] for any other string."""
     tokens = [token for token in _SEPARATORS.split(value.strip()) if token]
-    if not tokens:
-        return []
-    if all(_BARE_TARGET.match(token) for token in tokens):
-        return tokens
-    if named_by_arch and all(_BARE_TARGET.match(token) or _VERSION_ARCH.match(token) for token in tokens):
-        return tokens
-    return []
+    return tokens if all(_BARE_TARGET.match(token) for token in tokens) else []
 
 
 def _expressions(statement: ast.stmt) -> Iterator[ast.AST]:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bisector.analysis.arch_targets import only_in
+from bisector.analysis.arch_targets import arch_row, only_in
 from bisector.analysis.findings import Finding, FindingKind, short_text
 from bisector.analysis.source_text import Language, blanked
 
 CMAKE_FILE = re.compile(r"(^|/)CMakeLists\.txt$|\.cmake$", re.I)
 _COMMAND = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)[ \t]*\(")
+_PARENTHESIS = re.compile(r"[()]")
 _ARGUMENT = re.compile(r'"(?:\\.|[^"\\])*"|[^\s"]+')
 _TARGET = re.compile(r"\bgfx\d{3,4}[a-z]?(?::(?:xnack|sramecc)[+-])*|\b(?:sm|compute)_\d{2,3}[a-z]?\b")
 # a variable that holds a plain arch list ("75;80;90", "8.0 8.6+PTX", "90a-real")
@@ -63,22 +64,10 @@ def _target_rows(path: str, old: list[_Command], new: list[_Command]) -> list[Fi
     was, now = _targets_by_name(old), _targets_by_name(new)
     rows = []
     for name in sorted(was.keys() | now.keys()):
-        (old_targets, _), (new_targets, line) = was.get(name, ([], None)), now.get(name, ([], None))
-        gone, added = only_in(old_targets, new_targets), only_in(new_targets, old_targets)
-        if not gone and not added:
-            continue
-        rows.append(
-            Finding(
-                FindingKind.TABLE_ENTRY,
-                path,
-                name,
-                key="arch targets",
-                before=short_text("; ".join(gone)) if gone else None,
-                after=short_text("; ".join(added)) if added else None,
-                line=line if line is not None else was[name][1],
-                detail="the arches a build targets",
-            )
-        )
+        (old_targets, _), (new_targets, _) = was.get(name, ([], 0)), now.get(name, ([], 0))
+        if only_in(old_targets, new_targets) or only_in(new_targets, old_targets):
+            line = now[name][1] if name in now else was[name][1]
+            rows.append(arch_row(FindingKind.TABLE_ENTRY, path, name, "arch targets", old_targets, new_targets, line))
     return rows
 
 
@@ -99,8 +88,7 @@ def _row_name(command: _Command) -> str:
     """set / list / string: the variable set; any other command: `command(first argument)`."""
     arguments = command.arguments
     if command.name in _SETTERS and arguments:
-        variable = arguments[1] if command.name != "set" and len(arguments) > 1 else arguments[0]
-        return variable
+        return arguments[1] if command.name != "set" and len(arguments) > 1 else arguments[0]
     return f"{command.name}({arguments[0]})" if arguments else command.name
 
 
@@ -123,13 +111,8 @@ def _option_rows(path: str, old: list[_Command], new: list[_Command]) -> list[Fi
     rows = []
     for name in sorted(was.keys() | now.keys()):
         before, after = was.get(name), now.get(name)
-        if before is not None and after is not None and before[0] == after[0]:
-            continue
-        shown = after or before
-        if shown is None:  # the name came from one side, so it is there
-            continue
-        _, text, line = shown
-        if not _gates_kernels(name, text):
+        _, text, line = after or before or ("", "", 0)  # the name came from one side at least
+        if (before and after and before[0] == after[0]) or not _gates_kernels(name, text):
             continue
         rows.append(
             Finding(
@@ -165,11 +148,11 @@ def _gates_kernels(name: str, text: str) -> bool:
 
 def _commands(source: str) -> list[_Command]:
     """Every command invocation of a CMake file, comments left out, arguments up to the matching parenthesis."""
-    text = blanked(source, Language.CMAKE, strings=False)
+    text, code = blanked(source, Language.CMAKE, strings=False), blanked(source, Language.CMAKE)
     commands = []
     position = 0
     while match := _COMMAND.search(text, position):
-        end = _closing(text, match.end())
+        end = _closing(code, match.end())
         body = text[match.end() : end]
         arguments = tuple(
             _unquoted(argument) for argument in _ARGUMENT.findall(body.replace("(", " ").replace(")", " "))
@@ -179,24 +162,14 @@ def _commands(source: str) -> list[_Command]:
     return commands
 
 
-def _closing(text: str, start: int) -> int:
-    """The index of the parenthesis that closes the one before start (the end of the text if none does)."""
-    depth, quoted, index = 1, False, start
-    while index < len(text):
-        char = text[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char == '"':
-            quoted = not quoted
-        elif not quoted and char == "(":
-            depth += 1
-        elif not quoted and char == ")":
-            depth -= 1
-            if depth == 0:
-                return index
-        index += 1
-    return len(text)
+def _closing(code: str, start: int) -> int:
+    """The index of the parenthesis that closes the one before start in code (strings blanked), or the code's end."""
+    depth = 1
+    for parenthesis in _PARENTHESIS.finditer(code, start):
+        depth += 1 if parenthesis[0] == "(" else -1
+        if depth == 0:
+            return parenthesis.start()
+    return len(code)
 
 
 def _unquoted(argument: str) -> str:

@@ -10,21 +10,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.native_bodies import function_bodies, inside_bodies
+from bisector.analysis.native_aliases import without_alias_renames
 from bisector.analysis.native_condition_lines import condition_rows
 from bisector.analysis.native_directives import DEFINE
 from bisector.analysis.native_dispatch import diff_env_reads, env_reads, has_env_reads
-from bisector.analysis.native_entries import kept_entry_rows
 from bisector.analysis.native_instances import instance_rows
-from bisector.analysis.native_launch_locals import without_renumbered_locals
+from bisector.analysis.native_launch_locals import as_launch_rows, without_renumbered_locals
 from bisector.analysis.native_launches import launch_shape_rows
 from bisector.analysis.native_members import Members
 from bisector.analysis.native_reach import data_locals
 from bisector.analysis.native_renames import Renames
+from bisector.analysis.native_scope import TEMPLATE_PARAMETERS, enclosing_function
 from bisector.analysis.native_template_args import template_argument_rows
 from bisector.analysis.native_value_forms import value_form
 from bisector.analysis.rules import produce, stamped
-from bisector.analysis.source_text import Language, blanked
+from bisector.analysis.source_text import Language, blanked, c_literal_end
 from bisector.analysis.values import Leaf, Node, diff_entries, sequence
 from bisector.vocab.gitdiff import Hunk
 
@@ -66,13 +66,7 @@ _THREAD_INDEX = re.compile(
 _NUMBER = re.compile(r"(?<![\w.])\.?\d")  # a number literal (1, 0x10, 1.5f, .5), not the 4 of float4
 _LITERAL = re.compile(r"-?(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)?)[uUlLfF]*|true|false")
 _DELIMITER = re.compile(r"[{};]")
-
-
-def _string_end(text: str, start: int) -> int:
-    quote, index = text[start], start + 1
-    while index < len(text) and text[index] not in (quote, "\n"):
-        index += 2 if text[index] == "\\" else 1
-    return min(index + 1, len(text))
+_AGGREGATE = re.compile(r"\b(?:struct|class|namespace|union|enum)\b")
 
 
 @dataclass(frozen=True)
@@ -85,47 +79,45 @@ class NativeScan:
 
 def scan_native(text: str) -> NativeScan:
     stripped = blanked(text, Language.C, strings=False)
+    code = _PREPROCESSOR.sub(lambda match: " " * len(match[0]), stripped)
     starts = [0] + [match.end() for match in _NEWLINE.finditer(stripped)]
     entries: dict[str, tuple[FindingKind, Node]] = {}
-
     nested: set[str] = set()
     bodies: list[tuple[int, int]] | None = None
+    members: Members | None = None
 
-    def add(name: str, kind: FindingKind, node: Node) -> str:
+    def in_function(position: int) -> bool:
+        nonlocal bodies
+        bodies = _function_bodies(code) if bodies is None else bodies
+        at = bisect.bisect_right(bodies, (position, position)) - 1
+        return at >= 0 and bodies[at][0] <= position <= bodies[at][1]
+
+    def add(name: str, kind: FindingKind, node: Node, local: bool = False) -> None:
         unique, count = name, 1
         while unique in entries:
             count += 1
             unique = f"{name}#{count}"
         entries[unique] = (kind, node)
-        return unique
-
-    for name, node, brace in _arrays(stripped, starts):
-        unique = add(name, FindingKind.NATIVE_ARRAY, node)
-        if bodies is None:
-            bodies = function_bodies(stripped)
-        if inside_bodies(bodies, brace):
-            nested.add(unique)
-    members: Members | None = None
-    for match in _SCALAR_CONST.finditer(stripped):
-        line = bisect.bisect_right(starts, match.start("name"))
-        if bodies is None:
-            bodies = function_bodies(stripped)
-        local = inside_bodies(bodies, match.start("name"))
-        members = members or Members(stripped)
-        name = match["name"] if local else members.qualified(match["name"], match.start("name"))
-        unique = add(name, FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"] or match["braced"] or "", line))
         if local:
             nested.add(unique)
+
+    def leaf(value: str, position: int) -> Leaf:
+        return _text_leaf(value, bisect.bisect_right(starts, position))
+
+    for name, node, brace in _arrays(code, starts):
+        add(name, FindingKind.NATIVE_ARRAY, node, in_function(brace))
+    for match in _SCALAR_CONST.finditer(stripped):
+        at = match.start("name")
+        local = in_function(at)
+        members = members or Members(stripped)
+        name = match["name"] if local else members.qualified(match["name"], at)
+        add(name, FindingKind.NATIVE_THRESHOLD, leaf(match["value"] or match["braced"] or "", at), local)
     for match in _TUNED_GLOBAL.finditer(stripped):  # size_t visited_table_hashset_threshold = 500000;
-        bodies = function_bodies(stripped) if bodies is None else bodies
-        if not inside_bodies(bodies, match.start("name")):
-            line = bisect.bisect_right(starts, match.start("name"))
-            add(match["name"], FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
+        if not in_function(match.start("name")):
+            add(match["name"], FindingKind.NATIVE_THRESHOLD, leaf(match["value"], match.start("name")))
     for match in DEFINE.finditer(stripped):
-        if _RELEASE_NUMBER.match(match["name"]):
-            continue  # the library's own version number: a release, no dispatch
-        line = bisect.bisect_right(starts, match.start("name"))
-        add(f"{_MACRO}{match['name']}", FindingKind.NATIVE_THRESHOLD, _text_leaf(match["value"], line))
+        if not _RELEASE_NUMBER.match(match["name"]):  # the library's own version number: a release, no dispatch
+            add(f"{_MACRO}{match['name']}", FindingKind.NATIVE_THRESHOLD, leaf(match["value"], match.start("name")))
     lines = stripped.splitlines()
     env = env_reads(lines) if has_env_reads(stripped) else {}
     return NativeScan(entries, lines, env, frozenset(nested))
@@ -138,7 +130,7 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     version number (`#define CUDNN_FRONTEND_PATCH_VERSION 3`: a release), and a value
     that differs only by a name the commit renames in the file in spelling alone (nominal_4b_items -> nominal_4B_items,
     kNumThreads -> k_num_threads: the old spelling is gone from the file, the new one was not in it), and a value
-    rewritten without a change of value (native_value_forms.py: a cast added, a trait's `_v` spelling, parentheses, a
+    rewritten without a change of value (native_value_forms.py: a cast added, parentheses, a
     constant local named for a part: `(m * n * k < limit)` -> `(mnk < static_cast<size_t>(limit))`). A condition line
     one hunk removes and another adds again in the same function is no row (moved)."""
     was, now = without_renumbered_locals(
@@ -152,7 +144,7 @@ def diff_native(path: str, before: NativeScan | None, after: NativeScan | None, 
     for name in set(old) & set(new):
         if renamed.same(old[name][1], new[name][1]) or _thread_indices(old[name][1], new[name][1]):
             del old[name], new[name]
-    tables = kept_entry_rows(diff_entries(path, old, new), before, after)
+    tables = _kept_entry_rows(diff_entries(path, old, new), before, after)
     findings = stamped("native_tables", [_macro_named(row) for row in tables])
     old_lines, new_lines = (before.lines if before else []), (after.lines if after else [])
     findings += produce("native_conditions", _condition_rows, path, hunks, old_lines, new_lines)
@@ -188,6 +180,27 @@ def _unmoved(rows: Iterable[Finding]) -> list[Finding]:
             kept.remove(again)
             kept.remove(removed)
     return kept
+
+
+def _kept_entry_rows(rows: list[Finding], before: NativeScan | None, after: NativeScan | None) -> list[Finding]:
+    """The changed constants' rows, less a value that only says a type alias the commit defines (native_aliases.py)
+    and a local of a kernel's own code computed from other names (`const int alive = cluster_idx <
+    state.cluster_count;` in a `__device__` function: kernel body, like its branches; a kernel's local holding a number
+    alone, `constexpr int kBlockM = 128;`, is a tuning constant, a row). A host function's local that configures a
+    launch is a launch parameter of the function (native_launch_locals.py)."""
+    rows = without_alias_renames(rows, after.lines if after else [])
+    rows = [row for row in rows if not _kernel_local(row, before, after)]
+    return as_launch_rows(rows, {True: after.lines if after else [], False: before.lines if before else []})
+
+
+def _kernel_local(row: Finding, before: NativeScan | None, after: NativeScan | None) -> bool:
+    scan, value = (after, row.after) if after is not None and row.after is not None else (before, row.before)
+    if scan is None or value is None or row.line is None or row.name not in scan.nested:
+        return False
+    if _LITERAL.fullmatch(value.strip()):
+        return False
+    scope = enclosing_function(scan.lines, row.line - 1)
+    return scope is not None and scope.device
 
 
 def _values(scan: NativeScan | None) -> dict[str, str]:
@@ -268,25 +281,46 @@ def _tuned(
     }
 
 
-def _arrays(stripped: str, starts: list[int]) -> Iterable[tuple[str, Node, int]]:
-    """Brace initializers of const / constexpr / __constant__ declarations, parsed into trees."""
-    stripped = _PREPROCESSOR.sub(lambda match: " " * len(match[0]), stripped)
+def _arrays(code: str, starts: list[int]) -> Iterable[tuple[str, Node, int]]:
+    """Brace initializers of const / constexpr / __constant__ declarations (code: preprocessor lines blanked), parsed
+    into trees."""
     last_delimiter = -1
     position = 0
-    while (delimiter := _DELIMITER.search(stripped, position)) is not None:
+    while (delimiter := _DELIMITER.search(code, position)) is not None:
         index = delimiter.start()
         position = index + 1
         if delimiter[0] == "{":
-            head = stripped[last_delimiter + 1 : index].strip()
+            head = code[last_delimiter + 1 : index].strip()
             match = _ARRAY_HEAD.fullmatch(head) if _could_be_array_head(head) else None
             if match is not None:
-                node, end = _initializer(stripped, index, starts)
-                if not match["type"] or _SCALAR_BRACES.fullmatch(stripped, index, end + 1) is None:
+                node, end = _initializer(code, index, starts)
+                if not match["type"] or _SCALAR_BRACES.fullmatch(code, index, end + 1) is None:
                     yield match["name"], node, index  # not `= size_t{32}`: a scalar (_SCALAR_CONST)
                 last_delimiter = end
                 position = end + 1
                 continue
         last_delimiter = index
+
+
+def _function_bodies(code: str) -> list[tuple[int, int]]:
+    """(start, end) of the outermost function bodies (code: preprocessor lines blanked): a brace after a `)` that opens
+    no struct, class or namespace."""
+    bodies: list[tuple[int, int]] = []
+    stack: list[bool] = []  # per open brace: inside a function body
+    last_delimiter, opened = -1, 0
+    for delimiter in _DELIMITER.finditer(code):
+        index = delimiter.start()
+        if delimiter[0] == "{":
+            head = code[last_delimiter + 1 : index]
+            inside = bool(stack and stack[-1])
+            if not inside and ")" in head and not _AGGREGATE.search(TEMPLATE_PARAMETERS.sub(" ", head)):
+                opened = index
+                inside = True
+            stack.append(inside)
+        elif delimiter[0] == "}" and stack and stack.pop() and not (stack and stack[-1]):
+            bodies.append((opened, index))  # the outermost function body closes
+        last_delimiter = index
+    return bodies
 
 
 def _could_be_array_head(head: str) -> bool:
@@ -320,7 +354,7 @@ def _initializer(text: str, open_brace: int, starts: list[int]) -> tuple[Node, i
                 return sequence(items, "{}", bisect.bisect_right(starts, open_brace)), index
             item_start = index + 1
         elif char in "\"'":
-            index = _string_end(text, index)
+            index = c_literal_end(text, index)
             continue
         index += 1
     return sequence(items, "{}", bisect.bisect_right(starts, open_brace)), len(text)

@@ -6,8 +6,8 @@
     }                                               not 0, -1 or null alone, no status codes, no env read
     void flash_attn_ext(ctx, dst) {                 a launcher: two or more kernel sites (`k<<<...>>>` told apart
         if (cc == CC_PASCAL) flash_attn_ext_vec_f32(ctx, dst);   by the kernel, `run<...>(...)`, a GEMM library
-        else flash_attn_ext_vec_f16(ctx, dst);                    call, variants of the function itself or of
-    }                                                             one another; not logging or checking helpers)
+        else flash_attn_ext_vec_f16(ctx, dst);                    call, callees that are variants of one
+    }                                                             another)
 
 A commit that changes a decision in such a function (an if, else if, a line continuing an if's condition, switch,
 case, default, ?:, a bool kept, a return with a value) changes which kernel runs or how: the condition, threshold
@@ -27,12 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.native_reach import LAUNCH
-from bisector.analysis.native_scope import Scope, enclosing_function
-from bisector.analysis.native_value_forms import macro_values, value_form
-from bisector.vocab.gitdiff import Hunk, line_text
+from bisector.analysis.native_reach import LAUNCH, LAUNCH_CONFIG
+from bisector.analysis.native_scope import Scope, enclosing_function, function_body
+from bisector.analysis.native_value_forms import TEST_START, macro_values, value_form
+from bisector.vocab.gitdiff import Hunk, line_text, unmoved
 
-MAX_BODY_LINES = 400  # a dispatch function's body is read this far
 MAX_BLOCK_LINES = 120  # a decision's block is read this far for a kernel site
 MAX_CONDITION_LINES = 8  # an if's condition spread over this many lines at most
 MAX_STATEMENT_LINES = 12  # a kernel site's statement is read this far for the names its arguments read
@@ -53,13 +52,8 @@ _CALL = re.compile(r"(?<![.>\w:])([A-Za-z_]\w*)\s*(?:<[^;()]*>\s*)?\(")
 _LIBRARY_GEMM = re.compile(r"\b\w*(?:Gemm|gemm|GEMM)\w*\s*\(")
 _ENV = re.compile(r"getenv", re.I)  # a chooser that reads the environment is shown by its env-gate rows
 _ASSIGNED = re.compile(r"(?:^|[;{]\s*|\b(?:bool|int|auto|float|size_t|int64_t|\w+_t)\s+)([A-Za-z_]\w*)\s*=(?!=)")
-_BOOL = re.compile(r"\bbool\s+[A-Za-z_]\w*\s*=[^=]")
-_OPENING_CONDITION = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while)\s*(?:constexpr\s*)?\(")
-_CASE_LINE = re.compile(r"^\s*(?:case\b[^:]*|default\s*):")
 _KERNEL = re.compile(r"\b__global__\b")
 _HOST = re.compile(r"\b__host__\b")
-_LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")
-_NOT_KERNEL = re.compile(r"log|print|assert|check|error|warn|abort|debug|trace|alloc|free|get_device", re.I)
 _KERNEL_NAME = re.compile(r"^.*?([\w:]+)\s*(?:<[^;<>]*(?:<[^;<>]*>[^;<>]*)*>)?\s*$", re.S)  # the kernel before its <<<
 
 
@@ -72,20 +66,14 @@ def with_native_chooser_rows(
     functions = _Functions()
     was, now = macro_values(old_lines), macro_values(new_lines)
     for hunk in hunks:
-        removed = _decisions(old_lines, hunk.old_lo, hunk.old_hi)
-        added = _decisions(new_lines, hunk.new_lo, hunk.new_hi)
-        forms = {
-            "old": {i: value_form(old_lines[i], was) for i in removed},
-            "new": {i: value_form(new_lines[i], now) for i in added},
-        }
-        moved = Counter(forms["old"].values()) & Counter(forms["new"].values())
-        for side, lines, indices in (("old", old_lines, removed), ("new", new_lines, added)):
-            left = Counter(moved)
-            for index, head in indices.items():
-                form = forms[side][index]
-                if left[form] > 0:  # moved, or rewritten keeping its value (a cast, a macro for its number)
-                    left[form] -= 1
-                    continue
+        removed = list(_decisions(old_lines, hunk.old_lo, hunk.old_hi).items())
+        added = list(_decisions(new_lines, hunk.new_lo, hunk.new_hi).items())
+        # moved, or rewritten keeping its value (a cast, a macro for its number): the same value form on both sides
+        old_forms = [value_form(old_lines[index], was) for index, _ in removed]
+        new_forms = [value_form(new_lines[index], now) for index, _ in added]
+        old_left, new_left = unmoved(list(range(len(removed))), list(range(len(added))), old_forms, new_forms)
+        for side, lines, found, left in (("old", old_lines, removed, old_left), ("new", new_lines, added, new_left)):
+            for index, head in (found[position] for position in left):
                 name = functions.dispatcher(side, lines, head)
                 if name:
                     line, before, after = changed.get(name, (index + 1, None, None))
@@ -146,12 +134,12 @@ class _Functions:
             scope = enclosing_function(lines, index)
             if scope is None:
                 return ""
-            body = _body(lines, scope)
+            body = function_body(lines, scope.line)
             host = not _KERNEL.search(scope.opening) and (not scope.device or _HOST.search(scope.opening))
             known = (scope.line, scope.line + len(body) - 1, _classified(body, scope) if host else None)
             self._spans[side].append(known)
         found = known[2]
-        if found is None or not (found.chooser or _guards(found, index - found.first, hops=1)):
+        if found is None or not (found.chooser or _guards(found, index - found.first)):
             return ""
         return found.name
 
@@ -159,41 +147,21 @@ class _Functions:
 def _classified(body: list[str], scope: Scope) -> _Dispatcher | None:
     if _chooses(body) and not any(_ENV.search(text) for text in body):
         return _Dispatcher(scope.function, True, body, scope.line, "", frozenset())
-    variants = _variant_callees(body, scope.function)
+    variants = _variant_callees(body)
     inputs = _site_inputs(body, variants)
     return None if inputs is None else _Dispatcher(scope.function, False, body, scope.line, inputs, variants)
 
 
-def _guards(found: _Dispatcher, at: int, hops: int) -> bool:
-    """The decision at body line at holds or governs a kernel site, or sets a name a site reads (a bool kept for a
-    later decision: that decision guards, one hop)."""
-    block = _governed(found.body, at)
-    text = " ".join(block)
+def _guards(found: _Dispatcher, at: int) -> bool:
+    """The decision at body line at holds or governs a kernel site, or sets a name a site reads."""
+    text = " ".join(_governed(found.body, at))
     if _site_matches(text, found.variants):
         return True
-    for name in _ASSIGNED.findall(text):
-        if re.search(rf"\b{re.escape(name)}\b", found.inputs):
-            return True
-        if hops and _BOOL.search(found.body[at]):
-            reader = re.compile(rf"\b{re.escape(name)}\b")
-            for later in range(at + 1, len(found.body)):
-                line = found.body[later]
-                if reader.search(line) and _DECISION.search(line) and _guards(found, later, hops - 1):
-                    return True
-    return False
+    return any(re.search(rf"\b{re.escape(name)}\b", found.inputs) for name in _ASSIGNED.findall(text))
 
 
 def _governed(body: list[str], at: int) -> list[str]:
-    """The decision line with what it governs: an if's or switch's block, a case's statements, a statement to its
-    semicolon."""
-    first = body[at]
-    if _CASE_LINE.match(first):
-        block = [first]
-        for text in body[at + 1 : at + MAX_BLOCK_LINES]:
-            if _CASE_LINE.match(text) or text.count("}") > text.count("{"):
-                break
-            block.append(text)
-        return block
+    """The decision line with what it governs: an if's or switch's block, or a statement to its semicolon."""
     block, depth, opened = [], 0, False
     for text in body[at : at + MAX_BLOCK_LINES]:
         block.append(text)
@@ -217,7 +185,7 @@ def _site_inputs(body: list[str], variants: frozenset[str]) -> str | None:
         launches = [_KERNEL_NAME.sub(r"\1", text[: match.start()]) if match[0] == "<<<" else match[0]
                     for match in LAUNCH.finditer(text)]  # fmt: skip
         sites.update(launches)
-        inputs.extend(launches + _LAUNCH_CONFIG.findall(text))
+        inputs.extend(launches + LAUNCH_CONFIG.findall(text))
         if ("emm" in text or "EMM" in text) and _LIBRARY_GEMM.search(text):
             sites.update(match[0] for match in _LIBRARY_GEMM.finditer(text))
             statement = [text]
@@ -254,19 +222,9 @@ def _condition_head(lines: list[str], index: int) -> int | None:
         if text.rstrip().endswith((";", "{", "}")) or text.lstrip().startswith("#"):
             return None
         depth += text.count("(") - text.count(")")
-        if _OPENING_CONDITION.match(text):
+        if TEST_START.match(text):
             return earlier if depth > 0 else None
     return None
-
-
-def _body(lines: list[str], scope: Scope) -> list[str]:
-    depth = 0
-    for index in range(scope.line, min(scope.line + MAX_BODY_LINES, len(lines))):
-        text = lines[index] if index > scope.line else lines[index][lines[index].rfind("{") :]
-        depth += text.count("{") - text.count("}")
-        if depth <= 0:
-            return lines[scope.line : index + 1]
-    return lines[scope.line : scope.line + MAX_BODY_LINES]
 
 
 def _chooses(body: list[str]) -> bool:
@@ -282,22 +240,13 @@ def _chooses(body: list[str]) -> bool:
     return len(choices) >= 2 and not any(_STATUS.search(value) for value in values)
 
 
-def _variant_callees(body: list[str], function: str) -> frozenset[str]:
-    """Callees that are variants of the function (`f_vec_f32` in `f`) or of one another (siblings sharing a stem
-    of three or more `_`-joined words: `attn_ext_vec_f32`, `attn_ext_vec_f16`); not macros (`LOG_INFO`, `LOG_WARN`)
-    nor logging, checking or error helpers."""
-    callees = {
-        callee
-        for text in body
-        for callee in _CALL.findall(text)
-        if not callee.isupper() and not _NOT_KERNEL.search(callee)
-    }
-    base = function.rsplit("::", 1)[-1]
+def _variant_callees(body: list[str]) -> frozenset[str]:
+    """Callees that are variants of one another (siblings sharing a stem of three or more `_`-joined words:
+    `attn_ext_vec_f32`, `attn_ext_vec_f16`); not macros (`LOG_INFO`, `LOG_WARN`)."""
+    callees = {callee for text in body for callee in _CALL.findall(text) if not callee.isupper()}
     stems = Counter(_stem(callee) for callee in callees)
     return frozenset(
-        callee
-        for callee in callees
-        if callee.startswith(f"{base}_") or (stems[_stem(callee)] >= 2 and _stem(callee).count("_") >= STEM_JOINS)
+        callee for callee in callees if stems[_stem(callee)] >= 2 and _stem(callee).count("_") >= STEM_JOINS
     )
 
 

@@ -158,17 +158,10 @@ def _condition_kind(
 
 _THRESHOLD_PARTS = (re.compile(r"(?<![\w.])\d[\w.]*"), re.compile(r"<=|>=|==|!=|(?<![<-])<(?!<)|(?<![>-])>(?!>)"))
 _CHAIN_LABELS = frozenset({THRESHOLD_LABEL, NAMED_LABEL})  # a case an if chain gains (extends_kept_chain)
-_PATH_LABELS = frozenset(
-    {
-        ARCH_LABEL,
-        PLATFORM_LABEL,
-        NAMED_LABEL,
-        MACRO_LABEL,
-        SWITCHED_OFF_LABEL,
-        "condition on the dtype",
-        "condition on the version",
-    }
-)
+_PATH_LABELS = frozenset({
+    ARCH_LABEL, PLATFORM_LABEL, NAMED_LABEL, MACRO_LABEL, SWITCHED_OFF_LABEL, "condition on the dtype",
+    "condition on the version",
+})  # fmt: skip
 # `#if USE_STAGGERED_INDICES == 1 && GEMMK == 0`: a macro compared with a number picks the code a kernel is built
 # with (its tuning parameters come as -D defines); the compiler's and the language's own macros pick no kernel code
 _MACRO_COMPARED = re.compile(

@@ -12,15 +12,13 @@ removes whole is new or dropped code, no row. Also no rows: a file-scope #if blo
 (`#error`), an arch or threshold test rewritten with the same numbers, comparisons, logic and constants (`gcnArch ==
 908` -> `gcnArchName.find("908") != npos`), an #if whose branches differ only by names spelled longer (`double4` /
 `double4_32a`), an arch #if added or removed around device or file-scope code whose #else only warns or traps (`#warning
-"only on Ampere"`: a compile guard). An if's condition spread over lines is read whole, and a host function's branch on
-a stride (`a.Stride(RANK - 1) > 1`) is a 'condition on the layout' row when both versions have one, and one that
-compares with other upper-case named values than before (`path->type == PATH_NVL` -> `... || path->type == PATH_NVB`;
-status codes aside) a 'condition on a named value' row. A flag kept in a bool (`bool fast = N % bn == 0 && K % 512 ==
-0;`) is a row when both versions have it and one compares a number; a test of the platform (HIP / CUDA) is one inside a
-host function whose branches make different calls; a line that continues an `#if` is named by that `#if`'s block.
+"only on Ampere"`: a compile guard). An if's condition spread over lines is read whole, and a host function's branch
+that compares with other upper-case named values than before (`path->type == PATH_NVL` -> `... || path->type ==
+PATH_NVB`; status codes aside) is a 'condition on a named value' row. A flag kept in a bool (`bool fast = N % bn == 0
+&& K % 512 == 0;`) is a row when both versions have it; a test of the platform (HIP / CUDA) is one inside a host
+function whose branches make different calls; a line that continues an `#if` is named by that `#if`'s block.
 A threshold is also a host function's returned test (`return seqlen <= 1024 && seqlen > 128;`: a predicate), and an
-arch `#if` that became an `#elif` (a new test now comes first) is no rewrite; a pair of lines equal after
-native_value_forms' rewrites (a cast, parentheses) is."""
+arch `#if` that became an `#elif` (a new test now comes first) is no rewrite."""
 
 from __future__ import annotations
 
@@ -34,13 +32,12 @@ from bisector.analysis.native_directives import (
     directive_end,
     directive_start,
 )
+from bisector.analysis.native_dispatch import with_open_parentheses
 from bisector.analysis.native_scope import defined_in, enclosing_function
-from bisector.analysis.native_value_forms import value_form
 
 ARCH_LABEL = "condition on the arch"
 THRESHOLD_LABEL = "threshold"
 BATCH_LABEL = "condition on the batch size"
-LAYOUT_LABEL = "condition on the layout"
 PLATFORM_LABEL = "condition on the platform"  # HIP / ROCm or CUDA
 NAMED_LABEL = "condition on a named value"  # path->type == PATH_NVL: an enumerated kind of link, algorithm, ...
 FLAG_LABEL = "condition kept in a bool"  # bool fast = N % bn == 0 && K % 512 == 0;
@@ -64,7 +61,6 @@ _NAMED_THRESHOLD = re.compile(
 )
 # a flag a host function computes from a comparison, on one line: `bool fast = N % bn == 0 && K % 512 == 0;`
 _FLAG = re.compile(r"^\s*(?:const\s+)?bool\s+[A-Za-z_]\w*\s*=[^=;][^;]*(?:[<>]=?|[=!]=)[^;]*;\s*$")
-_ALIGNMENT = re.compile(r"%\s*\(?\s*\d+")  # a size's alignment to a number: K % 512
 _TYPE_CHOICE = re.compile(r"\bconditional(?:_t)?\s*<")  # std::conditional_t<MIN_GPU_ARCH < 70, float, __half>
 _CLAMP = re.compile(r"^\s*[A-Za-z_][\w.>-]*\s*=\s*(?:std::)?(?:min|max)\s*\(")  # cc = min(cc, 90u);
 _USING = re.compile(r"\busing\s+(?P<name>[A-Za-z_]\w*)\s*=")
@@ -77,17 +73,14 @@ _INCLUDE = re.compile(r"^\s*#\s*include\b")
 _REFUSAL = re.compile(r"^\s*#\s*error\b")
 INCLUDES_ONLY = "#include"  # a file-scope #if block that opens with an #include: what it includes is used elsewhere
 MAX_ALIAS_LINES = 12  # how far above a line of a std::conditional its `using X =` is looked for
-MAX_CONDITION_LINES = 6  # an if's condition spread over this many lines at most
 MAX_BLOCK_LINES = 40  # how far into a file-scope #if block its first declaration is looked for
-_LAYOUT = re.compile(r"\b(?:[Ss]tride|[Ss]trides|ld[abcd]?)\s*\(")
 _COUNTER = re.compile(r"\+\+|--")  # `++idle < 8192`: a loop's own count, not a size
 _ZEROS = frozenset({"0", "0u", "0ul", "0l", "0.0", "0.0f", "0.f"})
 _NOT_THRESHOLDS = frozenset({"0", "1", "-1", "0u", "1u", "0ul", "1ul", "0.0", "0.0f", "0.f", "0l", "1l"})
 
 
 def more_condition_label(lines: list[str], index: int) -> str:
-    """'condition on the arch', 'threshold', 'condition on the layout' (a host function's branch on a stride:
-    `if (a.Stride(RANK - 1) > 1)` picks a GEMM's transpose op) or ''."""
+    """'condition on the arch', 'threshold', 'condition kept in a bool', 'condition on a named value' or ''."""
     line = lines[index]
     continued = _CONTINUES.search(line) or (index > 0 and _CONTINUES.search(lines[index - 1]))
     if (continued or _CHOICE.search(line)) and _ARCH.search(line):
@@ -102,29 +95,15 @@ def more_condition_label(lines: list[str], index: int) -> str:
         return THRESHOLD_LABEL if scope is not None and not scope.device else ""
     if not _BRANCH.search(line):
         return ""
-    condition = _whole_condition(lines, index)
+    condition = with_open_parentheses(lines, index)
     if _has_threshold(condition) and not _COUNTER.search(line):
         label = THRESHOLD_LABEL
-    elif _LAYOUT.search(condition):
-        label = LAYOUT_LABEL
     elif named_values(condition):
         label = NAMED_LABEL
     else:
         return ""
     scope = enclosing_function(lines, index)
     return label if scope is not None and not scope.device else ""
-
-
-def _whole_condition(lines: list[str], index: int) -> str:
-    """The line with the lines that continue its condition, when its parentheses stay open (`if (a > 0 &&` /
-    `max_kvlen >= 1024) {`)."""
-    text, depth = lines[index], lines[index].count("(") - lines[index].count(")")
-    for more in lines[index + 1 : index + MAX_CONDITION_LINES] if depth > 0 else ():
-        text += " " + more
-        depth += more.count("(") - more.count(")")
-        if depth <= 0:
-            break
-    return text
 
 
 def chooses_by_arch(lines: list[str], index: int) -> bool:
@@ -201,12 +180,10 @@ def row_name(
     line = lines[index] if index < len(lines) else ""
     if label == SWITCHED_OFF_LABEL:  # in a function, its 'code cut off' row shows it
         return ("", "") if enclosing_function(lines, index) else (label, "")
-    if label in (THRESHOLD_LABEL, LAYOUT_LABEL, FLAG_LABEL, NAMED_LABEL, MACRO_LABEL) and not (old and new):
+    if label in (THRESHOLD_LABEL, FLAG_LABEL, NAMED_LABEL, MACRO_LABEL) and not (old and new):
         return "", ""
     if label == NAMED_LABEL and old and named_values(old_lines[old[0]]) == named_values(line):
         return "", ""  # the same values tested: a condition rewritten around them
-    if label == FLAG_LABEL and old and not any(_numbered(text) for text in (old_lines[old[0]], line)):
-        return "", ""
     if (
         old
         and new
@@ -214,8 +191,6 @@ def row_name(
         and _same_gate(old_lines[old[0]], line)
     ):
         return "", ""
-    if old and new and value_form(old_lines[old[0]]) == value_form(line):
-        return "", ""  # a cast, a trait's spelling, parentheses: the same test
     if _spelling_shim(lines, directive_start(lines, index)):
         return "", ""
     numbers = _compared_numbers(line)
@@ -359,10 +334,6 @@ _NAMED_VALUE = re.compile(
 _STATUS = re.compile(r"SUCCESS|ERROR|FAIL|_OK\b|INVALID|STATUS|_NULL\b|NULLPTR")
 
 
-def _numbered(line: str) -> bool:
-    return _has_threshold(line) or _ALIGNMENT.search(line) is not None
-
-
 def _compared_numbers(line: str) -> list[str]:
     return [(match["right"] or match["left"]).lower() for match in _NUMBER_TEST.finditer(line)]
 
@@ -371,8 +342,4 @@ def _has_threshold(line: str) -> bool:
     """A comparison with a number other than 0 / 1, or with a threshold's name (`<= AR_SIZE_THRESHOLD`)."""
     if _NAMED_THRESHOLD.search(line):
         return True
-    for match in _NUMBER_TEST.finditer(line):
-        number = (match["right"] or match["left"]).lower()
-        if number not in _NOT_THRESHOLDS:
-            return True
-    return False
+    return any(number not in _NOT_THRESHOLDS for number in _compared_numbers(line))

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 
-from bisector.analysis.env_gates import names_a_location
 from bisector.analysis.findings import Finding, FindingKind
+from bisector.vocab.gitdiff import line_text
 
 # An upper-case macro whose name says it switches (BOOL_SWITCH, FP16_SWITCH, HEADDIM_SWITCH, EVENK_SWITCH): its first
 # argument is a run-time condition turned into a compile-time constant, so the kernel instance it picks.
@@ -39,7 +39,7 @@ _ENV_READ = re.compile(
 )
 # a declared environment parameter, NCCL-style: NCCL_PARAM(SymRsGinChunkSize, "SYM_RS_GIN_CHUNK_SIZE", 64 << 10)
 ENV_PARAM = re.compile(r"^\s*(?:static\s+)?[A-Z][A-Z0-9]*_PARAM\s*\(\s*(?P<param>[A-Za-z_]\w*)\s*,\s*\"\w+\"")
-MAX_READ_LINES = 6  # a read's call spread over this many lines at most (its default on the next line)
+MAX_CONTINUED_LINES = 6  # a call or a condition spread over this many lines at most
 _NOT_PARAMETER = re.compile(r"^\s*(?:using|typedef|template|return|static_assert|#)\b")
 _KEYWORDS = frozenset({"return", "case", "goto", "else", "delete", "new", "throw"})
 
@@ -116,11 +116,11 @@ def env_reads(lines: list[str]) -> dict[str, list[str]]:
     reads: dict[str, list[str]] = {}
     for index, line in enumerate(lines):
         if (declared := ENV_PARAM.match(line)) is not None:
-            reads.setdefault(declared["param"], []).append(_call_text(lines, index, declared.start("param")))
-            continue
-        for match in _ENV_READ.finditer(line):
-            variable = match["name"] or match["upper"] or match["tag"]
-            reads.setdefault(variable, []).append(_call_text(lines, index, match.start()))
+            found = [(declared["param"], declared.start("param"))]
+        else:
+            found = [(read["name"] or read["upper"] or read["tag"], read.start()) for read in _ENV_READ.finditer(line)]
+        for variable, start in found:
+            reads.setdefault(variable, []).append(line_text(with_open_parentheses(lines, index, start)))
     return reads
 
 
@@ -129,27 +129,25 @@ def has_env_reads(text: str) -> bool:
     return any(word in text for word in ("env", "Env", "ENV", "_PARAM", "abled(", "value_of("))
 
 
-def _call_text(lines: list[str], index: int, start: int) -> str:
-    """The line of a read, with the lines that continue its call while the call (from start on) stays open."""
+def with_open_parentheses(lines: list[str], index: int, start: int = 0) -> str:
+    """Line index with the lines that continue it while its parentheses (from start on) stay open: a call or an if's
+    condition spread over lines (`if (a > 0 &&` / `max_kvlen >= 1024) {`)."""
     text = lines[index]
     depth = text.count("(", start) - text.count(")", start)
-    for more in lines[index + 1 : index + MAX_READ_LINES] if depth > 0 else ():
+    for more in lines[index + 1 : index + MAX_CONTINUED_LINES] if depth > 0 else ():
         text += " " + more
         depth += more.count("(") - more.count(")")
         if depth <= 0:
             break
-    return " ".join(text.split())
+    return text
 
 
-def diff_env_reads(
-    path: str, before: dict[str, list[str]], after: dict[str, list[str]], detail: str = "environment read in C / C++"
-) -> list[Finding]:
-    """One row per variable read on one side only or read by lines of other text (a changed default or test), but
-    for variables that name a place (CUDA_HOME, *_DIR: env_gates.names_a_location)."""
+def diff_env_reads(path: str, before: dict[str, list[str]], after: dict[str, list[str]]) -> list[Finding]:
+    """One row per variable read on one side only or read by lines of other text (a changed default or test)."""
     rows: list[Finding] = []
     for name in [*before, *(n for n in after if n not in before)]:
         old, new = before.get(name), after.get(name)
-        if _gates(old) == _gates(new) or names_a_location(name):
+        if _gates(old) == _gates(new):
             continue
         rows.append(
             Finding(
@@ -159,7 +157,7 @@ def diff_env_reads(
                 "read",
                 " | ".join(old) if old else None,
                 " | ".join(new) if new else None,
-                detail=detail,
+                detail="environment read in C / C++",
             )
         )
     return rows

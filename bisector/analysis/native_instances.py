@@ -30,41 +30,11 @@ MAX_OWNER_LINES = 400  # how far above an entry the alias or macro holding it is
 
 _ENTRY = re.compile(r"^\s*(?P<head>[A-Za-z_][\w:]*(?:(?:\.|->)[A-Za-z_]\w*)*)\s*(?P<open><(?!<)|\()")
 _NUMBER = re.compile(r"(?<![\w.])\d")
-_NOT_LISTS = frozenset(
-    [
-        "if",
-        "for",
-        "while",
-        "switch",
-        "return",
-        "sizeof",
-        "alignof",
-        "static_assert",
-        "static_cast",
-        "reinterpret_cast",
-        "const_cast",
-        "dynamic_cast",
-        "decltype",
-        "template",
-        "typename",
-        "using",
-        "typedef",
-        "case",
-        "else",
-        "do",
-        "new",
-        "delete",
-        "throw",
-        "asm",
-        "__asm__",
-        "printf",
-        "fprintf",
-        "snprintf",
-        "assert",
-        "defined",
-        "operator",
-    ]
-)
+_NOT_LISTS = frozenset({  # keywords, casts and printing or checking calls: no entry of a list
+    "if", "for", "while", "switch", "return", "sizeof", "alignof", "static_assert", "static_cast", "reinterpret_cast",
+    "const_cast", "dynamic_cast", "decltype", "template", "typename", "using", "typedef", "case", "else", "do", "new",
+    "delete", "throw", "asm", "__asm__", "printf", "fprintf", "snprintf", "assert", "defined", "operator",
+})  # fmt: skip
 _CHECK = re.compile(r"(?i)^(?:\w*_)?(?:check|assert|expect|log|print|debug|trace|warn|error|fail)\w*$")
 _TEST = re.compile(r"<=|>=|==|!=|&&|\|\||\?|[^<]<\s*[A-Za-z_]\w*\s*[)?]")
 _CASE = re.compile(r"^\s*(?:case\b[^:]*|default\s*):")
@@ -166,6 +136,6 @@ def _owner(lines: list[str], index: int, head: str) -> tuple[FindingKind, str] |
     scope = enclosing_function(lines, index)
     if scope is None:
         return FindingKind.NATIVE_ARRAY, head[:-1]
-    if scope.device or scope.in_switch:
+    if scope.device:
         return None
     return (FindingKind.LAUNCH_PARAM if head.endswith("<") else FindingKind.NATIVE_ARRAY), scope.function

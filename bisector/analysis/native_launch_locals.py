@@ -14,7 +14,7 @@ from collections.abc import Hashable, Set
 from dataclasses import replace
 
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.native_scope import MAX_SCOPE_LINES, enclosing_function
+from bisector.analysis.native_scope import enclosing_function, function_body
 from bisector.analysis.values import Node
 
 _Key = tuple[str, str, Hashable]  # a local's function, name and value
@@ -38,9 +38,9 @@ def _launch_row(row: Finding, lines_of: dict[bool, list[str]]) -> Finding | None
         return None
     lines = lines_of[row.after is not None]
     scope = enclosing_function(lines, row.line - 1)
-    if scope is None or scope.device or scope.line < 0:
+    if scope is None or scope.device:
         return None
-    body = "\n".join(_body(lines, scope.line))
+    body = "\n".join(function_body(lines, scope.line))
     local = row.name.split("#")[0]
     if not _configures_launch(local, body):
         return None
@@ -51,16 +51,6 @@ def _launch_row(row: Finding, lines_of: dict[bool, list[str]]) -> Finding | None
         key=f"{local} in a launch configuration",
         detail=f"{local}: {row.detail}" if row.detail else local,
     )
-
-
-def _body(lines: list[str], opening: int) -> list[str]:
-    """The lines of the function whose body's brace is on line opening, to its closing brace."""
-    depth = 0
-    for index in range(opening, min(opening + MAX_SCOPE_LINES, len(lines))):
-        depth += lines[index].count("{") - lines[index].count("}")
-        if depth <= 0 and index > opening:
-            return lines[opening : index + 1]
-    return lines[opening : opening + MAX_SCOPE_LINES]
 
 
 def _configures_launch(local: str, body: str) -> bool:

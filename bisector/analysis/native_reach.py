@@ -25,10 +25,8 @@ _OPENING_IF = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?if\s*(?:constexpr\s*)?\(.*\
 _CASE_VALUE = re.compile(r"^\s*case\s+(?P<value>[\w:]+)\s*:(?P<rest>.*)$")
 _ASSIGNMENT = re.compile(r"^\s*(?:(?:const|auto|int|int64_t|int32_t|size_t|uint32_t|float|bool)\s+)?"
                          r"(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^=;][^;]*);\s*$")  # fmt: skip
-_KERNEL_PICK = re.compile(
-    r"\b\w*(?:pick|select|choose|get)\w*_?kernel\w*\s*[<(]|\bkernel(?:_fn|_func|_ptr)?\s*=(?!=)", re.I
-)
-_LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")
+_KERNEL_PICK = re.compile(r"\bkernel(?:_fn|_func|_ptr)?\s*=(?!=)", re.I)  # `auto kernel = pick_kernel(blocks);`
+LAUNCH_CONFIG = re.compile(r"<<<(.*?)>>>")  # a launch's configuration: grid, block, shared memory, stream
 MAX_BLOCK_LINES = 120  # how far a condition's block is read for a launch
 MAX_READER_LINES = 12  # how far after a changed local its reader is looked for
 
@@ -100,7 +98,7 @@ def _reads_choice(token: re.Pattern[str], text: str) -> bool:
     """The line picks a kernel with the name, or launches with it in its launch configuration (grid, block)."""
     if not token.search(text):
         return False
-    config = _LAUNCH_CONFIG.search(text)
+    config = LAUNCH_CONFIG.search(text)
     return bool(_KERNEL_PICK.search(text)) or (config is not None and token.search(config[1]) is not None)
 
 

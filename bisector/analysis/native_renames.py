@@ -48,9 +48,6 @@ class Renames:
         if len(old_tokens) != len(new_tokens):
             return False
         pairs = {(a, b) for a, b in zip(old_tokens, new_tokens, strict=True) if a != b}
-        renamed = dict(pairs)
-        if len(renamed) != len(pairs) or len(set(renamed.values())) != len(pairs):
-            return False  # one name renamed two ways, or two names to one
         return all(self._renamed(a, b) and (_spelling(a) == _spelling(b) or self._redeclared(a, b)) for a, b in pairs)
 
     def _renamed(self, old: str, new: str) -> bool:

@@ -21,10 +21,8 @@ _CONTROL = frozenset(
 _ATTRIBUTES = re.compile(r"\b(?:__launch_bounds__|__attribute__|alignas|__declspec)\s*\((?:[^()]|\([^()]*\))*\)")
 _DEVICE = re.compile(
     r"\b(?:__global__|__device__|[A-Z_]*DEVICE[A-Z_]*)\b|"  # CK_TILE_DEVICE, KITTENS_DEVICE
-    # Metal: a kernel, mlx's helper macro, or a parameter in a GPU address space (`const device T* w`)
-    r"\[\[\s*kernel\s*\]\]|\bkernel\s+void\b|\bMETAL_FUNC\b|\b(?:device|threadgroup)\s+(?:const\s+)?[A-Za-z_][\w:<>]*\s*[*&]|"
-    # OpenCL C: a kernel, or a parameter in a GPU address space (`const __global realV* restrict xgm`)
-    r"\b__kernel\b|\b__(?:global|local|constant)\s+(?:const\s+)?[A-Za-z_]\w*\s*\*"
+    r"\[\[\s*kernel\s*\]\]|\bkernel\s+void\b|\bMETAL_FUNC\b|"  # Metal: a kernel, mlx's helper macro
+    r"\b__kernel\b"  # OpenCL C: a kernel
 )
 
 
@@ -32,31 +30,43 @@ _DEVICE = re.compile(
 class Scope:
     function: str  # the name as its head writes it
     device: bool  # a __global__ / __device__ function: kernel code
-    opening: str  # the head, joined onto one line (`switch (n) {` when the nearest block is a switch)
-    in_switch: bool  # the nearest enclosing block is a switch
-    line: int = -1  # the index of the line whose brace opens the function's body
+    opening: str  # its head, joined onto one line
+    line: int  # the index of the line whose brace opens the function's body
 
 
 def enclosing_function(lines: list[str], index: int) -> Scope | None:
     """The function whose body holds line index, or None at file, namespace or class scope."""
+    for earlier in _block_openings(lines, index):
+        opening = _ATTRIBUTES.sub(" ", joined_head(lines, earlier))
+        function = _FUNCTION_HEAD.search(opening)
+        if function is not None and function["name"] not in _CONTROL and not function["name"].isupper():
+            return Scope(function["name"], _DEVICE.search(opening) is not None, opening, earlier)
+    return None  # only a namespace, a class, a loop, a macro's lambda or a plain block holds it
+
+
+def _block_openings(lines: list[str], index: int) -> Iterator[int]:
+    """The lines whose braces open the blocks around line index, innermost first (preprocessor lines not counted)."""
     depth = 0
-    in_switch: bool | None = None
     for earlier in range(index - 1, max(index - MAX_SCOPE_LINES, -1), -1):
         line = lines[earlier]
         if line.lstrip().startswith("#"):
             continue
         depth += line.count("}") - line.count("{")
-        if depth >= 0:
-            continue
-        opening = _ATTRIBUTES.sub(" ", joined_head(lines, earlier))
-        if in_switch is None:
-            in_switch = re.search(r"\bswitch\s*\(", opening) is not None
-        function = _FUNCTION_HEAD.search(opening)
-        if function is None or function["name"] in _CONTROL or function["name"].isupper():
-            depth = 0  # a namespace, a class, a loop, a macro's lambda or a plain block: look further up
-            continue
-        return Scope(function["name"], _DEVICE.search(opening) is not None, opening, bool(in_switch), earlier)
-    return None
+        if depth < 0:
+            yield earlier
+            depth = 0
+
+
+def function_body(lines: list[str], opening: int) -> list[str]:
+    """The lines of the function whose body opens at the last brace of line opening, to the brace that closes it
+    (MAX_SCOPE_LINES at most)."""
+    depth = 0
+    for index in range(opening, min(opening + MAX_SCOPE_LINES, len(lines))):
+        text = lines[index] if index > opening else lines[index][lines[index].rfind("{") :]
+        depth += text.count("{") - text.count("}")
+        if depth <= 0:
+            return lines[opening : index + 1]
+    return lines[opening : opening + MAX_SCOPE_LINES]
 
 
 def joined_head(lines: list[str], index: int) -> str:
@@ -84,16 +94,9 @@ CLASS_HEAD = re.compile(r"\b(?:struct|class)\s+(?:alignas\s*\([^)]*\)\s*)?(\w+)[
 
 def enclosing_heads(lines: list[str], index: int) -> Iterator[str]:
     """The heads of the blocks around line index, innermost first (a class, a namespace, ...), each joined over its
-    lines and without its template parameter list; preprocessor lines are not counted."""
-    depth = 0
-    for earlier in range(index - 1, max(index - MAX_SCOPE_LINES, -1), -1):
-        line = lines[earlier]
-        if line.lstrip().startswith("#"):
-            continue
-        depth += line.count("}") - line.count("{")
-        if depth < 0:
-            yield TEMPLATE_PARAMETERS.sub(" ", joined_head(lines, earlier))
-            depth = 0
+    lines and without its template parameter list."""
+    for earlier in _block_openings(lines, index):
+        yield TEMPLATE_PARAMETERS.sub(" ", joined_head(lines, earlier))
 
 
 def defined_in(function: str, lines: list[str]) -> bool:

@@ -61,8 +61,6 @@ def template_argument_rows(
             continue  # a function or alias the commit adds or removes whole
         before, after = next(iter(old - new), None), next(iter(new - old), None)
         if _ALIAS_KEY in (before or after or ""):
-            if not (old and new):
-                continue  # a config alias on one side only is new or dropped code
             detail = "a config alias picks another config template"
         else:
             detail = "numbers passed as template arguments (a config written as a type)"

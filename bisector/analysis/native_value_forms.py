@@ -1,8 +1,7 @@
 """A C / C++ expression written without what cannot change its value, to tell a rewrite from a change: number
-literals' type suffixes (`0.0113f` is `0.0113`), casts (`static_cast<unsigned long>(m)`, `(size_t)n`), a trait's `_v`
-/ `_t` spelling (`std::is_same_v<T, U>` is `std::is_same<T, U>::value`), blanks, parentheses that the operators'
-precedence makes redundant, and, when given, the constant locals the expression reads, replaced by their values
-(`const auto mnk = m * n * k;` ... `mnk < limit` is `m * n * k < limit`)."""
+literals' type suffixes (`0.0113f` is `0.0113`), casts (`static_cast<unsigned long>(m)`, `(size_t)n`), blanks,
+parentheses that the operators' precedence makes redundant, and, when given, the constant locals the expression
+reads, replaced by their values (`const auto mnk = m * n * k;` ... `mnk < limit` is `m * n * k < limit`)."""
 
 from __future__ import annotations
 
@@ -16,9 +15,6 @@ _STATIC_CAST = re.compile(r"\bstatic_cast\s*<[^<>()]*(?:<[^<>()]*>[^<>()]*)*>\s*
 _C_CAST = re.compile(
     r"\(\s*(?:const\s+)?(?:(?:unsigned|signed)\s+)?(?:long\s+long|long|int|short|char|size_t|ptrdiff_t|"
     r"u?int(?:8|16|32|64)_t|index_t|float|double|bool)\s*\)\s*(?=[\w(])"
-)
-_TRAIT_VALUE = re.compile(
-    r"\b(?P<trait>\w+)\s*<(?P<args>[^<>;]*(?:<[^<>;]*>[^<>;]*)*)>\s*::\s*(?P<member>value|type)\b"
 )
 _SINGLE_TOKEN = re.compile(r"[\w.]+")
 _TYPENAME = re.compile(r"\btypename\s+")
@@ -44,27 +40,14 @@ def value_form(text: str, constants: Mapping[str, str] | None = None) -> str:
     text = _STATIC_CAST.sub("(", text)
     text = _C_CAST.sub("", text)
     text = _TYPENAME.sub("", text)
-    while (trait := _TRAIT_VALUE.search(text)) is not None:
-        suffix = "_v" if trait["member"] == "value" else "_t"
-        name = trait["trait"] if trait["trait"].endswith(suffix) else trait["trait"] + suffix
-        text = f"{text[: trait.start()]}{name}<{trait['args']}>{text[trait.end() :]}"
     return " ".join(_without_redundant_parentheses([_number(token) for token in _TOKEN.findall(text)]))
 
 
 def _number(token: str) -> str:
-    """A number literal without its type suffix, a decimal fraction written one way (`0.0113f` and `0.0113`, `1.f`
-    and `1.0`, `4u` and `4`); other tokens as they are."""
+    """A number literal without its type suffix (`0.0113f` is `0.0113`, `4u` is `4`); other tokens as they are."""
     if not token[0].isdigit():
         return token
-    if token.lower().startswith("0x"):
-        return token.rstrip("uUlL")
-    digits = token.rstrip("uUlLfF")
-    if "." in digits or "e" in digits.lower():
-        try:
-            return repr(float(digits))
-        except ValueError:
-            return token
-    return digits
+    return token.rstrip("uUlL") if token.lower().startswith("0x") else token.rstrip("uUlLfF")
 
 
 def macro_values(lines: list[str]) -> dict[str, str]:
@@ -81,8 +64,8 @@ def macro_values(lines: list[str]) -> dict[str, str]:
 
 
 def tested_again(line: str, other_lines: list[str]) -> bool:
-    """The test of condition line `line` (the parentheses after its if / while, or an #if's expression) is written,
-    in parentheses, in other_lines too (`if constexpr (!sizeof...(Args)) {` and `AF_IF_CONSTEXPR(!sizeof...(Args))`)."""
+    """The test of condition line `line` (the parentheses after its if / while) is written, in parentheses, in
+    other_lines too (`if constexpr (!sizeof...(Args)) {` and `AF_IF_CONSTEXPR(!sizeof...(Args))`)."""
     tested = _tested(line)
     if not tested or len(tested) > MAX_FORM_CHARS:
         return False
@@ -91,10 +74,7 @@ def tested_again(line: str, other_lines: list[str]) -> bool:
 
 
 def _tested(line: str) -> str:
-    directive = _DIRECTIVE.match(line)
-    if directive is not None:
-        return directive["test"].strip()
-    opening = _TEST_START.match(line)
+    opening = TEST_START.match(line)
     if opening is None:
         return ""
     depth = 0
@@ -105,8 +85,7 @@ def _tested(line: str) -> str:
     return ""
 
 
-_DIRECTIVE = re.compile(r"^\s*#\s*(?:el)?if\b(?P<test>.*?)\\?\s*$")
-_TEST_START = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while)\s*(?:constexpr\s*)?\(")
+TEST_START = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while)\s*(?:constexpr\s*)?\(")  # an if / while to its `(`
 
 
 def _constant(name: str, constants: Mapping[str, str]) -> str:

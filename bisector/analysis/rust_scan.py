@@ -1,6 +1,6 @@
 """One pass over a Rust source for rust_source.py: its lines as git counts them, the same lines with comments and
-the contents of string and char literals blanked (so that a `=>` or a brace in a string is no code), which function
-each line is in, which lines are test code, and the items the file defines."""
+the contents of string and char literals blanked (so that a `=>` or a brace in a string is no code), and which
+function each line is in."""
 
 from __future__ import annotations
 
@@ -11,51 +11,32 @@ from bisector.analysis.source_text import Language, blanked
 
 _BLOCK_EDGE = re.compile(r"[{};]")
 _FN = re.compile(r"\bfn\s+(?P<name>[A-Za-z_]\w*)")
-ITEM = re.compile(
-    r"(?:^|(?<=[\s;{}\]]))(?:pub(?:\([\w:\s]+\))?\s+)?(?:(?:const|async|unsafe|extern\s*\"[^\"]*\")\s+)*"
-    r"(?P<what>fn|mod|struct|enum|trait|impl|const|static|type|use)\b\s*(?:<[^>]*>\s*)?(?P<name>[A-Za-z_][\w:]*)?"
-)
 
 
 @dataclass(frozen=True)
 class RustSource:
     lines: list[str]  # the file split at "\n", as git numbers its lines
     code: list[str]  # the same lines, comments and the contents of string and char literals blanked
-    function: list[str | None]  # the fn whose body holds each line (None outside one, in a macro_rules!, in tests)
-    in_tests: list[bool]  # each line: inside a #[cfg(test)] item
-    items: frozenset[str]  # "fn vec_dot", "mod avx", "const BLOCK", ...: what the file defines
+    function: list[str | None]  # the fn whose body holds each line (None outside one)
 
 
 def scan_rust(text: str) -> RustSource:
     code = blanked(text, Language.RUST)
     lines, code_lines = text.split("\n"), code.split("\n")
     function: list[str | None] = []
-    in_tests: list[bool] = []
-    stack: list[tuple[str, str | None]] = []  # the open blocks: (fn | macro | tests | other, the fn's name)
+    stack: list[str | None] = []  # the open blocks: a fn's name, None for any other block
     header = ""  # the code since the last brace or semicolon: what a block that opens next belongs to
     for line in code_lines:
-        kinds = {kind for kind, _ in stack}
-        inner = next((name for kind, name in reversed(stack) if kind == "fn"), None)
-        function.append(None if kinds & {"macro", "tests"} else inner)
-        in_tests.append("tests" in kinds)
+        function.append(next((name for name in reversed(stack) if name), None))
         start = 0
         for edge in _BLOCK_EDGE.finditer(line):
             header += line[start : edge.start()]
             start = edge.end()
             if edge.group() == "{":
-                stack.append(_block(header))
+                heads = list(_FN.finditer(header))
+                stack.append(heads[-1]["name"] if heads else None)
             elif edge.group() == "}" and stack:
                 stack.pop()
             header = ""
         header += line[start:] + "\n"
-    items = frozenset(f"{m['what']} {m['name'] or ''}".strip() for m in ITEM.finditer(code))
-    return RustSource(lines, code_lines, function, in_tests, items)
-
-
-def _block(header: str) -> tuple[str, str | None]:
-    if "macro_rules!" in header:
-        return ("macro", None)
-    if "cfg(test)" in header.replace(" ", ""):
-        return ("tests", None)
-    heads = list(_FN.finditer(header))
-    return ("fn", heads[-1]["name"]) if heads else ("other", None)
+    return RustSource(lines, code_lines, function)

@@ -1,8 +1,7 @@
 """Rust sources (GPU stacks such as candle and mistral.rs, CPU-SIMD crates), read from rust_scan.py's lines: the
 branch tests of changed_branches.py's rows of last resort, the `if` / `else if` / `while` / `match` heads and the
 `pattern =>` arms a hunk removes or adds in a function (a `match dtype { DType::F16 => ... }` arm is a dispatch
-table); not in a `macro_rules!`. Test code is not read: `#[cfg(test)]` items here, test files (`tests.rs`,
-`*_test.rs`) by file_roles.py.
+table). Test files (`tests.rs`, `*_test.rs`) are not read (file_roles.py).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from collections.abc import Sequence
 
 from bisector.analysis.changed_branches import BranchChange
 from bisector.analysis.rust_scan import RustSource
-from bisector.vocab.gitdiff import Hunk
+from bisector.vocab.gitdiff import Hunk, unmoved
 
 RUST_SUFFIXES = (".rs",)
 _TEST = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while|match)\b(?!\s+let\b)|^\s*[^/\s][^=]*=>")
@@ -21,7 +20,7 @@ _TEST = re.compile(r"^\s*(?:\}\s*)?(?:else\s+)?(?:if|while|match)\b(?!\s+let\b)|
 def rust_branch_changes(path: str, old: RustSource, new: RustSource, hunks: Sequence[Hunk]) -> list[BranchChange]:
     """The functions whose branch tests or match arms the hunks remove or add (not moved within the hunk)."""
     found: dict[str, list[tuple[bool, str, int]]] = {}  # function -> (removed?, text, 1-based line) of each test
-    for removed, added in _changed_lines(old, new, hunks, _TEST):
+    for removed, added in _changed_lines(old, new, hunks):
         for gone, source, changes in ((True, old, removed), (False, new, added)):
             for index in changes:
                 function = source.function[index]
@@ -35,25 +34,15 @@ def rust_branch_changes(path: str, old: RustSource, new: RustSource, hunks: Sequ
     return changes_out
 
 
-def _changed_lines(
-    old: RustSource, new: RustSource, hunks: Sequence[Hunk], pattern: re.Pattern[str]
-) -> list[tuple[list[int], list[int]]]:
-    """Per hunk, the indexes of the removed and of the added code lines that match pattern (not test code), less
-    those whose text the hunk's other side has too (a line moved, or re-indented)."""
+def _changed_lines(old: RustSource, new: RustSource, hunks: Sequence[Hunk]) -> list[tuple[list[int], list[int]]]:
+    """Per hunk, the indexes of the removed and of the added branch-test lines, less as many of each text as the
+    hunk's other side has (a line moved, or re-indented)."""
     out = []
     for hunk in hunks:
-        removed = _matching(old, range(hunk.old_lo, hunk.old_hi), pattern)
-        added = _matching(new, range(hunk.new_lo, hunk.new_hi), pattern)
-        was = {old.lines[i].strip() for i in removed}
-        now = {new.lines[i].strip() for i in added}
-        out.append(
-            (
-                [i for i in removed if old.lines[i].strip() not in now],
-                [i for i in added if new.lines[i].strip() not in was],
-            )
-        )
+        removed, added = _tests(old, range(hunk.old_lo, hunk.old_hi)), _tests(new, range(hunk.new_lo, hunk.new_hi))
+        out.append(unmoved(removed, added, old.lines, new.lines))
     return out
 
 
-def _matching(source: RustSource, indexes: range, pattern: re.Pattern[str]) -> list[int]:
-    return [i for i in indexes if i < len(source.code) and not source.in_tests[i] and pattern.search(source.code[i])]
+def _tests(source: RustSource, indexes: range) -> list[int]:
+    return [i for i in indexes if i < len(source.code) and _TEST.search(source.code[i])]

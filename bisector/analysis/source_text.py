@@ -74,6 +74,13 @@ def blanked(text: str, language: Language, *, strings: bool = True) -> str:
     return "".join(out)
 
 
+def c_literal_end(text: str, start: int) -> int:
+    """The end of the C string or char literal whose quote is at start: after its closing quote, or at its line's
+    end (an escaped newline continues it) or the text's end when it is not closed."""
+    literal = _TOKENS[Language.C].match(text, start)
+    return literal.end() if literal else len(text)
+
+
 def _rust_spans(text: str) -> list[Span]:
     found, position = [], 0
     while (token := _RUST_START.search(text, position)) is not None:

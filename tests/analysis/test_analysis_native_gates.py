@@ -1,6 +1,6 @@
 """C / C++ condition rows (native_conditions.py, native_scope.py): a block that only refuses to build, a gate
 rewritten to the same test and a spelling shim are no rows; a condition in an operator, under a long function head,
-spread over lines, or on a stride is named by its function, on real git histories."""
+or spread over lines is named by its function, on real git histories."""
 
 from __future__ import annotations
 
@@ -176,27 +176,19 @@ attention_prepare(
     config.multi_block = multi_block;
     return {{0, config}};
 }}
-
-void gemm_params(const Tensor &a, GemmParams &params) {{
-    if (a.Stride(RANK - 1) <= 1) {{
-        params.opA = CUBLAS_OP_N;
-    }} else {{
-        params.opA = CUBLAS_OP_T;
-    }}
-}}
 """
 
 
-def test_a_condition_spread_over_lines_under_a_long_head_and_a_stride_test_are_rows(history: History) -> None:
+def test_a_condition_spread_over_lines_under_a_long_head_is_a_row(history: History) -> None:
     history.commit("attention", {"src/attention.cu": ATTENTION_CU})
     changed = ATTENTION_CU.replace(
         "    if (arg3 > 0 && total_blocks < sm_count && max_kvlen >= 1024) {",
         "    const float threshold = sm_count * std::max(1.0f, logf(max_kvlen / 1024.0f));\n"
         "    if (arg3 > 0 &&\n        total_blocks < threshold &&\n        max_kvlen >= 1024) {",
-    ).replace("if (a.Stride(RANK - 1) <= 1) {", "if (a.Stride(RANK - 1) > 1 || a.Size(RANK - 1) == 1) {")
-    sha = history.commit("split-k scaled by the kv length; op by stride", {"src/attention.cu": changed})
+    )
+    sha = history.commit("split-k scaled by the kv length", {"src/attention.cu": changed})
 
-    assert sorted({name for _, name in _rows(history, sha)}) == ["attention_prepare", "gemm_params"]
+    assert sorted({name for _, name in _rows(history, sha)}) == ["attention_prepare"]
 
 
 FRONTEND_H = """\

@@ -47,12 +47,8 @@ def test_rust_tests_and_benchmarks_are_not_read(history: History) -> None:
     assert rows(explain(history.path, sha).findings) == []
 
 
-MACROS_RS = """\
+RUN_RS = """\
 fn helper() {}
-
-macro_rules! dispatch {
-    ($t:ty) => { kernel::<$t>() };
-}
 
 pub fn run(mode: u32) {
     log::info!("mode {} => {}", mode, 1);
@@ -61,26 +57,12 @@ pub fn run(mode: u32) {
         fast();
     }
 }
-
-#[cfg(test)]
-mod tests {
-    const TOL: f32 = 1e-3;
-    #[test]
-    fn close() {
-        if std::env::var("CI").is_ok() {}
-    }
-}
 """
 
 
-def test_macro_bodies_strings_and_test_modules_are_no_dispatch_code(history: History) -> None:
-    history.commit("run", {"src/run.rs": MACROS_RS})
-    changed = (
-        MACROS_RS.replace("($t:ty) => { kernel::<$t>() };", "($t:ty) => { other::<$t>() };")
-        .replace('"mode {} => {}"', '"mode {} => {} now"')
-        .replace("TOL: f32 = 1e-3", "TOL: f32 = 1e-2")
-        .replace('env::var("CI")', 'env::var("CI_SLOW")')
-    )
+def test_strings_and_char_literals_are_no_dispatch_code(history: History) -> None:
+    history.commit("run", {"src/run.rs": RUN_RS})
+    changed = RUN_RS.replace('"mode {} => {}"', '"mode {} => {} now"')
     assert rows(explain(history.path, history.commit("quiet", {"src/run.rs": changed})).findings) == []
     threshold = changed.replace("if mode > 4 {", "if mode > 8 {")  # after a '}' char literal: still run's own test
     (row,) = rows(explain(history.path, history.commit("threshold", {"src/run.rs": threshold})).findings)

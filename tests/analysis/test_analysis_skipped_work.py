@@ -130,7 +130,7 @@ class Backend:
             found.append(target)
         return dict(
             arch_list=
-            "8.0;9.0",
+            "sm_80;sm_90",
         ), found
 
     def describe(self):
@@ -164,11 +164,11 @@ def test_an_env_read_over_two_lines_in_a_long_classs_method_is_a_gate(history: H
 
 def test_arch_targets_in_a_loop_header_and_on_a_keywords_next_line_are_table_rows(history: History) -> None:
     history.commit("backend", {"pkg/__init__.py": "", "pkg/backend.py": BACKEND_PY})
-    changed = BACKEND_PY.replace('"sm_80", "sm_90"', '"sm_80", "sm_100"').replace('"8.0;9.0"', '"8.0;10.0"')
+    changed = BACKEND_PY.replace('"sm_80", "sm_90"', '"sm_80", "sm_100"').replace('"sm_80;sm_90"', '"sm_80;sm_100"')
     sha = history.commit("blackwell targets", {"pkg/backend.py": changed})
 
     targets = {row[3:] for row in _rows(history, sha) if row[2] == "arch targets"}
-    assert targets == {("9.0; sm_90", "10.0; sm_100")}
+    assert targets == {("sm_90; sm_90", "sm_100; sm_100")}
 
 
 def test_a_settings_variable_declared_in_a_module_without_other_env_words_is_a_gate(history: History) -> None:
