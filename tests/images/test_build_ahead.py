@@ -9,19 +9,22 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 from bisect_helpers import processes_with, run_cli, start_cli, wait_for
+from hypothesis import given
+from hypothesis import strategies as st
 from image_repo import BUILD_CMD, METRIC, ImageRepo, commit, git, make_image_repo
 
 from bisector.vocab.patches import Patch, PatchKind
-from bisector.workers.build_ahead import AheadStatus, BuildAhead
-from bisector.workers.build_ahead_child import SharedEviction
+from bisector.workers.build_ahead import AheadStatus, BuildAhead, BuildAheadJob, env_changes, with_changes
+from bisector.workers.build_ahead_child import BuildServer, SharedEviction
 from bisector.workers.executor import StepRequest
 from bisector.workers.images.cache import ImageCache, ImageStatus, images_root
 from bisector.workers.images.key import ImageRecipe, image_key
+from bisector.workers.process import CancelSignal
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 
@@ -303,3 +306,67 @@ def test_an_image_built_ahead_has_the_bisect_s_patches_so_a_patched_step_finds_i
     assert outcome.image.id == patched != unpatched  # the key a patched step looks up, never an unpatched step's
     assert (Path(outcome.image.path) / "src" / "PATCHED.txt").read_text() == "from the patch\n"
     ahead.close()
+
+
+@given(
+    env=st.dictionaries(st.sampled_from("ABCDE"), st.sampled_from(["", "1", "x y"])),
+    base=st.dictionaries(st.sampled_from("ABCDE"), st.sampled_from(["", "1", "x y"])),
+)
+def test_an_environment_sent_as_its_changes_to_the_child_s_own_is_the_same_environment(
+    env: dict[str, str], base: dict[str, str]
+):
+    assert with_changes(base, env_changes(env, base)) == env
+
+
+def test_a_build_ahead_sees_the_environment_its_step_would_not_the_coordinator_s_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Orders carry the variables that differ from the child's environment, which is the builder's base env."""
+    repo = make_image_repo(tmp_path / "repo", (10, 10))
+    monkeypatch.setenv("ONLY_IN_THE_COORDINATOR", "leaks")
+    base = {name: value for name, value in os.environ.items() if name != "ONLY_IN_THE_COORDINATOR"}
+    ahead = BuildAhead(1, base_env={**base, "ONLY_IN_THE_BASE": "from the base"})
+    dump = tmp_path / "env"
+    request = replace(
+        _request(repo.path, repo.shas[1], tmp_path, FROM_THE_SPEC="from the spec"),
+        build_cmd=f"env > {dump}; {BUILD_CMD}",
+    )
+    ahead.want([request], still_needed)
+    wait_for(lambda: bool(ahead.reap()), what="the build to end")
+    ahead.close()
+    seen = dict(line.split("=", 1) for line in dump.read_text().splitlines() if "=" in line)
+    assert seen["ONLY_IN_THE_BASE"] == "from the base"
+    assert seen["FROM_THE_SPEC"] == "from the spec"
+    assert seen["BISECT_SHA"] == repo.shas[1]
+    assert "ONLY_IN_THE_COORDINATOR" not in seen
+
+
+class TakenInFirst(BuildServer):
+    """Records, as each build starts its work, how many of the builds ordered were taken in by then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken_in_at_start: list[int] = []
+
+    def run(self, job: BuildAheadJob, cancel: CancelSignal, released: threading.Event) -> None:
+        released.wait()
+        with self.lock:
+            self.taken_in_at_start.append(len(self.cancels))
+
+
+def test_the_builds_ordered_together_start_their_work_once_all_of_them_are_taken_in(tmp_path: Path):
+    """Started one by one, each build's own work would hold up the intake of the next (one interpreter for all)."""
+    job = BuildAheadJob(
+        repo=str(tmp_path), sha="", build_cmd="true", mode="venv", inputs=(), max_bytes=1 << 30, artifact=None,
+        env={}, timeout_s=60, infra_patterns=(), log_path=str(tmp_path / "log"),
+    )  # fmt: skip
+    orders = [json.dumps({"build": {**asdict(replace(job, sha=f"{i:040x}")), "patches": []}}) for i in range(8)]
+    read, write = os.pipe()
+    os.write(write, "".join(f"{order}\n" for order in orders).encode())
+    os.close(write)
+    server = TakenInFirst()
+    server.read_commands(read)
+    os.close(read)
+    for thread in server.threads:
+        thread.join()
+    assert server.taken_in_at_start == [len(orders)] * len(orders)
