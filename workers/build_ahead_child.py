@@ -22,6 +22,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from bisector.vocab.errors import RepoError
+from bisector.vocab.gitrepo import GitRepo
 from bisector.workers.build_ahead import AheadStatus, BuildAheadJob, BuildAheadOutcome, with_changes
 from bisector.workers.build_slots import LOOK_S, SLOTS_VARIABLE, slot_count, take_slot
 from bisector.workers.images.builder import BuildJob, Evict, ImageBuilder, PreparedImage
@@ -82,9 +84,11 @@ def build(
     on_start: Callable[[int], None],
     cache: ImageCache | None = None,
     evict: Evict | None = None,
+    opened: GitRepo | None = None,
 ) -> BuildAheadOutcome:
     """Make job's image as a step would (reused when it is there already) in cache (default: this host's), then let
-    go of it; on_start hears the process group of each command the build starts; evict: as ImageBuilder's."""
+    go of it; on_start hears the process group of each command the build starts; evict: as ImageBuilder's;
+    opened: job's repository, opened already."""
     recipe = ImageRecipe(job.mode, job.inputs, job.max_bytes, job.artifact, job.patches)
     with Path(job.log_path).open("ab", buffering=0) as log_file:
         log = StepLog(log_file)
@@ -100,6 +104,7 @@ def build(
         build_job = BuildJob(
             job.repo, job.sha, job.build_cmd, recipe, job.env, log, job.timeout_s, should_cancel=cancel.is_set,
             on_start=on_start, cancel_fd=cancel.fileno(), infra_patterns=job.infra_patterns, keep_failure=False,
+            opened=opened,
         )  # fmt: skip
         try:
             with ImageBuilder(cache, evict).prepare(build_job) as prepared:
@@ -130,6 +135,7 @@ class BuildServer:
     def __init__(self) -> None:
         self.eviction = SharedEviction(ImageCache())
         self.cancels: dict[str, CancelSignal] = {}
+        self.repos: dict[str, GitRepo] = {}  # path -> the repository, opened as its first build is ordered
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()  # the cancels, ending, and stdout
         self.ending = False  # every build cancelled: those asked for later too
@@ -145,6 +151,9 @@ class BuildServer:
                     cancel.set()
             return
         job = BuildAheadJob.from_json({**order["build"], "env": with_changes(os.environ, order["build"]["env"])})
+        if job.repo not in self.repos:
+            with contextlib.suppress(RepoError):  # each build opens it then, and fails as a step would
+                self.repos[job.repo] = GitRepo(job.repo)
         cancel = CancelSignal()
         with self.lock:
             if self.ending:
@@ -160,8 +169,9 @@ class BuildServer:
         released.wait()
         try:
             outcome = build(
-                job, cancel, on_start=lambda pgid: self.say(f"started {job.sha} {pgid}"), evict=self.eviction
-            )
+                job, cancel, on_start=lambda pgid: self.say(f"started {job.sha} {pgid}"), evict=self.eviction,
+                opened=self.repos.get(job.repo),
+            )  # fmt: skip
         except Exception as exc:  # any failure is this build's, told to the coordinator
             detail = f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS]
             outcome = BuildAheadOutcome(job.sha, AheadStatus.ERROR, detail=detail)

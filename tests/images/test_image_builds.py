@@ -12,6 +12,7 @@ import pytest
 from image_repo import commit, image_request, make_image_repo
 
 from bisector.vocab.domain import ErrorKind, Verdict
+from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.metric import Expectation, MetricSpec
 from bisector.workers.images.cache import RUNS, ImageCache, ImageManifest, ImageStatus, images_root
 from bisector.workers.images.key import ImageRecipe, image_key
@@ -67,6 +68,8 @@ def test_the_whole_tree_is_the_key_when_the_recipe_names_no_inputs(tmp_path: Pat
     narrow = [image_key(str(repo.path), sha, "bash build.sh", some).id for sha in repo.shas]
     assert narrow[0] == narrow[1] != narrow[2]
     assert image_key(str(repo.path), repo.shas[0], "bash build.sh --other", some).id != narrow[0]
+    opened = GitRepo(repo.path)  # a worker's or the build-ahead process's handle: the same keys
+    assert [image_key(str(repo.path), sha, "bash build.sh", some, opened).id for sha in repo.shas] == narrow
 
 
 def test_an_adjacent_commit_compiles_through_the_shared_compiler_cache(tmp_path: Path):

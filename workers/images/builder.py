@@ -88,6 +88,7 @@ class BuildJob:
     infra_patterns: tuple[str, ...] = ()  # a failed build printing one is infrastructure: an error, no record
     peer: ImagePeer | None = None  # a node that may hold the image: copied from there rather than built
     keep_failure: bool = True  # False (a build ahead): a failed build leaves nothing, and the step builds it again
+    opened: GitRepo | None = None  # repo, opened already by the caller (a worker's, the build-ahead process's)
 
 
 class ImageBuilder:
@@ -100,7 +101,8 @@ class ImageBuilder:
     @contextlib.contextmanager
     def prepare(self, job: BuildJob) -> Iterator[PreparedImage]:
         """Yield the ready image of job's commit (reused or built now), held shared until the block ends."""
-        key = image_key(job.repo, job.sha, job.build_cmd, job.recipe)
+        opened = job.opened or GitRepo(job.repo)
+        key = image_key(job.repo, job.sha, job.build_cmd, job.recipe, opened)
         deadline = time.monotonic() + job.timeout_s
         while True:
             manifest = self.cache.manifest(key.id)
@@ -131,7 +133,9 @@ class ImageBuilder:
                     if shared:  # it was removed, found damaged or is rebuilt meanwhile: look again
                         continue
                     replaced = current.damage if current is not None and current.status is ImageStatus.DAMAGED else ""
-                    prepared = self._copy(job, key, deadline, replaced) or self._build(job, key, deadline, replaced)
+                    prepared = self._copy(job, key, deadline, replaced) or self._build(
+                        job, opened, key, deadline, replaced
+                    )
                     if prepared.ready:
                         lock_shared(fd)
                     yield prepared
@@ -208,11 +212,10 @@ class ImageBuilder:
         )  # fmt: skip
         return self._made(job, ready, f"copied from {offer.node}", source="copied")
 
-    def _build(self, job: BuildJob, key: ImageKey, deadline: float, replaced: str) -> PreparedImage:
+    def _build(self, job: BuildJob, repo: GitRepo, key: ImageKey, deadline: float, replaced: str) -> PreparedImage:
         folder = self.cache.image_dir(key.id)
         remove_tree(folder)  # what a killed builder left
         remove_tree(incoming_dir(folder))  # and a killed copy
-        repo = GitRepo(job.repo)
         try:
             source = patched_tree(repo, job.sha, job.recipe.patches) if job.recipe.patches else job.sha
         except PatchError as exc:
