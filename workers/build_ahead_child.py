@@ -28,7 +28,7 @@ from bisector.workers.build_ahead import AheadStatus, BuildAheadJob, BuildAheadO
 from bisector.workers.build_slots import LOOK_S, SLOTS_VARIABLE, slot_count, take_slot
 from bisector.workers.images.builder import BuildJob, Evict, ImageBuilder, PreparedImage
 from bisector.workers.images.cache import ImageCache
-from bisector.workers.images.key import ImageRecipe
+from bisector.workers.images.key import ImageRecipe, base_environment
 from bisector.workers.output import StepLog
 from bisector.workers.process import CancelSignal
 
@@ -133,6 +133,7 @@ class BuildServer:
     """The builds of this process, each in a thread with its own cancel signal; output lines are whole."""
 
     def __init__(self) -> None:
+        base_environment()  # every build's key needs it: read once here, not by each of the builds started together
         self.eviction = SharedEviction(ImageCache())
         self.cancels: dict[str, CancelSignal] = {}
         self.repos: dict[str, GitRepo] = {}  # path -> the repository, opened as its first build is ordered

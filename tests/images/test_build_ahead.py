@@ -21,6 +21,7 @@ from image_repo import BUILD_CMD, METRIC, ImageRepo, commit, git, make_image_rep
 from bisector.vocab.patches import Patch, PatchKind
 from bisector.workers.build_ahead import AheadStatus, BuildAhead, BuildAheadJob, env_changes, with_changes
 from bisector.workers.build_ahead_child import BuildServer, SharedEviction
+from bisector.workers.build_slots import take_slot
 from bisector.workers.executor import StepRequest
 from bisector.workers.images.cache import ImageCache, ImageStatus, images_root
 from bisector.workers.images.key import ImageRecipe, image_key
@@ -370,3 +371,15 @@ def test_the_builds_ordered_together_start_their_work_once_all_of_them_are_taken
     for thread in server.threads:
         thread.join()
     assert server.taken_in_at_start == [len(orders)] * len(orders)
+
+
+def test_no_more_builds_ahead_hold_a_slot_at_once_than_the_host_has(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("BISECT_BUILD_AHEAD_SLOTS", "3")
+    held = [take_slot(lambda: True) for _ in range(3)]  # each looks from its own first slot, round the ring
+    assert None not in held
+    assert take_slot(lambda: True) is None  # every slot taken: it would wait
+    os.close(held.pop(1))  # type: ignore[arg-type]
+    held.append(take_slot(lambda: True))
+    assert None not in held
+    for fd in held:
+        os.close(fd)  # type: ignore[arg-type]

@@ -389,6 +389,7 @@ def artifact_wheels(location: str) -> list[str]:
     return [str(local)] if local.is_file() else []
 
 
+@functools.cache
 def uv_binary() -> str:
     """The uv executable: the `uv` package's, else the first on PATH (a package installed with --target keeps
     its binary where find_uv_bin does not look)."""
@@ -418,9 +419,14 @@ def make_venv(venv: Path) -> None:
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    site_packages = venv / "lib" / version / "site-packages"
+    (venv / "lib" / version / "site-packages" / SEED_PTH).write_text(_base_site_paths())
+
+
+@functools.cache
+def _base_site_paths() -> str:
+    """The .pth lines that make this environment's packages importable from a venv."""
     seeds = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
-    (site_packages / SEED_PTH).write_text("".join(f"{path}\n" for path in seeds if Path(path).is_dir()))
+    return "".join(f"{path}\n" for path in seeds if Path(path).is_dir())
 
 
 def _describe(exc: BaseException) -> str:

@@ -5,12 +5,12 @@ Two commits whose recipe inputs are the same tree get the same key, so the secon
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sys
 import sysconfig
 from dataclasses import asdict, dataclass, field
-from functools import cache
 from importlib import metadata
 from pathlib import Path
 
@@ -31,7 +31,7 @@ class ImageKey:
     recipe: str  # hash of the build command, the mode, the declared inputs, the artifact and the patches
     base_env: dict[str, str] = field(default_factory=dict)  # python, interpreter prefix, torch/triton/CUDA versions
 
-    @property
+    @functools.cached_property
     def id(self) -> str:
         text = json.dumps(asdict(self), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -76,7 +76,7 @@ def inputs_tree(repo: GitRepo, sha: str, inputs: tuple[str, ...]) -> str:
     return hashlib.sha256(listing.encode()).hexdigest()
 
 
-@cache
+@functools.cache
 def base_environment() -> dict[str, str]:
     """The interpreter an image's venv is made from and the versions of the heavy packages it sees from the base
     environment, read from package metadata (torch is not imported)."""
