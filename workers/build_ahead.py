@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -37,6 +38,7 @@ from bisector.workers.step_request import StepRequest, step_environment
 
 STOP_GRACE_S = 30.0  # a stopped child kills its build (SIGTERM, grace, SIGKILL) and exits within this
 PGID_GRACE_S = 5.0  # a dead child's build groups: SIGTERM, then SIGKILL after this
+ORDERS_PIPE_BYTES = 1 << 20  # the child's stdin: a pass of dozens of orders (about 1 KB each) without a wait
 BUILD_WORKER = "build-ahead"  # $BISECT_WORKER of a build ahead (a step's is its worker slot's name)
 
 
@@ -217,7 +219,10 @@ class BuildAhead(AheadBuilder[_Build]):
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,  # its builds go with it
                 env=self.base_env,
             )  # fmt: skip
+            assert self.proc.stdin is not None
             assert self.proc.stdout is not None
+            with contextlib.suppress(OSError, AttributeError):  # Linux: a pass's orders fit, and go in one read
+                fcntl.fcntl(self.proc.stdin.fileno(), fcntl.F_SETPIPE_SZ, ORDERS_PIPE_BYTES)
             os.set_blocking(self.proc.stdout.fileno(), False)
             self.unread = b""
         return self.proc

@@ -24,7 +24,13 @@ from pathlib import Path
 
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
-from bisector.workers.build_ahead import AheadStatus, BuildAheadJob, BuildAheadOutcome, with_changes
+from bisector.workers.build_ahead import (
+    ORDERS_PIPE_BYTES,
+    AheadStatus,
+    BuildAheadJob,
+    BuildAheadOutcome,
+    with_changes,
+)
 from bisector.workers.build_slots import LOOK_S, SLOTS_VARIABLE, slot_count, take_slot
 from bisector.workers.images.builder import BuildJob, Evict, ImageBuilder, PreparedImage
 from bisector.workers.images.cache import ImageCache
@@ -189,7 +195,7 @@ class BuildServer:
         """From fd until end of file, unbuffered (a thread blocked here holds no lock the interpreter's exit needs).
         The builds ordered together start once all of them are taken in: a build's own work would hold up the rest."""
         pending = b""
-        while chunk := os.read(fd, 65536):
+        while chunk := os.read(fd, ORDERS_PIPE_BYTES):
             *lines, pending = (pending + chunk).split(b"\n")
             released = threading.Event()
             try:

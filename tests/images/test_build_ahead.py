@@ -383,3 +383,25 @@ def test_no_more_builds_ahead_hold_a_slot_at_once_than_the_host_has(monkeypatch:
     assert None not in held
     for fd in held:
         os.close(fd)  # type: ignore[arg-type]
+
+
+def test_a_pass_of_orders_goes_out_while_the_build_ahead_process_is_busy(tmp_path: Path):
+    """The coordinator's loop never waits for the child to read: a pass of dozens of orders (about 1 KB each) fits
+    its stdin. A stopped child stands for a busy one; the bound is a safety net against a hang."""
+    repo = make_image_repo(tmp_path / "repo", (10, 10, 10))
+    ahead = BuildAhead(2)
+    ahead.want([replace(_request(repo.path, repo.shas[1], tmp_path), build_cmd="sleep 629")], still_needed)
+    child = ahead.running[repo.shas[1]].proc
+    child.send_signal(signal.SIGSTOP)
+    try:
+        big = {"BIG_1": "x" * 100_000, "BIG_2": "y" * 100_000}  # more than a default pipe holds
+        sending = threading.Thread(
+            target=ahead.want, args=([replace(_request(repo.path, repo.shas[2], tmp_path, **big), build_cmd="true")],
+                                     still_needed),
+        )  # fmt: skip
+        sending.start()
+        sending.join(timeout=120)
+        assert not sending.is_alive()
+    finally:
+        child.send_signal(signal.SIGCONT)
+    ahead.close()
