@@ -428,40 +428,40 @@ def make_venv(venv: Path, templates: Path) -> None:
     """A venv of this interpreter as uv makes it, seeded with this environment's packages (a .pth after its own
     site-packages), so the base's torch is used, not downloaded again; packages the build installs come first.
 
-    It is a copy of the venv uv made once for this interpreter and uv (in templates), with the files naming that
-    venv's folder rewritten to name this one: uv spends about 12 ms of CPU on a venv, a copy a few, and the images
-    built ahead of a round are made dozens at once."""
-    template = venv_template(templates)
+    The first venv of an interpreter and uv is made by uv and kept in templates (with its files naming its folder
+    rewritten to name the template's); later ones are copies of that one, rewritten to name their own folder: uv
+    spends about 12 ms of CPU on a venv, a copy a few, and the images built ahead of a round are made dozens at
+    once. A template is named after the interpreter, uv's binary and templates' path, so that another uv or
+    Python, or a moved cache root, gets a template of its own."""
     venv.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["cp", "-a", str(template), str(venv)], check=True, capture_output=True, text=True)
-    relocate_listed(venv, _naming_folder(template), str(template), str(venv))
+    template = templates / _template_name(str(templates))
+    if not template.is_dir():
+        with _MAKING_TEMPLATE:  # the builds started together wait for one venv, not make one each
+            if not template.is_dir():
+                subprocess.run(
+                    [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(venv)],
+                    check=True, capture_output=True, text=True,
+                )  # fmt: skip
+                _keep_as_template(venv, template)
+    if not venv.exists():
+        subprocess.run(["cp", "-a", str(template), str(venv)], check=True, capture_output=True, text=True)
+        relocate_listed(venv, _naming_folder(template), str(template), str(venv))
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     (venv / "lib" / version / "site-packages" / SEED_PTH).write_text(_base_site_paths())
 
 
-def venv_template(templates: Path) -> Path:
-    """The venv uv makes for this interpreter, in templates (made there now where it is missing): named after the
-    interpreter, uv's binary and templates' path, so that another uv or Python, or a moved cache root, gets a venv
-    of its own. Its files name its folder."""
-    template = templates / _template_name(str(templates))
-    if template.is_dir():
-        return template
-    with _MAKING_TEMPLATE:  # the builds started together wait for one venv, not make one each
-        if template.is_dir():
-            return template
-        templates.mkdir(parents=True, exist_ok=True)
-        making = Path(tempfile.mkdtemp(prefix=f".{template.name}-", dir=templates))
-        try:
-            subprocess.run(
-                [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(making / "venv")],
-                check=True, capture_output=True, text=True,
-            )  # fmt: skip
-            relocate(making / "venv", str(making / "venv"), str(template))
-            with contextlib.suppress(OSError):  # another process made it meanwhile: theirs is the same
-                (making / "venv").rename(template)
-        finally:
-            remove_tree(making)
-    return template
+def _keep_as_template(venv: Path, template: Path) -> None:
+    """A copy of a venv uv just made, naming template, renamed into place (another process's, made meanwhile, is
+    the same)."""
+    template.parent.mkdir(parents=True, exist_ok=True)
+    making = Path(tempfile.mkdtemp(prefix=f".{template.name}-", dir=template.parent))
+    try:
+        subprocess.run(["cp", "-a", str(venv), str(making / "venv")], check=True, capture_output=True, text=True)
+        relocate(making / "venv", str(venv), str(template))
+        with contextlib.suppress(OSError):
+            (making / "venv").rename(template)
+    finally:
+        remove_tree(making)
 
 
 @functools.cache
