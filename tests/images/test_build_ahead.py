@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import processes_with, run_cli, start_cli, wait_for
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from image_repo import BUILD_CMD, METRIC, ImageRepo, commit, git, make_image_repo
 
@@ -309,6 +309,7 @@ def test_an_image_built_ahead_has_the_bisect_s_patches_so_a_patched_step_finds_i
     ahead.close()
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # a loaded CI host draws slowly
 @given(
     env=st.dictionaries(st.sampled_from("ABCDE"), st.sampled_from(["", "1", "x y"])),
     base=st.dictionaries(st.sampled_from("ABCDE"), st.sampled_from(["", "1", "x y"])),
