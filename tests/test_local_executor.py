@@ -320,3 +320,13 @@ def test_a_fork_server_killed_while_it_forks_a_worker_is_started_afresh(tmp_path
         executor.submit(request(history, 1, 1, "bash test.sh", tmp_path))
         results = wait_for(executor, 1)
     assert [r.verdict for r in results] == [Verdict.GOOD]
+
+
+def test_a_worker_that_starts_without_its_worktree_makes_it_for_the_first_step_that_needs_it(tmp_path: Path):
+    """Steps on images run in their image: their workers start without checking the worktree out."""
+    history = culprit_history(tmp_path / "repo", 6, 3)
+    with LocalExecutor(str(history.path), workers=1, worktrees=False) as executor:
+        executor.submit(request(history, 1, 4, 'echo "counter=$(cat counter.txt)"', tmp_path))
+        [result] = wait_for(executor, 1)
+    assert result.verdict is Verdict.GOOD, result.detail
+    assert "counter=4" in Path(result.log_path).read_text()

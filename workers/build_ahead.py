@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -37,6 +38,7 @@ from bisector.workers.step_request import StepRequest, step_environment
 
 STOP_GRACE_S = 30.0  # a stopped child kills its build (SIGTERM, grace, SIGKILL) and exits within this
 PGID_GRACE_S = 5.0  # a dead child's build groups: SIGTERM, then SIGKILL after this
+ORDERS_PIPE_BYTES = 1 << 20  # the child's stdin: a pass of dozens of orders (about 1 KB each) without a wait
 BUILD_WORKER = "build-ahead"  # $BISECT_WORKER of a build ahead (a step's is its worker slot's name)
 
 
@@ -109,6 +111,17 @@ class BuildAheadOutcome:
         return cls(str(data["sha"]), AheadStatus(data["status"]), float(data["build_s"]), str(data["detail"]), image)
 
 
+def env_changes(env: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str | None]:
+    """What turns base into env: the variables env sets differently, and None for those it lacks."""
+    return {**{name: value for name, value in env.items() if base.get(name) != value},
+            **{name: None for name in base if name not in env}}  # fmt: skip
+
+
+def with_changes(base: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    """base with env_changes' changes made."""
+    return {name: value for name, value in {**base, **changes}.items() if value is not None}
+
+
 class AheadBuilder(abc.ABC, Generic[BuildT]):
     """Builds images ahead of their steps where the executor's steps build them (Executor.ahead_builder): on this
     host (BuildAhead) or on Ray nodes (workers/ray_build_ahead.py); the search loop drives it. The `limit`
@@ -174,13 +187,21 @@ class BuildAhead(AheadBuilder[_Build]):
         self.proc: subprocess.Popen[bytes] | None = None
         self.unread = b""  # the child's output after its last whole line
         self.unreported: list[BuildAheadOutcome] = []  # reaped while a dead child was replaced: the next reap's
+        self.orders: list[bytes] = []  # for the live child, not sent yet
+
+    def want(self, requests: Sequence[StepRequest], relevant: Callable[[str], bool]) -> list[BuildAheadOutcome]:
+        try:
+            return super().want(requests, relevant)
+        finally:
+            self._send()  # the pass's orders in one write: the child starts its builds together
 
     def start(self, request: StepRequest) -> bool:
         try:
             Path(request.log_path).parent.mkdir(parents=True, exist_ok=True)
             job = BuildAheadJob.of(request, self.base_env)
             proc = self._child()
-            self._tell(proc, {"build": {**asdict(job), "patches": [patch.to_json() for patch in job.patches]}})
+            order = {**asdict(job), "env": env_changes(job.env, self.base_env)}  # the child's own env is base_env
+            self._tell({"build": {**order, "patches": [patch.to_json() for patch in job.patches]}})
             self.running[request.sha] = _Build(job, proc)
         except OSError as exc:  # no process or folder to be had now: the step builds its image itself
             self.outcomes[request.sha] = BuildAheadOutcome(request.sha, AheadStatus.ERROR, detail=str(exc))
@@ -192,27 +213,36 @@ class BuildAhead(AheadBuilder[_Build]):
             if self.proc is not None:
                 self.unreported += self.reap()  # the dead one's builds, before its output is left behind
                 self._let_go(self.proc)
+                self.orders = []  # they were the dead one's
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "bisector.workers.build_ahead_child"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,  # its builds go with it
+                env=self.base_env,
             )  # fmt: skip
+            assert self.proc.stdin is not None
             assert self.proc.stdout is not None
+            with contextlib.suppress(OSError, AttributeError):  # Linux: a pass's orders fit, and go in one read
+                fcntl.fcntl(self.proc.stdin.fileno(), fcntl.F_SETPIPE_SZ, ORDERS_PIPE_BYTES)
             os.set_blocking(self.proc.stdout.fileno(), False)
             self.unread = b""
         return self.proc
 
-    @staticmethod
-    def _tell(proc: subprocess.Popen[bytes], order: dict[str, object]) -> None:
-        assert proc.stdin is not None
-        proc.stdin.write((json.dumps(order) + "\n").encode())
-        proc.stdin.flush()
+    def _tell(self, order: dict[str, object]) -> None:
+        """Queue an order for the live child; _send writes the queue."""
+        self.orders.append(json.dumps(order).encode() + b"\n")
+
+    def _send(self) -> None:
+        orders, self.orders = b"".join(self.orders), []
+        if orders and self.proc is not None and self.proc.stdin is not None:
+            with contextlib.suppress(OSError):  # it died: its builds are reaped as died
+                self.proc.stdin.write(orders)
+                self.proc.stdin.flush()
 
     def stop(self, sha: str) -> None:
         running = self.running[sha]
         if running.stopped_at is None:
             running.stopped_at = time.monotonic()
-            with contextlib.suppress(OSError):  # it died: reaped as such
-                self._tell(running.proc, {"stop": sha})
+            self._tell({"stop": sha})
 
     def reap(self) -> list[BuildAheadOutcome]:
         """The outcomes of the builds that ended since the last call. A child that died, or holds a build stopped

@@ -2,7 +2,8 @@
 coordinator's side is workers/build_ahead.py): one process for all of them, each build in a thread of its own
 through the same ImageBuilder as a step's, so that a round's dozens of builds ahead pay for one interpreter.
 
-Its stdin carries one JSON line per command: {"build": JOB} starts a build, {"stop": SHA} cancels one. End of file
+Its stdin carries one JSON line per command: {"build": JOB} starts a build (JOB's env: the variables that differ from
+this process's own environment, null for one it lacks), {"stop": SHA} cancels one. End of file
 (the coordinator closed it, or died), SIGTERM, SIGINT or SIGHUP (a CI runner's or a terminal's, to the coordinator's
 group) cancel every build, and the process exits once they have ended; a cancelled build leaves no image. It
 prints `started SHA PGID` as a build's command starts and `outcome JSON` as a build ends. Each build first takes
@@ -21,11 +22,19 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from bisector.workers.build_ahead import AheadStatus, BuildAheadJob, BuildAheadOutcome
+from bisector.vocab.errors import RepoError
+from bisector.vocab.gitrepo import GitRepo
+from bisector.workers.build_ahead import (
+    ORDERS_PIPE_BYTES,
+    AheadStatus,
+    BuildAheadJob,
+    BuildAheadOutcome,
+    with_changes,
+)
 from bisector.workers.build_slots import LOOK_S, SLOTS_VARIABLE, slot_count, take_slot
 from bisector.workers.images.builder import BuildJob, Evict, ImageBuilder, PreparedImage
 from bisector.workers.images.cache import ImageCache
-from bisector.workers.images.key import ImageRecipe
+from bisector.workers.images.key import ImageRecipe, base_environment
 from bisector.workers.output import StepLog
 from bisector.workers.process import CancelSignal
 
@@ -81,9 +90,11 @@ def build(
     on_start: Callable[[int], None],
     cache: ImageCache | None = None,
     evict: Evict | None = None,
+    opened: GitRepo | None = None,
 ) -> BuildAheadOutcome:
     """Make job's image as a step would (reused when it is there already) in cache (default: this host's), then let
-    go of it; on_start hears the process group of each command the build starts; evict: as ImageBuilder's."""
+    go of it; on_start hears the process group of each command the build starts; evict: as ImageBuilder's;
+    opened: job's repository, opened already."""
     recipe = ImageRecipe(job.mode, job.inputs, job.max_bytes, job.artifact, job.patches)
     with Path(job.log_path).open("ab", buffering=0) as log_file:
         log = StepLog(log_file)
@@ -99,6 +110,7 @@ def build(
         build_job = BuildJob(
             job.repo, job.sha, job.build_cmd, recipe, job.env, log, job.timeout_s, should_cancel=cancel.is_set,
             on_start=on_start, cancel_fd=cancel.fileno(), infra_patterns=job.infra_patterns, keep_failure=False,
+            opened=opened,
         )  # fmt: skip
         try:
             with ImageBuilder(cache, evict).prepare(build_job) as prepared:
@@ -127,36 +139,46 @@ class BuildServer:
     """The builds of this process, each in a thread with its own cancel signal; output lines are whole."""
 
     def __init__(self) -> None:
+        base_environment()  # every build's key needs it: read once here, not by each of the builds started together
         self.eviction = SharedEviction(ImageCache())
         self.cancels: dict[str, CancelSignal] = {}
+        self.repos: dict[str, GitRepo] = {}  # path -> the repository, opened as its first build is ordered
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()  # the cancels, ending, and stdout
         self.ending = False  # every build cancelled: those asked for later too
         self.input_ended = threading.Event()
         self.signalled = False
 
-    def command(self, line: bytes) -> None:
+    def command(self, line: bytes, released: threading.Event) -> None:
+        """Carry out one order; a build waits for released (set once the orders that came with it are taken in)."""
         order = json.loads(line)
         if "stop" in order:
             with self.lock:
                 if (cancel := self.cancels.get(order["stop"])) is not None:
                     cancel.set()
             return
-        job = BuildAheadJob.from_json(order["build"])
+        job = BuildAheadJob.from_json({**order["build"], "env": with_changes(os.environ, order["build"]["env"])})
+        if job.repo not in self.repos:
+            with contextlib.suppress(RepoError):  # each build opens it then, and fails as a step would
+                self.repos[job.repo] = GitRepo(job.repo)
         cancel = CancelSignal()
         with self.lock:
             if self.ending:
                 cancel.set()
             self.cancels[job.sha] = cancel
-        thread = threading.Thread(target=self.run, args=(job, cancel), name=f"build-{job.sha[:12]}", daemon=True)
+        thread = threading.Thread(
+            target=self.run, args=(job, cancel, released), name=f"build-{job.sha[:12]}", daemon=True
+        )
         self.threads.append(thread)
         thread.start()
 
-    def run(self, job: BuildAheadJob, cancel: CancelSignal) -> None:
+    def run(self, job: BuildAheadJob, cancel: CancelSignal, released: threading.Event) -> None:
+        released.wait()
         try:
             outcome = build(
-                job, cancel, on_start=lambda pgid: self.say(f"started {job.sha} {pgid}"), evict=self.eviction
-            )
+                job, cancel, on_start=lambda pgid: self.say(f"started {job.sha} {pgid}"), evict=self.eviction,
+                opened=self.repos.get(job.repo),
+            )  # fmt: skip
         except Exception as exc:  # any failure is this build's, told to the coordinator
             detail = f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS]
             outcome = BuildAheadOutcome(job.sha, AheadStatus.ERROR, detail=detail)
@@ -169,14 +191,19 @@ class BuildServer:
         with self.lock:
             print(line, flush=True)
 
-    def read_commands(self) -> None:
-        """Until end of file, unbuffered (a thread blocked here holds no lock the interpreter's exit needs)."""
+    def read_commands(self, fd: int = 0) -> None:
+        """From fd until end of file, unbuffered (a thread blocked here holds no lock the interpreter's exit needs).
+        The builds ordered together start once all of them are taken in: a build's own work would hold up the rest."""
         pending = b""
-        while chunk := os.read(0, 65536):
+        while chunk := os.read(fd, ORDERS_PIPE_BYTES):
             *lines, pending = (pending + chunk).split(b"\n")
-            for line in lines:
-                if line.strip():
-                    self.command(line)
+            released = threading.Event()
+            try:
+                for line in lines:
+                    if line.strip():
+                        self.command(line, released)
+            finally:
+                released.set()
         self.input_ended.set()
 
     def end(self) -> None:

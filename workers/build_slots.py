@@ -7,6 +7,7 @@ of the GPU leases (workers/gpu_leases.py); the kernel drops it when its holder e
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from bisector.workers.gpu_leases import lock_dir, try_lock
 SLOTS_VARIABLE = "BISECT_BUILD_AHEAD_SLOTS"
 CPUS_PER_SLOT = 16  # the default: one build ahead per 16 CPUs of the host, at least 2
 LOOK_S = 0.5  # how often a build waiting for a slot looks again
+_first_slots = itertools.count()
 
 
 def slot_count() -> int:
@@ -30,9 +32,10 @@ def take_slot(should_stop: Callable[[], bool], waiting: Callable[[], None] = lam
     """Wait for a free slot and return the descriptor holding it (closing it, or the process's end, frees it), or
     None once should_stop() says so. waiting: called once, when every slot is taken."""
     directory, count, told = lock_dir(), slot_count(), False
+    first = next(_first_slots)  # builds started together look from different slots, not all from the first
     while True:
-        for index in range(count):
-            if (fd := try_lock(directory / f"build-ahead-{index}.lock")) is not None:
+        for index in range(first, first + count):
+            if (fd := try_lock(directory / f"build-ahead-{index % count}.lock")) is not None:
                 return fd
         if should_stop():
             return None

@@ -136,9 +136,11 @@ def _sweep(parent: Path) -> None:
     """End the cgroups of workers that died without ending them (SIGKILLed with their coordinator): their tests
     would run on as orphans. A cgroup is its worker's while a process with the pid in its name lives."""
     try:
-        stale = [entry for entry in parent.glob("gpu-bisect-*-*") if not _alive(entry.name.split("-")[2])]
+        owners = {entry: entry.name.split("-")[2] for entry in parent.glob("gpu-bisect-*-*")}
     except OSError:
         return
+    living = {pid: _alive(pid) for pid in set(owners.values())}  # a worker has many: each is looked up once
+    stale = [entry for entry, pid in owners.items() if not living[pid]]
     for entry in stale:
         with _claimed(entry, wait_s=0.0) as held:
             if held:  # else its worker's reaper, or another step's sweep, is ending it

@@ -44,9 +44,18 @@ _IDLE_LOOK_S = 0.1  # how often an idle worker looks whether a stop signal came
 
 
 def _worker_main(
-    name: str, gpus: tuple[int, ...], repo: str, slot_index: int, conn: Connection, environ: dict[str, str], cwd: str
+    name: str,
+    gpus: tuple[int, ...],
+    repo: str,
+    slot_index: int,
+    conn: Connection,
+    environ: dict[str, str],
+    cwd: str,
+    worktree_first: bool,
 ) -> None:
-    """The loop of one worker process: run each request it is sent, send back its result.
+    """The loop of one worker process: run each request it is sent, send back its result. worktree_first: check out
+    the slot's worktree before the first request comes (steps on images run in their image: a step that needs the
+    worktree makes it then).
 
     It stops, killing its running test's process group (SIGTERM, grace, SIGKILL) and printing nothing, when the
     coordinator says so or its pipe closes (the coordinator died), and on SIGINT, SIGTERM or SIGHUP (a Ctrl-C or a
@@ -68,8 +77,9 @@ def _worker_main(
     with contextlib.suppress(RepoError, OSError):
         handle = GitRepo(repo)
         opened.append(handle)
-        handle.ensure_worktree(worktree, "HEAD")
-        clean_for = repo
+        if worktree_first:
+            handle.ensure_worktree(worktree, "HEAD")
+            clean_for = repo
     runner = StepRunner(WorkerSlot(name=name, gpus=gpus, worktree=worktree), clean_for=clean_for, opened=opened)
     inbox: queue.Queue[object] = queue.Queue()
     cancel_flag = stopping.cancel
@@ -192,8 +202,11 @@ class _Slot:
 
 
 class LocalExecutor(Executor):
-    def __init__(self, repo: str, workers: int, gpus_per_step: int | None = None) -> None:
+    def __init__(self, repo: str, workers: int, gpus_per_step: int | None = None, *, worktrees: bool = True) -> None:
+        """worktrees: whether steps run in the slots' worktrees (not on images), so that each worker checks its
+        out as it starts."""
         self._repo = repo
+        self._worktrees = worktrees
         GitRepo(repo).prune_worktrees()
         # Workers fork from a server that has imported this module once (`bisect start` boots it early).
         self._context = boot_fork_server()
@@ -225,7 +238,7 @@ class LocalExecutor(Executor):
         parent, child = self._context.Pipe()
         process = self._context.Process(
             target=_worker_main,
-            args=(name, gpus, self._repo, index, child, dict(os.environ), os.getcwd()),
+            args=(name, gpus, self._repo, index, child, dict(os.environ), os.getcwd(), self._worktrees),
             name=f"bisect-{name}",
             daemon=True,
         )

@@ -176,7 +176,7 @@ class StepRunner:
         job = BuildJob(
             request.repo, request.sha, request.build_cmd, recipe, step.env, log, step.time_left_s(),
             should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
-            infra_patterns=request.metric.infra_patterns, peer=step.image_peer,
+            infra_patterns=request.metric.infra_patterns, peer=step.image_peer, opened=self._repo(request.repo),
         )  # fmt: skip
         asked = time.monotonic()
         with ImageBuilder(ImageCache(self._image_root)).prepare(job) as prepared, contextlib.ExitStack() as stack:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from bisector.core.options import ExecutorKind
+from bisector.core.options import ExecutorKind, ImageMode
 from bisector.core.spec import BisectSpec
 from bisector.db.engine import missing_sqlite_file
 from bisector.db.store import Store
@@ -32,7 +32,7 @@ def make_executor(spec: BisectSpec) -> Executor:
     if where.kind is ExecutorKind.LOCAL:
         from bisector.workers.local import LocalExecutor
 
-        return LocalExecutor(spec.repo, where.workers, where.gpus_per_step)
+        return LocalExecutor(spec.repo, where.workers, where.gpus_per_step, worktrees=where.image is ImageMode.NONE)
     if where.kind is ExecutorKind.RAY:
         from bisector.workers.ray_executor import RayExecutor
 

@@ -9,19 +9,23 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 from bisect_helpers import processes_with, run_cli, start_cli, wait_for
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from image_repo import BUILD_CMD, METRIC, ImageRepo, commit, git, make_image_repo
 
 from bisector.vocab.patches import Patch, PatchKind
-from bisector.workers.build_ahead import AheadStatus, BuildAhead
-from bisector.workers.build_ahead_child import SharedEviction
+from bisector.workers.build_ahead import AheadStatus, BuildAhead, BuildAheadJob, env_changes, with_changes
+from bisector.workers.build_ahead_child import BuildServer, SharedEviction
+from bisector.workers.build_slots import take_slot
 from bisector.workers.executor import StepRequest
 from bisector.workers.images.cache import ImageCache, ImageStatus, images_root
 from bisector.workers.images.key import ImageRecipe, image_key
+from bisector.workers.process import CancelSignal
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 
@@ -300,4 +304,103 @@ def test_an_image_built_ahead_has_the_bisect_s_patches_so_a_patched_step_finds_i
     unpatched = image_key(str(repo.path), repo.shas[1], BUILD_CMD, ImageRecipe("venv")).id
     assert outcome.image.id == patched != unpatched  # the key a patched step looks up, never an unpatched step's
     assert (Path(outcome.image.path) / "src" / "PATCHED.txt").read_text() == "from the patch\n"
+    ahead.close()
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # a loaded CI host draws slowly
+@given(
+    env=st.dictionaries(st.sampled_from("ABCDE"), st.sampled_from(["", "1", "x y"])),
+    base=st.dictionaries(st.sampled_from("ABCDE"), st.sampled_from(["", "1", "x y"])),
+)
+def test_an_environment_sent_as_its_changes_to_the_child_s_own_is_the_same_environment(
+    env: dict[str, str], base: dict[str, str]
+):
+    assert with_changes(base, env_changes(env, base)) == env
+
+
+def test_a_build_ahead_sees_the_environment_its_step_would_not_the_coordinator_s_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Orders carry the variables that differ from the child's environment, which is the builder's base env."""
+    repo = make_image_repo(tmp_path / "repo", (10, 10))
+    monkeypatch.setenv("ONLY_IN_THE_COORDINATOR", "leaks")
+    base = {name: value for name, value in os.environ.items() if name != "ONLY_IN_THE_COORDINATOR"}
+    ahead = BuildAhead(1, base_env={**base, "ONLY_IN_THE_BASE": "from the base"})
+    dump = tmp_path / "env"
+    request = replace(
+        _request(repo.path, repo.shas[1], tmp_path, FROM_THE_SPEC="from the spec"),
+        build_cmd=f"env > {dump}; {BUILD_CMD}",
+    )
+    ahead.want([request], still_needed)
+    wait_for(lambda: bool(ahead.reap()), what="the build to end")
+    ahead.close()
+    seen = dict(line.split("=", 1) for line in dump.read_text().splitlines() if "=" in line)
+    assert seen["ONLY_IN_THE_BASE"] == "from the base"
+    assert seen["FROM_THE_SPEC"] == "from the spec"
+    assert seen["BISECT_SHA"] == repo.shas[1]
+    assert "ONLY_IN_THE_COORDINATOR" not in seen
+
+
+class TakenInFirst(BuildServer):
+    """Records, as each build starts its work, how many of the builds ordered were taken in by then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken_in_at_start: list[int] = []
+
+    def run(self, job: BuildAheadJob, cancel: CancelSignal, released: threading.Event) -> None:
+        released.wait()
+        with self.lock:
+            self.taken_in_at_start.append(len(self.cancels))
+
+
+def test_the_builds_ordered_together_start_their_work_once_all_of_them_are_taken_in(tmp_path: Path):
+    """Started one by one, each build's own work would hold up the intake of the next (one interpreter for all)."""
+    job = BuildAheadJob(
+        repo=str(tmp_path), sha="", build_cmd="true", mode="venv", inputs=(), max_bytes=1 << 30, artifact=None,
+        env={}, timeout_s=60, infra_patterns=(), log_path=str(tmp_path / "log"),
+    )  # fmt: skip
+    orders = [json.dumps({"build": {**asdict(replace(job, sha=f"{i:040x}")), "patches": []}}) for i in range(8)]
+    read, write = os.pipe()
+    os.write(write, "".join(f"{order}\n" for order in orders).encode())
+    os.close(write)
+    server = TakenInFirst()
+    server.read_commands(read)
+    os.close(read)
+    for thread in server.threads:
+        thread.join()
+    assert server.taken_in_at_start == [len(orders)] * len(orders)
+
+
+def test_no_more_builds_ahead_hold_a_slot_at_once_than_the_host_has(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("BISECT_BUILD_AHEAD_SLOTS", "3")
+    held = [take_slot(lambda: True) for _ in range(3)]  # each looks from its own first slot, round the ring
+    assert None not in held
+    assert take_slot(lambda: True) is None  # every slot taken: it would wait
+    os.close(held.pop(1))  # type: ignore[arg-type]
+    held.append(take_slot(lambda: True))
+    assert None not in held
+    for fd in held:
+        os.close(fd)  # type: ignore[arg-type]
+
+
+def test_a_pass_of_orders_goes_out_while_the_build_ahead_process_is_busy(tmp_path: Path):
+    """The coordinator's loop never waits for the child to read: a pass of dozens of orders (about 1 KB each) fits
+    its stdin. A stopped child stands for a busy one; the bound is a safety net against a hang."""
+    repo = make_image_repo(tmp_path / "repo", (10, 10, 10))
+    ahead = BuildAhead(2)
+    ahead.want([replace(_request(repo.path, repo.shas[1], tmp_path), build_cmd="sleep 629")], still_needed)
+    child = ahead.running[repo.shas[1]].proc
+    child.send_signal(signal.SIGSTOP)
+    try:
+        big = {"BIG_1": "x" * 100_000, "BIG_2": "y" * 100_000}  # more than a default pipe holds
+        sending = threading.Thread(
+            target=ahead.want, args=([replace(_request(repo.path, repo.shas[2], tmp_path, **big), build_cmd="true")],
+                                     still_needed),
+        )  # fmt: skip
+        sending.start()
+        sending.join(timeout=120)
+        assert not sending.is_alive()
+    finally:
+        child.send_signal(signal.SIGCONT)
     ahead.close()

@@ -26,11 +26,14 @@ from bisector.workers.images.cache import images_root
 WORKERS = 3
 EVERY_WAY = WORKERS * (WORKERS + 1)  # the next round for each of the 4 ways a round of 3 probes ends
 # Each build logs who made it. A build ahead then waits until the builds ahead of the 3 ways the first round did
-# not end have been stopped (each says so in STOPPED as it is), so that they are still running when its results
-# come, and those of the way it did end finish only after that. The loops' bounds are safety nets.
-BUILD = f"""echo "$BISECT_WORKER $(cat counter.txt)" >> "$BUILD_LOG"
-if [ "$BISECT_WORKER" = {BUILD_WORKER} ]; then  # TOKEN
+# not end have been stopped (each says so in STOPPED as it is: its trap is set before it logs, so that one stopped
+# as soon as it logged says so too), so that they are still running when its results come, and those of the way it
+# did end finish only after that. The loops' bounds are safety nets.
+BUILD = f"""if [ "$BISECT_WORKER" = {BUILD_WORKER} ]; then  # TOKEN
   trap 'echo "$(cat counter.txt)" >> "$STOPPED"; exit 1' TERM
+fi
+echo "$BISECT_WORKER $(cat counter.txt)" >> "$BUILD_LOG"
+if [ "$BISECT_WORKER" = {BUILD_WORKER} ]; then
   for i in $(seq 3000); do
     [ "$(cat "$STOPPED" 2>/dev/null | wc -l)" -ge {EVERY_WAY - WORKERS} ] && break; sleep 0.1
   done

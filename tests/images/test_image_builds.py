@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +14,9 @@ import pytest
 from image_repo import commit, image_request, make_image_repo
 
 from bisector.vocab.domain import ErrorKind, Verdict
+from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.metric import Expectation, MetricSpec
+from bisector.workers.images.builder import SEED_PTH, make_venv, uv_binary
 from bisector.workers.images.cache import RUNS, ImageCache, ImageManifest, ImageStatus, images_root
 from bisector.workers.images.key import ImageRecipe, image_key
 from bisector.workers.step import StepRunner, WorkerSlot
@@ -67,6 +71,8 @@ def test_the_whole_tree_is_the_key_when_the_recipe_names_no_inputs(tmp_path: Pat
     narrow = [image_key(str(repo.path), sha, "bash build.sh", some).id for sha in repo.shas]
     assert narrow[0] == narrow[1] != narrow[2]
     assert image_key(str(repo.path), repo.shas[0], "bash build.sh --other", some).id != narrow[0]
+    opened = GitRepo(repo.path)  # a worker's or the build-ahead process's handle: the same keys
+    assert [image_key(str(repo.path), sha, "bash build.sh", some, opened).id for sha in repo.shas] == narrow
 
 
 def test_an_adjacent_commit_compiles_through_the_shared_compiler_cache(tmp_path: Path):
@@ -240,3 +246,43 @@ def test_what_a_test_writes_stays_out_of_the_image_later_steps_run_on(tmp_path: 
     image = ImageCache().image_dir(results[0].image.id)
     assert not (image / "src" / "out").exists()
     assert list((image / "runs").iterdir()) == []  # each test's copy went with its step
+
+
+def _venv_files(venv: Path) -> dict[str, tuple[object, ...]]:
+    """Each entry of a venv: its kind, mode and content (a link's target), its own folder's path written as VENV."""
+    files: dict[str, tuple[object, ...]] = {}
+    for path in sorted(venv.rglob("*")):
+        name = str(path.relative_to(venv))
+        if path.is_symlink():
+            files[name] = ("link", os.readlink(path).replace(str(venv), "VENV"))
+        elif path.is_file():
+            files[name] = ("file", path.stat().st_mode, path.read_bytes().replace(str(venv).encode(), b"VENV"))
+        else:
+            files[name] = ("dir", path.stat().st_mode)
+    return files
+
+
+def test_an_image_s_venv_is_the_one_uv_makes_at_its_path_seeded_with_the_base_s_packages(tmp_path: Path):
+    templates = tmp_path / "templates"
+    first, second = tmp_path / "one" / "venv", tmp_path / "two" / "venv"
+    make_venv(first, templates)
+    make_venv(second, templates)  # from the same copy of uv's venv
+    by_uv = tmp_path / "uv" / "venv"
+    subprocess.run([uv_binary(), "venv", "--quiet", "--python", sys.executable, str(by_uv)], check=True)
+    expected = _venv_files(by_uv)
+    seed = next(name for name in _venv_files(first) if name.endswith(SEED_PTH))
+    for venv in (first, second):
+        files = _venv_files(venv)
+        assert files.pop(seed)[0] == "file"
+        assert files == expected
+        prefix = subprocess.run([venv / "bin" / "python", "-c", "import sys, sqlalchemy; print(sys.prefix)"],
+                                capture_output=True, text=True, check=True)  # fmt: skip
+        assert prefix.stdout.strip() == str(venv)
+    assert len(list(templates.iterdir())) == 1  # one venv made by uv, nothing left of its making
+    moved = templates.rename(tmp_path / "moved")  # the cache root renamed between runs
+    third = tmp_path / "three" / "venv"
+    make_venv(third, moved)
+    assert str(templates).encode() not in b"".join(
+        path.read_bytes() for path in third.rglob("*") if path.is_file() and not path.is_symlink()
+    )
+    assert _venv_files(third) == _venv_files(first) | {seed: _venv_files(third)[seed]}

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
 import shutil
 import site
 import subprocess
 import sys
 import sysconfig
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -42,11 +45,21 @@ from bisector.workers.images.cache import (
 )
 from bisector.workers.images.contents import Contents, ImageDamageError, check_contents, record_contents
 from bisector.workers.images.key import ImageKey, ImageRecipe, image_key
-from bisector.workers.images.transfer import CopyStoppedError, ImageCopyError, ImagePeer, base_python, receive, relocate
+from bisector.workers.images.transfer import (
+    CopyStoppedError,
+    ImageCopyError,
+    ImagePeer,
+    base_python,
+    receive,
+    relocate,
+    relocate_listed,
+)
 from bisector.workers.output import StepLog
 from bisector.workers.process import run_shell
 
 Evict = Callable[[int, frozenset[str]], list[str]]  # (max bytes, images kept) -> the ids removed
+_MAKING_TEMPLATE = threading.Lock()
+VENV_TEMPLATES = ".venvs"  # in the cache root: the venv uv made for each interpreter, copied into each image
 SEED_PTH = "_gpu_bisect_base.pth"  # makes the base environment's packages (torch) importable in an image's venv
 
 
@@ -88,6 +101,7 @@ class BuildJob:
     infra_patterns: tuple[str, ...] = ()  # a failed build printing one is infrastructure: an error, no record
     peer: ImagePeer | None = None  # a node that may hold the image: copied from there rather than built
     keep_failure: bool = True  # False (a build ahead): a failed build leaves nothing, and the step builds it again
+    opened: GitRepo | None = None  # repo, opened already by the caller (a worker's, the build-ahead process's)
 
 
 class ImageBuilder:
@@ -100,7 +114,8 @@ class ImageBuilder:
     @contextlib.contextmanager
     def prepare(self, job: BuildJob) -> Iterator[PreparedImage]:
         """Yield the ready image of job's commit (reused or built now), held shared until the block ends."""
-        key = image_key(job.repo, job.sha, job.build_cmd, job.recipe)
+        opened = job.opened or GitRepo(job.repo)
+        key = image_key(job.repo, job.sha, job.build_cmd, job.recipe, opened)
         deadline = time.monotonic() + job.timeout_s
         while True:
             manifest = self.cache.manifest(key.id)
@@ -131,7 +146,9 @@ class ImageBuilder:
                     if shared:  # it was removed, found damaged or is rebuilt meanwhile: look again
                         continue
                     replaced = current.damage if current is not None and current.status is ImageStatus.DAMAGED else ""
-                    prepared = self._copy(job, key, deadline, replaced) or self._build(job, key, deadline, replaced)
+                    prepared = self._copy(job, key, deadline, replaced) or self._build(
+                        job, opened, key, deadline, replaced
+                    )
                     if prepared.ready:
                         lock_shared(fd)
                     yield prepared
@@ -208,11 +225,10 @@ class ImageBuilder:
         )  # fmt: skip
         return self._made(job, ready, f"copied from {offer.node}", source="copied")
 
-    def _build(self, job: BuildJob, key: ImageKey, deadline: float, replaced: str) -> PreparedImage:
+    def _build(self, job: BuildJob, repo: GitRepo, key: ImageKey, deadline: float, replaced: str) -> PreparedImage:
         folder = self.cache.image_dir(key.id)
         remove_tree(folder)  # what a killed builder left
         remove_tree(incoming_dir(folder))  # and a killed copy
-        repo = GitRepo(job.repo)
         try:
             source = patched_tree(repo, job.sha, job.recipe.patches) if job.recipe.patches else job.sha
         except PatchError as exc:
@@ -230,7 +246,7 @@ class ImageBuilder:
             self.cache.write_manifest(building)
             repo.export_tree(source, folder / "src")
             if job.recipe.mode == "venv":
-                make_venv(folder / "venv")
+                make_venv(folder / "venv", self.cache.root / VENV_TEMPLATES)
         except (OSError, subprocess.CalledProcessError, RepoError) as exc:
             remove_tree(folder)
             return PreparedImage(error=f"could not prepare image {key.id} at {job.sha[:12]}: {_describe(exc)}")
@@ -386,6 +402,7 @@ def artifact_wheels(location: str) -> list[str]:
     return [str(local)] if local.is_file() else []
 
 
+@functools.cache
 def uv_binary() -> str:
     """The uv executable: the `uv` package's, else the first on PATH (a package installed with --target keeps
     its binary where find_uv_bin does not look)."""
@@ -407,17 +424,76 @@ def incoming_dir(folder: Path) -> Path:
     return folder.with_name(f"{INCOMING_PREFIX}{folder.name}")
 
 
-def make_venv(venv: Path) -> None:
-    """A venv of this interpreter made with uv, seeded with this environment's packages (a .pth after its own
-    site-packages), so the base's torch is used, not downloaded again; packages the build installs come first."""
-    subprocess.run(
-        [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(venv)],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
+def make_venv(venv: Path, templates: Path) -> None:
+    """A venv of this interpreter as uv makes it, seeded with this environment's packages (a .pth after its own
+    site-packages), so the base's torch is used, not downloaded again; packages the build installs come first.
+
+    The first venv of an interpreter and uv is made by uv and kept in templates (with its files naming its folder
+    rewritten to name the template's); later ones are copies of that one, rewritten to name their own folder: uv
+    spends about 12 ms of CPU on a venv, a copy a few, and the images built ahead of a round are made dozens at
+    once. A template is named after the interpreter, uv's binary and templates' path, so that another uv or
+    Python, or a moved cache root, gets a template of its own."""
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    template = templates / _template_name(str(templates))
+    if not template.is_dir():
+        with _MAKING_TEMPLATE:  # the builds started together wait for one venv, not make one each
+            if not template.is_dir():
+                subprocess.run(
+                    [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(venv)],
+                    check=True, capture_output=True, text=True,
+                )  # fmt: skip
+                _keep_as_template(venv, template)
+    if not venv.exists():
+        subprocess.run(["cp", "-a", str(template), str(venv)], check=True, capture_output=True, text=True)
+        relocate_listed(venv, _naming_folder(template), str(template), str(venv))
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    site_packages = venv / "lib" / version / "site-packages"
+    (venv / "lib" / version / "site-packages" / SEED_PTH).write_text(_base_site_paths())
+
+
+def _keep_as_template(venv: Path, template: Path) -> None:
+    """A copy of a venv uv just made, naming template, renamed into place (another process's, made meanwhile, is
+    the same)."""
+    template.parent.mkdir(parents=True, exist_ok=True)
+    making = Path(tempfile.mkdtemp(prefix=f".{template.name}-", dir=template.parent))
+    try:
+        subprocess.run(["cp", "-a", str(venv), str(making / "venv")], check=True, capture_output=True, text=True)
+        relocate(making / "venv", str(venv), str(template))
+        with contextlib.suppress(OSError):
+            (making / "venv").rename(template)
+    finally:
+        remove_tree(making)
+
+
+@functools.cache
+def _naming_folder(folder: Path) -> tuple[str, ...]:
+    """The files and links below folder that name it (a venv's activate scripts)."""
+    named = str(folder)
+    return tuple(
+        str(path.relative_to(folder))
+        for path in folder.rglob("*")
+        if (
+            os.readlink(path).startswith(named)
+            if path.is_symlink()
+            else path.is_file() and named.encode() in path.read_bytes()
+        )
+    )
+
+
+@functools.cache
+def _template_name(templates: str) -> str:
+    """The template's name: its files name the folder it was made in (a cache root moved since makes another)."""
+    uv = Path(uv_binary())
+    made_by = uv.stat()
+    made_with = f"{Path(sys.executable).resolve()} {sys.version} {uv.resolve()} {made_by.st_size} {made_by.st_mtime_ns}"
+    key = f"{templates} {made_with}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+@functools.cache
+def _base_site_paths() -> str:
+    """The .pth lines that make this environment's packages importable from a venv."""
     seeds = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
-    (site_packages / SEED_PTH).write_text("".join(f"{path}\n" for path in seeds if Path(path).is_dir()))
+    return "".join(f"{path}\n" for path in seeds if Path(path).is_dir())
 
 
 def _describe(exc: BaseException) -> str:

@@ -8,8 +8,10 @@ vocab.paths.cache_dir()/images; resolved (a link to it stands for its target). L
 produced, workers/images/contents.py), `<id>/src` (the commit's tree and its build outputs), `<id>/venv`,
 `<id>/triton`, `<id>/inductor`, `<id>/runs` (the tests' private copies);
 `locks/<id>.lock` (flock: exclusive while the image is built or removed, shared while a step uses it);
-`ccache/` (the compiler cache every image shares); `.incoming-<id>` (a copy from another node being unpacked,
-under the image's exclusive lock; one whose lock is free was left by a killed copy, and the LRU pass removes it).
+`ccache/` (the compiler cache every image shares); `.venvs/<name>` (the venv uv made for an interpreter, which
+each image's venv is copied from: workers/images/builder.py); `.incoming-<id>` (a copy from another node being
+unpacked, under the image's exclusive lock; one whose lock is free was left by a killed copy, and the LRU pass
+removes it).
 
 The manifest is written atomically (a temporary file of the writing thread's own renamed over it); an image is
 usable only when its manifest says ready. A lock dies with its holder, so a builder killed mid-build leaves a

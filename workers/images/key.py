@@ -5,12 +5,12 @@ Two commits whose recipe inputs are the same tree get the same key, so the secon
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sys
 import sysconfig
 from dataclasses import asdict, dataclass, field
-from functools import cache
 from importlib import metadata
 from pathlib import Path
 
@@ -31,7 +31,7 @@ class ImageKey:
     recipe: str  # hash of the build command, the mode, the declared inputs, the artifact and the patches
     base_env: dict[str, str] = field(default_factory=dict)  # python, interpreter prefix, torch/triton/CUDA versions
 
-    @property
+    @functools.cached_property
     def id(self) -> str:
         text = json.dumps(asdict(self), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -50,34 +50,33 @@ def recipe_hash(build_cmd: str | None, recipe: ImageRecipe) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def image_key(repo: str, sha: str, build_cmd: str | None, recipe: ImageRecipe) -> ImageKey:
+def image_key(
+    repo: str, sha: str, build_cmd: str | None, recipe: ImageRecipe, opened: GitRepo | None = None
+) -> ImageKey:
+    """opened: repo opened already (not opened again here)."""
+    git_repo = opened or GitRepo(repo)
     return ImageKey(
-        repo=repository_identity(repo),
-        inputs_tree=inputs_tree(repo, sha, recipe.inputs),
+        repo=git_repo.origin_url() or str(Path(repo).resolve()),
+        inputs_tree=inputs_tree(git_repo, sha, recipe.inputs),
         recipe=recipe_hash(build_cmd, recipe),
         base_env=base_environment(),
     )
 
 
-def inputs_tree(repo: str, sha: str, inputs: tuple[str, ...]) -> str:
+def inputs_tree(repo: GitRepo, sha: str, inputs: tuple[str, ...]) -> str:
     """The tree (or blob) hash of each input at sha, combined; the commit's whole tree when there are none.
     An input absent at sha counts as absent (its own 'missing' mark), not as an error."""
-    git_repo = GitRepo(repo)
     if not inputs:
-        tree = git_repo.tree_hash(sha)
+        tree = repo.tree_hash(sha)
         if tree is None:
-            raise RepoError(f"no commit {sha[:12]} in {repo}")
+            raise RepoError(f"no commit {sha[:12]} in {repo.root}")
         return tree
-    hashes = [git_repo.tree_hash(sha, path) or "missing" for path in sorted(inputs)]
+    hashes = [repo.tree_hash(sha, path) or "missing" for path in sorted(inputs)]
     listing = "\n".join(f"{path} {tree}" for path, tree in zip(sorted(inputs), hashes, strict=True))
     return hashlib.sha256(listing.encode()).hexdigest()
 
 
-def repository_identity(repo: str) -> str:
-    return GitRepo(repo).origin_url() or str(Path(repo).resolve())
-
-
-@cache
+@functools.cache
 def base_environment() -> dict[str, str]:
     """The interpreter an image's venv is made from and the versions of the heavy packages it sees from the base
     environment, read from package metadata (torch is not imported)."""
