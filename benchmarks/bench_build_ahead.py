@@ -184,7 +184,11 @@ def print_table(results: list[dict[str, object]], runs: list[str]) -> None:
         for run in runs:
             mine = [r for r in results if r["case"] == case and r["run"] == run]
             cells.append(
-                " / ".join(f"{r['wall_s']} s" + (f" ({r['speedup_vs_git']}x)" if run != "git" else "") for r in mine)
+                " / ".join(
+                    f"{r['wall_s']} s"
+                    + (f" ({r['speedup_vs_git']}x)" if "speedup_vs_git" in r and run != "git" else "")
+                    for r in mine
+                )
             )
         print(f"| {case} | " + " | ".join(cells) + " |")
 
