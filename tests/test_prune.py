@@ -17,10 +17,11 @@ from bisector.report.json_report import report_json
 from bisector.report.model import BisectReport
 from bisector.report.pruning import pruned_why, pruning_lines
 from bisector.runner.coordinator import Coordinator, prepare_bisect
-from bisector.runner.prune_probe import plan_from_recording
+from bisector.runner.observer import SilentObserver
+from bisector.runner.prune_probe import probe_and_plan
+from bisector.runner.side_runs import SideRunner
 from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus, StepPurpose
-from bisector.vocab.gitrepo import GitRepo
 
 RUN = f"{sys.executable} bench.py"
 
@@ -78,17 +79,20 @@ def test_a_test_the_probe_cannot_follow_runs_unpruned_and_says_so(tmp_path: Path
     assert any("not pruned" in line for line in pruning_lines(BisectReport.load(store, record.id)))
 
 
-def test_a_probe_in_a_container_image_names_the_image_in_its_note(tmp_path: Path):
+def test_a_test_in_a_container_image_runs_no_probe_and_the_plan_names_the_image(tmp_path: Path, store: Store):
     history = culprit_history(tmp_path / "repo", 6, 3)
     good, bad = history.shas[0], history.shas[-1]
     spec = BisectSpec.from_options({"repo": str(history.path), "good": good, "bad": bad, "run": RUN,
-                                    "image_template": "registry.example/app:{short}"})  # fmt: skip
-    out = tmp_path / "probe"  # as the probe's folder comes back when its hook never ran in the container
-    out.mkdir()
-    plan = plan_from_recording(GitRepo(str(history.path)), spec, good, bad, history.shas[1:], out)
-    image = f"registry.example/app:{bad[:12]}"
+                                    "image_template": "registry.example/app:{short}", "prune": "auto"})  # fmt: skip
+    record = store.get_bisect(prepare_bisect(store, spec))
+
+    def no_probe_run(probe_spec: BisectSpec) -> SideRunner:
+        raise AssertionError("the probe ran in a container image, which its hook does not reach")
+
+    plan = probe_and_plan(store, no_probe_run, record, SilentObserver())
     assert not plan.applied
-    assert f"the probe followed no Python process of the test (it ran in container image {image}," in plan.note
+    image = f"registry.example/app:{bad[:12]}"
+    assert plan.note.startswith(f"not pruned: the test runs in container image {image}, which the probe's hook")
 
 
 def test_coverage_that_cannot_run_in_the_tests_python_leaves_the_search_unpruned(tmp_path: Path, store: Store):

@@ -5,10 +5,10 @@ processes opened, looked up or ran); what they recorded becomes repository paths
 are classified by what they change (bisector/core/prune.py). A build that could not be traced counts as reading any
 file but docs, and the plan's note says why.
 
-Where the probe cannot tell what the test sees, the plan is not applied and says why: the probe's step failed or
-was skipped, no Python process of the test was followed, coverage.py could not run in the test's Python, no
-recorded file belongs to the repository, or the test executed a file that is neither in the repository nor
-written by the run itself.
+Where the probe cannot tell what the test sees, the plan is not applied and says why: the test runs in a container
+image (the hook cannot reach it there, so no probe runs), the probe's step failed or was skipped, no Python process
+of the test was followed, coverage.py could not run in the test's Python, no recorded file belongs to the
+repository, or the test executed a file that is neither in the repository nor written by the run itself.
 """
 
 from __future__ import annotations
@@ -147,13 +147,10 @@ def _roots(recording: Recording, tracked: set[str]) -> list[str]:
     return sorted(roots, key=len, reverse=True)
 
 
-def visibility(
-    recording: Recording, tracked: set[str], spec: BisectSpec, container: str | None = None
-) -> Visibility | str:
-    """What the test and build can see, or why the probe cannot tell. container: the image the test ran in."""
+def visibility(recording: Recording, tracked: set[str], spec: BisectSpec) -> Visibility | str:
+    """What the test and build can see, or why the probe cannot tell."""
     if not recording.cwds:
-        inside = f" (it ran in container image {container}, which the probe's hook does not reach)" if container else ""
-        return f"the probe followed no Python process of the test{inside}"
+        return "the probe followed no Python process of the test"
     if recording.no_coverage:
         return f"coverage.py could not run in the test's Python ({recording.no_coverage[0]})"
     where = Attribution(recording, tracked)
@@ -215,26 +212,20 @@ def line_authors(repo: GitRepo, good: str, bad: str, recording: Recording, chang
 def plan_from_recording(repo: GitRepo, spec: BisectSpec, good: str, bad: str, shas: list[str], out: Path) -> PrunePlan:
     """The classification of the candidates from the probe's files in `out`."""
     recording = read_recording(out)
-    build = read_build_trace(out) if spec.test.build else None  # never with a container: its Containerfile builds
+    build = read_build_trace(out) if spec.test.build else None
     if isinstance(build, BuildTrace):
         recording.build = build
-    plan = _plan(repo, spec, good, bad, shas, recording, container_reference(spec.executor.image_template, bad))
-    if isinstance(build, str):
-        why = f"the build was not traced ({build}), so any file but docs may be its input"
-        return replace(plan, note=f"{plan.note}; {why}")
-    return plan
-
-
-def _plan(
-    repo: GitRepo, spec: BisectSpec, good: str, bad: str, shas: list[str], recording: Recording, container: str | None
-) -> PrunePlan:
-    seen = visibility(recording, repo.files(bad), spec, container)
+    seen = visibility(recording, repo.files(bad), spec)
     if isinstance(seen, str):
         return unpruned(seen)
     changes = repo.first_parent_changes(good, bad)
     changed = {c.path for cs in changes.values() for c in cs if not c.tree}
     authors = line_authors(repo, good, bad, recording, changed)
-    return plan_pruning(shas, changes, replace(seen, line_authors=authors))
+    plan = plan_pruning(shas, changes, replace(seen, line_authors=authors))
+    if isinstance(build, str):
+        why = f"the build was not traced ({build}), so any file but docs may be its input"
+        return replace(plan, note=f"{plan.note}; {why}")
+    return plan
 
 
 def probe_and_plan(
@@ -245,6 +236,9 @@ def probe_and_plan(
     spec = BisectSpec.from_json(record.spec)
     if spec.test.paths:
         return unpruned("the paths after -- chose the candidates already")
+    if image := container_reference(spec.executor.image_template, record.bad):
+        # only the worktree is mounted in the image, and the hook's PYTHONPATH would replace the image's own
+        return unpruned(f"the test runs in container image {image}, which the probe's hook does not reach")
     out = log_dir(store.identity, record.id) / "probe"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
