@@ -337,7 +337,7 @@ class BisectReport:
         if side:
             parts.append("besides: " + ", ".join(side))
         if built := self.records.built_ahead:
-            tested = len(set(built) & {s.sha for s in self.search_steps})
+            tested = len(set(built) & {s.sha for s in self.search_steps if s.verdict is not Verdict.CANCELLED})
             parts.append(f"{len(built)} image(s) built ahead of their steps, {tested} of them then tested")
         took = "still running" if self.wall_s is None else f"took {self.wall_s:.1f} s"
         time_line = (

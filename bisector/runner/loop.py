@@ -312,8 +312,9 @@ class SearchLoop:
         made = [o.sha for o in outcomes if o.status is AheadStatus.READY]
         stopped = sum(1 for o in outcomes if o.status is AheadStatus.CANCELLED)
         if made or stopped:
-            ledger = self.core.ledger  # a commit built ahead was untested: a history now means a step tested it
-            used = sum(1 for sha in made if ledger.position[sha] in ledger.histories)
+            ledger = self.core.ledger  # a commit built ahead was untested: a result now means a step tested it
+            histories = [ledger.histories.get(ledger.position[sha]) for sha in made]
+            used = sum(1 for history in histories if history is not None and history.results({}))
             self.observer.note(
                 f"images built ahead of their steps this run: {len(made)}, {used} of them then tested; "
                 f"{stopped} build(s) stopped once the search no longer needed them"
