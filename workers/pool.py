@@ -115,11 +115,13 @@ class SlotPool:
         with self._lock:
             self._changed.notify_all()
 
-    def interrupt(self, bisect_id: int) -> None:
-        """The bisect (or its rerun) was cancelled: from now on its views, its job's and its rerun's, are offered no
-        worker (their coordinators, waiting for a first slot, go on to see the cancel)."""
+    def interrupt(self, bisect_id: int, *, rerun_only: bool = False) -> None:
+        """The bisect (or only its rerun) was cancelled: from now on its views, its job's and its rerun's (or the
+        rerun's alone), are offered no worker (their coordinators, waiting for a first slot, go on to see the
+        cancel). An ended bisect's job may still be running its explanation through its view: rerun_only then."""
+        keys = [ViewKey(bisect_id, rerun=True)] if rerun_only else [ViewKey(bisect_id), ViewKey(bisect_id, rerun=True)]
         with self._lock:
-            for key in (ViewKey(bisect_id), ViewKey(bisect_id, rerun=True)):
+            for key in keys:
                 if (view := self._views.get(key)) is not None:
                     view.interrupted = True
             self._changed.notify_all()

@@ -15,6 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bisector.core.judge import RESULT_VERDICTS
 from bisector.core.ledger import EVIDENCE_PURPOSES, Ledger
 from bisector.core.records import EndpointCheck, SearchRecords
 from bisector.core.spec import BisectSpec
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from bisector.analysis import Explanation
 
 FAILED_VERDICTS = (Verdict.ERROR, Verdict.SKIP)
+TESTED_VERDICTS = (*RESULT_VERDICTS, Verdict.SKIP)  # a step that ended on one tested its commit (as the ledger counts)
 SIDE_RUN_WORDS = {
     StepPurpose.TRACE: "traced re-run(s) for the explanation",
     StepPurpose.CONFIRM: "confirmation run(s) of the first bad commit and its parent",
@@ -337,7 +339,7 @@ class BisectReport:
         if side:
             parts.append("besides: " + ", ".join(side))
         if built := self.records.built_ahead:
-            tested = len(set(built) & {s.sha for s in self.search_steps if s.verdict is not Verdict.CANCELLED})
+            tested = len(set(built) & {s.sha for s in self.search_steps if s.verdict in TESTED_VERDICTS})
             parts.append(f"{len(built)} image(s) built ahead of their steps, {tested} of them then tested")
         took = "still running" if self.wall_s is None else f"took {self.wall_s:.1f} s"
         time_line = (

@@ -137,13 +137,16 @@ class JobScheduler:
         if record.status.is_terminal() and rerun is None:
             raise StateError(f"bisect {bisect_id} is already {record.status.value}")
         status = record.status
-        if not status.is_terminal():
+        ended = status.is_terminal()
+        if not ended:
             self.store.set_status(bisect_id, BisectStatus.CANCELLED, finished=self.now(), message=CANCEL_MESSAGE)
             store_missing_candidates(self.store, record)
             status = BisectStatus.CANCELLED
         if rerun is not None:
             rerun.cancelled.set()
-        self.pool.interrupt(bisect_id)  # a coordinator still waiting for its first slot sees the cancel now
+        # A coordinator still waiting for its first slot sees the cancel now; an ended bisect's job keeps its view
+        # (it may still be explaining its culprit).
+        self.pool.interrupt(bisect_id, rerun_only=ended)
         if job.state is JobState.QUEUED:
             with self._lock:
                 if bisect_id not in self._threads:
@@ -233,7 +236,7 @@ class JobScheduler:
         def view(spec: BisectSpec) -> Executor:
             opened = self.pool.view(bisect_id, priority, rerun=True)
             if cancelled.is_set():  # the cancel's interrupt came before the view was there
-                self.pool.interrupt(bisect_id)
+                self.pool.interrupt(bisect_id, rerun_only=True)
             return opened
 
         try:

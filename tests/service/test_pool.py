@@ -204,6 +204,15 @@ def test_interrupt_ends_the_wait_of_a_cancelled_bisect(pool: SlotPool, repo: Pat
     assert answers == [[]]
 
 
+def test_interrupting_only_a_rerun_leaves_its_bisects_job_a_worker(pool: SlotPool, repo: Path, tmp_path: Path) -> None:
+    # An ended bisect's job may still be explaining its culprit through its view when its rerun is cancelled.
+    job = pool.view(2)
+    rerun = pool.view(2, rerun=True)
+    pool.interrupt(2, rerun_only=True)
+    assert rerun.free_workers() == []
+    assert job.free_workers()
+
+
 def test_a_view_holding_nothing_preempts_the_newest_speculative_step_of_the_view_most_over_its_share(
     pool: SlotPool, repo: Path, tmp_path: Path
 ) -> None:
