@@ -286,3 +286,13 @@ def test_an_image_s_venv_is_the_one_uv_makes_at_its_path_seeded_with_the_base_s_
         path.read_bytes() for path in third.rglob("*") if path.is_file() and not path.is_symlink()
     )
     assert _venv_files(third) == _venv_files(first) | {seed: _venv_files(third)[seed]}
+
+
+def test_a_venv_template_that_cannot_be_kept_leaves_the_image_s_venv_made(tmp_path: Path):
+    templates = tmp_path / "templates"
+    templates.write_text("a file where the templates' folder would be")  # the template's copy fails (OSError)
+    venv = tmp_path / "one" / "venv"
+    make_venv(venv, templates)
+    done = subprocess.run([venv / "bin" / "python", "-c", "import sys; print(sys.prefix)"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert done.stdout.strip() == str(venv)

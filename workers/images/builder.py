@@ -59,6 +59,7 @@ from bisector.workers.process import run_shell
 
 Evict = Callable[[int, frozenset[str]], list[str]]  # (max bytes, images kept) -> the ids removed
 _MAKING_TEMPLATE = threading.Lock()
+UV_VENV_TIMEOUT_S = 300  # one hung uv would hold every build of the process behind _MAKING_TEMPLATE
 VENV_TEMPLATES = ".venvs"  # in the cache root: the venv uv made for each interpreter, copied into each image
 SEED_PTH = "_gpu_bisect_base.pth"  # makes the base environment's packages (torch) importable in an image's venv
 
@@ -247,7 +248,7 @@ class ImageBuilder:
             repo.export_tree(source, folder / "src")
             if job.recipe.mode == "venv":
                 make_venv(folder / "venv", self.cache.root / VENV_TEMPLATES)
-        except (OSError, subprocess.CalledProcessError, RepoError) as exc:
+        except (OSError, subprocess.SubprocessError, RepoError) as exc:  # a hung uv times out
             remove_tree(folder)
             return PreparedImage(error=f"could not prepare image {key.id} at {job.sha[:12]}: {_describe(exc)}")
         env = {**job.env, **self.image_env(folder, job.env)}
@@ -440,9 +441,11 @@ def make_venv(venv: Path, templates: Path) -> None:
             if not template.is_dir():
                 subprocess.run(
                     [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(venv)],
-                    check=True, capture_output=True, text=True,
+                    check=True, capture_output=True, text=True, timeout=UV_VENV_TIMEOUT_S,
                 )  # fmt: skip
-                _keep_as_template(venv, template)
+                # The venv is made: a template that cannot be kept (disk full, a failed copy) is tried again later.
+                with contextlib.suppress(OSError, subprocess.SubprocessError):
+                    _keep_as_template(venv, template)
     if not venv.exists():
         subprocess.run(["cp", "-a", str(template), str(venv)], check=True, capture_output=True, text=True)
         relocate_listed(venv, _naming_folder(template), str(template), str(venv))
