@@ -128,8 +128,8 @@ def test_a_coordinator_killed_mid_build_takes_the_build_with_it(tmp_path: Path):
     here = str(Path(__file__).parent)
     coordinator = subprocess.Popen([sys.executable, "-c", script, here, os.getcwd(), pickle.dumps(request).hex()])
     try:
-        wait_for(counter.exists, what="the build to start")
-        assert processes_with("sleep 613")
+        # the build writes its counter line, then starts its sleep
+        wait_for(lambda: bool(processes_with("sleep 613")), what="the build's sleep")
     finally:
         coordinator.send_signal(signal.SIGKILL)
         coordinator.wait()
