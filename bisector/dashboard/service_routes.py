@@ -78,13 +78,12 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
         person = person_of(authorization)
         if isinstance(person, JSONResponse):
             return person
-        try:
+
+        def cancelled() -> dict[str, object]:
             outcome = service.cancel(bisect_id, person)
-        except NotYoursError as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=403)
-        except StateError as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=409)
-        return {"id": bisect_id, "status": outcome.status.value, "rerun": outcome.rerun_sha}
+            return {"id": bisect_id, "status": outcome.status.value, "rerun": outcome.rerun_sha}
+
+        return acted(cancelled)
 
     @app.post(
         "/api/bisects/{bisect_id}/rerun", status_code=202,
