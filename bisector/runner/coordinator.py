@@ -184,7 +184,7 @@ class Coordinator:
         sha = GitRepo(record.repo).resolve(rev)
         spec = spec.with_executor(executor_overrides or {})
         with self.executor_factory(spec) as executor:
-            runner = SideRunner(self.store, executor, record.id, spec, self.now, self.observer, cancelled=cancelled)
+            runner = self._side_runner(record, spec, executor, cancelled)
             return runner.run([SideRun(sha, StepPurpose.RERUN, label=f"rerun-{i}") for i in range(times)])
 
     def run(self, bisect_id: int) -> BisectRecord:
@@ -283,8 +283,10 @@ class Coordinator:
             except BisectError as exc:
                 self.observer.note(f"{analysis.__name__.split('_')[0]} failed: {exc}")
 
-    def _side_runner(self, record: BisectRecord, spec: BisectSpec, executor: Executor) -> SideRunner:
-        return SideRunner(self.store, executor, record.id, spec, self.now, self.observer)
+    def _side_runner(
+        self, record: BisectRecord, spec: BisectSpec, executor: Executor, cancelled: Callable[[], bool] = lambda: False
+    ) -> SideRunner:
+        return SideRunner(self.store, executor, record.id, spec, self.now, self.observer, cancelled=cancelled)
 
     def minimize(self, bisect_id: int) -> BisectRecord:
         """`bisect minimize ID`: ddmin over a found culprit's changes, on the bisect's executor."""
