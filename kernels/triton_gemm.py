@@ -26,6 +26,8 @@ from .kernel_kind import Kernel
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 TILES_ENV = "KERNELS_TRITON_TILES"
+PDL_ENV = "KERNELS_PDL"  # "0": launch without programmatic dependent launch (the lone-call timing)
+_MMA_TILES_HELD = 8  # the most K blocks an MMA program loads before its first dot (registers)
 
 SIMT_BLOCK_M = 4
 FORM_LANES, FORM_ROWS = 0, 1  # Tiles.form of a SIMT kernel
@@ -125,6 +127,25 @@ def _arrival_counters(device: torch.device, count: int) -> torch.Tensor:
     return have
 
 
+@functools.cache
+def _pdl_capable(device: torch.device) -> bool:
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def uses_pdl(device: torch.device) -> bool:
+    """Whether the kernels launch with programmatic dependent launch here: CUDA on Hopper or later, unless
+    KERNELS_PDL=0."""
+    return device.type == "cuda" and not INTERPRET and os.environ.get(PDL_ENV, "1") != "0" and _pdl_capable(device)
+
+
+def _weights_first(kernel: Kernel, tiles: Tiles, k_split: int, pdl: bool) -> bool:
+    """Load a program's weights before anything else: under PDL, and in the interpreter (so that the CPU tests
+    run the same code), where a program's K blocks are few (one for SIMT)."""
+    blocks = k_split // tiles.block_k
+    fits = blocks == 1 if kernel is Kernel.SIMT else blocks <= _MMA_TILES_HELD
+    return fits and (pdl or INTERPRET)
+
+
 def run(
     kernel: Kernel, x: torch.Tensor, w: torch.Tensor, *, out_fp32: bool = False, tiles: Tiles | None = None
 ) -> torch.Tensor:
@@ -156,7 +177,11 @@ def run(
         workspace = y
         counters = _arrival_counters(x.device, 1)
     grid = (n_tiles, tiles.split_k, m_tiles)
+    pdl = uses_pdl(x.device)
     common = {
+        "WEIGHTS_FIRST": _weights_first(kernel, tiles, k_split, pdl),
+        "GDC": pdl,
+        "launch_pdl": pdl,
         "BLOCK_M": block_m,
         "BLOCK_N": tiles.block_n,
         "BLOCK_K": tiles.block_k,

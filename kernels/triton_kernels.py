@@ -12,6 +12,11 @@ skipped). A row's output is therefore bitwise the same for any m, for each kerne
 With SPLIT_K > 1 every program stores its partial tile to a workspace and counts itself in; the last program
 of a tile to arrive adds the partials in split order 0, 1, ... and writes the output. The order is fixed, so
 the result does not depend on which program arrives last (no float atomics).
+
+WEIGHTS_FIRST (a program with few K blocks) loads all its weights before anything else; with GDC the kernel is
+launched with programmatic dependent launch (Hopper on): the weights, which no earlier kernel writes, stream in while
+the previous kernel in the stream ends, and the program waits for it (griddepcontrol.wait) only before it reads x,
+the workspace or the counters, or writes y. Same arithmetic either way.
 """
 # mypy: disable-error-code="misc, no-untyped-def, untyped-decorator, assignment, var-annotated"
 
@@ -99,6 +104,59 @@ def _load_row(ptrs, kk, K, row_ok, EVEN_K: tl.constexpr):
 
 
 @triton.jit
+def _wait_for_inputs(GDC: tl.constexpr):
+    """Under programmatic dependent launch: wait until the previous kernel's writes are visible (x may be its
+    output), then let the next kernel start loading its own weights."""
+    if GDC:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def _rows_block(
+    acc, w, x_ptr, kk, rows, pid_m, M, K, stride_xm, BLOCK_M: tl.constexpr, EVEN_K: tl.constexpr, PREFETCH: tl.constexpr
+):
+    """The row form's work on one K block: each row of x below M times the fp32 weight block w, reduced over the
+    block and added to its row of acc."""
+    x_rows = ()
+    if PREFETCH:
+        for r in tl.static_range(BLOCK_M):
+            row = pid_m * BLOCK_M + r
+            x_rows = x_rows + (_load_row(x_ptr + row * stride_xm + kk, kk, K, row < M, EVEN_K),)  # noqa: RUF005
+    for r in tl.static_range(BLOCK_M):
+        row = pid_m * BLOCK_M + r
+        if row < M:  # rows past M skip their FMAs; a row's arithmetic is the same for any M
+            if PREFETCH:
+                x_row = x_rows[r].to(tl.float32)
+            else:
+                x_row = _load_row(x_ptr + row * stride_xm + kk, kk, K, row < M, EVEN_K).to(tl.float32)
+            part = tl.sum(w * x_row[None, :], axis=1)
+            acc = tl.where((rows == r)[:, None], acc + part[None, :], acc)
+    return acc
+
+
+@triton.jit
+def _x_tile(x_ptr, rm, m_ok, kk, K, stride_xm, EVEN_K: tl.constexpr):
+    """[BLOCK_M, BLOCK_K] of x, zero past M (and past K unless K needs no mask)."""
+    mask = m_ok[:, None] if EVEN_K else m_ok[:, None] & (kk[None, :] < K)
+    return tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :], mask=mask, other=0.0)
+
+
+@triton.jit
+def _w_t_tile(w_ptr, rn, n_ok, kk, K, stride_wn, EVEN_K: tl.constexpr):
+    """[BLOCK_K, BLOCK_N] of W^T, zero past N (and past K unless K needs no mask)."""
+    mask = n_ok[None, :] if EVEN_K else n_ok[None, :] & (kk[:, None] < K)
+    return tl.load(w_ptr + rn[None, :] * stride_wn + kk[:, None], mask=mask, other=0.0)
+
+
+@triton.jit
+def _mma(x, w_t, acc, DOT_FP32: tl.constexpr):
+    if DOT_FP32:
+        return tl.dot(x.to(tl.float32), w_t.to(tl.float32), acc, input_precision="ieee")
+    return tl.dot(x, w_t, acc)
+
+
+@triton.jit
 def _tile(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, K_SPLIT: tl.constexpr):
     """This program's place in the grid (N tiles, SPLIT_K, m tiles): its ids, rows, columns, K lanes and the
     first K of its split."""
@@ -130,6 +188,8 @@ def simt_gemm_kernel(
     SPLIT_K: tl.constexpr,
     EVEN_K: tl.constexpr,
     PREFETCH: tl.constexpr,
+    WEIGHTS_FIRST: tl.constexpr,
+    GDC: tl.constexpr,
 ):
     """CUDA-core kernel: lane l of each output accumulates the products k = l, l + BLOCK_K, ... of its split
     with FMAs (exact products, so the same as multiply then add); one tl.sum over the lanes at the end.
@@ -143,7 +203,12 @@ def simt_gemm_kernel(
     x_ptrs = x_ptr + rm[:, None] * stride_xm + (k_begin + rk)[None, :]
     w_ptrs = w_ptr + rn[:, None] * stride_wn + (k_begin + rk)[None, :]
     lanes = tl.zeros((BLOCK_M, BLOCK_N, BLOCK_K), dtype=tl.float32)
-    if PREFETCH:
+    if WEIGHTS_FIRST:  # one K block per program
+        w = _load_block(w_ptrs, n_ok, k_begin + rk, K, EVEN_K)
+        _wait_for_inputs(GDC)
+        x = _load_block(x_ptrs, m_ok, k_begin + rk, K, EVEN_K)
+        lanes += x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
+    elif PREFETCH:
         x = _load_block(x_ptrs, m_ok, k_begin + rk, K, EVEN_K)
         w = _load_block(w_ptrs, n_ok, k_begin + rk, K, EVEN_K)
         for k0 in range(BLOCK_K, K_SPLIT, BLOCK_K):
@@ -182,6 +247,8 @@ def simt_rows_gemm_kernel(
     SPLIT_K: tl.constexpr,
     EVEN_K: tl.constexpr,
     PREFETCH: tl.constexpr,
+    WEIGHTS_FIRST: tl.constexpr,
+    GDC: tl.constexpr,
 ):
     """CUDA-core kernel, row form: a [BLOCK_N, BLOCK_K] block of weights is loaded once per K block and each
     row of x is multiplied into it and reduced over the block (tl.sum), one row at a time, so the registers hold
@@ -197,23 +264,15 @@ def simt_rows_gemm_kernel(
     n_ok = rn < N
     w_ptrs = w_ptr + rn[:, None] * stride_wn + (k_begin + rk)[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K_SPLIT, BLOCK_K):
-        kk = k_begin + k0 + rk
-        w = _load_block(w_ptrs + k0, n_ok, kk, K, EVEN_K).to(tl.float32)
-        x_rows = ()
-        if PREFETCH:
-            for r in tl.static_range(BLOCK_M):
-                row = pid_m * BLOCK_M + r
-                x_rows = x_rows + (_load_row(x_ptr + row * stride_xm + kk, kk, K, row < M, EVEN_K),)  # noqa: RUF005
-        for r in tl.static_range(BLOCK_M):
-            row = pid_m * BLOCK_M + r
-            if row < M:  # rows past M skip their FMAs; a row's arithmetic is the same for any M
-                if PREFETCH:
-                    x_row = x_rows[r].to(tl.float32)
-                else:
-                    x_row = _load_row(x_ptr + row * stride_xm + kk, kk, K, row < M, EVEN_K).to(tl.float32)
-                part = tl.sum(w * x_row[None, :], axis=1)
-                acc = tl.where((rows == r)[:, None], acc + part[None, :], acc)
+    if WEIGHTS_FIRST:  # one K block per program
+        w = _load_block(w_ptrs, n_ok, k_begin + rk, K, EVEN_K).to(tl.float32)
+        _wait_for_inputs(GDC)
+        acc = _rows_block(acc, w, x_ptr, k_begin + rk, rows, pid_m, M, K, stride_xm, BLOCK_M, EVEN_K, PREFETCH)
+    else:
+        for k0 in range(0, K_SPLIT, BLOCK_K):
+            kk = k_begin + k0 + rk
+            w = _load_block(w_ptrs + k0, n_ok, kk, K, EVEN_K).to(tl.float32)
+            acc = _rows_block(acc, w, x_ptr, kk, rows, pid_m, M, K, stride_xm, BLOCK_M, EVEN_K, PREFETCH)
     _finish(acc, y_ptr, ws_ptr, count_ptr, rm, rn, M, N, stride_ym, pid_n, pid_s, pid_m, BLOCK_M, BLOCK_N, SPLIT_K)
 
 
@@ -237,6 +296,8 @@ def mma_gemm_kernel(
     SPLIT_K: tl.constexpr,
     EVEN_K: tl.constexpr,
     DOT_FP32: tl.constexpr,
+    WEIGHTS_FIRST: tl.constexpr,
+    GDC: tl.constexpr,
 ):
     """Tensor-core kernel: rows padded to the 16-row MMA tile, tl.dot over BLOCK_K slices.
 
@@ -247,20 +308,19 @@ def mma_gemm_kernel(
     m_ok = rm < M
     n_ok = rn < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K_SPLIT, BLOCK_K):
-        kk = k_begin + k0 + rk
-        if EVEN_K:
-            x_mask = m_ok[:, None]
-            w_mask = n_ok[None, :]
-        else:
-            x_mask = m_ok[:, None] & (kk[None, :] < K)
-            w_mask = n_ok[None, :] & (kk[:, None] < K)
-        x = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :], mask=x_mask, other=0.0)
-        w_t = tl.load(w_ptr + rn[None, :] * stride_wn + kk[:, None], mask=w_mask, other=0.0)
-        if DOT_FP32:
-            acc = tl.dot(x.to(tl.float32), w_t.to(tl.float32), acc, input_precision="ieee")
-        else:
-            acc = tl.dot(x, w_t, acc)
+    if WEIGHTS_FIRST:  # a few K blocks per program: all their weight tiles held at once
+        w_tiles = ()
+        for i in tl.static_range(K_SPLIT // BLOCK_K):
+            w_tiles = w_tiles + (_w_t_tile(w_ptr, rn, n_ok, k_begin + i * BLOCK_K + rk, K, stride_wn, EVEN_K),)  # noqa: RUF005
+        _wait_for_inputs(GDC)
+        for i in tl.static_range(K_SPLIT // BLOCK_K):
+            x = _x_tile(x_ptr, rm, m_ok, k_begin + i * BLOCK_K + rk, K, stride_xm, EVEN_K)
+            acc = _mma(x, w_tiles[i], acc, DOT_FP32)
+    else:
+        for k0 in range(0, K_SPLIT, BLOCK_K):
+            kk = k_begin + k0 + rk
+            x = _x_tile(x_ptr, rm, m_ok, kk, K, stride_xm, EVEN_K)
+            acc = _mma(x, _w_t_tile(w_ptr, rn, n_ok, kk, K, stride_wn, EVEN_K), acc, DOT_FP32)
     _finish(acc, y_ptr, ws_ptr, count_ptr, rm, rn, M, N, stride_ym, pid_n, pid_s, pid_m, BLOCK_M, BLOCK_N, SPLIT_K)
 
 

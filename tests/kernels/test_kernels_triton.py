@@ -47,3 +47,10 @@ def test_kernels_are_batch_invariant_alone_including_split_k(results):
 def test_simt_rows_do_not_depend_on_their_position(results):
     # (The interpreter's numpy dot for MMA is not position independent; on the GPU, gemm_bench checks both.)
     assert all(row["invariant_by_position"] for row in results if row["kernel"] == "simt")
+
+
+def test_weights_loaded_first_give_the_same_bits_as_loaded_in_the_loop(results):
+    # The PDL path (weights before griddepcontrol.wait) runs in the interpreter without the wait itself.
+    assert all(row["same_bits_looped"] for row in results)
+    ran = {row["kernel"] for row in results if row["weights_first"]}
+    assert ran == {"simt", "mma"}, ran

@@ -27,6 +27,21 @@ CASES = [
 ]
 
 
+def _without_weights_first(call):
+    """call() with every program loading its weights inside its K loop (the path without WEIGHTS_FIRST)."""
+    weights_first = triton_gemm._weights_first
+    triton_gemm._weights_first = lambda *args: False
+    try:
+        return call()
+    finally:
+        triton_gemm._weights_first = weights_first
+
+
+def _ran_weights_first(kernel, tiles, k):
+    k_split = -(-k // (tiles.split_k * tiles.block_k)) * tiles.block_k
+    return triton_gemm._weights_first(kernel, tiles, k_split, False)
+
+
 def main():
     results = []
     gen = torch.Generator().manual_seed(0)
@@ -44,6 +59,7 @@ def main():
 
             full = run(x)
             bf16 = run(x, out_fp32=False)
+            looped = _without_weights_first(lambda run=run, x=x: run(x))
             results.append(
                 {
                     "shape": [n, k],
@@ -53,6 +69,8 @@ def main():
                     "rel_err_bf16": float((bf16.double() - ref).norm() / ref.norm()),
                     "bf16_dtype": str(bf16.dtype),
                     "invariant_by_m": all(torch.equal(run(x[:m]), full[:m]) for m in (1, 2, 5, 16, 17)),
+                    "weights_first": _ran_weights_first(kernel, chosen or triton_gemm.tiles_for(kernel, n, k), k),
+                    "same_bits_looped": torch.equal(looped, full),
                     "invariant_by_position": all(torch.equal(run(x[i : i + 1]), full[i : i + 1]) for i in (3, 19)),
                 }
             )
