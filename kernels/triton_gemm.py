@@ -73,8 +73,8 @@ SIMT_TILES: dict[tuple[int, int], Tiles] = {
     (1536, 128): Tiles(4, 128, 1, 1, 1, 0, 4, FORM_LANES),
 }
 MMA_TILES: dict[tuple[int, int], Tiles] = {
-    (144, 7168): Tiles(16, 128, 14, num_stages=4),
-    (896, 7168): Tiles(32, 128, 14),
+    (144, 7168): Tiles(16, 256, 14, num_warps=2, num_stages=2),
+    (896, 7168): Tiles(32, 512, 14, num_stages=1),
     (1536, 128): Tiles(16, 128, 1, num_stages=1),
 }
 

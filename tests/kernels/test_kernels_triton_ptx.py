@@ -23,7 +23,8 @@ def _ptx_lines(kernel, num_warps: int, **constexprs: object) -> list[str]:
 
 
 def _row_form(prefetch: bool) -> list[str]:
-    # The shipped 144x7168 SIMT tiles: 28 splits of one 256-wide K block, 4 rows of x per program.
+    # The shipped 144x7168 SIMT tiles: 28 splits of one 256-wide K block, 4 rows of x per program; on Hopper
+    # (programmatic dependent launch) the weights are loaded first.
     return _ptx_lines(
         triton_kernels.simt_rows_gemm_kernel,
         4,
@@ -34,6 +35,8 @@ def _row_form(prefetch: bool) -> list[str]:
         SPLIT_K=28,
         EVEN_K=True,
         PREFETCH=prefetch,
+        WEIGHTS_FIRST=True,
+        GDC=True,
     )
 
 
@@ -48,20 +51,37 @@ def test_the_row_form_prefetch_issues_every_row_of_x_before_the_first_rows_branc
     assert len(_loads_after_first_branch(_row_form(prefetch=False))) >= 4  # one L2 round trip per row
 
 
-def test_split_k_publishes_arrivals_with_acq_rel_and_resets_the_counter_without_a_fence():
-    # The shipped 896x7168 MMA tiles: 14 splits.
-    lines = _ptx_lines(
+def _split_mma() -> list[str]:
+    # The shipped 896x7168 MMA tiles on Hopper: 14 splits of one 512-wide K block, weights loaded first.
+    return _ptx_lines(
         triton_kernels.mma_gemm_kernel,
         4,
         K_SPLIT=512,
         BLOCK_M=16,
         BLOCK_N=32,
-        BLOCK_K=128,
+        BLOCK_K=512,
         SPLIT_K=14,
         EVEN_K=True,
         DOT_FP32=False,
+        WEIGHTS_FIRST=True,
+        GDC=True,
     )
+
+
+def test_split_k_publishes_arrivals_with_acq_rel_and_resets_the_counter_without_a_fence():
+    lines = _split_mma()
     atomics = [line for line in lines if line.startswith("@") and " atom." in line]
     assert len(atomics) == 2, atomics
     assert "atom.global.gpu.acq_rel.add" in atomics[0]
     assert "atom.global.gpu.relaxed.exch" in atomics[1]
+
+
+@pytest.mark.parametrize("lines", [_split_mma, lambda: _row_form(prefetch=True)], ids=["mma", "simt rows"])
+def test_under_dependent_launch_weights_stream_before_the_wait_and_nothing_is_written_before_it(lines):
+    # What programmatic dependent launch may overlap with the kernel before: reads of the weights, which no
+    # kernel writes. x, the partials, the counters and y are touched only after griddepcontrol.wait.
+    ptx = lines()
+    wait = next(i for i, line in enumerate(ptx) if line.startswith("griddepcontrol.wait;"))
+    assert any("ld.global" in line for line in ptx[:wait])
+    assert not any(op in line for line in ptx[:wait] for op in ("st.global", "atom.", "ld.global.cg"))
+    assert any(line.startswith("griddepcontrol.launch_dependents;") for line in ptx[wait:])
