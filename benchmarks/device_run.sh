@@ -12,7 +12,8 @@
 #                                            of another tree) sent along, that tree's W=1 core run on the same machine
 #   bash benchmarks/device_run.sh service    bench_service: 20 jobs over 8 slots
 #   bash benchmarks/device_run.sh dashboard  bench_dashboard on SQLite
-#   bash benchmarks/device_run.sh kernels    tiny GEMM against cuBLAS, accept length good and bad, the invariance probe
+#   bash benchmarks/device_run.sh kernels    tiny GEMM against cuBLAS (also with KERNELS_PDL=0), accept length good and
+#                                            bad, the invariance probe
 #   bash benchmarks/device_run.sh profile    where `bisect start`'s start-up goes: -X importtime and a cProfile
 # Everything goes to $OUT (./device-out when unset), versions.txt first. That machine runs Python with
 # PYTHONDONTWRITEBYTECODE=1, so the bytecode is compiled first, as an installed copy has it. The benchmarks run in a
@@ -113,6 +114,7 @@ case "$command" in
     } > "$out/accept-length.txt" 2>&1
     python3 -m bisector.kernels.probe batch-invariance > "$out/probe.txt" 2>&1
     python3 -m bisector.kernels.bench gemm --json-out "$out/gemm.json" > "$out/gemm.txt" 2>&1
+    KERNELS_PDL=0 python3 -m bisector.kernels.bench gemm --json-out "$out/gemm-no-pdl.json" > "$out/gemm-no-pdl.txt" 2>&1
     ;;
   profile)
     good=$(PYTHONPATH="$PWD/benchmarks:$PYTHONPATH" "$py" -c "
