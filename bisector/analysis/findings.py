@@ -42,6 +42,7 @@ class FindingKind(StrEnum):
     BRANCH_CONDITION = "branch_condition"  # an if-condition on arch, dtype, shape or env var in a function
     ENV_GATE = "env_gate"  # an environment-variable read added, removed or changed (default, comparison)
     NOTE = "note"  # a file that could not be analysed (parse error, binary, too large), a rename
+    KERNEL_CODE = "kernel_code"  # a GPU kernel whose own code differs (a Triton @jit function): no dispatch row
     STATIC_SUMMARY = "static_summary"  # which commit against which parent, how many files (rows may be none)
     # runtime and minimisation
     TRACED_CALL = "traced_call"  # one (function, call arguments) of the call trace: result last good -> first bad
@@ -53,8 +54,8 @@ class FindingKind(StrEnum):
 
     @property
     def is_static(self) -> bool:
-        """A row of the static diff of a commit (table rows and notes)."""
-        return self in _STATIC_KINDS or self is FindingKind.NOTE
+        """A row of the static diff of a commit (table rows, notes and kernels whose code changed)."""
+        return self in _STATIC_KINDS or self in (FindingKind.NOTE, FindingKind.KERNEL_CODE)
 
     @property
     def is_dispatch_relevant(self) -> bool:

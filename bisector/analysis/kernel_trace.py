@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,7 @@ class KernelTraceDiff:
     rows: tuple[KernelLaunchRow, ...]  # kernels whose count differs, only-in-one-run first
     unchanged: int = 0  # kernels launched equally often in both runs
     devices: tuple[str, ...] = ()
+    same: tuple[KernelLaunchRow, ...] = ()  # those kernels (none in explanations stored before they were kept)
 
     @property
     def only_before(self) -> tuple[KernelLaunchRow, ...]:
@@ -89,6 +91,13 @@ class KernelTraceDiff:
     @property
     def count_changed(self) -> tuple[KernelLaunchRow, ...]:
         return tuple(row for row in self.rows if row.before and row.after)
+
+    def launches(self, function: str) -> KernelLaunchRow | None:
+        """The launches of the kernel compiled from a function of this name: a Triton kernel is named after its
+        function (Triton before 2.1 added its signature: `_fwd_kernel_0d1d2d3de`), a CUDA kernel's name is its
+        C++ signature (`void ns::name<float>(...)`); None when neither run launched it."""
+        pattern = re.compile(rf"(?:.*[\s:])?{re.escape(function)}(?:_(?:\d+[de]+)+|[<(].*)?")
+        return next((row for row in (*self.rows, *self.same) if pattern.fullmatch(row.name)), None)
 
     def to_findings(self) -> list[Finding]:
         summary = Finding(
@@ -105,7 +114,7 @@ class KernelTraceDiff:
                 before=str(row.before) if row.before else None,
                 after=str(row.after) if row.after else None,
             )
-            for row in self.rows
+            for row in (*self.rows, *self.same)
         ]
 
     @classmethod
@@ -123,7 +132,8 @@ class KernelTraceDiff:
                 devices = tuple(d for d in fields.get("devices", "").split(",") if d)
                 continue
             rows.append(KernelLaunchRow(finding.name, int(finding.before or 0), int(finding.after or 0)))
-        return cls(tuple(rows), unchanged, devices)
+        changed = tuple(row for row in rows if row.before != row.after)
+        return cls(changed, unchanged, devices, tuple(row for row in rows if row.before == row.after))
 
 
 def kernel_trace_diff(before: KernelTrace | Path, after: KernelTrace | Path) -> KernelTraceDiff:
@@ -133,4 +143,5 @@ def kernel_trace_diff(before: KernelTrace | Path, after: KernelTrace | Path) -> 
     rows = [KernelLaunchRow(n, old.counts.get(n, 0), new.counts.get(n, 0)) for n in names]
     changed = [row for row in rows if row.before != row.after]
     changed.sort(key=lambda row: (bool(row.before and row.after), -abs(row.after - row.before), row.name))
-    return KernelTraceDiff(tuple(changed), len(rows) - len(changed), tuple(dict.fromkeys(old.devices + new.devices)))
+    same = tuple(row for row in rows if row.before == row.after)
+    return KernelTraceDiff(tuple(changed), len(same), tuple(dict.fromkeys(old.devices + new.devices)), same)

@@ -19,6 +19,7 @@ from bisector.analysis.cmake_targets import cmake_target_rows, is_cmake_path
 from bisector.analysis.config_builders import with_builder_rows
 from bisector.analysis.file_roles import is_benchmark_source, is_test_path, is_tooling_config, is_tuning_path
 from bisector.analysis.findings import Finding
+from bisector.analysis.kernel_code import kernel_code_rows
 from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.native_choosers import with_native_chooser_rows
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
@@ -140,6 +141,7 @@ def _read_python(file: FileVersions) -> FileRows:
     for name, rule in _PYTHON_PASSES:
         rows = refine(name, rows, rule, path, old, new)
     rows += produce("arch_targets", arch_target_rows, path, old, new)
+    rows += kernel_code_rows(path, old, new)
     changes = (lambda: python_branch_changes(path, old, new)) if old and new else _no_branch_changes
     return FileRows(rows, changes)
 

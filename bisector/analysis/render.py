@@ -126,7 +126,7 @@ def text_renderables(explanation: Explanation) -> list[RenderableType]:
             table.add_row(*(Text(cell) for cell in _shape_cells(row)))
         out.append(table)
     if explanation.static is not None:
-        out.append(static_renderable(explanation.static, explanation.checked))
+        out.append(static_renderable(explanation.static, explanation.checked, explanation.kernels))
     if explanation.dispatch is not None:
         out.append(_dispatch_table(explanation.dispatch))
     if explanation.kernels is not None:
@@ -183,7 +183,7 @@ def markdown_lines(explanation: Explanation) -> list[str]:
     if shapes.rows:
         out += [*md_table(_shape_headers(shapes), [_shape_cells(row) for row in shapes.rows]), ""]
     if explanation.static is not None:
-        out += static_markdown(explanation.static, explanation.checked)
+        out += static_markdown(explanation.static, explanation.checked, explanation.kernels)
     if explanation.dispatch is not None:
         dispatch = explanation.dispatch
         title = md_cell(_dispatch_title(dispatch))
@@ -250,7 +250,7 @@ def explanation_json(explanation: Explanation) -> dict[str, object]:
         **calls_json(explanation.calls, explanation.trace_note),
     }
     if explanation.static is not None:
-        data["static"] = static_json(explanation.static, explanation.checked)
+        data["static"] = static_json(explanation.static, explanation.checked, explanation.kernels)
     if explanation.dispatch is not None:
         dispatch = explanation.dispatch
         data["dispatch"] = {

@@ -11,6 +11,8 @@ from rich.text import Text
 from bisector.analysis.evidence import CheckedRow, Evidence
 from bisector.analysis.explanation import Explanation
 from bisector.analysis.findings import ABSENT_TEXT, Finding, FindingKind
+from bisector.analysis.kernel_code import launch_evidence
+from bisector.analysis.kernel_trace import KernelTraceDiff
 from bisector.analysis.static_diff import StaticDiff
 
 # Said where the static rules found nothing: they know tables, thresholds, tuning files, autotune lists, launch
@@ -27,14 +29,24 @@ TRUST_LINE = (
 MAX_ROWS = 60  # in text and Markdown; JSON has every row
 
 
-def static_lines(static: StaticDiff, checked: Sequence[CheckedRow]) -> list[str]:
+def static_lines(
+    static: StaticDiff, checked: Sequence[CheckedRow], kernels: KernelTraceDiff | None = None
+) -> list[str]:
     """'confirmed at run time: kernels/tiny_gemm.py:34  _TUNED_MMA_MIN_M[(144, 7168)]: (absent) -> 2' per row,
-    confirmed rows first, each followed by what the traced re-runs recorded for it; then the notes."""
+    confirmed rows first, each followed by what the traced re-runs recorded for it; then the notes; then the kernels
+    whose code changed, each with whether the traced runs launched it."""
     lines = [line for row in checked for line in _checked_lines(row)]
     if not lines:
         lines.append(NO_TABLE_CHANGE)
     lines += [f"{note.file}  note: {note.name}: {note.detail}" for note in static.notes]
+    for row in static.kernel_changes:
+        lines.append(f"kernel code changed: {_where(row)}  {row.name} ({row.detail})")
+        lines += [f"    {why}" for why in [launch_evidence(row, kernels)] if why]
     return lines
+
+
+def _where(finding: Finding) -> str:
+    return f"{finding.file}:{finding.line}" if finding.line else finding.file
 
 
 def _checked_lines(row: CheckedRow) -> list[str]:
@@ -53,7 +65,7 @@ def evidence_summary(checked: Sequence[CheckedRow]) -> str:
 
 
 def _static_line(finding: Finding) -> str:
-    where = f"{finding.file}:{finding.line}" if finding.line else finding.file
+    where = _where(finding)
     if finding.kind is FindingKind.DISPATCH_LOGIC:
         return f"{where}  dispatch logic changed: {finding.name} ({finding.detail}; {finding.change_text})"
     detail = f"  [{finding.detail}]" if finding.detail else ""
@@ -69,10 +81,12 @@ _KIND_WORDS = {
 }
 
 
-def static_renderable(static: StaticDiff, checked: Sequence[CheckedRow]) -> RenderableType:
+def static_renderable(
+    static: StaticDiff, checked: Sequence[CheckedRow], kernels: KernelTraceDiff | None = None
+) -> RenderableType:
     title = f"static table diff of {static.sha[:12]} against {(static.parent or 'the empty tree')[:12]}"
     title += f" ({evidence_summary(checked)})" if checked else ""
-    lines = [Text(f"  {line}") for line in _cut(static_lines(static, checked))]
+    lines = [Text(f"  {line}") for line in _cut(static_lines(static, checked, kernels))]
     return Group(Text(title, style="bold"), *lines, Text(f"  {TRUST_LINE}", style="italic"))
 
 
@@ -82,7 +96,9 @@ def _cut(lines: list[str]) -> list[str]:
     return [*lines[:MAX_ROWS], f"... {len(lines) - MAX_ROWS} more lines (see the JSON report)"]
 
 
-def static_markdown(static: StaticDiff, rows: Sequence[CheckedRow]) -> list[str]:
+def static_markdown(
+    static: StaticDiff, rows: Sequence[CheckedRow], kernels: KernelTraceDiff | None = None
+) -> list[str]:
     title = f"Static table diff of `{static.sha[:12]}` against `{(static.parent or 'the empty tree')[:12]}`"
     if not rows:
         out = [f"{title}: {NO_TABLE_CHANGE}.", ""]
@@ -106,7 +122,13 @@ def static_markdown(static: StaticDiff, rows: Sequence[CheckedRow]) -> list[str]
             out.append(f"\n{len(rows) - MAX_ROWS} more rows in the JSON report.")
         out += ["", "</details>", ""]
     out += [f"- `{note.file}`: {note.name}: {md_cell(note.detail)}" for note in static.notes]
-    return [*out, *([""] if static.notes else []), f"_{TRUST_LINE}_", ""]
+    out += [
+        f"- kernel code changed: `{_where(row)}` `{row.name}` ({row.detail})"
+        + (f": {why}" if (why := launch_evidence(row, kernels)) else "")
+        for row in static.kernel_changes
+    ]
+    listed = static.notes or static.kernel_changes
+    return [*out, *([""] if listed else []), f"_{TRUST_LINE}_", ""]
 
 
 def _sides(finding: Finding) -> list[str]:
@@ -115,13 +137,16 @@ def _sides(finding: Finding) -> list[str]:
     return [finding.before or ABSENT_TEXT, finding.after or ABSENT_TEXT]
 
 
-def static_json(static: StaticDiff, checked: Sequence[CheckedRow]) -> dict[str, object]:
+def static_json(
+    static: StaticDiff, checked: Sequence[CheckedRow], kernels: KernelTraceDiff | None = None
+) -> dict[str, object]:
     return {
         **static.to_json(),
         "findings": [
             *({**row.finding.to_json(), "evidence": row.evidence.value, "evidence_detail": row.why} for row in checked),
             *({**note.to_json(), "evidence": None, "evidence_detail": ""} for note in static.notes),
         ],
+        "kernel_code": [{**row.to_json(), "launches": launch_evidence(row, kernels)} for row in static.kernel_changes],
         "changes_dispatch": static.changes_dispatch,
         "message": None if static.changes_dispatch else NO_TABLE_CHANGE,
         "trust": TRUST_LINE,

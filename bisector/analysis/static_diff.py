@@ -54,6 +54,10 @@ class StaticDiff:
         return tuple(f for f in self.findings if f.kind is FindingKind.NOTE)
 
     @property
+    def kernel_changes(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.kind is FindingKind.KERNEL_CODE)
+
+    @property
     def changes_dispatch(self) -> bool:
         return bool(self.table_findings)
 
