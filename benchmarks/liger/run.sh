@@ -70,7 +70,8 @@ if [ "${PRECHECK:-1}" = 1 ]; then
   fi
 fi
 
-# 1. git bisect run (git tests no endpoint: it trusts them)
+# 1. git bisect run (git tests no endpoint: it trusts them); GIT_BISECT=0 skips it
+if [ "${GIT_BISECT:-1}" = 1 ]; then
 export TRITON_CACHE_DIR=/tmp/tb-triton-gitbisect; rm -rf "$TRITON_CACHE_DIR"
 t0=$(date +%s.%N)
 ( cd "$R" && git bisect start "$BAD" "$GOOD" && git bisect run bash -c "$GITBISECT_TEST" ) > "$OUT/gitbisect.log" 2>&1
@@ -80,6 +81,7 @@ git_runs=$(grep -c '^running ' "$OUT/gitbisect.log")
 git -C "$R" bisect log >> "$OUT/gitbisect.log" 2>&1; git -C "$R" bisect reset >/dev/null 2>&1; unset TRITON_CACHE_DIR
 printf 'git bisect run: culprit %s  wall %.1fs  runs %s  %s\n' "$git_culprit" "$(awk "BEGIN{print $t1 - $t0}")" "$git_runs" \
   "$([ "$git_culprit" = "$EXPECTED" ] && echo RIGHT || echo WRONG)" | tee -a "$OUT/summary.txt"
+fi
 
 # 2. gpu-bisect with images and builds ahead
 export BISECT_DB=/tmp/tb-bisect-$$.db   # not under $OUT: at most 8 files come back
