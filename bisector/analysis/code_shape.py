@@ -61,8 +61,13 @@ def parameter_defaults(function: FunctionNode) -> list[tuple[str, ast.expr]]:
 def decorated_as_kernel(function: FunctionNode) -> bool:
     """A Triton kernel by its decorator: @triton.jit (or a bare @jit), @triton.autotune(...), @triton.heuristics(...).
     Not a CuTe DSL @cute.jit or a @jax.jit, whose host functions choose the kernel."""
+    return kernel_decorator(function) is not None
+
+
+def kernel_decorator(function: FunctionNode) -> str | None:
+    """The first decorator that makes the function a kernel (decorated_as_kernel), as written: "triton.jit"."""
     names = (ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in function.decorator_list)
-    return any(name in _KERNEL_DECORATORS for name in names)
+    return next((name for name in names if name in _KERNEL_DECORATORS), None)
 
 
 _KERNEL_DECORATORS = frozenset(

@@ -60,8 +60,8 @@ def test_changed_triton_kernels_are_named_and_no_dispatch_row_is_made(history: H
     diff = explain(history.path, _culprit(history))
 
     assert [(row.file, row.name, row.detail) for row in diff.kernel_changes] == [
-        ("ops/ce.py", "_scale", "Triton kernel"),
-        ("ops/ce.py", "cross_entropy_kernel", "Triton kernel"),
+        ("ops/ce.py", "_scale", "@triton.jit"),
+        ("ops/ce.py", "cross_entropy_kernel", "@triton.jit"),
     ]  # not untouched_kernel, not the host function cross_entropy
     assert not diff.changes_dispatch
 
@@ -75,9 +75,9 @@ def test_each_changed_kernel_says_whether_the_traced_runs_launched_it(history: H
     explanation = Explanation(static=explain(history.path, _culprit(history)), kernels=kernels)
 
     text = render_text(explanation, width=200)
-    assert "kernel code changed: ops/ce.py:12  cross_entropy_kernel (Triton kernel)" in text
+    assert "kernel code changed: ops/ce.py:12  cross_entropy_kernel (@triton.jit)" in text
     assert "the test launched it: 4 at the last good, 4 at the first bad" in text
-    assert "_scale (Triton kernel)\n      not launched under this name by the traced runs" in text
+    assert "_scale (@triton.jit)\n      not launched under this name by the traced runs" in text
     assert "the test launched it: 4 at the last good, 4 at the first bad" in render_markdown(explanation)
     rows = explanation_json(explanation)["static"]["kernel_code"]
     assert [(row["name"], row["launches"].split(":")[0]) for row in rows] == [
@@ -98,7 +98,7 @@ def test_each_changed_kernel_says_whether_the_traced_runs_launched_it(history: H
 def test_without_a_kernel_trace_the_rows_are_named_without_launches(history: History) -> None:
     text = render_text(Explanation(static=explain(history.path, _culprit(history))), width=200)
 
-    assert "kernel code changed: ops/ce.py:12  cross_entropy_kernel (Triton kernel)" in text
+    assert "kernel code changed: ops/ce.py:12  cross_entropy_kernel (@triton.jit)" in text
     assert "launched" not in text
 
 
