@@ -168,8 +168,8 @@ class SlotPool:
         here for its first slot: a coordinator that finds no free worker and nothing in flight would conclude
         that nothing is left to test."""
         while True:
-            if self._stopping.is_set() or view.interrupted:
-                return []
+            if self._stopping.is_set() or view.interrupted or self._views.get(view.key) is not view:
+                return []  # stopping, cancelled, or closed (maybe by another thread, while it waited)
             chosen = self._grow_reservation(view)
             if chosen or self._held(view) or not view.inbox.empty():
                 return chosen

@@ -173,7 +173,7 @@ def test_stop_raises_in_the_coordinator_of_every_view(pool: SlotPool) -> None:
 def test_results_keep_their_verdicts(pool: SlotPool, repo: Path, tmp_path: Path) -> None:
     view = pool.view(1)
     view.submit(request(repo, tmp_path, 5, view.free_workers()[0], run="exit 1"))
-    results = []
+    results: list[StepResult] = []
     while not results:
         results = view.poll(0.2)
     assert results[0].verdict is Verdict.BAD
@@ -248,3 +248,29 @@ def test_steps_not_marked_preemptible_are_never_preempted(pool: SlotPool, repo: 
     [cancelled] = results_of(first, 1)
     assert (cancelled.step_id, cancelled.verdict) == (1, Verdict.CANCELLED)  # not 4, the newest
     assert pool.busy() == 3  # the others run on
+
+
+def test_a_view_closed_while_it_waits_for_a_slot_is_offered_none(repo: Path, tmp_path: Path) -> None:
+    pool = SlotPool(InProcessExecutor(str(repo), 1), stop_error=lambda: StopRequested(signal.SIGTERM))
+    try:
+        job = pool.view(1)
+        job.submit(request(repo, tmp_path, 1, job.free_workers()[0], run="sleep 60", preemptible=True))
+        job.poll(0.0)
+        rerun = pool.view(1, rerun=True)  # promised none: the job holds the one slot
+        answers: list[object] = []
+
+        def ask() -> None:
+            try:
+                answers.append(rerun.free_workers())
+            except Exception as exc:  # what its coordinator would have seen
+                answers.append(exc)
+
+        waiting = threading.Thread(target=ask)
+        waiting.start()
+        rerun.close()  # by another thread, before or while it waits
+        waiting.join()
+        assert answers == [[]]
+        assert job.poll(0.0) == []  # the job's step was not preempted for it
+        assert pool.busy() == 1
+    finally:
+        pool.close()
