@@ -14,7 +14,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -108,7 +108,8 @@ class StoppableGit:
     ends each with whatever it started (the remote's upload-pack, ssh, a credential helper)."""
 
     def __init__(self, timeout_s: float, stop_grace_s: float) -> None:
-        """timeout_s: a command running longer is killed; stop_grace_s: how long one may take to end on SIGTERM."""
+        """timeout_s: a command running longer is ended; stop_grace_s: how long a command ended (past its timeout,
+        by stop() or by a stop signal in its thread) may take on SIGTERM before its group gets SIGKILL."""
         self.timeout_s = timeout_s
         self.stop_grace_s = stop_grace_s
         self._changed = threading.Condition()
@@ -132,7 +133,7 @@ class StoppableGit:
         try:
             _, stderr = process.communicate(timeout=self.timeout_s)
         except BaseException as exc:  # past the timeout, or a stop signal in this (the main) thread
-            _signal_group(process, signal.SIGKILL)
+            _end_groups([process], lambda: _ended_within(process, self.stop_grace_s))
             process.communicate()
             if not isinstance(exc, subprocess.TimeoutExpired):
                 raise
@@ -148,16 +149,33 @@ class StoppableGit:
             raise RepoError(f"git {args[0]} in {directory} failed: {why[:300]}")
 
     def stop(self, reason: str) -> None:
-        """SIGTERM to each running command's group, SIGKILL to those still running stop_grace_s later; returns
-        once they have ended (or as long again after the SIGKILL). No command starts after it."""
+        """Each running command ended as one past its timeout is; returns once they have ended (or stop_grace_s
+        after the SIGKILL). No command starts after it."""
         with self._changed:
             self._stopped = reason
-            for process in self._running:
-                _signal_group(process, signal.SIGTERM)
-            if not self._changed.wait_for(lambda: not self._running, self.stop_grace_s):
-                for process in self._running:
-                    _signal_group(process, signal.SIGKILL)
-                self._changed.wait_for(lambda: not self._running, self.stop_grace_s)
+            _end_groups(list(self._running), lambda: self._changed.wait_for(self._none_running, self.stop_grace_s))
+            self._changed.wait_for(self._none_running, self.stop_grace_s)
+
+    def _none_running(self) -> bool:
+        return not self._running
+
+
+def _end_groups(processes: list[subprocess.Popen[bytes]], ended: Callable[[], bool]) -> None:
+    """SIGTERM to each process's group (a fetch removes its ref locks on it), then SIGKILL to those of processes
+    still running unless ended() (which waits the grace) says they all have."""
+    for process in processes:
+        _signal_group(process, signal.SIGTERM)
+    if not ended():
+        for process in processes:
+            _signal_group(process, signal.SIGKILL)
+
+
+def _ended_within(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    try:
+        process.communicate(timeout=timeout_s)  # reading its stderr: a full pipe must not keep it from ending
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:

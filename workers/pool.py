@@ -8,13 +8,16 @@ Fair share over the R registered views and S slots: every view is entitled to on
 by priority weight (priority + 1, at least 1; largest remainders first). The server runs at most S jobs at once, but
 reruns add views: while R > S only S views are promised a slot, the jobs' first, then the reruns by priority, oldest
 first; the other reruns are promised none (they wait, preempt nobody, and take a slot once promised one or one is
-free that nobody is owed). So the promises never add up to more than S. A view may also borrow slots that nobody's
-entitlement needs now; borrowed slots come back when their steps end, or sooner by preemption.
+free that nobody asks for). So the promises never add up to more than S. A view may also borrow slots that nobody
+asks for now: those nobody is owed, and those owed to an idle view (nothing out, no worker reserved, no result
+unread, and no call to the pool for `idle_after_s`: a coordinator explaining its culprit, say). Borrowed slots come
+back when their steps end, or sooner by preemption once their owner asks again holding none.
 
 Preemption: when a view holding no slot waits for its first one and no slot is free, the pool cancels the newest
 preemptible step (StepRequest.preemptible: a search run, an endpoint check or a probe; never a confirmation, a
 reference or a side run, which the coordinator marks as not preemptible) of the view most over its share, at most
-one per waiting view at a time. A view's only slot is never taken: a victim holds more than its share, so at least two.
+one per waiting view at a time. A view's only slot is never taken: a victim holds more than its share, so at least
+two (a view promised none, a rerun, runs no preemptible step).
 The step's result comes back to its coordinator as CANCELLED, its detail starting with PREEMPTED (not a verdict,
 not a failure of the commit or the worker: the search takes it as not run); the freed slot goes to the views
 owed one, as any freed slot does.
@@ -35,8 +38,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
 PUMP_POLL_S = 0.01  # how long the pump waits on the real executor while holding its lock
 PUMP_IDLE_S = 0.005  # the pump's pause between polls, so that submits get the lock
 FIRST_SLOT_WAIT_S = 0.5  # a view waiting for its first slot looks again at least this often
+IDLE_AFTER_S = 10.0  # a view out of the pool this long (its coordinator calls it every round) lends its owed slots
 PREEMPTED = "preempted"  # the first word of a preempted step's detail
 RERUN_OF = "the rerun of bisect"  # how a rerun's view is named (in a preempted step's detail)
 
@@ -67,10 +71,14 @@ class ViewKey(NamedTuple):
 class SlotPool:
     """Thread-safe: coordinators in several threads use it through their views."""
 
-    def __init__(self, executor: Executor, stop_error: Callable[[], BaseException]) -> None:
-        """stop_error: what a view raises in its coordinator once the pool stops."""
+    def __init__(
+        self, executor: Executor, stop_error: Callable[[], BaseException], idle_after_s: float = IDLE_AFTER_S
+    ) -> None:
+        """stop_error: what a view raises in its coordinator once the pool stops; idle_after_s: how long a view
+        holding nothing stays out of the pool before the slots it is owed are lent."""
         self._executor = executor
         self._stop_error = stop_error
+        self._idle_after_s = idle_after_s
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)  # slots freed, reservations released, views gone, stop
         self._views: dict[ViewKey, PoolView] = {}
@@ -162,14 +170,20 @@ class SlotPool:
     def _held(self, view: PoolView) -> int:
         return sum(1 for owner in self._owner.values() if owner is view)
 
+    def _idle(self, view: PoolView) -> bool:
+        """Whether view is not asking for its slots: nothing out, none reserved, no result unread, and its
+        coordinator out of the pool for idle_after_s."""
+        quiet = not view.calls and time.monotonic() - view.left_at >= self._idle_after_s
+        return quiet and view.inbox.empty() and not self._held(view) and not self._reservations(view)
+
     def _free_for(self, view: PoolView) -> list[str]:
         """Free workers view may use now, reserved for it until its next poll (a view's reservation only grows
         until then, so that the coordinator's several asks within one round agree). A view with no step out waits
         here for its first slot: a coordinator that finds no free worker and nothing in flight would conclude
         that nothing is left to test."""
         while True:
-            if self._stopping.is_set() or view.interrupted:
-                return []
+            if self._stopping.is_set() or view.interrupted or self._views.get(view.key) is not view:
+                return []  # stopping, cancelled, or closed (maybe by another thread, while it waited)
             chosen = self._grow_reservation(view)
             if chosen or self._held(view) or not view.inbox.empty():
                 return chosen
@@ -204,7 +218,7 @@ class SlotPool:
         needed_by_others = sum(
             max(shares[other.key] - self._held(other) - self._reservations(other), 0)
             for other in self._views.values()
-            if other is not view
+            if other is not view and not self._idle(other)
         )
         own_deficit = max(shares.get(view.key, 1) - self._held(view) - len(mine), 0)
         borrow = max(len(available) - needed_by_others - own_deficit, 0)
@@ -288,6 +302,8 @@ class PoolView(Executor):
         self.inbox: queue.Queue[StepResult] = queue.Queue()
         self.orphaned: set[int] = set()
         self.interrupted = False  # its bisect was cancelled: offered no more workers
+        self.calls = 0  # calls of its coordinator in the pool now (free_workers or poll, maybe waiting)
+        self.left_at = time.monotonic()  # when its coordinator's last call returned
         self._closed = False
 
     @property
@@ -300,7 +316,7 @@ class PoolView(Executor):
             return self._pool._executor.worker_names()
 
     def free_workers(self) -> list[str]:
-        with self._pool._lock:
+        with self._pool._lock, self._asking():
             return self._pool._free_for(self)
 
     def ahead_builder(self, limit: int, guard: AbstractContextManager[object] | None = None) -> AheadBuilder[Any]:
@@ -313,6 +329,10 @@ class PoolView(Executor):
             return self._pool._submit(self, request)
 
     def poll(self, timeout_s: float) -> list[StepResult]:
+        with self._asking():
+            return self._poll(timeout_s)
+
+    def _poll(self, timeout_s: float) -> list[StepResult]:
         with self._pool._lock:
             self._pool._release(self)
         if self._pool._stopping.is_set():
@@ -327,6 +347,18 @@ class PoolView(Executor):
                 results.append(self.inbox.get_nowait())
             except queue.Empty:
                 return results
+
+    @contextmanager
+    def _asking(self) -> Iterator[None]:
+        """Its coordinator is in the pool: not idle."""
+        with self._pool._lock:
+            self.calls += 1
+        try:
+            yield
+        finally:
+            with self._pool._lock:
+                self.left_at = time.monotonic()
+                self.calls -= 1
 
     def cancel(self, step_id: int) -> None:
         with self._pool._lock:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, Header, Query
+from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from bisector.dashboard.actions import add_actions
@@ -48,7 +48,7 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
     tokens = service.config.tokens
     add_actions(app, service)
 
-    def person_of(authorization: str | None) -> Person | JSONResponse:
+    def token_person(authorization: Annotated[str | None, Header()] = None) -> Person:
         """Whose token the request carries, else the 401 that says what is wrong with it."""
         scheme, _, given = (authorization or "").strip().partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
@@ -57,13 +57,12 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
             return person
         else:
             problem = WRONG_TOKEN
-        return JSONResponse({"detail": problem}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(401, problem, headers={"WWW-Authenticate": "Bearer"})
+
+    bearer = Depends(token_person)  # a default, not an annotation: the annotations are strings read in the module
 
     @app.post("/api/bisects", status_code=201, summary="Queue a bisect (needs a bearer token; owned by its person)")
-    def submit(body: Annotated[dict[str, Any], Body()], authorization: Annotated[str | None, Header()] = None) -> Any:
-        person = person_of(authorization)
-        if isinstance(person, JSONResponse):
-            return person
+    def submit(body: Annotated[dict[str, Any], Body()], person: Person = bearer) -> Any:
         try:
             submitted = service.submit(body, person)
         except CommandNotAllowedError as exc:
@@ -74,11 +73,7 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
         "/api/bisects/{bisect_id}",
         summary="Cancel a queued or running bisect and its rerun (its owner's or an admin's token)",
     )
-    def cancel(bisect_id: BisectId, authorization: Annotated[str | None, Header()] = None) -> Any:
-        person = person_of(authorization)
-        if isinstance(person, JSONResponse):
-            return person
-
+    def cancel(bisect_id: BisectId, person: Person = bearer) -> Any:
         def cancelled() -> dict[str, object]:
             outcome = service.cancel(bisect_id, person)
             return {"id": bisect_id, "status": outcome.status.value, "rerun": outcome.rerun_sha}
@@ -89,14 +84,7 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
         "/api/bisects/{bisect_id}/rerun", status_code=202,
         summary="Run the bisect's build and test again at its step N or a revision (its owner's or an admin's token)",
     )  # fmt: skip
-    def rerun(
-        bisect_id: BisectId,
-        body: Annotated[dict[str, Any], Body()],
-        authorization: Annotated[str | None, Header()] = None,
-    ) -> Any:
-        person = person_of(authorization)
-        if isinstance(person, JSONResponse):
-            return person
+    def rerun(bisect_id: BisectId, body: Annotated[dict[str, Any], Body()], person: Person = bearer) -> Any:
         step, rev = body.get("step"), body.get("rev")
         if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 1):
             return JSONResponse({"detail": "step: a step's number, as the report numbers them"}, status_code=400)
@@ -108,14 +96,7 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
     @app.post(
         "/api/bisects/{bisect_id}/marks", summary="Give a commit of the bisect a verdict by hand (as `bisect mark`)"
     )
-    def mark(
-        bisect_id: BisectId,
-        body: Annotated[dict[str, Any], Body()],
-        authorization: Annotated[str | None, Header()] = None,
-    ) -> Any:
-        person = person_of(authorization)
-        if isinstance(person, JSONResponse):
-            return person
+    def mark(bisect_id: BisectId, body: Annotated[dict[str, Any], Body()], person: Person = bearer) -> Any:
         rev, verdict, note = body.get("rev"), body.get("verdict"), body.get("note", "")
         for name, value in (("rev", rev), ("verdict", verdict)):
             if not (isinstance(value, str) and value.strip()):

@@ -30,7 +30,7 @@ from bisector.vocab.gitrepo import StoppableGit
 
 REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 GIT_TIMEOUT_S = 600.0
-GIT_STOP_GRACE_S = 5.0  # how long a stopped git command may take to end on SIGTERM before SIGKILL
+GIT_STOP_GRACE_S = 5.0  # how long a stopped or timed-out git command may take to end on SIGTERM before SIGKILL
 STOP_REASON = "the server is stopping"
 
 

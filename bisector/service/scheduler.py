@@ -12,7 +12,7 @@ A rerun (`Coordinator.rerun`, one step's commit run again, stored beside the bis
 a pool view of its own (the rerun's, beside its bisect's job's): it waits for a slot as a job that holds none does,
 and the server's stop ends it as it ends the jobs. One rerun per bisect at a time. A cancel ends the bisect's rerun
 too (one of a bisect that has ended as well): a waiting rerun never starts, a running one's step is stopped and
-stored as cancelled.
+stored as cancelled. The cancel answers once the rerun has ended, naming it only if the cancel ended it.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from bisector.workers.pool import SlotPool
 
 SCHEDULE_INTERVAL_S = 0.5  # how often the queue is read when nothing woke the scheduler
 LEASE_RETRY_S = 30.0  # a job whose bisect another live coordinator holds is tried again this much later
+RERUN_STOP_WAIT_S = 60.0  # how long a cancel waits for the rerun it stops to end (it looks every half second)
 CANCEL_MESSAGE = "cancelled by the operator"
 
 CoordinatorFactory = Callable[[Store, Callable[[BisectSpec], Executor]], Coordinator]
@@ -50,20 +51,27 @@ def utc_now() -> datetime:
 
 @dataclass(frozen=True)
 class Rerun:
-    """A bisect's rerun in the background: its thread, and the cancel it heeds."""
+    """A bisect's rerun in the background: its thread, the cancel it heeds, and whether that cancel ended it."""
 
     sha: str
     thread: threading.Thread
     cancelled: threading.Event
+    stopped: threading.Event
 
 
 @dataclass(frozen=True)
 class CancelOutcome:
     """What a cancel ended: the bisect's status after it (cancelled, or the end it had reached before), and the
-    commit of the rerun it stopped (None: none ran or waited)."""
+    commit of the rerun it stopped (None: none ran or waited, or the one there ended by itself meanwhile)."""
 
     status: BisectStatus
     rerun_sha: str | None
+
+
+def _stopped_by_cancel(rerun: Rerun) -> bool:
+    """Whether the rerun, its cancel asked, ended by it (or is still ending) rather than by itself."""
+    rerun.thread.join(RERUN_STOP_WAIT_S)
+    return rerun.stopped.is_set() or rerun.thread.is_alive()
 
 
 def default_coordinator(store: Store, executor_factory: Callable[[BisectSpec], Executor]) -> Coordinator:
@@ -116,10 +124,10 @@ class JobScheduler:
                 raise StateError("the server is stopping")
             if bisect_id in self._reruns:
                 raise StateError(f"bisect {bisect_id} has a rerun running: one at a time")
-            cancelled = threading.Event()
-            args = (bisect_id, sha, job.priority, cancelled)
+            cancelled, stopped = threading.Event(), threading.Event()
+            args = (bisect_id, sha, job.priority, cancelled, stopped)
             thread = threading.Thread(target=self._run_rerun, args=args, name=f"rerun-{bisect_id}")
-            self._reruns[bisect_id] = Rerun(sha, thread, cancelled)
+            self._reruns[bisect_id] = Rerun(sha, thread, cancelled, stopped)
             thread.start()
 
     def reruns(self) -> list[int]:
@@ -129,19 +137,16 @@ class JobScheduler:
 
     def cancel(self, job: JobRecord) -> CancelOutcome:
         """Cancel the job's bisect, queued or running, and its rerun, waiting or running; of a bisect that has ended,
-        its rerun only. StateError when neither runs."""
+        its rerun only. A rerun is reported stopped once it has ended by the cancel (or is still ending after
+        RERUN_STOP_WAIT_S), not when it ended by itself meanwhile. StateError when neither runs."""
         bisect_id = job.bisect_id
         record = self.store.get_bisect(bisect_id)
+        ended = record.status.is_terminal()
         with self._lock:
             rerun = self._reruns.get(bisect_id)
-        if record.status.is_terminal() and rerun is None:
-            raise StateError(f"bisect {bisect_id} is already {record.status.value}")
-        status = record.status
-        ended = status.is_terminal()
         if not ended:
             self.store.set_status(bisect_id, BisectStatus.CANCELLED, finished=self.now(), message=CANCEL_MESSAGE)
             store_missing_candidates(self.store, record)
-            status = BisectStatus.CANCELLED
         if rerun is not None:
             rerun.cancelled.set()
         # A coordinator still waiting for its first slot sees the cancel now; an ended bisect's job keeps its view
@@ -152,7 +157,10 @@ class JobScheduler:
                 if bisect_id not in self._threads:
                     self.queue.mark_done(bisect_id, self.now())
         self.wake()
-        return CancelOutcome(status, rerun.sha if rerun else None)
+        stopped_sha = rerun.sha if rerun is not None and _stopped_by_cancel(rerun) else None
+        if ended and stopped_sha is None:
+            raise StateError(f"bisect {bisect_id} is already {record.status.value}")
+        return CancelOutcome(record.status if ended else BisectStatus.CANCELLED, stopped_sha)
 
     def running(self) -> list[int]:
         with self._lock:
@@ -232,7 +240,11 @@ class JobScheduler:
             self.queue.mark_done(bisect_id, self.now())
         self.wake()
 
-    def _run_rerun(self, bisect_id: int, sha: str, priority: int, cancelled: threading.Event) -> None:
+    def _run_rerun(
+        self, bisect_id: int, sha: str, priority: int, cancelled: threading.Event, stopped: threading.Event
+    ) -> None:
+        """stopped: set when the cancel ended it (before or while its step ran)."""
+
         def view(spec: BisectSpec) -> Executor:
             opened = self.pool.view(bisect_id, priority, rerun=True)
             if cancelled.is_set():  # the cancel's interrupt came before the view was there
@@ -241,7 +253,9 @@ class JobScheduler:
 
         try:
             self.make_coordinator(self.store, view).rerun(bisect_id, sha, cancelled=cancelled.is_set)
-        except (StopRequested, SideRunsCancelledError):
+        except SideRunsCancelledError:
+            stopped.set()
+        except StopRequested:
             return
         except Exception as exc:  # the rerun fails; the server serves on
             if not isinstance(exc, BisectError):

@@ -4,25 +4,30 @@ and read at every start after, so that a form a page served before a restart is 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
+import tempfile
+import time
 from pathlib import Path
 
 from bisector.vocab.errors import InputError
 
 KEY_BYTES = 32
+NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}  # os.link's errors where none are made
+KEY_WRITE_WAIT_S = 2.0  # how long an empty key file is read again: its maker may not have written it yet
 
 
 def secret_key(path: Path) -> bytes:
-    """The key kept at path, made there first if there is none (mode 0600, written whole before it appears, so that
-    two servers starting at once read the same key). InputError, naming the file, when it cannot be made or read, is
-    not a key, or others may read it."""
+    """The key kept at path, made there first if there is none (mode 0600; the first maker's key is kept, so that
+    two servers or threads starting at once read the same key). InputError, naming the file, when it cannot be made
+    or read, is not a key, or others may read it."""
     try:
         if not path.exists():
             _create(path)
         mode = path.stat().st_mode
-        text = path.read_text(encoding="ascii").strip()
+        text = _read(path).strip()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"the server's key file {path}: {getattr(exc, 'strerror', None) or exc}") from None
     if stat.S_IMODE(mode) & 0o077:
@@ -37,13 +42,37 @@ def secret_key(path: Path) -> bytes:
 
 
 def _create(path: Path) -> None:
+    """A key written whole in a draft of this call's own, then linked into place unless a key is there already.
+    Where the filesystem makes no hard links, the key file is created exclusively and written after (_read waits
+    for its first writer)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    draft = path.with_name(f".{path.name}.{os.getpid()}")
-    descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    line = secrets.token_hex(KEY_BYTES) + "\n"
+    descriptor, draft = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
     try:
         with os.fdopen(descriptor, "w", encoding="ascii") as file:
-            file.write(secrets.token_hex(KEY_BYTES) + "\n")
-        with contextlib.suppress(FileExistsError):  # another server made it meanwhile: theirs is kept
+            file.write(line)
+        try:
             os.link(draft, path)
+        except FileExistsError:  # another maker got there first: theirs is kept
+            pass
+        except OSError as exc:
+            if exc.errno not in NO_HARD_LINKS:
+                raise
+            _create_exclusive(path, line)
     finally:
-        draft.unlink(missing_ok=True)
+        Path(draft).unlink(missing_ok=True)
+
+
+def _create_exclusive(path: Path, line: str) -> None:
+    with (
+        contextlib.suppress(FileExistsError),  # another maker got there first: theirs is kept
+        os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="ascii") as file,
+    ):
+        file.write(line)
+
+
+def _read(path: Path) -> str:
+    deadline = time.monotonic() + KEY_WRITE_WAIT_S
+    while not (text := path.read_text(encoding="ascii")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return text

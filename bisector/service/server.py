@@ -121,12 +121,13 @@ def _serve_on(sock: socket.socket, config: ServiceConfig, host: str, db_url: str
                 file=sys.stderr,
                 flush=True,
             )
+            # The mirrors' git runs in the main thread (ended by itself at a signal) and in requests' threads: it is
+            # stopped as uvicorn stops, whatever stops it.
             _answer_until_stopped(app, sock, on_stop=mirrors.stop)
         except StopRequested as stop:
             stop.interrupted_steps = scheduler.stop()
             raise
         finally:
-            mirrors.stop()
             scheduler.stop()
             pool.close()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,8 @@ from bisector.workers.executor import StepRequest
 from bisector.workers.inprocess import InProcessExecutor
 from bisector.workers.pool import PREEMPTED, PoolView, SlotPool, ViewKey
 
+WAIT_S = 120.0  # only ends a hung test; no speed target
+
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
@@ -27,7 +29,17 @@ def repo(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def pool(repo: Path) -> Iterator[SlotPool]:
-    opened = SlotPool(InProcessExecutor(str(repo), 4), stop_error=lambda: StopRequested(signal.SIGTERM))
+    opened = SlotPool(
+        InProcessExecutor(str(repo), 4), stop_error=lambda: StopRequested(signal.SIGTERM), idle_after_s=3600
+    )
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def lending_pool(repo: Path) -> Iterator[SlotPool]:
+    """Two slots; a view holding nothing is idle as soon as its coordinator is out of the pool."""
+    opened = SlotPool(InProcessExecutor(str(repo), 2), stop_error=lambda: StopRequested(signal.SIGTERM), idle_after_s=0)
     yield opened
     opened.close()
 
@@ -97,7 +109,7 @@ def test_a_view_promised_no_slot_preempts_nobody_and_waits_for_one(pool: SlotPoo
     waiting = threading.Thread(target=lambda: answers.append(rerun.free_workers()))
     waiting.start()
     results_of(second, 1)
-    assert waiting.is_alive()  # the second view's slot is free, but it is still owed to the second view
+    assert waiting.is_alive()  # the second view's slot is free, but owed to it, and it is not idle (it just polled)
     second.close()  # its job ends: four views now, one slot each
     waiting.join()
     assert len(answers[0]) == 1
@@ -173,7 +185,7 @@ def test_stop_raises_in_the_coordinator_of_every_view(pool: SlotPool) -> None:
 def test_results_keep_their_verdicts(pool: SlotPool, repo: Path, tmp_path: Path) -> None:
     view = pool.view(1)
     view.submit(request(repo, tmp_path, 5, view.free_workers()[0], run="exit 1"))
-    results = []
+    results: list[StepResult] = []
     while not results:
         results = view.poll(0.2)
     assert results[0].verdict is Verdict.BAD
@@ -248,3 +260,78 @@ def test_steps_not_marked_preemptible_are_never_preempted(pool: SlotPool, repo: 
     [cancelled] = results_of(first, 1)
     assert (cancelled.step_id, cancelled.verdict) == (1, Verdict.CANCELLED)  # not 4, the newest
     assert pool.busy() == 3  # the others run on
+
+
+def test_a_view_closed_while_it_waits_for_a_slot_is_offered_none(repo: Path, tmp_path: Path) -> None:
+    pool = SlotPool(InProcessExecutor(str(repo), 1), stop_error=lambda: StopRequested(signal.SIGTERM))
+    try:
+        job = pool.view(1)
+        job.submit(request(repo, tmp_path, 1, job.free_workers()[0], run="sleep 60", preemptible=True))
+        job.poll(0.0)
+        rerun = pool.view(1, rerun=True)  # promised none: the job holds the one slot
+        answers: list[object] = []
+
+        def ask() -> None:
+            try:
+                answers.append(rerun.free_workers())
+            except Exception as exc:  # what its coordinator would have seen
+                answers.append(exc)
+
+        waiting = threading.Thread(target=ask)
+        waiting.start()
+        rerun.close()  # by another thread, before or while it waits
+        waiting.join()
+        assert answers == [[]]
+        assert job.poll(0.0) == []  # the job's step was not preempted for it
+        assert pool.busy() == 1
+    finally:
+        pool.close()
+
+
+def asked(view: PoolView) -> Callable[[], list[str]]:
+    """view.free_workers() asked in a thread of its own (as its coordinator's); the call returns its answer."""
+    answers: list[list[str]] = []
+    thread = threading.Thread(target=lambda: answers.append(view.free_workers()))
+    thread.start()
+
+    def answer() -> list[str]:
+        thread.join(WAIT_S)
+        assert answers, "still waiting for a slot"
+        return answers[0]
+
+    return answer
+
+
+def test_a_slot_owed_to_an_idle_view_is_lent_to_a_waiting_rerun_and_comes_back_when_its_step_ends(
+    lending_pool: SlotPool, repo: Path, tmp_path: Path
+) -> None:
+    job, idle_job = lending_pool.view(1), lending_pool.view(2)  # the second job's coordinator is elsewhere
+    job.submit(request(repo, tmp_path, 1, job.free_workers()[0], run="sleep 60", preemptible=True))
+    job.poll(0.0)
+    rerun = lending_pool.view(1, rerun=True)
+    assert lending_pool.shares() == {ViewKey(1): 1, ViewKey(2): 1, ViewKey(1, rerun=True): 0}
+    [lent] = asked(rerun)()
+    gate = tmp_path / "gate"
+    gate.touch()
+    rerun.submit(request(repo, tmp_path, 2, lent, run=f"while [ -e {gate} ]; do sleep 0.05; done"))
+    rerun.poll(0.0)
+    owner_asks = asked(idle_job)  # holds none, none is free, and the rerun's step is not preemptible: it waits
+    gate.unlink()
+    assert owner_asks() == [lent]
+    assert [r.step_id for r in results_of(rerun, 1)] == [2]
+    assert job.poll(0.0) == []  # the job's step was never preempted
+
+
+def test_a_slot_lent_to_a_job_is_taken_back_by_preemption_when_its_owner_asks(
+    lending_pool: SlotPool, repo: Path, tmp_path: Path
+) -> None:
+    first, idle = lending_pool.view(1), lending_pool.view(2)
+    workers = first.free_workers()
+    assert len(workers) == 2  # its own and the idle view's
+    for step_id, worker in enumerate(workers, start=1):
+        first.submit(request(repo, tmp_path, step_id, worker, run="sleep 60", preemptible=True))
+    first.poll(0.0)
+    assert asked(idle)() == [workers[1]]  # the newest probe gave its slot back
+    [cancelled] = results_of(first, 1)
+    assert (cancelled.step_id, cancelled.verdict) == (2, Verdict.CANCELLED)
+    assert cancelled.detail.startswith(f"{PREEMPTED}: its slot went to bisect 2")

@@ -4,8 +4,9 @@ SQLite: reruns beside a running job, and a cancel that ends them."""
 from __future__ import annotations
 
 import signal
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,12 @@ from bisector.core.options import VerifyEndpoints
 from bisector.core.spec import BisectSpec, CommitTest, SearchPolicy
 from bisector.db.store import Store
 from bisector.report import BisectReport
-from bisector.runner.coordinator import prepare_bisect
+from bisector.runner.coordinator import Coordinator, prepare_bisect
 from bisector.runner.stopping import StopRequested
 from bisector.service.scheduler import CancelOutcome, JobScheduler
-from bisector.vocab.domain import BisectStatus, StepPurpose, StepRecord, Verdict
+from bisector.vocab.domain import BisectStatus, StepPurpose, StepRecord, StepResult, Verdict
 from bisector.vocab.errors import StateError
+from bisector.workers.executor import Executor
 from bisector.workers.inprocess import InProcessExecutor
 from bisector.workers.pool import PREEMPTED, SlotPool, ViewKey
 
@@ -166,3 +168,50 @@ def test_a_cancel_ends_a_rerun_waiting_for_a_slot_before_it_starts(
     wait_for("the cancelled job's step stopped", lambda: running(first) == 0)
     assert rerun_steps(store, first) == []
     (tmp_path / "gate").unlink()
+
+
+class RerunEndingJustBeforeTheCancel(Coordinator):
+    """Its rerun's step ends and is stored; its thread is let go only once a cancel has been asked."""
+
+    step_stored = threading.Event()
+
+    def rerun(
+        self,
+        bisect_id: int,
+        rev: str,
+        times: int = 1,
+        executor_overrides: Mapping[str, object] | None = None,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> list[StepResult]:
+        results = super().rerun(bisect_id, rev, times, executor_overrides, cancelled)
+        self.step_stored.set()
+        wait_for("the cancel", cancelled)
+        return results
+
+
+def test_a_cancel_does_not_name_a_rerun_that_ended_by_itself_just_before_it(
+    store: Store, history: SyntheticHistory
+) -> None:
+    pool = SlotPool(InProcessExecutor(str(history.path), 2), stop_error=lambda: StopRequested(signal.SIGTERM))
+
+    def coordinator(store: Store, views: Callable[[BisectSpec], Executor]) -> Coordinator:
+        return RerunEndingJustBeforeTheCancel(store, views)
+
+    scheduler = JobScheduler(store, pool, coordinator)
+    try:
+        bisect_id = queued(store, scheduler, history, CommitTest(run="bash test.sh"))
+        for ended_before in (False, True):
+            RerunEndingJustBeforeTheCancel.step_stored.clear()
+            scheduler.rerun(scheduler.queue.get(bisect_id), history.shas[-1])
+            wait_for("the rerun's step stored", RerunEndingJustBeforeTheCancel.step_stored.is_set)
+            if ended_before:  # of an ended bisect, the cancel had only its rerun to stop
+                with pytest.raises(StateError, match=f"bisect {bisect_id} is already cancelled"):
+                    scheduler.cancel(scheduler.queue.get(bisect_id))
+            else:
+                outcome = scheduler.cancel(scheduler.queue.get(bisect_id))
+                assert outcome == CancelOutcome(BisectStatus.CANCELLED, None)
+            wait_for("the rerun let go", lambda: scheduler.reruns() == [])
+        assert [s.verdict for s in rerun_steps(store, bisect_id)] == [Verdict.BAD, Verdict.BAD]
+    finally:
+        scheduler.stop()
+        pool.close()

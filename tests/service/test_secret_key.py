@@ -3,9 +3,12 @@ at start-up in one line, before its store is opened."""
 
 from __future__ import annotations
 
+import errno
+import os
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -55,3 +58,39 @@ def test_a_key_file_that_cannot_serve_stops_the_server_in_one_line(
     assert done.stderr.count("\n") == 1
     assert not db.exists()  # refused before the store was opened
     assert path.read_text() == text  # never replaced
+
+
+def test_a_draft_of_another_thread_of_this_process_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "serve-form.key"
+    path.parent.mkdir()
+    others = path.with_name(f".{path.name}.{os.getpid()}")  # named as a draft of this process would be
+    others.write_text("another thread's draft\n")
+    key = secret_key(path)
+    assert others.read_text() == "another thread's draft\n"
+    assert secret_key(path) == key
+
+
+def test_without_hard_links_the_first_maker_wins_and_every_thread_reads_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_hard_links(source: object, target: object) -> None:  # as vfat answers os.link
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_hard_links)
+    path = tmp_path / "data" / "serve-form.key"
+    start = threading.Barrier(8)
+    keys: list[bytes] = []
+
+    def start_a_server() -> None:
+        start.wait()
+        keys.append(secret_key(path))
+
+    threads = [threading.Thread(target=start_a_server) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(keys) == 8
+    assert len(set(keys)) == 1
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
