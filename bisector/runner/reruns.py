@@ -54,8 +54,12 @@ def revoke_reruns(store: Store, bisect_id: int) -> tuple[str, ...]:
     """Remove the entries of every rerun of the bisect, each of which then stops within a round. The commits of
     those whose process lives (one on another host counts as living)."""
     before = store.change_extra(bisect_id, lambda extra: _with_reruns(extra, {}))
-    revoked = _reruns(before).values()
-    return tuple(e["sha"] for e in revoked if not ((owner := OwnerId.parse(e["owner"])) and owner.is_gone_here()))
+    return tuple(entry["sha"] for entry in _reruns(before).values() if _lives(entry["owner"]))
+
+
+def _lives(owner: str) -> bool:
+    parsed = OwnerId.parse(owner)
+    return parsed is None or not parsed.is_gone_here()
 
 
 def _reruns(extra: dict[str, Any]) -> dict[str, dict[str, str]]:
