@@ -7,7 +7,7 @@ A status change is guarded in its WHERE clause, so two processes cannot both mak
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -95,14 +95,22 @@ def current_status(conn: Connection, bisect_id: int) -> str | None:
     return conn.execute(select(bisects.c.status).where(bisects.c.id == bisect_id)).scalar()
 
 
-def merge_extra(conn: Connection, bisect_id: int, values: Mapping[str, object]) -> bool:
-    """Merge values into the bisect's `extra` object (its row locked meanwhile); False when there is no bisect."""
+def change_extra(
+    conn: Connection, bisect_id: int, change: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """Replace the bisect's `extra` object by change(it), its row locked meanwhile; the object as it was, or None
+    when there is no bisect."""
     current = conn.execute(select(bisects.c.extra).where(bisects.c.id == bisect_id).with_for_update()).scalar()
     if current is None:
-        return False
-    merged = {**load(current), **values}
-    conn.execute(update(bisects).where(bisects.c.id == bisect_id).values(extra=dump(merged)))
-    return True
+        return None
+    before: dict[str, Any] = load(current)
+    conn.execute(update(bisects).where(bisects.c.id == bisect_id).values(extra=dump(change(dict(before)))))
+    return before
+
+
+def merge_extra(conn: Connection, bisect_id: int, values: Mapping[str, object]) -> bool:
+    """Merge values into the bisect's `extra` object (its row locked meanwhile); False when there is no bisect."""
+    return change_extra(conn, bisect_id, lambda extra: {**extra, **values}) is not None
 
 
 def lease_row(conn: Connection, bisect_id: int) -> Row[Any, Any] | None:

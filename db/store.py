@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from sqlalchemy import Connection, Engine, Update, text
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError, StatementError
@@ -199,6 +199,15 @@ class Store:
         with self._write() as conn:
             if not bisect_table.merge_extra(conn, bisect_id, values):
                 raise self._unknown(bisect_id)
+
+    def change_extra(self, bisect_id: int, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+        """Replace the bisect's `extra` object by change(it) in one transaction, its row locked meanwhile, so that
+        processes changing one key at once do not undo each other's change; returns the object as it was."""
+        with self._write() as conn:
+            before = bisect_table.change_extra(conn, bisect_id, change)
+        if before is None:
+            raise self._unknown(bisect_id)
+        return before
 
     # --- ownership -----------------------------------------------------------------------------------
 

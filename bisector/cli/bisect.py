@@ -119,22 +119,18 @@ def resume(bisect_id: int, explain: bool | None, db_url: str | None, output_form
 @db_option
 @server_options
 def cancel(bisect_id: int, db_url: str | None, server: str | None, token_file: str | None) -> None:
-    """Cancel a running bisect; its coordinator stops its steps and exits. With --server, the server's rerun of it
-    too (of a bisect that has ended, its rerun alone)."""
+    """Cancel a running bisect and its reruns (`run-at --bisect`): their coordinators stop their steps and exit. Of
+    a bisect that has ended, its reruns alone. With --server, the server's bisect and rerun."""
     if server is not None:
         return cancel_remote(server, token_file, bisect_id)
-    from bisector.runner.coordinator import store_missing_candidates
+    from bisector.runner.coordinator import cancel_bisect
     from bisector.runner.wiring import open_store
-    from bisector.vocab.domain import BisectStatus
-    from bisector.vocab.errors import StateError
 
     with translated_errors(bisect_id), open_store(db_url) as store:
-        record = store.get_bisect(bisect_id)
-        if record.status.is_terminal():
-            raise StateError(f"bisect {bisect_id} is already {record.status.value}")
-        store.set_status(bisect_id, BisectStatus.CANCELLED, message="cancelled by the operator")
-        store_missing_candidates(store, record)  # its coordinator may have died before storing them
-    click.echo(f"bisect {bisect_id}: cancelled")
+        outcome = cancel_bisect(store, bisect_id)
+    ended = f"already {outcome.status.value}" if outcome.ended_before else "cancelled"
+    reruns = f"; its rerun{'s' if len(outcome.reruns) > 1 else ''} at {', '.join(s[:12] for s in outcome.reruns)}"
+    click.echo(f"bisect {bisect_id}: {ended}" + (f"{reruns} cancelled" if outcome.reruns else ""))
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

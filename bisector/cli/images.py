@@ -220,6 +220,7 @@ def rerun_bisect(
 ) -> None:  # fmt: skip
     """`run-at --bisect`: the bisect's build and test at REV (or its step N), --repeat times, stored with it."""
     from bisector.report.model import BisectReport
+    from bisector.runner.side_runs import SideRunsCancelledError
     from bisector.runner.wiring import make_coordinator, open_store
 
     values = option_values(flags)
@@ -233,7 +234,11 @@ def rerun_bisect(
             rev = BisectReport.load(store, bisect_id).step(step_number).sha
         assert rev is not None
         with contextlib.redirect_stdout(sys.stderr):
-            results = make_coordinator(store, observer()).rerun(bisect_id, rev, times, overrides)
+            try:
+                results = make_coordinator(store, observer()).rerun(bisect_id, rev, times, overrides)
+            except SideRunsCancelledError as cancelled:  # `bisect cancel`: not bad input, and no run decided
+                click.echo(f"bisect {bisect_id}: {cancelled}", err=True)
+                sys.exit(EXIT_NO_CULPRIT)
     rows: list[dict[str, Any]] = [
         {
             "sha": r.sha, "verdict": r.verdict.value, "metric": r.samples[-1] if r.samples else None,

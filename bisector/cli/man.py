@@ -61,7 +61,8 @@ EXIT_STATUS: tuple[tuple[str, str], ...] = (
     ("2", "Bad input: one line on stderr; nothing stored is lost."),
     ("3", "start, resume, replay, demo run: the bisect ended without naming one commit (ambiguous because of "
      "untestable commits beside the boundary, endpoints that disagree with good/bad or cannot be tested, a "
-     "boundary that did not reproduce, or cancelled); run-at: a run did not decide (skipped or failed)."),
+     "boundary that did not reproduce, or cancelled); run-at: a run did not decide (skipped or failed), or bisect "
+     "cancel stopped it (run-at --bisect)."),
     ("4", "Paused: the test harness kept failing (a full disk, broken worker slots), never the commits; fix it and "
      "bisect resume ID."),
     ("128+N", "Stopped by signal N (130 Ctrl-C, 143 SIGTERM): every test was killed, the running steps are stored "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from bisector.core.decide import HARNESS_PAUSE_AFTER, SearchCore
@@ -24,7 +24,8 @@ from bisector.runner.loop import LoopTiming, SearchLoop
 from bisector.runner.observer import ProgressObserver, SilentObserver
 from bisector.runner.ownership import HEARTBEAT_S, LEASE_TTL_S, Lease
 from bisector.runner.pipeline import StepPipeline
-from bisector.runner.side_runs import SideRunner
+from bisector.runner.reruns import RerunRegistration, revoke_reruns
+from bisector.runner.side_runs import CANCELLED_WHY, SideRunner
 from bisector.runner.stopping import StopRequested
 from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import BisectRecord, BisectStatus, SideRun, StepPurpose, StepResult
@@ -34,7 +35,10 @@ from bisector.workers.executor import Executor
 
 POLL_INTERVAL_S = 0.5
 WATCHDOG_MIN_GRACE_S = 60.0  # a step's result may come this long after its timeout before the watchdog acts
-__all__ = ["HARNESS_PAUSE_AFTER", "Coordinator", "prepare_bisect", "store_missing_candidates", "utc_now"]
+__all__ = [
+    "HARNESS_PAUSE_AFTER", "CancelOutcome", "Coordinator", "cancel_bisect", "prepare_bisect",
+    "store_missing_candidates", "utc_now",
+]  # fmt: skip
 
 ExecutorFactory = Callable[[BisectSpec], Executor]
 Clock = Callable[[], datetime]
@@ -82,6 +86,36 @@ def store_missing_candidates(store: Store, record: BisectRecord) -> bool:
     except BisectError:
         return False
     return True
+
+
+@dataclass(frozen=True)
+class CancelOutcome:
+    """What a cancel ended: the bisect's status after it (cancelled, or the end it had reached before), and the
+    commits of the reruns of it that it stopped."""
+
+    status: BisectStatus
+    reruns: tuple[str, ...]
+    ended_before: bool  # the bisect had ended: the cancel stopped its reruns alone
+
+
+def cancel_bisect(store: Store, bisect_id: int, now: Clock = utc_now) -> CancelOutcome:
+    """`bisect cancel`: a bisect that has not ended is stored as cancelled (its coordinator stops at its next look)
+    and every rerun of it stops its steps, stored as cancelled, and ends; of a bisect that has ended, its reruns
+    alone, its end kept. StateError when it has ended and no rerun of it runs."""
+    record = store.get_bisect(bisect_id)
+    status, ended = record.status, record.status.is_terminal()
+    if not ended:
+        try:
+            store.set_status(bisect_id, BisectStatus.CANCELLED, finished=now(), message=CANCELLED_WHY)
+        except StateError:  # its coordinator ended it meanwhile
+            status, ended = store.get_bisect(bisect_id).status, True
+        else:
+            status = BisectStatus.CANCELLED
+            store_missing_candidates(store, record)  # its coordinator may have died before storing them
+    reruns = revoke_reruns(store, bisect_id)
+    if ended and not reruns:
+        raise StateError(f"bisect {bisect_id} is already {status.value}")
+    return CancelOutcome(status, reruns, ended)
 
 
 class Coordinator:
@@ -176,15 +210,16 @@ class Coordinator:
         cancelled: Callable[[], bool] = lambda: False,
     ) -> list[StepResult]:
         """`bisect run-at --bisect`: the bisect's build and test at any commit, `times` runs, stored as rerun steps.
-        SideRunsCancelledError once cancelled() (asked every round)."""
+        SideRunsCancelledError once cancelled() or `bisect cancel` (cancel_bisect, from any process) says so: both
+        are asked every round, from before the executor starts."""
         if times < 1:
             raise StateError(f"--repeat must be at least 1 (got {times})")
         record = self.store.get_bisect(bisect_id)
         spec = BisectSpec.from_json(record.spec)
         sha = GitRepo(record.repo).resolve(rev)
         spec = spec.with_executor(executor_overrides or {})
-        with self.executor_factory(spec) as executor:
-            runner = self._side_runner(record, spec, executor, cancelled)
+        with RerunRegistration(self.store, bisect_id, sha) as registration, self.executor_factory(spec) as executor:
+            runner = self._side_runner(record, spec, executor, lambda: cancelled() or registration.revoked())
             return runner.run([SideRun(sha, StepPurpose.RERUN, label=f"rerun-{i}") for i in range(times)])
 
     def run(self, bisect_id: int) -> BisectRecord:

@@ -26,7 +26,8 @@ CANCELLED_WHY = "cancelled by the operator"
 
 
 class SideRunsCancelledError(StateError):
-    """The batch was cancelled: its running steps were stored as cancelled, the others never sent."""
+    """The batch was cancelled: its running steps were stored as cancelled, the others never sent. The message
+    names the batch's purpose and commits, and how many steps were stopped."""
 
 
 class SideRunner:
@@ -72,7 +73,7 @@ class SideRunner:
         in_flight: dict[int, _Attempt] = {}  # step id -> the attempt it runs
         while pending or in_flight:
             if self.cancelled():
-                self._stop(in_flight)
+                self._stop(runs, in_flight)
             while pending and (worker := self._worker_for(pending[0])):
                 attempt = pending.pop(0)
                 run = runs[attempt.index]
@@ -99,14 +100,19 @@ class SideRunner:
                 )
         return [results[i] for i in range(len(runs))]
 
-    def _stop(self, in_flight: dict[int, _Attempt]) -> None:
+    def _stop(self, runs: Sequence[SideRun], in_flight: dict[int, _Attempt]) -> None:
         """Cancel the running steps, store their CANCELLED results, and raise SideRunsCancelledError."""
         for step_id in in_flight:
             self.pipeline.cancel(step_id, CANCELLED_WHY)
+        stopped = 0  # a step may have ended on its own meanwhile: its result is stored as it came
         while self.pipeline.running:
-            self.pipeline.poll(POLL_INTERVAL_S)
+            stopped += sum(r.verdict is Verdict.CANCELLED for r in self.pipeline.poll(POLL_INTERVAL_S))
         self.pipeline.flush()
-        raise SideRunsCancelledError(f"{len(in_flight)} running step(s) cancelled, the others never sent")
+        purposes = "/".join(dict.fromkeys(run.purpose.value for run in runs))
+        commits = ", ".join(dict.fromkeys(run.sha[:12] for run in runs))
+        raise SideRunsCancelledError(
+            f"the {purposes} at {commits} was cancelled; {stopped} running step(s) stopped and stored as cancelled"
+        )
 
     def _worker_for(self, attempt: _Attempt) -> str:
         """A free worker for this attempt, one that has not failed this run when there is one; "" if none is

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -86,6 +87,7 @@ def test_unknown_bisect(store: Store) -> None:
     for call in (
         lambda: store.set_status(42, BisectStatus.CANCELLED),
         lambda: store.update_extra(42, confidence=0.9),
+        lambda: store.change_extra(42, dict),
         lambda: store.add_candidates(42, CommitRange([GOOD, BAD])),
         lambda: store.describe(42, commits(1)),
         lambda: store.candidates(42),
@@ -138,6 +140,27 @@ def test_update_extra_merges(store: Store) -> None:
         "suspects": ["abc", "def"],
         "analysis": {"kernels_changed": 2},
     }
+
+
+def test_change_extra_from_many_stores_at_once_keeps_every_change(store: Store) -> None:
+    """Each writer adds its own entries under one key (as reruns register): a read-then-write outside the row's lock
+    would drop some of them."""
+    bisect_id = new_bisect(store)
+    store.update_extra(bisect_id, confidence=0.5)
+
+    def entry_added(name: str, n: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        return lambda extra: {**extra, "e": {**extra.get("e", {}), name: n}}
+
+    def add_entries(writer: int) -> None:
+        with Store.open(store.url) as own:
+            for n in range(10):
+                before = own.change_extra(bisect_id, entry_added(f"{writer}-{n}", n))
+                assert f"{writer}-{n}" not in before.get("e", {})
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(add_entries, range(4)))
+    extra = store.get_bisect(bisect_id).extra
+    assert extra == {"confidence": 0.5, "e": {f"{w}-{n}": n for w in range(4) for n in range(10)}}
 
 
 def test_update_extra_refuses_values_that_are_not_json(store: Store) -> None:

@@ -1,0 +1,172 @@
+"""`bisect cancel ID` against a local `bisect run-at --bisect ID` (Coordinator.rerun) in another process: real
+repositories, real SQLite files, real coordinator and step processes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bisect_helpers import processes_with, run_cli, start_cli, stored_rows, wait_for
+from synthetic import SyntheticHistory, culprit_history
+
+EXIT_NO_CULPRIT = 3
+
+
+@dataclass(frozen=True)
+class HeldTest:
+    """A test command that waits while the file `hold` exists, then runs the history's test. Each step's waiting
+    shell writes its pid to started/<step id>; the script's path is in the command line of every process of a step
+    (and in the coordinator's, whose --run names it)."""
+
+    root: Path
+
+    @property
+    def script(self) -> Path:
+        return self.root / "held-test.sh"
+
+    @property
+    def hold(self) -> Path:
+        return self.root / "hold"
+
+    @property
+    def started(self) -> Path:
+        return self.root / "started"
+
+    @property
+    def run(self) -> str:
+        return f"bash {self.script} && bash test.sh"
+
+    def step_pid(self, step_id: int) -> int | None:
+        marker = self.started / str(step_id)
+        return int(marker.read_text()) if marker.exists() and marker.read_text().strip() else None
+
+    def processes(self) -> list[int]:
+        return processes_with(str(self.script))
+
+
+@pytest.fixture
+def held(tmp_path: Path) -> Iterator[HeldTest]:
+    """A HeldTest; a test that fails leaves no process waiting."""
+    test = HeldTest(tmp_path)
+    test.started.mkdir()
+    test.script.write_text(
+        f"echo $$ > {test.started}/$BISECT_STEP_ID.tmp && mv {test.started}/$BISECT_STEP_ID.tmp "
+        f"{test.started}/$BISECT_STEP_ID\nwhile [ -e {test.hold} ]; do sleep 0.05; done\n"
+    )
+    yield test
+    test.hold.unlink(missing_ok=True)
+    for pid in test.processes():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+
+
+def start_args(history: SyntheticHistory, run: str) -> list[str]:
+    return [
+        "start", "--repo", str(history.path), "--good", history.shas[0][:10], "--bad", "main", "--run", run,
+        "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8", "--no-explain",
+    ]  # fmt: skip
+
+
+def rerun_steps(db: Path) -> list[tuple[int, str | None, str]]:
+    return stored_rows(db, "select id, verdict, detail from steps where purpose = 'rerun' order by id")
+
+
+def wait_for_the_reruns_test(db: Path, held: HeldTest, rerun: subprocess.Popen[str]) -> None:
+    """Until the rerun's running step's test waits (its shell is alive)."""
+
+    def waiting() -> bool:
+        assert rerun.poll() is None, rerun.communicate()
+        last = rerun_steps(db)[-1:]
+        return bool(last) and last[0][1] is None and held.step_pid(last[0][0]) is not None
+
+    wait_for(waiting, what="the rerun's test to run")
+    assert held.step_pid(rerun_steps(db)[-1][0]) in held.processes()
+
+
+def report(db: Path) -> dict[str, Any]:
+    done = run_cli("report", "1", "--format", "json", db=db)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def assert_cancelled_rerun(rerun: subprocess.Popen[str], db: Path, held: HeldTest, sha: str) -> None:
+    """The rerun process exited with one line saying so; its step's processes are gone and it is stored cancelled."""
+    out, err = rerun.communicate(timeout=120)
+    assert rerun.returncode == EXIT_NO_CULPRIT, (out, err)
+    assert err.strip().splitlines()[-1] == (
+        f"bisect 1: the rerun at {sha[:12]} was cancelled; 1 running step(s) stopped and stored as cancelled"
+    )
+    assert "Traceback" not in err
+    assert out == ""
+    wait_for(lambda: not held.processes(), what="every step's processes to end")
+    assert [(verdict, detail) for _, verdict, detail in rerun_steps(db)] == [("cancelled", "cancelled by the operator")]
+
+
+def test_cancel_stops_the_local_rerun_of_an_ended_bisect_and_keeps_its_verdict(tmp_path: Path, held: HeldTest):
+    history = culprit_history(tmp_path / "repo", 8, 5)
+    db = tmp_path / "b.db"
+    assert run_cli(*start_args(history, held.run), db=db).returncode == 0
+    before = report(db)
+    held.hold.touch()
+    rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
+    wait_for_the_reruns_test(db, held, rerun)
+
+    cancelled = run_cli("cancel", "1", db=db)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout == f"bisect 1: already found; its rerun at {history.shas[6][:12]} cancelled\n"
+
+    assert_cancelled_rerun(rerun, db, held, history.shas[6])
+    after = report(db)
+    kept = ("status", "first_bad", "last_good", "message", "finished")
+    assert {k: after[k] for k in kept} == {k: before[k] for k in kept}
+    assert [s for s in after["steps"] if s["purpose"] != "rerun"] == before["steps"]
+    again = run_cli("cancel", "1", db=db)  # nothing runs now: as for any ended bisect
+    assert (again.returncode, again.stderr.strip()) == (2, "bisect: error: bisect 1 is already found")
+
+
+def test_cancel_stops_a_running_bisect_and_its_local_rerun(tmp_path: Path, held: HeldTest):
+    history = culprit_history(tmp_path / "repo", 8, 5)
+    db = tmp_path / "b.db"
+    held.hold.touch()
+    coordinator = start_cli(*start_args(history, held.run), db=db)
+    wait_for(lambda: any(held.started.iterdir()), what="the bisect's tests to run")
+    rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
+    wait_for_the_reruns_test(db, held, rerun)
+
+    cancelled = run_cli("cancel", "1", db=db)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout == f"bisect 1: cancelled; its rerun at {history.shas[6][:12]} cancelled\n"
+
+    coordinator.communicate(timeout=120)
+    assert coordinator.returncode == EXIT_NO_CULPRIT
+    assert_cancelled_rerun(rerun, db, held, history.shas[6])
+    assert report(db)["status"] == "cancelled"
+    search = stored_rows(db, "select verdict from steps where purpose != 'rerun'")
+    assert search
+    assert all(verdict is not None for (verdict,) in search)
+
+
+def test_cancel_counts_no_rerun_that_ended_or_was_killed(tmp_path: Path, held: HeldTest):
+    """A rerun that finished, and one killed by SIGKILL (it could not remove its entry): neither runs, so a cancel
+    of the ended bisect is refused as for any ended bisect."""
+    history = culprit_history(tmp_path / "repo", 8, 5)
+    db = tmp_path / "b.db"
+    assert run_cli(*start_args(history, held.run), db=db).returncode == 0
+    assert run_cli("run-at", "--bisect", "1", history.shas[6], db=db).returncode == 0
+    held.hold.touch()
+    rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
+    wait_for_the_reruns_test(db, held, rerun)
+    os.killpg(rerun.pid, signal.SIGKILL)  # the rerun's own process group; its step is left to the fixture
+    rerun.communicate()
+
+    refused = run_cli("cancel", "1", db=db)
+    assert (refused.returncode, refused.stderr.strip()) == (2, "bisect: error: bisect 1 is already found")
+    assert report(db)["status"] == "found"
