@@ -61,8 +61,9 @@ def test_templates_unused_for_a_day_go_with_the_lru_pass_and_those_used_since_st
     templates = cache.templates_dir
     make_venv(tmp_path / "one" / "venv", templates)
     current = _template(templates)
-    make_venv(tmp_path / "two" / "venv", tmp_path / "elsewhere")  # a template named for another cache path, as
-    elsewhere = _template(tmp_path / "elsewhere")  # another interpreter's or uv's is
+    # Another cache path's template stands for another interpreter's or uv's: named otherwise, never used here
+    make_venv(tmp_path / "two" / "venv", tmp_path / "elsewhere")
+    elsewhere = _template(tmp_path / "elsewhere")
     old, young = templates / ("0" * 16), templates / ("1" * 16)
     for copy in (old, young):
         subprocess.run(["cp", "-a", str(elsewhere), str(copy)], check=True)
