@@ -6,7 +6,8 @@ Its stdin carries one JSON line per command: {"build": JOB} starts a build (JOB'
 this process's own environment, null for one it lacks), {"stop": SHA} cancels one. End of file
 (the coordinator closed it, or died), SIGTERM, SIGINT or SIGHUP (a CI runner's or a terminal's, to the coordinator's
 group) cancel every build, and the process exits once they have ended; a cancelled build leaves no image. It
-prints `started SHA PGID` as a build's command starts and `outcome JSON` as a build ends. Each build first takes
+prints `started SHA PGID` as a build's command starts and `outcome JSON` as a build ends, and takes in orders while
+its output waits for a reader (the coordinator writes a pass of orders before it reads again). Each build first takes
 one of the host's build-ahead slots (workers/build_slots.py), and the process runs at a lower priority, so that the
 builds and tests that steps wait for go first. A failed build keeps nothing either: a build ahead runs under other
 conditions than a step (no GPU, CPUs shared with a test), so only a step's own build judges the commit.
@@ -144,7 +145,8 @@ class BuildServer:
         self.cancels: dict[str, CancelSignal] = {}
         self.repos: dict[str, GitRepo] = {}  # path -> the repository, opened as its first build is ordered
         self.threads: list[threading.Thread] = []
-        self.lock = threading.Lock()  # the cancels, ending, and stdout
+        self.lock = threading.Lock()  # the cancels and ending: the reader of the orders takes it
+        self.printing = threading.Lock()  # stdout, whose reader may not read while it writes orders: never self.lock
         self.ending = False  # every build cancelled: those asked for later too
         self.input_ended = threading.Event()
         self.signalled = False
@@ -188,7 +190,7 @@ class BuildServer:
         self.say("outcome " + json.dumps(outcome.to_json()))
 
     def say(self, line: str) -> None:
-        with self.lock:
+        with self.printing:
             print(line, flush=True)
 
     def read_commands(self, fd: int = 0) -> None:

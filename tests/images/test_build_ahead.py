@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -405,3 +409,59 @@ def test_a_pass_of_orders_goes_out_while_the_build_ahead_process_is_busy(tmp_pat
     finally:
         child.send_signal(signal.SIGCONT)
     ahead.close()
+
+
+def _unread_bytes(fd: int) -> int:
+    """How many bytes wait in the pipe read through fd."""
+    unread: int = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    return unread
+
+
+def test_a_build_ahead_process_blocked_printing_an_outcome_still_takes_in_orders(tmp_path: Path):
+    """The coordinator writes a pass of orders without reading the child's output meanwhile: a child whose stdout
+    is full still takes them in, else each waits for the other forever. Both pipes hold one page; the outcome is
+    longer than that (a long origin URL in its image's key), so a full stdout shows its print under way, and
+    blocked. The bound is a safety net against a hang."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bisector.workers.build_ahead_child"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    assert child.stdin is not None
+    assert child.stdout is not None
+    fcntl.fcntl(child.stdin.fileno(), fcntl.F_SETPIPE_SZ, os.sysconf("SC_PAGE_SIZE"))
+    stdout_bytes = fcntl.fcntl(child.stdout.fileno(), fcntl.F_SETPIPE_SZ, os.sysconf("SC_PAGE_SIZE"))
+    repo = make_image_repo(tmp_path / "repo", (10,))
+    git(repo.path, "remote", "add", "origin", "https://example.org/" + "x" * 2 * stdout_bytes)
+    (tmp_path / "logs").mkdir()
+    job = BuildAheadJob.of(replace(_request(repo.path, repo.shas[0], tmp_path), build_cmd=None), dict(os.environ))
+    order = {"build": {**asdict(job), "env": env_changes(job.env, os.environ), "patches": []}}
+    stops = [{"stop": f"{i:040x}"} for i in range(16 * stdout_bytes // 50)]  # 16 pipes' worth, and more
+    orders = b"".join(json.dumps(stop).encode() + b"\n" for stop in stops)
+
+    def send() -> None:
+        assert child.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # the child killed by a failed run of this test
+            child.stdin.write(orders)
+            child.stdin.flush()
+
+    sending = threading.Thread(target=send, daemon=True)
+    try:
+        child.stdin.write(json.dumps(order).encode() + b"\n")
+        child.stdin.flush()
+        wait_for(lambda: _unread_bytes(child.stdout.fileno()) == stdout_bytes, what="the outcome to fill stdout")
+        sending.start()
+        sending.join(timeout=60)
+        assert not sending.is_alive(), "the build-ahead process stopped taking in orders while its stdout was full"
+        outcome = json.loads(child.stdout.readline().decode().removeprefix("outcome "))
+        assert outcome["status"] == AheadStatus.READY
+        assert outcome["image"]["key"]["repo"].startswith("https://example.org/xxx")
+        child.stdin.close()
+        assert child.wait(timeout=60) == 0
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        sending.join(timeout=60)
+        for pipe in (child.stdin, child.stdout):
+            with contextlib.suppress(OSError):  # what the killed child did not read
+                pipe.close()

@@ -278,7 +278,8 @@ def test_an_image_s_venv_is_the_one_uv_makes_at_its_path_seeded_with_the_base_s_
         prefix = subprocess.run([venv / "bin" / "python", "-c", "import sys, sqlalchemy; print(sys.prefix)"],
                                 capture_output=True, text=True, check=True)  # fmt: skip
         assert prefix.stdout.strip() == str(venv)
-    assert len(list(templates.iterdir())) == 1  # one venv made by uv, nothing left of its making
+    kept = sorted(path.name for path in templates.iterdir())
+    assert kept == [kept[0], f"{kept[0]}.lock"]  # one venv made by uv and its lock, nothing left of its making
     moved = templates.rename(tmp_path / "moved")  # the cache root renamed between runs
     third = tmp_path / "three" / "venv"
     make_venv(third, moved)

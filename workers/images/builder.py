@@ -42,6 +42,7 @@ from bisector.workers.images.cache import (
     ManifestFormatError,
     lock_shared,
     now_iso,
+    template_lock,
 )
 from bisector.workers.images.contents import Contents, ImageDamageError, check_contents, record_contents
 from bisector.workers.images.key import ImageKey, ImageRecipe, image_key
@@ -60,7 +61,6 @@ from bisector.workers.process import run_shell
 Evict = Callable[[int, frozenset[str]], list[str]]  # (max bytes, images kept) -> the ids removed
 _MAKING_TEMPLATE = threading.Lock()
 UV_VENV_TIMEOUT_S = 300  # one hung uv would hold every build of the process behind _MAKING_TEMPLATE
-VENV_TEMPLATES = ".venvs"  # in the cache root: the venv uv made for each interpreter, copied into each image
 SEED_PTH = "_gpu_bisect_base.pth"  # makes the base environment's packages (torch) importable in an image's venv
 
 
@@ -247,7 +247,7 @@ class ImageBuilder:
             self.cache.write_manifest(building)
             repo.export_tree(source, folder / "src")
             if job.recipe.mode == "venv":
-                make_venv(folder / "venv", self.cache.root / VENV_TEMPLATES)
+                make_venv(folder / "venv", self.cache.templates_dir)
         except (OSError, subprocess.SubprocessError, RepoError) as exc:  # a hung uv times out
             remove_tree(folder)
             return PreparedImage(error=f"could not prepare image {key.id} at {job.sha[:12]}: {_describe(exc)}")
@@ -433,24 +433,42 @@ def make_venv(venv: Path, templates: Path) -> None:
     rewritten to name the template's); later ones are copies of that one, rewritten to name their own folder: uv
     spends about 12 ms of CPU on a venv, a copy a few, and the images built ahead of a round are made dozens at
     once. A template is named after the interpreter, uv's binary and templates' path, so that another uv or
-    Python, or a moved cache root, gets a template of its own."""
+    Python, or a moved cache root, gets a template of its own. The template's shared lock is held throughout, and
+    its mtime marks its use: the LRU pass removes only templates unused for a while (workers/images/cache.py)."""
     venv.parent.mkdir(parents=True, exist_ok=True)
-    template = templates / _template_name(str(templates))
+    name = _template_name(str(templates))
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(template_lock(templates, name, shared=True))
+        except OSError:  # no template can be kept (a file where its folder would be): uv makes this venv
+            _uv_venv(venv)
+        else:
+            _from_template(venv, templates / name)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    (venv / "lib" / version / "site-packages" / SEED_PTH).write_text(_base_site_paths())
+
+
+def _from_template(venv: Path, template: Path) -> None:
+    """venv as a copy of template, which is made first from venv where it is missing (template's lock held)."""
     if not template.is_dir():
         with _MAKING_TEMPLATE:  # the builds started together wait for one venv, not make one each
             if not template.is_dir():
-                subprocess.run(
-                    [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(venv)],
-                    check=True, capture_output=True, text=True, timeout=UV_VENV_TIMEOUT_S,
-                )  # fmt: skip
+                _uv_venv(venv)
                 # The venv is made: a template that cannot be kept (disk full, a failed copy) is tried again later.
                 with contextlib.suppress(OSError, subprocess.SubprocessError):
                     _keep_as_template(venv, template)
     if not venv.exists():
         subprocess.run(["cp", "-a", str(template), str(venv)], check=True, capture_output=True, text=True)
         relocate_listed(venv, _naming_folder(template), str(template), str(venv))
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    (venv / "lib" / version / "site-packages" / SEED_PTH).write_text(_base_site_paths())
+    with contextlib.suppress(OSError):
+        os.utime(template)  # used now
+
+
+def _uv_venv(venv: Path) -> None:
+    subprocess.run(
+        [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(venv)],
+        check=True, capture_output=True, text=True, timeout=UV_VENV_TIMEOUT_S,
+    )  # fmt: skip
 
 
 def _keep_as_template(venv: Path, template: Path) -> None:

@@ -8,10 +8,13 @@ vocab.paths.cache_dir()/images; resolved (a link to it stands for its target). L
 produced, workers/images/contents.py), `<id>/src` (the commit's tree and its build outputs), `<id>/venv`,
 `<id>/triton`, `<id>/inductor`, `<id>/runs` (the tests' private copies);
 `locks/<id>.lock` (flock: exclusive while the image is built or removed, shared while a step uses it);
-`ccache/` (the compiler cache every image shares); `.venvs/<name>` (the venv uv made for an interpreter, which
-each image's venv is copied from: workers/images/builder.py); `.incoming-<id>` (a copy from another node being
+`ccache/` (the compiler cache every image shares); `.venvs/<name>` (a template: the venv uv made for an interpreter
+and uv, which each image's venv is copied from: workers/images/builder.py), `.venvs/.<name>-*` (a template being
+written, renamed to `<name>` when whole) and `.venvs/<name>.lock` (flock: shared while a process makes a venv from
+the template or writes it, exclusive while the LRU pass removes it); `.incoming-<id>` (a copy from another node being
 unpacked, under the image's exclusive lock; one whose lock is free was left by a killed copy, and the LRU pass
-removes it).
+removes it). The LRU pass also removes, where their lock is free, the templates no venv was made from for
+TEMPLATE_UNUSED_S (another interpreter's or uv's) and the templates' drafts (their writer was killed).
 
 The manifest is written atomically (a temporary file of the writing thread's own renamed over it); an image is
 usable only when its manifest says ready. A lock dies with its holder, so a builder killed mid-build leaves a
@@ -42,6 +45,9 @@ IMAGE_ID = re.compile(r"[0-9a-f]{16}")  # an image's folder's name (workers/imag
 RUNS = "runs"  # `<id>/runs/`: the tests' private copies of the image (workers/images/run_copy.py)
 FILLED_BY_TESTS = ("triton", "inductor")  # `<id>/triton`, `<id>/inductor`: the caches tests write into the image
 INCOMING_PREFIX = ".incoming-"  # `.incoming-<id>`: a copy of the image being unpacked (workers/images/transfer.py)
+VENV_TEMPLATES = ".venvs"  # the venv uv made for each interpreter and uv, copied into each image
+TEMPLATE_UNUSED_S = 24 * 3600  # a template no venv was made from for this long is removed (remade when wanted)
+TEMPLATE_NAME = re.compile(r"[0-9a-f]{16}")  # a template's name (workers/images/builder.py's _template_name)
 
 
 class ImageStatus(StrEnum):
@@ -146,6 +152,10 @@ class ImageCache:
         found = (self.manifest(entry.name) for entry in self.root.iterdir() if entry.is_dir())
         return [m for m in found if m is not None]
 
+    @property
+    def templates_dir(self) -> Path:
+        return self.root / VENV_TEMPLATES
+
     @contextlib.contextmanager
     def lock(
         self, image_id: str, *, shared: bool = False, timeout_s: float = float("inf"),
@@ -154,27 +164,8 @@ class ImageCache:
         """Hold the image's lock (exclusive to build or remove it, shared to use it); yields the descriptor, so
         a builder can turn its exclusive lock into a shared one (lock_shared) once the image is ready. on_wait is
         called once if the lock is not free at first."""
-        locks = self.root / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        fd = os.open(locks / f"{image_id}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-            deadline = time.monotonic() + timeout_s
-            waited = False
-            while True:
-                try:
-                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline or should_cancel():
-                        raise LockTimeoutError(image_id) from None
-                    if not waited:
-                        on_wait()
-                        waited = True
-                    time.sleep(LOCK_POLL_S)
+        with file_lock(self.root / "locks" / f"{image_id}.lock", shared, timeout_s, should_cancel, on_wait) as fd:
             yield fd
-        finally:
-            os.close(fd)
 
     def remove(self, image_id: str) -> bool:
         """Delete an image that no one builds or uses now; False when its lock is held."""
@@ -223,9 +214,10 @@ class ImageCache:
         """Remove what killed copies and builds left, where the image's lock is free (a copy or a build holds the
         image's exclusive lock until its manifest says ready or failed): `.incoming-<id>` folders (a copy killed
         while it unpacked), image folders without a manifest (a copy killed between its rename into place and its
-        manifest's write) and those whose manifest says building (a killed build)."""
+        manifest's write) and those whose manifest says building (a killed build); and the unused venv templates."""
         if not self.root.is_dir():
             return
+        remove_unused_templates(self.templates_dir)
         for entry in self.root.iterdir():
             image_id = entry.name.removeprefix(INCOMING_PREFIX)
             if entry.name == image_id and not (IMAGE_ID.fullmatch(image_id) and self._unfinished(image_id)):
@@ -245,6 +237,94 @@ class ImageCache:
             return True
         manifest = self.manifest(image_id)
         return manifest is not None and manifest.status is ImageStatus.BUILDING
+
+
+def template_lock(
+    templates: Path, name: str, *, shared: bool, timeout_s: float = float("inf")
+) -> contextlib.AbstractContextManager[int]:
+    """Hold the lock of the template `name` in templates: shared while a venv is made from it or it is written,
+    exclusive to remove it and its drafts (which may remove the lock's file too)."""
+    return file_lock(templates / f"{name}.lock", shared, timeout_s)
+
+
+def remove_unused_templates(templates: Path, unused_s: float = TEMPLATE_UNUSED_S) -> None:
+    """Remove the templates in templates no venv was made from for unused_s (a template's mtime is its last use),
+    with their lock's file, and every template's drafts, where no process holds the template's lock: a template in
+    use and a draft being written stay."""
+    try:
+        entries = [entry.name for entry in templates.iterdir()]
+    except OSError:
+        return
+    cutoff = time.time() - unused_s
+    drafts: dict[str, list[str]] = {}
+    for entry in entries:
+        name = entry.removeprefix(".").partition("-")[0].removesuffix(".lock")
+        if TEMPLATE_NAME.fullmatch(name):
+            own_drafts = drafts.setdefault(name, [])
+            if entry.startswith(f".{name}-"):
+                own_drafts.append(entry)
+    for name, own_drafts in drafts.items():
+        if not own_drafts and not _unused(templates / name, cutoff):
+            continue
+        with contextlib.suppress(LockTimeoutError, OSError), template_lock(templates, name, shared=False, timeout_s=0):
+            for draft in own_drafts:
+                remove_tree(templates / draft)
+            if _unused(templates / name, cutoff):
+                remove_tree(templates / name)
+                (templates / f"{name}.lock").unlink()  # while held: a process waiting for it opens the file anew
+
+
+def _unused(template: Path, cutoff: float) -> bool:
+    """Whether no venv was made from template since cutoff (true where there is none)."""
+    try:
+        return template.stat().st_mtime < cutoff
+    except FileNotFoundError:
+        return True
+
+
+@contextlib.contextmanager
+def file_lock(
+    path: Path, shared: bool = False, timeout_s: float = float("inf"),
+    should_cancel: Callable[[], bool] = lambda: False, on_wait: Callable[[], None] = lambda: None,
+) -> Iterator[int]:  # fmt: skip
+    """Hold an flock on the file at path (made where missing; exclusive, or shared), waiting until timeout_s or
+    should_cancel() (LockTimeoutError); on_wait is called once if it is not free at first. Yields the descriptor.
+    Its holder may remove the file: a lock taken on a file no longer at path is let go and taken on path's."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    deadline = time.monotonic() + timeout_s
+    waited = False
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline or should_cancel():
+                    raise LockTimeoutError(path.stem) from None
+                if not waited:
+                    on_wait()
+                    waited = True
+                time.sleep(LOCK_POLL_S)
+                continue
+            if _names(path, fd):
+                break
+            reopened = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # its holder removed the file it had opened
+            os.close(fd)
+            fd = reopened
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether the file open at fd is the one at path."""
+    try:
+        at_path = path.stat()
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (at_path.st_dev, at_path.st_ino) == (held.st_dev, held.st_ino)
 
 
 def lock_shared(fd: int) -> None:
