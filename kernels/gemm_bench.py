@@ -2,8 +2,9 @@
 projections, against ``torch.nn.functional.linear`` (cuBLAS on CUDA), the memory bound (weight bytes over
 HBM bandwidth) and the launch floor (an empty kernel, timed the same way). With ``--sweep`` it first tries
 candidate tiles per shape and kernel, keeps those that are correct, bitwise batch invariant (every m, every row
-position), bitwise repeatable and bitwise equal to the shipped tiles (tiles are numerics: other bits would move
-the decoder's accept length), and picks the fastest.
+position), bitwise repeatable and bitwise equal to the shipped tiles launched without programmatic dependent launch
+(tiles are numerics: other bits would move the decoder's accept length), and picks the fastest. It exits 1 when a
+kernel it reports fails one of those checks.
 
 On CUDA the default timing (``--timing graph``) captures a CUDA graph of back-to-back calls, each on another
 copy of the weights (copies totalling more than 3x the L2 cache, so every call reads its weights from HBM), as
@@ -15,10 +16,12 @@ instead takes medians of ``triton.testing.do_bench`` (L2 flushed before each cal
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
@@ -96,7 +99,7 @@ class Check:
     invariant_by_m: bool
     invariant_by_position: bool
     repeatable: bool
-    same_bits_as_shipped: bool  # fp32 output bitwise equal to the shipped tiles': these tiles keep the numerics
+    same_bits_as_shipped: bool  # fp32 output bitwise the shipped tiles' without dependent launch: same numerics
 
     @property
     def ok(self) -> bool:
@@ -249,12 +252,28 @@ def _run(kernel: Kernel, x: torch.Tensor, w: torch.Tensor, tiles: Tiles | None, 
     return tiny_gemm.run_kernel(kernel, x, w, out_fp32=out_fp32)
 
 
+@contextlib.contextmanager
+def _without_dependent_launch() -> Iterator[None]:
+    from .triton_gemm import PDL_ENV
+
+    was = os.environ.get(PDL_ENV)
+    os.environ[PDL_ENV] = "0"
+    try:
+        yield
+    finally:
+        if was is None:
+            del os.environ[PDL_ENV]
+        else:
+            os.environ[PDL_ENV] = was
+
+
 def check(kernel: Kernel, w: torch.Tensor, tiles: Tiles | None = None) -> Check:
     """Correctness against an fp64 reference, batch invariance and repeatability of one kernel."""
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(INVARIANCE_ROWS, w.shape[1], generator=gen).to(torch.bfloat16).to(w.device)
     full = _run(kernel, x, w, tiles, True)
-    shipped = full if tiles is None else _run(kernel, x, w, None, True)
+    with _without_dependent_launch():  # the plain launch path: weights first under PDL must not move a bit
+        shipped = _run(kernel, x, w, None, True)
     ref = x.double() @ w.double().t()
     bf16 = _run(kernel, x, w, tiles, False)
     rows = range(INVARIANCE_ROWS)
@@ -399,7 +418,16 @@ def main(args: argparse.Namespace) -> int:
                 f"{shape.mma.us.get(m, float('nan')):>9.2f} {shape.table_kernel[m]:>6} {table_us:>9.2f} "
                 f"{shape.linear_us[m]:>10.2f} {shape.linear_us[m] / table_us:>8.2f}x{hbm}"
             )
+    broken = failed_checks(shapes)
+    if broken:
+        print(f"failed a check (correct, batch invariant, repeatable, same bits without PDL): {', '.join(broken)}")
+        return 1
     return 0
+
+
+def failed_checks(shapes: list[ShapeRun]) -> list[str]:
+    """'896x7168 mma' for each reported kernel that failed a check or gave other bits than the shipped tiles."""
+    return [f"{s.n}x{s.k} {run.kernel}" for s in shapes for run in (s.simt, s.mma) if not run.keeps_numerics]
 
 
 def _triton_version() -> str:

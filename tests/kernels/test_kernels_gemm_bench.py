@@ -33,3 +33,15 @@ def test_the_sweep_picks_the_fastest_tiles_that_keep_the_shipped_numerics():
     assert gemm_bench.pick([shipped, other_bits, same_bits, broken]) is same_bits
     assert gemm_bench.pick([shipped, other_bits, broken]) is shipped
     assert gemm_bench.pick([_run(9.0, same_bits=False), other_bits]).us == {1: 9.0}  # none keeps them: the first
+
+
+def test_a_reported_kernel_that_fails_a_check_is_named():
+    def shape(mma: gemm_bench.KernelRun) -> gemm_bench.ShapeRun:
+        return gemm_bench.ShapeRun(896, 7168, _run(7.0), mma, {1: 10.0}, None, 2.7, [])
+
+    assert gemm_bench.failed_checks([shape(_run(7.0))]) == []
+    # other bits than the shipped tiles without dependent launch (weights first moved a bit), or a failed check
+    assert gemm_bench.failed_checks([shape(_run(7.0, same_bits=False)), shape(_run(7.0, ok=False))]) == [
+        "896x7168 mma",
+        "896x7168 mma",
+    ]
