@@ -8,7 +8,7 @@ Every fact goes to the store when it happens, so a coordinator killed at any mom
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -98,10 +98,18 @@ class CancelOutcome:
     ended_before: bool  # the bisect had ended: the cancel stopped its reruns alone
 
 
-def cancel_bisect(store: Store, bisect_id: int, now: Clock = utc_now) -> CancelOutcome:
+def cancel_bisect(
+    store: Store,
+    bisect_id: int,
+    now: Clock = utc_now,
+    *,
+    stop_here: Callable[[bool], Iterable[str]] = lambda ended: (),
+) -> CancelOutcome:
     """`bisect cancel`: a bisect that has not ended is stored as cancelled (its coordinator stops at its next look)
     and every rerun of it stops its steps, stored as cancelled, and ends; of a bisect that has ended, its reruns
-    alone, its end kept. StateError when it has ended and no rerun of it runs."""
+    alone, its end kept. stop_here(whether it had ended): what only the caller can stop (a server's own threads),
+    once the store is changed; the commits of the reruns it stopped. StateError when it has ended and no rerun of
+    it runs."""
     record = store.get_bisect(bisect_id)
     status, ended = record.status, record.status.is_terminal()
     if not ended:
@@ -112,7 +120,7 @@ def cancel_bisect(store: Store, bisect_id: int, now: Clock = utc_now) -> CancelO
         else:
             status = BisectStatus.CANCELLED
             store_missing_candidates(store, record)  # its coordinator may have died before storing them
-    reruns = revoke_reruns(store, bisect_id)
+    reruns = tuple(dict.fromkeys((*revoke_reruns(store, bisect_id), *stop_here(ended))))
     if ended and not reruns:
         raise StateError(f"bisect {bisect_id} is already {status.value}")
     return CancelOutcome(status, reruns, ended)
