@@ -24,7 +24,7 @@ from bisector.runner.loop import LoopTiming, SearchLoop
 from bisector.runner.observer import ProgressObserver, SilentObserver
 from bisector.runner.ownership import HEARTBEAT_S, LEASE_TTL_S, Lease
 from bisector.runner.pipeline import StepPipeline
-from bisector.runner.reruns import RerunRegistration, revoke_reruns
+from bisector.runner.reruns import RerunRegistration, revoke_reruns, running_rerun_commits
 from bisector.runner.side_runs import CANCELLED_WHY, SideRunner
 from bisector.runner.stopping import StopRequested
 from bisector.vocab.commit_range import CommitRange
@@ -175,8 +175,13 @@ class Coordinator:
         except StopRequested as stop:
             stop.bisect_id = bisect_id
             with contextlib.suppress(BisectError):
-                stop.interrupted_steps = self.store.interrupt_running_steps(bisect_id, self.now())
+                stop.interrupted_steps = self._interrupt_own_steps(bisect_id)
             raise
+
+    def _interrupt_own_steps(self, bisect_id: int) -> int:
+        """Store the bisect's running steps as interrupted, but for those of its reruns still running (`run-at
+        --bisect`, in any process), which are theirs; how many."""
+        return self.store.interrupt_running_steps(bisect_id, self.now(), running_rerun_commits)
 
     def resume(
         self, bisect_id: int, executor_overrides: Mapping[str, object] | None = None, *, explain: bool | None = None
@@ -197,7 +202,7 @@ class Coordinator:
             self.store.update_extra(bisect_id, resumed_with=dict(executor_overrides))
         # The lease first: the steps of a coordinator that is still alive must not be marked interrupted.
         with self._lease(bisect_id) as lease, self._stoppable(bisect_id):
-            interrupted = self.store.interrupt_running_steps(bisect_id, self.now())
+            interrupted = self._interrupt_own_steps(bisect_id)
             if interrupted:
                 self.observer.note(f"re-queued {interrupted} step(s) that were running when the coordinator stopped")
             if record.status is BisectStatus.PAUSED:
