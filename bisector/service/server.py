@@ -105,6 +105,7 @@ def _serve_on(sock: socket.socket, config: ServiceConfig, host: str, db_url: str
         first_mirror = mirrors.sync(mirrors.allowed[0])  # clone or fetch; the others are cloned at their first job
         pool = SlotPool(make_executor(config, first_mirror), stop_error=lambda: StopRequested(signal.SIGTERM))
         scheduler = JobScheduler(store, pool)
+        stopping: StopRequested | None = None
         try:
             service = BisectService(config, store, mirrors, scheduler)
             settings = DashboardSettings(
@@ -125,10 +126,12 @@ def _serve_on(sock: socket.socket, config: ServiceConfig, host: str, db_url: str
             # stopped as uvicorn stops, whatever stops it.
             _answer_until_stopped(app, sock, on_stop=mirrors.stop)
         except StopRequested as stop:
-            stop.interrupted_steps = scheduler.stop()
+            stopping = stop
             raise
         finally:
-            scheduler.stop()
+            interrupted = scheduler.stop()
+            if stopping is not None:
+                stopping.interrupted_steps = interrupted
             pool.close()
 
 
