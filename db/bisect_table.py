@@ -100,12 +100,17 @@ def change_extra(
 ) -> dict[str, Any] | None:
     """Replace the bisect's `extra` object by change(it), its row locked meanwhile; the object as it was, or None
     when there is no bisect."""
-    current = conn.execute(select(bisects.c.extra).where(bisects.c.id == bisect_id).with_for_update()).scalar()
-    if current is None:
+    before = locked_extra(conn, bisect_id)
+    if before is None:
         return None
-    before: dict[str, Any] = load(current)
     conn.execute(update(bisects).where(bisects.c.id == bisect_id).values(extra=dump(change(dict(before)))))
     return before
+
+
+def locked_extra(conn: Connection, bisect_id: int) -> dict[str, Any] | None:
+    """The bisect's `extra` object, its row locked for the rest of the transaction; None when there is no bisect."""
+    current = conn.execute(select(bisects.c.extra).where(bisects.c.id == bisect_id).with_for_update()).scalar()
+    return None if current is None else dict(load(current))
 
 
 def merge_extra(conn: Connection, bisect_id: int, values: Mapping[str, object]) -> bool:

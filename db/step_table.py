@@ -5,11 +5,11 @@ Called by db/store.py's Store with a connection inside the Store's transaction; 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, and_, func, insert, not_, select, update
 
 from bisector.db.images import record_images
 from bisector.db.rows import aware, dump, inserted_id, load, result_values, step_record, stored_text
@@ -111,10 +111,13 @@ def select_manual_steps(conn: Connection, bisect_id: int, after_id: int) -> list
     return [step_record(row) for row in conn.execute(query)]
 
 
-def interrupt_running_steps(conn: Connection, bisect_id: int, finished: datetime) -> int:
-    """Mark every running step of a bisect as an interrupted error (adding their GPU-seconds to the bisect); how
-    many there were."""
-    running = select(steps.c.id).where(steps.c.bisect_id == bisect_id, steps.c.verdict.is_(None))
+def interrupt_running_steps(
+    conn: Connection, bisect_id: int, finished: datetime, spared_reruns: Collection[str] = ()
+) -> int:
+    """Mark the running steps of a bisect as interrupted errors (adding their GPU-seconds to the bisect), but for
+    its rerun steps at the commits spared_reruns; how many there were."""
+    spared = and_(steps.c.purpose == StepPurpose.RERUN.value, steps.c.sha.in_(list(spared_reruns)))
+    running = select(steps.c.id).where(steps.c.bisect_id == bisect_id, steps.c.verdict.is_(None), not_(spared))
     step_ids = list(conn.execute(running).scalars())
     query = (
         update(steps)

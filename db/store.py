@@ -11,7 +11,7 @@ raises ValueError / TypeError.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from types import TracebackType
@@ -327,11 +327,21 @@ class Store:
         with self._read() as conn:
             return step_table.select_manual_steps(conn, bisect_id, after_id)
 
-    def interrupt_running_steps(self, bisect_id: int, finished: datetime) -> int:
-        """Mark every running step of a bisect as an interrupted error; returns how many there were."""
+    def interrupt_running_steps(
+        self,
+        bisect_id: int,
+        finished: datetime,
+        spared_reruns: Callable[[dict[str, Any]], Collection[str]] = lambda extra: (),
+    ) -> int:
+        """Mark the running steps of a bisect as interrupted errors, but for its rerun steps at the commits that
+        spared_reruns(its extra) names (reruns still running, maybe in other processes); how many there were. The
+        extra is read with the bisect's row locked, in the same transaction: a rerun that registers there meanwhile
+        (bisector/runner/reruns.py) starts its steps after."""
         with self._write() as conn:
-            self._require_bisect(conn, bisect_id)
-            return step_table.interrupt_running_steps(conn, bisect_id, finished)
+            extra = bisect_table.locked_extra(conn, bisect_id)
+            if extra is None:
+                raise self._unknown(bisect_id)
+            return step_table.interrupt_running_steps(conn, bisect_id, finished, spared_reruns(extra))
 
     # --- findings ----------------------------------------------------------------------------------
 

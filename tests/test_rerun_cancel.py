@@ -170,3 +170,42 @@ def test_cancel_counts_no_rerun_that_ended_or_was_killed(tmp_path: Path, held: H
     refused = run_cli("cancel", "1", db=db)
     assert (refused.returncode, refused.stderr.strip()) == (2, "bisect: error: bisect 1 is already found")
     assert report(db)["status"] == "found"
+
+
+def coordinator_steps(db: Path) -> list[tuple[str | None, str | None]]:
+    return stored_rows(db, "select verdict, error_kind from steps where purpose != 'rerun' order by id")
+
+
+@pytest.mark.parametrize("how", ["stop-signal", "resume"])
+def test_a_coordinator_that_stops_or_resumes_leaves_a_running_reruns_steps_to_it(
+    tmp_path: Path, held: HeldTest, how: str
+):
+    """The coordinator's own running steps are stored as interrupted (at a stop signal, or by `bisect resume` after
+    a kill), never those of a `run-at --bisect` running beside it: that rerun ends with its step's verdict."""
+    history = culprit_history(tmp_path / "repo", 8, 5)
+    db = tmp_path / "b.db"
+    held.hold.touch()
+    coordinator = start_cli(*start_args(history, held.run), db=db)
+    wait_for(lambda: any(held.started.iterdir()), what="the bisect's tests to run")
+    rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
+    wait_for_the_reruns_test(db, held, rerun)
+    resumed = None
+    if how == "stop-signal":
+        os.killpg(coordinator.pid, signal.SIGTERM)
+        _, err = coordinator.communicate(timeout=120)
+        assert coordinator.returncode == 128 + signal.SIGTERM, err
+    else:
+        os.killpg(coordinator.pid, signal.SIGKILL)  # its steps' tests wait on in sessions of their own
+        coordinator.communicate()
+        resumed = start_cli("resume", "1", db=db)
+        wait_for(lambda: ("error", "interrupted") in coordinator_steps(db), what="resume to re-queue the killed steps")
+    assert [verdict for _, verdict, _ in rerun_steps(db)] == [None]
+
+    held.hold.unlink()
+    out, err = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, (out, err)
+    assert [verdict for _, verdict, _ in rerun_steps(db)] == ["bad"]
+    if resumed is not None:
+        _, err = resumed.communicate(timeout=120)
+        assert resumed.returncode == 0, err
+        assert report(db)["first_bad"]["sha"] == history.shas[5]

@@ -42,7 +42,9 @@ class Executor(abc.ABC):
 
     @abc.abstractmethod
     def free_workers(self) -> list[str]:
-        """The names of the slots that can take a step now."""
+        """The names of the slots that can take a step now. An executor shared by several coordinators (a pool's
+        view, workers/pool.py) sets them aside for this one until its next poll(): a coordinator that will not
+        submit for a while polls first, with timeout 0 if need be."""
 
     def free_slots(self) -> int:
         return len(self.free_workers())

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 from datetime import UTC, datetime
 
 from bisector.cli.options import START_OPTIONS, executor_overrides, option_values, spec_options
-from bisector.cli.service import cancel_remote, mark_remote, server_options
+from bisector.cli.service import cancel_remote, cancelled_line, mark_remote, server_options
 from bisector.cli.support import (
     CLIError,
     db_option,
@@ -120,7 +120,8 @@ def resume(bisect_id: int, explain: bool | None, db_url: str | None, output_form
 @server_options
 def cancel(bisect_id: int, db_url: str | None, server: str | None, token_file: str | None) -> None:
     """Cancel a running bisect and its reruns (`run-at --bisect`): their coordinators stop their steps and exit. Of
-    a bisect that has ended, its reruns alone. With --server, the server's bisect and rerun."""
+    a bisect that has ended, its reruns alone. With --server, the server's bisect and its reruns, the server's and
+    those on the server's store."""
     if server is not None:
         return cancel_remote(server, token_file, bisect_id)
     from bisector.runner.coordinator import cancel_bisect
@@ -128,9 +129,7 @@ def cancel(bisect_id: int, db_url: str | None, server: str | None, token_file: s
 
     with translated_errors(bisect_id), open_store(db_url) as store:
         outcome = cancel_bisect(store, bisect_id)
-    ended = f"already {outcome.status.value}" if outcome.ended_before else "cancelled"
-    reruns = f"; its rerun{'s' if len(outcome.reruns) > 1 else ''} at {', '.join(s[:12] for s in outcome.reruns)}"
-    click.echo(f"bisect {bisect_id}: {ended}" + (f"{reruns} cancelled" if outcome.reruns else ""))
+    click.echo(cancelled_line(bisect_id, outcome.status.value, outcome.ended_before, outcome.reruns))
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -149,9 +149,14 @@ def print_remote(server: str, token_file: str | None, bisect_id: int, view: str,
 def cancel_remote(server: str, token_file: str | None, bisect_id: int) -> None:
     with translated_errors(), client(server, token_file) as service:
         outcome = service.cancel(bisect_id)
-    status, rerun = outcome.get("status", "cancelled"), outcome.get("rerun")
-    ended = "cancelled" if status == "cancelled" else f"already {status}"
-    click.echo(f"bisect {bisect_id}: {ended}" + (f"; its rerun at {rerun[:12]} cancelled" if rerun else ""))
+    click.echo(cancelled_line(bisect_id, outcome["status"], outcome["ended_before"], outcome["reruns"]))
+
+
+def cancelled_line(bisect_id: int, status: str, ended_before: bool, reruns: Sequence[str]) -> str:
+    """What `bisect cancel` prints, of a local store or a server: the bisect's end and the reruns it stopped."""
+    ended = f"already {status}" if ended_before else "cancelled"
+    stopped = f"; its rerun{'s' if len(reruns) > 1 else ''} at {', '.join(s[:12] for s in reruns)} cancelled"
+    return f"bisect {bisect_id}: {ended}" + (stopped if reruns else "")
 
 
 def rerun_remote(server: str, token_file: str | None, bisect_id: int, rev: str | None, step: int | None) -> None:

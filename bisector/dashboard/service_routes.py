@@ -3,9 +3,10 @@ bisect rendered as `bisect report|status` print it (what the `--server` client s
 (bisector/dashboard/actions.py).
 
     POST   /api/bisects                 a request (bisector/service/submission.py) -> 201 {id, status, owner}
-    DELETE /api/bisects/{id}            cancel the bisect and its rerun (of an ended bisect, its rerun) ->
-                                        {id, status: the bisect's, rerun: the stopped rerun's sha or null};
-                                        409 when it has ended and no rerun of it runs
+    DELETE /api/bisects/{id}            cancel the bisect and its reruns, the server's and `bisect run-at --bisect`
+                                        ones on its store (of an ended bisect, its reruns) -> {id, status: the
+                                        bisect's, ended_before: whether it had ended, reruns: the stopped reruns'
+                                        shas}; 409 when it has ended and no rerun of it runs
     POST   /api/bisects/{id}/rerun      {step: N} or {rev: REV}: the bisect's build and test run again there, in the
                                         background -> 202 {id, sha, status: started}; 409 while its last rerun runs
     POST   /api/bisects/{id}/marks      {rev, verdict, note?}: a commit's verdict by hand (`bisect mark`), given by
@@ -71,12 +72,13 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
 
     @app.delete(
         "/api/bisects/{bisect_id}",
-        summary="Cancel a queued or running bisect and its rerun (its owner's or an admin's token)",
+        summary="Cancel a queued or running bisect and its reruns (its owner's or an admin's token)",
     )
     def cancel(bisect_id: BisectId, person: Person = bearer) -> Any:
         def cancelled() -> dict[str, object]:
             outcome = service.cancel(bisect_id, person)
-            return {"id": bisect_id, "status": outcome.status.value, "rerun": outcome.rerun_sha}
+            return {"id": bisect_id, "status": outcome.status.value, "ended_before": outcome.ended_before,
+                    "reruns": list(outcome.reruns)}  # fmt: skip
 
         return acted(cancelled)
 

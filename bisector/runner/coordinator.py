@@ -8,7 +8,7 @@ Every fact goes to the store when it happens, so a coordinator killed at any mom
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -24,7 +24,7 @@ from bisector.runner.loop import LoopTiming, SearchLoop
 from bisector.runner.observer import ProgressObserver, SilentObserver
 from bisector.runner.ownership import HEARTBEAT_S, LEASE_TTL_S, Lease
 from bisector.runner.pipeline import StepPipeline
-from bisector.runner.reruns import RerunRegistration, revoke_reruns
+from bisector.runner.reruns import RerunRegistration, revoke_reruns, running_rerun_commits
 from bisector.runner.side_runs import CANCELLED_WHY, SideRunner
 from bisector.runner.stopping import StopRequested
 from bisector.vocab.commit_range import CommitRange
@@ -98,10 +98,18 @@ class CancelOutcome:
     ended_before: bool  # the bisect had ended: the cancel stopped its reruns alone
 
 
-def cancel_bisect(store: Store, bisect_id: int, now: Clock = utc_now) -> CancelOutcome:
+def cancel_bisect(
+    store: Store,
+    bisect_id: int,
+    now: Clock = utc_now,
+    *,
+    stop_here: Callable[[bool], Iterable[str]] = lambda ended: (),
+) -> CancelOutcome:
     """`bisect cancel`: a bisect that has not ended is stored as cancelled (its coordinator stops at its next look)
     and every rerun of it stops its steps, stored as cancelled, and ends; of a bisect that has ended, its reruns
-    alone, its end kept. StateError when it has ended and no rerun of it runs."""
+    alone, its end kept. stop_here(whether it had ended): what only the caller can stop (a server's own threads),
+    once the store is changed; the commits of the reruns it stopped. StateError when it has ended and no rerun of
+    it runs."""
     record = store.get_bisect(bisect_id)
     status, ended = record.status, record.status.is_terminal()
     if not ended:
@@ -112,7 +120,7 @@ def cancel_bisect(store: Store, bisect_id: int, now: Clock = utc_now) -> CancelO
         else:
             status = BisectStatus.CANCELLED
             store_missing_candidates(store, record)  # its coordinator may have died before storing them
-    reruns = revoke_reruns(store, bisect_id)
+    reruns = tuple(dict.fromkeys((*revoke_reruns(store, bisect_id), *stop_here(ended))))
     if ended and not reruns:
         raise StateError(f"bisect {bisect_id} is already {status.value}")
     return CancelOutcome(status, reruns, ended)
@@ -167,8 +175,13 @@ class Coordinator:
         except StopRequested as stop:
             stop.bisect_id = bisect_id
             with contextlib.suppress(BisectError):
-                stop.interrupted_steps = self.store.interrupt_running_steps(bisect_id, self.now())
+                stop.interrupted_steps = self._interrupt_own_steps(bisect_id)
             raise
+
+    def _interrupt_own_steps(self, bisect_id: int) -> int:
+        """Store the bisect's running steps as interrupted, but for those of its reruns still running (`run-at
+        --bisect`, in any process), which are theirs; how many."""
+        return self.store.interrupt_running_steps(bisect_id, self.now(), running_rerun_commits)
 
     def resume(
         self, bisect_id: int, executor_overrides: Mapping[str, object] | None = None, *, explain: bool | None = None
@@ -189,7 +202,7 @@ class Coordinator:
             self.store.update_extra(bisect_id, resumed_with=dict(executor_overrides))
         # The lease first: the steps of a coordinator that is still alive must not be marked interrupted.
         with self._lease(bisect_id) as lease, self._stoppable(bisect_id):
-            interrupted = self.store.interrupt_running_steps(bisect_id, self.now())
+            interrupted = self._interrupt_own_steps(bisect_id)
             if interrupted:
                 self.observer.note(f"re-queued {interrupted} step(s) that were running when the coordinator stopped")
             if record.status is BisectStatus.PAUSED:

@@ -89,7 +89,13 @@ class SearchLoop:
             raise
         finally:
             self.stop_building_ahead()
+        self.release_workers()
         self.flush()
+
+    def release_workers(self) -> None:
+        """Give back the workers the search's last `free_workers()` set aside (the executor contract's poll): the
+        coordinator explains the culprit next, and a shared pool lends an idle bisect's slot, never a reserved one."""
+        self.take(0.0)
 
     def loop(self) -> None:
         while True:

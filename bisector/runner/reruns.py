@@ -3,7 +3,8 @@
 A rerun registers in its bisect's `extra` while it runs ("reruns": token -> {"owner": process, "sha": commit}) and
 asks every round whether its entry is still there. A cancel removes every entry (revoke_reruns): each rerun stops
 its running steps, stores them as cancelled and ends. The entry of a rerun killed by a signal it could not catch
-stays until the next cancel, which does not count it (its process is gone).
+stays until the next cancel, which does not count it (its process is gone). A coordinator that stores its running
+steps as interrupted (a stop signal, `bisect resume`) leaves those of the reruns registered here to them.
 """
 
 from __future__ import annotations
@@ -52,9 +53,14 @@ class RerunRegistration:
 
 def revoke_reruns(store: Store, bisect_id: int) -> tuple[str, ...]:
     """Remove the entries of every rerun of the bisect, each of which then stops within a round. The commits of
-    those whose process lives (one on another host counts as living)."""
-    before = store.change_extra(bisect_id, lambda extra: _with_reruns(extra, {}))
-    return tuple(entry["sha"] for entry in _reruns(before).values() if _lives(entry["owner"]))
+    those whose process lives (running_rerun_commits)."""
+    return running_rerun_commits(store.change_extra(bisect_id, lambda extra: _with_reruns(extra, {})))
+
+
+def running_rerun_commits(extra: dict[str, Any]) -> tuple[str, ...]:
+    """The commits of the reruns registered in a bisect's extra whose process lives (one on another host counts
+    as living)."""
+    return tuple(entry["sha"] for entry in _reruns(extra).values() if _lives(entry["owner"]))
 
 
 def _lives(owner: str) -> bool:

@@ -43,7 +43,8 @@ class ServiceClient:
         return answer
 
     def cancel(self, bisect_id: int) -> dict[str, Any]:
-        """{id, status, rerun} after the cancel: the bisect's status, the sha of the rerun it stopped (or None)."""
+        """{id, status, ended_before, reruns} after the cancel: the bisect's status, whether it had ended, the shas
+        of the reruns the cancel stopped."""
         answer: dict[str, Any] = self._call("DELETE", f"/api/bisects/{bisect_id}").json()
         return answer
 

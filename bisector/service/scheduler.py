@@ -6,13 +6,14 @@ was running when a previous server died (its running steps re-queued, its finish
 
 Stopping the server stops the pool: each coordinator sees StopRequested in its thread, stores its running steps
 as interrupted and returns; its job stays `running` for the next server. A cancel (`DELETE /api/bisects/{id}`
-or `bisect cancel`) marks the bisect cancelled in the store, where its coordinator looks every half second.
+or `bisect cancel`) is `cancel_bisect` (bisector/runner/coordinator.py): the bisect is marked cancelled in the store,
+where its coordinator looks every half second, and its reruns in any process (`bisect run-at --bisect`) are revoked.
 
 A rerun (`Coordinator.rerun`, one step's commit run again, stored beside the bisect) runs in a thread of its own over
 a pool view of its own (the rerun's, beside its bisect's job's): it waits for a slot as a job that holds none does,
 and the server's stop ends it as it ends the jobs. One rerun per bisect at a time. A cancel ends the bisect's rerun
 too (one of a bisect that has ended as well): a waiting rerun never starts, a running one's step is stopped and
-stored as cancelled. The cancel answers once the rerun has ended, naming it only if the cancel ended it.
+stored as cancelled. The cancel answers once this server's rerun has ended, naming it only if the cancel ended it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from datetime import UTC, datetime
 from bisector.core.spec import BisectSpec
 from bisector.db.jobs import JobQueue, JobRecord, JobState
 from bisector.db.store import Store
-from bisector.runner.coordinator import Coordinator, store_missing_candidates
+from bisector.runner.coordinator import CancelOutcome, Coordinator, cancel_bisect
 from bisector.runner.side_runs import SideRunsCancelledError
 from bisector.runner.stopping import StopRequested
 from bisector.vocab.domain import BisectStatus
@@ -40,7 +41,6 @@ from bisector.workers.pool import SlotPool
 SCHEDULE_INTERVAL_S = 0.5  # how often the queue is read when nothing woke the scheduler
 LEASE_RETRY_S = 30.0  # a job whose bisect another live coordinator holds is tried again this much later
 RERUN_STOP_WAIT_S = 60.0  # how long a cancel waits for the rerun it stops to end (it looks every half second)
-CANCEL_MESSAGE = "cancelled by the operator"
 
 CoordinatorFactory = Callable[[Store, Callable[[BisectSpec], Executor]], Coordinator]
 
@@ -57,15 +57,6 @@ class Rerun:
     thread: threading.Thread
     cancelled: threading.Event
     stopped: threading.Event
-
-
-@dataclass(frozen=True)
-class CancelOutcome:
-    """What a cancel ended: the bisect's status after it (cancelled, or the end it had reached before), and the
-    commit of the rerun it stopped (None: none ran or waited, or the one there ended by itself meanwhile)."""
-
-    status: BisectStatus
-    rerun_sha: str | None
 
 
 def _stopped_by_cancel(rerun: Rerun) -> bool:
@@ -136,31 +127,28 @@ class JobScheduler:
             return list(self._reruns)
 
     def cancel(self, job: JobRecord) -> CancelOutcome:
-        """Cancel the job's bisect, queued or running, and its rerun, waiting or running; of a bisect that has ended,
-        its rerun only. A rerun is reported stopped once it has ended by the cancel (or is still ending after
-        RERUN_STOP_WAIT_S), not when it ended by itself meanwhile. StateError when neither runs."""
+        """`cancel_bisect` (the bisect and its reruns in every process; of a bisect that has ended, its reruns), and
+        what only this server stops: the job's wait for a slot, and its rerun thread, waiting or running, whose end
+        the cancel waits for and names only if the cancel ended it (or it is still ending after RERUN_STOP_WAIT_S).
+        StateError when the bisect has ended and no rerun of it runs."""
         bisect_id = job.bisect_id
-        record = self.store.get_bisect(bisect_id)
-        ended = record.status.is_terminal()
         with self._lock:
             rerun = self._reruns.get(bisect_id)
-        if not ended:
-            self.store.set_status(bisect_id, BisectStatus.CANCELLED, finished=self.now(), message=CANCEL_MESSAGE)
-            store_missing_candidates(self.store, record)
         if rerun is not None:
-            rerun.cancelled.set()
-        # A coordinator still waiting for its first slot sees the cancel now; an ended bisect's job keeps its view
-        # (it may still be explaining its culprit).
-        self.pool.interrupt(bisect_id, rerun_only=ended)
-        if job.state is JobState.QUEUED:
-            with self._lock:
-                if bisect_id not in self._threads:
-                    self.queue.mark_done(bisect_id, self.now())
-        self.wake()
-        stopped_sha = rerun.sha if rerun is not None and _stopped_by_cancel(rerun) else None
-        if ended and stopped_sha is None:
-            raise StateError(f"bisect {bisect_id} is already {record.status.value}")
-        return CancelOutcome(record.status if ended else BisectStatus.CANCELLED, stopped_sha)
+            rerun.cancelled.set()  # before the store's revocation: a rerun not yet registered there never starts
+
+        def stop_here(ended: bool) -> tuple[str, ...]:
+            # A coordinator still waiting for its first slot sees the cancel now; an ended bisect's job keeps its
+            # view (it may still be explaining its culprit).
+            self.pool.interrupt(bisect_id, rerun_only=ended)
+            if job.state is JobState.QUEUED:
+                with self._lock:
+                    if bisect_id not in self._threads:
+                        self.queue.mark_done(bisect_id, self.now())
+            self.wake()
+            return (rerun.sha,) if rerun is not None and _stopped_by_cancel(rerun) else ()
+
+        return cancel_bisect(self.store, bisect_id, self.now, stop_here=stop_here)
 
     def running(self) -> list[int]:
         with self._lock:

@@ -6,7 +6,8 @@ Then uvicorn stops answering (requests in flight get HTTP_STOP_GRACE_S; the mirr
 submission may wait on, are ended at once: bisector/service/mirrors.py), the scheduler stops every coordinator
 (running steps stored as interrupted, jobs left running for the next server), the pool closes its executor (each
 worker ends its test and exits) and the stores close, before StopRequested reaches the command, which exits
-128 + the signal's number.
+128 + the signal's number. uvicorn ending by itself (it could not start, or failed while serving) stops the rest
+the same way, and the command ends with one line naming why (HttpServerEndedError), exit 2.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from bisector.service.scheduler import JobScheduler
 from bisector.service.secret_key import secret_key
 from bisector.service.service import BisectService
 from bisector.service.tokens import tokens_from_options
-from bisector.vocab.errors import InputError
+from bisector.vocab.errors import BisectError, InputError
 from bisector.vocab.paths import data_dir, store_log_dir
 from bisector.workers.executor import Executor
 from bisector.workers.pool import SlotPool
@@ -105,6 +106,7 @@ def _serve_on(sock: socket.socket, config: ServiceConfig, host: str, db_url: str
         first_mirror = mirrors.sync(mirrors.allowed[0])  # clone or fetch; the others are cloned at their first job
         pool = SlotPool(make_executor(config, first_mirror), stop_error=lambda: StopRequested(signal.SIGTERM))
         scheduler = JobScheduler(store, pool)
+        stopping: StopRequested | None = None
         try:
             service = BisectService(config, store, mirrors, scheduler)
             settings = DashboardSettings(
@@ -123,29 +125,40 @@ def _serve_on(sock: socket.socket, config: ServiceConfig, host: str, db_url: str
             )
             # The mirrors' git runs in the main thread (ended by itself at a signal) and in requests' threads: it is
             # stopped as uvicorn stops, whatever stops it.
-            _answer_until_stopped(app, sock, on_stop=mirrors.stop)
+            answer_until_stopped(app, sock, on_stop=mirrors.stop)
         except StopRequested as stop:
-            stop.interrupted_steps = scheduler.stop()
+            stopping = stop
             raise
         finally:
-            scheduler.stop()
+            interrupted = scheduler.stop()
+            if stopping is not None:
+                stopping.interrupted_steps = interrupted
             pool.close()
 
 
-def _answer_until_stopped(app: Any, sock: socket.socket, on_stop: Callable[[], None]) -> None:
+class HttpServerEndedError(BisectError):
+    """uvicorn ended without a stop signal: it could not start, or failed while it served."""
+
+
+def answer_until_stopped(app: Any, sock: socket.socket, on_stop: Callable[[], None]) -> None:
     """uvicorn in a thread (so it installs no signal handlers of its own), until a stop signal reaches this thread
-    or uvicorn ends. At a stop uvicorn answers no new request, on_stop ends what requests in flight wait on, and
-    uvicorn cancels those still in flight after HTTP_STOP_GRACE_S; this returns or raises once uvicorn has stopped,
-    or that long and a second after on_stop returned."""
+    (StopRequested) or uvicorn ends by itself (HttpServerEndedError, naming why in one line). At a stop uvicorn answers
+    no new request, on_stop ends what requests in flight wait on, and uvicorn cancels those still in flight after
+    HTTP_STOP_GRACE_S; this raises once uvicorn has stopped, or that long and a second after on_stop returned."""
     import uvicorn
 
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=HTTP_STOP_GRACE_S)
     server = uvicorn.Server(config)
     ended = threading.Event()  # waited on rather than joined: a join that a signal interrupts marks the thread ended
+    failure: list[BaseException] = []
+    error_log, startup_errors = logging.getLogger("uvicorn.error"), _StartupErrors(server)
+    error_log.addFilter(startup_errors)
 
     def answer() -> None:
         try:
             server.run(sockets=[sock])
+        except BaseException as exc:  # SystemExit too: uvicorn exits so when it cannot start
+            failure.append(exc)
         finally:
             ended.set()
 
@@ -154,7 +167,37 @@ def _answer_until_stopped(app: Any, sock: socket.socket, on_stop: Callable[[], N
         while not ended.wait(STOP_WAIT_S):
             pass
     finally:
-        logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)  # requests the stop cancels are no errors
+        error_log.setLevel(logging.CRITICAL)  # requests the stop cancels are no errors
+        error_log.removeFilter(startup_errors)
         server.should_exit = True
         on_stop()
         ended.wait(HTTP_STOP_GRACE_S + STOP_WAIT_S)
+    why = _why_ended(failure, startup_errors.lines)
+    raise HttpServerEndedError(f"the HTTP server (uvicorn) ended by itself: {why}")
+
+
+class _StartupErrors(logging.Filter):
+    """Keeps uvicorn's errors logged before it has started (a failed start: a traceback, then "Application startup
+    failed"), the last line of each, instead of printing them: the error that ends the command names them."""
+
+    def __init__(self, server: Any) -> None:
+        super().__init__()
+        self.server = server
+        self.lines: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.server.started:
+            return True
+        if record.levelno >= logging.ERROR and (lines := record.getMessage().strip().splitlines()):
+            self.lines = [*self.lines[-2:], lines[-1]]  # a traceback's last line names its exception
+        return False
+
+
+def _why_ended(failure: list[BaseException], logged: list[str]) -> str:
+    """One line: the exception that ended uvicorn's thread, else the errors it logged before it exited."""
+    exc = failure[0] if failure else None
+    if exc is not None and not isinstance(exc, SystemExit):
+        return f"{type(exc).__name__}: {exc}".splitlines()[0]
+    if logged:
+        return "; ".join(logged)
+    return f"it exited with status {exc.code}" if exc is not None else "it returned"

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from bisector.db.jobs import OWNER_KEY, SOURCE_KEY, JobRecord
 from bisector.db.store import Store
 from bisector.report import BisectReport
-from bisector.runner.coordinator import prepare_bisect
+from bisector.runner.coordinator import CancelOutcome, prepare_bisect
 from bisector.runner.manual import MarkOutcome, mark_commit
 from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
-from bisector.service.scheduler import CancelOutcome, JobScheduler
+from bisector.service.scheduler import JobScheduler
 from bisector.service.submission import build_submission, check_request
 from bisector.service.tokens import Person
 from bisector.vocab.errors import InputError
@@ -58,7 +58,7 @@ class BisectService:
         return Submitted(bisect_id, "queued", person.name)
 
     def cancel(self, bisect_id: int, person: Person) -> CancelOutcome:
-        """End the bisect and its rerun (of a bisect that has ended, its rerun)."""
+        """End the bisect and its reruns (of a bisect that has ended, its reruns)."""
         return self.scheduler.cancel(self._check_owner(bisect_id, person, "cancel"))
 
     def rerun(self, bisect_id: int, person: Person, *, step: int | None = None, rev: str | None = None) -> str:

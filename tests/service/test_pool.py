@@ -11,9 +11,12 @@ import pytest
 from synthetic import culprit_history
 
 from bisector.core.spec import BisectSpec, CommitTest
+from bisector.db.store import Store
+from bisector.runner.coordinator import Coordinator, prepare_bisect
+from bisector.runner.observer import SilentObserver
 from bisector.runner.pipeline import step_request
 from bisector.runner.stopping import StopRequested
-from bisector.vocab.domain import StepResult, Verdict
+from bisector.vocab.domain import BisectStatus, StepResult, Verdict
 from bisector.vocab.errors import ExecutorError
 from bisector.workers.executor import StepRequest
 from bisector.workers.inprocess import InProcessExecutor
@@ -335,3 +338,34 @@ def test_a_slot_lent_to_a_job_is_taken_back_by_preemption_when_its_owner_asks(
     [cancelled] = results_of(first, 1)
     assert (cancelled.step_id, cancelled.verdict) == (2, Verdict.CANCELLED)
     assert cancelled.detail.startswith(f"{PREEMPTED}: its slot went to bisect 2")
+
+
+class AskingWhileExplaining(SilentObserver):
+    """Once the coordinator starts explaining its culprit, another view asks for a slot; what it got is kept, and
+    its view closed (its coordinator is done), before the explanation goes on."""
+
+    def __init__(self, other: PoolView) -> None:
+        self.other = other
+        self.lent: list[str] = []
+
+    def note(self, message: str) -> None:
+        if "now explaining it" in message:
+            self.lent = asked(self.other)()
+            self.other.close()
+
+
+def test_a_bisect_explaining_its_culprit_reserves_no_worker_so_its_slot_is_lent(repo: Path, tmp_path: Path) -> None:
+    """The search's last look for free workers reserved one; it goes back before the explanation, so the slot
+    owed to the explaining job (idle meanwhile) is lent to a view that asks."""
+    pool = SlotPool(InProcessExecutor(str(repo), 1), stop_error=lambda: StopRequested(signal.SIGTERM), idle_after_s=0)
+    try:
+        with Store.open(f"sqlite:///{tmp_path / 'bisect.db'}") as store:
+            spec = BisectSpec(repo=str(repo), good="HEAD~6", bad="HEAD", test=CommitTest(run="bash test.sh"))
+            bisect_id = prepare_bisect(store, spec)
+            job = pool.view(bisect_id)
+            observer = AskingWhileExplaining(pool.view(bisect_id + 1))
+            found = Coordinator(store, lambda spec: job, observer=observer).resume(bisect_id)
+        assert found.status is BisectStatus.FOUND
+        assert observer.lent == job.worker_names()
+    finally:
+        pool.close()

@@ -16,9 +16,9 @@ from bisector.core.options import VerifyEndpoints
 from bisector.core.spec import BisectSpec, CommitTest, SearchPolicy
 from bisector.db.store import Store
 from bisector.report import BisectReport
-from bisector.runner.coordinator import Coordinator, prepare_bisect
+from bisector.runner.coordinator import CancelOutcome, Coordinator, prepare_bisect
 from bisector.runner.stopping import StopRequested
-from bisector.service.scheduler import CancelOutcome, JobScheduler
+from bisector.service.scheduler import JobScheduler
 from bisector.vocab.domain import BisectStatus, StepPurpose, StepRecord, StepResult, Verdict
 from bisector.vocab.errors import StateError
 from bisector.workers.executor import Executor
@@ -135,14 +135,15 @@ def test_a_cancel_stops_the_bisects_running_rerun_and_stores_its_step_as_cancell
     wait_for("the rerun's step", lambda: [s.finished for s in rerun_steps(store, bisect_id)] == [None])
 
     outcome = scheduler.cancel(scheduler.queue.get(bisect_id))
-    assert outcome == CancelOutcome(BisectStatus.CANCELLED, history.shas[2])
+    assert outcome == CancelOutcome(BisectStatus.CANCELLED, (history.shas[2],), ended_before=False)
     wait_for("the rerun let go", lambda: scheduler.reruns() == [])
     [step] = rerun_steps(store, bisect_id)
     assert (step.verdict, step.detail) == (Verdict.CANCELLED, "cancelled by the operator")
     assert store.get_bisect(bisect_id).status is BisectStatus.CANCELLED
 
     scheduler.rerun(scheduler.queue.get(bisect_id), history.shas[3])  # of an ended bisect: its rerun alone
-    assert scheduler.cancel(scheduler.queue.get(bisect_id)) == CancelOutcome(BisectStatus.CANCELLED, history.shas[3])
+    stopped = CancelOutcome(BisectStatus.CANCELLED, (history.shas[3],), ended_before=True)
+    assert scheduler.cancel(scheduler.queue.get(bisect_id)) == stopped
     wait_for("the second rerun let go", lambda: scheduler.reruns() == [])
     with pytest.raises(StateError, match=f"bisect {bisect_id} is already cancelled"):
         scheduler.cancel(scheduler.queue.get(bisect_id))
@@ -163,7 +164,8 @@ def test_a_cancel_ends_a_rerun_waiting_for_a_slot_before_it_starts(
     scheduler.rerun(scheduler.queue.get(first), history.shas[2])
     wait_for("the rerun waiting in the pool", lambda: ViewKey(first, rerun=True) in scheduler.pool.shares())
 
-    assert scheduler.cancel(scheduler.queue.get(first)) == CancelOutcome(BisectStatus.CANCELLED, history.shas[2])
+    stopped = CancelOutcome(BisectStatus.CANCELLED, (history.shas[2],), ended_before=False)
+    assert scheduler.cancel(scheduler.queue.get(first)) == stopped
     wait_for("the rerun let go", lambda: scheduler.reruns() == [])
     wait_for("the cancelled job's step stopped", lambda: running(first) == 0)
     assert rerun_steps(store, first) == []
@@ -209,7 +211,7 @@ def test_a_cancel_does_not_name_a_rerun_that_ended_by_itself_just_before_it(
                     scheduler.cancel(scheduler.queue.get(bisect_id))
             else:
                 outcome = scheduler.cancel(scheduler.queue.get(bisect_id))
-                assert outcome == CancelOutcome(BisectStatus.CANCELLED, None)
+                assert outcome == CancelOutcome(BisectStatus.CANCELLED, (), ended_before=False)
             wait_for("the rerun let go", lambda: scheduler.reruns() == [])
         assert [s.verdict for s in rerun_steps(store, bisect_id)] == [Verdict.BAD, Verdict.BAD]
     finally:

@@ -4,7 +4,9 @@ tokens and the command policy guard the write endpoints; cancel; the CLI client 
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +20,7 @@ from service_process import DONE_TIMEOUT_S, TOKEN, ServiceProcess, running_servi
 from synthetic import SyntheticHistory, culprit_history
 
 pytestmark = pytest.mark.xdist_group("service")
+EXIT_NO_CULPRIT = 3
 
 CONFIG = """
 [recipes.synthetic]
@@ -27,6 +30,10 @@ explain = false
 [recipes.slow]
 run = "bash test.sh"
 env = { SYNTHETIC_SLEEP_S = "60" }
+
+[recipes.held]
+run = 'while [ -e "$HOLD" ]; do sleep 0.05; done; bash test.sh'
+env = { HOLD = "HOLD_PATH" }
 """
 
 
@@ -36,12 +43,18 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
 
 
 @pytest.fixture(scope="module")
+def hold(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """While this file exists, the steps of the recipe `held` wait."""
+    return tmp_path_factory.mktemp("hold") / "hold"
+
+
+@pytest.fixture(scope="module")
 def service(
-    history: SyntheticHistory, tmp_path_factory: pytest.TempPathFactory, module_store_url: str
+    history: SyntheticHistory, tmp_path_factory: pytest.TempPathFactory, module_store_url: str, hold: Path
 ) -> Iterator[ServiceProcess]:
     home = tmp_path_factory.mktemp("home")
     config = home / "serve.toml"
-    config.write_text(CONFIG.replace("explain = false\n", ""))
+    config.write_text(CONFIG.replace("explain = false\n", "").replace("HOLD_PATH", str(hold)))
     env = service_home(home)
     args = ["--db", module_store_url, "--allow-repo", str(history.path), "--config", str(config), "--slots", "2"]
     with running_service(*args, **env) as served:
@@ -204,6 +217,47 @@ def test_a_cancel_ends_the_bisects_rerun_too_and_the_cli_says_so(
         time.sleep(0.1)
     assert reruns() == ["cancelled"]
     assert service.delete(bisect_id).json()["detail"] == f"bisect {bisect_id} is already cancelled"
+
+
+def test_delete_stops_a_cli_rerun_of_an_ended_bisect_and_keeps_its_verdict(
+    service: ServiceProcess, history: SyntheticHistory, hold: Path
+) -> None:
+    """`bisect run-at --bisect` in a process of its own, on the server's store: DELETE reaches it as `bisect cancel`
+    does (tests/test_rerun_cancel.py)."""
+    bisect_id = service.post(submission(history, recipe="held")).json()["id"]
+    assert service.wait_done(bisect_id)["status"] == "found"
+    sha = history.shas[3]
+
+    def reruns() -> list[str]:
+        return [s["verdict"] for s in service.report(bisect_id)["steps"] if s["purpose"] == "rerun"]
+
+    hold.touch()
+    env = service_env(**service.home_env)  # type: ignore[attr-defined]
+    command = [sys.executable, "-m", "bisector", "run-at", "--bisect", str(bisect_id), sha, "--db", service.db]  # type: ignore[attr-defined]
+    rerun = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + DONE_TIMEOUT_S
+        while reruns() != ["running"]:
+            assert rerun.poll() is None, rerun.communicate()
+            assert time.monotonic() < deadline, "the rerun never ran"
+            time.sleep(0.1)
+        answer = service.delete(bisect_id)
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {"id": bisect_id, "status": "found", "ended_before": True, "reruns": [sha]}
+        out, err = rerun.communicate(timeout=DONE_TIMEOUT_S)
+    finally:
+        hold.unlink(missing_ok=True)
+        if rerun.poll() is None:
+            os.killpg(rerun.pid, signal.SIGKILL)
+            rerun.communicate()
+    assert rerun.returncode == EXIT_NO_CULPRIT, (out, err)
+    assert err.strip().splitlines()[-1] == (
+        f"bisect {bisect_id}: the rerun at {sha[:12]} was cancelled; 1 running step(s) stopped and stored as cancelled"
+    )
+    assert reruns() == ["cancelled"]
+    assert service.report(bisect_id)["status"] == "found"
+    assert service.delete(bisect_id).json()["detail"] == f"bisect {bisect_id} is already found"
 
 
 def test_serve_refuses_to_start_without_a_token(history: SyntheticHistory, tmp_path: Path) -> None:
