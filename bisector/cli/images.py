@@ -87,7 +87,8 @@ def images_rm(image_ids: tuple[str, ...], db_url: str | None) -> None:
 @click.option("--max-size", help="Remove least recently used images until this node holds at most this (10G).")
 @db_option
 def images_prune(older_than: str | None, max_size: str | None, db_url: str | None) -> None:
-    """Remove images not in use: the least recently used over --max-size, and those older than --older-than."""
+    """Remove images not in use: the least recently used over --max-size, and those older than --older-than; also
+    the venv templates unused for a day and the drafts of killed builds."""
     from bisector.runner.image_admin import prune_images, prune_limits
     from bisector.runner.wiring import open_store
     from bisector.workers.images.cache import ImageCache
