@@ -33,13 +33,19 @@ def sqlite_store(db_url: str) -> Iterator[Store]:
 
 
 @pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, db_url: str) -> Iterator[Store]:
-    """A store on each backend: the SQLite file db_url, and a fresh PostgreSQL database (tests/postgres_helpers)."""
+def store_url(request: pytest.FixtureRequest, db_url: str) -> Iterator[str]:
+    """A database on each backend: the SQLite file db_url, and a fresh PostgreSQL database (tests/postgres_helpers);
+    its URL with the password (Store.url masks it), for a test that opens more stores on it."""
     if request.param == "sqlite":
-        with Store.open(db_url) as opened:
-            yield opened
+        yield db_url
         return
-    with fresh_postgres_database() as url, Store.open(url) as opened:
+    with fresh_postgres_database() as url:
+        yield url
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    with Store.open(store_url) as opened:
         yield opened
 
 

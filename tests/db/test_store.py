@@ -142,7 +142,7 @@ def test_update_extra_merges(store: Store) -> None:
     }
 
 
-def test_change_extra_from_many_stores_at_once_keeps_every_change(store: Store) -> None:
+def test_change_extra_from_many_stores_at_once_keeps_every_change(store: Store, store_url: str) -> None:
     """Each writer adds its own entries under one key (as reruns register): a read-then-write outside the row's lock
     would drop some of them."""
     bisect_id = new_bisect(store)
@@ -152,7 +152,7 @@ def test_change_extra_from_many_stores_at_once_keeps_every_change(store: Store) 
         return lambda extra: {**extra, "e": {**extra.get("e", {}), name: n}}
 
     def add_entries(writer: int) -> None:
-        with Store.open(store.url) as own:
+        with Store.open(store_url) as own:
             for n in range(10):
                 before = own.change_extra(bisect_id, entry_added(f"{writer}-{n}", n))
                 assert f"{writer}-{n}" not in before.get("e", {})
