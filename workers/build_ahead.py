@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -290,21 +291,26 @@ class BuildAhead(AheadBuilder[_Build]):
         return outcomes
 
     def close(self) -> list[BuildAheadOutcome]:
-        """Stop every build still running and wait for the child (which ends its builds first); the outcomes of
-        the builds that ended since the last call."""
+        """Stop every build still running and wait for the child (which ends its builds first), reading the outcomes
+        it prints meanwhile; the outcomes of the builds that ended since the last call."""
         proc = self.proc
         if proc is None:
             return []
         if proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()  # end of file: every build is cancelled
-        try:
-            proc.wait(STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
+        stdout = proc.stdout
+        assert stdout is not None
+        ended: list[BuildAheadOutcome] = []
+        deadline = time.monotonic() + STOP_GRACE_S
+        while proc.poll() is None and (left_s := deadline - time.monotonic()) > 0:
+            select.select([stdout], [], [], left_s)  # a child blocked printing an outcome cannot exit: read it
+            ended += self.reap()
+        if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        ended = self.reap()
+        ended += self.reap()
         self._let_go(proc)
         self.proc = None
         return ended

@@ -465,3 +465,21 @@ def test_a_build_ahead_process_blocked_printing_an_outcome_still_takes_in_orders
         for pipe in (child.stdin, child.stdout):
             with contextlib.suppress(OSError):  # what the killed child did not read
                 pipe.close()
+
+
+def test_close_reads_the_outcomes_a_build_ahead_process_prints_while_it_ends(tmp_path: Path):
+    """A child ends once its builds' outcomes are printed: close() reads them while it waits, else a child whose
+    stdout is full could never exit, and its builds, though made, would count as died. The child's stdout holds one
+    page; the outcome is longer than that (a long origin URL in its image's key)."""
+    ahead = BuildAhead(1)
+    child = ahead._child()
+    assert child.stdout is not None
+    stdout_bytes = fcntl.fcntl(child.stdout.fileno(), fcntl.F_SETPIPE_SZ, os.sysconf("SC_PAGE_SIZE"))
+    repo = make_image_repo(tmp_path / "repo", (10,))
+    git(repo.path, "remote", "add", "origin", "https://example.org/" + "x" * 2 * stdout_bytes)
+    ahead.want([replace(_request(repo.path, repo.shas[0], tmp_path), build_cmd=None)], still_needed)
+    wait_for(lambda: _unread_bytes(child.stdout.fileno()) == stdout_bytes, what="the outcome to fill stdout")
+    [outcome] = ahead.close()
+    assert (outcome.sha, outcome.status) == (repo.shas[0], AheadStatus.READY), outcome.detail
+    assert ahead.outcomes[repo.shas[0]] == outcome
+    assert child.returncode == 0  # it exited by itself, not killed
