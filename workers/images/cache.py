@@ -7,7 +7,8 @@ vocab.paths.cache_dir()/images; resolved (a link to it stands for its target). L
 `<id>/manifest.json` (the image's record; its node is the builder's), `<id>/contents.json` (what its build
 produced, workers/images/contents.py), `<id>/src` (the commit's tree and its build outputs), `<id>/venv`,
 `<id>/triton`, `<id>/inductor`, `<id>/runs` (the tests' private copies);
-`locks/<id>.lock` (flock: exclusive while the image is built or removed, shared while a step uses it);
+`locks/<id>.lock` (flock: exclusive while the image is built or removed, shared while a step uses it; removed with
+the image, and by the LRU pass where the image has no folder, while held: file_lock re-locks the file at its path);
 `ccache/` (the compiler cache every image shares); `.venvs/<name>` (a template: the venv uv made for an interpreter
 and uv, which each image's venv is copied from: workers/images/builder.py), `.venvs/.<name>-*` (a template being
 written, renamed to `<name>` when whole) and `.venvs/<name>.lock` (flock: shared while a process makes a venv from
@@ -164,8 +165,11 @@ class ImageCache:
         """Hold the image's lock (exclusive to build or remove it, shared to use it); yields the descriptor, so
         a builder can turn its exclusive lock into a shared one (lock_shared) once the image is ready. on_wait is
         called once if the lock is not free at first."""
-        with file_lock(self.root / "locks" / f"{image_id}.lock", shared, timeout_s, should_cancel, on_wait) as fd:
+        with file_lock(self._lock_path(image_id), shared, timeout_s, should_cancel, on_wait) as fd:
             yield fd
+
+    def _lock_path(self, image_id: str) -> Path:
+        return self.root / "locks" / f"{image_id}.lock"
 
     def remove(self, image_id: str) -> bool:
         """Delete an image that no one builds or uses now; False when its lock is held."""
@@ -175,6 +179,7 @@ class ImageCache:
                 with contextlib.suppress(FileNotFoundError):
                     (folder / "manifest.json").unlink()  # first: nobody takes a half-deleted image for ready
                 remove_tree(folder)
+                self._lock_path(image_id).unlink(missing_ok=True)
                 return True
         except LockTimeoutError:
             return False
@@ -214,7 +219,8 @@ class ImageCache:
         """Remove what killed copies and builds left, where the image's lock is free (a copy or a build holds the
         image's exclusive lock until its manifest says ready or failed): `.incoming-<id>` folders (a copy killed
         while it unpacked), image folders without a manifest (a copy killed between its rename into place and its
-        manifest's write) and those whose manifest says building (a killed build); and the unused venv templates."""
+        manifest's write) and those whose manifest says building (a killed build); the lock files of images that
+        have no folder (removed, or whose build was cancelled or failed); and the unused venv templates."""
         if not self.root.is_dir():
             return
         remove_unused_templates(self.templates_dir)
@@ -226,6 +232,18 @@ class ImageCache:
                 if entry.name == image_id and not self._unfinished(image_id):  # made meanwhile
                     continue
                 remove_tree(entry)
+        with contextlib.suppress(OSError):
+            for lock in (self.root / "locks").iterdir():
+                image_id = lock.name.removesuffix(".lock")
+                if not (lock.name.endswith(".lock") and IMAGE_ID.fullmatch(image_id)) or self._has_folder(image_id):
+                    continue
+                with contextlib.suppress(LockTimeoutError), self.lock(image_id, timeout_s=0):
+                    if not self._has_folder(image_id):  # nobody made one meanwhile
+                        lock.unlink(missing_ok=True)
+
+    def _has_folder(self, image_id: str) -> bool:
+        """Whether the image has a folder, or a copy of one being unpacked."""
+        return self.image_dir(image_id).exists() or (self.root / f"{INCOMING_PREFIX}{image_id}").exists()
 
     def _unfinished(self, image_id: str) -> bool:
         """Whether the image's folder has no manifest, or one that says building (a manifest of another format
