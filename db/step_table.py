@@ -18,6 +18,7 @@ from bisector.vocab.cost import gpu_seconds
 from bisector.vocab.domain import ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
 
 INTERRUPTED_DETAIL = "coordinator stopped while the step ran"
+RERUN_DIED_DETAIL = "the `run-at --bisect` process running it died"
 
 
 @dataclass(frozen=True)
@@ -118,14 +119,28 @@ def interrupt_running_steps(
     its rerun steps at the commits spared_reruns; how many there were."""
     spared = and_(steps.c.purpose == StepPurpose.RERUN.value, steps.c.sha.in_(list(spared_reruns)))
     running = select(steps.c.id).where(steps.c.bisect_id == bisect_id, steps.c.verdict.is_(None), not_(spared))
-    step_ids = list(conn.execute(running).scalars())
+    return _interrupt(conn, list(conn.execute(running).scalars()), finished, INTERRUPTED_DETAIL)
+
+
+def interrupt_running_reruns(conn: Connection, bisect_id: int, finished: datetime, shas: Collection[str]) -> int:
+    """Mark a bisect's running rerun steps at the commits shas as interrupted errors, their reruns' processes having
+    died; how many there were."""
+    running = select(steps.c.id).where(
+        steps.c.bisect_id == bisect_id, steps.c.verdict.is_(None), steps.c.purpose == StepPurpose.RERUN.value,
+        steps.c.sha.in_(list(shas)),
+    )  # fmt: skip
+    return _interrupt(conn, list(conn.execute(running).scalars()), finished, RERUN_DIED_DETAIL)
+
+
+def _interrupt(conn: Connection, step_ids: list[int], finished: datetime, detail: str) -> int:
+    """Mark these steps, where they are still running, as interrupted errors; how many."""
     query = (
         update(steps)
         .where(steps.c.id.in_(step_ids), steps.c.verdict.is_(None))
         .values(
             verdict=Verdict.ERROR.value,
             error_kind=ErrorKind.INTERRUPTED.value,
-            detail=INTERRUPTED_DETAIL,
+            detail=detail,
             finished=aware(finished),
         )
     )

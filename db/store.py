@@ -343,6 +343,24 @@ class Store:
                 raise self._unknown(bisect_id)
             return step_table.interrupt_running_steps(conn, bisect_id, finished, spared_reruns(extra))
 
+    def interrupt_reruns(
+        self,
+        bisect_id: int,
+        finished: datetime,
+        ended: Callable[[dict[str, Any]], tuple[dict[str, Any], Collection[str]]],
+    ) -> int:
+        """Replace the bisect's `extra` by ended(it)'s first part and mark its rerun steps still running at the
+        commits of the second as interrupted errors, in one transaction with the bisect's row locked; how many."""
+        with self._write() as conn:
+            extra = bisect_table.locked_extra(conn, bisect_id)
+            if extra is None:
+                raise self._unknown(bisect_id)
+            kept, shas = ended(extra)
+            if kept == extra:
+                return 0
+            bisect_table.change_extra(conn, bisect_id, lambda _: kept)
+            return step_table.interrupt_running_reruns(conn, bisect_id, finished, shas)
+
     # --- findings ----------------------------------------------------------------------------------
 
     def replace_findings(self, bisect_id: int, kinds: Iterable[str], rows: Sequence[Mapping[str, object]]) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -209,3 +210,63 @@ def test_a_coordinator_that_stops_or_resumes_leaves_a_running_reruns_steps_to_it
         _, err = resumed.communicate(timeout=120)
         assert resumed.returncode == 0, err
         assert report(db)["first_bad"]["sha"] == history.shas[5]
+
+
+def rerun_entries(db: Path) -> dict[str, dict[str, str]]:
+    [(extra,)] = stored_rows(db, "select extra from bisects where id = 1")
+    return dict(json.loads(extra).get("reruns", {}))
+
+
+def killed_rerun(tmp_path: Path, held: HeldTest) -> tuple[Path, SyntheticHistory]:
+    """A found bisect whose `run-at --bisect` was killed by SIGKILL while its step's test waited: its step and its
+    entry in the bisect's record are left stored as running."""
+    history = culprit_history(tmp_path / "repo", 8, 5)
+    db = tmp_path / "b.db"
+    assert run_cli(*start_args(history, held.run), db=db).returncode == 0
+    held.hold.touch()
+    rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
+    wait_for_the_reruns_test(db, held, rerun)
+    os.killpg(rerun.pid, signal.SIGKILL)  # the rerun's own process group; its step is left to the fixture
+    rerun.communicate()
+    assert [verdict for _, verdict, _ in rerun_steps(db)] == [None]
+    assert rerun_entries(db)
+    return db, history
+
+
+DIED = ("error", "interrupted", "the `run-at --bisect` process running it died")
+
+
+@pytest.mark.parametrize(
+    ("command", "exit_code"), [("status", 0), ("cancel", 2), ("resume", 2), ("run-at", 0)]
+)  # fmt: skip
+def test_the_steps_of_a_rerun_killed_on_this_host_are_stored_interrupted_by_the_next_command(
+    tmp_path: Path, held: HeldTest, command: str, exit_code: int
+):
+    """Not a verdict, not an infrastructure error to retry: the step's process is gone with its rerun."""
+    db, history = killed_rerun(tmp_path, held)
+    held.hold.unlink()  # the next rerun's test runs at once
+    args = ["run-at", "--bisect", "1", history.shas[6]] if command == "run-at" else [command, "1"]
+    done = run_cli(*args, db=db)
+    assert done.returncode == exit_code, done.stderr
+    assert "Traceback" not in done.stderr
+    steps = stored_rows(db, "select verdict, error_kind, detail from steps where purpose = 'rerun' order by id")
+    assert steps[0] == DIED
+    assert [verdict for verdict, _, _ in steps[1:]] == (["bad"] if command == "run-at" else [])
+    assert rerun_entries(db) == {}
+    assert report(db)["status"] == "found"
+
+
+def test_a_rerun_entry_of_another_host_is_left_as_it_is(tmp_path: Path, held: HeldTest):
+    """Whether a process of another host lives cannot be told from here: its rerun's steps stay running."""
+    db, _ = killed_rerun(tmp_path, held)
+    [(token, entry)] = rerun_entries(db).items()
+    _, pid, started = entry["owner"].rsplit(":", 2)
+    elsewhere = {token: {**entry, "owner": f"another-host:{pid}:{started}"}}
+    [(extra,)] = stored_rows(db, "select extra from bisects where id = 1")
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute(
+            "update bisects set extra = ? where id = 1", (json.dumps({**json.loads(extra), "reruns": elsewhere}),)
+        )
+    assert run_cli("status", "1", db=db).returncode == 0
+    assert [verdict for _, verdict, _ in rerun_steps(db)] == [None]
+    assert rerun_entries(db) == elsewhere

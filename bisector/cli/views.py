@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,22 @@ def status(bisect_id: int, db_url: str | None, output_format: str, server: str |
     from bisector.runner.wiring import open_store
 
     with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
+        end_dead_reruns_where_writable(store, db_url, bisect_id)
         print_status(store, bisect_id, output_format)
+
+
+def end_dead_reruns_where_writable(store: Any, db_url: str | None, bisect_id: int) -> None:
+    """Store the steps of the bisect's reruns killed on this host as interrupted (reruns.end_dead_reruns), where the
+    store can be written: a read-only store is shown as it is."""
+    from datetime import UTC, datetime
+
+    from bisector.runner.reruns import end_dead_reruns, has_dead_reruns
+    from bisector.runner.wiring import open_store
+    from bisector.vocab.errors import StoreError
+
+    if has_dead_reruns(store.get_bisect(bisect_id).extra):
+        with contextlib.suppress(StoreError), open_store(db_url) as writable:
+            end_dead_reruns(writable, bisect_id, datetime.now(UTC))
 
 
 @click.command(name="report")

@@ -24,7 +24,7 @@ from bisector.runner.loop import LoopTiming, SearchLoop
 from bisector.runner.observer import ProgressObserver, SilentObserver
 from bisector.runner.ownership import HEARTBEAT_S, LEASE_TTL_S, Lease
 from bisector.runner.pipeline import StepPipeline
-from bisector.runner.reruns import RerunRegistration, revoke_reruns, running_rerun_commits
+from bisector.runner.reruns import RerunRegistration, end_dead_reruns, revoke_reruns, running_rerun_commits
 from bisector.runner.side_runs import CANCELLED_WHY, SideRunner
 from bisector.runner.stopping import StopRequested
 from bisector.vocab.commit_range import CommitRange
@@ -111,6 +111,7 @@ def cancel_bisect(
     once the store is changed; the commits of the reruns it stopped. StateError when it has ended and no rerun of
     it runs."""
     record = store.get_bisect(bisect_id)
+    end_dead_reruns(store, bisect_id, now())
     status, ended = record.status, record.status.is_terminal()
     if not ended:
         try:
@@ -191,6 +192,7 @@ class Coordinator:
         cut short (analysis pending) gets its explanation; a paused bisect runs again. explain: whether this
         run explains a culprit it finds or finds pending (None: as the bisect's spec says)."""
         record = self.store.get_bisect(bisect_id)
+        end_dead_reruns(self.store, bisect_id, self.now())  # whatever the bisect's state: a rerun may outlive it
         analysis_pending = (
             record.status is BisectStatus.FOUND and SearchRecords.from_extra(record.extra).analysis is Analysis.PENDING
         )
@@ -228,6 +230,7 @@ class Coordinator:
         if times < 1:
             raise StateError(f"--repeat must be at least 1 (got {times})")
         record = self.store.get_bisect(bisect_id)
+        end_dead_reruns(self.store, bisect_id, self.now())
         spec = BisectSpec.from_json(record.spec)
         sha = GitRepo(record.repo).resolve(rev)
         spec = spec.with_executor(executor_overrides or {})

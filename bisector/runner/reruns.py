@@ -2,15 +2,18 @@
 
 A rerun registers in its bisect's `extra` while it runs ("reruns": token -> {"owner": process, "sha": commit}) and
 asks every round whether its entry is still there. A cancel removes every entry (revoke_reruns): each rerun stops
-its running steps, stores them as cancelled and ends. The entry of a rerun killed by a signal it could not catch
-stays until the next cancel, which does not count it (its process is gone). A coordinator that stores its running
-steps as interrupted (a stop signal, `bisect resume`) leaves those of the reruns registered here to them.
+its running steps, stores them as cancelled and ends. A rerun killed by a signal it could not catch leaves its entry
+and its steps running: end_dead_reruns (the next `bisect status`, `cancel`, `resume` or `run-at --bisect` of the
+bisect) stores those steps as interrupted and removes the entry, once its process is gone from this host (one on
+another host cannot be judged). A coordinator that stores its running steps as interrupted (a stop signal, `bisect
+resume`) leaves those of the living reruns registered here to them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import uuid
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -55,6 +58,27 @@ def revoke_reruns(store: Store, bisect_id: int) -> tuple[str, ...]:
     """Remove the entries of every rerun of the bisect, each of which then stops within a round. The commits of
     those whose process lives (running_rerun_commits)."""
     return running_rerun_commits(store.change_extra(bisect_id, lambda extra: _with_reruns(extra, {})))
+
+
+def end_dead_reruns(store: Store, bisect_id: int, now: datetime) -> int:
+    """Store the running steps of the bisect's reruns whose process is gone from this host as interrupted, and remove
+    their entries; how many steps. A dead rerun at a commit that a living one also runs keeps its entry until that
+    one ends: their steps cannot be told apart."""
+    return store.interrupt_reruns(bisect_id, now, _without_dead)
+
+
+def has_dead_reruns(extra: dict[str, Any]) -> bool:
+    """Whether end_dead_reruns has something to end in a bisect's extra."""
+    return _without_dead(extra)[0] != extra
+
+
+def _without_dead(extra: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """extra without the entries of the dead reruns whose steps can be ended, and the commits of those."""
+    reruns = _reruns(extra)
+    living = {entry["sha"] for entry in reruns.values() if _lives(entry["owner"])}
+    dead = {token for token, entry in reruns.items() if not _lives(entry["owner"]) and entry["sha"] not in living}
+    kept = {token: entry for token, entry in reruns.items() if token not in dead}
+    return _with_reruns(extra, kept), tuple(dict.fromkeys(reruns[token]["sha"] for token in dead))
 
 
 def running_rerun_commits(extra: dict[str, Any]) -> tuple[str, ...]:
