@@ -6,16 +6,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from bisect_helpers import processes_with, run_cli, start_cli, stored_rows, wait_for
+from bisect_helpers import cli_env, processes_with, run_cli, start_cli, stored_rows, wait_for
 from synthetic import SyntheticHistory, culprit_history
 
 EXIT_NO_CULPRIT = 3
@@ -270,3 +272,22 @@ def test_a_rerun_entry_of_another_host_is_left_as_it_is(tmp_path: Path, held: He
     assert run_cli("status", "1", db=db).returncode == 0
     assert [verdict for _, verdict, _ in rerun_steps(db)] == [None]
     assert rerun_entries(db) == elsewhere
+
+
+def test_status_on_a_read_only_store_shows_a_killed_rerun_s_steps_as_stored(tmp_path: Path, held: HeldTest):
+    """Ending them is a write: a store that cannot be written is shown as it is, with no error."""
+    db, _ = killed_rerun(tmp_path, held)
+    # root writes through file modes: drop that capability so the modes hold, as for any other user
+    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"] if os.geteuid() == 0 else []
+    if drop and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: a read-only file cannot be made")
+    db.chmod(0o444)
+    try:
+        command = [*drop, sys.executable, "-m", "bisector", "status", "1", "--db", str(db)]
+        done = subprocess.run(command, env=cli_env(), capture_output=True, text=True, timeout=120)
+    finally:
+        db.chmod(0o644)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert [verdict for _, verdict, _ in rerun_steps(db)] == [None]
+    assert rerun_entries(db)
