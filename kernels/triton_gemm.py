@@ -146,6 +146,13 @@ def _weights_first(kernel: Kernel, tiles: Tiles, k_split: int, pdl: bool) -> boo
     return fits and (pdl or INTERPRET)
 
 
+def launch_mode(kernel: Kernel, tiles: Tiles, k_split: int, pdl: bool) -> tuple[bool, bool]:
+    """(weights first, programmatic dependent launch). Only a kernel that loads its weights first waits for the
+    previous one (griddepcontrol.wait) before it reads x or writes: any other launched that way would race it."""
+    weights_first = _weights_first(kernel, tiles, k_split, pdl)
+    return weights_first, pdl and weights_first
+
+
 def run(
     kernel: Kernel, x: torch.Tensor, w: torch.Tensor, *, out_fp32: bool = False, tiles: Tiles | None = None
 ) -> torch.Tensor:
@@ -177,11 +184,11 @@ def run(
         workspace = y
         counters = _arrival_counters(x.device, 1)
     grid = (n_tiles, tiles.split_k, m_tiles)
-    pdl = uses_pdl(x.device)
+    weights_first, dependent = launch_mode(kernel, tiles, k_split, uses_pdl(x.device))
     common = {
-        "WEIGHTS_FIRST": _weights_first(kernel, tiles, k_split, pdl),
-        "GDC": pdl,
-        "launch_pdl": pdl,
+        "WEIGHTS_FIRST": weights_first,
+        "GDC": dependent,
+        "launch_pdl": dependent,
         "BLOCK_M": block_m,
         "BLOCK_N": tiles.block_n,
         "BLOCK_K": tiles.block_k,

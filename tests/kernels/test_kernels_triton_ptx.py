@@ -85,3 +85,25 @@ def test_under_dependent_launch_weights_stream_before_the_wait_and_nothing_is_wr
     assert any("ld.global" in line for line in ptx[:wait])
     assert not any(op in line for line in ptx[:wait] for op in ("st.global", "atom.", "ld.global.cg"))
     assert any(line.startswith("griddepcontrol.launch_dependents;") for line in ptx[wait:])
+
+
+def test_only_a_kernel_that_loads_its_weights_first_is_launched_dependent():
+    # A dependent launch may start before the previous kernel ends: only the weights-first path waits for it
+    # (griddepcontrol.wait) before reading x or writing; the K loop does not, so it must be launched plainly.
+    from bisector.kernels import triton_gemm
+    from bisector.kernels.kernel_kind import Kernel
+
+    def mode(kernel: Kernel, n: int, k: int, pdl: bool) -> tuple[bool, bool]:
+        tiles = triton_gemm.tiles_for(kernel, n, k)
+        k_split = -(-k // (tiles.split_k * tiles.block_k)) * tiles.block_k
+        return triton_gemm.launch_mode(kernel, tiles, k_split, pdl)
+
+    assert mode(Kernel.MMA, 896, 7168, pdl=True) == (True, True)
+    assert mode(Kernel.SIMT, 144, 7168, pdl=True) == (True, True)
+    assert mode(Kernel.MMA, 4096, 4096, pdl=True) == (False, False)  # default tiles: 32 K blocks per program
+    assert mode(Kernel.MMA, 896, 7168, pdl=False) == (False, False)
+    looped = _ptx_lines(
+        triton_kernels.mma_gemm_kernel, 4, K_SPLIT=4096, BLOCK_M=16, BLOCK_N=32, BLOCK_K=128, SPLIT_K=1,
+        EVEN_K=True, DOT_FP32=False, WEIGHTS_FIRST=False, GDC=False,
+    )  # fmt: skip
+    assert not any(line.startswith("griddepcontrol") for line in looped)
