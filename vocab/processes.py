@@ -22,6 +22,25 @@ def process_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
+def is_gone(host: str, pid: int, started: str | None) -> bool:
+    """Whether the process (host, pid, its start time) was of this host and runs no more: its pid names no process
+    now, or one started at another time (the pid reused). False for another host's, for one whose start time was not
+    known, and where this process cannot see it (/proc hidden, hidepid=2; a pid that exists but is not ours):
+    not ours to judge, and judging a live process gone would end its work."""
+    if host != socket.gethostname() or not started or started == "?":
+        return False
+    now = process_start(pid)
+    if now is not None:
+        return now != started
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # EPERM: a process with that pid exists
+        return False
+    return False  # it exists, but /proc does not show it to us
+
+
 def mark_owner(folder: Path) -> None:
     """Record this process (host, pid, start) as the owner of a folder it made."""
     pid = os.getpid()
@@ -37,4 +56,4 @@ def owner_is_gone(folder: Path) -> bool:
         host, pid, started = str(owner["host"]), int(owner["pid"]), owner["started"]
     except (OSError, ValueError, TypeError, KeyError):
         return False
-    return host == socket.gethostname() and started is not None and process_start(pid) != started
+    return is_gone(host, pid, started)

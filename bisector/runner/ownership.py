@@ -19,7 +19,7 @@ from types import TracebackType
 
 from bisector.db.store import Store
 from bisector.vocab.errors import StateError, StoreError
-from bisector.vocab.processes import process_start
+from bisector.vocab.processes import is_gone, process_start
 
 LEASE_TTL_S = 60.0
 HEARTBEAT_S = 10.0
@@ -52,7 +52,7 @@ class OwnerId:
 
     def is_gone_here(self) -> bool:
         """Whether this owner ran on this host and its process no longer exists (or is another one now)."""
-        return self.host == socket.gethostname() and process_start(self.pid) != self.started
+        return is_gone(self.host, self.pid, self.started)
 
 
 def holder_is_gone(holder: str, heartbeat: datetime | None, now: datetime, ttl_s: float = LEASE_TTL_S) -> bool:
