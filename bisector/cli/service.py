@@ -149,7 +149,10 @@ def print_remote(server: str, token_file: str | None, bisect_id: int, view: str,
 def cancel_remote(server: str, token_file: str | None, bisect_id: int) -> None:
     with translated_errors(), client(server, token_file) as service:
         outcome = service.cancel(bisect_id)
-    click.echo(cancelled_line(bisect_id, outcome["status"], outcome["ended_before"], outcome["reruns"]))
+    status = str(outcome.get("status", "cancelled"))
+    # a server before these fields said {"status", "rerun"}
+    reruns = outcome.get("reruns") or [sha for sha in [outcome.get("rerun")] if sha]
+    click.echo(cancelled_line(bisect_id, status, bool(outcome.get("ended_before", status != "cancelled")), reruns))
 
 
 def cancelled_line(bisect_id: int, status: str, ended_before: bool, reruns: Sequence[str]) -> str:

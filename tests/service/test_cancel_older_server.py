@@ -1,0 +1,59 @@
+"""`bisect cancel --server` against a server that answers a cancel as servers before the reruns list did
+({"id", "status", "rerun"}): one line, as of a current server, no traceback."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import pytest
+from bisect_helpers import cli_env, run_cli
+
+
+class _OlderServer(BaseHTTPRequestHandler):
+    answer: ClassVar[dict[str, object]] = {}
+
+    def do_DELETE(self) -> None:
+        body = json.dumps(self.answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def older_server() -> Iterator[tuple[str, type[_OlderServer]]]:
+    handler = type("Handler", (_OlderServer,), {"answer": {}})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "line"),
+    [
+        ({"id": 3, "status": "cancelled", "rerun": None}, "bisect 3: cancelled\n"),
+        (
+            {"id": 3, "status": "found", "rerun": "ab" * 20},
+            f"bisect 3: already found; its rerun at {'ab' * 6} cancelled\n",
+        ),
+    ],
+)
+def test_a_cancel_answered_the_older_way_prints_one_line(older_server, answer, line) -> None:
+    url, handler = older_server
+    handler.answer = answer
+    done = run_cli("cancel", "3", "--server", url, env=cli_env(BISECT_TOKEN="t"))
+
+    assert (done.returncode, done.stdout, done.stderr) == (0, line, "")
