@@ -55,6 +55,8 @@ def test_a_stop_signal_ends_the_command_with_sigterm_first_so_it_cleans_up(repo:
 
 
 def test_a_command_that_ignores_sigterm_past_its_timeout_is_killed_after_the_grace(repo: Path) -> None:
-    git = StoppableGit(timeout_s=0.1, stop_grace_s=0.1)
+    git = StoppableGit(timeout_s=0.1, stop_grace_s=1.0)
+    started = time.monotonic()
     with pytest.raises(RepoError, match=r"git ignores-term in .* failed: no answer in 0.1 s"):
         git.run(repo, "ignores-term")
+    assert time.monotonic() - started >= 1.0  # SIGTERM, the grace, then SIGKILL (not SIGKILL at once)
