@@ -93,10 +93,10 @@ class KernelTraceDiff:
         return tuple(row for row in self.rows if row.before and row.after)
 
     def launches(self, function: str) -> KernelLaunchRow | None:
-        """The launches of the kernel compiled from a function of this name: a Triton kernel is named after its
-        function (Triton before 2.1 added its signature: `_fwd_kernel_0d1d2d3de`), a CUDA kernel's name is its
-        C++ signature (`void ns::name<float>(...)`); None when neither run launched it."""
-        pattern = re.compile(rf"(?:.*[\s:])?{re.escape(function)}(?:_(?:\d+[de]+)+|[<(].*)?")
+        """The launches of the Triton kernel compiled from a function of this name: named after it (Triton before
+        2.1 added its signature: `_fwd_kernel_0d1d2d3de`); never a C++ kernel of the same name (`void
+        at::native::add<float>(...)` is no Triton `add`). None when neither run launched it."""
+        pattern = re.compile(rf"{re.escape(function)}(?:_(?:\d+[de]+)+)?")
         return next((row for row in (*self.rows, *self.same) if pattern.fullmatch(row.name)), None)
 
     def to_findings(self) -> list[Finding]:
