@@ -78,7 +78,7 @@ class KernelTraceDiff:
     rows: tuple[KernelLaunchRow, ...]  # kernels whose count differs, only-in-one-run first
     unchanged: int = 0  # kernels launched equally often in both runs
     devices: tuple[str, ...] = ()
-    same: tuple[KernelLaunchRow, ...] = ()  # those kernels (none in explanations stored before they were kept)
+    unchanged_rows: tuple[KernelLaunchRow, ...] = ()  # those kernels (none in explanations stored before these)
 
     @property
     def only_before(self) -> tuple[KernelLaunchRow, ...]:
@@ -97,7 +97,7 @@ class KernelTraceDiff:
         2.1 added its signature: `_fwd_kernel_0d1d2d3de`); never a C++ kernel of the same name (`void
         at::native::add<float>(...)` is no Triton `add`). None when neither run launched it."""
         pattern = re.compile(rf"{re.escape(function)}(?:_(?:\d+[de]+)+)?")
-        return next((row for row in (*self.rows, *self.same) if pattern.fullmatch(row.name)), None)
+        return next((row for row in (*self.rows, *self.unchanged_rows) if pattern.fullmatch(row.name)), None)
 
     def to_findings(self) -> list[Finding]:
         summary = Finding(
@@ -114,7 +114,7 @@ class KernelTraceDiff:
                 before=str(row.before) if row.before else None,
                 after=str(row.after) if row.after else None,
             )
-            for row in (*self.rows, *self.same)
+            for row in (*self.rows, *self.unchanged_rows)
         ]
 
     @classmethod

@@ -2,7 +2,7 @@
 
     GET  /login, POST /login            the token, given once per browser session; POST /logout forgets it
     GET  /submit, POST /submit          a bisect over the server's repositories and recipes -> its page
-    POST /bisects/{id}/cancel           as DELETE /api/bisects/{id}: the bisect and its rerun
+    POST /bisects/{id}/cancel           as DELETE /api/bisects/{id}: the bisect and its reruns
     POST /bisects/{id}/rerun            step=N: that step's commit run again (a rerun step of the bisect)
     POST /bisects/{id}/mark             rev, verdict (good, bad or the bisect's terms, skip), note: as `bisect mark`
 
