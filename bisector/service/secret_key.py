@@ -17,6 +17,7 @@ from bisector.vocab.errors import InputError
 KEY_BYTES = 32
 NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}  # os.link's errors where none are made
 KEY_WRITE_WAIT_S = 2.0  # how long an empty key file is read again: its maker may not have written it yet
+ABANDONED_AFTER_S = 60.0  # an empty key file or a draft this old was left by a maker killed mid-write
 
 
 def secret_key(path: Path) -> bytes:
@@ -24,6 +25,7 @@ def secret_key(path: Path) -> bytes:
     two servers or threads starting at once read the same key). InputError, naming the file, when it cannot be made
     or read, is not a key, or others may read it."""
     try:
+        _remove_abandoned(path)
         if not path.exists():
             _create(path)
         mode = path.stat().st_mode
@@ -39,6 +41,17 @@ def secret_key(path: Path) -> bytes:
     if len(key) != KEY_BYTES:
         raise InputError(f"the server's key file {path} holds no key: remove it and a new one is made at the start")
     return key
+
+
+def _remove_abandoned(path: Path) -> None:
+    """Drafts and an empty key file that a maker killed mid-write left (the key file is empty only where the
+    filesystem makes no hard links): old enough that no live maker is still writing them."""
+    now = time.time()
+    leftovers = [*path.parent.glob(f".{path.name}.*"), *([path] if path.exists() and not path.stat().st_size else [])]
+    for leftover in leftovers:
+        with contextlib.suppress(FileNotFoundError):
+            if now - leftover.stat().st_mtime > ABANDONED_AFTER_S:
+                leftover.unlink()
 
 
 def _create(path: Path) -> None:

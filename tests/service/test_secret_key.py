@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,22 @@ def test_without_hard_links_the_first_maker_wins_and_every_thread_reads_its_key(
     assert len(set(keys)) == 1
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_what_a_maker_killed_mid_write_left_is_removed_once_it_is_old(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "serve-form.key"
+    path.parent.mkdir()
+    path.touch(mode=0o600)  # created exclusively (no hard links), killed before it wrote the key
+    draft = path.parent / f".{path.name}.k1ll3d"
+    draft.write_text("ab" * 32 + "\n")
+    young = path.parent / f".{path.name}.wr1t1ng"  # a live maker's draft
+    young.write_text("")
+    old = time.time() - 3600
+    for left in (path, draft):
+        os.utime(left, (old, old))
+
+    key = secret_key(path)
+
+    assert len(key) == 32
+    assert path.read_text().strip() == key.hex()
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, young.name])
