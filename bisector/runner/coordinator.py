@@ -107,9 +107,10 @@ def cancel_bisect(
 ) -> CancelOutcome:
     """`bisect cancel`: a bisect that has not ended is stored as cancelled (its coordinator stops at its next look)
     and every rerun of it stops its steps, stored as cancelled, and ends; of a bisect that has ended, its reruns
-    alone, its end kept. stop_here(whether it had ended): what only the caller can stop (a server's own threads),
-    once the store is changed; the commits of the reruns it stopped. StateError when it has ended and no rerun of
-    it runs."""
+    alone, its end kept. The cancel waits (bounded: reruns.revoke_reruns) for the reruns to end and names those it
+    stopped, not one that ended by itself meanwhile; the running steps of dead reruns are stored as interrupted.
+    stop_here(whether it had ended): what only the caller can stop (a server's own threads), once the store is
+    changed; the commits of the reruns it stopped. StateError when it has ended and it stopped no rerun."""
     record = store.get_bisect(bisect_id)
     end_dead_reruns(store, bisect_id, now())
     status, ended = record.status, record.status.is_terminal()
@@ -122,6 +123,7 @@ def cancel_bisect(
             status = BisectStatus.CANCELLED
             store_missing_candidates(store, record)  # its coordinator may have died before storing them
     reruns = tuple(dict.fromkeys((*revoke_reruns(store, bisect_id), *stop_here(ended))))
+    end_dead_reruns(store, bisect_id, now())  # one kept beside a living rerun at its commit that has now ended
     if ended and not reruns:
         raise StateError(f"bisect {bisect_id} is already {status.value}")
     return CancelOutcome(status, reruns, ended)
