@@ -4,12 +4,12 @@ A rerun registers in its bisect's `extra` while it runs ("reruns": token -> {"ow
 asks every round whether a cancel has revoked its entry. A cancel (revoke_reruns) marks the entries of the running
 reruns revoked ("revoked": true): each stops its running steps, stores them as cancelled and, on leaving, marks its
 entry with how it ended ("ended": "cancelled", or "finished" when it had ended by itself first); the cancel waits a
-bounded time for that mark, removes the ended entries and names only the reruns it stopped. A rerun that was not
-revoked removes its own entry. A rerun killed by a signal it could not catch leaves its entry and its steps running:
-end_dead_reruns (the next `bisect status`, `cancel`, `resume` or `run-at --bisect` of the bisect) stores those steps
-as interrupted and removes the entry, once its process is gone from this host (one on another host cannot be
-judged). A coordinator that stores its running steps as interrupted (a stop signal, `bisect resume`) leaves those of
-the running reruns registered here to them.
+bounded time for that mark (reruns_stopped), removes the ended entries and names only the reruns it stopped. A
+rerun that was not revoked removes its own entry. A rerun killed by a signal it could not catch leaves its entry and
+its steps running: end_dead_reruns (the next `bisect status`, `cancel`, `resume` or `run-at --bisect` of the bisect)
+stores those steps as interrupted and removes the entry, once its process is gone from this host (one on another host
+cannot be judged). A coordinator that stores its running steps as interrupted (a stop signal, `bisect resume`) leaves
+those of the running reruns registered here to them.
 """
 
 from __future__ import annotations
@@ -72,12 +72,18 @@ class RerunRegistration:
         return _with_reruns(extra, reruns)
 
 
-def revoke_reruns(store: Store, bisect_id: int, wait_s: float = RERUN_STOP_WAIT_S) -> tuple[str, ...]:
-    """Revoke the entries of the bisect's running reruns, each of which then stops within a round; wait up to wait_s
-    for them to end, and remove the entries of the reruns that ended. The commits of the reruns this cancel stopped:
-    not of one that ended by itself first, nor of one that died or is still running after wait_s (who cannot be
-    known to stop); the entries of dead reruns are left to end_dead_reruns."""
-    revoked = [t for t, entry in _reruns(store.change_extra(bisect_id, _revoking)).items() if _running(entry)]
+def revoke_reruns(store: Store, bisect_id: int) -> list[str]:
+    """Revoke the entries of the bisect's running reruns, each of which then stops within a round; their tokens,
+    for reruns_stopped. The entries of dead reruns are left to end_dead_reruns."""
+    return [t for t, entry in _reruns(store.change_extra(bisect_id, _revoking)).items() if _running(entry)]
+
+
+def reruns_stopped(
+    store: Store, bisect_id: int, revoked: Collection[str], wait_s: float = RERUN_STOP_WAIT_S
+) -> tuple[str, ...]:
+    """Wait up to wait_s for the revoked reruns to end, and remove the entries of the reruns that ended. The commits
+    of those the cancel stopped: not of one that ended by itself first, nor of one that died or is still running
+    after wait_s (who cannot be known to stop)."""
     deadline = time.monotonic() + wait_s
     while _any_running(store, bisect_id, revoked) and time.monotonic() < deadline:
         time.sleep(REVOKE_POLL_S)
