@@ -9,7 +9,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, and_, func, insert, not_, select, update
+from sqlalchemy import ColumnElement, Connection, and_, func, insert, not_, select, update
 
 from bisector.db.images import record_images
 from bisector.db.rows import aware, dump, inserted_id, load, result_values, step_record, stored_text
@@ -66,9 +66,10 @@ def insert_steps(conn: Connection, bisect_id: int, new_steps: Sequence[NewStep])
 
 def finish_steps(conn: Connection, results: Sequence[tuple[int, StepResult, datetime]]) -> list[Refusal]:
     """Write each result on its step if the step has no verdict yet (adding its GPU-seconds to its bisect and
-    its image to the images table); the results not written."""
+    its image to the images table), the steps' bisects' rows locked first; the results not written."""
     refused: list[Refusal] = []
     written: list[int] = []
+    _lock_bisects_of(conn, [step_id for step_id, _, _ in results])
     for step_id, result, finished in results:
         guarded = update(steps).where(steps.c.id == step_id, steps.c.verdict.is_(None))
         if conn.execute(guarded.values(result_values(result, finished))).rowcount == 1:
@@ -112,41 +113,43 @@ def select_manual_steps(conn: Connection, bisect_id: int, after_id: int) -> list
     return [step_record(row) for row in conn.execute(query)]
 
 
-def interrupt_running_steps(
-    conn: Connection, bisect_id: int, finished: datetime, spared_reruns: Collection[str] = ()
+def all_but_reruns_at(shas: Collection[str]) -> ColumnElement[bool]:
+    """A filter for interrupt_steps: every step but the rerun steps at these commits."""
+    return not_(and_(steps.c.purpose == StepPurpose.RERUN.value, steps.c.sha.in_(list(shas))))
+
+
+def reruns_at(shas: Collection[str]) -> ColumnElement[bool]:
+    """A filter for interrupt_steps: the rerun steps at these commits."""
+    return and_(steps.c.purpose == StepPurpose.RERUN.value, steps.c.sha.in_(list(shas)))
+
+
+def interrupt_steps(
+    conn: Connection, bisect_id: int, which: ColumnElement[bool], finished: datetime, detail: str
 ) -> int:
-    """Mark the running steps of a bisect as interrupted errors (adding their GPU-seconds to the bisect), but for
-    its rerun steps at the commits spared_reruns; how many there were."""
-    spared = and_(steps.c.purpose == StepPurpose.RERUN.value, steps.c.sha.in_(list(spared_reruns)))
-    running = select(steps.c.id).where(steps.c.bisect_id == bisect_id, steps.c.verdict.is_(None), not_(spared))
-    return _interrupt(conn, list(conn.execute(running).scalars()), finished, INTERRUPTED_DETAIL)
-
-
-def interrupt_running_reruns(conn: Connection, bisect_id: int, finished: datetime, shas: Collection[str]) -> int:
-    """Mark a bisect's running rerun steps at the commits shas as interrupted errors, their reruns' processes having
-    died; how many there were."""
-    running = select(steps.c.id).where(
-        steps.c.bisect_id == bisect_id, steps.c.verdict.is_(None), steps.c.purpose == StepPurpose.RERUN.value,
-        steps.c.sha.in_(list(shas)),
-    )  # fmt: skip
-    return _interrupt(conn, list(conn.execute(running).scalars()), finished, RERUN_DIED_DETAIL)
-
-
-def _interrupt(conn: Connection, step_ids: list[int], finished: datetime, detail: str) -> int:
-    """Mark these steps, where they are still running, as interrupted errors; how many."""
+    """Mark the bisect's running steps that match which as interrupted errors, adding the GPU-seconds of those this
+    statement changed (not of one a concurrent transaction finished meanwhile) to the bisect; how many. The caller
+    holds the bisect's row lock, as finish_steps takes it, so the two lock their rows in one order."""
     query = (
         update(steps)
-        .where(steps.c.id.in_(step_ids), steps.c.verdict.is_(None))
+        .where(steps.c.bisect_id == bisect_id, steps.c.verdict.is_(None), which)
         .values(
             verdict=Verdict.ERROR.value,
             error_kind=ErrorKind.INTERRUPTED.value,
             detail=detail,
             finished=aware(finished),
         )
+        .returning(steps.c.id)
     )
-    interrupted = int(conn.execute(query).rowcount)
-    add_gpu_seconds(conn, step_ids)
-    return interrupted
+    interrupted = list(conn.execute(query).scalars())
+    add_gpu_seconds(conn, interrupted)
+    return len(interrupted)
+
+
+def _lock_bisects_of(conn: Connection, step_ids: Sequence[int]) -> None:
+    """Lock the rows of the bisects of these steps (by id) for the rest of the transaction: a transaction that
+    changes steps and their bisect takes the bisect's row first, so that two of them cannot deadlock."""
+    owners = select(steps.c.bisect_id).where(steps.c.id.in_(list(step_ids)))
+    conn.execute(select(bisects.c.id).where(bisects.c.id.in_(owners)).order_by(bisects.c.id).with_for_update())
 
 
 def add_gpu_seconds(conn: Connection, step_ids: Sequence[int]) -> None:

@@ -17,7 +17,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Connection, Engine, Update, text
+from sqlalchemy import ColumnElement, Connection, Engine, Update, text
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError, StatementError
 from sqlalchemy.pool import StaticPool
 
@@ -34,7 +34,7 @@ from bisector.db.engine import (
 from bisector.db.images import delete_images, list_images
 from bisector.db.migrate import at_head, upgrade
 from bisector.db.rows import dump
-from bisector.db.step_table import INTERRUPTED_DETAIL, NewStep
+from bisector.db.step_table import INTERRUPTED_DETAIL, RERUN_DIED_DETAIL, NewStep
 from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import (
     BisectRecord,
@@ -337,11 +337,11 @@ class Store:
         spared_reruns(its extra) names (reruns still running, maybe in other processes); how many there were. The
         extra is read with the bisect's row locked, in the same transaction: a rerun that registers there meanwhile
         (bisector/runner/reruns.py) starts its steps after."""
-        with self._write() as conn:
-            extra = bisect_table.locked_extra(conn, bisect_id)
-            if extra is None:
-                raise self._unknown(bisect_id)
-            return step_table.interrupt_running_steps(conn, bisect_id, finished, spared_reruns(extra))
+
+        def spare(extra: dict[str, Any]) -> tuple[dict[str, Any], ColumnElement[bool], str]:
+            return extra, step_table.all_but_reruns_at(spared_reruns(extra)), INTERRUPTED_DETAIL
+
+        return self._interrupt_steps(bisect_id, finished, spare)
 
     def interrupt_reruns(
         self,
@@ -351,15 +351,29 @@ class Store:
     ) -> int:
         """Replace the bisect's `extra` by ended(it)'s first part and mark its rerun steps still running at the
         commits of the second as interrupted errors, in one transaction with the bisect's row locked; how many."""
+
+        def end(extra: dict[str, Any]) -> tuple[dict[str, Any], ColumnElement[bool], str]:
+            kept, shas = ended(extra)
+            return kept, step_table.reruns_at(shas), RERUN_DIED_DETAIL
+
+        return self._interrupt_steps(bisect_id, finished, end)
+
+    def _interrupt_steps(
+        self,
+        bisect_id: int,
+        finished: datetime,
+        choose: Callable[[dict[str, Any]], tuple[dict[str, Any], ColumnElement[bool], str]],
+    ) -> int:
+        """With the bisect's row locked: replace its extra by choose(extra)'s first part (when it differs) and mark
+        its running steps that match the second as interrupted errors with the third as detail; how many."""
         with self._write() as conn:
             extra = bisect_table.locked_extra(conn, bisect_id)
             if extra is None:
                 raise self._unknown(bisect_id)
-            kept, shas = ended(extra)
-            if kept == extra:
-                return 0
-            bisect_table.change_extra(conn, bisect_id, lambda _: kept)
-            return step_table.interrupt_running_reruns(conn, bisect_id, finished, shas)
+            kept, which, detail = choose(extra)
+            if kept != extra:
+                bisect_table.change_extra(conn, bisect_id, lambda _: kept)
+            return step_table.interrupt_steps(conn, bisect_id, which, finished, detail)
 
     # --- findings ----------------------------------------------------------------------------------
 

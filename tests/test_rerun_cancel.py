@@ -12,13 +12,22 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from bisect_helpers import cli_env, processes_with, run_cli, start_cli, stored_rows, wait_for
 from synthetic import SyntheticHistory, culprit_history
+
+from bisector.db.store import Store
+from bisector.runner.coordinator import cancel_bisect
+from bisector.runner.reruns import RerunRegistration
+from bisector.runner.side_runs import SideRunsCancelledError
+from bisector.vocab.domain import BisectStatus
+from bisector.vocab.errors import StateError
 
 EXIT_NO_CULPRIT = 3
 
@@ -291,3 +300,52 @@ def test_status_on_a_read_only_store_shows_a_killed_rerun_s_steps_as_stored(tmp_
     assert done.stderr == ""
     assert [verdict for _, verdict, _ in rerun_steps(db)] == [None]
     assert rerun_entries(db)
+
+
+def test_a_cancel_ends_a_dead_rerun_kept_beside_a_living_one_at_its_commit(tmp_path: Path, held: HeldTest):
+    """Two reruns at one commit, the second killed by SIGKILL: its entry is kept while the first runs (their steps
+    cannot be told apart). The cancel stops the first and then stores the dead one's step as interrupted: no rerun
+    step stays running, no entry is left."""
+    history = culprit_history(tmp_path / "repo", 8, 5)
+    db = tmp_path / "b.db"
+    assert run_cli(*start_args(history, held.run), db=db).returncode == 0
+    held.hold.touch()
+    living = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
+    wait_for_the_reruns_test(db, held, living)
+    killed = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
+    wait_for(lambda: len(rerun_steps(db)) == 2, what="the second rerun's step")
+    wait_for_the_reruns_test(db, held, killed)
+    os.killpg(killed.pid, signal.SIGKILL)  # the rerun's own process group; its step is left to the fixture
+    killed.communicate()
+
+    cancelled = run_cli("cancel", "1", db=db)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout == f"bisect 1: already found; its rerun at {history.shas[6][:12]} cancelled\n"
+    out, err = living.communicate(timeout=120)
+    assert living.returncode == EXIT_NO_CULPRIT, (out, err)
+    steps = stored_rows(db, "select verdict, error_kind, detail from steps where purpose = 'rerun' order by id")
+    assert steps == [("cancelled", None, "cancelled by the operator"), DIED]
+    assert rerun_entries(db) == {}
+
+
+@pytest.mark.parametrize("ended", ["by itself", "by the cancel"])
+def test_a_cancel_names_a_rerun_only_if_the_cancel_stopped_it(tmp_path: Path, ended: str):
+    """The race: the cancel revokes a rerun's entry after the rerun stored its last result but before it left its
+    registration. The rerun then ends by itself, and the cancel (waiting for it) does not name it; one that stops
+    because of the cancel is named."""
+    sha = "d" * 40
+    with Store.open(f"sqlite:///{tmp_path / 'b.db'}") as store, ThreadPoolExecutor(1) as threads:
+        bisect_id = store.create_bisect(str(tmp_path), "a" * 40, sha, {}, datetime.now(UTC))
+        store.set_status(bisect_id, BisectStatus.FOUND)
+        registration = RerunRegistration(store, bisect_id, sha)
+        with contextlib.suppress(SideRunsCancelledError), registration:
+            cancelling = threads.submit(cancel_bisect, store, bisect_id)
+            wait_for(registration.revoked, what="the cancel to revoke the rerun")
+            if ended == "by the cancel":
+                raise SideRunsCancelledError("the rerun was cancelled")
+        if ended == "by itself":
+            with pytest.raises(StateError, match=f"bisect {bisect_id} is already found"):
+                cancelling.result()
+        else:
+            assert cancelling.result().reruns == (sha,)
+        assert "reruns" not in store.get_bisect(bisect_id).extra

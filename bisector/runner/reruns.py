@@ -1,31 +1,43 @@
 """Which reruns of a bisect run (`Coordinator.rerun`, in any process), so that `bisect cancel` can stop them.
 
 A rerun registers in its bisect's `extra` while it runs ("reruns": token -> {"owner": process, "sha": commit}) and
-asks every round whether its entry is still there. A cancel removes every entry (revoke_reruns): each rerun stops
-its running steps, stores them as cancelled and ends. A rerun killed by a signal it could not catch leaves its entry
-and its steps running: end_dead_reruns (the next `bisect status`, `cancel`, `resume` or `run-at --bisect` of the
-bisect) stores those steps as interrupted and removes the entry, once its process is gone from this host (one on
-another host cannot be judged). A coordinator that stores its running steps as interrupted (a stop signal, `bisect
-resume`) leaves those of the living reruns registered here to them.
+asks every round whether a cancel has revoked its entry. A cancel (revoke_reruns) marks the entries of the running
+reruns revoked ("revoked": true): each stops its running steps, stores them as cancelled and, on leaving, marks its
+entry with how it ended ("ended": "cancelled", or "finished" when it had ended by itself first); the cancel waits a
+bounded time for that mark (reruns_stopped), removes the ended entries and names only the reruns it stopped. A
+rerun that was not revoked removes its own entry. A rerun killed by a signal it could not catch leaves its entry and
+its steps running: end_dead_reruns (the next `bisect status`, `cancel`, `resume` or `run-at --bisect` of the bisect)
+stores those steps as interrupted and removes the entry, once its process is gone from this host (one on another host
+cannot be judged). A coordinator that stores its running steps as interrupted (a stop signal, `bisect resume`) leaves
+those of the running reruns registered here to them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
+from collections.abc import Collection
 from datetime import datetime
 from types import TracebackType
 from typing import Any
 
 from bisector.db.store import Store
 from bisector.runner.ownership import OwnerId
+from bisector.runner.side_runs import SideRunsCancelledError
 from bisector.vocab.errors import BisectError
 
 RERUNS_KEY = "reruns"
+REVOKED = "revoked"  # an entry's key: a cancel asked its rerun to stop
+ENDED = "ended"  # an entry's key, once its revoked rerun ended: CANCELLED (the cancel stopped it) or FINISHED
+CANCELLED, FINISHED = "cancelled", "finished"
+RERUN_STOP_WAIT_S = 60.0  # how long a cancel waits for the reruns it revoked to end (they look every half second)
+REVOKE_POLL_S = 0.2
 
 
 class RerunRegistration:
-    """A rerun's entry, for a with-block: written on entry, removed on exit (if a cancel has not removed it)."""
+    """A rerun's entry, for a with-block: written on entry; on exit removed, or, when a cancel revoked it, marked
+    with how the rerun ended (stopped by SideRunsCancelledError or not) for the cancel to read and remove."""
 
     def __init__(self, store: Store, bisect_id: int, sha: str) -> None:
         self.store = store
@@ -40,29 +52,49 @@ class RerunRegistration:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
+        ended = CANCELLED if isinstance(exc, SideRunsCancelledError) else FINISHED
         with contextlib.suppress(BisectError):  # a lost store: the error that ended the rerun is the one to see
-            self.store.change_extra(self.bisect_id, self._without_own)
+            self.store.change_extra(self.bisect_id, lambda extra: self._leaving(extra, ended))
 
     def revoked(self) -> bool:
-        """Whether a cancel removed the entry (read from the store)."""
-        return self.token not in _reruns(self.store.get_bisect(self.bisect_id).extra)
+        """Whether a cancel revoked the entry (read from the store)."""
+        own = _reruns(self.store.get_bisect(self.bisect_id).extra).get(self.token)
+        return own is None or bool(own.get(REVOKED))
 
     def _with_own(self, extra: dict[str, Any]) -> dict[str, Any]:
         return _with_reruns(extra, {**_reruns(extra), self.token: self.entry})
 
-    def _without_own(self, extra: dict[str, Any]) -> dict[str, Any]:
-        return _with_reruns(extra, {t: e for t, e in _reruns(extra).items() if t != self.token})
+    def _leaving(self, extra: dict[str, Any], ended: str) -> dict[str, Any]:
+        reruns = _reruns(extra)
+        own = reruns.pop(self.token, None)
+        if own is not None and own.get(REVOKED):
+            reruns[self.token] = {**own, ENDED: ended}
+        return _with_reruns(extra, reruns)
 
 
-def revoke_reruns(store: Store, bisect_id: int) -> tuple[str, ...]:
-    """Remove the entries of every rerun of the bisect, each of which then stops within a round. The commits of
-    those whose process lives (running_rerun_commits)."""
-    return running_rerun_commits(store.change_extra(bisect_id, lambda extra: _with_reruns(extra, {})))
+def revoke_reruns(store: Store, bisect_id: int) -> list[str]:
+    """Revoke the entries of the bisect's running reruns, each of which then stops within a round; their tokens,
+    for reruns_stopped. The entries of dead reruns are left to end_dead_reruns."""
+    return [t for t, entry in _reruns(store.change_extra(bisect_id, _revoking)).items() if _running(entry)]
+
+
+def reruns_stopped(
+    store: Store, bisect_id: int, revoked: Collection[str], wait_s: float = RERUN_STOP_WAIT_S
+) -> tuple[str, ...]:
+    """Wait up to wait_s for the revoked reruns to end, and remove the entries of the reruns that ended. The commits
+    of those the cancel stopped: not of one that ended by itself first, nor of one that died or is still running
+    after wait_s (who cannot be known to stop)."""
+    deadline = time.monotonic() + wait_s
+    while _any_running(store, bisect_id, revoked) and time.monotonic() < deadline:
+        time.sleep(REVOKE_POLL_S)
+    before = _reruns(store.change_extra(bisect_id, _without_ended))
+    stopped = (before[t]["sha"] for t in revoked if t in before and before[t].get(ENDED) == CANCELLED)
+    return tuple(dict.fromkeys(stopped))
 
 
 def end_dead_reruns(store: Store, bisect_id: int, now: datetime) -> int:
     """Store the running steps of the bisect's reruns whose process is gone from this host as interrupted, and remove
-    their entries; how many steps. A dead rerun at a commit that a living one also runs keeps its entry until that
+    their entries; how many steps. A dead rerun at a commit that a running one also runs keeps its entry until that
     one ends: their steps cannot be told apart."""
     return store.interrupt_reruns(bisect_id, now, _without_dead)
 
@@ -75,16 +107,34 @@ def has_dead_reruns(extra: dict[str, Any]) -> bool:
 def _without_dead(extra: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
     """extra without the entries of the dead reruns whose steps can be ended, and the commits of those."""
     reruns = _reruns(extra)
-    living = {entry["sha"] for entry in reruns.values() if _lives(entry["owner"])}
-    dead = {token for token, entry in reruns.items() if not _lives(entry["owner"]) and entry["sha"] not in living}
+    running = {entry["sha"] for entry in reruns.values() if _running(entry)}
+    dead = {token for token, entry in reruns.items() if not _lives(entry["owner"]) and entry["sha"] not in running}
     kept = {token: entry for token, entry in reruns.items() if token not in dead}
     return _with_reruns(extra, kept), tuple(dict.fromkeys(reruns[token]["sha"] for token in dead))
 
 
 def running_rerun_commits(extra: dict[str, Any]) -> tuple[str, ...]:
-    """The commits of the reruns registered in a bisect's extra whose process lives (one on another host counts
-    as living)."""
-    return tuple(entry["sha"] for entry in _reruns(extra).values() if _lives(entry["owner"]))
+    """The commits of the reruns registered in a bisect's extra that have not ended and whose process lives (one on
+    another host counts as living)."""
+    return tuple(entry["sha"] for entry in _reruns(extra).values() if _running(entry))
+
+
+def _revoking(extra: dict[str, Any]) -> dict[str, Any]:
+    reruns = _reruns(extra)
+    return _with_reruns(extra, {t: {**e, REVOKED: True} if _running(e) else e for t, e in reruns.items()})
+
+
+def _without_ended(extra: dict[str, Any]) -> dict[str, Any]:
+    return _with_reruns(extra, {t: e for t, e in _reruns(extra).items() if ENDED not in e})
+
+
+def _any_running(store: Store, bisect_id: int, tokens: Collection[str]) -> bool:
+    reruns = _reruns(store.get_bisect(bisect_id).extra)
+    return any(token in reruns and _running(reruns[token]) for token in tokens)
+
+
+def _running(entry: dict[str, Any]) -> bool:
+    return ENDED not in entry and _lives(entry["owner"])
 
 
 def _lives(owner: str) -> bool:
@@ -92,11 +142,11 @@ def _lives(owner: str) -> bool:
     return parsed is None or not parsed.is_gone_here()
 
 
-def _reruns(extra: dict[str, Any]) -> dict[str, dict[str, str]]:
+def _reruns(extra: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return dict(extra.get(RERUNS_KEY, {}))
 
 
-def _with_reruns(extra: dict[str, Any], reruns: dict[str, dict[str, str]]) -> dict[str, Any]:
+def _with_reruns(extra: dict[str, Any], reruns: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """extra with these entries (without the key when there are none)."""
     rest = {key: value for key, value in extra.items() if key != RERUNS_KEY}
     return {**rest, RERUNS_KEY: reruns} if reruns else rest

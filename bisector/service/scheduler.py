@@ -13,7 +13,8 @@ A rerun (`Coordinator.rerun`, one step's commit run again, stored beside the bis
 a pool view of its own (the rerun's, beside its bisect's job's): it waits for a slot as a job that holds none does,
 and the server's stop ends it as it ends the jobs. One rerun per bisect at a time. A cancel ends the bisect's rerun
 too (one of a bisect that has ended as well): a waiting rerun never starts, a running one's step is stopped and
-stored as cancelled. The cancel answers once this server's rerun has ended, naming it only if the cancel ended it.
+stored as cancelled. The cancel answers once the bisect's reruns have ended (or RERUN_STOP_WAIT_S passed), naming a
+rerun only if the cancel ended it: not one that stored its last result first.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from bisector.core.spec import BisectSpec
 from bisector.db.jobs import JobQueue, JobRecord, JobState
 from bisector.db.store import Store
 from bisector.runner.coordinator import CancelOutcome, Coordinator, cancel_bisect
+from bisector.runner.reruns import RERUN_STOP_WAIT_S
 from bisector.runner.side_runs import SideRunsCancelledError
 from bisector.runner.stopping import StopRequested
 from bisector.vocab.domain import BisectStatus
@@ -40,7 +42,6 @@ from bisector.workers.pool import SlotPool
 
 SCHEDULE_INTERVAL_S = 0.5  # how often the queue is read when nothing woke the scheduler
 LEASE_RETRY_S = 30.0  # a job whose bisect another live coordinator holds is tried again this much later
-RERUN_STOP_WAIT_S = 60.0  # how long a cancel waits for the rerun it stops to end (it looks every half second)
 
 CoordinatorFactory = Callable[[Store, Callable[[BisectSpec], Executor]], Coordinator]
 
@@ -60,9 +61,9 @@ class Rerun:
 
 
 def _stopped_by_cancel(rerun: Rerun) -> bool:
-    """Whether the rerun, its cancel asked, ended by it (or is still ending) rather than by itself."""
+    """Whether the rerun, its cancel asked, ended by it (within RERUN_STOP_WAIT_S) rather than by itself."""
     rerun.thread.join(RERUN_STOP_WAIT_S)
-    return rerun.stopped.is_set() or rerun.thread.is_alive()
+    return rerun.stopped.is_set()
 
 
 def default_coordinator(store: Store, executor_factory: Callable[[BisectSpec], Executor]) -> Coordinator:
@@ -129,7 +130,7 @@ class JobScheduler:
     def cancel(self, job: JobRecord) -> CancelOutcome:
         """`cancel_bisect` (the bisect and its reruns in every process; of a bisect that has ended, its reruns), and
         what only this server stops: the job's wait for a slot, and its rerun thread, waiting or running, whose end
-        the cancel waits for and names only if the cancel ended it (or it is still ending after RERUN_STOP_WAIT_S).
+        the cancel waits for (up to RERUN_STOP_WAIT_S) and names only if the cancel ended it.
         StateError when the bisect has ended and no rerun of it runs."""
         bisect_id = job.bisect_id
         with self._lock:
