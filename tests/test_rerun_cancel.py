@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,8 @@ from synthetic import SyntheticHistory, culprit_history
 
 from bisector.db.store import Store
 from bisector.runner.coordinator import cancel_bisect
-from bisector.runner.reruns import RerunRegistration
+from bisector.runner.ownership import LEASE_TTL_S
+from bisector.runner.reruns import RerunRegistration, end_dead_reruns, running_rerun_commits
 from bisector.runner.side_runs import SideRunsCancelledError
 from bisector.vocab.domain import BisectStatus
 from bisector.vocab.errors import StateError
@@ -267,20 +268,63 @@ def test_the_steps_of_a_rerun_killed_on_this_host_are_stored_interrupted_by_the_
     assert report(db)["status"] == "found"
 
 
-def test_a_rerun_entry_of_another_host_is_left_as_it_is(tmp_path: Path, held: HeldTest):
-    """Whether a process of another host lives cannot be told from here: its rerun's steps stay running."""
-    db, _ = killed_rerun(tmp_path, held)
+def move_to_another_host(db: Path, heartbeat: datetime) -> dict[str, dict[str, str]]:
+    """Rewrite the bisect's one rerun entry to name a process of another host, last seen at heartbeat; the entries."""
     [(token, entry)] = rerun_entries(db).items()
     _, pid, started = entry["owner"].rsplit(":", 2)
-    elsewhere = {token: {**entry, "owner": f"another-host:{pid}:{started}"}}
+    elsewhere = {token: {**entry, "owner": f"another-host:{pid}:{started}", "heartbeat": heartbeat.isoformat()}}
     [(extra,)] = stored_rows(db, "select extra from bisects where id = 1")
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         conn.execute(
             "update bisects set extra = ? where id = 1", (json.dumps({**json.loads(extra), "reruns": elsewhere}),)
         )
+    return elsewhere
+
+
+def test_a_rerun_of_another_host_with_a_fresh_heartbeat_is_left_as_it_is(tmp_path: Path, held: HeldTest):
+    """Whether a process of another host lives cannot be told from here: while its heartbeat is fresh, its rerun's
+    steps stay running."""
+    db, _ = killed_rerun(tmp_path, held)
+    elsewhere = move_to_another_host(db, datetime.now(UTC))
     assert run_cli("status", "1", db=db).returncode == 0
     assert [verdict for _, verdict, _ in rerun_steps(db)] == [None]
     assert rerun_entries(db) == elsewhere
+
+
+@pytest.mark.parametrize(("command", "exit_code"), [("status", 0), ("cancel", 2)])
+def test_a_rerun_of_another_host_whose_heartbeat_is_stale_is_ended_by_the_next_command(
+    tmp_path: Path, held: HeldTest, command: str, exit_code: int
+):
+    """Its heartbeat older than the lease's TTL: gone, as a coordinator would be. Its steps are stored interrupted
+    and its entry removed; the cancel does not wait for it and, stopping no rerun, is refused as for any ended
+    bisect."""
+    db, _ = killed_rerun(tmp_path, held)
+    move_to_another_host(db, datetime.now(UTC) - timedelta(seconds=2 * LEASE_TTL_S))
+    done = run_cli(command, "1", db=db)
+    assert done.returncode == exit_code, done.stderr
+    assert "Traceback" not in done.stderr
+    steps = stored_rows(db, "select verdict, error_kind, detail from steps where purpose = 'rerun' order by id")
+    assert steps == [DIED]
+    assert rerun_entries(db) == {}
+    assert report(db)["status"] == "found"
+
+
+def test_a_running_rerun_renews_its_heartbeat_until_it_leaves(tmp_path: Path):
+    """The entry's heartbeat advances while the rerun runs (a cancel keeps waiting for it), and the entry goes
+    with the rerun."""
+    sha = "d" * 40
+    with Store.open(f"sqlite:///{tmp_path / 'b.db'}") as store:
+        bisect_id = store.create_bisect(str(tmp_path), "a" * 40, sha, {}, datetime.now(UTC))
+
+        def heartbeat() -> datetime:
+            [entry] = store.get_bisect(bisect_id).extra["reruns"].values()
+            return datetime.fromisoformat(entry["heartbeat"])
+
+        with RerunRegistration(store, bisect_id, sha, heartbeat_s=0.05):
+            first = heartbeat()
+            wait_for(lambda: heartbeat() > first, what="the rerun's heartbeat to advance")
+            assert running_rerun_commits(store.get_bisect(bisect_id).extra, datetime.now(UTC)) == (sha,)
+        assert "reruns" not in store.get_bisect(bisect_id).extra
 
 
 def test_status_on_a_read_only_store_shows_a_killed_rerun_s_steps_as_stored(tmp_path: Path, held: HeldTest):
@@ -349,3 +393,15 @@ def test_a_cancel_names_a_rerun_only_if_the_cancel_stopped_it(tmp_path: Path, en
         else:
             assert cancelling.result().reruns == (sha,)
         assert "reruns" not in store.get_bisect(bisect_id).extra
+
+
+def test_a_rerun_of_an_in_memory_store_is_judged_by_its_process_alone(tmp_path: Path):
+    """No other process reads an in-memory store, so its reruns write no heartbeat (no second thread on its one
+    connection): a living one is never ended, however much time passes."""
+    sha = "d" * 40
+    with Store.open("sqlite://") as store:
+        bisect_id = store.create_bisect(str(tmp_path), "a" * 40, sha, {}, datetime.now(UTC))
+        with RerunRegistration(store, bisect_id, sha):
+            later = datetime.now(UTC) + timedelta(seconds=2 * LEASE_TTL_S)
+            assert end_dead_reruns(store, bisect_id, later) == 0
+            assert running_rerun_commits(store.get_bisect(bisect_id).extra, later) == (sha,)

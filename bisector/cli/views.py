@@ -50,7 +50,7 @@ def status(bisect_id: int, db_url: str | None, output_format: str, server: str |
 
 
 def end_dead_reruns_where_writable(store: Any, db_url: str | None, bisect_id: int) -> None:
-    """Store the steps of the bisect's reruns killed on this host as interrupted (reruns.end_dead_reruns), where the
+    """Store the steps of the bisect's gone reruns as interrupted (reruns.end_dead_reruns), where the
     store can be written: a read-only store is shown as it is."""
     from datetime import UTC, datetime
 
@@ -58,9 +58,10 @@ def end_dead_reruns_where_writable(store: Any, db_url: str | None, bisect_id: in
     from bisector.runner.wiring import open_store
     from bisector.vocab.errors import StoreError
 
-    if has_dead_reruns(store.get_bisect(bisect_id).extra):
+    now = datetime.now(UTC)
+    if has_dead_reruns(store.get_bisect(bisect_id).extra, now):
         with contextlib.suppress(StoreError), open_store(db_url) as writable:
-            end_dead_reruns(writable, bisect_id, datetime.now(UTC))
+            end_dead_reruns(writable, bisect_id, now)
 
 
 @click.command(name="report")

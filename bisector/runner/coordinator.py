@@ -128,9 +128,9 @@ def cancel_bisect(
         else:
             status = BisectStatus.CANCELLED
             store_missing_candidates(store, record)  # its coordinator may have died before storing them
-    revoked = revoke_reruns(store, bisect_id)
+    revoked = revoke_reruns(store, bisect_id, now())
     here = tuple(stop_here(ended))
-    reruns = tuple(dict.fromkeys((*reruns_stopped(store, bisect_id, revoked), *here)))
+    reruns = tuple(dict.fromkeys((*reruns_stopped(store, bisect_id, revoked, now), *here)))
     end_dead_reruns(store, bisect_id, now())  # one kept beside a living rerun at its commit that has now ended
     if ended and not reruns:
         raise StateError(f"bisect {bisect_id} is already {status.value}")
@@ -192,7 +192,8 @@ class Coordinator:
     def _interrupt_own_steps(self, bisect_id: int) -> int:
         """Store the bisect's running steps as interrupted, but for those of its reruns still running (`run-at
         --bisect`, in any process), which are theirs; how many."""
-        return self.store.interrupt_running_steps(bisect_id, self.now(), running_rerun_commits)
+        now = self.now()
+        return self.store.interrupt_running_steps(bisect_id, now, lambda extra: running_rerun_commits(extra, now))
 
     def resume(
         self, bisect_id: int, executor_overrides: Mapping[str, object] | None = None, *, explain: bool | None = None
@@ -244,7 +245,8 @@ class Coordinator:
         spec = BisectSpec.from_json(record.spec)
         sha = GitRepo(record.repo).resolve(rev)
         spec = spec.with_executor(executor_overrides or {})
-        with RerunRegistration(self.store, bisect_id, sha) as registration, self.executor_factory(spec) as executor:
+        registration = RerunRegistration(self.store, bisect_id, sha, self.now, self.heartbeat_s)
+        with registration, self.executor_factory(spec) as executor:
             runner = self._side_runner(record, spec, executor, lambda: cancelled() or registration.revoked())
             return runner.run([SideRun(sha, StepPurpose.RERUN, label=f"rerun-{i}") for i in range(times)])
 

@@ -9,6 +9,7 @@ its lease taken stops without writing a verdict.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -56,6 +57,8 @@ class OwnerId:
 
 
 def holder_is_gone(holder: str, heartbeat: datetime | None, now: datetime, ttl_s: float = LEASE_TTL_S) -> bool:
+    """Whether a process that beats (a coordinator holding a lease, a rerun: bisector/runner/reruns.py) is gone: its
+    last heartbeat is older than ttl_s (or unknown), on any host; or, at once, its process is gone from this host."""
     if heartbeat is None or now - heartbeat > timedelta(seconds=ttl_s):
         return True
     owner = OwnerId.parse(holder)
@@ -92,11 +95,9 @@ class Lease:
         self.bisect_id = bisect_id
         self.now = now
         self.ttl_s = ttl_s
-        self.heartbeat_s = heartbeat_s
         self.owner = str(OwnerId.this_process())
         self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._heartbeat = Heartbeat(self._renew, heartbeat_s, name=f"lease-{bisect_id}")
 
     def __enter__(self) -> Lease:
         if self.store.is_private:
@@ -110,26 +111,48 @@ class Lease:
                 f"bisect {self.bisect_id} is run by another coordinator ({describe_owner(*holder, now)}); "
                 f"it can be taken over once {self.ttl_s:.0f} s pass without its heartbeat"
             )
-        self._thread = threading.Thread(target=self._beat, name=f"lease-{self.bisect_id}", daemon=True)
-        self._thread.start()
+        self._heartbeat.start()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        if self._thread is None:
+        if not self._heartbeat.stop():
             return
-        self._stop.set()
-        self._thread.join()
         if not self.lost.is_set():
             self.store.release_lease(self.bisect_id, self.owner)
 
-    def _beat(self) -> None:
-        while not self._stop.wait(self.heartbeat_s):
-            try:
-                renewed = self.store.renew_lease(self.bisect_id, self.owner, self.now())
-            except StoreError:  # a busy or briefly unreachable store: the next beat tries again
-                continue
-            if not renewed:
-                self.lost.set()
-                return
+    def _renew(self) -> bool:
+        renewed = self.store.renew_lease(self.bisect_id, self.owner, self.now())
+        if not renewed:
+            self.lost.set()
+        return renewed
+
+
+class Heartbeat:
+    """Calls beat() every period_s from a thread of its own (so that a long step, an executor start or the
+    explanation never starve it), from start() until stop() or until beat() returns False. A StoreError is a missed
+    beat (a busy or briefly unreachable store): the next one tries again."""
+
+    def __init__(self, beat: Callable[[], bool], period_s: float, *, name: str) -> None:
+        self._beat = beat
+        self.period_s = period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> bool:
+        """Stop the beats and wait for the one under way; whether it had started."""
+        if self._thread.ident is None:
+            return False
+        self._stop.set()
+        self._thread.join()
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            with contextlib.suppress(StoreError):
+                if not self._beat():
+                    return

@@ -1,15 +1,17 @@
 """Which reruns of a bisect run (`Coordinator.rerun`, in any process), so that `bisect cancel` can stop them.
 
-A rerun registers in its bisect's `extra` while it runs ("reruns": token -> {"owner": process, "sha": commit}) and
-asks every round whether a cancel has revoked its entry. A cancel (revoke_reruns) marks the entries of the running
-reruns revoked ("revoked": true): each stops its running steps, stores them as cancelled and, on leaving, marks its
-entry with how it ended ("ended": "cancelled", or "finished" when it had ended by itself first); the cancel waits a
-bounded time for that mark (reruns_stopped), removes the ended entries and names only the reruns it stopped. A
-rerun that was not revoked removes its own entry. A rerun killed by a signal it could not catch leaves its entry and
-its steps running: end_dead_reruns (the next `bisect status`, `cancel`, `resume` or `run-at --bisect` of the bisect)
-stores those steps as interrupted and removes the entry, once its process is gone from this host (one on another host
-cannot be judged). A coordinator that stores its running steps as interrupted (a stop signal, `bisect resume`) leaves
-those of the running reruns registered here to them.
+A rerun registers in its bisect's `extra` while it runs ("reruns": token -> {"owner": process, "sha": commit,
+"heartbeat": time}), renews the entry's heartbeat every HEARTBEAT_S from a thread of its own, and asks every round
+whether a cancel has revoked its entry. A cancel (revoke_reruns) marks the entries of the running reruns revoked
+("revoked": true): each stops its running steps, stores them as cancelled and, on leaving, marks its entry with how
+it ended ("ended": "cancelled", or "finished" when it had ended by itself first); the cancel waits a bounded time
+for that mark (reruns_stopped), removes the ended entries and names only the reruns it stopped. A rerun that was not
+revoked removes its own entry. A rerun killed by a signal it could not catch leaves its entry and its steps running:
+end_dead_reruns (the next `bisect status`, `cancel`, `resume` or `run-at --bisect` of the bisect) stores those steps
+as interrupted and removes the entry, once the rerun is gone by the lease's rule (ownership.holder_is_gone): its
+process is gone from this host, or, on any host, its heartbeat is older than LEASE_TTL_S. A cancel waits for no gone
+rerun. A coordinator that stores its running steps as interrupted (a stop signal, `bisect resume`) leaves those of
+the running reruns registered here to them.
 """
 
 from __future__ import annotations
@@ -18,17 +20,18 @@ import contextlib
 import time
 import uuid
 from collections.abc import Collection
-from datetime import datetime
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
 from bisector.db.store import Store
-from bisector.runner.ownership import OwnerId
+from bisector.runner.ownership import HEARTBEAT_S, Clock, Heartbeat, OwnerId, holder_is_gone
 from bisector.runner.side_runs import SideRunsCancelledError
 from bisector.vocab.errors import BisectError
 
 RERUNS_KEY = "reruns"
 REVOKED = "revoked"  # an entry's key: a cancel asked its rerun to stop
+HEARTBEAT = "heartbeat"  # an entry's key: when its rerun last showed it lives (ISO 8601)
 ENDED = "ended"  # an entry's key, once its revoked rerun ended: CANCELLED (the cancel stopped it) or FINISHED
 CANCELLED, FINISHED = "cancelled", "finished"
 RERUN_STOP_WAIT_S = 60.0  # how long a cancel waits for the reruns it revoked to end (they look every half second)
@@ -36,22 +39,39 @@ REVOKE_POLL_S = 0.2
 
 
 class RerunRegistration:
-    """A rerun's entry, for a with-block: written on entry; on exit removed, or, when a cancel revoked it, marked
-    with how the rerun ended (stopped by SideRunsCancelledError or not) for the cancel to read and remove."""
+    """A rerun's entry, for a with-block: written on entry with a heartbeat renewed every heartbeat_s (none in an
+    in-memory store, which this process alone reads: such an entry is judged by its process alone); on exit removed, or,
+    when a cancel revoked it, marked with how the rerun ended (stopped by SideRunsCancelledError or not) for the cancel
+    to read and remove."""
 
-    def __init__(self, store: Store, bisect_id: int, sha: str) -> None:
+    def __init__(
+        self,
+        store: Store,
+        bisect_id: int,
+        sha: str,
+        now: Clock = lambda: datetime.now(UTC),
+        heartbeat_s: float = HEARTBEAT_S,
+    ) -> None:
         self.store = store
         self.bisect_id = bisect_id
+        self.now = now
         self.entry = {"owner": str(OwnerId.this_process()), "sha": sha}
         self.token = uuid.uuid4().hex  # one process may run several reruns of a bisect
+        self._heartbeat = Heartbeat(self._beat, heartbeat_s, name=f"rerun-{bisect_id}")
 
     def __enter__(self) -> RerunRegistration:
-        self.store.change_extra(self.bisect_id, self._with_own)
+        if self.store.is_private:
+            self.store.change_extra(self.bisect_id, lambda extra: self._with_own(extra, self.entry))
+            return self
+        beat = self.now().isoformat()
+        self.store.change_extra(self.bisect_id, lambda extra: self._with_own(extra, {**self.entry, HEARTBEAT: beat}))
+        self._heartbeat.start()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
+        self._heartbeat.stop()
         ended = CANCELLED if isinstance(exc, SideRunsCancelledError) else FINISHED
         with contextlib.suppress(BisectError):  # a lost store: the error that ended the rerun is the one to see
             self.store.change_extra(self.bisect_id, lambda extra: self._leaving(extra, ended))
@@ -61,8 +81,18 @@ class RerunRegistration:
         own = _reruns(self.store.get_bisect(self.bisect_id).extra).get(self.token)
         return own is None or bool(own.get(REVOKED))
 
-    def _with_own(self, extra: dict[str, Any]) -> dict[str, Any]:
-        return _with_reruns(extra, {**_reruns(extra), self.token: self.entry})
+    def _beat(self) -> bool:
+        """Renew the entry's heartbeat; whether it is still there to renew (a rerun judged gone has lost it)."""
+        beat = self.now().isoformat()
+
+        def renewed(extra: dict[str, Any]) -> dict[str, Any]:
+            own = _reruns(extra).get(self.token)
+            return extra if own is None else self._with_own(extra, {**own, HEARTBEAT: beat})
+
+        return self.token in _reruns(self.store.change_extra(self.bisect_id, renewed))
+
+    def _with_own(self, extra: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+        return _with_reruns(extra, {**_reruns(extra), self.token: entry})
 
     def _leaving(self, extra: dict[str, Any], ended: str) -> dict[str, Any]:
         reruns = _reruns(extra)
@@ -72,20 +102,25 @@ class RerunRegistration:
         return _with_reruns(extra, reruns)
 
 
-def revoke_reruns(store: Store, bisect_id: int) -> list[str]:
+def revoke_reruns(store: Store, bisect_id: int, now: datetime) -> list[str]:
     """Revoke the entries of the bisect's running reruns, each of which then stops within a round; their tokens,
     for reruns_stopped. The entries of dead reruns are left to end_dead_reruns."""
-    return [t for t, entry in _reruns(store.change_extra(bisect_id, _revoking)).items() if _running(entry)]
+
+    def revoking(extra: dict[str, Any]) -> dict[str, Any]:
+        reruns = _reruns(extra)
+        return _with_reruns(extra, {t: {**e, REVOKED: True} if _running(e, now) else e for t, e in reruns.items()})
+
+    return [t for t, entry in _reruns(store.change_extra(bisect_id, revoking)).items() if _running(entry, now)]
 
 
 def reruns_stopped(
-    store: Store, bisect_id: int, revoked: Collection[str], wait_s: float = RERUN_STOP_WAIT_S
+    store: Store, bisect_id: int, revoked: Collection[str], now: Clock, wait_s: float = RERUN_STOP_WAIT_S
 ) -> tuple[str, ...]:
-    """Wait up to wait_s for the revoked reruns to end, and remove the entries of the reruns that ended. The commits
-    of those the cancel stopped: not of one that ended by itself first, nor of one that died or is still running
-    after wait_s (who cannot be known to stop)."""
+    """Wait up to wait_s for the revoked reruns to end or be gone, and remove the entries of the reruns that ended.
+    The commits of those the cancel stopped: not of one that ended by itself first, nor of one that died or is still
+    running after wait_s (who cannot be known to stop)."""
     deadline = time.monotonic() + wait_s
-    while _any_running(store, bisect_id, revoked) and time.monotonic() < deadline:
+    while _any_running(store, bisect_id, revoked, now()) and time.monotonic() < deadline:
         time.sleep(REVOKE_POLL_S)
     before = _reruns(store.change_extra(bisect_id, _without_ended))
     stopped = (before[t]["sha"] for t in revoked if t in before and before[t].get(ENDED) == CANCELLED)
@@ -93,53 +128,52 @@ def reruns_stopped(
 
 
 def end_dead_reruns(store: Store, bisect_id: int, now: datetime) -> int:
-    """Store the running steps of the bisect's reruns whose process is gone from this host as interrupted, and remove
-    their entries; how many steps. A dead rerun at a commit that a running one also runs keeps its entry until that
-    one ends: their steps cannot be told apart."""
-    return store.interrupt_reruns(bisect_id, now, _without_dead)
+    """Store the running steps of the bisect's gone reruns (see the module's doc) as interrupted, and remove their
+    entries; how many steps. A dead rerun at a commit that a running one also runs keeps its entry until that one
+    ends: their steps cannot be told apart."""
+    return store.interrupt_reruns(bisect_id, now, lambda extra: _without_dead(extra, now))
 
 
-def has_dead_reruns(extra: dict[str, Any]) -> bool:
+def has_dead_reruns(extra: dict[str, Any], now: datetime) -> bool:
     """Whether end_dead_reruns has something to end in a bisect's extra."""
-    return _without_dead(extra)[0] != extra
+    return _without_dead(extra, now)[0] != extra
 
 
-def _without_dead(extra: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+def _without_dead(extra: dict[str, Any], now: datetime) -> tuple[dict[str, Any], tuple[str, ...]]:
     """extra without the entries of the dead reruns whose steps can be ended, and the commits of those."""
     reruns = _reruns(extra)
-    running = {entry["sha"] for entry in reruns.values() if _running(entry)}
-    dead = {token for token, entry in reruns.items() if not _lives(entry["owner"]) and entry["sha"] not in running}
+    running = {entry["sha"] for entry in reruns.values() if _running(entry, now)}
+    dead = {token for token, entry in reruns.items() if _is_gone(entry, now) and entry["sha"] not in running}
     kept = {token: entry for token, entry in reruns.items() if token not in dead}
     return _with_reruns(extra, kept), tuple(dict.fromkeys(reruns[token]["sha"] for token in dead))
 
 
-def running_rerun_commits(extra: dict[str, Any]) -> tuple[str, ...]:
-    """The commits of the reruns registered in a bisect's extra that have not ended and whose process lives (one on
-    another host counts as living)."""
-    return tuple(entry["sha"] for entry in _reruns(extra).values() if _running(entry))
-
-
-def _revoking(extra: dict[str, Any]) -> dict[str, Any]:
-    reruns = _reruns(extra)
-    return _with_reruns(extra, {t: {**e, REVOKED: True} if _running(e) else e for t, e in reruns.items()})
+def running_rerun_commits(extra: dict[str, Any], now: datetime) -> tuple[str, ...]:
+    """The commits of the reruns registered in a bisect's extra that have not ended and are not gone."""
+    return tuple(entry["sha"] for entry in _reruns(extra).values() if _running(entry, now))
 
 
 def _without_ended(extra: dict[str, Any]) -> dict[str, Any]:
     return _with_reruns(extra, {t: e for t, e in _reruns(extra).items() if ENDED not in e})
 
 
-def _any_running(store: Store, bisect_id: int, tokens: Collection[str]) -> bool:
+def _any_running(store: Store, bisect_id: int, tokens: Collection[str], now: datetime) -> bool:
     reruns = _reruns(store.get_bisect(bisect_id).extra)
-    return any(token in reruns and _running(reruns[token]) for token in tokens)
+    return any(token in reruns and _running(reruns[token], now) for token in tokens)
 
 
-def _running(entry: dict[str, Any]) -> bool:
-    return ENDED not in entry and _lives(entry["owner"])
+def _running(entry: dict[str, Any], now: datetime) -> bool:
+    return ENDED not in entry and not _is_gone(entry, now)
 
 
-def _lives(owner: str) -> bool:
-    parsed = OwnerId.parse(owner)
-    return parsed is None or not parsed.is_gone_here()
+def _is_gone(entry: dict[str, Any], now: datetime) -> bool:
+    if HEARTBEAT not in entry:  # a rerun that does not beat (see RerunRegistration)
+        return holder_is_gone(entry["owner"], now, now)
+    try:
+        heartbeat: datetime | None = datetime.fromisoformat(entry[HEARTBEAT])
+    except (TypeError, ValueError):  # unreadable: gone, as a lease without a heartbeat
+        heartbeat = None
+    return holder_is_gone(entry["owner"], heartbeat, now)
 
 
 def _reruns(extra: dict[str, Any]) -> dict[str, dict[str, Any]]:
