@@ -145,7 +145,10 @@ def test_cancel_stops_the_local_rerun_of_an_ended_bisect_and_keeps_its_verdict(t
     assert (again.returncode, again.stderr.strip()) == (2, "bisect: error: bisect 1 is already found")
 
 
-def test_cancel_stops_a_running_bisect_and_its_local_rerun(tmp_path: Path, held: HeldTest):
+def a_running_bisect_and_its_rerun(
+    tmp_path: Path, held: HeldTest
+) -> tuple[SyntheticHistory, Path, subprocess.Popen[str], subprocess.Popen[str]]:
+    """A `bisect start` whose tests are held, and a `run-at --bisect 1` beside it whose test is running."""
     history = culprit_history(tmp_path / "repo", 8, 5)
     db = tmp_path / "b.db"
     held.hold.touch()
@@ -153,6 +156,11 @@ def test_cancel_stops_a_running_bisect_and_its_local_rerun(tmp_path: Path, held:
     wait_for(lambda: any(held.started.iterdir()), what="the bisect's tests to run")
     rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
     wait_for_the_reruns_test(db, held, rerun)
+    return history, db, coordinator, rerun
+
+
+def test_cancel_stops_a_running_bisect_and_its_local_rerun(tmp_path: Path, held: HeldTest):
+    history, db, coordinator, rerun = a_running_bisect_and_its_rerun(tmp_path, held)
 
     cancelled = run_cli("cancel", "1", db=db)
     assert cancelled.returncode == 0, cancelled.stderr
@@ -195,13 +203,7 @@ def test_a_coordinator_that_stops_or_resumes_leaves_a_running_reruns_steps_to_it
 ):
     """The coordinator's own running steps are stored as interrupted (at a stop signal, or by `bisect resume` after
     a kill), never those of a `run-at --bisect` running beside it: that rerun ends with its step's verdict."""
-    history = culprit_history(tmp_path / "repo", 8, 5)
-    db = tmp_path / "b.db"
-    held.hold.touch()
-    coordinator = start_cli(*start_args(history, held.run), db=db)
-    wait_for(lambda: any(held.started.iterdir()), what="the bisect's tests to run")
-    rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
-    wait_for_the_reruns_test(db, held, rerun)
+    history, db, coordinator, rerun = a_running_bisect_and_its_rerun(tmp_path, held)
     resumed = None
     if how == "stop-signal":
         os.killpg(coordinator.pid, signal.SIGTERM)
