@@ -27,7 +27,7 @@ def is_gone(host: str, pid: int, started: str | None) -> bool:
     now, or one started at another time (the pid reused). False for another host's, for one whose start time was not
     known, and where this process cannot see it (/proc hidden, hidepid=2; a pid that exists but is not ours):
     not ours to judge, and judging a live process gone would end its work."""
-    if host != socket.gethostname() or not started or started == "?":
+    if host != socket.gethostname() or not started or started == "?" or pid <= 0:
         return False
     now = process_start(pid)
     if now is not None:
