@@ -123,10 +123,16 @@ def assert_cancelled_rerun(rerun: subprocess.Popen[str], db: Path, held: HeldTes
     assert [(verdict, detail) for _, verdict, detail in rerun_steps(db)] == [("cancelled", "cancelled by the operator")]
 
 
-def test_cancel_stops_the_local_rerun_of_an_ended_bisect_and_keeps_its_verdict(tmp_path: Path, held: HeldTest):
+def found_bisect(tmp_path: Path, held: HeldTest) -> tuple[SyntheticHistory, Path]:
+    """Bisect 1 of a fresh store, found (its tests not held yet): the history and the store."""
     history = culprit_history(tmp_path / "repo", 8, 5)
     db = tmp_path / "b.db"
     assert run_cli(*start_args(history, held.run), db=db).returncode == 0
+    return history, db
+
+
+def test_cancel_stops_the_local_rerun_of_an_ended_bisect_and_keeps_its_verdict(tmp_path: Path, held: HeldTest):
+    history, db = found_bisect(tmp_path, held)
     before = report(db)
     held.hold.touch()
     rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
@@ -178,9 +184,7 @@ def test_cancel_stops_a_running_bisect_and_its_local_rerun(tmp_path: Path, held:
 def test_cancel_counts_no_rerun_that_ended_or_was_killed(tmp_path: Path, held: HeldTest):
     """A rerun that finished, and one killed by SIGKILL (it could not remove its entry): neither runs, so a cancel
     of the ended bisect is refused as for any ended bisect."""
-    history = culprit_history(tmp_path / "repo", 8, 5)
-    db = tmp_path / "b.db"
-    assert run_cli(*start_args(history, held.run), db=db).returncode == 0
+    history, db = found_bisect(tmp_path, held)
     assert run_cli("run-at", "--bisect", "1", history.shas[6], db=db).returncode == 0
     held.hold.touch()
     rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
@@ -234,9 +238,7 @@ def rerun_entries(db: Path) -> dict[str, dict[str, str]]:
 def killed_rerun(tmp_path: Path, held: HeldTest) -> tuple[Path, SyntheticHistory]:
     """A found bisect whose `run-at --bisect` was killed by SIGKILL while its step's test waited: its step and its
     entry in the bisect's record are left stored as running."""
-    history = culprit_history(tmp_path / "repo", 8, 5)
-    db = tmp_path / "b.db"
-    assert run_cli(*start_args(history, held.run), db=db).returncode == 0
+    history, db = found_bisect(tmp_path, held)
     held.hold.touch()
     rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
     wait_for_the_reruns_test(db, held, rerun)
@@ -352,9 +354,7 @@ def test_a_cancel_ends_a_dead_rerun_kept_beside_a_living_one_at_its_commit(tmp_p
     """Two reruns at one commit, the second killed by SIGKILL: its entry is kept while the first runs (their steps
     cannot be told apart). The cancel stops the first and then stores the dead one's step as interrupted: no rerun
     step stays running, no entry is left."""
-    history = culprit_history(tmp_path / "repo", 8, 5)
-    db = tmp_path / "b.db"
-    assert run_cli(*start_args(history, held.run), db=db).returncode == 0
+    history, db = found_bisect(tmp_path, held)
     held.hold.touch()
     living = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
     wait_for_the_reruns_test(db, held, living)
