@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -224,9 +225,13 @@ class GitRepo:
         if not rev or rev.startswith("-"):
             raise RepoError(f"not a revision: {rev!r}")
         try:
-            return self._run("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-        except _GitCommandError:
-            raise RepoError(f"unknown revision {rev!r} in {self.root}") from None
+            return self._run("rev-parse", "--verify", f"{rev}^{{commit}}")
+        except _GitCommandError as exc:
+            if "ambiguous" not in str(exc):
+                raise RepoError(f"unknown revision {rev!r} in {self.root}") from None
+            named = re.findall(r"hint: +([0-9a-f]{4,}) (?:commit|tag) ", str(exc))  # git's candidates for the prefix
+            which = f": it names {', '.join(named)}" if named else ""
+            raise RepoError(f"ambiguous revision {rev!r} in {self.root}{which}; give more of the SHA") from None
 
     def first_parent_at(self, line: str, until: datetime) -> tuple[str, datetime] | None:
         """The newest commit of line's first-parent chain committed at or before until (committer date: when it
@@ -335,12 +340,13 @@ class GitRepo:
         entries = (entry for entry in listing.split("\0") if entry.strip())
         return [_parsed(entry, position)[0] for position, entry in enumerate(entries, start=1)]
 
-    def merged_branch(self, merge: str) -> list[str]:
-        """The commits a merge brought in along its second parent's first-parent chain, oldest first."""
+    def merged_branch(self, merge: str, parent: int = 1) -> list[str]:
+        """The commits a merge brought in along its parent's first-parent chain (parent 1: the second parent; an
+        octopus merge has more), oldest first; [] where the merge has no such parent."""
         parents = self.parents(merge)
-        if len(parents) < 2:
+        if len(parents) <= parent:
             return []
-        return self._run("rev-list", "--reverse", "--first-parent", parents[1], f"^{parents[0]}").split()
+        return self._run("rev-list", "--reverse", "--first-parent", parents[parent], f"^{parents[0]}").split()
 
     def first_parent_changes(self, good: str, bad: str) -> dict[str, list[PathChange]]:
         """Each commit of the first-parent chain after good up to bad: the files and directories it changed against

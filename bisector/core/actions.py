@@ -42,10 +42,12 @@ class Record:
 
 @dataclass(frozen=True)
 class Descend:
-    """--all-parents: the merge tested bad; list the commits it merged (git) and call `SearchCore.descend`, or
-    `SearchCore.no_branch` when it merged none."""
+    """--all-parents: the merge tested bad; list the commits it merged through its parent number `parent` (git; 1:
+    the second parent, then an octopus merge's others) and call `SearchCore.descend`, or `SearchCore.no_branch`
+    when it has no such parent."""
 
     merge: str
+    parent: int = 1
 
 
 @dataclass(frozen=True)

@@ -184,7 +184,9 @@ class SearchCore:
         self.records = replace(self.records, merge_phases=tuple(self.merges.phases))
         self.stored("merge_phases")
         out = [*self.drain(), *(Cancel(step_id) for step_id in self.ledger.in_flight)]
-        return [*out, Note(f"merge {merge[:12]} is bad: bisecting the {len(branch)} commit(s) it merged")]
+        parent = sum(phase.merge == merge for phase in self.merges.phases)
+        through = f" through its parent {parent + 1} (the branches before are good alone)" if parent > 1 else ""
+        return [*out, Note(f"merge {merge[:12]} is bad: bisecting the {len(branch)} commit(s) it merged{through}")]
 
     def no_branch(self, sha: str) -> None:
         self.merges.not_merges.add(sha)
@@ -409,8 +411,8 @@ def conclude(core: SearchCore) -> Finish | Descend | None:
         return None  # lazily: an endpoint the answer rests on runs first
     first_bad, last_good = core.commit_at(outcome.first_bad), core.commit_at(outcome.last_good)
     old_term, new_term = core.spec.search.terms()  # git's words: "the first fixed commit" with --find-fix
-    if outcome.kind is OutcomeKind.FOUND and core.merges.wants(first_bad.sha):
-        return Descend(first_bad.sha)
+    if outcome.kind is OutcomeKind.FOUND and (parent := core.merges.wants(first_bad.sha)) is not None:
+        return Descend(first_bad.sha, parent)
     confirmed = ""
     if outcome.kind is OutcomeKind.FOUND and core.confirming.wanted(core.flake_seen):
         confirmation, note = core.confirming.evaluate(last_good.position, first_bad.position)

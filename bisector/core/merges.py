@@ -1,6 +1,8 @@
 """Merge descent (--all-parents): a merge found bad is descended into. The commits its merged branch brought
 in become the next order, between the merge's first parent (good) and the merge itself (bad), so the answer
-is a commit of that branch or, if the branch alone is good, the merge."""
+is a commit of that branch or, if the branch alone is good, the merge. An octopus merge's branches are
+descended into one after the other, while the answer stays the merge: each is bisected against the first
+parent alone, and the merge is the answer only once every branch alone is good."""
 
 from __future__ import annotations
 
@@ -29,9 +31,12 @@ class MergeDescent:
         shas = self.ledger.candidates.shas()
         return [position for position, sha in enumerate(shas) if sha not in self.pruned]
 
-    def wants(self, sha: str) -> bool:
-        """Whether a found first bad commit must be looked into (it may be a merge not yet descended into)."""
-        return self.enabled and sha not in self.not_merges and all(p.merge != sha for p in self.phases)
+    def wants(self, sha: str) -> int | None:
+        """The parent (1: the second) whose branch a found first bad commit must be looked into through next (it
+        may be a merge with a branch not yet descended into); None when there is none to look into."""
+        if not self.enabled or sha in self.not_merges:
+            return None
+        return 1 + sum(phase.merge == sha for phase in self.phases)
 
     def descend(self, merge: str, first_parent: str, branch: Sequence[str]) -> list[int]:
         """The merged branch's commits (oldest first) join the ledger, numbered after the candidates; returns the new

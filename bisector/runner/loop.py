@@ -134,7 +134,7 @@ class SearchLoop:
             elif isinstance(action, Submit):
                 submits.append(action)
             elif isinstance(action, Descend):
-                self.carry_out(self.descend(action.merge))
+                self.carry_out(self.descend(action.merge, action.parent))
             elif isinstance(action, Finish):
                 self.finish(action)
                 return True
@@ -162,10 +162,11 @@ class SearchLoop:
             self.batch_of[step.id] = self.batches
             self.observer.step_started(step.id, self.commits[step.id], step.attempt, sent.assignment)
 
-    def descend(self, merge: str) -> list[Action]:
-        """--all-parents: list the commits a bad merge brought in (numbered after the candidates), store them."""
+    def descend(self, merge: str, parent: int) -> list[Action]:
+        """--all-parents: list the commits a bad merge brought in through a parent (numbered after the candidates),
+        store them."""
         repo = GitRepo(self.pipeline.repo)
-        side = repo.merged_branch(merge)
+        side = repo.merged_branch(merge, parent)
         if not side:
             self.core.no_branch(merge)
             return []

@@ -1,0 +1,93 @@
+"""`bisect start` on unusual but real histories and revisions: octopus merges, ambiguous SHAs, shallow clones,
+paths no commit touches. Real git repositories, a real store, real test processes."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from bisect_helpers import run_cli, synthetic_spec
+
+from bisector.db.store import Store
+from bisector.runner.coordinator import Coordinator
+from bisector.runner.wiring import make_executor
+from bisector.vocab.domain import BisectStatus
+
+TEST_SH = 'test "$(cat verdict)" = good\n'
+
+
+class Repo:
+    """A repository scripted commit by commit; each commit's `verdict` file says what the test makes of it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.mkdir()
+        self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(self.path), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        return done.stdout.strip()
+
+    def commit(self, message: str, **files: str) -> str:
+        for name, text in files.items():
+            (self.path / name).write_text(text)
+        self.git("add", "-A")
+        self.git("commit", "-qm", message)
+        return self.git("rev-parse", "HEAD")
+
+
+def test_all_parents_finds_a_culprit_in_an_octopus_merges_third_parent(tmp_path: Path, store: Store):
+    """main merges branches a, b and c at once; b2 breaks the test. Branch a alone is good, so the merge is not the
+    answer: its other branches are descended into in turn, as `git bisect run` finds b2."""
+    repo = Repo(tmp_path / "repo")
+    good = repo.commit("root", **{"test.sh": TEST_SH, "verdict": "good\n"})
+    fork = repo.commit("m1", m="1\n")
+    branches = {}
+    for name, commits in (("a", ["a1", "a2"]), ("b", ["b1", "b2", "b3"]), ("c", ["c1"])):
+        repo.git("checkout", "-q", "-b", name, fork)
+        for message in commits:
+            files = {f"{message}.txt": message, **({"verdict": "bad\n"} if message == "b2" else {})}
+            branches[message] = repo.commit(message, **files)
+    repo.git("checkout", "-q", "main")
+    repo.commit("m2", m="2\n")
+    repo.git("merge", "-q", "--no-ff", "-m", "octopus", "a", "b", "c")
+    tip = repo.commit("m3", m="3\n")
+    coordinator = Coordinator(store, make_executor, poll_interval_s=0.05)
+    spec = synthetic_spec(repo.path, good, tip, build=None, all_parents=True, workers=1)
+    record = coordinator.start(spec)
+    assert (record.status, record.first_bad, record.last_good) == (BisectStatus.FOUND, branches["b2"], branches["b1"])
+
+
+def _many_commits(repo: Repo, count: int) -> list[str]:
+    """count commits on main after its first, made by one `git fast-import` with fixed dates (so the same SHAs each
+    run); their SHAs, oldest first."""
+    stream = "".join(
+        f"commit refs/heads/main\ncommitter t <t@example.com> {1700000000 + i} +0000\ndata {len(f'c{i}')}\nc{i}\n"
+        + ("from refs/heads/main^0\n" if i == 0 else "")
+        + f"M 644 inline n\ndata {len(str(i))}\n{i}\n\n"
+        for i in range(count)
+    )
+    subprocess.run(["git", "-C", str(repo.path), "fast-import", "--quiet"], input=stream, text=True, check=True)
+    return repo.git("rev-list", "--reverse", "main", "^main~" + str(count)).split()
+
+
+def test_an_ambiguous_short_sha_is_named_so_not_unknown(tmp_path: Path):
+    repo = Repo(tmp_path / "repo")
+    repo.commit("root", **{"test.sh": TEST_SH, "verdict": "good\n"})
+    shas = _many_commits(repo, 1000)
+    by_prefix: dict[str, list[str]] = {}
+    for sha in shas:
+        by_prefix.setdefault(sha[:4], []).append(sha)
+    prefix, sharing = next((p, s) for p, s in by_prefix.items() if len(s) > 1)
+    done = run_cli("start", "--repo", str(repo.path), "--good", prefix, "--bad", "main", "--run", "true",
+                   db=tmp_path / "bisect.db")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip()
+    assert "\n" not in line
+    assert f"ambiguous revision {prefix!r}" in line
+    assert line.endswith("give more of the SHA")
+    named = line.split("it names ")[1].split(";")[0].split(", ")
+    assert sorted(next(sha for sha in sharing if sha.startswith(short)) for short in named) == sorted(sharing)
