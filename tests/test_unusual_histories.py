@@ -91,3 +91,23 @@ def test_an_ambiguous_short_sha_is_named_so_not_unknown(tmp_path: Path):
     assert line.endswith("give more of the SHA")
     named = line.split("it names ")[1].split(";")[0].split(", ")
     assert sorted(next(sha for sha in sharing if sha.startswith(short)) for short in named) == sorted(sharing)
+
+
+def test_a_good_commit_beyond_a_shallow_clones_boundary_says_to_fetch_the_rest(tmp_path: Path):
+    """A CI checkout of depth 3 with the good tag fetched on its own: git cannot see good below bad, and neither
+    can a date before the clone's oldest commit. Each is one line telling how to fetch the rest, never a bare
+    `not an ancestor` (which the full history would contradict)."""
+    origin = Repo(tmp_path / "origin")
+    for i in range(8):
+        origin.commit(f"c{i}", **{"test.sh": TEST_SH, "verdict": "good\n", "n": str(i)})
+    origin.git("tag", "old", "HEAD~6")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--depth", "3", f"file://{origin.path}", str(clone)], check=True)
+    subprocess.run(["git", "-C", str(clone), "fetch", "-q", "--depth", "1", "origin", "tag", "old"], check=True)
+    for good in ("old", "2000-01-01"):
+        done = run_cli("start", "--repo", str(clone), "--good", good, "--bad", "HEAD", "--run", "true",
+                       db=tmp_path / "bisect.db")  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1
+        assert "shallow clone" in done.stderr
+        assert f"git -C {clone} fetch --unshallow" in done.stderr

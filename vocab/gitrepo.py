@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -246,6 +247,15 @@ class GitRepo:
         sha, timestamp = found.split()
         return sha, datetime.fromtimestamp(int(timestamp), tz=UTC)
 
+    def shallow_note(self) -> str:
+        """Where history stops short of what a question needs: in a shallow clone, how to fetch the rest."""
+        if self._run("rev-parse", "--is-shallow-repository") != "true":
+            return ""
+        return (
+            f" in the history of this shallow clone, which stops at its shallow boundary: fetch the rest with "
+            f"`git -C {shlex.quote(str(self.root))} fetch --unshallow`"
+        )
+
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         try:
             self._run("merge-base", "--is-ancestor", ancestor, descendant)
@@ -296,7 +306,7 @@ class GitRepo:
         oldest_first_parent = self.parents(chain.partition("\n")[0])[:1] if chain else []
         if oldest_first_parent != [good]:
             if not self.is_ancestor(good, bad):
-                raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
+                raise RepoError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}{self.shallow_note()}")
             self._check_first_parent(good, bad, oldest_first_parent)
         if paths:
             chain = self._run("rev-list", "--first-parent", "--reverse", bad, f"^{good}", "--", *paths)

@@ -64,9 +64,10 @@ def resolve_dated(repo_root: str | Path, values: Mapping[str, object]) -> dict[s
         chain = line or str(resolved["bad"])
         found = repo.first_parent_at(chain, until)
         if found is None:
+            why = repo.shallow_note() or " (before the repository's first commit)"
             raise InputError(
                 f"--{which} {given}: no commit of {chain}'s first-parent line was committed by "
-                f"{until.astimezone(UTC):%Y-%m-%d %H:%M} UTC (before the repository's first commit)"
+                f"{until.astimezone(UTC):%Y-%m-%d %H:%M} UTC{why}"
             )
         sha, committed = found
         resolved[which] = sha
