@@ -111,3 +111,23 @@ def test_a_good_commit_beyond_a_shallow_clones_boundary_says_to_fetch_the_rest(t
         assert done.stderr.count("\n") == 1
         assert "shallow clone" in done.stderr
         assert f"git -C {clone} fetch --unshallow" in done.stderr
+
+
+def test_paths_that_no_commit_of_the_range_touches_are_refused(tmp_path: Path):
+    """`-- PATH` naming nothing the range changed (a typo): git bisect finds no testable commit; naming the bad
+    commit as the first bad one would blame a commit that does not touch the paths."""
+    repo = Repo(tmp_path / "repo")
+    good = repo.commit("root", **{"test.sh": TEST_SH, "verdict": "good\n"})
+    repo.commit("culprit", verdict="bad\n")
+    repo.commit("after", other="1\n")
+    db = tmp_path / "bisect.db"
+    done = run_cli("start", "--repo", str(repo.path), "--good", good, "--bad", "main", "--run", "bash test.sh",
+                   "--", "no/such/file", db=db)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    bad = repo.git("rev-parse", "main")
+    why = f"no commit after good {good[:12]} up to bad {bad[:12]} touches no/such/file: check the paths"
+    assert done.stderr == f"bisect: error: {why}\n"
+    found = run_cli("start", "--repo", str(repo.path), "--good", good, "--bad", "main", "--run", "bash test.sh",
+                    "--no-explain", "--", "verdict", db=db)  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    assert "culprit" in found.stdout

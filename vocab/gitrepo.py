@@ -310,6 +310,10 @@ class GitRepo:
             self._check_first_parent(good, bad, oldest_first_parent)
         if paths:
             chain = self._run("rev-list", "--first-parent", "--reverse", bad, f"^{good}", "--", *paths)
+            if not chain:  # as `git bisect`: "No testable commit found"; bad would be named without touching them
+                raise RepoError(
+                    f"no commit after good {good[:12]} up to bad {bad[:12]} touches {' '.join(paths)}: check the paths"
+                )
             if not chain.endswith(bad):
                 chain = f"{chain}\n{bad}" if chain else bad
         candidates = CommitRange([good])
