@@ -131,3 +131,22 @@ def test_paths_that_no_commit_of_the_range_touches_are_refused(tmp_path: Path):
                     "--no-explain", "--", "verdict", db=db)  # fmt: skip
     assert found.returncode == 0, found.stderr
     assert "culprit" in found.stdout
+
+
+def test_good_given_twice_is_refused_not_overridden(tmp_path: Path):
+    """A `git bisect good A B` habit: two --good flags. Taking the last one alone would bisect another range than
+    the one asked for."""
+    repo = Repo(tmp_path / "repo")
+    first = repo.commit("root", **{"test.sh": TEST_SH, "verdict": "good\n"})
+    second = repo.commit("c1", n="1\n")
+    repo.commit("c2", verdict="bad\n")
+    cases = [
+        (["--good", first, "--good", second, "--bad", "main"], f"--good given 2 times ({first}, {second})"),
+        (["--good", first, "--bad", "main", "--bad", "HEAD"], "--bad given 2 times (main, HEAD)"),
+    ]
+    for flags, named in cases:
+        done = run_cli("start", "--repo", str(repo.path), *flags, "--run", "bash test.sh", db=tmp_path / "bisect.db")
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"bisect: error: {named}: give one, ")
+        assert done.stderr.count("\n") == 1
+    assert not (tmp_path / "bisect.db").exists()  # refused before a store is opened

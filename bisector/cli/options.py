@@ -17,6 +17,8 @@ from bisector.core.options import BY_NAME, EXECUTOR_OPTION_NAMES, OPTIONS, Form,
 F = TypeVar("F", bound=Callable[..., Any])
 START_OPTIONS = tuple(option.name for option in OPTIONS if option.cli_flag is not None)
 _CLICK_TYPES: dict[tuple[type, ...], click.ParamType[Any]] = {(int,): click.INT, (int, float): click.FLOAT}
+# Given twice, refused rather than the last one taken: `git bisect good A B` takes several good commits, a bisect one.
+_ONCE = {"good": "the newest good one you know", "bad": "the oldest bad one you know"}
 
 
 def spec_options(
@@ -51,7 +53,7 @@ def _click_option(option: Option, help_text: str, choices: Sequence[str] | None,
         kwargs["is_flag"] = True
     elif option.form is Form.SWITCH:
         declared = (f"{flag}/--no-{flag[2:]}", option.name)
-    elif option.form in (Form.REPEATED, Form.PAIRS):
+    elif option.form in (Form.REPEATED, Form.PAIRS) or option.name in _ONCE:
         kwargs |= {"multiple": True, "default": ()}
     if option.choices is not None:
         kwargs["type"] = click.Choice(list(choices or [choice.value for choice in option.choices]))
@@ -71,7 +73,12 @@ def option_values(params: Mapping[str, Any]) -> dict[str, object]:
         option = BY_NAME.get(name)
         if option is None or value is None or value == ():
             continue
-        if option.form is Form.PAIRS:
+        if option.name in _ONCE:
+            if len(value) > 1:
+                given = ", ".join(value)
+                raise CLIError(f"{option.cli_flag} given {len(value)} times ({given}): give one, {_ONCE[name]}")
+            values[name] = value[0]
+        elif option.form is Form.PAIRS:
             values[name] = env_pairs(value) if name == "env" else resource_pairs(value)
         elif option.form is Form.REPEATED:
             values[name] = list(value)
