@@ -244,7 +244,8 @@ def test_status_of_a_running_bisect_without_verdicts_names_the_whole_range(tmp_p
 
 def test_mark_refuses_a_commit_outside_the_range_and_an_unknown_term(tmp_path: Path, history):
     db = tmp_path / "b.db"
-    args = start_args(history, "--good", history.shas[5], "--term-old", "fast", "--term-new", "slow")
+    args = start_args(history, "--term-old", "fast", "--term-new", "slow")
+    args[args.index("--good") + 1] = history.shas[5]  # --good is given once
     assert bisect(*args, db=db).returncode == 0
     outside = bisect("mark", "1", history.shas[2], "slow", db=db)
     assert outside.returncode == 2
