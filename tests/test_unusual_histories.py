@@ -3,6 +3,7 @@ paths no commit touches. Real git repositories, a real store, real test processe
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -150,3 +151,17 @@ def test_good_given_twice_is_refused_not_overridden(tmp_path: Path):
         assert done.stderr.startswith(f"bisect: error: {named}: give one, ")
         assert done.stderr.count("\n") == 1
     assert not (tmp_path / "bisect.db").exists()  # refused before a store is opened
+
+
+def test_a_test_command_that_does_not_exist_is_named_at_the_good_endpoint(tmp_path: Path):
+    """A typo in --run: bash exits 127 at every commit. The answer is that the good endpoint tested bad, and why
+    in words (git bisect run calls the code bogus), not a bare number."""
+    repo = Repo(tmp_path / "repo")
+    good = repo.commit("root", **{"test.sh": TEST_SH, "verdict": "good\n"})
+    repo.commit("c1", n="1\n")
+    done = run_cli("start", "--repo", str(repo.path), "--good", good, "--bad", "main", "--run", "no-such-command-xyz",
+                   "--format", "json", db=tmp_path / "bisect.db")  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    report = json.loads(done.stdout)
+    assert report["status"] == "endpoints_mismatch"
+    assert report["message"] == f"the good endpoint {good[:12]} tested bad (exit code 127: command not found)"

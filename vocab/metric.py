@@ -282,6 +282,10 @@ def judge_run(
         )
 
 
+# What bash means by the codes it returns itself (`git bisect run` refuses them at the good commit as bogus)
+_SHELL_EXIT_MEANINGS = {126: ": the shell could not run a command (not executable)", 127: ": command not found"}
+
+
 def _judge(
     spec: MetricSpec,
     exit_code: int,
@@ -304,7 +308,8 @@ def _judge(
     if not spec.has_metric:
         if crashed:
             return Judgement(Verdict.ERROR, error_kind=ErrorKind.SIGNAL, detail=_crash_detail(exit_code))
-        return Judgement(Verdict.GOOD if exit_code == 0 else Verdict.BAD, detail=f"exit code {exit_code}")
+        meaning = _SHELL_EXIT_MEANINGS.get(exit_code, "")
+        return Judgement(Verdict.GOOD if exit_code == 0 else Verdict.BAD, detail=f"exit code {exit_code}{meaning}")
     samples, why_none = spec.read_samples(output, workdir, deadline - time.monotonic(), scan)
     if not samples:
         if crashed:
