@@ -64,7 +64,7 @@ def test_a_reader_that_stops_reading_the_output_never_stops_the_bisect(tmp_path:
     assert process.stdout is not None
     assert process.stdout.readline().startswith(b"bisect 1: ")
     process.stdout.close()
-    process.wait(timeout=300)
+    assert process.wait(timeout=300) == 141  # as a shell reports a command killed by SIGPIPE
     shown = bisect("show", "1", "--format", "json", db=tmp_path / "b.db")
     assert json.loads(shown.stdout)["status"] == "found", shown.stdout
     assert json.loads(shown.stdout)["first_bad"]["sha"] == history.shas[23]

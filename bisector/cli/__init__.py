@@ -24,8 +24,7 @@ import sys
 import click
 
 from bisector.cli import bisect, demo, explain, housekeeping, images, man, service, triage, views
-
-EXIT_BROKEN_PIPE = 141  # as a shell reports a command killed by SIGPIPE
+from bisector.cli.support import EXIT_BROKEN_PIPE
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

@@ -31,8 +31,6 @@ from bisector.cli.support import (
     translated_errors,
 )
 
-EXIT_BROKEN_PIPE = 141  # as a shell reports a command killed by SIGPIPE
-
 
 @click.command()
 @click.option("--repo", type=click.Path(file_okay=False), default=".", show_default=True, help="The git repository.")

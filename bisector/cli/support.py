@@ -5,6 +5,7 @@ Command modules (`bisector/cli.py` and the `cli_*.py` beside it) import from her
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -90,14 +91,27 @@ def output_format_option(choices: Sequence[str], help_text: str) -> Callable[[F]
 format_option = output_format_option(FORMATS, "How to print the report.")
 
 
+EXIT_BROKEN_PIPE = 141  # as a shell reports a command killed by SIGPIPE
+
+
+class OutConsole(Console):
+    """stdout's console: once its reader has gone (`bisect ... | head`), the command ends as a shell reports a
+    command killed by SIGPIPE, where rich's own console would exit 1 (what was stored stays stored)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush fails nowhere
+        raise SystemExit(EXIT_BROKEN_PIPE)
+
+
 def out_console() -> Console:
     """stdout; reports piped to a file or a PR comment get a wide fixed width instead of 80 columns."""
-    console = Console(highlight=False)
+    console = OutConsole(highlight=False)
     if console.is_terminal:
         return console
     from bisector.report.text import REPORT_WIDTH  # imported when the report prints, after the verdict
 
-    return Console(highlight=False, width=REPORT_WIDTH)
+    return OutConsole(highlight=False, width=REPORT_WIDTH)
 
 
 class ProgressConsole(Console):
