@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bisect_helpers import cli_env, processes_with, run_cli, start_cli, stored_rows, wait_for
+from bisect_helpers import cli_env, processes_with, run_cli, start_cli, stored_rows, synthetic_spec, wait_for
 from synthetic import SyntheticHistory, culprit_history
 
 from bisector.db.store import Store
-from bisector.runner.coordinator import cancel_bisect
+from bisector.runner.coordinator import Coordinator, cancel_bisect, prepare_bisect
 from bisector.runner.ownership import LEASE_TTL_S
 from bisector.runner.reruns import RerunRegistration, end_dead_reruns, running_rerun_commits
 from bisector.runner.side_runs import SideRunsCancelledError
+from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus
 from bisector.vocab.errors import StateError
 
@@ -407,3 +408,51 @@ def test_a_rerun_of_an_in_memory_store_is_judged_by_its_process_alone(tmp_path: 
             later = datetime.now(UTC) + timedelta(seconds=2 * LEASE_TTL_S)
             assert end_dead_reruns(store, bisect_id, later) == 0
             assert running_rerun_commits(store.get_bisect(bisect_id).extra, later) == (sha,)
+
+
+def test_a_rerun_judged_gone_says_it_lost_its_registration_and_stops(tmp_path: Path, held: HeldTest):
+    """A living rerun whose heartbeat did not reach the store for longer than the TTL (here: judged by a clock that
+    far ahead) is judged gone: its step is stored interrupted and its entry removed. When it notices, it stops its
+    step's processes and says that it lost its registration, exit 2 as a coordinator whose lease was taken: it was
+    not cancelled."""
+    history, db = found_bisect(tmp_path, held)
+    held.hold.touch()
+    rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
+    wait_for_the_reruns_test(db, held, rerun)
+    with Store.open(f"sqlite:///{db}") as store:
+        assert end_dead_reruns(store, 1, datetime.now(UTC) + timedelta(seconds=2 * LEASE_TTL_S)) == 1
+
+    out, err = rerun.communicate(timeout=120)
+    assert rerun.returncode == 2, (out, err)
+    assert err.strip().splitlines()[-1] == (
+        f"bisect: error: the rerun of bisect 1 at {history.shas[6][:12]} lost its registration: judged gone (no "
+        f"heartbeat in the store for {LEASE_TTL_S:.0f} s), its running steps were stored as interrupted; it stopped"
+    )
+    assert "Traceback" not in err
+    wait_for(lambda: not held.processes(), what="the rerun's step's processes to end")
+    steps = stored_rows(db, "select verdict, error_kind, detail from steps where purpose = 'rerun' order by id")
+    assert steps == [DIED]
+    assert rerun_entries(db) == {}
+
+
+@pytest.mark.parametrize("ttl_s", [LEASE_TTL_S / 4, LEASE_TTL_S * 4])
+def test_a_rerun_is_judged_gone_by_its_coordinators_lease_ttl(tmp_path: Path, ttl_s: float):
+    """Judged while it runs, at a heartbeat's age between its coordinator's configured lease TTL and LEASE_TTL_S: gone
+    once its coordinator's TTL passed (neither sooner nor later than its lease would be), wherever it is judged."""
+    history = culprit_history(tmp_path / "repo", 4, 2)
+    sha = history.shas[-1]
+    judged: list[tuple[str, ...]] = []
+    with Store.open(f"sqlite:///{tmp_path / 'b.db'}") as store:
+        bisect_id = prepare_bisect(store, synthetic_spec(history.path, history.shas[0], sha))
+
+        def judge() -> bool:
+            extra = store.get_bisect(bisect_id).extra
+            [entry] = extra["reruns"].values()
+            age = timedelta(seconds=(ttl_s + LEASE_TTL_S) / 2)
+            judged.append(running_rerun_commits(extra, datetime.fromisoformat(entry["heartbeat"]) + age))
+            return False
+
+        [result] = Coordinator(store, make_executor, lease_ttl_s=ttl_s).rerun(bisect_id, sha, cancelled=judge)
+    assert result.verdict.value == "bad"
+    assert judged
+    assert set(judged) == {() if ttl_s < LEASE_TTL_S else (sha,)}

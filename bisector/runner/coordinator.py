@@ -237,7 +237,9 @@ class Coordinator:
     ) -> list[StepResult]:
         """`bisect run-at --bisect`: the bisect's build and test at any commit, `times` runs, stored as rerun steps.
         SideRunsCancelledError once cancelled() or `bisect cancel` (cancel_bisect, from any process) says so: both
-        are asked every round, from before the executor starts."""
+        are asked every round, from before the executor starts. RerunLostError once another process judged it gone
+        (its registration removed, its steps stored as interrupted): it stops its steps and writes nothing. Its
+        registration is judged by this coordinator's lease TTL."""
         if times < 1:
             raise StateError(f"--repeat must be at least 1 (got {times})")
         record = self.store.get_bisect(bisect_id)
@@ -245,7 +247,7 @@ class Coordinator:
         spec = BisectSpec.from_json(record.spec)
         sha = GitRepo(record.repo).resolve(rev)
         spec = spec.with_executor(executor_overrides or {})
-        registration = RerunRegistration(self.store, bisect_id, sha, self.now, self.heartbeat_s)
+        registration = RerunRegistration(self.store, bisect_id, sha, self.now, self.heartbeat_s, self.lease_ttl_s)
         with registration, self.executor_factory(spec) as executor:
             runner = self._side_runner(record, spec, executor, lambda: cancelled() or registration.revoked())
             return runner.run([SideRun(sha, StepPurpose.RERUN, label=f"rerun-{i}") for i in range(times)])

@@ -1,17 +1,19 @@
 """Which reruns of a bisect run (`Coordinator.rerun`, in any process), so that `bisect cancel` can stop them.
 
 A rerun registers in its bisect's `extra` while it runs ("reruns": token -> {"owner": process, "sha": commit,
-"heartbeat": time}), renews the entry's heartbeat every HEARTBEAT_S from a thread of its own, and asks every round
-whether a cancel has revoked its entry. A cancel (revoke_reruns) marks the entries of the running reruns revoked
-("revoked": true): each stops its running steps, stores them as cancelled and, on leaving, marks its entry with how
-it ended ("ended": "cancelled", or "finished" when it had ended by itself first); the cancel waits a bounded time
-for that mark (reruns_stopped), removes the ended entries and names only the reruns it stopped. A rerun that was not
-revoked removes its own entry. A rerun killed by a signal it could not catch leaves its entry and its steps running:
-end_dead_reruns (the next `bisect status`, `cancel`, `resume` or `run-at --bisect` of the bisect) stores those steps
-as interrupted and removes the entry, once the rerun is gone by the lease's rule (ownership.holder_is_gone): its
-process is gone from this host, or, on any host, its heartbeat is older than LEASE_TTL_S. A cancel waits for no gone
-rerun. A coordinator that stores its running steps as interrupted (a stop signal, `bisect resume`) leaves those of
-the running reruns registered here to them.
+"heartbeat": time, "ttl_s": seconds}), renews the entry's heartbeat every HEARTBEAT_S from a thread of its own, and
+asks every round whether a cancel has revoked its entry. A cancel (revoke_reruns) marks the entries of the running
+reruns revoked ("revoked": true): each stops its running steps, stores them as cancelled and, on leaving, marks its
+entry with how it ended ("ended": "cancelled", or "finished" when it had ended by itself first); the cancel waits a
+bounded time for that mark (reruns_stopped), removes the ended entries and names only the reruns it stopped. A rerun
+that was not revoked removes its own entry. A rerun killed by a signal it could not catch leaves its entry and its
+steps running: end_dead_reruns (the next `bisect status`, `cancel`, `resume` or `run-at --bisect` of the bisect)
+stores those steps as interrupted and removes the entry, once the rerun is gone by the lease's rule
+(ownership.holder_is_gone): its process is gone from this host, or, on any host, its heartbeat is older than the
+entry's TTL (its coordinator's lease TTL, LEASE_TTL_S unless configured). A cancel waits for no gone rerun. A living
+rerun judged gone (its heartbeat kept from the store past the TTL) finds its entry removed at its next round and
+stops (RerunLostError). A coordinator that stores its running steps as interrupted (a stop signal, `bisect resume`)
+leaves those of the running reruns registered here to them.
 """
 
 from __future__ import annotations
@@ -25,24 +27,30 @@ from types import TracebackType
 from typing import Any
 
 from bisector.db.store import Store
-from bisector.runner.ownership import HEARTBEAT_S, Clock, Heartbeat, OwnerId, holder_is_gone
+from bisector.runner.ownership import HEARTBEAT_S, LEASE_TTL_S, Clock, Heartbeat, OwnerId, holder_is_gone
 from bisector.runner.side_runs import SideRunsCancelledError
-from bisector.vocab.errors import BisectError
+from bisector.vocab.errors import BisectError, StateError
 
 RERUNS_KEY = "reruns"
 REVOKED = "revoked"  # an entry's key: a cancel asked its rerun to stop
 HEARTBEAT = "heartbeat"  # an entry's key: when its rerun last showed it lives (ISO 8601)
+TTL = "ttl_s"  # an entry's key: how long after its last heartbeat its rerun is gone (its coordinator's lease TTL)
 ENDED = "ended"  # an entry's key, once its revoked rerun ended: CANCELLED (the cancel stopped it) or FINISHED
 CANCELLED, FINISHED = "cancelled", "finished"
 RERUN_STOP_WAIT_S = 60.0  # how long a cancel waits for the reruns it revoked to end (they look every half second)
 REVOKE_POLL_S = 0.2
 
 
+class RerunLostError(StateError):
+    """A rerun's entry was removed while it ran: another process judged it gone and stored its steps as
+    interrupted. The rerun stops without writing a result."""
+
+
 class RerunRegistration:
-    """A rerun's entry, for a with-block: written on entry with a heartbeat renewed every heartbeat_s (none in an
-    in-memory store, which this process alone reads: such an entry is judged by its process alone); on exit removed, or,
-    when a cancel revoked it, marked with how the rerun ended (stopped by SideRunsCancelledError or not) for the cancel
-    to read and remove."""
+    """A rerun's entry, for a with-block: written on entry with a heartbeat renewed every heartbeat_s and the ttl_s
+    its judges apply (none in an in-memory store, which this process alone reads: such an entry is judged by its
+    process alone); on exit removed, or, when a cancel revoked it, marked with how the rerun ended (stopped by
+    SideRunsCancelledError or not) for the cancel to read and remove."""
 
     def __init__(
         self,
@@ -51,11 +59,14 @@ class RerunRegistration:
         sha: str,
         now: Clock = lambda: datetime.now(UTC),
         heartbeat_s: float = HEARTBEAT_S,
+        ttl_s: float = LEASE_TTL_S,
     ) -> None:
         self.store = store
         self.bisect_id = bisect_id
+        self.sha = sha
         self.now = now
-        self.entry = {"owner": str(OwnerId.this_process()), "sha": sha}
+        self.ttl_s = ttl_s
+        self.entry: dict[str, Any] = {"owner": str(OwnerId.this_process()), "sha": sha}
         self.token = uuid.uuid4().hex  # one process may run several reruns of a bisect
         self._heartbeat = Heartbeat(self._beat, heartbeat_s, name=f"rerun-{bisect_id}")
 
@@ -64,7 +75,8 @@ class RerunRegistration:
             self.store.change_extra(self.bisect_id, lambda extra: self._with_own(extra, self.entry))
             return self
         beat = self.now().isoformat()
-        self.store.change_extra(self.bisect_id, lambda extra: self._with_own(extra, {**self.entry, HEARTBEAT: beat}))
+        entry = {**self.entry, HEARTBEAT: beat, TTL: self.ttl_s}
+        self.store.change_extra(self.bisect_id, lambda extra: self._with_own(extra, entry))
         self._heartbeat.start()
         return self
 
@@ -77,9 +89,15 @@ class RerunRegistration:
             self.store.change_extra(self.bisect_id, lambda extra: self._leaving(extra, ended))
 
     def revoked(self) -> bool:
-        """Whether a cancel revoked the entry (read from the store)."""
+        """Whether a cancel revoked the entry (read from the store); RerunLostError when the entry is gone."""
         own = _reruns(self.store.get_bisect(self.bisect_id).extra).get(self.token)
-        return own is None or bool(own.get(REVOKED))
+        if own is None:
+            raise RerunLostError(
+                f"the rerun of bisect {self.bisect_id} at {self.sha[:12]} lost its registration: judged gone (no "
+                f"heartbeat in the store for {self.ttl_s:.0f} s), its running steps were stored as interrupted; "
+                "it stopped"
+            )
+        return bool(own.get(REVOKED))
 
     def _beat(self) -> bool:
         """Renew the entry's heartbeat; whether it is still there to renew (a rerun judged gone has lost it)."""
@@ -171,9 +189,10 @@ def _is_gone(entry: dict[str, Any], now: datetime) -> bool:
         return holder_is_gone(entry["owner"], now, now)
     try:
         heartbeat: datetime | None = datetime.fromisoformat(entry[HEARTBEAT])
+        ttl_s = float(entry.get(TTL, LEASE_TTL_S))
     except (TypeError, ValueError):  # unreadable: gone, as a lease without a heartbeat
-        heartbeat = None
-    return holder_is_gone(entry["owner"], heartbeat, now)
+        heartbeat, ttl_s = None, LEASE_TTL_S
+    return holder_is_gone(entry["owner"], heartbeat, now, ttl_s)
 
 
 def _reruns(extra: dict[str, Any]) -> dict[str, dict[str, Any]]:
