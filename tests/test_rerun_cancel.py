@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from bisector.runner.side_runs import SideRunsCancelledError
 from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus
 from bisector.vocab.errors import StateError
+from bisector.vocab.processes import process_start
 
 EXIT_NO_CULPRIT = 3
 
@@ -243,10 +245,16 @@ def killed_rerun(tmp_path: Path, held: HeldTest) -> tuple[Path, SyntheticHistory
     held.hold.touch()
     rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
     wait_for_the_reruns_test(db, held, rerun)
-    os.killpg(rerun.pid, signal.SIGKILL)  # the rerun's own process group; its step is left to the fixture
+    step_group = os.getpgid(held.step_pid(rerun_steps(db)[-1][0]) or 0)
+    wait_for(
+        lambda: any(group[0] == step_group for e in rerun_entries(db).values() for group in e.get("groups", [])),
+        what="the rerun to record its step's process group",
+    )
+    os.killpg(rerun.pid, signal.SIGKILL)  # the rerun's own process group: its step's group runs on
     rerun.communicate()
     assert [verdict for _, verdict, _ in rerun_steps(db)] == [None]
     assert rerun_entries(db)
+    assert held.processes()
     return db, history
 
 
@@ -271,6 +279,43 @@ def test_the_steps_of_a_rerun_killed_on_this_host_are_stored_interrupted_by_the_
     assert [verdict for verdict, _, _ in steps[1:]] == (["bad"] if command == "run-at" else [])
     assert rerun_entries(db) == {}
     assert report(db)["status"] == "found"
+
+
+def test_the_next_command_stops_the_processes_of_a_killed_rerun_s_step(tmp_path: Path, held: HeldTest):
+    """The step's test, in a session of its own, outlives its killed rerun (holding a GPU): the command that stores
+    the step as interrupted ends its process group too."""
+    db, _ = killed_rerun(tmp_path, held)
+    done = run_cli("status", "1", db=db)
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: not held.processes(), what="the killed rerun's step's processes to end")
+    assert [(verdict, detail) for _, verdict, detail in rerun_steps(db)] == [(DIED[0], DIED[2])]
+
+
+def test_a_dead_rerun_s_recorded_group_is_ended_only_while_its_leader_is_the_recorded_process(tmp_path: Path):
+    """A group whose leader's start time differs from the recorded one (its pid reused) is not the rerun's: left
+    alone. One whose leader is the recorded process is ended."""
+    leaders = [subprocess.Popen(["sleep", "600"], start_new_session=True) for _ in range(2)]
+    try:
+        ours, reused = leaders
+        wait_for(lambda: all(process_start(p.pid) for p in leaders), what="the sleepers to start")
+        dead_owner = subprocess.Popen(["true"])
+        dead_owner.wait()
+        entry = {
+            "owner": f"{socket.gethostname()}:{dead_owner.pid}:1", "sha": "d" * 40,
+            "heartbeat": datetime.now(UTC).isoformat(),
+            "groups": [[ours.pid, process_start(ours.pid)], [reused.pid, "1"]],
+        }  # fmt: skip
+        with Store.open(f"sqlite:///{tmp_path / 'b.db'}") as store:
+            bisect_id = store.create_bisect(str(tmp_path), "a" * 40, "d" * 40, {}, datetime.now(UTC))
+            store.update_extra(bisect_id, reruns={"token": entry})
+            end_dead_reruns(store, bisect_id, datetime.now(UTC))
+            assert "reruns" not in store.get_bisect(bisect_id).extra
+        assert ours.wait(timeout=60) == -signal.SIGTERM
+        assert reused.poll() is None
+    finally:
+        for leader in leaders:
+            leader.kill()
+            leader.wait()
 
 
 def move_to_another_host(db: Path, heartbeat: datetime) -> dict[str, dict[str, str]]:

@@ -249,7 +249,12 @@ class Coordinator:
         spec = spec.with_executor(executor_overrides or {})
         registration = RerunRegistration(self.store, bisect_id, sha, self.now, self.heartbeat_s, self.lease_ttl_s)
         with registration, self.executor_factory(spec) as executor:
-            runner = self._side_runner(record, spec, executor, lambda: cancelled() or registration.revoked())
+
+            def stop_asked() -> bool:
+                registration.record_groups(executor.process_groups())  # for a reaper, should this process die
+                return cancelled() or registration.revoked()
+
+            runner = self._side_runner(record, spec, executor, stop_asked)
             return runner.run([SideRun(sha, StepPurpose.RERUN, label=f"rerun-{i}") for i in range(times)])
 
     def run(self, bisect_id: int) -> BisectRecord:

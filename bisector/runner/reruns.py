@@ -30,11 +30,13 @@ from bisector.db.store import Store
 from bisector.runner.ownership import HEARTBEAT_S, LEASE_TTL_S, Clock, Heartbeat, OwnerId, holder_is_gone
 from bisector.runner.side_runs import SideRunsCancelledError
 from bisector.vocab.errors import BisectError, StateError
+from bisector.vocab.processes import process_start, runs_here
 
 RERUNS_KEY = "reruns"
 REVOKED = "revoked"  # an entry's key: a cancel asked its rerun to stop
 HEARTBEAT = "heartbeat"  # an entry's key: when its rerun last showed it lives (ISO 8601)
 TTL = "ttl_s"  # an entry's key: how long after its last heartbeat its rerun is gone (its coordinator's lease TTL)
+GROUPS = "groups"  # an entry's key: [pgid, its leader's start time] of its steps' commands on its host
 ENDED = "ended"  # an entry's key, once its revoked rerun ended: CANCELLED (the cancel stopped it) or FINISHED
 CANCELLED, FINISHED = "cancelled", "finished"
 RERUN_STOP_WAIT_S = 60.0  # how long a cancel waits for the reruns it revoked to end (they look every half second)
@@ -68,6 +70,7 @@ class RerunRegistration:
         self.ttl_s = ttl_s
         self.entry: dict[str, Any] = {"owner": str(OwnerId.this_process()), "sha": sha}
         self.token = uuid.uuid4().hex  # one process may run several reruns of a bisect
+        self._groups: list[list[Any]] = []  # as recorded in the entry
         self._heartbeat = Heartbeat(self._beat, heartbeat_s, name=f"rerun-{bisect_id}")
 
     def __enter__(self) -> RerunRegistration:
@@ -87,6 +90,20 @@ class RerunRegistration:
         ended = CANCELLED if isinstance(exc, SideRunsCancelledError) else FINISHED
         with contextlib.suppress(BisectError):  # a lost store: the error that ended the rerun is the one to see
             self.store.change_extra(self.bisect_id, lambda extra: self._leaving(extra, ended))
+
+    def record_groups(self, pgids: Collection[int]) -> None:
+        """Record the process groups its running steps' commands lead (on this host), each with its leader's start
+        time, for end_dead_reruns to end should this process die; written only when they changed."""
+        groups = [[pgid, started] for pgid in sorted(pgids) if (started := process_start(pgid)) is not None]
+        if groups == self._groups:
+            return
+
+        def recorded(extra: dict[str, Any]) -> dict[str, Any]:
+            own = _reruns(extra).get(self.token)
+            return extra if own is None else self._with_own(extra, {**own, GROUPS: groups})
+
+        self.store.change_extra(self.bisect_id, recorded)
+        self._groups = groups
 
     def revoked(self) -> bool:
         """Whether a cancel revoked the entry (read from the store); RerunLostError when the entry is gone."""
@@ -147,23 +164,52 @@ def reruns_stopped(
 
 def end_dead_reruns(store: Store, bisect_id: int, now: datetime) -> int:
     """Store the running steps of the bisect's gone reruns (see the module's doc) as interrupted, and remove their
-    entries; how many steps. A dead rerun at a commit that a running one also runs keeps its entry until that one
-    ends: their steps cannot be told apart."""
-    return store.interrupt_reruns(bisect_id, now, lambda extra: _without_dead(extra, now))
+    entries; then end the process groups their steps' commands left running on this host (SIGTERM, a grace, SIGKILL),
+    each only while its leader is the process recorded (its start time): never a process that is not theirs. How
+    many steps. A dead rerun at a commit that a running one also runs keeps its entry until that one ends: their
+    steps cannot be told apart."""
+    ended: list[dict[str, Any]] = []
+
+    def without_dead(extra: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+        kept, dead = _without_dead(extra, now)
+        ended[:] = dead
+        return kept, tuple(dict.fromkeys(entry["sha"] for entry in dead))
+
+    count = store.interrupt_reruns(bisect_id, now, without_dead)
+    _end_groups_here(ended)
+    return count
 
 
-def has_dead_reruns(extra: dict[str, Any], now: datetime) -> bool:
-    """Whether end_dead_reruns has something to end in a bisect's extra."""
-    return _without_dead(extra, now)[0] != extra
+def dead_rerun_commits(extra: dict[str, Any], now: datetime) -> tuple[str, ...]:
+    """The commits whose running rerun steps end_dead_reruns would store as interrupted (none: nothing to end)."""
+    return tuple(dict.fromkeys(entry["sha"] for entry in _without_dead(extra, now)[1]))
 
 
-def _without_dead(extra: dict[str, Any], now: datetime) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """extra without the entries of the dead reruns whose steps can be ended, and the commits of those."""
+def _without_dead(extra: dict[str, Any], now: datetime) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """extra without the entries of the dead reruns whose steps can be ended, and those entries."""
     reruns = _reruns(extra)
     running = {entry["sha"] for entry in reruns.values() if _running(entry, now)}
     dead = {token for token, entry in reruns.items() if _is_gone(entry, now) and entry["sha"] not in running}
     kept = {token: entry for token, entry in reruns.items() if token not in dead}
-    return _with_reruns(extra, kept), tuple(dict.fromkeys(reruns[token]["sha"] for token in dead))
+    return _with_reruns(extra, kept), [reruns[token] for token in dead]
+
+
+def _end_groups_here(entries: Collection[dict[str, Any]]) -> None:
+    """End the recorded process groups of these reruns' steps that still run on this host under their recorded
+    leader."""
+    pgids = []
+    for entry in entries:
+        owner = OwnerId.parse(entry["owner"])
+        host = "" if owner is None else owner.host  # no host: none of its groups is judged ours
+        for group in entry.get(GROUPS, []):
+            with contextlib.suppress(TypeError, ValueError, LookupError):  # unreadable: it names no process of ours
+                if runs_here(host, int(group[0]), str(group[1])):
+                    pgids.append(int(group[0]))
+    if pgids:
+        from bisector.workers.process import KILL_GRACE_S
+        from bisector.workers.process_tree import end_groups
+
+        end_groups(pgids, KILL_GRACE_S)
 
 
 def running_rerun_commits(extra: dict[str, Any], now: datetime) -> tuple[str, ...]:
