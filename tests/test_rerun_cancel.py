@@ -154,6 +154,26 @@ def test_cancel_stops_the_local_rerun_of_an_ended_bisect_and_keeps_its_verdict(t
     assert (again.returncode, again.stderr.strip()) == (2, "bisect: error: bisect 1 is already found")
 
 
+def test_a_cancel_names_a_rerun_still_running_when_it_stops_waiting_asked_to_stop(tmp_path: Path, held: HeldTest):
+    """A rerun that has not ended when the cancel's wait ends (frozen by SIGSTOP; `--wait 0`) is named asked to
+    stop, so that the user knows a stop is pending; it stops once it runs again."""
+    history, db = found_bisect(tmp_path, held)
+    held.hold.touch()
+    rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
+    wait_for_the_reruns_test(db, held, rerun)
+    os.kill(rerun.pid, signal.SIGSTOP)
+    try:
+        cancelled = run_cli("cancel", "1", "--wait", "0", db=db)
+    finally:
+        os.kill(rerun.pid, signal.SIGCONT)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert (
+        cancelled.stdout
+        == f"bisect 1: already found; its rerun at {history.shas[6][:12]} asked to stop (still running)\n"
+    )
+    assert_cancelled_rerun(rerun, db, held, history.shas[6])
+
+
 def a_running_bisect_and_its_rerun(
     tmp_path: Path, held: HeldTest
 ) -> tuple[SyntheticHistory, Path, subprocess.Popen[str], subprocess.Popen[str]]:

@@ -150,16 +150,18 @@ def revoke_reruns(store: Store, bisect_id: int, now: datetime) -> list[str]:
 
 def reruns_stopped(
     store: Store, bisect_id: int, revoked: Collection[str], now: Clock, wait_s: float = RERUN_STOP_WAIT_S
-) -> tuple[str, ...]:
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Wait up to wait_s for the revoked reruns to end or be gone, and remove the entries of the reruns that ended.
-    The commits of those the cancel stopped: not of one that ended by itself first, nor of one that died or is still
-    running after wait_s (who cannot be known to stop)."""
+    The commits of those the cancel stopped (not of one that ended by itself first, nor of one that died), and of
+    those still running after wait_s: asked to stop, they stop at their next round unless they die first."""
     deadline = time.monotonic() + wait_s
     while _any_running(store, bisect_id, revoked, now()) and time.monotonic() < deadline:
         time.sleep(REVOKE_POLL_S)
     before = _reruns(store.change_extra(bisect_id, _without_ended))
-    stopped = (before[t]["sha"] for t in revoked if t in before and before[t].get(ENDED) == CANCELLED)
-    return tuple(dict.fromkeys(stopped))
+    entries = [before[t] for t in revoked if t in before]
+    stopped = (entry["sha"] for entry in entries if entry.get(ENDED) == CANCELLED)
+    asked = (entry["sha"] for entry in entries if _running(entry, now()))
+    return tuple(dict.fromkeys(stopped)), tuple(dict.fromkeys(asked))
 
 
 def end_dead_reruns(store: Store, bisect_id: int, now: datetime) -> int:
