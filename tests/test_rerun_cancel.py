@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,16 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bisect_helpers import cli_env, processes_with, run_cli, start_cli, stored_rows, wait_for
+from bisect_helpers import cli_env, processes_with, run_cli, start_cli, stored_rows, synthetic_spec, wait_for
 from synthetic import SyntheticHistory, culprit_history
 
 from bisector.db.store import Store
-from bisector.runner.coordinator import cancel_bisect
+from bisector.runner.coordinator import Coordinator, cancel_bisect, prepare_bisect
 from bisector.runner.ownership import LEASE_TTL_S
 from bisector.runner.reruns import RerunRegistration, end_dead_reruns, running_rerun_commits
 from bisector.runner.side_runs import SideRunsCancelledError
+from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus
 from bisector.vocab.errors import StateError
+from bisector.vocab.processes import process_start
 
 EXIT_NO_CULPRIT = 3
 
@@ -151,6 +154,26 @@ def test_cancel_stops_the_local_rerun_of_an_ended_bisect_and_keeps_its_verdict(t
     assert (again.returncode, again.stderr.strip()) == (2, "bisect: error: bisect 1 is already found")
 
 
+def test_a_cancel_names_a_rerun_still_running_when_it_stops_waiting_asked_to_stop(tmp_path: Path, held: HeldTest):
+    """A rerun that has not ended when the cancel's wait ends (frozen by SIGSTOP; `--wait 0`) is named asked to
+    stop, so that the user knows a stop is pending; it stops once it runs again."""
+    history, db = found_bisect(tmp_path, held)
+    held.hold.touch()
+    rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
+    wait_for_the_reruns_test(db, held, rerun)
+    os.kill(rerun.pid, signal.SIGSTOP)
+    try:
+        cancelled = run_cli("cancel", "1", "--wait", "0", db=db)
+    finally:
+        os.kill(rerun.pid, signal.SIGCONT)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert (
+        cancelled.stdout
+        == f"bisect 1: already found; its rerun at {history.shas[6][:12]} asked to stop (still running)\n"
+    )
+    assert_cancelled_rerun(rerun, db, held, history.shas[6])
+
+
 def a_running_bisect_and_its_rerun(
     tmp_path: Path, held: HeldTest
 ) -> tuple[SyntheticHistory, Path, subprocess.Popen[str], subprocess.Popen[str]]:
@@ -242,10 +265,16 @@ def killed_rerun(tmp_path: Path, held: HeldTest) -> tuple[Path, SyntheticHistory
     held.hold.touch()
     rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
     wait_for_the_reruns_test(db, held, rerun)
-    os.killpg(rerun.pid, signal.SIGKILL)  # the rerun's own process group; its step is left to the fixture
+    step_group = os.getpgid(held.step_pid(rerun_steps(db)[-1][0]) or 0)
+    wait_for(
+        lambda: any(group[0] == step_group for e in rerun_entries(db).values() for group in e.get("groups", [])),
+        what="the rerun to record its step's process group",
+    )
+    os.killpg(rerun.pid, signal.SIGKILL)  # the rerun's own process group: its step's group runs on
     rerun.communicate()
     assert [verdict for _, verdict, _ in rerun_steps(db)] == [None]
     assert rerun_entries(db)
+    assert held.processes()
     return db, history
 
 
@@ -270,6 +299,43 @@ def test_the_steps_of_a_rerun_killed_on_this_host_are_stored_interrupted_by_the_
     assert [verdict for verdict, _, _ in steps[1:]] == (["bad"] if command == "run-at" else [])
     assert rerun_entries(db) == {}
     assert report(db)["status"] == "found"
+
+
+def test_the_next_command_stops_the_processes_of_a_killed_rerun_s_step(tmp_path: Path, held: HeldTest):
+    """The step's test, in a session of its own, outlives its killed rerun (holding a GPU): the command that stores
+    the step as interrupted ends its process group too."""
+    db, _ = killed_rerun(tmp_path, held)
+    done = run_cli("status", "1", db=db)
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: not held.processes(), what="the killed rerun's step's processes to end")
+    assert [(verdict, detail) for _, verdict, detail in rerun_steps(db)] == [(DIED[0], DIED[2])]
+
+
+def test_a_dead_rerun_s_recorded_group_is_ended_only_while_its_leader_is_the_recorded_process(tmp_path: Path):
+    """A group whose leader's start time differs from the recorded one (its pid reused) is not the rerun's: left
+    alone. One whose leader is the recorded process is ended."""
+    leaders = [subprocess.Popen(["sleep", "600"], start_new_session=True) for _ in range(2)]
+    try:
+        ours, reused = leaders
+        wait_for(lambda: all(process_start(p.pid) for p in leaders), what="the sleepers to start")
+        dead_owner = subprocess.Popen(["true"])
+        dead_owner.wait()
+        entry = {
+            "owner": f"{socket.gethostname()}:{dead_owner.pid}:1", "sha": "d" * 40,
+            "heartbeat": datetime.now(UTC).isoformat(),
+            "groups": [[ours.pid, process_start(ours.pid)], [reused.pid, "1"]],
+        }  # fmt: skip
+        with Store.open(f"sqlite:///{tmp_path / 'b.db'}") as store:
+            bisect_id = store.create_bisect(str(tmp_path), "a" * 40, "d" * 40, {}, datetime.now(UTC))
+            store.update_extra(bisect_id, reruns={"token": entry})
+            end_dead_reruns(store, bisect_id, datetime.now(UTC))
+            assert "reruns" not in store.get_bisect(bisect_id).extra
+        assert ours.wait(timeout=60) == -signal.SIGTERM
+        assert reused.poll() is None
+    finally:
+        for leader in leaders:
+            leader.kill()
+            leader.wait()
 
 
 def move_to_another_host(db: Path, heartbeat: datetime) -> dict[str, dict[str, str]]:
@@ -407,3 +473,51 @@ def test_a_rerun_of_an_in_memory_store_is_judged_by_its_process_alone(tmp_path: 
             later = datetime.now(UTC) + timedelta(seconds=2 * LEASE_TTL_S)
             assert end_dead_reruns(store, bisect_id, later) == 0
             assert running_rerun_commits(store.get_bisect(bisect_id).extra, later) == (sha,)
+
+
+def test_a_rerun_judged_gone_says_it_lost_its_registration_and_stops(tmp_path: Path, held: HeldTest):
+    """A living rerun whose heartbeat did not reach the store for longer than the TTL (here: judged by a clock that
+    far ahead) is judged gone: its step is stored interrupted and its entry removed. When it notices, it stops its
+    step's processes and says that it lost its registration, exit 2 as a coordinator whose lease was taken: it was
+    not cancelled."""
+    history, db = found_bisect(tmp_path, held)
+    held.hold.touch()
+    rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
+    wait_for_the_reruns_test(db, held, rerun)
+    with Store.open(f"sqlite:///{db}") as store:
+        assert end_dead_reruns(store, 1, datetime.now(UTC) + timedelta(seconds=2 * LEASE_TTL_S)) == 1
+
+    out, err = rerun.communicate(timeout=120)
+    assert rerun.returncode == 2, (out, err)
+    assert err.strip().splitlines()[-1] == (
+        f"bisect: error: the rerun of bisect 1 at {history.shas[6][:12]} lost its registration: judged gone (no "
+        f"heartbeat in the store for {LEASE_TTL_S:.0f} s), its running steps were stored as interrupted; it stopped"
+    )
+    assert "Traceback" not in err
+    wait_for(lambda: not held.processes(), what="the rerun's step's processes to end")
+    steps = stored_rows(db, "select verdict, error_kind, detail from steps where purpose = 'rerun' order by id")
+    assert steps == [DIED]
+    assert rerun_entries(db) == {}
+
+
+@pytest.mark.parametrize("ttl_s", [LEASE_TTL_S / 4, LEASE_TTL_S * 4])
+def test_a_rerun_is_judged_gone_by_its_coordinators_lease_ttl(tmp_path: Path, ttl_s: float):
+    """Judged while it runs, at a heartbeat's age between its coordinator's configured lease TTL and LEASE_TTL_S: gone
+    once its coordinator's TTL passed (neither sooner nor later than its lease would be), wherever it is judged."""
+    history = culprit_history(tmp_path / "repo", 4, 2)
+    sha = history.shas[-1]
+    judged: list[tuple[str, ...]] = []
+    with Store.open(f"sqlite:///{tmp_path / 'b.db'}") as store:
+        bisect_id = prepare_bisect(store, synthetic_spec(history.path, history.shas[0], sha))
+
+        def judge() -> bool:
+            extra = store.get_bisect(bisect_id).extra
+            [entry] = extra["reruns"].values()
+            age = timedelta(seconds=(ttl_s + LEASE_TTL_S) / 2)
+            judged.append(running_rerun_commits(extra, datetime.fromisoformat(entry["heartbeat"]) + age))
+            return False
+
+        [result] = Coordinator(store, make_executor, lease_ttl_s=ttl_s).rerun(bisect_id, sha, cancelled=judge)
+    assert result.verdict.value == "bad"
+    assert judged
+    assert set(judged) == {() if ttl_s < LEASE_TTL_S else (sha,)}

@@ -41,6 +41,14 @@ def is_gone(host: str, pid: int, started: str | None) -> bool:
     return False  # it exists, but /proc does not show it to us
 
 
+def runs_here(host: str, pid: int, started: str | None) -> bool:
+    """Whether the process (host, pid, its start time) is of this host and still runs: its pid names a process that
+    started at that time, not a later one that reused the pid. False where that cannot be told."""
+    if host != socket.gethostname() or not started or started == "?" or pid <= 0:
+        return False
+    return process_start(pid) == started
+
+
 def mark_owner(folder: Path) -> None:
     """Record this process (host, pid, start) as the owner of a folder it made."""
     pid = os.getpid()

@@ -78,6 +78,12 @@ class Executor(abc.ABC):
         executor that can tell a hung worker replaces it. A late report of the step may still come."""
         self.cancel(step_id)
 
+    def process_groups(self) -> list[int]:
+        """The process groups on this host that the running steps' commands lead, as far as they have started: what a
+        reaper ends if the process driving this executor dies (its workers with it). None here: steps that run
+        elsewhere or in this process."""
+        return []
+
     @abc.abstractmethod
     def close(self) -> None:
         """Stop every worker, killing what still runs."""

@@ -376,6 +376,9 @@ class LocalExecutor(Executor):
             if slot.running is not None and slot.running.step_id == step_id:
                 slot.process.kill()
 
+    def process_groups(self) -> list[int]:
+        return sorted(pgid for slot in self._slots if slot.running is not None for pgid in slot.pgids)
+
     def worker_pids(self) -> dict[str, int | None]:
         """The pid of each slot's worker process (for diagnostics and fault-injection tests)."""
         return {slot.name: slot.process.pid for slot in self._slots}

@@ -114,20 +114,27 @@ def resume(bisect_id: int, explain: bool | None, db_url: str | None, output_form
 
 @click.command()
 @click.argument("bisect_id", type=int)
+@click.option(
+    "--wait", "wait_s", type=click.FloatRange(min=0), metavar="SECONDS",
+    help="How long to wait for the reruns to stop; those still running then are named asked to stop.  "
+    "[default: 60; a server waits at most that]",
+)  # fmt: skip
 @db_option
 @server_options
-def cancel(bisect_id: int, db_url: str | None, server: str | None, token_file: str | None) -> None:
+def cancel(
+    bisect_id: int, wait_s: float | None, db_url: str | None, server: str | None, token_file: str | None
+) -> None:
     """Cancel a running bisect and its reruns (`run-at --bisect`): their coordinators stop their steps and exit. Of
     a bisect that has ended, its reruns alone. With --server, the server's bisect and its reruns, the server's and
     those on the server's store."""
     if server is not None:
-        return cancel_remote(server, token_file, bisect_id)
+        return cancel_remote(server, token_file, bisect_id, wait_s)
     from bisector.runner.coordinator import cancel_bisect
     from bisector.runner.wiring import open_store
 
     with translated_errors(bisect_id), open_store(db_url) as store:
-        outcome = cancel_bisect(store, bisect_id)
-    click.echo(cancelled_line(bisect_id, outcome.status.value, outcome.ended_before, outcome.reruns))
+        outcome = cancel_bisect(store, bisect_id) if wait_s is None else cancel_bisect(store, bisect_id, wait_s=wait_s)
+    click.echo(cancelled_line(bisect_id, outcome.status.value, outcome.ended_before, outcome.reruns, outcome.asked))
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -146,20 +146,29 @@ def print_remote(server: str, token_file: str | None, bisect_id: int, view: str,
     click.echo(text)
 
 
-def cancel_remote(server: str, token_file: str | None, bisect_id: int) -> None:
+def cancel_remote(server: str, token_file: str | None, bisect_id: int, wait_s: float | None) -> None:
     with translated_errors(), client(server, token_file) as service:
-        outcome = service.cancel(bisect_id)
+        outcome = service.cancel(bisect_id, wait_s)
     status = str(outcome.get("status", "cancelled"))
-    # a server before these fields said {"status", "rerun"}
+    # a server before these fields said {"status", "rerun"}; one before asked_to_stop named only the reruns stopped
     reruns = outcome.get("reruns") or [sha for sha in [outcome.get("rerun")] if sha]
-    click.echo(cancelled_line(bisect_id, status, bool(outcome.get("ended_before", status != "cancelled")), reruns))
+    ended_before = bool(outcome.get("ended_before", status != "cancelled"))
+    click.echo(cancelled_line(bisect_id, status, ended_before, reruns, outcome.get("asked_to_stop") or ()))
 
 
-def cancelled_line(bisect_id: int, status: str, ended_before: bool, reruns: Sequence[str]) -> str:
-    """What `bisect cancel` prints, of a local store or a server: the bisect's end and the reruns it stopped."""
+def cancelled_line(
+    bisect_id: int, status: str, ended_before: bool, reruns: Sequence[str], asked: Sequence[str] = ()
+) -> str:
+    """What `bisect cancel` prints, of a local store or a server: the bisect's end, the reruns it stopped and those
+    it asked to stop that still ran when it stopped waiting."""
     ended = f"already {status}" if ended_before else "cancelled"
-    stopped = f"; its rerun{'s' if len(reruns) > 1 else ''} at {', '.join(s[:12] for s in reruns)} cancelled"
-    return f"bisect {bisect_id}: {ended}" + (stopped if reruns else "")
+    stopped = f"; {_reruns_at(reruns)} cancelled" if reruns else ""
+    pending = f"; {_reruns_at(asked)} asked to stop (still running)" if asked else ""
+    return f"bisect {bisect_id}: {ended}{stopped}{pending}"
+
+
+def _reruns_at(shas: Sequence[str]) -> str:
+    return f"its rerun{'s' if len(shas) > 1 else ''} at {', '.join(s[:12] for s in shas)}"
 
 
 def rerun_remote(server: str, token_file: str | None, bisect_id: int, rev: str | None, step: int | None) -> None:

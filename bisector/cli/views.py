@@ -54,12 +54,12 @@ def end_dead_reruns_where_writable(store: Any, db_url: str | None, bisect_id: in
     store can be written: a read-only store is shown as it is."""
     from datetime import UTC, datetime
 
-    from bisector.runner.reruns import end_dead_reruns, has_dead_reruns
+    from bisector.runner.reruns import dead_rerun_commits, end_dead_reruns
     from bisector.runner.wiring import open_store
     from bisector.vocab.errors import StoreError
 
     now = datetime.now(UTC)
-    if has_dead_reruns(store.get_bisect(bisect_id).extra, now):
+    if dead_rerun_commits(store.get_bisect(bisect_id).extra, now):
         with contextlib.suppress(StoreError), open_store(db_url) as writable:
             end_dead_reruns(writable, bisect_id, now)
 

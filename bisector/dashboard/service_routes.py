@@ -33,12 +33,17 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from bisector.dashboard.actions import add_actions
 from bisector.dashboard.app import BisectId
 from bisector.db.jobs import JobRecord
+from bisector.runner.reruns import RERUN_STOP_WAIT_S
 from bisector.service.body_limit import RequestBodyLimit
 from bisector.service.render import FORMATS, VIEWS, render
 from bisector.service.service import BisectService, NotYoursError
 from bisector.service.submission import CommandNotAllowedError
 from bisector.service.tokens import Person
 from bisector.vocab.errors import StateError
+
+WaitS = Annotated[
+    float, Query(ge=0, le=RERUN_STOP_WAIT_S, description="Seconds to wait for the reruns to stop (default: the most).")
+]
 
 NO_TOKEN = "no token given: this endpoint needs Authorization: Bearer TOKEN"
 WRONG_TOKEN = "token not accepted: the bearer token is not this server's"
@@ -74,11 +79,11 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
         "/api/bisects/{bisect_id}",
         summary="Cancel a queued or running bisect and its reruns (its owner's or an admin's token)",
     )
-    def cancel(bisect_id: BisectId, person: Person = bearer) -> Any:
+    def cancel(bisect_id: BisectId, wait_s: WaitS = RERUN_STOP_WAIT_S, person: Person = bearer) -> Any:
         def cancelled() -> dict[str, object]:
-            outcome = service.cancel(bisect_id, person)
+            outcome = service.cancel(bisect_id, person, wait_s)
             return {"id": bisect_id, "status": outcome.status.value, "ended_before": outcome.ended_before,
-                    "reruns": list(outcome.reruns)}  # fmt: skip
+                    "reruns": list(outcome.reruns), "asked_to_stop": list(outcome.asked)}  # fmt: skip
 
         return acted(cancelled)
 

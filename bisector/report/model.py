@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +20,9 @@ from bisector.core.ledger import EVIDENCE_PURPOSES, Ledger
 from bisector.core.records import EndpointCheck, SearchRecords
 from bisector.core.spec import BisectSpec
 from bisector.core.terms import new_verdict, old_verdict, term_of
+from bisector.db.step_table import RERUN_DIED_DETAIL
 from bisector.db.store import Store
+from bisector.runner.reruns import dead_rerun_commits
 from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.cost import step_gpu_seconds
 from bisector.vocab.domain import (
@@ -82,6 +84,17 @@ def _with_found_logs(steps: list[StepRecord], folder: Path) -> list[StepRecord]:
     return found
 
 
+def _dead_reruns_interrupted(steps: list[StepRecord], dead: Collection[str]) -> list[StepRecord]:
+    """The running rerun steps at the commits of gone reruns shown as the next writing command will store them
+    (reruns.end_dead_reruns), without writing: a view, served from a read-only store too, never writes."""
+    return [
+        replace(step, verdict=Verdict.ERROR, error_kind=ErrorKind.INTERRUPTED, detail=RERUN_DIED_DETAIL)
+        if step.verdict is None and step.purpose is StepPurpose.RERUN and step.sha in dead
+        else step
+        for step in steps
+    ]
+
+
 @dataclass(frozen=True)
 class BisectReport:
     record: BisectRecord
@@ -93,11 +106,12 @@ class BisectReport:
     @classmethod
     def load(cls, store: Store, bisect_id: int) -> BisectReport:
         record = store.get_bisect(bisect_id)
+        steps = _dead_reruns_interrupted(store.steps(bisect_id), dead_rerun_commits(record.extra, datetime.now(UTC)))
         return cls(
             record,
             BisectSpec.from_json(record.spec),
             store.candidates(bisect_id),
-            _with_found_logs(store.steps(bisect_id), log_dir(store.identity, bisect_id)),
+            _with_found_logs(steps, log_dir(store.identity, bisect_id)),
             _stored_explanation(store, bisect_id),
         )
 

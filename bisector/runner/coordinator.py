@@ -25,6 +25,7 @@ from bisector.runner.observer import ProgressObserver, SilentObserver
 from bisector.runner.ownership import HEARTBEAT_S, LEASE_TTL_S, Lease
 from bisector.runner.pipeline import StepPipeline
 from bisector.runner.reruns import (
+    RERUN_STOP_WAIT_S,
     RerunRegistration,
     end_dead_reruns,
     reruns_stopped,
@@ -96,12 +97,13 @@ def store_missing_candidates(store: Store, record: BisectRecord) -> bool:
 
 @dataclass(frozen=True)
 class CancelOutcome:
-    """What a cancel ended: the bisect's status after it (cancelled, or the end it had reached before), and the
-    commits of the reruns of it that it stopped."""
+    """What a cancel ended: the bisect's status after it (cancelled, or the end it had reached before), the commits
+    of the reruns of it that it stopped, and of those it asked to stop that still ran when its wait ended."""
 
     status: BisectStatus
     reruns: tuple[str, ...]
     ended_before: bool  # the bisect had ended: the cancel stopped its reruns alone
+    asked: tuple[str, ...] = ()
 
 
 def cancel_bisect(
@@ -110,13 +112,15 @@ def cancel_bisect(
     now: Clock = utc_now,
     *,
     stop_here: Callable[[bool], Iterable[str]] = lambda ended: (),
+    wait_s: float = RERUN_STOP_WAIT_S,
 ) -> CancelOutcome:
     """`bisect cancel`: a bisect that has not ended is stored as cancelled (its coordinator stops at its next look)
     and every rerun of it stops its steps, stored as cancelled, and ends; of a bisect that has ended, its reruns
-    alone, its end kept. The cancel waits (bounded: reruns.reruns_stopped) for the reruns to end and names those it
-    stopped, not one that ended by itself meanwhile; the running steps of dead reruns are stored as interrupted.
-    stop_here(whether it had ended): what only the caller can stop (a server's own threads), once the store is
-    changed; the commits of the reruns it stopped. StateError when it has ended and it stopped no rerun."""
+    alone, its end kept. The cancel waits up to wait_s (reruns.reruns_stopped) for the reruns to end and names those
+    it stopped, not one that ended by itself meanwhile, and apart those still running then (asked to stop); the
+    running steps of dead reruns are stored as interrupted. stop_here(whether it had ended): what only the caller can
+    stop (a server's own threads, waited for up to wait_s), once the store is changed; the commits of the reruns it
+    stopped. StateError when it has ended and it stopped or asked no rerun."""
     record = store.get_bisect(bisect_id)
     end_dead_reruns(store, bisect_id, now())
     status, ended = record.status, record.status.is_terminal()
@@ -130,11 +134,12 @@ def cancel_bisect(
             store_missing_candidates(store, record)  # its coordinator may have died before storing them
     revoked = revoke_reruns(store, bisect_id, now())
     here = tuple(stop_here(ended))
-    reruns = tuple(dict.fromkeys((*reruns_stopped(store, bisect_id, revoked, now), *here)))
+    stopped, asked = reruns_stopped(store, bisect_id, revoked, now, wait_s)
+    reruns = tuple(dict.fromkeys((*stopped, *here)))
     end_dead_reruns(store, bisect_id, now())  # one kept beside a living rerun at its commit that has now ended
-    if ended and not reruns:
+    if ended and not reruns and not asked:
         raise StateError(f"bisect {bisect_id} is already {status.value}")
-    return CancelOutcome(status, reruns, ended)
+    return CancelOutcome(status, reruns, ended, asked)
 
 
 class Coordinator:
@@ -237,7 +242,9 @@ class Coordinator:
     ) -> list[StepResult]:
         """`bisect run-at --bisect`: the bisect's build and test at any commit, `times` runs, stored as rerun steps.
         SideRunsCancelledError once cancelled() or `bisect cancel` (cancel_bisect, from any process) says so: both
-        are asked every round, from before the executor starts."""
+        are asked every round, from before the executor starts. RerunLostError once another process judged it gone
+        (its registration removed, its steps stored as interrupted): it stops its steps and writes nothing. Its
+        registration is judged by this coordinator's lease TTL."""
         if times < 1:
             raise StateError(f"--repeat must be at least 1 (got {times})")
         record = self.store.get_bisect(bisect_id)
@@ -245,9 +252,14 @@ class Coordinator:
         spec = BisectSpec.from_json(record.spec)
         sha = GitRepo(record.repo).resolve(rev)
         spec = spec.with_executor(executor_overrides or {})
-        registration = RerunRegistration(self.store, bisect_id, sha, self.now, self.heartbeat_s)
+        registration = RerunRegistration(self.store, bisect_id, sha, self.now, self.heartbeat_s, self.lease_ttl_s)
         with registration, self.executor_factory(spec) as executor:
-            runner = self._side_runner(record, spec, executor, lambda: cancelled() or registration.revoked())
+
+            def stop_asked() -> bool:
+                registration.record_groups(executor.process_groups())  # for a reaper, should this process die
+                return cancelled() or registration.revoked()
+
+            runner = self._side_runner(record, spec, executor, stop_asked)
             return runner.run([SideRun(sha, StepPurpose.RERUN, label=f"rerun-{i}") for i in range(times)])
 
     def run(self, bisect_id: int) -> BisectRecord:

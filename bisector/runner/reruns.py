@@ -1,17 +1,19 @@
 """Which reruns of a bisect run (`Coordinator.rerun`, in any process), so that `bisect cancel` can stop them.
 
 A rerun registers in its bisect's `extra` while it runs ("reruns": token -> {"owner": process, "sha": commit,
-"heartbeat": time}), renews the entry's heartbeat every HEARTBEAT_S from a thread of its own, and asks every round
-whether a cancel has revoked its entry. A cancel (revoke_reruns) marks the entries of the running reruns revoked
-("revoked": true): each stops its running steps, stores them as cancelled and, on leaving, marks its entry with how
-it ended ("ended": "cancelled", or "finished" when it had ended by itself first); the cancel waits a bounded time
-for that mark (reruns_stopped), removes the ended entries and names only the reruns it stopped. A rerun that was not
-revoked removes its own entry. A rerun killed by a signal it could not catch leaves its entry and its steps running:
-end_dead_reruns (the next `bisect status`, `cancel`, `resume` or `run-at --bisect` of the bisect) stores those steps
-as interrupted and removes the entry, once the rerun is gone by the lease's rule (ownership.holder_is_gone): its
-process is gone from this host, or, on any host, its heartbeat is older than LEASE_TTL_S. A cancel waits for no gone
-rerun. A coordinator that stores its running steps as interrupted (a stop signal, `bisect resume`) leaves those of
-the running reruns registered here to them.
+"heartbeat": time, "ttl_s": seconds}), renews the entry's heartbeat every HEARTBEAT_S from a thread of its own, and
+asks every round whether a cancel has revoked its entry. A cancel (revoke_reruns) marks the entries of the running
+reruns revoked ("revoked": true): each stops its running steps, stores them as cancelled and, on leaving, marks its
+entry with how it ended ("ended": "cancelled", or "finished" when it had ended by itself first); the cancel waits a
+bounded time for that mark (reruns_stopped), removes the ended entries and names only the reruns it stopped. A rerun
+that was not revoked removes its own entry. A rerun killed by a signal it could not catch leaves its entry and its
+steps running: end_dead_reruns (the next `bisect status`, `cancel`, `resume` or `run-at --bisect` of the bisect)
+stores those steps as interrupted and removes the entry, once the rerun is gone by the lease's rule
+(ownership.holder_is_gone): its process is gone from this host, or, on any host, its heartbeat is older than the
+entry's TTL (its coordinator's lease TTL, LEASE_TTL_S unless configured). A cancel waits for no gone rerun. A living
+rerun judged gone (its heartbeat kept from the store past the TTL) finds its entry removed at its next round and
+stops (RerunLostError). A coordinator that stores its running steps as interrupted (a stop signal, `bisect resume`)
+leaves those of the running reruns registered here to them.
 """
 
 from __future__ import annotations
@@ -25,24 +27,32 @@ from types import TracebackType
 from typing import Any
 
 from bisector.db.store import Store
-from bisector.runner.ownership import HEARTBEAT_S, Clock, Heartbeat, OwnerId, holder_is_gone
+from bisector.runner.ownership import HEARTBEAT_S, LEASE_TTL_S, Clock, Heartbeat, OwnerId, holder_is_gone
 from bisector.runner.side_runs import SideRunsCancelledError
-from bisector.vocab.errors import BisectError
+from bisector.vocab.errors import BisectError, StateError
+from bisector.vocab.processes import process_start, runs_here
 
 RERUNS_KEY = "reruns"
 REVOKED = "revoked"  # an entry's key: a cancel asked its rerun to stop
 HEARTBEAT = "heartbeat"  # an entry's key: when its rerun last showed it lives (ISO 8601)
+TTL = "ttl_s"  # an entry's key: how long after its last heartbeat its rerun is gone (its coordinator's lease TTL)
+GROUPS = "groups"  # an entry's key: [pgid, its leader's start time] of its steps' commands on its host
 ENDED = "ended"  # an entry's key, once its revoked rerun ended: CANCELLED (the cancel stopped it) or FINISHED
 CANCELLED, FINISHED = "cancelled", "finished"
 RERUN_STOP_WAIT_S = 60.0  # how long a cancel waits for the reruns it revoked to end (they look every half second)
 REVOKE_POLL_S = 0.2
 
 
+class RerunLostError(StateError):
+    """A rerun's entry was removed while it ran: another process judged it gone and stored its steps as
+    interrupted. The rerun stops without writing a result."""
+
+
 class RerunRegistration:
-    """A rerun's entry, for a with-block: written on entry with a heartbeat renewed every heartbeat_s (none in an
-    in-memory store, which this process alone reads: such an entry is judged by its process alone); on exit removed, or,
-    when a cancel revoked it, marked with how the rerun ended (stopped by SideRunsCancelledError or not) for the cancel
-    to read and remove."""
+    """A rerun's entry, for a with-block: written on entry with a heartbeat renewed every heartbeat_s and the ttl_s
+    its judges apply (none in an in-memory store, which this process alone reads: such an entry is judged by its
+    process alone); on exit removed, or, when a cancel revoked it, marked with how the rerun ended (stopped by
+    SideRunsCancelledError or not) for the cancel to read and remove."""
 
     def __init__(
         self,
@@ -51,12 +61,16 @@ class RerunRegistration:
         sha: str,
         now: Clock = lambda: datetime.now(UTC),
         heartbeat_s: float = HEARTBEAT_S,
+        ttl_s: float = LEASE_TTL_S,
     ) -> None:
         self.store = store
         self.bisect_id = bisect_id
+        self.sha = sha
         self.now = now
-        self.entry = {"owner": str(OwnerId.this_process()), "sha": sha}
+        self.ttl_s = ttl_s
+        self.entry: dict[str, Any] = {"owner": str(OwnerId.this_process()), "sha": sha}
         self.token = uuid.uuid4().hex  # one process may run several reruns of a bisect
+        self._groups: list[list[Any]] = []  # as recorded in the entry
         self._heartbeat = Heartbeat(self._beat, heartbeat_s, name=f"rerun-{bisect_id}")
 
     def __enter__(self) -> RerunRegistration:
@@ -64,7 +78,8 @@ class RerunRegistration:
             self.store.change_extra(self.bisect_id, lambda extra: self._with_own(extra, self.entry))
             return self
         beat = self.now().isoformat()
-        self.store.change_extra(self.bisect_id, lambda extra: self._with_own(extra, {**self.entry, HEARTBEAT: beat}))
+        entry = {**self.entry, HEARTBEAT: beat, TTL: self.ttl_s}
+        self.store.change_extra(self.bisect_id, lambda extra: self._with_own(extra, entry))
         self._heartbeat.start()
         return self
 
@@ -76,10 +91,30 @@ class RerunRegistration:
         with contextlib.suppress(BisectError):  # a lost store: the error that ended the rerun is the one to see
             self.store.change_extra(self.bisect_id, lambda extra: self._leaving(extra, ended))
 
+    def record_groups(self, pgids: Collection[int]) -> None:
+        """Record the process groups its running steps' commands lead (on this host), each with its leader's start
+        time, for end_dead_reruns to end should this process die; written only when they changed."""
+        groups = [[pgid, started] for pgid in sorted(pgids) if (started := process_start(pgid)) is not None]
+        if groups == self._groups:
+            return
+
+        def recorded(extra: dict[str, Any]) -> dict[str, Any]:
+            own = _reruns(extra).get(self.token)
+            return extra if own is None else self._with_own(extra, {**own, GROUPS: groups})
+
+        self.store.change_extra(self.bisect_id, recorded)
+        self._groups = groups
+
     def revoked(self) -> bool:
-        """Whether a cancel revoked the entry (read from the store)."""
+        """Whether a cancel revoked the entry (read from the store); RerunLostError when the entry is gone."""
         own = _reruns(self.store.get_bisect(self.bisect_id).extra).get(self.token)
-        return own is None or bool(own.get(REVOKED))
+        if own is None:
+            raise RerunLostError(
+                f"the rerun of bisect {self.bisect_id} at {self.sha[:12]} lost its registration: judged gone (no "
+                f"heartbeat in the store for {self.ttl_s:.0f} s), its running steps were stored as interrupted; "
+                "it stopped"
+            )
+        return bool(own.get(REVOKED))
 
     def _beat(self) -> bool:
         """Renew the entry's heartbeat; whether it is still there to renew (a rerun judged gone has lost it)."""
@@ -115,37 +150,68 @@ def revoke_reruns(store: Store, bisect_id: int, now: datetime) -> list[str]:
 
 def reruns_stopped(
     store: Store, bisect_id: int, revoked: Collection[str], now: Clock, wait_s: float = RERUN_STOP_WAIT_S
-) -> tuple[str, ...]:
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Wait up to wait_s for the revoked reruns to end or be gone, and remove the entries of the reruns that ended.
-    The commits of those the cancel stopped: not of one that ended by itself first, nor of one that died or is still
-    running after wait_s (who cannot be known to stop)."""
+    The commits of those the cancel stopped (not of one that ended by itself first, nor of one that died), and of
+    those still running after wait_s: asked to stop, they stop at their next round unless they die first."""
     deadline = time.monotonic() + wait_s
     while _any_running(store, bisect_id, revoked, now()) and time.monotonic() < deadline:
         time.sleep(REVOKE_POLL_S)
     before = _reruns(store.change_extra(bisect_id, _without_ended))
-    stopped = (before[t]["sha"] for t in revoked if t in before and before[t].get(ENDED) == CANCELLED)
-    return tuple(dict.fromkeys(stopped))
+    entries = [before[t] for t in revoked if t in before]
+    stopped = (entry["sha"] for entry in entries if entry.get(ENDED) == CANCELLED)
+    asked = (entry["sha"] for entry in entries if _running(entry, now()))
+    return tuple(dict.fromkeys(stopped)), tuple(dict.fromkeys(asked))
 
 
 def end_dead_reruns(store: Store, bisect_id: int, now: datetime) -> int:
     """Store the running steps of the bisect's gone reruns (see the module's doc) as interrupted, and remove their
-    entries; how many steps. A dead rerun at a commit that a running one also runs keeps its entry until that one
-    ends: their steps cannot be told apart."""
-    return store.interrupt_reruns(bisect_id, now, lambda extra: _without_dead(extra, now))
+    entries; then end the process groups their steps' commands left running on this host (SIGTERM, a grace, SIGKILL),
+    each only while its leader is the process recorded (its start time): never a process that is not theirs. How
+    many steps. A dead rerun at a commit that a running one also runs keeps its entry until that one ends: their
+    steps cannot be told apart."""
+    ended: list[dict[str, Any]] = []
+
+    def without_dead(extra: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+        kept, dead = _without_dead(extra, now)
+        ended[:] = dead
+        return kept, tuple(dict.fromkeys(entry["sha"] for entry in dead))
+
+    count = store.interrupt_reruns(bisect_id, now, without_dead)
+    _end_groups_here(ended)
+    return count
 
 
-def has_dead_reruns(extra: dict[str, Any], now: datetime) -> bool:
-    """Whether end_dead_reruns has something to end in a bisect's extra."""
-    return _without_dead(extra, now)[0] != extra
+def dead_rerun_commits(extra: dict[str, Any], now: datetime) -> tuple[str, ...]:
+    """The commits whose running rerun steps end_dead_reruns would store as interrupted (none: nothing to end)."""
+    return tuple(dict.fromkeys(entry["sha"] for entry in _without_dead(extra, now)[1]))
 
 
-def _without_dead(extra: dict[str, Any], now: datetime) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """extra without the entries of the dead reruns whose steps can be ended, and the commits of those."""
+def _without_dead(extra: dict[str, Any], now: datetime) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """extra without the entries of the dead reruns whose steps can be ended, and those entries."""
     reruns = _reruns(extra)
     running = {entry["sha"] for entry in reruns.values() if _running(entry, now)}
     dead = {token for token, entry in reruns.items() if _is_gone(entry, now) and entry["sha"] not in running}
     kept = {token: entry for token, entry in reruns.items() if token not in dead}
-    return _with_reruns(extra, kept), tuple(dict.fromkeys(reruns[token]["sha"] for token in dead))
+    return _with_reruns(extra, kept), [reruns[token] for token in dead]
+
+
+def _end_groups_here(entries: Collection[dict[str, Any]]) -> None:
+    """End the recorded process groups of these reruns' steps that still run on this host under their recorded
+    leader."""
+    pgids = []
+    for entry in entries:
+        owner = OwnerId.parse(entry["owner"])
+        host = "" if owner is None else owner.host  # no host: none of its groups is judged ours
+        for group in entry.get(GROUPS, []):
+            with contextlib.suppress(TypeError, ValueError, LookupError):  # unreadable: it names no process of ours
+                if runs_here(host, int(group[0]), str(group[1])):
+                    pgids.append(int(group[0]))
+    if pgids:
+        from bisector.workers.process import KILL_GRACE_S
+        from bisector.workers.process_tree import end_groups
+
+        end_groups(pgids, KILL_GRACE_S)
 
 
 def running_rerun_commits(extra: dict[str, Any], now: datetime) -> tuple[str, ...]:
@@ -171,9 +237,10 @@ def _is_gone(entry: dict[str, Any], now: datetime) -> bool:
         return holder_is_gone(entry["owner"], now, now)
     try:
         heartbeat: datetime | None = datetime.fromisoformat(entry[HEARTBEAT])
+        ttl_s = float(entry.get(TTL, LEASE_TTL_S))
     except (TypeError, ValueError):  # unreadable: gone, as a lease without a heartbeat
-        heartbeat = None
-    return holder_is_gone(entry["owner"], heartbeat, now)
+        heartbeat, ttl_s = None, LEASE_TTL_S
+    return holder_is_gone(entry["owner"], heartbeat, now, ttl_s)
 
 
 def _reruns(extra: dict[str, Any]) -> dict[str, dict[str, Any]]:

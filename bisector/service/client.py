@@ -42,10 +42,12 @@ class ServiceClient:
         answer: dict[str, Any] = self._call("POST", "/api/bisects", json=request).json()
         return answer
 
-    def cancel(self, bisect_id: int) -> dict[str, Any]:
-        """{id, status, ended_before, reruns} after the cancel: the bisect's status, whether it had ended, the shas
-        of the reruns the cancel stopped."""
-        answer: dict[str, Any] = self._call("DELETE", f"/api/bisects/{bisect_id}").json()
+    def cancel(self, bisect_id: int, wait_s: float | None = None) -> dict[str, Any]:
+        """{id, status, ended_before, reruns, asked_to_stop} after the cancel: the bisect's status, whether it had
+        ended, the shas of the reruns the cancel stopped and of those still running after its wait (wait_s: the
+        server's default when None)."""
+        params = {} if wait_s is None else {"wait_s": wait_s}
+        answer: dict[str, Any] = self._call("DELETE", f"/api/bisects/{bisect_id}", params=params).json()
         return answer
 
     def rerun(self, bisect_id: int, *, step: int | None = None, rev: str | None = None) -> dict[str, Any]:

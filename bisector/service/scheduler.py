@@ -60,9 +60,9 @@ class Rerun:
     stopped: threading.Event
 
 
-def _stopped_by_cancel(rerun: Rerun) -> bool:
-    """Whether the rerun, its cancel asked, ended by it (within RERUN_STOP_WAIT_S) rather than by itself."""
-    rerun.thread.join(RERUN_STOP_WAIT_S)
+def _stopped_by_cancel(rerun: Rerun, wait_s: float) -> bool:
+    """Whether the rerun, its cancel asked, ended by it (within wait_s) rather than by itself."""
+    rerun.thread.join(wait_s)
     return rerun.stopped.is_set()
 
 
@@ -127,10 +127,11 @@ class JobScheduler:
         with self._lock:
             return list(self._reruns)
 
-    def cancel(self, job: JobRecord) -> CancelOutcome:
+    def cancel(self, job: JobRecord, wait_s: float = RERUN_STOP_WAIT_S) -> CancelOutcome:
         """`cancel_bisect` (the bisect and its reruns in every process; of a bisect that has ended, its reruns), and
         what only this server stops: the job's wait for a slot, and its rerun thread, waiting or running, whose end
-        the cancel waits for (up to RERUN_STOP_WAIT_S) and names only if the cancel ended it.
+        the cancel waits for (up to wait_s) and names only if the cancel ended it (one still running then is named
+        asked to stop through its registration in the store).
         StateError when the bisect has ended and no rerun of it runs."""
         bisect_id = job.bisect_id
         with self._lock:
@@ -147,9 +148,9 @@ class JobScheduler:
                     if bisect_id not in self._threads:
                         self.queue.mark_done(bisect_id, self.now())
             self.wake()
-            return (rerun.sha,) if rerun is not None and _stopped_by_cancel(rerun) else ()
+            return (rerun.sha,) if rerun is not None and _stopped_by_cancel(rerun, wait_s) else ()
 
-        return cancel_bisect(self.store, bisect_id, self.now, stop_here=stop_here)
+        return cancel_bisect(self.store, bisect_id, self.now, stop_here=stop_here, wait_s=wait_s)
 
     def running(self) -> list[int]:
         with self._lock:

@@ -12,6 +12,7 @@ from bisector.db.store import Store
 from bisector.report import BisectReport
 from bisector.runner.coordinator import CancelOutcome, prepare_bisect
 from bisector.runner.manual import MarkOutcome, mark_commit
+from bisector.runner.reruns import RERUN_STOP_WAIT_S
 from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
@@ -57,9 +58,9 @@ class BisectService:
             self.scheduler.add(bisect_id, submission.priority, source, person.name)
         return Submitted(bisect_id, "queued", person.name)
 
-    def cancel(self, bisect_id: int, person: Person) -> CancelOutcome:
-        """End the bisect and its reruns (of a bisect that has ended, its reruns)."""
-        return self.scheduler.cancel(self._check_owner(bisect_id, person, "cancel"))
+    def cancel(self, bisect_id: int, person: Person, wait_s: float = RERUN_STOP_WAIT_S) -> CancelOutcome:
+        """End the bisect and its reruns (of a bisect that has ended, its reruns), waiting up to wait_s for them."""
+        return self.scheduler.cancel(self._check_owner(bisect_id, person, "cancel"), wait_s)
 
     def rerun(self, bisect_id: int, person: Person, *, step: int | None = None, rev: str | None = None) -> str:
         """Run the bisect's build and test again, in the background, at its step `step` (as the report numbers it)

@@ -112,9 +112,9 @@ class ServiceProcess:
         headers = {"Authorization": authorization} if authorization is not None else {}
         return httpx.post(f"{self.base}/api/bisects", json=body, headers=headers, timeout=120.0)
 
-    def delete(self, bisect_id: int, authorization: str | None = f"Bearer {TOKEN}") -> httpx.Response:
+    def delete(self, bisect_id: int, authorization: str | None = f"Bearer {TOKEN}", **params: float) -> httpx.Response:
         headers = {"Authorization": authorization} if authorization is not None else {}
-        return httpx.delete(f"{self.base}/api/bisects/{bisect_id}", headers=headers, timeout=60.0)
+        return httpx.delete(f"{self.base}/api/bisects/{bisect_id}", headers=headers, params=params, timeout=120.0)
 
     def job(self, bisect_id: int) -> dict[str, Any]:
         answer: dict[str, Any] = httpx.get(f"{self.base}/api/jobs/{bisect_id}", timeout=60.0).json()

@@ -49,6 +49,10 @@ def older_server() -> Iterator[tuple[str, type[_OlderServer]]]:
             {"id": 3, "status": "found", "rerun": "ab" * 20},
             f"bisect 3: already found; its rerun at {'ab' * 6} cancelled\n",
         ),
+        (
+            {"id": 3, "status": "found", "ended_before": True, "reruns": [], "asked_to_stop": ["cd" * 20]},
+            f"bisect 3: already found; its rerun at {'cd' * 6} asked to stop (still running)\n",
+        ),
     ],
 )
 def test_a_cancel_answered_the_older_way_prints_one_line(older_server, answer, line) -> None:

@@ -219,11 +219,13 @@ def test_a_cancel_ends_the_bisects_rerun_too_and_the_cli_says_so(
     assert service.delete(bisect_id).json()["detail"] == f"bisect {bisect_id} is already cancelled"
 
 
+@pytest.mark.parametrize("frozen", [False, True], ids=["stopped", "asked-to-stop"])
 def test_delete_stops_a_cli_rerun_of_an_ended_bisect_and_keeps_its_verdict(
-    service: ServiceProcess, history: SyntheticHistory, hold: Path
+    service: ServiceProcess, history: SyntheticHistory, hold: Path, frozen: bool
 ) -> None:
     """`bisect run-at --bisect` in a process of its own, on the server's store: DELETE reaches it as `bisect cancel`
-    does (tests/test_rerun_cancel.py)."""
+    does (tests/test_rerun_cancel.py). One still running when the cancel stops waiting (frozen by SIGSTOP, the
+    cancel not waiting) is named asked to stop, and stops once it runs again."""
     bisect_id = service.post(submission(history, recipe="held")).json()["id"]
     assert service.wait_done(bisect_id)["status"] == "found"
     sha = history.shas[3]
@@ -242,9 +244,15 @@ def test_delete_stops_a_cli_rerun_of_an_ended_bisect_and_keeps_its_verdict(
             assert rerun.poll() is None, rerun.communicate()
             assert time.monotonic() < deadline, "the rerun never ran"
             time.sleep(0.1)
-        answer = service.delete(bisect_id)
+        if frozen:
+            os.kill(rerun.pid, signal.SIGSTOP)
+        answer = service.delete(bisect_id, wait_s=0) if frozen else service.delete(bisect_id)
         assert answer.status_code == 200, answer.text
-        assert answer.json() == {"id": bisect_id, "status": "found", "ended_before": True, "reruns": [sha]}
+        stopped, asked = ([], [sha]) if frozen else ([sha], [])
+        assert answer.json() == {
+            "id": bisect_id, "status": "found", "ended_before": True, "reruns": stopped, "asked_to_stop": asked
+        }  # fmt: skip
+        os.kill(rerun.pid, signal.SIGCONT)
         out, err = rerun.communicate(timeout=DONE_TIMEOUT_S)
     finally:
         hold.unlink(missing_ok=True)
