@@ -5,7 +5,7 @@ Python, tuning files, Rust, C / C++ / CUDA / HIP, CMake). A file that cannot be 
 A file added or removed whole is new (or dropped) code, not a change of the dispatch inside it: its entries are
 not rows (the callers or includes that start or stop using it change too, and those files are compared); it is
 named in a note instead, grouped by directory when there are many. Tuning files by their path (file_roles), and
-sources whose head says a tuning run generated them (generated_tuning.py), are the exception: a tuning file added or
+sources whose head says a tuning run generated them (whole_files.py), are the exception: a tuning file added or
 removed is new or dropped tuning, so its entries are rows.
 """
 
@@ -20,10 +20,9 @@ from bisector.analysis.changed_branches import BranchChange, last_resort_rows
 from bisector.analysis.env_gates import annotate_env_gates
 from bisector.analysis.file_roles import users_only
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.generated_tuning import generated_tuning_paths
 from bisector.analysis.readers import READERS, FileRows, FileVersions, Reader, UnreadableError, reader_for
 from bisector.analysis.rules import produce
-from bisector.analysis.whole_files import whole_file_notes
+from bisector.analysis.whole_files import generated_tuning_paths, whole_file_notes
 from bisector.vocab import gitdiff
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
