@@ -79,14 +79,14 @@ class StaticDiff:
         return [summary, *self.findings]
 
     @classmethod
-    def from_findings(cls, findings: Sequence[Finding], repo: str = "") -> StaticDiff | None:
+    def from_findings(cls, findings: Sequence[Finding]) -> StaticDiff | None:
         summary = next((f for f in findings if f.kind is FindingKind.STATIC_SUMMARY), None)
         if summary is None:
             return None
         rows = tuple(f for f in findings if f.kind.is_static)
         count = summary.detail.removeprefix("files=")
         files = tuple(dict.fromkeys(f.file for f in rows))
-        return cls(repo, summary.key, summary.before, rows, files, int(count) if count.isdigit() else len(files))
+        return cls("", summary.key, summary.before, rows, files, int(count) if count.isdigit() else len(files))
 
 
 def explain(
@@ -96,7 +96,6 @@ def explain(
     *,
     env: Mapping[str, str] | None = None,
     max_file_bytes: int = MAX_FILE_BYTES,
-    max_rows_per_file: int = MAX_ROWS_PER_FILE,
     readers: Sequence[Reader] = READERS,
 ) -> StaticDiff:
     """The explainer's one entry: the findings of commit culprit (any revision) against parent (default: its first
@@ -105,7 +104,7 @@ def explain(
     collecting = gc.isenabled()
     gc.disable()  # parsed modules live to the end (rows of last resort) and make no cycles: collections only cost
     try:
-        diff = _diff_commit(repo_path, culprit, parent, max_file_bytes, max_rows_per_file, readers)
+        diff = _diff_commit(repo_path, culprit, parent, max_file_bytes, readers)
     finally:  # once the parsed modules are freed: a collection right after the diff would walk all their nodes
         if collecting:
             gc.enable()
@@ -119,7 +118,6 @@ def _diff_commit(
     sha: str,
     parent: str | None,
     max_file_bytes: int,
-    max_rows_per_file: int,
     readers: Sequence[Reader],
 ) -> StaticDiff:
     repo = gitdiff.open_repo(repo_path)
@@ -144,7 +142,7 @@ def _diff_commit(
             for c in readable
         ]
         for analysis in analyses:
-            findings.extend(_capped(analysis.findings(), analysis.path, max_rows_per_file))
+            findings.extend(_capped(analysis.findings(), analysis.path))
         with_rows = {row.file for row in findings if row.kind.is_dispatch_relevant}
         branch_changes = [c for a in analyses if a.path not in with_rows for c in a.branch_changes()]
         findings.extend(produce("branch_tests", last_resort_rows, branch_changes))
@@ -154,11 +152,11 @@ def _diff_commit(
     return StaticDiff(str(repo_path), commit, base, tuple(findings), tuple(change.path for change in changes))
 
 
-def _capped(rows: list[Finding], path: str, limit: int) -> list[Finding]:
-    if len(rows) <= limit:
+def _capped(rows: list[Finding], path: str) -> list[Finding]:
+    if len(rows) <= MAX_ROWS_PER_FILE:
         return rows
-    note = Finding(FindingKind.NOTE, path, "rows cut", detail=f"{len(rows) - limit} more changed rows not listed")
-    return [*rows[:limit], note]
+    more = f"{len(rows) - MAX_ROWS_PER_FILE} more changed rows not listed"
+    return [*rows[:MAX_ROWS_PER_FILE], Finding(FindingKind.NOTE, path, "rows cut", detail=more)]
 
 
 def _added_or_removed_whole(change: gitdiff.FileChange, reader: Reader) -> bool:
