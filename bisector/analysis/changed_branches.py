@@ -28,9 +28,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bisector.analysis.changed_statements import changed_functions
 from bisector.analysis.code_shape import FunctionNode, ParsedSource, decorated_as_kernel, own_nodes, parameter_defaults
 from bisector.analysis.findings import Finding, FindingKind, short_text
-from bisector.analysis.function_changes import changed_functions
 from bisector.analysis.native_launch_locals import WORK_SIZE_NAME
 from bisector.analysis.native_scope import enclosing_function
 from bisector.analysis.native_value_forms import tested_again

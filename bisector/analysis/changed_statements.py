@@ -1,6 +1,8 @@
-"""The top-level statements of a changed module whose text the other version lacks, for the scans that compare a
-scope's contents on both sides (arch_targets.py, env_gates.py): a def, class or module-level statement
-whose text both versions share gives the same contents on both, so neither side need walk it.
+"""The parts of a changed Python module whose text the other version lacks. Its top-level statements, for the scans
+that compare a scope's contents on both sides (arch_targets.py, env_gates.py): a def, class or module-level statement
+whose text both versions share gives the same contents on both, so neither side need walk it. Its functions, and the
+dispatch-logic row that names one, for the rules that compare what a function's own code does on both sides
+(toggle_arguments.py, chosen_literals.py, changed_branches.py, kernel_code.py).
 
 Each statement's text is cut once per parsed version and kept on its tree, whichever scan asks first.
 """
@@ -9,8 +11,10 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
+from collections.abc import Callable, Iterator
 
-from bisector.analysis.code_shape import ParsedSource, first_line
+from bisector.analysis.code_shape import FunctionNode, ParsedSource, first_line, module_functions, source_lines
+from bisector.analysis.findings import Finding, FindingKind, short_text
 
 MODULE = "<module>"  # the name of the module-level statements that are no def or class
 _TEXTS = "_bisect_statement_texts"  # the attribute of the tree that keeps them
@@ -46,3 +50,43 @@ def _by_name(module: ParsedSource) -> dict[str, Counter[str]]:
     for statement, text in zip(module.tree.body, statement_texts(module), strict=True):
         grouped.setdefault(top_name(statement), Counter())[text] += 1
     return grouped
+
+
+def changed_functions(
+    before: ParsedSource, after: ParsedSource, skip: Callable[[str, FunctionNode], bool]
+) -> Iterator[tuple[str, FunctionNode, FunctionNode]]:
+    """(name, old, new) for each function or method on both sides whose text differs, less those skip(name, new)
+    leaves out. A name defined more than once in a version (`def _` under each of a series of registering
+    decorators) pairs no two functions."""
+    old_functions, new_functions = list(module_functions(before.tree.body)), list(module_functions(after.tree.body))
+    repeated = _repeated(old_functions) | _repeated(new_functions)
+    old = dict(old_functions)
+    for name, node in new_functions:
+        if name in repeated or name not in old or skip(name, node):
+            continue
+        if source_lines(before, old[name]) != source_lines(after, node):
+            yield name, old[name], node
+
+
+def _repeated(functions: list[tuple[str, FunctionNode]]) -> set[str]:
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for name, _ in functions:
+        (repeated if name in seen else seen).add(name)
+    return repeated
+
+
+def function_row(
+    path: str, name: str, node: FunctionNode, gone: list[str], new: list[str], detail: str, key: str = ""
+) -> Finding:
+    """The dispatch-logic row of function name: what its code did (gone) and does (new), joined and shortened."""
+    return Finding(
+        FindingKind.DISPATCH_LOGIC,
+        path,
+        name,
+        key=key,
+        before=short_text("; ".join(gone)) if gone else None,
+        after=short_text("; ".join(new)) if new else None,
+        line=node.lineno,
+        detail=detail,
+    )

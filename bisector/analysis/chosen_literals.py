@@ -20,10 +20,10 @@ import ast
 from collections import Counter
 from collections.abc import Iterator
 
+from bisector.analysis.changed_statements import changed_functions, function_row
 from bisector.analysis.code_shape import FunctionNode, ParsedSource, decorated_as_kernel, statement_blocks
 from bisector.analysis.conditions import condition_category
 from bisector.analysis.findings import Finding, short_text
-from bisector.analysis.function_changes import changed_functions, function_row
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _Case = tuple[ast.expr, bool]  # an if's test, and whether its else holds the statement

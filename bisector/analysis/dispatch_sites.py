@@ -27,8 +27,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import zip_longest
 
-from bisector.analysis.ast_walk import loaded_names, walk_inner
-from bisector.analysis.code_shape import decorated_as_kernel
+from bisector.analysis.code_shape import decorated_as_kernel, loaded_names, walk_inner
 from bisector.analysis.conditions import (
     Gate,
     chooses_implementation,

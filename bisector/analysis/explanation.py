@@ -59,9 +59,7 @@ class Explanation:
         return rows
 
     @classmethod
-    def from_findings(
-        cls, findings: Sequence[Finding], *, decode_m: int = DEFAULT_DECODE_M, verify_m: int | None = None
-    ) -> Explanation:
+    def from_findings(cls, findings: Sequence[Finding]) -> Explanation:
         return cls(
             static=StaticDiff.from_findings(findings),
             dispatch=DispatchDiff.from_findings(findings),
@@ -69,13 +67,9 @@ class Explanation:
             minimized=MinimizeResult.from_findings(findings),
             calls=CallTraceDiff.from_findings(findings),
             trace_note=next((f.detail for f in findings if f.kind is FindingKind.TRACE_NOTE), None),
-            decode_m=decode_m,
-            verify_m=verify_m,
         )
 
 
-def explain_commit(
-    repo_path: str | os.PathLike[str], rev: str, parent: str | None = None, *, verify_m: int | None = None
-) -> Explanation:
+def explain_commit(repo_path: str | os.PathLike[str], rev: str, *, verify_m: int | None = None) -> Explanation:
     """`bisect explain REV`: explain()'s findings for any commit, without a bisect, as the report shows them."""
-    return Explanation(static=explain(repo_path, rev, parent), verify_m=verify_m)
+    return Explanation(static=explain(repo_path, rev), verify_m=verify_m)

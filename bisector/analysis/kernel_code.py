@@ -6,9 +6,9 @@ what a regression outside the dispatch may come from, and the kernel trace of th
 
 from __future__ import annotations
 
+from bisector.analysis.changed_statements import changed_functions
 from bisector.analysis.code_shape import ParsedSource, decorated_as_kernel, kernel_decorator
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.function_changes import changed_functions
 from bisector.analysis.kernel_trace import KernelTraceDiff
 
 

@@ -174,10 +174,9 @@ def minimize(
     parent: str | None = None,
     batch: int = 1,
     check_endpoints: bool = True,
-    max_causes: int = MAX_CAUSES,
 ) -> MinimizeResult:
     """ddmin over the culprit's change units, then again over what is left for as long as that still fails
-    (up to max_causes sets), so that independent causes are all named. check_endpoints first tests the
+    (up to MAX_CAUSES sets), so that independent causes are all named. check_endpoints first tests the
     culprit (must be bad) and its parent (must not be); a bisect that just found them can skip that.
     batch: how many variants one call of the tester gets (to run them in parallel)."""
     repo = gitdiff.open_repo(repo_path)
@@ -199,7 +198,7 @@ def minimize(
             status = MinimizeStatus.NOT_REPRODUCED
         elif empty is Verdict.BAD:
             status = MinimizeStatus.PARENT_BAD
-    groups = _causes(runner, len(units), batch, max_causes) if status is MinimizeStatus.MINIMAL else []
+    groups = _causes(runner, len(units), batch) if status is MinimizeStatus.MINIMAL else []
     return MinimizeResult(
         culprit=sha,
         parent=base,
@@ -213,11 +212,11 @@ def minimize(
     )
 
 
-def _causes(runner: _VariantRunner, count: int, batch: int, max_causes: int) -> list[Subset]:
+def _causes(runner: _VariantRunner, count: int, batch: int) -> list[Subset]:
     """Disjoint minimal failing sets; the whole set is known to fail."""
     groups: list[Subset] = []
     left = list(range(count))
-    while left and len(groups) < max(1, max_causes):
+    while left and len(groups) < MAX_CAUSES:
         if groups and not runner.fails([frozenset(left)])[0]:
             break
         items = list(left)

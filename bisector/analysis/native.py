@@ -10,7 +10,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.native_aliases import without_alias_renames
 from bisector.analysis.native_condition_lines import condition_rows
 from bisector.analysis.native_directives import DEFINE
 from bisector.analysis.native_dispatch import diff_env_reads, env_reads, has_env_reads
@@ -183,7 +182,7 @@ def _unmoved(rows: Iterable[Finding]) -> list[Finding]:
 
 
 def _kept_entry_rows(rows: list[Finding], before: NativeScan | None, after: NativeScan | None) -> list[Finding]:
-    """The changed constants' rows, less a value that only says a type alias the commit defines (native_aliases.py)
+    """The changed constants' rows, less a value that only says a type alias the commit defines (without_alias_renames)
     and a local of a kernel's own code computed from other names (`const int alive = cluster_idx <
     state.cluster_count;` in a `__device__` function: kernel body, like its branches; a kernel's local holding a number
     alone, `constexpr int kBlockM = 128;`, is a tuning constant, a row). A host function's local that configures a
@@ -363,3 +362,37 @@ def _initializer(text: str, open_brace: int, starts: list[int]) -> tuple[Node, i
 def _text_leaf(text: str, line: int) -> Leaf:
     normalized = " ".join(text.split())
     return Leaf(normalized, normalized, line)
+
+
+_TYPEDEF = re.compile(r"^\s*typedef\s+(?P<old>[\w:<>, ]+?)\s+(?P<new>[A-Za-z_]\w*)\s*;")
+_ALIAS_USING = re.compile(r"^\s*using\s+(?P<new>[A-Za-z_]\w*)\s*=\s*(?P<old>[\w:<>, ]+?)\s*;")
+_ALIAS_TOKEN = re.compile(r"[A-Za-z_][\w:]*|\S")
+
+
+def without_alias_renames(findings: list[Finding], new_lines: list[str]) -> list[Finding]:
+    """The rows less those whose before and after differ only by names the new version defines as aliases of the
+    names they replace: after `typedef uint4 vector_t;` (or `using vector_t = uint4;`), a value that now says vector_t
+    where it said uint4 (`sizeof(uint4) / sizeof(T)` -> `sizeof(vector_t) / sizeof(T)`) is the same value."""
+    aliases = _aliases(new_lines) if any(f.before and f.after for f in findings) else {}
+    if not aliases:
+        return findings
+    return [f for f in findings if not (f.before and f.after and _same_under(aliases, f.before, f.after))]
+
+
+def _aliases(lines: list[str]) -> dict[str, str]:
+    """Alias -> the type it names, from the typedef and using lines."""
+    found: dict[str, str] = {}
+    for line in lines:
+        if "typedef" not in line and "using" not in line:
+            continue
+        match = _TYPEDEF.match(line) or _ALIAS_USING.match(line)
+        if match is not None:
+            found[match["new"]] = " ".join(match["old"].split())
+    return found
+
+
+def _same_under(aliases: dict[str, str], before: str, after: str) -> bool:
+    old, new = _ALIAS_TOKEN.findall(before), _ALIAS_TOKEN.findall(after)
+    if len(old) != len(new) or old == new:
+        return False
+    return all(a == b or aliases.get(b) == a for a, b in zip(old, new, strict=True))

@@ -248,8 +248,8 @@ _DIAGNOSTIC = re.compile(
 def _spelling_shim(lines: list[str], index: int) -> bool:
     """An `#if` whose branches are the same code but for names spelled longer in one (`using type = double4_32a;` /
     `#else` / `using type = double4;`: a toolkit's new spelling of the same type or field)."""
-    branches = _if_branches(lines, index)
-    if branches is None or len(branches) != 2:
+    branches = _if_else(lines, index)
+    if branches is None:
         return False
     if_side, else_side = ([token for text in branch for token in _TOKEN.findall(text)] for branch in branches)
     if len(if_side) != len(else_side) or if_side == else_side:
@@ -261,8 +261,8 @@ def _spelling_shim(lines: list[str], index: int) -> bool:
 def _port_shim(lines: list[str], index: int) -> bool:
     """A platform `#if` whose `#if` and `#else` branches make the same calls (`cudaFuncSetAttribute(kernel, ...)` /
     `cudaFuncSetAttribute((void *) kernel, ...)`): a signature told apart, not another path."""
-    branches = _if_branches(lines, index)
-    if branches is None or len(branches) != 2:
+    branches = _if_else(lines, index)
+    if branches is None:
         return False
     if_side, else_side = (
         {name for text in branch for name in _CALLED.findall(_STRING.sub('""', text))} for branch in branches
@@ -270,10 +270,10 @@ def _port_shim(lines: list[str], index: int) -> bool:
     return bool(if_side) and if_side == else_side
 
 
-def _if_branches(lines: list[str], index: int) -> list[list[str]] | None:
-    """The lines of each branch of the `#if` block that line index opens (after the directive's continuation lines),
-    split at its `#else`, up to its `#elif` or `#endif` (MAX_BLOCK_LINES at most); None when line index opens no
-    `#if` or the block holds another."""
+def _if_else(lines: list[str], index: int) -> list[list[str]] | None:
+    """The lines of the `#if` and the `#else` branch of the block that line index opens (after the directive's
+    continuation lines), up to its `#elif` or `#endif` (MAX_BLOCK_LINES at most); None when line index opens no `#if`,
+    the block holds another or it has not two branches."""
     if not PP_OPEN.match(lines[index]):
         return None
     last = directive_end(lines, index)
@@ -287,7 +287,7 @@ def _if_branches(lines: list[str], index: int) -> list[list[str]] | None:
             break
         else:
             branches[-1].append(text)
-    return branches
+    return branches if len(branches) == 2 else None
 
 
 _CALLED = re.compile(r"([A-Za-z_]\w*)\s*\(")

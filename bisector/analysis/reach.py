@@ -19,7 +19,6 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 
 from bisector.analysis import code_shape
-from bisector.analysis.ast_walk import walk_inner
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 LaunchTest = Callable[[ast.Call], bool]
@@ -152,7 +151,7 @@ def _launched(block: list[ast.stmt], graph: LaunchGraph, owner: str) -> frozense
     return frozenset(
         ast.unparse(node.func)
         for statement in block
-        for node in walk_inner(statement)
+        for node in code_shape.walk_inner(statement)
         if isinstance(node, ast.Call) and graph.launches(node, owner)
     )
 
@@ -177,7 +176,7 @@ def _flow_nodes(function: FunctionNode) -> list[ast.AST]:
     return [
         node
         for statement in function.body
-        for node in walk_inner(statement)
+        for node in code_shape.walk_inner(statement)
         if isinstance(node, ast.Call | ast.Assign | ast.AugAssign | ast.AnnAssign)
     ]
 

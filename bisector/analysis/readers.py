@@ -24,8 +24,7 @@ from bisector.analysis.native import NATIVE_SUFFIXES, diff_native, scan_native
 from bisector.analysis.native_choosers import with_native_chooser_rows
 from bisector.analysis.python_tables import ParsedModule, diff_python, parse_module, scan_pair
 from bisector.analysis.rules import produce, refine, stamped
-from bisector.analysis.rust_scan import scan_rust
-from bisector.analysis.rust_source import RUST_SUFFIXES, rust_branch_changes
+from bisector.analysis.rust_source import RUST_SUFFIXES, rust_branch_changes, scan_rust
 from bisector.analysis.toggle_arguments import with_toggle_rows
 from bisector.analysis.tuning_files import (
     TUNING_SUFFIXES,

@@ -90,7 +90,6 @@ def shape_table(
     *,
     decode_m: int = DEFAULT_DECODE_M,
     verify_m: int | None = None,
-    threshold_table: re.Pattern[str] = THRESHOLD_TABLE,
 ) -> ShapeTable:
     """Rows for every (N, K) whose threshold row changed statically or whose dispatch changed at run time.
 
@@ -98,7 +97,7 @@ def shape_table(
     MAX_GUESSED_VERIFY_M whose kernel differs from the decode kernel for some shape (prefill of a real prompt
     is longer, a verify batch is not), else the smallest such m above it, else DEFAULT_VERIFY_M.
     """
-    static = _static_thresholds(findings, threshold_table)
+    static = _static_thresholds(findings)
     verify = verify_m if verify_m is not None else _pick_verify_m(dispatch, decode_m)
     shapes = list(static)
     if dispatch is not None:
@@ -113,12 +112,10 @@ class _Threshold:
     value: int | None
 
 
-def _static_thresholds(
-    findings: Sequence[Finding], table: re.Pattern[str]
-) -> dict[tuple[int, int], tuple[_Threshold, _Threshold]]:
+def _static_thresholds(findings: Sequence[Finding]) -> dict[tuple[int, int], tuple[_Threshold, _Threshold]]:
     rows: dict[tuple[int, int], tuple[_Threshold, _Threshold]] = {}
     for finding in findings:
-        if finding.kind is not FindingKind.TABLE_ENTRY or not table.search(finding.name):
+        if finding.kind is not FindingKind.TABLE_ENTRY or not THRESHOLD_TABLE.search(finding.name):
             continue
         key = _SHAPE_KEY.match(finding.key)
         if key is None:

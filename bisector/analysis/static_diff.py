@@ -5,7 +5,7 @@ Python, tuning files, Rust, C / C++ / CUDA / HIP, CMake). A file that cannot be 
 A file added or removed whole is new (or dropped) code, not a change of the dispatch inside it: its entries are
 not rows (the callers or includes that start or stop using it change too, and those files are compared); it is
 named in a note instead, grouped by directory when there are many. Tuning files by their path (file_roles), and
-sources whose head says a tuning run generated them (generated_tuning.py), are the exception: a tuning file added or
+sources whose head says a tuning run generated them (whole_files.py), are the exception: a tuning file added or
 removed is new or dropped tuning, so its entries are rows.
 """
 
@@ -20,10 +20,9 @@ from bisector.analysis.changed_branches import BranchChange, last_resort_rows
 from bisector.analysis.env_gates import annotate_env_gates
 from bisector.analysis.file_roles import users_only
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.generated_tuning import generated_tuning_paths
 from bisector.analysis.readers import READERS, FileRows, FileVersions, Reader, UnreadableError, reader_for
 from bisector.analysis.rules import produce
-from bisector.analysis.whole_files import whole_file_notes
+from bisector.analysis.whole_files import generated_tuning_paths, whole_file_notes
 from bisector.vocab import gitdiff
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -80,14 +79,14 @@ class StaticDiff:
         return [summary, *self.findings]
 
     @classmethod
-    def from_findings(cls, findings: Sequence[Finding], repo: str = "") -> StaticDiff | None:
+    def from_findings(cls, findings: Sequence[Finding]) -> StaticDiff | None:
         summary = next((f for f in findings if f.kind is FindingKind.STATIC_SUMMARY), None)
         if summary is None:
             return None
         rows = tuple(f for f in findings if f.kind.is_static)
         count = summary.detail.removeprefix("files=")
         files = tuple(dict.fromkeys(f.file for f in rows))
-        return cls(repo, summary.key, summary.before, rows, files, int(count) if count.isdigit() else len(files))
+        return cls("", summary.key, summary.before, rows, files, int(count) if count.isdigit() else len(files))
 
 
 def explain(
@@ -97,7 +96,6 @@ def explain(
     *,
     env: Mapping[str, str] | None = None,
     max_file_bytes: int = MAX_FILE_BYTES,
-    max_rows_per_file: int = MAX_ROWS_PER_FILE,
     readers: Sequence[Reader] = READERS,
 ) -> StaticDiff:
     """The explainer's one entry: the findings of commit culprit (any revision) against parent (default: its first
@@ -106,7 +104,7 @@ def explain(
     collecting = gc.isenabled()
     gc.disable()  # parsed modules live to the end (rows of last resort) and make no cycles: collections only cost
     try:
-        diff = _diff_commit(repo_path, culprit, parent, max_file_bytes, max_rows_per_file, readers)
+        diff = _diff_commit(repo_path, culprit, parent, max_file_bytes, readers)
     finally:  # once the parsed modules are freed: a collection right after the diff would walk all their nodes
         if collecting:
             gc.enable()
@@ -120,7 +118,6 @@ def _diff_commit(
     sha: str,
     parent: str | None,
     max_file_bytes: int,
-    max_rows_per_file: int,
     readers: Sequence[Reader],
 ) -> StaticDiff:
     repo = gitdiff.open_repo(repo_path)
@@ -145,7 +142,7 @@ def _diff_commit(
             for c in readable
         ]
         for analysis in analyses:
-            findings.extend(_capped(analysis.findings(), analysis.path, max_rows_per_file))
+            findings.extend(_capped(analysis.findings(), analysis.path))
         with_rows = {row.file for row in findings if row.kind.is_dispatch_relevant}
         branch_changes = [c for a in analyses if a.path not in with_rows for c in a.branch_changes()]
         findings.extend(produce("branch_tests", last_resort_rows, branch_changes))
@@ -155,11 +152,11 @@ def _diff_commit(
     return StaticDiff(str(repo_path), commit, base, tuple(findings), tuple(change.path for change in changes))
 
 
-def _capped(rows: list[Finding], path: str, limit: int) -> list[Finding]:
-    if len(rows) <= limit:
+def _capped(rows: list[Finding], path: str) -> list[Finding]:
+    if len(rows) <= MAX_ROWS_PER_FILE:
         return rows
-    note = Finding(FindingKind.NOTE, path, "rows cut", detail=f"{len(rows) - limit} more changed rows not listed")
-    return [*rows[:limit], note]
+    more = f"{len(rows) - MAX_ROWS_PER_FILE} more changed rows not listed"
+    return [*rows[:MAX_ROWS_PER_FILE], Finding(FindingKind.NOTE, path, "rows cut", detail=more)]
 
 
 def _added_or_removed_whole(change: gitdiff.FileChange, reader: Reader) -> bool:

@@ -15,10 +15,10 @@ import ast
 import re
 from collections import Counter
 
+from bisector.analysis.changed_statements import changed_functions, function_row
 from bisector.analysis.code_shape import FunctionNode, ParsedSource, own_nodes, source_lines
 from bisector.analysis.conditions import BACKEND_FLAG
 from bisector.analysis.findings import Finding, FindingKind
-from bisector.analysis.function_changes import changed_functions, function_row
 
 _TOGGLE = re.compile(rf"^(?:{BACKEND_FLAG}|backend|attn_backend|attn_implementation|implementation|impl|kernel_type)$")
 _KEYWORD_TEXT = re.compile(
