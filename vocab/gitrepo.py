@@ -1,5 +1,5 @@
-"""All git access of gpu-bisect's coordinator and workers goes through this module (git run as a subprocess:
-gitcommand.py).
+"""The git access of gpu-bisect's coordinator and workers (git run as a subprocess: gitcommand.py; the submodules of
+the trees it checks out and exports: submodules.py).
 
 Ref resolution, ancestry, the candidate range and worktrees live here so that the coordinator, the workers
 and the analysis agree on one view of the repository.
@@ -26,6 +26,7 @@ from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import Commit, parse_pr_number
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitcommand import GIT_LOCALE, GitCommandError, run_git
+from bisector.vocab.submodules import GITMODULES, LocalCopies, Submodule, cached_repository, gitmodules_paths, listed
 
 # the commits cherry_picked_tree makes: one fixed identity and date, so the same merge makes the same objects
 _MADE_COMMITS = {
@@ -156,9 +157,15 @@ def _in_worktree(path: Path, *args: str) -> None:
 
 
 class GitRepo:
-    """A local git repository, opened read-mostly for bisecting."""
+    """A local git repository, opened read-mostly for bisecting.
 
-    def __init__(self, path: str | Path) -> None:
+    The trees it checks out or exports hold its submodules (vocab/submodules.py), recursively, each at the commit the
+    tree records, as `git clone --recurse-submodules` gives them; a tree without a .gitmodules costs no git process
+    more."""
+
+    def __init__(self, path: str | Path, *, copies: LocalCopies | None = None, add_lock: Path | None = None) -> None:
+        """copies: where this repository's submodules are on this machine (default: its own git directory and
+        checkout); add_lock: the lock that worktree adds take (default: one beside the worktree)."""
         try:
             listed = run_git(path, "rev-parse", "--is-bare-repository", "--git-common-dir", "--show-toplevel")
         except GitCommandError as exc:  # a bare repository answers the first question, then fails on the work tree
@@ -171,6 +178,9 @@ class GitRepo:
         self.root = Path(root).resolve()
         self._common_dir = (Path(path) / common_dir).resolve()  # relative to path where git gives it so
         self._linked: set[Path] = set()  # worktrees found to be this repository's (checked once, not per step)
+        self._copies = copies
+        self._add_lock = add_lock
+        self._submodule_repos: dict[tuple[Path, str, str], GitRepo] = {}
 
     def _run(self, *args: str, errors: str = "surrogateescape") -> str:
         return run_git(self.root, *args, errors=errors)
@@ -407,8 +417,11 @@ class GitRepo:
             return None
 
     def export_tree(self, sha: str, destination: Path) -> None:
-        """The commit's tree (no .git) into destination, which must not exist yet."""
+        """The commit's tree (no .git) into destination, which must not exist yet, with its submodules' trees."""
         destination.mkdir(parents=True)
+        self._export_into(sha, destination)
+
+    def _export_into(self, sha: str, destination: Path) -> None:
         try:
             with tempfile.TemporaryFile() as archive:
                 run_git(self.root, "archive", "--format=tar", sha, output=archive)
@@ -420,6 +433,32 @@ class GitRepo:
             raise RepoError(
                 f"unpacking the tree of {sha[:12]} failed: {exc.stderr.decode(errors='replace').strip()}"
             ) from None
+        for submodule in self._submodules(destination, sha):
+            (destination / submodule.path).mkdir(parents=True, exist_ok=True)
+            self._submodule_repo(submodule)._export_into(submodule.sha, destination / submodule.path)
+
+    # --- submodules ------------------------------------------------------------------------------------
+
+    def _submodules(self, tree: Path, sha: str) -> list[Submodule]:
+        """The submodules of sha, whose tree is at tree; [] without a git process where it has no .gitmodules."""
+        if not (tree / GITMODULES).is_file():
+            return []
+        return listed(tree, self.root, sha, self._local_copies().url_base)
+
+    def _local_copies(self) -> LocalCopies:
+        if self._copies is None:  # a user's repository: its submodules are in its git directory and checkout
+            self._copies = LocalCopies((self._common_dir,), (self.root,), self.origin_url() or str(self.root))
+        return self._copies
+
+    def _submodule_repo(self, submodule: Submodule) -> GitRepo:
+        """The cache repository holding the submodule's commit (opened once per entry, name and path)."""
+        copies = self._local_copies()
+        entry = cached_repository(submodule, copies)
+        key = (entry, submodule.name, submodule.path)
+        if key not in self._submodule_repos:
+            lock = entry.parent / f"{entry.name}.worktree-add.lock"
+            self._submodule_repos[key] = GitRepo(entry, copies=copies.of(submodule), add_lock=lock)
+        return self._submodule_repos[key]
 
     # --- worktrees -------------------------------------------------------------------------------------
 
@@ -447,8 +486,11 @@ class GitRepo:
         and the checkout still fails (an unknown commit).
 
         ``clean=False`` skips removing untracked files, for a caller that cleaned the worktree already
-        (``clean_worktree`` right after its last step, off the next step's critical path).
+        (``clean_worktree`` right after its last step, off the next step's critical path). A worktree whose last
+        commit had submodules is cleaned whatever clean says: a submodule the new commit lacks goes. Each submodule
+        is then a worktree of its cache repository, checked out at its commit, recursively.
         """
+        had_submodules = (path / GITMODULES).is_file()
         if not self._sound(path):
             self._make_worktree(path, sha)
         try:
@@ -459,8 +501,10 @@ class GitRepo:
             elif not self._drop_index_lock(path):
                 raise
             self._check_out(path, sha)
-        if clean:
+        if clean or had_submodules:
             self.clean_worktree(path)
+        for submodule in self._submodules(path, sha):
+            self._submodule_repo(submodule).ensure_worktree(path / submodule.path, submodule.sha, clean=False)
 
     def _sound(self, path: Path) -> bool:
         """Whether path holds a worktree of this repository (checked in full once per path, then by its .git)."""
@@ -483,7 +527,7 @@ class GitRepo:
             path.parent.mkdir(parents=True, exist_ok=True)
             # Workers of one repo add their worktrees at the same moment; git's own locks would fail one. Only the
             # registration runs under the lock (--no-checkout); the workers fill their trees in parallel.
-            with (path.parent / ".worktree-add.lock").open("a") as lock:
+            with (self._add_lock or path.parent / ".worktree-add.lock").open("a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if broken:  # forget the broken slot's registration (git keeps adds in progress: "initializing")
                     self._run("worktree", "prune")
@@ -496,7 +540,9 @@ class GitRepo:
 
     def _check_out(self, path: Path, sha: str) -> None:
         try:
-            _in_worktree(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
+            # --force resets tracked files; submodules are checked out apart (a user's submodule.recurse must not
+            # make git update them with the user's repository's config)
+            _in_worktree(path, "-c", "submodule.recurse=false", "checkout", "--detach", "--force", "--quiet", sha)
         except GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {exc}") from None
 
@@ -529,8 +575,12 @@ class GitRepo:
             raise RepoError(f"checking out tree {tree[:12]} in {path} failed: {exc}") from None
 
     def clean_worktree(self, path: Path) -> None:
-        """Remove the untracked files a step left in a worktree (ignored ones stay, as build caches)."""
+        """Remove the untracked files a step left in a worktree and in its submodules' (ignored ones stay, as build
+        caches); a submodule directory the checked-out commit no longer has goes whole."""
         try:
             _in_worktree(path, "clean", "-ffd", "--quiet")
         except GitCommandError as exc:
             raise RepoError(f"cleaning {path} failed: {exc}") from None
+        for submodule in gitmodules_paths(path):
+            if (path / submodule / ".git").is_file():
+                self.clean_worktree(path / submodule)
