@@ -18,8 +18,11 @@ from typing import Any
 import pytest
 from bisect_helpers import run_cli, stored_rows
 
+from bisector.runner.worktrees import prune_worktrees
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.paths import worktree_root
+from bisector.vocab.submodules import cache_repositories
 
 # the metric is lib's value plus its nested submodule's: either one missing fails the test at every commit
 TEST_SH = 'echo "metric: $(( $(cat lib/value) + $(cat lib/deps/inner/value) ))"\n'
@@ -219,3 +222,13 @@ def test_a_users_submodule_recurse_setting_does_not_reach_the_worktrees(
     assert (tmp_path / "slot/lib/deps/inner/value").read_text() == "5\n"
     assert snapshot(clone.path) == before
     assert not list((clone.path / ".git/worktrees").glob("*/modules"))
+
+
+def test_pruning_a_slot_makes_the_submodule_cache_forget_its_submodules(clone: Clone) -> None:
+    slot = worktree_root(clone.path) / "slot-0"
+    GitRepo(clone.path).ensure_worktree(slot, clone.shas[-1])
+    entries = cache_repositories()
+    assert [git(entry, "worktree", "list").count("\n") for entry in entries] == [1, 1]  # lib's and inner's
+    removed, kept = prune_worktrees(str(clone.path))
+    assert ([info.path for info in removed], kept) == ([slot], [])
+    assert [git(entry, "worktree", "list").count("\n") for entry in entries] == [0, 0]
