@@ -1,4 +1,5 @@
-"""All git access of gpu-bisect's coordinator and workers goes through this module (git run as a subprocess).
+"""The git access of gpu-bisect's coordinator and workers (git run as a subprocess: gitcommand.py; the submodules of
+the trees it checks out and exports: submodules.py).
 
 Ref resolution, ancestry, the candidate range and worktrees live here so that the coordinator, the workers
 and the analysis agree on one view of the repository.
@@ -16,18 +17,17 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
 
 from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import Commit, parse_pr_number
 from bisector.vocab.errors import RepoError
+from bisector.vocab.gitcommand import GIT_LOCALE, GitCommandError, run_git
+from bisector.vocab.submodules import GITMODULES, LocalCopies, Submodule, cached_repository, gitmodules_paths, listed
 
-# git's messages in English whatever the user's locale: RepoErrors quote them
-_GIT_LOCALE = {"LANGUAGE": "C", "LC_ALL": "C"}
 # the commits cherry_picked_tree makes: one fixed identity and date, so the same merge makes the same objects
 _MADE_COMMITS = {
     f"GIT_{role}_{part}": value
@@ -45,43 +45,6 @@ class PathChange:
     old: str  # the entry's object id before ("0" * 40: absent)
     new: str  # and after
     tree: bool
-
-
-class _GitCommandError(Exception):
-    """git exited non-zero (or could not start); str() is its stderr on one line, stdout what it printed first."""
-
-    def __init__(self, message: str, stdout: str = "") -> None:
-        super().__init__(message)
-        self.stdout = stdout
-
-
-def _git(
-    directory: str | Path,
-    *args: str,
-    env: Mapping[str, str] | None = None,
-    output: IO[bytes] | None = None,
-    errors: str = "surrogateescape",
-    timeout: float | None = None,
-) -> str:
-    """`git -C directory args...`: its stdout (one trailing newline dropped, decoded with errors), or into output.
-    Raises _GitCommandError when git exits non-zero or runs past timeout."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(directory), *args],
-            stdin=subprocess.DEVNULL,
-            stdout=output if output is not None else subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, **_GIT_LOCALE, **(env or {})},
-            check=False,
-            timeout=timeout,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:  # no git on PATH, or a hung fetch
-        raise _GitCommandError(f"git {args[0]}: {exc}") from None
-    stdout = (done.stdout or b"").decode(errors=errors).removesuffix("\n")
-    if done.returncode != 0:
-        stderr = " ".join(done.stderr.decode(errors="replace").split())
-        raise _GitCommandError(stderr or f"git {args[0]} exited {done.returncode}", stdout)
-    return stdout
 
 
 # mark (- for a boundary commit), SHA, parents, author, e-mail, author time (the date `git log` shows), subject; unit
@@ -127,7 +90,7 @@ class StoppableGit:
             try:
                 process = subprocess.Popen(
                     ["git", "-C", str(directory), *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE, env={**os.environ, **_GIT_LOCALE}, start_new_session=True,
+                    stderr=subprocess.PIPE, env={**os.environ, **GIT_LOCALE}, start_new_session=True,
                 )  # fmt: skip
             except OSError as exc:
                 raise RepoError(f"git {args[0]} in {directory} failed: {exc}") from None
@@ -190,16 +153,22 @@ def _in_worktree(path: Path, *args: str) -> None:
     """git run in the worktree and nowhere else, since checkout --force and clean destroy work. `-C path`: git
     enters the directory itself and fails when it is gone. The ceiling: git does not take a repository above the
     worktree for its own when the worktree's .git is gone (a cache under a git checkout)."""
-    _git(path, *args, env={"GIT_CEILING_DIRECTORIES": str(path.parent)})
+    run_git(path, *args, env={"GIT_CEILING_DIRECTORIES": str(path.parent)})
 
 
 class GitRepo:
-    """A local git repository, opened read-mostly for bisecting."""
+    """A local git repository, opened read-mostly for bisecting.
 
-    def __init__(self, path: str | Path) -> None:
+    The trees it checks out or exports hold its submodules (vocab/submodules.py), recursively, each at the commit the
+    tree records, as `git clone --recurse-submodules` gives them; a tree without a .gitmodules costs no git process
+    more."""
+
+    def __init__(self, path: str | Path, *, copies: LocalCopies | None = None, add_lock: Path | None = None) -> None:
+        """copies: where this repository's submodules are on this machine (default: its own git directory and
+        checkout); add_lock: the lock that worktree adds take (default: one beside the worktree)."""
         try:
-            listed = _git(path, "rev-parse", "--is-bare-repository", "--git-common-dir", "--show-toplevel")
-        except _GitCommandError as exc:  # a bare repository answers the first question, then fails on the work tree
+            listed = run_git(path, "rev-parse", "--is-bare-repository", "--git-common-dir", "--show-toplevel")
+        except GitCommandError as exc:  # a bare repository answers the first question, then fails on the work tree
             if exc.stdout.startswith("true"):
                 raise RepoError(f"bare repositories are not supported (no work tree): {path}") from None
             if "not a git repository" in str(exc) or not Path(path).is_dir():
@@ -209,15 +178,18 @@ class GitRepo:
         self.root = Path(root).resolve()
         self._common_dir = (Path(path) / common_dir).resolve()  # relative to path where git gives it so
         self._linked: set[Path] = set()  # worktrees found to be this repository's (checked once, not per step)
+        self._copies = copies
+        self._add_lock = add_lock
+        self._submodule_repos: dict[tuple[Path, str, str], GitRepo] = {}
 
     def _run(self, *args: str, errors: str = "surrogateescape") -> str:
-        return _git(self.root, *args, errors=errors)
+        return run_git(self.root, *args, errors=errors)
 
     def mentions(self, sha: str, text: str, pathspec: str) -> bool:
         """Whether a file matching pathspec in the tree at sha holds text (False for an unreadable tree too)."""
         try:
             self._run("grep", "-q", "-I", "-F", text, sha, "--", pathspec)
-        except _GitCommandError:
+        except GitCommandError:
             return False  # exit 1: no match (or an unreadable tree: nothing to rely on)
         return True
 
@@ -227,7 +199,7 @@ class GitRepo:
             raise RepoError(f"not a revision: {rev!r}")
         try:
             return self._run("rev-parse", "--verify", f"{rev}^{{commit}}")
-        except _GitCommandError as exc:
+        except GitCommandError as exc:
             if "ambiguous" not in str(exc):
                 raise RepoError(f"unknown revision {rev!r} in {self.root}") from None
             named = re.findall(r"hint: +([0-9a-f]{4,}) (?:commit|tag) ", str(exc))  # git's candidates for the prefix
@@ -240,7 +212,7 @@ class GitRepo:
         try:
             found = self._run("log", "-1", "--first-parent", f"--before=@{int(until.timestamp())}", "--format=%H %ct",
                               self.resolve(line), "--")  # fmt: skip
-        except _GitCommandError as exc:
+        except GitCommandError as exc:
             raise RepoError(f"git log {line}: {exc}") from None
         if not found:
             return None
@@ -259,7 +231,7 @@ class GitRepo:
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         try:
             self._run("merge-base", "--is-ancestor", ancestor, descendant)
-        except _GitCommandError:
+        except GitCommandError:
             return False
         return True
 
@@ -268,7 +240,7 @@ class GitRepo:
             shown = self._run(
                 "log", "-1", "--no-show-signature", f"--format={_COMMIT_FORMAT}", sha, "--", errors="replace"
             )
-        except _GitCommandError as exc:
+        except GitCommandError as exc:
             raise RepoError(f"reading commit {sha[:12]} failed: {exc}") from None
         full_sha, author, email, timestamp, message = shown.split("\x1f", 4)
         subject = message.strip().splitlines()[0] if message.strip() else ""
@@ -284,7 +256,7 @@ class GitRepo:
     def parents(self, sha: str) -> list[str]:
         try:
             return self._run("log", "-1", "--no-show-signature", "--format=%P", sha, "--").split()
-        except _GitCommandError as exc:
+        except GitCommandError as exc:
             raise RepoError(f"reading commit {sha[:12]} failed: {exc}") from None
 
     def candidates(self, good: str, bad: str, paths: Sequence[str] = ()) -> list[Commit]:
@@ -329,7 +301,7 @@ class GitRepo:
         options = ["--no-walk=unsorted", "--no-show-signature", f"--format={_LOG_FORMAT}", "-z"]
         try:
             listing = self._run("log", *options, *shas, "--", errors="replace")
-        except _GitCommandError as exc:
+        except GitCommandError as exc:
             raise RepoError(f"reading commits {', '.join(s[:12] for s in shas[:3])} failed: {exc}") from None
         details = {c.sha: c for c in (_parsed(entry, 0)[0] for entry in listing.split("\0") if entry.strip())}
         missing = [sha[:12] for sha in shas if sha not in details]
@@ -388,7 +360,7 @@ class GitRepo:
         of path at rev; older lines are left out."""
         try:
             listing = self._run("blame", "--porcelain", "--first-parent", f"{since}..{rev}", "--", path)
-        except _GitCommandError as exc:
+        except GitCommandError as exc:
             raise RepoError(f"git blame {path} at {rev[:12]} failed: {exc}") from None
         heads = [line.split(" ") for line in listing.splitlines() if len(line) > 40 and line[40] == " "]
         authors = {int(head[2]): head[0] for head in heads if len(head) >= 3 and head[2].isdigit()}
@@ -400,14 +372,14 @@ class GitRepo:
     def show_file(self, sha: str, path: str) -> str | None:
         try:
             return self._run("show", f"{sha}:{path}")
-        except _GitCommandError:
+        except GitCommandError:
             return None
 
     def tree_hash(self, sha: str, path: str = "") -> str | None:
         """The hash of the tree (or blob) at path in sha, the commit's whole tree for "", None where absent."""
         try:
             return self._run("rev-parse", "--verify", "--quiet", f"{sha}:{path.rstrip('/')}")
-        except _GitCommandError:
+        except GitCommandError:
             return None
 
     def cherry_picked_tree(self, tree: str, sha: str) -> str:
@@ -415,11 +387,11 @@ class GitRepo:
         (merge-ort's, renames followed), through commits made for it alone; no worktree or ref is touched. RepoError
         naming the conflicts where it does not apply."""
         try:
-            base = _git(self.root, "commit-tree", "-m", "base", f"{sha}~1^{{tree}}", env=_MADE_COMMITS)
-            theirs = _git(self.root, "commit-tree", "-m", "theirs", "-p", base, f"{sha}^{{tree}}", env=_MADE_COMMITS)
-            ours = _git(self.root, "commit-tree", "-m", "ours", "-p", base, tree, env=_MADE_COMMITS)
-            return _git(self.root, "merge-tree", "--write-tree", "--name-only", ours, theirs).splitlines()[0]
-        except _GitCommandError as exc:
+            base = run_git(self.root, "commit-tree", "-m", "base", f"{sha}~1^{{tree}}", env=_MADE_COMMITS)
+            theirs = run_git(self.root, "commit-tree", "-m", "theirs", "-p", base, f"{sha}^{{tree}}", env=_MADE_COMMITS)
+            ours = run_git(self.root, "commit-tree", "-m", "ours", "-p", base, tree, env=_MADE_COMMITS)
+            return run_git(self.root, "merge-tree", "--write-tree", "--name-only", ours, theirs).splitlines()[0]
+        except GitCommandError as exc:
             conflicts = [line for line in exc.stdout.splitlines() if line.startswith("CONFLICT")]
             raise RepoError("; ".join(conflicts) or str(exc)[:500]) from None
 
@@ -431,33 +403,62 @@ class GitRepo:
             patch.write_bytes(diff.encode(errors="surrogateescape"))
             env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
             try:
-                _git(self.root, "read-tree", tree, env=env)
-                _git(self.root, "apply", "--cached", "--whitespace=nowarn", str(patch), env=env)
-                return _git(self.root, "write-tree", env=env)
-            except _GitCommandError as exc:
+                run_git(self.root, "read-tree", tree, env=env)
+                run_git(self.root, "apply", "--cached", "--whitespace=nowarn", str(patch), env=env)
+                return run_git(self.root, "write-tree", env=env)
+            except GitCommandError as exc:
                 raise RepoError(str(exc)[:500]) from None
 
     def origin_url(self) -> str | None:
         """remote.origin.url, where the repository has one."""
         try:
             return self._run("config", "--get", "remote.origin.url").strip() or None
-        except _GitCommandError:
+        except GitCommandError:
             return None
 
     def export_tree(self, sha: str, destination: Path) -> None:
-        """The commit's tree (no .git) into destination, which must not exist yet."""
+        """The commit's tree (no .git) into destination, which must not exist yet, with its submodules' trees."""
         destination.mkdir(parents=True)
+        self._export_into(sha, destination)
+
+    def _export_into(self, sha: str, destination: Path) -> None:
         try:
             with tempfile.TemporaryFile() as archive:
-                _git(self.root, "archive", "--format=tar", sha, output=archive)
+                run_git(self.root, "archive", "--format=tar", sha, output=archive)
                 archive.seek(0)  # tar itself unpacks: it keeps the tree's symlinks and modes as git wrote them
                 subprocess.run(["tar", "-x", "-C", str(destination)], stdin=archive, check=True, capture_output=True)
-        except _GitCommandError as exc:
+        except GitCommandError as exc:
             raise RepoError(f"exporting the tree of {sha[:12]} failed: {exc}") from None
         except subprocess.CalledProcessError as exc:
             raise RepoError(
                 f"unpacking the tree of {sha[:12]} failed: {exc.stderr.decode(errors='replace').strip()}"
             ) from None
+        for submodule in self._submodules(destination, sha):
+            (destination / submodule.path).mkdir(parents=True, exist_ok=True)
+            self._submodule_repo(submodule)._export_into(submodule.sha, destination / submodule.path)
+
+    # --- submodules ------------------------------------------------------------------------------------
+
+    def _submodules(self, tree: Path, sha: str) -> list[Submodule]:
+        """The submodules of sha, whose tree is at tree; [] without a git process where it has no .gitmodules."""
+        if not (tree / GITMODULES).is_file():
+            return []
+        return listed(tree, self.root, sha, self._local_copies().url_base)
+
+    def _local_copies(self) -> LocalCopies:
+        if self._copies is None:  # a user's repository: its submodules are in its git directory and checkout
+            self._copies = LocalCopies((self._common_dir,), (self.root,), self.origin_url() or str(self.root))
+        return self._copies
+
+    def _submodule_repo(self, submodule: Submodule) -> GitRepo:
+        """The cache repository holding the submodule's commit (opened once per entry, name and path)."""
+        copies = self._local_copies()
+        entry = cached_repository(submodule, copies)
+        key = (entry, submodule.name, submodule.path)
+        if key not in self._submodule_repos:
+            lock = entry.parent / f"{entry.name}.worktree-add.lock"
+            self._submodule_repos[key] = GitRepo(entry, copies=copies.of(submodule), add_lock=lock)
+        return self._submodule_repos[key]
 
     # --- worktrees -------------------------------------------------------------------------------------
 
@@ -465,12 +466,12 @@ class GitRepo:
         """Forget worktrees whose directories are gone (a cleared cache), so their paths can be reused."""
         try:
             self._run("worktree", "prune")
-        except _GitCommandError as exc:
+        except GitCommandError as exc:
             raise RepoError(f"git worktree prune in {self.root} failed: {exc}") from None
 
     def remove_worktree(self, path: Path) -> None:
         """Forget the worktree at path and remove its directory (what a step left in it goes too)."""
-        with contextlib.suppress(_GitCommandError):  # not registered (any more): removing the files is enough
+        with contextlib.suppress(GitCommandError):  # not registered (any more): removing the files is enough
             self._run("worktree", "remove", "--force", str(path))
         shutil.rmtree(path, ignore_errors=True)
 
@@ -485,8 +486,11 @@ class GitRepo:
         and the checkout still fails (an unknown commit).
 
         ``clean=False`` skips removing untracked files, for a caller that cleaned the worktree already
-        (``clean_worktree`` right after its last step, off the next step's critical path).
+        (``clean_worktree`` right after its last step, off the next step's critical path). A worktree whose last
+        commit had submodules is cleaned whatever clean says: a submodule the new commit lacks goes. Each submodule
+        is then a worktree of its cache repository, checked out at its commit, recursively.
         """
+        had_submodules = (path / GITMODULES).is_file()
         if not self._sound(path):
             self._make_worktree(path, sha)
         try:
@@ -497,8 +501,10 @@ class GitRepo:
             elif not self._drop_index_lock(path):
                 raise
             self._check_out(path, sha)
-        if clean:
+        if clean or had_submodules:
             self.clean_worktree(path)
+        for submodule in self._submodules(path, sha):
+            self._submodule_repo(submodule).ensure_worktree(path / submodule.path, submodule.sha, clean=False)
 
     def _sound(self, path: Path) -> bool:
         """Whether path holds a worktree of this repository (checked in full once per path, then by its .git)."""
@@ -521,12 +527,12 @@ class GitRepo:
             path.parent.mkdir(parents=True, exist_ok=True)
             # Workers of one repo add their worktrees at the same moment; git's own locks would fail one. Only the
             # registration runs under the lock (--no-checkout); the workers fill their trees in parallel.
-            with (path.parent / ".worktree-add.lock").open("a") as lock:
+            with (self._add_lock or path.parent / ".worktree-add.lock").open("a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if broken:  # forget the broken slot's registration (git keeps adds in progress: "initializing")
                     self._run("worktree", "prune")
                 self._run("worktree", "add", "--detach", "--force", "--no-checkout", str(path), sha)
-        except _GitCommandError as exc:
+        except GitCommandError as exc:
             raise RepoError(f"making the worktree {path} at {sha[:12]} failed: {exc}") from None
         except OSError as exc:
             raise RepoError(f"making the worktree {path} failed: {exc}") from None
@@ -534,8 +540,10 @@ class GitRepo:
 
     def _check_out(self, path: Path, sha: str) -> None:
         try:
-            _in_worktree(path, "checkout", "--detach", "--force", "--quiet", sha)  # --force resets tracked files
-        except _GitCommandError as exc:
+            # --force resets tracked files; submodules are checked out apart (a user's submodule.recurse must not
+            # make git update them with the user's repository's config)
+            _in_worktree(path, "-c", "submodule.recurse=false", "checkout", "--detach", "--force", "--quiet", sha)
+        except GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {exc}") from None
 
     def _drop_index_lock(self, path: Path) -> bool:
@@ -563,12 +571,16 @@ class GitRepo:
         next ensure_worktree's forced checkout undoes it."""
         try:
             _in_worktree(path, "read-tree", "--reset", "-u", tree)
-        except _GitCommandError as exc:
+        except GitCommandError as exc:
             raise RepoError(f"checking out tree {tree[:12]} in {path} failed: {exc}") from None
 
     def clean_worktree(self, path: Path) -> None:
-        """Remove the untracked files a step left in a worktree (ignored ones stay, as build caches)."""
+        """Remove the untracked files a step left in a worktree and in its submodules' (ignored ones stay, as build
+        caches); a submodule directory the checked-out commit no longer has goes whole."""
         try:
             _in_worktree(path, "clean", "-ffd", "--quiet")
-        except _GitCommandError as exc:
+        except GitCommandError as exc:
             raise RepoError(f"cleaning {path} failed: {exc}") from None
+        for submodule in gitmodules_paths(path):
+            if (path / submodule / ".git").is_file():
+                self.clean_worktree(path / submodule)

@@ -20,8 +20,8 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("BISECT_DB", "The result store: a SQLAlchemy URL or a SQLite file path (as --db)."),
     ("BISECT_DATA_DIR", "Where the default SQLite store and the step logs live, and bisect serve's mirrors and "
      "form key (default: $XDG_DATA_HOME/gpu-bisect, else ~/.local/share/gpu-bisect)."),
-    ("BISECT_CACHE_DIR", "Where the worker worktrees and the worker images live (default: "
-     "$XDG_CACHE_HOME/gpu-bisect, else ~/.cache/gpu-bisect)."),
+    ("BISECT_CACHE_DIR", "Where the worker worktrees, their submodules' repositories and the worker images live "
+     "(default: $XDG_CACHE_HOME/gpu-bisect, else ~/.cache/gpu-bisect)."),
     ("XDG_DATA_HOME, XDG_CACHE_HOME", "The bases of the two above when those are unset (absolute paths only: a "
      "relative one is ignored)."),
     ("BISECT_GPUS", "The GPU ids this host offers to steps (\"0,1,2\"; empty: none, CPU slots); unset: "

@@ -3,7 +3,8 @@ listed and pruned by `bisect worktrees ls|prune`.
 
 A worker holds its slot's lock file (`slot-<n>.lock`, flock) for its life; a worktree whose lock can be taken is
 idle. Prune removes idle worktrees while holding their locks, so that no worker starts in one being removed; the
-lock files stay (removing one under a waiting worker would let two workers share a slot).
+lock files stay (removing one under a waiting worker would let two workers share a slot). A slot's submodules are
+worktrees of the submodule cache's repositories (vocab/submodules.py): prune makes those forget the removed ones.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import cache_dir, tree_size, worktree_root
+from bisector.vocab.submodules import cache_repositories
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ def prune_worktrees(repo: str | None = None) -> tuple[list[WorktreeInfo], list[W
                 repo_of_slot.remove_worktree(info.path)
             shutil.rmtree(info.path, ignore_errors=True)
             removed.append(info)
-    for repo_path in {info.repo for info in removed}:
+    for repo_path in {info.repo for info in removed} | (set(cache_repositories()) if removed else set()):
         repo_of_slots = _open(repo_path)
         if repo_of_slots is not None:
             with contextlib.suppress(RepoError):  # the registrations stay until a later prune; the files are gone

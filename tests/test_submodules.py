@@ -1,0 +1,234 @@
+"""Submodules in the trees a bisect tests: each step's worktree and each image's tree hold every submodule,
+recursively, at the commit the superproject records, as `git clone --recurse-submodules` gives them; the user's
+checkout and config are never touched; a commit found nowhere is an infrastructure error, never a verdict.
+
+Real repositories: upstream `inner` (nested in `lib`), `lib` and `app`, and the user's recursive clone of `app`;
+the upstreams are moved away before a bisect, so every object comes from the user's clone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bisect_helpers import run_cli, stored_rows
+
+from bisector.runner.worktrees import prune_worktrees
+from bisector.vocab.errors import RepoError
+from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.paths import worktree_root
+from bisector.vocab.submodules import cache_repositories
+
+# the metric is lib's value plus its nested submodule's: either one missing fails the test at every commit
+TEST_SH = 'echo "metric: $(( $(cat lib/value) + $(cat lib/deps/inner/value) ))"\n'
+METRIC = ["--run", "bash test.sh", "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8"]
+ALLOW_FILE = ("-c", "protocol.file.allow=always")  # submodules from local paths (git refuses them by default)
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *ALLOW_FILE, "-C", str(repo), *args], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def commit(repo: Path, message: str, files: dict[str, str] | None = None) -> str:
+    for name, text in (files or {}).items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def init(path: Path) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "t@example.org")
+    git(path, "config", "user.name", "t")
+    return path
+
+
+def bump(repo: Path, path: str, sha: str, message: str) -> str:
+    git(repo / path, "checkout", "-q", sha)
+    return commit(repo, message)
+
+
+@dataclass(frozen=True)
+class Clone:
+    path: Path  # the user's recursive clone of app
+    shas: list[str]  # app's commits, oldest first
+    culprit: str  # the commit that only bumps lib (and through it the nested inner)
+    upstream: Path  # where app, lib and inner were made (moved away once cloned)
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Clone:
+    """app: 0 adds lib (value 5, inner's value 5: metric 10), 1-3 touch notes, 4 bumps lib to a commit that bumps
+    inner to value 1 (metric 6: bad), 5 touches notes. lib's and inner's histories go on past what app records."""
+    upstream = tmp_path / "upstream"
+    inner = init(upstream / "inner")
+    inner_good = commit(inner, "inner 5", {"value": "5\n"})
+    inner_bad = commit(inner, "inner 1", {"value": "1\n"})
+    commit(inner, "inner later", {"value": "0\n"})
+    lib = init(upstream / "lib")
+    commit(lib, "lib 5", {"value": "5\n"})
+    git(lib, "submodule", "add", "-q", "../inner", "deps/inner")
+    lib_good = bump(lib, "deps/inner", inner_good, "inner at 5")
+    lib_bad = bump(lib, "deps/inner", inner_bad, "inner at 1")
+    commit(lib, "lib later", {"value": "7\n"})
+    app = init(upstream / "app")
+    commit(app, "test", {"test.sh": TEST_SH})
+    git(app, "submodule", "add", "-q", "../lib", "lib")
+    shas = [bump(app, "lib", lib_good, "lib at 5")]
+    shas += [commit(app, f"notes {n}", {"notes": f"{n}\n"}) for n in range(1, 4)]
+    shas.append(bump(app, "lib", lib_bad, "lib bumped"))
+    shas.append(commit(app, "notes 5", {"notes": "5\n"}))
+    user = tmp_path / "user"
+    subprocess.run(["git", *ALLOW_FILE, "clone", "-q", "--recurse-submodules", str(app), str(user)], check=True)
+    upstream.rename(tmp_path / "upstream-gone")  # nothing can be fetched: the user's clone holds it all
+    return Clone(user, shas, shas[4], upstream)
+
+
+def snapshot(user: Path) -> dict[str, bytes]:
+    """The user's working tree (every file, the submodules' included) and every config of their repositories."""
+    files = {}
+    for path in sorted(user.rglob("*")):
+        relative = path.relative_to(user).as_posix()
+        inside_git = relative.startswith(".git/") or "/.git/" in relative
+        if path.is_file() and (not inside_git or path.name == "config"):
+            files[relative] = path.read_bytes()
+    return files
+
+
+def start(clone: Clone, db: Path, *extra: str) -> dict[str, Any]:
+    done = run_cli("start", "--repo", str(clone.path), "--good", clone.shas[0], "--bad", clone.shas[-1], *METRIC,
+                   "--executor", "inprocess", "--no-explain", "--format", "json", *extra, db=db)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+@pytest.mark.parametrize("image", ["none", "venv"])
+def test_a_bisect_names_the_commit_that_only_bumps_a_submodule(tmp_path: Path, clone: Clone, image: str) -> None:
+    """Worktrees and image trees alike hold lib and its nested inner at each commit's gitlinks; the user's checkout
+    and configs stay byte for byte."""
+    before = snapshot(clone.path)
+    report = start(clone, tmp_path / "b.db", "--image", image, "--workers", "2")
+    assert report["status"] == "found", report
+    assert report["first_bad"]["sha"] == clone.culprit
+    assert snapshot(clone.path) == before
+    assert git(clone.path, "status", "--porcelain", "--ignore-submodules=none") == ""
+
+
+def test_a_reused_worktree_follows_the_gitlinks_and_drops_what_a_step_left(tmp_path: Path, clone: Clone) -> None:
+    repo = GitRepo(clone.path)
+    slot = tmp_path / "slot"
+    repo.ensure_worktree(slot, clone.shas[-1])
+    assert (slot / "lib/value").read_text() == "5\n"
+    assert (slot / "lib/deps/inner/value").read_text() == "1\n"
+    (slot / "lib/deps/inner/left-by-a-step").write_text("x")
+    (slot / "lib/value").write_text("changed by a step\n")
+    repo.ensure_worktree(slot, clone.shas[0], clean=False)  # even a caller that says it cleaned
+    assert (slot / "lib/deps/inner/value").read_text() == "5\n"
+    assert (slot / "lib/value").read_text() == "5\n"
+    assert not (slot / "lib/deps/inner/left-by-a-step").exists()
+    assert git(slot, "status", "--porcelain", "--ignore-submodules=none") == ""
+    assert git(slot / "lib", "rev-parse", "HEAD") == git(clone.path, "rev-parse", f"{clone.shas[0]}:lib")
+
+
+def test_a_commit_without_submodules_leaves_none_in_the_worktree(tmp_path: Path, clone: Clone) -> None:
+    """A step at a commit before lib was added finds no lib folder, though the slot's last commit had it."""
+    before_lib = git(clone.path, "rev-parse", f"{clone.shas[0]}~1")
+    repo = GitRepo(clone.path)
+    slot = tmp_path / "slot"
+    repo.ensure_worktree(slot, clone.shas[0])
+    repo.clean_worktree(slot)
+    repo.ensure_worktree(slot, before_lib, clean=False)
+    assert sorted(p.name for p in slot.iterdir()) == [".git", "test.sh"]
+
+
+def test_an_exported_tree_holds_the_submodules_files_without_git(tmp_path: Path, clone: Clone) -> None:
+    GitRepo(clone.path).export_tree(clone.shas[0], tmp_path / "tree")
+    assert (tmp_path / "tree/lib/deps/inner/value").read_text() == "5\n"
+    assert not list((tmp_path / "tree").rglob(".git"))
+
+
+def unknown_commit_at_lib(clone: Clone) -> str:
+    """A commit of app whose lib gitlink names a commit that no repository has."""
+    missing = "1234567" * 5 + "89abc"
+    git(clone.path, "update-index", "--cacheinfo", f"160000,{missing},lib")
+    tree = git(clone.path, "write-tree")
+    git(clone.path, "reset", "-q")  # the user's index as it was
+    return git(clone.path, "commit-tree", "-p", clone.shas[-1], "-m", "lib at a lost commit", tree)
+
+
+def test_a_submodule_commit_found_nowhere_is_an_error_naming_it(tmp_path: Path, clone: Clone) -> None:
+    lost = unknown_commit_at_lib(clone)
+    with pytest.raises(RepoError, match=r"^submodule lib needs commit 123456712345, which no repository on this"):
+        GitRepo(clone.path).ensure_worktree(tmp_path / "slot", lost)
+    with pytest.raises(RepoError, match=r"^submodule lib needs commit 123456712345, which no repository on this"):
+        GitRepo(clone.path).export_tree(lost, tmp_path / "tree")
+
+
+@pytest.mark.parametrize("image", ["none", "venv"])
+def test_a_step_at_a_lost_submodule_commit_is_an_infrastructure_error(tmp_path: Path, clone: Clone, image: str) -> None:
+    lost = unknown_commit_at_lib(clone)
+    db = tmp_path / "b.db"
+    done = run_cli("run-at", lost, "--repo", str(clone.path), *METRIC, "--executor", "inprocess",
+                   "--image", image, "--format", "json", db=db)  # fmt: skip
+    assert json.loads(done.stdout)["verdict"] == "error", done.stdout
+    steps = stored_rows(db, "select verdict, error_kind, detail from steps")
+    assert steps
+    assert {(verdict, kind) for verdict, kind, _ in steps} == {("error", "harness")}
+    assert all("submodule lib needs commit 123456712345" in detail for _, _, detail in steps)
+
+
+def test_a_repository_without_submodules_runs_no_git_process_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step in a reused worktree is a checkout and a clean; an export is an archive: the only look for submodules
+    is for a .gitmodules file in the tree."""
+    repo = init(tmp_path / "plain")
+    shas = [commit(repo, f"c{n}", {"f": f"{n}\n"}) for n in range(2)]
+    real_git = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    shims, calls = tmp_path / "shims", tmp_path / "calls"
+    shims.mkdir()
+    (shims / "git").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {real_git} "$@"\n')
+    (shims / "git").chmod(0o755)
+    opened = GitRepo(repo)
+    opened.ensure_worktree(tmp_path / "slot", shas[0])
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    opened.ensure_worktree(tmp_path / "slot", shas[1])
+    opened.export_tree(shas[1], tmp_path / "tree")
+    commands = [line.split()[2:] for line in calls.read_text().splitlines()]  # after -C DIR
+    subcommands = [next(word for word in words if not word.startswith("-") and "=" not in word) for words in commands]
+    assert subcommands == ["checkout", "clean", "archive"]
+
+
+def test_a_users_submodule_recurse_setting_does_not_reach_the_worktrees(
+    tmp_path: Path, clone: Clone, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = tmp_path / "gitconfig"
+    settings.write_text("[submodule]\n\trecurse = true\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(settings))
+    before = snapshot(clone.path)
+    repo = GitRepo(clone.path)
+    for sha in (clone.shas[0], clone.shas[-1], clone.shas[0]):
+        repo.ensure_worktree(tmp_path / "slot", sha)
+    assert (tmp_path / "slot/lib/deps/inner/value").read_text() == "5\n"
+    assert snapshot(clone.path) == before
+    assert not list((clone.path / ".git/worktrees").glob("*/modules"))
+
+
+def test_pruning_a_slot_makes_the_submodule_cache_forget_its_submodules(clone: Clone) -> None:
+    slot = worktree_root(clone.path) / "slot-0"
+    GitRepo(clone.path).ensure_worktree(slot, clone.shas[-1])
+    entries = cache_repositories()
+    assert [git(entry, "worktree", "list").count("\n") for entry in entries] == [1, 1]  # lib's and inner's
+    removed, kept = prune_worktrees(str(clone.path))
+    assert ([info.path for info in removed], kept) == ([slot], [])
+    assert [git(entry, "worktree", "list").count("\n") for entry in entries] == [0, 0]

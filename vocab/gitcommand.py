@@ -1,0 +1,49 @@
+"""One git command run as a subprocess: what vocab/'s git modules (gitrepo.py, submodules.py) start git through."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO
+
+# git's messages in English whatever the user's locale: RepoErrors quote them
+GIT_LOCALE = {"LANGUAGE": "C", "LC_ALL": "C"}
+
+
+class GitCommandError(Exception):
+    """git exited non-zero (or could not start); str() is its stderr on one line, stdout what it printed first."""
+
+    def __init__(self, message: str, stdout: str = "") -> None:
+        super().__init__(message)
+        self.stdout = stdout
+
+
+def run_git(
+    directory: str | Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    output: IO[bytes] | None = None,
+    errors: str = "surrogateescape",
+    timeout: float | None = None,
+) -> str:
+    """`git -C directory args...`: its stdout (one trailing newline dropped, decoded with errors), or into output.
+    Raises GitCommandError when git exits non-zero or runs past timeout."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(directory), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=output if output is not None else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **GIT_LOCALE, **(env or {})},
+            check=False,
+            timeout=timeout,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:  # no git on PATH, or a hung fetch
+        raise GitCommandError(f"git {args[0]}: {exc}") from None
+    stdout = (done.stdout or b"").decode(errors=errors).removesuffix("\n")
+    if done.returncode != 0:
+        stderr = " ".join(done.stderr.decode(errors="replace").split())
+        raise GitCommandError(stderr or f"git {args[0]} exited {done.returncode}", stdout)
+    return stdout

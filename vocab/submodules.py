@@ -1,0 +1,212 @@
+"""The submodules of a step's tree, as `git clone --recurse-submodules` gives them, without touching the user's
+checkout or its config: which ones a tree records, and a cache repository that holds the commit each one needs.
+
+The cache has one repository per submodule URL (`<cache dir>/submodules/<hash of the URL>`, locked by
+`<hash>.lock` while it is made, borrows or fetches). It borrows the objects already on this machine through git's
+alternates (the user's `.git/modules/<name>`, and the submodule's own checkout in the user's tree) and fetches from
+the URL only a commit found in none of them, under its lock, so one fetch serves every worker and every later bisect.
+Its own objects are only what it fetched; gc is off in it, so a fetched commit no ref names stays. A worktree's
+submodules are linked worktrees of these repositories (gitrepo.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bisector.vocab.errors import RepoError
+from bisector.vocab.gitcommand import GitCommandError, run_git
+from bisector.vocab.paths import cache_dir
+
+GITMODULES = ".gitmodules"
+GITLINK_MODE = "160000"
+FETCH_TIMEOUT_S = 900.0  # a fetch hung on the network ends as an infrastructure error of the step
+_NO_PROMPT = {"GIT_TERMINAL_PROMPT": "0"}  # a URL that asks for credentials fails instead of waiting for a user
+
+
+@dataclass(frozen=True)
+class Submodule:
+    name: str  # its name in .gitmodules (the folder under .git/modules)
+    path: str  # where the tree has its gitlink
+    url: str  # resolved: a relative URL of .gitmodules is made absolute against the superproject's
+    sha: str  # the commit the tree records for it
+
+
+@dataclass(frozen=True)
+class LocalCopies:
+    """Where a repository's submodules may already be on this machine."""
+
+    git_dirs: tuple[Path, ...]  # the repository's git directories: their modules/<name> hold submodules
+    checkouts: tuple[Path, ...]  # its checkouts: their <path> may hold a submodule's own checkout
+    url_base: str  # what a relative URL of .gitmodules is relative to (the repository's own URL)
+
+    def object_dirs(self, submodule: Submodule) -> list[Path]:
+        """The object directories on this machine that may hold the submodule's commits."""
+        git_dirs = [*(d / "modules" / submodule.name for d in self.git_dirs)]
+        git_dirs += [found for c in self.checkouts if (found := _git_dir(c / submodule.path)) is not None]
+        objects = [(_common_dir(d) / "objects").resolve() for d in git_dirs]
+        return list(dict.fromkeys(o for o in objects if o.is_dir()))
+
+    def of(self, submodule: Submodule) -> LocalCopies:
+        """Where the submodule's own submodules may be."""
+        git_dirs = tuple(d / "modules" / submodule.name for d in self.git_dirs)
+        return LocalCopies(git_dirs, tuple(c / submodule.path for c in self.checkouts), submodule.url)
+
+
+def listed(tree: Path, repo: Path, treeish: str, url_base: str) -> list[Submodule]:
+    """The submodules of treeish (its tree checked out or exported at tree; its objects in the repository at repo):
+    each gitlink that tree/.gitmodules names, with its commit. [] where tree has no .gitmodules (no git runs)."""
+    if not (tree / GITMODULES).is_file():
+        return []
+    try:
+        config = run_git(tree, "config", "--file", GITMODULES, "--null", "--list")
+    except GitCommandError as exc:
+        raise RepoError(f"reading {GITMODULES} of {treeish[:12]} failed: {exc}") from None
+    fields: dict[str, dict[str, str]] = {}
+    for entry in filter(None, config.split("\0")):
+        key, _, value = entry.partition("\n")
+        section, _, rest = key.partition(".")
+        name, _, field = rest.rpartition(".")
+        if section == "submodule" and name:
+            fields.setdefault(name, {})[field] = value
+    names = {f["path"].strip("/"): name for name, f in fields.items() if f.get("path") and f.get("url")}
+    if not names:
+        return []
+    try:
+        entries = run_git(repo, "ls-tree", "-z", treeish, "--", *names).split("\0")
+    except GitCommandError as exc:
+        raise RepoError(f"listing the submodules of {treeish[:12]} failed: {exc}") from None
+    found = []
+    for entry in filter(None, entries):
+        meta, _, path = entry.partition("\t")
+        mode, _, sha = meta.split(" ")
+        if mode == GITLINK_MODE and path in names:
+            name = names[path]
+            found.append(Submodule(name, path, absolute_url(url_base, fields[name]["url"]), sha))
+    return found
+
+
+def absolute_url(base: str, url: str) -> str:
+    """url of .gitmodules, made absolute as git does: `./x` and `../x` are relative to base (the superproject's
+    remote URL, or its folder where it has none)."""
+    if not url.startswith(("./", "../")):
+        return url
+    parts = base.rstrip("/").split("/")
+    rest = url
+    while rest.startswith(("./", "../")):
+        head, _, rest = rest.partition("/")
+        if head == ".." and len(parts) > 1:
+            parts.pop()
+    return "/".join([*parts, rest]) if rest else "/".join(parts)
+
+
+def gitmodules_paths(tree: Path) -> list[str]:
+    """The submodule paths tree/.gitmodules names ([] without one, or where it does not parse)."""
+    if not (tree / GITMODULES).is_file():
+        return []
+    try:
+        listing = run_git(tree, "config", "--file", GITMODULES, "--null", "--get-regexp", r"^submodule\..*\.path$")
+    except GitCommandError:
+        return []
+    return [entry.partition("\n")[2].strip("/") for entry in filter(None, listing.split("\0"))]
+
+
+def cache_repositories() -> list[Path]:
+    """The submodule cache's repositories."""
+    root = cache_dir() / "submodules"
+    return sorted(entry for entry in root.iterdir() if entry.is_dir()) if root.is_dir() else []
+
+
+def cached_repository(submodule: Submodule, copies: LocalCopies) -> Path:
+    """The cache repository of the submodule's URL, made where missing, holding the submodule's commit: borrowed
+    from the copies on this machine, else fetched from its URL. RepoError naming the submodule and the commit where
+    neither has it (an infrastructure error of the step, never a verdict on the commit)."""
+    root = cache_dir() / "submodules"
+    key = hashlib.sha256(submodule.url.encode()).hexdigest()[:16]
+    entry = root / key
+    with _locked(root / f"{key}.lock"):
+        try:
+            if not (entry / ".git" / "config").is_file():
+                run_git(root, "init", "--quiet", str(entry))
+                run_git(entry, "config", "gc.auto", "0")
+            if _holds(entry, submodule.sha):
+                return entry
+            _borrow(entry, copies.object_dirs(submodule))
+            if _holds(entry, submodule.sha):
+                return entry
+        except (GitCommandError, OSError) as exc:
+            raise RepoError(f"submodule {submodule.path}: its cache repository {entry} failed: {exc}") from None
+        why = _fetch(entry, submodule)
+    raise RepoError(
+        f"submodule {submodule.path} needs commit {submodule.sha[:12]}, which no repository on this machine holds "
+        f"and {submodule.url} did not give: {why}"
+    )
+
+
+def _fetch(entry: Path, submodule: Submodule) -> str:
+    """Fetch the submodule's branches and tags from its URL, then its commit by SHA where they lack it; "" once the
+    entry holds the commit, else why not."""
+    branches = ("+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
+    why = ""
+    for refspecs in (branches, (submodule.sha,)):
+        try:
+            run_git(entry, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", submodule.url, *refspecs,
+                    env=_NO_PROMPT, timeout=FETCH_TIMEOUT_S)  # fmt: skip
+        except GitCommandError as exc:
+            why = str(exc)[:300]
+        if _holds(entry, submodule.sha):
+            return ""
+    return why or "it has no such commit"
+
+
+def _holds(entry: Path, sha: str) -> bool:
+    try:
+        run_git(entry, "cat-file", "-e", f"{sha}^{{commit}}")
+    except GitCommandError:
+        return False
+    return True
+
+
+def _borrow(entry: Path, object_dirs: list[Path]) -> None:
+    """Add the object directories to the entry's alternates (git reads their objects in place)."""
+    alternates = entry / ".git" / "objects" / "info" / "alternates"
+    listed_before = alternates.read_text().splitlines() if alternates.is_file() else []
+    known = [line for line in listed_before if Path(line).is_dir()]  # a repository removed since is forgotten
+    wanted = list(dict.fromkeys([*known, *map(str, object_dirs)]))
+    if wanted != listed_before:  # written whole and renamed: a git reading it meanwhile sees the old list or the new
+        temporary = alternates.with_name(f"alternates.{os.getpid()}.tmp")
+        temporary.write_text("".join(f"{line}\n" for line in wanted))
+        temporary.replace(alternates)
+
+
+def _git_dir(checkout: Path) -> Path | None:
+    """The git directory of a checkout: its .git folder, or the one its .git file names."""
+    dot_git = checkout / ".git"
+    if dot_git.is_dir():
+        return dot_git
+    try:
+        named = dot_git.read_text().removeprefix("gitdir:").strip()
+    except OSError:
+        return None
+    return checkout / named  # relative to the checkout where git wrote it so
+
+
+def _common_dir(git_dir: Path) -> Path:
+    """A linked worktree's git directory names the repository's in its commondir file."""
+    try:
+        return git_dir / (git_dir / "commondir").read_text().strip()
+    except OSError:
+        return git_dir
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
