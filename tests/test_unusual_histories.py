@@ -62,6 +62,27 @@ def test_all_parents_finds_a_culprit_in_an_octopus_merges_third_parent(tmp_path:
     assert (record.status, record.first_bad, record.last_good) == (BisectStatus.FOUND, branches["b2"], branches["b1"])
 
 
+def test_all_parents_passes_over_an_octopus_parent_that_brought_nothing(tmp_path: Path, store: Store):
+    """An octopus merge made by a tool other than `git merge` (which drops such parents): its second parent is an
+    ancestor of its first, so that branch brought nothing. The third parent's branch still holds the culprit."""
+    repo = Repo(tmp_path / "repo")
+    good = repo.commit("root", **{"test.sh": TEST_SH, "verdict": "good\n"})
+    stale = repo.commit("m1", m="1\n")
+    repo.git("checkout", "-q", "-b", "c", stale)
+    c1 = repo.commit("c1", c1="c1")
+    c2 = repo.commit("c2", verdict="bad\n")
+    repo.git("checkout", "-q", "main")
+    first_parent = repo.commit("m2", m="2\n")
+    repo.git("merge", "-q", "--no-ff", "-m", "c", "c")
+    tree = repo.git("rev-parse", "HEAD^{tree}")
+    octopus = repo.git("commit-tree", tree, "-p", first_parent, "-p", stale, "-p", c2, "-m", "octopus")
+    repo.git("reset", "-q", "--hard", octopus)
+    tip = repo.commit("m3", m="3\n")
+    coordinator = Coordinator(store, make_executor, poll_interval_s=0.05)
+    record = coordinator.start(synthetic_spec(repo.path, good, tip, build=None, all_parents=True, workers=1))
+    assert (record.status, record.first_bad, record.last_good) == (BisectStatus.FOUND, c2, c1)
+
+
 def _many_commits(repo: Repo, count: int) -> list[str]:
     """count commits on main after its first, made by one `git fast-import` with fixed dates (so the same SHAs each
     run); their SHAs, oldest first."""

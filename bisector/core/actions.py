@@ -42,9 +42,9 @@ class Record:
 
 @dataclass(frozen=True)
 class Descend:
-    """--all-parents: the merge tested bad; list the commits it merged through its parent number `parent` (git; 1:
-    the second parent, then an octopus merge's others) and call `SearchCore.descend`, or `SearchCore.no_branch`
-    when it has no such parent."""
+    """--all-parents: the merge tested bad; list the commits it merged through its first parent from `parent` on
+    (git's number less one; 1: the second parent, then an octopus merge's others) that brought any in, and call
+    `SearchCore.descend` with that parent, or `SearchCore.no_branch` when none did."""
 
     merge: str
     parent: int = 1

@@ -177,14 +177,13 @@ class SearchCore:
         if self.ledger.add_manual(step):
             self.changed()
 
-    def descend(self, merge: str, first_parent: str, branch: Sequence[str]) -> list[Action]:
-        """The answer of a Descend (branch: the commits the merge brought in, oldest first): the merge's branch is
-        bisected next; what runs now is irrelevant."""
-        self.set_order(self.merges.descend(merge, first_parent, branch))
+    def descend(self, merge: str, first_parent: str, branch: Sequence[str], parent: int) -> list[Action]:
+        """The answer of a Descend (branch: the commits the merge brought in through its parent `parent`, oldest
+        first): the merge's branch is bisected next; what runs now is irrelevant."""
+        self.set_order(self.merges.descend(merge, first_parent, branch, parent))
         self.records = replace(self.records, merge_phases=tuple(self.merges.phases))
         self.stored("merge_phases")
         out = [*self.drain(), *(Cancel(step_id) for step_id in self.ledger.in_flight)]
-        parent = sum(phase.merge == merge for phase in self.merges.phases)
         through = f" through its parent {parent + 1} (the branches before are good alone)" if parent > 1 else ""
         return [*out, Note(f"merge {merge[:12]} is bad: bisecting the {len(branch)} commit(s) it merged{through}")]
 

@@ -32,20 +32,20 @@ class MergeDescent:
         return [position for position, sha in enumerate(shas) if sha not in self.pruned]
 
     def wants(self, sha: str) -> int | None:
-        """The parent (1: the second) whose branch a found first bad commit must be looked into through next (it
-        may be a merge with a branch not yet descended into); None when there is none to look into."""
+        """The first parent (1: the second) whose branch a found first bad commit must be looked into through next
+        (it may be a merge with a branch not yet descended into); None when there is none to look into."""
         if not self.enabled or sha in self.not_merges:
             return None
-        return 1 + sum(phase.merge == sha for phase in self.phases)
+        return 1 + max((phase.parent for phase in self.phases if phase.merge == sha), default=0)
 
-    def descend(self, merge: str, first_parent: str, branch: Sequence[str]) -> list[int]:
-        """The merged branch's commits (oldest first) join the ledger, numbered after the candidates; returns the new
-        order. Those among the candidates already (a merge of the first-parent line back into a branch brings in
-        commits of that line) keep their positions, and with them their verdicts."""
+    def descend(self, merge: str, first_parent: str, branch: Sequence[str], parent: int) -> list[int]:
+        """The branch the merge brought in through its parent `parent` (its commits oldest first) joins the ledger,
+        numbered after the candidates; returns the new order. Those among the candidates already (a merge of the
+        first-parent line back into a branch brings in commits of that line) keep their positions and verdicts."""
         position = self.ledger.position
         fresh = [sha for sha in branch if sha not in position]
         start = len(self.ledger.candidates)
         self.ledger.extend([Commit(start + i, sha) for i, sha in enumerate(fresh)])
         order = (position[first_parent], *(position[sha] for sha in branch), position[merge])
-        self.phases.append(MergePhase(merge, order))
+        self.phases.append(MergePhase(merge, order, parent))
         return list(order)

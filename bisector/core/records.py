@@ -34,22 +34,25 @@ class EndpointCheck(StrEnum):
 
 @dataclass(frozen=True)
 class MergePhase:
-    """--all-parents: a bad merge whose merged branch the search descended into, and the positions it searched."""
+    """--all-parents: a bad merge whose merged branch the search descended into, the positions it searched, and the
+    merge's parent that brought the branch in (git's number less one: 1, the second parent; an octopus merge has
+    more)."""
 
     merge: str
     order: tuple[int, ...]
+    parent: int = 1  # a record without it was stored when only the second parent was descended into
 
     def to_json(self) -> dict[str, object]:
-        return {"merge": self.merge, "order": list(self.order)}
+        return {"merge": self.merge, "order": list(self.order), "parent": self.parent}
 
     @classmethod
     def from_json(cls, data: object) -> MergePhase | None:
         if not isinstance(data, Mapping):
             return None
-        merge, order = data.get("merge"), data.get("order")
+        merge, order, parent = data.get("merge"), data.get("order"), data.get("parent", 1)
         if not isinstance(merge, str) or not isinstance(order, list) or not all(isinstance(p, int) for p in order):
             return None
-        return cls(merge, tuple(order))
+        return cls(merge, tuple(order), parent) if isinstance(parent, int) and parent >= 1 else None
 
 
 @dataclass(frozen=True)

@@ -163,17 +163,19 @@ class SearchLoop:
             self.observer.step_started(step.id, self.commits[step.id], step.attempt, sent.assignment)
 
     def descend(self, merge: str, parent: int) -> list[Action]:
-        """--all-parents: list the commits a bad merge brought in through a parent (numbered after the candidates),
-        store them."""
+        """--all-parents: list the commits a bad merge brought in through its first parent from `parent` on that
+        brought any (one that is an ancestor of the first parent brought none), numbered after the candidates; store
+        them."""
         repo = GitRepo(self.pipeline.repo)
-        side = repo.merged_branch(merge, parent)
-        if not side:
-            self.core.no_branch(merge)
-            return []
-        start = len(self.core.ledger.candidates)
-        actions = self.core.descend(merge, repo.parents(merge)[0], side)
-        self.store.add_candidates(self.bisect_id, self.core.ledger.candidates, first_position=start)
-        return actions
+        parents = repo.parents(merge)
+        for number in range(parent, len(parents)):
+            if side := repo.merged_branch(merge, number):
+                start = len(self.core.ledger.candidates)
+                actions = self.core.descend(merge, parents[0], side, number)
+                self.store.add_candidates(self.bisect_id, self.core.ledger.candidates, first_position=start)
+                return actions
+        self.core.no_branch(merge)
+        return []
 
     def finish(self, finish: Finish) -> None:
         if finish.status is BisectStatus.PAUSED:

@@ -72,7 +72,7 @@ def test_lazy_verification_is_the_default_and_first_a_choice():
 
 def test_search_records_round_trip_and_bad_shapes_read_as_absent():
     records = SearchRecords(
-        quarantined={"w1": "wrong"}, reference_checked=("w0", "w1"), merge_phases=(MergePhase("ab", (0, 7, 8, 3)),),
+        quarantined={"w1": "wrong"}, reference_checked=("w0", "w1"), merge_phases=(MergePhase("ab", (0, 7, 8, 3), 2),),
         confirmation=Confirmation(ConfirmStatus.CONFIRMED, 0.01, 4, 0, "reproduced"), decisions={"ab": {"n": 3}},
         flake_seen=True, analysis=Analysis.PENDING, endpoints={"good": EndpointCheck.ASSUMED},
     )  # fmt: skip
@@ -82,6 +82,8 @@ def test_search_records_round_trip_and_bad_shapes_read_as_absent():
     assert SearchRecords.from_extra(junk) == SearchRecords()
     with pytest.raises(ValueError, match="not a search record"):
         records.to_extra("resumed_with")
+    stored_before_octopus_descent = {"merge_phases": [{"merge": "ab", "order": [0, 7, 3]}]}  # its second parent
+    assert SearchRecords.from_extra(stored_before_octopus_descent).merge_phases == (MergePhase("ab", (0, 7, 3), 1),)
 
 
 def test_search_steps_go_first_to_the_worker_the_executor_prefers():
