@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from bisector.runner.reruns import RERUN_STOP_WAIT_S
 from bisector.vocab.errors import BisectError, InputError, StateError, UnknownBisectError
 
 TIMEOUT_S = 120.0  # a submission fetches the repository first
@@ -45,8 +46,8 @@ class ServiceClient:
     def cancel(self, bisect_id: int, wait_s: float | None = None) -> dict[str, Any]:
         """{id, status, ended_before, reruns, asked_to_stop} after the cancel: the bisect's status, whether it had
         ended, the shas of the reruns the cancel stopped and of those still running after its wait (wait_s: the
-        server's default when None)."""
-        params = {} if wait_s is None else {"wait_s": wait_s}
+        server's default when None; a server waits at most RERUN_STOP_WAIT_S, and refuses to be asked for more)."""
+        params = {} if wait_s is None else {"wait_s": min(wait_s, RERUN_STOP_WAIT_S)}
         answer: dict[str, Any] = self._call("DELETE", f"/api/bisects/{bisect_id}", params=params).json()
         return answer
 

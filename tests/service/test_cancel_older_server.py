@@ -15,8 +15,10 @@ from bisect_helpers import cli_env, run_cli
 
 class _OlderServer(BaseHTTPRequestHandler):
     answer: ClassVar[dict[str, object]] = {}
+    paths: ClassVar[list[str]] = []
 
     def do_DELETE(self) -> None:
+        self.paths.append(self.path)
         body = json.dumps(self.answer).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -30,7 +32,7 @@ class _OlderServer(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def older_server() -> Iterator[tuple[str, type[_OlderServer]]]:
-    handler = type("Handler", (_OlderServer,), {"answer": {}})
+    handler = type("Handler", (_OlderServer,), {"answer": {}, "paths": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -61,3 +63,13 @@ def test_a_cancel_answered_the_older_way_prints_one_line(older_server, answer, l
     done = run_cli("cancel", "3", "--server", url, env=cli_env(BISECT_TOKEN="t"))
 
     assert (done.returncode, done.stdout, done.stderr) == (0, line, "")
+
+
+def test_a_wait_longer_than_a_server_waits_is_asked_as_its_most(older_server) -> None:
+    """A server refuses wait_s over its most (RERUN_STOP_WAIT_S); the help says a server waits at most that."""
+    url, handler = older_server
+    handler.answer = {"id": 3, "status": "cancelled", "ended_before": False, "reruns": [], "asked_to_stop": []}
+    done = run_cli("cancel", "3", "--server", url, "--wait", "100", env=cli_env(BISECT_TOKEN="t"))
+
+    assert (done.returncode, done.stdout, done.stderr) == (0, "bisect 3: cancelled\n", "")
+    assert handler.paths == ["/api/bisects/3?wait_s=60.0"]
