@@ -490,8 +490,9 @@ def test_a_rerun_judged_gone_says_it_lost_its_registration_and_stops(tmp_path: P
     out, err = rerun.communicate(timeout=120)
     assert rerun.returncode == 2, (out, err)
     assert err.strip().splitlines()[-1] == (
-        f"bisect: error: the rerun of bisect 1 at {history.shas[6][:12]} lost its registration: judged gone (no "
-        f"heartbeat in the store for {LEASE_TTL_S:.0f} s), its running steps were stored as interrupted; it stopped"
+        f"bisect: error: the rerun of bisect 1 at {history.shas[6][:12]} lost its registration: judged gone (its "
+        f"heartbeat older than {LEASE_TTL_S:.0f} s, or its process not found on its host), its running steps were "
+        "stored as interrupted; it stopped"
     )
     assert "Traceback" not in err
     wait_for(lambda: not held.processes(), what="the rerun's step's processes to end")

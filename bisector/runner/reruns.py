@@ -110,9 +110,9 @@ class RerunRegistration:
         own = _reruns(self.store.get_bisect(self.bisect_id).extra).get(self.token)
         if own is None:
             raise RerunLostError(
-                f"the rerun of bisect {self.bisect_id} at {self.sha[:12]} lost its registration: judged gone (no "
-                f"heartbeat in the store for {self.ttl_s:.0f} s), its running steps were stored as interrupted; "
-                "it stopped"
+                f"the rerun of bisect {self.bisect_id} at {self.sha[:12]} lost its registration: judged gone (its "
+                f"heartbeat older than {self.ttl_s:.0f} s, or its process not found on its host), its running steps "
+                "were stored as interrupted; it stopped"
             )
         return bool(own.get(REVOKED))
 
