@@ -85,7 +85,7 @@ def test_concurrent_submissions_all_run_with_the_right_culprit(
 ) -> None:
     with ThreadPoolExecutor(5) as threads:
         answers = list(threads.map(lambda _: service.post(submission(history)), range(5)))
-    assert [a.status_code for a in answers] == [201] * 5
+    assert [a.status_code for a in answers] == [201] * 5, [a.text for a in answers]
     ids = [a.json()["id"] for a in answers]
     assert len(set(ids)) == 5
     for bisect_id in ids:
