@@ -30,7 +30,7 @@ from bisector.db.store import Store
 from bisector.runner.ownership import HEARTBEAT_S, LEASE_TTL_S, Clock, Heartbeat, OwnerId, holder_is_gone
 from bisector.runner.side_runs import SideRunsCancelledError
 from bisector.vocab.errors import BisectError, StateError
-from bisector.vocab.processes import process_start, runs_here
+from bisector.vocab.processes import ProcessGroup, runs_here
 
 RERUNS_KEY = "reruns"
 REVOKED = "revoked"  # an entry's key: a cancel asked its rerun to stop
@@ -91,10 +91,11 @@ class RerunRegistration:
         with contextlib.suppress(BisectError):  # a lost store: the error that ended the rerun is the one to see
             self.store.change_extra(self.bisect_id, lambda extra: self._leaving(extra, ended))
 
-    def record_groups(self, pgids: Collection[int]) -> None:
+    def record_groups(self, groups_here: Collection[ProcessGroup]) -> None:
         """Record the process groups its running steps' commands lead (on this host), each with its leader's start
-        time, for end_dead_reruns to end should this process die; written only when they changed."""
-        groups = [[pgid, started] for pgid in sorted(pgids) if (started := process_start(pgid)) is not None]
+        time as its worker read it, for end_dead_reruns to end should this process die; written only when they
+        changed."""
+        groups = [[group.pgid, group.started] for group in sorted(groups_here)]
         if groups == self._groups:
             return
 
