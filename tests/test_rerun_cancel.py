@@ -389,6 +389,37 @@ def test_a_rerun_records_its_groups_start_times_as_reported_not_as_read_later(tm
         stranger.wait()
 
 
+class StoreKilledAtTheTransaction(Store):
+    """A real SQLite store whose process is killed as it begins end_dead_reruns' transaction: nothing is written."""
+
+    def interrupt_reruns(self, *args: Any, **kwargs: Any) -> int:
+        raise KeyboardInterrupt
+
+
+def test_a_command_killed_as_it_ends_a_dead_rerun_leaves_its_entry_or_no_group_running(tmp_path: Path) -> None:
+    """The groups of a rerun whose process is gone from this host are ended before its entry is removed: a command
+    killed between the two leaves the entry (the next one ends the rest) and no group running."""
+    leader = a_sleeper_in_a_session_of_its_own()
+    try:
+        dead_owner = subprocess.Popen(["true"])
+        dead_owner.wait()
+        entry = {
+            "owner": f"{socket.gethostname()}:{dead_owner.pid}:1", "sha": "d" * 40,
+            "heartbeat": datetime.now(UTC).isoformat(), "groups": [[leader.pid, process_start(leader.pid)]],
+        }  # fmt: skip
+        url = f"sqlite:///{tmp_path / 'b.db'}"
+        with Store.open(url) as store:
+            bisect_id = store.create_bisect(str(tmp_path), "a" * 40, "d" * 40, {}, datetime.now(UTC))
+            store.update_extra(bisect_id, reruns={"token": entry})
+        with StoreKilledAtTheTransaction.open(url) as killed, pytest.raises(KeyboardInterrupt):
+            end_dead_reruns(killed, bisect_id, datetime.now(UTC))
+        assert rerun_entries(tmp_path / "b.db", bisect_id) == {"token": entry}
+        assert leader.wait(timeout=60) == -signal.SIGTERM
+    finally:
+        leader.kill()
+        leader.wait()
+
+
 def move_to_another_host(db: Path, heartbeat: datetime) -> dict[str, dict[str, str]]:
     """Rewrite the bisect's one rerun entry to name a process of another host, last seen at heartbeat; the entries."""
     [(token, entry)] = rerun_entries(db).items()
