@@ -31,7 +31,10 @@ from bisector.runner.side_runs import SideRunsCancelledError
 from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus
 from bisector.vocab.errors import StateError
-from bisector.vocab.processes import process_start
+from bisector.vocab.metric import MetricSpec
+from bisector.vocab.processes import ProcessGroup, process_start
+from bisector.workers.local import LocalExecutor
+from bisector.workers.step_request import StepRequest
 
 EXIT_NO_CULPRIT = 3
 
@@ -253,8 +256,8 @@ def test_a_coordinator_that_stops_or_resumes_leaves_a_running_reruns_steps_to_it
         assert report(db)["first_bad"]["sha"] == history.shas[5]
 
 
-def rerun_entries(db: Path) -> dict[str, dict[str, str]]:
-    [(extra,)] = stored_rows(db, "select extra from bisects where id = 1")
+def rerun_entries(db: Path, bisect_id: int = 1) -> dict[str, dict[str, Any]]:
+    [(extra,)] = stored_rows(db, f"select extra from bisects where id = {bisect_id}")
     return dict(json.loads(extra).get("reruns", {}))
 
 
@@ -336,6 +339,85 @@ def test_a_dead_rerun_s_recorded_group_is_ended_only_while_its_leader_is_the_rec
         for leader in leaders:
             leader.kill()
             leader.wait()
+
+
+def test_a_step_s_process_group_is_reported_with_its_leader_s_start_time_read_by_its_worker(
+    tmp_path: Path, held: HeldTest
+) -> None:
+    """The worker reads the leader's start time as it starts it (before it can be reaped and its pid reused), and
+    the executor reports that pair: what a rerun records is the process's own."""
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    held.hold.touch()
+    step = StepRequest(
+        step_id=1, bisect_id=1, sha=history.shas[1], attempt=1, repo=str(history.path), run_cmd=held.run,
+        metric=MetricSpec(), log_path=str(tmp_path / "step-1.log"), timeout_s=600.0,
+    )  # fmt: skip
+    with LocalExecutor(str(history.path), workers=1) as executor:
+        executor.submit(step)
+        wait_for(lambda: held.step_pid(1) is not None, what="the step's test to run")
+        wait_for(lambda: executor.poll(0) == [] and bool(executor.process_groups()), what="the step's announcement")
+        [group] = executor.process_groups()
+        assert tuple(group) == (os.getpgid(held.step_pid(1) or 0), process_start(group.pgid))
+        held.hold.unlink()
+
+
+def a_sleeper_in_a_session_of_its_own() -> subprocess.Popen[bytes]:
+    sleeper = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    wait_for(lambda: process_start(sleeper.pid) is not None, what="the sleeper to start")
+    return sleeper
+
+
+def test_a_rerun_records_its_groups_start_times_as_reported_not_as_read_later(tmp_path: Path) -> None:
+    """A step's leader that exited and whose pid another process reused before the rerun recorded it: the entry
+    keeps the leader's start time as its worker reported it, so the rerun's reaper never ends the process now at
+    that pid."""
+    stranger = a_sleeper_in_a_session_of_its_own()
+    leader = ProcessGroup(stranger.pid, str(int(process_start(stranger.pid) or 0) - 1))  # it started earlier
+    try:
+        sha = "d" * 40
+        with Store.open(f"sqlite:///{tmp_path / 'b.db'}") as store:
+            bisect_id = store.create_bisect(str(tmp_path), "a" * 40, sha, {}, datetime.now(UTC))
+            with RerunRegistration(store, bisect_id, sha) as registration:
+                registration.record_groups([leader])
+                [entry] = rerun_entries(tmp_path / "b.db", bisect_id).values()
+                assert entry["groups"] == [list(leader)]
+                gone_by_its_heartbeat = datetime.now(UTC) + timedelta(seconds=2 * LEASE_TTL_S)
+                end_dead_reruns(store, bisect_id, gone_by_its_heartbeat)
+        assert stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+class StoreKilledAtTheTransaction(Store):
+    """A real SQLite store whose process is killed as it begins end_dead_reruns' transaction: nothing is written."""
+
+    def interrupt_reruns(self, *args: Any, **kwargs: Any) -> int:
+        raise KeyboardInterrupt
+
+
+def test_a_command_killed_as_it_ends_a_dead_rerun_leaves_its_entry_or_no_group_running(tmp_path: Path) -> None:
+    """The groups of a rerun whose process is gone from this host are ended before its entry is removed: a command
+    killed between the two leaves the entry (the next one ends the rest) and no group running."""
+    leader = a_sleeper_in_a_session_of_its_own()
+    try:
+        dead_owner = subprocess.Popen(["true"])
+        dead_owner.wait()
+        entry = {
+            "owner": f"{socket.gethostname()}:{dead_owner.pid}:1", "sha": "d" * 40,
+            "heartbeat": datetime.now(UTC).isoformat(), "groups": [[leader.pid, process_start(leader.pid)]],
+        }  # fmt: skip
+        url = f"sqlite:///{tmp_path / 'b.db'}"
+        with Store.open(url) as store:
+            bisect_id = store.create_bisect(str(tmp_path), "a" * 40, "d" * 40, {}, datetime.now(UTC))
+            store.update_extra(bisect_id, reruns={"token": entry})
+        with StoreKilledAtTheTransaction.open(url) as killed, pytest.raises(KeyboardInterrupt):
+            end_dead_reruns(killed, bisect_id, datetime.now(UTC))
+        assert rerun_entries(tmp_path / "b.db", bisect_id) == {"token": entry}
+        assert leader.wait(timeout=60) == -signal.SIGTERM
+    finally:
+        leader.kill()
+        leader.wait()
 
 
 def move_to_another_host(db: Path, heartbeat: datetime) -> dict[str, dict[str, str]]:

@@ -8,8 +8,17 @@ import json
 import os
 import socket
 from pathlib import Path
+from typing import NamedTuple
 
 OWNER_MARK = "gpu-bisect-owner.json"
+
+
+class ProcessGroup(NamedTuple):
+    """A process group of this host, with its leader's start time read while the leader was the process that
+    started it (before it was reaped), so that a later process reusing the pid is not taken for it."""
+
+    pgid: int
+    started: str
 
 
 def process_start(pid: int) -> str | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bisector.vocab.domain import StepResult
+from bisector.vocab.processes import ProcessGroup
 from bisector.workers.build_ahead import AheadBuilder, BuildAhead
 from bisector.workers.step_request import StepRequest, step_environment
 
@@ -78,10 +79,10 @@ class Executor(abc.ABC):
         executor that can tell a hung worker replaces it. A late report of the step may still come."""
         self.cancel(step_id)
 
-    def process_groups(self) -> list[int]:
-        """The process groups on this host that the running steps' commands lead, as far as they have started: what a
-        reaper ends if the process driving this executor dies (its workers with it). None here: steps that run
-        elsewhere or in this process."""
+    def process_groups(self) -> list[ProcessGroup]:
+        """The process groups on this host that the running steps' commands lead, as far as they have started, each
+        with its leader's start time read by the worker that started it: what a reaper ends if the process driving
+        this executor dies (its workers with it). None here: steps that run elsewhere or in this process."""
         return []
 
     @abc.abstractmethod

@@ -26,6 +26,7 @@ from bisector.vocab.domain import ErrorKind, StepResult, Verdict
 from bisector.vocab.errors import ExecutorError, RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import worktree_root
+from bisector.vocab.processes import ProcessGroup, process_start
 from bisector.workers import step_launcher
 from bisector.workers.cgroups import end_dead_worker
 from bisector.workers.executor import Assignment, Executor, StepRequest
@@ -182,10 +183,12 @@ def _next_request(inbox: queue.Queue[object], stopping: _StopFlag) -> StepReques
 
 
 def _announcer(conn: Connection, step_id: int) -> Callable[[int], None]:
-    """Tells the coordinator each process group a step starts, so it can kill them if this worker dies."""
+    """Tells the coordinator each process group a step starts, so it can kill them if this worker dies, with its
+    leader's start time (None where /proc does not show it), read here: on_start is told before the leader is
+    reaped, so its pid still names it."""
 
     def announce(pgid: int) -> None:
-        conn.send(("started", step_id, pgid))
+        conn.send(("started", step_id, pgid, process_start(pgid)))
 
     return announce
 
@@ -198,7 +201,7 @@ class _Slot:
     process: BaseProcess
     conn: Connection
     running: StepRequest | None = None
-    pgids: set[int] = field(default_factory=set)
+    groups: dict[int, str | None] = field(default_factory=dict)  # pgid -> its leader's start time, as announced
 
 
 class LocalExecutor(Executor):
@@ -320,11 +323,11 @@ class LocalExecutor(Executor):
         except (EOFError, OSError):
             return self._lost(slot)
         if isinstance(message, tuple) and message[0] == "started":
-            slot.pgids.add(int(message[2]))
+            slot.groups[int(message[2])] = message[3]
             return None
         assert isinstance(message, StepResult)
         slot.running = None
-        slot.pgids.clear()
+        slot.groups.clear()
         return message
 
     def _lost(self, slot: _Slot) -> StepResult | None:
@@ -332,7 +335,7 @@ class LocalExecutor(Executor):
         if request is None or slot.process.is_alive():
             return None
         sent = self._rest_of_pipe(slot)  # its last notes may not have been read: the groups it started, its result
-        end_dead_worker(slot.process.pid, slot.pgids, grace_s=1.0)
+        end_dead_worker(slot.process.pid, slot.groups, grace_s=1.0)
         exit_code = slot.process.exitcode
         slot.running = None  # its conn and sentinel may both be ready: report the loss once
         self._restart(slot)
@@ -352,13 +355,13 @@ class LocalExecutor(Executor):
 
     @staticmethod
     def _rest_of_pipe(slot: _Slot) -> StepResult | None:
-        """Take what a dead worker sent that is still unread: process groups into slot.pgids; its step's result."""
+        """Take what a dead worker sent that is still unread: process groups into slot.groups; its step's result."""
         result = None
         with contextlib.suppress(EOFError, OSError):
             while slot.conn.poll(0):
                 message = slot.conn.recv()
                 if isinstance(message, tuple) and message[0] == "started":
-                    slot.pgids.add(int(message[2]))
+                    slot.groups[int(message[2])] = message[3]
                 elif isinstance(message, StepResult):
                     result = message
         return result
@@ -376,15 +379,21 @@ class LocalExecutor(Executor):
             if slot.running is not None and slot.running.step_id == step_id:
                 slot.process.kill()
 
-    def process_groups(self) -> list[int]:
-        return sorted(pgid for slot in self._slots if slot.running is not None for pgid in slot.pgids)
+    def process_groups(self) -> list[ProcessGroup]:
+        return sorted(
+            ProcessGroup(pgid, started)
+            for slot in self._slots
+            if slot.running is not None
+            for pgid, started in slot.groups.items()
+            if started is not None
+        )
 
     def worker_pids(self) -> dict[str, int | None]:
         """The pid of each slot's worker process (for diagnostics and fault-injection tests)."""
         return {slot.name: slot.process.pid for slot in self._slots}
 
     def close(self) -> None:
-        end_groups({pgid for slot in self._slots for pgid in slot.pgids}, grace_s=1.0)  # all at once: one wait
+        end_groups({pgid for slot in self._slots for pgid in slot.groups}, grace_s=1.0)  # all at once: one wait
         for slot in self._slots:
             with contextlib.suppress(OSError):
                 slot.conn.send(_STOP)

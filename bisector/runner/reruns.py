@@ -30,7 +30,7 @@ from bisector.db.store import Store
 from bisector.runner.ownership import HEARTBEAT_S, LEASE_TTL_S, Clock, Heartbeat, OwnerId, holder_is_gone
 from bisector.runner.side_runs import SideRunsCancelledError
 from bisector.vocab.errors import BisectError, StateError
-from bisector.vocab.processes import process_start, runs_here
+from bisector.vocab.processes import ProcessGroup, runs_here
 
 RERUNS_KEY = "reruns"
 REVOKED = "revoked"  # an entry's key: a cancel asked its rerun to stop
@@ -91,10 +91,11 @@ class RerunRegistration:
         with contextlib.suppress(BisectError):  # a lost store: the error that ended the rerun is the one to see
             self.store.change_extra(self.bisect_id, lambda extra: self._leaving(extra, ended))
 
-    def record_groups(self, pgids: Collection[int]) -> None:
+    def record_groups(self, groups_here: Collection[ProcessGroup]) -> None:
         """Record the process groups its running steps' commands lead (on this host), each with its leader's start
-        time, for end_dead_reruns to end should this process die; written only when they changed."""
-        groups = [[pgid, started] for pgid in sorted(pgids) if (started := process_start(pgid)) is not None]
+        time as its worker read it, for end_dead_reruns to end should this process die; written only when they
+        changed."""
+        groups = [[group.pgid, group.started] for group in sorted(groups_here)]
         if groups == self._groups:
             return
 
@@ -165,35 +166,49 @@ def reruns_stopped(
 
 
 def end_dead_reruns(store: Store, bisect_id: int, now: datetime) -> int:
-    """Store the running steps of the bisect's gone reruns (see the module's doc) as interrupted, and remove their
-    entries; then end the process groups their steps' commands left running on this host (SIGTERM, a grace, SIGKILL),
+    """Store the running steps of the bisect's gone reruns (see the module's doc) as interrupted, remove their
+    entries, and end the process groups their steps' commands left running on this host (SIGTERM, a grace, SIGKILL),
     each only while its leader is the process recorded (its start time): never a process that is not theirs. How
     many steps. A dead rerun at a commit that a running one also runs keeps its entry until that one ends: their
-    steps cannot be told apart."""
-    ended: list[dict[str, Any]] = []
+    steps cannot be told apart.
+
+    The groups of the reruns whose process is gone from this host (a judgement that cannot change) are ended before
+    their entries are removed, so that a command killed at any moment leaves them ended or still recorded; those of
+    the reruns judged gone by their heartbeat alone are ended after (a living one stops its own at its next round)."""
+    gone_here = {
+        token: entry
+        for token, entry in _dead(_reruns(store.get_bisect(bisect_id).extra), now).items()
+        if _owner_is_gone_here(entry)
+    }
+    _end_groups_here(gone_here.values())
+    ended: dict[str, dict[str, Any]] = {}
 
     def without_dead(extra: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
-        kept, dead = _without_dead(extra, now)
-        ended[:] = dead
-        return kept, tuple(dict.fromkeys(entry["sha"] for entry in dead))
+        reruns = _reruns(extra)
+        ended.clear()
+        ended.update(_dead(reruns, now))
+        kept = {token: entry for token, entry in reruns.items() if token not in ended}
+        return _with_reruns(extra, kept), tuple(dict.fromkeys(entry["sha"] for entry in ended.values()))
 
     count = store.interrupt_reruns(bisect_id, now, without_dead)
-    _end_groups_here(ended)
+    _end_groups_here([entry for token, entry in ended.items() if token not in gone_here])
     return count
 
 
 def dead_rerun_commits(extra: dict[str, Any], now: datetime) -> tuple[str, ...]:
     """The commits whose running rerun steps end_dead_reruns would store as interrupted (none: nothing to end)."""
-    return tuple(dict.fromkeys(entry["sha"] for entry in _without_dead(extra, now)[1]))
+    return tuple(dict.fromkeys(entry["sha"] for entry in _dead(_reruns(extra), now).values()))
 
 
-def _without_dead(extra: dict[str, Any], now: datetime) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """extra without the entries of the dead reruns whose steps can be ended, and those entries."""
-    reruns = _reruns(extra)
+def _dead(reruns: dict[str, dict[str, Any]], now: datetime) -> dict[str, dict[str, Any]]:
+    """The entries of the dead reruns whose steps can be ended, by token."""
     running = {entry["sha"] for entry in reruns.values() if _running(entry, now)}
-    dead = {token for token, entry in reruns.items() if _is_gone(entry, now) and entry["sha"] not in running}
-    kept = {token: entry for token, entry in reruns.items() if token not in dead}
-    return _with_reruns(extra, kept), [reruns[token] for token in dead]
+    return {t: e for t, e in reruns.items() if _is_gone(e, now) and e["sha"] not in running}
+
+
+def _owner_is_gone_here(entry: dict[str, Any]) -> bool:
+    owner = OwnerId.parse(entry["owner"])
+    return owner is not None and owner.is_gone_here()
 
 
 def _end_groups_here(entries: Collection[dict[str, Any]]) -> None:
