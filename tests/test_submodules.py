@@ -8,6 +8,7 @@ the upstreams are moved away before a bisect, so every object comes from the use
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ from bisector.runner.worktrees import prune_worktrees
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import worktree_root
-from bisector.vocab.submodules import cache_repositories
+from bisector.vocab.submodules import UNUSED_S, USED_MARKER, cache_repositories
 
 # the metric is lib's value plus its nested submodule's: either one missing fails the test at every commit
 TEST_SH = 'echo "metric: $(( $(cat lib/value) + $(cat lib/deps/inner/value) ))"\n'
@@ -229,6 +230,48 @@ def test_pruning_a_slot_makes_the_submodule_cache_forget_its_submodules(clone: C
     GitRepo(clone.path).ensure_worktree(slot, clone.shas[-1])
     entries = cache_repositories()
     assert [git(entry, "worktree", "list").count("\n") for entry in entries] == [1, 1]  # lib's and inner's
-    removed, kept = prune_worktrees(str(clone.path))
-    assert ([info.path for info in removed], kept) == ([slot], [])
+    pruned = prune_worktrees(str(clone.path))
+    assert ([info.path for info in pruned.removed], pruned.kept) == ([slot], [])
     assert [git(entry, "worktree", "list").count("\n") for entry in entries] == [0, 0]
+    assert pruned.submodule_caches == {}  # just used
+
+
+def age(entry: Path, seconds: float) -> None:
+    """Make the cache repository's last use that long ago."""
+    marker = entry / ".git" / USED_MARKER
+    os.utime(marker, (marker.stat().st_atime, marker.stat().st_mtime - seconds))
+
+
+def test_prune_removes_the_submodule_cache_repositories_unused_for_a_day(clone: Clone) -> None:
+    """One used a day ago goes (and is made again when next wanted); one used since stays."""
+    GitRepo(clone.path).ensure_worktree(worktree_root(clone.path) / "slot-0", clone.shas[-1])
+    stale, fresh = cache_repositories()
+    age(stale, UNUSED_S + 60)
+    age(fresh, UNUSED_S - 600)
+    done = run_cli("worktrees", "prune")
+    assert done.returncode == 0, done.stderr
+    assert "removed 1 submodule cache repositories" in done.stdout, done.stdout
+    assert cache_repositories() == [fresh]
+    GitRepo(clone.path).ensure_worktree(worktree_root(clone.path) / "slot-0", clone.shas[0])
+    assert (worktree_root(clone.path) / "slot-0/lib/deps/inner/value").read_text() == "5\n"
+
+
+def test_prune_keeps_a_submodule_cache_repository_in_use(clone: Clone) -> None:
+    """Kept though unused for a day: one whose lock a process holds (making, borrowing or fetching), and one that a
+    worktree of a slot in use is registered in."""
+    slot = worktree_root(clone.path) / "slot-0"
+    GitRepo(clone.path).ensure_worktree(slot, clone.shas[-1])
+    entries = cache_repositories()
+    for entry in entries:
+        age(entry, 2 * UNUSED_S)
+    locked, other = entries
+    with (locked.parent / f"{locked.name}.lock").open("a") as held, slot.with_name("slot-0.lock").open("a") as busy:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        fcntl.flock(busy, fcntl.LOCK_EX)
+        pruned = prune_worktrees()
+        assert ([info.path for info in pruned.kept], pruned.submodule_caches) == ([slot], {})
+        fcntl.flock(busy, fcntl.LOCK_UN)
+        pruned = prune_worktrees()
+        assert list(pruned.submodule_caches) == [other]
+    assert cache_repositories() == [locked]
+    assert list(prune_worktrees().submodule_caches) == [locked]
