@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 from bisect_helpers import run_cli, stored_rows
 
+from bisector.report.model import has_submodules
 from bisector.runner.worktrees import prune_worktrees
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
@@ -275,3 +277,38 @@ def test_prune_keeps_a_submodule_cache_repository_in_use(clone: Clone) -> None:
         assert list(pruned.submodule_caches) == [other]
     assert cache_repositories() == [locked]
     assert list(prune_worktrees().submodule_caches) == [locked]
+
+
+def test_the_reproduce_line_checks_out_the_submodules_and_runs(tmp_path: Path, clone: Clone) -> None:
+    """Its `git submodule update` fetches them from their URLs (the upstreams, back in place): the test at the first
+    bad commit reads lib's and inner's files there."""
+    report = start(clone, tmp_path / "b.db")
+    clone.upstream.with_name("upstream-gone").rename(clone.upstream)
+    workdir = Path(f"/tmp/bisect-repro-{clone.culprit[:12]}")
+    file_urls = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow", "GIT_CONFIG_VALUE_0": "always"}
+    try:
+        ran = subprocess.run(["bash", "-c", report["reproduce"]], capture_output=True, text=True,
+                             env={**os.environ, **file_urls}, check=False)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.splitlines()[-1] == "metric: 6", ran.stdout
+        assert (workdir / "lib/deps/inner/value").read_text() == "1\n"
+    finally:
+        subprocess.run(["git", "-C", str(clone.path), "worktree", "remove", "--force", str(workdir)], check=False)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_the_reproduce_line_updates_submodules_only_where_the_commit_is_known_to_have_some(
+    tmp_path: Path, clone: Clone
+) -> None:
+    """A commit without .gitmodules, or a report shown where the repository is not, gets the line without it."""
+    before_lib = git(clone.path, "rev-parse", f"{clone.shas[0]}~1")
+    assert [has_submodules(str(clone.path), sha) for sha in (clone.culprit, before_lib)] == [True, False]
+    db = tmp_path / "b.db"
+    start(clone, db)
+    clone.path.rename(tmp_path / "moved")
+    shown = run_cli("show", "1", "--format", "json", db=db)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["reproduce"].split(" && ")[1:] == [
+        f"cd /tmp/bisect-repro-{clone.culprit[:12]}",
+        "bash -c 'bash test.sh'",
+    ]
