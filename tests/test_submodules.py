@@ -8,8 +8,10 @@ the upstreams are moved away before a bisect, so every object comes from the use
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +20,12 @@ from typing import Any
 import pytest
 from bisect_helpers import run_cli, stored_rows
 
+from bisector.report.model import has_submodules
 from bisector.runner.worktrees import prune_worktrees
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import worktree_root
-from bisector.vocab.submodules import cache_repositories
+from bisector.vocab.submodules import UNUSED_S, USED_MARKER, cache_repositories
 
 # the metric is lib's value plus its nested submodule's: either one missing fails the test at every commit
 TEST_SH = 'echo "metric: $(( $(cat lib/value) + $(cat lib/deps/inner/value) ))"\n'
@@ -229,6 +232,83 @@ def test_pruning_a_slot_makes_the_submodule_cache_forget_its_submodules(clone: C
     GitRepo(clone.path).ensure_worktree(slot, clone.shas[-1])
     entries = cache_repositories()
     assert [git(entry, "worktree", "list").count("\n") for entry in entries] == [1, 1]  # lib's and inner's
-    removed, kept = prune_worktrees(str(clone.path))
-    assert ([info.path for info in removed], kept) == ([slot], [])
+    pruned = prune_worktrees(str(clone.path))
+    assert ([info.path for info in pruned.removed], pruned.kept) == ([slot], [])
     assert [git(entry, "worktree", "list").count("\n") for entry in entries] == [0, 0]
+    assert pruned.submodule_caches == {}  # just used
+
+
+def age(entry: Path, seconds: float) -> None:
+    """Make the cache repository's last use that long ago."""
+    marker = entry / ".git" / USED_MARKER
+    os.utime(marker, (marker.stat().st_atime, marker.stat().st_mtime - seconds))
+
+
+def test_prune_removes_the_submodule_cache_repositories_unused_for_a_day(clone: Clone) -> None:
+    """One used a day ago goes (and is made again when next wanted); one used since stays."""
+    GitRepo(clone.path).ensure_worktree(worktree_root(clone.path) / "slot-0", clone.shas[-1])
+    stale, fresh = cache_repositories()
+    age(stale, UNUSED_S + 60)
+    age(fresh, UNUSED_S - 600)
+    done = run_cli("worktrees", "prune")
+    assert done.returncode == 0, done.stderr
+    assert "removed 1 submodule cache repositories" in done.stdout, done.stdout
+    assert cache_repositories() == [fresh]
+    GitRepo(clone.path).ensure_worktree(worktree_root(clone.path) / "slot-0", clone.shas[0])
+    assert (worktree_root(clone.path) / "slot-0/lib/deps/inner/value").read_text() == "5\n"
+
+
+def test_prune_keeps_a_submodule_cache_repository_in_use(clone: Clone) -> None:
+    """Kept though unused for a day: one whose lock a process holds (making, borrowing or fetching), and one that a
+    worktree of a slot in use is registered in."""
+    slot = worktree_root(clone.path) / "slot-0"
+    GitRepo(clone.path).ensure_worktree(slot, clone.shas[-1])
+    entries = cache_repositories()
+    for entry in entries:
+        age(entry, 2 * UNUSED_S)
+    locked, other = entries
+    with (locked.parent / f"{locked.name}.lock").open("a") as held, slot.with_name("slot-0.lock").open("a") as busy:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        fcntl.flock(busy, fcntl.LOCK_EX)
+        pruned = prune_worktrees()
+        assert ([info.path for info in pruned.kept], pruned.submodule_caches) == ([slot], {})
+        fcntl.flock(busy, fcntl.LOCK_UN)
+        pruned = prune_worktrees()
+        assert list(pruned.submodule_caches) == [other]
+    assert cache_repositories() == [locked]
+    assert list(prune_worktrees().submodule_caches) == [locked]
+
+
+def test_the_reproduce_line_checks_out_the_submodules_and_runs(tmp_path: Path, clone: Clone) -> None:
+    """Its `git submodule update` fetches them from their URLs (the upstreams, back in place): the test at the first
+    bad commit reads lib's and inner's files there."""
+    report = start(clone, tmp_path / "b.db")
+    clone.upstream.with_name("upstream-gone").rename(clone.upstream)
+    workdir = Path(f"/tmp/bisect-repro-{clone.culprit[:12]}")
+    file_urls = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow", "GIT_CONFIG_VALUE_0": "always"}
+    try:
+        ran = subprocess.run(["bash", "-c", report["reproduce"]], capture_output=True, text=True,
+                             env={**os.environ, **file_urls}, check=False)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.splitlines()[-1] == "metric: 6", ran.stdout
+        assert (workdir / "lib/deps/inner/value").read_text() == "1\n"
+    finally:
+        subprocess.run(["git", "-C", str(clone.path), "worktree", "remove", "--force", str(workdir)], check=False)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_the_reproduce_line_updates_submodules_only_where_the_commit_is_known_to_have_some(
+    tmp_path: Path, clone: Clone
+) -> None:
+    """A commit without .gitmodules, or a report shown where the repository is not, gets the line without it."""
+    before_lib = git(clone.path, "rev-parse", f"{clone.shas[0]}~1")
+    assert [has_submodules(str(clone.path), sha) for sha in (clone.culprit, before_lib)] == [True, False]
+    db = tmp_path / "b.db"
+    start(clone, db)
+    clone.path.rename(tmp_path / "moved")
+    shown = run_cli("show", "1", "--format", "json", db=db)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["reproduce"].split(" && ")[1:] == [
+        f"cd /tmp/bisect-repro-{clone.culprit[:12]}",
+        "bash -c 'bash test.sh'",
+    ]

@@ -6,7 +6,8 @@ The cache has one repository per submodule URL (`<cache dir>/submodules/<hash of
 alternates (the user's `.git/modules/<name>`, and the submodule's own checkout in the user's tree) and fetches from
 the URL only a commit found in none of them, under its lock, so one fetch serves every worker and every later bisect.
 Its own objects are only what it fetched; gc is off in it, so a fetched commit no ref names stays. A worktree's
-submodules are linked worktrees of these repositories (gitrepo.py).
+submodules are linked worktrees of these repositories (gitrepo.py). Each use touches the marker
+`<entry>/.git/bisect-used`; prune_cache removes a repository no worktree is registered in and none used for UNUSED_S.
 """
 
 from __future__ import annotations
@@ -15,17 +16,21 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitcommand import GitCommandError, run_git
-from bisector.vocab.paths import cache_dir
+from bisector.vocab.paths import cache_dir, tree_size
 
 GITMODULES = ".gitmodules"
 GITLINK_MODE = "160000"
 FETCH_TIMEOUT_S = 900.0  # a fetch hung on the network ends as an infrastructure error of the step
+UNUSED_S = 24 * 3600  # a cache repository unused for this long is removed by prune_cache (fetched again when wanted)
+USED_MARKER = "bisect-used"  # in the entry's .git: touched on each use, its mtime the last one
 _NO_PROMPT = {"GIT_TERMINAL_PROMPT": "0"}  # a URL that asks for credentials fails instead of waiting for a user
 
 
@@ -122,6 +127,33 @@ def cache_repositories() -> list[Path]:
     return sorted(entry for entry in root.iterdir() if entry.is_dir()) if root.is_dir() else []
 
 
+def prune_cache(unused_s: float = UNUSED_S) -> dict[Path, int]:
+    """Remove the cache repositories none used for unused_s that no worktree is registered in any more (their
+    registrations of removed worktrees forgotten first), each under its lock taken without waiting: one being made,
+    borrowed into or fetched into stays. Returns those removed, with their sizes in bytes. The lock files stay (one
+    removed under a waiting process would let two hold the lock)."""
+    removed = {}
+    for entry in cache_repositories():
+        with _locked(entry.parent / f"{entry.name}.lock", wait=False) as held:
+            if not held:
+                continue
+            with contextlib.suppress(GitCommandError):  # forgotten by a later prune; meanwhile the entry is kept
+                run_git(entry, "worktree", "prune")
+            if _last_used(entry) > time.time() - unused_s or any((entry / ".git" / "worktrees").glob("*")):
+                continue
+            removed[entry] = tree_size(entry)
+            shutil.rmtree(entry, ignore_errors=True)
+    return removed
+
+
+def _last_used(entry: Path) -> float:
+    """When the entry was last used: its marker's mtime (its folder's where it has no marker)."""
+    try:
+        return (entry / ".git" / USED_MARKER).stat().st_mtime
+    except OSError:
+        return entry.stat().st_mtime
+
+
 def cached_repository(submodule: Submodule, copies: LocalCopies) -> Path:
     """The cache repository of the submodule's URL, made where missing, holding the submodule's commit: borrowed
     from the copies on this machine, else fetched from its URL. RepoError naming the submodule and the commit where
@@ -134,6 +166,7 @@ def cached_repository(submodule: Submodule, copies: LocalCopies) -> Path:
             if not (entry / ".git" / "config").is_file():
                 run_git(root, "init", "--quiet", str(entry))
                 run_git(entry, "config", "gc.auto", "0")
+            (entry / ".git" / USED_MARKER).touch()
             if _holds(entry, submodule.sha):
                 return entry
             _borrow(entry, copies.object_dirs(submodule))
@@ -205,8 +238,13 @@ def _common_dir(git_dir: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, *, wait: bool = True) -> Iterator[bool]:
+    """Hold the lock file's flock; yields whether it is held (False only without wait, where another holds it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True

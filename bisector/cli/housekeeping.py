@@ -101,10 +101,14 @@ def worktrees_ls(repo: str | None) -> None:
 @worktrees.command(name="prune")
 @_repo_option
 def worktrees_prune(repo: str | None) -> None:
-    """Remove the worktrees no worker uses now (they are made again when needed)."""
+    """Remove the worktrees no worker uses now, then the submodule cache's repositories that no worktree is left in
+    and none used for a day (all are made again when needed)."""
     from bisector.runner.worktrees import prune_worktrees
 
     with translated_errors():
-        removed, kept = prune_worktrees(repo)
-    freed = sum(info.size_bytes for info in removed) / 1e6
-    click.echo(f"removed {len(removed)} worktree(s), {freed:.1f} MB; {len(kept)} in use kept")
+        pruned = prune_worktrees(repo)
+    freed = sum(info.size_bytes for info in pruned.removed) / 1e6
+    click.echo(f"removed {len(pruned.removed)} worktree(s), {freed:.1f} MB; {len(pruned.kept)} in use kept")
+    if pruned.submodule_caches:
+        cache_freed = sum(pruned.submodule_caches.values()) / 1e6
+        click.echo(f"removed {len(pruned.submodule_caches)} submodule cache repositories, {cache_freed:.1f} MB")

@@ -36,10 +36,12 @@ from bisector.vocab.domain import (
     StepRecord,
     Verdict,
 )
-from bisector.vocab.errors import InputError
+from bisector.vocab.errors import InputError, RepoError
+from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.images import container_reference
 from bisector.vocab.patches import Patch, apply_command
 from bisector.vocab.paths import log_dir
+from bisector.vocab.submodules import GITMODULES
 from bisector.workers.container_engine import reproduce_in_container
 from bisector.workers.pool import PREEMPTED, RERUN_OF
 
@@ -275,8 +277,9 @@ class BisectReport:
         gpus = tuple(step.gpus) if step else ()
         test = self.spec.test
         return reproduce_command(
-            self.record.repo, sha, test.build, test.run, dict(test.env), gpus, container, test.patches
-        )
+            self.record.repo, sha, test.build, test.run, dict(test.env), gpus, container, test.patches,
+            has_submodules(self.record.repo, sha),
+        )  # fmt: skip
 
     def rerun_command(self) -> str:
         """The same step through gpu-bisect: its build and test at the target, on the bisect's image where it ran
@@ -404,19 +407,29 @@ def pr_suffix(commit: Commit) -> str:
     return f" (PR #{commit.pr})"
 
 
+def has_submodules(repo: str, sha: str) -> bool:
+    """Whether sha's tree has a .gitmodules, where the repository is on this machine (False where it is not)."""
+    try:
+        return GitRepo(repo).tree_hash(sha, GITMODULES) is not None
+    except RepoError:
+        return False
+
+
 def reproduce_command(
     repo: str, sha: str, build_cmd: str | None, run_cmd: str, env: dict[str, str], gpus: tuple[int, ...] = (),
-    container: str | None = None, patches: Sequence[Patch] = (),
+    container: str | None = None, patches: Sequence[Patch] = (), submodules: bool = False,
 ) -> str:  # fmt: skip
-    """A shell command line that re-runs one step by hand in a fresh worktree: the patches applied, its build and test
-    on the host with CUDA_VISIBLE_DEVICES for its GPUs, or (container: the commit's image reference) the engine's
-    command that ran its test in a container (workers/container_engine.py)."""
+    """A shell command line that re-runs one step by hand in a fresh worktree: its submodules checked out where it has
+    some (fetched from their URLs), the patches applied, its build and test on the host with CUDA_VISIBLE_DEVICES for
+    its GPUs, or (container: the commit's image reference) the engine's command that ran its test in a container
+    (workers/container_engine.py)."""
     workdir = f"/tmp/bisect-repro-{sha[:12]}"
     host_env = dict(env) if container or not gpus else {**env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}
     exports = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(host_env.items()))
     parts = [
         f"git -C {shlex.quote(repo)} worktree add --detach {workdir} {sha}",
         f"cd {workdir}",
+        *(["git submodule update --init --recursive"] if submodules else []),
         *map(apply_command, patches),
     ]
     if container is not None:

@@ -4,7 +4,8 @@ listed and pruned by `bisect worktrees ls|prune`.
 A worker holds its slot's lock file (`slot-<n>.lock`, flock) for its life; a worktree whose lock can be taken is
 idle. Prune removes idle worktrees while holding their locks, so that no worker starts in one being removed; the
 lock files stay (removing one under a waiting worker would let two workers share a slot). A slot's submodules are
-worktrees of the submodule cache's repositories (vocab/submodules.py): prune makes those forget the removed ones.
+worktrees of the submodule cache's repositories (vocab/submodules.py): prune makes those forget the removed ones, then
+removes those no worktree is left in and none used for a day.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import cache_dir, tree_size, worktree_root
-from bisector.vocab.submodules import cache_repositories
+from bisector.vocab.submodules import prune_cache
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,13 @@ class WorktreeInfo:
     head: str  # the commit checked out ("" when unknown)
     in_use: bool  # a worker holds its lock
     size_bytes: int
+
+
+@dataclass(frozen=True)
+class Pruned:
+    removed: list[WorktreeInfo]
+    kept: list[WorktreeInfo]  # in use
+    submodule_caches: dict[Path, int]  # the submodule cache repositories removed, with their sizes in bytes
 
 
 def worktree_roots(repo: str | None = None) -> list[Path]:
@@ -50,8 +58,9 @@ def list_worktrees(repo: str | None = None) -> list[WorktreeInfo]:
     return out
 
 
-def prune_worktrees(repo: str | None = None) -> tuple[list[WorktreeInfo], list[WorktreeInfo]]:
-    """Remove the idle worktrees (of repo, or of every repository); returns (removed, kept because in use)."""
+def prune_worktrees(repo: str | None = None) -> Pruned:
+    """Remove the idle worktrees (of repo, or of every repository), then the submodule cache's repositories that no
+    worktree is left in and none used for a day."""
     removed, kept = [], []
     for info in list_worktrees(repo):
         with _slot_lock(info.path) as idle:
@@ -63,12 +72,12 @@ def prune_worktrees(repo: str | None = None) -> tuple[list[WorktreeInfo], list[W
                 repo_of_slot.remove_worktree(info.path)
             shutil.rmtree(info.path, ignore_errors=True)
             removed.append(info)
-    for repo_path in {info.repo for info in removed} | (set(cache_repositories()) if removed else set()):
+    for repo_path in {info.repo for info in removed}:
         repo_of_slots = _open(repo_path)
         if repo_of_slots is not None:
             with contextlib.suppress(RepoError):  # the registrations stay until a later prune; the files are gone
                 repo_of_slots.prune_worktrees()
-    return removed, kept
+    return Pruned(removed, kept, prune_cache())
 
 
 def _open(repo: Path | None) -> GitRepo | None:
