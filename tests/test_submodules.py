@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from bisect_helpers import run_cli, stored_rows
+from images.image_repo import commit, init_repo
 
 from bisector.report.model import has_submodules
 from bisector.runner.worktrees import prune_worktrees
@@ -38,26 +39,14 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def commit(repo: Path, message: str, files: dict[str, str] | None = None) -> str:
-    for name, text in (files or {}).items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
-
 def init(path: Path) -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "t@example.org")
-    git(path, "config", "user.name", "t")
+    init_repo(path)
     return path
 
 
 def bump(repo: Path, path: str, sha: str, message: str) -> str:
     git(repo / path, "checkout", "-q", sha)
-    return commit(repo, message)
+    return commit(repo, message, {})
 
 
 @dataclass(frozen=True)
