@@ -66,19 +66,10 @@ class LocalCopies:
 def listed(tree: Path, repo: Path, treeish: str, url_base: str) -> list[Submodule]:
     """The submodules of treeish (its tree checked out or exported at tree; its objects in the repository at repo):
     each gitlink that tree/.gitmodules names, with its commit. [] where tree has no .gitmodules (no git runs)."""
-    if not (tree / GITMODULES).is_file():
-        return []
     try:
-        config = run_git(tree, "config", "--file", GITMODULES, "--null", "--list")
+        fields = _gitmodules(tree)
     except GitCommandError as exc:
         raise RepoError(f"reading {GITMODULES} of {treeish[:12]} failed: {exc}") from None
-    fields: dict[str, dict[str, str]] = {}
-    for entry in filter(None, config.split("\0")):
-        key, _, value = entry.partition("\n")
-        section, _, rest = key.partition(".")
-        name, _, field = rest.rpartition(".")
-        if section == "submodule" and name:
-            fields.setdefault(name, {})[field] = value
     names = {f["path"].strip("/"): name for name, f in fields.items() if f.get("path") and f.get("url")}
     if not names:
         return []
@@ -112,13 +103,25 @@ def absolute_url(base: str, url: str) -> str:
 
 def gitmodules_paths(tree: Path) -> list[str]:
     """The submodule paths tree/.gitmodules names ([] without one, or where it does not parse)."""
-    if not (tree / GITMODULES).is_file():
-        return []
     try:
-        listing = run_git(tree, "config", "--file", GITMODULES, "--null", "--get-regexp", r"^submodule\..*\.path$")
+        return [f["path"].strip("/") for f in _gitmodules(tree).values() if "path" in f]
     except GitCommandError:
         return []
-    return [entry.partition("\n")[2].strip("/") for entry in filter(None, listing.split("\0"))]
+
+
+def _gitmodules(tree: Path) -> dict[str, dict[str, str]]:
+    """tree/.gitmodules as {name: {field: value}} ({} without one, no git run); GitCommandError where git cannot
+    read it."""
+    if not (tree / GITMODULES).is_file():
+        return {}
+    fields: dict[str, dict[str, str]] = {}
+    for entry in filter(None, run_git(tree, "config", "--file", GITMODULES, "--null", "--list").split("\0")):
+        key, _, value = entry.partition("\n")
+        section, _, rest = key.partition(".")
+        name, _, field = rest.rpartition(".")
+        if section == "submodule" and name:
+            fields.setdefault(name, {})[field] = value
+    return fields
 
 
 def cache_repositories() -> list[Path]:
