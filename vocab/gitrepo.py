@@ -17,7 +17,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +34,8 @@ _MADE_COMMITS = {
     for role in ("AUTHOR", "COMMITTER")
     for part, value in (("NAME", "gpu-bisect"), ("EMAIL", "gpu-bisect@localhost"), ("DATE", "1700000000 +0000"))
 }
+
+WORKTREE_ADD_LOCK = "gpu-bisect-worktree-add.lock"  # in a repository's git directory: GitRepo.worktree_adds_held
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,7 @@ class GitRepo:
 
     def __init__(self, path: str | Path, *, copies: LocalCopies | None = None, add_lock: Path | None = None) -> None:
         """copies: where this repository's submodules are on this machine (default: its own git directory and
-        checkout); add_lock: the lock that worktree adds take (default: one beside the worktree)."""
+        checkout); add_lock: the lock that worktree adds take (default: WORKTREE_ADD_LOCK in its git directory)."""
         try:
             listed = run_git(path, "rev-parse", "--is-bare-repository", "--git-common-dir", "--show-toplevel")
         except GitCommandError as exc:  # a bare repository answers the first question, then fails on the work tree
@@ -527,8 +529,7 @@ class GitRepo:
             path.parent.mkdir(parents=True, exist_ok=True)
             # Workers of one repo add their worktrees at the same moment; git's own locks would fail one. Only the
             # registration runs under the lock (--no-checkout); the workers fill their trees in parallel.
-            with (self._add_lock or path.parent / ".worktree-add.lock").open("a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
+            with self.worktree_adds_held():
                 if broken:  # forget the broken slot's registration (git keeps adds in progress: "initializing")
                     self._run("worktree", "prune")
                 self._run("worktree", "add", "--detach", "--force", "--no-checkout", str(path), sha)
@@ -537,6 +538,15 @@ class GitRepo:
         except OSError as exc:
             raise RepoError(f"making the worktree {path} failed: {exc}") from None
         self._linked.add(path)
+
+    @contextlib.contextmanager
+    def worktree_adds_held(self) -> Iterator[None]:
+        """No worktree of this repository is added (by a GitRepo of any process) while this is held. `git worktree
+        add` writes the new worktree's HEAD as the null object id before it sets it: a git command that reads every
+        worktree's HEAD meanwhile (a fetch's connectivity check, `rev-list --all`) fails on it ("bad object")."""
+        with (self._add_lock or self._common_dir / WORKTREE_ADD_LOCK).open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
 
     def _check_out(self, path: Path, sha: str) -> None:
         try:

@@ -6,7 +6,8 @@ bisect names `main` as the source does. One lock per mirror: concurrent submissi
 fetch that began after a submission arrived serves it too (twenty submissions at once need one or two fetches).
 A mirror is made whole or not at all: cloned in a directory beside it and renamed into place once fetched, so a
 failed or killed clone leaves no half-made mirror (a partial directory left by a killed server is removed at the
-next clone) and the next submission clones again.
+next clone) and the next submission clones again. A fetch waits for the worktree adds in progress (GitRepo.
+worktree_adds_held: it would fail on the worktree being added) and holds off new ones while it runs.
 
 Each git command runs in a process group of its own, so that `stop()` (the server stopping) ends it with whatever
 it started (the remote's upload-pack, ssh, a credential helper): SIGTERM, then SIGKILL to those still there after
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from bisector.service.config import normalized_source
 from bisector.vocab.errors import InputError
-from bisector.vocab.gitrepo import StoppableGit
+from bisector.vocab.gitrepo import GitRepo, StoppableGit
 
 REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 GIT_TIMEOUT_S = 600.0
@@ -64,7 +65,8 @@ class Mirrors:
                 return path  # a fetch that started after this call arrived has just finished
             started = time.monotonic()
             if path.is_dir():
-                self._fetch(path)
+                with GitRepo(path).worktree_adds_held():  # the workers' worktrees of the mirror
+                    self._fetch(path)
             else:
                 self._clone(allowed, path)
             self._fetch_started[allowed] = started
