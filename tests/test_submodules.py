@@ -301,3 +301,17 @@ def test_the_reproduce_line_updates_submodules_only_where_the_commit_is_known_to
         f"cd /tmp/bisect-repro-{clone.culprit[:12]}",
         "bash -c 'bash test.sh'",
     ]
+
+
+def test_a_submodule_worktree_whose_add_was_killed_is_added_again(tmp_path: Path, clone: Clone) -> None:
+    """A `git worktree add` killed midway leaves its registration locked ("initializing"); once the slot's folder
+    is gone (pruned, or removed by a step), the next step adds the submodule's worktree at that path again."""
+    repo = GitRepo(clone.path)
+    slot = tmp_path / "slot"
+    repo.ensure_worktree(slot, clone.shas[0])
+    for entry in cache_repositories():
+        added = git(entry, "worktree", "list", "--porcelain").split("\n\n")[-1].splitlines()[0].split(" ", 1)[1]
+        git(entry, "worktree", "lock", "--reason", "initializing", added)
+    shutil.rmtree(slot)
+    repo.ensure_worktree(slot, clone.shas[-1])
+    assert (slot / "lib/deps/inner/value").read_text() == "1\n"

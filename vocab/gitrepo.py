@@ -531,7 +531,8 @@ class GitRepo:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if broken:  # forget the broken slot's registration (git keeps adds in progress: "initializing")
                     self._run("worktree", "prune")
-                self._run("worktree", "add", "--detach", "--force", "--no-checkout", str(path), sha)
+                # --force twice: also over the registration of an add killed midway, left locked ("initializing")
+                self._run("worktree", "add", "--detach", "--force", "--force", "--no-checkout", str(path), sha)
         except GitCommandError as exc:
             raise RepoError(f"making the worktree {path} at {sha[:12]} failed: {exc}") from None
         except OSError as exc:
