@@ -26,7 +26,7 @@ from bisector.runner.worktrees import prune_worktrees
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import worktree_root
-from bisector.vocab.submodules import UNUSED_S, USED_MARKER, cache_repositories
+from bisector.vocab.submodules import UNUSED_S, USED_MARKER, absolute_url, cache_repositories
 
 # the metric is lib's value plus its nested submodule's: either one missing fails the test at every commit
 TEST_SH = 'echo "metric: $(( $(cat lib/value) + $(cat lib/deps/inner/value) ))"\n'
@@ -315,3 +315,20 @@ def test_a_submodule_worktree_whose_add_was_killed_is_added_again(tmp_path: Path
     shutil.rmtree(slot)
     repo.ensure_worktree(slot, clone.shas[-1])
     assert (slot / "lib/deps/inner/value").read_text() == "1\n"
+
+
+@pytest.mark.parametrize(
+    "base", ["git@host:org/app.git", "git@host:app.git", "host:app", "https://host/org/app.git/", "/srv/app"]
+)
+def test_a_relative_url_is_made_absolute_as_git_makes_it(tmp_path: Path, base: str) -> None:
+    """scp-like `host:path` remotes too: `../` past the path's first folder goes to the host's `:`."""
+    urls = ["../lib", "../../lib.git", "./sub/x", "../lib/../other"]
+    repo = init(tmp_path / "app")
+    sha = commit(repo, "a file", {"f": "x\n"})
+    modules = "".join(f'[submodule "m{n}"]\n\tpath = m{n}\n\turl = {url}\n' for n, url in enumerate(urls))
+    (repo / ".gitmodules").write_text(modules)
+    for n in range(len(urls)):
+        git(repo, "update-index", "--add", "--cacheinfo", f"160000,{sha},m{n}")
+    git(repo, "config", "remote.origin.url", base)
+    git(repo, "submodule", "init")
+    assert [absolute_url(base, url) for url in urls] == [git(repo, "config", f"submodule.m{n}.url") for n in range(4)]

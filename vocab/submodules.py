@@ -89,16 +89,20 @@ def listed(tree: Path, repo: Path, treeish: str, url_base: str) -> list[Submodul
 
 def absolute_url(base: str, url: str) -> str:
     """url of .gitmodules, made absolute as git does: `./x` and `../x` are relative to base (the superproject's
-    remote URL, or its folder where it has none)."""
+    remote URL, or its folder where it has none); `../` drops base's last `/` part, or its `:path` where it has no
+    `/` left (an scp-like `host:path`)."""
     if not url.startswith(("./", "../")):
         return url
-    parts = base.rstrip("/").split("/")
-    rest = url
-    while rest.startswith(("./", "../")):
-        head, _, rest = rest.partition("/")
-        if head == ".." and len(parts) > 1:
-            parts.pop()
-    return "/".join([*parts, rest]) if rest else "/".join(parts)
+    base = base.removesuffix("/")
+    separator = "/"
+    while url.startswith(("./", "../")):
+        head, _, url = url.partition("/")
+        if head == "..":
+            cut = base.rfind("/")
+            if cut < 0 and (cut := base.rfind(":")) >= 0:
+                separator = ":"
+            base = base[:cut] if cut >= 0 else "."
+    return f"{base}{separator}{url}".removesuffix("/")
 
 
 def gitmodules_paths(tree: Path) -> list[str]:
