@@ -9,11 +9,15 @@ the upstreams are moved away before a bisect, so every object comes from the use
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +29,8 @@ from bisector.report.model import has_submodules
 from bisector.runner.worktrees import prune_worktrees
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
-from bisector.vocab.paths import worktree_root
-from bisector.vocab.submodules import UNUSED_S, USED_MARKER, cache_repositories
+from bisector.vocab.paths import cache_dir, worktree_root
+from bisector.vocab.submodules import UNUSED_S, USED_MARKER, absolute_url, cache_repositories, prune_cache
 
 # the metric is lib's value plus its nested submodule's: either one missing fails the test at every commit
 TEST_SH = 'echo "metric: $(( $(cat lib/value) + $(cat lib/deps/inner/value) ))"\n'
@@ -301,3 +305,98 @@ def test_the_reproduce_line_updates_submodules_only_where_the_commit_is_known_to
         f"cd /tmp/bisect-repro-{clone.culprit[:12]}",
         "bash -c 'bash test.sh'",
     ]
+
+
+def test_a_submodule_worktree_whose_add_was_killed_is_added_again(tmp_path: Path, clone: Clone) -> None:
+    """A `git worktree add` killed midway leaves its registration locked ("initializing"); once the slot's folder
+    is gone (pruned, or removed by a step), the next step adds the submodule's worktree at that path again."""
+    repo = GitRepo(clone.path)
+    slot = tmp_path / "slot"
+    repo.ensure_worktree(slot, clone.shas[0])
+    for entry in cache_repositories():
+        added = git(entry, "worktree", "list", "--porcelain").split("\n\n")[-1].splitlines()[0].split(" ", 1)[1]
+        git(entry, "worktree", "lock", "--reason", "initializing", added)
+    shutil.rmtree(slot)
+    repo.ensure_worktree(slot, clone.shas[-1])
+    assert (slot / "lib/deps/inner/value").read_text() == "1\n"
+
+
+@pytest.mark.parametrize(
+    "base", ["git@host:org/app.git", "git@host:app.git", "host:app", "https://host/org/app.git/", "/srv/app"]
+)
+def test_a_relative_url_is_made_absolute_as_git_makes_it(tmp_path: Path, base: str) -> None:
+    """scp-like `host:path` remotes too: `../` past the path's first folder goes to the host's `:`."""
+    urls = ["../lib", "../../lib.git", "./sub/x", "../lib/../other"]
+    repo = init(tmp_path / "app")
+    sha = commit(repo, "a file", {"f": "x\n"})
+    modules = "".join(f'[submodule "m{n}"]\n\tpath = m{n}\n\turl = {url}\n' for n, url in enumerate(urls))
+    (repo / ".gitmodules").write_text(modules)
+    for n in range(len(urls)):
+        git(repo, "update-index", "--add", "--cacheinfo", f"160000,{sha},m{n}")
+    git(repo, "config", "remote.origin.url", base)
+    git(repo, "submodule", "init")
+    assert [absolute_url(base, url) for url in urls] == [git(repo, "config", f"submodule.m{n}.url") for n in range(4)]
+
+
+class Killed(BaseException):
+    """A process killed at a chosen moment: raised by an audit hook before the operation, so nothing after it runs."""
+
+
+_KILL_AT: dict[str, Any] = {}  # the events to count and how many more may happen before the kill
+
+
+def _kill_hook(event: str, args: tuple[Any, ...]) -> None:
+    if event in _KILL_AT.get("events", ()):
+        _KILL_AT["left"] -= 1
+        if _KILL_AT["left"] == 0:
+            _KILL_AT.clear()
+            raise Killed(event, args)
+
+
+sys.addaudithook(_kill_hook)  # audit hooks stay for the process's life: this one acts only while armed
+
+
+def killed_at(n: int, events: set[str], call: Callable[[], object]) -> bool:
+    """Run call, killed just before the n-th of events (os.remove, subprocess.Popen, ...); whether it was."""
+    _KILL_AT.update(events=events, left=n)
+    try:
+        call()
+    except Killed:
+        return True
+    finally:
+        _KILL_AT.clear()
+    return False
+
+
+def test_a_prune_killed_at_any_moment_leaves_the_submodule_cache_usable(tmp_path: Path, clone: Clone) -> None:
+    """Killed before each of its removals in turn, prune leaves every cache repository whole or gone: the next
+    tree is made with its submodules (nothing fetched), and a later prune removes what the killed one left."""
+    repo = GitRepo(clone.path)
+    for n in itertools.count(1):
+        repo.export_tree(clone.shas[-1], tmp_path / f"tree-{n}")
+        assert (tmp_path / f"tree-{n}/lib/deps/inner/value").read_text() == "1\n"
+        for entry in cache_repositories():
+            age(entry, 2 * UNUSED_S)
+        if not killed_at(n, {"os.remove", "os.unlink", "os.rmdir", "os.rename"}, prune_cache):
+            break
+    prune_cache(unused_s=0)
+    assert [path for path in (cache_dir() / "submodules").iterdir() if path.is_dir()] == []
+
+
+def test_a_cache_repository_whose_maker_was_killed_at_any_moment_is_whole_for_the_next(
+    tmp_path: Path, clone: Clone
+) -> None:
+    """Killed before each git process (and rename) of making the cache repositories in turn: the next tree is made
+    with its submodules, and each cache repository has gc off."""
+    repo = GitRepo(clone.path)
+    for n in itertools.count(1):
+        for entry in cache_repositories():
+            shutil.rmtree(entry)
+        whole = not killed_at(
+            n, {"subprocess.Popen", "os.rename"}, partial(repo.export_tree, clone.shas[0], tmp_path / f"killed-{n}")
+        )
+        repo.export_tree(clone.shas[0], tmp_path / f"tree-{n}")
+        assert (tmp_path / f"tree-{n}/lib/deps/inner/value").read_text() == "5\n"
+        assert [git(entry, "config", "gc.auto") for entry in cache_repositories()] == ["0", "0"]
+        if whole:
+            break

@@ -532,7 +532,8 @@ class GitRepo:
             with self.worktree_adds_held():
                 if broken:  # forget the broken slot's registration (git keeps adds in progress: "initializing")
                     self._run("worktree", "prune")
-                self._run("worktree", "add", "--detach", "--force", "--no-checkout", str(path), sha)
+                # --force twice: also over the registration of an add killed midway, left locked ("initializing")
+                self._run("worktree", "add", "--detach", "--force", "--force", "--no-checkout", str(path), sha)
         except GitCommandError as exc:
             raise RepoError(f"making the worktree {path} at {sha[:12]} failed: {exc}") from None
         except OSError as exc:

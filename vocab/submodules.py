@@ -2,11 +2,12 @@
 checkout or its config: which ones a tree records, and a cache repository that holds the commit each one needs.
 
 The cache has one repository per submodule URL (`<cache dir>/submodules/<hash of the URL>`, locked by
-`<hash>.lock` while it is made, borrows or fetches). It borrows the objects already on this machine through git's
-alternates (the user's `.git/modules/<name>`, and the submodule's own checkout in the user's tree) and fetches from
-the URL only a commit found in none of them, under its lock, so one fetch serves every worker and every later bisect.
-Its own objects are only what it fetched; gc is off in it, so a fetched commit no ref names stays. A worktree's
-submodules are linked worktrees of these repositories (gitrepo.py). Each use touches the marker
+`<hash>.lock` while it is made, borrows or fetches; made beside its place and renamed in, renamed aside before it is
+removed: a process killed at any moment leaves it whole or absent). It borrows the objects already on this machine
+through git's alternates (the user's `.git/modules/<name>`, and the submodule's own checkout in the user's tree) and
+fetches from the URL only a commit found in none of them, under its lock, so one fetch serves every worker and every
+later bisect. Its own objects are only what it fetched; gc is off in it, so a fetched commit no ref names stays. A
+worktree's submodules are linked worktrees of these repositories (gitrepo.py). Each use touches the marker
 `<entry>/.git/bisect-used`; prune_cache removes a repository no worktree is registered in and none used for UNUSED_S.
 """
 
@@ -89,16 +90,20 @@ def listed(tree: Path, repo: Path, treeish: str, url_base: str) -> list[Submodul
 
 def absolute_url(base: str, url: str) -> str:
     """url of .gitmodules, made absolute as git does: `./x` and `../x` are relative to base (the superproject's
-    remote URL, or its folder where it has none)."""
+    remote URL, or its folder where it has none); `../` drops base's last `/` part, or its `:path` where it has no
+    `/` left (an scp-like `host:path`)."""
     if not url.startswith(("./", "../")):
         return url
-    parts = base.rstrip("/").split("/")
-    rest = url
-    while rest.startswith(("./", "../")):
-        head, _, rest = rest.partition("/")
-        if head == ".." and len(parts) > 1:
-            parts.pop()
-    return "/".join([*parts, rest]) if rest else "/".join(parts)
+    base = base.removesuffix("/")
+    separator = "/"
+    while url.startswith(("./", "../")):
+        head, _, url = url.partition("/")
+        if head == "..":
+            cut = base.rfind("/")
+            if cut < 0 and (cut := base.rfind(":")) >= 0:
+                separator = ":"
+            base = base[:cut] if cut >= 0 else "."
+    return f"{base}{separator}{url}".removesuffix("/")
 
 
 def gitmodules_paths(tree: Path) -> list[str]:
@@ -125,27 +130,38 @@ def _gitmodules(tree: Path) -> dict[str, dict[str, str]]:
 
 
 def cache_repositories() -> list[Path]:
-    """The submodule cache's repositories."""
+    """The submodule cache's repositories (not the leftovers of a maker or remover killed midway)."""
     root = cache_dir() / "submodules"
-    return sorted(entry for entry in root.iterdir() if entry.is_dir()) if root.is_dir() else []
+    return sorted(e for e in root.iterdir() if e.is_dir() and "." not in e.name) if root.is_dir() else []
 
 
 def prune_cache(unused_s: float = UNUSED_S) -> dict[Path, int]:
     """Remove the cache repositories none used for unused_s that no worktree is registered in any more (their
-    registrations of removed worktrees forgotten first), each under its lock taken without waiting: one being made,
-    borrowed into or fetched into stays. Returns those removed, with their sizes in bytes. The lock files stay (one
-    removed under a waiting process would let two hold the lock)."""
+    registrations of removed worktrees forgotten first), and what killed makers and removers left, each under its
+    lock taken without waiting: one being made, borrowed into or fetched into stays. A repository goes whole: renamed
+    aside, then removed. Returns those removed, with their sizes in bytes. The lock files stay (one removed under a
+    waiting process would let two hold the lock)."""
+    root = cache_dir() / "submodules"
     removed = {}
-    for entry in cache_repositories():
-        with _locked(entry.parent / f"{entry.name}.lock", wait=False) as held:
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        key, _, leftover = folder.name.partition(".")
+        if not folder.is_dir():
+            continue
+        with _locked(root / f"{key}.lock", wait=False) as held:
             if not held:
                 continue
-            with contextlib.suppress(GitCommandError):  # forgotten by a later prune; meanwhile the entry is kept
-                run_git(entry, "worktree", "prune")
-            if _last_used(entry) > time.time() - unused_s or any((entry / ".git" / "worktrees").glob("*")):
+            if leftover:
+                shutil.rmtree(folder, ignore_errors=True)
                 continue
-            removed[entry] = tree_size(entry)
-            shutil.rmtree(entry, ignore_errors=True)
+            with contextlib.suppress(GitCommandError):  # forgotten by a later prune; meanwhile the entry is kept
+                run_git(folder, "worktree", "prune")
+            if _last_used(folder) > time.time() - unused_s or any((folder / ".git" / "worktrees").glob("*")):
+                continue
+            removed[folder] = tree_size(folder)
+            aside = root / f"{key}.removed"
+            shutil.rmtree(aside, ignore_errors=True)
+            folder.rename(aside)
+            shutil.rmtree(aside, ignore_errors=True)
     return removed
 
 
@@ -166,9 +182,8 @@ def cached_repository(submodule: Submodule, copies: LocalCopies) -> Path:
     entry = root / key
     with _locked(root / f"{key}.lock"):
         try:
-            if not (entry / ".git" / "config").is_file():
-                run_git(root, "init", "--quiet", str(entry))
-                run_git(entry, "config", "gc.auto", "0")
+            if not entry.is_dir():
+                _make(entry)
             (entry / ".git" / USED_MARKER).touch()
             if _holds(entry, submodule.sha):
                 return entry
@@ -182,6 +197,15 @@ def cached_repository(submodule: Submodule, copies: LocalCopies) -> Path:
         f"submodule {submodule.path} needs commit {submodule.sha[:12]}, which no repository on this machine holds "
         f"and {submodule.url} did not give: {why}"
     )
+
+
+def _make(entry: Path) -> None:
+    """A cache repository at entry, whole or not there: made beside it (no template: no hooks), renamed into place."""
+    draft = entry.with_name(f"{entry.name}.draft")
+    shutil.rmtree(draft, ignore_errors=True)  # a killed maker's
+    run_git(entry.parent, "init", "--quiet", "--template=", str(draft))
+    run_git(draft, "config", "gc.auto", "0")
+    draft.rename(entry)
 
 
 def _fetch(entry: Path, submodule: Submodule) -> str:
