@@ -15,7 +15,9 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -23,14 +25,25 @@ from typing import Any
 
 import pytest
 from bisect_helpers import run_cli, stored_rows
+from git_holds import WAIT_S, waits_on, worktree_add_held_at_its_null_head
 from images.image_repo import commit, init_repo
 
 from bisector.report.model import has_submodules
 from bisector.runner.worktrees import prune_worktrees
 from bisector.vocab.errors import RepoError
+from bisector.vocab.gitcommand import WORKTREE_ADD_LOCK
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import cache_dir, worktree_root
-from bisector.vocab.submodules import UNUSED_S, USED_MARKER, absolute_url, cache_repositories, prune_cache
+from bisector.vocab.submodules import (
+    UNUSED_S,
+    USED_MARKER,
+    LocalCopies,
+    Submodule,
+    absolute_url,
+    cache_repositories,
+    cached_repository,
+    prune_cache,
+)
 
 # the metric is lib's value plus its nested submodule's: either one missing fails the test at every commit
 TEST_SH = 'echo "metric: $(( $(cat lib/value) + $(cat lib/deps/inner/value) ))"\n'
@@ -400,3 +413,31 @@ def test_a_cache_repository_whose_maker_was_killed_at_any_moment_is_whole_for_th
         assert [git(entry, "config", "gc.auto") for entry in cache_repositories()] == ["0", "0"]
         if whole:
             break
+
+
+def test_a_fetch_into_a_cache_repository_waits_for_a_worktree_being_added_to_it(tmp_path: Path) -> None:
+    """One worker adds its submodule worktree of a cache repository while another fetches a commit into it; a fetch
+    that reads the null HEAD of the worktree being added fails ("bad object") after its objects came: the commit is
+    there, but not the branches it fetched (the next fetch cannot tell the URL what it has)."""
+    upstream = init(tmp_path / "lib")
+    first = commit(upstream, "one", {"value": "1\n"})
+    nowhere = LocalCopies((), (), str(tmp_path))
+    entry = cached_repository(Submodule("lib", "lib", str(upstream), first), nowhere)
+    later = commit(upstream, "two", {"value": "2\n"})  # only upstream has it: the next one fetches
+    with ThreadPoolExecutor(1) as threads:
+        with worktree_add_held_at_its_null_head(entry, tmp_path / "slot" / "lib", tmp_path, first):
+            fetched = threads.submit(cached_repository, Submodule("lib", "lib", str(upstream), later), nowhere)
+            deadline = time.monotonic() + WAIT_S
+            while not fetched.done() and not waits_on(entry / ".git" / WORKTREE_ADD_LOCK):
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        assert fetched.result() == entry
+    assert git(entry, "rev-parse", "refs/remotes/origin/main") == later
+
+
+def test_a_commit_no_local_repository_holds_is_fetched_from_the_url_into_the_cache(tmp_path: Path) -> None:
+    upstream = init(tmp_path / "lib")
+    first = commit(upstream, "one", {"value": "1\n"})
+    nowhere = LocalCopies((), (), str(tmp_path))
+    entry = cached_repository(Submodule("lib", "lib", str(upstream), first), nowhere)
+    assert git(entry, "rev-parse", f"{first}^{{commit}}") == first

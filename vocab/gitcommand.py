@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
 # git's messages in English whatever the user's locale: RepoErrors quote them
 GIT_LOCALE = {"LANGUAGE": "C", "LC_ALL": "C"}
+WORKTREE_ADD_LOCK = "gpu-bisect-worktree-add.lock"  # in a repository's git directory: worktree_adds_held
 
 
 class GitCommandError(Exception):
@@ -47,3 +50,13 @@ def run_git(
         stderr = " ".join(done.stderr.decode(errors="replace").split())
         raise GitCommandError(stderr or f"git {args[0]} exited {done.returncode}", stdout)
     return stdout
+
+
+@contextlib.contextmanager
+def worktree_adds_held(git_common_dir: Path) -> Iterator[None]:
+    """No worktree of the repository is added (GitRepo, any process) while this is held. `git worktree add` writes
+    the new worktree's HEAD as the null object id before it sets it: a git command that reads every worktree's HEAD
+    meanwhile (a fetch's connectivity check, `rev-list --all`) fails on it ("bad object")."""
+    with (git_common_dir / WORKTREE_ADD_LOCK).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

@@ -8,7 +8,6 @@ and the analysis agree on one view of the repository.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import shlex
@@ -17,7 +16,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +24,7 @@ from pathlib import Path
 from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import Commit, parse_pr_number
 from bisector.vocab.errors import RepoError
-from bisector.vocab.gitcommand import GIT_LOCALE, GitCommandError, run_git
+from bisector.vocab.gitcommand import GIT_LOCALE, GitCommandError, run_git, worktree_adds_held
 from bisector.vocab.submodules import GITMODULES, LocalCopies, Submodule, cached_repository, gitmodules_paths, listed
 
 # the commits cherry_picked_tree makes: one fixed identity and date, so the same merge makes the same objects
@@ -34,8 +33,6 @@ _MADE_COMMITS = {
     for role in ("AUTHOR", "COMMITTER")
     for part, value in (("NAME", "gpu-bisect"), ("EMAIL", "gpu-bisect@localhost"), ("DATE", "1700000000 +0000"))
 }
-
-WORKTREE_ADD_LOCK = "gpu-bisect-worktree-add.lock"  # in a repository's git directory: GitRepo.worktree_adds_held
 
 
 @dataclass(frozen=True)
@@ -165,9 +162,9 @@ class GitRepo:
     tree records, as `git clone --recurse-submodules` gives them; a tree without a .gitmodules costs no git process
     more."""
 
-    def __init__(self, path: str | Path, *, copies: LocalCopies | None = None, add_lock: Path | None = None) -> None:
+    def __init__(self, path: str | Path, *, copies: LocalCopies | None = None) -> None:
         """copies: where this repository's submodules are on this machine (default: its own git directory and
-        checkout); add_lock: the lock that worktree adds take (default: WORKTREE_ADD_LOCK in its git directory)."""
+        checkout)."""
         try:
             listed = run_git(path, "rev-parse", "--is-bare-repository", "--git-common-dir", "--show-toplevel")
         except GitCommandError as exc:  # a bare repository answers the first question, then fails on the work tree
@@ -181,7 +178,6 @@ class GitRepo:
         self._common_dir = (Path(path) / common_dir).resolve()  # relative to path where git gives it so
         self._linked: set[Path] = set()  # worktrees found to be this repository's (checked once, not per step)
         self._copies = copies
-        self._add_lock = add_lock
         self._submodule_repos: dict[tuple[Path, str, str], GitRepo] = {}
 
     def _run(self, *args: str, errors: str = "surrogateescape") -> str:
@@ -458,8 +454,7 @@ class GitRepo:
         entry = cached_repository(submodule, copies)
         key = (entry, submodule.name, submodule.path)
         if key not in self._submodule_repos:
-            lock = entry.parent / f"{entry.name}.worktree-add.lock"
-            self._submodule_repos[key] = GitRepo(entry, copies=copies.of(submodule), add_lock=lock)
+            self._submodule_repos[key] = GitRepo(entry, copies=copies.of(submodule))
         return self._submodule_repos[key]
 
     # --- worktrees -------------------------------------------------------------------------------------
@@ -540,14 +535,9 @@ class GitRepo:
             raise RepoError(f"making the worktree {path} failed: {exc}") from None
         self._linked.add(path)
 
-    @contextlib.contextmanager
-    def worktree_adds_held(self) -> Iterator[None]:
-        """No worktree of this repository is added (by a GitRepo of any process) while this is held. `git worktree
-        add` writes the new worktree's HEAD as the null object id before it sets it: a git command that reads every
-        worktree's HEAD meanwhile (a fetch's connectivity check, `rev-list --all`) fails on it ("bad object")."""
-        with (self._add_lock or self._common_dir / WORKTREE_ADD_LOCK).open("a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            yield
+    def worktree_adds_held(self) -> contextlib.AbstractContextManager[None]:
+        """No worktree of this repository is added while this is held (gitcommand.worktree_adds_held)."""
+        return worktree_adds_held(self._common_dir)
 
     def _check_out(self, path: Path, sha: str) -> None:
         try:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bisector.vocab.errors import RepoError
-from bisector.vocab.gitcommand import GitCommandError, run_git
+from bisector.vocab.gitcommand import GitCommandError, run_git, worktree_adds_held
 from bisector.vocab.paths import cache_dir, tree_size
 
 GITMODULES = ".gitmodules"
@@ -193,6 +193,8 @@ def cached_repository(submodule: Submodule, copies: LocalCopies) -> Path:
         except (GitCommandError, OSError) as exc:
             raise RepoError(f"submodule {submodule.path}: its cache repository {entry} failed: {exc}") from None
         why = _fetch(entry, submodule)
+        if not why:
+            return entry
     raise RepoError(
         f"submodule {submodule.path} needs commit {submodule.sha[:12]}, which no repository on this machine holds "
         f"and {submodule.url} did not give: {why}"
@@ -215,8 +217,9 @@ def _fetch(entry: Path, submodule: Submodule) -> str:
     why = ""
     for refspecs in (branches, (submodule.sha,)):
         try:
-            run_git(entry, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", submodule.url, *refspecs,
-                    env=_NO_PROMPT, timeout=FETCH_TIMEOUT_S)  # fmt: skip
+            with worktree_adds_held(entry / ".git"):  # the fetch would fail on a worktree of the entry being added
+                run_git(entry, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", submodule.url, *refspecs,
+                        env=_NO_PROMPT, timeout=FETCH_TIMEOUT_S)  # fmt: skip
         except GitCommandError as exc:
             why = str(exc)[:300]
         if _holds(entry, submodule.sha):

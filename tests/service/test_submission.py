@@ -3,24 +3,22 @@ the server's config or the repository's bisect.toml at the bad commit; free-form
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
-from bisect_helpers import cli_env
+from git_holds import waits_on, worktree_add_held_at_its_null_head
 from synthetic import culprit_history
 
 from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
 from bisector.service.submission import CommandNotAllowedError, build_submission, check_request
 from bisector.vocab.errors import InputError, RepoError
-from bisector.vocab.gitrepo import WORKTREE_ADD_LOCK, GitRepo
+from bisector.vocab.gitcommand import WORKTREE_ADD_LOCK
+from bisector.vocab.gitrepo import GitRepo
 
 WAIT_S = 120.0  # only ends a hung test; no speed target
 
@@ -87,50 +85,6 @@ def test_a_failed_clone_leaves_no_half_made_mirror_and_the_next_sync_clones_clea
     path = mirrors.sync(str(later))
     assert list((tmp_path / "mirrors").iterdir()) == [path]
     assert GitRepo(path).resolve("main") == GitRepo(source).resolve("main")
-
-
-# A `git` that git runs its own git children through (GIT_EXEC_PATH): `git worktree add` stops where it has written the
-# new worktree's HEAD as the null id and runs `git update-ref HEAD` to set it, until $RELEASED exists.
-HOLDS_WORKTREE_ADD = """#!/bin/sh
-if [ "$1" = update-ref ]; then
-    : > "$HELD"
-    while [ ! -e "$RELEASED" ]; do sleep 0.02; done
-fi
-GIT_EXEC_PATH='{exec_path}' exec '{exec_path}/git' "$@"
-"""
-
-
-@contextlib.contextmanager
-def worktree_add_held_at_its_null_head(mirror: Path, slot: Path, scratch: Path) -> Iterator[None]:
-    """A worker process's GitRepo.ensure_worktree of a new worktree of mirror, held inside its `git worktree add`."""
-    exec_path = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=True).stdout.strip()
-    wrapper = scratch / "git-exec-path"
-    wrapper.mkdir()
-    (wrapper / "git").write_text(HOLDS_WORKTREE_ADD.format(exec_path=exec_path))
-    (wrapper / "git").chmod(0o755)
-    held, released = scratch / "held", scratch / "released"
-    adds = "import sys; from pathlib import Path; from bisector.vocab.gitrepo import GitRepo; " \
-        "GitRepo(sys.argv[1]).ensure_worktree(Path(sys.argv[2]), 'main')"  # fmt: skip
-    env = cli_env(GIT_EXEC_PATH=str(wrapper), HELD=str(held), RELEASED=str(released))
-    worker = subprocess.Popen([sys.executable, "-c", adds, str(mirror), str(slot)], env=env)
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while not held.exists():
-            assert worker.poll() is None
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        yield
-    finally:
-        released.touch()
-        assert worker.wait(WAIT_S) == 0
-
-
-def waits_on(lock: Path) -> bool:
-    """Whether a process waits for the flock on lock (Linux's /proc/locks lists a waiter after "->")."""
-    if not lock.exists():
-        return False
-    waiters = [line.split() for line in Path("/proc/locks").read_text().splitlines() if " -> " in line]
-    return any(fields[6].endswith(f":{lock.stat().st_ino}") for fields in waiters)
 
 
 def test_a_fetch_into_the_mirror_waits_for_a_worktree_being_added_to_it(tmp_path: Path, source: Path) -> None:

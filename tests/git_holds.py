@@ -1,0 +1,59 @@
+"""Git held at a chosen moment in another process, to show what a racing git command meets there."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from bisect_helpers import cli_env
+
+WAIT_S = 120.0  # only ends a hung test; no speed target
+
+
+# A `git` that git runs its own git children through (GIT_EXEC_PATH): `git worktree add` stops where it has written the
+# new worktree's HEAD as the null id and runs `git update-ref HEAD` to set it, until $RELEASED exists.
+HOLDS_WORKTREE_ADD = """#!/bin/sh
+if [ "$1" = update-ref ]; then
+    : > "$HELD"
+    while [ ! -e "$RELEASED" ]; do sleep 0.02; done
+fi
+GIT_EXEC_PATH='{exec_path}' exec '{exec_path}/git' "$@"
+"""
+
+
+@contextlib.contextmanager
+def worktree_add_held_at_its_null_head(repo: Path, slot: Path, scratch: Path, rev: str = "main") -> Iterator[None]:
+    """A worker process's GitRepo.ensure_worktree of a new worktree of repo at rev, held inside its `git worktree
+    add`."""
+    exec_path = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=True).stdout.strip()
+    wrapper = scratch / "git-exec-path"
+    wrapper.mkdir()
+    (wrapper / "git").write_text(HOLDS_WORKTREE_ADD.format(exec_path=exec_path))
+    (wrapper / "git").chmod(0o755)
+    held, released = scratch / "held", scratch / "released"
+    adds = "import sys; from pathlib import Path; from bisector.vocab.gitrepo import GitRepo; " \
+        "GitRepo(sys.argv[1]).ensure_worktree(Path(sys.argv[2]), sys.argv[3])"  # fmt: skip
+    env = cli_env(GIT_EXEC_PATH=str(wrapper), HELD=str(held), RELEASED=str(released))
+    worker = subprocess.Popen([sys.executable, "-c", adds, str(repo), str(slot), rev], env=env)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not held.exists():
+            assert worker.poll() is None
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        yield
+    finally:
+        released.touch()
+        assert worker.wait(WAIT_S) == 0
+
+
+def waits_on(lock: Path) -> bool:
+    """Whether a process waits for the flock on lock (Linux's /proc/locks lists a waiter after "->")."""
+    if not lock.exists():
+        return False
+    waiters = [line.split() for line in Path("/proc/locks").read_text().splitlines() if " -> " in line]
+    return any(fields[6].endswith(f":{lock.stat().st_ino}") for fields in waiters)
