@@ -441,3 +441,31 @@ def test_a_commit_no_local_repository_holds_is_fetched_from_the_url_into_the_cac
     nowhere = LocalCopies((), (), str(tmp_path))
     entry = cached_repository(Submodule("lib", "lib", str(upstream), first), nowhere)
     assert git(entry, "rev-parse", f"{first}^{{commit}}") == first
+
+
+def test_a_submodule_url_that_git_would_read_as_an_option_is_refused(tmp_path: Path) -> None:
+    """`--upload-pack=...` as a URL would run a command on the fetch; git refuses such URLs as well."""
+    lib = init(tmp_path / "lib")
+    commit(lib, "one", {"value": "1\n"})
+    app = init(tmp_path / "app")
+    commit(app, "test", {"test.sh": TEST_SH})
+    git(app, "submodule", "add", "-q", str(lib), "lib")
+    marker = tmp_path / "ran"
+    git(app, "config", "--file", ".gitmodules", "submodule.lib.url", f"--upload-pack=touch {marker};")
+    sha = commit(app, "a URL read as an option", {})
+    with pytest.raises(RepoError, match="would be read as an option"):
+        GitRepo(app).ensure_worktree(tmp_path / "slot", sha)
+    assert not marker.exists()
+
+
+def test_a_fetch_into_the_cache_after_one_killed_mid_way_records_the_branches(tmp_path: Path) -> None:
+    """A killed fetch leaves `refs/.../*.lock`: the next fetch (under the entry's lock) is not stopped by them."""
+    upstream = init(tmp_path / "lib")
+    first = commit(upstream, "one", {"value": "1\n"})
+    nowhere = LocalCopies((), (), str(tmp_path))
+    entry = cached_repository(Submodule("lib", "lib", str(upstream), first), nowhere)
+    (entry / ".git" / "refs" / "remotes" / "origin" / "main.lock").write_text(first)
+    (entry / ".git" / "packed-refs.lock").write_text("")
+    later = commit(upstream, "two", {"value": "2\n"})
+    assert cached_repository(Submodule("lib", "lib", str(upstream), later), nowhere) == entry
+    assert git(entry, "rev-parse", "refs/remotes/origin/main") == later

@@ -84,7 +84,10 @@ def listed(tree: Path, repo: Path, treeish: str, url_base: str) -> list[Submodul
         mode, _, sha = meta.split(" ")
         if mode == GITLINK_MODE and path in names:
             name = names[path]
-            found.append(Submodule(name, path, absolute_url(url_base, fields[name]["url"]), sha))
+            url = absolute_url(url_base, fields[name]["url"])
+            if url.startswith("-"):  # git refuses it too: a fetch would read it as an option
+                raise RepoError(f"submodule {path} of {treeish[:12]}: its URL {url!r} would be read as an option")
+            found.append(Submodule(name, path, url, sha))
     return found
 
 
@@ -214,6 +217,10 @@ def _fetch(entry: Path, submodule: Submodule) -> str:
     """Fetch the submodule's branches and tags from its URL, then its commit by SHA where they lack it; "" once the
     entry holds the commit, else why not."""
     branches = ("+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
+    git_dir = entry / ".git"
+    # A fetch killed mid-way leaves its ref locks; every fetch into the entry runs under its lock, so none is live.
+    for stale in [*(git_dir / "refs").rglob("*.lock"), git_dir / "packed-refs.lock"]:
+        stale.unlink(missing_ok=True)
     why = ""
     for refspecs in (branches, (submodule.sha,)):
         try:
