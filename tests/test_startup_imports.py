@@ -92,3 +92,13 @@ def test_start_imports_nothing_it_needs_only_later(modules_at_first_submit: dict
     assert {"bisector.runner.coordinator", "bisector.db.store"} <= set(modules)  # the snapshot is the coordinator's
     wrong = {f"{name} ({why})": imported(modules, name)[:5] for name, why in NOT_BEFORE_THE_FIRST_STEP}
     assert {name: found for name, found in wrong.items() if found} == {}
+
+
+def test_the_server_client_imports_no_store() -> None:
+    """The `--server` commands talk HTTP: their client imports neither the store nor SQLAlchemy (~0.3 s each)."""
+    child = "import json, sys, bisector.cli, bisector.service.client; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    modules = json.loads(done.stdout)
+    assert {"bisector.service.client", "httpx"} <= set(modules)
+    assert imported(modules, "sqlalchemy") + imported(modules, "bisector.db") == []

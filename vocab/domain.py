@@ -141,6 +141,8 @@ def image_origin(image: Mapping[str, object]) -> str:
 CANCELLED_DETAIL = "cancelled"
 NOT_NEEDED = "no longer needed"  # the search stopped it: its result could no longer matter
 NEVER_SENT = "never sent to a worker"  # recorded, then the coordinator stopped before sending it
+# how long a cancel waits for the reruns it revoked to end (they look every half second); the most a server waits
+RERUN_STOP_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)

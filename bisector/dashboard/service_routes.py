@@ -33,12 +33,12 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from bisector.dashboard.actions import add_actions
 from bisector.dashboard.app import BisectId
 from bisector.db.jobs import JobRecord
-from bisector.runner.reruns import RERUN_STOP_WAIT_S
 from bisector.service.body_limit import RequestBodyLimit
 from bisector.service.render import FORMATS, VIEWS, render
 from bisector.service.service import BisectService, NotYoursError
 from bisector.service.submission import CommandNotAllowedError
 from bisector.service.tokens import Person
+from bisector.vocab.domain import RERUN_STOP_WAIT_S
 from bisector.vocab.errors import StateError
 
 WaitS = Annotated[

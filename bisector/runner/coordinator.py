@@ -25,7 +25,6 @@ from bisector.runner.observer import ProgressObserver, SilentObserver
 from bisector.runner.ownership import HEARTBEAT_S, LEASE_TTL_S, Lease
 from bisector.runner.pipeline import StepPipeline
 from bisector.runner.reruns import (
-    RERUN_STOP_WAIT_S,
     RerunRegistration,
     end_dead_reruns,
     reruns_stopped,
@@ -35,7 +34,7 @@ from bisector.runner.reruns import (
 from bisector.runner.side_runs import CANCELLED_WHY, SideRunner
 from bisector.runner.stopping import StopRequested
 from bisector.vocab.commit_range import CommitRange
-from bisector.vocab.domain import BisectRecord, BisectStatus, SideRun, StepPurpose, StepResult
+from bisector.vocab.domain import RERUN_STOP_WAIT_S, BisectRecord, BisectStatus, SideRun, StepPurpose, StepResult
 from bisector.vocab.errors import BisectError, StateError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.workers.executor import Executor

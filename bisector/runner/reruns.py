@@ -29,6 +29,7 @@ from typing import Any
 from bisector.db.store import Store
 from bisector.runner.ownership import HEARTBEAT_S, LEASE_TTL_S, Clock, Heartbeat, OwnerId, holder_is_gone
 from bisector.runner.side_runs import SideRunsCancelledError
+from bisector.vocab.domain import RERUN_STOP_WAIT_S
 from bisector.vocab.errors import BisectError, StateError
 from bisector.vocab.processes import ProcessGroup, runs_here
 
@@ -39,7 +40,6 @@ TTL = "ttl_s"  # an entry's key: how long after its last heartbeat its rerun is 
 GROUPS = "groups"  # an entry's key: [pgid, its leader's start time] of its steps' commands on its host
 ENDED = "ended"  # an entry's key, once its revoked rerun ended: CANCELLED (the cancel stopped it) or FINISHED
 CANCELLED, FINISHED = "cancelled", "finished"
-RERUN_STOP_WAIT_S = 60.0  # how long a cancel waits for the reruns it revoked to end (they look every half second)
 REVOKE_POLL_S = 0.2
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from bisector.runner.reruns import RERUN_STOP_WAIT_S
+from bisector.vocab.domain import RERUN_STOP_WAIT_S
 from bisector.vocab.errors import BisectError, InputError, StateError, UnknownBisectError
 
 TIMEOUT_S = 120.0  # a submission fetches the repository first

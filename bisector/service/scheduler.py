@@ -32,10 +32,9 @@ from bisector.core.spec import BisectSpec
 from bisector.db.jobs import JobQueue, JobRecord, JobState
 from bisector.db.store import Store
 from bisector.runner.coordinator import CancelOutcome, Coordinator, cancel_bisect
-from bisector.runner.reruns import RERUN_STOP_WAIT_S
 from bisector.runner.side_runs import SideRunsCancelledError
 from bisector.runner.stopping import StopRequested
-from bisector.vocab.domain import BisectStatus
+from bisector.vocab.domain import RERUN_STOP_WAIT_S, BisectStatus
 from bisector.vocab.errors import BisectError, StateError
 from bisector.workers.executor import Executor
 from bisector.workers.pool import SlotPool

@@ -12,12 +12,12 @@ from bisector.db.store import Store
 from bisector.report import BisectReport
 from bisector.runner.coordinator import CancelOutcome, prepare_bisect
 from bisector.runner.manual import MarkOutcome, mark_commit
-from bisector.runner.reruns import RERUN_STOP_WAIT_S
 from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
 from bisector.service.submission import build_submission, check_request
 from bisector.service.tokens import Person
+from bisector.vocab.domain import RERUN_STOP_WAIT_S
 from bisector.vocab.errors import InputError
 from bisector.vocab.gitrepo import GitRepo
 
