@@ -24,7 +24,7 @@ from bisector.dashboard.plot import build_plot
 from bisector.db.jobs import JobQueue
 from bisector.db.queries import BisectFilter
 from bisector.db.store import Store
-from bisector.report import BisectReport, report_json
+from bisector.report import BisectReport, report_json, steps_json
 from bisector.report.history import (
     MAX_LIMIT,
     compute_stats,
@@ -180,8 +180,8 @@ def _finding_rows(report: BisectReport) -> list[dict[str, object]]:
 
 def _steps_json(report: BisectReport, log_dir: Path) -> dict[str, object]:
     steps = []
-    for step in report_json(report)["steps"]:  # type: ignore[attr-defined]
-        relative = relative_log_path(log_dir, step["log_path"]) if step["log_path"] else None
+    for step in steps_json(report):
+        relative = relative_log_path(log_dir, str(step["log_path"])) if step["log_path"] else None
         step["log_url"] = f"/logs/{relative}" if relative else None
         step["log_tail"] = log_tail(log_dir / relative) if relative else None
         steps.append(step)

@@ -9,7 +9,7 @@ status, and git's bisect-log format.
 """
 
 from bisector.report.gitlog import GitLog, GitLogMark, parse_git_log, read_git_log, render_git_log
-from bisector.report.json_report import SCHEMA_VERSION, render_json, report_json
+from bisector.report.json_report import SCHEMA_VERSION, render_json, report_json, steps_json
 from bisector.report.markdown import render_markdown
 from bisector.report.model import BisectReport
 from bisector.report.status import status_lines
@@ -29,4 +29,5 @@ __all__ = [
     "render_markdown",
     "report_json",
     "status_lines",
+    "steps_json",
 ]

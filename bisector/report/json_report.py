@@ -38,7 +38,7 @@ def report_json(report: BisectReport) -> dict[str, object]:
         "search_steps": len(report.search_steps),
         "manual_steps": len(report.manual_steps),
         "side_runs": {purpose.value: count for purpose, count in sorted(report.side_runs.items())},
-        "steps": [_step_json(report, s) for s in report.steps],
+        "steps": steps_json(report),
         "gpu_seconds": round(report.gpu_seconds, 3),
         "slot_seconds": round(report.slot_seconds, 3),
         "wall_s": round(report.wall_s, 3) if report.wall_s is not None else None,
@@ -59,6 +59,11 @@ def report_json(report: BisectReport) -> dict[str, object]:
 
 def render_json(report: BisectReport) -> str:
     return json.dumps(report_json(report), indent=2)
+
+
+def steps_json(report: BisectReport) -> list[dict[str, object]]:
+    """The report's "steps" alone: what a page polling a running bisect needs (no git runs for it)."""
+    return [_step_json(report, step) for step in report.steps]
 
 
 def _step_json(report: BisectReport, step: StepRecord) -> dict[str, object]:

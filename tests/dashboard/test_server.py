@@ -275,3 +275,25 @@ def test_the_list_shows_an_ad_hoc_runs_outcome_not_failed(tmp_path: Path):
         page = httpx.get(f"{url}/", timeout=60.0).text
     assert ">adhoc bad</td>" in page
     assert ">failed</td>" not in page
+
+
+def test_the_steps_a_page_polls_run_no_git(store_url: str, filled: Filled, tmp_path: Path) -> None:
+    """A running bisect's page asks for its steps every 2 s: that answer runs no git process (the report's
+    reproduce line does: it looks for the commit's .gitmodules)."""
+    calls = tmp_path / "git-calls"
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    real_git = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True, check=True).stdout
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {real_git.strip()} "$@"\n')
+    wrapper.chmod(0o755)
+    path = f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"
+    with running_dashboard(store_url, filled.log_dir, PATH=path) as url:
+        assert get(url, f"/api/bisects/{filled.found_id}/steps").json()["steps"]
+        assert repository_calls(calls) == []
+        assert get(url, f"/api/bisects/{filled.found_id}").json()["reproduce"]
+        assert repository_calls(calls) != []  # the wrapper is the git the dashboard runs
+
+
+def repository_calls(calls: Path) -> list[str]:
+    """The git commands the wrapper ran in a repository (not GitPython's `git version` at its import)."""
+    return [line for line in calls.read_text().splitlines() if line.startswith("-C")] if calls.exists() else []
