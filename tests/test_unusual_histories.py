@@ -11,6 +11,7 @@ from bisect_helpers import run_cli, synthetic_spec
 
 from bisector.db.store import Store
 from bisector.runner.coordinator import Coordinator
+from bisector.runner.observer import SilentObserver
 from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus
 
@@ -78,9 +79,24 @@ def test_all_parents_passes_over_an_octopus_parent_that_brought_nothing(tmp_path
     octopus = repo.git("commit-tree", tree, "-p", first_parent, "-p", stale, "-p", c2, "-m", "octopus")
     repo.git("reset", "-q", "--hard", octopus)
     tip = repo.commit("m3", m="3\n")
-    coordinator = Coordinator(store, make_executor, poll_interval_s=0.05)
+    notes = NotesHeard()
+    coordinator = Coordinator(store, make_executor, poll_interval_s=0.05, observer=notes)
     record = coordinator.start(synthetic_spec(repo.path, good, tip, build=None, all_parents=True, workers=1))
     assert (record.status, record.first_bad, record.last_good) == (BisectStatus.FOUND, c2, c1)
+    assert [phase["parent"] for phase in record.extra["merge_phases"]] == [2]  # git's third parent
+    descents = [note for note in notes.heard if note.startswith(f"merge {octopus[:12]} is bad")]
+    assert descents == [
+        f"merge {octopus[:12]} is bad: bisecting the 2 commit(s) it merged through its parent 3 (the parents before "
+        "brought no commit or their branches are good alone)"
+    ]
+
+
+class NotesHeard(SilentObserver):
+    def __init__(self) -> None:
+        self.heard: list[str] = []
+
+    def note(self, message: str) -> None:
+        self.heard.append(message)
 
 
 def _many_commits(repo: Repo, count: int) -> list[str]:

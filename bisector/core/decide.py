@@ -184,7 +184,8 @@ class SearchCore:
         self.records = replace(self.records, merge_phases=tuple(self.merges.phases))
         self.stored("merge_phases")
         out = [*self.drain(), *(Cancel(step_id) for step_id in self.ledger.in_flight)]
-        through = f" through its parent {parent + 1} (the branches before are good alone)" if parent > 1 else ""
+        before = "the parents before brought no commit or their branches are good alone"
+        through = f" through its parent {parent + 1} ({before})" if parent > 1 else ""
         return [*out, Note(f"merge {merge[:12]} is bad: bisecting the {len(branch)} commit(s) it merged{through}")]
 
     def no_branch(self, sha: str) -> None:
