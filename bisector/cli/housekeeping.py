@@ -101,8 +101,9 @@ def worktrees_ls(repo: str | None) -> None:
 @worktrees.command(name="prune")
 @_repo_option
 def worktrees_prune(repo: str | None) -> None:
-    """Remove the worktrees no worker uses now, then the submodule cache's repositories that no worktree is left in
-    and none used for a day (all are made again when needed)."""
+    """Remove the worktrees no worker uses now (with --repo, that repository's only), then the submodule cache's
+    repositories, shared by every repository, that no worktree is left in and none used for a day (all are made
+    again when needed)."""
     from bisector.runner.worktrees import prune_worktrees
 
     with translated_errors():
