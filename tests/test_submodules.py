@@ -469,3 +469,23 @@ def test_a_fetch_into_the_cache_after_one_killed_mid_way_records_the_branches(tm
     later = commit(upstream, "two", {"value": "2\n"})
     assert cached_repository(Submodule("lib", "lib", str(upstream), later), nowhere) == entry
     assert git(entry, "rev-parse", "refs/remotes/origin/main") == later
+
+
+@pytest.mark.parametrize("wanted", ["fetched before", "fetched after"])
+def test_a_cache_repository_whose_borrowed_objects_went_away_checks_out_again(tmp_path: Path, wanted: str) -> None:
+    """The cache borrowed a user's copy of lib, then fetched a commit only the URL had (its pack leaves out the
+    trees and blobs the copy held); the user deletes the copy. A commit fetched before, and one fetched after (the
+    entry's branches tell the URL it has their history), are checked out whole."""
+    upstream = init(tmp_path / "lib")
+    borrowed = commit(upstream, "one", {"a/value": "1\n", "b/value": "1\n"})
+    subprocess.run(["git", "clone", "-q", str(upstream), str(tmp_path / "copy")], check=True)
+    copies = LocalCopies((), (tmp_path,), str(tmp_path))  # the submodule's path "copy" holds the user's copy
+    entry = cached_repository(Submodule("lib", "copy", str(upstream), borrowed), copies)
+    fetched = commit(upstream, "two", {"a/value": "2\n"})
+    assert cached_repository(Submodule("lib", "copy", str(upstream), fetched), copies) == entry
+    shutil.rmtree(tmp_path / "copy")
+    if wanted == "fetched after":
+        fetched = commit(upstream, "three", {"a/value": "3\n"})
+    assert cached_repository(Submodule("lib", "copy", str(upstream), fetched), copies) == entry
+    GitRepo(entry).export_tree(fetched, tmp_path / "tree")
+    assert (tmp_path / "tree/b/value").read_text() == "1\n"

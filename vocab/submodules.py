@@ -5,10 +5,11 @@ The cache has one repository per submodule URL (`<cache dir>/submodules/<hash of
 `<hash>.lock` while it is made, borrows or fetches; made beside its place and renamed in, renamed aside before it is
 removed: a process killed at any moment leaves it whole or absent). It borrows the objects already on this machine
 through git's alternates (the user's `.git/modules/<name>`, and the submodule's own checkout in the user's tree) and
-fetches from the URL only a commit found in none of them, under its lock, so one fetch serves every worker and every
-later bisect. Its own objects are only what it fetched; gc is off in it, so a fetched commit no ref names stays. A
-worktree's submodules are linked worktrees of these repositories (gitrepo.py). Each use touches the marker
-`<entry>/.git/bisect-used`; prune_cache removes a repository no worktree is registered in and none used for UNUSED_S.
+fetches from the URL only a commit found whole (its trees and blobs too) in none of them, under its lock, so one fetch
+serves every worker and every later bisect. Its own objects are only what it fetched; gc is off in it, so a fetched
+commit no ref names stays. A worktree's submodules are linked worktrees of these repositories (gitrepo.py). Each use
+touches the marker `<entry>/.git/bisect-used`; prune_cache removes a repository no worktree is registered in and none
+used for UNUSED_S.
 """
 
 from __future__ import annotations
@@ -215,28 +216,39 @@ def _make(entry: Path) -> None:
 
 def _fetch(entry: Path, submodule: Submodule) -> str:
     """Fetch the submodule's branches and tags from its URL, then its commit by SHA where they lack it; "" once the
-    entry holds the commit, else why not."""
+    entry holds the commit whole, else why not. Where the commit came but not whole (the entry lost objects its refs'
+    histories need, borrowed from a repository since removed or pruned: the fetch told the URL it had them), the same
+    fetches run again with --refetch, as a fresh clone would."""
     branches = ("+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
     git_dir = entry / ".git"
     # A fetch killed mid-way leaves its ref locks; every fetch into the entry runs under its lock, so none is live.
     for stale in [*(git_dir / "refs").rglob("*.lock"), git_dir / "packed-refs.lock"]:
         stale.unlink(missing_ok=True)
     why = ""
-    for refspecs in (branches, (submodule.sha,)):
-        try:
-            with worktree_adds_held(entry / ".git"):  # the fetch would fail on a worktree of the entry being added
-                run_git(entry, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", submodule.url, *refspecs,
-                        env=_NO_PROMPT, timeout=FETCH_TIMEOUT_S)  # fmt: skip
-        except GitCommandError as exc:
-            why = str(exc)[:300]
-        if _holds(entry, submodule.sha):
-            return ""
+    for negotiation in ((), ("--refetch",)):
+        for refspecs in (branches, (submodule.sha,)):
+            try:
+                with worktree_adds_held(git_dir):  # the fetch would fail on a worktree of the entry being added
+                    run_git(entry, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", *negotiation,
+                            submodule.url, *refspecs, env=_NO_PROMPT, timeout=FETCH_TIMEOUT_S)  # fmt: skip
+            except GitCommandError as exc:
+                why = str(exc)[:300]
+            if _holds(entry, submodule.sha):
+                return ""
+        if not _git_succeeds(entry, "cat-file", "-e", f"{submodule.sha}^{{commit}}"):
+            break
     return why or "it has no such commit"
 
 
 def _holds(entry: Path, sha: str) -> bool:
+    """Whether the entry can check the commit out: its commit, trees and blobs all readable (its own objects or those
+    it borrows). The commit's history is not read."""
+    return _git_succeeds(entry, "rev-list", "--quiet", "--objects", "--no-walk", f"{sha}^{{commit}}", "--")
+
+
+def _git_succeeds(entry: Path, *args: str) -> bool:
     try:
-        run_git(entry, "cat-file", "-e", f"{sha}^{{commit}}")
+        run_git(entry, *args)
     except GitCommandError:
         return False
     return True
