@@ -489,3 +489,18 @@ def test_a_cache_repository_whose_borrowed_objects_went_away_checks_out_again(tm
     assert cached_repository(Submodule("lib", "copy", str(upstream), fetched), copies) == entry
     GitRepo(entry).export_tree(fetched, tmp_path / "tree")
     assert (tmp_path / "tree/b/value").read_text() == "1\n"
+
+
+def test_prune_forgets_the_registrations_killed_worktree_adds_left_locked(clone: Clone) -> None:
+    """A slot and its submodules' worktrees whose registrations a killed `git worktree add` left locked
+    ("initializing"): prune removes the slot and forgets them all, and later removes the cache repositories."""
+    slot = worktree_root(clone.path) / "slot-0"
+    GitRepo(clone.path).ensure_worktree(slot, clone.shas[-1])
+    entries = cache_repositories()
+    for repo, worktree in [(clone.path, slot), (entries[0], slot / "lib"), (entries[1], slot / "lib/deps/inner")]:
+        git(repo, "worktree", "lock", "--reason", "initializing", str(worktree))
+    assert [info.path for info in prune_worktrees(str(clone.path)).removed] == [slot]
+    assert [git(repo, "worktree", "list").count("\n") for repo in (clone.path, *entries)] == [0, 0, 0]
+    for entry in entries:
+        age(entry, 2 * UNUSED_S)
+    assert sorted(prune_worktrees().submodule_caches) == entries

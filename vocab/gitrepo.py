@@ -469,7 +469,8 @@ class GitRepo:
     def remove_worktree(self, path: Path) -> None:
         """Forget the worktree at path and remove its directory (what a step left in it goes too)."""
         with contextlib.suppress(GitCommandError):  # not registered (any more): removing the files is enough
-            self._run("worktree", "remove", "--force", str(path))
+            # --force twice: also one locked (a killed `git worktree add` leaves its registration "initializing")
+            self._run("worktree", "remove", "--force", "--force", str(path))
         shutil.rmtree(path, ignore_errors=True)
 
     def ensure_worktree(self, path: Path, sha: str, *, clean: bool = True) -> None:

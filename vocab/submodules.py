@@ -158,7 +158,7 @@ def prune_cache(unused_s: float = UNUSED_S) -> dict[Path, int]:
                 shutil.rmtree(folder, ignore_errors=True)
                 continue
             with contextlib.suppress(GitCommandError):  # forgotten by a later prune; meanwhile the entry is kept
-                run_git(folder, "worktree", "prune")
+                _forget_removed_worktrees(folder)
             if _last_used(folder) > time.time() - unused_s or any((folder / ".git" / "worktrees").glob("*")):
                 continue
             removed[folder] = tree_size(folder)
@@ -167,6 +167,21 @@ def prune_cache(unused_s: float = UNUSED_S) -> dict[Path, int]:
             folder.rename(aside)
             shutil.rmtree(aside, ignore_errors=True)
     return removed
+
+
+def _forget_removed_worktrees(entry: Path) -> None:
+    """`git worktree prune` in the entry, over the registrations a killed `git worktree add` left locked
+    ("initializing", which prune skips) too: under the entry's worktree-add lock, no add is in progress."""
+    git_dir = entry / ".git"
+    with worktree_adds_held(git_dir):
+        for admin in (git_dir / "worktrees").glob("*"):
+            try:
+                gone = not Path((admin / "gitdir").read_text().strip()).exists()
+            except OSError:
+                gone = True
+            if gone:
+                (admin / "locked").unlink(missing_ok=True)
+        run_git(entry, "worktree", "prune")
 
 
 def _last_used(entry: Path) -> float:
