@@ -504,3 +504,16 @@ def test_prune_forgets_the_registrations_killed_worktree_adds_left_locked(clone:
     for entry in entries:
         age(entry, 2 * UNUSED_S)
     assert sorted(prune_worktrees().submodule_caches) == entries
+
+
+def test_a_submodule_marked_update_none_is_left_empty_as_a_recursive_clone_leaves_it(
+    tmp_path: Path, clone: Clone
+) -> None:
+    git(clone.path, "config", "--file", ".gitmodules", "submodule.lib.update", "none")
+    sha = commit(clone.path, "lib not checked out", {})
+    clone.upstream.with_name("upstream-gone").rename(clone.upstream)
+    git(tmp_path, "clone", "-q", "--recurse-submodules", str(clone.path), "recursive-clone")
+    assert list((tmp_path / "recursive-clone/lib").iterdir()) == []
+    GitRepo(clone.path).ensure_worktree(tmp_path / "slot", sha)
+    GitRepo(clone.path).export_tree(sha, tmp_path / "tree")
+    assert [list((tmp_path / tree / "lib").iterdir()) for tree in ("slot", "tree")] == [[], []]

@@ -67,12 +67,17 @@ class LocalCopies:
 
 def listed(tree: Path, repo: Path, treeish: str, url_base: str) -> list[Submodule]:
     """The submodules of treeish (its tree checked out or exported at tree; its objects in the repository at repo):
-    each gitlink that tree/.gitmodules names, with its commit. [] where tree has no .gitmodules (no git runs)."""
+    each gitlink that tree/.gitmodules names, with its commit, but those it marks `update = none` (a recursive clone
+    leaves their folders empty). [] where tree has no .gitmodules (no git runs)."""
     try:
         fields = _gitmodules(tree)
     except GitCommandError as exc:
         raise RepoError(f"reading {GITMODULES} of {treeish[:12]} failed: {exc}") from None
-    names = {f["path"].strip("/"): name for name, f in fields.items() if f.get("path") and f.get("url")}
+    names = {
+        f["path"].strip("/"): name
+        for name, f in fields.items()
+        if f.get("path") and f.get("url") and f.get("update") != "none"
+    }
     if not names:
         return []
     try:
