@@ -497,8 +497,9 @@ def test_prune_forgets_the_registrations_killed_worktree_adds_left_locked(clone:
     slot = worktree_root(clone.path) / "slot-0"
     GitRepo(clone.path).ensure_worktree(slot, clone.shas[-1])
     entries = cache_repositories()
-    for repo, worktree in [(clone.path, slot), (entries[0], slot / "lib"), (entries[1], slot / "lib/deps/inner")]:
-        git(repo, "worktree", "lock", "--reason", "initializing", str(worktree))
+    for repo in (clone.path, *entries):  # each one's worktree: the slot, lib's, inner's
+        added = git(repo, "worktree", "list", "--porcelain").split("\n\n")[-1].splitlines()[0].split(" ", 1)[1]
+        git(repo, "worktree", "lock", "--reason", "initializing", added)
     assert [info.path for info in prune_worktrees(str(clone.path)).removed] == [slot]
     assert [git(repo, "worktree", "list").count("\n") for repo in (clone.path, *entries)] == [0, 0, 0]
     for entry in entries:
@@ -517,3 +518,18 @@ def test_a_submodule_marked_update_none_is_left_empty_as_a_recursive_clone_leave
     GitRepo(clone.path).ensure_worktree(tmp_path / "slot", sha)
     GitRepo(clone.path).export_tree(sha, tmp_path / "tree")
     assert [list((tmp_path / tree / "lib").iterdir()) for tree in ("slot", "tree")] == [[], []]
+
+
+def test_a_step_that_deletes_gitmodules_does_not_keep_its_files_in_the_submodules(tmp_path: Path, clone: Clone) -> None:
+    """The clean after the step, and the next step's checkout in a cleaned worktree, drop what it left in lib and
+    its nested inner though it deleted both .gitmodules."""
+    repo = GitRepo(clone.path)
+    slot = tmp_path / "slot"
+    repo.ensure_worktree(slot, clone.shas[-1])
+    for clean in (repo.clean_worktree, partial(repo.ensure_worktree, sha=clone.shas[0], clean=False)):
+        (slot / ".gitmodules").unlink(missing_ok=True)  # the clean does not restore it
+        (slot / "lib/.gitmodules").unlink(missing_ok=True)
+        (slot / "lib/left-by-a-step").write_text("x")
+        (slot / "lib/deps/inner/left-by-a-step").write_text("x")
+        clean(slot)
+        assert sorted(slot.rglob("left-by-a-step")) == []

@@ -115,14 +115,6 @@ def absolute_url(base: str, url: str) -> str:
     return f"{base}{separator}{url}".removesuffix("/")
 
 
-def gitmodules_paths(tree: Path) -> list[str]:
-    """The submodule paths tree/.gitmodules names ([] without one, or where it does not parse)."""
-    try:
-        return [f["path"].strip("/") for f in _gitmodules(tree).values() if "path" in f]
-    except GitCommandError:
-        return []
-
-
 def _gitmodules(tree: Path) -> dict[str, dict[str, str]]:
     """tree/.gitmodules as {name: {field: value}} ({} without one, no git run); GitCommandError where git cannot
     read it."""
