@@ -469,3 +469,67 @@ def test_a_fetch_into_the_cache_after_one_killed_mid_way_records_the_branches(tm
     later = commit(upstream, "two", {"value": "2\n"})
     assert cached_repository(Submodule("lib", "lib", str(upstream), later), nowhere) == entry
     assert git(entry, "rev-parse", "refs/remotes/origin/main") == later
+
+
+@pytest.mark.parametrize("wanted", ["fetched before", "fetched after"])
+def test_a_cache_repository_whose_borrowed_objects_went_away_checks_out_again(tmp_path: Path, wanted: str) -> None:
+    """The cache borrowed a user's copy of lib, then fetched a commit only the URL had (its pack leaves out the
+    trees and blobs the copy held); the user deletes the copy. A commit fetched before, and one fetched after (the
+    entry's branches tell the URL it has their history), are checked out whole."""
+    upstream = init(tmp_path / "lib")
+    borrowed = commit(upstream, "one", {"a/value": "1\n", "b/value": "1\n"})
+    subprocess.run(["git", "clone", "-q", str(upstream), str(tmp_path / "copy")], check=True)
+    copies = LocalCopies((), (tmp_path,), str(tmp_path))  # the submodule's path "copy" holds the user's copy
+    entry = cached_repository(Submodule("lib", "copy", str(upstream), borrowed), copies)
+    fetched = commit(upstream, "two", {"a/value": "2\n"})
+    assert cached_repository(Submodule("lib", "copy", str(upstream), fetched), copies) == entry
+    shutil.rmtree(tmp_path / "copy")
+    if wanted == "fetched after":
+        fetched = commit(upstream, "three", {"a/value": "3\n"})
+    assert cached_repository(Submodule("lib", "copy", str(upstream), fetched), copies) == entry
+    GitRepo(entry).export_tree(fetched, tmp_path / "tree")
+    assert (tmp_path / "tree/b/value").read_text() == "1\n"
+
+
+def test_prune_forgets_the_registrations_killed_worktree_adds_left_locked(clone: Clone) -> None:
+    """A slot and its submodules' worktrees whose registrations a killed `git worktree add` left locked
+    ("initializing"): prune removes the slot and forgets them all, and later removes the cache repositories."""
+    slot = worktree_root(clone.path) / "slot-0"
+    GitRepo(clone.path).ensure_worktree(slot, clone.shas[-1])
+    entries = cache_repositories()
+    for repo in (clone.path, *entries):  # each one's worktree: the slot, lib's, inner's
+        added = git(repo, "worktree", "list", "--porcelain").split("\n\n")[-1].splitlines()[0].split(" ", 1)[1]
+        git(repo, "worktree", "lock", "--reason", "initializing", added)
+    assert [info.path for info in prune_worktrees(str(clone.path)).removed] == [slot]
+    assert [git(repo, "worktree", "list").count("\n") for repo in (clone.path, *entries)] == [0, 0, 0]
+    for entry in entries:
+        age(entry, 2 * UNUSED_S)
+    assert sorted(prune_worktrees().submodule_caches) == entries
+
+
+def test_a_submodule_marked_update_none_is_left_empty_as_a_recursive_clone_leaves_it(
+    tmp_path: Path, clone: Clone
+) -> None:
+    git(clone.path, "config", "--file", ".gitmodules", "submodule.lib.update", "none")
+    sha = commit(clone.path, "lib not checked out", {})
+    clone.upstream.with_name("upstream-gone").rename(clone.upstream)
+    git(tmp_path, "clone", "-q", "--recurse-submodules", str(clone.path), "recursive-clone")
+    assert list((tmp_path / "recursive-clone/lib").iterdir()) == []
+    GitRepo(clone.path).ensure_worktree(tmp_path / "slot", sha)
+    GitRepo(clone.path).export_tree(sha, tmp_path / "tree")
+    assert [list((tmp_path / tree / "lib").iterdir()) for tree in ("slot", "tree")] == [[], []]
+
+
+def test_a_step_that_deletes_gitmodules_does_not_keep_its_files_in_the_submodules(tmp_path: Path, clone: Clone) -> None:
+    """The clean after the step, and the next step's checkout in a cleaned worktree, drop what it left in lib and
+    its nested inner though it deleted both .gitmodules."""
+    repo = GitRepo(clone.path)
+    slot = tmp_path / "slot"
+    repo.ensure_worktree(slot, clone.shas[-1])
+    for clean in (repo.clean_worktree, partial(repo.ensure_worktree, sha=clone.shas[0], clean=False)):
+        (slot / ".gitmodules").unlink(missing_ok=True)  # the clean does not restore it
+        (slot / "lib/.gitmodules").unlink(missing_ok=True)
+        (slot / "lib/left-by-a-step").write_text("x")
+        (slot / "lib/deps/inner/left-by-a-step").write_text("x")
+        clean(slot)
+        assert sorted(slot.rglob("left-by-a-step")) == []

@@ -25,7 +25,7 @@ from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import Commit, parse_pr_number
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitcommand import GIT_LOCALE, GitCommandError, run_git, worktree_adds_held
-from bisector.vocab.submodules import GITMODULES, LocalCopies, Submodule, cached_repository, gitmodules_paths, listed
+from bisector.vocab.submodules import GITMODULES, LocalCopies, Submodule, cached_repository, listed
 
 # the commits cherry_picked_tree makes: one fixed identity and date, so the same merge makes the same objects
 _MADE_COMMITS = {
@@ -146,6 +146,31 @@ def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
     if process.returncode is None:  # once reaped, its id may name another process group
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signum)
+
+
+SUBMODULES_RECORD = "bisect-submodules"  # in a worktree's admin directory: its commit's submodule paths, NUL-separated
+
+
+def _record_submodules(worktree: Path, paths: list[str]) -> None:
+    """Record the submodule paths of the commit checked out in the worktree (no file where it has none)."""
+    record = _admin_directory(worktree) / SUBMODULES_RECORD
+    if paths:
+        record.write_text("\0".join(paths))
+    else:
+        record.unlink(missing_ok=True)
+
+
+def _recorded_submodules(worktree: Path) -> list[str]:
+    """The submodule paths _record_submodules recorded for the worktree ([] where none, or no worktree is there)."""
+    try:
+        return (_admin_directory(worktree) / SUBMODULES_RECORD).read_text().split("\0")
+    except OSError:
+        return []
+
+
+def _admin_directory(worktree: Path) -> Path:
+    """The worktree's admin directory in its repository, which its .git file names (OSError where it has none)."""
+    return Path((worktree / ".git").read_text().removeprefix("gitdir:").strip())
 
 
 def _in_worktree(path: Path, *args: str) -> None:
@@ -469,7 +494,8 @@ class GitRepo:
     def remove_worktree(self, path: Path) -> None:
         """Forget the worktree at path and remove its directory (what a step left in it goes too)."""
         with contextlib.suppress(GitCommandError):  # not registered (any more): removing the files is enough
-            self._run("worktree", "remove", "--force", str(path))
+            # --force twice: also one locked (a killed `git worktree add` leaves its registration "initializing")
+            self._run("worktree", "remove", "--force", "--force", str(path))
         shutil.rmtree(path, ignore_errors=True)
 
     def ensure_worktree(self, path: Path, sha: str, *, clean: bool = True) -> None:
@@ -487,7 +513,7 @@ class GitRepo:
         commit had submodules is cleaned whatever clean says: a submodule the new commit lacks goes. Each submodule
         is then a worktree of its cache repository, checked out at its commit, recursively.
         """
-        had_submodules = (path / GITMODULES).is_file()
+        had_submodules = bool(_recorded_submodules(path))
         if not self._sound(path):
             self._make_worktree(path, sha)
         try:
@@ -500,7 +526,9 @@ class GitRepo:
             self._check_out(path, sha)
         if clean or had_submodules:
             self.clean_worktree(path)
-        for submodule in self._submodules(path, sha):
+        submodules = self._submodules(path, sha)
+        _record_submodules(path, [submodule.path for submodule in submodules])
+        for submodule in submodules:
             self._submodule_repo(submodule).ensure_worktree(path / submodule.path, submodule.sha, clean=False)
 
     def _sound(self, path: Path) -> bool:
@@ -577,11 +605,12 @@ class GitRepo:
 
     def clean_worktree(self, path: Path) -> None:
         """Remove the untracked files a step left in a worktree and in its submodules' (ignored ones stay, as build
-        caches); a submodule directory the checked-out commit no longer has goes whole."""
+        caches); a submodule directory the checked-out commit no longer has goes whole. The submodules are those
+        ensure_worktree recorded for the commit it checked out (what a step did to .gitmodules does not count)."""
         try:
             _in_worktree(path, "clean", "-ffd", "--quiet")
         except GitCommandError as exc:
             raise RepoError(f"cleaning {path} failed: {exc}") from None
-        for submodule in gitmodules_paths(path):
+        for submodule in _recorded_submodules(path):
             if (path / submodule / ".git").is_file():
                 self.clean_worktree(path / submodule)

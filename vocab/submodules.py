@@ -5,10 +5,11 @@ The cache has one repository per submodule URL (`<cache dir>/submodules/<hash of
 `<hash>.lock` while it is made, borrows or fetches; made beside its place and renamed in, renamed aside before it is
 removed: a process killed at any moment leaves it whole or absent). It borrows the objects already on this machine
 through git's alternates (the user's `.git/modules/<name>`, and the submodule's own checkout in the user's tree) and
-fetches from the URL only a commit found in none of them, under its lock, so one fetch serves every worker and every
-later bisect. Its own objects are only what it fetched; gc is off in it, so a fetched commit no ref names stays. A
-worktree's submodules are linked worktrees of these repositories (gitrepo.py). Each use touches the marker
-`<entry>/.git/bisect-used`; prune_cache removes a repository no worktree is registered in and none used for UNUSED_S.
+fetches from the URL only a commit found whole (its trees and blobs too) in none of them, under its lock, so one fetch
+serves every worker and every later bisect. Its own objects are only what it fetched; gc is off in it, so a fetched
+commit no ref names stays. A worktree's submodules are linked worktrees of these repositories (gitrepo.py). Each use
+touches the marker `<entry>/.git/bisect-used`; prune_cache removes a repository no worktree is registered in and none
+used for UNUSED_S.
 """
 
 from __future__ import annotations
@@ -66,12 +67,17 @@ class LocalCopies:
 
 def listed(tree: Path, repo: Path, treeish: str, url_base: str) -> list[Submodule]:
     """The submodules of treeish (its tree checked out or exported at tree; its objects in the repository at repo):
-    each gitlink that tree/.gitmodules names, with its commit. [] where tree has no .gitmodules (no git runs)."""
+    each gitlink that tree/.gitmodules names, with its commit, but those it marks `update = none` (a recursive clone
+    leaves their folders empty). [] where tree has no .gitmodules (no git runs)."""
     try:
         fields = _gitmodules(tree)
     except GitCommandError as exc:
         raise RepoError(f"reading {GITMODULES} of {treeish[:12]} failed: {exc}") from None
-    names = {f["path"].strip("/"): name for name, f in fields.items() if f.get("path") and f.get("url")}
+    names = {
+        f["path"].strip("/"): name
+        for name, f in fields.items()
+        if f.get("path") and f.get("url") and f.get("update") != "none"
+    }
     if not names:
         return []
     try:
@@ -107,14 +113,6 @@ def absolute_url(base: str, url: str) -> str:
                 separator = ":"
             base = base[:cut] if cut >= 0 else "."
     return f"{base}{separator}{url}".removesuffix("/")
-
-
-def gitmodules_paths(tree: Path) -> list[str]:
-    """The submodule paths tree/.gitmodules names ([] without one, or where it does not parse)."""
-    try:
-        return [f["path"].strip("/") for f in _gitmodules(tree).values() if "path" in f]
-    except GitCommandError:
-        return []
 
 
 def _gitmodules(tree: Path) -> dict[str, dict[str, str]]:
@@ -157,7 +155,7 @@ def prune_cache(unused_s: float = UNUSED_S) -> dict[Path, int]:
                 shutil.rmtree(folder, ignore_errors=True)
                 continue
             with contextlib.suppress(GitCommandError):  # forgotten by a later prune; meanwhile the entry is kept
-                run_git(folder, "worktree", "prune")
+                _forget_removed_worktrees(folder)
             if _last_used(folder) > time.time() - unused_s or any((folder / ".git" / "worktrees").glob("*")):
                 continue
             removed[folder] = tree_size(folder)
@@ -166,6 +164,21 @@ def prune_cache(unused_s: float = UNUSED_S) -> dict[Path, int]:
             folder.rename(aside)
             shutil.rmtree(aside, ignore_errors=True)
     return removed
+
+
+def _forget_removed_worktrees(entry: Path) -> None:
+    """`git worktree prune` in the entry, over the registrations a killed `git worktree add` left locked
+    ("initializing", which prune skips) too: under the entry's worktree-add lock, no add is in progress."""
+    git_dir = entry / ".git"
+    with worktree_adds_held(git_dir):
+        for admin in (git_dir / "worktrees").glob("*"):
+            try:
+                gone = not Path((admin / "gitdir").read_text().strip()).exists()
+            except OSError:
+                gone = True
+            if gone:
+                (admin / "locked").unlink(missing_ok=True)
+        run_git(entry, "worktree", "prune")
 
 
 def _last_used(entry: Path) -> float:
@@ -215,28 +228,39 @@ def _make(entry: Path) -> None:
 
 def _fetch(entry: Path, submodule: Submodule) -> str:
     """Fetch the submodule's branches and tags from its URL, then its commit by SHA where they lack it; "" once the
-    entry holds the commit, else why not."""
+    entry holds the commit whole, else why not. Where the commit came but not whole (the entry lost objects its refs'
+    histories need, borrowed from a repository since removed or pruned: the fetch told the URL it had them), the same
+    fetches run again with --refetch, as a fresh clone would."""
     branches = ("+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
     git_dir = entry / ".git"
     # A fetch killed mid-way leaves its ref locks; every fetch into the entry runs under its lock, so none is live.
     for stale in [*(git_dir / "refs").rglob("*.lock"), git_dir / "packed-refs.lock"]:
         stale.unlink(missing_ok=True)
     why = ""
-    for refspecs in (branches, (submodule.sha,)):
-        try:
-            with worktree_adds_held(entry / ".git"):  # the fetch would fail on a worktree of the entry being added
-                run_git(entry, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", submodule.url, *refspecs,
-                        env=_NO_PROMPT, timeout=FETCH_TIMEOUT_S)  # fmt: skip
-        except GitCommandError as exc:
-            why = str(exc)[:300]
-        if _holds(entry, submodule.sha):
-            return ""
+    for negotiation in ((), ("--refetch",)):
+        for refspecs in (branches, (submodule.sha,)):
+            try:
+                with worktree_adds_held(git_dir):  # the fetch would fail on a worktree of the entry being added
+                    run_git(entry, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", *negotiation,
+                            submodule.url, *refspecs, env=_NO_PROMPT, timeout=FETCH_TIMEOUT_S)  # fmt: skip
+            except GitCommandError as exc:
+                why = str(exc)[:300]
+            if _holds(entry, submodule.sha):
+                return ""
+        if not _git_succeeds(entry, "cat-file", "-e", f"{submodule.sha}^{{commit}}"):
+            break
     return why or "it has no such commit"
 
 
 def _holds(entry: Path, sha: str) -> bool:
+    """Whether the entry can check the commit out: its commit, trees and blobs all readable (its own objects or those
+    it borrows). The commit's history is not read."""
+    return _git_succeeds(entry, "rev-list", "--quiet", "--objects", "--no-walk", f"{sha}^{{commit}}", "--")
+
+
+def _git_succeeds(entry: Path, *args: str) -> bool:
     try:
-        run_git(entry, "cat-file", "-e", f"{sha}^{{commit}}")
+        run_git(entry, *args)
     except GitCommandError:
         return False
     return True
