@@ -577,7 +577,7 @@ class GitRepo:
 
     def _drop_index_lock(self, path: Path) -> bool:
         """Remove the index.lock in the worktree's admin directory; whether there was one."""
-        admin = Path((path / ".git").read_text().removeprefix("gitdir:").strip())
+        admin = _admin_directory(path)
         try:
             (admin / "index.lock").unlink()
         except FileNotFoundError:
@@ -588,7 +588,7 @@ class GitRepo:
         """Whether the worktree at path is one of this repository's: its .git file names an admin directory
         of this repository that names it back."""
         try:
-            admin = Path((path / ".git").read_text().removeprefix("gitdir:").strip())
+            admin = _admin_directory(path)
             back = Path((admin / "gitdir").read_text().strip())
         except OSError:
             return False
