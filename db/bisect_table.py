@@ -118,16 +118,16 @@ def merge_extra(conn: Connection, bisect_id: int, values: Mapping[str, object]) 
     return change_extra(conn, bisect_id, lambda extra: {**extra, **values}) is not None
 
 
-def lease_row(conn: Connection, bisect_id: int) -> Row[Any, Any] | None:
-    """The bisect's (owner, heartbeat), its row locked for the rest of the transaction; None without a bisect."""
-    return conn.execute(
-        select(bisects.c.owner, bisects.c.heartbeat).where(bisects.c.id == bisect_id).with_for_update()
-    ).one_or_none()
+def lease_row(conn: Connection, bisect_id: int) -> Row[Any, Any, Any] | None:
+    """The bisect's (owner, heartbeat, lease_ttl_s), its row locked for the rest of the transaction; None without a
+    bisect."""
+    lease = select(bisects.c.owner, bisects.c.heartbeat, bisects.c.lease_ttl_s)
+    return conn.execute(lease.where(bisects.c.id == bisect_id).with_for_update()).one_or_none()
 
 
-def set_owner(conn: Connection, bisect_id: int, owner: str | None, now: datetime | None) -> None:
-    heartbeat = None if now is None else aware(now)
-    conn.execute(update(bisects).where(bisects.c.id == bisect_id).values(owner=owner, heartbeat=heartbeat))
+def set_owner(conn: Connection, bisect_id: int, owner: str, now: datetime, ttl_s: float) -> None:
+    lease = {"owner": owner, "heartbeat": aware(now), "lease_ttl_s": ttl_s}
+    conn.execute(update(bisects).where(bisects.c.id == bisect_id).values(lease))
 
 
 def renew_lease(conn: Connection, bisect_id: int, owner: str, now: datetime) -> bool:
@@ -139,7 +139,9 @@ def renew_lease(conn: Connection, bisect_id: int, owner: str, now: datetime) -> 
 def release_lease(conn: Connection, bisect_id: int, owner: str) -> None:
     """Give the lease up, if owner still holds it."""
     query = (
-        update(bisects).where(bisects.c.id == bisect_id, bisects.c.owner == owner).values(owner=None, heartbeat=None)
+        update(bisects)
+        .where(bisects.c.id == bisect_id, bisects.c.owner == owner)
+        .values(owner=None, heartbeat=None, lease_ttl_s=None)
     )
     conn.execute(query)
 

@@ -75,10 +75,13 @@ bisects = Table(
     Column("last_good", SHA, nullable=True),
     Column("message", Text, nullable=False),
     Column("extra", Text, nullable=False),  # JSON object: confidence, analysis summaries, ...
-    # The coordinator that owns the bisect (host:pid:process start) and when it last said it is alive; NULL
-    # when none does. A second coordinator is refused while the lease is fresh (bisector/runner/ownership.py).
+    # The coordinator that owns the bisect (host:pid:process start), when it last said it is alive and how long
+    # after that it is gone (its lease TTL); NULL when none does. A second coordinator is refused while the lease
+    # is fresh by the holder's TTL, or by its own when the holder's is NULL (leases taken before migration 0011)
+    # (bisector/runner/ownership.py).
     Column("owner", Text, nullable=True),
     Column("heartbeat", UTCDateTime, nullable=True),
+    Column("lease_ttl_s", Float, nullable=True),
     Column("metric", Text, nullable=False, server_default=""),  # db.queries.metric_label(spec), for filters
     # GPU-seconds: the sum over its finished steps of vocab.cost.gpu_seconds, kept by db/step_table.py as steps
     # finish (statistics; migration 0007 recomputes it for older stores).

@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from sqlalchemy import ColumnElement, Connection, Engine, Update, text
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError, StatementError
@@ -50,7 +50,14 @@ from bisector.vocab.errors import StateError, StoreError, UnknownBisectError
 
 __all__ = ["INTERRUPTED_DETAIL", "LeaseHolder", "NewStep", "Store"]
 
-LeaseHolder = tuple[str, datetime | None]  # (owner, its last heartbeat)
+
+class LeaseHolder(NamedTuple):
+    """The coordinator holding a bisect's lease: who, its last heartbeat, and its TTL (None for a lease taken
+    before the store kept TTLs)."""
+
+    owner: str
+    heartbeat: datetime | None
+    ttl_s: float | None
 
 
 class Store:
@@ -212,18 +219,19 @@ class Store:
     # --- ownership -----------------------------------------------------------------------------------
 
     def claim_lease(
-        self, bisect_id: int, owner: str, now: datetime, may_replace: Callable[[str, datetime | None], bool]
+        self, bisect_id: int, owner: str, now: datetime, ttl_s: float, may_replace: Callable[[LeaseHolder], bool]
     ) -> LeaseHolder | None:
-        """Make owner the bisect's owner if nobody holds it, owner holds it already, or may_replace(holder, its
-        heartbeat) says the holder is gone. None when claimed, else the holder, who keeps it. Read and write
-        are one transaction under the write lock, so two claimants cannot both win."""
+        """Make owner, whose lease lasts ttl_s after each heartbeat, the bisect's owner if nobody holds it, owner
+        holds it already, or may_replace(holder) says the holder is gone. None when claimed, else the holder, who
+        keeps it. Read and write are one transaction under the write lock, so two claimants cannot both win."""
         with self._write() as conn:
             row = bisect_table.lease_row(conn, bisect_id)
             if row is None:
                 raise self._unknown(bisect_id)
-            if row.owner not in (None, owner) and not may_replace(row.owner, row.heartbeat):
-                return row.owner, row.heartbeat
-            bisect_table.set_owner(conn, bisect_id, owner, now)
+            holder = LeaseHolder(row.owner, row.heartbeat, row.lease_ttl_s)
+            if holder.owner not in (None, owner) and not may_replace(holder):
+                return holder
+            bisect_table.set_owner(conn, bisect_id, owner, now, ttl_s)
         return None
 
     def renew_lease(self, bisect_id: int, owner: str, now: datetime) -> bool:

@@ -2,9 +2,10 @@
 
 A coordinator claims its bisect's lease before it sends a step and renews it every HEARTBEAT_S from a thread
 of its own (a long step, an executor start or the explanation never starve it). Another coordinator is
-refused while the lease is fresh; it takes the bisect over once LEASE_TTL_S passed without a heartbeat, or
-at once when the holder ran on this host and its process is gone (kill -9, a crash). A holder that finds
-its lease taken stops without writing a verdict.
+refused while the lease is fresh; it takes the bisect over once the holder's TTL (stored with the lease: its
+`lease_ttl_s`, LEASE_TTL_S unless configured) passed without a heartbeat, or at once when the holder ran on this
+host and its process is gone (kill -9, a crash). A holder that finds its lease taken stops without writing a
+verdict.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
 
-from bisector.db.store import Store
+from bisector.db.store import LeaseHolder, Store
 from bisector.vocab.errors import StateError, StoreError
 from bisector.vocab.processes import is_gone, process_start
 
@@ -65,8 +66,8 @@ def holder_is_gone(holder: str, heartbeat: datetime | None, now: datetime, ttl_s
     return owner is not None and owner.is_gone_here()
 
 
-def describe_owner(holder: str | None, heartbeat: datetime | None, now: datetime) -> str:
-    """One phrase for `bisect status`: who holds the bisect and how fresh that is."""
+def describe_owner(holder: str | None, heartbeat: datetime | None, now: datetime, ttl_s: float = LEASE_TTL_S) -> str:
+    """One phrase for `bisect status`: who holds the bisect and how fresh that is (gone by ttl_s, its TTL)."""
     if holder is None:
         return "no coordinator"
     owner = OwnerId.parse(holder)
@@ -74,7 +75,7 @@ def describe_owner(holder: str | None, heartbeat: datetime | None, now: datetime
     if heartbeat is None:
         return who
     age_s = (now - heartbeat).total_seconds()
-    state = " (gone)" if holder_is_gone(holder, heartbeat, now) else ""
+    state = " (gone)" if holder_is_gone(holder, heartbeat, now, ttl_s) else ""
     return f"{who}, last heartbeat {age_s:.0f} s ago{state}"
 
 
@@ -104,12 +105,18 @@ class Lease:
             return self  # nobody else can reach an in-memory store
         now = self.now()
         holder = self.store.claim_lease(
-            self.bisect_id, self.owner, now, lambda who, beat: holder_is_gone(who, beat, now, self.ttl_s)
+            self.bisect_id,
+            self.owner,
+            now,
+            self.ttl_s,
+            lambda held: holder_is_gone(held.owner, held.heartbeat, now, self._holders_ttl_s(held)),
         )
         if holder is not None:
+            ttl_s = self._holders_ttl_s(holder)
             raise StateError(
-                f"bisect {self.bisect_id} is run by another coordinator ({describe_owner(*holder, now)}); "
-                f"it can be taken over once {self.ttl_s:.0f} s pass without its heartbeat"
+                f"bisect {self.bisect_id} is run by another coordinator "
+                f"({describe_owner(holder.owner, holder.heartbeat, now, ttl_s)}); "
+                f"it can be taken over once {ttl_s:.0f} s pass without its heartbeat"
             )
         self._heartbeat.start()
         return self
@@ -121,6 +128,10 @@ class Lease:
             return
         if not self.lost.is_set():
             self.store.release_lease(self.bisect_id, self.owner)
+
+    def _holders_ttl_s(self, holder: LeaseHolder) -> float:
+        """The TTL the holder stored with its lease; this coordinator's own for a lease stored without one."""
+        return self.ttl_s if holder.ttl_s is None else holder.ttl_s
 
     def _renew(self) -> bool:
         renewed = self.store.renew_lease(self.bisect_id, self.owner, self.now())

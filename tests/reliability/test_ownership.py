@@ -1,13 +1,17 @@
-"""The lease that keeps two coordinators off one bisect (bisector/runner/ownership.py) on a real SQLite store."""
+"""The lease that keeps two coordinators off one bisect (bisector/runner/ownership.py) on a real SQLite store and,
+where one is available, a PostgreSQL database."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from bisect_helpers import wait_for
+from postgres_helpers import BACKENDS, fresh_postgres_database
 
 from bisector.db.store import Store
 from bisector.runner.coordinator import utc_now
@@ -15,13 +19,24 @@ from bisector.runner.ownership import LEASE_TTL_S, Lease, OwnerId, describe_owne
 from bisector.vocab.errors import StateError
 
 
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        with Store.open(f"sqlite:///{tmp_path / 'bisect.db'}") as opened:
+            yield opened
+        return
+    with fresh_postgres_database() as url, Store.open(url) as opened:
+        yield opened
+
+
 @pytest.fixture
 def bisect_id(store: Store) -> int:
     return store.create_bisect("repo", "g" * 40, "b" * 40, {}, utc_now())
 
 
-def hold(store: Store, bisect_id: int, owner: str, seconds_ago: float) -> None:
-    assert store.claim_lease(bisect_id, owner, utc_now() - timedelta(seconds=seconds_ago), lambda *_: True) is None
+def hold(store: Store, bisect_id: int, owner: str, seconds_ago: float, ttl_s: float = LEASE_TTL_S) -> None:
+    beat = utc_now() - timedelta(seconds=seconds_ago)
+    assert store.claim_lease(bisect_id, owner, beat, ttl_s, lambda _: True) is None
 
 
 def test_a_fresh_lease_of_another_host_is_refused(store: Store, bisect_id: int):
@@ -36,6 +51,22 @@ def test_a_stale_lease_is_taken_over_and_released_after(store: Store, bisect_id:
     with Lease(store, bisect_id, utc_now) as lease:
         assert store.get_bisect(bisect_id).owner == lease.owner == str(OwnerId.this_process())
     assert (store.get_bisect(bisect_id).owner, store.get_bisect(bisect_id).heartbeat) == (None, None)
+
+
+@pytest.mark.parametrize("holders_ttl_s", [LEASE_TTL_S * 4, LEASE_TTL_S / 4])
+def test_a_lease_is_judged_by_its_holders_ttl_not_the_claimants(store: Store, bisect_id: int, holders_ttl_s: float):
+    """A holder on another host that beat LEASE_TTL_S / 2 ago, then 2 * LEASE_TTL_S ago: alive by one TTL and gone
+    by the other, so the claimant (whose TTL is LEASE_TTL_S) is refused exactly while the holder's own TTL says it
+    is alive."""
+    for seconds_ago in (LEASE_TTL_S / 2, LEASE_TTL_S * 2):
+        hold(store, bisect_id, "gpu-node-7:4242:99", seconds_ago, holders_ttl_s)
+        if seconds_ago <= holders_ttl_s:
+            with pytest.raises(StateError, match=f"once {holders_ttl_s:.0f} s pass without its heartbeat"):
+                Lease(store, bisect_id, utc_now).__enter__()
+            assert store.get_bisect(bisect_id).owner == "gpu-node-7:4242:99"
+        else:
+            with Lease(store, bisect_id, utc_now) as lease:
+                assert store.get_bisect(bisect_id).owner == lease.owner
 
 
 def test_a_dead_process_on_this_host_is_replaced_at_once(store: Store, bisect_id: int):
