@@ -117,7 +117,7 @@ def resume(bisect_id: int, explain: bool | None, db_url: str | None, output_form
 @click.option(
     "--wait", "wait_s", type=click.FloatRange(min=0), metavar="SECONDS",
     help="How long to wait for the reruns to stop; those still running then are named asked to stop.  "
-    "[default: 60; a server waits at most that]",
+    "[default: 60; with --server, at most what the server allows, said when less]",
 )  # fmt: skip
 @db_option
 @server_options

@@ -149,6 +149,9 @@ def print_remote(server: str, token_file: str | None, bisect_id: int, view: str,
 def cancel_remote(server: str, token_file: str | None, bisect_id: int, wait_s: float | None) -> None:
     with translated_errors(), client(server, token_file) as service:
         outcome = service.cancel(bisect_id, wait_s)
+    if "wait_capped_s" in outcome:
+        most_s = outcome["wait_capped_s"]
+        click.echo(f"bisect: --wait {wait_s:g} capped at {most_s:g} s, the most {server} waits for reruns", err=True)
     status = str(outcome.get("status", "cancelled"))
     # a server before these fields said {"status", "rerun"}; one before asked_to_stop named only the reruns stopped
     reruns = outcome.get("reruns") or [sha for sha in [outcome.get("rerun")] if sha]

@@ -6,7 +6,9 @@ bisect rendered as `bisect report|status` print it (what the `--server` client s
     DELETE /api/bisects/{id}            cancel the bisect and its reruns, the server's and `bisect run-at --bisect`
                                         ones on its store (of an ended bisect, its reruns) -> {id, status: the
                                         bisect's, ended_before: whether it had ended, reruns: the stopped reruns'
-                                        shas}; 409 when it has ended and no rerun of it runs
+                                        shas}; 409 when it has ended and no rerun of it runs. ?wait_s=S: how long
+                                        to wait for the reruns to stop, at most RERUN_STOP_WAIT_S (more: 422 {detail,
+                                        max_wait_s}, nothing cancelled)
     POST   /api/bisects/{id}/rerun      {step: N} or {rev: REV}: the bisect's build and test run again there, in the
                                         background -> 202 {id, sha, status: started}; 409 while its last rerun runs
     POST   /api/bisects/{id}/marks      {rev, verdict, note?}: a commit's verdict by hand (`bisect mark`), given by
@@ -42,7 +44,7 @@ from bisector.vocab.domain import RERUN_STOP_WAIT_S
 from bisector.vocab.errors import StateError
 
 WaitS = Annotated[
-    float, Query(ge=0, le=RERUN_STOP_WAIT_S, description="Seconds to wait for the reruns to stop (default: the most).")
+    float, Query(ge=0, description=f"Seconds to wait for the reruns to stop (default and most: {RERUN_STOP_WAIT_S:g}).")
 ]
 
 NO_TOKEN = "no token given: this endpoint needs Authorization: Bearer TOKEN"
@@ -80,6 +82,10 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
         summary="Cancel a queued or running bisect and its reruns (its owner's or an admin's token)",
     )
     def cancel(bisect_id: BisectId, wait_s: WaitS = RERUN_STOP_WAIT_S, person: Person = bearer) -> Any:
+        if wait_s > RERUN_STOP_WAIT_S:
+            detail = f"wait_s: at most {RERUN_STOP_WAIT_S:g} seconds on this server"
+            return JSONResponse({"detail": detail, "max_wait_s": RERUN_STOP_WAIT_S}, status_code=422)
+
         def cancelled() -> dict[str, object]:
             outcome = service.cancel(bisect_id, person, wait_s)
             return {"id": bisect_id, "status": outcome.status.value, "ended_before": outcome.ended_before,

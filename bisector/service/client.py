@@ -46,9 +46,16 @@ class ServiceClient:
     def cancel(self, bisect_id: int, wait_s: float | None = None) -> dict[str, Any]:
         """{id, status, ended_before, reruns, asked_to_stop} after the cancel: the bisect's status, whether it had
         ended, the shas of the reruns the cancel stopped and of those still running after its wait (wait_s: the
-        server's default when None; a server waits at most RERUN_STOP_WAIT_S, and refuses to be asked for more)."""
-        params = {} if wait_s is None else {"wait_s": min(wait_s, RERUN_STOP_WAIT_S)}
-        answer: dict[str, Any] = self._call("DELETE", f"/api/bisects/{bisect_id}", params=params).json()
+        server's default when None). A server refuses a wait over its most, stating it (max_wait_s; one before that
+        field waited at most RERUN_STOP_WAIT_S): the cancel is then asked again with that wait, and the answer
+        says so in wait_capped_s."""
+        path = f"/api/bisects/{bisect_id}"
+        response = self._send("DELETE", path, params={} if wait_s is None else {"wait_s": wait_s})
+        most_s = _most_wait_s(response)
+        if wait_s is not None and most_s is not None and most_s < wait_s:
+            capped: dict[str, Any] = self._call("DELETE", path, params={"wait_s": most_s}).json()
+            return {**capped, "wait_capped_s": most_s}
+        answer: dict[str, Any] = self._checked(response).json()
         return answer
 
     def rerun(self, bisect_id: int, *, step: int | None = None, rev: str | None = None) -> dict[str, Any]:
@@ -77,10 +84,16 @@ class ServiceClient:
         self.close()
 
     def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return self._checked(self._send(method, path, **kwargs))
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            response = self._client.request(method, path, **kwargs)
+            return self._client.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise InputError(f"cannot reach {self.server}: {exc}") from None
+
+    def _checked(self, response: httpx.Response) -> httpx.Response:
+        """The response, unless it is an error: then that error as one line."""
         if response.status_code < 400:
             return response
         try:
@@ -93,3 +106,14 @@ class ServiceClient:
         elif response.status_code == 409:
             error = StateError
         raise error(f"{self.server}: {response.status_code} {detail}")
+
+
+def _most_wait_s(response: httpx.Response) -> float | None:
+    """The most a server waits, when the response is its refusal of a longer wait (422); None otherwise."""
+    if response.status_code != 422:
+        return None
+    try:
+        stated = response.json().get("max_wait_s", RERUN_STOP_WAIT_S)
+    except (ValueError, AttributeError):
+        return None
+    return float(stated) if isinstance(stated, int | float) and not isinstance(stated, bool) else None

@@ -19,6 +19,8 @@ import pytest
 from service_process import DONE_TIMEOUT_S, TOKEN, ServiceProcess, running_service, service_env, service_home
 from synthetic import SyntheticHistory, culprit_history
 
+from bisector.vocab.domain import RERUN_STOP_WAIT_S
+
 pytestmark = pytest.mark.xdist_group("service")
 EXIT_NO_CULPRIT = 3
 
@@ -191,6 +193,21 @@ def test_the_cli_client_cancels_and_says_so_in_one_line(service: ServiceProcess,
     assert no_token.returncode == 2
     assert "401" in no_token.stderr
     assert TOKEN not in no_token.stderr
+
+
+def test_a_wait_over_the_servers_most_is_refused_stating_it_and_the_cli_asks_that(
+    service: ServiceProcess, history: SyntheticHistory
+) -> None:
+    env = service_env(**service.home_env)  # type: ignore[attr-defined]
+    bisect_id = service.post(submission(history, recipe="slow")).json()["id"]
+    refused = service.delete(bisect_id, wait_s=RERUN_STOP_WAIT_S + 1)
+    assert (refused.status_code, refused.json()["max_wait_s"]) == (422, RERUN_STOP_WAIT_S)
+    assert refused.json()["detail"] == f"wait_s: at most {RERUN_STOP_WAIT_S:g} seconds on this server"
+    assert service.job(bisect_id)["state"] != "done"  # refused before anything was cancelled
+    cancelled = bisect_cli("cancel", str(bisect_id), "--server", service.base, "--wait", "1000", env=env)
+    capped = f"bisect: --wait 1000 capped at {RERUN_STOP_WAIT_S:g} s, the most {service.base} waits for reruns\n"
+    assert (cancelled.returncode, cancelled.stdout, cancelled.stderr) == (0, f"bisect {bisect_id}: cancelled\n", capped)
+    assert service.wait_done(bisect_id)["status"] == "cancelled"
 
 
 def test_a_cancel_ends_the_bisects_rerun_too_and_the_cli_says_so(
