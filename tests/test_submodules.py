@@ -533,3 +533,42 @@ def test_a_step_that_deletes_gitmodules_does_not_keep_its_files_in_the_submodule
         (slot / "lib/deps/inner/left-by-a-step").write_text("x")
         clean(slot)
         assert sorted(slot.rglob("left-by-a-step")) == []
+
+
+def lib_replaced_by_a_folder(clone: Clone) -> str:
+    """A commit of app whose lib is a folder of its own files (`lib/own`), no longer a submodule."""
+    git(clone.path, "config", "--file", ".gitmodules", "--remove-section", "submodule.lib")
+    git(clone.path, "add", ".gitmodules")
+    blob = subprocess.run(["git", "-C", str(clone.path), "hash-object", "-w", "--stdin"], input="own\n",
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    git(clone.path, "update-index", "--force-remove", "lib")
+    git(clone.path, "update-index", "--add", "--cacheinfo", f"100644,{blob},lib/own")
+    tree = git(clone.path, "write-tree")
+    git(clone.path, "reset", "-q", "--hard")  # the user's index and .gitmodules as they were
+    return git(clone.path, "commit-tree", "-p", clone.shas[-1], "-m", "lib a folder", tree)
+
+
+@pytest.mark.parametrize("change", ["update = none", "dropped from .gitmodules", "replaced by a folder"])
+def test_a_reused_worktree_empties_a_submodule_the_next_commit_does_not_check_out(
+    tmp_path: Path, clone: Clone, change: str
+) -> None:
+    """The slot's last commit had lib checked out; the next one keeps lib's gitlink but marks it `update = none` or
+    drops it from .gitmodules (its folder is empty there, as a recursive clone of that commit leaves it), or makes
+    lib a folder of its own files (only those are there)."""
+    if change == "replaced by a folder":
+        sha, left = lib_replaced_by_a_folder(clone), ["own"]
+    else:
+        if change == "update = none":
+            git(clone.path, "config", "--file", ".gitmodules", "submodule.lib.update", "none")
+        else:
+            git(clone.path, "config", "--file", ".gitmodules", "--remove-section", "submodule.lib")
+        sha, left = commit(clone.path, f"lib {change}", {}), []
+    repo = GitRepo(clone.path)
+    slot = tmp_path / "slot"
+    repo.ensure_worktree(slot, clone.shas[-1])
+    assert (slot / "lib/deps/inner/value").read_text() == "1\n"
+    repo.ensure_worktree(slot, sha, clean=False)
+    assert sorted(p.name for p in (slot / "lib").iterdir()) == left
+    assert git(slot, "status", "--porcelain", "--ignore-submodules=none") == ""
+    repo.ensure_worktree(slot, clone.shas[-1])  # checked out again where a later commit has it
+    assert (slot / "lib/deps/inner/value").read_text() == "1\n"
