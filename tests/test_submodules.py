@@ -572,3 +572,19 @@ def test_a_reused_worktree_empties_a_submodule_the_next_commit_does_not_check_ou
     assert git(slot, "status", "--porcelain", "--ignore-submodules=none") == ""
     repo.ensure_worktree(slot, clone.shas[-1])  # checked out again where a later commit has it
     assert (slot / "lib/deps/inner/value").read_text() == "1\n"
+
+
+@pytest.mark.parametrize("kind", ["--cherry-pick", "--patch"])
+def test_a_patch_that_moves_a_gitlink_brings_the_submodule_to_the_patched_commit(
+    tmp_path: Path, clone: Clone, kind: str
+) -> None:
+    """A step in a worktree at the good commit with the culprit's change (lib bumped, and with it inner) applied, as
+    `git cherry-pick -n` or `git apply --index` of its diff: the test sees the patched submodules (metric 6), as an
+    image's exported tree does."""
+    patch = tmp_path / "bump.patch"
+    patch.write_text(git(clone.path, "diff", "--submodule=short", f"{clone.culprit}~1", clone.culprit) + "\n")
+    source = clone.culprit if kind == "--cherry-pick" else str(patch)
+    done = run_cli("run-at", clone.shas[0], "--repo", str(clone.path), *METRIC, "--executor", "inprocess",
+                   kind, source, "--image", "none", "--format", "json", db=tmp_path / "b.db")  # fmt: skip
+    assert json.loads(done.stdout)["verdict"] == "bad", done.stdout + done.stderr
+    assert stored_rows(tmp_path / "b.db", "select verdict, samples from steps") == [("bad", "[6.0]")]

@@ -622,12 +622,15 @@ class GitRepo:
         return admin.resolve().parent.parent == mine and back.resolve() == (path / ".git").resolve()
 
     def check_out_tree(self, path: Path, tree: str) -> None:
-        """Put tree's files in the worktree at path, staged on its commit (as `git cherry-pick -n` leaves them); the
-        next ensure_worktree's forced checkout undoes it."""
+        """Put tree's files in the worktree at path, staged on its commit (as `git cherry-pick -n` leaves them), and
+        its submodules at the commits its gitlinks name, as ensure_worktree puts a commit's; the next ensure_worktree
+        undoes it."""
+        checked_out = _recorded_submodules(path)
         try:
             _in_worktree(path, "read-tree", "--reset", "-u", tree)
         except GitCommandError as exc:
             raise RepoError(f"checking out tree {tree[:12]} in {path} failed: {exc}") from None
+        self._check_out_submodules(path, tree, checked_out)
 
     def clean_worktree(self, path: Path) -> None:
         """Remove the untracked files a step left in a worktree and in its submodules' (ignored ones stay, as build
