@@ -588,3 +588,23 @@ def test_a_patch_that_moves_a_gitlink_brings_the_submodule_to_the_patched_commit
                    kind, source, "--image", "none", "--format", "json", db=tmp_path / "b.db")  # fmt: skip
     assert json.loads(done.stdout)["verdict"] == "bad", done.stdout + done.stderr
     assert stored_rows(tmp_path / "b.db", "select verdict, samples from steps") == [("bad", "[6.0]")]
+
+
+def test_urls_of_one_repository_share_one_cache_repository(tmp_path: Path) -> None:
+    """Spellings of one URL (a trailing `.git` or `/`, https, ssh or scp-like, a user, a port, the host's case) find
+    one cache repository (the commit borrowed from a local copy: nothing fetched); a local path spelled with a
+    trailing `/` shares its repository too, fetched from the URL as given; other repositories get their own."""
+    upstream = init(tmp_path / "lib")
+    first = commit(upstream, "one", {"value": "1\n"})
+    copies = LocalCopies((), (tmp_path,), str(tmp_path))  # the submodule's path "lib" holds a copy
+    spellings = ["https://Git.Example/org/lib.git", "https://git.example/org/lib/", "git@git.example:org/lib",
+                 "ssh://git@git.example:22/org/lib.git", "git://git.example/org/lib.git/"]  # fmt: skip
+    entries = {cached_repository(Submodule("lib", "lib", url, first), copies) for url in spellings}
+    assert len(entries) == 1
+    nowhere = LocalCopies((), (), str(tmp_path))
+    later = commit(upstream, "two", {"value": "2\n"})
+    local = {cached_repository(Submodule("lib", "lib", url, sha), nowhere) for url, sha in
+             [(str(upstream), first), (f"{upstream}/", later), (f"{upstream}.git", later)]}  # fmt: skip
+    assert len(local) == 1
+    other = cached_repository(Submodule("lib", "lib", "https://git.example/org/other", first), copies)
+    assert cache_repositories() == sorted([*entries, *local, other])
