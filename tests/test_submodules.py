@@ -533,3 +533,78 @@ def test_a_step_that_deletes_gitmodules_does_not_keep_its_files_in_the_submodule
         (slot / "lib/deps/inner/left-by-a-step").write_text("x")
         clean(slot)
         assert sorted(slot.rglob("left-by-a-step")) == []
+
+
+def lib_replaced_by_a_folder(clone: Clone) -> str:
+    """A commit of app whose lib is a folder of its own files (`lib/own`), no longer a submodule."""
+    git(clone.path, "config", "--file", ".gitmodules", "--remove-section", "submodule.lib")
+    git(clone.path, "add", ".gitmodules")
+    blob = subprocess.run(["git", "-C", str(clone.path), "hash-object", "-w", "--stdin"], input="own\n",
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    git(clone.path, "update-index", "--force-remove", "lib")
+    git(clone.path, "update-index", "--add", "--cacheinfo", f"100644,{blob},lib/own")
+    tree = git(clone.path, "write-tree")
+    git(clone.path, "reset", "-q", "--hard")  # the user's index and .gitmodules as they were
+    return git(clone.path, "commit-tree", "-p", clone.shas[-1], "-m", "lib a folder", tree)
+
+
+@pytest.mark.parametrize("change", ["update = none", "dropped from .gitmodules", "replaced by a folder"])
+def test_a_reused_worktree_empties_a_submodule_the_next_commit_does_not_check_out(
+    tmp_path: Path, clone: Clone, change: str
+) -> None:
+    """The slot's last commit had lib checked out; the next one keeps lib's gitlink but marks it `update = none` or
+    drops it from .gitmodules (its folder is empty there, as a recursive clone of that commit leaves it), or makes
+    lib a folder of its own files (only those are there)."""
+    if change == "replaced by a folder":
+        sha, left = lib_replaced_by_a_folder(clone), ["own"]
+    else:
+        if change == "update = none":
+            git(clone.path, "config", "--file", ".gitmodules", "submodule.lib.update", "none")
+        else:
+            git(clone.path, "config", "--file", ".gitmodules", "--remove-section", "submodule.lib")
+        sha, left = commit(clone.path, f"lib {change}", {}), []
+    repo = GitRepo(clone.path)
+    slot = tmp_path / "slot"
+    repo.ensure_worktree(slot, clone.shas[-1])
+    assert (slot / "lib/deps/inner/value").read_text() == "1\n"
+    repo.ensure_worktree(slot, sha, clean=False)
+    assert sorted(p.name for p in (slot / "lib").iterdir()) == left
+    assert git(slot, "status", "--porcelain", "--ignore-submodules=none") == ""
+    repo.ensure_worktree(slot, clone.shas[-1])  # checked out again where a later commit has it
+    assert (slot / "lib/deps/inner/value").read_text() == "1\n"
+
+
+@pytest.mark.parametrize("kind", ["--cherry-pick", "--patch"])
+def test_a_patch_that_moves_a_gitlink_brings_the_submodule_to_the_patched_commit(
+    tmp_path: Path, clone: Clone, kind: str
+) -> None:
+    """A step in a worktree at the good commit with the culprit's change (lib bumped, and with it inner) applied, as
+    `git cherry-pick -n` or `git apply --index` of its diff: the test sees the patched submodules (metric 6), as an
+    image's exported tree does."""
+    patch = tmp_path / "bump.patch"
+    patch.write_text(git(clone.path, "diff", "--submodule=short", f"{clone.culprit}~1", clone.culprit) + "\n")
+    source = clone.culprit if kind == "--cherry-pick" else str(patch)
+    done = run_cli("run-at", clone.shas[0], "--repo", str(clone.path), *METRIC, "--executor", "inprocess",
+                   kind, source, "--image", "none", "--format", "json", db=tmp_path / "b.db")  # fmt: skip
+    assert json.loads(done.stdout)["verdict"] == "bad", done.stdout + done.stderr
+    assert stored_rows(tmp_path / "b.db", "select verdict, samples from steps") == [("bad", "[6.0]")]
+
+
+def test_urls_of_one_repository_share_one_cache_repository(tmp_path: Path) -> None:
+    """Spellings of one URL (a trailing `.git` or `/`, https, ssh or scp-like, a user, a port, the host's case) find
+    one cache repository (the commit borrowed from a local copy: nothing fetched); a local path spelled with a
+    trailing `/` shares its repository too, fetched from the URL as given; other repositories get their own."""
+    upstream = init(tmp_path / "lib")
+    first = commit(upstream, "one", {"value": "1\n"})
+    copies = LocalCopies((), (tmp_path,), str(tmp_path))  # the submodule's path "lib" holds a copy
+    spellings = ["https://Git.Example/org/lib.git", "https://git.example/org/lib/", "git@git.example:org/lib",
+                 "ssh://git@git.example:22/org/lib.git", "git://git.example/org/lib.git/"]  # fmt: skip
+    entries = {cached_repository(Submodule("lib", "lib", url, first), copies) for url in spellings}
+    assert len(entries) == 1
+    nowhere = LocalCopies((), (), str(tmp_path))
+    later = commit(upstream, "two", {"value": "2\n"})
+    local = {cached_repository(Submodule("lib", "lib", url, sha), nowhere) for url, sha in
+             [(str(upstream), first), (f"{upstream}/", later), (f"{upstream}.git", later)]}  # fmt: skip
+    assert len(local) == 1
+    other = cached_repository(Submodule("lib", "lib", "https://git.example/org/other", first), copies)
+    assert cache_repositories() == sorted([*entries, *local, other])

@@ -25,7 +25,7 @@ from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import Commit, parse_pr_number
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitcommand import GIT_LOCALE, GitCommandError, run_git, worktree_adds_held
-from bisector.vocab.submodules import GITMODULES, LocalCopies, Submodule, cached_repository, listed
+from bisector.vocab.submodules import GITLINK_MODE, GITMODULES, LocalCopies, Submodule, cached_repository, listed
 
 # the commits cherry_picked_tree makes: one fixed identity and date, so the same merge makes the same objects
 _MADE_COMMITS = {
@@ -513,7 +513,7 @@ class GitRepo:
         commit had submodules is cleaned whatever clean says: a submodule the new commit lacks goes. Each submodule
         is then a worktree of its cache repository, checked out at its commit, recursively.
         """
-        had_submodules = bool(_recorded_submodules(path))
+        had_submodules = _recorded_submodules(path)
         if not self._sound(path):
             self._make_worktree(path, sha)
         try:
@@ -526,10 +526,36 @@ class GitRepo:
             self._check_out(path, sha)
         if clean or had_submodules:
             self.clean_worktree(path)
-        submodules = self._submodules(path, sha)
+        self._check_out_submodules(path, sha, had_submodules)
+
+    def _check_out_submodules(self, path: Path, treeish: str, previous: list[str]) -> None:
+        """Each submodule of treeish (just checked out in the worktree at path) a worktree of its cache repository at
+        its commit, recursively. The folder of a submodule of the previous checkout that treeish does not check out
+        (`update = none`, dropped from .gitmodules, or no gitlink there any more) holds what a recursive clone of
+        treeish holds there: nothing, or treeish's own files."""
+        submodules = self._submodules(path, treeish)
+        wanted = {submodule.path for submodule in submodules}
+        for stale in previous:
+            if stale not in wanted and (path / stale / ".git").exists():
+                self._drop_submodule(path, treeish, stale)
         _record_submodules(path, [submodule.path for submodule in submodules])
         for submodule in submodules:
             self._submodule_repo(submodule).ensure_worktree(path / submodule.path, submodule.sha, clean=False)
+
+    def _drop_submodule(self, path: Path, treeish: str, stale: str) -> None:
+        """Remove the submodule checkout at path/stale: an empty folder is left where treeish has a gitlink there,
+        treeish's files where it has a folder (restored from the worktree's index, which holds treeish)."""
+        try:
+            mode = self._run("ls-tree", treeish, "--", stale).partition(" ")[0]
+            shutil.rmtree(path / stale)
+            if mode == GITLINK_MODE:
+                (path / stale).mkdir()
+            elif mode:
+                _in_worktree(path, "checkout", "--quiet", "--", stale)
+        except GitCommandError as exc:
+            raise RepoError(f"removing the submodule {stale} from {path} failed: {exc}") from None
+        except OSError as exc:
+            raise RepoError(f"removing the submodule {stale} from {path} failed: {exc}") from None
 
     def _sound(self, path: Path) -> bool:
         """Whether path holds a worktree of this repository (checked in full once per path, then by its .git)."""
@@ -596,12 +622,15 @@ class GitRepo:
         return admin.resolve().parent.parent == mine and back.resolve() == (path / ".git").resolve()
 
     def check_out_tree(self, path: Path, tree: str) -> None:
-        """Put tree's files in the worktree at path, staged on its commit (as `git cherry-pick -n` leaves them); the
-        next ensure_worktree's forced checkout undoes it."""
+        """Put tree's files in the worktree at path, staged on its commit (as `git cherry-pick -n` leaves them), and
+        its submodules at the commits its gitlinks name, as ensure_worktree puts a commit's; the next ensure_worktree
+        undoes it."""
+        checked_out = _recorded_submodules(path)
         try:
             _in_worktree(path, "read-tree", "--reset", "-u", tree)
         except GitCommandError as exc:
             raise RepoError(f"checking out tree {tree[:12]} in {path} failed: {exc}") from None
+        self._check_out_submodules(path, tree, checked_out)
 
     def clean_worktree(self, path: Path) -> None:
         """Remove the untracked files a step left in a worktree and in its submodules' (ignored ones stay, as build

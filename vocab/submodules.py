@@ -1,15 +1,15 @@
 """The submodules of a step's tree, as `git clone --recurse-submodules` gives them, without touching the user's
 checkout or its config: which ones a tree records, and a cache repository that holds the commit each one needs.
 
-The cache has one repository per submodule URL (`<cache dir>/submodules/<hash of the URL>`, locked by
-`<hash>.lock` while it is made, borrows or fetches; made beside its place and renamed in, renamed aside before it is
-removed: a process killed at any moment leaves it whole or absent). It borrows the objects already on this machine
-through git's alternates (the user's `.git/modules/<name>`, and the submodule's own checkout in the user's tree) and
-fetches from the URL only a commit found whole (its trees and blobs too) in none of them, under its lock, so one fetch
-serves every worker and every later bisect. Its own objects are only what it fetched; gc is off in it, so a fetched
-commit no ref names stays. A worktree's submodules are linked worktrees of these repositories (gitrepo.py). Each use
-touches the marker `<entry>/.git/bisect-used`; prune_cache removes a repository no worktree is registered in and none
-used for UNUSED_S.
+The cache has one repository per submodule URL (`<cache dir>/submodules/<hash of the URL>`, one for the spellings of one
+repository's URL: _same_repository; locked by `<hash>.lock` while it is made, borrows or fetches; made beside its place
+and renamed in, renamed aside before it is removed: a process killed at any moment leaves it whole or absent). It
+borrows the objects already on this machine through git's alternates (the user's `.git/modules/<name>`, and the
+submodule's own checkout in the user's tree) and fetches from the URL only a commit found whole (its trees and blobs
+too) in none of them, under its lock, so one fetch serves every worker and every later bisect. Its own objects are only
+what it fetched; gc is off in it, so a fetched commit no ref names stays. A worktree's submodules are linked worktrees
+of these repositories (gitrepo.py). Each use touches the marker `<entry>/.git/bisect-used`; prune_cache removes a
+repository no worktree is registered in and none used for UNUSED_S.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -194,7 +195,7 @@ def cached_repository(submodule: Submodule, copies: LocalCopies) -> Path:
     from the copies on this machine, else fetched from its URL. RepoError naming the submodule and the commit where
     neither has it (an infrastructure error of the step, never a verdict on the commit)."""
     root = cache_dir() / "submodules"
-    key = hashlib.sha256(submodule.url.encode()).hexdigest()[:16]
+    key = hashlib.sha256(_same_repository(submodule.url).encode()).hexdigest()[:16]
     entry = root / key
     with _locked(root / f"{key}.lock"):
         try:
@@ -215,6 +216,23 @@ def cached_repository(submodule: Submodule, copies: LocalCopies) -> Path:
         f"submodule {submodule.path} needs commit {submodule.sha[:12]}, which no repository on this machine holds "
         f"and {submodule.url} did not give: {why}"
     )
+
+
+_NETWORK_URL = re.compile(r"(?:https?|ssh|git|git\+ssh|ssh\+git)://(?:[^@/]*@)?([^/:]+)(?::[0-9]*)?(/.*)?", re.I)
+_SCP_LIKE = re.compile(r"(?:[^@/]*@)?([^/:]+):(?!//)(.*)")  # `[user@]host:path`: git's rule, a `:` before any `/`
+
+
+def _same_repository(url: str) -> str:
+    """What the cache keys a URL by: the same for the spellings of one repository's URL (a trailing `/` or `.git`;
+    https, ssh, git or scp-like `host:path`, with any user and port, the host in any case), the URL itself for a
+    local path without those suffixes."""
+    trimmed = url
+    while trimmed != (trimmed := trimmed.removesuffix("/").removesuffix(".git")):
+        pass
+    if found := _NETWORK_URL.fullmatch(trimmed) or _SCP_LIKE.fullmatch(trimmed):
+        host, path = found.groups()
+        return f"//{host.lower()}/{(path or '').lstrip('/')}"  # `//`: no local path reads so
+    return trimmed
 
 
 def _make(entry: Path) -> None:

@@ -6,8 +6,13 @@ bisect names `main` as the source does. One lock per mirror: concurrent submissi
 fetch that began after a submission arrived serves it too (twenty submissions at once need one or two fetches).
 A mirror is made whole or not at all: cloned in a directory beside it and renamed into place once fetched, so a
 failed or killed clone leaves no half-made mirror (a partial directory left by a killed server is removed at the
-next clone) and the next submission clones again. A fetch waits for the worktree adds in progress (GitRepo.
-worktree_adds_held: it would fail on the worktree being added) and holds off new ones while it runs.
+next clone) and the next submission clones again.
+
+A fetch reads the source into a repository of its own (`.git/gpu-bisect-incoming`, made fresh for each fetch, removed
+after), which borrows the mirror's objects and so asks the source only for what the mirror lacks; then the mirror
+fetches from it, a local copy of those objects and its ref updates. Only that second step waits for the worktree adds
+in progress and holds off new ones (GitRepo.worktree_adds_held: a fetch's connectivity check fails on a worktree being
+added): a source slow to answer keeps no worker from adding its worktree of the mirror.
 
 Each git command runs in a process group of its own, so that `stop()` (the server stopping) ends it with whatever
 it started (the remote's upload-pack, ssh, a credential helper): SIGTERM, then SIGKILL to those still there after
@@ -33,6 +38,7 @@ REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 GIT_TIMEOUT_S = 600.0
 GIT_STOP_GRACE_S = 5.0  # how long a stopped or timed-out git command may take to end on SIGTERM before SIGKILL
 STOP_REASON = "the server is stopping"
+INCOMING = "gpu-bisect-incoming"  # in a mirror's git directory: a fetch's repository of what the source gave
 
 
 class Mirrors:
@@ -65,8 +71,7 @@ class Mirrors:
                 return path  # a fetch that started after this call arrived has just finished
             started = time.monotonic()
             if path.is_dir():
-                with GitRepo(path).worktree_adds_held():  # the workers' worktrees of the mirror
-                    self._fetch(path)
+                self._fetch_into_mirror(allowed, path)
             else:
                 self._clone(allowed, path)
             self._fetch_started[allowed] = started
@@ -76,8 +81,22 @@ class Mirrors:
         """End the git commands running now (and whatever they started); refuse to start more."""
         self._git.stop(STOP_REASON)
 
-    def _fetch(self, path: Path) -> None:
-        self._git.run(path, "fetch", "-q", "--prune", "--update-head-ok", "origin", *REFSPECS)
+    def _fetch(self, path: Path, remote: str = "origin") -> None:
+        self._git.run(path, "fetch", "-q", "--prune", "--update-head-ok", remote, *REFSPECS)
+
+    def _fetch_into_mirror(self, source: str, path: Path) -> None:
+        """Fetch source into the mirror at path through its incoming repository (the module's docstring)."""
+        incoming = path / ".git" / INCOMING
+        shutil.rmtree(incoming, ignore_errors=True)  # a killed server's
+        try:
+            self._git.run(path, "init", "-q", "--bare", str(incoming))
+            self._git.run(incoming, "config", "remote.origin.url", source)  # the mirror's remote, by its name
+            (incoming / "objects" / "info" / "alternates").write_text(f"{(path / '.git' / 'objects').resolve()}\n")
+            self._fetch(incoming)
+            with GitRepo(path).worktree_adds_held():  # the workers' worktrees of the mirror
+                self._fetch(path, str(incoming))
+        finally:
+            shutil.rmtree(incoming, ignore_errors=True)
 
     def _clone(self, source: str, path: Path) -> None:
         """Make the mirror of source at path whole, or leave nothing there."""
