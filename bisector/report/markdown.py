@@ -38,9 +38,10 @@ def render_markdown(report: BisectReport) -> str:
     if record.message and record.status not in (BisectStatus.FOUND, BisectStatus.AMBIGUOUS):
         out += [md_escape(record.message), ""]
     if first_bad is not None:
-        label = f"First {new} commit" if record.status is BisectStatus.FOUND else f"First commit known {new}"
+        label = report.first_bad_words()
         out += [
-            f"**{label}:** `{first_bad.sha}` {md_escape(first_bad.subject)}{pr_suffix(first_bad)}  ",
+            f"**{label[0].upper()}{label[1:]}:** `{first_bad.sha}` "
+            f"{md_escape(first_bad.subject)}{pr_suffix(first_bad)}  ",
             f"{md_escape(first_bad.author)}, {fmt_date(first_bad.date)}",
             "",
         ]
@@ -49,7 +50,10 @@ def render_markdown(report: BisectReport) -> str:
     if first_bad is not None and last_good is not None:
         before, after = fmt_metric(report.metric(last_good.sha)), fmt_metric(report.metric(first_bad.sha))
         if (before, after) != ("-", "-"):
-            out += [f"**Metric:** {before} at the last {old} commit, **{after}** at the first {new} commit.", ""]
+            out += [
+                f"**Metric:** {before} at the last {old} commit, **{after}** at the {report.first_bad_words()}.",
+                "",
+            ]
     if record.status is BisectStatus.AMBIGUOUS:
         out += [
             f"The first {new} commit is one of:",
