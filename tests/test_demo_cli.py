@@ -100,3 +100,13 @@ def test_demo_refuses_to_overwrite_a_foreign_directory(tmp_path: Path):
     assert done.returncode == 2
     assert "not a gpu-bisect demo repository" in done.stderr
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_demo_into_a_folder_that_cannot_be_made_is_one_line_and_exit_2(tmp_path: Path):
+    (tmp_path / "a-file").write_text("not a folder")
+    done = bisect("demo", "init", str(tmp_path / "a-file" / "demo"), cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"bisect: error: cannot write the demo repository in {tmp_path / 'a-file' / 'demo'}: Not a directory\n",
+    )
+    assert (tmp_path / "a-file").read_text() == "not a folder"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from bisect_helpers import run_cli
+
 from bisector.cli import main
 from bisector.cli import man as manpage
 from bisector.cli.support import EXIT_NO_CULPRIT, EXIT_PAUSED
@@ -39,3 +41,15 @@ def test_the_exit_status_section_names_every_exit_code_the_commands_use():
     page = manpage.render_man(main, "0")
     assert ".SH EXIT STATUS" in page
     assert page.index(".SH EXIT STATUS") < page.index(".SH ENVIRONMENT")
+
+
+def test_a_page_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dir" / "bisect.1"
+    done = run_cli("man", "--output", str(missing))
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"bisect: error: cannot write the man page to {missing}: No such file or directory\n",
+    )
+    written = tmp_path / "bisect.1"
+    assert run_cli("man", "--output", str(written)).returncode == 0
+    assert written.read_text().startswith(".TH BISECT 1")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bisect_helpers import synthetic_spec
+from bisect_helpers import run_cli, synthetic_spec
 from rich.console import Console
 from synthetic import culprit_history
 
@@ -32,3 +33,20 @@ def test_a_failed_steps_log_that_is_not_on_this_host_is_said_to_be_elsewhere(tmp
     shown = console.export_text()
     assert f"log: {here}\n" in shown
     assert f"log: {elsewhere} (not on this host)" in shown
+
+
+def test_show_prints_as_many_log_lines_as_tail_asks_and_none_for_0(tmp_path: Path, store: Store) -> None:
+    history = culprit_history(tmp_path / "repo", 10, 6)
+    bisect_id = prepare_bisect(store, synthetic_spec(history.path, history.shas[0], history.shas[-1], explain=False))
+    log = tmp_path / "step.log"
+    log.write_text("first line\nsecond line\nlast line\n")
+    step = store.start_step(bisect_id, history.shas[3], 1, "local-0", "here", (), datetime.now(UTC))
+    store.finish_step(step, StepResult(step, history.shas[3], Verdict.GOOD, log_path=str(log)), datetime.now(UTC))
+    db = tmp_path / "bisect.db"
+    for tail, lines in (("0", ""), ("1", "last line"), ("2", "second line\nlast line")):
+        shown = run_cli("show", str(bisect_id), "--tail", tail, "--format", "json", db=db)
+        assert [step["log_tail"] for step in json.loads(shown.stdout)["steps"]] == [lines], shown.stderr
+    text = run_cli("show", str(bisect_id), "--tail", "0", db=db).stdout
+    assert "last line" not in text
+    assert "step 1:" not in text  # no panel of log lines, not even an empty one
+    assert "last line" in run_cli("show", str(bisect_id), "--tail", "1", db=db).stdout

@@ -1,10 +1,22 @@
-"""The report's summary lines in plain words: the runtime dispatch table names its m values, no jargon."""
+"""The report's summary lines in plain words: the runtime dispatch table names its m values, no jargon; a commit
+known bad but not known first is never called the first bad commit."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+from bisect_helpers import synthetic_spec
+from rich.console import Console
+from synthetic import write_history
 
 from bisector.analysis import Explanation, dispatch_diff, parse_dispatch_trace, render_markdown, render_text
+from bisector.db.store import Store
+from bisector.report import BisectReport, print_text, report_json
+from bisector.report import render_markdown as render_report_markdown
+from bisector.runner.coordinator import Coordinator
+from bisector.runner.wiring import make_executor
+from bisector.vocab.domain import BisectStatus
 
 
 def _trace(verify_kernel: str) -> list[str]:
@@ -26,3 +38,24 @@ def test_the_runtime_dispatch_table_names_its_m_values_in_plain_words() -> None:
     assert "decisions traced" not in text
     markdown = render_markdown(explanation)
     assert "<summary>Runtime dispatch at m = 1, 4 (last good -> first bad): 2 (op, N, K, m) took another" in markdown
+
+
+def test_an_ambiguous_answer_never_calls_its_first_commit_known_bad_the_first_bad_commit(
+    tmp_path: Path, store: Store
+) -> None:
+    history = write_history(tmp_path / "repo", ["good", "good", "skip", "bad", "bad"])
+    spec = synthetic_spec(
+        history.path, history.shas[0], history.shas[-1], metric=r"metric: ([0-9.]+)", expect=">= 8", explain=False
+    )
+    record = Coordinator(store, make_executor, poll_interval_s=0.05).start(spec)
+    assert (record.status, record.first_bad) == (BisectStatus.AMBIGUOUS, history.shas[3])
+    report = BisectReport.load(store, record.id)
+    console = Console(record=True, width=400)
+    print_text(console, report)
+    text, markdown = console.export_text(), render_report_markdown(report)
+    assert f"reproduce {history.shas[3][:12]}, the first commit known bad, by hand:" in text
+    assert f"Reproduce `{history.shas[3][:12]}`, the first commit known bad, by hand:" in markdown
+    assert report_json(report)["reproduce_target"] == {"sha": history.shas[3], "why": "the first commit known bad"}
+    assert "metric: 10.0000 at the last good commit, 5.0000 at the first commit known bad" in text
+    assert "**Metric:** 10.0000 at the last good commit, **5.0000** at the first commit known bad." in markdown
+    assert "at the first bad commit" not in text + markdown

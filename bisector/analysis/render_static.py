@@ -80,11 +80,13 @@ _KIND_WORDS = {
     FindingKind.ENV_GATE: "env gate ",
 }
 
+EMPTY_TREE = "the empty tree"  # what a root commit is diffed against
+
 
 def static_renderable(
     static: StaticDiff, checked: Sequence[CheckedRow], kernels: KernelTraceDiff | None = None
 ) -> RenderableType:
-    title = f"static table diff of {static.sha[:12]} against {(static.parent or 'the empty tree')[:12]}"
+    title = f"static table diff of {static.sha[:12]} against {static.parent[:12] if static.parent else EMPTY_TREE}"
     title += f" ({evidence_summary(checked)})" if checked else ""
     lines = [Text(f"  {line}") for line in _cut(static_lines(static, checked, kernels))]
     return Group(Text(title, style="bold"), *lines, Text(f"  {TRUST_LINE}", style="italic"))
@@ -99,7 +101,9 @@ def _cut(lines: list[str]) -> list[str]:
 def static_markdown(
     static: StaticDiff, rows: Sequence[CheckedRow], kernels: KernelTraceDiff | None = None
 ) -> list[str]:
-    title = f"Static table diff of `{static.sha[:12]}` against `{(static.parent or 'the empty tree')[:12]}`"
+    title = f"Static table diff of `{static.sha[:12]}` against " + (
+        f"`{static.parent[:12]}`" if static.parent else EMPTY_TREE
+    )
     if not rows:
         out = [f"{title}: {NO_TABLE_CHANGE}.", ""]
     else:

@@ -101,5 +101,7 @@ def _make_demo(directory: Path, commits: int, seed: int) -> Any:
         repo = init_demo_repo(directory, commits=commits, seed=seed)
     except DemoError as exc:
         raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"cannot write the demo repository in {directory}: {exc.strerror}") from None
     (directory / ".git" / DEMO_MARKER).write_text(f"seed={seed} commits={commits}\n")
     return repo

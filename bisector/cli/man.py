@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from bisector.cli.support import CLIError
+
 PROGRAM = "bisect"
 
 # What a user may set, read where named. tests/test_habits_cli.py checks that every BISECT_* and XDG_* variable the
@@ -150,6 +152,9 @@ def man_command(ctx: click.Context, output: str | None) -> None:
         current = "dev"
     page = render_man(root, current)
     if output:
-        Path(output).write_text(page)
+        try:
+            Path(output).write_text(page)
+        except OSError as exc:
+            raise CLIError(f"cannot write the man page to {output}: {exc.strerror}") from None
     else:
         click.echo(page, nl=False)

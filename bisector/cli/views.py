@@ -224,7 +224,13 @@ def bisect_table(summaries: Sequence[BisectSummary], width: int) -> Table:
 
 @click.command()
 @click.argument("bisect_id", type=int)
-@click.option("--tail", type=click.IntRange(0, 200), default=5, show_default=True, help="Log lines shown per step.")
+@click.option(
+    "--tail",
+    type=click.IntRange(0, 200),
+    default=5,
+    show_default=True,
+    help="Log lines shown per step (0: the report alone).",
+)
 @db_option
 @table_format_option
 def show(bisect_id: int, tail: int, db_url: str | None, output_format: str) -> None:
@@ -245,7 +251,7 @@ def show(bisect_id: int, tail: int, db_url: str | None, output_format: str) -> N
         return
     console = out_console()
     print_text(console, report)
-    for step in report.steps:
+    for step in report.steps if tail else ():
         text = log_tail(Path(step.log_path), tail) if step.log_path else None
         verdict = step.verdict.value if step.verdict else "running"
         title = f"step {report.number(step)}: {step.sha[:12]} {verdict}"  # numbered as `bisect report` does

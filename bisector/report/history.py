@@ -226,8 +226,8 @@ def bisects_per_week(counts: dict[date, int]) -> list[tuple[date, int]]:
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str | None:
-    """The last `lines` lines of a log (read from its last LOG_TAIL_MAX_BYTES); where the log retention removed it,
-    the note it left; None when it cannot be read."""
+    """The last `lines` lines of a log (read from its last LOG_TAIL_MAX_BYTES; none for 0); where the log retention
+    removed it, the note it left; None when it cannot be read."""
     try:
         with path.open("rb") as handle:
             size = handle.seek(0, 2)
@@ -235,4 +235,4 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str | None:
             data = handle.read(LOG_TAIL_MAX_BYTES)
     except OSError:
         return pruned_note(path)
-    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:]) if lines > 0 else ""

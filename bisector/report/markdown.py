@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import re
+
 from bisector.report.model import BisectReport, one_line, patches_line, pr_suffix
 from bisector.report.pruning import pruning_lines
 from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows, untested
 from bisector.vocab.domain import BisectStatus, StepPurpose
 from bisector.vocab.revdates import describe_date
 
+# What Markdown would read as formatting in plain text (a commit subject, an author, a step's reason): a backslash, a
+# backtick, emphasis (`*`, `~`; `_` where it is not inside a word: `__init__`, never `fp8_quant`), an HTML tag or
+# entity (`std::vector<float>`, `&lt;`) and a table's cell separator.
+_MARKDOWN_SPECIAL = re.compile(r"[\\`*~<&|]|(?<![^\W_])_|_(?![^\W_])")
+
 
 def md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Plain text on one line, shown as written in and outside tables."""
+    return _MARKDOWN_SPECIAL.sub(lambda special: "\\" + special.group(), " ".join(text.splitlines()))
+
+
+def md_code(text: str) -> str:
+    """Text shown verbatim in an inline code span on one line (not in a table: a `|` would end its cell), fenced by
+    more backticks than it has in a row."""
+    text = " ".join(text.splitlines())
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def render_markdown(report: BisectReport) -> str:
@@ -21,9 +38,10 @@ def render_markdown(report: BisectReport) -> str:
     if record.message and record.status not in (BisectStatus.FOUND, BisectStatus.AMBIGUOUS):
         out += [md_escape(record.message), ""]
     if first_bad is not None:
-        label = f"First {new} commit" if record.status is BisectStatus.FOUND else f"First commit known {new}"
+        label = report.first_bad_words()
         out += [
-            f"**{label}:** `{first_bad.sha}` {md_escape(first_bad.subject)}{pr_suffix(first_bad)}  ",
+            f"**{label[0].upper()}{label[1:]}:** `{first_bad.sha}` "
+            f"{md_escape(first_bad.subject)}{pr_suffix(first_bad)}  ",
             f"{md_escape(first_bad.author)}, {fmt_date(first_bad.date)}",
             "",
         ]
@@ -32,7 +50,10 @@ def render_markdown(report: BisectReport) -> str:
     if first_bad is not None and last_good is not None:
         before, after = fmt_metric(report.metric(last_good.sha)), fmt_metric(report.metric(first_bad.sha))
         if (before, after) != ("-", "-"):
-            out += [f"**Metric:** {before} at the last {old} commit, **{after}** at the first {new} commit.", ""]
+            out += [
+                f"**Metric:** {before} at the last {old} commit, **{after}** at the {report.first_bad_words()}.",
+                "",
+            ]
     if record.status is BisectStatus.AMBIGUOUS:
         out += [
             f"The first {new} commit is one of:",
@@ -42,7 +63,7 @@ def render_markdown(report: BisectReport) -> str:
     spec = report.spec
     given = [f"**{which.capitalize()}:** {md_escape(describe_date(spec.dates[which]))}  " for which in spec.dates]
     if spec.test.patches:
-        given.append(f"**Applied on every commit:** `{md_escape(patches_line(spec))}`  ")
+        given.append(f"**Applied on every commit:** {md_code(patches_line(spec))}  ")
     if spec.link:
         given.append(f"**Link:** <{spec.link.replace('<', '%3C').replace('>', '%3E')}>")
     out += [*given, ""] if given else []
@@ -52,7 +73,7 @@ def render_markdown(report: BisectReport) -> str:
         out += [render_markdown_explanation(report.explanation), ""]  # under its own heading
     out += ["#### Evidence", ""]
     out += [*[f"- {md_escape(line)}" for line in [*report.noise_lines(), *pruning_lines(report)]]]
-    out += [f"- {md_escape(report.rule_sentence())} The test: `{md_escape(report.spec.test.run)}`."]
+    out += [f"- {md_escape(report.rule_sentence())} The test: {md_code(report.spec.test.run)}."]
     out += [f"- {md_escape(report.work_sentence())}", ""]
     out += [
         "<details><summary>Steps</summary>",

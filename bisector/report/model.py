@@ -253,6 +253,12 @@ class BisectReport:
         news = [c for c in known if c.position > floor and self.state_of(c.sha) is new]
         return last_old, min(news, key=lambda c: c.position, default=None)
 
+    def first_bad_words(self) -> str:
+        """What the report calls record.first_bad: "first bad commit" for the answer, else "first commit known bad"
+        (ambiguous: one of the suspects may be the first bad one; not reproducible: the confirmation failed)."""
+        new = self.terms[1]
+        return f"first {new} commit" if self.record.status is BisectStatus.FOUND else f"first commit known {new}"
+
     def reproduce_target(self) -> ReproduceTarget:
         """The step that matters most: a failing endpoint, else the first bad commit, else the bad endpoint."""
         old_term, new_term = self.terms
@@ -267,7 +273,7 @@ class BisectReport:
                 if any(s.sha == sha for s in self.failures):
                     return ReproduceTarget(sha, f"the {which} endpoint, which failed")
         if record.first_bad:
-            return ReproduceTarget(record.first_bad, f"the first {new_term} commit")
+            return ReproduceTarget(record.first_bad, f"the {self.first_bad_words()}")
         return ReproduceTarget(record.bad, f"the {new_term} endpoint")
 
     def reproduce(self) -> str:

@@ -57,9 +57,8 @@ def answer_lines(report: BisectReport) -> list[str]:
     shown = record.status not in (BisectStatus.FOUND, BisectStatus.AMBIGUOUS)  # those say it below
     lines = [record.message] if record.message and shown else []
     if first_bad is not None:
-        label = f"first {new} commit" if record.status is BisectStatus.FOUND else f"first commit known {new}"
         lines += [
-            f"{label}: {first_bad.sha}",
+            f"{report.first_bad_words()}: {first_bad.sha}",
             f"  {first_bad.subject}{pr_suffix(first_bad)}",
             f"  {first_bad.author}, {fmt_date(first_bad.date)}",
         ]
@@ -68,7 +67,7 @@ def answer_lines(report: BisectReport) -> list[str]:
     if first_bad is not None and last_good is not None:
         before, after = fmt_metric(report.metric(last_good.sha)), fmt_metric(report.metric(first_bad.sha))
         if (before, after) != ("-", "-"):
-            lines.append(f"metric: {before} at the last {old} commit, {after} at the first {new} commit")
+            lines.append(f"metric: {before} at the last {old} commit, {after} at the {report.first_bad_words()}")
     if record.status is BisectStatus.AMBIGUOUS:
         lines.append(f"the first {new} commit is one of:")
         lines += [f"  {c.sha[:12]} {c.subject}" for c in report.suspects()]

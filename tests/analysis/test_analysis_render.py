@@ -134,3 +134,10 @@ def test_a_culprit_without_table_changes_says_so_in_every_format(history: Histor
     assert explanation.conclusion is None
     rebuilt = Explanation.from_findings(explanation.findings())
     assert NO_TABLE_CHANGE in render_text(rebuilt)
+
+
+def test_a_root_commit_is_diffed_against_the_empty_tree_said_in_full(history: History) -> None:
+    root = history.commit("tiny gemm", {"kernels/tiny_gemm.py": GEMM})
+    explanation = Explanation(static=explain(history.path, root))
+    assert f"static table diff of {root[:12]} against the empty tree\n" in render_text(explanation, width=160)
+    assert f"Static table diff of `{root[:12]}` against the empty tree" in render_markdown(explanation)
