@@ -16,7 +16,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -386,8 +386,13 @@ class LocalExecutor(Executor):
             if slot.running is not None and slot.running.step_id == step_id:
                 slot.process.kill()
 
-    def process_groups(self) -> list[ProcessGroup]:
-        return sorted(group for slot in self._slots if slot.running is not None for group in slot.groups)
+    def process_groups(self, step_ids: Collection[int] | None = None) -> list[ProcessGroup]:
+        return sorted(
+            group
+            for slot in self._slots
+            if slot.running is not None and (step_ids is None or slot.running.step_id in step_ids)
+            for group in slot.groups
+        )
 
     def worker_pids(self) -> dict[str, int | None]:
         """The pid of each slot's worker process (for diagnostics and fault-injection tests)."""
