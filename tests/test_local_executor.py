@@ -7,9 +7,11 @@ import os
 import resource
 import select
 import signal
+import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,12 +19,15 @@ from synthetic import culprit_history
 
 from bisector.vocab.domain import ErrorKind, StepResult, Verdict
 from bisector.vocab.metric import MetricSpec
+from bisector.vocab.processes import ProcessGroup, process_start
 from bisector.workers import process
+from bisector.workers.cgroups import end_dead_worker
 from bisector.workers.executor import StepRequest
 from bisector.workers.local import LocalExecutor
 from bisector.workers.local_forkserver import SERVER_PRELOAD
 from bisector.workers.local_forkserver import boot as boot_fork_server
 from bisector.workers.process import CancelSignal
+from bisector.workers.process_tree import end_groups, live_groups
 
 
 def request(history, step_id: int, position: int, run: str, tmp_path: Path, timeout_s: float = 30.0) -> StepRequest:
@@ -330,3 +335,61 @@ def test_a_worker_that_starts_without_its_worktree_makes_it_for_the_first_step_t
         [result] = wait_for(executor, 1)
     assert result.verdict is Verdict.GOOD, result.detail
     assert "counter=4" in Path(result.log_path).read_text()
+
+
+def a_sleeper_in_a_session_of_its_own() -> subprocess.Popen[bytes]:
+    sleeper = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    deadline = time.monotonic() + 60  # only against a hang
+    while process_start(sleeper.pid) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return sleeper
+
+
+@pytest.mark.parametrize(
+    "end",
+    [end_groups, lambda groups, grace_s: end_dead_worker(None, groups, grace_s)],
+    ids=["end_groups (LocalExecutor.close)", "end_dead_worker"],
+)
+def test_a_recorded_group_is_ended_only_while_its_leader_is_the_recorded_process(
+    end: Callable[[list[ProcessGroup], float], None],
+) -> None:
+    """A group whose recorded leader is gone and whose pgid now names another process's group (simulated: a live
+    group recorded with another start time) is not signalled; one led by the recorded process is ended."""
+    ours, stranger = a_sleeper_in_a_session_of_its_own(), a_sleeper_in_a_session_of_its_own()
+    try:
+        stranger_started = int(process_start(stranger.pid) or 0)
+        end(
+            [
+                ProcessGroup(ours.pid, str(process_start(ours.pid))),
+                ProcessGroup(stranger.pid, str(stranger_started - 1)),
+            ],
+            1.0,
+        )
+        assert ours.wait(timeout=60) == -signal.SIGTERM
+        assert stranger.poll() is None
+    finally:
+        for sleeper in (ours, stranger):
+            sleeper.kill()
+            sleeper.wait()
+
+
+def test_closing_ends_the_groups_a_dead_worker_announced(tmp_path: Path) -> None:
+    """close() ends the announced groups of a worker that died before a poll saw it (its test in a session of its own
+    outlives it), by the start times its worker read."""
+    history = culprit_history(tmp_path / "repo", 2, 1)
+    leader = tmp_path / "leader"
+    executor = LocalExecutor(str(history.path), workers=1)
+    try:
+        executor.submit(
+            request(history, 1, 0, f"echo $$ > {leader}.tmp; mv {leader}.tmp {leader}; exec sleep 600", tmp_path)
+        )
+        deadline = time.monotonic() + 300  # only against a hang
+        while not (leader.exists() and executor.poll(0) == [] and executor.process_groups()):
+            assert time.monotonic() < deadline, "the step's test never started"
+            time.sleep(0.02)
+        [group] = executor.process_groups()
+        assert group.pgid == int(leader.read_text())
+        os.kill(executor.worker_pids()["local-0"], signal.SIGKILL)
+    finally:
+        executor.close()
+    assert not live_groups([group.pgid])

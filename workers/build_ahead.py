@@ -9,8 +9,8 @@ The builds of one bisect run in one child process of its own session (workers/bu
 coordinator's environment, so it finds the image cache the workers use), each in a thread, its commands sent as
 JSON lines on the child's stdin. Its stdin stays open: end of file (the coordinator closed it, or died) cancels
 every build, which leaves no image. A child that dies, or keeps a stopped build past STOP_GRACE_S, is ended here
-with its session and the process groups and cgroups its builds made (their pgids it printed as they started), as
-a dead worker's steps are; its builds count as died.
+with its session and the process groups and cgroups its builds made (each printed with its leader's start time as
+it started), as a dead worker's steps are; its builds count as died.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 
 from bisector.vocab.domain import ImageInfo
 from bisector.vocab.patches import Patch
+from bisector.vocab.processes import ProcessGroup
 from bisector.workers.build_slots import slot_count
 from bisector.workers.cgroups import end_dead_worker
 from bisector.workers.step_request import StepRequest, step_environment
@@ -174,7 +175,7 @@ class AheadBuilder(abc.ABC, Generic[BuildT]):
 class _Build:
     job: BuildAheadJob
     proc: subprocess.Popen[bytes]  # the bisect's build-ahead process, which runs it
-    pgids: list[int] = field(default_factory=list)  # the process groups of its commands
+    groups: list[ProcessGroup] = field(default_factory=list)  # the process groups of its commands
     stopped_at: float | None = None
 
 
@@ -261,7 +262,7 @@ class BuildAhead(AheadBuilder[_Build]):
         out = [self._ended(o) for o in self._read_outcomes(proc) if o.sha in self.running]
         dead = [sha for sha, r in self.running.items() if r.proc is proc] if exited else []
         if dead:
-            end_dead_worker(proc.pid, [proc.pid, *(g for sha in dead for g in self.running[sha].pgids)], PGID_GRACE_S)
+            end_dead_worker(proc.pid, [g for sha in dead for g in self.running[sha].groups], PGID_GRACE_S)
             detail = f"the build-ahead process exited {proc.returncode}"
             out += [self._ended(BuildAheadOutcome(sha, AheadStatus.DIED, detail=detail)) for sha in dead]
         return earlier + out
@@ -272,7 +273,7 @@ class BuildAhead(AheadBuilder[_Build]):
         return outcome
 
     def _read_outcomes(self, proc: subprocess.Popen[bytes]) -> list[BuildAheadOutcome]:
-        """The outcomes the child printed since the last read (the pgids it printed go to their builds)."""
+        """The outcomes the child printed since the last read (the process groups it printed go to their builds)."""
         assert proc.stdout is not None
         with contextlib.suppress(BlockingIOError):
             while chunk := os.read(proc.stdout.fileno(), 65536):
@@ -283,9 +284,9 @@ class BuildAhead(AheadBuilder[_Build]):
             kind, _, rest = line.decode(errors="replace").partition(" ")
             with contextlib.suppress(ValueError, TypeError, KeyError):
                 if kind == "started":
-                    sha, pgid = rest.split()
-                    if sha in self.running:
-                        self.running[sha].pgids.append(int(pgid))
+                    sha, pgid, started = rest.split()
+                    if sha in self.running and started != "None":  # a leader gone before it was read: not told apart
+                        self.running[sha].groups.append(ProcessGroup(int(pgid), started))
                 elif kind == "outcome":
                     outcomes.append(BuildAheadOutcome.from_json(json.loads(rest)))
         return outcomes

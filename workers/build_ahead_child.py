@@ -6,9 +6,10 @@ Its stdin carries one JSON line per command: {"build": JOB} starts a build (JOB'
 this process's own environment, null for one it lacks), {"stop": SHA} cancels one. End of file
 (the coordinator closed it, or died), SIGTERM, SIGINT or SIGHUP (a CI runner's or a terminal's, to the coordinator's
 group) cancel every build, and the process exits once they have ended; a cancelled build leaves no image. It
-prints `started SHA PGID` as a build's command starts and `outcome JSON` as a build ends, and takes in orders while
-its output waits for a reader (the coordinator writes a pass of orders before it reads again). Each build first takes
-one of the host's build-ahead slots (workers/build_slots.py), and the process runs at a lower priority, so that the
+prints `started SHA PGID START` as a build's command starts (START: its leader's start time, read before the leader
+can be reaped) and `outcome JSON` as a build ends, and takes in orders while its output waits for a reader (the
+coordinator writes a pass of orders before it reads again). Each build first takes one of the host's build-ahead
+slots (workers/build_slots.py), and the process runs at a lower priority, so that the
 builds and tests that steps wait for go first. A failed build keeps nothing either: a build ahead runs under other
 conditions than a step (no GPU, CPUs shared with a test), so only a step's own build judges the commit.
 """
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.processes import process_start
 from bisector.workers.build_ahead import (
     ORDERS_PIPE_BYTES,
     AheadStatus,
@@ -178,8 +180,8 @@ class BuildServer:
         released.wait()
         try:
             outcome = build(
-                job, cancel, on_start=lambda pgid: self.say(f"started {job.sha} {pgid}"), evict=self.eviction,
-                opened=self.repos.get(job.repo),
+                job, cancel, on_start=lambda pgid: self.say(f"started {job.sha} {pgid} {process_start(pgid)}"),
+                evict=self.eviction, opened=self.repos.get(job.repo),
             )  # fmt: skip
         except Exception as exc:  # any failure is this build's, told to the coordinator
             detail = f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS]

@@ -24,6 +24,7 @@ import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
+from bisector.vocab.processes import ProcessGroup
 from bisector.workers.process_tree import WIND_DOWN_S, end_groups, leavers_of
 
 EMPTY_WAIT_S = 5.0  # how long a killed cgroup may take to empty before it is left for the kernel to reap
@@ -147,10 +148,10 @@ def _sweep(parent: Path) -> None:
                 StepCgroup(entry).end_orphaned()
 
 
-def end_dead_worker(worker_pid: int | None, pgids: Collection[int], grace_s: float) -> None:
-    """End the steps of a worker that died: its process groups (end_groups) and the step cgroups it made under
-    this process's cgroup, each held for the whole time, so that a sweep beside it waits instead of killing podman
-    while it removes its working container."""
+def end_dead_worker(worker_pid: int | None, groups: Collection[ProcessGroup], grace_s: float) -> None:
+    """End the steps of a worker that died: its process groups still led by the processes recorded (end_groups)
+    and the step cgroups it made under this process's cgroup, each held for the whole time, so that a sweep beside
+    it waits instead of killing podman while it removes its working container."""
     parent = _own_cgroup_dir()
     try:
         paths = (
@@ -161,7 +162,7 @@ def end_dead_worker(worker_pid: int | None, pgids: Collection[int], grace_s: flo
     with contextlib.ExitStack() as claims:
         for path in paths:
             claims.enter_context(_claimed(path, wait_s=CLAIM_WAIT_S))  # held or not: the groups are ended anyway
-        end_groups(pgids, grace_s)
+        end_groups(groups, grace_s)
         for path in paths:
             StepCgroup(path).end_orphaned()
 

@@ -7,7 +7,7 @@ the store. An executor reports every submitted step exactly once: finished, canc
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -79,10 +79,11 @@ class Executor(abc.ABC):
         executor that can tell a hung worker replaces it. A late report of the step may still come."""
         self.cancel(step_id)
 
-    def process_groups(self) -> list[ProcessGroup]:
-        """The process groups on this host that the running steps' commands lead, as far as they have started, each
-        with its leader's start time read by the worker that started it: what a reaper ends if the process driving
-        this executor dies (its workers with it). None here: steps that run elsewhere or in this process."""
+    def process_groups(self, step_ids: Collection[int] | None = None) -> list[ProcessGroup]:
+        """The process groups on this host that the running steps' commands lead (those of step_ids alone, where
+        given), as far as they have started, each with its leader's start time read by the worker that started it:
+        what a reaper ends if the process driving this executor dies (its workers with it). None here: steps that
+        run in this process, or whose groups end with their worker wherever it dies (Ray's, see RayExecutor)."""
         return []
 
     @abc.abstractmethod

@@ -16,7 +16,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -201,7 +201,14 @@ class _Slot:
     process: BaseProcess
     conn: Connection
     running: StepRequest | None = None
-    groups: dict[int, str | None] = field(default_factory=dict)  # pgid -> its leader's start time, as announced
+    groups: set[ProcessGroup] = field(default_factory=set)  # as announced (those whose leader's start time was read)
+
+
+def _take_group(slot: _Slot, started: tuple[Any, ...]) -> None:
+    """Keep the process group a worker announced ("started", step id, pgid, its leader's start time or None): one
+    whose leader's start time is unknown could not be told from a later process that reuses its pid."""
+    if started[3] is not None:
+        slot.groups.add(ProcessGroup(int(started[2]), str(started[3])))
 
 
 class LocalExecutor(Executor):
@@ -323,7 +330,7 @@ class LocalExecutor(Executor):
         except (EOFError, OSError):
             return self._lost(slot)
         if isinstance(message, tuple) and message[0] == "started":
-            slot.groups[int(message[2])] = message[3]
+            _take_group(slot, message)
             return None
         assert isinstance(message, StepResult)
         slot.running = None
@@ -361,7 +368,7 @@ class LocalExecutor(Executor):
             while slot.conn.poll(0):
                 message = slot.conn.recv()
                 if isinstance(message, tuple) and message[0] == "started":
-                    slot.groups[int(message[2])] = message[3]
+                    _take_group(slot, message)
                 elif isinstance(message, StepResult):
                     result = message
         return result
@@ -379,13 +386,12 @@ class LocalExecutor(Executor):
             if slot.running is not None and slot.running.step_id == step_id:
                 slot.process.kill()
 
-    def process_groups(self) -> list[ProcessGroup]:
+    def process_groups(self, step_ids: Collection[int] | None = None) -> list[ProcessGroup]:
         return sorted(
-            ProcessGroup(pgid, started)
+            group
             for slot in self._slots
-            if slot.running is not None
-            for pgid, started in slot.groups.items()
-            if started is not None
+            if slot.running is not None and (step_ids is None or slot.running.step_id in step_ids)
+            for group in slot.groups
         )
 
     def worker_pids(self) -> dict[str, int | None]:
@@ -393,7 +399,7 @@ class LocalExecutor(Executor):
         return {slot.name: slot.process.pid for slot in self._slots}
 
     def close(self) -> None:
-        end_groups({pgid for slot in self._slots for pgid in slot.groups}, grace_s=1.0)  # all at once: one wait
+        end_groups([group for slot in self._slots for group in slot.groups], grace_s=1.0)  # all at once: one wait
         for slot in self._slots:
             with contextlib.suppress(OSError):
                 slot.conn.send(_STOP)

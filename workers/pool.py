@@ -38,13 +38,14 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bisector.vocab.domain import StepResult, Verdict
 from bisector.vocab.errors import ExecutorError
+from bisector.vocab.processes import ProcessGroup
 from bisector.workers.executor import Assignment, Executor, StepRequest
 
 if TYPE_CHECKING:
@@ -359,6 +360,12 @@ class PoolView(Executor):
             with self._pool._lock:
                 self.left_at = time.monotonic()
                 self.calls -= 1
+
+    def process_groups(self, step_ids: Collection[int] | None = None) -> list[ProcessGroup]:
+        """Those of its own running steps (of step_ids alone, where given), as the pool's executor reports them."""
+        with self._pool._lock:
+            own = [s for s, owner in self._pool._owner.items() if owner is self and (step_ids is None or s in step_ids)]
+            return self._pool._executor.process_groups(own) if own else []
 
     def cancel(self, step_id: int) -> None:
         with self._pool._lock:

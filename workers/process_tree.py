@@ -15,9 +15,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import time
 from collections.abc import Collection, Iterable
 from pathlib import Path
+
+from bisector.vocab.processes import ProcessGroup, runs_here
 
 _PROC = Path("/proc")
 WIND_DOWN_S = 30.0  # how long a command whose group leavers were killed gets to end by itself (podman removing
@@ -93,10 +96,14 @@ def wait_groups(pgids: Collection[int], timeout_s: float) -> set[int]:
     return alive
 
 
-def end_groups(pgids: Collection[int], grace_s: float, wind_down_s: float = WIND_DOWN_S) -> None:
-    """End process groups whose leaders are not this process's children (a dead worker's steps): their descendants
-    outside the groups (a container build's RUN step) are SIGKILLed first and, where there were any, the groups get
-    wind_down_s to end by themselves (podman removes its working container); then SIGTERM, grace_s, SIGKILL."""
+def end_groups(groups: Collection[ProcessGroup], grace_s: float, wind_down_s: float = WIND_DOWN_S) -> None:
+    """End process groups of this host whose leaders are not this process's children (a dead worker's steps), each
+    only while its leader is the process recorded (its start time): a group whose leader is gone, its pid maybe
+    another process's now, is left alone. Their descendants outside the groups (a container build's RUN step) are
+    SIGKILLed first and, where there were any, the groups get wind_down_s to end by themselves (podman removes its
+    working container); then SIGTERM, grace_s, SIGKILL."""
+    host = socket.gethostname()
+    pgids = {group.pgid for group in groups if runs_here(host, group.pgid, group.started)}
     if not pgids:
         return
     if kill_leavers(pgids):

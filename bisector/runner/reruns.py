@@ -19,6 +19,7 @@ leaves those of the running reruns registered here to them.
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 import uuid
 from collections.abc import Collection
@@ -31,7 +32,7 @@ from bisector.runner.ownership import HEARTBEAT_S, LEASE_TTL_S, Clock, Heartbeat
 from bisector.runner.side_runs import SideRunsCancelledError
 from bisector.vocab.domain import RERUN_STOP_WAIT_S
 from bisector.vocab.errors import BisectError, StateError
-from bisector.vocab.processes import ProcessGroup, runs_here
+from bisector.vocab.processes import ProcessGroup
 
 RERUNS_KEY = "reruns"
 REVOKED = "revoked"  # an entry's key: a cancel asked its rerun to stop
@@ -213,20 +214,20 @@ def _owner_is_gone_here(entry: dict[str, Any]) -> bool:
 
 def _end_groups_here(entries: Collection[dict[str, Any]]) -> None:
     """End the recorded process groups of these reruns' steps that still run on this host under their recorded
-    leader."""
-    pgids = []
+    leader (end_groups)."""
+    groups = []
     for entry in entries:
         owner = OwnerId.parse(entry["owner"])
-        host = "" if owner is None else owner.host  # no host: none of its groups is judged ours
+        if owner is None or owner.host != socket.gethostname():  # another host's groups are not ours to end
+            continue
         for group in entry.get(GROUPS, []):
             with contextlib.suppress(TypeError, ValueError, LookupError):  # unreadable: it names no process of ours
-                if runs_here(host, int(group[0]), str(group[1])):
-                    pgids.append(int(group[0]))
-    if pgids:
+                groups.append(ProcessGroup(int(group[0]), str(group[1])))
+    if groups:
         from bisector.workers.process import KILL_GRACE_S
         from bisector.workers.process_tree import end_groups
 
-        end_groups(pgids, KILL_GRACE_S)
+        end_groups(groups, KILL_GRACE_S)
 
 
 def running_rerun_commits(extra: dict[str, Any], now: datetime) -> tuple[str, ...]:

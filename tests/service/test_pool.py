@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,8 +19,10 @@ from bisector.runner.pipeline import step_request
 from bisector.runner.stopping import StopRequested
 from bisector.vocab.domain import BisectStatus, StepResult, Verdict
 from bisector.vocab.errors import ExecutorError
+from bisector.vocab.processes import ProcessGroup, process_start
 from bisector.workers.executor import StepRequest
 from bisector.workers.inprocess import InProcessExecutor
+from bisector.workers.local import LocalExecutor
 from bisector.workers.pool import PREEMPTED, PoolView, SlotPool, ViewKey
 
 WAIT_S = 120.0  # only ends a hung test; no speed target
@@ -367,5 +370,27 @@ def test_a_bisect_explaining_its_culprit_reserves_no_worker_so_its_slot_is_lent(
             found = Coordinator(store, lambda spec: job, observer=observer).resume(bisect_id)
         assert found.status is BisectStatus.FOUND
         assert observer.lent == job.worker_names()
+    finally:
+        pool.close()
+
+
+def test_a_view_reports_the_process_groups_of_its_own_steps_alone(repo: Path, tmp_path: Path) -> None:
+    """What a rerun over a pool view records for the next command to end, should the server die with its workers:
+    the groups its own steps' commands lead on this host, with their leaders' start times, never another view's."""
+    pool = SlotPool(LocalExecutor(str(repo), 2), stop_error=lambda: StopRequested(signal.SIGTERM))
+    try:
+        job, rerun = pool.view(1), pool.view(1, rerun=True)
+        leaders = {step_id: tmp_path / f"leader-{step_id}" for step_id in (1, 2)}
+        for view, step_id in ((job, 1), (rerun, 2)):
+            held = f"echo $$ > {leaders[step_id]}.tmp && mv {leaders[step_id]}.tmp {leaders[step_id]}; exec sleep 600"
+            view.submit(request(repo, tmp_path, step_id, view.free_workers()[0], held))
+        deadline = time.monotonic() + WAIT_S
+        while not (all(path.exists() for path in leaders.values()) and job.process_groups() and rerun.process_groups()):
+            assert time.monotonic() < deadline, "the steps' tests never started, or their views never reported them"
+            time.sleep(0.02)
+        pids = {step_id: int(path.read_text()) for step_id, path in leaders.items()}
+        assert job.process_groups() == [ProcessGroup(pids[1], str(process_start(pids[1])))]
+        assert rerun.process_groups() == [ProcessGroup(pids[2], str(process_start(pids[2])))]
+        assert rerun.process_groups([1]) == []
     finally:
         pool.close()
