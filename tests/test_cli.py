@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 import pytest
+from bisect_helpers import stored_rows, wait_for
 from synthetic import culprit_history
 
 from bisector.cli import main
@@ -270,12 +271,12 @@ def test_cancel_stops_a_running_bisect(tmp_path: Path):
         [sys.executable, "-m", "bisector", *start_args(history)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not db.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.0)
-    assert bisect("cancel", "1", db=db).returncode == 0
-    out, _ = coordinator.communicate(timeout=60)
+    try:
+        wait_for(lambda: bool(stored_rows(db, "select id from steps where verdict is null")), what="a running step")
+        assert bisect("cancel", "1", db=db).returncode == 0
+        out, _ = coordinator.communicate(timeout=60)
+    finally:
+        coordinator.kill()
     assert coordinator.returncode == 3
     assert "cancelled" in out
     steps = sqlite3.connect(db).execute("select verdict, detail from steps").fetchall()
