@@ -177,13 +177,15 @@ def test_a_read_only_command_on_a_mistyped_store_is_one_line_and_makes_none(tmp_
 
 
 def test_the_default_store_lists_empty_before_the_first_bisect(tmp_path: Path):
+    """As text, one line that says so (`worktrees ls` and `step-logs ls` say theirs), not a bare header; as JSON,
+    an empty list."""
     env = {k: v for k, v in os.environ.items() if k != "BISECT_DB"}
-    listed = subprocess.run(
-        [sys.executable, "-m", "bisector", "list"], capture_output=True, text=True, timeout=300,
-        env={**env, "PYTHONPATH": str(ROOT), "BISECT_DATA_DIR": str(tmp_path / "data")},
-    )  # fmt: skip
-    assert listed.returncode == 0, listed.stderr
-    assert "status" in listed.stdout
+    for output_format, expected in (("table", "no bisects\n"), ("json", "[]\n")):
+        listed = subprocess.run(
+            [sys.executable, "-m", "bisector", "list", "--format", output_format], capture_output=True, text=True,
+            timeout=300, env={**env, "PYTHONPATH": str(ROOT), "BISECT_DATA_DIR": str(tmp_path / "data")},
+        )  # fmt: skip
+        assert (listed.returncode, listed.stdout) == (0, expected), listed.stderr
 
 
 def test_bad_input_never_loses_stored_bisects(tmp_path: Path, history):

@@ -131,6 +131,9 @@ def list_command(
     if output_format == "json":
         click.echo(json.dumps([summary_json(s) for s in summaries], indent=2))
         return
+    if not summaries:
+        click.echo("no bisects")
+        return
     console = out_console()
     console.print(bisect_table(summaries, console.width))
 
