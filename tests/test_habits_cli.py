@@ -417,16 +417,6 @@ def test_explain_takes_the_verify_m(tmp_path: Path):
     assert "verify m=4 path" in bisect("explain", culprit, "--repo", str(tmp_path / "demo")).stdout
 
 
-def test_an_interrupt_names_the_bisect_to_resume():
-    from bisector.cli.support import CLIError, translated_errors
-
-    for bisect_id, expected in ((7, "`bisect resume 7`"), (None, "`bisect resume <id>`")):
-        with pytest.raises(CLIError) as caught, translated_errors(bisect_id):
-            raise KeyboardInterrupt
-        assert expected in caught.value.format_message()
-        assert " ID" not in caught.value.format_message()
-
-
 def test_shell_completion_as_the_readme_documents_it():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "_BISECT_COMPLETE": "bash_complete"}
     for words, expected in (("bisect wor", "plain,worktrees"), ("bisect start --term-o", "plain,--term-old")):
