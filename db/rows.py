@@ -81,6 +81,7 @@ def bisect_record(row: Row[Any]) -> BisectRecord:
         extra=load(row.extra),
         owner=row.owner,
         heartbeat=row.heartbeat,
+        lease_ttl_s=row.lease_ttl_s,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import click
 import pytest
+from bisect_helpers import stored_rows, wait_for
 from synthetic import culprit_history
 
 from bisector.cli import main
@@ -175,13 +177,15 @@ def test_a_read_only_command_on_a_mistyped_store_is_one_line_and_makes_none(tmp_
 
 
 def test_the_default_store_lists_empty_before_the_first_bisect(tmp_path: Path):
+    """As text, one line that says so (`worktrees ls` and `step-logs ls` say theirs), not a bare header; as JSON,
+    an empty list."""
     env = {k: v for k, v in os.environ.items() if k != "BISECT_DB"}
-    listed = subprocess.run(
-        [sys.executable, "-m", "bisector", "list"], capture_output=True, text=True, timeout=300,
-        env={**env, "PYTHONPATH": str(ROOT), "BISECT_DATA_DIR": str(tmp_path / "data")},
-    )  # fmt: skip
-    assert listed.returncode == 0, listed.stderr
-    assert "status" in listed.stdout
+    for output_format, expected in (("table", "no bisects\n"), ("json", "[]\n")):
+        listed = subprocess.run(
+            [sys.executable, "-m", "bisector", "list", "--format", output_format], capture_output=True, text=True,
+            timeout=300, env={**env, "PYTHONPATH": str(ROOT), "BISECT_DATA_DIR": str(tmp_path / "data")},
+        )  # fmt: skip
+        assert (listed.returncode, listed.stdout) == (0, expected), listed.stderr
 
 
 def test_bad_input_never_loses_stored_bisects(tmp_path: Path, history):
@@ -270,12 +274,12 @@ def test_cancel_stops_a_running_bisect(tmp_path: Path):
         [sys.executable, "-m", "bisector", *start_args(history)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not db.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.0)
-    assert bisect("cancel", "1", db=db).returncode == 0
-    out, _ = coordinator.communicate(timeout=60)
+    try:
+        wait_for(lambda: bool(stored_rows(db, "select id from steps where verdict is null")), what="a running step")
+        assert bisect("cancel", "1", db=db).returncode == 0
+        out, _ = coordinator.communicate(timeout=60)
+    finally:
+        coordinator.kill()
     assert coordinator.returncode == 3
     assert "cancelled" in out
     steps = sqlite3.connect(db).execute("select verdict, detail from steps").fetchall()
@@ -285,6 +289,35 @@ def test_cancel_stops_a_running_bisect(tmp_path: Path):
     assert set(stopped) == {"the bisect was cancelled"}  # not "no longer needed": a person asked
     assert f"{len(stopped)} stopped early, the bisect was cancelled" in bisect("report", "1", db=db).stdout
     assert bisect("cancel", "1", db=db).returncode == 2
+
+
+def process_state(pid: int) -> str:
+    """The process's state as /proc/PID/stat gives it: R running, S sleeping in a wait a signal interrupts, ..."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.parametrize("view", ["status", "report"])
+def test_ctrl_c_in_a_read_only_command_stops_it_without_a_resume_hint(view: str):
+    """`bisect status|report --server` waiting on a server that took the request and never answers, then SIGINT:
+    one line and exit 130, no traceback and no `bisect resume` hint (the command ran nothing to continue)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(120)  # a safety net against a command that never connects
+        command = subprocess.Popen(
+            [sys.executable, "-m", "bisector", view, "1", "--server", f"http://127.0.0.1:{listener.getsockname()[1]}"],
+            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            connection, _ = listener.accept()
+            with connection:
+                assert connection.recv(65536).startswith(b"GET /api/bisects/1/rendered")
+                # a signal that comes between the check for signals and the wait itself is seen only once the wait
+                # times out: send it once the command sleeps in its wait for the answer
+                wait_for(lambda: process_state(command.pid) == "S", what="the command to wait for the answer")
+                command.send_signal(signal.SIGINT)
+                out, err = command.communicate(timeout=60)
+        finally:
+            command.kill()
+    assert (command.returncode, out, err) == (130, "", "bisect: interrupted\n")
 
 
 def test_cancel_stores_the_candidates_a_dead_coordinator_had_not(tmp_path: Path, history):

@@ -110,3 +110,9 @@ def test_demo_into_a_folder_that_cannot_be_made_is_one_line_and_exit_2(tmp_path:
         f"bisect: error: cannot write the demo repository in {tmp_path / 'a-file' / 'demo'}: Not a directory\n",
     )
     assert (tmp_path / "a-file").read_text() == "not a folder"
+
+
+def test_demo_run_refuses_a_workers_value_before_writing_the_repository(tmp_path: Path):
+    done = bisect("demo", "run", "--dir", str(tmp_path / "demo"), "--workers", "0", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (2, "bisect: error: --workers must be between 1 and 256 (got 0)\n")
+    assert not (tmp_path / "demo").exists()

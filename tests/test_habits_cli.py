@@ -381,6 +381,20 @@ def test_worktrees_ls_and_prune(tmp_path: Path, history):
     assert bisect(*start_args(history), db=db).returncode == 0  # they are made again when needed
 
 
+def test_worktrees_of_a_path_that_does_not_exist_are_refused_unless_some_are_kept(tmp_path: Path, history):
+    """A mistyped --repo is one line and exit 2, for ls and prune; a deleted repository's worktrees stay prunable."""
+    typo = tmp_path / "no-such-repo"
+    for command in ("ls", "prune"):
+        done = bisect("worktrees", command, "--repo", str(typo))
+        assert (done.returncode, done.stdout, done.stderr) == (
+            2, "", f"bisect: error: --repo {typo}: no such folder, and no worktrees are kept for it\n"
+        )  # fmt: skip
+    assert bisect(*start_args(history), db=tmp_path / "b.db").returncode == 0
+    shutil.rmtree(history.path)
+    pruned = bisect("worktrees", "prune", "--repo", str(history.path))
+    assert pruned.stdout.startswith("removed 1 worktree(s)"), pruned.stderr
+
+
 def test_the_man_page_lists_every_command_and_docs_holds_the_current_one():
     page = render_man(main, "dev")
     for name, _command in iter_commands(main):
@@ -401,16 +415,6 @@ def test_explain_takes_the_verify_m(tmp_path: Path):
         assert done.returncode == 0, done.stderr
         assert f"verify m={m} path" in done.stdout
     assert "verify m=4 path" in bisect("explain", culprit, "--repo", str(tmp_path / "demo")).stdout
-
-
-def test_an_interrupt_names_the_bisect_to_resume():
-    from bisector.cli.support import CLIError, translated_errors
-
-    for bisect_id, expected in ((7, "`bisect resume 7`"), (None, "`bisect resume <id>`")):
-        with pytest.raises(CLIError) as caught, translated_errors(bisect_id):
-            raise KeyboardInterrupt
-        assert expected in caught.value.format_message()
-        assert " ID" not in caught.value.format_message()
 
 
 def test_shell_completion_as_the_readme_documents_it():

@@ -33,6 +33,7 @@ from bisector.runner.worktrees import prune_worktrees
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitcommand import WORKTREE_ADD_LOCK
 from bisector.vocab.gitrepo import GitRepo
+from bisector.vocab.patches import Patch, PatchKind
 from bisector.vocab.paths import cache_dir, worktree_root
 from bisector.vocab.submodules import (
     UNUSED_S,
@@ -608,3 +609,39 @@ def test_urls_of_one_repository_share_one_cache_repository(tmp_path: Path) -> No
     assert len(local) == 1
     other = cached_repository(Submodule("lib", "lib", "https://git.example/org/other", first), copies)
     assert cache_repositories() == sorted([*entries, *local, other])
+
+
+def test_the_reproduce_line_checks_out_the_submodules_a_patch_moves(tmp_path: Path, clone: Clone) -> None:
+    """A patch that moves lib's gitlink (to "lib later": value 7, metric 8) makes both endpoints good; the reproduce
+    line applies it before `git submodule update`, so by hand the test reads the patched lib, as the steps did."""
+    lib_bad = git(clone.path, "rev-parse", f"{clone.culprit}:lib")
+    lib_later = git(clone.path / "lib", "rev-parse", "origin/HEAD")
+    patch = tmp_path / "lib-later.diff"
+    patch.write_text(
+        f"diff --git a/lib b/lib\nindex {lib_bad[:12]}..{lib_later[:12]} 160000\n--- a/lib\n+++ b/lib\n"
+        f"@@ -1 +1 @@\n-Subproject commit {lib_bad}\n+Subproject commit {lib_later}\n"
+    )
+    db = tmp_path / "b.db"
+    started = run_cli("start", "--repo", str(clone.path), "--good", clone.culprit, "--bad", clone.shas[-1], *METRIC,
+                      "--patch", str(patch), "--executor", "inprocess", "--no-explain", db=db)  # fmt: skip
+    assert "tested good" in started.stdout, started.stdout + started.stderr
+    shown = run_cli("show", "1", "--format", "json", db=db)
+    assert shown.returncode == 0, shown.stderr
+    clone.upstream.with_name("upstream-gone").rename(clone.upstream)
+    workdir = Path(f"/tmp/bisect-repro-{clone.shas[-1][:12]}")
+    file_urls = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow", "GIT_CONFIG_VALUE_0": "always"}
+    try:
+        ran = subprocess.run(["bash", "-c", json.loads(shown.stdout)["reproduce"]], capture_output=True, text=True,
+                             env={**os.environ, **file_urls}, check=False)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.splitlines()[-1] == "metric: 8", ran.stdout
+    finally:
+        subprocess.run(["git", "-C", str(clone.path), "worktree", "remove", "--force", str(workdir)], check=False)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_patch_that_adds_the_submodules_gets_them_checked_out(clone: Clone) -> None:
+    """The commit before lib was added has no .gitmodules; cherry-picking the commit that adds lib gives it one."""
+    before_lib = git(clone.path, "rev-parse", f"{clone.shas[0]}~1")
+    adds_lib = Patch(PatchKind.COMMIT, "adds lib", clone.shas[0])
+    assert [has_submodules(str(clone.path), before_lib, patches) for patches in ((), (adds_lib,))] == [False, True]

@@ -212,6 +212,7 @@ class BisectRecord:
     extra: dict[str, object] = field(default_factory=dict)
     owner: str | None = None  # the coordinator holding the bisect's lease (host:pid:start), None when none does
     heartbeat: datetime | None = None  # when that coordinator last renewed its lease
+    lease_ttl_s: float | None = None  # that coordinator's TTL: gone once this passes without a heartbeat
 
 
 @dataclass(frozen=True)

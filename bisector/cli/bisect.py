@@ -105,7 +105,7 @@ def resume(bisect_id: int, explain: bool | None, db_url: str | None, output_form
     from bisector.runner.wiring import make_coordinator, open_store
 
     overrides = executor_overrides(executor_flags)
-    with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
+    with stoppable_by_signals(), translated_errors(), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
             record = make_coordinator(store, observer()).resume(bisect_id, overrides, explain=explain)
         print_report(store, record.id, output_format)
@@ -132,7 +132,7 @@ def cancel(
     from bisector.runner.coordinator import cancel_bisect
     from bisector.runner.wiring import open_store
 
-    with translated_errors(bisect_id), open_store(db_url) as store:
+    with translated_errors(), open_store(db_url) as store:
         outcome = cancel_bisect(store, bisect_id) if wait_s is None else cancel_bisect(store, bisect_id, wait_s=wait_s)
     click.echo(cancelled_line(bisect_id, outcome.status.value, outcome.ended_before, outcome.reruns, outcome.asked))
 
@@ -187,7 +187,7 @@ def _replay(
                 raise
             for warning in warnings:
                 err_console().print(f"replay: {warning}")
-            with translated_errors(bisect_id), contextlib.redirect_stdout(sys.stderr):
+            with translated_errors(), contextlib.redirect_stdout(sys.stderr):
                 record = make_coordinator(store, observer()).run(bisect_id)
             print_report(store, record.id, output_format)
     return record
@@ -218,7 +218,7 @@ def mark(
     from bisector.runner.manual import mark_commit
     from bisector.runner.wiring import open_store
 
-    with translated_errors(bisect_id), open_store(db_url) as store:
+    with translated_errors(), open_store(db_url) as store:
         outcome = mark_commit(store, bisect_id, rev, verdict, note=note, who=who)
     click.echo(
         f"bisect {bisect_id}: {outcome.commit.sha[:12]} marked {verdict} (step {outcome.step_id}); {outcome.message}"

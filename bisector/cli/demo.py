@@ -51,9 +51,11 @@ def demo_run(
     ctx: click.Context, directory: str | None, commits: int, seed: int, workers: int, output_format: str
 ) -> None:
     """Write the demo repository and bisect it end to end; other `bisect start` options pass through."""
+    from bisector.core.spec import check_workers
     from bisector.vocab.paths import data_dir
 
     with translated_errors():
+        check_workers(workers)  # before the demo repository is written
         target = Path(directory) if directory else data_dir() / "demo" / f"seed{seed}-n{commits}"
         repo = _make_demo(target, commits, seed)
     err_console().print(

@@ -58,6 +58,6 @@ def minimize(bisect_id: int, db_url: str | None, output_format: str) -> None:
     """Find the smallest set of the culprit's changes (hunks, table entries) that still fails."""
     from bisector.runner.wiring import make_coordinator, open_store
 
-    with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
+    with stoppable_by_signals(), translated_errors(), open_store(db_url) as store:
         make_coordinator(store, observer()).minimize(bisect_id)
         print_report(store, bisect_id, output_format)

@@ -228,7 +228,7 @@ def rerun_bisect(
     times = values.pop("repeat", 1)
     assert isinstance(times, int)
     overrides = executor_overrides(flags)
-    with stoppable_by_signals(), translated_errors(bisect_id), open_store(db_url) as store:
+    with stoppable_by_signals(), translated_errors(), open_store(db_url) as store:
         if (rev is None) == (step_number is None):
             raise CLIError("give REV or --step N (one of them)")
         if step_number is not None:

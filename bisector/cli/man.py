@@ -67,8 +67,9 @@ EXIT_STATUS: tuple[tuple[str, str], ...] = (
      "cancel stopped it (run-at --bisect)."),
     ("4", "Paused: the test harness kept failing (a full disk, broken worker slots), never the commits; fix it and "
      "bisect resume ID."),
-    ("128+N", "Stopped by signal N (130 Ctrl-C, 143 SIGTERM): every test was killed, the running steps are stored "
-     "as interrupted, and bisect resume ID continues."),
+    ("128+N", "Stopped by signal N (130 Ctrl-C, 143 SIGTERM): a command that runs steps killed every test, stored "
+     "the running steps as interrupted and says how bisect resume ID continues; any other command (report, status, "
+     "log, ...) just stopped."),
 )  # fmt: skip
 
 

@@ -6,6 +6,7 @@ Command modules (`bisector/cli.py` and the `cli_*.py` beside it) import from her
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,17 +32,17 @@ class CLIError(click.ClickException):
 
 
 @contextmanager
-def translated_errors(bisect_id: int | None = None) -> Iterator[None]:
-    """Turn the project's errors into one line and exit code 2, never a traceback. bisect_id: the bisect the
-    command works on, named in the message of an interrupt."""
+def translated_errors() -> Iterator[None]:
+    """Turn the project's errors into one line and exit code 2, never a traceback; an interrupt (Ctrl-C) into
+    `bisect: interrupted` and exit 130. Commands that run steps catch their stop signals first
+    (stoppable_by_signals), and say there how the bisect continues."""
     try:
         yield
     except BisectError as exc:
         raise CLIError(str(exc)) from None
     except KeyboardInterrupt:
-        if bisect_id is None:
-            raise CLIError("interrupted; `bisect list` shows the bisect, `bisect resume <id>` continues it") from None
-        raise CLIError(f"interrupted; `bisect resume {bisect_id}` continues from the store") from None
+        click.echo("bisect: interrupted", err=True)
+        sys.exit(128 + signal.SIGINT)
 
 
 @contextmanager

@@ -44,7 +44,7 @@ def status(bisect_id: int, db_url: str | None, output_format: str, server: str |
         return print_remote(server, token_file, bisect_id, "status", output_format)
     from bisector.runner.wiring import open_store
 
-    with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
+    with translated_errors(), open_store(db_url, read_only=True) as store:
         end_dead_reruns_where_writable(store, db_url, bisect_id)
         print_status(store, bisect_id, output_format)
 
@@ -77,7 +77,7 @@ def report_command(
         return print_remote(server, token_file, bisect_id, "report", output_format)
     from bisector.runner.wiring import open_store
 
-    with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
+    with translated_errors(), open_store(db_url, read_only=True) as store:
         print_report(store, bisect_id, output_format)
 
 
@@ -130,6 +130,9 @@ def list_command(
             summaries = find_bisects(store, where, limit)
     if output_format == "json":
         click.echo(json.dumps([summary_json(s) for s in summaries], indent=2))
+        return
+    if not summaries:
+        click.echo("no bisects")
         return
     console = out_console()
     console.print(bisect_table(summaries, console.width))
@@ -303,5 +306,5 @@ def log_command(bisect_id: int, db_url: str | None) -> None:
     from bisector.report import BisectReport, render_git_log
     from bisector.runner.wiring import open_store
 
-    with translated_errors(bisect_id), open_store(db_url, read_only=True) as store:
+    with translated_errors(), open_store(db_url, read_only=True) as store:
         click.echo(render_git_log(BisectReport.load(store, bisect_id)), nl=False)

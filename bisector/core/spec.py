@@ -155,6 +155,12 @@ class SearchPolicy:
         return old, new
 
 
+def check_workers(workers: int) -> None:
+    """InputError unless workers is a number of slots one bisect may run: 1 to MAX_WORKERS."""
+    if not 1 <= workers <= MAX_WORKERS:
+        raise InputError(f"--workers must be between 1 and {MAX_WORKERS} (got {workers})")
+
+
 @dataclass(frozen=True)
 class ExecutorSpec:
     """Where and how wide steps run; changing it (`bisect resume --workers`) never changes what is tested."""
@@ -177,8 +183,7 @@ class ExecutorSpec:
             check_container_template(self.image_template, self.image.value, self.artifact)
         if self.artifact is not None and self.image is ImageMode.NONE:
             raise InputError("--artifact installs prebuilt wheels into a commit's image: give --image venv too")
-        if not 1 <= self.workers <= MAX_WORKERS:
-            raise InputError(f"--workers must be between 1 and {MAX_WORKERS} (got {self.workers})")
+        check_workers(self.workers)
         if self.gpus_per_step is not None and self.gpus_per_step < 0:
             raise InputError(f"--gpus-per-step must be 0 or more (got {self.gpus_per_step})")
         if self.gpus_per_step is not None and self.gpus_per_step > MAX_GPUS_PER_STEP:

@@ -39,7 +39,7 @@ from bisector.vocab.domain import (
 from bisector.vocab.errors import InputError, RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.images import container_reference
-from bisector.vocab.patches import Patch, apply_command
+from bisector.vocab.patches import Patch, apply_command, patched_tree
 from bisector.vocab.paths import log_dir
 from bisector.vocab.submodules import GITMODULES
 from bisector.workers.container_engine import reproduce_in_container
@@ -284,7 +284,7 @@ class BisectReport:
         test = self.spec.test
         return reproduce_command(
             self.record.repo, sha, test.build, test.run, dict(test.env), gpus, container, test.patches,
-            has_submodules(self.record.repo, sha),
+            has_submodules(self.record.repo, sha, test.patches),
         )  # fmt: skip
 
     def rerun_command(self) -> str:
@@ -413,10 +413,12 @@ def pr_suffix(commit: Commit) -> str:
     return f" (PR #{commit.pr})"
 
 
-def has_submodules(repo: str, sha: str) -> bool:
-    """Whether sha's tree has a .gitmodules, where the repository is on this machine (False where it is not)."""
+def has_submodules(repo: str, sha: str, patches: Sequence[Patch] = ()) -> bool:
+    """Whether sha's tree with the patches applied has a .gitmodules, where the repository is on this machine and
+    the patches apply (False where not)."""
     try:
-        return GitRepo(repo).tree_hash(sha, GITMODULES) is not None
+        opened = GitRepo(repo)
+        return opened.tree_hash(patched_tree(opened, sha, patches), GITMODULES) is not None
     except RepoError:
         return False
 
@@ -425,18 +427,18 @@ def reproduce_command(
     repo: str, sha: str, build_cmd: str | None, run_cmd: str, env: dict[str, str], gpus: tuple[int, ...] = (),
     container: str | None = None, patches: Sequence[Patch] = (), submodules: bool = False,
 ) -> str:  # fmt: skip
-    """A shell command line that re-runs one step by hand in a fresh worktree: its submodules checked out where it has
-    some (fetched from their URLs), the patches applied, its build and test on the host with CUDA_VISIBLE_DEVICES for
-    its GPUs, or (container: the commit's image reference) the engine's command that ran its test in a container
-    (workers/container_engine.py)."""
+    """A shell command line that re-runs one step by hand in a fresh worktree: the patches applied, then (submodules:
+    the patched tree has some) its submodules checked out at the commits that tree records, fetched from their URLs;
+    its build and test on the host with CUDA_VISIBLE_DEVICES for its GPUs, or (container: the commit's image
+    reference) the engine's command that ran its test in a container (workers/container_engine.py)."""
     workdir = f"/tmp/bisect-repro-{sha[:12]}"
     host_env = dict(env) if container or not gpus else {**env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}
     exports = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(host_env.items()))
     parts = [
         f"git -C {shlex.quote(repo)} worktree add --detach {workdir} {sha}",
         f"cd {workdir}",
-        *(["git submodule update --init --recursive"] if submodules else []),
         *map(apply_command, patches),
+        *(["git submodule update --init --recursive"] if submodules else []),
     ]
     if container is not None:
         return " && ".join([*parts, exports + reproduce_in_container(container, workdir, env, gpus, run_cmd)])

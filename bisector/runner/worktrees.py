@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bisector.vocab.errors import RepoError
+from bisector.vocab.errors import InputError, RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.paths import cache_dir, tree_size, worktree_root
 from bisector.vocab.submodules import prune_cache
@@ -40,9 +40,13 @@ class Pruned:
 
 
 def worktree_roots(repo: str | None = None) -> list[Path]:
-    """The per-repository worktree directories: of repo, or of every repository."""
+    """The per-repository worktree directories: of repo, or of every repository. InputError for a repo path that
+    does not exist and has no worktrees kept (a deleted repository's stay listed and prunable)."""
     if repo is not None:
-        return [worktree_root(repo)]
+        root = worktree_root(repo)
+        if not Path(repo).exists() and not root.is_dir():
+            raise InputError(f"--repo {repo}: no such folder, and no worktrees are kept for it")
+        return [root]
     base = cache_dir() / "worktrees"
     return sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
 

@@ -3,6 +3,7 @@ where one is available, a PostgreSQL database."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from bisect_helpers import wait_for
 from postgres_helpers import BACKENDS, fresh_postgres_database
 
 from bisector.db.store import Store
+from bisector.report.status import owner_line
 from bisector.runner.coordinator import utc_now
 from bisector.runner.ownership import LEASE_TTL_S, Lease, OwnerId, describe_owner, process_start
 from bisector.vocab.errors import StateError
@@ -92,3 +94,13 @@ def test_the_owner_is_described_for_status(store: Store, bisect_id: int):
     assert describe_owner("node:12:5", now - timedelta(seconds=3), now) == "pid 12 on node, last heartbeat 3 s ago"
     stale = describe_owner("node:12:5", now - timedelta(seconds=LEASE_TTL_S + 1), now)
     assert stale.endswith("(gone)")
+
+
+def test_status_judges_a_holder_by_the_ttl_it_stored(store: Store, bisect_id: int):
+    """A holder with a 4 * LEASE_TTL_S lease that beat 2 * LEASE_TTL_S ago is alive; without a stored TTL it
+    would be judged by LEASE_TTL_S and called gone."""
+    hold(store, bisect_id, "gpu-node-7:4242:99", seconds_ago=LEASE_TTL_S * 2, ttl_s=LEASE_TTL_S * 4)
+    alive = str(owner_line(store.get_bisect(bisect_id)))
+    assert re.fullmatch(r"coordinator: pid 4242 on gpu-node-7, last heartbeat \d+ s ago", alive)
+    hold(store, bisect_id, "gpu-node-7:4242:99", seconds_ago=LEASE_TTL_S * 2, ttl_s=LEASE_TTL_S)
+    assert str(owner_line(store.get_bisect(bisect_id))).endswith("(gone)")
