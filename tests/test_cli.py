@@ -296,6 +296,12 @@ def process_state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
+def _sigint_by_default() -> None:
+    # A command started with SIGINT ignored (inherited: a test runner's worker may ignore it, as may a job a shell
+    # ran in the background) rightly keeps ignoring it: the command under test starts with the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("view", ["status", "report"])
 def test_ctrl_c_in_a_read_only_command_stops_it_without_a_resume_hint(view: str):
     """`bisect status|report --server` waiting on a server that took the request and never answers, then SIGINT:
@@ -305,6 +311,7 @@ def test_ctrl_c_in_a_read_only_command_stops_it_without_a_resume_hint(view: str)
         command = subprocess.Popen(
             [sys.executable, "-m", "bisector", view, "1", "--server", f"http://127.0.0.1:{listener.getsockname()[1]}"],
             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=_sigint_by_default,
         )  # fmt: skip
         try:
             connection, _ = listener.accept()
