@@ -373,6 +373,60 @@ def test_a_recorded_group_is_ended_only_while_its_leader_is_the_recorded_process
             sleeper.wait()
 
 
+def a_group_whose_leader_exited(tmp_path: Path) -> tuple[ProcessGroup, int, int]:
+    """A process group (as recorded while its leader ran) whose leader has exited and been reaped, leaving a member
+    that runs on in the group and a descendant of that member in a session of its own, which the member waits for
+    (as podman waits for its RUN step); the member's pid and the descendant's."""
+    member, leaver, member_script = tmp_path / "member", tmp_path / "leaver", tmp_path / "member.sh"
+    member_script.write_text(f"setsid sh -c 'echo $$ > {leaver}; exec sleep 600' &\nwait\n")  # ends with it
+    script = f"sh {member_script} & echo $! > {member}; read _"
+    leader = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60  # only against a hang
+        while not (member.exists() and leaver.exists() and member.read_text() and leaver.read_text()):
+            assert time.monotonic() < deadline, "the group's processes never started"
+            time.sleep(0.01)
+        group = ProcessGroup(leader.pid, str(process_start(leader.pid)))
+    finally:
+        assert leader.stdin is not None
+        leader.stdin.close()  # the leader reads its end of input and exits
+        leader.wait()
+    return group, int(member.read_text()), int(leaver.read_text())
+
+
+@pytest.mark.parametrize(
+    "end",
+    [end_groups, lambda groups, grace_s: end_dead_worker(None, groups, grace_s)],
+    ids=["end_groups (LocalExecutor.close)", "end_dead_worker"],
+)
+def test_a_recorded_group_whose_leader_exited_is_ended_with_what_its_members_started(
+    end: Callable[[list[ProcessGroup], float], None], tmp_path: Path
+) -> None:
+    """The leader's pid names no process, yet the group lives on in its member (Linux keeps the pid for the group):
+    the group is the recorded one, ended with the member's descendant outside it."""
+    group, member, leaver = a_group_whose_leader_exited(tmp_path)
+    try:
+        assert process_start(group.pgid) is None
+        assert live_groups([group.pgid]) == {group.pgid}
+        end([group], 1.0)
+        deadline = time.monotonic() + 60  # only against a hang
+        while running(member) or running(leaver):
+            assert time.monotonic() < deadline, "the leaderless group (or its member's descendant) was left running"
+            time.sleep(0.01)
+    finally:
+        for pid in (member, leaver):
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def running(pid: int) -> bool:
+    """Whether the pid names a process that has not exited (a zombie its new parent has not reaped yet has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_closing_ends_the_groups_a_dead_worker_announced(tmp_path: Path) -> None:
     """close() ends the announced groups of a worker that died before a poll saw it (its test in a session of its own
     outlives it), by the start times its worker read."""
