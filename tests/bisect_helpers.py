@@ -52,10 +52,13 @@ def run_cli(
     )  # fmt: skip
 
 
-def start_cli(*args: str, db: Path, **variables: str) -> subprocess.Popen[str]:
-    """A coordinator in its own process group (as a CI runner starts it), output captured."""
+def start_cli(
+    *args: str, db: Path, wrap: Callable[[list[str]], list[str]] = list, **variables: str
+) -> subprocess.Popen[str]:
+    """A coordinator in its own process group (as a CI runner starts it), output captured; wrap makes its argv into
+    one that runs it somewhere (cgroup_helpers.no_step_cgroups)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "bisector", *args], env=cli_env(db, **variables),
+        wrap([sys.executable, "-m", "bisector", *args]), env=cli_env(db, **variables),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
 
