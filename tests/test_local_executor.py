@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from bisect_helpers import wait_for as wait_until
+from bisect_helpers import wait_for_group_to_end
 from synthetic import culprit_history
 
 from bisector.vocab.domain import ErrorKind, StepResult, Verdict
@@ -73,30 +75,28 @@ def test_each_slot_has_its_gpus_and_its_own_reused_worktree(tmp_path: Path, monk
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path):
     history = culprit_history(tmp_path / "repo", 2, 1)
-    marker = tmp_path / "survivor"
-    run = f"(sleep 3; touch {marker}) & sleep 60"
+    group = tmp_path / "group"
+    run = f"echo $$ > {group}; sleep 600 & sleep 60"  # the command leads its step's group
     with LocalExecutor(str(history.path), workers=1) as executor:
-        executor.submit(request(history, 1, 0, run, tmp_path, timeout_s=1.0))
+        executor.submit(request(history, 1, 0, run, tmp_path, timeout_s=5.0))
         (result,) = wait_for(executor, 1)
     assert (result.verdict, result.error_kind) == (Verdict.ERROR, ErrorKind.TIMEOUT)  # not 60 s of sleep
-    time.sleep(3.5)
-    assert not marker.exists(), "a background child of the test outlived its step"
+    wait_for_group_to_end(int(group.read_text()), "the background child of the timed-out test to end")
 
 
 def test_a_worker_killed_mid_step_is_an_error_and_its_slot_comes_back(tmp_path: Path):
     history = culprit_history(tmp_path / "repo", 2, 1)
-    marker = tmp_path / "survivor"
+    group = tmp_path / "group"
     with LocalExecutor(str(history.path), workers=1) as executor:
-        executor.submit(request(history, 1, 0, f"sleep 3; touch {marker}", tmp_path))
-        time.sleep(1.0)
+        executor.submit(request(history, 1, 0, f"echo $$ > {group}.tmp; mv {group}.tmp {group}; sleep 600", tmp_path))
+        wait_until(group.exists, what="the step's test to start")
         os.kill(executor.worker_pids()["local-0"], signal.SIGKILL)
         (lost,) = wait_for(executor, 1)
         assert (lost.verdict, lost.error_kind) == (Verdict.ERROR, ErrorKind.WORKER_LOST)
         executor.submit(request(history, 2, 0, "bash test.sh", tmp_path))
         (again,) = wait_for(executor, 1)
         assert again.verdict is Verdict.GOOD
-    time.sleep(2.5)
-    assert not marker.exists(), "the lost worker's test kept running"
+    wait_for_group_to_end(int(group.read_text()), "the lost worker's test to end")
 
 
 def test_cancel_stops_a_running_step(tmp_path: Path):
@@ -169,7 +169,8 @@ def test_a_worker_that_died_while_idle_is_replaced_when_a_step_is_sent(tmp_path:
         (first,) = wait_for(executor, 1)
         dead = executor.worker_pids()["local-0"]
         os.kill(dead, signal.SIGKILL)
-        time.sleep(0.5)
+        # reaped (by the fork server): only then have all its threads exited and closed its end of the pipe
+        wait_until(lambda: not Path(f"/proc/{dead}").exists(), what="the idle worker to die and be reaped")
         assignment = executor.submit(request(history, 2, 1, "echo second", tmp_path))
         (second,) = wait_for(executor, 1)
         assert executor.worker_pids()["local-0"] != dead
