@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 from synthetic import BUILD_CMD, RUN_CMD
 
 from bisector.core.spec import BisectSpec
+from bisector.workers.process_tree import live_groups
 
 
 def synthetic_spec(repo: Path, good: str, bad: str, **overrides: object) -> BisectSpec:
@@ -52,10 +54,13 @@ def run_cli(
     )  # fmt: skip
 
 
-def start_cli(*args: str, db: Path, **variables: str) -> subprocess.Popen[str]:
-    """A coordinator in its own process group (as a CI runner starts it), output captured."""
+def start_cli(
+    *args: str, db: Path, wrap: Callable[[list[str]], list[str]] = list, **variables: str
+) -> subprocess.Popen[str]:
+    """A coordinator in its own process group (as a CI runner starts it), output captured; wrap makes its argv into
+    one that runs it somewhere (cgroup_helpers.no_step_cgroups)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "bisector", *args], env=cli_env(db, **variables),
+        wrap([sys.executable, "-m", "bisector", *args]), env=cli_env(db, **variables),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
 
@@ -67,6 +72,16 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 180, what: str = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.1)
+
+
+def wait_for_group_to_end(pgid: int, what: str) -> None:
+    """Poll until process group pgid holds no live process (wait_for's bound only guards against a hang); what is
+    left of it is SIGKILLed should the wait fail."""
+    try:
+        wait_for(lambda: not live_groups([pgid]), what=what)
+    except AssertionError:
+        os.killpg(pgid, signal.SIGKILL)
+        raise
 
 
 def stored_rows(db: Path, query: str) -> list[tuple[Any, ...]]:

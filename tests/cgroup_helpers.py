@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
 from bisector.workers.cgroups import StepCgroup
+
+Wrap = Callable[[list[str]], list[str]]  # an argv made into one that runs it somewhere
 
 
 def own_cgroup_dir() -> Path | None:
@@ -53,3 +57,20 @@ def isolated_cgroup() -> Iterator[Path]:
 
 def in_cgroup(cgroup: Path, argv: list[str]) -> list[str]:
     return ["bash", "-c", 'echo $$ >"$0" && exec "$@"', str(cgroup / "cgroup.procs"), *argv]
+
+
+@pytest.fixture
+def no_step_cgroups() -> Iterator[Wrap]:
+    """What runs a command where steps get no cgroup of their own (so that no cgroup, nor the sweep of a dead
+    worker's, ends a step's test): where this host lets processes make cgroups, a cgroup of the test's own that may
+    have no child (the test skipped, with the reason, where that limit cannot be set); everything left in it is
+    killed at the end. Where no cgroup can be made, steps get none anyway: the command runs as it is."""
+    if not cgroup_v2_writable():
+        yield lambda argv: argv
+        return
+    with isolated_cgroup() as cgroup:
+        try:
+            (cgroup / "cgroup.max.descendants").write_text("0")
+        except OSError as exc:
+            pytest.skip(f"a cgroup whose steps get none of their own cannot be made here: {exc}")
+        yield lambda argv: in_cgroup(cgroup, argv)

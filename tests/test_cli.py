@@ -327,6 +327,29 @@ def test_ctrl_c_in_a_read_only_command_stops_it_without_a_resume_hint(view: str)
     assert (command.returncode, out, err) == (130, "", "bisect: interrupted\n")
 
 
+def test_a_read_only_command_stops_waiting_on_a_server_that_never_answers():
+    """`bisect status --server` (report's path too) on a server that took the request and never answers: one line
+    naming the wait and exit 2 after VIEW_TIMEOUT_S, not the 120 s a submission may wait (in which a Ctrl-C caught
+    just before the wait began would go unseen)."""
+    from bisector.service.client import VIEW_TIMEOUT_S
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(120)  # a safety net against a command that never connects
+        server = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        command = subprocess.Popen(
+            [sys.executable, "-m", "bisector", "status", "1", "--server", server],
+            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            connection, _ = listener.accept()
+            with connection:
+                out, err = command.communicate(timeout=300)  # only against a hang
+        finally:
+            command.kill()
+    assert (command.returncode, out) == (2, "")
+    assert err == f"bisect: error: {server} took the request but gave no answer within {VIEW_TIMEOUT_S:g} s\n"
+
+
 def test_cancel_stores_the_candidates_a_dead_coordinator_had_not(tmp_path: Path, history):
     """A bisect whose creation was cut short between its row and its candidates: cancelling it lists and stores
     them, so that its report still names every commit."""

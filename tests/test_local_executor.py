@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from bisect_helpers import wait_for as wait_until
+from bisect_helpers import wait_for_group_to_end
 from synthetic import culprit_history
 
 from bisector.vocab.domain import ErrorKind, StepResult, Verdict
@@ -73,30 +75,28 @@ def test_each_slot_has_its_gpus_and_its_own_reused_worktree(tmp_path: Path, monk
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path):
     history = culprit_history(tmp_path / "repo", 2, 1)
-    marker = tmp_path / "survivor"
-    run = f"(sleep 3; touch {marker}) & sleep 60"
+    group = tmp_path / "group"
+    run = f"echo $$ > {group}; sleep 600 & sleep 60"  # the command leads its step's group
     with LocalExecutor(str(history.path), workers=1) as executor:
-        executor.submit(request(history, 1, 0, run, tmp_path, timeout_s=1.0))
+        executor.submit(request(history, 1, 0, run, tmp_path, timeout_s=5.0))
         (result,) = wait_for(executor, 1)
     assert (result.verdict, result.error_kind) == (Verdict.ERROR, ErrorKind.TIMEOUT)  # not 60 s of sleep
-    time.sleep(3.5)
-    assert not marker.exists(), "a background child of the test outlived its step"
+    wait_for_group_to_end(int(group.read_text()), "the background child of the timed-out test to end")
 
 
 def test_a_worker_killed_mid_step_is_an_error_and_its_slot_comes_back(tmp_path: Path):
     history = culprit_history(tmp_path / "repo", 2, 1)
-    marker = tmp_path / "survivor"
+    group = tmp_path / "group"
     with LocalExecutor(str(history.path), workers=1) as executor:
-        executor.submit(request(history, 1, 0, f"sleep 3; touch {marker}", tmp_path))
-        time.sleep(1.0)
+        executor.submit(request(history, 1, 0, f"echo $$ > {group}.tmp; mv {group}.tmp {group}; sleep 600", tmp_path))
+        wait_until(group.exists, what="the step's test to start")
         os.kill(executor.worker_pids()["local-0"], signal.SIGKILL)
         (lost,) = wait_for(executor, 1)
         assert (lost.verdict, lost.error_kind) == (Verdict.ERROR, ErrorKind.WORKER_LOST)
         executor.submit(request(history, 2, 0, "bash test.sh", tmp_path))
         (again,) = wait_for(executor, 1)
         assert again.verdict is Verdict.GOOD
-    time.sleep(2.5)
-    assert not marker.exists(), "the lost worker's test kept running"
+    wait_for_group_to_end(int(group.read_text()), "the lost worker's test to end")
 
 
 def test_cancel_stops_a_running_step(tmp_path: Path):
@@ -169,7 +169,8 @@ def test_a_worker_that_died_while_idle_is_replaced_when_a_step_is_sent(tmp_path:
         (first,) = wait_for(executor, 1)
         dead = executor.worker_pids()["local-0"]
         os.kill(dead, signal.SIGKILL)
-        time.sleep(0.5)
+        # reaped (by the fork server): only then have all its threads exited and closed its end of the pipe
+        wait_until(lambda: not Path(f"/proc/{dead}").exists(), what="the idle worker to die and be reaped")
         assignment = executor.submit(request(history, 2, 1, "echo second", tmp_path))
         (second,) = wait_for(executor, 1)
         assert executor.worker_pids()["local-0"] != dead
@@ -371,6 +372,60 @@ def test_a_recorded_group_is_ended_only_while_its_leader_is_the_recorded_process
         for sleeper in (ours, stranger):
             sleeper.kill()
             sleeper.wait()
+
+
+def a_group_whose_leader_exited(tmp_path: Path) -> tuple[ProcessGroup, int, int]:
+    """A process group (as recorded while its leader ran) whose leader has exited and been reaped, leaving a member
+    that runs on in the group and a descendant of that member in a session of its own, which the member waits for
+    (as podman waits for its RUN step); the member's pid and the descendant's."""
+    member, leaver, member_script = tmp_path / "member", tmp_path / "leaver", tmp_path / "member.sh"
+    member_script.write_text(f"setsid sh -c 'echo $$ > {leaver}; exec sleep 600' &\nwait\n")  # ends with it
+    script = f"sh {member_script} & echo $! > {member}; read _"
+    leader = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60  # only against a hang
+        while not (member.exists() and leaver.exists() and member.read_text() and leaver.read_text()):
+            assert time.monotonic() < deadline, "the group's processes never started"
+            time.sleep(0.01)
+        group = ProcessGroup(leader.pid, str(process_start(leader.pid)))
+    finally:
+        assert leader.stdin is not None
+        leader.stdin.close()  # the leader reads its end of input and exits
+        leader.wait()
+    return group, int(member.read_text()), int(leaver.read_text())
+
+
+@pytest.mark.parametrize(
+    "end",
+    [end_groups, lambda groups, grace_s: end_dead_worker(None, groups, grace_s)],
+    ids=["end_groups (LocalExecutor.close)", "end_dead_worker"],
+)
+def test_a_recorded_group_whose_leader_exited_is_ended_with_what_its_members_started(
+    end: Callable[[list[ProcessGroup], float], None], tmp_path: Path
+) -> None:
+    """The leader's pid names no process, yet the group lives on in its member (Linux keeps the pid for the group):
+    the group is the recorded one, ended with the member's descendant outside it."""
+    group, member, leaver = a_group_whose_leader_exited(tmp_path)
+    try:
+        assert process_start(group.pgid) is None
+        assert live_groups([group.pgid]) == {group.pgid}
+        end([group], 1.0)
+        deadline = time.monotonic() + 60  # only against a hang
+        while running(member) or running(leaver):
+            assert time.monotonic() < deadline, "the leaderless group (or its member's descendant) was left running"
+            time.sleep(0.01)
+    finally:
+        for pid in (member, leaver):
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def running(pid: int) -> bool:
+    """Whether the pid names a process that has not exited (a zombie its new parent has not reaped yet has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_closing_ends_the_groups_a_dead_worker_announced(tmp_path: Path) -> None:

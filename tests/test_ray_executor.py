@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from bisect_helpers import synthetic_spec
+from bisect_helpers import synthetic_spec, wait_for_group_to_end
 from synthetic import SyntheticHistory, culprit_history
 from test_prune_build import BUILD as KERNEL_BUILD
 from test_prune_build import CULPRIT as KERNEL_CULPRIT
@@ -221,16 +221,15 @@ def kill_when_started(marker: Path, made: list[RayExecutor], how: str) -> thread
 def victim_run(tmp_path: Path, condition: str) -> str:
     """The run command: the first step meeting condition announces its actor's pid, leaves a background
     child in its process group and hangs; every other step runs the synthetic test."""
-    marker, survivor = tmp_path / "victim-pid", tmp_path / "survivor"
+    marker, group = tmp_path / "victim-pid", tmp_path / "victim-group"
     return (
-        f"if {condition} && [ ! -e {marker} ]; then (sleep 3; touch {survivor}) & "
+        f"if {condition} && [ ! -e {marker} ]; then echo $$ > {group}; sleep 600 & "
         f"echo $PPID > {marker}.tmp && mv {marker}.tmp {marker}; sleep 60; fi; bash test.sh"
     )
 
 
 def assert_no_survivor(tmp_path: Path) -> None:
-    time.sleep(max(0.0, (tmp_path / "victim-pid").stat().st_mtime + 3.5 - time.time()))
-    assert not (tmp_path / "survivor").exists(), "the lost step's process group outlived its worker"
+    wait_for_group_to_end(int((tmp_path / "victim-group").read_text()), "the lost step's process group to end")
 
 
 @pytest.mark.parametrize("how", ["ray.kill", "SIGKILL"])
@@ -328,16 +327,15 @@ def wait_for_file(path: Path, limit_s: float = 300) -> None:
 
 def test_cancel_stops_a_running_step_and_its_process_group(cluster, tmp_path: Path):
     history = culprit_history(tmp_path / "repo", 2, 1)
-    marker, running = tmp_path / "survivor", tmp_path / "running"
+    group, running = tmp_path / "group", tmp_path / "running"
     with RayExecutor(str(history.path), 1, 1, {}, None) as executor:
-        executor.submit(step(history, 7, 0, f"(sleep 2; touch {marker}) & touch {running}; sleep 60", tmp_path))
+        executor.submit(step(history, 7, 0, f"echo $$ > {group}; sleep 600 & touch {running}; sleep 60", tmp_path))
         wait_for_file(running)
         executor.cancel(7)
         (result,) = wait_for(executor, 1)
     assert result.verdict is Verdict.CANCELLED  # not the GOOD of a sleep that ran its 60 s
     assert result.run_s > 0  # the time it held its GPU is counted
-    time.sleep(2.0)
-    assert not marker.exists(), "a background child of the cancelled step kept running"
+    wait_for_group_to_end(int(group.read_text()), "the background child of the cancelled step to end")
 
 
 def test_slots_the_cluster_cannot_place_yet_join_later(cluster, tmp_path: Path):

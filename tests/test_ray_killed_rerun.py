@@ -11,12 +11,12 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from bisect_helpers import cli_env, run_cli, wait_for
-from cgroup_helpers import cgroup_v2_writable, in_cgroup, isolated_cgroup
+from cgroup_helpers import Wrap, no_step_cgroups
 from test_rerun_cancel import DIED, HeldTest, found_bisect, held, rerun_steps, wait_for_the_reruns_test
 
 ray = pytest.importorskip("ray")
@@ -25,7 +25,7 @@ from bisector.workers.ray_sessions import remove_session  # noqa: E402  (needs R
 
 pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]  # one local Ray cluster at a time
 
-__all__ = ["held"]  # a fixture, used by name
+__all__ = ["held", "no_step_cgroups"]  # fixtures, used by name
 TEST_END_LIMIT_S = 300.0  # only against a hang
 CLUSTER = """
 import logging, sys, time
@@ -36,21 +36,6 @@ cluster = cluster_utils.Cluster(
 print(cluster.address, cluster.head_node.get_session_dir_path(), flush=True)
 time.sleep(3600)
 """
-
-Wrap = Callable[[list[str]], list[str]]
-
-
-@pytest.fixture
-def no_step_cgroups() -> Iterator[Wrap]:
-    """What runs a command where steps get no cgroup of their own (so that no cgroup, nor the sweep of a dead
-    worker's, ends a step's test): where this host lets processes make cgroups, a cgroup of the test's own that may
-    have no child; everything left in it is killed at the end."""
-    if not cgroup_v2_writable():
-        yield lambda argv: argv
-        return
-    with isolated_cgroup() as cgroup:
-        (cgroup / "cgroup.max.descendants").write_text("0")
-        yield lambda argv: in_cgroup(cgroup, argv)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from bisect_helpers import cli_env, processes_with, run_cli, start_cli, stored_rows, synthetic_spec, wait_for
+from cgroup_helpers import Wrap, no_step_cgroups
 from synthetic import SyntheticHistory, culprit_history
 
 from bisector.db.store import Store
@@ -37,6 +38,7 @@ from bisector.workers.local import LocalExecutor
 from bisector.workers.step_request import StepRequest
 
 EXIT_NO_CULPRIT = 3
+__all__ = ["no_step_cgroups"]  # a fixture, used by name
 
 
 @dataclass(frozen=True)
@@ -261,12 +263,12 @@ def rerun_entries(db: Path, bisect_id: int = 1) -> dict[str, dict[str, Any]]:
     return dict(json.loads(extra).get("reruns", {}))
 
 
-def killed_rerun(tmp_path: Path, held: HeldTest) -> tuple[Path, SyntheticHistory]:
-    """A found bisect whose `run-at --bisect` was killed by SIGKILL while its step's test waited: its step and its
-    entry in the bisect's record are left stored as running."""
+def killed_rerun(tmp_path: Path, held: HeldTest, wrap: Wrap = list) -> tuple[Path, SyntheticHistory]:
+    """A found bisect whose `run-at --bisect` (its argv made by wrap) was killed by SIGKILL while its step's test
+    waited: its step and its entry in the bisect's record are left stored as running."""
     history, db = found_bisect(tmp_path, held)
     held.hold.touch()
-    rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db)
+    rerun = start_cli("run-at", "--bisect", "1", history.shas[6], db=db, wrap=wrap)
     wait_for_the_reruns_test(db, held, rerun)
     step_group = os.getpgid(held.step_pid(rerun_steps(db)[-1][0]) or 0)
     wait_for(
@@ -303,12 +305,14 @@ def test_the_steps_of_a_rerun_killed_on_this_host_are_stored_interrupted_by_the_
     assert report(db)["status"] == "found"
 
 
-def test_the_next_command_stops_the_processes_of_a_killed_rerun_s_step(tmp_path: Path, held: HeldTest):
+def test_the_next_command_stops_the_processes_of_a_killed_rerun_s_step(
+    tmp_path: Path, held: HeldTest, no_step_cgroups: Wrap
+):
     """The step's test, in a session of its own, outlives its killed rerun (holding a GPU): the command that stores
-    the step as interrupted ends its process group too."""
-    db, _ = killed_rerun(tmp_path, held)
-    if not held.processes():  # where cgroup v2 is writable, a step started beside it (another test) swept them
-        pytest.skip("the dead worker's cgroup was swept by another step first")
+    the step as interrupted ends its process group too. The rerun runs where its step gets no cgroup, which the
+    sweep of a dead worker's cgroup by a step beside it (another test) would end first."""
+    db, _ = killed_rerun(tmp_path, held, no_step_cgroups)
+    assert held.processes()
     done = run_cli("status", "1", db=db)
     assert done.returncode == 0, done.stderr
     wait_for(lambda: not held.processes(), what="the killed rerun's step's processes to end")

@@ -436,6 +436,61 @@ def test_a_fetch_into_a_cache_repository_waits_for_a_worktree_being_added_to_it(
     assert git(entry, "rev-parse", "refs/remotes/origin/main") == later
 
 
+# git's hook for the pack-objects of an upload-pack (global config only): the first one, the URL's answer to the
+# cache's fetch, waits until $RELEASED exists, as a URL that is slow to answer
+HOLDS_THE_FIRST_ANSWER = """#!/bin/sh
+if mkdir "$HELD" 2>/dev/null; then
+    while [ ! -e "$RELEASED" ]; do sleep 0.02; done
+fi
+exec "$@"
+"""
+
+
+def test_a_cache_repository_serves_its_commits_and_adds_worktrees_while_a_fetch_waits_on_the_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit only the URL has is fetched while the URL is slow to answer: a commit the cache repository holds
+    already is served, and a worktree of it added, meanwhile. Only the fetch's short local step, which takes what
+    came into the repository, runs under its lock and its worktree-add lock."""
+    upstream = init(tmp_path / "lib")
+    first = commit(upstream, "one", {"value": "1\n"})
+    nowhere = LocalCopies((), (), str(tmp_path))
+    entry = cached_repository(Submodule("lib", "lib", str(upstream), first), nowhere)
+    later = commit(upstream, "two", {"value": "2\n"})
+    hook, held, released = tmp_path / "hold.sh", tmp_path / "held", tmp_path / "released"
+    hook.write_text(HOLDS_THE_FIRST_ANSWER)
+    hook.chmod(0o755)
+    (tmp_path / "gitconfig").write_text(f"[uploadpack]\n\tpackObjectsHook = {hook}\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    monkeypatch.setenv("HELD", str(held))
+    monkeypatch.setenv("RELEASED", str(released))
+    entry_lock = entry.with_name(f"{entry.name}.lock")
+    with ThreadPoolExecutor(2) as threads:
+        fetched = threads.submit(cached_repository, Submodule("lib", "lib", str(upstream), later), nowhere)
+        try:
+            deadline = time.monotonic() + WAIT_S
+            while not held.exists():
+                assert not fetched.done(), fetched.result()
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            served = threads.submit(cached_repository, Submodule("lib", "lib", str(upstream), first), nowhere)
+            while not served.done() and not waits_on(entry_lock):
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            assert served.done(), "a commit the cache holds waits for another commit's fetch"
+            assert served.result() == entry
+            added = threads.submit(GitRepo(entry).ensure_worktree, tmp_path / "slot" / "lib", first)
+            while not added.done() and not waits_on(entry / ".git" / WORKTREE_ADD_LOCK):
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            assert added.done(), "the worktree add waits for the fetch"
+            added.result()
+        finally:
+            released.touch()
+        assert fetched.result() == entry
+    assert git(entry, "rev-parse", "refs/remotes/origin/main") == later
+
+
 def test_a_commit_no_local_repository_holds_is_fetched_from_the_url_into_the_cache(tmp_path: Path) -> None:
     upstream = init(tmp_path / "lib")
     first = commit(upstream, "one", {"value": "1\n"})

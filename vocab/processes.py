@@ -58,6 +58,13 @@ def runs_here(host: str, pid: int, started: str | None) -> bool:
     return process_start(pid) == started
 
 
+def has_exited(host: str, pid: int, started: str | None) -> bool:
+    """Whether the process (host, pid, its start time) was of this host and its pid names no process now, not even a
+    later one that reused it. False where that cannot be told (another host's, an unknown start time, a pid that
+    exists but /proc does not show)."""
+    return process_start(pid) is None and is_gone(host, pid, started)
+
+
 def mark_owner(folder: Path) -> None:
     """Record this process (host, pid, start) as the owner of a folder it made."""
     pid = os.getpid()

@@ -2,11 +2,14 @@
 checkout or its config: which ones a tree records, and a cache repository that holds the commit each one needs.
 
 The cache has one repository per submodule URL (`<cache dir>/submodules/<hash of the URL>`, one for the spellings of one
-repository's URL: _same_repository; locked by `<hash>.lock` while it is made, borrows or fetches; made beside its place
-and renamed in, renamed aside before it is removed: a process killed at any moment leaves it whole or absent). It
-borrows the objects already on this machine through git's alternates (the user's `.git/modules/<name>`, and the
-submodule's own checkout in the user's tree) and fetches from the URL only a commit found whole (its trees and blobs
-too) in none of them, under its lock, so one fetch serves every worker and every later bisect. Its own objects are only
+repository's URL: _same_repository; locked by `<hash>.lock` while it is made, borrows or takes fetched objects in; made
+beside its place and renamed in, renamed aside before it is removed: a process killed at any moment leaves it whole or
+absent). It borrows the objects already on this machine through git's alternates (the user's `.git/modules/<name>`,
+and the submodule's own checkout in the user's tree) and fetches from the URL only a commit found whole (its trees and
+blobs too) in none of them, one fetch at a time (`<hash>.fetch.lock`), so one fetch serves every worker and every later
+bisect. A fetch reads the URL into an incoming repository of its own that borrows the entry's objects, without the
+entry's lock, then takes what came in with a short local fetch under it: a URL slow to answer holds up no use of the
+commits the entry has, nor any worktree add of it. Its own objects are only
 what it fetched; gc is off in it, so a fetched commit no ref names stays. A worktree's submodules are linked worktrees
 of these repositories (gitrepo.py). Each use touches the marker `<entry>/.git/bisect-used`; prune_cache removes a
 repository no worktree is registered in and none used for UNUSED_S.
@@ -34,6 +37,7 @@ GITLINK_MODE = "160000"
 FETCH_TIMEOUT_S = 900.0  # a fetch hung on the network ends as an infrastructure error of the step
 UNUSED_S = 24 * 3600  # a cache repository unused for this long is removed by prune_cache (fetched again when wanted)
 USED_MARKER = "bisect-used"  # in the entry's .git: touched on each use, its mtime the last one
+INCOMING = "gpu-bisect-incoming"  # in the entry's .git: a fetch's repository of what the URL gave
 _NO_PROMPT = {"GIT_TERMINAL_PROMPT": "0"}  # a URL that asks for credentials fails instead of waiting for a user
 
 
@@ -197,7 +201,8 @@ def cached_repository(submodule: Submodule, copies: LocalCopies) -> Path:
     root = cache_dir() / "submodules"
     key = hashlib.sha256(_same_repository(submodule.url).encode()).hexdigest()[:16]
     entry = root / key
-    with _locked(root / f"{key}.lock"):
+    lock = root / f"{key}.lock"
+    with _locked(lock):
         try:
             if not entry.is_dir():
                 _make(entry)
@@ -209,9 +214,10 @@ def cached_repository(submodule: Submodule, copies: LocalCopies) -> Path:
                 return entry
         except (GitCommandError, OSError) as exc:
             raise RepoError(f"submodule {submodule.path}: its cache repository {entry} failed: {exc}") from None
-        why = _fetch(entry, submodule)
-        if not why:
-            return entry
+    with _locked(root / f"{key}.fetch.lock"):  # one fetch from the URL at a time; the entry's users go on meanwhile
+        why = _fetch(entry, submodule, lock)
+    if not why:
+        return entry
     raise RepoError(
         f"submodule {submodule.path} needs commit {submodule.sha[:12]}, which no repository on this machine holds "
         f"and {submodule.url} did not give: {why}"
@@ -244,30 +250,54 @@ def _make(entry: Path) -> None:
     draft.rename(entry)
 
 
-def _fetch(entry: Path, submodule: Submodule) -> str:
+def _fetch(entry: Path, submodule: Submodule, lock: Path) -> str:
     """Fetch the submodule's branches and tags from its URL, then its commit by SHA where they lack it; "" once the
-    entry holds the commit whole, else why not. Where the commit came but not whole (the entry lost objects its refs'
-    histories need, borrowed from a repository since removed or pruned: the fetch told the URL it had them), the same
-    fetches run again with --refetch, as a fresh clone would."""
+    entry holds the commit whole (a fetch before this one may have brought it), else why not. Where the commit came
+    but not whole (the entry lost objects its refs' histories need, borrowed from a repository since removed or
+    pruned: the fetch told the URL it had them), the same fetches run again with --refetch, as a fresh clone would.
+    Each goes through _fetch_through_incoming."""
     branches = ("+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
-    git_dir = entry / ".git"
-    # A fetch killed mid-way leaves its ref locks; every fetch into the entry runs under its lock, so none is live.
-    for stale in [*(git_dir / "refs").rglob("*.lock"), git_dir / "packed-refs.lock"]:
-        stale.unlink(missing_ok=True)
+    taken_branches = ("+refs/remotes/origin/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
+    wanted = (f"{submodule.sha}:refs/wanted",)
     why = ""
     for negotiation in ((), ("--refetch",)):
-        for refspecs in (branches, (submodule.sha,)):
-            try:
-                with worktree_adds_held(git_dir):  # the fetch would fail on a worktree of the entry being added
-                    run_git(entry, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", *negotiation,
-                            submodule.url, *refspecs, env=_NO_PROMPT, timeout=FETCH_TIMEOUT_S)  # fmt: skip
-            except GitCommandError as exc:
-                why = str(exc)[:300]
+        for fetched, taken in ((branches, taken_branches), (wanted, (submodule.sha,))):
             if _holds(entry, submodule.sha):
                 return ""
+            try:
+                _fetch_through_incoming(entry, submodule.url, negotiation, fetched, taken, lock)
+            except GitCommandError as exc:
+                why = str(exc)[:300]
+        if _holds(entry, submodule.sha):
+            return ""
         if not _git_succeeds(entry, "cat-file", "-e", f"{submodule.sha}^{{commit}}"):
             break
     return why or "it has no such commit"
+
+
+def _fetch_through_incoming(
+    entry: Path, url: str, negotiation: tuple[str, ...], fetched: tuple[str, ...], taken: tuple[str, ...], lock: Path
+) -> None:
+    """Fetch refspecs `fetched` from url into the entry's incoming repository (`.git/gpu-bisect-incoming`, made fresh,
+    removed after), which borrows the entry's objects (and so asks the URL only for what the entry lacks), without the
+    entry's lock; then, under that lock and the entry's worktree-add lock (a fetch's connectivity check fails on a
+    worktree being added), the entry fetches refspecs `taken` from it: a local copy of those objects."""
+    git_dir = entry / ".git"
+    incoming = git_dir / INCOMING
+    shutil.rmtree(incoming, ignore_errors=True)  # a killed fetcher's: fetches run one at a time (the fetch lock)
+    try:
+        run_git(entry, "init", "--quiet", "--bare", "--template=", str(incoming))
+        (incoming / "objects" / "info" / "alternates").write_text(f"{(git_dir / 'objects').resolve()}\n")
+        run_git(incoming, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", *negotiation, url, *fetched,
+                env=_NO_PROMPT, timeout=FETCH_TIMEOUT_S)  # fmt: skip
+        with _locked(lock), worktree_adds_held(git_dir):
+            # A fetch killed mid-way leaves its ref locks; every fetch into the entry runs under its lock: none is live
+            for stale in [*(git_dir / "refs").rglob("*.lock"), git_dir / "packed-refs.lock"]:
+                stale.unlink(missing_ok=True)
+            run_git(entry, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", *negotiation, str(incoming),
+                    *taken)  # fmt: skip
+    finally:
+        shutil.rmtree(incoming, ignore_errors=True)
 
 
 def _holds(entry: Path, sha: str) -> bool:

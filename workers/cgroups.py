@@ -149,7 +149,7 @@ def _sweep(parent: Path) -> None:
 
 
 def end_dead_worker(worker_pid: int | None, groups: Collection[ProcessGroup], grace_s: float) -> None:
-    """End the steps of a worker that died: its process groups still led by the processes recorded (end_groups)
+    """End the steps of a worker that died: its process groups that are still the ones recorded (end_groups)
     and the step cgroups it made under this process's cgroup, each held for the whole time, so that a sweep beside
     it waits instead of killing podman while it removes its working container."""
     parent = _own_cgroup_dir()

@@ -20,7 +20,7 @@ import time
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from bisector.vocab.processes import ProcessGroup, runs_here
+from bisector.vocab.processes import ProcessGroup, has_exited, runs_here
 
 _PROC = Path("/proc")
 WIND_DOWN_S = 30.0  # how long a command whose group leavers were killed gets to end by itself (podman removing
@@ -98,15 +98,23 @@ def wait_groups(pgids: Collection[int], timeout_s: float) -> set[int]:
 
 def end_groups(groups: Collection[ProcessGroup], grace_s: float, wind_down_s: float = WIND_DOWN_S) -> None:
     """End process groups of this host whose leaders are not this process's children (a dead worker's steps), each
-    only while its leader is the process recorded (its start time): a group whose leader is gone, its pid maybe
-    another process's now, is left alone. Their descendants outside the groups (a container build's RUN step) are
-    SIGKILLed first and, where there were any, the groups get wind_down_s to end by themselves (podman removes its
-    working container); then SIGTERM, grace_s, SIGKILL."""
+    only while it is the group recorded: led by the recorded leader (its start time), or with live members and no
+    process at the leader's pid (the leader exited; Linux gives no new process a pid that is still a group's id, so
+    these are the recorded group's members unless that group ended whole and a new one took its id and lost its
+    leader too). A group whose pid names another process (its start time differs) is left alone. The descendants of
+    the groups' members outside them (a container build's RUN step) are SIGKILLed first and, where there were any,
+    the groups get wind_down_s to end by themselves (podman removes its working container); then SIGTERM, grace_s,
+    SIGKILL."""
     host = socket.gethostname()
-    pgids = {group.pgid for group in groups if runs_here(host, group.pgid, group.started)}
+    live = live_groups(group.pgid for group in groups)
+    pgids = {
+        group.pgid
+        for group in groups
+        if runs_here(host, group.pgid, group.started) or (group.pgid in live and has_exited(host, *group))
+    }
     if not pgids:
         return
-    if kill_leavers(pgids):
+    if kill_leavers(pid for pid, (_, pgid, _) in _processes().items() if pgid in pgids):  # a leaderless group's too
         pgids = wait_groups(pgids, wind_down_s)
     for pgid in pgids:
         with contextlib.suppress(ProcessLookupError, PermissionError):

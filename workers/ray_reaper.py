@@ -1,10 +1,10 @@
 """The reaper of an actor's test processes: each test command runs in its own process group, and Ray kills only
 an actor's direct children when the actor dies, so a reaper process (double-forked: no child of the actor) holds
 the groups the actor announced and ends them when the actor's pipe closes — on ray.kill, SIGKILL, OOM kill, the
-death of the actor's owner or a clean exit alike. It ends them (each only while its leader is the process announced:
-its start time), and the actor's step cgroups, as LocalExecutor ends a dead worker's (workers/cgroups.py's
-end_dead_worker): what left the groups first (a container build's RUN step, so that podman removes its working
-container), then SIGTERM, a grace, SIGKILL.
+death of the actor's owner or a clean exit alike. It ends them (each only while it is the group announced: led
+by the process announced, its start time, or leaderless with live members), and the actor's step cgroups, as
+LocalExecutor ends a dead worker's (workers/cgroups.py's end_dead_worker): what left the groups first (a container
+build's RUN step, so that podman removes its working container), then SIGTERM, a grace, SIGKILL.
 """
 
 from __future__ import annotations

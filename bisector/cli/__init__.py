@@ -1,8 +1,8 @@
 """`bisect`: the command line, one module per noun. Each command parses, makes one call into the library, and
 translates errors (support.py) into one line and an exit code.
 
-Exit codes: 0 a first bad commit was found; 2 bad input (one line on stderr); 3 the bisect ended without naming
-one commit (ambiguous, endpoints mismatch, failed, cancelled).
+Exit codes: man.EXIT_STATUS lists them all (the man page's EXIT STATUS): 0 success, 1 triage found regressions,
+2 bad input, 3 no single culprit, 4 paused on a failing harness, 128+N stopped by signal N.
 
     bisect.py        start, resume, cancel, replay, mark: a bisect's life
     views.py         status, report, show, log, list, stats: reading stored bisects

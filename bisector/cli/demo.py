@@ -5,12 +5,10 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-if TYPE_CHECKING:
-    pass
 from bisector.cli.bisect import start, start_bisect
 from bisector.cli.support import EXIT_NO_CULPRIT, err_console, format_option, translated_errors
 

@@ -60,7 +60,7 @@ def images_ls(output_format: str, db_url: str | None) -> None:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold underline")
-    for column in ("id", "commit", "status", "source", "size", "build", "last used", "node"):
+    for column in ("id", "commit", "status", "source", "size", "build", "last used (UTC)", "node"):
         table.add_column(column, no_wrap=True, justify="right" if column in ("size", "build") else "left")
     for i in found:
         size, build = f"{i.size_bytes / (1 << 20):.1f} MiB", f"{i.build_s:.1f}s"

@@ -146,7 +146,7 @@ REPO_WIDTH = 28  # the repo column's widest text: longer paths keep their last c
 LIST_MIN_WIDTHS = {
     "id": 2,
     "status": 9,
-    "created": 10,
+    "created (UTC)": 10,
     "repo": 9,
     "metric": 6,
     "range": 12,
@@ -190,7 +190,7 @@ def column_widths(natural: dict[str, int], width: int) -> dict[str, int]:
     return widths
 
 
-CLEAN_FOLDS = ("created", "status")  # fold first: the date at its space, endpoints_mismatch into halves
+CLEAN_FOLDS = ("created (UTC)", "status")  # fold first: the date at its space, endpoints_mismatch into halves
 
 
 def bisect_table(summaries: Sequence[BisectSummary], width: int) -> Table:

@@ -169,7 +169,8 @@ def reruns_stopped(
 def end_dead_reruns(store: Store, bisect_id: int, now: datetime) -> int:
     """Store the running steps of the bisect's gone reruns (see the module's doc) as interrupted, remove their
     entries, and end the process groups their steps' commands left running on this host (SIGTERM, a grace, SIGKILL),
-    each only while its leader is the process recorded (its start time): never a process that is not theirs. How
+    each only while it is the group recorded (end_groups: led by the recorded leader, or leaderless with live
+    members): never a process that is not theirs. How
     many steps. A dead rerun at a commit that a running one also runs keeps its entry until that one ends: their
     steps cannot be told apart.
 
@@ -213,8 +214,8 @@ def _owner_is_gone_here(entry: dict[str, Any]) -> bool:
 
 
 def _end_groups_here(entries: Collection[dict[str, Any]]) -> None:
-    """End the recorded process groups of these reruns' steps that still run on this host under their recorded
-    leader (end_groups)."""
+    """End the recorded process groups of these reruns' steps that are still the groups recorded on this host
+    (end_groups)."""
     groups = []
     for entry in entries:
         owner = OwnerId.parse(entry["owner"])

@@ -13,6 +13,8 @@ from bisector.vocab.domain import RERUN_STOP_WAIT_S
 from bisector.vocab.errors import BisectError, InputError, StateError, UnknownBisectError
 
 TIMEOUT_S = 120.0  # a submission fetches the repository first
+VIEW_TIMEOUT_S = 15.0  # a status or report is read from the store; a Ctrl-C that comes just before the wait for it
+# begins is seen only once the wait ends, so a read-only view waits no longer than this
 TOKEN_VARIABLE = "BISECT_TOKEN"
 
 
@@ -72,7 +74,7 @@ class ServiceClient:
 
     def rendered(self, bisect_id: int, view: str, output_format: str) -> str:
         params = {"view": view, "format": output_format}
-        return self._call("GET", f"/api/bisects/{bisect_id}/rendered", params=params).text
+        return self._call("GET", f"/api/bisects/{bisect_id}/rendered", params=params, timeout=VIEW_TIMEOUT_S).text
 
     def close(self) -> None:
         self._client.close()
@@ -89,6 +91,9 @@ class ServiceClient:
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             return self._client.request(method, path, **kwargs)
+        except httpx.ReadTimeout:
+            waited_s = kwargs.get("timeout", TIMEOUT_S)
+            raise InputError(f"{self.server} took the request but gave no answer within {waited_s:g} s") from None
         except httpx.HTTPError as exc:
             raise InputError(f"cannot reach {self.server}: {exc}") from None
 

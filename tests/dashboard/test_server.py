@@ -144,6 +144,7 @@ def test_list_and_stats_pages(base: str, filled: Filled):
     assert f"range {last_good[:10]}..{first_bad[:10]}" in page
     assert f'href="/bisects/{filled.ambiguous_id}"' in page
     assert f'href="/bisects/{filled.found_id}"' not in page
+    assert "<th>created (UTC)</th>" in page  # the times are UTC's, as the report says
     stats = get(base, "/stats").text
     assert "tuning.py" in stats
     assert 'data-count="3"' in stats

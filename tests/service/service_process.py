@@ -81,14 +81,10 @@ class ServiceProcess:
         assert self.process.stderr is not None
         return self.process.stderr.read()
 
-    def kill(self, whole_group: bool = False) -> None:
-        """SIGKILL the server alone (its workers see their pipes close and end their tests), or with whole_group
-        its whole process group (workers and tests too)."""
+    def kill(self) -> None:
+        """SIGKILL the server alone: its workers see their pipes close and end their tests."""
         assert self.process is not None
-        if whole_group:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        else:
-            self.process.kill()
+        self.process.kill()
         self.process.wait()
         self._close_pipe()
 
