@@ -1,4 +1,5 @@
-"""One git command run as a subprocess: what vocab/'s git modules (gitrepo.py, submodules.py) start git through."""
+"""One git command run as a subprocess, as gitrepo.py and submodules.py run theirs (gitrepo.StoppableGit, whose runs a
+stop must end, starts its own in sessions of their own)."""
 
 from __future__ import annotations
 

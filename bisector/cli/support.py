@@ -1,6 +1,6 @@
 """What every `bisect` command shares: the error translation, the common options, consoles, reports.
 
-Command modules (`bisector/cli.py` and the `cli_*.py` beside it) import from here; `cli.py` assembles them.
+The command modules of this package import from here; `bisector/cli/__init__.py` assembles them.
 """
 
 from __future__ import annotations

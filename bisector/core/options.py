@@ -1,5 +1,5 @@
 """The bisect options, defined once: OPTIONS names each option's group of the spec, its stored type, its flag,
-its bisect.toml key and its help. The click options (bisector/cli_options.py), the bisect.toml keys and the
+its bisect.toml key and its help. The click options (bisector/cli/options.py), the bisect.toml keys and the
 stored JSON (bisector/core/spec.py) are all derived from it.
 
 The stored JSON of a bisect is flat: {option name: value}, enums as their value, lists for tuples.
