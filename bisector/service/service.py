@@ -80,8 +80,8 @@ class BisectService:
         """`bisect mark` by this person. A mark that reopens the bisect queues its job again: the server resumes it."""
         self._check_owner(bisect_id, person, "mark a commit of")
         outcome = mark_commit(self.store, bisect_id, rev, word, note=note, who=person.name)
-        if outcome.reopened and self.scheduler.queue.requeue(bisect_id):
-            self.scheduler.wake()
+        if outcome.reopened:
+            self.scheduler.reopened(bisect_id)
         return outcome
 
     def job(self, bisect_id: int) -> JobRecord:
