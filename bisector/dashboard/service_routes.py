@@ -12,7 +12,8 @@ bisect rendered as `bisect report|status` print it (what the `--server` client s
     POST   /api/bisects/{id}/rerun      {step: N} or {rev: REV}: the bisect's build and test run again there, in the
                                         background -> 202 {id, sha, status: started}; 409 while its last rerun runs
     POST   /api/bisects/{id}/marks      {rev, verdict, note?}: a commit's verdict by hand (`bisect mark`), given by
-                                        the token's person -> {id, sha, step, verdict, reopened, message}
+                                        the token's person -> {id, sha, step: its number in the report, verdict,
+                                        reopened, message}
     GET    /api/jobs/{id}               the job: {id, state, priority, submitted, started, finished, source, owner}
     GET    /api/bisects/{id}/rendered   ?view=report|status&format=text|markdown|json -> text/plain
 
@@ -118,10 +119,10 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
             return JSONResponse({"detail": "note: a string"}, status_code=400)
 
         def marked() -> dict[str, object]:
-            outcome = service.mark(bisect_id, str(rev), str(verdict), note, person)
-            verdict_given = outcome.verdict.value
-            return {"id": bisect_id, "sha": outcome.commit.sha, "step": outcome.step_id, "verdict": verdict_given,
-                    "reopened": outcome.reopened, "message": outcome.message}  # fmt: skip
+            marked = service.mark(bisect_id, str(rev), str(verdict), note, person)
+            outcome = marked.outcome
+            return {"id": bisect_id, "sha": outcome.commit.sha, "step": marked.step, "verdict": outcome.verdict.value,
+                    "reopened": outcome.reopened, "message": marked.message}  # fmt: skip
 
         return acted(marked)
 
