@@ -222,7 +222,7 @@ def submit_command(start: click.Command) -> click.Command:
 
 def request_from_params(params: dict[str, Any]) -> dict[str, Any]:
     """The JSON request of `bisect submit`'s options: given values only, under their bisect.toml keys; a local
-    --repo by its absolute path."""
+    --repo by its absolute path; --patch files by their texts."""
     from bisector.cli.options import option_values
     from bisector.core.options import BY_NAME
 
@@ -230,9 +230,21 @@ def request_from_params(params: dict[str, Any]) -> dict[str, Any]:
     for name, value in option_values(params).items():
         request[BY_NAME[name].config_key or name] = list(value) if isinstance(value, tuple) else value
     request |= {key: params[key] for key in SUBMIT_KEYS if params.get(key) is not None}
+    if "patch" in request:
+        request["patch"] = [patch_text(name) for name in request["patch"]]
     repo = str(request.get("repo", "."))
     request["repo"] = str(Path(repo).resolve()) if "://" not in repo and Path(repo).exists() else repo
     return request
+
+
+def patch_text(name: str) -> str:
+    """A --patch file's text: a request carries its patches' texts (the server reads no file of its own)."""
+    try:
+        return Path(name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CLIError(f"--patch {name}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise CLIError(f"--patch {name}: not UTF-8 text, which a request to a server carries") from None
 
 
 @click.command()

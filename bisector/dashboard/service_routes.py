@@ -12,7 +12,8 @@ bisect rendered as `bisect report|status` print it (what the `--server` client s
     POST   /api/bisects/{id}/rerun      {step: N} or {rev: REV}: the bisect's build and test run again there, in the
                                         background -> 202 {id, sha, status: started}; 409 while its last rerun runs
     POST   /api/bisects/{id}/marks      {rev, verdict, note?}: a commit's verdict by hand (`bisect mark`), given by
-                                        the token's person -> {id, sha, step, verdict, reopened, message}
+                                        the token's person -> {id, sha, step: its number in the report, verdict,
+                                        reopened, message}
     GET    /api/jobs/{id}               the job: {id, state, priority, submitted, started, finished, source, owner}
     GET    /api/bisects/{id}/rendered   ?view=report|status&format=text|markdown|json -> text/plain
 
@@ -38,7 +39,7 @@ from bisector.db.jobs import JobRecord
 from bisector.service.body_limit import RequestBodyLimit
 from bisector.service.render import FORMATS, VIEWS, render
 from bisector.service.service import BisectService, NotYoursError
-from bisector.service.submission import CommandNotAllowedError
+from bisector.service.submission import CommandNotAllowedError, json_object
 from bisector.service.tokens import Person
 from bisector.vocab.domain import RERUN_STOP_WAIT_S
 from bisector.vocab.errors import StateError
@@ -47,6 +48,7 @@ WaitS = Annotated[
     float, Query(ge=0, description=f"Seconds to wait for the reruns to stop (default and most: {RERUN_STOP_WAIT_S:g}).")
 ]
 
+JsonBody = Annotated[Any, Body()]  # checked here (a JSON object), so anything else is a 400 that says so
 NO_TOKEN = "no token given: this endpoint needs Authorization: Bearer TOKEN"
 WRONG_TOKEN = "token not accepted: the bearer token is not this server's"
 
@@ -70,7 +72,7 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
     bearer = Depends(token_person)  # a default, not an annotation: the annotations are strings read in the module
 
     @app.post("/api/bisects", status_code=201, summary="Queue a bisect (needs a bearer token; owned by its person)")
-    def submit(body: Annotated[dict[str, Any], Body()], person: Person = bearer) -> Any:
+    def submit(body: JsonBody = None, person: Person = bearer) -> Any:
         try:
             submitted = service.submit(body, person)
         except CommandNotAllowedError as exc:
@@ -97,8 +99,8 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
         "/api/bisects/{bisect_id}/rerun", status_code=202,
         summary="Run the bisect's build and test again at its step N or a revision (its owner's or an admin's token)",
     )  # fmt: skip
-    def rerun(bisect_id: BisectId, body: Annotated[dict[str, Any], Body()], person: Person = bearer) -> Any:
-        step, rev = body.get("step"), body.get("rev")
+    def rerun(bisect_id: BisectId, body: JsonBody = None, person: Person = bearer) -> Any:
+        step, rev = (json_object(body).get(key) for key in ("step", "rev"))
         if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 1):
             return JSONResponse({"detail": "step: a step's number, as the report numbers them"}, status_code=400)
         if rev is not None and not (isinstance(rev, str) and rev.strip()):
@@ -109,8 +111,9 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
     @app.post(
         "/api/bisects/{bisect_id}/marks", summary="Give a commit of the bisect a verdict by hand (as `bisect mark`)"
     )
-    def mark(bisect_id: BisectId, body: Annotated[dict[str, Any], Body()], person: Person = bearer) -> Any:
-        rev, verdict, note = body.get("rev"), body.get("verdict"), body.get("note", "")
+    def mark(bisect_id: BisectId, body: JsonBody = None, person: Person = bearer) -> Any:
+        fields = json_object(body)
+        rev, verdict, note = fields.get("rev"), fields.get("verdict"), fields.get("note", "")
         for name, value in (("rev", rev), ("verdict", verdict)):
             if not (isinstance(value, str) and value.strip()):
                 return JSONResponse({"detail": f"{name}: required, a string"}, status_code=400)
@@ -118,10 +121,10 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
             return JSONResponse({"detail": "note: a string"}, status_code=400)
 
         def marked() -> dict[str, object]:
-            outcome = service.mark(bisect_id, str(rev), str(verdict), note, person)
-            verdict_given = outcome.verdict.value
-            return {"id": bisect_id, "sha": outcome.commit.sha, "step": outcome.step_id, "verdict": verdict_given,
-                    "reopened": outcome.reopened, "message": outcome.message}  # fmt: skip
+            marked = service.mark(bisect_id, str(rev), str(verdict), note, person)
+            outcome = marked.outcome
+            return {"id": bisect_id, "sha": outcome.commit.sha, "step": marked.step, "verdict": outcome.verdict.value,
+                    "reopened": outcome.reopened, "message": marked.message}  # fmt: skip
 
         return acted(marked)
 

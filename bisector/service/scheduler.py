@@ -226,8 +226,21 @@ class JobScheduler:
                     bisect_id, BisectStatus.FAILED, message=f"the server's coordinator failed: {detail}"
                 )
         with contextlib.suppress(BisectError):
-            self.queue.mark_done(bisect_id, self.now())
+            # A mark may reopen the bisect while its coordinator explains the culprit it found: the job stays open
+            # for the next round to resume, or is queued again if the mark came as it was marked done.
+            if (
+                not self._reopened(bisect_id)
+                and self.queue.mark_done(bisect_id, self.now())
+                and self._reopened(bisect_id)
+            ):
+                self.queue.requeue(bisect_id)
         self.wake()
+
+    def reopened(self, bisect_id: int) -> None:
+        """A mark reopened the bisect (set it running again after it ended): its job is queued again once its
+        coordinator has returned (at once if it had; _run_job otherwise)."""
+        if self.queue.requeue(bisect_id):
+            self.wake()
 
     def _run_rerun(
         self, bisect_id: int, sha: str, priority: int, cancelled: threading.Event, stopped: threading.Event
@@ -253,6 +266,11 @@ class JobScheduler:
         finally:
             with self._lock:
                 del self._reruns[bisect_id]
+
+    def _reopened(self, bisect_id: int) -> bool:
+        """Whether the bisect runs on after its coordinator returned (a coordinator returns once it ended, or
+        paused, unless a mark reopened it)."""
+        return self.store.get_bisect(bisect_id).status is BisectStatus.RUNNING
 
     def _ended(self, bisect_id: int) -> bool:
         try:

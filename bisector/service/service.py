@@ -33,6 +33,13 @@ class Submitted:
     owner: str
 
 
+@dataclass(frozen=True)
+class Marked:
+    outcome: MarkOutcome
+    step: int  # the manual step's number, as the report numbers the bisect's steps (not its id in the store)
+    message: str  # what happens next, on this server
+
+
 class BisectService:
     def __init__(self, config: ServiceConfig, store: Store, mirrors: Mirrors, scheduler: JobScheduler) -> None:
         self.config = config
@@ -76,13 +83,17 @@ class BisectService:
         self.scheduler.rerun(job, sha)
         return sha
 
-    def mark(self, bisect_id: int, rev: str, word: str, note: str, person: Person) -> MarkOutcome:
-        """`bisect mark` by this person. A mark that reopens the bisect queues its job again: the server resumes it."""
+    def mark(self, bisect_id: int, rev: str, word: str, note: str, person: Person) -> Marked:
+        """`bisect mark` by this person. A mark that reopens the bisect queues its job again: the server resumes it,
+        as it runs a running one (the message says so, not `bisect resume`, which is for a store of one's own)."""
         self._check_owner(bisect_id, person, "mark a commit of")
         outcome = mark_commit(self.store, bisect_id, rev, word, note=note, who=person.name)
-        if outcome.reopened and self.scheduler.queue.requeue(bisect_id):
-            self.scheduler.wake()
-        return outcome
+        if outcome.reopened:
+            self.scheduler.reopened(bisect_id)
+        report = BisectReport.load(self.store, bisect_id)
+        number = next(report.number(step) for step in report.steps if step.id == outcome.step_id)
+        message = outcome.message.replace(f"`bisect resume {bisect_id}` finishes it", "this server resumes it")
+        return Marked(outcome, number, message.replace(f" (if none runs, `bisect resume {bisect_id}`)", ""))
 
     def job(self, bisect_id: int) -> JobRecord:
         return self.scheduler.queue.get(bisect_id)

@@ -44,10 +44,16 @@ class Submission:
     priority: int
 
 
-def check_request(body: object) -> dict[str, Any]:
-    """The request's keys and basic types; InputError (HTTP 400) on anything else."""
+def json_object(body: object) -> dict[str, Any]:
+    """A request's body, if it is a JSON object; InputError (HTTP 400) otherwise."""
     if not isinstance(body, dict):
         raise InputError("the request must be a JSON object")
+    return body
+
+
+def check_request(body: object) -> dict[str, Any]:
+    """The request's keys and basic types; InputError (HTTP 400) on anything else."""
+    body = json_object(body)
     unknown = set(body) - REQUEST_KEYS
     if unknown:
         raise InputError(f"unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(REQUEST_KEYS))})")

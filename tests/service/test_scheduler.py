@@ -14,9 +14,12 @@ from synthetic import SyntheticHistory, write_history
 
 from bisector.core.options import VerifyEndpoints
 from bisector.core.spec import BisectSpec, CommitTest, SearchPolicy
+from bisector.db.jobs import JobState
 from bisector.db.store import Store
 from bisector.report import BisectReport
 from bisector.runner.coordinator import CancelOutcome, Coordinator, prepare_bisect
+from bisector.runner.manual import mark_commit
+from bisector.runner.observer import SilentObserver
 from bisector.runner.stopping import StopRequested
 from bisector.service.scheduler import JobScheduler
 from bisector.vocab.domain import BisectStatus, StepPurpose, StepRecord, StepResult, Verdict
@@ -216,4 +219,44 @@ def test_a_cancel_does_not_name_a_rerun_that_ended_by_itself_just_before_it(
         assert [s.verdict for s in rerun_steps(store, bisect_id)] == [Verdict.BAD, Verdict.BAD]
     finally:
         scheduler.stop()
+        pool.close()
+
+
+class MarkingWhileExplaining(SilentObserver):
+    """Once the coordinator starts explaining its culprit, the culprit is marked good (as `POST .../marks` does):
+    the bisect is reopened while its coordinator still runs."""
+
+    def __init__(self, store: Store, scheduler: Callable[[], JobScheduler], sha: str) -> None:
+        self.store, self.scheduler, self.sha = store, scheduler, sha
+        self.reopened: list[bool] = []
+
+    def note(self, message: str) -> None:
+        if "now explaining it" in message and not self.reopened:
+            [bisect_id] = [job.bisect_id for job in self.scheduler().queue.open_jobs()]
+            outcome = mark_commit(self.store, bisect_id, self.sha, "good", who="alice")
+            self.reopened.append(outcome.reopened)
+            self.scheduler().reopened(bisect_id)
+
+
+def test_a_bisect_reopened_by_a_mark_while_its_culprit_is_explained_is_resumed(
+    store: Store, history: SyntheticHistory
+) -> None:
+    """The job is not marked done under a bisect that runs again: the server resumes it and names the next culprit."""
+    pool = SlotPool(InProcessExecutor(str(history.path), 2), stop_error=lambda: StopRequested(signal.SIGTERM))
+    first_bad = history.shas[5]
+    observer = MarkingWhileExplaining(store, lambda: served, first_bad)
+
+    def coordinator(store: Store, views: Callable[[BisectSpec], Executor]) -> Coordinator:
+        return Coordinator(store, views, observer=observer)
+
+    served = JobScheduler(store, pool, coordinator)
+    try:
+        bisect_id = queued(store, served, history, CommitTest(run="bash test.sh"))
+        served.start()
+        wait_for("the job done", lambda: served.queue.get(bisect_id).state is JobState.DONE)
+        assert observer.reopened == [True]
+        record = store.get_bisect(bisect_id)
+        assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[6])
+    finally:
+        served.stop()
         pool.close()

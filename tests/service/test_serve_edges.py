@@ -138,6 +138,13 @@ def test_a_missing_and_a_wrong_token_are_told_apart(
         assert answer.json()["detail"].startswith(detail)
 
 
+@pytest.mark.parametrize("path", ["/api/bisects", "/api/bisects/1/rerun", "/api/bisects/1/marks"])
+@pytest.mark.parametrize("body", [[], "main", 7, None])
+def test_a_body_that_is_not_a_json_object_is_a_400_saying_so(service: ServiceProcess, path: str, body: object) -> None:
+    answer = httpx.post(f"{service.base}{path}", json=body, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60.0)
+    assert (answer.status_code, answer.json()) == (400, {"detail": "the request must be a JSON object"})
+
+
 @pytest.mark.parametrize(
     ("change", "detail"),
     [

@@ -213,3 +213,30 @@ def test_rerun_and_mark_over_the_api_and_the_cli_follow_the_owner_rules(
                            headers={"Authorization": f"Bearer {ALICE}"}, timeout=60.0)  # fmt: skip
         assert (wrong.status_code, wrong.json()["detail"][: len(problem)]) == (400, problem)
     wait_for(lambda: len(reruns()) == 2 and "running" not in reruns(), what="the admin's rerun")
+
+
+def test_a_mark_over_the_server_names_its_step_as_the_report_numbers_it_and_the_server_resumes_the_bisect(
+    service: ServiceProcess, history: SyntheticHistory
+) -> None:
+    """The store's step ids run across every bisect it holds; the answer gives the report's number, and a reopened
+    bisect is the server's to resume (no `bisect resume`, which would need the server's store)."""
+    alice = f"Bearer {ALICE}"
+    for _ in range(2):  # the second bisect's steps are not the store's first
+        bisect_id = service.post(submission(history), authorization=alice).json()["id"]
+        service.wait_done(bisect_id)
+    env = {**service_env(**service.home_env), "BISECT_TOKEN": ALICE}  # type: ignore[attr-defined]
+    culprit = history.shas[5]
+    marked = bisect_cli("mark", str(bisect_id), culprit, "good", "--server", service.base, env=env)
+    assert marked.returncode == 0, marked.stderr
+    report = service.wait_done(bisect_id)
+    [number] = [i for i, s in enumerate(report["steps"], 1) if s["purpose"] == "manual"]
+    assert marked.stdout == (
+        f"bisect {bisect_id}: {culprit[:12]} marked good (step {number}); this changes the answer (good at or after "
+        f"the first bad commit): bisect {bisect_id} is running again; this server resumes it\n"
+    )
+    assert (report["status"], report["first_bad"]["sha"]) == ("found", history.shas[6])
+    running_id = service.post(submission(history, recipe="slow"), authorization=alice).json()["id"]
+    marked = bisect_cli("mark", str(running_id), history.shas[1], "good", "--server", service.base, env=env)
+    assert marked.stdout.endswith(f"bisect {running_id} is running: its coordinator takes the verdict in within a "
+                                  "second\n"), marked.stderr  # fmt: skip
+    assert service.delete(running_id, authorization=alice).status_code == 200
