@@ -6,7 +6,9 @@ Real repositories and worktrees; every result is checked with the git CLI, which
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -86,6 +88,35 @@ def test_a_lock_left_by_a_git_killed_mid_checkout_does_not_break_the_slot(repo: 
     assert git(worktree, "rev-parse", "HEAD") == shas[1]
     assert (worktree / "src/b.txt").read_text() == "b\n"
     assert not (admin / "index.lock").exists()
+    assert status(worktree) == ""
+
+
+def test_a_git_killed_while_it_moves_the_worktrees_head_does_not_break_the_slot(
+    repo: tuple[Path, list[str]], tmp_path: Path
+):
+    """A checkout killed (a cancelled step's, or with its coordinator) while it holds the worktree's HEAD.lock leaves
+    it in the admin directory; the slot's next holder checks out anyway. The kill comes while git waits in its
+    reference-transaction hook with the lock taken."""
+    path, shas = repo
+    gitrepo = GitRepo(path)
+    worktree = tmp_path / "wt"
+    gitrepo.ensure_worktree(worktree, shas[0])
+    admin = Path(git(worktree, "rev-parse", "--absolute-git-dir"))
+    holding = tmp_path / "holding"
+    hook = path / ".git/hooks/reference-transaction"
+    hook.write_text(f'#!/bin/sh\n[ "$1" = prepared ] && touch {holding} && sleep 600\nexit 0\n')
+    hook.chmod(0o755)
+    checkout = subprocess.Popen(["git", "checkout", "-q", "--detach", shas[1]], cwd=worktree, start_new_session=True)
+    while not holding.exists():
+        assert checkout.poll() is None, "git ended before it took HEAD.lock"
+        time.sleep(0.01)
+    os.killpg(checkout.pid, signal.SIGKILL)
+    checkout.wait()
+    hook.unlink()
+    assert (admin / "HEAD.lock").exists()
+    gitrepo.ensure_worktree(worktree, shas[2])
+    assert git(worktree, "rev-parse", "HEAD") == shas[2]
+    assert not (admin / "HEAD.lock").exists()
     assert status(worktree) == ""
 
 
