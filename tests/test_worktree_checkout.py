@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from bisect_helpers import cli_env
 
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
@@ -117,6 +119,37 @@ def test_a_git_killed_while_it_moves_the_worktrees_head_does_not_break_the_slot(
     gitrepo.ensure_worktree(worktree, shas[2])
     assert git(worktree, "rev-parse", "HEAD") == shas[2]
     assert not (admin / "HEAD.lock").exists()
+    assert status(worktree) == ""
+
+
+def test_a_worktree_add_killed_midway_is_added_again_by_the_slots_next_holder(
+    repo: tuple[Path, list[str]], tmp_path: Path
+):
+    """A worker killed while `git worktree add` registers its slot leaves the registration locked ("initializing")
+    with a null HEAD; the slot's next holder adds it again, so the user's repository lists no locked worktree. The
+    kill comes while git waits in its reference-transaction hook, setting the new worktree's HEAD."""
+    path, shas = repo
+    worktree = tmp_path / "wt"
+    holding = tmp_path / "holding"
+    hook = path / ".git/hooks/reference-transaction"
+    hook.write_text(f'#!/bin/sh\n[ -e "$GIT_DIR/locked" ] && touch {holding} && sleep 600\nexit 0\n')
+    hook.chmod(0o755)
+    add = (
+        "import sys; from pathlib import Path; from bisector.vocab.gitrepo import GitRepo; "
+        "GitRepo(Path(sys.argv[1])).ensure_worktree(Path(sys.argv[2]), sys.argv[3])"
+    )
+    argv = [sys.executable, "-c", add, str(path), str(worktree), shas[0]]
+    worker = subprocess.Popen(argv, env=cli_env(), start_new_session=True)
+    while not holding.exists():
+        assert worker.poll() is None, "the worker ended before git set the worktree's HEAD"
+        time.sleep(0.01)
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait()
+    hook.unlink()
+    assert "locked" in git(path, "worktree", "list", "--porcelain")
+    GitRepo(path).ensure_worktree(worktree, shas[1])
+    assert git(worktree, "rev-parse", "HEAD") == shas[1]
+    assert "locked" not in git(path, "worktree", "list", "--porcelain")
     assert status(worktree) == ""
 
 

@@ -613,14 +613,16 @@ class GitRepo:
 
     def _links_here(self, path: Path) -> bool:
         """Whether the worktree at path is one of this repository's: its .git file names an admin directory
-        of this repository that names it back."""
+        of this repository that names it back, and that git does not hold locked (as a `git worktree add` killed
+        midway leaves it, "initializing", its HEAD perhaps the null id)."""
         try:
             admin = _admin_directory(path)
             back = Path((admin / "gitdir").read_text().strip())
         except OSError:
             return False
         mine = self._common_dir
-        return admin.resolve().parent.parent == mine and back.resolve() == (path / ".git").resolve()
+        linked = admin.resolve().parent.parent == mine and back.resolve() == (path / ".git").resolve()
+        return linked and not (admin / "locked").exists()
 
     def check_out_tree(self, path: Path, tree: str) -> None:
         """Put tree's files in the worktree at path, staged on its commit (as `git cherry-pick -n` leaves them), and
