@@ -6,10 +6,14 @@ Real repositories and worktrees; every result is checked with the git CLI, which
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from bisect_helpers import cli_env
 
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
@@ -86,6 +90,66 @@ def test_a_lock_left_by_a_git_killed_mid_checkout_does_not_break_the_slot(repo: 
     assert git(worktree, "rev-parse", "HEAD") == shas[1]
     assert (worktree / "src/b.txt").read_text() == "b\n"
     assert not (admin / "index.lock").exists()
+    assert status(worktree) == ""
+
+
+def test_a_git_killed_while_it_moves_the_worktrees_head_does_not_break_the_slot(
+    repo: tuple[Path, list[str]], tmp_path: Path
+):
+    """A checkout killed (a cancelled step's, or with its coordinator) while it holds the worktree's HEAD.lock leaves
+    it in the admin directory; the slot's next holder checks out anyway. The kill comes while git waits in its
+    reference-transaction hook with the lock taken."""
+    path, shas = repo
+    gitrepo = GitRepo(path)
+    worktree = tmp_path / "wt"
+    gitrepo.ensure_worktree(worktree, shas[0])
+    admin = Path(git(worktree, "rev-parse", "--absolute-git-dir"))
+    holding = tmp_path / "holding"
+    hook = path / ".git/hooks/reference-transaction"
+    hook.write_text(f'#!/bin/sh\n[ "$1" = prepared ] && touch {holding} && sleep 600\nexit 0\n')
+    hook.chmod(0o755)
+    checkout = subprocess.Popen(["git", "checkout", "-q", "--detach", shas[1]], cwd=worktree, start_new_session=True)
+    while not holding.exists():
+        assert checkout.poll() is None, "git ended before it took HEAD.lock"
+        time.sleep(0.01)
+    os.killpg(checkout.pid, signal.SIGKILL)
+    checkout.wait()
+    hook.unlink()
+    assert (admin / "HEAD.lock").exists()
+    gitrepo.ensure_worktree(worktree, shas[2])
+    assert git(worktree, "rev-parse", "HEAD") == shas[2]
+    assert not (admin / "HEAD.lock").exists()
+    assert status(worktree) == ""
+
+
+def test_a_worktree_add_killed_midway_is_added_again_by_the_slots_next_holder(
+    repo: tuple[Path, list[str]], tmp_path: Path
+):
+    """A worker killed while `git worktree add` registers its slot leaves the registration locked ("initializing")
+    with a null HEAD; the slot's next holder adds it again, so the user's repository lists no locked worktree. The
+    kill comes while git waits in its reference-transaction hook, setting the new worktree's HEAD."""
+    path, shas = repo
+    worktree = tmp_path / "wt"
+    holding = tmp_path / "holding"
+    hook = path / ".git/hooks/reference-transaction"
+    hook.write_text(f'#!/bin/sh\n[ -e "$GIT_DIR/locked" ] && touch {holding} && sleep 600\nexit 0\n')
+    hook.chmod(0o755)
+    add = (
+        "import sys; from pathlib import Path; from bisector.vocab.gitrepo import GitRepo; "
+        "GitRepo(Path(sys.argv[1])).ensure_worktree(Path(sys.argv[2]), sys.argv[3])"
+    )
+    argv = [sys.executable, "-c", add, str(path), str(worktree), shas[0]]
+    worker = subprocess.Popen(argv, env=cli_env(), start_new_session=True)
+    while not holding.exists():
+        assert worker.poll() is None, "the worker ended before git set the worktree's HEAD"
+        time.sleep(0.01)
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait()
+    hook.unlink()
+    assert "locked" in git(path, "worktree", "list", "--porcelain")
+    GitRepo(path).ensure_worktree(worktree, shas[1])
+    assert git(worktree, "rev-parse", "HEAD") == shas[1]
+    assert "locked" not in git(path, "worktree", "list", "--porcelain")
     assert status(worktree) == ""
 
 

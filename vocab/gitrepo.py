@@ -504,9 +504,9 @@ class GitRepo:
         A slot found broken (its `.git` gone or not this repository's, the directory removed, git's record of it
         gone: a step may do any of that) is healed first: removed, `git worktree prune`d and added again. A
         checkout that fails in a slot that turns out broken is healed and tried once more; so is one that fails in a
-        sound slot holding git's index.lock: the caller holds path alone (a claimed slot), so that lock was left by a
-        git killed mid-checkout with its worker. RepoError only when the second try fails too, or the slot is sound
-        and the checkout still fails (an unknown commit).
+        sound slot holding git's index.lock or HEAD.lock: the caller holds path alone (a claimed slot), so such a lock
+        was left by a git killed mid-checkout (with its worker, or its cancelled step). RepoError only when the second
+        try fails too, or the slot is sound and the checkout still fails (an unknown commit).
 
         ``clean=False`` skips removing untracked files, for a caller that cleaned the worktree already
         (``clean_worktree`` right after its last step, off the next step's critical path). A worktree whose last
@@ -521,7 +521,7 @@ class GitRepo:
         except RepoError:
             if not self._links_here(path):
                 self._make_worktree(path, sha)
-            elif not self._drop_index_lock(path):
+            elif not self._drop_checkout_locks(path):
                 raise
             self._check_out(path, sha)
         if clean or had_submodules:
@@ -601,25 +601,28 @@ class GitRepo:
         except GitCommandError as exc:
             raise RepoError(f"checkout of {sha[:12]} in {path} failed: {exc}") from None
 
-    def _drop_index_lock(self, path: Path) -> bool:
-        """Remove the index.lock in the worktree's admin directory; whether there was one."""
+    def _drop_checkout_locks(self, path: Path) -> bool:
+        """Remove the index.lock and HEAD.lock in the worktree's admin directory; whether there was one."""
         admin = _admin_directory(path)
-        try:
-            (admin / "index.lock").unlink()
-        except FileNotFoundError:
-            return False
-        return True
+        dropped = False
+        for name in ("index.lock", "HEAD.lock"):
+            with contextlib.suppress(FileNotFoundError):
+                (admin / name).unlink()
+                dropped = True
+        return dropped
 
     def _links_here(self, path: Path) -> bool:
         """Whether the worktree at path is one of this repository's: its .git file names an admin directory
-        of this repository that names it back."""
+        of this repository that names it back, and that git does not hold locked (as a `git worktree add` killed
+        midway leaves it, "initializing", its HEAD perhaps the null id)."""
         try:
             admin = _admin_directory(path)
             back = Path((admin / "gitdir").read_text().strip())
         except OSError:
             return False
         mine = self._common_dir
-        return admin.resolve().parent.parent == mine and back.resolve() == (path / ".git").resolve()
+        linked = admin.resolve().parent.parent == mine and back.resolve() == (path / ".git").resolve()
+        return linked and not (admin / "locked").exists()
 
     def check_out_tree(self, path: Path, tree: str) -> None:
         """Put tree's files in the worktree at path, staged on its commit (as `git cherry-pick -n` leaves them), and
