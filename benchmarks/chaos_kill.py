@@ -106,8 +106,13 @@ def _descendants(root: int) -> list[int]:
 def _workers_of(coordinator: int) -> list[int]:
     """The coordinator's worker-side descendants: the fork server, the workers forked from it and multiprocessing's
     resource tracker, or with Ray the processes of its StepActors (`ray::StepActor...`); not tests, shells or
-    Ray's own daemons."""
+    Ray's own daemons. Nor a child the coordinator forked that has not yet run what it was forked for (a git
+    command, say): it still has the coordinator's command line."""
     found = []
+    try:
+        own = Path(f"/proc/{coordinator}/cmdline").read_bytes()
+    except OSError:
+        return found
     for pid in _descendants(coordinator):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -115,6 +120,8 @@ def _workers_of(coordinator: int) -> list[int]:
             continue
         argv0 = cmdline.split(b"\0", 1)[0]
         local = argv0.endswith((b"python", b"python3")) or b"/python3." in argv0
+        if cmdline == own:
+            continue
         if argv0.startswith(b"ray::StepActor") or (local and b"ray" not in cmdline):
             found.append(pid)
     return found

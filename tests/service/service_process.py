@@ -81,10 +81,15 @@ class ServiceProcess:
         assert self.process.stderr is not None
         return self.process.stderr.read()
 
-    def kill(self) -> None:
-        """SIGKILL the server alone: its workers see their pipes close and end their tests."""
+    def kill(self, whole_group: bool = False) -> None:
+        """SIGKILL the server alone (its workers see their pipes close and end their tests), or with whole_group its
+        process group: the server and its workers at once (the tests, in sessions of their own, are left to what
+        the next server or command ends)."""
         assert self.process is not None
-        self.process.kill()
+        if whole_group:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        else:
+            self.process.kill()
         self.process.wait()
         self._close_pipe()
 
