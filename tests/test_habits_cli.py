@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from bisect_helpers import stored_rows
 from synthetic import culprit_history, write_history
 from test_cli import ROOT, bisect, start_args
 
@@ -195,6 +196,20 @@ def test_mark_on_a_finished_bisect_agrees_or_reopens_it_for_resume(tmp_path: Pat
     assert notes == [f"marked bad by {getpass.getuser()}: saw it myself", "marked bad by alice: the plot dips here"]
     text = bisect("report", "1", db=db).stdout
     assert "marked bad by alice: the plot dips here" in text
+
+
+def test_a_local_mark_names_its_step_as_the_report_numbers_it_in_a_store_of_several_bisects(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    for _ in range(2):  # the second bisect's steps are not the store's first
+        assert bisect(*start_args(history, "--no-explain"), db=db).returncode == 0
+    marked = bisect("mark", "2", history.shas[30], "bad", db=db)
+    assert marked.returncode == 0, marked.stderr
+    steps = json.loads(bisect("report", "2", "--format", "json", db=db).stdout)["steps"]
+    [number] = [i for i, s in enumerate(steps, 1) if s["purpose"] == "manual"]
+    assert stored_rows(db, "select max(id) from steps") != [(number,)]  # the store's id is another number
+    assert marked.stdout == (
+        f"bisect 2: {history.shas[30][:12]} marked bad (step {number}); stored; it agrees with the answer of bisect 2\n"
+    )
 
 
 def test_a_running_coordinator_takes_in_a_mark(tmp_path: Path):
