@@ -212,6 +212,26 @@ def test_a_local_mark_names_its_step_as_the_report_numbers_it_in_a_store_of_seve
     )
 
 
+def test_a_confirmation_words_a_verdict_given_by_hand_as_such_not_as_a_thousand_runs(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    assert bisect(*start_args(history, "--confirm", "--no-explain"), db=db).returncode == 0
+    # The test says commit 23 is bad; a person says good: the boundary moves to 24, whose parent is theirs.
+    assert "changes the answer" in bisect("mark", "1", history.shas[23], "good", db=db).stdout
+    resumed = bisect("resume", "1", "--format", "json", db=db)
+    assert resumed.returncode == 0, resumed.stderr
+    report = json.loads(resumed.stdout)
+    assert report["first_bad"]["sha"] == history.shas[24]
+    runs_at_23 = [s["verdict"] for s in report["steps"] if s["sha"] == history.shas[23] and s["purpose"] != "manual"]
+    assert set(runs_at_23) == {"bad"}
+    words = f"parent marked good by hand (its runs: 0 good/{len(runs_at_23)} bad), first bad 0 good/"
+    assert words in report["message"]
+    status = bisect("status", "1", db=db).stdout
+    text = " ".join(bisect("report", "1", db=db).stdout.replace("│", " ").split())
+    for shown in (report["message"], status, text):
+        assert "1000" not in shown
+    assert words in text
+
+
 def test_a_running_coordinator_takes_in_a_mark(tmp_path: Path):
     history = culprit_history(tmp_path / "repo", 40, 23)
     db = tmp_path / "b.db"
