@@ -132,6 +132,7 @@ def test_endpoint_mismatch_exits_3_with_the_values(tmp_path: Path, history):
         ({"--gpus-per-step": "2"}, "no GPU"),
         ({"--env": "NOEQUALS"}, "write KEY=VALUE"),
         ({"--expect": "auto", "--direction": "higher", "--repeat": "4"}, "give --repeat 5 or more"),
+        ({"--images-max-size": "abc"}, "--images-max-size: 'abc' is not a size"),  # checked without --image too
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, history, change, message):

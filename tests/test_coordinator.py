@@ -18,7 +18,7 @@ from bisector.report.json_report import report_json
 from bisector.report.model import BisectReport
 from bisector.report.text import range_rows
 from bisector.runner.coordinator import Coordinator, prepare_bisect, utc_now
-from bisector.runner.manual import mark_commit
+from bisector.runner.manual import MarkEffect, mark_commit
 from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectRecord, BisectStatus, Commit, ErrorKind, StepPurpose, StepRecord, Verdict
 from bisector.vocab.errors import ExecutorError, RepoError, StateError
@@ -304,8 +304,12 @@ def test_a_long_range_stores_the_details_of_the_commits_it_shows_and_no_others(t
     assert record.message.endswith(_git_details(history.path, history.shas[217])[0])
 
     untested = next(p for p in range(100, 200) if p not in tested)  # a person's verdict that agrees with the answer
-    mark_commit(store, record.id, history.shas[untested], "good")
+    marked = mark_commit(store, record.id, history.shas[untested], "good")
+    assert (marked.effect, marked.reopened) == (MarkEffect.AGREES, False)
     assert store.candidates(record.id)[untested].described
+    reopening = mark_commit(store, record.id, history.shas[217], "good")  # the answer's first bad commit
+    assert (reopening.effect, reopening.why) == (MarkEffect.REOPENED, "good at or after the first bad commit")
+    assert store.get_bisect(record.id).status is BisectStatus.RUNNING
 
 
 def test_resume_after_a_kill_between_creation_and_the_first_step(tmp_path: Path, store: Store):

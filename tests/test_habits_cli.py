@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from bisect_helpers import stored_rows
 from synthetic import culprit_history, write_history
 from test_cli import ROOT, bisect, start_args
 
@@ -195,6 +196,40 @@ def test_mark_on_a_finished_bisect_agrees_or_reopens_it_for_resume(tmp_path: Pat
     assert notes == [f"marked bad by {getpass.getuser()}: saw it myself", "marked bad by alice: the plot dips here"]
     text = bisect("report", "1", db=db).stdout
     assert "marked bad by alice: the plot dips here" in text
+
+
+def test_a_local_mark_names_its_step_as_the_report_numbers_it_in_a_store_of_several_bisects(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    for _ in range(2):  # the second bisect's steps are not the store's first
+        assert bisect(*start_args(history, "--no-explain"), db=db).returncode == 0
+    marked = bisect("mark", "2", history.shas[30], "bad", db=db)
+    assert marked.returncode == 0, marked.stderr
+    steps = json.loads(bisect("report", "2", "--format", "json", db=db).stdout)["steps"]
+    [number] = [i for i, s in enumerate(steps, 1) if s["purpose"] == "manual"]
+    assert stored_rows(db, "select max(id) from steps") != [(number,)]  # the store's id is another number
+    assert marked.stdout == (
+        f"bisect 2: {history.shas[30][:12]} marked bad (step {number}); stored; it agrees with the answer of bisect 2\n"
+    )
+
+
+def test_a_confirmation_words_a_verdict_given_by_hand_as_such_not_as_a_thousand_runs(tmp_path: Path, history):
+    db = tmp_path / "b.db"
+    assert bisect(*start_args(history, "--confirm", "--no-explain"), db=db).returncode == 0
+    # The test says commit 23 is bad; a person says good: the boundary moves to 24, whose parent is theirs.
+    assert "changes the answer" in bisect("mark", "1", history.shas[23], "good", db=db).stdout
+    resumed = bisect("resume", "1", "--format", "json", db=db)
+    assert resumed.returncode == 0, resumed.stderr
+    report = json.loads(resumed.stdout)
+    assert report["first_bad"]["sha"] == history.shas[24]
+    runs_at_23 = [s["verdict"] for s in report["steps"] if s["sha"] == history.shas[23] and s["purpose"] != "manual"]
+    assert set(runs_at_23) == {"bad"}
+    words = f"parent marked good by hand (its runs: 0 good/{len(runs_at_23)} bad), first bad 0 good/"
+    assert words in report["message"]
+    status = bisect("status", "1", db=db).stdout
+    text = " ".join(bisect("report", "1", db=db).stdout.replace("│", " ").split())
+    for shown in (report["message"], status, text):
+        assert "1000" not in shown
+    assert words in text
 
 
 def test_a_running_coordinator_takes_in_a_mark(tmp_path: Path):

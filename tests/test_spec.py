@@ -90,6 +90,17 @@ def test_stored_values_of_the_wrong_type_or_choice_are_refused_in_one_line(chang
     assert str(refused.value) == message
 
 
+def test_an_image_cache_size_that_is_not_a_size_is_refused_naming_its_key_without_an_image(tmp_path: Path):
+    """Stored JSON and the API's values (from_json), bisect.toml (build_spec) alike, before any image is used."""
+    for value, problem in [("abc", "'abc' is not a size"), ("0", "'0' is not a positive size")]:
+        with pytest.raises(InputError, match=rf"^--images-max-size: {problem}"):
+            BisectSpec.from_json(STORED_BY_MAIN | {"images_max_size": value})
+    (tmp_path / "bisect.toml").write_text('[bisect]\nimages-max-size = "20 gigs"\n')
+    with pytest.raises(InputError) as refused:
+        build_spec(tmp_path, {"good": "a", "bad": "b", "run": "true"})
+    assert str(refused.value).startswith(f"{tmp_path / 'bisect.toml'}: --images-max-size: '20 gigs' is not a size")
+
+
 def test_a_missing_endpoint_is_refused():
     with pytest.raises(InputError, match="good: missing"):
         BisectSpec.from_json({k: v for k, v in STORED_BY_MAIN.items() if k != "good"})

@@ -209,8 +209,8 @@ def mark(
 ) -> None:  # fmt: skip
     """Give a commit of a bisect your verdict by hand: TERM is good, bad (or the bisect's terms) or skip.
 
-    A running bisect takes it in at once. A finished one is re-judged: if the verdict changes the answer, the
-    bisect is reopened for `bisect resume` (on a server, its job is queued again)."""
+    A running bisect takes it in at once, a paused one at `bisect resume`. A finished one is re-judged: if the
+    verdict changes the answer, the bisect is reopened for `bisect resume` (on a server, its job is queued again)."""
     if server is not None:
         if who:
             raise CLIError("--by: with --server the verdict is given by the token's person")
@@ -221,5 +221,5 @@ def mark(
     with translated_errors(), open_store(db_url) as store:
         outcome = mark_commit(store, bisect_id, rev, verdict, note=note, who=who)
     click.echo(
-        f"bisect {bisect_id}: {outcome.commit.sha[:12]} marked {verdict} (step {outcome.step_id}); {outcome.message}"
+        f"bisect {bisect_id}: {outcome.commit.sha[:12]} marked {verdict} (step {outcome.number}); {outcome.message}"
     )

@@ -86,11 +86,14 @@ def confirm_pass_fail(
     *,
     alpha: float = DEFAULT_ALPHA,
     max_pairs: int = DEFAULT_MAX_PAIRS,
+    observed: tuple[str, str] | None = None,
 ) -> Confirmation:
-    """Decide on a boundary from the (good, bad) counts at the parent and at the first bad commit."""
+    """Decide on a boundary from the (good, bad) counts at the parent and at the first bad commit. observed: the
+    two sides' observations in words (default: their counts)."""
     pairs = min(sum(parent), sum(first_bad))
     p_value = fisher_p(parent, first_bad)
-    shown = f"parent {parent[0]} good/{parent[1]} bad, first bad {first_bad[0]} good/{first_bad[1]} bad"
+    before, after = observed or (f"{parent[0]} good/{parent[1]} bad", f"{first_bad[0]} good/{first_bad[1]} bad")
+    shown = f"parent {before}, first bad {after}"
     if p_value < alpha:
         return Confirmation(ConfirmStatus.CONFIRMED, p_value, pairs, 0, f"reproduced (p={p_value:.3g}): {shown}")
     # Budget left in pairs; an unbalanced side counts its extra runs as pairs already done.

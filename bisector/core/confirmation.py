@@ -39,7 +39,8 @@ class Confirming:
                 before.samples, after.samples, direction=judge.direction, find_fix=self.ledger.spec.search.find_fix
             )
         else:
-            result = confirm_pass_fail((before.goods, before.bads), (after.goods, after.bads))
+            observed = (before.observed(), after.observed())
+            result = confirm_pass_fail((before.goods, before.bads), (after.goods, after.bads), observed=observed)
         if result.status is ConfirmStatus.NEED_MORE:
             self.pairs = [
                 (parent, first_bad) if i % 2 == 0 else (first_bad, parent) for i in range(result.pairs_wanted)

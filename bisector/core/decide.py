@@ -442,7 +442,7 @@ def conclude(core: SearchCore) -> Finish | Descend | None:
         message += f" (posterior {outcome.confidence:.3f})"
     if confirmed:
         message += f"; confirmed: {confirmed}"
-    if contradictions := state.contradictions():
+    if contradictions := state.contradictions(outcome.first_bad):
         shas = ", ".join(core.commit_at(i).sha[:12] for i in contradictions[:5])
         message += f"; warning: tested {old_term} after the first {new_term} commit: {shas} (not monotonic)"
     return core.finish(status, message, first_bad.sha, last_good.sha)

@@ -30,6 +30,16 @@ class CommitView:
     samples: tuple[float, ...] = ()
     more_runs: int = 0  # runs still wanted before the verdict stands
     decision: dict[str, object] | None = None  # stats.Decision as JSON, where statistics decided
+    by_hand: Verdict | None = None  # a person's verdict (a manual step), which decides the commit
+
+    def observed(self) -> str:
+        """The observations in words: a person's verdict as such, never as the runs it weighs as."""
+        if self.by_hand is None:
+            return f"{self.goods} good/{self.bads} bad"
+        goods = self.goods - MANUAL_WEIGHT * (self.by_hand is Verdict.GOOD)
+        bads = self.bads - MANUAL_WEIGHT * (self.by_hand is Verdict.BAD)
+        runs = f" (its runs: {goods} good/{bads} bad)" if goods + bads else ""
+        return f"marked {self.by_hand.value} by hand{runs}"
 
 
 UNTESTED = CommitView(None)
@@ -79,7 +89,7 @@ class Judge:
         samples = tuple(s for r in tested if r.verdict in RESULT_VERDICTS for s in r.samples[-1:])
         goods = counts[Verdict.GOOD] + MANUAL_WEIGHT * (verdict is Verdict.GOOD)
         bads = counts[Verdict.BAD] + MANUAL_WEIGHT * (verdict is Verdict.BAD)
-        return CommitView(verdict, goods, bads, samples)
+        return CommitView(verdict, goods, bads, samples, by_hand=verdict)
 
     def _wanted(self, n: int) -> int:
         return max(self.spec.search.repeat - n, 0)

@@ -191,7 +191,14 @@ class ExecutorSpec:
         for name, amount in self.resources.items():
             if not name or not (math.isfinite(amount) and amount > 0):
                 raise InputError(f"--resources {name}={amount:g}: write NAME=AMOUNT with a positive amount")
+        self.images_max_bytes()
         self.image_recipe()  # validates the image settings
+
+    def images_max_bytes(self) -> int:
+        try:
+            return parse_size(self.images_max_size)
+        except InputError as exc:
+            raise InputError(f"--images-max-size: {exc}") from None
 
     def check_build_ahead(self) -> None:
         if self.build_ahead is None or self.build_ahead == 0:
@@ -222,8 +229,7 @@ class ExecutorSpec:
     def image_recipe(self, patches: tuple[Patch, ...] = ()) -> ImageRecipe | None:
         if self.image is ImageMode.NONE:
             return None
-        size = parse_size(self.images_max_size)
-        return ImageRecipe(self.image.value, self.image_inputs, size, self.artifact, patches)
+        return ImageRecipe(self.image.value, self.image_inputs, self.images_max_bytes(), self.artifact, patches)
 
 
 @dataclass(frozen=True)

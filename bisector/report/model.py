@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from bisector.core.judge import RESULT_VERDICTS
 from bisector.core.ledger import EVIDENCE_PURPOSES, Ledger
+from bisector.core.options import StrategyName
 from bisector.core.records import EndpointCheck, SearchRecords
 from bisector.core.spec import BisectSpec
 from bisector.core.terms import new_verdict, old_verdict, term_of
@@ -317,7 +318,9 @@ class BisectReport:
                 "verdict was uncertain"
             )
         if records.flake_seen:
-            lines.append("flaky results were seen (a commit tested both ways): the noisy search took over")
+            lines.append(
+                f"flaky results were seen (a commit tested both ways): the test looks flaky; {self._flaky_advice()}"
+            )
         lines += [f"worker {worker} was set aside: {why}" for worker, why in sorted(records.quarantined.items())]
         if (confirmation := records.confirmation) is not None:
             lines.append(
@@ -325,6 +328,14 @@ class BisectReport:
                 f"{confirmation.reason} (confidence {confirmation.confidence:.3f})"
             )
         return lines + self.endpoint_lines()
+
+    def _flaky_advice(self) -> str:
+        search = self.spec.search
+        if search.strategy is StrategyName.KARY:
+            return "--strategy kary trusted every run: `--strategy noisy` or `--repeat N` weighs repeated runs"
+        if search.strategy is None and search.repeat_limit == 1:
+            return "the noisy search took over; `--repeat N` runs every probe N times from the start"
+        return "the noisy search weighed the runs"
 
     def endpoint_lines(self) -> list[str]:
         """Which endpoints were not run (taken as given, or judged by hand), run only because the answer rested on

@@ -2,12 +2,13 @@
 bisect log's verdicts entering a new bisect). Both store manual steps (purpose manual: no test ran, detail says
 who gave the verdict and why); the search counts a manual verdict as the commit's decided verdict.
 
-A mark on a running bisect is taken in by its coordinator within a second (`bisect resume` does, if none runs).
-A mark on a finished bisect is stored and the answer re-judged: a mark that contradicts it (a commit at or
-before the last good one marked bad, at or after the first bad one marked good, a skip of either, any verdict
-inside an ambiguous range, a verdict on an endpoint of a bisect that failed there) reopens the bisect (back to
-running, with a message) for `bisect resume` to finish; a mark that agrees with the answer changes nothing. A
-cancelled bisect stays cancelled.
+A mark on a running bisect is taken in by its coordinator within a second (`bisect resume` does, if none runs);
+one on a paused bisect, which no coordinator runs, by `bisect resume`. A mark on a finished bisect is stored and
+the answer re-judged: a mark that contradicts it (a commit at or before the last good one marked bad, at or after
+the first bad one marked good, a skip of either, any verdict inside an ambiguous range, a verdict on an endpoint
+of a bisect that failed there) reopens the bisect (back to running, with a message) for `bisect resume` to
+finish; a mark that agrees with the answer changes nothing. A cancelled bisect stays cancelled. The outcome says
+which of these happened (MarkEffect): each face words it for its users.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from __future__ import annotations
 import getpass
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 
 from bisector.core.spec import BisectSpec
 from bisector.core.terms import new_verdict, old_verdict, verdict_for
 from bisector.db.store import Store
+from bisector.report import BisectReport
 from bisector.report.gitlog import GitLog
 from bisector.vocab.domain import BisectRecord, BisectStatus, Commit, Verdict
 from bisector.vocab.errors import InputError, StateError
@@ -33,13 +36,46 @@ REOPENABLE = (
 )
 
 
+class MarkEffect(StrEnum):
+    """What becomes of a stored mark: who takes it in, and when."""
+
+    TAKEN_IN = "taken_in"  # the bisect runs: its coordinator takes the verdict in (`bisect resume`, if none runs)
+    AT_RESUME = "at_resume"  # the bisect is paused: no coordinator runs it; it is taken in when it is resumed
+    REOPENED = "reopened"  # it changes a finished bisect's answer: the bisect runs again, resumed to finish
+    AGREES = "agrees"  # it agrees with the finished bisect's answer: nothing changes
+    KEPT = "kept"  # the bisect stays as it ended (cancelled)
+
+
 @dataclass(frozen=True)
 class MarkOutcome:
-    step_id: int
+    bisect_id: int
+    step_id: int  # the manual step's id in the store
+    number: int  # the manual step's number as the bisect's report numbers its steps
     commit: Commit
     verdict: Verdict
-    reopened: bool
-    message: str  # what happens next, for the person
+    status: BisectStatus  # the bisect's status when the mark came (before any reopening)
+    effect: MarkEffect
+    why: str = ""  # REOPENED: how the verdict contradicts the answer
+
+    @property
+    def reopened(self) -> bool:
+        return self.effect is MarkEffect.REOPENED
+
+    @property
+    def message(self) -> str:
+        """What happens next, in the words of a person holding the store (the local `bisect mark`); a face that
+        runs the bisect itself (a server) words the effect its own way."""
+        bisect_id, status = self.bisect_id, self.status.value
+        return {
+            MarkEffect.TAKEN_IN: f"bisect {bisect_id} is {status}: its coordinator takes the verdict in within a "
+            f"second (if none runs, `bisect resume {bisect_id}`)",
+            MarkEffect.AT_RESUME: f"bisect {bisect_id} is {status}: no coordinator runs it; `bisect resume "
+            f"{bisect_id}` takes the verdict in",
+            MarkEffect.REOPENED: f"this changes the answer ({self.why}): bisect {bisect_id} is running again; "
+            f"`bisect resume {bisect_id}` finishes it",
+            MarkEffect.AGREES: f"stored; it agrees with the answer of bisect {bisect_id}",
+            MarkEffect.KEPT: f"stored; bisect {bisect_id} stays {status}",
+        }[self.effect]
 
 
 def current_user() -> str:
@@ -66,27 +102,30 @@ def mark_commit(store: Store, bisect_id: int, rev: str, word: str, *, note: str 
     step_id = store.add_manual_step(
         bisect_id, commit.sha, verdict, manual_detail(word, who or current_user(), note), datetime.now(UTC)
     )
+    effect, why = _mark_effect(store, record, spec, commit, verdict)
+    if effect is MarkEffect.REOPENED:
+        store.reopen(
+            bisect_id,
+            record.status,
+            f"reopened: {commit.sha[:12]} was marked {word} ({why}); it had ended {record.status.value}: "
+            f"{record.message}",
+        )
+    report = BisectReport.load(store, bisect_id)
+    number = next(report.number(step) for step in report.steps if step.id == step_id)
+    return MarkOutcome(bisect_id, step_id, number, commit, verdict, record.status, effect, why)
+
+
+def _mark_effect(
+    store: Store, record: BisectRecord, spec: BisectSpec, commit: Commit, verdict: Verdict
+) -> tuple[MarkEffect, str]:
+    if record.status is BisectStatus.PAUSED:
+        return MarkEffect.AT_RESUME, ""
     if not record.status.is_terminal():
-        return MarkOutcome(
-            step_id, commit, verdict, False,
-            f"bisect {bisect_id} is {record.status.value}: its coordinator takes the verdict in within a second "
-            f"(if none runs, `bisect resume {bisect_id}`)",
-        )  # fmt: skip
+        return MarkEffect.TAKEN_IN, ""
     if record.status not in REOPENABLE:
-        return MarkOutcome(step_id, commit, verdict, False, f"stored; bisect {bisect_id} stays {record.status.value}")
+        return MarkEffect.KEPT, ""
     why = changed_answer(store, record, spec, commit, verdict)
-    if why is None:
-        return MarkOutcome(step_id, commit, verdict, False, f"stored; it agrees with the answer of bisect {bisect_id}")
-    store.reopen(
-        bisect_id,
-        record.status,
-        f"reopened: {commit.sha[:12]} was marked {word} ({why}); it had ended {record.status.value}: {record.message}",
-    )
-    return MarkOutcome(
-        step_id, commit, verdict, True,
-        f"this changes the answer ({why}): bisect {bisect_id} is running again; "
-        f"`bisect resume {bisect_id}` finishes it",
-    )  # fmt: skip
+    return (MarkEffect.AGREES, "") if why is None else (MarkEffect.REOPENED, why)
 
 
 def changed_answer(

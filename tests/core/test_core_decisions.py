@@ -257,3 +257,33 @@ def _git_bisect_run_count(repo: Path, good: str, bad: str) -> int:
     finally:
         subprocess.run(["git", "bisect", "reset"], cwd=repo, check=True, capture_output=True)
     return len(counter.read_text().splitlines())
+
+
+@pytest.mark.parametrize(
+    ("strategy", "advice"),
+    [
+        (None, "the noisy search took over; `--repeat N` runs every probe N times from the start"),
+        ("kary", "--strategy kary trusted every run: `--strategy noisy` or `--repeat N` weighs repeated runs"),
+    ],
+)
+def test_a_flake_seen_says_the_test_looks_flaky_and_warns_only_of_goods_after_the_answer(
+    tmp_path: Path, store: Store, strategy: str | None, advice: str
+):
+    """80, a first-round probe before the culprit, fails once (then passes): contradicted by the goods after it. The
+    report says so with advice, whether or not anything explains the culprit; the answer warns of goods after the
+    first bad commit only, never of the goods before it that contradict the flake."""
+    options = {"strategy": strategy} if strategy else {}
+    done = scripted_bisect(tmp_path, store, 200, 117, {80: [BAD, GOOD]}, workers=8, **options)
+    assert 80 in done.rounds()[0]
+    assert (done.record.status, done.record.first_bad) == (BisectStatus.FOUND, done.history.shas[117])
+    assert "tested good after" not in done.record.message, done.record.message
+    lines = BisectReport.load(store, done.record.id).noise_lines()
+    assert f"flaky results were seen (a commit tested both ways): the test looks flaky; {advice}" in lines
+
+
+def test_a_good_after_the_first_bad_commit_is_named_as_not_monotonic(tmp_path: Path, store: Store):
+    done = scripted_bisect(tmp_path, store, 200, 117, {134: [GOOD, BAD]}, workers=8)
+    assert done.record.first_bad == done.history.shas[117]
+    assert done.record.message.endswith(
+        f"; warning: tested good after the first bad commit: {done.history.shas[134][:12]} (not monotonic)"
+    )

@@ -16,6 +16,7 @@ from synthetic import culprit_history
 from bisector.core.spec import BisectSpec
 from bisector.db.store import Store
 from bisector.runner.coordinator import HARNESS_PAUSE_AFTER, Coordinator
+from bisector.runner.manual import MarkEffect, mark_commit
 from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus, ErrorKind, StepResult, Verdict
 from bisector.workers.executor import Executor
@@ -93,3 +94,20 @@ def test_a_harness_that_keeps_failing_pauses_the_bisect_and_resume_carries_on(tm
 
     resumed = Coordinator(store, make_executor, poll_interval_s=0.05).resume(paused.id)
     assert (resumed.status, resumed.first_bad) == (BisectStatus.FOUND, history.shas[13])
+
+
+def test_a_mark_on_a_paused_bisect_is_said_to_wait_for_resume_which_takes_it_in(tmp_path: Path, store: Store):
+    """No coordinator runs a paused bisect: the mark waits for `bisect resume`, never for one 'within a second'."""
+    history = culprit_history(tmp_path / "repo", 20, 13)
+    spec = synthetic_spec(history.path, history.shas[0], "main", workers=2, max_attempts=2)
+    paused = Coordinator(store, FullDisk, poll_interval_s=0.05).start(spec)
+    assert paused.status is BisectStatus.PAUSED
+
+    marked = mark_commit(store, paused.id, history.shas[13], "good", who="alice")  # the test says bad: a person wins
+    assert (marked.effect, marked.status, marked.reopened) == (MarkEffect.AT_RESUME, BisectStatus.PAUSED, False)
+    assert marked.message == (
+        f"bisect {paused.id} is paused: no coordinator runs it; `bisect resume {paused.id}` takes the verdict in"
+    )
+    assert store.get_bisect(paused.id).status is BisectStatus.PAUSED
+    resumed = Coordinator(store, make_executor, poll_interval_s=0.05).resume(paused.id)
+    assert (resumed.status, resumed.first_bad) == (BisectStatus.FOUND, history.shas[14])

@@ -52,10 +52,9 @@ class SearchState:
         lo, hi = self.boundary()
         return hi - lo
 
-    def contradictions(self) -> list[int]:
-        """Good verdicts after the first bad one: the metric is not monotonic (noise, or two changes)."""
-        _, hi = self.boundary()
-        return sorted(p for p, v in self.verdicts.items() if v is Verdict.GOOD and p > hi)
+    def contradictions(self, first_bad: int) -> list[int]:
+        """Good verdicts after the answer's first bad commit: the metric is not monotonic (noise, or two changes)."""
+        return sorted(p for p, v in self.verdicts.items() if v is Verdict.GOOD and p > first_bad)
 
 
 class OutcomeKind(StrEnum):
