@@ -22,6 +22,7 @@ from bisector.vocab.errors import StateError, UnknownBisectError
 
 SOURCE_KEY = "source"  # a bisect a server stored carries its request's repository under this key of `extra`
 OWNER_KEY = "owner"  # ... and who submitted it under this one
+SUBMISSION_KEY = "submission_key"  # ... and the key its client sent, if any
 
 
 class JobState(StrEnum):
@@ -43,6 +44,7 @@ class JobRecord:
     finished: datetime | None
     source: str  # the repository as the client named it
     owner: str | None  # who submitted it (its token's name); None for a job stored before jobs had owners
+    submission_key: str | None  # its client's key for the submission; None: none sent
 
 
 class JobQueue:
@@ -51,19 +53,34 @@ class JobQueue:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def add(self, bisect_id: int, priority: int, source: str, submitted: datetime, owner: str) -> None:
+    def add(
+        self,
+        bisect_id: int,
+        priority: int,
+        source: str,
+        submitted: datetime,
+        owner: str,
+        submission_key: str | None = None,
+    ) -> None:
         with self.store.writing() as conn:
             conn.execute(
                 jobs.insert().values(
                     bisect_id=bisect_id, state=JobState.QUEUED.value, priority=priority, submitted=submitted,
-                    source=source, owner=owner,
+                    source=source, owner=owner, submission_key=submission_key,
                 )
             )  # fmt: skip
+
+    def submitted_as(self, owner: str, submission_key: str) -> JobRecord | None:
+        """The job this owner submitted with this key, if any."""
+        query = select(jobs).where(jobs.c.owner == owner, jobs.c.submission_key == submission_key)
+        with self.store.reading() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else _record(row)
 
     def queue_stranded(self) -> list[int]:
         """Queue the bisects a server stored but never queued (it died between the two): running, stored with a
         source in `extra` (with the bisect, in one transaction), no job. Each is queued as submitted when it was
-        created, with its stored priority and owner. One transaction; their ids, oldest first."""
+        created, with its stored priority, owner and submission key. One transaction; their ids, oldest first."""
         query = (
             select(bisects.c.id, bisects.c.extra, bisects.c.created)
             .outerjoin(jobs, jobs.c.bisect_id == bisects.c.id)
@@ -76,12 +93,13 @@ class JobQueue:
                 extra = load(row.extra)
                 if not isinstance(extra, dict) or not isinstance(extra.get(SOURCE_KEY), str):
                     continue  # not a server's: a local `bisect run` left running
-                priority, owner = extra.get("priority"), extra.get(OWNER_KEY)
+                priority, owner, key = extra.get("priority"), extra.get(OWNER_KEY), extra.get(SUBMISSION_KEY)
                 conn.execute(
                     jobs.insert().values(
                         bisect_id=row.id, state=JobState.QUEUED.value, submitted=row.created,
                         priority=priority if isinstance(priority, int) else 0, source=extra[SOURCE_KEY],
                         owner=owner if isinstance(owner, str) else None,
+                        submission_key=key if isinstance(key, str) else None,
                     )
                 )  # fmt: skip
                 queued.append(row.id)
@@ -157,4 +175,5 @@ def _record(row: Row[object]) -> JobRecord:
     return JobRecord(
         bisect_id=row.bisect_id, state=JobState(row.state), priority=row.priority, submitted=row.submitted,
         started=row.started, finished=row.finished, source=row.source, owner=row.owner,
+        submission_key=row.submission_key,
     )  # fmt: skip

@@ -209,7 +209,10 @@ def submit_command(start: click.Command) -> click.Command:
     )
     @output_format_option(("text", "json"), "The id, or {id, status}.")
     def submit(server: str, token_file: str | None, output_format: str, **params: Any) -> None:
-        """Queue a bisect on a `bisect serve`; prints its id (`bisect status --server URL ID` follows it)."""
+        """Queue a bisect on a `bisect serve`; prints its id (`bisect status --server URL ID` follows it).
+
+        A submission whose answer does not come (no connection, none in 120 s) is sent again, up to 6 times, with
+        the same key: the server answers it with the job it made, never a second one."""
         with translated_errors(), client(server, token_file) as service:
             answer = service.submit(request_from_params(params))
         click.echo(

@@ -2,7 +2,9 @@
 bisect rendered as `bisect report|status` print it (what the `--server` client shows); and the browser's forms
 (bisector/dashboard/actions.py).
 
-    POST   /api/bisects                 a request (bisector/service/submission.py) -> 201 {id, status, owner}
+    POST   /api/bisects                 a request (bisector/service/submission.py) -> 201 {id, status, owner}; with
+                                        an Idempotency-Key header its person sent before, 200 and the job that
+                                        submission made (a client's retry), never a second job
     DELETE /api/bisects/{id}            cancel the bisect and its reruns, the server's and `bisect run-at --bisect`
                                         ones on its store (of an ended bisect, its reruns) -> {id, status: the
                                         bisect's, ended_before: whether it had ended, reruns: the stopped reruns'
@@ -49,6 +51,10 @@ WaitS = Annotated[
 ]
 
 JsonBody = Annotated[Any, Body()]  # checked here (a JSON object), so anything else is a 400 that says so
+SubmissionKey = Annotated[
+    str | None,
+    Header(min_length=1, max_length=200, description="The client's key for this submission: sent again, same job."),
+]
 NO_TOKEN = "no token given: this endpoint needs Authorization: Bearer TOKEN"
 WRONG_TOKEN = "token not accepted: the bearer token is not this server's"
 
@@ -72,12 +78,13 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
     bearer = Depends(token_person)  # a default, not an annotation: the annotations are strings read in the module
 
     @app.post("/api/bisects", status_code=201, summary="Queue a bisect (needs a bearer token; owned by its person)")
-    def submit(body: JsonBody = None, person: Person = bearer) -> Any:
+    def submit(body: JsonBody = None, idempotency_key: SubmissionKey = None, person: Person = bearer) -> Any:
         try:
-            submitted = service.submit(body, person)
+            submitted = service.submit(body, person, idempotency_key)
         except CommandNotAllowedError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=403)
-        return JSONResponse({"id": submitted.id, "status": submitted.status, "owner": submitted.owner}, status_code=201)
+        answer = {"id": submitted.id, "status": submitted.status, "owner": submitted.owner}
+        return JSONResponse(answer, status_code=200 if submitted.repeated else 201)
 
     @app.delete(
         "/api/bisects/{bisect_id}",

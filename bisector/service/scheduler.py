@@ -102,8 +102,8 @@ class JobScheduler:
     def wake(self) -> None:
         self._wake.set()
 
-    def add(self, bisect_id: int, priority: int, source: str, owner: str) -> None:
-        self.queue.add(bisect_id, priority, source, self.now(), owner)
+    def add(self, bisect_id: int, priority: int, source: str, owner: str, submission_key: str | None = None) -> None:
+        self.queue.add(bisect_id, priority, source, self.now(), owner, submission_key)
         self.wake()
 
     def rerun(self, job: JobRecord, sha: str) -> None:

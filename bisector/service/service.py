@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from bisector.db.jobs import OWNER_KEY, SOURCE_KEY, JobRecord
+from bisector.db.jobs import OWNER_KEY, SOURCE_KEY, SUBMISSION_KEY, JobRecord
 from bisector.db.store import Store
 from bisector.report import BisectReport
 from bisector.runner.coordinator import CancelOutcome, prepare_bisect
@@ -29,8 +29,9 @@ class NotYoursError(InputError):
 @dataclass(frozen=True)
 class Submitted:
     id: int
-    status: str  # the job's state: queued
+    status: str  # the job's state: queued (or, for a repeated submission key, whatever it is now)
     owner: str
+    repeated: bool = False  # the submission key was sent before: this is the job that submission made
 
 
 @dataclass(frozen=True)
@@ -50,19 +51,26 @@ class BisectService:
         # its own preparation, not after all of theirs.
         self._submitting = threading.Lock()
 
-    def submit(self, body: object, person: Person) -> Submitted:
-        """Store the requested bisect and queue it. InputError / CommandNotAllowedError / RepoError: nothing stored."""
+    def submit(self, body: object, person: Person, submission_key: str | None = None) -> Submitted:
+        """Store the requested bisect and queue it; a submission key this person sent before gets the job made then
+        (a client's retry after its answer was lost), never a second one. InputError / CommandNotAllowedError /
+        RepoError: nothing stored."""
         request = check_request(body)
         source = self.mirrors.allowed_source(request["repo"])
         with self._submitting:
+            # Under the lock: a retry that came while its first try still fetched the mirror waits for that try's job.
+            if submission_key is not None and (
+                earlier := self.scheduler.queue.submitted_as(person.name, submission_key)
+            ):
+                return Submitted(earlier.bisect_id, earlier.state.value, person.name, repeated=True)
             mirror = self.mirrors.sync(source)
             submission = build_submission(self.config, mirror, source, request)
             # Its source and owner are stored with the bisect: a server that dies before queueing it queues it at
             # its next start (JobQueue.queue_stranded).
-            served = {SOURCE_KEY: source, OWNER_KEY: person.name, "recipe": request.get("recipe"),
-                      "priority": submission.priority}  # fmt: skip
+            served = {SOURCE_KEY: source, OWNER_KEY: person.name, SUBMISSION_KEY: submission_key,
+                      "recipe": request.get("recipe"), "priority": submission.priority}  # fmt: skip
             bisect_id = prepare_bisect(self.store, submission.spec, extra=served)
-            self.scheduler.add(bisect_id, submission.priority, source, person.name)
+            self.scheduler.add(bisect_id, submission.priority, source, person.name, submission_key)
         return Submitted(bisect_id, "queued", person.name)
 
     def cancel(self, bisect_id: int, person: Person, wait_s: float = RERUN_STOP_WAIT_S) -> CancelOutcome:

@@ -96,7 +96,8 @@ def test_a_bisect_stored_by_a_server_that_died_before_queueing_it_is_queued_at_t
     # left running (no source): not the server's to run.
     with Store.open(db) as store:
         spec = BisectSpec.from_json(store.get_bisect(served_id).spec)
-        served = {"source": str(history.path), "owner": "default", "recipe": "synthetic", "priority": 0}
+        served = {"source": str(history.path), "owner": "default", "submission_key": "key-1", "recipe": "synthetic",
+                  "priority": 0}  # fmt: skip
         stranded = prepare_bisect(store, spec, extra=served)
         local = prepare_bisect(store, spec)
 
@@ -111,6 +112,7 @@ def test_a_bisect_stored_by_a_server_that_died_before_queueing_it_is_queued_at_t
     with Store.open(db, read_only=True) as store:
         assert JobQueue(store).get(stranded).source == str(history.path)
         assert JobQueue(store).get(stranded).owner == "default"  # who submitted it, as the server stored it
+        assert JobQueue(store).get(stranded).submission_key == "key-1"  # a retry of it gets it, not a second job
         with pytest.raises(UnknownBisectError):
             JobQueue(store).get(local)
         assert store.get_bisect(local).status is BisectStatus.RUNNING
