@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import Row, select, update
+from sqlalchemy import Row, func, select, update
 
 from bisector.db.rows import load
 from bisector.db.schema import bisects, jobs
@@ -40,7 +40,7 @@ class JobRecord:
     state: JobState
     priority: int
     submitted: datetime
-    started: datetime | None
+    started: datetime | None  # when a server first took it up
     finished: datetime | None
     source: str  # the repository as the client named it
     owner: str | None  # who submitted it (its token's name); None for a job stored before jobs had owners
@@ -137,12 +137,13 @@ class JobQueue:
         return sum(1 for job in open_jobs[:position] if job.state is JobState.QUEUED)
 
     def mark_running(self, bisect_id: int, now: datetime) -> None:
-        """queued -> running (a running job stays running: a restarted server resumes it)."""
+        """queued -> running (a running job stays running: a restarted server resumes it). `started` is the first
+        start: a restarted server, or a job queued again, keeps it."""
         with self.store.writing() as conn:
             changed = conn.execute(
                 update(jobs)
                 .where(jobs.c.bisect_id == bisect_id, jobs.c.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))
-                .values(state=JobState.RUNNING.value, started=now)
+                .values(state=JobState.RUNNING.value, started=func.coalesce(jobs.c.started, now))
             ).rowcount
         if not changed:
             raise StateError(f"job {bisect_id} is not open")
@@ -155,7 +156,7 @@ class JobQueue:
                 conn.execute(
                     update(jobs)
                     .where(jobs.c.bisect_id == bisect_id, jobs.c.state == JobState.DONE.value)
-                    .values(state=JobState.QUEUED.value, started=None, finished=None)
+                    .values(state=JobState.QUEUED.value, finished=None)
                 ).rowcount
             )
 

@@ -16,7 +16,8 @@ bisect rendered as `bisect report|status` print it (what the `--server` client s
     POST   /api/bisects/{id}/marks      {rev, verdict, note?}: a commit's verdict by hand (`bisect mark`), given by
                                         the token's person -> {id, sha, step: its number in the report, verdict,
                                         reopened, message}
-    GET    /api/jobs/{id}               the job: {id, state, priority, submitted, started, finished, source, owner}
+    GET    /api/jobs/{id}               the job: {id, state, priority, submitted, started (its first start), finished,
+                                        source, owner}
     GET    /api/bisects/{id}/rendered   ?view=report|status&format=text|markdown|json -> text/plain
 
 The bearer token names the person (bisector/service/tokens.py): a submitted job is theirs, and only they or an admin

@@ -49,6 +49,7 @@ def test_a_killed_server_resumes_its_job_without_repeating_finished_steps(tmp_pa
         while len(finished_steps(db, bisect_id)) < 3:
             assert time.monotonic() < deadline
             time.sleep(0.1)
+        started = first.job(bisect_id)["started"]
         first.kill()
     finally:
         first.stop()
@@ -64,11 +65,13 @@ def test_a_killed_server_resumes_its_job_without_repeating_finished_steps(tmp_pa
     try:
         report = second.wait_done(bisect_id)
         queued_report = second.wait_done(queued_id)
+        job = second.job(bisect_id)
     finally:
         second.stop()
 
     assert report["status"] == "found"
     assert report["first_bad"]["sha"] == history.shas[history.first_bad]
+    assert job["started"] == started  # its first start, not the restart
     assert queued_report["first_bad"]["sha"] == history.shas[history.first_bad]
     after = finished_steps(db, bisect_id)
     assert [(s.id, s.sha, s.verdict) for s in after[: len(before)]] == [(s.id, s.sha, s.verdict) for s in before]
