@@ -1,4 +1,4 @@
-"""The HTTP client of `bisect submit|status|report|cancel|mark|run-at --server URL` (httpx). Every failure is one
+"""The HTTP client of `bisect submit|status|report|cancel|mark|resume|run-at --server URL` (httpx). Every failure is one
 line."""
 
 from __future__ import annotations
@@ -87,6 +87,10 @@ class ServiceClient:
         body = {"rev": rev, "verdict": verdict, "note": note}
         answer: dict[str, Any] = self._call("POST", f"/api/bisects/{bisect_id}/marks", json=body).json()
         return answer
+
+    def resume(self, bisect_id: int) -> dict[str, Any]:
+        """{id, resumed, state}: whether the bisect's job was queued again (False: it was open already), its state."""
+        return self._json("POST", f"/api/bisects/{bisect_id}/resume")
 
     def rendered(self, bisect_id: int, view: str, output_format: str) -> str:
         params = {"view": view, "format": output_format}
