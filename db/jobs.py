@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import Row, select, update
+from sqlalchemy import Row, func, select, update
 
 from bisector.db.rows import load
 from bisector.db.schema import bisects, jobs
@@ -22,6 +22,7 @@ from bisector.vocab.errors import StateError, UnknownBisectError
 
 SOURCE_KEY = "source"  # a bisect a server stored carries its request's repository under this key of `extra`
 OWNER_KEY = "owner"  # ... and who submitted it under this one
+SUBMISSION_KEY = "submission_key"  # ... and the key its client sent, if any
 
 
 class JobState(StrEnum):
@@ -39,10 +40,11 @@ class JobRecord:
     state: JobState
     priority: int
     submitted: datetime
-    started: datetime | None
+    started: datetime | None  # when a server first took it up
     finished: datetime | None
     source: str  # the repository as the client named it
     owner: str | None  # who submitted it (its token's name); None for a job stored before jobs had owners
+    submission_key: str | None  # its client's key for the submission; None: none sent
 
 
 class JobQueue:
@@ -51,19 +53,34 @@ class JobQueue:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def add(self, bisect_id: int, priority: int, source: str, submitted: datetime, owner: str) -> None:
+    def add(
+        self,
+        bisect_id: int,
+        priority: int,
+        source: str,
+        submitted: datetime,
+        owner: str,
+        submission_key: str | None = None,
+    ) -> None:
         with self.store.writing() as conn:
             conn.execute(
                 jobs.insert().values(
                     bisect_id=bisect_id, state=JobState.QUEUED.value, priority=priority, submitted=submitted,
-                    source=source, owner=owner,
+                    source=source, owner=owner, submission_key=submission_key,
                 )
             )  # fmt: skip
+
+    def submitted_as(self, owner: str, submission_key: str) -> JobRecord | None:
+        """The job this owner submitted with this key, if any."""
+        query = select(jobs).where(jobs.c.owner == owner, jobs.c.submission_key == submission_key)
+        with self.store.reading() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else _record(row)
 
     def queue_stranded(self) -> list[int]:
         """Queue the bisects a server stored but never queued (it died between the two): running, stored with a
         source in `extra` (with the bisect, in one transaction), no job. Each is queued as submitted when it was
-        created, with its stored priority and owner. One transaction; their ids, oldest first."""
+        created, with its stored priority, owner and submission key. One transaction; their ids, oldest first."""
         query = (
             select(bisects.c.id, bisects.c.extra, bisects.c.created)
             .outerjoin(jobs, jobs.c.bisect_id == bisects.c.id)
@@ -76,12 +93,13 @@ class JobQueue:
                 extra = load(row.extra)
                 if not isinstance(extra, dict) or not isinstance(extra.get(SOURCE_KEY), str):
                     continue  # not a server's: a local `bisect run` left running
-                priority, owner = extra.get("priority"), extra.get(OWNER_KEY)
+                priority, owner, key = extra.get("priority"), extra.get(OWNER_KEY), extra.get(SUBMISSION_KEY)
                 conn.execute(
                     jobs.insert().values(
                         bisect_id=row.id, state=JobState.QUEUED.value, submitted=row.created,
                         priority=priority if isinstance(priority, int) else 0, source=extra[SOURCE_KEY],
                         owner=owner if isinstance(owner, str) else None,
+                        submission_key=key if isinstance(key, str) else None,
                     )
                 )  # fmt: skip
                 queued.append(row.id)
@@ -119,12 +137,13 @@ class JobQueue:
         return sum(1 for job in open_jobs[:position] if job.state is JobState.QUEUED)
 
     def mark_running(self, bisect_id: int, now: datetime) -> None:
-        """queued -> running (a running job stays running: a restarted server resumes it)."""
+        """queued -> running (a running job stays running: a restarted server resumes it). `started` is the first
+        start: a restarted server, or a job queued again, keeps it."""
         with self.store.writing() as conn:
             changed = conn.execute(
                 update(jobs)
                 .where(jobs.c.bisect_id == bisect_id, jobs.c.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))
-                .values(state=JobState.RUNNING.value, started=now)
+                .values(state=JobState.RUNNING.value, started=func.coalesce(jobs.c.started, now))
             ).rowcount
         if not changed:
             raise StateError(f"job {bisect_id} is not open")
@@ -137,7 +156,7 @@ class JobQueue:
                 conn.execute(
                     update(jobs)
                     .where(jobs.c.bisect_id == bisect_id, jobs.c.state == JobState.DONE.value)
-                    .values(state=JobState.QUEUED.value, started=None, finished=None)
+                    .values(state=JobState.QUEUED.value, finished=None)
                 ).rowcount
             )
 
@@ -157,4 +176,5 @@ def _record(row: Row[object]) -> JobRecord:
     return JobRecord(
         bisect_id=row.bisect_id, state=JobState(row.state), priority=row.priority, submitted=row.submitted,
         started=row.started, finished=row.finished, source=row.source, owner=row.owner,
+        submission_key=row.submission_key,
     )  # fmt: skip

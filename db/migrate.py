@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-HEAD_REVISION = "0011_lease_ttl"  # the newest file in migrations/versions; tests/db checks it is Alembic's head
+HEAD_REVISION = "0012_submission_key"  # the newest file in migrations/versions; tests/db checks it is Alembic's head
 
 
 def alembic_config(connection: Connection | None = None) -> Config:

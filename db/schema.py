@@ -208,6 +208,10 @@ jobs = Table(
     Column("finished", UTCDateTime, nullable=True),
     Column("source", Text, nullable=False),  # the repository as the client named it (the bisect's repo is a mirror)
     Column("owner", Text, nullable=True),  # who submitted it (the name of its token); None: stored before owners
+    # The client's key for its submission (Idempotency-Key): its retries get this job, never a second one. None: none
+    # sent (identical submissions without a key are separate jobs).
+    Column("submission_key", Text, nullable=True),
     # The scheduler's queue: open jobs by state, priority and age.
     Index("ix_jobs_state_priority", "state", "priority", "submitted"),
+    Index("ux_jobs_owner_submission_key", "owner", "submission_key", unique=True),
 )

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 from datetime import UTC, datetime
 
 from bisector.cli.options import START_OPTIONS, executor_overrides, option_values, spec_options
-from bisector.cli.service import cancel_remote, cancelled_line, mark_remote, server_options
+from bisector.cli.service import cancel_remote, cancelled_line, mark_remote, resume_remote, server_options
 from bisector.cli.support import (
     CLIError,
     db_option,
@@ -100,11 +100,21 @@ def spec_from_params(repo: str, **params: Any) -> BisectSpec:
 )  # fmt: skip
 @db_option
 @format_option
-def resume(bisect_id: int, explain: bool | None, db_url: str | None, output_format: str, **executor_flags: Any) -> None:
-    """Continue a bisect whose coordinator stopped, without re-running finished steps."""
+@server_options
+def resume(
+    bisect_id: int, explain: bool | None, db_url: str | None, output_format: str, server: str | None,
+    token_file: str | None, **executor_flags: Any,
+) -> None:  # fmt: skip
+    """Continue a bisect whose coordinator stopped, without re-running finished steps. With --server, a bisect the
+    server paused on a failing harness: the server runs it again (its workers, as submitted)."""
     from bisector.runner.wiring import make_coordinator, open_store
 
     overrides = executor_overrides(executor_flags)
+    if server is not None:
+        given = [f"--{name.replace('_', '-')}" for name in overrides] + (["--explain"] if explain is not None else [])
+        if given:
+            raise CLIError(f"{', '.join(given)}: with --server the server runs the bisect as it was submitted")
+        return resume_remote(server, token_file, bisect_id)
     with stoppable_by_signals(), translated_errors(), open_store(db_url) as store:
         with contextlib.redirect_stdout(sys.stderr):
             record = make_coordinator(store, observer()).resume(bisect_id, overrides, explain=explain)

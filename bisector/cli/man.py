@@ -66,7 +66,7 @@ EXIT_STATUS: tuple[tuple[str, str], ...] = (
      "boundary that did not reproduce, or cancelled); run-at: a run did not decide (skipped or failed), or bisect "
      "cancel stopped it (run-at --bisect)."),
     ("4", "Paused: the test harness kept failing (a full disk, broken worker slots), never the commits; fix it and "
-     "bisect resume ID."),
+     "bisect resume ID (bisect resume --server URL ID for a server's bisect)."),
     ("128+N", "Stopped by signal N (130 Ctrl-C, 143 SIGTERM): a command that runs steps killed every test, stored "
      "the running steps as interrupted and says how bisect resume ID continues; any other command (report, status, "
      "log, ...) just stopped."),

@@ -1,4 +1,5 @@
-"""`bisect serve` and the client side of a server: `bisect submit`, and `--server` for status, report and cancel.
+"""`bisect serve` and the client side of a server: `bisect submit`, and `--server` for status, report, cancel, mark,
+resume and run-at.
 
 Each command parses, makes one call (the service's server, or `ServiceClient`), and translates errors.
 """
@@ -136,13 +137,16 @@ def remote_flags(server: str, token_file: str | None) -> str:
 
 def print_remote(server: str, token_file: str | None, bisect_id: int, view: str, output_format: str) -> None:
     """`bisect report|status --server`: the server renders the same output as for a local store, except that
-    the status's last line names the server, so the command it gives works from here too."""
+    the commands it gives (the status's last line, `bisect resume`) name the server, so they work from here too."""
     from bisector.report.status import report_hint
 
     with translated_errors(), client(server, token_file) as service:
         text = service.rendered(bisect_id, view, output_format)
-    if view == "status" and output_format != "json":
-        text = text.replace(report_hint(bisect_id), report_hint(bisect_id, remote_flags(server, token_file)))
+    if output_format != "json":  # the commands it names are sent to the same server
+        flags = remote_flags(server, token_file)
+        text = text.replace(f"`bisect resume {bisect_id}`", f"`bisect resume {flags} {bisect_id}`")
+        if view == "status":
+            text = text.replace(report_hint(bisect_id), report_hint(bisect_id, flags))
     click.echo(text)
 
 
@@ -184,6 +188,14 @@ def rerun_remote(server: str, token_file: str | None, bisect_id: int, rev: str |
     click.echo(f"bisect {bisect_id}: rerun at {started['sha'][:12]} started; `{shows}` shows it once it ends")
 
 
+def resume_remote(server: str, token_file: str | None, bisect_id: int) -> None:
+    with translated_errors(), client(server, token_file) as service:
+        answer = service.resume(bisect_id)
+    follow = f"`bisect status {remote_flags(server, token_file)} {bisect_id}` follows it"
+    done = "resumed" if answer["resumed"] else "not paused"
+    click.echo(f"bisect {bisect_id}: {done}; its job is {answer['state']} on {server}; {follow}")
+
+
 def mark_remote(server: str, token_file: str | None, bisect_id: int, rev: str, verdict: str, note: str) -> None:
     with translated_errors(), client(server, token_file) as service:
         marked = service.mark(bisect_id, rev, verdict, note)
@@ -209,7 +221,10 @@ def submit_command(start: click.Command) -> click.Command:
     )
     @output_format_option(("text", "json"), "The id, or {id, status}.")
     def submit(server: str, token_file: str | None, output_format: str, **params: Any) -> None:
-        """Queue a bisect on a `bisect serve`; prints its id (`bisect status --server URL ID` follows it)."""
+        """Queue a bisect on a `bisect serve`; prints its id (`bisect status --server URL ID` follows it).
+
+        A submission whose answer does not come (no connection, none in 120 s) is sent again, up to 6 times, with
+        the same key: the server answers it with the job it made, never a second one."""
         with translated_errors(), client(server, token_file) as service:
             answer = service.submit(request_from_params(params))
         click.echo(

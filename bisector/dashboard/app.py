@@ -1,7 +1,8 @@
 """The dashboard's FastAPI app: HTML pages, the JSON API they use, and step logs. Nothing here writes.
 
-Every parameter is validated: bad values answer 400 (our checks) or 422 (FastAPI's type checks) with one
-readable message, unknown bisects 404, an unreachable database 503; never a traceback.
+Every parameter is validated: bad values answer 400 (our checks, and a body that is not JSON) or 422 (FastAPI's type
+checks) with one readable message naming the parameter, unknown bisects 404, an unreachable database 503; never a
+traceback.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
@@ -42,6 +43,7 @@ PACKAGE_DIR = Path(__file__).parent
 TOKEN_COOKIE = "bisect_token"
 DASHBOARD_NO_TOKEN = "no token given: send Authorization: Bearer TOKEN, or open a page with ?token=TOKEN once"
 DASHBOARD_WRONG_TOKEN = "token not accepted: the token is not this dashboard's"
+NOT_JSON = "the request body is not JSON"
 MAX_ID = 2**31 - 1
 BisectId = Annotated[int, PathParam(ge=1, le=MAX_ID, description="The bisect's id.")]
 Text = Annotated[str | None, Query(max_length=200)]
@@ -211,11 +213,19 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     async def on_validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        problems = [f"{'.'.join(str(part) for part in e['loc'][1:])}: {e['msg']}" for e in exc.errors()]
-        return answer(request, 422, "; ".join(problems) or "invalid request")
+        if any(e["type"] == "json_invalid" for e in exc.errors()):
+            return answer(request, 400, NOT_JSON)
+        return answer(request, 422, "; ".join(_problem(e) for e in exc.errors()) or "invalid request")
 
     app.add_exception_handler(BisectError, on_bisect_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
+
+
+def _problem(error: Any) -> str:
+    """A validation error as `name: message`, the name the parameter's (its location, `query` or `body`, left out),
+    or the message alone where the error is about the whole of it."""
+    name = ".".join(str(part) for part in error["loc"][1:] if str(part))
+    return f"{name}: {error['msg']}" if name else str(error["msg"])
 
 
 def _open_path(path: str) -> bool:

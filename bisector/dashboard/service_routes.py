@@ -2,7 +2,9 @@
 bisect rendered as `bisect report|status` print it (what the `--server` client shows); and the browser's forms
 (bisector/dashboard/actions.py).
 
-    POST   /api/bisects                 a request (bisector/service/submission.py) -> 201 {id, status, owner}
+    POST   /api/bisects                 a request (bisector/service/submission.py) -> 201 {id, status, owner}; with
+                                        an Idempotency-Key header its person sent before, 200 and the job that
+                                        submission made (a client's retry), never a second job
     DELETE /api/bisects/{id}            cancel the bisect and its reruns, the server's and `bisect run-at --bisect`
                                         ones on its store (of an ended bisect, its reruns) -> {id, status: the
                                         bisect's, ended_before: whether it had ended, reruns: the stopped reruns'
@@ -14,15 +16,20 @@ bisect rendered as `bisect report|status` print it (what the `--server` client s
     POST   /api/bisects/{id}/marks      {rev, verdict, note?}: a commit's verdict by hand (`bisect mark`), given by
                                         the token's person -> {id, sha, step: its number in the report, verdict,
                                         reopened, message}
-    GET    /api/jobs/{id}               the job: {id, state, priority, submitted, started, finished, source, owner}
+    POST   /api/bisects/{id}/resume     a bisect paused on a failing harness runs again: its job is queued again ->
+                                        {id, resumed, state: the job's}; resumed false when its job was open
+                                        already; 409 when the bisect has ended
+    GET    /api/jobs/{id}               the job: {id, state, priority, submitted, started (its first start), finished,
+                                        source, owner}
     GET    /api/bisects/{id}/rendered   ?view=report|status&format=text|markdown|json -> text/plain
 
 The bearer token names the person (bisector/service/tokens.py): a submitted job is theirs, and only they or an admin
-may cancel it, rerun at one of its commits or mark one (as the dashboard's buttons). Write endpoints answer 401
-without a token or with a wrong one (each says which), 403 for a free-form command the server does not allow or
-another person's job, 400 for a bad request (naming the field), 404 for an unknown bisect; never a traceback. They
-read the Authorization header only, never a cookie: a page of another site cannot make a browser send one. Every
-endpoint answers 413 to a body over the server's limit before reading it (bisector/service/body_limit.py).
+may cancel it, rerun at one of its commits, mark one (as the dashboard's buttons) or resume it. Write endpoints
+answer 401 without a token or with a wrong one (each says which), 403 for a free-form command the server does not
+allow or another person's job, 400 for a bad request (naming the field), 404 for an unknown bisect; never a
+traceback. They read the Authorization header only, never a cookie: a page of another site cannot make a browser
+send one. Every endpoint answers 413 to a body over the server's limit before reading it
+(bisector/service/body_limit.py).
 """
 
 from __future__ import annotations
@@ -49,6 +56,10 @@ WaitS = Annotated[
 ]
 
 JsonBody = Annotated[Any, Body()]  # checked here (a JSON object), so anything else is a 400 that says so
+SubmissionKey = Annotated[
+    str | None,
+    Header(min_length=1, max_length=200, description="The client's key for this submission: sent again, same job."),
+]
 NO_TOKEN = "no token given: this endpoint needs Authorization: Bearer TOKEN"
 WRONG_TOKEN = "token not accepted: the bearer token is not this server's"
 
@@ -72,12 +83,13 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
     bearer = Depends(token_person)  # a default, not an annotation: the annotations are strings read in the module
 
     @app.post("/api/bisects", status_code=201, summary="Queue a bisect (needs a bearer token; owned by its person)")
-    def submit(body: JsonBody = None, person: Person = bearer) -> Any:
+    def submit(body: JsonBody = None, idempotency_key: SubmissionKey = None, person: Person = bearer) -> Any:
         try:
-            submitted = service.submit(body, person)
+            submitted = service.submit(body, person, idempotency_key)
         except CommandNotAllowedError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=403)
-        return JSONResponse({"id": submitted.id, "status": submitted.status, "owner": submitted.owner}, status_code=201)
+        answer = {"id": submitted.id, "status": submitted.status, "owner": submitted.owner}
+        return JSONResponse(answer, status_code=200 if submitted.repeated else 201)
 
     @app.delete(
         "/api/bisects/{bisect_id}",
@@ -127,6 +139,17 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
                     "reopened": outcome.reopened, "message": marked.message}  # fmt: skip
 
         return acted(marked)
+
+    @app.post(
+        "/api/bisects/{bisect_id}/resume",
+        summary="Run a bisect paused on a failing harness again (its owner's or an admin's token)",
+    )
+    def resume(bisect_id: BisectId, person: Person = bearer) -> Any:
+        def resumed() -> dict[str, object]:
+            outcome = service.resume(bisect_id, person)
+            return {"id": bisect_id, "resumed": outcome.resumed, "state": outcome.state}
+
+        return acted(resumed)
 
     @app.get("/api/jobs/{bisect_id}", summary="A submitted bisect's place in the server's queue")
     def job(bisect_id: BisectId) -> dict[str, object]:

@@ -1,9 +1,12 @@
-"""The HTTP client of `bisect submit|status|report|cancel|mark|run-at --server URL` (httpx). Every failure is one
+"""The HTTP client of `bisect submit|status|report|cancel|mark|resume|run-at --server URL` (httpx). Every failure is one
 line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,15 @@ TIMEOUT_S = 120.0  # a submission fetches the repository first
 VIEW_TIMEOUT_S = 15.0  # a status or report is read from the store; a Ctrl-C that comes just before the wait for it
 # begins is seen only once the wait ends, so a read-only view waits no longer than this
 TOKEN_VARIABLE = "BISECT_TOKEN"
+# A submission whose answer never came (no connection, a timeout) is sent again with the same key, which the server
+# answers with the job it made. Its attempts outlast a server's mirror fetch (GIT_TIMEOUT_S, 600 s), during which
+# the retries wait for the first one's job.
+SUBMIT_ATTEMPTS = 6
+SUBMIT_RETRY_PAUSE_S = 1.0  # before each retry: time for a server that was restarting to listen again
+
+
+class UnansweredError(InputError):
+    """A request that got no answer: the server was not reached, or did not answer in time."""
 
 
 def read_token(token_file: str | None) -> str | None:
@@ -41,9 +53,13 @@ class ServiceClient:
         self._client = httpx.Client(base_url=self.server, headers=headers, timeout=TIMEOUT_S, transport=transport)
 
     def submit(self, request: dict[str, Any]) -> dict[str, Any]:
-        """{id, status} of the queued bisect."""
-        answer: dict[str, Any] = self._call("POST", "/api/bisects", json=request).json()
-        return answer
+        """{id, status} of the queued bisect: one job however many attempts it took (one key for them all)."""
+        headers = {"Idempotency-Key": uuid.uuid4().hex}
+        for _ in range(SUBMIT_ATTEMPTS - 1):
+            with contextlib.suppress(UnansweredError):
+                return self._json("POST", "/api/bisects", json=request, headers=headers)
+            time.sleep(SUBMIT_RETRY_PAUSE_S)
+        return self._json("POST", "/api/bisects", json=request, headers=headers)
 
     def cancel(self, bisect_id: int, wait_s: float | None = None) -> dict[str, Any]:
         """{id, status, ended_before, reruns, asked_to_stop} after the cancel: the bisect's status, whether it had
@@ -72,6 +88,10 @@ class ServiceClient:
         answer: dict[str, Any] = self._call("POST", f"/api/bisects/{bisect_id}/marks", json=body).json()
         return answer
 
+    def resume(self, bisect_id: int) -> dict[str, Any]:
+        """{id, resumed, state}: whether the bisect's job was queued again (False: it was open already), its state."""
+        return self._json("POST", f"/api/bisects/{bisect_id}/resume")
+
     def rendered(self, bisect_id: int, view: str, output_format: str) -> str:
         params = {"view": view, "format": output_format}
         return self._call("GET", f"/api/bisects/{bisect_id}/rendered", params=params, timeout=VIEW_TIMEOUT_S).text
@@ -85,6 +105,10 @@ class ServiceClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        answer: dict[str, Any] = self._call(method, path, **kwargs).json()
+        return answer
+
     def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         return self._checked(self._send(method, path, **kwargs))
 
@@ -93,7 +117,9 @@ class ServiceClient:
             return self._client.request(method, path, **kwargs)
         except httpx.ReadTimeout:
             waited_s = kwargs.get("timeout", TIMEOUT_S)
-            raise InputError(f"{self.server} took the request but gave no answer within {waited_s:g} s") from None
+            raise UnansweredError(f"{self.server} took the request but gave no answer within {waited_s:g} s") from None
+        except httpx.TransportError as exc:
+            raise UnansweredError(f"cannot reach {self.server}: {exc}") from None
         except httpx.HTTPError as exc:
             raise InputError(f"cannot reach {self.server}: {exc}") from None
 

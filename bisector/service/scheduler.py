@@ -102,8 +102,8 @@ class JobScheduler:
     def wake(self) -> None:
         self._wake.set()
 
-    def add(self, bisect_id: int, priority: int, source: str, owner: str) -> None:
-        self.queue.add(bisect_id, priority, source, self.now(), owner)
+    def add(self, bisect_id: int, priority: int, source: str, owner: str, submission_key: str | None = None) -> None:
+        self.queue.add(bisect_id, priority, source, self.now(), owner, submission_key)
         self.wake()
 
     def rerun(self, job: JobRecord, sha: str) -> None:
@@ -236,11 +236,13 @@ class JobScheduler:
                 self.queue.requeue(bisect_id)
         self.wake()
 
-    def reopened(self, bisect_id: int) -> None:
-        """A mark reopened the bisect (set it running again after it ended): its job is queued again once its
-        coordinator has returned (at once if it had; _run_job otherwise)."""
-        if self.queue.requeue(bisect_id):
-            self.wake()
+    def reopened(self, bisect_id: int) -> bool:
+        """A mark reopened the bisect, or a resume ended its pause (set it running again): its job is queued again
+        once its coordinator has returned (at once if it had: True; _run_job otherwise)."""
+        if not self.queue.requeue(bisect_id):
+            return False
+        self.wake()
+        return True
 
     def _run_rerun(
         self, bisect_id: int, sha: str, priority: int, cancelled: threading.Event, stopped: threading.Event

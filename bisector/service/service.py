@@ -1,13 +1,13 @@
 """BisectService: what the write endpoints call. Submit (mirror fetched, spec built, bisect stored, job queued,
-owned by its submitter), and on a job: cancel, rerun a step, mark a commit (its owner or an admin only), its
-state."""
+owned by its submitter), and on a job: cancel, rerun a step, mark a commit, resume it after a pause (its owner or
+an admin only), its state."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
 
-from bisector.db.jobs import OWNER_KEY, SOURCE_KEY, JobRecord
+from bisector.db.jobs import OWNER_KEY, SOURCE_KEY, SUBMISSION_KEY, JobRecord, JobState
 from bisector.db.store import Store
 from bisector.report import BisectReport
 from bisector.runner.coordinator import CancelOutcome, prepare_bisect
@@ -17,8 +17,8 @@ from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
 from bisector.service.submission import build_submission, check_request
 from bisector.service.tokens import Person
-from bisector.vocab.domain import RERUN_STOP_WAIT_S
-from bisector.vocab.errors import InputError
+from bisector.vocab.domain import RERUN_STOP_WAIT_S, BisectStatus
+from bisector.vocab.errors import InputError, StateError
 from bisector.vocab.gitrepo import GitRepo
 
 
@@ -29,8 +29,9 @@ class NotYoursError(InputError):
 @dataclass(frozen=True)
 class Submitted:
     id: int
-    status: str  # the job's state: queued
+    status: str  # the job's state: queued (or, for a repeated submission key, whatever it is now)
     owner: str
+    repeated: bool = False  # the submission key was sent before: this is the job that submission made
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,12 @@ class Marked:
     outcome: MarkOutcome
     step: int  # the manual step's number, as the report numbers the bisect's steps (not its id in the store)
     message: str  # what happens next, on this server
+
+
+@dataclass(frozen=True)
+class Resumed:
+    resumed: bool  # False: its job was queued or running here already
+    state: str  # the job's state now
 
 
 class BisectService:
@@ -50,19 +57,26 @@ class BisectService:
         # its own preparation, not after all of theirs.
         self._submitting = threading.Lock()
 
-    def submit(self, body: object, person: Person) -> Submitted:
-        """Store the requested bisect and queue it. InputError / CommandNotAllowedError / RepoError: nothing stored."""
+    def submit(self, body: object, person: Person, submission_key: str | None = None) -> Submitted:
+        """Store the requested bisect and queue it; a submission key this person sent before gets the job made then
+        (a client's retry after its answer was lost), never a second one. InputError / CommandNotAllowedError /
+        RepoError: nothing stored."""
         request = check_request(body)
         source = self.mirrors.allowed_source(request["repo"])
         with self._submitting:
+            # Under the lock: a retry that came while its first try still fetched the mirror waits for that try's job.
+            if submission_key is not None and (
+                earlier := self.scheduler.queue.submitted_as(person.name, submission_key)
+            ):
+                return Submitted(earlier.bisect_id, earlier.state.value, person.name, repeated=True)
             mirror = self.mirrors.sync(source)
             submission = build_submission(self.config, mirror, source, request)
             # Its source and owner are stored with the bisect: a server that dies before queueing it queues it at
             # its next start (JobQueue.queue_stranded).
-            served = {SOURCE_KEY: source, OWNER_KEY: person.name, "recipe": request.get("recipe"),
-                      "priority": submission.priority}  # fmt: skip
+            served = {SOURCE_KEY: source, OWNER_KEY: person.name, SUBMISSION_KEY: submission_key,
+                      "recipe": request.get("recipe"), "priority": submission.priority}  # fmt: skip
             bisect_id = prepare_bisect(self.store, submission.spec, extra=served)
-            self.scheduler.add(bisect_id, submission.priority, source, person.name)
+            self.scheduler.add(bisect_id, submission.priority, source, person.name, submission_key)
         return Submitted(bisect_id, "queued", person.name)
 
     def cancel(self, bisect_id: int, person: Person, wait_s: float = RERUN_STOP_WAIT_S) -> CancelOutcome:
@@ -94,6 +108,20 @@ class BisectService:
         number = next(report.number(step) for step in report.steps if step.id == outcome.step_id)
         message = outcome.message.replace(f"`bisect resume {bisect_id}` finishes it", "this server resumes it")
         return Marked(outcome, number, message.replace(f" (if none runs, `bisect resume {bisect_id}`)", ""))
+
+    def resume(self, bisect_id: int, person: Person) -> Resumed:
+        """`bisect resume` on this server: a bisect paused on a failing harness (fixed since) runs again, its job
+        queued again; one whose job is open already is left to it. StateError for a bisect that has ended."""
+        job = self._check_owner(bisect_id, person, "resume")
+        status = self.store.get_bisect(bisect_id).status
+        if status.is_terminal():
+            raise StateError(f"bisect {bisect_id} is already {status.value}; nothing to resume")
+        if status is BisectStatus.PAUSED:
+            # Running again before its job is queued: a coordinator still returning from the pause then leaves the
+            # job open (JobScheduler._run_job), as it does for a mark that reopens its bisect.
+            self.store.set_status(bisect_id, BisectStatus.RUNNING, message=f"resumed after a pause by {person.name}")
+        resumed = job.state is JobState.DONE and self.scheduler.reopened(bisect_id)
+        return Resumed(status is BisectStatus.PAUSED or resumed, self.scheduler.queue.get(bisect_id).state.value)
 
     def job(self, bisect_id: int) -> JobRecord:
         return self.scheduler.queue.get(bisect_id)

@@ -145,6 +145,24 @@ def test_a_body_that_is_not_a_json_object_is_a_400_saying_so(service: ServicePro
     assert (answer.status_code, answer.json()) == (400, {"detail": "the request must be a JSON object"})
 
 
+@pytest.mark.parametrize("path", ["/api/bisects", "/api/bisects/1/rerun", "/api/bisects/1/marks"])
+@pytest.mark.parametrize("body", [b"{not json", b"[1,", b"\xff\xfe"])
+def test_a_body_that_is_not_json_is_a_400_saying_so(service: ServiceProcess, path: str, body: bytes) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    answer = httpx.post(f"{service.base}{path}", content=body, headers=headers, timeout=60.0)
+    assert (answer.status_code, answer.json()) == (400, {"detail": "the request body is not JSON"})
+
+
+def test_a_value_of_the_wrong_type_is_a_422_naming_its_parameter(service: ServiceProcess) -> None:
+    token = {"Authorization": f"Bearer {TOKEN}"}
+    wait = httpx.delete(f"{service.base}/api/bisects/1", params={"wait_s": "-1"}, headers=token, timeout=60.0)
+    assert (wait.status_code, wait.json()) == (422, {"detail": "wait_s: Input should be greater than or equal to 0"})
+    long_key = {**token, "Idempotency-Key": "k" * 201}
+    key = httpx.post(f"{service.base}/api/bisects", json={}, headers=long_key, timeout=60.0)
+    detail = "idempotency-key: String should have at most 200 characters"
+    assert (key.status_code, key.json()) == (422, {"detail": detail})
+
+
 @pytest.mark.parametrize(
     ("change", "detail"),
     [

@@ -49,6 +49,7 @@ def test_a_killed_server_resumes_its_job_without_repeating_finished_steps(tmp_pa
         while len(finished_steps(db, bisect_id)) < 3:
             assert time.monotonic() < deadline
             time.sleep(0.1)
+        started = first.job(bisect_id)["started"]
         first.kill()
     finally:
         first.stop()
@@ -64,11 +65,13 @@ def test_a_killed_server_resumes_its_job_without_repeating_finished_steps(tmp_pa
     try:
         report = second.wait_done(bisect_id)
         queued_report = second.wait_done(queued_id)
+        job = second.job(bisect_id)
     finally:
         second.stop()
 
     assert report["status"] == "found"
     assert report["first_bad"]["sha"] == history.shas[history.first_bad]
+    assert job["started"] == started  # its first start, not the restart
     assert queued_report["first_bad"]["sha"] == history.shas[history.first_bad]
     after = finished_steps(db, bisect_id)
     assert [(s.id, s.sha, s.verdict) for s in after[: len(before)]] == [(s.id, s.sha, s.verdict) for s in before]
@@ -96,7 +99,8 @@ def test_a_bisect_stored_by_a_server_that_died_before_queueing_it_is_queued_at_t
     # left running (no source): not the server's to run.
     with Store.open(db) as store:
         spec = BisectSpec.from_json(store.get_bisect(served_id).spec)
-        served = {"source": str(history.path), "owner": "default", "recipe": "synthetic", "priority": 0}
+        served = {"source": str(history.path), "owner": "default", "submission_key": "key-1", "recipe": "synthetic",
+                  "priority": 0}  # fmt: skip
         stranded = prepare_bisect(store, spec, extra=served)
         local = prepare_bisect(store, spec)
 
@@ -111,6 +115,7 @@ def test_a_bisect_stored_by_a_server_that_died_before_queueing_it_is_queued_at_t
     with Store.open(db, read_only=True) as store:
         assert JobQueue(store).get(stranded).source == str(history.path)
         assert JobQueue(store).get(stranded).owner == "default"  # who submitted it, as the server stored it
+        assert JobQueue(store).get(stranded).submission_key == "key-1"  # a retry of it gets it, not a second job
         with pytest.raises(UnknownBisectError):
             JobQueue(store).get(local)
         assert store.get_bisect(local).status is BisectStatus.RUNNING

@@ -1,0 +1,96 @@
+"""A served bisect paused on a failing harness (a full disk, three times in a row) resumed on a real `bisect serve`:
+`bisect resume ID --server URL` (its owner's or an admin's token) has the server run it again to its culprit, and the
+status over the server advises that command, not a local `bisect resume` the server's store would need."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from service_process import ServiceProcess, running_service, service_env, service_home
+from synthetic import SyntheticHistory, culprit_history
+
+pytestmark = pytest.mark.xdist_group("service")
+
+ALICE, BOB = "alice-token-1", "bob-token-2"
+TOKENS = f'alice = "{ALICE}"\nbob = "{BOB}"\n'
+# While the file $FULL exists, every step fails as on a full disk: the harness's fault, never the commit's.
+RECIPE = """[recipes.disk]
+run = 'if [ -e "$FULL" ]; then echo "No space left on device" >&2; exit 1; fi; bash test.sh'
+env = { FULL = "FULL_PATH" }
+"""
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
+    return culprit_history(tmp_path_factory.mktemp("hist") / "repo", 12, 7, sleep_s=0.05)
+
+
+@pytest.fixture(scope="module")
+def full_disk(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("disk") / "full"
+
+
+@pytest.fixture(scope="module")
+def service(
+    history: SyntheticHistory, full_disk: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceProcess]:
+    home = tmp_path_factory.mktemp("home")
+    (home / "serve.toml").write_text(RECIPE.replace("FULL_PATH", str(full_disk)))
+    (home / "tokens.toml").write_text(TOKENS)
+    args = ["--db", f"sqlite:///{home / 'bisect.db'}", "--allow-repo", str(history.path), "--config",
+            str(home / "serve.toml"), "--tokens-file", str(home / "tokens.toml")]  # fmt: skip
+    with running_service(*args, **service_home(home), BISECT_TOKEN="") as served:
+        served.home_env = service_home(home)  # type: ignore[attr-defined]
+        yield served
+
+
+def bisect_cli(service: ServiceProcess, token: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**service_env(**service.home_env), "BISECT_TOKEN": token}  # type: ignore[attr-defined]
+    return subprocess.run(
+        [sys.executable, "-m", "bisector", *args], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_a_bisect_paused_on_a_full_disk_is_resumed_over_the_server(
+    service: ServiceProcess, history: SyntheticHistory, full_disk: Path
+) -> None:
+    full_disk.touch()
+    body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "disk", "explain": False}
+    submitted = httpx.post(
+        f"{service.base}/api/bisects", json=body, headers={"Authorization": f"Bearer {ALICE}"}, timeout=120.0
+    )
+    bisect_id = submitted.json()["id"]
+    assert service.wait_done(bisect_id)["status"] == "paused"
+    status = bisect_cli(service, ALICE, "status", str(bisect_id), "--server", service.base)
+    assert f"`bisect resume --server {service.base} {bisect_id}`" in status.stdout, status.stdout
+    assert f"`bisect resume {bisect_id}`" not in status.stdout
+    report = bisect_cli(service, ALICE, "report", str(bisect_id), "--server", service.base)
+    assert f"`bisect resume {bisect_id}`" not in report.stdout
+
+    refused = bisect_cli(service, BOB, "resume", str(bisect_id), "--server", service.base)
+    assert (refused.returncode, refused.stderr) == (
+        2, f"bisect: error: {service.base}: 403 bob may not resume bisect {bisect_id}: it is alice's; only its owner "
+        "or an admin may\n",
+    )  # fmt: skip
+    moved = bisect_cli(service, ALICE, "resume", str(bisect_id), "--server", service.base, "--workers", "2")
+    assert (moved.returncode, moved.stderr) == (
+        2, "bisect: error: --workers: with --server the server runs the bisect as it was submitted\n",
+    )  # fmt: skip
+    assert service.job(bisect_id)["state"] == "done"  # neither resumed it
+
+    full_disk.unlink()
+    resumed = bisect_cli(service, ALICE, "resume", str(bisect_id), "--server", service.base)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.startswith(f"bisect {bisect_id}: resumed; its job is ")
+    report_json = service.wait_done(bisect_id)
+    assert (report_json["status"], report_json["first_bad"]["sha"]) == ("found", history.shas[history.first_bad])
+
+    again = bisect_cli(service, ALICE, "resume", str(bisect_id), "--server", service.base)
+    assert (again.returncode, again.stderr) == (
+        2, f"bisect: error: {service.base}: 409 bisect {bisect_id} is already found; nothing to resume\n",
+    )  # fmt: skip
