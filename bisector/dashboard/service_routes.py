@@ -135,8 +135,9 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
         def marked() -> dict[str, object]:
             marked = service.mark(bisect_id, str(rev), str(verdict), note, person)
             outcome = marked.outcome
-            return {"id": bisect_id, "sha": outcome.commit.sha, "step": marked.step, "verdict": outcome.verdict.value,
-                    "reopened": outcome.reopened, "message": marked.message}  # fmt: skip
+            return {"id": bisect_id, "sha": outcome.commit.sha, "step": outcome.number,
+                    "verdict": outcome.verdict.value, "effect": outcome.effect.value, "reopened": outcome.reopened,
+                    "message": marked.message}  # fmt: skip
 
         return acted(marked)
 

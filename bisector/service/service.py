@@ -11,7 +11,8 @@ from bisector.db.jobs import OWNER_KEY, SOURCE_KEY, SUBMISSION_KEY, JobRecord, J
 from bisector.db.store import Store
 from bisector.report import BisectReport
 from bisector.runner.coordinator import CancelOutcome, prepare_bisect
-from bisector.runner.manual import MarkOutcome, mark_commit
+from bisector.runner.manual import MarkEffect, MarkOutcome, mark_commit
+from bisector.service.client import SERVER_PLACEHOLDER
 from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
@@ -37,7 +38,6 @@ class Submitted:
 @dataclass(frozen=True)
 class Marked:
     outcome: MarkOutcome
-    step: int  # the manual step's number, as the report numbers the bisect's steps (not its id in the store)
     message: str  # what happens next, on this server
 
 
@@ -45,6 +45,22 @@ class Marked:
 class Resumed:
     resumed: bool  # False: its job was queued or running here already
     state: str  # the job's state now
+
+
+def served_mark_message(outcome: MarkOutcome) -> str:
+    """What happens next to a mark on this server, which runs its bisects itself (a local `bisect resume` would need
+    its store). URL stands for the server's address, which the client knows and this server may not."""
+    bisect_id = outcome.bisect_id
+    if outcome.effect is MarkEffect.TAKEN_IN:
+        return f"bisect {bisect_id} is {outcome.status.value}: its coordinator takes the verdict in within a second"
+    if outcome.effect is MarkEffect.AT_RESUME:
+        return (
+            f"bisect {bisect_id} is {outcome.status.value}: resuming it on this server "
+            f"(`bisect resume {bisect_id} {SERVER_PLACEHOLDER}`) takes the verdict in"
+        )
+    if outcome.effect is MarkEffect.REOPENED:
+        return f"this changes the answer ({outcome.why}): bisect {bisect_id} is running again; this server resumes it"
+    return outcome.message
 
 
 class BisectService:
@@ -99,15 +115,12 @@ class BisectService:
 
     def mark(self, bisect_id: int, rev: str, word: str, note: str, person: Person) -> Marked:
         """`bisect mark` by this person. A mark that reopens the bisect queues its job again: the server resumes it,
-        as it runs a running one (the message says so, not `bisect resume`, which is for a store of one's own)."""
+        as it runs a running one."""
         self._check_owner(bisect_id, person, "mark a commit of")
         outcome = mark_commit(self.store, bisect_id, rev, word, note=note, who=person.name)
         if outcome.reopened:
             self.scheduler.reopened(bisect_id)
-        report = BisectReport.load(self.store, bisect_id)
-        number = next(report.number(step) for step in report.steps if step.id == outcome.step_id)
-        message = outcome.message.replace(f"`bisect resume {bisect_id}` finishes it", "this server resumes it")
-        return Marked(outcome, number, message.replace(f" (if none runs, `bisect resume {bisect_id}`)", ""))
+        return Marked(outcome, served_mark_message(outcome))
 
     def resume(self, bisect_id: int, person: Person) -> Resumed:
         """`bisect resume` on this server: a bisect paused on a failing harness (fixed since) runs again, its job

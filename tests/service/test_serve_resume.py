@@ -1,6 +1,7 @@
 """A served bisect paused on a failing harness (a full disk, three times in a row) resumed on a real `bisect serve`:
 `bisect resume ID --server URL` (its owner's or an admin's token) has the server run it again to its culprit, and the
-status over the server advises that command, not a local `bisect resume` the server's store would need."""
+status and a mark's answer over the server advise that command, not a local `bisect resume` the server's store would
+need."""
 
 from __future__ import annotations
 
@@ -82,6 +83,11 @@ def test_a_bisect_paused_on_a_full_disk_is_resumed_over_the_server(
         2, "bisect: error: --workers: with --server the server runs the bisect as it was submitted\n",
     )  # fmt: skip
     assert service.job(bisect_id)["state"] == "done"  # neither resumed it
+    marked = bisect_cli(service, ALICE, "mark", str(bisect_id), history.shas[1], "good", "--server", service.base)
+    assert marked.stdout.endswith(
+        f"; bisect {bisect_id} is paused: resuming it on this server (`bisect resume {bisect_id} --server "
+        f"{service.base}`) takes the verdict in\n"
+    ), marked.stderr
 
     full_disk.unlink()
     resumed = bisect_cli(service, ALICE, "resume", str(bisect_id), "--server", service.base)

@@ -215,11 +215,12 @@ def test_rerun_and_mark_over_the_api_and_the_cli_follow_the_owner_rules(
     wait_for(lambda: len(reruns()) == 2 and "running" not in reruns(), what="the admin's rerun")
 
 
-def test_a_mark_over_the_server_names_its_step_as_the_report_numbers_it_and_the_server_resumes_the_bisect(
+def test_a_mark_over_the_server_names_its_step_as_the_report_numbers_it_and_says_what_the_server_does(
     service: ServiceProcess, history: SyntheticHistory
 ) -> None:
     """The store's step ids run across every bisect it holds; the answer gives the report's number, and a reopened
-    bisect is the server's to resume (no `bisect resume`, which would need the server's store)."""
+    bisect is the server's to resume (no `bisect resume`, which would need the server's store); a mark that agrees with
+    the answer, or on a cancelled bisect, is stored and changes nothing."""
     alice = f"Bearer {ALICE}"
     for _ in range(2):  # the second bisect's steps are not the store's first
         bisect_id = service.post(submission(history), authorization=alice).json()["id"]
@@ -239,4 +240,8 @@ def test_a_mark_over_the_server_names_its_step_as_the_report_numbers_it_and_the_
     marked = bisect_cli("mark", str(running_id), history.shas[1], "good", "--server", service.base, env=env)
     assert marked.stdout.endswith(f"bisect {running_id} is running: its coordinator takes the verdict in within a "
                                   "second\n"), marked.stderr  # fmt: skip
+    agrees = bisect_cli("mark", str(bisect_id), history.shas[7], "bad", "--server", service.base, env=env)
+    assert agrees.stdout.endswith(f"; stored; it agrees with the answer of bisect {bisect_id}\n"), agrees.stderr
     assert service.delete(running_id, authorization=alice).status_code == 200
+    kept = bisect_cli("mark", str(running_id), history.shas[2], "good", "--server", service.base, env=env)
+    assert kept.stdout.endswith(f"; stored; bisect {running_id} stays cancelled\n"), kept.stderr
