@@ -80,7 +80,9 @@ class JobQueue:
     def queue_stranded(self) -> list[int]:
         """Queue the bisects a server stored but never queued (it died between the two): running, stored with a
         source in `extra` (with the bisect, in one transaction), no job. Each is queued as submitted when it was
-        created, with its stored priority, owner and submission key. One transaction; their ids, oldest first."""
+        created, with its stored priority, owner and submission key; a key another job of that owner holds (two
+        servers given one submission at once: the second's job insert failed on it) is the other job's, and this
+        one is queued without it. One transaction; their ids, oldest first."""
         query = (
             select(bisects.c.id, bisects.c.extra, bisects.c.created)
             .outerjoin(jobs, jobs.c.bisect_id == bisects.c.id)
@@ -94,12 +96,15 @@ class JobQueue:
                 if not isinstance(extra, dict) or not isinstance(extra.get(SOURCE_KEY), str):
                     continue  # not a server's: a local `bisect run` left running
                 priority, owner, key = extra.get("priority"), extra.get(OWNER_KEY), extra.get(SUBMISSION_KEY)
+                owner, key = (owner if isinstance(owner, str) else None), (key if isinstance(key, str) else None)
+                if key is not None and owner is not None:
+                    taken = select(jobs.c.bisect_id).where(jobs.c.owner == owner, jobs.c.submission_key == key)
+                    key = None if conn.execute(taken).first() is not None else key
                 conn.execute(
                     jobs.insert().values(
                         bisect_id=row.id, state=JobState.QUEUED.value, submitted=row.created,
                         priority=priority if isinstance(priority, int) else 0, source=extra[SOURCE_KEY],
-                        owner=owner if isinstance(owner, str) else None,
-                        submission_key=key if isinstance(key, str) else None,
+                        owner=owner, submission_key=key,
                     )
                 )  # fmt: skip
                 queued.append(row.id)

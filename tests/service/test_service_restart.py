@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import httpx
 import pytest
-from service_process import DONE_TIMEOUT_S, ServiceProcess, service_env, service_home
+from service_process import DONE_TIMEOUT_S, TOKEN, ServiceProcess, service_env, service_home
 from synthetic import SyntheticHistory, culprit_history
 
 from bisector.core.spec import BisectSpec
@@ -119,3 +120,40 @@ def test_a_bisect_stored_by_a_server_that_died_before_queueing_it_is_queued_at_t
         with pytest.raises(UnknownBisectError):
             JobQueue(store).get(local)
         assert store.get_bisect(local).status is BisectStatus.RUNNING
+
+
+def test_a_bisect_stored_with_a_submission_key_another_job_holds_is_queued_without_it_and_the_server_starts(
+    tmp_path: Path, store_url: str
+) -> None:
+    """Two servers on one store given the same key at once: the second one's job insert fails on the key's unique
+    index and leaves its bisect without a job. The next start queues that bisect without the key, which stays the
+    first job's: the server starts, serves, and a retry of the key gets the first job."""
+    history = culprit_history(tmp_path / "repo", 16, 11, sleep_s=0.05)
+    args, home, body = one_slot_server(tmp_path, history, store_url)
+    keyed = {"Authorization": f"Bearer {TOKEN}", "Idempotency-Key": "key-1"}
+    first = ServiceProcess(args, service_env(**home))
+    first.start()
+    try:
+        served_id = httpx.post(f"{first.base}/api/bisects", json=body, headers=keyed, timeout=120.0).json()["id"]
+        first.wait_done(served_id)
+    finally:
+        first.stop()
+    with Store.open(store_url) as store:
+        spec = BisectSpec.from_json(store.get_bisect(served_id).spec)
+        served = {"source": str(history.path), "owner": "default", "submission_key": "key-1", "recipe": "synthetic",
+                  "priority": 0}  # fmt: skip
+        orphan = prepare_bisect(store, spec, extra=served)
+
+    second = ServiceProcess(args, service_env(**home))
+    second.start()
+    try:
+        report = second.wait_done(orphan)
+        retried = httpx.post(f"{second.base}/api/bisects", json=body, headers=keyed, timeout=120.0)
+    finally:
+        second.stop()
+
+    assert (report["status"], report["first_bad"]["sha"]) == ("found", history.shas[history.first_bad])
+    assert (retried.status_code, retried.json()["id"]) == (200, served_id)
+    with Store.open(store_url, read_only=True) as store:
+        assert JobQueue(store).get(orphan).submission_key is None
+        assert JobQueue(store).get(served_id).submission_key == "key-1"
