@@ -226,19 +226,20 @@ class JobScheduler:
                     bisect_id, BisectStatus.FAILED, message=f"the server's coordinator failed: {detail}"
                 )
         with contextlib.suppress(BisectError):
-            # A mark may reopen the bisect while its coordinator explains the culprit it found: the job stays open
-            # for the next round to resume, or is queued again if the mark came as it was marked done.
+            # A mark or a resume may set the bisect running again while its coordinator returns: the job stays open
+            # (at the head of the queue) for the next round to resume. The second read catches one that came between
+            # the first and mark_done, whose own requeue found the job still open.
             if (
-                not self._reopened(bisect_id)
+                not self._is_running_again(bisect_id)
                 and self.queue.mark_done(bisect_id, self.now())
-                and self._reopened(bisect_id)
+                and self._is_running_again(bisect_id)
             ):
                 self.queue.requeue(bisect_id)
         self.wake()
 
     def reopened(self, bisect_id: int) -> bool:
         """A mark reopened the bisect, or a resume ended its pause (set it running again): its job is queued again
-        once its coordinator has returned (at once if it had: True; _run_job otherwise)."""
+        once its coordinator has returned (at once if it had: True; _run_job otherwise, which leaves it open)."""
         if not self.queue.requeue(bisect_id):
             return False
         self.wake()
@@ -269,7 +270,7 @@ class JobScheduler:
             with self._lock:
                 del self._reruns[bisect_id]
 
-    def _reopened(self, bisect_id: int) -> bool:
+    def _is_running_again(self, bisect_id: int) -> bool:
         """Whether the bisect runs on after its coordinator returned (a coordinator returns once it ended, or
         paused, unless a mark reopened it)."""
         return self.store.get_bisect(bisect_id).status is BisectStatus.RUNNING

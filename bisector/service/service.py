@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from bisector.db.jobs import OWNER_KEY, SOURCE_KEY, SUBMISSION_KEY, JobRecord, JobState
+from bisector.db.jobs import OWNER_KEY, SOURCE_KEY, SUBMISSION_KEY, JobRecord
 from bisector.db.store import Store
 from bisector.report import BisectReport
 from bisector.runner.coordinator import CancelOutcome, prepare_bisect
@@ -125,7 +125,7 @@ class BisectService:
     def resume(self, bisect_id: int, person: Person) -> Resumed:
         """`bisect resume` on this server: a bisect paused on a failing harness (fixed since) runs again, its job
         queued again; one whose job is open already is left to it. StateError for a bisect that has ended."""
-        job = self._check_owner(bisect_id, person, "resume")
+        self._check_owner(bisect_id, person, "resume")
         status = self.store.get_bisect(bisect_id).status
         if status.is_terminal():
             raise StateError(f"bisect {bisect_id} is already {status.value}; nothing to resume")
@@ -133,8 +133,9 @@ class BisectService:
             # Running again before its job is queued: a coordinator still returning from the pause then leaves the
             # job open (JobScheduler._run_job), as it does for a mark that reopens its bisect.
             self.store.set_status(bisect_id, BisectStatus.RUNNING, message=f"resumed after a pause by {person.name}")
-        resumed = job.state is JobState.DONE and self.scheduler.reopened(bisect_id)
-        return Resumed(status is BisectStatus.PAUSED or resumed, self.scheduler.queue.get(bisect_id).state.value)
+        # Whatever state the job was read in: its coordinator may have returned (and marked it done) since.
+        requeued = self.scheduler.reopened(bisect_id)
+        return Resumed(status is BisectStatus.PAUSED or requeued, self.scheduler.queue.get(bisect_id).state.value)
 
     def job(self, bisect_id: int) -> JobRecord:
         return self.scheduler.queue.get(bisect_id)

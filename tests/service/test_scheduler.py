@@ -7,22 +7,28 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from synthetic import SyntheticHistory, write_history
 
 from bisector.core.options import VerifyEndpoints
 from bisector.core.spec import BisectSpec, CommitTest, SearchPolicy
-from bisector.db.jobs import JobState
+from bisector.db.jobs import JobQueue, JobState
 from bisector.db.store import Store
 from bisector.report import BisectReport
 from bisector.runner.coordinator import CancelOutcome, Coordinator, prepare_bisect
 from bisector.runner.manual import mark_commit
 from bisector.runner.observer import SilentObserver
 from bisector.runner.stopping import StopRequested
+from bisector.service.config import ServiceConfig
+from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
-from bisector.vocab.domain import BisectStatus, StepPurpose, StepRecord, StepResult, Verdict
+from bisector.service.service import BisectService
+from bisector.service.tokens import Person
+from bisector.vocab.domain import BisectRecord, BisectStatus, StepPurpose, StepRecord, StepResult, Verdict
 from bisector.vocab.errors import StateError
 from bisector.workers.executor import Executor
 from bisector.workers.inprocess import InProcessExecutor
@@ -257,6 +263,61 @@ def test_a_bisect_reopened_by_a_mark_while_its_culprit_is_explained_is_resumed(
         assert observer.reopened == [True]
         record = store.get_bisect(bisect_id)
         assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[6])
+    finally:
+        served.stop()
+        pool.close()
+
+
+class ReturningFromItsPause(Coordinator):
+    """Its first resume finds the bisect paused and returns once `released` is set; later resumes are counted."""
+
+    entered, released = threading.Event(), threading.Event()
+    resumes: ClassVar[list[int]] = []
+
+    def resume(
+        self, bisect_id: int, executor_overrides: Mapping[str, object] | None = None, *, explain: bool | None = None
+    ) -> BisectRecord:
+        self.resumes.append(bisect_id)
+        self.entered.set()
+        wait_for("the release", self.released.is_set)
+        return self.store.get_bisect(bisect_id)
+
+
+@dataclass(frozen=True)
+class OwnerWhileTheCoordinatorReturns(Person):
+    """The job's owner, whose check (after the resume read the job, before it sets the bisect running) lasts until
+    the job's coordinator has returned from its pause and the server marked the job done."""
+
+    queue: JobQueue | None = None
+
+    def may_act_on(self, owner: str | None) -> bool:
+        assert self.queue is not None
+        ReturningFromItsPause.released.set()
+        wait_for("the job done", lambda: self.queue is not None and self.queue.get(1).state is JobState.DONE)
+        return super().may_act_on(owner)
+
+
+def test_a_resume_that_read_the_job_running_while_its_coordinator_returned_from_the_pause_queues_it(
+    tmp_path: Path, store: Store, history: SyntheticHistory
+) -> None:
+    """The job read running, then done by its coordinator's return (the bisect still paused): the resume queues it."""
+    pool = SlotPool(InProcessExecutor(str(history.path), 1), stop_error=lambda: StopRequested(signal.SIGTERM))
+    served = JobScheduler(store, pool, ReturningFromItsPause)
+    config = ServiceConfig(allowed_repos=(str(history.path),), mirror_dir=tmp_path / "mirrors")
+    service = BisectService(config, store, Mirrors(config.mirror_dir, config.allowed_repos), served)
+    try:
+        bisect_id = queued(store, served, history, CommitTest(run="bash test.sh"))
+        assert bisect_id == 1
+        store.set_status(bisect_id, BisectStatus.PAUSED, message="the harness kept failing")
+        served.start()
+        wait_for("the coordinator", ReturningFromItsPause.entered.is_set)
+        assert served.queue.get(bisect_id).state is JobState.RUNNING
+
+        resumed = service.resume(bisect_id, OwnerWhileTheCoordinatorReturns("alice", False, served.queue))
+
+        assert resumed.resumed
+        assert resumed.state != "done"
+        wait_for("the job resumed again", lambda: len(ReturningFromItsPause.resumes) >= 2)
     finally:
         served.stop()
         pool.close()
