@@ -142,12 +142,17 @@ def print_remote(server: str, token_file: str | None, bisect_id: int, view: str,
 
     with translated_errors(), client(server, token_file) as service:
         text = service.rendered(bisect_id, view, output_format)
-    if output_format != "json":  # the commands it names are sent to the same server
-        flags = remote_flags(server, token_file)
-        text = text.replace(f"`bisect resume {bisect_id}`", f"`bisect resume {flags} {bisect_id}`")
+    if output_format != "json":
+        text = sent_to_server(text, server, token_file, bisect_id)
         if view == "status":
-            text = text.replace(report_hint(bisect_id), report_hint(bisect_id, flags))
+            text = text.replace(report_hint(bisect_id), report_hint(bisect_id, remote_flags(server, token_file)))
     click.echo(text)
+
+
+def sent_to_server(text: str, server: str, token_file: str | None, bisect_id: int) -> str:
+    """A server's words with the `bisect resume ID` they advise sent to that server, as this command was."""
+    sent = f"`bisect resume {remote_flags(server, token_file)} {bisect_id}`"
+    return text.replace(f"`bisect resume {bisect_id}`", sent)
 
 
 def cancel_remote(server: str, token_file: str | None, bisect_id: int, wait_s: float | None) -> None:
@@ -200,7 +205,8 @@ def mark_remote(server: str, token_file: str | None, bisect_id: int, rev: str, v
     with translated_errors(), client(server, token_file) as service:
         marked = service.mark(bisect_id, rev, verdict, note)
     sha, step = marked["sha"][:12], marked["step"]
-    click.echo(f"bisect {bisect_id}: {sha} marked {verdict} (step {step}); {marked['message']}")
+    message = sent_to_server(str(marked["message"]), server, token_file, bisect_id)
+    click.echo(f"bisect {bisect_id}: {sha} marked {verdict} (step {step}); {message}")
 
 
 def submit_command(start: click.Command) -> click.Command:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import time
 import uuid
 from pathlib import Path
@@ -20,7 +19,6 @@ TIMEOUT_S = 120.0  # a submission fetches the repository first
 VIEW_TIMEOUT_S = 15.0  # a status or report is read from the store; a Ctrl-C that comes just before the wait for it
 # begins is seen only once the wait ends, so a read-only view waits no longer than this
 TOKEN_VARIABLE = "BISECT_TOKEN"
-SERVER_PLACEHOLDER = "--server URL"  # in a server's answer: the flag that names it, filled in by this client
 # A submission whose answer never came (no connection, a timeout) is sent again with the same key, which the server
 # answers with the job it made. Its attempts outlast a server's mirror fetch (GIT_TIMEOUT_S, 600 s), during which
 # the retries wait for the first one's job.
@@ -85,12 +83,9 @@ class ServiceClient:
         return answer
 
     def mark(self, bisect_id: int, rev: str, verdict: str, note: str) -> dict[str, Any]:
-        """{id, sha, step, verdict, effect, reopened, message} of the verdict given (by the token's person); the
-        commands the message names are sent to this client's server."""
+        """{id, sha, step, verdict, effect, reopened, message} of the verdict given (by the token's person)."""
         body = {"rev": rev, "verdict": verdict, "note": note}
-        answer = self._json("POST", f"/api/bisects/{bisect_id}/marks", json=body)
-        answer["message"] = str(answer["message"]).replace(SERVER_PLACEHOLDER, f"--server {shlex.quote(self.server)}")
-        return answer
+        return self._json("POST", f"/api/bisects/{bisect_id}/marks", json=body)
 
     def resume(self, bisect_id: int) -> dict[str, Any]:
         """{id, resumed, state}: whether the bisect's job was queued again (False: it was open already), its state."""

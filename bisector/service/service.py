@@ -12,7 +12,6 @@ from bisector.db.store import Store
 from bisector.report import BisectReport
 from bisector.runner.coordinator import CancelOutcome, prepare_bisect
 from bisector.runner.manual import MarkEffect, MarkOutcome, mark_commit
-from bisector.service.client import SERVER_PLACEHOLDER
 from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
 from bisector.service.scheduler import JobScheduler
@@ -48,15 +47,15 @@ class Resumed:
 
 
 def served_mark_message(outcome: MarkOutcome) -> str:
-    """What happens next to a mark on this server, which runs its bisects itself (a local `bisect resume` would need
-    its store). URL stands for the server's address, which the client knows and this server may not."""
+    """What happens next to a mark on this server, which runs its bisects itself. The `bisect resume ID` it names is
+    sent to this server: the CLI adds the flags that name it and its token file, as it does to a status."""
     bisect_id = outcome.bisect_id
     if outcome.effect is MarkEffect.TAKEN_IN:
         return f"bisect {bisect_id} is {outcome.status.value}: its coordinator takes the verdict in within a second"
     if outcome.effect is MarkEffect.AT_RESUME:
         return (
             f"bisect {bisect_id} is {outcome.status.value}: resuming it on this server "
-            f"(`bisect resume {bisect_id} {SERVER_PLACEHOLDER}`) takes the verdict in"
+            f"(`bisect resume {bisect_id}`) takes the verdict in"
         )
     if outcome.effect is MarkEffect.REOPENED:
         return f"this changes the answer ({outcome.why}): bisect {bisect_id} is running again; this server resumes it"

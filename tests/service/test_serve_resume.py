@@ -1,5 +1,5 @@
 """A served bisect paused on a failing harness (a full disk, three times in a row) resumed on a real `bisect serve`:
-`bisect resume ID --server URL` (its owner's or an admin's token) has the server run it again to its culprit, and the
+`bisect resume --server URL ID` (its owner's or an admin's token) has the server run it again to its culprit, and the
 status and a mark's answer over the server advise that command, not a local `bisect resume` the server's store would
 need."""
 
@@ -83,10 +83,13 @@ def test_a_bisect_paused_on_a_full_disk_is_resumed_over_the_server(
         2, "bisect: error: --workers: with --server the server runs the bisect as it was submitted\n",
     )  # fmt: skip
     assert service.job(bisect_id)["state"] == "done"  # neither resumed it
-    marked = bisect_cli(service, ALICE, "mark", str(bisect_id), history.shas[1], "good", "--server", service.base)
+    token_file = full_disk.parent / "alice.token"
+    token_file.write_text(ALICE)
+    marked = bisect_cli(service, "", "mark", str(bisect_id), history.shas[1], "good", "--server", service.base,
+                        "--token-file", str(token_file))  # fmt: skip
     assert marked.stdout.endswith(
-        f"; bisect {bisect_id} is paused: resuming it on this server (`bisect resume {bisect_id} --server "
-        f"{service.base}`) takes the verdict in\n"
+        f"; bisect {bisect_id} is paused: resuming it on this server (`bisect resume --server {service.base} "
+        f"--token-file {token_file} {bisect_id}`) takes the verdict in\n"
     ), marked.stderr
 
     full_disk.unlink()
