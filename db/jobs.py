@@ -8,17 +8,19 @@ transactions (`Store.reading()`, `Store.writing()`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
 from sqlalchemy import Row, func, select, update
+from sqlalchemy.exc import IntegrityError
 
+from bisector.db.bisect_table import status_update
 from bisector.db.rows import load
 from bisector.db.schema import bisects, jobs
 from bisector.db.store import Store
 from bisector.vocab.domain import BisectStatus
-from bisector.vocab.errors import StateError, UnknownBisectError
+from bisector.vocab.errors import StateError, StoreError, UnknownBisectError
 
 SOURCE_KEY = "source"  # a bisect a server stored carries its request's repository under this key of `extra`
 OWNER_KEY = "owner"  # ... and who submitted it under this one
@@ -47,6 +49,19 @@ class JobRecord:
     submission_key: str | None  # its client's key for the submission; None: none sent
 
 
+@dataclass
+class Stranded:
+    """What a server's start did with the bisects a server stored but never queued."""
+
+    queued: list[int] = field(default_factory=list)
+    cancelled: list[int] = field(default_factory=list)  # duplicates of a job with their submission key
+
+
+def duplicate_of(bisect_id: int) -> str:
+    """The message of a bisect cancelled as a duplicate of the job that holds its submission key."""
+    return f"a duplicate of job {bisect_id}: its submission key was that job's already"
+
+
 class JobQueue:
     """The jobs table over one store. Every call is one transaction."""
 
@@ -61,14 +76,24 @@ class JobQueue:
         submitted: datetime,
         owner: str,
         submission_key: str | None = None,
-    ) -> None:
-        with self.store.writing() as conn:
-            conn.execute(
-                jobs.insert().values(
-                    bisect_id=bisect_id, state=JobState.QUEUED.value, priority=priority, submitted=submitted,
-                    source=source, owner=owner, submission_key=submission_key,
-                )
-            )  # fmt: skip
+    ) -> JobRecord | None:
+        """Queue the bisect: None. When this owner's submission key is another job's already (another server took the
+        same submission at once), nothing is stored and that job is returned."""
+        try:
+            with self.store.writing() as conn:
+                conn.execute(
+                    jobs.insert().values(
+                        bisect_id=bisect_id, state=JobState.QUEUED.value, priority=priority, submitted=submitted,
+                        source=source, owner=owner, submission_key=submission_key,
+                    )
+                )  # fmt: skip
+        except StoreError as exc:
+            if submission_key is None or not isinstance(exc.__cause__, IntegrityError):
+                raise
+            if (holder := self.submitted_as(owner, submission_key)) is None:
+                raise
+            return holder
+        return None
 
     def submitted_as(self, owner: str, submission_key: str) -> JobRecord | None:
         """The job this owner submitted with this key, if any."""
@@ -77,19 +102,19 @@ class JobQueue:
             row = conn.execute(query).first()
         return None if row is None else _record(row)
 
-    def queue_stranded(self) -> list[int]:
+    def queue_stranded(self, now: datetime) -> Stranded:
         """Queue the bisects a server stored but never queued (it died between the two): running, stored with a
         source in `extra` (with the bisect, in one transaction), no job. Each is queued as submitted when it was
-        created, with its stored priority, owner and submission key; a key another job of that owner holds (two
-        servers given one submission at once: the second's job insert failed on it) is the other job's, and this
-        one is queued without it. One transaction; their ids, oldest first."""
+        created, with its stored priority, owner and submission key; one whose key another job of that owner holds
+        (two servers given one submission at once) is that job's duplicate, and is cancelled instead. One
+        transaction; the ids of each, oldest first."""
         query = (
             select(bisects.c.id, bisects.c.extra, bisects.c.created)
             .outerjoin(jobs, jobs.c.bisect_id == bisects.c.id)
             .where(jobs.c.bisect_id.is_(None), bisects.c.status == BisectStatus.RUNNING.value)
             .order_by(bisects.c.id)
         )
-        queued: list[int] = []
+        stranded = Stranded()
         with self.store.writing() as conn:
             for row in conn.execute(query).all():
                 extra = load(row.extra)
@@ -99,7 +124,11 @@ class JobQueue:
                 owner, key = (owner if isinstance(owner, str) else None), (key if isinstance(key, str) else None)
                 if key is not None and owner is not None:
                     taken = select(jobs.c.bisect_id).where(jobs.c.owner == owner, jobs.c.submission_key == key)
-                    key = None if conn.execute(taken).first() is not None else key
+                    if (holder := conn.execute(taken).scalar()) is not None:
+                        message = duplicate_of(holder)
+                        conn.execute(status_update(row.id, BisectStatus.CANCELLED, now, None, None, message))
+                        stranded.cancelled.append(row.id)
+                        continue
                 conn.execute(
                     jobs.insert().values(
                         bisect_id=row.id, state=JobState.QUEUED.value, submitted=row.created,
@@ -107,8 +136,8 @@ class JobQueue:
                         owner=owner, submission_key=key,
                     )
                 )  # fmt: skip
-                queued.append(row.id)
-        return queued
+                stranded.queued.append(row.id)
+        return stranded
 
     def get(self, bisect_id: int) -> JobRecord:
         with self.store.reading() as conn:

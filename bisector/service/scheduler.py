@@ -92,19 +92,26 @@ class JobScheduler:
         self._loop = threading.Thread(target=self._run_loop, name="job-scheduler", daemon=True)
 
     def start(self) -> None:
-        """Queue the bisects a previous server stored but died before queueing, then resume the running jobs and
-        start queued ones (this and every later round)."""
-        if stranded := self.queue.queue_stranded():
-            listed = ", ".join(str(i) for i in stranded)
-            print(f"bisect serve: queued bisect(s) {listed}, stored by a server that stopped first", file=sys.stderr)
+        """Queue the bisects a previous server stored but died before queueing (a duplicate of a job: cancelled),
+        then resume the running jobs and start queued ones (this and every later round)."""
+        stranded = self.queue.queue_stranded(self.now())
+        for done, ids in (("queued", stranded.queued), ("cancelled as duplicates", stranded.cancelled)):
+            if ids:
+                listed = ", ".join(str(i) for i in ids)
+                why = "stored by a server that stopped before queueing them"
+                print(f"bisect serve: {done} bisect(s) {listed}, {why}", file=sys.stderr)
         self._loop.start()
 
     def wake(self) -> None:
         self._wake.set()
 
-    def add(self, bisect_id: int, priority: int, source: str, owner: str, submission_key: str | None = None) -> None:
-        self.queue.add(bisect_id, priority, source, self.now(), owner, submission_key)
+    def add(
+        self, bisect_id: int, priority: int, source: str, owner: str, submission_key: str | None = None
+    ) -> JobRecord | None:
+        """JobQueue.add: None once queued; the job that holds the owner's submission key already, if one does."""
+        holder = self.queue.add(bisect_id, priority, source, self.now(), owner, submission_key)
         self.wake()
+        return holder
 
     def rerun(self, job: JobRecord, sha: str) -> None:
         """Run the job's bisect's build and test at sha once more, in the background (a rerun step of the bisect).

@@ -7,14 +7,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from bisector.db.jobs import OWNER_KEY, SOURCE_KEY, SUBMISSION_KEY, JobRecord
+from bisector.db.jobs import OWNER_KEY, SOURCE_KEY, SUBMISSION_KEY, JobRecord, duplicate_of
 from bisector.db.store import Store
 from bisector.report import BisectReport
 from bisector.runner.coordinator import CancelOutcome, prepare_bisect
 from bisector.runner.manual import MarkEffect, MarkOutcome, mark_commit
 from bisector.service.config import ServiceConfig
 from bisector.service.mirrors import Mirrors
-from bisector.service.scheduler import JobScheduler
+from bisector.service.scheduler import JobScheduler, utc_now
 from bisector.service.submission import build_submission, check_request
 from bisector.service.tokens import Person
 from bisector.vocab.domain import RERUN_STOP_WAIT_S, BisectStatus
@@ -91,7 +91,11 @@ class BisectService:
             served = {SOURCE_KEY: source, OWNER_KEY: person.name, SUBMISSION_KEY: submission_key,
                       "recipe": request.get("recipe"), "priority": submission.priority}  # fmt: skip
             bisect_id = prepare_bisect(self.store, submission.spec, extra=served)
-            self.scheduler.add(bisect_id, submission.priority, source, person.name, submission_key)
+            holder = self.scheduler.add(bisect_id, submission.priority, source, person.name, submission_key)
+            if holder is not None:  # another server on this store took the same submission at once
+                message = duplicate_of(holder.bisect_id)
+                self.store.set_status(bisect_id, BisectStatus.CANCELLED, finished=utc_now(), message=message)
+                return Submitted(holder.bisect_id, holder.state.value, person.name, repeated=True)
         return Submitted(bisect_id, "queued", person.name)
 
     def cancel(self, bisect_id: int, person: Person, wait_s: float = RERUN_STOP_WAIT_S) -> CancelOutcome:

@@ -12,7 +12,7 @@ from service_process import DONE_TIMEOUT_S, TOKEN, ServiceProcess, service_env, 
 from synthetic import SyntheticHistory, culprit_history
 
 from bisector.core.spec import BisectSpec
-from bisector.db.jobs import JobQueue, JobState
+from bisector.db.jobs import JobQueue, JobState, duplicate_of
 from bisector.db.store import Store
 from bisector.runner.coordinator import prepare_bisect
 from bisector.vocab.domain import BisectStatus, StepPurpose, StepRecord
@@ -122,12 +122,12 @@ def test_a_bisect_stored_by_a_server_that_died_before_queueing_it_is_queued_at_t
         assert store.get_bisect(local).status is BisectStatus.RUNNING
 
 
-def test_a_bisect_stored_with_a_submission_key_another_job_holds_is_queued_without_it_and_the_server_starts(
+def test_a_bisect_stored_with_a_submission_key_another_job_holds_is_cancelled_as_its_duplicate_at_the_start(
     tmp_path: Path, store_url: str
 ) -> None:
     """Two servers on one store given the same key at once: the second one's job insert fails on the key's unique
-    index and leaves its bisect without a job. The next start queues that bisect without the key, which stays the
-    first job's: the server starts, serves, and a retry of the key gets the first job."""
+    index and leaves its bisect without a job (the server died before cancelling it). The next start cancels that
+    bisect as the first job's duplicate, never runs it: the server starts, and a retry of the key gets the first job."""
     history = culprit_history(tmp_path / "repo", 16, 11, sleep_s=0.05)
     args, home, body = one_slot_server(tmp_path, history, store_url)
     keyed = {"Authorization": f"Bearer {TOKEN}", "Idempotency-Key": "key-1"}
@@ -147,13 +147,14 @@ def test_a_bisect_stored_with_a_submission_key_another_job_holds_is_queued_witho
     second = ServiceProcess(args, service_env(**home))
     second.start()
     try:
-        report = second.wait_done(orphan)
         retried = httpx.post(f"{second.base}/api/bisects", json=body, headers=keyed, timeout=120.0)
     finally:
         second.stop()
 
-    assert (report["status"], report["first_bad"]["sha"]) == ("found", history.shas[history.first_bad])
     assert (retried.status_code, retried.json()["id"]) == (200, served_id)
     with Store.open(store_url, read_only=True) as store:
-        assert JobQueue(store).get(orphan).submission_key is None
-        assert JobQueue(store).get(served_id).submission_key == "key-1"
+        duplicate = store.get_bisect(orphan)
+        assert (duplicate.status, duplicate.message) == (BisectStatus.CANCELLED, duplicate_of(served_id))
+        assert store.steps(orphan) == []
+        with pytest.raises(UnknownBisectError):
+            JobQueue(store).get(orphan)
