@@ -552,9 +552,7 @@ class GitRepo:
                 (path / stale).mkdir()
             elif mode:
                 _in_worktree(path, "checkout", "--quiet", "--", stale)
-        except GitCommandError as exc:
-            raise RepoError(f"removing the submodule {stale} from {path} failed: {exc}") from None
-        except OSError as exc:
+        except (GitCommandError, OSError) as exc:
             raise RepoError(f"removing the submodule {stale} from {path} failed: {exc}") from None
 
     def _sound(self, path: Path) -> bool:
