@@ -700,3 +700,28 @@ def test_a_patch_that_adds_the_submodules_gets_them_checked_out(clone: Clone) ->
     before_lib = git(clone.path, "rev-parse", f"{clone.shas[0]}~1")
     adds_lib = Patch(PatchKind.COMMIT, "adds lib", clone.shas[0])
     assert [has_submodules(str(clone.path), before_lib, patches) for patches in ((), (adds_lib,))] == [False, True]
+
+
+def _object_count(repo: Path) -> int:
+    counts = dict(line.split(": ") for line in git(repo, "count-objects", "-v").splitlines())
+    return int(counts["count"]) + int(counts["in-pack"])
+
+
+def test_whether_a_patched_commit_has_submodules_is_told_without_writing_into_the_repository(clone: Clone) -> None:
+    """Every view of a patched bisect's report asks it (the reproduce line): where no patch changes .gitmodules, the
+    commit's own tree answers, and no patched tree is made in the user's repository."""
+    before_lib = git(clone.path, "rev-parse", f"{clone.shas[0]}~1")
+    notes_5 = Patch(PatchKind.COMMIT, "notes 5", clone.shas[-1])
+    notes_4 = Patch(
+        PatchKind.DIFF, "notes.diff", "diff --git a/notes b/notes\n--- a/notes\n+++ b/notes\n@@ -1 +1 @@\n-5\n+4\n"
+    )
+    objects = _object_count(clone.path)
+    answers = [has_submodules(str(clone.path), sha, (notes_5, notes_4)) for sha in (clone.culprit, before_lib)]
+    assert answers == [True, False]
+    assert _object_count(clone.path) == objects
+    adds_gitmodules = Patch(
+        PatchKind.DIFF, "gitmodules.diff",
+        "diff --git a/.gitmodules b/.gitmodules\nnew file mode 100644\n--- /dev/null\n+++ b/.gitmodules\n"
+        '@@ -0,0 +1 @@\n+[submodule "x"]\n',
+    )  # fmt: skip
+    assert has_submodules(str(clone.path), before_lib, (adds_gitmodules,))

@@ -405,6 +405,14 @@ class GitRepo:
         except GitCommandError:
             return None
 
+    def changed_paths(self, sha: str) -> set[str]:
+        """The paths the commit changes against its first parent (all of its files for a root commit)."""
+        try:
+            listed = self._run("diff-tree", "--root", "--no-commit-id", "--name-only", "-r", "-z", sha)
+        except GitCommandError as exc:
+            raise RepoError(f"listing the changes of {sha[:12]} failed: {exc}") from None
+        return {path for path in listed.split("\0") if path}
+
     def cherry_picked_tree(self, tree: str, sha: str) -> str:
         """The tree that `git cherry-pick -n sha` makes of tree: a three-way merge of sha's change to its first parent
         (merge-ort's, renames followed), through commits made for it alone; no worktree or ref is touched. RepoError
@@ -552,9 +560,7 @@ class GitRepo:
                 (path / stale).mkdir()
             elif mode:
                 _in_worktree(path, "checkout", "--quiet", "--", stale)
-        except GitCommandError as exc:
-            raise RepoError(f"removing the submodule {stale} from {path} failed: {exc}") from None
-        except OSError as exc:
+        except (GitCommandError, OSError) as exc:
             raise RepoError(f"removing the submodule {stale} from {path} failed: {exc}") from None
 
     def _sound(self, path: Path) -> bool:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitcommand import GitCommandError, run_git, worktree_adds_held
+from bisector.vocab.incoming import fetch_through_incoming
 from bisector.vocab.paths import cache_dir, tree_size
 
 GITMODULES = ".gitmodules"
@@ -37,7 +38,6 @@ GITLINK_MODE = "160000"
 FETCH_TIMEOUT_S = 900.0  # a fetch hung on the network ends as an infrastructure error of the step
 UNUSED_S = 24 * 3600  # a cache repository unused for this long is removed by prune_cache (fetched again when wanted)
 USED_MARKER = "bisect-used"  # in the entry's .git: touched on each use, its mtime the last one
-INCOMING = "gpu-bisect-incoming"  # in the entry's .git: a fetch's repository of what the URL gave
 _NO_PROMPT = {"GIT_TERMINAL_PROMPT": "0"}  # a URL that asks for credentials fails instead of waiting for a user
 
 
@@ -278,26 +278,25 @@ def _fetch(entry: Path, submodule: Submodule, lock: Path) -> str:
 def _fetch_through_incoming(
     entry: Path, url: str, negotiation: tuple[str, ...], fetched: tuple[str, ...], taken: tuple[str, ...], lock: Path
 ) -> None:
-    """Fetch refspecs `fetched` from url into the entry's incoming repository (`.git/gpu-bisect-incoming`, made fresh,
-    removed after), which borrows the entry's objects (and so asks the URL only for what the entry lacks), without the
-    entry's lock; then, under that lock and the entry's worktree-add lock (a fetch's connectivity check fails on a
-    worktree being added), the entry fetches refspecs `taken` from it: a local copy of those objects."""
-    git_dir = entry / ".git"
-    incoming = git_dir / INCOMING
-    shutil.rmtree(incoming, ignore_errors=True)  # a killed fetcher's: fetches run one at a time (the fetch lock)
-    try:
-        run_git(entry, "init", "--quiet", "--bare", "--template=", str(incoming))
-        (incoming / "objects" / "info" / "alternates").write_text(f"{(git_dir / 'objects').resolve()}\n")
-        run_git(incoming, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", *negotiation, url, *fetched,
-                env=_NO_PROMPT, timeout=FETCH_TIMEOUT_S)  # fmt: skip
-        with _locked(lock), worktree_adds_held(git_dir):
-            # A fetch killed mid-way leaves its ref locks; every fetch into the entry runs under its lock: none is live
-            for stale in [*(git_dir / "refs").rglob("*.lock"), git_dir / "packed-refs.lock"]:
-                stale.unlink(missing_ok=True)
-            run_git(entry, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", *negotiation, str(incoming),
-                    *taken)  # fmt: skip
-    finally:
-        shutil.rmtree(incoming, ignore_errors=True)
+    """Fetch refspecs `fetched` from url into the entry's incoming repository without the entry's lock, then, under
+    that lock, refspecs `taken` from it into the entry (vocab/incoming.py)."""
+    options = ("--quiet", "--no-tags", "--no-write-fetch-head", *negotiation)
+    fetch_through_incoming(_fetching_git, entry, url, options, fetched, taken, _fetch_lock(entry, lock))
+
+
+def _fetching_git(directory: Path, *args: str) -> str:
+    return run_git(directory, *args, env=_NO_PROMPT, timeout=FETCH_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def _fetch_lock(entry: Path, lock: Path) -> Iterator[None]:
+    """The entry's lock, its ref locks left by a killed fetch removed: every fetch into the entry runs under it, so
+    none of them is live."""
+    with _locked(lock):
+        git_dir = entry / ".git"
+        for stale in [*(git_dir / "refs").rglob("*.lock"), git_dir / "packed-refs.lock"]:
+            stale.unlink(missing_ok=True)
+        yield
 
 
 def _holds(entry: Path, sha: str) -> bool:

@@ -33,7 +33,7 @@ from typing import Any, Generic, TypeVar
 
 from bisector.vocab.domain import ImageInfo
 from bisector.vocab.patches import Patch
-from bisector.vocab.processes import ProcessGroup
+from bisector.vocab.processes import ProcessGroup, process_start
 from bisector.workers.build_slots import slot_count
 from bisector.workers.cgroups import end_dead_worker
 from bisector.workers.step_request import StepRequest, step_environment
@@ -187,6 +187,7 @@ class BuildAhead(AheadBuilder[_Build]):
         super().__init__(limit, slot_count())
         self.base_env = dict(os.environ) if base_env is None else base_env
         self.proc: subprocess.Popen[bytes] | None = None
+        self.session: list[ProcessGroup] = []  # the live child's own process group (its git commands run in it)
         self.unread = b""  # the child's output after its last whole line
         self.unreported: list[BuildAheadOutcome] = []  # reaped while a dead child was replaced: the next reap's
         self.orders: list[bytes] = []  # for the live child, not sent yet
@@ -221,6 +222,8 @@ class BuildAhead(AheadBuilder[_Build]):
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,  # its builds go with it
                 env=self.base_env,
             )  # fmt: skip
+            started = process_start(self.proc.pid)
+            self.session = [ProcessGroup(self.proc.pid, started)] if started is not None else []
             assert self.proc.stdin is not None
             assert self.proc.stdout is not None
             with contextlib.suppress(OSError, AttributeError):  # Linux: a pass's orders fit, and go in one read
@@ -262,7 +265,8 @@ class BuildAhead(AheadBuilder[_Build]):
         out = [self._ended(o) for o in self._read_outcomes(proc) if o.sha in self.running]
         dead = [sha for sha, r in self.running.items() if r.proc is proc] if exited else []
         if dead:
-            end_dead_worker(proc.pid, [g for sha in dead for g in self.running[sha].groups], PGID_GRACE_S)
+            groups = [*self.session, *(g for sha in dead for g in self.running[sha].groups)]
+            end_dead_worker(proc.pid, groups, PGID_GRACE_S)
             detail = f"the build-ahead process exited {proc.returncode}"
             out += [self._ended(BuildAheadOutcome(sha, AheadStatus.DIED, detail=detail)) for sha in dead]
         return earlier + out

@@ -40,7 +40,7 @@ from bisector.vocab.domain import (
 from bisector.vocab.errors import InputError, RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.images import container_reference
-from bisector.vocab.patches import Patch, apply_command, patched_tree
+from bisector.vocab.patches import Patch, PatchKind, apply_command, patched_tree
 from bisector.vocab.paths import log_dir
 from bisector.vocab.submodules import GITMODULES
 from bisector.workers.container_engine import reproduce_in_container
@@ -425,13 +425,24 @@ def pr_suffix(commit: Commit) -> str:
 
 
 def has_submodules(repo: str, sha: str, patches: Sequence[Patch] = ()) -> bool:
-    """Whether sha's tree with the patches applied has a .gitmodules, where the repository is on this machine and
-    the patches apply (False where not)."""
+    """Whether sha's tree with the patches applied has a .gitmodules, where the repository is on this machine (False
+    where not). The patched tree is made (objects written into the repository) only where a patch changes
+    .gitmodules; False where such a patch does not apply."""
     try:
         opened = GitRepo(repo)
-        return opened.tree_hash(patched_tree(opened, sha, patches), GITMODULES) is not None
+        changed = any(_changes_gitmodules(opened, patch) for patch in patches)
+        return opened.tree_hash(patched_tree(opened, sha, patches) if changed else sha, GITMODULES) is not None
     except RepoError:
         return False
+
+
+def _changes_gitmodules(repo: GitRepo, patch: Patch) -> bool:
+    """Whether the patch may change .gitmodules: a cherry-picked commit that changes it, a patch file whose headers
+    name it."""
+    if patch.kind is PatchKind.COMMIT:
+        return GITMODULES in repo.changed_paths(patch.content)
+    headers = ("diff --git ", "--- ", "+++ ", "rename ", "copy ")
+    return any(line.startswith(headers) and GITMODULES in line for line in patch.content.splitlines())
 
 
 def reproduce_command(

@@ -14,10 +14,10 @@ LAST_STEPS = 5
 def owner_line(record: BisectRecord) -> str | None:
     """Who runs the bisect (the coordinator holding its lease, and how fresh that is), while one may; and a found
     culprit whose explanation a stopped coordinator left for `bisect resume`."""
-    from bisector.runner.ownership import LEASE_TTL_S, describe_owner
+    from bisector.runner.ownership import describe_owner, holders_ttl_s
 
     now = datetime.now(UTC)
-    ttl_s = LEASE_TTL_S if record.lease_ttl_s is None else record.lease_ttl_s
+    ttl_s = holders_ttl_s(record.lease_ttl_s)
     if record.status is BisectStatus.FOUND and record.extra.get("analysis") == "pending":
         if record.owner is None:
             return f"coordinator: none; the explanation was cut short: `bisect resume {record.id}` finishes it"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
 
-from bisector.db.store import LeaseHolder, Store
+from bisector.db.store import Store
 from bisector.vocab.errors import StateError, StoreError
 from bisector.vocab.processes import is_gone, process_start
 
@@ -55,6 +55,11 @@ class OwnerId:
     def is_gone_here(self) -> bool:
         """Whether this owner ran on this host and its process no longer exists (or is another one now)."""
         return is_gone(self.host, self.pid, self.started)
+
+
+def holders_ttl_s(stored_ttl_s: float | None, fallback_s: float = LEASE_TTL_S) -> float:
+    """The TTL a lease's holder stored with it; fallback_s for a lease stored without one."""
+    return fallback_s if stored_ttl_s is None else stored_ttl_s
 
 
 def holder_is_gone(holder: str, heartbeat: datetime | None, now: datetime, ttl_s: float = LEASE_TTL_S) -> bool:
@@ -109,10 +114,10 @@ class Lease:
             self.owner,
             now,
             self.ttl_s,
-            lambda held: holder_is_gone(held.owner, held.heartbeat, now, self._holders_ttl_s(held)),
+            lambda held: holder_is_gone(held.owner, held.heartbeat, now, holders_ttl_s(held.ttl_s, self.ttl_s)),
         )
         if holder is not None:
-            ttl_s = self._holders_ttl_s(holder)
+            ttl_s = holders_ttl_s(holder.ttl_s, self.ttl_s)
             raise StateError(
                 f"bisect {self.bisect_id} is run by another coordinator "
                 f"({describe_owner(holder.owner, holder.heartbeat, now, ttl_s)}); "
@@ -128,10 +133,6 @@ class Lease:
             return
         if not self.lost.is_set():
             self.store.release_lease(self.bisect_id, self.owner)
-
-    def _holders_ttl_s(self, holder: LeaseHolder) -> float:
-        """The TTL the holder stored with its lease; this coordinator's own for a lease stored without one."""
-        return self.ttl_s if holder.ttl_s is None else holder.ttl_s
 
     def _renew(self) -> bool:
         renewed = self.store.renew_lease(self.bisect_id, self.owner, self.now())

@@ -21,6 +21,7 @@ GIT_STOP_GRACE_S. After the stop no git command starts; the sync that was waitin
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -32,13 +33,14 @@ from pathlib import Path
 
 from bisector.service.config import normalized_source
 from bisector.vocab.errors import InputError
-from bisector.vocab.gitrepo import GitRepo, StoppableGit
+from bisector.vocab.gitrepo import StoppableGit
+from bisector.vocab.incoming import fetch_through_incoming
 
 REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+FETCH_OPTIONS = ("-q", "--prune", "--update-head-ok")
 GIT_TIMEOUT_S = 600.0
 GIT_STOP_GRACE_S = 5.0  # how long a stopped or timed-out git command may take to end on SIGTERM before SIGKILL
 STOP_REASON = "the server is stopping"
-INCOMING = "gpu-bisect-incoming"  # in a mirror's git directory: a fetch's repository of what the source gave
 
 
 class Mirrors:
@@ -81,22 +83,12 @@ class Mirrors:
         """End the git commands running now (and whatever they started); refuse to start more."""
         self._git.stop(STOP_REASON)
 
-    def _fetch(self, path: Path, remote: str = "origin") -> None:
-        self._git.run(path, "fetch", "-q", "--prune", "--update-head-ok", remote, *REFSPECS)
-
     def _fetch_into_mirror(self, source: str, path: Path) -> None:
-        """Fetch source into the mirror at path through its incoming repository (the module's docstring)."""
-        incoming = path / ".git" / INCOMING
-        shutil.rmtree(incoming, ignore_errors=True)  # a killed server's
-        try:
-            self._git.run(path, "init", "-q", "--bare", str(incoming))
-            self._git.run(incoming, "config", "remote.origin.url", source)  # the mirror's remote, by its name
-            (incoming / "objects" / "info" / "alternates").write_text(f"{(path / '.git' / 'objects').resolve()}\n")
-            self._fetch(incoming)
-            with GitRepo(path).worktree_adds_held():  # the workers' worktrees of the mirror
-                self._fetch(path, str(incoming))
-        finally:
-            shutil.rmtree(incoming, ignore_errors=True)
+        """Fetch source into the mirror at path through its incoming repository (the module's docstring); the
+        incoming repository fetches it as the mirror's remote, by its name."""
+        fetch_through_incoming(
+            self._git.run, path, source, FETCH_OPTIONS, REFSPECS, REFSPECS, contextlib.nullcontext(), remote="origin"
+        )
 
     def _clone(self, source: str, path: Path) -> None:
         """Make the mirror of source at path whole, or leave nothing there."""
@@ -107,7 +99,7 @@ class Mirrors:
         try:
             self._git.run(partial, "init", "-q")
             self._git.run(partial, "remote", "add", "origin", source)
-            self._fetch(partial)
+            self._git.run(partial, "fetch", *FETCH_OPTIONS, "origin", *REFSPECS)
             os.rename(partial, path)
         except BaseException:
             shutil.rmtree(partial, ignore_errors=True)

@@ -156,6 +156,24 @@ def test_a_build_ahead_process_that_dies_has_its_build_ended_by_the_coordinator(
     ahead.close()
 
 
+def test_a_build_ahead_process_that_dies_has_the_commands_of_its_own_session_ended(tmp_path: Path):
+    """The child's own commands (git, the tar unpacking a tree; a tar that waits here) run in the child's process
+    group, not a build's: a child SIGKILLed (OOM) while one runs does not leave it running."""
+    repo = make_image_repo(tmp_path / "repo", (10, 10))
+    waiting = tmp_path / "bin"
+    waiting.mkdir()
+    (waiting / "tar").write_text(f'#!/bin/sh\nsleep 631\nexec {shutil.which("tar")} "$@"\n')
+    (waiting / "tar").chmod(0o755)
+    ahead = BuildAhead(1, {**os.environ, "PATH": f"{waiting}{os.pathsep}{os.environ['PATH']}"})
+    ahead.want([_request(repo.path, repo.shas[1], tmp_path)], still_needed)
+    wait_for(lambda: bool(processes_with("sleep 631")), what="the tree's unpacking")
+    ahead.running[repo.shas[1]].proc.kill()
+    wait_for(lambda: bool(ahead.reap()), what="the dead build-ahead process to be reaped")
+    assert [o.status for o in ahead.outcomes.values()] == [AheadStatus.DIED]
+    assert not processes_with("sleep 631")
+    ahead.close()
+
+
 def test_a_build_ahead_process_that_dies_just_before_the_next_build_starts_still_reports_its_builds(tmp_path: Path):
     """The window between want()'s reap and the start of the next child: what the dead child's builds came to is
     reported by the next reap, never dropped."""
