@@ -1,4 +1,5 @@
-"""Git held at a chosen moment in another process, to show what a racing git command meets there."""
+"""Git held at a chosen moment (a worktree add in another process, a remote's answer to a fetch), to show what a racing
+git command meets there."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import contextlib
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
+import pytest
 from bisect_helpers import cli_env
 
 WAIT_S = 120.0  # only ends a hung test; no speed target
@@ -57,3 +60,40 @@ def waits_on(lock: Path) -> bool:
         return False
     waiters = [line.split() for line in Path("/proc/locks").read_text().splitlines() if " -> " in line]
     return any(fields[6].endswith(f":{lock.stat().st_ino}") for fields in waiters)
+
+
+# git's hook for the pack-objects of an upload-pack (global config only): the first one, a remote's answer to the
+# first fetch, waits until $RELEASED exists, as a remote that is slow to answer
+HOLDS_THE_FIRST_ANSWER = """#!/bin/sh
+if mkdir "$HELD" 2>/dev/null; then
+    while [ ! -e "$RELEASED" ]; do sleep 0.02; done
+fi
+exec "$@"
+"""
+
+
+@contextlib.contextmanager
+def first_fetch_answer_held(
+    scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[Future[object]], None]]:
+    """The first answer any remote gives a fetch of this process's git commands waits until the block ends. Yields
+    a wait: it returns once the fetch that future runs is being held there (and fails if that fetch ended first)."""
+    hook, held, released = scratch / "hold.sh", scratch / "held", scratch / "released"
+    hook.write_text(HOLDS_THE_FIRST_ANSWER)
+    hook.chmod(0o755)
+    (scratch / "gitconfig").write_text(f"[uploadpack]\n\tpackObjectsHook = {hook}\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(scratch / "gitconfig"))
+    monkeypatch.setenv("HELD", str(held))
+    monkeypatch.setenv("RELEASED", str(released))
+
+    def until_held(fetching: Future[object]) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while not held.exists():
+            assert not fetching.done(), fetching.result()
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+
+    try:
+        yield until_held
+    finally:
+        released.touch()

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from bisect_helpers import run_cli, stored_rows
-from git_holds import WAIT_S, waits_on, worktree_add_held_at_its_null_head
+from git_holds import WAIT_S, first_fetch_answer_held, waits_on, worktree_add_held_at_its_null_head
 from images.image_repo import commit, init_repo
 
 from bisector.report.model import has_submodules
@@ -436,16 +436,6 @@ def test_a_fetch_into_a_cache_repository_waits_for_a_worktree_being_added_to_it(
     assert git(entry, "rev-parse", "refs/remotes/origin/main") == later
 
 
-# git's hook for the pack-objects of an upload-pack (global config only): the first one, the URL's answer to the
-# cache's fetch, waits until $RELEASED exists, as a URL that is slow to answer
-HOLDS_THE_FIRST_ANSWER = """#!/bin/sh
-if mkdir "$HELD" 2>/dev/null; then
-    while [ ! -e "$RELEASED" ]; do sleep 0.02; done
-fi
-exec "$@"
-"""
-
-
 def test_a_cache_repository_serves_its_commits_and_adds_worktrees_while_a_fetch_waits_on_the_url(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -457,22 +447,12 @@ def test_a_cache_repository_serves_its_commits_and_adds_worktrees_while_a_fetch_
     nowhere = LocalCopies((), (), str(tmp_path))
     entry = cached_repository(Submodule("lib", "lib", str(upstream), first), nowhere)
     later = commit(upstream, "two", {"value": "2\n"})
-    hook, held, released = tmp_path / "hold.sh", tmp_path / "held", tmp_path / "released"
-    hook.write_text(HOLDS_THE_FIRST_ANSWER)
-    hook.chmod(0o755)
-    (tmp_path / "gitconfig").write_text(f"[uploadpack]\n\tpackObjectsHook = {hook}\n")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
-    monkeypatch.setenv("HELD", str(held))
-    monkeypatch.setenv("RELEASED", str(released))
     entry_lock = entry.with_name(f"{entry.name}.lock")
     with ThreadPoolExecutor(2) as threads:
-        fetched = threads.submit(cached_repository, Submodule("lib", "lib", str(upstream), later), nowhere)
-        try:
+        with first_fetch_answer_held(tmp_path, monkeypatch) as until_held:
+            fetched = threads.submit(cached_repository, Submodule("lib", "lib", str(upstream), later), nowhere)
+            until_held(fetched)
             deadline = time.monotonic() + WAIT_S
-            while not held.exists():
-                assert not fetched.done(), fetched.result()
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
             served = threads.submit(cached_repository, Submodule("lib", "lib", str(upstream), first), nowhere)
             while not served.done() and not waits_on(entry_lock):
                 assert time.monotonic() < deadline
@@ -485,8 +465,6 @@ def test_a_cache_repository_serves_its_commits_and_adds_worktrees_while_a_fetch_
                 time.sleep(0.02)
             assert added.done(), "the worktree add waits for the fetch"
             added.result()
-        finally:
-            released.touch()
         assert fetched.result() == entry
     assert git(entry, "rev-parse", "refs/remotes/origin/main") == later
 

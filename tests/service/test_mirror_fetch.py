@@ -9,21 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from git_holds import WAIT_S, waits_on
+from git_holds import WAIT_S, first_fetch_answer_held, waits_on
 from images.image_repo import commit, init_repo
 
 from bisector.service.mirrors import Mirrors
 from bisector.vocab.gitcommand import WORKTREE_ADD_LOCK
 from bisector.vocab.gitrepo import GitRepo
-
-# git's hook for the pack-objects of an upload-pack (global config only): the first one, the source's answer to the
-# mirror's fetch, waits until $RELEASED exists, as a remote that is slow to answer
-HOLDS_THE_FIRST_ANSWER = """#!/bin/sh
-if mkdir "$HELD" 2>/dev/null; then
-    while [ ! -e "$RELEASED" ]; do sleep 0.02; done
-fi
-exec "$@"
-"""
 
 
 def test_a_slot_of_the_mirror_is_added_while_its_fetch_waits_on_the_source(
@@ -35,30 +26,18 @@ def test_a_slot_of_the_mirror_is_added_while_its_fetch_waits_on_the_source(
     mirrors = Mirrors(tmp_path / "mirrors", (str(source),))
     mirror = mirrors.sync(str(source))
     newer = commit(source, "two", {"f": "2\n"})
-    hook, held, released = tmp_path / "hold.sh", tmp_path / "held", tmp_path / "released"
-    hook.write_text(HOLDS_THE_FIRST_ANSWER)
-    hook.chmod(0o755)
-    (tmp_path / "gitconfig").write_text(f"[uploadpack]\n\tpackObjectsHook = {hook}\n")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
-    monkeypatch.setenv("HELD", str(held))
-    monkeypatch.setenv("RELEASED", str(released))
     slot = tmp_path / "slots" / "slot-0"
     with ThreadPoolExecutor(2) as threads:
-        synced = threads.submit(mirrors.sync, str(source))
-        try:
-            deadline = time.monotonic() + WAIT_S
-            while not held.exists():
-                assert not synced.done(), synced.result()
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
+        with first_fetch_answer_held(tmp_path, monkeypatch) as until_held:
+            synced = threads.submit(mirrors.sync, str(source))
+            until_held(synced)
             added = threads.submit(GitRepo(mirror).ensure_worktree, slot, "main")
+            deadline = time.monotonic() + WAIT_S
             while not added.done() and not waits_on(mirror / ".git" / WORKTREE_ADD_LOCK):
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
             assert added.done(), "the worktree add waits for the fetch"
             added.result()
-        finally:
-            released.touch()
         assert synced.result() == mirror
     head = subprocess.run(["git", "-C", str(slot), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
     assert (head.stdout.strip(), GitRepo(mirror).resolve("main")) == (before, newer)
