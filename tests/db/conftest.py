@@ -11,9 +11,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from alembic import command
 from postgres_helpers import BACKENDS, fresh_postgres_database
 
 from bisector.db import Store
+from bisector.db.engine import make_engine
+from bisector.db.migrate import alembic_config, migration_connection
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,10 +40,26 @@ def store_url(request: pytest.FixtureRequest, db_url: str) -> Iterator[str]:
     """A database on each backend: the SQLite file db_url, and a fresh PostgreSQL database (tests/postgres_helpers);
     its URL with the password (Store.url masks it), for a test that opens more stores on it."""
     if request.param == "sqlite":
+        Path(db_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)  # for a migration run first
         yield db_url
         return
     with fresh_postgres_database() as url:
         yield url
+
+
+@pytest.fixture
+def migrate() -> Callable[..., None]:
+    """Upgrade the store at a URL to an Alembic revision (downgrade with down=True)."""
+
+    def run(url: str, revision: str, *, down: bool = False) -> None:
+        engine = make_engine(url)
+        try:
+            with migration_connection(engine) as conn:
+                (command.downgrade if down else command.upgrade)(alembic_config(conn), revision)
+        finally:
+            engine.dispose()
+
+    return run
 
 
 @pytest.fixture

@@ -3,12 +3,9 @@ stores."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from alembic import command
-from postgres_helpers import BACKENDS, fresh_postgres_database
 from sqlalchemy import select
 
 from bisector.db import Store
@@ -18,15 +15,6 @@ from bisector.db.schema import bisects
 from bisector.vocab.domain import StepResult, Verdict
 
 T0 = datetime(2026, 1, 2, tzinfo=UTC)
-
-
-@pytest.fixture(params=BACKENDS)
-def url(request: pytest.FixtureRequest, db_url: str) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield db_url
-        return
-    with fresh_postgres_database() as fresh:
-        yield fresh
 
 
 def columns(url: str) -> list[tuple[int, str, float]]:
@@ -50,17 +38,17 @@ def fill(store: Store) -> None:
     store.start_step(by_json, "c" * 40, 1, "w", "n", (0,), T0 + timedelta(seconds=1))  # still running: no time yet
 
 
-def test_the_store_keeps_them_and_the_migration_recomputes_them(url: str) -> None:
-    with Store.open(url) as store:
+def test_the_store_keeps_them_and_the_migration_recomputes_them(store_url: str) -> None:
+    with Store.open(store_url) as store:
         fill(store)
     # GPU-seconds: (finished - started) x the GPUs held; the CPU-only step adds nothing.
     expected = [(1, "latency_ms", 2 * 5.0 + 1 * 2.0), (2, "bench.tok_s", 0.0), (3, "exit code", 0.0)]
-    assert columns(url) == expected
-    engine = make_engine(url)
+    assert columns(store_url) == expected
+    engine = make_engine(store_url)
     try:
         with migration_connection(engine) as conn:
             command.downgrade(alembic_config(conn), "0002")
     finally:
         engine.dispose()
-    Store.open(url).close()  # upgrades to head again, filling the columns from the specs and the steps
-    assert columns(url) == expected
+    Store.open(store_url).close()  # upgrades to head again, filling the columns from the specs and the steps
+    assert columns(store_url) == expected

@@ -3,18 +3,14 @@ as before, on SQLite and PostgreSQL; a lease taken after it keeps its holder's T
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from alembic import command
-from postgres_helpers import BACKENDS, fresh_postgres_database
 from sqlalchemy import select, update
 
 from bisector.db import Store
 from bisector.db.engine import make_engine
-from bisector.db.migrate import alembic_config, migration_connection
 from bisector.db.schema import bisects
 from bisector.runner.coordinator import utc_now
 from bisector.runner.ownership import LEASE_TTL_S, Lease
@@ -22,25 +18,6 @@ from bisector.vocab.errors import StateError
 
 BEFORE = "0010_job_owner"
 HOLDER = "gpu-node-7:4242:99"  # another host's process: judged by its heartbeat alone
-
-
-@pytest.fixture(params=BACKENDS)
-def url(request: pytest.FixtureRequest, db_url: str) -> Iterator[str]:
-    if request.param == "sqlite":
-        Path(db_url.removeprefix("sqlite:///")).parent.mkdir(parents=True)
-        yield db_url
-        return
-    with fresh_postgres_database() as postgres_url:
-        yield postgres_url
-
-
-def migrate(url: str, revision: str, *, down: bool = False) -> None:
-    engine = make_engine(url)
-    try:
-        with migration_connection(engine) as conn:
-            (command.downgrade if down else command.upgrade)(alembic_config(conn), revision)
-    finally:
-        engine.dispose()
 
 
 def hold_the_old_way(url: str, bisect_id: int, seconds_ago: float) -> None:
@@ -54,12 +31,14 @@ def hold_the_old_way(url: str, bisect_id: int, seconds_ago: float) -> None:
         engine.dispose()
 
 
-def test_a_lease_stored_before_0011_is_judged_by_the_claimants_ttl(url: str) -> None:
-    with Store.open(url) as store:
+def test_a_lease_stored_before_0011_is_judged_by_the_claimants_ttl(
+    store_url: str, migrate: Callable[..., None]
+) -> None:
+    with Store.open(store_url) as store:
         bisect_id = store.create_bisect("repo", "g" * 40, "b" * 40, {}, utc_now())
-    migrate(url, BEFORE, down=True)
-    hold_the_old_way(url, bisect_id, seconds_ago=LEASE_TTL_S / 2)
-    with Store.open(url) as store:  # upgraded to head
+    migrate(store_url, BEFORE, down=True)
+    hold_the_old_way(store_url, bisect_id, seconds_ago=LEASE_TTL_S / 2)
+    with Store.open(store_url) as store:  # upgraded to head
         assert store.get_bisect(bisect_id).owner == HOLDER
         with pytest.raises(StateError, match=f"once {LEASE_TTL_S:.0f} s pass"):
             Lease(store, bisect_id, utc_now).__enter__()
@@ -67,17 +46,17 @@ def test_a_lease_stored_before_0011_is_judged_by_the_claimants_ttl(url: str) -> 
             assert store.get_bisect(bisect_id).owner == lease.owner
 
 
-def test_a_lease_keeps_its_holders_ttl_and_a_downgrade_drops_it(url: str) -> None:
-    with Store.open(url) as store:
+def test_a_lease_keeps_its_holders_ttl_and_a_downgrade_drops_it(store_url: str, migrate: Callable[..., None]) -> None:
+    with Store.open(store_url) as store:
         bisect_id = store.create_bisect("repo", "g" * 40, "b" * 40, {}, utc_now())
         assert store.claim_lease(bisect_id, HOLDER, utc_now(), LEASE_TTL_S * 4, lambda _: True) is None
-    engine = make_engine(url)
+    engine = make_engine(store_url)
     try:
         with engine.connect() as conn:
             assert conn.execute(select(bisects.c.lease_ttl_s)).scalar_one() == LEASE_TTL_S * 4
     finally:
         engine.dispose()
-    migrate(url, BEFORE, down=True)
-    hold_the_old_way(url, bisect_id, seconds_ago=LEASE_TTL_S * 2)  # gone by LEASE_TTL_S, not by the dropped TTL
-    with Store.open(url) as store, Lease(store, bisect_id, utc_now) as lease:
+    migrate(store_url, BEFORE, down=True)
+    hold_the_old_way(store_url, bisect_id, seconds_ago=LEASE_TTL_S * 2)  # gone by LEASE_TTL_S, not by the dropped TTL
+    with Store.open(store_url) as store, Lease(store, bisect_id, utc_now) as lease:
         assert store.get_bisect(bisect_id).owner == lease.owner

@@ -5,19 +5,15 @@ candidates never described rows again."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
-from alembic import command
 from bisect_helpers import synthetic_spec
-from postgres_helpers import BACKENDS, fresh_postgres_database
 from sqlalchemy import insert, select
 
 from bisector.db import Store
 from bisector.db.engine import make_engine
-from bisector.db.migrate import alembic_config, migration_connection
 from bisector.db.queries import BisectFilter, list_bisects
 from bisector.db.schema import bisects, candidates
 from bisector.report.json_report import report_json
@@ -29,25 +25,6 @@ T0 = datetime(2026, 11, 2, 3, 4, 5, tzinfo=UTC)
 BEFORE = "0007_gpu_seconds"
 
 
-@pytest.fixture(params=BACKENDS)
-def url(request: pytest.FixtureRequest, db_url: str) -> Iterator[str]:
-    if request.param == "sqlite":
-        Path(db_url.removeprefix("sqlite:///")).parent.mkdir(parents=True)
-        yield db_url
-        return
-    with fresh_postgres_database() as postgres_url:
-        yield postgres_url
-
-
-def migrate(url: str, revision: str, *, down: bool = False) -> None:
-    engine = make_engine(url)
-    try:
-        with migration_connection(engine) as conn:
-            (command.downgrade if down else command.upgrade)(alembic_config(conn), revision)
-    finally:
-        engine.dispose()
-
-
 def history(count: int) -> list[Commit]:
     return [
         Commit(i, f"{i:040x}", f"change {i} (#{100 + i})", f"Dev {i % 3} <dev@example.com>", T0 + timedelta(hours=i),
@@ -56,12 +33,12 @@ def history(count: int) -> list[Commit]:
     ]  # fmt: skip
 
 
-def test_an_older_store_keeps_its_bisects_readable(url: str) -> None:
-    migrate(url, BEFORE)
+def test_an_older_store_keeps_its_bisects_readable(store_url: str, migrate: Callable[..., None]) -> None:
+    migrate(store_url, BEFORE)
     commits = history(45)
     culprit = commits[30]
     spec = json.dumps(synthetic_spec(Path("/src/repo"), commits[0].sha, commits[-1].sha).to_json())
-    engine = make_engine(url)
+    engine = make_engine(store_url)
     try:
         with engine.begin() as conn:  # as 0007's store wrote them: every candidate with its details
             conn.execute(
@@ -76,7 +53,7 @@ def test_an_older_store_keeps_its_bisects_readable(url: str) -> None:
     finally:
         engine.dispose()
 
-    with Store.open(url) as store:
+    with Store.open(store_url) as store:
         stored = store.candidates(1)
         assert stored.shas() == [c.sha for c in commits]
         assert stored.described() == commits
@@ -88,13 +65,13 @@ def test_an_older_store_keeps_its_bisects_readable(url: str) -> None:
     assert report["first_bad"]["subject"] == culprit.subject  # type: ignore[index]
 
 
-def test_a_downgrade_gives_every_candidate_a_row_again(url: str) -> None:
+def test_a_downgrade_gives_every_candidate_a_row_again(store_url: str, migrate: Callable[..., None]) -> None:
     commits = history(6)
-    with Store.open(url) as store:
+    with Store.open(store_url) as store:
         bisect_id = store.create_bisect("/src/repo", commits[0].sha, commits[-1].sha, {}, T0)
         store.add_candidates(bisect_id, CommitRange([c.sha for c in commits], [commits[0], commits[5]]))
-    migrate(url, BEFORE, down=True)
-    engine = make_engine(url)
+    migrate(store_url, BEFORE, down=True)
+    engine = make_engine(store_url)
     try:
         with engine.connect() as conn:
             query = select(candidates.c.position, candidates.c.sha, candidates.c.subject, candidates.c.date)
@@ -105,6 +82,6 @@ def test_a_downgrade_gives_every_candidate_a_row_again(url: str) -> None:
     assert [subject for _, _, subject, _ in rows] == [commits[0].subject, "", "", "", "", commits[5].subject]
     assert rows[2][3].replace(tzinfo=UTC) == T0  # SQLite reads it back without its offset
 
-    with Store.open(url) as store:  # up again: all of them stored as described, as any older store's
+    with Store.open(store_url) as store:  # up again: all of them stored as described, as any older store's
         assert store.candidates(bisect_id).shas() == [c.sha for c in commits]
         assert len(store.candidates(bisect_id).described()) == 6

@@ -3,51 +3,29 @@ is unique per owner (another owner may use it, jobs without one are many), and a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-from alembic import command
-from postgres_helpers import BACKENDS, fresh_postgres_database
 
 from bisector.db import Store
-from bisector.db.engine import make_engine
 from bisector.db.jobs import JobQueue
-from bisector.db.migrate import alembic_config, migration_connection
 from bisector.runner.coordinator import utc_now
 from bisector.vocab.errors import UnknownBisectError
 
 BEFORE = "0011_lease_ttl"
 
 
-@pytest.fixture(params=BACKENDS)
-def url(request: pytest.FixtureRequest, db_url: str) -> Iterator[str]:
-    if request.param == "sqlite":
-        Path(db_url.removeprefix("sqlite:///")).parent.mkdir(parents=True)
-        yield db_url
-        return
-    with fresh_postgres_database() as postgres_url:
-        yield postgres_url
-
-
-def migrate(url: str, revision: str, *, down: bool = False) -> None:
-    engine = make_engine(url)
-    try:
-        with migration_connection(engine) as conn:
-            (command.downgrade if down else command.upgrade)(alembic_config(conn), revision)
-    finally:
-        engine.dispose()
-
-
 def bisects(store: Store, count: int) -> list[int]:
     return [store.create_bisect("repo", "g" * 40, "b" * 40, {}, utc_now()) for _ in range(count)]
 
 
-def test_a_submission_key_is_unique_per_owner_and_a_downgrade_drops_it(url: str) -> None:
-    with Store.open(url) as store:
+def test_a_submission_key_is_unique_per_owner_and_a_downgrade_drops_it(
+    store_url: str, migrate: Callable[..., None]
+) -> None:
+    with Store.open(store_url) as store:
         ids = bisects(store, 5)
-    migrate(url, BEFORE, down=True)
-    with Store.open(url) as store:  # upgraded to head again
+    migrate(store_url, BEFORE, down=True)
+    with Store.open(store_url) as store:  # upgraded to head again
         jobs = JobQueue(store)
         jobs.add(ids[0], 0, "repo", utc_now(), "alice", "key")
         jobs.add(ids[1], 0, "repo", utc_now(), "bob", "key")
@@ -61,6 +39,6 @@ def test_a_submission_key_is_unique_per_owner_and_a_downgrade_drops_it(url: str)
         assert (found := jobs.submitted_as("alice", "key")) is not None
         assert found.bisect_id == ids[0]
         assert jobs.submitted_as("carol", "key") is None
-    migrate(url, BEFORE, down=True)
-    with Store.open(url) as store:
+    migrate(store_url, BEFORE, down=True)
+    with Store.open(store_url) as store:
         assert [JobQueue(store).get(i).submission_key for i in ids[:2]] == [None, None]
