@@ -132,3 +132,15 @@ def test_an_exported_tree_is_the_commits_files_without_git(history: tuple[Path, 
     assert (destination / "src/a.txt").read_text() == "two\n"
     with pytest.raises(RepoError, match="exporting the tree"):
         GitRepo(path).export_tree("0" * 40, tmp_path / "other")
+
+
+def test_a_git_killed_by_a_signal_is_named_by_the_signal(tmp_path: Path) -> None:
+    """A git that a signal ended (the OOM killer, a kill -9) is reported as killed, not as "exited -9"."""
+    from bisector.vocab.gitcommand import GitCommandError, run_git
+
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    (shims / "git").write_text("#!/bin/sh\nkill -KILL $$\n")
+    (shims / "git").chmod(0o755)
+    with pytest.raises(GitCommandError, match=r"^git rev-parse was killed by SIGKILL$"):
+        run_git(tmp_path, "rev-parse", "HEAD", env={"PATH": f"{shims}:/usr/bin:/bin"})

@@ -11,6 +11,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
+from bisector.vocab.processes import ended_how
+
 # git's messages in English whatever the user's locale: RepoErrors quote them
 GIT_LOCALE = {"LANGUAGE": "C", "LC_ALL": "C"}
 WORKTREE_ADD_LOCK = "gpu-bisect-worktree-add.lock"  # in a repository's git directory: worktree_adds_held
@@ -49,7 +51,7 @@ def run_git(
     stdout = (done.stdout or b"").decode(errors=errors).removesuffix("\n")
     if done.returncode != 0:
         stderr = " ".join(done.stderr.decode(errors="replace").split())
-        raise GitCommandError(stderr or f"git {args[0]} exited {done.returncode}", stdout)
+        raise GitCommandError(stderr or f"git {args[0]} {ended_how(done.returncode)}", stdout)
     return stdout
 
 

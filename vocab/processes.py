@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 from pathlib import Path
 from typing import NamedTuple
@@ -81,3 +82,13 @@ def owner_is_gone(folder: Path) -> bool:
     except (OSError, ValueError, TypeError, KeyError):
         return False
     return is_gone(host, pid, started)
+
+
+def ended_how(returncode: int) -> str:
+    """subprocess's return code in words: a negative one is the signal that killed the process."""
+    if returncode >= 0:
+        return f"exited {returncode}"
+    try:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"was killed by signal {-returncode}"

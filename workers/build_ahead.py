@@ -33,7 +33,7 @@ from typing import Any, Generic, TypeVar
 
 from bisector.vocab.domain import ImageInfo
 from bisector.vocab.patches import Patch
-from bisector.vocab.processes import ProcessGroup, process_start
+from bisector.vocab.processes import ProcessGroup, ended_how, process_start
 from bisector.workers.build_slots import slot_count
 from bisector.workers.cgroups import end_dead_worker
 from bisector.workers.step_request import StepRequest, step_environment
@@ -267,7 +267,7 @@ class BuildAhead(AheadBuilder[_Build]):
         if dead:
             groups = [*self.session, *(g for sha in dead for g in self.running[sha].groups)]
             end_dead_worker(proc.pid, groups, PGID_GRACE_S)
-            detail = f"the build-ahead process exited {proc.returncode}"
+            detail = f"the build-ahead process {ended_how(proc.returncode)}"
             out += [self._ended(BuildAheadOutcome(sha, AheadStatus.DIED, detail=detail)) for sha in dead]
         return earlier + out
 
