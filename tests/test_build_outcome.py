@@ -4,6 +4,7 @@ worktree build through a real StepRunner."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,27 @@ def test_a_build_killed_by_a_signal_is_infrastructure(tmp_path: Path, command: s
     build = built(tmp_path, f"echo half built; {command}")
     assert (build.end, build.exit_code, build.error_kind) == (BuildEnd.INFRA, code, ErrorKind.SIGNAL)
     assert build.detail() == f"image build died (exit {code})\n  | half built"
+
+
+# Build tools whose own child is SIGKILLed (as the kernel's OOM killer ends the largest process): each exits 1 or 2
+KILLED_CHILD = {
+    "gcc": ({"a.c": "int f(void);\n", "die.sh": "#!/bin/sh\nkill -9 $$\n"}, "gcc -wrapper ./die.sh -c a.c"),
+    "make": ({"Makefile": "all:\n\tsh -c 'kill -9 $$$$'\n"}, "make"),
+    "bash": ({"build.sh": "sh -c 'kill -9 $$'\nexit 1\n"}, "bash build.sh"),
+}
+
+
+@pytest.mark.parametrize("tool", sorted(KILLED_CHILD))
+def test_a_build_whose_tool_says_a_process_of_its_own_was_killed_is_infrastructure(tmp_path: Path, tool: str):
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+    files, command = KILLED_CHILD[tool]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+        (tmp_path / name).chmod(0o755)
+    build = built(tmp_path, command, patterns=())  # found without the spec's patterns
+    assert build.exit_code in (1, 2)
+    assert (build.end, build.error_kind) == (BuildEnd.INFRA, ErrorKind.INFRA), build.detail()
 
 
 def test_an_infrastructure_signature_in_a_failed_builds_output_is_infrastructure(tmp_path: Path):

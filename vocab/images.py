@@ -18,13 +18,15 @@ _SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 <
 @dataclass(frozen=True)
 class ImageRecipe:
     """How a step's image is made: the build command, the paths whose tree decides the key (empty: the whole
-    tree), the cache root's size cap, and the patches applied to the commit's tree before its build."""
+    tree), the cache root's size cap, the patches applied to the commit's tree before its build, and the spec's
+    environment variables, which its build sees."""
 
     mode: str = "venv"
     inputs: tuple[str, ...] = ()
     max_bytes: int = DEFAULT_MAX_BYTES
     artifact: str | None = None  # where a commit's prebuilt wheels are ({sha}, {short}): installed instead of a build
     patches: tuple[Patch, ...] = ()  # --cherry-pick, --patch: applied to the tree the image holds
+    env: tuple[tuple[str, str], ...] = ()  # the spec's --env, sorted (name, value) pairs
 
     def __post_init__(self) -> None:
         if self.mode not in IMAGE_MODES:

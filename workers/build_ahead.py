@@ -73,6 +73,7 @@ class BuildAheadJob:
     infra_patterns: tuple[str, ...]
     log_path: str
     patches: tuple[Patch, ...] = ()  # applied to the tree before its build, as a step's image has them
+    recipe_env: tuple[tuple[str, str], ...] = ()  # the spec's env, which keys the image as a step's recipe does
 
     @classmethod
     def of(cls, request: StepRequest, base_env: dict[str, str]) -> BuildAheadJob:
@@ -85,6 +86,7 @@ class BuildAheadJob:
         return cls(
             request.repo, request.sha, request.build_cmd, recipe.mode, recipe.inputs, recipe.max_bytes,
             recipe.artifact, env, request.timeout_s, request.metric.infra_patterns, request.log_path, recipe.patches,
+            recipe.env,
         )  # fmt: skip
 
     @classmethod
@@ -92,6 +94,7 @@ class BuildAheadJob:
         return cls(**{
             **data, "inputs": tuple(data["inputs"]), "infra_patterns": tuple(data["infra_patterns"]),
             "patches": tuple(Patch.from_json(patch) for patch in data.get("patches", ())),
+            "recipe_env": tuple((str(name), str(value)) for name, value in data.get("recipe_env", ())),
         })  # fmt: skip
 
 

@@ -98,7 +98,7 @@ def build(
     """Make job's image as a step would (reused when it is there already) in cache (default: this host's), then let
     go of it; on_start hears the process group of each command the build starts; evict: as ImageBuilder's;
     opened: job's repository, opened already."""
-    recipe = ImageRecipe(job.mode, job.inputs, job.max_bytes, job.artifact, job.patches)
+    recipe = ImageRecipe(job.mode, job.inputs, job.max_bytes, job.artifact, job.patches, job.recipe_env)
     with Path(job.log_path).open("ab", buffering=0) as log_file:
         log = StepLog(log_file)
         log.note(f"# building the image of {job.sha[:12]} ahead of its step (pid {os.getpid()})\n")

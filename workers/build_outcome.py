@@ -14,6 +14,17 @@ from bisector.vocab.metric_scan import METRIC_TIME_LIMIT_S
 from bisector.workers.output import DETAIL_TAIL_BYTES
 from bisector.workers.process import ProcessOutcome
 
+# What a build's tools print when a process of theirs was SIGKILLed (the kernel's OOM killer, an operator): they exit
+# with a code of their own (gcc 1, make 2), yet the build died of its host, not of the commit.
+KILLED_SIGNATURES = (
+    r"Killed signal terminated program",  # gcc's driver: a compiler pass killed
+    r"terminated with signal 9\b",  # collect2: the linker killed
+    r"unable to execute command: Killed",  # clang's driver
+    r"died due to signal 9\b",  # nvcc: a pass (cicc, cudafe++, ptxas) killed
+    r"\*\*\* \[[^\]\n]*\] Killed",  # make: a recipe killed
+    r": (?:line \d+: +)?\d+ Killed  ",  # bash: a command of a script killed
+)
+
 
 class BuildEnd(Enum):
     SUCCEEDED = "succeeded"  # exit 0
@@ -73,7 +84,7 @@ class BuildOutcome:
 def judge_build(
     process: ProcessOutcome, what: str, infra_patterns: tuple[str, ...] = (), time_limit_s: float = METRIC_TIME_LIMIT_S
 ) -> BuildOutcome:
-    """How the build that gave process ended. infra_patterns (the spec's, for the worktree build) are looked for in a
+    """How the build that gave process ended. infra_patterns (the spec's) and KILLED_SIGNATURES are looked for in a
     failed build's output within time_limit_s; a search that takes longer finds none."""
     if process.log_error is not None:
         return BuildOutcome(BuildEnd.LOG_FAILED, process, what)
@@ -84,7 +95,7 @@ def judge_build(
     if process.exit_code == 0:
         return BuildOutcome(BuildEnd.SUCCEEDED, process, what)
     try:
-        signature = infra_signature(process.output.text(), infra_patterns, time_limit_s)
+        signature = infra_signature(process.output.text(), (*infra_patterns, *KILLED_SIGNATURES), time_limit_s)
     except MatchTimeoutError:
         signature = None
     if signature:

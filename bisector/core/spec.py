@@ -226,10 +226,12 @@ class ExecutorSpec:
         every_way = DEFAULT_BUILD_AHEAD if self.workers == 1 else self.workers * (self.workers + 1)
         return min(every_way, MAX_BUILD_AHEAD)
 
-    def image_recipe(self, patches: tuple[Patch, ...] = ()) -> ImageRecipe | None:
+    def image_recipe(self, patches: tuple[Patch, ...] = (), env: Mapping[str, str] | None = None) -> ImageRecipe | None:
+        """The recipe of the steps' images; patches and env: the test's, which the image's build applies and sees."""
         if self.image is ImageMode.NONE:
             return None
-        return ImageRecipe(self.image.value, self.image_inputs, self.images_max_bytes(), self.artifact, patches)
+        pairs = tuple(sorted((env or {}).items()))
+        return ImageRecipe(self.image.value, self.image_inputs, self.images_max_bytes(), self.artifact, patches, pairs)
 
 
 @dataclass(frozen=True)

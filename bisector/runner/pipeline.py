@@ -38,7 +38,7 @@ def step_request(
 ) -> StepRequest:
     """What a worker needs to run the spec's build and test at sha: search steps and side runs alike.
     env is added to the spec's env; preemptible: a search run (workers/pool.py may cancel it)."""
-    image = spec.executor.image_recipe(spec.test.patches)
+    image = spec.executor.image_recipe(spec.test.patches, spec.test.env)
     return StepRequest(
         step_id=step_id,
         bisect_id=bisect_id,

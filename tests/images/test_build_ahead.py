@@ -312,20 +312,25 @@ def test_builds_ahead_that_end_together_share_one_pass_of_the_cache_cap_that_kee
     assert cache.passes == [frozenset("a"), frozenset("bcdefg")]  # one pass for the six, keeping each one's image
 
 
-def test_an_image_built_ahead_has_the_bisect_s_patches_so_a_patched_step_finds_it(tmp_path: Path):
+def test_an_image_built_ahead_has_the_bisect_s_patches_and_env_so_its_step_finds_it(tmp_path: Path):
     repo = make_image_repo(tmp_path / "repo", (10, 10))
     added = "--- /dev/null\n+++ b/PATCHED.txt\n@@ -0,0 +1 @@\n+from the patch\n"
     patch = Patch(PatchKind.DIFF, "fix.patch", added)
-    request = replace(_request(repo.path, repo.shas[1], tmp_path), image=ImageRecipe("venv", patches=(patch,)))
+    recipe = ImageRecipe("venv", patches=(patch,), env=(("FLAVOR", "fast"),))
+    request = replace(_request(repo.path, repo.shas[1], tmp_path, FLAVOR="fast"), image=recipe)
     ahead = BuildAhead(1)
     ahead.want([request], still_needed)
     wait_for(lambda: bool(ahead.reap()), what="the build to end")
     [outcome] = ahead.outcomes.values()
     assert outcome.status is AheadStatus.READY, outcome.detail
     assert outcome.image is not None
-    patched = image_key(str(repo.path), repo.shas[1], BUILD_CMD, ImageRecipe("venv", patches=(patch,))).id
-    unpatched = image_key(str(repo.path), repo.shas[1], BUILD_CMD, ImageRecipe("venv")).id
-    assert outcome.image.id == patched != unpatched  # the key a patched step looks up, never an unpatched step's
+    wanted = image_key(str(repo.path), repo.shas[1], BUILD_CMD, recipe).id
+    others = {
+        image_key(str(repo.path), repo.shas[1], BUILD_CMD, other).id
+        for other in (ImageRecipe("venv"), replace(recipe, patches=()), replace(recipe, env=()))
+    }
+    assert outcome.image.id == wanted  # the key its step looks up
+    assert wanted not in others  # never another step's
     assert (Path(outcome.image.path) / "src" / "PATCHED.txt").read_text() == "from the patch\n"
     ahead.close()
 

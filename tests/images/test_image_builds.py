@@ -142,6 +142,34 @@ def test_a_build_failing_on_infrastructure_is_an_error_and_leaves_no_failed_imag
     assert counter.read_text().splitlines() == ["build at 0", "build at 0"]
 
 
+# A compiler wrapper (gcc -wrapper) whose first compiler pass dies as the kernel's OOM killer ends one: SIGKILL
+OOM_ONCE = """#!/bin/sh
+if [ ! -e "$OOM_MARK" ]; then : > "$OOM_MARK"; kill -9 $$; fi
+exec "$@"
+"""
+
+
+def test_a_build_whose_compiler_is_killed_is_an_error_and_leaves_no_failed_image(tmp_path: Path):
+    """gcc exits 1 when a pass of its own is SIGKILLed (OOM) mid-build, and says so: that says nothing about the commit,
+    so no failed image makes every later bisect skip it."""
+    repo = make_image_repo(tmp_path / "repo")
+    wrapper = tmp_path / "oom_once.sh"
+    wrapper.write_text(OOM_ONCE)
+    wrapper.chmod(0o755)
+    env = {"CC": f"gcc -wrapper {wrapper}", "OOM_MARK": str(tmp_path / "oom-killed")}
+    slot = runner(tmp_path)
+
+    killed = slot.run(image_request(repo.path, repo.shas[0], tmp_path, 1, **env))
+    assert (killed.verdict, killed.error_kind) == (Verdict.ERROR, ErrorKind.INFRA), killed.detail
+    assert "Killed signal terminated program" in killed.detail
+    assert not [m for m in ImageCache().manifests() if m.status is ImageStatus.FAILED]
+
+    again = slot.run(image_request(repo.path, repo.shas[0], tmp_path, 2, **env))
+    assert again.verdict is Verdict.GOOD, again.detail
+    assert again.image is not None
+    assert (again.image.source, again.image.reused) == ("built", False)
+
+
 def test_the_size_cap_evicts_least_recently_used_images_not_in_use(tmp_path: Path):
     repo = make_image_repo(tmp_path / "repo", values=(1, 2, 3))
     cache = ImageCache()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bisect_helpers import cli_env, run_cli, stored_rows
@@ -103,6 +104,28 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path):
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, (args, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_a_bisect_whose_env_changes_the_build_never_tests_the_images_another_env_built(tmp_path: Path):
+    """The spec's --env reaches the build: an image made under other values is another build of the commit."""
+    repo = make_image_repo(tmp_path / "repo")  # values 10, 10, 5: the last commit is the first bad one
+    db = tmp_path / "bisect.db"
+    build = f'sed -i "s/return \\([0-9]*\\)/return \\1 + $OFFSET/" lib.c && {BUILD_CMD}'  # the offset is compiled in
+
+    def bisect_with(offset: int) -> dict[str, Any]:
+        done = run_cli("start", "--repo", str(repo.path), "--good", repo.shas[0], "--bad", "main", "--build", build,
+                       "--run", RUN_CMD, *METRIC, "--image", "venv", "--executor", "inprocess", "--no-explain",
+                       "--env", f"OFFSET={offset}", "--format", "json", db=db)  # fmt: skip
+        report: dict[str, Any] = json.loads(done.stdout)
+        return report
+
+    plain = bisect_with(0)
+    assert plain["first_bad"]["sha"] == repo.shas[2]
+    raised = bisect_with(5)  # 15, 15, 10: every commit is good
+    assert raised["status"] == "endpoints_mismatch", raised["first_bad"]
+    assert [s["metric"] for s in raised["steps"]] == [15.0, 10.0]
+    assert all(s["image"]["source"] == "built" for s in raised["steps"])
+    assert not {s["image"]["id"] for s in raised["steps"]} & {s["image"]["id"] for s in plain["steps"]}
 
 
 def test_a_second_bisect_over_the_same_range_builds_nothing(tmp_path: Path):

@@ -28,7 +28,7 @@ BASE_PACKAGES = ("torch", "triton", "nvidia-cuda-runtime-cu12", "nvidia-cuda-run
 class ImageKey:
     repo: str  # the repository's identity: its origin URL, else its resolved path
     inputs_tree: str  # git's hash of the recipe's inputs at the commit
-    recipe: str  # hash of the build command, the mode, the declared inputs, the artifact and the patches
+    recipe: str  # hash of the build command, the mode, the declared inputs, the artifact, the patches and the env
     base_env: dict[str, str] = field(default_factory=dict)  # python, interpreter prefix, torch/triton/CUDA versions
 
     @functools.cached_property
@@ -46,6 +46,8 @@ def recipe_hash(build_cmd: str | None, recipe: ImageRecipe) -> str:
         fields["artifact"] = recipe.artifact
     if recipe.patches:  # likewise: an image of patched trees never serves a step without them, nor the reverse
         fields["patches"] = patches_digest(recipe.patches)
+    if recipe.env:  # likewise: the build sees the spec's env, so an image made under other values is another build
+        fields["env"] = sorted(recipe.env)
     text = json.dumps(fields)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
