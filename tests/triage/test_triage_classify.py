@@ -8,9 +8,10 @@ from html import escape
 from pathlib import Path
 
 import pytest
-from triage_repo import FIXTURES, results, serving_repo
+import triage_repo
+from triage_repo import FIXTURES, init_repo, pytest_junit, results, serving_repo
 
-from bisector.triage import FailureClass, NoiseBand, triage_runs
+from bisector.triage import Failure, FailureClass, NoiseBand, TriageReport, triage_runs
 from bisector.triage.classify import classify
 from bisector.triage.model import CaseResult, Outcome, RunResults
 from bisector.triage.signatures import builtin_signatures, load_signatures
@@ -30,7 +31,7 @@ def runs(tmp_path: Path):
     return repo, good, bad
 
 
-def by_test(report):
+def by_test(report: TriageReport) -> dict[str, Failure]:
     return {f.test: f for f in report.failures}
 
 
@@ -179,3 +180,37 @@ def test_a_regression_that_merely_logs_the_word_timeout_stays_a_regression():
     good, bad = RunResults(cases={"t::x": passed}), RunResults(cases={"t::x": failed})
     [failure] = classify(good, bad, builtin_signatures(), NoiseBand.parse("1%"))
     assert (failure.failure_class, failure.bisectable) == (REGRESSION, True)
+
+
+def real_ci_runs(tmp_path: Path, good_tests: str, bad_tests: str, noise_band: str = "1%") -> dict[str, Failure]:
+    """The triage of two real pytest runs (JUnit XML), of tests/test_ci.py as the good and the bad commit hold it."""
+    repo = init_repo(tmp_path / "repo")
+    good = triage_repo.commit(repo, "Add the CI tests", {"tests/test_ci.py": good_tests})
+    bad = triage_repo.commit(repo, "Change the CI tests (#2)", {"tests/test_ci.py": bad_tests})
+    pytest_junit(repo, good, tmp_path / "good.xml")
+    pytest_junit(repo, bad, tmp_path / "bad.xml")
+    report = triage_runs(tmp_path / "good.xml", tmp_path / "bad.xml", repo=repo, good_rev=good, bad_rev=bad,
+                         noise_band=noise_band)  # fmt: skip
+    return by_test(report)
+
+
+def test_a_measurement_past_the_band_is_a_regression_though_the_good_run_failed_within_it(tmp_path: Path) -> None:
+    """Latency 51.2 ms against 51.0 in the good run (noise), 80.0 ms in the bad run: a regression, whether a failing
+    test's message states the values or a metrics JSON records them (the good run's failure was within the band)."""
+    test = "def test_decode_latency():\n    latency_ms = {}\n    assert latency_ms <= 51.0\n"
+    failures = real_ci_runs(tmp_path, test.format(51.2), test.format(80.0))
+    failure = failures["tests.test_ci::test_decode_latency"]
+    assert failure.failure_class is REGRESSION, failure.reason
+    assert (
+        failure.reason
+        == "beyond the noise band (1%): assert 80.0 <= 51.0; within it in the good run: assert 51.2 <= 51.0"
+    )
+    metrics = {"latency": {"value": 51.2, "threshold": 51.0, "direction": "lower"}}
+    (tmp_path / "good.json").write_text(json.dumps({"metrics": metrics}))
+    metrics["latency"]["value"] = 80.0
+    (tmp_path / "bad.json").write_text(json.dumps({"metrics": metrics}))
+    repo = tmp_path / "repo"
+    report = triage_runs(tmp_path / "good.json", tmp_path / "bad.json", repo=repo, good_rev="main~1", bad_rev="main")
+    assert by_test(report)["latency"].failure_class is REGRESSION
+    beyond = real_ci_runs(tmp_path / "beyond", test.format(60.0), test.format(80.0))  # past the band in both runs
+    assert beyond["tests.test_ci::test_decode_latency"].failure_class is FLAKY
