@@ -142,9 +142,10 @@ def _classify_metric(metric: MetricResult, before: MetricResult | None, default_
 
 
 def _within_band(measured: str, value: float, threshold: float, band: NoiseBand) -> str | None:
-    """The flaky reason when value is within the band of threshold (one rule for metrics and test messages)."""
+    """The flaky reason when value is within the band of threshold (one rule for metrics and test messages). A band
+    of no width (0, or relative to a threshold of 0) holds no failure: `assert 0 > 0` is no noise."""
     width, past_by = band.width(threshold), abs(value - threshold)
-    if past_by > width:
+    if past_by > width or width == 0:
         return None
     return f"within the noise band: {measured}, {past_by:g} past, band {band} = {width:g}"
 

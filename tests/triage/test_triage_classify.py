@@ -214,3 +214,13 @@ def test_a_measurement_past_the_band_is_a_regression_though_the_good_run_failed_
     assert by_test(report)["latency"].failure_class is REGRESSION
     beyond = real_ci_runs(tmp_path / "beyond", test.format(60.0), test.format(80.0))  # past the band in both runs
     assert beyond["tests.test_ci::test_decode_latency"].failure_class is FLAKY
+
+
+def test_a_count_failing_at_a_zero_threshold_is_a_regression_not_noise(tmp_path: Path) -> None:
+    """pytest says `assert 0 > 0` when a test asserts len(outputs) > 0 and gets none: a band relative to a threshold
+    of 0 has no width, so nothing is noise there."""
+    test = "def test_generates():\n    outputs = {}\n    assert len(outputs) > 0\n"
+    failures = real_ci_runs(tmp_path, test.format("['token']"), test.format("[]"))
+    failure = failures["tests.test_ci::test_generates"]
+    assert (failure.failure_class, failure.bisectable) == (REGRESSION, True), failure.reason
+    assert failure.reason.startswith("failed (passed in the good run): assert 0 > 0")
