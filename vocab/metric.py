@@ -40,6 +40,8 @@ DEFAULT_INFRA_PATTERNS: tuple[str, ...] = (
     r"Connection refused",
     r"ConnectionRefusedError",
     r"ConnectionResetError",
+    r"Connection reset by peer",
+    r"Temporary failure in name resolution|Name or service not known|Could not resolve host",
     r"NCCL (?:error|WARN .*timeout)",
     r"operation not permitted when stream is capturing",
     r"HIPBLAS_STATUS_INTERNAL_ERROR",
