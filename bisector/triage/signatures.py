@@ -31,7 +31,7 @@ CI_INFRA_PATTERNS: tuple[tuple[str, str], ...] = (
     ("CUDA graph capture", r"CUDA graph capture|cudaErrorStreamCapture\w*|stream is capturing"),
     ("NCCL", r"\bNCCL\b.*(?:timeout|timed out)|Watchdog caught collective operation timeout|nccl\w*Error"),
     ("out of memory", r"\bout of memory\b|OutOfMemoryError"),
-    ("GPU driver", r"\bXid\b|unspecified launch failure|CUDA driver version is insufficient|GPU is lost"),
+    ("GPU driver", r"\bXid\b|CUDA driver version is insufficient|GPU is lost"),
     ("timeout", r"Failed: Timeout >|\bTimeoutError\b|\bTimeoutExpired\b|timed out after \d"),  # last: the vaguest
 )
 

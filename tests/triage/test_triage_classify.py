@@ -224,3 +224,15 @@ def test_a_count_failing_at_a_zero_threshold_is_a_regression_not_noise(tmp_path:
     failure = failures["tests.test_ci::test_generates"]
     assert (failure.failure_class, failure.bisectable) == (REGRESSION, True), failure.reason
     assert failure.reason.startswith("failed (passed in the good run): assert 0 > 0")
+
+
+def test_a_kernel_that_faults_is_the_commits_regression_not_the_drivers(tmp_path: Path) -> None:
+    """CUDA's `unspecified launch failure` (cudaErrorLaunchFailure) is an exception in a kernel, most often an invalid
+    pointer or an out-of-bounds access of the kernel under test: a regression, as a bisect step judges it."""
+    good = "def test_gemm():\n    pass\n"
+    bad = (
+        "def test_gemm():\n    raise RuntimeError('CUDA error: unspecified launch failure\\n'\n"
+        "        'CUDA kernel errors might be asynchronously reported at some other API call')\n"
+    )
+    failure = real_ci_runs(tmp_path, good, bad)["tests.test_ci::test_gemm"]
+    assert (failure.failure_class, failure.bisectable) == (REGRESSION, True), failure.reason
