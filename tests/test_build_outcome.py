@@ -4,6 +4,7 @@ worktree build through a real StepRunner."""
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -129,3 +130,48 @@ def test_a_network_failure_in_a_build_or_a_test_is_an_infrastructure_error(tmp_p
     test = runner.run(replace(build_request(history, tmp_path, "", 2), run_cmd=f"cat {output}; exit 1"))
     for result in (build, test):
         assert (result.verdict, result.error_kind) == (Verdict.ERROR, ErrorKind.INFRA), result.detail
+
+
+ASSERTIONS = """import socket
+
+import pytest
+
+
+def closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_reports_refusal():
+    assert "Connection refused" in "connection failed"
+
+
+def test_raises_on_refusal():
+    with pytest.raises(ConnectionRefusedError):
+        pass
+
+
+def test_server():
+    socket.create_connection(("127.0.0.1", closed_port())).close()
+"""
+
+
+@pytest.mark.parametrize(
+    ("test", "verdict", "kind"),
+    [("test_reports_refusal", Verdict.BAD, None), ("test_raises_on_refusal", Verdict.BAD, None),
+     ("test_server", Verdict.ERROR, ErrorKind.INFRA)],
+)  # fmt: skip
+def test_a_failed_assertion_that_names_an_infrastructure_error_is_bad(
+    tmp_path: Path, test: str, verdict: Verdict, kind: ErrorKind | None
+) -> None:
+    """pytest's report of a failed assertion quotes what the test expected (`assert "Connection refused" in ...`,
+    `DID NOT RAISE ConnectionRefusedError`): the commit's failure. A refused connection the test met is
+    infrastructure."""
+    history = culprit_history(tmp_path / "repo", 3, 2)
+    (tmp_path / "test_client.py").write_text(ASSERTIONS)
+    run = f"{sys.executable} -m pytest -q -p no:cacheprovider --rootdir {tmp_path} {tmp_path}/test_client.py::{test}"
+    result = StepRunner(WorkerSlot("w0", (), tmp_path / "worktree")).run(
+        replace(build_request(history, tmp_path, "", 1), run_cmd=run)
+    )
+    assert (result.verdict, result.exit_code, result.error_kind) == (verdict, 1, kind), result.detail

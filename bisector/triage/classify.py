@@ -2,7 +2,8 @@
 
 A failing test case (failure or error in the bad run):
   1. a signature matches its message or logs            -> its class (infrastructure, or flaky for the
-                                                           operator's flaky signatures)
+     (not the lines reporting a failed assertion,          operator's flaky signatures)
+     `vocab.metric.ASSERTION_LINE`)
   2. it passed on retry in the bad run                  -> flaky
   3. its message compares one measured number with a    -> flaky, as a metric within the band is
      threshold (`assert 51.4 <= 51.0`, `latency 51.4 ms
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from bisector.triage.model import CaseResult, FailureClass, MetricResult, Outcome, RunResults
 from bisector.triage.signatures import Signature
 from bisector.vocab.errors import InputError
+from bisector.vocab.metric import ASSERTION_LINE
 
 DEFAULT_NOISE_BAND = "1%"
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
@@ -95,8 +97,9 @@ def classify(good: RunResults, bad: RunResults, signatures: Sequence[Signature],
 def _classify_case(
     case: CaseResult, before: CaseResult | None, signatures: Sequence[Signature], band: NoiseBand
 ) -> Failure:
+    text = ASSERTION_LINE.sub("", case.text)
     for signature in signatures:
-        matched = signature.search(case.text)
+        matched = signature.search(text)
         if matched is not None:
             label = signature.failure_class.value
             reason = f"{label} signature {signature.name!r}: {_clip(matched)}"

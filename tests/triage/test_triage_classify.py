@@ -236,3 +236,46 @@ def test_a_kernel_that_faults_is_the_commits_regression_not_the_drivers(tmp_path
     )
     failure = real_ci_runs(tmp_path, good, bad)["tests.test_ci::test_gemm"]
     assert (failure.failure_class, failure.bisectable) == (REGRESSION, True), failure.reason
+
+
+MENTIONS = """import socket
+
+import pytest
+
+
+def closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_reports_refusal():
+    error = {error!r}
+    assert "Connection refused" in error
+
+
+def test_raises_on_refusal():
+    with pytest.raises(ConnectionRefusedError):
+        {call}
+
+
+def test_server():
+    socket.create_connection(("127.0.0.1", closed_port())).close()
+"""
+
+
+def test_an_assertion_that_names_an_infrastructure_error_stays_the_commits_failure(tmp_path: Path) -> None:
+    """A test asserting about a refused connection (`assert "Connection refused" in error`, `pytest.raises(
+    ConnectionRefusedError)`) names what it expected: its failure is a regression. A refused connection the test
+    met is infrastructure."""
+    good = MENTIONS.format(
+        error="[Errno 111] Connection refused", call="socket.create_connection(('127.0.0.1', closed_port()))"
+    )
+    bad = MENTIONS.format(error="connection failed", call="pass")
+    failures = real_ci_runs(tmp_path, good.replace("def test_server", "def xtest_server"), bad)
+    for name in ("test_reports_refusal", "test_raises_on_refusal"):
+        failure = failures[f"tests.test_ci::{name}"]
+        assert (failure.failure_class, failure.bisectable) == (REGRESSION, True), failure.reason
+    server = failures["tests.test_ci::test_server"]
+    assert server.failure_class is INFRA
+    assert server.reason == "infrastructure signature 'built-in': Connection refused"
