@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,78 @@ def test_a_worktree_build_is_a_skip_an_error_or_the_test(tmp_path: Path):
     assert refused.detail.startswith("infrastructure: Connection refused")
     tested = runner.run(build_request(history, tmp_path, "true", 4))
     assert tested.verdict is Verdict.GOOD, tested.detail
+
+
+# The last lines of real runs: pip and requests on a host whose DNS cannot resolve the index or the model hub, and
+# curl against a server that resets the connection.
+NETWORK_FAILURES = {
+    "pip": "WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None)) after connection "
+    "broken by 'NameResolutionError(\"HTTPSConnection(host='pypi.invalid', port=443): Failed to resolve 'pypi.invalid' "
+    "([Errno -2] Name or service not known)\")': /simple/tinypkgx/\n"
+    "ERROR: Could not find a version that satisfies the requirement tinypkgx (from versions: none)\n"
+    "ERROR: No matching distribution found for tinypkgx\n",
+    "requests": "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.invalid', port=443): Max "
+    'retries exceeded with url: /api/models/gpt2 (Caused by NameResolutionError("HTTPSConnection(host='
+    "'huggingface.invalid', port=443): Failed to resolve 'huggingface.invalid' ([Errno -2] Name or service not "
+    'known)"))\n',
+    "curl": "curl: (56) Recv failure: Connection reset by peer\n",
+}
+
+
+@pytest.mark.parametrize("tool", sorted(NETWORK_FAILURES))
+def test_a_network_failure_in_a_build_or_a_test_is_an_infrastructure_error(tmp_path: Path, tool: str) -> None:
+    """A host that cannot resolve a name or whose connection is reset says nothing about the commit: never a skip of
+    its build, never a bad test."""
+    history = culprit_history(tmp_path / "repo", 3, 2)
+    output = tmp_path / "output.txt"
+    output.write_text(NETWORK_FAILURES[tool])
+    runner = StepRunner(WorkerSlot("w0", (), tmp_path / "worktree"))
+    build = runner.run(build_request(history, tmp_path, f"cat {output}; exit 1", 1))
+    test = runner.run(replace(build_request(history, tmp_path, "", 2), run_cmd=f"cat {output}; exit 1"))
+    for result in (build, test):
+        assert (result.verdict, result.error_kind) == (Verdict.ERROR, ErrorKind.INFRA), result.detail
+
+
+ASSERTIONS = """import socket
+
+import pytest
+
+
+def closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_reports_refusal():
+    assert "Connection refused" in "connection failed"
+
+
+def test_raises_on_refusal():
+    with pytest.raises(ConnectionRefusedError):
+        pass
+
+
+def test_server():
+    socket.create_connection(("127.0.0.1", closed_port())).close()
+"""
+
+
+@pytest.mark.parametrize(
+    ("test", "verdict", "kind"),
+    [("test_reports_refusal", Verdict.BAD, None), ("test_raises_on_refusal", Verdict.BAD, None),
+     ("test_server", Verdict.ERROR, ErrorKind.INFRA)],
+)  # fmt: skip
+def test_a_failed_assertion_that_names_an_infrastructure_error_is_bad(
+    tmp_path: Path, test: str, verdict: Verdict, kind: ErrorKind | None
+) -> None:
+    """pytest's report of a failed assertion quotes what the test expected (`assert "Connection refused" in ...`,
+    `DID NOT RAISE ConnectionRefusedError`): the commit's failure. A refused connection the test met is
+    infrastructure."""
+    history = culprit_history(tmp_path / "repo", 3, 2)
+    (tmp_path / "test_client.py").write_text(ASSERTIONS)
+    run = f"{sys.executable} -m pytest -q -p no:cacheprovider --rootdir {tmp_path} {tmp_path}/test_client.py::{test}"
+    result = StepRunner(WorkerSlot("w0", (), tmp_path / "worktree")).run(
+        replace(build_request(history, tmp_path, "", 1), run_cmd=run)
+    )
+    assert (result.verdict, result.exit_code, result.error_kind) == (verdict, 1, kind), result.detail

@@ -32,7 +32,8 @@ SKIP_EXIT_CODE = 125
 METRIC_FILE_MAX_BYTES = 16 << 20
 DISK_FULL_SIGNATURE = "No space left on device"
 
-# Signatures of failures that say nothing about the commit under test. Matched only when the run failed.
+# Signatures of failures that say nothing about the commit under test. Matched only when the run failed, and never
+# in the lines where a test reports its own failed assertion (ASSERTION_LINE).
 DEFAULT_INFRA_PATTERNS: tuple[str, ...] = (
     r"CUDA out of memory",
     r"torch\.OutOfMemoryError",
@@ -40,12 +41,22 @@ DEFAULT_INFRA_PATTERNS: tuple[str, ...] = (
     r"Connection refused",
     r"ConnectionRefusedError",
     r"ConnectionResetError",
+    r"Connection reset by peer",
+    r"Temporary failure in name resolution|Name or service not known|Could not resolve host",
     r"NCCL (?:error|WARN .*timeout)",
     r"operation not permitted when stream is capturing",
     r"HIPBLAS_STATUS_INTERNAL_ERROR",
     DISK_FULL_SIGNATURE,
     r"RayActorError|Worker (?:died|unexpectedly exits)",
     r"cudaErrorDevicesUnavailable|all CUDA-capable devices are busy or unavailable",
+)
+
+# A line that says what a test expected, not what happened to the machine: pytest's failing source line (`>   ...`), a
+# failed assertion (`AssertionError: ...`, pytest's `E   assert ...`, its short summary `FAILED id - AssertionError:
+# ...`) and an expected exception that did not come (`Failed: DID NOT RAISE ...`), colour codes allowed before it.
+ASSERTION_LINE = re.compile(
+    r"^(?:\x1b\[[\d;]*m)*(?:>.*|(?:E\s+|FAILED \S+ - )?(?:AssertionError\b|assert\b|Failed: DID NOT RAISE\b).*)$",
+    re.MULTILINE,
 )
 
 
@@ -243,8 +254,10 @@ class Judgement:
 
 
 def infra_signature(output: str, patterns: tuple[str, ...], time_limit_s: float = METRIC_TIME_LIMIT_S) -> str | None:
-    """The first infrastructure signature found in output. Raises MatchTimeoutError past time_limit_s in all."""
+    """The first infrastructure signature found in output, outside its assertion lines (ASSERTION_LINE). Raises
+    MatchTimeoutError past time_limit_s in all."""
     deadline = time.monotonic() + time_limit_s
+    output = ASSERTION_LINE.sub("", output)
     for pattern in patterns:
         found = _search(pattern, output, deadline - time.monotonic())
         if found is not None:

@@ -2,13 +2,15 @@
 
 A failing test case (failure or error in the bad run):
   1. a signature matches its message or logs            -> its class (infrastructure, or flaky for the
-                                                           operator's flaky signatures)
+     (not the lines reporting a failed assertion,          operator's flaky signatures)
+     `vocab.metric.ASSERTION_LINE`)
   2. it passed on retry in the bad run                  -> flaky
   3. its message compares one measured number with a    -> flaky, as a metric within the band is
      threshold (`assert 51.4 <= 51.0`, `latency 51.4 ms
      > 51.0 ms`) and the two are within the noise band
-  4. it failed the same way in the good run             -> flaky (pre-existing); a different failure there
-                                                           is a regression (a new way to fail)
+  4. it failed the same way in the good run             -> flaky (pre-existing); a different failure there,
+                                                           or a measured number within the band there and
+                                                           beyond it now (as for metrics), is a regression
   5. otherwise                                          -> regression (bisectable when it passed in the good
                                                            run; a test absent or skipped there is reported
                                                            but not bisected)
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from bisector.triage.model import CaseResult, FailureClass, MetricResult, Outcome, RunResults
 from bisector.triage.signatures import Signature
 from bisector.vocab.errors import InputError
+from bisector.vocab.metric import ASSERTION_LINE
 
 DEFAULT_NOISE_BAND = "1%"
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
@@ -94,8 +97,9 @@ def classify(good: RunResults, bad: RunResults, signatures: Sequence[Signature],
 def _classify_case(
     case: CaseResult, before: CaseResult | None, signatures: Sequence[Signature], band: NoiseBand
 ) -> Failure:
+    text = ASSERTION_LINE.sub("", case.text)
     for signature in signatures:
-        matched = signature.search(case.text)
+        matched = signature.search(text)
         if matched is not None:
             label = signature.failure_class.value
             reason = f"{label} signature {signature.name!r}: {_clip(matched)}"
@@ -103,16 +107,17 @@ def _classify_case(
     if case.passed_on_retry:
         reason = f"passed on retry after {case.failed_attempts} failed attempt(s): {_clip(case.message)}"
         return Failure(case.name, FailureClass.FLAKY, reason, case=case)
-    compared = _COMPARISON.findall(case.message)
-    if len(compared) == 1:
-        value, threshold = map(float, compared[0])
-        within = _within_band(f"{value:g} vs threshold {threshold:g}", value, threshold, band)
-        if within is not None:
-            return Failure(case.name, FailureClass.FLAKY, within, case=case)
+    within = _measured_within_band(case.message, band)
+    if within is not None:
+        return Failure(case.name, FailureClass.FLAKY, within, case=case)
     if before is not None and before.outcome.is_failure():
         if before.outcome is case.outcome and _same_way(before.message, case.message):
-            reason = f"pre-existing: failed the same way in the good run: {_clip(case.message)}"
-            return Failure(case.name, FailureClass.FLAKY, reason, case=case)
+            if _measured_within_band(before.message, band) is None:
+                reason = f"pre-existing: failed the same way in the good run: {_clip(case.message)}"
+                return Failure(case.name, FailureClass.FLAKY, reason, case=case)
+            now, then = _clip(case.message), _clip(before.message)
+            reason = f"beyond the noise band ({band}): {now}; within it in the good run: {then}"
+            return Failure(case.name, FailureClass.REGRESSION, reason, case=case)
         reason = f"failed differently in the good run ({_clip(before.message)}); now: {_clip(case.message)}"
         return Failure(case.name, FailureClass.REGRESSION, reason, case=case)
     if before is None or before.outcome is Outcome.SKIPPED:
@@ -140,11 +145,30 @@ def _classify_metric(metric: MetricResult, before: MetricResult | None, default_
 
 
 def _within_band(measured: str, value: float, threshold: float, band: NoiseBand) -> str | None:
-    """The flaky reason when value is within the band of threshold (one rule for metrics and test messages)."""
+    """The flaky reason when value is within the band of threshold (one rule for metrics and test messages). A band
+    of no width (0, or relative to a threshold of 0) holds no failure: `assert 0 > 0` is no noise."""
     width, past_by = band.width(threshold), abs(value - threshold)
-    if past_by > width:
+    if past_by > width or width == 0:
         return None
     return f"within the noise band: {measured}, {past_by:g} past, band {band} = {width:g}"
+
+
+def _measured(message: str) -> tuple[float, float] | None:
+    """The measured number and its threshold of a message that compares exactly one number with another."""
+    compared = _COMPARISON.findall(message)
+    if len(compared) != 1:
+        return None
+    value, threshold = map(float, compared[0])
+    return value, threshold
+
+
+def _measured_within_band(message: str, band: NoiseBand) -> str | None:
+    """The flaky reason when message compares a measured number with its threshold within the band."""
+    measured = _measured(message)
+    if measured is None:
+        return None
+    value, threshold = measured
+    return _within_band(f"{value:g} vs threshold {threshold:g}", value, threshold, band)
 
 
 def _same_way(before: str, after: str) -> bool:

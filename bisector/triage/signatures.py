@@ -2,7 +2,7 @@
 
 Order of matching: the operator's signatures (`--signatures FILE`) first, then the bisect's own
 infrastructure patterns (`vocab.metric.DEFAULT_INFRA_PATTERNS`, the ones a bisect step retries), then the
-CI-level ones below (timeouts, lost runners, name resolution, driver errors), which say more about a CI run
+CI-level ones below (timeouts, lost runners, driver errors), which say more about a CI run
 than about a single bisect step. A file is TOML (`[[signature]]` tables) or YAML (a list, or a `signatures`
 list), each entry {name, pattern, class} with class `infrastructure` or `flaky`:
 
@@ -28,12 +28,10 @@ from bisector.vocab.metric import DEFAULT_INFRA_PATTERNS
 
 CI_INFRA_PATTERNS: tuple[tuple[str, str], ...] = (
     ("lost runner", r"The runner has received a shutdown signal|lost communication with the server"),
-    ("name resolution", r"Temporary failure in name resolution|Name or service not known|Could not resolve host"),
-    ("connection reset", r"Connection reset by peer"),
     ("CUDA graph capture", r"CUDA graph capture|cudaErrorStreamCapture\w*|stream is capturing"),
     ("NCCL", r"\bNCCL\b.*(?:timeout|timed out)|Watchdog caught collective operation timeout|nccl\w*Error"),
     ("out of memory", r"\bout of memory\b|OutOfMemoryError"),
-    ("GPU driver", r"\bXid\b|unspecified launch failure|CUDA driver version is insufficient|GPU is lost"),
+    ("GPU driver", r"\bXid\b|CUDA driver version is insufficient|GPU is lost"),
     ("timeout", r"Failed: Timeout >|\bTimeoutError\b|\bTimeoutExpired\b|timed out after \d"),  # last: the vaguest
 )
 

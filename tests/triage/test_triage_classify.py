@@ -8,9 +8,10 @@ from html import escape
 from pathlib import Path
 
 import pytest
-from triage_repo import FIXTURES, results, serving_repo
+import triage_repo
+from triage_repo import FIXTURES, init_repo, pytest_junit, results, serving_repo
 
-from bisector.triage import FailureClass, NoiseBand, triage_runs
+from bisector.triage import Failure, FailureClass, NoiseBand, TriageReport, triage_runs
 from bisector.triage.classify import classify
 from bisector.triage.model import CaseResult, Outcome, RunResults
 from bisector.triage.signatures import builtin_signatures, load_signatures
@@ -30,7 +31,7 @@ def runs(tmp_path: Path):
     return repo, good, bad
 
 
-def by_test(report):
+def by_test(report: TriageReport) -> dict[str, Failure]:
     return {f.test: f for f in report.failures}
 
 
@@ -179,3 +180,102 @@ def test_a_regression_that_merely_logs_the_word_timeout_stays_a_regression():
     good, bad = RunResults(cases={"t::x": passed}), RunResults(cases={"t::x": failed})
     [failure] = classify(good, bad, builtin_signatures(), NoiseBand.parse("1%"))
     assert (failure.failure_class, failure.bisectable) == (REGRESSION, True)
+
+
+def real_ci_runs(tmp_path: Path, good_tests: str, bad_tests: str, noise_band: str = "1%") -> dict[str, Failure]:
+    """The triage of two real pytest runs (JUnit XML), of tests/test_ci.py as the good and the bad commit hold it."""
+    repo = init_repo(tmp_path / "repo")
+    good = triage_repo.commit(repo, "Add the CI tests", {"tests/test_ci.py": good_tests})
+    bad = triage_repo.commit(repo, "Change the CI tests (#2)", {"tests/test_ci.py": bad_tests})
+    pytest_junit(repo, good, tmp_path / "good.xml")
+    pytest_junit(repo, bad, tmp_path / "bad.xml")
+    report = triage_runs(tmp_path / "good.xml", tmp_path / "bad.xml", repo=repo, good_rev=good, bad_rev=bad,
+                         noise_band=noise_band)  # fmt: skip
+    return by_test(report)
+
+
+def test_a_measurement_past_the_band_is_a_regression_though_the_good_run_failed_within_it(tmp_path: Path) -> None:
+    """Latency 51.2 ms against 51.0 in the good run (noise), 80.0 ms in the bad run: a regression, whether a failing
+    test's message states the values or a metrics JSON records them (the good run's failure was within the band)."""
+    test = "def test_decode_latency():\n    latency_ms = {}\n    assert latency_ms <= 51.0\n"
+    failures = real_ci_runs(tmp_path, test.format(51.2), test.format(80.0))
+    failure = failures["tests.test_ci::test_decode_latency"]
+    assert failure.failure_class is REGRESSION, failure.reason
+    assert (
+        failure.reason
+        == "beyond the noise band (1%): assert 80.0 <= 51.0; within it in the good run: assert 51.2 <= 51.0"
+    )
+    metrics = {"latency": {"value": 51.2, "threshold": 51.0, "direction": "lower"}}
+    (tmp_path / "good.json").write_text(json.dumps({"metrics": metrics}))
+    metrics["latency"]["value"] = 80.0
+    (tmp_path / "bad.json").write_text(json.dumps({"metrics": metrics}))
+    repo = tmp_path / "repo"
+    report = triage_runs(tmp_path / "good.json", tmp_path / "bad.json", repo=repo, good_rev="main~1", bad_rev="main")
+    assert by_test(report)["latency"].failure_class is REGRESSION
+    beyond = real_ci_runs(tmp_path / "beyond", test.format(60.0), test.format(80.0))  # past the band in both runs
+    assert beyond["tests.test_ci::test_decode_latency"].failure_class is FLAKY
+
+
+def test_a_count_failing_at_a_zero_threshold_is_a_regression_not_noise(tmp_path: Path) -> None:
+    """pytest says `assert 0 > 0` when a test asserts len(outputs) > 0 and gets none: a band relative to a threshold
+    of 0 has no width, so nothing is noise there."""
+    test = "def test_generates():\n    outputs = {}\n    assert len(outputs) > 0\n"
+    failures = real_ci_runs(tmp_path, test.format("['token']"), test.format("[]"))
+    failure = failures["tests.test_ci::test_generates"]
+    assert (failure.failure_class, failure.bisectable) == (REGRESSION, True), failure.reason
+    assert failure.reason.startswith("failed (passed in the good run): assert 0 > 0")
+
+
+def test_a_kernel_that_faults_is_the_commits_regression_not_the_drivers(tmp_path: Path) -> None:
+    """CUDA's `unspecified launch failure` (cudaErrorLaunchFailure) is an exception in a kernel, most often an invalid
+    pointer or an out-of-bounds access of the kernel under test: a regression, as a bisect step judges it."""
+    good = "def test_gemm():\n    pass\n"
+    bad = (
+        "def test_gemm():\n    raise RuntimeError('CUDA error: unspecified launch failure\\n'\n"
+        "        'CUDA kernel errors might be asynchronously reported at some other API call')\n"
+    )
+    failure = real_ci_runs(tmp_path, good, bad)["tests.test_ci::test_gemm"]
+    assert (failure.failure_class, failure.bisectable) == (REGRESSION, True), failure.reason
+
+
+MENTIONS = """import socket
+
+import pytest
+
+
+def closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_reports_refusal():
+    error = {error!r}
+    assert "Connection refused" in error
+
+
+def test_raises_on_refusal():
+    with pytest.raises(ConnectionRefusedError):
+        {call}
+
+
+def test_server():
+    socket.create_connection(("127.0.0.1", closed_port())).close()
+"""
+
+
+def test_an_assertion_that_names_an_infrastructure_error_stays_the_commits_failure(tmp_path: Path) -> None:
+    """A test asserting about a refused connection (`assert "Connection refused" in error`, `pytest.raises(
+    ConnectionRefusedError)`) names what it expected: its failure is a regression. A refused connection the test
+    met is infrastructure."""
+    good = MENTIONS.format(
+        error="[Errno 111] Connection refused", call="socket.create_connection(('127.0.0.1', closed_port()))"
+    )
+    bad = MENTIONS.format(error="connection failed", call="pass")
+    failures = real_ci_runs(tmp_path, good.replace("def test_server", "def xtest_server"), bad)
+    for name in ("test_reports_refusal", "test_raises_on_refusal"):
+        failure = failures[f"tests.test_ci::{name}"]
+        assert (failure.failure_class, failure.bisectable) == (REGRESSION, True), failure.reason
+    server = failures["tests.test_ci::test_server"]
+    assert server.failure_class is INFRA
+    assert server.reason == "infrastructure signature 'built-in': Connection refused"
