@@ -249,6 +249,11 @@ def _require_token(app: FastAPI, tokens: TokenBook) -> None:
         return response
 
 
+def base_url(request: Request) -> str:
+    """This server's URL as the request reached it (what a `bisect --server` of the same reader would give)."""
+    return str(request.base_url).rstrip("/")
+
+
 def set_token_cookie(request: Request, response: Response, token: str) -> None:
     """The browser keeps the token for its session: HttpOnly (no script reads it), SameSite=Strict (no other
     site's request carries it), Secure when served over https."""

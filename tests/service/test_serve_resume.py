@@ -1,10 +1,11 @@
 """A served bisect paused on a failing harness (a full disk, three times in a row) resumed on a real `bisect serve`:
 `bisect resume --server URL ID` (its owner's or an admin's token) has the server run it again to its culprit, and the
-status and a mark's answer over the server advise that command, not a local `bisect resume` the server's store would
-need."""
+status, the report and a mark's answer over the server advise that command, with the flags they were given, and the
+JSON report says so with its `resume` key, never a local `bisect resume` the server's store would need."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -68,10 +69,18 @@ def test_a_bisect_paused_on_a_full_disk_is_resumed_over_the_server(
     bisect_id = submitted.json()["id"]
     assert service.wait_done(bisect_id)["status"] == "paused"
     status = bisect_cli(service, ALICE, "status", str(bisect_id), "--server", service.base)
-    assert f"`bisect resume --server {service.base} {bisect_id}`" in status.stdout, status.stdout
-    assert f"`bisect resume {bisect_id}`" not in status.stdout
+    assert f"none is running it; `bisect resume --server {service.base} {bisect_id}` continues" in status.stdout
+    assert status.stdout.count("bisect resume") == 1, status.stdout  # the stored words name no command
+    assert status.stdout.endswith(f"the whole report: bisect report --server {service.base} {bisect_id}\n")
     report = bisect_cli(service, ALICE, "report", str(bisect_id), "--server", service.base)
-    assert f"`bisect resume {bisect_id}`" not in report.stdout
+    assert f"resume with: bisect resume --server {service.base} {bisect_id} " in report.stdout, report.stdout
+    assert report.stdout.count("bisect resume") == 1
+    as_json = json.loads(bisect_cli(service, ALICE, "report", str(bisect_id), "--server", service.base,
+                                    "--format", "json").stdout)  # fmt: skip
+    assert as_json["resume"] == {"reason": "paused", "served": True}
+    assert "bisect resume" not in json.dumps(as_json)
+    plain = httpx.get(f"{service.base}/api/bisects/{bisect_id}/rendered", params={"view": "status"}, timeout=60.0)
+    assert f"`bisect resume --server {service.base} {bisect_id}` continues" in plain.text  # a reader without flags
 
     refused = bisect_cli(service, BOB, "resume", str(bisect_id), "--server", service.base)
     assert (refused.returncode, refused.stderr) == (
@@ -88,8 +97,8 @@ def test_a_bisect_paused_on_a_full_disk_is_resumed_over_the_server(
     marked = bisect_cli(service, "", "mark", str(bisect_id), history.shas[1], "good", "--server", service.base,
                         "--token-file", str(token_file))  # fmt: skip
     assert marked.stdout.endswith(
-        f"; bisect {bisect_id} is paused: resuming it on this server (`bisect resume --server {service.base} "
-        f"--token-file {token_file} {bisect_id}`) takes the verdict in\n"
+        f"; bisect {bisect_id} is paused: resuming it on this server takes the verdict in: `bisect resume --server "
+        f"{service.base} --token-file {token_file} {bisect_id}`\n"
     ), marked.stderr
 
     full_disk.unlink()
