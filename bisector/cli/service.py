@@ -95,7 +95,7 @@ def serve(host: str, port: int, db_url: str | None, **options: Any) -> None:
 
     Each token names a person (--tokens-file; the one token of $BISECT_TOKEN or --token-file is `default`, an
     admin): a job is its submitter's, and only they or an admin may cancel it, rerun its steps or mark its commits.
-    The dashboard's pages act too, after a login at /login: submit, cancel, rerun a step, mark a commit.
+    The dashboard's pages act too, after a login at /login: submit, cancel, resume, rerun a step, mark a commit.
 
     SIGTERM, SIGINT or SIGHUP stop it: its running steps are stored as interrupted (the next `bisect serve` over
     the store resumes their jobs), its workers end, and it exits with 128 + the signal's number."""
