@@ -34,7 +34,7 @@ class BisectStatus(StrEnum):
     FAILED = "failed"  # could not finish: endpoints untestable, retries exhausted at an endpoint
     CANCELLED = "cancelled"  # stopped by `bisect cancel`
     NOT_REPRODUCIBLE = "not_reproducible"  # confirmation found no reproducible difference: flaky, not a culprit
-    PAUSED = "paused"  # the harness kept failing (disk full, broken slots): `bisect resume` continues once fixed
+    PAUSED = "paused"  # the harness kept failing (disk full, broken slots): a resume continues once it is fixed
 
     def is_terminal(self) -> bool:
         return self not in (BisectStatus.RUNNING, BisectStatus.PAUSED)
@@ -141,6 +141,10 @@ def image_origin(image: Mapping[str, object]) -> str:
 CANCELLED_DETAIL = "cancelled"
 NOT_NEEDED = "no longer needed"  # the search stopped it: its result could no longer matter
 NEVER_SENT = "never sent to a worker"  # recorded, then the coordinator stopped before sending it
+# What a stored pause or full disk advises, in words every face reads (each adds its own way to resume: a command,
+# a button, a JSON key; bisector/report/resume.py).
+PAUSE_ADVICE = "fix it, then resume the bisect"
+DISK_FULL_ADVICE = "free space, then resume the bisect"
 # how long a cancel waits for the reruns it revoked to end (they look every half second); the most a server waits
 RERUN_STOP_WAIT_S = 60.0
 

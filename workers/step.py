@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bisector.vocab.domain import CANCELLED_DETAIL, ErrorKind, ImageInfo, StepResult, Verdict
+from bisector.vocab.domain import CANCELLED_DETAIL, DISK_FULL_ADVICE, ErrorKind, ImageInfo, StepResult, Verdict
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.metric import DISK_FULL_SIGNATURE, judge_run
@@ -297,7 +297,7 @@ class StepRunner:
         else HARNESS."""
         if _is_disk_full(error) or _nearly_full(path):
             where = _mount_point(path)
-            detail = f"disk full: no space left on {where} {doing}; free space and `bisect resume {request.bisect_id}`"
+            detail = f"disk full: no space left on {where} {doing}; {DISK_FULL_ADVICE}"
             return self.result(request, Verdict.ERROR, error_kind=ErrorKind.DISK_FULL, detail=detail)
         message = " ".join(str(error).split())[:DETAIL_TAIL_BYTES]
         detail = f"harness failed {doing}: {message}"
@@ -313,9 +313,9 @@ class StepRunner:
 
     def result(self, request: StepRequest, verdict: Verdict, **values: object) -> StepResult:
         detail = str(values.get("detail", ""))
-        if values.get("error_kind") is ErrorKind.DISK_FULL and "bisect resume" not in detail:
+        if values.get("error_kind") is ErrorKind.DISK_FULL and DISK_FULL_ADVICE not in detail:
             first, newline, rest = detail.partition("\n")
-            values["detail"] = f"{first}; free space and `bisect resume {request.bisect_id}`{newline}{rest}"
+            values["detail"] = f"{first}; {DISK_FULL_ADVICE}{newline}{rest}"
         return StepResult(
             step_id=request.step_id,
             sha=request.sha,

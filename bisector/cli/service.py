@@ -12,12 +12,15 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from bisector.cli.support import CLIError, db_option, output_format_option, translated_errors
 from bisector.service.body_limit import DEFAULT_MAX_REQUEST_BYTES
+
+if TYPE_CHECKING:
+    from bisector.report.resume import Commands
 
 F = TypeVar("F", bound=Callable[..., Any])
 # `bisect start` options that a server decides itself (where steps run, its store, notifications).
@@ -92,7 +95,7 @@ def serve(host: str, port: int, db_url: str | None, **options: Any) -> None:
 
     Each token names a person (--tokens-file; the one token of $BISECT_TOKEN or --token-file is `default`, an
     admin): a job is its submitter's, and only they or an admin may cancel it, rerun its steps or mark its commits.
-    The dashboard's pages act too, after a login at /login: submit, cancel, rerun a step, mark a commit.
+    The dashboard's pages act too, after a login at /login: submit, cancel, resume, rerun a step, mark a commit.
 
     SIGTERM, SIGINT or SIGHUP stop it: its running steps are stored as interrupted (the next `bisect serve` over
     the store resumes their jobs), its workers end, and it exits with 128 + the signal's number."""
@@ -130,29 +133,19 @@ def client(server: str, token_file: str | None) -> Any:
     return ServiceClient(server, read_token(token_file))
 
 
-def remote_flags(server: str, token_file: str | None) -> str:
-    """The flags that send a command to the same server, as a shell would take them."""
-    return " ".join(shlex.quote(a) for a in ["--server", server, *(["--token-file", token_file] if token_file else [])])
+def remote_commands(server: str, token_file: str | None) -> Commands:
+    """Commands sent to the same server, with its flags as a shell would take them."""
+    from bisector.report.resume import Commands
+
+    flags = ["--server", server, *(["--token-file", token_file] if token_file else [])]
+    return Commands(" ".join(shlex.quote(a) for a in flags))
 
 
 def print_remote(server: str, token_file: str | None, bisect_id: int, view: str, output_format: str) -> None:
-    """`bisect report|status --server`: the server renders the same output as for a local store, except that
-    the commands it gives (the status's last line, `bisect resume`) name the server, so they work from here too."""
-    from bisector.report.status import report_hint
-
+    """`bisect report|status --server`: the server renders the same output as for a local store, the commands it
+    advises (the status's last line, a resume) sent to the server, as this command was."""
     with translated_errors(), client(server, token_file) as service:
-        text = service.rendered(bisect_id, view, output_format)
-    if output_format != "json":
-        text = sent_to_server(text, server, token_file, bisect_id)
-        if view == "status":
-            text = text.replace(report_hint(bisect_id), report_hint(bisect_id, remote_flags(server, token_file)))
-    click.echo(text)
-
-
-def sent_to_server(text: str, server: str, token_file: str | None, bisect_id: int) -> str:
-    """A server's words with the `bisect resume ID` they advise sent to that server, as this command was."""
-    sent = f"`bisect resume {remote_flags(server, token_file)} {bisect_id}`"
-    return text.replace(f"`bisect resume {bisect_id}`", sent)
+        click.echo(service.rendered(bisect_id, view, output_format, remote_commands(server, token_file).server_flags))
 
 
 def cancel_remote(server: str, token_file: str | None, bisect_id: int, wait_s: float | None) -> None:
@@ -189,14 +182,14 @@ def rerun_remote(server: str, token_file: str | None, bisect_id: int, rev: str |
         raise CLIError("give REV or --step N (one of them)")
     with translated_errors(), client(server, token_file) as service:
         started = service.rerun(bisect_id, step=step, rev=rev)
-    shows = f"bisect report {remote_flags(server, token_file)} {bisect_id}"
+    shows = remote_commands(server, token_file).line("report", bisect_id)
     click.echo(f"bisect {bisect_id}: rerun at {started['sha'][:12]} started; `{shows}` shows it once it ends")
 
 
 def resume_remote(server: str, token_file: str | None, bisect_id: int) -> None:
     with translated_errors(), client(server, token_file) as service:
         answer = service.resume(bisect_id)
-    follow = f"`bisect status {remote_flags(server, token_file)} {bisect_id}` follows it"
+    follow = f"`{remote_commands(server, token_file).line('status', bisect_id)}` follows it"
     done = "resumed" if answer["resumed"] else "not paused"
     click.echo(f"bisect {bisect_id}: {done}; its job is {answer['state']} on {server}; {follow}")
 
@@ -204,8 +197,11 @@ def resume_remote(server: str, token_file: str | None, bisect_id: int) -> None:
 def mark_remote(server: str, token_file: str | None, bisect_id: int, rev: str, verdict: str, note: str) -> None:
     with translated_errors(), client(server, token_file) as service:
         marked = service.mark(bisect_id, rev, verdict, note)
-    sha, step = marked["sha"][:12], marked["step"]
-    message = sent_to_server(str(marked["message"]), server, token_file, bisect_id)
+    sha, step, message = marked["sha"][:12], marked["step"], marked["message"]
+    from bisector.runner.manual import MarkEffect
+
+    if marked.get("effect") == MarkEffect.AT_RESUME:
+        message += f": `{remote_commands(server, token_file).line('resume', bisect_id)}`"
     click.echo(f"bisect {bisect_id}: {sha} marked {verdict} (step {step}); {message}")
 
 

@@ -30,7 +30,7 @@ from bisector.core.records import Analysis, EndpointCheck, SearchRecords
 from bisector.core.strategies import KArySearch, OutcomeKind, SearchState, Strategy, estimated_steps_left
 from bisector.core.strategies.noisy import is_consistent
 from bisector.core.strategies.select import choose_strategy
-from bisector.vocab.domain import BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
+from bisector.vocab.domain import PAUSE_ADVICE, BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
 
 WorkerPreference = Callable[[str, Sequence[str]], list[str]]  # (sha, workers that could run it) -> best first
 
@@ -233,11 +233,8 @@ class SearchCore:
             return self.finish(BisectStatus.FAILED, f"every worker is quarantined: {reasons}")
         if len(self.harness_failures) >= HARNESS_PAUSE_AFTER:
             count, last = len(self.harness_failures), self.harness_failures[-1]
-            message = (
-                f"paused: the test harness failed {count} times in a row, never the commits (last: {last}); "
-                f"fix it, then `bisect resume {self.bisect_id}`"
-            )
-            return Finish(BisectStatus.PAUSED, message)
+            message = f"paused: the test harness failed {count} times in a row, never the commits (last: {last}); "
+            return Finish(BisectStatus.PAUSED, message + PAUSE_ADVICE)
         if (good_end is None or bad_end is None) and not self.lazy():
             return None
         if self.ledger.judge.metric.comparative and (mismatch := self.endpoints_mismatch()):

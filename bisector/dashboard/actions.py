@@ -1,8 +1,10 @@
-"""The browser's actions on a `bisect serve`: log in, submit, cancel, rerun a step, mark a commit (HTML forms).
+"""The browser's actions on a `bisect serve`: log in, submit, cancel, resume, rerun a step, mark a commit (HTML
+forms).
 
     GET  /login, POST /login            the token, given once per browser session; POST /logout forgets it
     GET  /submit, POST /submit          a bisect over the server's repositories and recipes -> its page
     POST /bisects/{id}/cancel           as DELETE /api/bisects/{id}: the bisect and its reruns
+    POST /bisects/{id}/resume           as POST /api/bisects/{id}/resume: a paused bisect runs again
     POST /bisects/{id}/rerun            step=N: that step's commit run again (a rerun step of the bisect)
     POST /bisects/{id}/mark             rev, verdict (good, bad or the bisect's terms, skip), note: as `bisect mark`
 
@@ -30,7 +32,8 @@ from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
 
-from bisector.dashboard.app import TOKEN_COOKIE, BisectId, set_token_cookie
+from bisector.dashboard.app import TOKEN_COOKIE, BisectId, base_url, set_token_cookie
+from bisector.report.resume import Commands
 from bisector.service.service import BisectService, NotYoursError
 from bisector.service.submission import CommandNotAllowedError
 from bisector.service.tokens import Person
@@ -69,8 +72,10 @@ def add_actions(app: FastAPI, service: BisectService) -> None:
         return Session(person, csrf_of(number)) if number and person is not None else None
 
     def page_context(request: Request) -> dict[str, Any]:
+        # this server's pages advise the commands that reach it, in place of those of the store's reader
+        commands = Commands(f"--server {base_url(request)}")
         return {"actions": True, "session": session_of(request), "csrf_field": CSRF_FIELD,
-                "reruns": service.scheduler.reruns()}  # fmt: skip
+                "reruns": service.scheduler.reruns(), "commands": commands}  # fmt: skip
 
     templates.context_processors.append(page_context)
 
@@ -158,6 +163,12 @@ def add_actions(app: FastAPI, service: BisectService) -> None:
         _, session = await checked_form(request)
         assert session is not None
         return await acted(bisect_id, lambda: service.cancel(bisect_id, session.person))
+
+    @app.post("/bisects/{bisect_id}/resume", include_in_schema=False)
+    async def resume(request: Request, bisect_id: BisectId) -> Response:
+        _, session = await checked_form(request)
+        assert session is not None
+        return await acted(bisect_id, lambda: service.resume(bisect_id, session.person))
 
     @app.post("/bisects/{bisect_id}/rerun", include_in_schema=False)
     async def rerun(request: Request, bisect_id: BisectId) -> Response:

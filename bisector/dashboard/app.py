@@ -35,6 +35,7 @@ from bisector.report.history import (
     parse_filter,
     summary_json,
 )
+from bisector.report.resume import LOCAL
 from bisector.report.text import fmt_date
 from bisector.service.tokens import TokenBook
 from bisector.vocab.errors import BisectError, StoreError, UnknownBisectError
@@ -158,6 +159,7 @@ def create_app(settings: DashboardSettings, store: Store) -> FastAPI:
             "plot": build_plot(report),
             "steps": _steps_json(report, settings.log_dir)["steps"],
             "queued": JobQueue(store).waiting(bisect_id) is not None,  # a server's job that waits for a slot
+            "commands": LOCAL,  # how the page's reader resumes it (a server's pages: with --server)
         }
         return templates.TemplateResponse(request, "bisect.html", context)
 
@@ -247,6 +249,11 @@ def _require_token(app: FastAPI, tokens: TokenBook) -> None:
         if request.query_params.get("token"):
             set_token_cookie(request, response, given)
         return response
+
+
+def base_url(request: Request) -> str:
+    """This server's URL as the request reached it (what a `bisect --server` of the same reader would give)."""
+    return str(request.base_url).rstrip("/")
 
 
 def set_token_cookie(request: Request, response: Response, token: str) -> None:

@@ -21,7 +21,10 @@ bisect rendered as `bisect report|status` print it (what the `--server` client s
                                         already; 409 when the bisect has ended
     GET    /api/jobs/{id}               the job: {id, state, priority, submitted, started (its first start), finished,
                                         source, owner}
-    GET    /api/bisects/{id}/rendered   ?view=report|status&format=text|markdown|json -> text/plain
+    GET    /api/bisects/{id}/rendered   ?view=report|status&format=text|markdown|json -> text/plain; &flags=FLAGS: how
+                                        the reader's `bisect` reaches this server (`--server URL --token-file F`),
+                                        put in the commands the text advises (default: --server and the URL the
+                                        request came to)
 
 The bearer token names the person (bisector/service/tokens.py): a submitted job is theirs, and only they or an admin
 may cancel it, rerun at one of its commits, mark one (as the dashboard's buttons) or resume it. Write endpoints
@@ -37,12 +40,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query
+from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from bisector.dashboard.actions import add_actions
-from bisector.dashboard.app import BisectId
+from bisector.dashboard.app import BisectId, base_url
 from bisector.db.jobs import JobRecord
+from bisector.report.resume import Commands
 from bisector.service.body_limit import RequestBodyLimit
 from bisector.service.render import FORMATS, VIEWS, render
 from bisector.service.service import BisectService, NotYoursError
@@ -60,6 +64,8 @@ SubmissionKey = Annotated[
     str | None,
     Header(min_length=1, max_length=200, description="The client's key for this submission: sent again, same job."),
 ]
+FLAGS_MEANING = "How the reader's `bisect` reaches this server: the commands the text advises carry these flags."
+MAX_FLAGS_CHARS = 2000
 NO_TOKEN = "no token given: this endpoint needs Authorization: Bearer TOKEN"
 WRONG_TOKEN = "token not accepted: the bearer token is not this server's"
 
@@ -158,11 +164,14 @@ def add_service_routes(app: FastAPI, service: BisectService) -> None:
 
     @app.get("/api/bisects/{bisect_id}/rendered", response_class=PlainTextResponse, summary="As bisect report|status")
     def rendered(
+        request: Request,
         bisect_id: BisectId,
         view: Annotated[str, Query(pattern=f"^({'|'.join(VIEWS)})$")] = "report",
         output_format: Annotated[str, Query(alias="format", pattern=f"^({'|'.join(FORMATS)})$")] = "text",
+        flags: Annotated[str | None, Query(max_length=MAX_FLAGS_CHARS, description=FLAGS_MEANING)] = None,
     ) -> PlainTextResponse:
-        return PlainTextResponse(render(service.store, bisect_id, view, output_format))
+        commands = Commands(flags or f"--server {base_url(request)}")
+        return PlainTextResponse(render(service.store, bisect_id, view, output_format, commands))
 
 
 def acted(action: Callable[[], dict[str, object]], status_code: int = 200) -> JSONResponse:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from bisector.report.model import BisectReport, one_line
+from bisector.report.resume import resume_json
 from bisector.vocab.domain import BisectStatus, Commit, StepRecord
 
 SCHEMA_VERSION = 2  # 2: commit dates are author dates (1: committer dates); reports without the key are older
@@ -21,6 +22,7 @@ def report_json(report: BisectReport) -> dict[str, object]:
         "id": record.id,
         "status": record.status.value,
         "message": record.message,
+        "resume": resume_json(record),
         "terms": {"old": old, "new": new},
         "repo": record.repo,
         "good": record.good,

@@ -6,6 +6,7 @@ import re
 
 from bisector.report.model import BisectReport, one_line, patches_line, pr_suffix
 from bisector.report.pruning import pruning_lines
+from bisector.report.resume import LOCAL, Commands
 from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows, untested
 from bisector.vocab.domain import BisectStatus, StepPurpose
 from bisector.vocab.revdates import describe_date
@@ -30,13 +31,16 @@ def md_code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def render_markdown(report: BisectReport) -> str:
+def render_markdown(report: BisectReport, commands: Commands = LOCAL) -> str:
+    """commands: how the reader runs the commands the report advises."""
     record = report.record
     old, new = report.terms
     first_bad, last_good = report.commit(record.first_bad), report.commit(record.last_good)
     out = [f"### gpu-bisect #{record.id}: {record.status.value}", ""]
     if record.message and record.status not in (BisectStatus.FOUND, BisectStatus.AMBIGUOUS):
         out += [md_escape(record.message), ""]
+    if resume := commands.resume(record):
+        out += [f"Resume with {md_code(resume)}.", ""]
     if first_bad is not None:
         label = report.first_bad_words()
         out += [

@@ -23,6 +23,7 @@ from bisector.core.spec import BisectSpec
 from bisector.core.terms import new_verdict, old_verdict, term_of
 from bisector.db.step_table import RERUN_DIED_DETAIL
 from bisector.db.store import Store
+from bisector.report.resume import neutral_words
 from bisector.runner.reruns import dead_rerun_commits
 from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.cost import step_gpu_seconds
@@ -109,7 +110,9 @@ class BisectReport:
     @classmethod
     def load(cls, store: Store, bisect_id: int) -> BisectReport:
         record = store.get_bisect(bisect_id)
-        steps = _dead_reruns_interrupted(store.steps(bisect_id), dead_rerun_commits(record.extra, datetime.now(UTC)))
+        record = replace(record, message=neutral_words(record.message, bisect_id))
+        steps = [replace(step, detail=neutral_words(step.detail, bisect_id)) for step in store.steps(bisect_id)]
+        steps = _dead_reruns_interrupted(steps, dead_rerun_commits(record.extra, datetime.now(UTC)))
         return cls(
             record,
             BisectSpec.from_json(record.spec),

@@ -5,33 +5,36 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from bisector.report.model import BisectReport, one_line
+from bisector.report.resume import LOCAL, Commands
 from bisector.report.text import fmt_metric, fmt_s
 from bisector.vocab.domain import BisectRecord, BisectStatus, StepPurpose
 
 LAST_STEPS = 5
 
 
-def owner_line(record: BisectRecord) -> str | None:
+def owner_line(record: BisectRecord, commands: Commands = LOCAL) -> str | None:
     """Who runs the bisect (the coordinator holding its lease, and how fresh that is), while one may; and a found
-    culprit whose explanation a stopped coordinator left for `bisect resume`."""
+    culprit whose explanation a stopped coordinator left for a resume. commands: how the reader resumes it."""
     from bisector.runner.ownership import describe_owner, holders_ttl_s
 
     now = datetime.now(UTC)
     ttl_s = holders_ttl_s(record.lease_ttl_s)
+    resume = f"`{command}`" if (command := commands.resume(record)) else None
     if record.status is BisectStatus.FOUND and record.extra.get("analysis") == "pending":
         if record.owner is None:
-            return f"coordinator: none; the explanation was cut short: `bisect resume {record.id}` finishes it"
+            return "coordinator: none; the explanation was cut short" + (f": {resume} finishes it" if resume else "")
         return f"coordinator: {describe_owner(record.owner, record.heartbeat, now, ttl_s)} (explaining the culprit)"
     if record.status.is_terminal():
         return None
     if record.owner is None:
-        return f"coordinator: none is running it; `bisect resume {record.id}` continues"
+        return "coordinator: none is running it; " + (f"{resume} continues" if resume else "its server runs it again")
     return f"coordinator: {describe_owner(record.owner, record.heartbeat, now, ttl_s)}"
 
 
-def status_lines(report: BisectReport, queued_behind: int | None = None) -> list[str]:
+def status_lines(report: BisectReport, queued_behind: int | None = None, commands: Commands = LOCAL) -> list[str]:
     """queued_behind: a bisect a server queued and no coordinator took yet, behind this many queued jobs
-    (db.jobs.JobQueue.waiting): it is shown queued, owned by that server."""
+    (db.jobs.JobQueue.waiting): it is shown queued, owned by that server. commands: how the reader runs the
+    commands the lines advise."""
     record = report.record
     old, new = report.terms
     lines = [f"bisect {record.id}: {'queued' if queued_behind is not None else record.status.value}"]
@@ -42,7 +45,7 @@ def status_lines(report: BisectReport, queued_behind: int | None = None) -> list
     )
     if queued_behind is not None:
         lines.append(f"queue: waiting for a slot of the server that stored it, behind {queued_behind} queued job(s)")
-    elif (owner := owner_line(record)) is not None:
+    elif (owner := owner_line(record, commands)) is not None:
         lines.append(owner)
     running = sum(1 for s in report.steps if s.verdict is None)
     done = sum(1 for s in report.search_steps if s.verdict is not None)
@@ -78,10 +81,5 @@ def status_lines(report: BisectReport, queued_behind: int | None = None) -> list
                 f"  {report.number(step)}. {step.purpose.value} {step.sha[:12]} {report.word(step.verdict)}{metric}"
                 f"{where_run} {fmt_s(step.run_s)}{reason}"
             )
-    lines.append(report_hint(record.id))
+    lines.append(commands.report_hint(record.id))
     return lines
-
-
-def report_hint(bisect_id: int, server_args: str = "") -> str:
-    """The status's last line: the command that prints the whole report (server_args: how to reach a server)."""
-    return f"the whole report: bisect report {server_args + ' ' if server_args else ''}{bisect_id}"

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from bisector.report.model import BisectReport, given_lines, one_line, pr_suffix
 from bisector.report.pruning import pruned_why, pruning_lines
+from bisector.report.resume import LOCAL, Commands
 from bisector.vocab.domain import (
     NEVER_SENT,
     BisectStatus,
@@ -74,10 +75,13 @@ def answer_lines(report: BisectReport) -> list[str]:
     return lines
 
 
-def print_text(console: Console, report: BisectReport) -> None:
+def print_text(console: Console, report: BisectReport, commands: Commands = LOCAL) -> None:
+    """commands: how the reader runs the commands the report advises."""
     record = report.record
+    resume = commands.resume(record)
     lines = [
         *answer_lines(report),
+        *([f"resume with: {resume}"] if resume else []),
         *given_lines(report.spec),
         *report.noise_lines(),
         *pruning_lines(report),

@@ -91,8 +91,10 @@ class ServiceClient:
         """{id, resumed, state}: whether the bisect's job was queued again (False: it was open already), its state."""
         return self._json("POST", f"/api/bisects/{bisect_id}/resume")
 
-    def rendered(self, bisect_id: int, view: str, output_format: str) -> str:
-        params = {"view": view, "format": output_format}
+    def rendered(self, bisect_id: int, view: str, output_format: str, flags: str) -> str:
+        """The bisect's report or status; flags: how this client's `bisect` reaches the server (in the commands the
+        text advises)."""
+        params = {"view": view, "format": output_format, "flags": flags}
         return self._call("GET", f"/api/bisects/{bisect_id}/rendered", params=params, timeout=VIEW_TIMEOUT_S).text
 
     def close(self) -> None:

@@ -47,16 +47,13 @@ class Resumed:
 
 
 def served_mark_message(outcome: MarkOutcome) -> str:
-    """What happens next to a mark on this server, which runs its bisects itself. The `bisect resume ID` it names is
-    sent to this server: the CLI adds the flags that name it and its token file, as it does to a status."""
+    """What happens next to a mark on this server, which runs its bisects itself, in neutral words: a face adds how
+    its reader resumes a paused bisect (the answer's effect says so)."""
     bisect_id = outcome.bisect_id
     if outcome.effect is MarkEffect.TAKEN_IN:
         return f"bisect {bisect_id} is {outcome.status.value}: its coordinator takes the verdict in within a second"
     if outcome.effect is MarkEffect.AT_RESUME:
-        return (
-            f"bisect {bisect_id} is {outcome.status.value}: resuming it on this server "
-            f"(`bisect resume {bisect_id}`) takes the verdict in"
-        )
+        return f"bisect {bisect_id} is {outcome.status.value}: resuming it on this server takes the verdict in"
     if outcome.effect is MarkEffect.REOPENED:
         return f"this changes the answer ({outcome.why}): bisect {bisect_id} is running again; this server resumes it"
     return outcome.message

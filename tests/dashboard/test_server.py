@@ -20,8 +20,11 @@ from server import dashboard_command, dashboard_env, running_dashboard
 from synthetic import culprit_history
 
 from bisector.cli import main
+from bisector.core.spec import BisectSpec
 from bisector.db.store import Store
 from bisector.report import BisectReport, report_json
+from bisector.runner.coordinator import prepare_bisect
+from bisector.vocab.domain import BisectStatus
 
 
 @pytest.fixture(scope="module")
@@ -276,6 +279,23 @@ def test_the_list_shows_an_ad_hoc_runs_outcome_not_failed(tmp_path: Path):
         page = httpx.get(f"{url}/", timeout=60.0).text
     assert ">adhoc bad</td>" in page
     assert ">failed</td>" not in page
+
+
+def test_a_paused_bisect_s_page_says_how_its_reader_resumes_it(tmp_path: Path) -> None:
+    """The read-only dashboard has no Resume button: it gives the command, the local one for a local bisect, the
+    one to the server that runs it for a served one."""
+    history = culprit_history(tmp_path / "repo", 4, 2)
+    db = tmp_path / "b.db"
+    spec = BisectSpec.from_options({"repo": str(history.path), "good": history.shas[0], "bad": "main", "run": "true"})
+    with Store.open(f"sqlite:///{db}") as store:
+        local, served = prepare_bisect(store, spec), prepare_bisect(store, spec, extra={"source": "/srv/repo"})
+        for bisect_id in (local, served):
+            store.set_status(bisect_id, BisectStatus.PAUSED, message="paused: ...; fix it, then resume the bisect")
+    with running_dashboard(f"sqlite:///{db}", tmp_path / "logs") as url:
+        pages = [get(url, f"/bisects/{bisect_id}").text for bisect_id in (local, served)]
+    assert f'<code id="resume-command">bisect resume {local}</code>' in pages[0]
+    assert f'<code id="resume-command">bisect resume --server URL {served}</code>' in pages[1]
+    assert all('id="resume-form"' not in page for page in pages)
 
 
 def test_the_steps_a_page_polls_run_no_git(store_url: str, filled: Filled, tmp_path: Path) -> None:

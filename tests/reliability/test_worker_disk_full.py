@@ -67,7 +67,7 @@ def test_a_full_log_disk_gives_disk_full_and_the_worker_serves_on(
         assert (result.verdict, result.error_kind) == (Verdict.ERROR, ErrorKind.DISK_FULL), result.detail
         assert result.detail.startswith(f"disk full: no space left on {small_disk} ")
         assert "writing the step log" in result.detail or "opening the step log" in result.detail
-        assert result.detail.endswith("free space and `bisect resume 1`")
+        assert result.detail.endswith("; free space, then resume the bisect")  # each face says how
     assert after.verdict is Verdict.BAD  # the bad endpoint, judged once there is room
     assert "bash test.sh" in Path(after.log_path).read_text()
 
@@ -103,5 +103,5 @@ def test_a_build_that_fills_the_disk_gives_disk_full(tmp_path: Path, small_disk:
         full = run_one(executor, request)
     assert (full.verdict, full.error_kind) == (Verdict.ERROR, ErrorKind.DISK_FULL), full.detail
     assert full.detail.startswith(
-        "disk full: the command failed with 'No space left on device'; free space and `bisect resume 1`\n"
+        "disk full: the command failed with 'No space left on device'; free space, then resume the bisect\n"
     )

@@ -1,10 +1,12 @@
 """A served bisect paused on a failing harness (a full disk, three times in a row) resumed on a real `bisect serve`:
 `bisect resume --server URL ID` (its owner's or an admin's token) has the server run it again to its culprit, and the
-status and a mark's answer over the server advise that command, not a local `bisect resume` the server's store would
-need."""
+status, the report and a mark's answer over the server advise that command, with the flags they were given, and the
+JSON report says so with its `resume` key, never a local `bisect resume` the server's store would need."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +16,8 @@ import httpx
 import pytest
 from service_process import ServiceProcess, running_service, service_env, service_home
 from synthetic import SyntheticHistory, culprit_history
+
+from bisector.dashboard.actions import BAD_CSRF
 
 pytestmark = pytest.mark.xdist_group("service")
 
@@ -68,10 +72,18 @@ def test_a_bisect_paused_on_a_full_disk_is_resumed_over_the_server(
     bisect_id = submitted.json()["id"]
     assert service.wait_done(bisect_id)["status"] == "paused"
     status = bisect_cli(service, ALICE, "status", str(bisect_id), "--server", service.base)
-    assert f"`bisect resume --server {service.base} {bisect_id}`" in status.stdout, status.stdout
-    assert f"`bisect resume {bisect_id}`" not in status.stdout
+    assert f"none is running it; `bisect resume --server {service.base} {bisect_id}` continues" in status.stdout
+    assert status.stdout.count("bisect resume") == 1, status.stdout  # the stored words name no command
+    assert status.stdout.endswith(f"the whole report: bisect report --server {service.base} {bisect_id}\n")
     report = bisect_cli(service, ALICE, "report", str(bisect_id), "--server", service.base)
-    assert f"`bisect resume {bisect_id}`" not in report.stdout
+    assert f"resume with: bisect resume --server {service.base} {bisect_id} " in report.stdout, report.stdout
+    assert report.stdout.count("bisect resume") == 1
+    as_json = json.loads(bisect_cli(service, ALICE, "report", str(bisect_id), "--server", service.base,
+                                    "--format", "json").stdout)  # fmt: skip
+    assert as_json["resume"] == {"reason": "paused", "served": True}
+    assert "bisect resume" not in json.dumps(as_json)
+    plain = httpx.get(f"{service.base}/api/bisects/{bisect_id}/rendered", params={"view": "status"}, timeout=60.0)
+    assert f"`bisect resume --server {service.base} {bisect_id}` continues" in plain.text  # a reader without flags
 
     refused = bisect_cli(service, BOB, "resume", str(bisect_id), "--server", service.base)
     assert (refused.returncode, refused.stderr) == (
@@ -88,8 +100,8 @@ def test_a_bisect_paused_on_a_full_disk_is_resumed_over_the_server(
     marked = bisect_cli(service, "", "mark", str(bisect_id), history.shas[1], "good", "--server", service.base,
                         "--token-file", str(token_file))  # fmt: skip
     assert marked.stdout.endswith(
-        f"; bisect {bisect_id} is paused: resuming it on this server (`bisect resume --server {service.base} "
-        f"--token-file {token_file} {bisect_id}`) takes the verdict in\n"
+        f"; bisect {bisect_id} is paused: resuming it on this server takes the verdict in: `bisect resume --server "
+        f"{service.base} --token-file {token_file} {bisect_id}`\n"
     ), marked.stderr
 
     full_disk.unlink()
@@ -102,4 +114,38 @@ def test_a_bisect_paused_on_a_full_disk_is_resumed_over_the_server(
     again = bisect_cli(service, ALICE, "resume", str(bisect_id), "--server", service.base)
     assert (again.returncode, again.stderr) == (
         2, f"bisect: error: {service.base}: 409 bisect {bisect_id} is already found; nothing to resume\n",
+    )  # fmt: skip
+
+
+def test_the_dashboard_page_of_a_paused_bisect_resumes_it_through_its_guarded_form(
+    service: ServiceProcess, history: SyntheticHistory, full_disk: Path
+) -> None:
+    """The page gives the command that reaches this server and, to its owner logged in, a Resume form that the
+    same guards as the page's other forms keep (Origin, the session's CSRF token)."""
+    full_disk.touch()
+    body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "disk", "explain": False}
+    bisect_id = service.post(body, authorization=f"Bearer {ALICE}").json()["id"]
+    assert service.wait_done(bisect_id)["status"] == "paused"
+    anonymous = httpx.get(f"{service.base}/bisects/{bisect_id}", timeout=60.0).text
+    assert f'<code id="resume-command">bisect resume --server {service.base} {bisect_id}</code>' in anonymous
+    assert 'id="resume-form"' not in anonymous
+    assert "to cancel, resume, rerun a step or mark a commit" in anonymous
+
+    with httpx.Client(base_url=service.base, timeout=60.0) as browser:
+        login = browser.post("/login", data={"token": ALICE}, headers={"Origin": service.base})
+        assert login.status_code == 303, login.text
+        page = browser.get(f"/bisects/{bisect_id}").text
+        form = re.search(rf'<form id="resume-form" method="post" action="/bisects/{bisect_id}/resume">'
+                         r'<input type="hidden" name="csrf" value="([0-9a-f]{64})">', page)  # fmt: skip
+        assert form is not None, page
+        forged = browser.post(f"/bisects/{bisect_id}/resume", data={"csrf": "0" * 64}, headers={"Origin": service.base})
+        assert (forged.status_code, forged.text) == (403, f"403: {BAD_CSRF}\n")
+        assert service.job(bisect_id)["state"] == "done"  # not resumed
+        full_disk.unlink()
+        resumed = browser.post(f"/bisects/{bisect_id}/resume", data={"csrf": form.group(1)},
+                               headers={"Origin": service.base})  # fmt: skip
+        assert (resumed.status_code, resumed.headers["location"]) == (303, f"/bisects/{bisect_id}")
+    report = service.wait_done(bisect_id)
+    assert (report["status"], report["first_bad"]["sha"], report["resume"]) == (
+        "found", history.shas[history.first_bad], None,
     )  # fmt: skip
