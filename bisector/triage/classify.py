@@ -11,7 +11,11 @@ A failing test case (failure or error in the bad run):
   4. it failed the same way in the good run             -> flaky (pre-existing); a different failure there,
                                                            or a measured number within the band there and
                                                            beyond it now (as for metrics), is a regression
-  5. otherwise                                          -> regression (bisectable when it passed in the good
+  5. an error absent from the good run, named after a   -> regression of those tests, bisectable: a
+     module or directory (`tests.test_x`) whose tests      collection error (pytest cannot import the
+     passed in the good run and are absent from the bad    module or its conftest.py), bisected once by
+     run                                                   running the module or directory
+  6. otherwise                                          -> regression (bisectable when it passed in the good
                                                            run; a test absent or skipped there is reported
                                                            but not bisected)
 A test that passed in the end after failed attempts is a failure too: flaky (passed on retry).
@@ -33,6 +37,7 @@ from bisector.vocab.errors import InputError
 from bisector.vocab.metric import ASSERTION_LINE
 
 DEFAULT_NOISE_BAND = "1%"
+_EXCEPTION_LINE = re.compile(r"^E +([A-Za-z_][\w.]*: .*|[A-Za-z_][\w.]*(?:Error|Exception))$", re.MULTILINE)
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
 _NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 # a measured number, an optional unit, a comparison, the threshold: "51.4 <= 51.0", "51.4 ms > 51.0 ms"
@@ -71,6 +76,7 @@ class Failure:
     failure_class: FailureClass
     reason: str
     bisectable: bool = False  # a regression whose good run passed: a bisect can start from it
+    collection_error: bool = False  # the case is a module or directory whose tests could not be collected
     case: CaseResult | None = None
     metric: MetricResult | None = None
 
@@ -81,8 +87,9 @@ class Failure:
 
 def classify(good: RunResults, bad: RunResults, signatures: Sequence[Signature], band: NoiseBand) -> list[Failure]:
     """Every failure of the bad run, in the order of its results (tests, then metrics)."""
+    vanished = [case for name, case in good.cases.items() if case.outcome is Outcome.PASSED and name not in bad.cases]
     failures = [
-        _classify_case(case, good.cases.get(name), signatures, band)
+        _classify_case(case, good.cases.get(name), vanished, signatures, band)
         for name, case in bad.cases.items()
         if case.outcome.is_failure() or case.passed_on_retry
     ]
@@ -95,8 +102,13 @@ def classify(good: RunResults, bad: RunResults, signatures: Sequence[Signature],
 
 
 def _classify_case(
-    case: CaseResult, before: CaseResult | None, signatures: Sequence[Signature], band: NoiseBand
+    case: CaseResult,
+    before: CaseResult | None,
+    vanished: Sequence[CaseResult],
+    signatures: Sequence[Signature],
+    band: NoiseBand,
 ) -> Failure:
+    """`vanished`: the tests that passed in the good run and are absent from the bad run."""
     text = ASSERTION_LINE.sub("", case.text)
     for signature in signatures:
         matched = signature.search(text)
@@ -120,12 +132,34 @@ def _classify_case(
             return Failure(case.name, FailureClass.REGRESSION, reason, case=case)
         reason = f"failed differently in the good run ({_clip(before.message)}); now: {_clip(case.message)}"
         return Failure(case.name, FailureClass.REGRESSION, reason, case=case)
+    kept_from_running = _collected_under(case, vanished) if before is None else []
+    if kept_from_running:
+        error = _clip(_raised(case.text) or case.message)
+        count = len(kept_from_running)
+        reason = f"collection error; its {count} test(s) that passed in the good run did not run: {error}"
+        return Failure(case.name, FailureClass.REGRESSION, reason, bisectable=True, case=case, collection_error=True)
     if before is None or before.outcome is Outcome.SKIPPED:
         where = "absent from" if before is None else "skipped in"
         reason = f"{case.outcome.value} ({where} the good run, so not bisected): {_clip(case.message)}"
         return Failure(case.name, FailureClass.REGRESSION, reason, case=case)
     reason = f"{case.outcome.value} (passed in the good run): {_clip(case.message)}"
     return Failure(case.name, FailureClass.REGRESSION, reason, bisectable=True, case=case)
+
+
+def _collected_under(error: CaseResult, tests: Sequence[CaseResult]) -> list[CaseResult]:
+    """The tests whose module or directory an error is named after (classname `tests.test_x` or
+    `tests.test_x.TestK` under `tests.test_x`; anything under the directory `tests.gpu`)."""
+    where = error.address
+    if error.outcome is not Outcome.ERROR or not where:
+        return []
+    return [test for test in tests if test.classname == where or test.classname.startswith(where + ".")]
+
+
+def _raised(text: str) -> str | None:
+    """The exception a pytest report ends with (`E   ModuleNotFoundError: No module named 'x'`): JUnit's message
+    for a collection error is only "collection failure"."""
+    raised = _EXCEPTION_LINE.findall(text)
+    return raised[-1] if raised else None
 
 
 def _classify_metric(metric: MetricResult, before: MetricResult | None, default_band: NoiseBand) -> Failure:

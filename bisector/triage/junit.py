@@ -11,8 +11,10 @@ read from a `<property name="commit" value="...">` of a suite (also `git_commit`
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from xml.parsers import expat
 
 from bisector.triage.model import CaseResult, Outcome, RunResults
 from bisector.vocab.errors import InputError
@@ -20,34 +22,108 @@ from bisector.vocab.errors import InputError
 COMMIT_PROPERTIES = frozenset({"commit", "git_commit", "git-commit", "git_sha", "sha", "revision"})
 RETRY_TAGS = frozenset({"rerun", "rerunFailure", "rerunError", "flakyFailure", "flakyError"})
 MAX_TEXT_CHARS = 16_000  # per case: the head and the tail of its messages and logs are kept
+HALF_TEXT = MAX_TEXT_CHARS // 2
+TEXT_PIECE_CHARS = 1 << 16
 
 
 def read_junit(path: Path, into: RunResults) -> None:
-    """Add the test cases and the recorded commit of one JUnit XML file to `into`."""
+    """Add the test cases and the recorded commit of one JUnit XML file to `into`. The file is read as a stream:
+    memory holds one test case at a time, the text of each element bounded as it arrives (an attribute's value
+    is held whole, as expat reads it)."""
+    stream = _CaseStream(path, lambda element: _take(element, path, into))
+    parser = expat.ParserCreate()
+    parser.buffer_text = True  # text comes in pieces of up to buffer_size characters, not one per line
+    parser.buffer_size = TEXT_PIECE_CHARS
+    parser.StartElementHandler = stream.start
+    parser.EndElementHandler = stream.end
+    parser.CharacterDataHandler = stream.data
     try:
-        root = ET.parse(path).getroot()
-    except (ET.ParseError, OSError) as exc:
+        with path.open("rb") as handle:
+            parser.ParseFile(handle)
+    except (expat.ExpatError, OSError) as exc:
         raise InputError(f"{path}: not readable JUnit XML ({exc})") from None
-    if root.tag not in ("testsuite", "testsuites"):
-        raise InputError(f"{path}: not JUnit XML (the root element is <{root.tag}>, not <testsuite(s)>)")
     into.sources.append(str(path))
-    for prop in root.iter("property"):
-        if prop.get("name", "").lower() in COMMIT_PROPERTIES and prop.get("value"):
-            _set_commit(into, prop.get("value", "").strip(), path)
-    attempts: dict[str, list[ET.Element]] = {}
-    for case in root.iter("testcase"):
-        attempts.setdefault(_case_name(case), []).append(case)
-    for name, elements in attempts.items():
-        merged = _merged(name, elements)
-        earlier = into.cases.get(name)  # the same case in an earlier file of the run: earlier attempts
-        if earlier is not None:
-            merged = replace(
-                merged,
-                failed_attempts=merged.failed_attempts + earlier.failed_attempts + earlier.outcome.is_failure(),
-                message=merged.message or earlier.message,
-                text=_bounded(f"{earlier.text}\n{merged.text}"),
-            )
-        into.cases[name] = merged
+
+
+class _CaseStream:
+    """pyexpat's handlers: each `<testcase>` and `<property>` is built, handed to `take` when it ends and dropped
+    with every other element outside a test case once it ends. The text of an element keeps its head and tail."""
+
+    def __init__(self, path: Path, take: Callable[[ET.Element], None]) -> None:
+        self._path = path
+        self._take = take
+        self._builder = ET.TreeBuilder()
+        self._open: list[ET.Element] = []
+        self._text = _BoundedText()
+
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
+        if not self._open and tag not in ("testsuite", "testsuites"):
+            raise InputError(f"{self._path}: not JUnit XML (the root element is <{tag}>, not <testsuite(s)>)")
+        self._flush()
+        self._open.append(self._builder.start(tag, attrs))
+
+    def data(self, text: str) -> None:
+        self._text.add(text)
+
+    def end(self, tag: str) -> None:
+        self._flush()
+        element = self._builder.end(tag)
+        self._open.pop()
+        if tag in ("testcase", "property"):
+            self._take(element)
+        if self._open and not any(ancestor.tag == "testcase" for ancestor in self._open):
+            self._open[-1].remove(element)
+
+    def _flush(self) -> None:
+        if self._text.head:
+            self._builder.data(self._text.text())
+            self._text = _BoundedText()
+
+
+class _BoundedText:
+    """Text arriving in pieces, of which the first and the last HALF_TEXT characters are kept."""
+
+    def __init__(self) -> None:
+        self.head = ""
+        self.tail: list[str] = []
+        self.tail_chars = 0
+        self.elided = 0
+
+    def add(self, piece: str) -> None:
+        if len(self.head) < HALF_TEXT:
+            room = HALF_TEXT - len(self.head)
+            self.head, piece = self.head + piece[:room], piece[room:]
+        self.tail.append(piece)
+        self.tail_chars += len(piece)
+        if self.tail_chars > 4 * HALF_TEXT:
+            self._trim()
+
+    def text(self) -> str:
+        self._trim()
+        return self.head + (f"\n[... {self.elided} characters elided ...]\n" if self.elided else "") + self.tail[0]
+
+    def _trim(self) -> None:
+        tail = "".join(self.tail)
+        self.elided += max(0, len(tail) - HALF_TEXT)
+        self.tail = [tail[-HALF_TEXT:]]
+        self.tail_chars = len(self.tail[0])
+
+
+def _take(element: ET.Element, path: Path, into: RunResults) -> None:
+    if element.tag == "property":
+        if element.get("name", "").lower() in COMMIT_PROPERTIES and element.get("value"):
+            _set_commit(into, element.get("value", "").strip(), path)
+        return
+    attempt = _attempt(element)
+    earlier = into.cases.get(attempt.name)  # an earlier appearance of the case, in this file or an earlier one
+    if earlier is not None:
+        attempt = replace(
+            attempt,
+            failed_attempts=attempt.failed_attempts + earlier.failed_attempts + earlier.outcome.is_failure(),
+            message=attempt.message or earlier.message,
+            text=_bounded("\n".join(text for text in (earlier.text, attempt.text) if text)),
+        )
+    into.cases[attempt.name] = attempt
 
 
 def _set_commit(into: RunResults, commit: str, path: Path) -> None:
@@ -76,37 +152,28 @@ def _first_line(element: ET.Element | None) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
-def _merged(name: str, elements: list[ET.Element]) -> CaseResult:
-    failed_attempts = 0
+def _attempt(case: ET.Element) -> CaseResult:
+    """One appearance of a test case; its rerun elements are its failed attempts before the final one."""
+    outcome, detail = _outcome(case)
+    retries = [child for child in case if child.tag in RETRY_TAGS]
     message = ""
-    texts: list[str] = []
-    for index, case in enumerate(elements):
-        outcome, detail = _outcome(case)
-        retries = [child for child in case if child.tag in RETRY_TAGS]
-        failed_attempts += len(retries) + (1 if outcome.is_failure() and index < len(elements) - 1 else 0)
-        for element in [*retries, detail]:
-            if element is not None and element.tag != "skipped":
-                message = _first_line(element) or message
-        for child in case.iter():
-            texts += [child.get("message", ""), child.text or ""]
-    last = elements[-1]
-    final, detail = _outcome(last)
-    if detail is not None:
-        message = _first_line(detail) or message
+    for element in [*retries, detail]:
+        if element is not None:
+            message = _first_line(element) or message
+    texts = [text for child in case.iter() for text in (child.get("message", ""), child.text or "")]
     return CaseResult(
-        name=name,
-        classname=last.get("classname", ""),
-        case=last.get("name", ""),
-        file=last.get("file", ""),
-        outcome=final,
+        name=_case_name(case),
+        classname=case.get("classname", ""),
+        case=case.get("name", ""),
+        file=case.get("file", ""),
+        outcome=outcome,
         message=message,
         text=_bounded("\n".join(t for t in texts if t.strip())),
-        failed_attempts=failed_attempts,
+        failed_attempts=len(retries),
     )
 
 
 def _bounded(text: str) -> str:
-    if len(text) <= MAX_TEXT_CHARS:
-        return text
-    half = MAX_TEXT_CHARS // 2
-    return f"{text[:half]}\n[... {len(text) - MAX_TEXT_CHARS} characters elided ...]\n{text[-half:]}"
+    bounded = _BoundedText()
+    bounded.add(text)
+    return bounded.text()

@@ -38,6 +38,12 @@ class CaseResult:
     failed_attempts: int  # attempts that failed before the final one (reruns)
 
     @property
+    def address(self) -> str:
+        """classname and name joined by ".": what a collection error is named after, a module or directory
+        (`tests.test_x`), whether the producer wrote it as the name alone (pytest) or split it."""
+        return ".".join(part for part in (self.classname, self.case) if part)
+
+    @property
     def passed_on_retry(self) -> bool:
         return self.outcome is Outcome.PASSED and self.failed_attempts > 0
 

@@ -1,7 +1,8 @@
 """Bisects for the regressions of a triage: one per regressed test (or metric), started through the core.
 
 Grouping: failures of one triage share its range, so they group by test: the parametrized cases of one
-test function (`test_gemm[8]`, `test_gemm[16]`) become one bisect that runs the function (all its cases).
+test function (`test_gemm[8]`, `test_gemm[16]`) become one bisect that runs the function (all its cases);
+a collection error becomes one bisect that runs its module or directory ({test} and {file} its path).
 A test becomes `--run` from a template (default `python -m pytest -q {test}`; placeholders, shell-quoted:
 {test} the pytest node id without parameters, {file} its file, {name} the function, {classname} JUnit's
 classname); the exit code decides, as with `git bisect run`. A metric becomes `--run` from the metrics
@@ -71,6 +72,10 @@ def plan_bisects(
 
 
 def _test_plan(failure: Failure, case: CaseResult, template: str, repo: GitRepo, bad: str) -> BisectPlan:
+    if failure.collection_error:
+        path = case.file or _collected_path(case.address, repo, bad)
+        run = _fill(template, "--run-template", test=path, file=path, name="", classname=case.classname)
+        return BisectPlan(path, (failure.test,), run)
     file, classes = _module_and_classes(case, repo, bad)
     name = _PARAMS.sub("", case.case)
     node_id = "::".join([file, *classes, name]) if file else name
@@ -100,6 +105,13 @@ def _module_and_classes(case: CaseResult, repo: GitRepo, bad: str) -> tuple[str,
         if repo.show_file(bad, path) is not None:
             return path, parts[end:]
     return case.file, [p for p in parts if p[:1].isupper()]
+
+
+def _collected_path(address: str, repo: GitRepo, bad: str) -> str:
+    """The module (`tests.test_x` -> tests/test_x.py) or directory (`tests.gpu` -> tests/gpu) a collection error
+    is named after, as the bad commit holds it."""
+    path = address.replace(".", "/")
+    return next((p for p in (f"{path}.py", path) if repo.tree_hash(bad, p) is not None), f"{path}.py")
 
 
 def _fill(template: str, option: str, **values: str) -> str:

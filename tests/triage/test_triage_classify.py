@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from html import escape
 from pathlib import Path
 
 import pytest
 import triage_repo
-from triage_repo import FIXTURES, init_repo, pytest_junit, results, serving_repo
+from triage_repo import FIXTURES, import_repo, init_repo, pytest_junit, results, serving_repo
 
 from bisector.triage import Failure, FailureClass, NoiseBand, TriageReport, triage_runs
 from bisector.triage.classify import classify
 from bisector.triage.model import CaseResult, Outcome, RunResults
 from bisector.triage.signatures import builtin_signatures, load_signatures
+from bisector.triage.submit import plan_bisects
 from bisector.vocab.errors import InputError
 
 INFRA, FLAKY, REGRESSION = FailureClass.INFRASTRUCTURE, FailureClass.FLAKY, FailureClass.REGRESSION
@@ -279,3 +281,37 @@ def test_an_assertion_that_names_an_infrastructure_error_stays_the_commits_failu
     server = failures["tests.test_ci::test_server"]
     assert server.failure_class is INFRA
     assert server.reason == "infrastructure signature 'built-in': Connection refused"
+
+
+@pytest.mark.parametrize("form", ["xunit1", "xunit2", "classname/name"])
+def test_a_module_broken_at_collection_is_one_bisectable_regression_of_its_tests(tmp_path: Path, form: str) -> None:
+    """pytest records one collection error for a module it cannot import (JUnit name `tests.test_ops`, no classname;
+    xunit1 adds its `file`, xunit2 does not) and for a directory whose conftest.py fails (`tests.gpu`), instead of
+    the tests the good run had there. Each is one regression of those tests, bisected once by running the module
+    or directory, and reported with the error it raised. Some producers split the name as classname and name."""
+    repo = import_repo(tmp_path / "repo")
+    family = ("-o", f"junit_family={'xunit1' if form == 'xunit1' else 'xunit2'}")
+    pytest_junit(repo.path, repo.good, tmp_path / "good.xml", *family)
+    bad = pytest_junit(repo.path, repo.broken, tmp_path / "bad.xml", *family)
+    module, directory = "tests.test_ops", "tests.gpu"
+    if form == "classname/name":
+        bad.write_text(re.sub(r'classname="" name="tests\.(\w+)"', r'classname="tests" name="\1"', bad.read_text()))
+        module, directory = "tests::test_ops", "tests::gpu"
+    report = triage_runs(tmp_path / "good.xml", bad, repo=repo.path, good_rev=repo.good, bad_rev=repo.broken)
+    failures = by_test(report)
+    assert set(failures) == {module, directory}  # not the tests the errors kept from running, nor test_other
+    assert failures[module].reason.startswith(
+        "collection error; its 3 test(s) that passed in the good run did not run: "
+        "ImportError: cannot import name 'sub' from 'ops' ("
+    )
+    assert failures[directory].reason == (
+        "collection error; its 1 test(s) that passed in the good run did not run: "
+        "ModuleNotFoundError: No module named 'triton_missing'"
+    )
+    assert all((f.failure_class, f.bisectable) == (REGRESSION, True) for f in failures.values())
+    plans, left_out = plan_bisects(report, "pytest {test}")
+    assert sorted((plan.run, plan.failures) for plan in plans) == [
+        ("pytest tests/gpu", (directory,)),
+        ("pytest tests/test_ops.py", (module,)),
+    ]
+    assert left_out == []

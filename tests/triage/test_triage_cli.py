@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import run_cli
-from triage_repo import FIXTURES, calc_repo, pytest_junit, results, serving_repo
+from triage_repo import FIXTURES, calc_repo, import_repo, pytest_junit, results, serving_repo
 from webhook import webhook
 
 
@@ -144,6 +144,29 @@ def test_submit_bisects_each_regression_once_and_notifies(tmp_path: Path):
     spec = json.loads(status.stdout)["spec"]
     assert spec["infra_patterns"] == ["503 Service Unavailable"]
     assert (spec["metric"], spec["expect"]) == (r"latency_ms\s*[:=]\s*([-+]?[0-9.]+(?:[eE][-+]?\d+)?)", "<= 60")
+
+
+@pytest.mark.slow
+def test_submit_bisects_a_module_broken_at_collection_once_and_finds_the_commit(tmp_path: Path):
+    """Real pytest runs: the bad commit's JUnit has one collection error for tests/test_ops.py and one for
+    tests/gpu (its conftest.py), none of their tests; each becomes one bisect that runs it and finds the commit."""
+    repo = import_repo(tmp_path / "repo")
+    pytest_junit(repo.path, repo.good, tmp_path / "good.xml")
+    pytest_junit(repo.path, repo.docs, tmp_path / "bad.xml")
+    done = run_cli(
+        "triage", str(tmp_path / "good.xml"), str(tmp_path / "bad.xml"), "--repo", str(repo.path),
+        "--good", repo.good, "--bad", repo.docs, "--submit", "--executor", "inprocess", "--format", "json",
+        "--no-explain", "--run-template", f"{sys.executable} -m pytest -q -p no:cacheprovider {{test}}",
+        db=tmp_path / "b.db",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert report["counts"] == {"infrastructure": 0, "flaky": 0, "regression": 2}
+    found = {row["test"]: (row["failures"], row["status"], row["first_bad"]) for row in report["bisects"]}
+    assert found == {
+        "tests/test_ops.py": (["tests.test_ops"], "found", repo.broken),
+        "tests/gpu": (["tests.gpu"], "found", repo.broken),
+    }
 
 
 def test_submit_never_bisects_infrastructure_or_flaky_failures(serving, tmp_path: Path):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import pytest
 from triage_repo import FIXTURES
 
+from bisector.triage.junit import MAX_TEXT_CHARS
 from bisector.triage.model import Outcome
 from bisector.triage.results import load_run
 from bisector.vocab.errors import InputError
@@ -91,6 +93,8 @@ def test_a_directory_merges_xml_and_json_and_agrees_on_the_commit(tmp_path: Path
     ("name", "content", "message"),
     [
         ("broken.xml", "<testsuite><testcase", "not readable JUnit XML"),
+        ("mismatched.xml", '<testsuite><testcase name="a"><system-out>log</testcase></testsuite>', "mismatched tag"),
+        ("text.xml", "<testsuite><testcase/></testsuite>trailing", "junk after document element"),
         ("other.xml", "<html><body/></html>", "the root element is <html>"),
         ("broken.json", "{", "not readable JSON"),
         ("flat.json", '{"latency": 51.4}', 'a metrics file is an object with a "metrics" object'),
@@ -101,8 +105,42 @@ def test_a_directory_merges_xml_and_json_and_agrees_on_the_commit(tmp_path: Path
     ],
 )
 def test_bad_input_is_one_clear_error(tmp_path: Path, name: str, content: str, message: str):
-    with pytest.raises(InputError, match=message):
+    with pytest.raises(InputError, match=message) as raised:
         load_run(write(tmp_path / name, content))
+    assert "\n" not in str(raised.value)
+
+
+LOG_LINE = "decode step 123456: 32 tokens, accept length 3.9\n"
+
+
+def test_a_large_junit_file_is_read_in_bounded_memory(tmp_path: Path):
+    """Memory holds one test case at a time, its text bounded, whatever the file holds: here failing cases with
+    long logs, each in its own suite, then one case whose system-out alone is most of the file."""
+    path = tmp_path / "large.xml"
+    with path.open("w") as out:
+        out.write('<testsuites><testsuite name="big"><properties><property name="commit" value="c0ffee"/></properties>')
+        for index in range(20):
+            out.write(f'<testsuite><testcase classname="tests.test_big" name="test_{index}"><failure message="boom">')
+            out.write(LOG_LINE * 4_000 + "</failure></testcase></testsuite>")
+        out.write('<testcase classname="tests.test_big" name="test_chatty"><system-out>')
+        out.write(LOG_LINE * 160_000 + "last line</system-out></testcase></testsuite></testsuites>")
+    size = path.stat().st_size
+    assert size > 10_000_000
+    tracemalloc.start()
+    try:
+        run = load_run(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < size // 10, (peak, size)
+    assert (run.commit, len(run.cases)) == ("c0ffee", 21)
+    failed = run.cases["tests.test_big::test_7"]
+    assert (failed.outcome, failed.message) == (Outcome.FAILED, "boom")
+    chatty = run.cases["tests.test_big::test_chatty"]
+    assert chatty.outcome is Outcome.PASSED
+    assert len(chatty.text) < MAX_TEXT_CHARS + 100
+    assert chatty.text.startswith(LOG_LINE)
+    assert chatty.text.endswith(LOG_LINE + "last line")
 
 
 def test_results_that_disagree_on_their_commit_are_refused(tmp_path: Path):

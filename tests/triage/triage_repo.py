@@ -116,14 +116,65 @@ def calc_repo(path: Path) -> CalcRepo:
     return CalcRepo(repo, shas)
 
 
-def pytest_junit(repo: Path, sha: str, target: Path) -> Path:
+def pytest_junit(repo: Path, sha: str, target: Path, *options: str) -> Path:
     """Run the repository's tests at sha for real, writing JUnit XML to target (outside the repository)."""
     import sys
 
     git(repo, "checkout", "-q", sha)
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={target}", "tests"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={target}", *options, "tests"],
         cwd=repo, capture_output=True, text=True, check=False,
     )  # fmt: skip
     git(repo, "checkout", "-q", "main")
     return target
+
+
+OPS = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+TEST_OPS = """from ops import add, sub
+
+
+def test_add():
+    assert add(2, 2) == 4
+
+
+def test_sub():
+    assert sub(2, 2) == 0
+
+
+class TestOps:
+    def test_both(self):
+        assert sub(add(1, 2), 2) == 1
+"""
+
+
+@dataclass(frozen=True)
+class ImportRepo:
+    """Tests that all pass at `good`; `broken` renames a function tests/test_ops.py imports and makes
+    tests/gpu/conftest.py import a missing module, so pytest cannot collect either; `docs` follows it."""
+
+    path: Path
+    good: str
+    broken: str
+    docs: str
+
+
+def import_repo(path: Path) -> ImportRepo:
+    repo = init_repo(path)
+    good = commit(
+        repo,
+        "Add ops (#30)",
+        {
+            "ops.py": OPS,
+            "tests/test_ops.py": TEST_OPS,
+            "tests/test_other.py": "def test_other():\n    pass\n",
+            "tests/gpu/conftest.py": "",
+            "tests/gpu/test_kernel.py": "def test_kernel():\n    pass\n",
+        },
+    )
+    broken = commit(
+        repo,
+        "Rename sub, require triton_missing on GPUs (#31)",
+        {"ops.py": OPS.replace("def sub", "def subtract"), "tests/gpu/conftest.py": "import triton_missing\n"},
+    )
+    docs = commit(repo, "Document ops (#32)", {"README.md": "ops\n"})
+    return ImportRepo(repo, good, broken, docs)
