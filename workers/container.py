@@ -1,8 +1,9 @@
 """Container images (`--image-template`): a step at commit C runs its test inside C's container image.
 
-The image named by the template at C is used where the container engine has it or can pull it (source `artifact`,
-or `cache` when gpu-bisect built it before: its label says so); else it is built from the Containerfile or
-Dockerfile of C's worktree (source `built`), once however many steps want it at once; a failed build skips the
+The image named by the template at C is used where the container engine has it or can pull it (source `artifact`;
+not for a step with patches), or the one gpu-bisect built before for the step's recipe (source `cache`); else it is
+built from the Containerfile or Dockerfile of C's worktree, patches applied, and tagged with the recipe (source
+`built`; workers/container_image.py), once however many steps want it at once; a failed build skips the
 commit and is remembered, like a venv image's (workers/container_image.py). The test then runs in a container named
 for the step, the worktree mounted at WORKTREE_MOUNT and the working directory, the spec's env and the step's ids
 passed, the slot's GPUs passed through CDI (or NVIDIA_VISIBLE_DEVICES). Killing the engine's client does not stop a
@@ -46,7 +47,7 @@ def run_in_container(runner: StepJudge, step: StepContext, cache: ImageCache) ->
     name = container_name(request)
     label = f"{request.bisect_id}/{request.step_id}/{request.attempt}"
     command = engine.run_command(
-        request.container, step.workdir, passed, step.gpus, request.run_cmd, name=name, label=label
+        obtained.path, step.workdir, passed, step.gpus, request.run_cmd, name=name, label=label
     )
 
     def client_started(pid: int) -> None:

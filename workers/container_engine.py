@@ -19,7 +19,9 @@ from pathlib import Path
 
 from bisector.vocab.images import check_container_template, container_reference
 
-__all__ = ["ContainerEngine", "check_container_template", "container_reference", "reproduce_in_container"]
+__all__ = [
+    "ContainerEngine", "built_reference", "check_container_template", "container_reference", "reproduce_in_container"
+]  # fmt: skip
 
 CONTAINERFILES = ("Containerfile", "Dockerfile")
 BUILT_LABEL = "org.gpu-bisect.built-at"  # set on the images gpu-bisect builds: the commit they were built at
@@ -126,6 +128,15 @@ class ContainerEngine:
             for gpu in gpus:
                 argv += ["--device", f"nvidia.com/gpu={gpu}"]
         return shlex.join([*argv, reference, "sh", "-c", run_cmd])
+
+
+def built_reference(reference: str, recipe: str) -> str:
+    """The reference gpu-bisect builds the image named reference under, for a recipe (its hash): the reference's tag
+    (latest where it names none) with `-bisect-RECIPE` appended, e.g. `stack:SHA` -> `stack:SHA-bisect-RECIPE`."""
+    name, colon, tag = reference.rpartition(":")
+    if not colon or "/" in tag:  # a colon before the last slash is a registry's port
+        name, tag = reference, "latest"
+    return f"{name}:{tag}-bisect-{recipe}"
 
 
 def outliving_its_reader(command: str) -> str:

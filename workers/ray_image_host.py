@@ -44,7 +44,7 @@ from bisector.workers.step import StepRunner, WorkerSlot
 PROBE_TIMEOUT_S = 120.0  # importing Ray in a cold image on a busy node
 START_ALLOWANCE_S = 120.0  # beyond the step's time left, for Ray to start the actor before its test can run
 _PROBE_SOURCE = (
-    "import json, sys, ray, workers.ray_image_host; "
+    "import json, sys, ray, bisector.workers.ray_image_host; "
     "print(json.dumps({'ray': ray.__version__, 'python': list(sys.version_info[:2])}))"
 )
 

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from bisector.vocab.errors import ExecutorError
 from bisector.vocab.metric import MetricSpec
 from bisector.vocab.patches import Patch
-from bisector.workers.images.key import ImageRecipe
+from bisector.workers.images.key import ImageRecipe, container_recipe
+
+PLAIN_CONTAINER_RECIPE = container_recipe(None, (), {})  # of a spec with no build, patches or env
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,9 @@ class StepRequest:
     image: ImageRecipe | None = None  # build once per image and run there (workers/images), not in the worktree
     preemptible: bool = False  # a search run: a shared pool may cancel it for a bisect holding no slot
     container: str | None = None  # the commit's container image: the test runs in it (workers/container.py)
+    # the spec's build, patches and env (workers/images/key.container_recipe): the container image gpu-bisect builds
+    # for the step is tagged with it, so that it serves only steps of the same recipe
+    container_recipe: str = PLAIN_CONTAINER_RECIPE
     no_gpu: bool = False  # --gpus-per-step 0: the step sees no GPU (CUDA_VISIBLE_DEVICES empty), whatever its slot has
     # Applied on the commit in the worktree before its build and test (vocab/patches.py). A step on an image has its
     # patches in its recipe only: the image's builder applies them to the tree the image holds.

@@ -182,7 +182,8 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
            "e.g. /wheels/{sha}/.", optional=True, metavar="TEMPLATE"),
     Option("image_template", _EXECUTOR, _S, "Run each step in the commit's container image, e.g. "
            "registry.example.org/stack:{sha} ({sha} or {short}): used where the container engine has it or pulls "
-           "it, else built from the commit's Containerfile or Dockerfile (on the node that runs the step).",
+           "it (without --patch or --cherry-pick), else built from the commit's Containerfile or Dockerfile (on the "
+           "node that runs the step) and tagged with the build's recipe: REF-bisect-RECIPE.",
            optional=True, metavar="TEMPLATE"),
     Option("images_max_size", _EXECUTOR, _S, "LRU cap of this node's image cache, e.g. 20G.  [default: 20G]"),
     Option("build_ahead", _EXECUTOR, _I, "With --image venv: while probes run, build the images of the N commits "

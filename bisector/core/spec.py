@@ -260,10 +260,6 @@ class BisectSpec:
             check_link(self.link)
         for path in self.test.paths:
             check_path_in_repo(path, self.repo)
-        if self.executor.image_template is not None and self.test.patches:
-            raise InputError(
-                "--image-template runs the commit's own container image: leave out --cherry-pick and --patch"
-            )
         if self.executor.image_template is not None and self.test.build:
             raise InputError("with --image-template the commit's Containerfile is its build: leave out --build")
         expect, direction = self.test.expect, self.search.direction

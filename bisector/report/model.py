@@ -44,7 +44,8 @@ from bisector.vocab.images import container_reference
 from bisector.vocab.patches import Patch, PatchKind, apply_command, patched_tree
 from bisector.vocab.paths import log_dir
 from bisector.vocab.submodules import GITMODULES
-from bisector.workers.container_engine import reproduce_in_container
+from bisector.workers.container_engine import built_reference, reproduce_in_container
+from bisector.workers.images.key import container_recipe
 from bisector.workers.pool import PREEMPTED, RERUN_OF
 
 if TYPE_CHECKING:
@@ -283,9 +284,11 @@ class BisectReport:
     def reproduce(self) -> str:
         sha = self.reproduce_target().sha
         step = self.decided_step(sha) or next((s for s in reversed(self.steps) if s.sha == sha and s.gpus), None)
-        container = container_reference(self.spec.executor.image_template, sha)
-        gpus = tuple(step.gpus) if step else ()
         test = self.spec.test
+        container = container_reference(self.spec.executor.image_template, sha)
+        if container is not None and not (step and step.image and step.image.get("source") == "artifact"):
+            container = built_reference(container, container_recipe(test.build, test.patches, test.env))
+        gpus = tuple(step.gpus) if step else ()
         return reproduce_command(
             self.record.repo, sha, test.build, test.run, dict(test.env), gpus, container, test.patches,
             has_submodules(self.record.repo, sha, test.patches),

@@ -18,6 +18,7 @@ from bisector.vocab.images import container_reference
 from bisector.vocab.metric import MetricSpec
 from bisector.vocab.paths import log_dir
 from bisector.workers.executor import Assignment, Executor, StepRequest
+from bisector.workers.images.key import container_recipe
 from bisector.workers.pool import PREEMPTED
 
 
@@ -57,6 +58,7 @@ def step_request(
         patches=() if image else spec.test.patches,
         preemptible=preemptible,
         container=container_reference(spec.executor.image_template, sha),
+        container_recipe=container_recipe(spec.test.build, spec.test.patches, spec.test.env),
         no_gpu=spec.executor.gpus_per_step == 0,
     )
 

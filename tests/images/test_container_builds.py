@@ -19,11 +19,14 @@ from container_repo import METRIC, RUN, container_repo, podman_cmd
 from bisector.report.model import reproduce_command
 from bisector.vocab.domain import ErrorKind, StepResult, Verdict
 from bisector.vocab.metric import Expectation, MetricSpec
+from bisector.workers.container_engine import built_reference
 from bisector.workers.container_image import container_record_id
 from bisector.workers.executor import StepRequest
 from bisector.workers.images.cache import ImageCache, LockTimeoutError
+from bisector.workers.images.key import container_recipe
 from bisector.workers.local import LocalExecutor
 from bisector.workers.step import StepRunner, WorkerSlot
+from bisector.workers.step_request import PLAIN_CONTAINER_RECIPE
 
 pytestmark = pytest.mark.containers
 
@@ -92,7 +95,7 @@ def test_a_crashed_builders_lock_is_taken_over(podman: str, builds: Path, tmp_pa
     shas = container_repo(repo, (10,))
     request = _request(repo, shas[0], podman, tmp_path, 1)
     assert request.container is not None
-    lock_id = container_record_id(request.container)
+    lock_id = container_record_id(built_reference(request.container, request.container_recipe))
     cache = ImageCache()
     hold = builds.parent / "hold"
     hold.touch()
@@ -120,7 +123,7 @@ def test_a_crashed_builders_lock_is_taken_over(podman: str, builds: Path, tmp_pa
 def test_a_failed_build_is_remembered_until_images_rm_or_prune(podman: str, builds: Path, tmp_path: Path):
     repo = tmp_path / "repo"
     shas = container_repo(repo, (10, 10), broken=1)
-    reference = podman.format(short=shas[1][:12])
+    reference = built_reference(podman.format(short=shas[1][:12]), PLAIN_CONTAINER_RECIPE)  # gpu-bisect's build
     record = container_record_id(reference)
     db = tmp_path / "b.db"
 
@@ -173,7 +176,7 @@ def test_the_reproduce_line_is_the_engine_command_and_runs(podman: str, tmp_path
     assert report["first_bad"]["sha"] == shas[1]
     line = report["reproduce"]
     workdir = f"/tmp/bisect-repro-{shas[1][:12]}"
-    reference = podman.format(short=shas[1][:12])
+    reference = built_reference(podman.format(short=shas[1][:12]), container_recipe(None, (), {"TAG": "it's $x"}))
     run_part = line.split(" && ")[-1]
     assert run_part.startswith("TAG='it'\"'\"'s $x' podman run --rm ")
     assert f" -v {workdir}:/bisect/worktree -w /bisect/worktree -e TAG {reference} sh -c " in run_part

@@ -18,12 +18,13 @@ from image_repo import commit, init_repo
 
 from bisector.vocab.domain import ErrorKind, StepResult, Verdict
 from bisector.vocab.metric import Expectation, MetricSpec
-from bisector.workers.container_engine import STEP_LABEL
+from bisector.workers.container_engine import STEP_LABEL, built_reference
 from bisector.workers.container_image import container_record_id
 from bisector.workers.executor import StepRequest
 from bisector.workers.images.cache import ImageCache
 from bisector.workers.local import LocalExecutor
 from bisector.workers.step import StepRunner, WorkerSlot
+from bisector.workers.step_request import PLAIN_CONTAINER_RECIPE
 
 pytestmark = pytest.mark.containers
 
@@ -89,17 +90,16 @@ def test_an_image_gpu_bisect_built_is_reused_as_cache_and_bisect_toml_names_the_
     second = run_at()
     assert (first["verdict"], first["metric"], first["image"]["source"]) == ("good", 10.0, "built")
     assert (second["image"]["source"], second["image"]["id"]) == ("cache", first["image"]["id"])
+    built = built_reference(podman.format(short=shas[0][:12]), PLAIN_CONTAINER_RECIPE)  # tagged with its recipe
     for _ in range(2):  # listing keeps the engine's images (they have no folder in the cache root)
         listed = run_cli("images", "ls", "--format", "json", db=tmp_path / "b.db")
         assert listed.returncode == 0, listed.stderr
-        assert [(i["id"], i["path"]) for i in json.loads(listed.stdout)] == [
-            (first["image"]["id"], podman.format(short=shas[0][:12]))
-        ]
+        assert [(i["id"], i["path"]) for i in json.loads(listed.stdout)] == [(first["image"]["id"], built)]
     refused = run_cli("images", "rm", str(first["image"]["id"]), db=tmp_path / "b.db")
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [
         f"bisect: error: {first['image']['id']} is a container image: remove it with the engine "
-        f"(e.g. podman rmi {podman.format(short=shas[0][:12])})"
+        f"(e.g. podman rmi {built})"
     ]
 
 

@@ -10,6 +10,7 @@ import hashlib
 import json
 import sys
 import sysconfig
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -17,9 +18,12 @@ from pathlib import Path
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.images import DEFAULT_MAX_BYTES, IMAGE_MODES, ImageRecipe, parse_size
-from bisector.vocab.patches import patches_digest
+from bisector.vocab.patches import Patch, patches_digest
 
-__all__ = ["DEFAULT_MAX_BYTES", "IMAGE_MODES", "ImageKey", "ImageRecipe", "image_key", "parse_size", "recipe_hash"]
+__all__ = [
+    "DEFAULT_MAX_BYTES", "IMAGE_MODES", "ImageKey", "ImageRecipe", "container_recipe", "image_key", "parse_size",
+    "recipe_hash",
+]  # fmt: skip
 
 BASE_PACKAGES = ("torch", "triton", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")  # versions in the base env
 
@@ -50,6 +54,12 @@ def recipe_hash(build_cmd: str | None, recipe: ImageRecipe) -> str:
         fields["env"] = sorted(recipe.env)
     text = json.dumps(fields)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def container_recipe(build_cmd: str | None, patches: tuple[Patch, ...], env: Mapping[str, str]) -> str:
+    """The recipe hash of the container images gpu-bisect builds for a spec (their tags hold it): a venv image's
+    recipe of the same build, patches and env, so that an image of either kind is reused for the same builds."""
+    return recipe_hash(build_cmd, ImageRecipe("none", patches=patches, env=tuple(sorted(env.items()))))
 
 
 def image_key(
