@@ -80,3 +80,26 @@ def test_an_artifact_template_with_another_field_or_without_images_is_refused(tm
         assert done.returncode == 2, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert "--artifact" in done.stderr
+
+
+def test_a_patched_commit_is_built_not_given_its_unpatched_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A commit's published wheels were built from its own tree: with --patch the image must hold the patched build."""
+    repo = tmp_path / "repo"
+    shas = _repo(repo, (10,))
+    wheels = tmp_path / "wheels"
+    _wheel(repo, shas[0], wheels / shas[0])
+    patch = tmp_path / "value.patch"
+    patch.write_text(
+        "--- a/pkg/artpkg/__init__.py\n+++ b/pkg/artpkg/__init__.py\n@@ -1 +1 @@\n-VALUE = 10\n+VALUE = 3\n"
+    )
+    counter = tmp_path / "builds.txt"
+    counter.touch()
+    monkeypatch.setenv("BUILD_COUNTER", str(counter))
+    done = run_cli("run-at", shas[0], "--repo", str(repo), "--build", "bash build.sh", "--run", RUN,
+                   "--metric", r"metric: ([0-9.]+)", "--expect", ">= 8", "--executor", "inprocess",
+                   "--artifact", f"{wheels}/{{sha}}", "--patch", str(patch), "--format", "json",
+                   db=tmp_path / "bisect.db")  # fmt: skip
+    assert done.returncode in (0, 3), done.stderr
+    step = json.loads(done.stdout)
+    assert (step["verdict"], step["metric"], step["image"]["source"]) == ("bad", 3.0, "built")
+    assert counter.read_text() == "build at 0\n"

@@ -368,10 +368,13 @@ def _info(manifest: ImageManifest, folder: Path, *, source: str, reused: bool) -
 
 def install_artifact(job: BuildJob, venv: Path, timeout_s: float) -> bool:
     """Install the commit's prebuilt wheels (--artifact) into the image's venv instead of running the build.
-    False, with a note in the log, when there is none for this commit or it does not install within timeout_s:
-    the build runs then, as without an artifact."""
+    False, with a note in the log, when there is none for this commit, the image's tree is patched (the wheels were
+    built from the commit's own tree), or they do not install within timeout_s: the build runs then."""
     location = job.recipe.artifact_at(job.sha)
     if location is None:
+        return False
+    if job.recipe.patches:
+        job.log.note(f"# the artifact at {location} was built without this image's patches: building\n")
         return False
     wheels = artifact_wheels(location)
     if not wheels:
