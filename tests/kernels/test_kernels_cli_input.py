@@ -1,7 +1,6 @@
-"""Bad input to the kernel stack's command lines: one line on stderr, exit 2; gpu_report's own parser."""
+"""Bad input to the kernel stack's command lines: one line on stderr, exit 2."""
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -59,40 +58,6 @@ def test_malformed_gemm_batch_sizes_and_config_values_are_one_line_and_exit_2():
     _one_line_refusal(_run("bisector.kernels.bench", "gemm", "--device", "cpu", "--m", "1,x"), "--m '1,x'")
     _one_line_refusal(_run("bisector.kernels.bench", "accept-length", "--set", "gain=abc"), "gain takes a float")
     _one_line_refusal(_run("bisector.kernels.bench", "accept-length", "--set", "colour=red"), "unknown config field")
-
-
-def test_gpu_report_help_prints_usage_and_starts_nothing(tmp_path: Path):
-    done = _run("bisector.kernels.gpu_report", "--help", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("usage: python -m bisector.kernels.gpu_report")
-    assert "--quick" in done.stdout
-    assert list(tmp_path.iterdir()) == []  # no folder named --help, no session
-
-
-def test_gpu_report_rejects_unknown_options_before_starting(tmp_path: Path):
-    done = _run("bisector.kernels.gpu_report", "out", "--fast", cwd=tmp_path)
-    assert done.returncode == 2
-    assert "unrecognized arguments: --fast" in done.stderr
-    assert list(tmp_path.iterdir()) == []
-
-
-@cpu_only
-def test_gpu_report_says_up_front_that_it_runs_on_the_cpu(tmp_path: Path):
-    with subprocess.Popen(
-        [sys.executable, "-m", "bisector.kernels.gpu_report", str(tmp_path / "out"), "--quick"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=ROOT,
-        env=ENV,
-        start_new_session=True,  # its steps are child processes: stopped with it below
-    ) as session:
-        try:
-            assert session.stdout is not None
-            first = session.stdout.readline()
-        finally:
-            os.killpg(session.pid, signal.SIGKILL)
-    assert first.startswith("gpu_report: no CUDA device: every step runs on the CPU")
 
 
 @pytest.mark.parametrize("threads", ["0", "-3"])
