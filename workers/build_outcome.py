@@ -94,13 +94,19 @@ def judge_build(
         return BuildOutcome(BuildEnd.TIMED_OUT, process, what)
     if process.exit_code == 0:
         return BuildOutcome(BuildEnd.SUCCEEDED, process, what)
-    try:
-        signature = infra_signature(process.output.text(), (*infra_patterns, *KILLED_SIGNATURES), time_limit_s)
-    except MatchTimeoutError:
-        signature = None
+    signature = infra_in_log(process.output.text(), infra_patterns, time_limit_s)
     if signature:
         return BuildOutcome(BuildEnd.INFRA, process, what, infra_judgement(signature))
     # an empty match (a pattern that matches no text) counts as infrastructure too, told as a death
     if signature is not None or process.exit_code < 0 or process.exit_code > 127:
         return BuildOutcome(BuildEnd.INFRA, process, what)
     return BuildOutcome(BuildEnd.FAILED, process, what)
+
+
+def infra_in_log(output: str, infra_patterns: tuple[str, ...], time_limit_s: float = METRIC_TIME_LIMIT_S) -> str | None:
+    """The infrastructure signature (the spec's patterns, then KILLED_SIGNATURES) in a build's output; None when
+    there is none or the search runs past time_limit_s; "" for a pattern that matched empty text."""
+    try:
+        return infra_signature(output, (*infra_patterns, *KILLED_SIGNATURES), time_limit_s)
+    except MatchTimeoutError:
+        return None

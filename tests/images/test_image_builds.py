@@ -142,6 +142,25 @@ def test_a_build_failing_on_infrastructure_is_an_error_and_leaves_no_failed_imag
     assert counter.read_text().splitlines() == ["build at 0", "build at 0"]
 
 
+def test_a_failed_image_whose_log_shows_an_infrastructure_signature_of_this_bisect_is_built_again(tmp_path: Path):
+    """A failed image is one bisect's judgement of its build's log: a later bisect whose signatures say that log is
+    infrastructure builds the commit again rather than skipping it on the earlier verdict."""
+    repo = make_image_repo(tmp_path / "repo")
+    slot = runner(tmp_path)
+    no_signatures = image_request(repo.path, repo.shas[0], tmp_path, 1, NETWORK_DOWN="1")
+    no_signatures = replace(no_signatures, metric=replace(no_signatures.metric, infra_patterns=()))
+    first = slot.run(no_signatures)
+    assert first.verdict is Verdict.SKIP, first.detail
+    assert first.image is not None
+    assert first.image.status == "failed"
+
+    later = slot.run(image_request(repo.path, repo.shas[0], tmp_path, 2))  # the built-in signatures
+    assert later.verdict is Verdict.GOOD, later.detail
+    assert later.image is not None
+    assert (later.image.id, later.image.source, later.image.reused) == (first.image.id, "built", False)
+    assert "infrastructure" in (tmp_path / "logs" / "step-2.log").read_text()
+
+
 # A compiler wrapper (gcc -wrapper) whose first compiler pass dies as the kernel's OOM killer ends one: SIGKILL
 OOM_ONCE = """#!/bin/sh
 if [ ! -e "$OOM_MARK" ]; then : > "$OOM_MARK"; kill -9 $$; fi

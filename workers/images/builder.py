@@ -32,7 +32,7 @@ from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.patches import PatchError, patched_tree
 from bisector.vocab.paths import remove_tree, tree_size
-from bisector.workers.build_outcome import BuildEnd, BuildOutcome, judge_build
+from bisector.workers.build_outcome import BuildEnd, BuildOutcome, infra_in_log, judge_build
 from bisector.workers.images.cache import (
     INCOMING_PREFIX,
     ImageCache,
@@ -120,7 +120,7 @@ class ImageBuilder:
         deadline = time.monotonic() + job.timeout_s
         while True:
             manifest = self.cache.manifest(key.id)
-            if manifest is not None and manifest.status is ImageStatus.FAILED:
+            if manifest is not None and manifest.status is ImageStatus.FAILED and self._failure_stands(job, manifest):
                 yield self._failed(manifest)
                 return
             shared = manifest is not None and manifest.status is ImageStatus.READY
@@ -141,7 +141,11 @@ class ImageBuilder:
                             job.log.note(f"# image {key.id}: reusing the one built at {current.sha[:12]}\n")
                             yield self._ready(self.cache.touch(current), contents, source="cache", reused=True)
                             return
-                    if current is not None and current.status is ImageStatus.FAILED:
+                    if (
+                        current is not None
+                        and current.status is ImageStatus.FAILED
+                        and self._failure_stands(job, current)
+                    ):
                         yield self._failed(current)
                         return
                     if shared:  # it was removed, found damaged or is rebuilt meanwhile: look again
@@ -339,6 +343,20 @@ class ImageBuilder:
             naming_folder=contents.naming_folder,
             named_folder=contents.folder,
         )
+
+    @staticmethod
+    def _failure_stands(job: BuildJob, manifest: ImageManifest) -> bool:
+        """Whether a failed image's build is the commit's failure for this job too: not where its log tail shows one
+        of the job's infrastructure signatures (another bisect, with other patterns, stored it); then it is built
+        again, with a note why."""
+        signature = infra_in_log(manifest.log_tail, job.infra_patterns)
+        if signature is None:
+            return True
+        job.log.note(
+            f"# image {manifest.id}: its failed build printed {signature!r}, an infrastructure signature of this "
+            "bisect: building it again\n"
+        )
+        return False
 
     def _failed(self, manifest: ImageManifest, build: BuildOutcome | None = None) -> PreparedImage:
         """The failed image of manifest: its build just now, or (without build) an earlier one, reused."""
