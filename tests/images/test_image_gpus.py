@@ -4,6 +4,7 @@ those of a stand-in nvidia-smi (tests/images/nvidia_smi_standin.py) on $PATH."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -12,8 +13,11 @@ from pathlib import Path
 
 import pytest
 from bisect_helpers import run_cli
-from image_repo import BUILD_CMD, make_image_repo, run_at
-from nvidia_smi_standin import H100, nvidia_smi_standin
+from image_repo import BUILD_CMD, git, make_image_repo, run_at
+from nvidia_smi_standin import A100, B200, H100, nvidia_smi_standin
+
+from bisector.workers.images.cache import images_root
+from bisector.workers.images.key import base_environment
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (apt-get install ccache)")
 
@@ -33,6 +37,11 @@ def image_at(repo: Path, sha: str, db: Path, *extra: str) -> dict[str, object]:
     image = run_at(repo, sha, db, *extra)["image"]
     assert isinstance(image, dict), image
     return image
+
+
+def key_of(image_id: object) -> dict[str, object]:
+    key: dict[str, object] = json.loads((images_root() / str(image_id) / "manifest.json").read_text())["key"]
+    return key
 
 
 def test_a_build_ahead_and_a_steps_own_build_see_the_hosts_gpus_and_give_one_key(
@@ -67,3 +76,36 @@ def test_a_build_ahead_and_a_steps_own_build_see_the_hosts_gpus_and_give_one_key
     sha, worker, gpus = builds.read_text().splitlines()[-1].split()
     assert (sha, gpus) == (built_ahead["sha"], "[0,1]")
     assert worker != "build-ahead"
+
+
+def test_an_image_built_on_one_gpu_architecture_is_not_reused_on_another_but_is_on_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """One image store (this test's cache root) shared by three hosts."""
+    repo = make_image_repo(tmp_path / "repo", (10,))
+    made = {}
+    for host, gpus in (("h100", [H100]), ("a100", [A100]), ("another-h100", [H100])):
+        on_host(monkeypatch, tmp_path / host, gpus)
+        made[host] = image_at(repo.path, repo.shas[0], tmp_path / "b.db")
+    assert [image["source"] for image in made.values()] == ["built", "built", "cache"]
+    assert made["h100"]["id"] == made["another-h100"]["id"] != made["a100"]["id"]
+    assert key_of(made["a100"]["id"])["base_env"] == {**base_environment(), "gpu_arch": "8.0"}
+
+
+def test_a_host_without_gpus_keeps_the_key_it_had_and_a_host_with_gpus_names_their_architectures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    repo = make_image_repo(tmp_path / "repo", (10,))
+    git(repo.path, "remote", "add", "origin", "https://example.org/stack.git")  # the key names the repo by its URL
+    on_host(monkeypatch, tmp_path / "no-gpu", [])
+    no_gpu = image_at(repo.path, repo.shas[0], tmp_path / "b.db")
+    # the key this build had before keys named GPUs: its fields, hashed as ImageKey.id hashes them
+    before = {"repo": "https://example.org/stack.git", "inputs_tree": "a3aef7643d0a575624e6f8536db394cb20702093",
+              "recipe": "fa44de2a8eeb6d39", "base_env": base_environment()}  # fmt: skip
+    assert no_gpu["id"] == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
+    assert key_of(no_gpu["id"]) == before
+
+    on_host(monkeypatch, tmp_path / "mixed", [B200, A100, B200])  # sorted as numbers, each once
+    mixed = image_at(repo.path, repo.shas[0], tmp_path / "b.db")
+    assert mixed["id"] != no_gpu["id"]
+    assert key_of(mixed["id"]) == {**before, "base_env": {**base_environment(), "gpu_arch": "8.0,10.0"}}
