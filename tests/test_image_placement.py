@@ -40,3 +40,15 @@ def test_workers_on_nodes_holding_the_image_come_first_and_failed_images_count_f
         replace(request, repo=str(tmp_path)),
     ):
         assert placement.rank(other, ["w-a", "w-c"], NODES.get) == ["w-a", "w-c"]
+
+
+def test_a_node_that_holds_the_image_built_for_its_own_gpus_comes_first(tmp_path: Path):
+    """A node's image key names its GPUs' architectures, which the coordinator's key of the step cannot."""
+    repo = make_image_repo(tmp_path / "repo")
+    request = image_request(repo.path, repo.shas[0], tmp_path)
+    assert request.image is not None
+    on_h100 = image_key(str(repo.path), repo.shas[0], request.build_cmd, request.image, gpu_archs=("9.0",))
+    image = ImageInfo(id=on_h100.id, source="built", reused=False, build_s=1.0, key=on_h100.to_json())
+    placement = ImagePlacement()
+    placement.record(StepResult(step_id=1, sha=repo.shas[0], verdict=Verdict.GOOD, image=image), "node-b")
+    assert placement.rank(request, ["w-a", "w-b", "w-c"], NODES.get) == ["w-b", "w-a", "w-c"]

@@ -36,7 +36,7 @@ from bisector.vocab.patches import Patch
 from bisector.vocab.processes import ProcessGroup, ended_how, process_start
 from bisector.workers.build_slots import slot_count
 from bisector.workers.cgroups import end_dead_worker
-from bisector.workers.step_request import StepRequest, step_environment
+from bisector.workers.step_request import StepRequest, image_build_environment, step_environment
 
 STOP_GRACE_S = 30.0  # a stopped child kills its build (SIGTERM, grace, SIGKILL) and exits within this
 PGID_GRACE_S = 5.0  # a dead child's build groups: SIGTERM, then SIGKILL after this
@@ -77,12 +77,12 @@ class BuildAheadJob:
 
     @classmethod
     def of(cls, request: StepRequest, base_env: dict[str, str]) -> BuildAheadJob:
-        """The job building request's image, in the environment a step of it would see, without GPUs: a build
-        ahead runs beside a test, which its GPU work (a device query) must not disturb."""
+        """The job building request's image, in the environment a step of it would see, with the GPUs a step's own
+        build of it would see (image_build_environment)."""
         if request.image is None:
             raise ValueError("only a step on an image (--image venv) can have its image built ahead")
         recipe = request.image
-        env = {**step_environment(request, (), base_env, BUILD_WORKER), "CUDA_VISIBLE_DEVICES": ""}
+        env = image_build_environment(request, step_environment(request, (), base_env, BUILD_WORKER))
         return cls(
             request.repo, request.sha, request.build_cmd, recipe.mode, recipe.inputs, recipe.max_bytes,
             recipe.artifact, env, request.timeout_s, request.metric.infra_patterns, request.log_path, recipe.patches,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 
@@ -20,18 +21,36 @@ def visible_gpus() -> tuple[int, ...]:
     return _listed_gpus()
 
 
-@functools.cache
 def _listed_gpus() -> tuple[int, ...]:
-    """What nvidia-smi lists, asked once per process (it takes up to a second on a GPU host)."""
+    return tuple(range(sum(1 for line in _nvidia_smi("-L") if line.startswith("GPU "))))
+
+
+def gpu_architectures(cuda_visible_devices: str | None) -> tuple[str, ...]:
+    """The compute capabilities ("8.0", "9.0"), sorted and unique, of the GPUs a process whose $CUDA_VISIBLE_DEVICES
+    is this sees (None: unset, every GPU nvidia-smi lists); empty without nvidia-smi or where its driver has no
+    compute_cap to query. nvidia-smi ignores $CUDA_VISIBLE_DEVICES and lists the GPUs by index, the ids
+    visible_gpus() gives."""
+    listed = [line.strip() for line in _nvidia_smi("--query-gpu=compute_cap", "--format=csv,noheader")]
+    if cuda_visible_devices is None:
+        seen = listed
+    else:
+        ids = [part.strip() for part in cuda_visible_devices.split(",")]
+        seen = [listed[int(part)] for part in ids if part.isdigit() and int(part) < len(listed)]
+    capabilities = {value for value in seen if re.fullmatch(r"\d+\.\d+", value)}
+    return tuple(sorted(capabilities, key=lambda value: tuple(int(n) for n in value.split("."))))
+
+
+@functools.cache
+def _nvidia_smi(*args: str) -> tuple[str, ...]:
+    """What nvidia-smi prints for args, line by line, asked once per process (it takes up to a second on a GPU
+    host); nothing where it is missing or fails."""
     if shutil.which("nvidia-smi") is None:
         return ()
     try:
-        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False)
+        answer = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return ()
-    if listing.returncode != 0:
-        return ()
-    return tuple(range(sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))))
+    return tuple(answer.stdout.splitlines()) if answer.returncode == 0 else ()
 
 
 def _parse_ids(variable: str, value: str) -> tuple[int, ...]:

@@ -24,7 +24,6 @@ from bisector.vocab.metric import DISK_FULL_SIGNATURE, judge_run
 from bisector.vocab.patches import PatchError, patched_tree
 from bisector.workers.build_outcome import BuildEnd, BuildOutcome, judge_build
 from bisector.workers.container import run_in_container
-from bisector.workers.executor import StepRequest, step_environment
 from bisector.workers.image_test import ImageTest, ImageTestHost
 from bisector.workers.images.builder import BuildJob, ImageBuilder, PreparedImage
 from bisector.workers.images.cache import ImageCache
@@ -34,6 +33,7 @@ from bisector.workers.images.transfer import ImagePeer
 from bisector.workers.output import DETAIL_TAIL_BYTES, StepLog
 from bisector.workers.process import run_shell
 from bisector.workers.step_context import StepContext
+from bisector.workers.step_request import StepRequest, image_build_environment, step_environment
 
 NEARLY_FULL_BYTES = 64 << 10  # a harness failure on a filesystem with less free space than this is a full disk
 METRIC_MIN_TIME_S = 1.0  # the least time judging a run's output gets, even when the run used up the step's timeout
@@ -173,8 +173,9 @@ class StepRunner:
     def _run_on_image(self, step: StepContext, recipe: ImageRecipe) -> StepResult:
         """Prepare or reuse the commit's image (workers/images), then run the test in it with its environment."""
         request, log = step.request, step.log
+        build_env = image_build_environment(request, step.env)  # the test still sees its slot's GPUs alone
         job = BuildJob(
-            request.repo, request.sha, request.build_cmd, recipe, step.env, log, step.time_left_s(),
+            request.repo, request.sha, request.build_cmd, recipe, build_env, log, step.time_left_s(),
             should_cancel=step.should_cancel, on_start=step.on_start, cancel_fd=step.cancel_fd,
             infra_patterns=request.metric.infra_patterns, peer=step.image_peer, opened=self._repo(request.repo),
         )  # fmt: skip

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from bisector.vocab.errors import ExecutorError
 from bisector.vocab.metric import MetricSpec
 from bisector.vocab.patches import Patch
+from bisector.workers.gpus import visible_gpus
 from bisector.workers.images.key import ImageRecipe, container_recipe
 
 PLAIN_CONTAINER_RECIPE = container_recipe(None, (), {})  # of a spec with no build, patches or env
@@ -58,3 +59,11 @@ def step_environment(
     if worker:
         env["BISECT_WORKER"] = worker
     return env
+
+
+def image_build_environment(request: StepRequest, step_env: dict[str, str]) -> dict[str, str]:
+    """The environment the build of request's image sees: its step's, with the host's GPUs (visible_gpus(), which
+    the slots are cut from; none for a no_gpu request) in place of the slot's. A build made ahead and one made by a
+    step on any slot of the host see the same GPUs, so they make the same image (its key names their architectures)."""
+    gpus = () if request.no_gpu else visible_gpus()
+    return {**step_env, "CUDA_VISIBLE_DEVICES": ",".join(str(gpu) for gpu in gpus)}

@@ -33,6 +33,7 @@ from bisector.vocab.gitrepo import GitRepo
 from bisector.vocab.patches import PatchError, patched_tree
 from bisector.vocab.paths import remove_tree, tree_size
 from bisector.workers.build_outcome import BuildEnd, BuildOutcome, infra_in_log, judge_build
+from bisector.workers.gpus import gpu_architectures
 from bisector.workers.images.cache import (
     INCOMING_PREFIX,
     ImageCache,
@@ -116,7 +117,8 @@ class ImageBuilder:
     def prepare(self, job: BuildJob) -> Iterator[PreparedImage]:
         """Yield the ready image of job's commit (reused or built now), held shared until the block ends."""
         opened = job.opened or GitRepo(job.repo)
-        key = image_key(job.repo, job.sha, job.build_cmd, job.recipe, opened)
+        gpu_archs = gpu_architectures(job.env.get("CUDA_VISIBLE_DEVICES"))  # what the build's CUDA will see
+        key = image_key(job.repo, job.sha, job.build_cmd, job.recipe, opened, gpu_archs)
         deadline = time.monotonic() + job.timeout_s
         while True:
             manifest = self.cache.manifest(key.id)

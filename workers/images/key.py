@@ -1,4 +1,5 @@
-"""What names an image: the repository, the tree of the recipe's inputs at the commit, the recipe, the base env.
+"""What names an image: the repository, the tree of the recipe's inputs at the commit, the recipe, the base env
+(with the architectures of the GPUs its build saw).
 
 Two commits whose recipe inputs are the same tree get the same key, so the second reuses the first one's image.
 """
@@ -10,8 +11,8 @@ import hashlib
 import json
 import sys
 import sysconfig
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 
@@ -26,6 +27,7 @@ __all__ = [
 ]  # fmt: skip
 
 BASE_PACKAGES = ("torch", "triton", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")  # versions in the base env
+GPU_ARCH = "gpu_arch"  # base_env's entry: the compute capabilities of the GPUs the build saw ("8.0,9.0"), where any
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,8 @@ class ImageKey:
     repo: str  # the repository's identity: its origin URL, else its resolved path
     inputs_tree: str  # git's hash of the recipe's inputs at the commit
     recipe: str  # hash of the build command, the mode, the declared inputs, the artifact, the patches and the env
-    base_env: dict[str, str] = field(default_factory=dict)  # python, interpreter prefix, torch/triton/CUDA versions
+    base_env: dict[str, str] = field(default_factory=dict)  # python, interpreter prefix, torch/triton/CUDA versions,
+    # and GPU_ARCH where the build saw GPUs: it compiles for them, so a build that saw others makes another image
 
     @functools.cached_property
     def id(self) -> str:
@@ -42,6 +45,19 @@ class ImageKey:
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
+
+    def on_any_gpu(self) -> ImageKey:
+        """This key without the GPU architectures its build saw: one key for the images of one build on any host."""
+        return replace(self, base_env={name: value for name, value in self.base_env.items() if name != GPU_ARCH})
+
+
+def any_gpu_id(key: Mapping[str, object], image_id: str) -> str:
+    """The id of key (an ImageKey's to_json(), image_id's) without its GPU architectures (ImageKey.on_any_gpu);
+    image_id itself where key is not an image key (a container image's)."""
+    try:
+        return ImageKey(**key).on_any_gpu().id  # type: ignore[arg-type]
+    except TypeError:
+        return image_id
 
 
 def recipe_hash(build_cmd: str | None, recipe: ImageRecipe) -> str:
@@ -63,15 +79,23 @@ def container_recipe(build_cmd: str | None, patches: tuple[Patch, ...], env: Map
 
 
 def image_key(
-    repo: str, sha: str, build_cmd: str | None, recipe: ImageRecipe, opened: GitRepo | None = None
+    repo: str,
+    sha: str,
+    build_cmd: str | None,
+    recipe: ImageRecipe,
+    opened: GitRepo | None = None,
+    gpu_archs: Sequence[str] = (),
 ) -> ImageKey:
-    """opened: repo opened already (not opened again here)."""
+    """opened: repo opened already (not opened again here). gpu_archs: the compute capabilities of the GPUs the build
+    sees (workers/gpus.py gpu_architectures), in the key only where there are any: the key of a build that sees no
+    GPU is the one it has without that entry, so the images kept on hosts without GPUs stay found."""
     git_repo = opened or GitRepo(repo)
+    gpus = {GPU_ARCH: ",".join(gpu_archs)} if gpu_archs else {}
     return ImageKey(
         repo=git_repo.origin_url() or str(Path(repo).resolve()),
         inputs_tree=inputs_tree(git_repo, sha, recipe.inputs),
         recipe=recipe_hash(build_cmd, recipe),
-        base_env=base_environment(),
+        base_env={**base_environment(), **gpus},
     )
 
 
