@@ -20,7 +20,7 @@ FORMATS = ("text", "markdown", "json")
 def render(store: Store, bisect_id: int, view: str, output_format: str, commands: Commands) -> str:
     report = BisectReport.load(store, bisect_id)
     if output_format == "json":
-        return render_json(report)
+        return render_json(report, commands)
     if view == "status":
         lines = status_lines(report, JobQueue(store).waiting(bisect_id), commands)
         if output_format == "markdown":
