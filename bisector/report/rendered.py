@@ -1,6 +1,6 @@
-"""A stored bisect's report or status as text, Markdown or JSON: what `bisect report|status` print for a local
-store, so that `--server` prints the same, but for the commands they advise, which carry the flags that reach the
-server (commands)."""
+"""A stored bisect's report or status as text, Markdown or JSON, as one string: what `bisect report|status` print
+for a local store and what a server answers `--server`, the same but for the commands they advise (commands). The
+local CLI prints its terminal report itself (print_text: the terminal's width and colours)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,19 @@ from rich.console import Console
 
 from bisector.db.jobs import JobQueue
 from bisector.db.store import Store
-from bisector.report import REPORT_WIDTH, BisectReport, print_text, render_json, render_markdown, status_lines
-from bisector.report.resume import Commands
+from bisector.report.json_report import render_json
+from bisector.report.markdown import render_markdown
+from bisector.report.model import BisectReport
+from bisector.report.resume import LOCAL, Commands
+from bisector.report.status import status_lines
+from bisector.report.text import REPORT_WIDTH, print_text
 
 VIEWS = ("report", "status")
 FORMATS = ("text", "markdown", "json")
 
 
-def render(store: Store, bisect_id: int, view: str, output_format: str, commands: Commands) -> str:
+def render(store: Store, bisect_id: int, view: str, output_format: str, commands: Commands = LOCAL) -> str:
+    """commands: how the reader runs the commands the output advises."""
     report = BisectReport.load(store, bisect_id)
     if output_format == "json":
         return render_json(report, commands)
