@@ -92,3 +92,20 @@ def test_only_a_bisect_that_a_resume_would_continue_has_a_resume_key(store: Stor
     assert (resume(local), resume(served)) == ({"reason": "unowned", "served": False}, None)  # a server runs its own
     store.set_status(local, BisectStatus.FOUND, finished=utc_now(), first_bad=history.shas[3])
     assert resume(local) is None
+
+
+def test_a_local_mark_of_a_served_bisect_leaves_running_it_to_its_server(
+    tmp_path: Path, store: Store, history: SyntheticHistory
+) -> None:
+    """`bisect mark` over a served bisect's store: a running one is its server's to run again, a reopened one is
+    resumed on its server, never by a local `bisect resume ID` (a paused one: tests/service/test_serve_resume.py)."""
+    spec = synthetic_spec(history.path, history.shas[0], "main")
+    running, found = prepare_bisect(store, spec, extra=SERVED), prepare_bisect(store, spec, extra=SERVED)
+    store.set_status(
+        found, BisectStatus.FOUND, finished=utc_now(), first_bad=history.shas[3], last_good=history.shas[2]
+    )
+    db = tmp_path / "bisect.db"
+    taken = run_cli("mark", str(running), history.shas[1], "good", db=db)
+    assert taken.stdout.endswith("takes the verdict in within a second (if none runs, its server runs it again)\n")
+    reopened = run_cli("mark", str(found), history.shas[3], "good", db=db)
+    assert reopened.stdout.endswith(f"running again; `bisect resume --server URL {found}` finishes it\n"), reopened

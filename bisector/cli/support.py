@@ -134,31 +134,21 @@ def observer() -> Any:
 
 
 def print_report(store: Any, bisect_id: int, output_format: str) -> None:
-    from bisector.report import BisectReport, print_text, render_json, render_markdown
+    """`bisect report`: the terminal report, or as `bisect serve` renders it (Markdown, JSON)."""
+    from bisector.report import BisectReport, print_text
+    from bisector.report.rendered import render
 
-    report = BisectReport.load(store, bisect_id)
-    if output_format == "json":
-        click.echo(render_json(report))
-    elif output_format == "markdown":
-        click.echo(render_markdown(report))
+    if output_format == "text":
+        print_text(out_console(), BisectReport.load(store, bisect_id))
     else:
-        print_text(out_console(), report)
+        click.echo(render(store, bisect_id, "report", output_format))
 
 
 def print_status(store: Any, bisect_id: int, output_format: str) -> None:
     """`bisect status`: a few lines (text, Markdown) or the JSON report."""
-    from bisector.db.jobs import JobQueue
-    from bisector.report import BisectReport, render_json, status_lines
+    from bisector.report.rendered import render
 
-    report = BisectReport.load(store, bisect_id)
-    if output_format == "json":
-        click.echo(render_json(report))
-        return
-    lines = status_lines(report, JobQueue(store).waiting(bisect_id))
-    if output_format == "markdown":
-        click.echo("\n".join([f"**{lines[0]}**", "", *[f"    {line}" for line in lines[1:]]]))
-    else:
-        click.echo("\n".join(lines))
+    click.echo(render(store, bisect_id, "status", output_format))
 
 
 def exit_for(status_value: str) -> None:

@@ -46,9 +46,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from bisector.dashboard.actions import add_actions
 from bisector.dashboard.app import BisectId, base_url
 from bisector.db.jobs import JobRecord
+from bisector.report.rendered import FORMATS, VIEWS, render
 from bisector.report.resume import Commands
 from bisector.service.body_limit import RequestBodyLimit
-from bisector.service.render import FORMATS, VIEWS, render
 from bisector.service.service import BisectService, NotYoursError
 from bisector.service.submission import CommandNotAllowedError, json_object
 from bisector.service.tokens import Person

@@ -5,6 +5,7 @@ status, and git's bisect-log format.
     print_text / render_markdown     the whole report, answer first (text.py, markdown.py)
     render_json                      the same as JSON, keys in docs/report-schema.md (json_report.py)
     status_lines                     `bisect status`: state, progress, coordinator, last steps (status.py)
+    rendered.render                  any of those as one string, for `bisect report|status` and a server (rendered.py)
     render_git_log / parse_git_log   `bisect log` and `bisect replay` (gitlog.py)
 """
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 
 from bisector.report.model import BisectReport, one_line
-from bisector.report.resume import resume_json
+from bisector.report.resume import LOCAL, Commands, resume_json
 from bisector.vocab.domain import BisectStatus, Commit, StepRecord
 
 SCHEMA_VERSION = 2  # 2: commit dates are author dates (1: committer dates); reports without the key are older
 
 
-def report_json(report: BisectReport) -> dict[str, object]:
+def report_json(report: BisectReport, commands: Commands = LOCAL) -> dict[str, object]:
+    """commands: how the reader runs the command the report advises (`rerun`)."""
     record = report.record
     first_bad, last_good = report.commit(record.first_bad), report.commit(record.last_good)
     old, new = report.terms
@@ -47,7 +48,7 @@ def report_json(report: BisectReport) -> dict[str, object]:
         "spec": report.spec.to_json(),
         "reproduce": report.reproduce(),
         "reproduce_target": {"sha": target.sha, "why": target.why},
-        "rerun": report.rerun_command(),
+        "rerun": commands.rerun(record, target.sha),
         "explanation": _explanation_json(report),
         "confirmation": record.extra.get("confirmation"),
         "decisions": record.extra.get("decisions", {}),
@@ -59,8 +60,8 @@ def report_json(report: BisectReport) -> dict[str, object]:
     }
 
 
-def render_json(report: BisectReport) -> str:
-    return json.dumps(report_json(report), indent=2)
+def render_json(report: BisectReport, commands: Commands = LOCAL) -> str:
+    return json.dumps(report_json(report, commands), indent=2)
 
 
 def steps_json(report: BisectReport) -> list[dict[str, object]]:

@@ -124,6 +124,6 @@ def render_markdown(report: BisectReport, commands: Commands = LOCAL) -> str:
     out += ["", "</details>", ""]
     target = report.reproduce_target()
     out += [f"Reproduce `{target.sha[:12]}`, {target.why}, by hand:", "", "```sh", report.reproduce(), "```", ""]
-    out += ["or through gpu-bisect (its image, where the bisect used images):", "", "```sh", report.rerun_command()]
-    out += ["```", ""]
+    out += ["or through gpu-bisect (its image, where the bisect used images):", "", "```sh"]
+    out += [commands.rerun(record, target.sha), "```", ""]
     return "\n".join(out)

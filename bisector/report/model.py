@@ -294,11 +294,6 @@ class BisectReport:
             has_submodules(self.record.repo, sha, test.patches),
         )  # fmt: skip
 
-    def rerun_command(self) -> str:
-        """The same step through gpu-bisect: its build and test at the target, on the bisect's image where it ran
-        on images (the by-hand command needs an environment of the user's for the build to install into)."""
-        return f"bisect run-at --bisect {self.record.id} {self.reproduce_target().sha[:12]}"
-
     # --- totals ----------------------------------------------------------------------------------------------
 
     @property

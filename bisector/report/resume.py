@@ -2,7 +2,8 @@
 
 The store states facts and actions in neutral words ("fix it, then resume the bisect"); each face adds the way its
 reader resumes: the local CLI `bisect resume ID`, the CLI with --server that command with its flags, the dashboard a
-Resume button, JSON the `resume` key. A bisect a server stored (a served bisect) is resumed on that server.
+Resume button, JSON the `resume` key. A bisect a server stored (a served bisect) is resumed, and its steps rerun, on
+that server.
 """
 
 from __future__ import annotations
@@ -69,15 +70,20 @@ class Commands:
 
     server_flags: str = ""
 
-    def line(self, verb: str, bisect_id: int, served: bool = False) -> str:
-        """`bisect VERB [flags] ID`; a served bisect's resume goes to its server, named by placeholder for a reader
-        of its store."""
+    def line(self, verb: str, arguments: int | str, served: bool = False) -> str:
+        """`bisect VERB [flags] ARGUMENTS` (the bisect's id, and what else the verb takes); served: the command goes
+        to the bisect's server, named by placeholder for a reader of its store."""
         flags = self.server_flags or (PLACEHOLDER_SERVER if served else "")
-        return f"bisect {verb} {flags + ' ' if flags else ''}{bisect_id}"
+        return f"bisect {verb} {flags + ' ' if flags else ''}{arguments}"
 
     def resume(self, record: BisectRecord) -> str | None:
         """The command that resumes the bisect; None when it waits for no resume."""
         return self.line("resume", record.id, is_served(record)) if resume_reason(record) is not None else None
+
+    def rerun(self, record: BisectRecord, sha: str) -> str:
+        """The command that runs the bisect's build and test again at sha, on its image where it used images; a served
+        bisect's on its server (in the background), where its images are."""
+        return self.line("run-at", f"--bisect {record.id} {sha[:12]}", is_served(record))
 
     def report_hint(self, bisect_id: int) -> str:
         """The status's last line: the command that prints the whole report."""

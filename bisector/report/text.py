@@ -126,7 +126,7 @@ def print_text(console: Console, report: BisectReport, commands: Commands = LOCA
     target = report.reproduce_target()
     console.print(
         f"reproduce {target.sha[:12]}, {target.why}, by hand:\n  {report.reproduce()}\n"
-        f"or through gpu-bisect (its image, where the bisect used images):\n  {report.rerun_command()}",
+        f"or through gpu-bisect (its image, where the bisect used images):\n  {commands.rerun(record, target.sha)}",
         soft_wrap=True,
         markup=False,
     )

@@ -23,6 +23,7 @@ from bisector.core.terms import new_verdict, old_verdict, verdict_for
 from bisector.db.store import Store
 from bisector.report import BisectReport
 from bisector.report.gitlog import GitLog
+from bisector.report.resume import LOCAL, is_served
 from bisector.vocab.domain import BisectRecord, BisectStatus, Commit, Verdict
 from bisector.vocab.errors import InputError, StateError
 from bisector.vocab.gitrepo import GitRepo
@@ -56,6 +57,7 @@ class MarkOutcome:
     status: BisectStatus  # the bisect's status when the mark came (before any reopening)
     effect: MarkEffect
     why: str = ""  # REOPENED: how the verdict contradicts the answer
+    served: bool = False  # a `bisect serve` stored the bisect: it is resumed on that server
 
     @property
     def reopened(self) -> bool:
@@ -63,16 +65,19 @@ class MarkOutcome:
 
     @property
     def message(self) -> str:
-        """What happens next, in the words of a person holding the store (the local `bisect mark`); a face that
-        runs the bisect itself (a server) words the effect its own way."""
+        """What happens next, in the words of a person holding the store (the local `bisect mark`), whose resume of a
+        served bisect goes to its server (report/resume.py); a face that runs the bisect itself (a server) words the
+        effect its own way."""
         bisect_id, status = self.bisect_id, self.status.value
+        resume = f"`{LOCAL.line('resume', bisect_id, self.served)}`"
+        if_none = "its server runs it again" if self.served else resume  # as `bisect status` says (report/status.py)
         return {
             MarkEffect.TAKEN_IN: f"bisect {bisect_id} is {status}: its coordinator takes the verdict in within a "
-            f"second (if none runs, `bisect resume {bisect_id}`)",
-            MarkEffect.AT_RESUME: f"bisect {bisect_id} is {status}: no coordinator runs it; `bisect resume "
-            f"{bisect_id}` takes the verdict in",
+            f"second (if none runs, {if_none})",
+            MarkEffect.AT_RESUME: f"bisect {bisect_id} is {status}: no coordinator runs it; {resume} takes the "
+            "verdict in",
             MarkEffect.REOPENED: f"this changes the answer ({self.why}): bisect {bisect_id} is running again; "
-            f"`bisect resume {bisect_id}` finishes it",
+            f"{resume} finishes it",
             MarkEffect.AGREES: f"stored; it agrees with the answer of bisect {bisect_id}",
             MarkEffect.KEPT: f"stored; bisect {bisect_id} stays {status}",
         }[self.effect]
@@ -112,7 +117,7 @@ def mark_commit(store: Store, bisect_id: int, rev: str, word: str, *, note: str 
         )
     report = BisectReport.load(store, bisect_id)
     number = next(report.number(step) for step in report.steps if step.id == step_id)
-    return MarkOutcome(bisect_id, step_id, number, commit, verdict, record.status, effect, why)
+    return MarkOutcome(bisect_id, step_id, number, commit, verdict, record.status, effect, why, is_served(record))
 
 
 def _mark_effect(

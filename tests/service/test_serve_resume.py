@@ -9,12 +9,13 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from service_process import ServiceProcess, running_service, service_env, service_home
+from service_process import DONE_TIMEOUT_S, ServiceProcess, running_service, service_env, service_home
 from synthetic import SyntheticHistory, culprit_history
 
 from bisector.dashboard.actions import BAD_CSRF
@@ -51,6 +52,7 @@ def service(
             str(home / "serve.toml"), "--tokens-file", str(home / "tokens.toml")]  # fmt: skip
     with running_service(*args, **service_home(home), BISECT_TOKEN="") as served:
         served.home_env = service_home(home)  # type: ignore[attr-defined]
+        served.db = str(home / "bisect.db")  # type: ignore[attr-defined]
         yield served
 
 
@@ -149,3 +151,57 @@ def test_the_dashboard_page_of_a_paused_bisect_resumes_it_through_its_guarded_fo
     assert (report["status"], report["first_bad"]["sha"], report["resume"]) == (
         "found", history.shas[history.first_bad], None,
     )  # fmt: skip
+
+
+def test_a_local_mark_on_the_servers_store_advises_resuming_a_served_bisect_on_its_server(
+    service: ServiceProcess, history: SyntheticHistory, full_disk: Path
+) -> None:
+    """`bisect mark --db` on the server's store (a reader of the store: it knows no address of the server) of a
+    paused served bisect names the resume that reaches the server, never a local `bisect resume ID`."""
+    full_disk.touch()
+    body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "disk", "explain": False}
+    bisect_id = service.post(body, authorization=f"Bearer {ALICE}").json()["id"]
+    assert service.wait_done(bisect_id)["status"] == "paused"
+    full_disk.unlink()
+    db = service.db  # type: ignore[attr-defined]
+    marked = bisect_cli(service, "", "mark", str(bisect_id), history.shas[1], "good", "--db", db)
+    assert marked.returncode == 0, marked.stderr
+    assert marked.stdout.endswith(
+        f"; bisect {bisect_id} is paused: no coordinator runs it; `bisect resume --server URL {bisect_id}` takes the "
+        "verdict in\n"
+    ), marked.stdout
+
+
+def test_a_served_bisects_rerun_line_names_its_server_and_runs_there(
+    service: ServiceProcess, history: SyntheticHistory, full_disk: Path
+) -> None:
+    """The report's line that reruns the culprit through gpu-bisect, and the JSON report's `rerun`, name the bisect's
+    server: with the flags of a reader over `--server` (and that line has the server rerun it), `--server URL` for a
+    reader of the server's store; never the local `run-at`, which would run it on the reader's machine."""
+    full_disk.unlink(missing_ok=True)
+    body = {"repo": str(history.path), "good": history.shas[0], "bad": "main", "recipe": "disk", "explain": False}
+    bisect_id = service.post(body, authorization=f"Bearer {ALICE}").json()["id"]
+    assert service.wait_done(bisect_id)["status"] == "found"
+    culprit = history.shas[history.first_bad][:12]
+    remote = f"bisect run-at --server {service.base} --bisect {bisect_id} {culprit}"
+    local = f"bisect run-at --server URL --bisect {bisect_id} {culprit}"
+    for reader, line in ((["--server", service.base], remote), (["--db", service.db], local)):  # type: ignore[attr-defined]
+        text = bisect_cli(service, ALICE, "report", str(bisect_id), *reader).stdout
+        assert f"through gpu-bisect (its image, where the bisect used images):\n  {line}\n" in text, text
+        markdown = bisect_cli(service, ALICE, "report", str(bisect_id), *reader, "--format", "markdown").stdout
+        assert f"```sh\n{line}\n```" in markdown, markdown
+        as_json = json.loads(bisect_cli(service, ALICE, "report", str(bisect_id), *reader, "--format", "json").stdout)
+        assert as_json["rerun"] == line
+
+    started = bisect_cli(service, ALICE, *remote.split()[1:])
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith(f"bisect {bisect_id}: rerun at {culprit} started"), started.stdout
+
+    def reruns() -> list[str]:
+        return [s["verdict"] for s in service.report(bisect_id)["steps"] if s["purpose"] == "rerun"]
+
+    deadline = time.monotonic() + DONE_TIMEOUT_S
+    while reruns() != ["bad"]:
+        assert reruns() in ([], ["running"]), reruns()
+        assert time.monotonic() < deadline, "the server never ran the rerun"
+        time.sleep(0.2)

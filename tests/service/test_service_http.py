@@ -167,16 +167,23 @@ def test_the_cli_client_submits_and_prints_as_for_a_local_store(
     service.wait_done(answer["id"])
     local_hint = f"the whole report: bisect report {answer['id']}"
     remote_hint = f"the whole report: bisect report --server {service.base} {answer['id']}"
+
+    def over_the_server(local: str) -> str:
+        """Output read from the store as the server gives it: the commands that name the server (the status's last
+        line; the report's rerun, which goes to the server either way: `--server URL` for the store's reader) name
+        it as the client's flags do, so that they work here."""
+        return local.replace(local_hint, remote_hint).replace("run-at --server URL", f"run-at --server {service.base}")
+
     for command in (["status"], ["report"], ["report", "--format", "json"], ["status", "--format", "markdown"]):
         remote = bisect_cli(*command, str(answer["id"]), "--server", service.base, env=env)
         local = bisect_cli(*command, str(answer["id"]), "--db", service.db, env=env)  # type: ignore[attr-defined]
         assert remote.returncode == local.returncode == 0, remote.stderr
-        # the same but for the status's last line, which names the server: the command it gives works here
-        assert remote.stdout == local.stdout.replace(local_hint, remote_hint)
+        assert remote.stdout == over_the_server(local.stdout)
         assert (remote_hint in remote.stdout) == (command[0] == "status")
     hinted = bisect_cli(*shlex.split(remote_hint.removeprefix("the whole report: bisect ")), env=env)
     assert hinted.returncode == 0, hinted.stderr
-    assert hinted.stdout == bisect_cli("report", str(answer["id"]), "--db", service.db, env=env).stdout  # type: ignore[attr-defined]
+    local_report = bisect_cli("report", str(answer["id"]), "--db", service.db, env=env)  # type: ignore[attr-defined]
+    assert hinted.stdout == over_the_server(local_report.stdout)
 
 
 def test_the_cli_client_cancels_and_says_so_in_one_line(service: ServiceProcess, history: SyntheticHistory) -> None:
