@@ -376,6 +376,13 @@ class SearchCore:
             first_bad=self.commit_at(hi),
         )
 
+    def confirming_answer(self) -> bool:
+        """Whether the strategy has found its answer and it waits for its confirmation. The search then probes no
+        more: the confirmation's pairs re-test the boundary, and a probe running there holds the confirmation back
+        (a noisy search keeps probing its boundary, so at W > 1 one always would)."""
+        outcome = self.chosen_strategy().outcome(self.state())
+        return outcome is not None and outcome.kind is OutcomeKind.FOUND and self.confirming.wanted(self.flake_seen)
+
     def endpoints_owed(self) -> list[int]:
         """Indexes (0, last) of the endpoints to run now: both unless lazy; lazily, those the answer rests on."""
         if not self.lazy():
@@ -464,7 +471,7 @@ def search_positions(core: SearchCore, strategy: Strategy, usable: Sequence[str]
         wanted += [position] * ledger.more_wanted(position)
     wanted += endpoint_runs(core, core.endpoints_owed(), busy, wanted)
     free = len(usable) - len(wanted)
-    if free > 0:
+    if free > 0 and not core.confirming_answer():
         for position in [order[i] for i in strategy.next_probes(core.state(), max(free // repeat, 1))]:
             if position not in wanted:
                 wanted += [position] * (repeat if position not in ledger.histories else 1)

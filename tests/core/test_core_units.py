@@ -131,3 +131,32 @@ def test_search_runs_are_preemptible_and_a_preempted_one_counts_as_not_run(victi
     assert core.harness_failures == []  # nor of the harness
     again = [a for a in core.decide([target.worker], workers) if isinstance(a, Submit)]
     assert [(s.position, s.preemptible) for s in again] == [(target.position, True)]  # run again
+
+
+def test_a_noisy_answer_is_confirmed_while_results_come_back_one_at_a_time():
+    """At four workers a noisy search keeps probing all it can (here: its boundary too); the confirmation must still
+    get its turn."""
+    from collections import deque
+    from dataclasses import replace
+
+    from bisector.core.actions import Finish, Submit
+    from bisector.core.decide import SearchCore
+    from bisector.vocab.domain import BisectStatus, StepResult
+
+    core = SearchCore(1, _ledger(strategy="noisy", workers=4), SearchRecords(), verify=VerifyEndpoints.LAZY)
+    workers, running, runs = ["w0", "w1", "w2", "w3"], deque[tuple[StepRecord, Verdict]](), dict[int, int]()
+    for step_id in range(1, 200):
+        actions = core.decide([w for w in workers if w not in {s.worker for s, _ in running}], workers)
+        if finish := next((a for a in actions if isinstance(a, Finish)), None):
+            break
+        for submit in (a for a in actions if isinstance(a, Submit)):
+            runs[submit.position] = runs.get(submit.position, 0) + 1
+            flaky = submit.position == 3 and runs[3] == 1  # one spurious failure before the culprit, 4
+            verdict = Verdict.BAD if submit.position >= 4 or flaky else Verdict.GOOD
+            step = replace(_step(step_id * 10 + len(running), submit.position, verdict), worker=submit.worker)
+            core.started(replace(step, verdict=None), submit)
+            running.append((step, verdict))
+        step, verdict = running.popleft()  # the others still run
+        core.took(StepResult(step.id, step.sha, verdict), NOW)
+    assert finish is not None, f"no answer after {sum(runs.values())} runs: {runs}"
+    assert (finish.status, finish.first_bad) == (BisectStatus.FOUND, f"{4:040x}")
