@@ -46,3 +46,17 @@ def test_a_round_is_taken_in_whole_so_eight_workers_split_by_nine():
     rounds = [simulate_core(History(1000, culprit), slots=8).rounds for culprit in range(1, 1000, 37)]
     assert max(rounds) == 4
     assert rounds.count(3) >= len(rounds) // 3
+
+
+@pytest.mark.parametrize(
+    ("history", "options", "seed"),
+    [
+        (History(29, 26, noise_sigma=0.5), ProductOptions(strategy="noisy", max_repeat=7, noise_band=0.25), 171),
+        (History(19, 14, noise_sigma=1.0), ProductOptions(repeat=3), 156),
+    ],
+)
+def test_a_noisy_metric_search_settles_as_it_tests_commits_again(history: History, options: ProductOptions, seed: int):
+    """A metric's noise makes the search noisy; each of its re-tests of a commit adds to the evidence there, so the
+    posterior settles (these seeds probed the same commits forever while a commit's samples counted once)."""
+    result = simulate_core(history, options, seed=seed, max_runs=1000)
+    assert (result.status, result.correct) == (SimStatus.FOUND, True)

@@ -160,3 +160,20 @@ def test_a_noisy_answer_is_confirmed_while_results_come_back_one_at_a_time():
         core.took(StepResult(step.id, step.sha, verdict), NOW)
     assert finish is not None, f"no answer after {sum(runs.values())} runs: {runs}"
     assert (finish.status, finish.first_bad) == (BisectStatus.FOUND, f"{4:040x}")
+
+
+@pytest.mark.parametrize("find_fix", [False, True])
+def test_each_sample_of_a_decided_metric_is_an_observation_on_its_side(find_fix: bool):
+    from dataclasses import replace
+
+    threshold = [replace(_step(i, 2, Verdict.MEASURED), samples=(s,)) for i, s in enumerate([9.0, 8.0, 2.0], 1)]
+    view = _ledger(threshold, metric="m: (.*)", expect=">= 5", repeat=3, find_fix=find_fix).view(2)
+    assert view.verdict is (Verdict.BAD if find_fix else Verdict.GOOD)
+    assert (view.goods, view.bads) == ((1, 2) if find_fix else (2, 1))
+    ends = {0: (10.0, 10.5, 9.5, 10.2, 9.8), 5: (5.0, 5.5, 4.5, 5.2, 4.8), 2: (5.1, 4.9, 5.3, 4.7, 9.9)}
+    steps = [
+        replace(_step(10 * p + i, p, Verdict.MEASURED), samples=(s,)) for p, samples in ends.items()
+        for i, s in enumerate(samples)
+    ]  # fmt: skip
+    view = _ledger(steps, metric="m: (.*)", expect="auto", direction="higher", repeat=5).view(2)
+    assert (view.verdict, view.goods, view.bads) == (Verdict.BAD, 1, 4)  # one sample nearer the good endpoint
