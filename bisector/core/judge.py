@@ -146,8 +146,8 @@ class Judge:
         return (missed, met) if self.spec.search.find_fix else (met, missed)
 
     def _decided(self, decision: object, samples: tuple[float, ...], more: int, sides: tuple[int, int]) -> CommitView:
-        """sides: the (good, bad) samples, each an observation for the noisy strategy: a commit tested again adds
-        to them (one observation per decided sample set would never grow, and a noisy search could never settle)."""
+        """sides: the (good, bad) samples, each an observation for the noisy strategy, so that a commit tested again
+        adds evidence there."""
         from bisector.core.stats import Decision
 
         assert isinstance(decision, Decision)

@@ -60,6 +60,10 @@ def test_an_endpoint_with_noise_wants_more_runs_before_contradicting_its_role():
     assert endpoint_verdict(CommitView(None, goods=9, bads=7), Verdict.BAD, noisy=True) == (Verdict.GOOD, 0)
     assert endpoint_verdict(CommitView(None, goods=8, bads=8), Verdict.BAD, noisy=True) == (Verdict.BAD, 0)
     assert binomial_tail(6, 6) == pytest.approx(1 / 64)
+    decided = {"call": "bad", "lean": "bad", "n": 1, "p_value": None, "reason": "median 0.1 of 1"}
+    one_sample = CommitView(Verdict.BAD, goods=0, bads=1, samples=(0.1,), decision=decided)
+    assert endpoint_verdict(one_sample, Verdict.GOOD, noisy=True) == (None, 1)  # a metric's samples are its runs
+    assert endpoint_verdict(one_sample, Verdict.GOOD, noisy=False) == (Verdict.BAD, 0)
 
 
 def test_lazy_verification_is_the_default_and_first_a_choice():
