@@ -334,14 +334,19 @@ class SearchCore:
         usable = [w for w in free if w not in taken and w not in self.confirming.second]
         wanted = search_positions(self, strategy, usable, workers)
         for position in wanted[: len(usable)]:
-            avoid = self.ledger.failed_workers(position)
-            worker = self.prefer(self.ledger.candidates[position].sha, [w for w in usable if w not in avoid] or usable)[
-                0
-            ]
+            worker = self.prefer(self.ledger.candidates[position].sha, self.placeable_on(position, usable))[0]
             usable.remove(worker)
             out.append(Submit(position, StepPurpose.SEARCH, worker, preemptible=True))
         self.endpoints_sent([a for a in out if isinstance(a, Submit) and a.purpose is StepPurpose.SEARCH])
         return out
+
+    def placeable_on(self, position: int, usable: Sequence[str]) -> list[str]:
+        """The workers to run this commit on, from those usable: not one that failed it, and one that has not run it
+        yet where there is one (runs of one commit on one worker would agree on that worker's fault, and a fault
+        is only found where two workers disagree)."""
+        failed, ran = self.ledger.failed_workers(position), self.ledger.workers_of(position)
+        working = [w for w in usable if w not in failed] or list(usable)
+        return [w for w in working if w not in ran] or working
 
     def cancel_irrelevant(self) -> list[Action]:
         """Stop in-flight probes whose results can no longer matter."""
@@ -468,7 +473,8 @@ def search_positions(core: SearchCore, strategy: Strategy, usable: Sequence[str]
         tested = [p for p in tested if lo <= core.index_of[p] <= hi or p in ends]
     wanted = [p for p in tested if p not in busy and ledger.needs_retry(p) and placeable(core, p, usable, workers)]
     for position in tested:
-        wanted += [position] * ledger.more_wanted(position)
+        if placeable(core, position, usable, workers):
+            wanted += [position] * ledger.more_wanted(position)
     wanted += endpoint_runs(core, core.endpoints_owed(), busy, wanted)
     free = len(usable) - len(wanted)
     if free > 0 and not core.confirming_answer():
@@ -493,8 +499,8 @@ def endpoint_runs(core: SearchCore, indexes: Sequence[int], busy: set[int], want
 
 
 def placeable(core: SearchCore, position: int, usable: Sequence[str], workers: Sequence[str]) -> bool:
-    """A retry waits for a worker that has not failed this commit yet, unless every worker has."""
-    avoid = core.ledger.failed_workers(position)
+    """A commit's retry or further run waits for a worker that has not run it yet, unless every worker has."""
+    avoid = core.ledger.workers_of(position)
     if avoid >= {w for w in workers if w not in core.ledger.quarantined}:
         return True
     return any(name not in avoid for name in usable)

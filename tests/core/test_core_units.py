@@ -181,3 +181,32 @@ def test_each_sample_of_a_decided_metric_is_an_observation_on_its_side(find_fix:
     ]  # fmt: skip
     view = _ledger(steps, metric="m: (.*)", expect="auto", direction="higher", repeat=5).view(2)
     assert (view.verdict, view.goods, view.bads) == (Verdict.BAD, 1, 4)  # one sample nearer the good endpoint
+
+
+def test_a_worker_that_fails_every_run_is_found_out_not_believed_about_an_endpoint():
+    """Runs of one commit go to workers that have not run it yet (waiting for one unless every worker has): a broken
+    worker then disagrees with a healthy one, which puts both under check and quarantines it."""
+    from collections import deque
+    from dataclasses import replace
+
+    from bisector.core.actions import Finish, Submit
+    from bisector.core.decide import SearchCore
+    from bisector.vocab.domain import BisectStatus, StepResult
+
+    core = SearchCore(1, _ledger(strategy="noisy", workers=3), SearchRecords(), verify=VerifyEndpoints.LAZY)
+    workers, running = ["w0", "w1", "w2"], deque[tuple[StepRecord, Verdict]]()
+    for step_id in range(1, 200):
+        actions = core.decide([w for w in workers if w not in {s.worker for s, _ in running}], workers)
+        if finish := next((a for a in actions if isinstance(a, Finish)), None):
+            break
+        for submit in (a for a in actions if isinstance(a, Submit)):
+            broken = submit.worker == "w0"  # a slot whose every test fails
+            verdict = Verdict.BAD if submit.position >= 3 or broken else Verdict.GOOD
+            step = replace(_step(step_id * 10 + len(running), submit.position, verdict), worker=submit.worker)
+            core.started(replace(step, verdict=None, purpose=submit.purpose), submit)
+            running.append((step, verdict))
+        step, verdict = running.popleft()
+        core.took(StepResult(step.id, step.sha, verdict), NOW)
+    assert finish is not None
+    assert (finish.status, finish.first_bad) == (BisectStatus.FOUND, f"{3:040x}"), finish.message
+    assert list(core.ledger.quarantined) == ["w0"]
