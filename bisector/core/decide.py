@@ -386,7 +386,7 @@ class SearchCore:
         more: the confirmation's pairs re-test the boundary, and a probe running there holds the confirmation back
         (a noisy search keeps probing its boundary, so at W > 1 one always would)."""
         outcome = self.chosen_strategy().outcome(self.state())
-        return outcome is not None and outcome.kind is OutcomeKind.FOUND and self.confirming.wanted(self.flake_seen)
+        return outcome is not None and self.confirming.wanted(self.flake_seen)
 
     def endpoints_owed(self) -> list[int]:
         """Indexes (0, last) of the endpoints to run now: both unless lazy; lazily, those the answer rests on."""
@@ -426,7 +426,7 @@ def conclude(core: SearchCore) -> Finish | Descend | None:
     if outcome.kind is OutcomeKind.FOUND and (parent := core.merges.wants(first_bad.sha)) is not None:
         return Descend(first_bad.sha, parent)
     confirmed = ""
-    if outcome.kind is OutcomeKind.FOUND and core.confirming.wanted(core.flake_seen):
+    if core.confirming.wanted(core.flake_seen):  # an ambiguous answer's range too: its ends are re-run
         confirmation, note = core.confirming.evaluate(last_good.position, first_bad.position)
         if note:
             core.outbox.append(Note(note))
@@ -435,9 +435,18 @@ def conclude(core: SearchCore) -> Finish | Descend | None:
         core.records = replace(core.records, confirmation=confirmation)
         core.stored("confirmation")
         if confirmation.status is ConfirmStatus.NOT_REPRODUCIBLE:
+            looked, against = (
+                (f"{first_bad.sha[:12]} looked like the first {new_term} commit", "re-running it against its parent")
+                if outcome.kind is OutcomeKind.FOUND
+                else (
+                    f"the first {new_term} commit looked like one of the commits after {last_good.sha[:12]} up to "
+                    f"{first_bad.sha[:12]}",
+                    f"re-running {first_bad.sha[:12]} against {last_good.sha[:12]}",
+                )
+            )
             message = (
-                f"{first_bad.sha[:12]} looked like the first {new_term} commit, but re-running it against its parent "
-                f"did not reproduce the difference ({confirmation.reason}): flaky, not a culprit"
+                f"{looked}, but {against} did not reproduce the difference ({confirmation.reason}): flaky, not a "
+                "culprit"
             )
             return core.finish(BisectStatus.NOT_REPRODUCIBLE, message, first_bad.sha, last_good.sha)
         confirmed = confirmation.reason

@@ -210,3 +210,33 @@ def test_a_worker_that_fails_every_run_is_found_out_not_believed_about_an_endpoi
     assert finish is not None
     assert (finish.status, finish.first_bad) == (BisectStatus.FOUND, f"{3:040x}"), finish.message
     assert list(core.ledger.quarantined) == ["w0"]
+
+
+def test_an_ambiguous_answer_is_confirmed_as_a_found_one_is():
+    """Skips beside the boundary leave a range; where confirmation is wanted its ends are re-run in pairs as a found
+    culprit and its parent are, so a flake that put the range in the wrong place is caught (here commit 2 fails once,
+    commit 1 cannot be tested, and the culprit is 4, after the untestable 3)."""
+    from dataclasses import replace
+
+    from bisector.core.actions import Finish, Submit
+    from bisector.core.decide import SearchCore
+    from bisector.vocab.domain import BisectStatus, StepResult
+
+    core = SearchCore(1, _ledger(strategy="noisy"), SearchRecords(), verify=VerifyEndpoints.LAZY)
+    runs: dict[int, int] = {}
+    for step_id in range(1, 100):
+        actions = core.decide(["w0"], ["w0"])
+        if finish := next((a for a in actions if isinstance(a, Finish)), None):
+            break
+        submit = next(a for a in actions if isinstance(a, Submit))
+        runs[submit.position] = runs.get(submit.position, 0) + 1
+        if submit.position in (1, 3):
+            verdict = Verdict.SKIP
+        else:
+            flaky = submit.position == 2 and runs[2] == 1
+            verdict = Verdict.BAD if submit.position >= 4 or flaky else Verdict.GOOD
+        step = replace(_step(step_id, submit.position, verdict), verdict=None, purpose=submit.purpose)
+        core.started(step, submit)
+        core.took(StepResult(step_id, step.sha, verdict), NOW)
+    assert finish is not None
+    assert (finish.status, finish.last_good, finish.first_bad) == (BisectStatus.AMBIGUOUS, f"{2:040x}", f"{4:040x}")
