@@ -46,3 +46,26 @@ def test_a_round_is_taken_in_whole_so_eight_workers_split_by_nine():
     rounds = [simulate_core(History(1000, culprit), slots=8).rounds for culprit in range(1, 1000, 37)]
     assert max(rounds) == 4
     assert rounds.count(3) >= len(rounds) // 3
+
+
+@pytest.mark.parametrize(
+    ("history", "options", "seed"),
+    [
+        (History(29, 26, noise_sigma=0.5), ProductOptions(strategy="noisy", max_repeat=7, noise_band=0.25), 171),
+        (History(19, 14, noise_sigma=1.0), ProductOptions(repeat=3), 156),
+    ],
+)
+def test_a_noisy_metric_search_settles_as_it_tests_commits_again(history: History, options: ProductOptions, seed: int):
+    """A metric's noise makes the search noisy; each of its re-tests of a commit adds to the evidence there, so the
+    posterior settles (these seeds probed the same commits forever while a commit's samples counted once)."""
+    result = simulate_core(history, options, seed=seed, max_runs=1000)
+    assert (result.status, result.correct) == (SimStatus.FOUND, True)
+
+
+def test_a_noisy_metric_endpoint_is_not_judged_by_one_sample():
+    """An endpoint's samples are its runs: one sample on the wrong side asks for more there, as a flaky run does
+    (these seeds ended `endpoints_mismatch` after one to three runs)."""
+    options = ProductOptions(strategy="noisy", max_repeat=7, noise_band=0.25)
+    for seed in (8, 17, 19):
+        result = simulate_core(History(21, 1 + seed % 19, noise_sigma=0.5), options, seed=seed, max_runs=1000)
+        assert (result.status, result.correct) == (SimStatus.FOUND, True), seed

@@ -331,14 +331,19 @@ class SearchCore:
         usable = [w for w in free if w not in taken and w not in self.confirming.second]
         wanted = search_positions(self, strategy, usable, workers)
         for position in wanted[: len(usable)]:
-            avoid = self.ledger.failed_workers(position)
-            worker = self.prefer(self.ledger.candidates[position].sha, [w for w in usable if w not in avoid] or usable)[
-                0
-            ]
+            worker = self.prefer(self.ledger.candidates[position].sha, self.placeable_on(position, usable))[0]
             usable.remove(worker)
             out.append(Submit(position, StepPurpose.SEARCH, worker, preemptible=True))
         self.endpoints_sent([a for a in out if isinstance(a, Submit) and a.purpose is StepPurpose.SEARCH])
         return out
+
+    def placeable_on(self, position: int, usable: Sequence[str]) -> list[str]:
+        """The workers to run this commit on, from those usable: not one that failed it, and one that has not run it
+        yet where there is one (runs of one commit on one worker would agree on that worker's fault, and a fault
+        is only found where two workers disagree)."""
+        failed, ran = self.ledger.failed_workers(position), self.ledger.workers_of(position)
+        working = [w for w in usable if w not in failed] or list(usable)
+        return [w for w in working if w not in ran] or working
 
     def cancel_irrelevant(self) -> list[Action]:
         """Stop in-flight probes whose results can no longer matter."""
@@ -372,6 +377,13 @@ class SearchCore:
             last_good=self.commit_at(lo),
             first_bad=self.commit_at(hi),
         )
+
+    def confirming_answer(self) -> bool:
+        """Whether the strategy has found its answer and it waits for its confirmation. The search then probes no
+        more: the confirmation's pairs re-test the boundary, and a probe running there holds the confirmation back
+        (a noisy search keeps probing its boundary, so at W > 1 one always would)."""
+        outcome = self.chosen_strategy().outcome(self.state())
+        return outcome is not None and self.confirming.wanted(self.flake_seen)
 
     def endpoints_owed(self) -> list[int]:
         """Indexes (0, last) of the endpoints to run now: both unless lazy; lazily, those the answer rests on."""
@@ -411,7 +423,7 @@ def conclude(core: SearchCore) -> Finish | Descend | None:
     if outcome.kind is OutcomeKind.FOUND and (parent := core.merges.wants(first_bad.sha)) is not None:
         return Descend(first_bad.sha, parent)
     confirmed = ""
-    if outcome.kind is OutcomeKind.FOUND and core.confirming.wanted(core.flake_seen):
+    if core.confirming.wanted(core.flake_seen):  # an ambiguous answer's range too: its ends are re-run
         confirmation, note = core.confirming.evaluate(last_good.position, first_bad.position)
         if note:
             core.outbox.append(Note(note))
@@ -420,9 +432,18 @@ def conclude(core: SearchCore) -> Finish | Descend | None:
         core.records = replace(core.records, confirmation=confirmation)
         core.stored("confirmation")
         if confirmation.status is ConfirmStatus.NOT_REPRODUCIBLE:
+            looked, against = (
+                (f"{first_bad.sha[:12]} looked like the first {new_term} commit", "re-running it against its parent")
+                if outcome.kind is OutcomeKind.FOUND
+                else (
+                    f"the first {new_term} commit looked like one of the commits after {last_good.sha[:12]} up to "
+                    f"{first_bad.sha[:12]}",
+                    f"re-running {first_bad.sha[:12]} against {last_good.sha[:12]}",
+                )
+            )
             message = (
-                f"{first_bad.sha[:12]} looked like the first {new_term} commit, but re-running it against its parent "
-                f"did not reproduce the difference ({confirmation.reason}): flaky, not a culprit"
+                f"{looked}, but {against} did not reproduce the difference ({confirmation.reason}): flaky, not a "
+                "culprit"
             )
             return core.finish(BisectStatus.NOT_REPRODUCIBLE, message, first_bad.sha, last_good.sha)
         confirmed = confirmation.reason
@@ -458,10 +479,11 @@ def search_positions(core: SearchCore, strategy: Strategy, usable: Sequence[str]
         tested = [p for p in tested if lo <= core.index_of[p] <= hi or p in ends]
     wanted = [p for p in tested if p not in busy and ledger.needs_retry(p) and placeable(core, p, usable, workers)]
     for position in tested:
-        wanted += [position] * ledger.more_wanted(position)
+        if placeable(core, position, usable, workers):
+            wanted += [position] * ledger.more_wanted(position)
     wanted += endpoint_runs(core, core.endpoints_owed(), busy, wanted)
     free = len(usable) - len(wanted)
-    if free > 0:
+    if free > 0 and not core.confirming_answer():
         for position in [order[i] for i in strategy.next_probes(core.state(), max(free // repeat, 1))]:
             if position not in wanted:
                 wanted += [position] * (repeat if position not in ledger.histories else 1)
@@ -483,8 +505,8 @@ def endpoint_runs(core: SearchCore, indexes: Sequence[int], busy: set[int], want
 
 
 def placeable(core: SearchCore, position: int, usable: Sequence[str], workers: Sequence[str]) -> bool:
-    """A retry waits for a worker that has not failed this commit yet, unless every worker has."""
-    avoid = core.ledger.failed_workers(position)
+    """A commit's retry or further run waits for a worker that has not run it yet, unless every worker has."""
+    avoid = core.ledger.workers_of(position)
     if avoid >= {w for w in workers if w not in core.ledger.quarantined}:
         return True
     return any(name not in avoid for name in usable)

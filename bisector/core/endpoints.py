@@ -2,9 +2,10 @@
 
 Plain runs (no repeats, no noise expected or seen): one run at an endpoint is its verdict, as for any commit;
 one that contradicts the endpoint's role is a mismatch. With noise (repeats, the noisy strategy, a flake seen)
-a contradicting run asks for more runs there: the endpoint contradicts its role only once its runs say so at
-the bisect's confidence (a one-sided binomial test against a fair coin at ENDPOINT_ALPHA), and keeps its role
-once most of its runs agree with it. After MAX_ENDPOINT_RUNS the majority decides (a tie keeps the role).
+a contradicting run (or a metric's sample on the other side) asks for more runs there: the endpoint contradicts
+its role only once its runs say so at the bisect's confidence (a one-sided binomial test against a fair coin at
+ENDPOINT_ALPHA), and keeps its role once most of its runs agree with it. After MAX_ENDPOINT_RUNS the majority
+decides (a tie keeps the role).
 
 When: `lazy` (the default, at any number of workers) runs an endpoint when the conclusion rests on it (every
 probe bad: the good end; every probe good: the bad end), so a clean bisect runs no more steps than `git bisect
@@ -31,10 +32,10 @@ def binomial_tail(k: int, n: int) -> float:
 
 
 def endpoint_verdict(view: CommitView, role: Verdict, *, noisy: bool) -> tuple[Verdict | None, int]:
-    """(verdict, more runs wanted) of an endpoint whose role is GOOD or BAD. Sample statistics (a decision)
-    and a person's verdict stand as judged; so do runs that never contradict the role."""
+    """(verdict, more runs wanted) of an endpoint whose role is GOOD or BAD, from its observations (runs, a metric's
+    samples on each side, a person's verdict weighing as many runs); runs that never contradict the role stand."""
     agree, contra = (view.goods, view.bads) if role is Verdict.GOOD else (view.bads, view.goods)
-    if not noisy or view.decision is not None or view.verdict is Verdict.SKIP or not contra or view.more_runs:
+    if not noisy or view.verdict is Verdict.SKIP or not contra or view.more_runs:
         return view.verdict, view.more_runs
     opposite = Verdict.BAD if role is Verdict.GOOD else Verdict.GOOD
     runs = agree + contra

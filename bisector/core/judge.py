@@ -11,6 +11,7 @@ against the endpoints' samples; with --find-fix the roles of good and bad swap.
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ MANUAL_WEIGHT = 1000  # runs a person's verdict (a manual step) counts as
 @dataclass(frozen=True)
 class CommitView:
     verdict: Verdict | None  # GOOD / BAD / SKIP for the search, None while undecided
-    goods: int = 0  # observations for the noisy strategy (runs, or one per decided sample set)
+    goods: int = 0  # observations for the noisy strategy: runs, or samples on each side once decided
     bads: int = 0
     samples: tuple[float, ...] = ()
     more_runs: int = 0  # runs still wanted before the verdict stands
@@ -115,7 +116,8 @@ class Judge:
             samples, self.metric.expect, band=self.spec.search.noise_band, find_fix=self.spec.search.find_fix
         )
         more = self._wanted(len(samples)) or more_samples(decision, max_repeat=self.spec.search.repeat_limit)
-        return self._decided(decision, samples, more)
+        met = sum(1 for s in samples if self.metric.expect.is_met(s))
+        return self._decided(decision, samples, more, self._sides(met, len(samples) - met))
 
     def _comparative(
         self,
@@ -135,18 +137,23 @@ class Judge:
             return CommitView(None, samples=samples, more_runs=more)
         decision = decide_comparative(samples, good, bad)
         more = more or more_samples(decision, max_repeat=self.spec.search.repeat_limit)
-        return self._decided(decision, samples, more)
+        median_good, median_bad = statistics.median(good), statistics.median(bad)
+        nearer_good = sum(1 for s in samples if abs(s - median_good) < abs(s - median_bad))
+        return self._decided(decision, samples, more, (nearer_good, len(samples) - nearer_good))
 
-    def _decided(self, decision: object, samples: tuple[float, ...], more: int) -> CommitView:
+    def _sides(self, met: int, missed: int) -> tuple[int, int]:
+        """(good, bad) samples from (met, missed) the expectation: with --find-fix a met one is on the new side."""
+        return (missed, met) if self.spec.search.find_fix else (met, missed)
+
+    def _decided(self, decision: object, samples: tuple[float, ...], more: int, sides: tuple[int, int]) -> CommitView:
+        """sides: the (good, bad) samples, each an observation for the noisy strategy, so that a commit tested again
+        adds evidence there."""
         from bisector.core.stats import Decision
 
         assert isinstance(decision, Decision)
         if more:
             return CommitView(None, samples=samples, more_runs=more, decision=decision.to_json())
-        verdict = decision.final_verdict()
-        return CommitView(
-            verdict, int(verdict is Verdict.GOOD), int(verdict is Verdict.BAD), samples, 0, decision.to_json()
-        )
+        return CommitView(decision.final_verdict(), *sides, samples, 0, decision.to_json())
 
     def _swap(self, verdict: Verdict | None) -> Verdict | None:
         """With --find-fix the search's "bad" side is the new, fixed state: a passing run."""

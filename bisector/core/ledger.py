@@ -188,6 +188,11 @@ class Ledger:
         history = self.histories.get(position)
         return history.failed_workers(self.quarantined) if history else frozenset()
 
+    def workers_of(self, position: int) -> frozenset[str]:
+        """The workers the commit's evidence steps ran on (or run on), quarantined ones included."""
+        history = self.histories.get(position)
+        return frozenset(s.worker for s in history.steps if s.worker) if history else frozenset()
+
     def attempts(self, position: int) -> int:
         history = self.histories.get(position)
         return len(history.steps) if history else 0

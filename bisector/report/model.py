@@ -325,7 +325,8 @@ class BisectReport:
         lines += [f"worker {worker} was set aside: {why}" for worker, why in sorted(records.quarantined.items())]
         if (confirmation := records.confirmation) is not None:
             lines.append(
-                f"confirmation (the first bad commit re-run against its parent): {confirmation.status.value}, "
+                f"confirmation (the {self.first_bad_words()} re-run against the last {self.terms[0]} commit): "
+                f"{confirmation.status.value}, "
                 f"{confirmation.reason} (confidence {confirmation.confidence:.3f})"
             )
         return lines + self.endpoint_lines()
