@@ -11,6 +11,7 @@ import pytest
 from bisect_helpers import run_cli, synthetic_spec
 from synthetic import SyntheticHistory, culprit_history
 
+from bisector.db.jobs import JobQueue, JobState
 from bisector.db.store import Store
 from bisector.report import BisectReport, render_markdown, report_json
 from bisector.runner.coordinator import prepare_bisect, utc_now
@@ -104,8 +105,12 @@ def test_a_local_mark_of_a_served_bisect_leaves_running_it_to_its_server(
     store.set_status(
         found, BisectStatus.FOUND, finished=utc_now(), first_bad=history.shas[3], last_good=history.shas[2]
     )
+    jobs = JobQueue(store)
+    jobs.add(found, 0, "/srv/repo", utc_now(), "alice")
+    assert jobs.mark_done(found, utc_now())
     db = tmp_path / "bisect.db"
     taken = run_cli("mark", str(running), history.shas[1], "good", db=db)
     assert taken.stdout.endswith("takes the verdict in within a second (if none runs, its server runs it again)\n")
     reopened = run_cli("mark", str(found), history.shas[3], "good", db=db)
-    assert reopened.stdout.endswith(f"running again; `bisect resume --server URL {found}` finishes it\n"), reopened
+    assert reopened.stdout.endswith("is running again; its job is queued again on its server\n"), reopened
+    assert jobs.get(found).state is JobState.QUEUED  # its server's next round takes it up

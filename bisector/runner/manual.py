@@ -20,6 +20,7 @@ from enum import StrEnum
 
 from bisector.core.spec import BisectSpec
 from bisector.core.terms import new_verdict, old_verdict, verdict_for
+from bisector.db.jobs import JobQueue
 from bisector.db.store import Store
 from bisector.report import BisectReport
 from bisector.report.gitlog import GitLog
@@ -77,7 +78,7 @@ class MarkOutcome:
             MarkEffect.AT_RESUME: f"bisect {bisect_id} is {status}: no coordinator runs it; {resume} takes the "
             "verdict in",
             MarkEffect.REOPENED: f"this changes the answer ({self.why}): bisect {bisect_id} is running again; "
-            f"{resume} finishes it",
+            + ("its job is queued again on its server" if self.served else f"{resume} finishes it"),
             MarkEffect.AGREES: f"stored; it agrees with the answer of bisect {bisect_id}",
             MarkEffect.KEPT: f"stored; bisect {bisect_id} stays {status}",
         }[self.effect]
@@ -115,6 +116,8 @@ def mark_commit(store: Store, bisect_id: int, rev: str, word: str, *, note: str 
             f"reopened: {commit.sha[:12]} was marked {word} ({why}); it had ended {record.status.value}: "
             f"{record.message}",
         )
+        if is_served(record):  # its server's next round takes the job up again, as after a mark sent to it
+            JobQueue(store).requeue(bisect_id)
     report = BisectReport.load(store, bisect_id)
     number = next(report.number(step) for step in report.steps if step.id == step_id)
     return MarkOutcome(bisect_id, step_id, number, commit, verdict, record.status, effect, why, is_served(record))

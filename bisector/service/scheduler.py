@@ -247,10 +247,9 @@ class JobScheduler:
     def reopened(self, bisect_id: int) -> bool:
         """A mark reopened the bisect, or a resume ended its pause (set it running again): its job is queued again
         once its coordinator has returned (at once if it had: True; _run_job otherwise, which leaves it open)."""
-        if not self.queue.requeue(bisect_id):
-            return False
+        requeued = self.queue.requeue(bisect_id)  # False too where a local mark of its store queued it already
         self.wake()
-        return True
+        return requeued
 
     def _run_rerun(
         self, bisect_id: int, sha: str, priority: int, cancelled: threading.Event, stopped: threading.Event

@@ -201,7 +201,7 @@ def test_a_served_bisects_rerun_line_names_its_server_and_runs_there(
         return [s["verdict"] for s in service.report(bisect_id)["steps"] if s["purpose"] == "rerun"]
 
     deadline = time.monotonic() + DONE_TIMEOUT_S
-    while reruns() != ["bad"]:
-        assert reruns() in ([], ["running"]), reruns()
+    while (seen := reruns()) != ["bad"]:
+        assert seen in ([], ["running"]), seen
         assert time.monotonic() < deadline, "the server never ran the rerun"
         time.sleep(0.2)
