@@ -16,7 +16,7 @@ from bisector.report import BisectReport, print_text, report_json
 from bisector.report import render_markdown as render_report_markdown
 from bisector.runner.coordinator import Coordinator
 from bisector.runner.wiring import make_executor
-from bisector.vocab.domain import BisectStatus
+from bisector.vocab.domain import BisectStatus, ErrorKind, Verdict
 
 
 def _trace(verify_kernel: str) -> list[str]:
@@ -59,3 +59,26 @@ def test_an_ambiguous_answer_never_calls_its_first_commit_known_bad_the_first_ba
     assert "metric: 10.0000 at the last good commit, 5.0000 at the first commit known bad" in text
     assert "**Metric:** 10.0000 at the last good commit, **5.0000** at the first commit known bad." in markdown
     assert "at the first bad commit" not in text + markdown
+
+
+def test_search_steps_that_met_an_infrastructure_error_are_said_to_have_given_no_verdict(
+    tmp_path: Path, store: Store
+) -> None:
+    """Every commit's first run meets an NCCL error (retried): the work sentence counted those steps among the
+    search steps that tested the commits, saying nothing of the errors."""
+    history = write_history(tmp_path / "repo", ["good"] * 5 + ["bad"] * 4)
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    once = f'f={flags}/$(cat counter.txt); if [ ! -e $f ]; then touch $f; echo "NCCL error: unhandled"; exit 1; fi; '
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], run=once + "bash test.sh", explain=False)
+    record = Coordinator(store, make_executor, poll_interval_s=0.05).start(spec)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[5])
+    report = BisectReport.load(store, record.id)
+    errors = [step for step in report.search_steps if step.verdict is Verdict.ERROR]
+    assert errors
+    assert {step.error_kind for step in errors} == {ErrorKind.INFRA}
+    said = f"{len(report.search_steps)} search step(s) tested them ({len(errors)} ended in an infrastructure error: "
+    console = Console(record=True, width=400)
+    print_text(console, report)
+    assert f"{said}no verdict)" in console.export_text()
+    assert f"{said}no verdict)" in render_report_markdown(report)
