@@ -82,3 +82,22 @@ def test_search_steps_that_met_an_infrastructure_error_are_said_to_have_given_no
     print_text(console, report)
     assert f"{said}no verdict)" in console.export_text()
     assert f"{said}no verdict)" in render_report_markdown(report)
+
+
+def test_a_confirmation_counts_the_runs_it_weighed_at_each_commit_not_pairs_it_never_ran(
+    tmp_path: Path, store: Store
+) -> None:
+    """--repeat 3: the confirmation weighs each side's 3 search runs and 3 re-runs. Its words said `over 6 pair(s)`
+    beside the report's `6 confirmation run(s) of the first bad commit and its parent` (3 pairs)."""
+    history = write_history(tmp_path / "repo", ["good"] * 10 + ["bad"] * 10)
+    spec = synthetic_spec(
+        history.path, history.shas[0], history.shas[-1], metric=r"metric: ([0-9.]+)", expect=">= 8", repeat=3,
+        max_repeat=6, explain=False,
+    )  # fmt: skip
+    record = Coordinator(store, make_executor, poll_interval_s=0.05).start(spec)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[10])
+    report = BisectReport.load(store, record.id)
+    runs = [sum(1 for s in report.evidence if s.sha == sha and s.metric is not None) for sha in history.shas[9:11]]
+    reason = report.records.confirmation.reason if report.records.confirmation else ""
+    assert reason.endswith(f" over {runs[0]} run(s) of the parent and {runs[1]} of the first bad commit")
+    assert "pair" not in reason
