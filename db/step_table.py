@@ -9,11 +9,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Connection, and_, func, insert, not_, select, update
+from sqlalchemy import ColumnElement, Connection, and_, case, func, insert, literal, not_, select, update
 
 from bisector.db.images import record_images
 from bisector.db.rows import aware, dump, inserted_id, load, result_values, step_record, stored_text
-from bisector.db.schema import bisects, steps
+from bisector.db.schema import UTCDateTime, bisects, steps
 from bisector.vocab.cost import gpu_seconds
 from bisector.vocab.domain import ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
 
@@ -126,9 +126,11 @@ def reruns_at(shas: Collection[str]) -> ColumnElement[bool]:
 def interrupt_steps(
     conn: Connection, bisect_id: int, which: ColumnElement[bool], finished: datetime, detail: str
 ) -> int:
-    """Mark the bisect's running steps that match which as interrupted errors, adding the GPU-seconds of those this
-    statement changed (not of one a concurrent transaction finished meanwhile) to the bisect; how many. The caller
-    holds the bisect's row lock, as finish_steps takes it, so the two lock their rows in one order."""
+    """Mark the bisect's running steps that match which as interrupted errors that ended at finished (a step started
+    later: at its start), adding the GPU-seconds of those this statement changed (not of one a concurrent transaction
+    finished meanwhile) to the bisect; how many. The caller holds the bisect's row lock, as finish_steps takes it, so
+    the two lock their rows in one order."""
+    ended = literal(aware(finished), UTCDateTime())
     query = (
         update(steps)
         .where(steps.c.bisect_id == bisect_id, steps.c.verdict.is_(None), which)
@@ -136,7 +138,7 @@ def interrupt_steps(
             verdict=Verdict.ERROR.value,
             error_kind=ErrorKind.INTERRUPTED.value,
             detail=detail,
-            finished=aware(finished),
+            finished=case((steps.c.started > ended, steps.c.started), else_=ended),
         )
         .returning(steps.c.id)
     )

@@ -341,10 +341,10 @@ class Store:
         finished: datetime,
         spared_reruns: Callable[[dict[str, Any]], Collection[str]] = lambda extra: (),
     ) -> int:
-        """Mark the running steps of a bisect as interrupted errors, but for its rerun steps at the commits that
-        spared_reruns(its extra) names (reruns still running, maybe in other processes); how many there were. The
-        extra is read with the bisect's row locked, in the same transaction: a rerun that registers there meanwhile
-        (bisector/runner/reruns.py) starts its steps after."""
+        """Mark the running steps of a bisect as interrupted errors that ended at finished (a step started later: at
+        its start), but for its rerun steps at the commits that spared_reruns(its extra) names (reruns still running,
+        maybe in other processes); how many there were. The extra is read with the bisect's row locked, in the same
+        transaction: a rerun that registers there meanwhile (bisector/runner/reruns.py) starts its steps after."""
 
         def spare(extra: dict[str, Any]) -> tuple[dict[str, Any], ColumnElement[bool], str]:
             return extra, step_table.all_but_reruns_at(spared_reruns(extra)), INTERRUPTED_DETAIL

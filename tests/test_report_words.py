@@ -16,7 +16,7 @@ from bisector.report import BisectReport, print_text, report_json
 from bisector.report import render_markdown as render_report_markdown
 from bisector.runner.coordinator import Coordinator
 from bisector.runner.wiring import make_executor
-from bisector.vocab.domain import BisectStatus
+from bisector.vocab.domain import BisectStatus, ErrorKind, Verdict
 
 
 def _trace(verify_kernel: str) -> list[str]:
@@ -59,3 +59,45 @@ def test_an_ambiguous_answer_never_calls_its_first_commit_known_bad_the_first_ba
     assert "metric: 10.0000 at the last good commit, 5.0000 at the first commit known bad" in text
     assert "**Metric:** 10.0000 at the last good commit, **5.0000** at the first commit known bad." in markdown
     assert "at the first bad commit" not in text + markdown
+
+
+def test_search_steps_that_met_an_infrastructure_error_are_said_to_have_given_no_verdict(
+    tmp_path: Path, store: Store
+) -> None:
+    """Every commit's first run meets an NCCL error (retried): the work sentence counted those steps among the
+    search steps that tested the commits, saying nothing of the errors."""
+    history = write_history(tmp_path / "repo", ["good"] * 5 + ["bad"] * 4)
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    once = f'f={flags}/$(cat counter.txt); if [ ! -e $f ]; then touch $f; echo "NCCL error: unhandled"; exit 1; fi; '
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], run=once + "bash test.sh", explain=False)
+    record = Coordinator(store, make_executor, poll_interval_s=0.05).start(spec)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[5])
+    report = BisectReport.load(store, record.id)
+    errors = [step for step in report.search_steps if step.verdict is Verdict.ERROR]
+    assert errors
+    assert {step.error_kind for step in errors} == {ErrorKind.INFRA}
+    said = f"{len(report.search_steps)} search step(s) tested them ({len(errors)} ended in an infrastructure error: "
+    console = Console(record=True, width=400)
+    print_text(console, report)
+    assert f"{said}no verdict)" in console.export_text()
+    assert f"{said}no verdict)" in render_report_markdown(report)
+
+
+def test_a_confirmation_counts_the_runs_it_weighed_at_each_commit_not_pairs_it_never_ran(
+    tmp_path: Path, store: Store
+) -> None:
+    """--repeat 3: the confirmation weighs each side's 3 search runs and 3 re-runs. Its words said `over 6 pair(s)`
+    beside the report's `6 confirmation run(s) of the first bad commit and its parent` (3 pairs)."""
+    history = write_history(tmp_path / "repo", ["good"] * 10 + ["bad"] * 10)
+    spec = synthetic_spec(
+        history.path, history.shas[0], history.shas[-1], metric=r"metric: ([0-9.]+)", expect=">= 8", repeat=3,
+        max_repeat=6, explain=False,
+    )  # fmt: skip
+    record = Coordinator(store, make_executor, poll_interval_s=0.05).start(spec)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[10])
+    report = BisectReport.load(store, record.id)
+    runs = [sum(1 for s in report.evidence if s.sha == sha and s.metric is not None) for sha in history.shas[9:11]]
+    reason = report.records.confirmation.reason if report.records.confirmation else ""
+    assert reason.endswith(f" over {runs[0]} run(s) of the parent and {runs[1]} of the first bad commit")
+    assert "pair" not in reason

@@ -362,10 +362,13 @@ class BisectReport:
         """What the bisect did, in plain words: search steps apart from side runs, time, the verdict rule."""
         whys = Counter(_stopped_why(s.detail) for s in self.search_steps if s.verdict is Verdict.CANCELLED)
         if len(whys) == 1:
-            dropped = f" ({whys.total()} stopped early, {next(iter(whys))})"
+            notes = [f"{whys.total()} stopped early, {next(iter(whys))}"]
         else:
-            dropped = f" ({whys.total()} stopped early: {', '.join(f'{n} {why}' for why, n in whys.most_common())})"
-        dropped = dropped if whys else ""
+            notes = [f"{whys.total()} stopped early: {', '.join(f'{n} {why}' for why, n in whys.most_common())}"]
+        notes = notes if whys else []
+        if errors := sum(1 for s in self.search_steps if s.verdict is Verdict.ERROR):
+            notes.append(f"{errors} ended in an infrastructure error: no verdict")
+        dropped = f" ({'; '.join(notes)})" if notes else ""
         parts = [
             f"{len(self.candidates)} commits in range; {len(self.search_steps)} search step(s) tested them{dropped}"
         ]

@@ -193,11 +193,14 @@ class Coordinator:
                 stop.interrupted_steps = self._interrupt_own_steps(bisect_id)
             raise
 
-    def _interrupt_own_steps(self, bisect_id: int) -> int:
+    def _interrupt_own_steps(self, bisect_id: int, last_seen: datetime | None = None) -> int:
         """Store the bisect's running steps as interrupted, but for those of its reruns still running (`run-at
-        --bisect`, in any process), which are theirs; how many."""
+        --bisect`, in any process), which are theirs; how many. last_seen: the last heartbeat of the gone
+        coordinator that ran them, when they are counted to have ended (they stopped with it), else now."""
         now = self.now()
-        return self.store.interrupt_running_steps(bisect_id, now, lambda extra: running_rerun_commits(extra, now))
+        return self.store.interrupt_running_steps(
+            bisect_id, last_seen or now, lambda extra: running_rerun_commits(extra, now)
+        )
 
     def resume(
         self, bisect_id: int, executor_overrides: Mapping[str, object] | None = None, *, explain: bool | None = None
@@ -219,7 +222,7 @@ class Coordinator:
             self.store.update_extra(bisect_id, resumed_with=dict(executor_overrides))
         # The lease first: the steps of a coordinator that is still alive must not be marked interrupted.
         with self._lease(bisect_id) as lease, self._stoppable(bisect_id):
-            interrupted = self._interrupt_own_steps(bisect_id)
+            interrupted = self._interrupt_own_steps(bisect_id, last_seen=record.heartbeat)
             if interrupted:
                 self.observer.note(f"re-queued {interrupted} step(s) that were running when the coordinator stopped")
             if record.status is BisectStatus.PAUSED:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from bisect_helpers import run_cli
+from bisect_helpers import run_cli, synthetic_spec
 from click.testing import CliRunner
 from fill import Filled
 from server import dashboard_command, dashboard_env, running_dashboard
@@ -23,7 +23,8 @@ from bisector.cli import main
 from bisector.core.spec import BisectSpec
 from bisector.db.store import Store
 from bisector.report import BisectReport, report_json
-from bisector.runner.coordinator import prepare_bisect
+from bisector.runner.coordinator import Coordinator, prepare_bisect
+from bisector.runner.wiring import make_executor
 from bisector.vocab.domain import BisectStatus
 
 
@@ -318,3 +319,25 @@ def test_the_steps_a_page_polls_run_no_git(store_url: str, filled: Filled, tmp_p
 def repository_calls(calls: Path) -> list[str]:
     """The git commands the wrapper ran in a repository (not GitPython's `git version` at its import)."""
     return [line for line in calls.read_text().splitlines() if line.startswith("-C")] if calls.exists() else []
+
+
+def test_the_bisect_page_names_the_answer_and_the_verdicts_in_the_bisect_s_terms(tmp_path: Path) -> None:
+    """A bisect run with --term-old fast --term-new slow: its page called the culprit the "first bad commit" beside
+    its own message `first slow commit: ...` and the reports' words."""
+    history = culprit_history(tmp_path / "repo", 12, 7)
+    db = tmp_path / "b.db"
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], term_old="fast", term_new="slow")
+    with Store.open(f"sqlite:///{db}") as store:
+        record = Coordinator(store, make_executor, poll_interval_s=0.05).start(spec)
+    assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[7])
+    with running_dashboard(f"sqlite:///{db}", tmp_path / "logs") as url:
+        page = get(url, f"/bisects/{record.id}").text
+    summary = page.split('<dl class="summary">', 1)[1].split("</dl>", 1)[0]
+    assert "<dt>first slow commit</dt>" in summary
+    assert "<dt>last fast commit</dt>" in summary
+    assert "bad commit" not in summary
+    assert "good commit" not in summary
+    steps = page.split('<table id="steps"', 1)[1]
+    shown = re.findall(r'<td class="verdict (\w+)">(\w+)</td>', steps)
+    assert shown
+    assert {(stored, {"good": "fast", "bad": "slow"}[stored]) for stored, _ in shown} == set(shown)

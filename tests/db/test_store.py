@@ -399,6 +399,18 @@ def test_interrupt_running_steps(store: Store) -> None:
         store.finish_step(running[0], StepResult(running[0], BAD, Verdict.BAD), T0)
 
 
+def test_interrupted_steps_end_when_their_coordinator_was_last_seen_or_at_their_start(store_url: str) -> None:
+    """A step left running by a coordinator gone since its last heartbeat ends then; one it started after that
+    heartbeat ends at its start, never before it (a negative time)."""
+    with Store.open(store_url) as store:
+        bisect_id = new_bisect(store)
+        early = store.start_step(bisect_id, GOOD, 1, "w0", "n", (0,), T0)
+        late = store.start_step(bisect_id, BAD, 1, "w1", "n", (1,), T0 + timedelta(seconds=7))
+        assert store.interrupt_running_steps(bisect_id, T0 + timedelta(seconds=5)) == 2
+        ended = {step.id: step.finished for step in store.steps(bisect_id)}
+        assert ended == {early: T0 + timedelta(seconds=5), late: T0 + timedelta(seconds=7)}
+
+
 finite = st.floats(allow_nan=False, allow_infinity=False)
 # Fixed offsets: a zoneinfo time inside a DST gap compares unequal to every other zone's (PEP 495).
 aware_datetimes = st.datetimes(

@@ -5,9 +5,12 @@ Each test names the fault it injects and checks what the tool promises for it (d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -76,6 +79,37 @@ def test_a_second_coordinator_is_refused_while_the_first_lives_and_takes_over_on
     report = json.loads(taken_over.stdout)
     assert report["first_bad"]["sha"] == history.shas[41]
     assert stored_rows(db, "select owner, heartbeat from bisects") == [(None, None)]
+
+
+def test_the_steps_of_a_killed_coordinator_cost_up_to_its_last_heartbeat_not_until_the_resume(tmp_path: Path) -> None:
+    """Fault: kill -9 of the coordinator (its steps die with it), resumed an hour later. The steps it left running were
+    stored as ending at the resume: the report's time on workers and GPU-seconds, and `bisect stats`' GPU-hours,
+    counted the hour nothing ran."""
+    history = culprit_history(tmp_path / "repo", 60, 41)
+    db = tmp_path / "b.db"
+    gpus = {"BISECT_GPUS": "0,1", "BISECT_GPU_LOCK_DIR": str(tmp_path / "gpu-locks")}
+    first = start_cli(*start_args(history, "--workers", "2"), db=db, SYNTHETIC_SLEEP_S="600", **gpus)
+    wait_for(lambda: running_steps(db) == 2, what="the first coordinator's steps")
+    os.killpg(first.pid, signal.SIGKILL)
+    first.communicate(timeout=60)
+    an_hour_earlier = "strftime('%Y-%m-%d %H:%M:%f', {}, '-1 hour')"  # as if the kill had come an hour ago
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        for table, column in (("bisects", "created"), ("bisects", "heartbeat"), ("steps", "started")):
+            conn.execute(f"update {table} set {column} = {an_hour_earlier.format(column)}")
+    last_heartbeat = stored_rows(db, "select heartbeat from bisects")[0][0]
+
+    resumed = run_cli("resume", "1", "--format", "json", env=cli_env(db, SYNTHETIC_SLEEP_S="0", **gpus))
+    assert resumed.returncode == 0, resumed.stderr
+    report = json.loads(resumed.stdout)
+    assert report["first_bad"]["sha"] == history.shas[41]
+    left = [step for step in report["steps"] if step["error_kind"] == "interrupted"]
+    assert len(left) == 2
+    for step in left:
+        assert step["finished"] == max(step["started"], datetime.fromisoformat(last_heartbeat + "+00:00").isoformat())
+    assert report["slot_seconds"] < 600, "the hour nothing ran is no time on workers"
+    assert report["gpu_seconds"] < 600
+    stats = json.loads(run_cli("stats", "--format", "json", db=db).stdout)
+    assert stats["groups"][0]["gpu_hours"] == pytest.approx(report["gpu_seconds"] / 3600, abs=1e-6)
 
 
 @pytest.mark.parametrize(("signum", "exit_code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
