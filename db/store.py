@@ -51,6 +51,9 @@ from bisector.vocab.errors import StateError, StoreError, UnknownBisectError
 __all__ = ["INTERRUPTED_DETAIL", "LeaseHolder", "NewStep", "Store"]
 
 
+StepEnds = list[tuple[ColumnElement[bool], datetime]]  # which running steps to interrupt, and when each group ended
+
+
 class LeaseHolder(NamedTuple):
     """The coordinator holding a bisect's lease: who, its last heartbeat, and its TTL (None for a lease taken
     before the store kept TTLs)."""
@@ -346,42 +349,40 @@ class Store:
         maybe in other processes); how many there were. The extra is read with the bisect's row locked, in the same
         transaction: a rerun that registers there meanwhile (bisector/runner/reruns.py) starts its steps after."""
 
-        def spare(extra: dict[str, Any]) -> tuple[dict[str, Any], ColumnElement[bool], str]:
-            return extra, step_table.all_but_reruns_at(spared_reruns(extra)), INTERRUPTED_DETAIL
+        def spare(extra: dict[str, Any]) -> tuple[dict[str, Any], StepEnds, str]:
+            return extra, [(step_table.all_but_reruns_at(spared_reruns(extra)), finished)], INTERRUPTED_DETAIL
 
-        return self._interrupt_steps(bisect_id, finished, spare)
+        return self._interrupt_steps(bisect_id, spare)
 
     def interrupt_reruns(
-        self,
-        bisect_id: int,
-        finished: datetime,
-        ended: Callable[[dict[str, Any]], tuple[dict[str, Any], Collection[str]]],
+        self, bisect_id: int, ended: Callable[[dict[str, Any]], tuple[dict[str, Any], Mapping[str, datetime]]]
     ) -> int:
-        """Replace the bisect's `extra` by ended(it)'s first part and mark its rerun steps still running at the
-        commits of the second as interrupted errors, in one transaction with the bisect's row locked; how many."""
+        """Replace the bisect's `extra` by ended(it)'s first part and mark its rerun steps still running at each commit
+        of the second as interrupted errors that ended at the time it maps that commit to (a step started later: at
+        its start), in one transaction with the bisect's row locked; how many."""
 
-        def end(extra: dict[str, Any]) -> tuple[dict[str, Any], ColumnElement[bool], str]:
-            kept, shas = ended(extra)
-            return kept, step_table.reruns_at(shas), RERUN_DIED_DETAIL
+        def end(extra: dict[str, Any]) -> tuple[dict[str, Any], StepEnds, str]:
+            kept, last_seen = ended(extra)
+            return kept, [(step_table.reruns_at([sha]), seen) for sha, seen in last_seen.items()], RERUN_DIED_DETAIL
 
-        return self._interrupt_steps(bisect_id, finished, end)
+        return self._interrupt_steps(bisect_id, end)
 
     def _interrupt_steps(
         self,
         bisect_id: int,
-        finished: datetime,
-        choose: Callable[[dict[str, Any]], tuple[dict[str, Any], ColumnElement[bool], str]],
+        choose: Callable[[dict[str, Any]], tuple[dict[str, Any], StepEnds, str]],
     ) -> int:
         """With the bisect's row locked: replace its extra by choose(extra)'s first part (when it differs) and mark
-        its running steps that match the second as interrupted errors with the third as detail; how many."""
+        its running steps that match a filter of the second as interrupted errors that ended at that filter's time
+        (step_table.interrupt_steps), with the third as detail; how many."""
         with self._write() as conn:
             extra = bisect_table.locked_extra(conn, bisect_id)
             if extra is None:
                 raise self._unknown(bisect_id)
-            kept, which, detail = choose(extra)
+            kept, ends, detail = choose(extra)
             if kept != extra:
                 bisect_table.change_extra(conn, bisect_id, lambda _: kept)
-            return step_table.interrupt_steps(conn, bisect_id, which, finished, detail)
+            return sum(step_table.interrupt_steps(conn, bisect_id, which, at, detail) for which, at in ends)
 
     # --- findings ----------------------------------------------------------------------------------
 

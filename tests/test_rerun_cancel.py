@@ -427,15 +427,50 @@ def test_a_command_killed_as_it_ends_a_dead_rerun_leaves_its_entry_or_no_group_r
 
 def move_to_another_host(db: Path, heartbeat: datetime) -> dict[str, dict[str, str]]:
     """Rewrite the bisect's one rerun entry to name a process of another host, last seen at heartbeat; the entries."""
-    [(token, entry)] = rerun_entries(db).items()
+    [entry] = rerun_entries(db).values()
     _, pid, started = entry["owner"].rsplit(":", 2)
-    elsewhere = {token: {**entry, "owner": f"another-host:{pid}:{started}", "heartbeat": heartbeat.isoformat()}}
+    return change_rerun_entry(db, owner=f"another-host:{pid}:{started}", heartbeat=heartbeat.isoformat())
+
+
+def change_rerun_entry(db: Path, **fields: str) -> dict[str, dict[str, str]]:
+    """Rewrite these fields of the bisect's one rerun entry; the entries."""
+    [(token, entry)] = rerun_entries(db).items()
+    changed = {token: {**entry, **fields}}
     [(extra,)] = stored_rows(db, "select extra from bisects where id = 1")
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         conn.execute(
-            "update bisects set extra = ? where id = 1", (json.dumps({**json.loads(extra), "reruns": elsewhere}),)
+            "update bisects set extra = ? where id = 1", (json.dumps({**json.loads(extra), "reruns": changed}),)
         )
-    return elsewhere
+    return changed
+
+
+def test_the_steps_of_a_killed_rerun_cost_up_to_its_last_heartbeat_not_until_the_next_command(
+    tmp_path: Path, held: HeldTest
+):
+    """Fault: kill -9 of a `run-at --bisect` while its step runs, the next command long after. The step was stored as
+    ending at that command: the report's time on workers (and the dashboard's slot-seconds) counted the time after
+    its rerun died. The report of the store not written yet shows the end that the next command stores."""
+    db, _ = killed_rerun(tmp_path, held)
+    an_hour_earlier = "strftime('%Y-%m-%d %H:%M:%f', started, '-1 hour')"
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute(f"update steps set started = {an_hour_earlier} where purpose = 'rerun'")
+    [entry] = rerun_entries(db).values()
+    last_heartbeat = datetime.fromisoformat(entry["heartbeat"]) - timedelta(minutes=30)  # it beat for half an hour
+    change_rerun_entry(db, heartbeat=last_heartbeat.isoformat())
+
+    def rerun_step() -> dict[str, Any]:
+        [step] = [step for step in report(db)["steps"] if step["purpose"] == "rerun"]
+        assert (step["verdict"], step["error_kind"]) == ("error", "interrupted")
+        assert datetime.fromisoformat(step["started"]) < last_heartbeat
+        assert datetime.fromisoformat(step["finished"]) == last_heartbeat
+        return step
+
+    shown = rerun_step()  # a view: nothing is written yet
+    assert [verdict for _, verdict, _ in rerun_steps(db)] == [None]
+    assert run_cli("status", "1", db=db).returncode == 0
+    assert [verdict for _, verdict, _ in rerun_steps(db)] == ["error"]
+    assert rerun_step() == shown
+    assert report(db)["slot_seconds"] < 3600, "the half hour after the rerun died is no time on workers"
 
 
 def test_a_rerun_of_another_host_with_a_fresh_heartbeat_is_left_as_it_is(tmp_path: Path, held: HeldTest):

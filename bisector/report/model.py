@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cached_property
@@ -89,11 +89,18 @@ def _with_found_logs(steps: list[StepRecord], folder: Path) -> list[StepRecord]:
     return found
 
 
-def _dead_reruns_interrupted(steps: list[StepRecord], dead: Collection[str]) -> list[StepRecord]:
-    """The running rerun steps at the commits of gone reruns shown as the next writing command will store them
-    (reruns.end_dead_reruns), without writing: a view, served from a read-only store too, never writes."""
+def _dead_reruns_interrupted(steps: list[StepRecord], dead: Mapping[str, datetime]) -> list[StepRecord]:
+    """The running rerun steps at the commits of gone reruns (each with when its rerun was last seen) shown as the
+    next writing command will store them (reruns.end_dead_reruns), without writing: a view, served from a read-only
+    store too, never writes."""
     return [
-        replace(step, verdict=Verdict.ERROR, error_kind=ErrorKind.INTERRUPTED, detail=RERUN_DIED_DETAIL)
+        replace(
+            step,
+            verdict=Verdict.ERROR,
+            error_kind=ErrorKind.INTERRUPTED,
+            detail=RERUN_DIED_DETAIL,
+            finished=max(step.started, dead[step.sha]),
+        )
         if step.verdict is None and step.purpose is StepPurpose.RERUN and step.sha in dead
         else step
         for step in steps

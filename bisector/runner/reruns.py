@@ -8,12 +8,12 @@ entry with how it ended ("ended": "cancelled", or "finished" when it had ended b
 bounded time for that mark (reruns_stopped), removes the ended entries and names only the reruns it stopped. A rerun
 that was not revoked removes its own entry. A rerun killed by a signal it could not catch leaves its entry and its
 steps running: end_dead_reruns (the next `bisect status`, `cancel`, `resume` or `run-at --bisect` of the bisect)
-stores those steps as interrupted and removes the entry, once the rerun is gone by the lease's rule
-(ownership.holder_is_gone): its process is gone from this host, or, on any host, its heartbeat is older than the
-entry's TTL (its coordinator's lease TTL, LEASE_TTL_S unless configured). A cancel waits for no gone rerun. A living
-rerun judged gone (its heartbeat kept from the store past the TTL) finds its entry removed at its next round and
-stops (RerunLostError). A coordinator that stores its running steps as interrupted (a stop signal, `bisect resume`)
-leaves those of the running reruns registered here to them.
+stores those steps as interrupted, ending at the rerun's last heartbeat, and removes the entry, once the rerun is gone
+by the lease's rule (ownership.holder_is_gone): its process is gone from this host, or, on any host, its heartbeat is
+older than the entry's TTL (its coordinator's lease TTL, LEASE_TTL_S unless configured). A cancel waits for no gone
+rerun. A living rerun judged gone (its heartbeat kept from the store past the TTL) finds its entry removed at its next
+round and stops (RerunLostError). A coordinator that stores its running steps as interrupted (a stop signal, `bisect
+resume`) leaves those of the running reruns registered here to them.
 """
 
 from __future__ import annotations
@@ -167,12 +167,12 @@ def reruns_stopped(
 
 
 def end_dead_reruns(store: Store, bisect_id: int, now: datetime) -> int:
-    """Store the running steps of the bisect's gone reruns (see the module's doc) as interrupted, remove their
-    entries, and end the process groups their steps' commands left running on this host (SIGTERM, a grace, SIGKILL),
-    each only while it is the group recorded (end_groups: led by the recorded leader, or leaderless with live
-    members): never a process that is not theirs. How
-    many steps. A dead rerun at a commit that a running one also runs keeps its entry until that one ends: their
-    steps cannot be told apart.
+    """Store the running steps of the bisect's gone reruns (see the module's doc) as interrupted, ending when their
+    rerun was last seen (dead_rerun_commits; a step started later: at its start), remove their entries, and end the
+    process groups their steps' commands left running on this host (SIGTERM, a grace, SIGKILL), each only while it is
+    the group recorded (end_groups: led by the recorded leader, or leaderless with live members): never a process that
+    is not theirs. How many steps. A dead rerun at a commit that a running one also runs keeps its entry until that one
+    ends: their steps cannot be told apart.
 
     The groups of the reruns whose process is gone from this host (a judgement that cannot change) are ended before
     their entries are removed, so that a command killed at any moment leaves them ended or still recorded; those of
@@ -185,21 +185,33 @@ def end_dead_reruns(store: Store, bisect_id: int, now: datetime) -> int:
     _end_groups_here(gone_here.values())
     ended: dict[str, dict[str, Any]] = {}
 
-    def without_dead(extra: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    def without_dead(extra: dict[str, Any]) -> tuple[dict[str, Any], dict[str, datetime]]:
         reruns = _reruns(extra)
         ended.clear()
         ended.update(_dead(reruns, now))
         kept = {token: entry for token, entry in reruns.items() if token not in ended}
-        return _with_reruns(extra, kept), tuple(dict.fromkeys(entry["sha"] for entry in ended.values()))
+        return _with_reruns(extra, kept), _last_seen_by_commit(ended.values(), now)
 
-    count = store.interrupt_reruns(bisect_id, now, without_dead)
+    count = store.interrupt_reruns(bisect_id, without_dead)
     _end_groups_here([entry for token, entry in ended.items() if token not in gone_here])
     return count
 
 
-def dead_rerun_commits(extra: dict[str, Any], now: datetime) -> tuple[str, ...]:
-    """The commits whose running rerun steps end_dead_reruns would store as interrupted (none: nothing to end)."""
-    return tuple(dict.fromkeys(entry["sha"] for entry in _dead(_reruns(extra), now).values()))
+def dead_rerun_commits(extra: dict[str, Any], now: datetime) -> dict[str, datetime]:
+    """The commits whose running rerun steps end_dead_reruns would store as interrupted (none: nothing to end), each
+    with when those steps are counted to have ended (_last_seen_by_commit)."""
+    return _last_seen_by_commit(_dead(_reruns(extra), now).values(), now)
+
+
+def _last_seen_by_commit(entries: Collection[dict[str, Any]], now: datetime) -> dict[str, datetime]:
+    """For each commit of these gone reruns, the latest of their last heartbeats (their steps at one commit cannot be
+    told apart), never after now; now for a rerun without a readable heartbeat."""
+    seen: dict[str, datetime] = {}
+    for entry in entries:
+        heartbeat, _ = _heartbeat(entry)
+        last = now if heartbeat is None else min(heartbeat, now)
+        seen[entry["sha"]] = max(last, seen.get(entry["sha"], last))
+    return seen
 
 
 def _dead(reruns: dict[str, dict[str, Any]], now: datetime) -> dict[str, dict[str, Any]]:
@@ -252,12 +264,17 @@ def _running(entry: dict[str, Any], now: datetime) -> bool:
 def _is_gone(entry: dict[str, Any], now: datetime) -> bool:
     if HEARTBEAT not in entry:  # a rerun that does not beat (see RerunRegistration)
         return holder_is_gone(entry["owner"], now, now)
-    try:
-        heartbeat: datetime | None = datetime.fromisoformat(entry[HEARTBEAT])
-        ttl_s = float(entry.get(TTL, LEASE_TTL_S))
-    except (TypeError, ValueError):  # unreadable: gone, as a lease without a heartbeat
-        heartbeat, ttl_s = None, LEASE_TTL_S
+    heartbeat, ttl_s = _heartbeat(entry)
     return holder_is_gone(entry["owner"], heartbeat, now, ttl_s)
+
+
+def _heartbeat(entry: dict[str, Any]) -> tuple[datetime | None, float]:
+    """The entry's last heartbeat and TTL; (None, LEASE_TTL_S) when it has no readable heartbeat: gone, as a lease
+    without a heartbeat."""
+    try:
+        return datetime.fromisoformat(entry[HEARTBEAT]), float(entry.get(TTL, LEASE_TTL_S))
+    except (LookupError, TypeError, ValueError):
+        return None, LEASE_TTL_S
 
 
 def _reruns(extra: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -411,6 +411,20 @@ def test_interrupted_steps_end_when_their_coordinator_was_last_seen_or_at_their_
         assert ended == {early: T0 + timedelta(seconds=5), late: T0 + timedelta(seconds=7)}
 
 
+def test_dead_reruns_steps_end_when_their_rerun_was_last_seen_or_at_their_start(store_url: str) -> None:
+    """Each commit's running rerun steps end at the time given for that commit (a step started after it: at its start);
+    the other steps keep running."""
+    with Store.open(store_url) as store:
+        bisect_id = new_bisect(store)
+        early = store.start_step(bisect_id, GOOD, 1, "w0", "n", (0,), T0, StepPurpose.RERUN)
+        late = store.start_step(bisect_id, BAD, 1, "w1", "n", (1,), T0 + timedelta(seconds=7), StepPurpose.RERUN)
+        search = store.start_step(bisect_id, GOOD, 1, "w2", "n", (2,), T0)
+        last_seen = {GOOD: T0 + timedelta(seconds=5), BAD: T0 + timedelta(seconds=3)}
+        assert store.interrupt_reruns(bisect_id, lambda extra: (extra, last_seen)) == 2
+        ended = {step.id: step.finished for step in store.steps(bisect_id)}
+        assert ended == {early: T0 + timedelta(seconds=5), late: T0 + timedelta(seconds=7), search: None}
+
+
 finite = st.floats(allow_nan=False, allow_infinity=False)
 # Fixed offsets: a zoneinfo time inside a DST gap compares unequal to every other zone's (PEP 495).
 aware_datetimes = st.datetimes(
