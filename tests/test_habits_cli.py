@@ -394,10 +394,10 @@ def test_failed_endpoint_is_what_the_report_reproduces(tmp_path: Path):
     text = bisect("report", "1", db=db).stdout
     failed = next(s for s in report["steps"] if s["verdict"] == "skip")
     assert f"(skip): {failed['reason']}" in text
-    assert f"log: {failed['log_path']}" in text
+    assert f"log (step id {failed['id']}): {failed['log_path']}" in text
     assert f"reproduce {history.shas[0][:12]}, the good endpoint, which tested skip, by hand:" in text
     markdown = bisect("report", "1", "--format", "markdown", db=db).stdout
-    assert f"log `{failed['log_path']}`" in markdown
+    assert f"log (step id {failed['id']}) `{failed['log_path']}`" in markdown
     assert failed["reason"] in markdown
     assert f"Reproduce `{history.shas[0][:12]}`, the good endpoint, which tested skip, by hand:" in markdown
 

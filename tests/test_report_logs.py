@@ -11,6 +11,7 @@ from rich.console import Console
 from synthetic import culprit_history
 
 from bisector.db.store import Store
+from bisector.report.markdown import render_markdown
 from bisector.report.model import BisectReport
 from bisector.report.text import print_text
 from bisector.runner.coordinator import prepare_bisect
@@ -31,8 +32,34 @@ def test_a_failed_steps_log_that_is_not_on_this_host_is_said_to_be_elsewhere(tmp
     console = Console(record=True, width=400)
     print_text(console, BisectReport.load(store, bisect_id))
     shown = console.export_text()
-    assert f"log: {here}\n" in shown
-    assert f"log: {elsewhere} (not on this host)" in shown
+    assert f"log (step id 1): {here}\n" in shown
+    assert f"log (step id 2): {elsewhere} (not on this host)" in shown
+
+
+def test_a_failed_steps_log_is_named_with_the_step_id_in_its_file_name_not_only_the_reports_number(
+    tmp_path: Path, store: Store
+) -> None:
+    """In a store of several bisects, the report numbers a bisect's steps 1..N while their logs are named by the
+    store's step id (step-<id>-...): the log line says which id it names."""
+    history = culprit_history(tmp_path / "repo", 10, 6)
+    spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], explain=False)
+    earlier = prepare_bisect(store, spec)
+    store.start_step(earlier, history.shas[2], 1, "local-0", "here", (), datetime.now(UTC))
+    bisect_id = prepare_bisect(store, spec)
+    sha = history.shas[3]
+    step = store.start_step(bisect_id, sha, 1, "local-0", "here", (), datetime.now(UTC))
+    assert step != 1  # the report's step 1
+    log = tmp_path / f"step-{step}-{sha[:12]}.log"
+    log.write_text("OOM\n")
+    result = StepResult(step, sha, Verdict.ERROR, error_kind=ErrorKind.STALLED, detail="no result", log_path=str(log))
+    store.finish_step(step, result, datetime.now(UTC))
+    report = BisectReport.load(store, bisect_id)
+    console = Console(record=True, width=400)
+    print_text(console, report)
+    shown = console.export_text()
+    assert f"  step 1 at {sha[:12]} (error/stalled): no result\n    log (step id {step}): {log}\n" in shown
+    markdown = render_markdown(report)
+    assert f"- step 1 at `{sha[:12]}` (error/stalled): no result; log (step id {step}) `{log}`" in markdown
 
 
 def test_show_prints_as_many_log_lines_as_tail_asks_and_none_for_0(tmp_path: Path, store: Store) -> None:

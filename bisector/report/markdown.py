@@ -101,9 +101,8 @@ def render_markdown(report: BisectReport, commands: Commands = LOCAL) -> str:
                 f"/{step.error_kind.value}" if step.error_kind else ""
             )
             reason = md_escape(one_line(step.detail) or "no reason given")
-            out.append(
-                f"- step {report.number(step)} at `{step.sha[:12]}` ({kind}): {reason}; log `{step.log_path or 'none'}`"
-            )
+            log = f"log (step id {step.id}) `{step.log_path}`" if step.log_path else "log `none`"
+            out.append(f"- step {report.number(step)} at `{step.sha[:12]}` ({kind}): {reason}; {log}")
         out.append("")
     out += [
         "<details><summary>Commits in range</summary>",

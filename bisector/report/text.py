@@ -115,7 +115,7 @@ def print_text(console: Console, report: BisectReport, commands: Commands = LOCA
                 ),
                 soft_wrap=True,
             )
-            console.print(Text(f"    log: {_log_of(step)}"), soft_wrap=True)
+            console.print(Text(f"    {_log_of(step)}"), soft_wrap=True)
     if report.manual_steps:
         console.print(Text(f"verdicts given by hand ({len(report.manual_steps)})", style="bold"))
         for step in report.manual_steps:
@@ -223,11 +223,13 @@ def _commits_table(report: BisectReport) -> Table:
 
 
 def _log_of(step: StepRecord) -> str:
+    """The step's log line: its path named with the store's step id (the `step-<id>-...` in the log's name, which the
+    report's step numbers are not)."""
     if not step.log_path:
-        return _no_log(step)
+        return f"log: {_no_log(step)}"
     if not Path(step.log_path).exists():  # a step given up on, on another node (its log ships with its result)
-        return f"{step.log_path} (not on this host)"
-    return step.log_path
+        return f"log (step id {step.id}): {step.log_path} (not on this host)"
+    return f"log (step id {step.id}): {step.log_path}"
 
 
 def _no_log(step: StepRecord) -> str:
