@@ -64,6 +64,14 @@ def insert_steps(conn: Connection, bisect_id: int, new_steps: Sequence[NewStep])
     return [inserted_id(conn.execute(insert(steps), values)) for values in rows]
 
 
+def place_steps(conn: Connection, placements: Sequence[tuple[int, str, tuple[int, ...]]]) -> None:
+    """Where running steps were sent (step id, node, GPU ids), so that one that never reports back (its coordinator
+    killed) still counts its GPU time when it is stored as interrupted."""
+    for step_id, node, gpus in placements:
+        guarded = update(steps).where(steps.c.id == step_id, steps.c.verdict.is_(None))
+        conn.execute(guarded.values(node=stored_text(node), gpus=dump(list(gpus))))
+
+
 def finish_steps(conn: Connection, results: Sequence[tuple[int, StepResult, datetime]]) -> list[Refusal]:
     """Write each result on its step if the step has no verdict yet (adding its GPU-seconds to its bisect and
     its image to the images table), the steps' bisects' rows locked first; the results not written."""

@@ -298,6 +298,12 @@ class Store:
                 raise self._unknown(bisect_id) from None
             raise
 
+    def place_steps(self, placements: Sequence[tuple[int, str, tuple[int, ...]]]) -> None:
+        """Record where running steps were sent: (step id, node, GPU ids), in one transaction."""
+        if placements:
+            with self._write() as conn:
+                step_table.place_steps(conn, placements)
+
     def finish_step(self, step_id: int, result: StepResult, finished: datetime) -> None:
         """Write the result of a running step. A step that has a verdict already is left alone (StateError)."""
         self.finish_steps([(step_id, result, finished)])

@@ -122,6 +122,7 @@ class StepPipeline:
             unsent = [(i, p) for i, p in zip(step_ids[len(out) :], planned[len(out) :], strict=True)]
             self._interrupt([(i, p.sha, "") for i, p in unsent], f"{NEVER_SENT}: {exc}".strip())
             raise
+        self.store.place_steps([(s.step.id, s.step.node, s.step.gpus) for s in out if s.step.gpus or s.step.node])
         return out
 
     def _send(self, step_id: int, plan: PlannedStep, started: datetime) -> Sent:

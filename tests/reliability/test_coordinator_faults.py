@@ -105,6 +105,7 @@ def test_the_steps_of_a_killed_coordinator_cost_up_to_its_last_heartbeat_not_unt
     left = [step for step in report["steps"] if step["error_kind"] == "interrupted"]
     assert len(left) == 2
     for step in left:
+        assert step["gpus"], "a step's GPUs are stored as it is sent, so a killed one costs its GPU time"
         assert step["finished"] == max(step["started"], datetime.fromisoformat(last_heartbeat + "+00:00").isoformat())
     assert report["slot_seconds"] < 600, "the hour nothing ran is no time on workers"
     assert report["gpu_seconds"] < 600
