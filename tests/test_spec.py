@@ -11,11 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bisector.cli import main
+from bisector.cli.options import option_values
 from bisector.core.options import BY_CONFIG_KEY, OPTIONS, ExecutorKind, Form, ImageMode, StrategyName
 from bisector.core.spec import BisectSpec
 from bisector.runner.config import build_spec, load_config_file
 from bisector.vocab.errors import InputError
 from bisector.vocab.metric import Direction, NoMetricPolicy
+from bisector.vocab.patches import PatchKind
 
 # The spec column of a bisect stored by `bisect start ... --executor inprocess --repeat 2 --env A=1
 # --infra-pattern oops --no-explain --term-old fast --term-new slow --strategy noisy --direction lower -- .`
@@ -241,3 +243,19 @@ def test_any_valid_option_values_round_trip_through_the_stored_json(values: dict
     spec = BisectSpec.from_options(values)
     assert spec.to_json() == values
     assert BisectSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.fixed_dictionaries(_VALID), st.sampled_from(_METRICS))
+def test_the_start_arguments_of_any_spec_parse_back_to_the_same_spec(values: dict[str, object], metric: dict[str, str]):
+    """What a report advises to run again (`bisect start` with a spec's options) makes the same spec; a cherry-pick is
+    given by the SHA it read, a patch file by its name as given."""
+    spec = BisectSpec.from_options(values | metric)
+    with main.commands["start"].make_context("bisect start", spec.start_arguments()) as parsed:
+        given = option_values(parsed.params)
+    patches = spec.test.patches
+    assert given.get("cherry_pick", []) == [p.content for p in patches if p.kind is PatchKind.COMMIT]
+    assert given.get("patch", []) == [p.source for p in patches if p.kind is PatchKind.DIFF]
+    stored = {"dates": spec.dates, "patches": spec.to_json()["patches"]}  # what `bisect start` reads from git and files
+    remade = BisectSpec.from_options(given | stored | {"cherry_pick": spec.test.cherry_pick, "patch": spec.test.patch})
+    assert remade == spec

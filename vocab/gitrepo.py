@@ -357,6 +357,18 @@ class GitRepo:
             return []
         return self._run("rev-list", "--reverse", "--first-parent", parents[parent], f"^{parents[0]}").split()
 
+    def merged_count(self, merge: str) -> int:
+        """How many commits a merge brought in: those reachable from its other parents and not from its first
+        (`git rev-list --count`); 0 for a commit of one parent, and for a merge whose other parents are ancestors of
+        its first."""
+        parents = self.parents(merge)
+        if len(parents) < 2:
+            return 0
+        try:
+            return int(self._run("rev-list", "--count", *parents[1:], f"^{parents[0]}"))
+        except GitCommandError as exc:
+            raise RepoError(f"counting the commits merge {merge[:12]} brought failed: {exc}") from None
+
     def first_parent_changes(self, good: str, bad: str) -> dict[str, list[PathChange]]:
         """Each commit of the first-parent chain after good up to bad: the files and directories it changed against
         its first parent (a merge: what it brought in), renames as a deletion and an addition."""

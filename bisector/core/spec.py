@@ -22,6 +22,7 @@ from bisector.core.options import (
     EXECUTOR_OPTION_NAMES,
     OPTIONS,
     ExecutorKind,
+    Form,
     Group,
     ImageMode,
     Option,
@@ -35,7 +36,7 @@ from bisector.core.options import (
 from bisector.vocab.errors import InputError
 from bisector.vocab.images import ImageRecipe, check_container_template, parse_size
 from bisector.vocab.metric import DEFAULT_INFRA_PATTERNS, Direction, Expectation, MetricSpec, NoMetricPolicy
-from bisector.vocab.patches import Patch
+from bisector.vocab.patches import Patch, PatchKind
 
 DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_MAX_ATTEMPTS = 3
@@ -53,6 +54,8 @@ _RESERVED_TERMS = frozenset(
     {"help", "start", "skip", "next", "reset", "visualize", "view", "replay", "log", "run", "terms", "mark"}
 )
 _TERM_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+_ALWAYS_WRITTEN = frozenset({"good", "bad", "run"})  # start_arguments: what every `bisect start` names
+_PATCH_OPTIONS = frozenset({"cherry_pick", "patch"})  # start_arguments writes what they read, in order
 
 
 @dataclass(frozen=True)
@@ -303,6 +306,23 @@ class BisectSpec:
         """Flat {option name: value}, JSON-able as it will read back from the store."""
         return {option.name: _json_value(getattr(self._part(option.group), option.field_name)) for option in OPTIONS}
 
+    def start_arguments(self) -> list[str]:
+        """The `bisect start` arguments that make this spec again: --repo, the range and the test's command, every
+        other option that differs from its default, each cherry-pick by its stored SHA and each patch file by its
+        name as given (in their order), then the paths after --."""
+        values = self.to_json()
+        defaults = BisectSpec(self.repo, self.good, self.bad, CommitTest(self.test.run)).to_json()
+        arguments = ["--repo", self.repo]
+        for option in OPTIONS:
+            value, flag = values[option.name], option.cli_flag
+            written = option.name in _ALWAYS_WRITTEN or value != defaults[option.name]
+            if flag is not None and value is not None and written and option.name not in _PATCH_OPTIONS:
+                arguments += _flag_arguments(option.form, flag, value)
+        for patch in self.test.patches:
+            commit = patch.kind is PatchKind.COMMIT
+            arguments += ["--cherry-pick", patch.content] if commit else ["--patch", patch.source]
+        return arguments + (["--", *self.test.paths] if self.test.paths else [])
+
     def _part(self, group: Group) -> object:
         parts = {Group.TEST: self.test, Group.SEARCH: self.search, Group.EXECUTOR: self.executor,
                  Group.ANALYSIS: self.analysis}  # fmt: skip
@@ -345,6 +365,19 @@ def check_path_in_repo(path: str, repo: str) -> None:
     joined = os.path.normpath(os.path.join(root, path))
     if os.path.commonpath([root, joined]) != root:
         raise InputError(f"paths: {path!r} is outside the repository {repo} (the paths after -- name files in it)")
+
+
+def _flag_arguments(form: Form, flag: str, value: object) -> list[str]:
+    """An option's value as `bisect start` takes it (a value that differs from the option's default)."""
+    if form is Form.FLAG:
+        return [flag]
+    if form is Form.SWITCH:
+        return [flag if value else f"--no-{flag[2:]}"]
+    if isinstance(value, dict):
+        return [item for key, amount in value.items() for item in (flag, f"{key}={amount}")]
+    if isinstance(value, list):
+        return [item for entry in value for item in (flag, str(entry))]
+    return [flag, str(value)]
 
 
 def _json_value(value: object) -> object:
