@@ -1,15 +1,20 @@
-"""`bisect start` on unusual but real histories and revisions: octopus merges, ambiguous SHAs, shallow clones,
-paths no commit touches. Real git repositories, a real store, real test processes."""
+"""`bisect start` on unusual but real histories and revisions: octopus merges, a merge named as the culprit,
+ambiguous SHAs, shallow clones, paths no commit touches. Real git repositories, a real store, real test processes."""
 
 from __future__ import annotations
 
+import html
 import json
+import shlex
 import subprocess
 from pathlib import Path
 
+import httpx
 from bisect_helpers import run_cli, synthetic_spec
+from dashboard.server import running_dashboard  # a real `bisect dashboard` process
 
 from bisector.db.store import Store
+from bisector.report.rendered import render
 from bisector.runner.coordinator import Coordinator
 from bisector.runner.observer import SilentObserver
 from bisector.runner.wiring import make_executor
@@ -89,6 +94,88 @@ def test_all_parents_passes_over_an_octopus_parent_that_brought_nothing(tmp_path
         f"merge {octopus[:12]} is bad: bisecting the 2 commit(s) it merged through its parent 3 (the parents before "
         "brought no commit or their branches are good alone)"
     ]
+
+
+def test_a_merge_named_by_the_first_parent_search_says_what_it_brought_and_the_command_that_searches_it(
+    tmp_path: Path,
+):
+    """main merges a branch of three commits whose second breaks the test: the first-parent search names the merge,
+    and every face says that its three commits were not searched and gives the command that searches them, which
+    names the branch's culprit."""
+    repo = Repo(tmp_path / "repo")
+    good = repo.commit("root", **{"test.sh": TEST_SH, "verdict": "good\n"})
+    fork = repo.commit("m1", m="1\n")
+    repo.git("checkout", "-q", "-b", "side", fork)
+    s1 = repo.commit("s1", s1="1")
+    s2 = repo.commit("s2", verdict="bad\n")
+    repo.commit("s3", s3="3")
+    repo.git("checkout", "-q", "main")
+    first_parent = repo.commit("m2", m="2\n")
+    repo.git("merge", "-q", "--no-ff", "-m", "merge side", "side")
+    merge = repo.git("rev-parse", "HEAD")
+    repo.commit("m3", m="3\n")
+    db = tmp_path / "b.db"
+    start = ["start", "--repo", str(repo.path), "--good", good, "--bad", "main", "--run", "bash test.sh",
+             "--executor", "inprocess", "--no-explain"]  # fmt: skip
+    done = run_cli(*start, "--format", "json", db=db)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["first_bad"]["sha"] == merge
+    command = report["unsearched_merge"]["command"]
+    assert report["unsearched_merge"]["commits"] == 3
+    words = f"merge {merge[:12]} brought 3 commit(s) that were not searched (the search follows first parents)"
+    line = f"{words}; to search them: {command}"
+    assert line in unwrapped(run_cli("report", "1", db=db).stdout)
+    assert line in run_cli("status", "1", db=db).stdout.splitlines()
+    markdown = run_cli("report", "1", "--format", "markdown", db=db).stdout
+    assert f"**Not searched:** {words}; to search them: `{command}`" in markdown.splitlines()
+    with running_dashboard(f"sqlite:///{db}", tmp_path / "logs") as base:
+        page = httpx.get(f"{base}/bisects/1", timeout=60.0).text
+    assert f'{words}; to search them: <code id="search-merge-command">{command}</code>' in html.unescape(page)
+
+    argv = shlex.split(command)
+    assert argv[:2] == ["bisect", "start"]
+    assert {"--all-parents", "--no-explain"} <= set(argv)
+    assert (argv[argv.index("--good") + 1], argv[argv.index("--bad") + 1]) == (first_parent, merge)
+    searched = run_cli(*argv[1:], "--format", "json", db=db)
+    assert searched.returncode == 0, searched.stderr
+    branch = json.loads(searched.stdout)
+    assert (branch["first_bad"]["sha"], branch["last_good"]["sha"]) == (s2, s1)
+    assert branch["unsearched_merge"] is None
+
+
+def test_a_merge_that_brought_no_commit_or_one_named_with_all_parents_has_nothing_unsearched(
+    tmp_path: Path, store: Store
+):
+    """A merge that breaks the test itself: made by a tool other than `git merge` with a stale second parent (an
+    ancestor of its first: it brought nothing), or a real one named by --all-parents because its branch alone is
+    good. Neither report says anything was not searched."""
+    repo = Repo(tmp_path / "repo")
+    good = repo.commit("root", **{"test.sh": TEST_SH, "verdict": "good\n"})
+    stale = repo.commit("m1", m="1\n")
+    repo.git("checkout", "-q", "-b", "side", stale)
+    side = repo.commit("s1", s1="1")
+    repo.git("checkout", "-q", "main")
+    first_parent = repo.commit("m2", m="2\n")
+    (repo.path / "verdict").write_text("bad\n")
+    repo.git("add", "-A")
+    tree = repo.git("write-tree")
+    empty = repo.git("commit-tree", tree, "-p", first_parent, "-p", stale, "-m", "merge of nothing, breaking")
+    real = repo.git("commit-tree", tree, "-p", first_parent, "-p", side, "-m", "merge of side, breaking")
+    coordinator = Coordinator(store, make_executor, poll_interval_s=0.05)
+    for merge, all_parents in ((empty, False), (real, True)):
+        spec = synthetic_spec(repo.path, good, merge, build=None, all_parents=all_parents, workers=1)
+        record = coordinator.start(spec)
+        assert (record.status, record.first_bad) == (BisectStatus.FOUND, merge)
+        assert json.loads(render(store, record.id, "report", "json"))["unsearched_merge"] is None
+        for view, output_format in (("report", "text"), ("report", "markdown"), ("status", "text")):
+            assert "not searched" not in render(store, record.id, view, output_format).lower()
+    assert repo.git("rev-list", "--count", real, f"^{first_parent}") == "2"  # the real merge did bring its branch
+
+
+def unwrapped(text: str) -> str:
+    """The text report's words with the panel's borders and the line breaks its width made taken out."""
+    return " ".join(text.replace("│", " ").split())
 
 
 class NotesHeard(SilentObserver):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from bisector.report.model import BisectReport, one_line
+from bisector.report.model import BisectReport, one_line, unsearched_merge_advice
 from bisector.report.resume import LOCAL, Commands, resume_json
 from bisector.vocab.domain import BisectStatus, Commit, StepRecord
 
@@ -36,6 +36,7 @@ def report_json(report: BisectReport, commands: Commands = LOCAL) -> dict[str, o
         "finished": record.finished.isoformat() if record.finished else None,
         "first_bad": _commit_json(first_bad, report.metric(record.first_bad)) if first_bad else None,
         "last_good": _commit_json(last_good, report.metric(record.last_good)) if last_good else None,
+        "unsearched_merge": _unsearched_merge_json(report, commands),
         "suspects": [c.sha for c in report.suspects()] if record.status is BisectStatus.AMBIGUOUS else [],
         "candidates": len(report.candidates),
         "search_steps": len(report.search_steps),
@@ -95,6 +96,11 @@ def _step_json(report: BisectReport, step: StepRecord) -> dict[str, object]:
         "log_path": step.log_path,
         "image": step.image,  # {id, source, reused, build_s} of the worker image it ran on; None: no image
     }
+
+
+def _unsearched_merge_json(report: BisectReport, commands: Commands) -> dict[str, object] | None:
+    advice = unsearched_merge_advice(report, commands)
+    return None if advice is None else {"commits": advice[0].commits, "command": advice[1]}
 
 
 def _commit_json(commit: Commit, metric: float | None) -> dict[str, object]:

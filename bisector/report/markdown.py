@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from bisector.report.model import BisectReport, one_line, patches_line, pr_suffix
+from bisector.report.model import BisectReport, one_line, patches_line, pr_suffix, unsearched_merge_advice
 from bisector.report.pruning import pruning_lines
 from bisector.report.resume import LOCAL, Commands
 from bisector.report.text import first_bad_mark, fmt_date, fmt_metric, fmt_s, range_rows, untested
@@ -58,6 +58,8 @@ def render_markdown(report: BisectReport, commands: Commands = LOCAL) -> str:
                 f"**Metric:** {before} at the last {old} commit, **{after}** at the {report.first_bad_words()}.",
                 "",
             ]
+    if (advice := unsearched_merge_advice(report, commands)) is not None:
+        out += [f"**Not searched:** {md_escape(advice[0].words)}; to search them: {md_code(advice[1])}", ""]
     if record.status is BisectStatus.AMBIGUOUS:
         out += [
             f"The first {new} commit is one of:",

@@ -23,7 +23,7 @@ from bisector.core.spec import BisectSpec
 from bisector.core.terms import new_verdict, old_verdict, term_of
 from bisector.db.step_table import RERUN_DIED_DETAIL
 from bisector.db.store import Store
-from bisector.report.resume import neutral_words
+from bisector.report.resume import Commands, neutral_words
 from bisector.runner.reruns import dead_rerun_commits
 from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.cost import step_gpu_seconds
@@ -60,6 +60,23 @@ SIDE_RUN_WORDS = {
     StepPurpose.RERUN: "rerun(s) asked with `bisect run-at --bisect`",
     StepPurpose.MINIMIZE: "minimisation variant(s)",
 }
+
+
+@dataclass(frozen=True)
+class UnsearchedMerge:
+    """A merge the first-parent search named as the first bad commit, and the commits it brought in (reachable from
+    its other parents, not from its first), which that search never tests."""
+
+    merge: str
+    first_parent: str
+    commits: int
+
+    @property
+    def words(self) -> str:
+        return (
+            f"merge {self.merge[:12]} brought {self.commits} commit(s) that were not searched "
+            "(the search follows first parents)"
+        )
 
 
 @dataclass(frozen=True)
@@ -265,6 +282,20 @@ class BisectReport:
         news = [c for c in known if c.position > floor and self.state_of(c.sha) is new]
         return last_old, min(news, key=lambda c: c.position, default=None)
 
+    @cached_property
+    def unsearched_merge(self) -> UnsearchedMerge | None:
+        """The found first bad commit as a merge that brought commits, searched without --all-parents (which descends
+        into it); None otherwise, and where the repository is not on this machine."""
+        merge = self.record.first_bad
+        if self.record.status is not BisectStatus.FOUND or merge is None or self.spec.search.all_parents:
+            return None
+        try:
+            repo = GitRepo(self.record.repo)
+            commits = repo.merged_count(merge)
+            return UnsearchedMerge(merge, repo.parents(merge)[0], commits) if commits else None
+        except RepoError:
+            return None
+
     def first_bad_words(self) -> str:
         """What the report calls record.first_bad: "first bad commit" for the answer, else "first commit known bad"
         (ambiguous: one of the suspects may be the first bad one; not reproducible: the confirmation failed)."""
@@ -403,6 +434,15 @@ class BisectReport:
             rule = "the test passes when it exits 0"
         state = f"passing is {new}, failing {old} (--find-fix)" if self.spec.search.find_fix else f"passing is {old}"
         return f"Verdicts: {rule}; {state}."
+
+
+def unsearched_merge_advice(report: BisectReport, commands: Commands) -> tuple[UnsearchedMerge, str] | None:
+    """The merge named as the culprit with what it brought that was not searched (BisectReport.unsearched_merge), and
+    the command that searches that; None where nothing is unsearched. commands: how the reader runs it."""
+    merge = report.unsearched_merge
+    if merge is None:
+        return None
+    return merge, commands.search_merge(report.record, report.spec, merge.merge, merge.first_parent)
 
 
 def duration(step: StepRecord) -> float:

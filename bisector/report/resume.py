@@ -8,9 +8,11 @@ that server.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from bisector.core.spec import BisectSpec
 from bisector.db.jobs import SOURCE_KEY
 from bisector.vocab.domain import DISK_FULL_ADVICE, PAUSE_ADVICE, BisectRecord, BisectStatus
 
@@ -84,6 +86,15 @@ class Commands:
         """The command that runs the bisect's build and test again at sha, on its image where it used images; a served
         bisect's on its server (in the background), where its images are."""
         return self.line("run-at", f"--bisect {record.id} {sha[:12]}", is_served(record))
+
+    def search_merge(self, record: BisectRecord, spec: BisectSpec, merge: str, first_parent: str) -> str:
+        """How to search the commits a merge found bad brought in: the bisect again with --all-parents, from the
+        merge's first parent (found good) to the merge, so that only its branch is searched. A served bisect is
+        submitted to its server again, with its recipe or command."""
+        if is_served(record):
+            return f"submit it again from {first_parent[:12]} to {merge[:12]} with --all-parents (`bisect submit`)"
+        narrowed = replace(spec, good=first_parent, bad=merge, dates={}, search=replace(spec.search, all_parents=True))
+        return shlex.join(["bisect", "start", *narrowed.start_arguments()])
 
     def report_hint(self, bisect_id: int) -> str:
         """The status's last line: the command that prints the whole report."""

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from bisector.report.model import BisectReport, one_line
 from bisector.report.resume import LOCAL, Commands
-from bisector.report.text import fmt_metric, fmt_s
+from bisector.report.text import fmt_metric, fmt_s, unsearched_merge_lines
 from bisector.vocab.domain import BisectRecord, BisectStatus, StepPurpose
 
 LAST_STEPS = 5
@@ -59,6 +59,7 @@ def status_lines(report: BisectReport, queued_behind: int | None = None, command
             f"first {new} commit: {first_bad.sha[:12]} {first_bad.subject}" if first_bad else ""
         )
         lines += [progress, f"answer: {answer}" if answer else "answer: none"]
+        lines += unsearched_merge_lines(report, commands)
     else:
         # An endpoint without its verdict yet (lazy checks test one only when the answer rests on it) is assumed.
         low = last_old or report.candidates[0]

@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from bisector.report.model import BisectReport, given_lines, one_line, pr_suffix
+from bisector.report.model import BisectReport, given_lines, one_line, pr_suffix, unsearched_merge_advice
 from bisector.report.pruning import pruned_why, pruning_lines
 from bisector.report.resume import LOCAL, Commands
 from bisector.vocab.domain import (
@@ -75,12 +75,19 @@ def answer_lines(report: BisectReport) -> list[str]:
     return lines
 
 
+def unsearched_merge_lines(report: BisectReport, commands: Commands) -> list[str]:
+    """The line saying what a merge named as the culprit brought that was not searched, and how to search it."""
+    advice = unsearched_merge_advice(report, commands)
+    return [] if advice is None else [f"{advice[0].words}; to search them: {advice[1]}"]
+
+
 def print_text(console: Console, report: BisectReport, commands: Commands = LOCAL) -> None:
     """commands: how the reader runs the commands the report advises."""
     record = report.record
     resume = commands.resume(record)
     lines = [
         *answer_lines(report),
+        *unsearched_merge_lines(report, commands),
         *([f"resume with: {resume}"] if resume else []),
         *given_lines(report.spec),
         *report.noise_lines(),
