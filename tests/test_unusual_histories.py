@@ -289,3 +289,24 @@ def test_a_test_command_that_does_not_exist_is_named_at_the_good_endpoint(tmp_pa
     report = json.loads(done.stdout)
     assert report["status"] == "endpoints_mismatch"
     assert report["message"] == f"the good endpoint {good[:12]} tested bad (exit code 127: command not found)"
+
+
+def test_all_parents_with_paths_descends_into_a_merge_whose_first_parent_left_the_paths_alone(tmp_path: Path):
+    """`--all-parents -- src`: the merge's first parent touches nothing under src, so it is no candidate; the descent
+    starts from the last good candidate before the merge instead (it raised KeyError)."""
+    repo = Repo(tmp_path / "repo")
+    (repo.path / "src").mkdir()
+    good = repo.commit("root", **{"test.sh": 'test "$(cat src/verdict)" = good\n', "src/verdict": "good\n"})
+    fork = repo.commit("m1", **{"src/m": "1\n"})
+    repo.git("checkout", "-q", "-b", "side", fork)
+    repo.commit("s1", **{"src/s1": "1"})
+    s2 = repo.commit("s2", **{"src/verdict": "bad\n"})
+    repo.git("checkout", "-q", "main")
+    repo.commit("m2", docs="2\n")  # the merge's first parent: outside src
+    repo.git("merge", "-q", "--no-ff", "-m", "merge side", "side")
+    repo.commit("m3", **{"src/m": "3\n"})
+    done = run_cli("start", "--repo", str(repo.path), "--good", good, "--bad", "main", "--run", "bash test.sh",
+                   "--executor", "inprocess", "--no-explain", "--all-parents", "--format", "json", "--", "src",
+                   db=tmp_path / "b.db")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["first_bad"]["sha"] == s2

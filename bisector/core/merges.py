@@ -43,9 +43,14 @@ class MergeDescent:
         numbered after the candidates; returns the new order. Those among the candidates already (a merge of the
         first-parent line back into a branch brings in commits of that line) keep their positions and verdicts."""
         position = self.ledger.position
+        if first_parent in position:
+            good = position[first_parent]
+        else:  # paths limit the candidates and the first parent left them alone: the last good one before the merge
+            current = self.order()
+            good = current[current.index(position[merge]) - 1]
         fresh = [sha for sha in branch if sha not in position]
         start = len(self.ledger.candidates)
         self.ledger.extend([Commit(start + i, sha) for i, sha in enumerate(fresh)])
-        order = (position[first_parent], *(position[sha] for sha in branch), position[merge])
+        order = (good, *(position[sha] for sha in branch), position[merge])
         self.phases.append(MergePhase(merge, order, parent))
         return list(order)
