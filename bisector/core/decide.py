@@ -129,6 +129,9 @@ class SearchCore:
                 self.ledger.set_noisy(True)
                 self.changed()
                 self.outbox.append(Note("flaky results seen (a commit both good and bad, or good after bad)"))
+                # Stored now: a later quarantine can take the flake out of the evidence a resume judges by.
+                self.records = replace(self.records, flake_seen=True)
+                self.stored("flake_seen")
         return self.chosen_strategy()
 
     def chosen_strategy(self) -> Strategy:

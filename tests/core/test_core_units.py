@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import pytest
 
+from bisector.core.actions import Finish, Record, Submit
 from bisector.core.confirm import Confirmation, ConfirmStatus
 from bisector.core.confirmation import Confirming
+from bisector.core.decide import SearchCore
 from bisector.core.endpoints import binomial_tail, depends_on, endpoint_verdict
 from bisector.core.judge import CommitView
 from bisector.core.ledger import Ledger
 from bisector.core.options import VerifyEndpoints
 from bisector.core.records import Analysis, EndpointCheck, MergePhase, SearchRecords
 from bisector.core.spec import BisectSpec
-from bisector.vocab.domain import Commit, ErrorKind, StepPurpose, StepRecord, Verdict
+from bisector.vocab.domain import Commit, ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -240,3 +245,91 @@ def test_an_ambiguous_answer_is_confirmed_as_a_found_one_is():
         core.took(StepResult(step_id, step.sha, verdict), NOW)
     assert finish is not None
     assert (finish.status, finish.last_good, finish.first_bad) == (BisectStatus.AMBIGUOUS, f"{2:040x}", f"{4:040x}")
+
+
+# (position, worker, purpose, runs of that position before this one) -> the run's verdict and metric samples
+RunAnswer = Callable[[int, str, StepPurpose, int], tuple[Verdict, tuple[float, ...]]]
+
+
+@dataclass
+class _Stored:
+    """What the store holds of a bisect driven by `_drive`: its steps and the records the core asked to store."""
+
+    steps: dict[int, StepRecord] = field(default_factory=dict)
+    records: SearchRecords = field(default_factory=SearchRecords)
+
+
+def _core(ledger: Ledger, stored: _Stored) -> SearchCore:
+    """The core as `bisect start` (nothing stored) or `bisect resume` builds it from what is stored: steps still
+    running when the coordinator stopped come back interrupted."""
+    steps = [
+        replace(s, verdict=Verdict.ERROR, error_kind=ErrorKind.INTERRUPTED) if s.verdict is None else s
+        for s in stored.steps.values()
+    ]
+    fresh = Ledger(ledger.spec, ledger.candidates, ledger.bad_sha, steps)
+    return SearchCore(1, fresh, stored.records, stored=steps, verify=VerifyEndpoints.chosen(None))
+
+
+def _drive(
+    core: SearchCore, workers: list[str], answer: RunAnswer, stored: _Stored, *, stop_after: int = 1000
+) -> Finish | None:
+    """Fill the free workers as the core asks, take one result back per pass (the oldest), store what the loop
+    stores; stop at the core's Finish or after `stop_after` results (the coordinator killed there)."""
+    running: deque[tuple[StepRecord, Verdict, tuple[float, ...]]] = deque()
+    runs: dict[int, int] = {}
+    for _ in range(stop_after):
+        actions = core.decide([w for w in workers if w not in {s.worker for s, _, _ in running}], workers)
+        for action in actions:
+            if isinstance(action, Record):
+                stored.records = replace(stored.records, **{n: getattr(action.records, n) for n in action.names})
+            elif isinstance(action, Finish):
+                if action.records is not None:
+                    stored.records = action.records
+                return action
+            elif isinstance(action, Submit):
+                verdict, samples = answer(action.position, action.worker, action.purpose, runs.get(action.position, 0))
+                runs[action.position] = runs.get(action.position, 0) + 1
+                step = replace(
+                    _step(len(stored.steps) + 1, action.position, verdict), verdict=None, finished=None,
+                    worker=action.worker, purpose=action.purpose,
+                )  # fmt: skip
+                stored.steps[step.id] = step
+                core.started(step, action)
+                running.append((step, verdict, samples))
+        if not running:
+            return None
+        step, verdict, samples = running.popleft()
+        stored.steps[step.id] = replace(step, verdict=verdict, samples=samples, finished=NOW)
+        core.took(StepResult(step.id, step.sha, verdict, samples=samples, worker=step.worker), NOW)
+    return None
+
+
+def test_a_resumed_bisect_confirms_after_a_flake_its_quarantined_worker_gave_as_the_whole_one_does():
+    """w1's test passes everywhere: its good at commit 3 after w0's bad at 2 is a flake (good after bad); only once w0
+    runs 3 too do the two disagree on one commit, and the reference check quarantines w1, which takes the flake out
+    of the evidence. The uninterrupted bisect confirms its answer (a flake was seen); a bisect resumed after the
+    quarantine decides the same, from what was stored when the flake was seen."""
+
+    def answer(position: int, worker: str, purpose: StepPurpose, run: int) -> tuple[Verdict, tuple[float, ...]]:
+        return (Verdict.BAD if position >= 2 and worker != "w1" else Verdict.GOOD), ()
+
+    workers = ["w0", "w1"]
+    whole = _Stored()
+    finish = _drive(SearchCore(1, _ledger(workers=2), SearchRecords()), workers, answer, whole)
+    assert finish is not None
+    assert finish.first_bad == f"{2:040x}"
+    assert "w1" in whole.records.quarantined
+    assert whole.records.flake_seen
+    assert any(s.purpose is StepPurpose.CONFIRM for s in whole.steps.values())
+    quarantined_after = next(i for i in range(1, len(whole.steps)) if _drive_to(i, workers, answer).records.quarantined)
+    cut = _drive_to(quarantined_after, workers, answer)
+    resumed = _drive(_core(_ledger(workers=2), cut), workers, answer, cut)
+    assert resumed is not None
+    assert (resumed.status, resumed.first_bad, resumed.message) == (finish.status, finish.first_bad, finish.message)
+    assert cut.records.confirmation == whole.records.confirmation
+
+
+def _drive_to(results: int, workers: list[str], answer: RunAnswer) -> _Stored:
+    stored = _Stored()
+    _drive(SearchCore(1, _ledger(workers=len(workers)), SearchRecords()), workers, answer, stored, stop_after=results)
+    return stored
