@@ -435,18 +435,19 @@ def conclude(core: SearchCore) -> Finish | Descend | None:
         core.records = replace(core.records, confirmation=confirmation)
         core.stored("confirmation")
         if confirmation.status is ConfirmStatus.NOT_REPRODUCIBLE:
-            looked, against = (
-                (f"{first_bad.sha[:12]} looked like the first {new_term} commit", "re-running it against its parent")
+            # Named by sha: the last good commit is not the culprit's parent after pruning or in a merged branch.
+            looked, rerun = (
+                (f"{first_bad.sha[:12]} looked like the first {new_term} commit", "it")
                 if outcome.kind is OutcomeKind.FOUND
                 else (
                     f"the first {new_term} commit looked like one of the commits after {last_good.sha[:12]} up to "
                     f"{first_bad.sha[:12]}",
-                    f"re-running {first_bad.sha[:12]} against {last_good.sha[:12]}",
+                    first_bad.sha[:12],
                 )
             )
             message = (
-                f"{looked}, but {against} did not reproduce the difference ({confirmation.reason}): flaky, not a "
-                "culprit"
+                f"{looked}, but re-running {rerun} against {last_good.sha[:12]} did not reproduce the difference "
+                f"({confirmation.reason}): flaky, not a culprit"
             )
             return core.finish(BisectStatus.NOT_REPRODUCIBLE, message, first_bad.sha, last_good.sha)
         confirmed = confirmation.reason

@@ -152,8 +152,8 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
     Option("direction", _SEARCH, _S, "Which way the metric is better.", optional=True, choices=Direction),
     Option("find_fix", _SEARCH, _B, "Find the commit that fixed the metric instead.", form=Form.FLAG),
     Option("strategy", _SEARCH, _S, "Search: k-ary, or noisy (posterior).", optional=True, choices=StrategyName),
-    Option("confirm", _SEARCH, _B, "Re-run the first bad commit against its parent at the end (an ambiguous "
-           "answer: its first commit known bad against its last good one).  [default: with repeats or flakes]",
+    Option("confirm", _SEARCH, _B, "Re-run the first bad commit against the last good one at the end (an "
+           "ambiguous answer: its first commit known bad).  [default: with repeats or flakes]",
            form=Form.SWITCH, optional=True),
     Option("verify_endpoints", _SEARCH, _S, "When the endpoints are tested: lazy, when the answer rests on one (or "
            "early, in a slot no probe can use), or first, both before relying on them; with noise (--repeat, "

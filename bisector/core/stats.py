@@ -270,7 +270,7 @@ def confirm_samples(
     if direction is not None and parent_samples and first_bad_samples:
         higher = statistics.median(first_bad_samples) > statistics.median(parent_samples)
         right_way = (higher == (direction is Direction.HIGHER)) == find_fix
-    runs = f"{len(parent_samples)} run(s) of the parent and {len(first_bad_samples)} of the first bad commit"
+    runs = f"{len(parent_samples)} run(s) of the last good commit and {len(first_bad_samples)} of the first bad commit"
     shown = f"p={p_value:.3g} over {runs}"  # the search's runs there too: no pairs of their own
     if p_value < alpha and right_way:
         return Confirmation(ConfirmStatus.CONFIRMED, p_value, pairs, 0, f"reproduced: {shown}")

@@ -24,8 +24,9 @@ from bisector.vocab.domain import Commit, ErrorKind, StepPurpose, StepRecord, St
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _ledger(steps: list[StepRecord] = (), **spec: object) -> Ledger:  # type: ignore[assignment]
-    candidates = [Commit(i, f"{i:040x}", f"change {i}", "a", NOW) for i in range(6)]
+def _ledger(steps: list[StepRecord] = (), *, short_shas: bool = False, **spec: object) -> Ledger:  # type: ignore[assignment]
+    """Six candidates, commit i's sha i in hex (short_shas: its digit 40 times, so short shas differ too)."""
+    candidates = [Commit(i, f"{i:x}" * 40 if short_shas else f"{i:040x}", f"change {i}", "a", NOW) for i in range(6)]
     values: dict[str, object] = {"repo": "/nowhere", "good": "a", "bad": "b", "run": "true", **spec}
     return Ledger(BisectSpec.from_options(values), candidates, candidates[-1].sha, steps)
 
@@ -291,7 +292,7 @@ def _drive(
                 runs[action.position] = runs.get(action.position, 0) + 1
                 step = replace(
                     _step(len(stored.steps) + 1, action.position, verdict), verdict=None, finished=None,
-                    worker=action.worker, purpose=action.purpose,
+                    worker=action.worker, purpose=action.purpose, sha=core.ledger.candidates[action.position].sha,
                 )  # fmt: skip
                 stored.steps[step.id] = step
                 core.started(step, action)
@@ -333,3 +334,30 @@ def _drive_to(results: int, workers: list[str], answer: RunAnswer) -> _Stored:
     stored = _Stored()
     _drive(SearchCore(1, _ledger(workers=len(workers)), SearchRecords()), workers, answer, stored, stop_after=results)
     return stored
+
+
+def test_a_boundary_that_does_not_reproduce_is_worded_from_the_commits_re_run_not_a_parent():
+    """--prune auto took commit 2 out of the search (the test cannot see it): the search's boundary is (1, 3], and the
+    confirmation re-runs 3 against 1, not against 3's parent 2. Metric samples (--repeat 3, threshold 5) whose medians
+    sit either side of the threshold but whose sets do not differ: not reproducible."""
+    from bisector.core.prune import CommitReach, PrunePlan, Reach
+    from bisector.vocab.domain import BisectStatus
+
+    values = {0: [6.0], 1: [5.1, 5.1, 4.0], 3: [4.9, 4.9, 6.0], 4: [4.0], 5: [4.0]}
+
+    def answer(position: int, worker: str, purpose: StepPurpose, run: int) -> tuple[Verdict, tuple[float, ...]]:
+        cycle = values[position]
+        return Verdict.MEASURED, (cycle[run % len(cycle)],)
+
+    pruned = PrunePlan(True, "pruned 1 of 6 commits", {"2" * 40: CommitReach(Reach.UNSEEN, "1" * 40)})
+    stored = _Stored(records=SearchRecords(pruning=pruned))
+    core = SearchCore(1, _ledger(short_shas=True, metric="m: (.*)", expect=">= 5", repeat=3), stored.records)
+    finish = _drive(core, ["w0"], answer, stored)
+    assert finish is not None
+    assert (finish.status, finish.last_good, finish.first_bad) == (BisectStatus.NOT_REPRODUCIBLE, "1" * 40, "3" * 40)
+    assert (
+        f"{'3' * 12} looked like the first bad commit, but re-running it against {'1' * 12} did not" in finish.message
+    )
+    assert stored.records.confirmation is not None
+    assert " run(s) of the last good commit and " in stored.records.confirmation.reason
+    assert "parent" not in finish.message
