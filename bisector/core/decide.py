@@ -254,11 +254,11 @@ class SearchCore:
         check, p_value = check_endpoints(good, bad, direction=direction, find_fix=self.spec.search.find_fix)
         if check is EndpointsCheck.DISTINCT:
             return ""
-        why = "do not differ" if check is EndpointsCheck.NOT_DISTINCT else "differ the wrong way"
-        return (
-            f"the endpoints' samples {why} (p={p_value:.3g}, needed < {DEFAULT_ALPHA:g}; {len(good)} and {len(bad)} "
-            "samples); more --repeat, or check the range"
-        )
+        counts = f"p={p_value:.3g}, needed < {DEFAULT_ALPHA:g}; {len(good)} and {len(bad)} samples"
+        if check is EndpointsCheck.WRONG_WAY:
+            return f"the endpoints' samples differ the wrong way ({counts}); check the range and --direction"
+        advice = "a higher --max-repeat, or check the range"
+        return f"the endpoints' samples do not differ ({counts}, all --max-repeat allows): {advice}"
 
     def mismatch_message(self, good_end: Verdict | None, bad_end: Verdict | None) -> str:
         parts, (old, new) = [], self.spec.search.terms()  # --find-fix: broken / fixed

@@ -147,7 +147,8 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
            form=Form.FLAG),
     Option("max_attempts", _SEARCH, _I, "Tries per commit when infrastructure errors happen.  [default: 3]"),
     Option("repeat", _SEARCH, _I, "Runs per probed commit (noisy metrics, flaky tests).  [default: 1]"),
-    Option("max_repeat", _SEARCH, _I, "More runs, doubling, while a commit's verdict is uncertain.", optional=True),
+    Option("max_repeat", _SEARCH, _I, "More runs, doubling, while a commit's verdict is uncertain "
+           "(with --expect auto: while the endpoints' samples do not differ).", optional=True),
     Option("noise_band", _SEARCH, _F, "Metric values this close to the threshold are uncertain."),
     Option("direction", _SEARCH, _S, "Which way the metric is better.", optional=True, choices=Direction),
     Option("find_fix", _SEARCH, _B, "Find the commit that fixed the metric instead.", form=Form.FLAG),

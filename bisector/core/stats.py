@@ -29,7 +29,8 @@ comparative mode needs no swap (it compares with the endpoints' own samples); `c
 direction and find_fix to verify that the new endpoint is worse (or, with find_fix, better).
 
 Adaptive repeats (`more_samples`): 0 once decided or at max_repeat; else n + 1 more, so the counts go
-1 -> 3 -> 7 -> 15 ... (Pinpoint-style doubling), asked only while the decision is UNCERTAIN.
+1 -> 3 -> 7 -> 15 ... (Pinpoint-style doubling), asked only while the decision is UNCERTAIN. The endpoints of
+`--expect auto` double the same way while their sample sets do not differ (`more_endpoint_samples`).
 """
 
 from __future__ import annotations
@@ -239,6 +240,24 @@ def check_endpoints(
     new_is_higher = statistics.median(bad_samples) > statistics.median(good_samples)
     new_is_better = new_is_higher == (direction is Direction.HIGHER)
     return (EndpointsCheck.DISTINCT if new_is_better == find_fix else EndpointsCheck.WRONG_WAY), p_value
+
+
+def more_endpoint_samples(
+    own: int, good: Sequence[float], bad: Sequence[float], *, repeat: int, max_repeat: int, alpha: float = DEFAULT_ALPHA
+) -> int:
+    """More samples at an endpoint holding `own` while the endpoints' sample sets do not differ yet (p >= alpha) and
+    max_repeat allows: both endpoints go to the next count of the doubling from `repeat` (n -> 2n + 1, at most
+    max_repeat), compared again as the samples come in. 0 once they differ (either way), before both hold `repeat`,
+    and once both hold max_repeat: then `check_endpoints` calls them alike or the wrong way round."""
+    held = min(len(good), len(bad))
+    if held < repeat or distinguishable_p(good, bad) < alpha:
+        return 0
+    level = repeat  # the largest count of the doubling both endpoints hold
+    while level < max_repeat and min(2 * level + 1, max_repeat) <= held:
+        level = min(2 * level + 1, max_repeat)
+    if level >= max_repeat:
+        return 0
+    return max(min(2 * level + 1, max_repeat) - own, 0)
 
 
 def more_samples(decision: Decision, *, max_repeat: int) -> int:

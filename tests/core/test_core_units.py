@@ -361,3 +361,34 @@ def test_a_boundary_that_does_not_reproduce_is_worded_from_the_commits_re_run_no
     assert stored.records.confirmation is not None
     assert " run(s) of the last good commit and " in stored.records.confirmation.reason
     assert "parent" not in finish.message
+
+
+def test_expect_auto_samples_the_endpoints_up_to_max_repeat_before_calling_them_alike():
+    """--expect auto --repeat 5 --max-repeat 20: the endpoints' first five samples overlap (p >= 0.01), so both are
+    sampled again, doubling (5 -> 11 -> 20) as an uncertain commit is, until they differ: a regression whose first
+    samples overlap is found, and endpoints that never differ end `endpoints_mismatch` only at 20 samples each."""
+    from bisector.vocab.domain import BisectStatus
+
+    first = {0: [10.0, 10.0, 10.0, 10.0, 8.0], 5: [8.0, 8.0, 8.0, 8.0, 10.0]}
+
+    def regression(position: int, worker: str, purpose: StepPurpose, run: int) -> tuple[Verdict, tuple[float, ...]]:
+        level = 8.0 if position >= 3 else 10.0
+        return Verdict.MEASURED, (first[position][run] if run < 5 and position in first else level + run / 100,)
+
+    def alike(position: int, worker: str, purpose: StepPurpose, run: int) -> tuple[Verdict, tuple[float, ...]]:
+        return Verdict.MEASURED, (10.0 + (run % 3) / 10,)
+
+    spec = {"metric": "m: (.*)", "expect": "auto", "direction": "higher", "repeat": 5, "max_repeat": 20}
+    found = _Stored()
+    finish = _drive(SearchCore(1, _ledger(**spec), SearchRecords()), ["w0"], regression, found)
+    assert finish is not None
+    assert (finish.status, finish.first_bad) == (BisectStatus.FOUND, f"{3:040x}"), finish.message
+    at_ends = [sum(1 for s in found.steps.values() if s.sha == f"{p:040x}") for p in (0, 5)]
+    assert min(at_ends) > 5  # both sampled past --repeat (compared as samples come in: one may stop short of 11)
+    assert max(at_ends) <= 11
+    spent = _Stored()
+    finish = _drive(SearchCore(1, _ledger(**spec), SearchRecords()), ["w0"], alike, spent)
+    assert finish is not None
+    assert finish.status is BisectStatus.ENDPOINTS_MISMATCH
+    assert "do not differ" in finish.message
+    assert "20 and 20 samples" in finish.message
