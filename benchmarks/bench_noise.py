@@ -4,11 +4,13 @@
 
 Every cell bisects the same `--bisects` histories with every method: `--commits` suspects (positions
 0..commits, 0 the good endpoint), the culprit drawn uniformly from 1..commits with `random.Random(seed)`,
-seeds 0..bisects-1, one slot (W = 1, so runs = rounds). Cells:
+seeds first-seed..first-seed+bisects-1 (`--first-seed`, default 0), one slot (W = 1, so runs = rounds). Cells:
 
 * flake 0%, 1%, 5%, 10%, 20%: a pass/fail test; each run reports the wrong verdict with that probability;
 * noise 0.5 and 1 effect: a metric whose good and bad levels are one effect apart, plus Gaussian noise of
   0.5 or 1 effect per run (no flakes); the threshold is the midpoint between the levels.
+* auto noise 0.5 effect: the same metric; `product` compares with the endpoints' samples instead of a threshold
+  (`--expect auto --direction higher --repeat 5 --max-repeat 20`), the other methods as in "noise 0.5 effect".
 
 Methods (simulate testers driving the real strategy classes):
 
@@ -28,7 +30,8 @@ Methods (simulate testers driving the real strategy classes):
 Cell "one-sided 25%": a good commit fails 25% of its runs, a bad one always fails (the issue's case).
 
 Reported per cell and method: correct % (the named commit is the culprit), wrong %, not reproducible %
-(the confirmation refused the boundary: no answer, but no wrong answer), mean / p95 / max runs. The
+(the confirmation refused the boundary: no answer, but no wrong answer), endpoints mismatch % (the endpoints were
+judged not to differ: wrong, every history has a culprit), mean / p95 / max runs. The
 targets: at 10% flakes ours >= 99% correct with at most 3x the runs of the noiseless case; at 0% flakes
 exactly as cheap as plain bisection (checked seed by seed).
 """
@@ -82,6 +85,7 @@ class Cell:
     flake_rate: float = 0.0
     noise_sigma: float | None = None
     one_sided: bool = False
+    auto: bool = False  # product: --expect auto, not a threshold
 
 
 CELLS = (
@@ -93,6 +97,7 @@ CELLS = (
     Cell("noise 0.5 effect", 0.0, 0.5),
     Cell("noise 1 effect", 0.0, 1.0),
     Cell("one-sided 25%", 0.25, one_sided=True),
+    Cell("auto noise 0.5 effect", 0.0, 0.5, auto=True),
 )
 
 
@@ -135,7 +140,9 @@ def run_product_chunk(
     cell: Cell, commits: int, first_seed: int, count: int
 ) -> tuple[str, str, list[tuple[bool, str, int, int]], float]:
     options = ProductOptions(strategy="noisy")
-    if cell.noise_sigma is not None:
+    if cell.auto:
+        options = ProductOptions(strategy="noisy", expect="auto", repeat=5, max_repeat=20)
+    elif cell.noise_sigma is not None:
         options = ProductOptions(strategy="noisy", max_repeat=7, noise_band=cell.noise_sigma / 2)
     started = time.perf_counter()
     rows = []
@@ -161,12 +168,14 @@ def summarise(rows: list[tuple[bool, str, int, int]], cpu_s: float) -> dict[str,
     correct = sum(r[0] for r in rows)
     not_reproducible = sum(r[1] == SimStatus.NOT_REPRODUCIBLE.value for r in rows)
     budget = sum(r[1] == SimStatus.BUDGET.value for r in rows)
+    mismatch = sum(r[1] == SimStatus.ENDPOINTS_MISMATCH.value for r in rows)  # every history here has a culprit
     return {
         "bisects": n,
         "correct": correct / n,
         "correct_95_low": wilson_low(correct, n),
-        "wrong": (n - correct - not_reproducible - budget) / n,
+        "wrong": (n - correct - not_reproducible - budget - mismatch) / n,
         "not_reproducible": not_reproducible / n,
+        "endpoints_mismatch": mismatch / n,
         "budget_hit": budget / n,
         "mean_runs": statistics.fmean(runs),
         "p95_runs": runs[min(n - 1, math.ceil(0.95 * n) - 1)],
@@ -223,14 +232,15 @@ def check_targets(results: dict[str, dict[str, dict[str, object]]], exact_at_zer
 
 def markdown_table(results: dict[str, dict[str, dict[str, object]]]) -> str:
     lines = [
-        "| cell | method | correct | wrong | not reproducible | mean runs | p95 runs | max runs |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| cell | method | correct | wrong | not reproducible | endpoints mismatch | mean runs | p95 runs | max runs |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for cell, by_method in results.items():
         for method, s in by_method.items():
             lines.append(
                 f"| {cell} | {method} | {100 * float(str(s['correct'])):.2f}% | {100 * float(str(s['wrong'])):.2f}% | "
-                f"{100 * float(str(s['not_reproducible'])):.2f}% | {float(str(s['mean_runs'])):.1f} | "
+                f"{100 * float(str(s['not_reproducible'])):.2f}% | {100 * float(str(s['endpoints_mismatch'])):.2f}% | "
+                f"{float(str(s['mean_runs'])):.1f} | "
                 f"{s['p95_runs']} | {s['max_runs']} |"
             )
     return "\n".join(lines)
@@ -242,15 +252,19 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=1000, help="suspects per bisect")
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--cells", default="", help="comma-separated cell names to run (default: all)")
+    parser.add_argument("--methods", default="", help="comma-separated methods to run (default: all)")
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed..first-seed+bisects-1")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args()
 
     cells = [c for c in CELLS if not args.cells or c.name in args.cells.split(",")]
+    methods = [m for m in METHODS if not args.methods or m in args.methods.split(",")]
+    end = args.first_seed + args.bisects
     tasks = [
-        (method, cell, args.commits, first, min(CHUNK, args.bisects - first))
+        (method, cell, args.commits, first, min(CHUNK, end - first))
         for cell in cells
-        for method in METHODS
-        for first in range(0, args.bisects, CHUNK)
+        for method in methods
+        for first in range(args.first_seed, end, CHUNK)
     ]
     rows: dict[tuple[str, str], list[tuple[bool, str, int, int]]] = {}
     cpu: dict[tuple[str, str], float] = {}
@@ -262,17 +276,18 @@ def main() -> None:
             cpu[(cell_name, method)] = cpu.get((cell_name, method), 0.0) + cpu_s
     wall_s = time.perf_counter() - wall_started
 
-    results = {cell.name: {m: summarise(rows[(cell.name, m)], cpu[(cell.name, m)]) for m in METHODS} for cell in cells}
+    results = {cell.name: {m: summarise(rows[(cell.name, m)], cpu[(cell.name, m)]) for m in methods} for cell in cells}
     report: dict[str, object] = {
         "command": " ".join(["python", "benchmarks/bench_noise.py", *sys.argv[1:]]),
         "machine": machine(),
         "bisects_per_cell": args.bisects,
+        "first_seed": args.first_seed,
         "commits": args.commits,
         "slots": 1,
         "wall_s": wall_s,
         "results": results,
     }
-    if "flake 0%" in results and "flake 10%" in results:
+    if "flake 0%" in results and "flake 10%" in results and methods == list(METHODS):
         zero = "flake 0%"
         plain_runs = [r[2] for r in rows[(zero, "plain")]]
         search_runs = [r[2] for r in rows[(zero, "ours_search")]]

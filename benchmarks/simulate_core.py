@@ -45,6 +45,7 @@ class ProductOptions:
     confirm: bool | None = None
     verify_endpoints: str | None = None
     noise_band: float = 0.0
+    expect: str | None = None  # a metric history's expectation: "auto" compares with the endpoints' samples
 
 
 @dataclass(order=True)
@@ -153,5 +154,7 @@ def _spec(history: History, options: ProductOptions, slots: int) -> BisectSpec:
         "find_fix": history.find_fix, "strategy": options.strategy, "repeat": options.repeat,
         "max_repeat": options.max_repeat, "confirm": options.confirm, "verify_endpoints": options.verify_endpoints,
         "explain": False, "metric": r"metric: (\S+)" if measured else None,
-        "expect": str(history.expectation) if measured else None, "noise_band": float(options.noise_band),
+        "expect": (options.expect or str(history.expectation)) if measured else None,
+        "direction": history.direction.value if options.expect == "auto" else None,
+        "noise_band": float(options.noise_band),
     })  # fmt: skip

@@ -223,7 +223,7 @@ def test_a_confirmation_words_a_verdict_given_by_hand_as_such_not_as_a_thousand_
     assert report["first_bad"]["sha"] == history.shas[24]
     runs_at_23 = [s["verdict"] for s in report["steps"] if s["sha"] == history.shas[23] and s["purpose"] != "manual"]
     assert set(runs_at_23) == {"bad"}
-    words = f"parent marked good by hand (its runs: 0 good/{len(runs_at_23)} bad), first bad 0 good/"
+    words = f"last good marked good by hand (its runs: 0 good/{len(runs_at_23)} bad), first bad 0 good/"
     assert words in report["message"]
     status = bisect("status", "1", db=db).stdout
     text = " ".join(bisect("report", "1", db=db).stdout.replace("│", " ").split())

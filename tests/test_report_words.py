@@ -88,7 +88,7 @@ def test_a_confirmation_counts_the_runs_it_weighed_at_each_commit_not_pairs_it_n
     tmp_path: Path, store: Store
 ) -> None:
     """--repeat 3: the confirmation weighs each side's 3 search runs and 3 re-runs. Its words said `over 6 pair(s)`
-    beside the report's `6 confirmation run(s) of the first bad commit and its parent` (3 pairs)."""
+    beside the report's `6 confirmation run(s) of the first bad commit and the last good one` (3 pairs)."""
     history = write_history(tmp_path / "repo", ["good"] * 10 + ["bad"] * 10)
     spec = synthetic_spec(
         history.path, history.shas[0], history.shas[-1], metric=r"metric: ([0-9.]+)", expect=">= 8", repeat=3,
@@ -99,5 +99,5 @@ def test_a_confirmation_counts_the_runs_it_weighed_at_each_commit_not_pairs_it_n
     report = BisectReport.load(store, record.id)
     runs = [sum(1 for s in report.evidence if s.sha == sha and s.metric is not None) for sha in history.shas[9:11]]
     reason = report.records.confirmation.reason if report.records.confirmation else ""
-    assert reason.endswith(f" over {runs[0]} run(s) of the parent and {runs[1]} of the first bad commit")
+    assert reason.endswith(f" over {runs[0]} run(s) of the last good commit and {runs[1]} of the first bad commit")
     assert "pair" not in reason

@@ -1,11 +1,11 @@
-"""Confirmation of a found boundary: re-test the first bad commit and its parent until the difference is clear.
+"""Confirmation of a found boundary: re-test the first bad commit and the last good one until they clearly differ.
 
 The search names a boundary (last_good, first_bad]. A flake that never contradicted anything during the
 search can have put it in the wrong place, and a flaky non-culprit can look like a culprit. So the two
 commits are re-run in interleaved pairs (parent, first_bad on the same worker, back to back) and the
 counts (the search's own observations there included) are tested:
 
-    Fisher's exact test, one-sided: does first_bad fail more often than its parent?
+    Fisher's exact test, one-sided: does first_bad fail more often than the last good commit (`parent`)?
 
 * CONFIRMED when p < alpha; the confidence reported is 1 - p.
 * NOT_REPRODUCIBLE when even `max_pairs` pairs could no longer reach p < alpha if every remaining pair
@@ -36,7 +36,7 @@ DEFAULT_MAX_PAIRS = 20
 
 
 class ConfirmStatus(StrEnum):
-    CONFIRMED = "confirmed"  # the first bad commit reproducibly differs from its parent
+    CONFIRMED = "confirmed"  # the first bad commit reproducibly differs from the last good one
     NOT_REPRODUCIBLE = "not_reproducible"  # no reproducible difference within the budget: flaky, not a culprit
     NEED_MORE = "need_more"  # run `pairs_wanted` more interleaved pairs, then ask again
 
@@ -93,7 +93,7 @@ def confirm_pass_fail(
     pairs = min(sum(parent), sum(first_bad))
     p_value = fisher_p(parent, first_bad)
     before, after = observed or (f"{parent[0]} good/{parent[1]} bad", f"{first_bad[0]} good/{first_bad[1]} bad")
-    shown = f"parent {before}, first bad {after}"
+    shown = f"last good {before}, first bad {after}"
     if p_value < alpha:
         return Confirmation(ConfirmStatus.CONFIRMED, p_value, pairs, 0, f"reproduced (p={p_value:.3g}): {shown}")
     # Budget left in pairs; an unbalanced side counts its extra runs as pairs already done.

@@ -1,4 +1,5 @@
-"""Confirmation of a found culprit: interleaved re-runs of the first bad commit and its parent, each pair on one
+"""Confirmation of a found culprit: interleaved re-runs of the first bad commit and the last good one (its parent,
+unless the search passed over commits between them: pruned ones, a merged branch's base), each pair on one
 worker back to back (alternating which goes first), until the difference is significant (CONFIRMED) or the
 budget is spent (NOT_REPRODUCIBLE). A pair whose worker disappears or is quarantined runs again elsewhere."""
 

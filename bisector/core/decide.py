@@ -129,6 +129,9 @@ class SearchCore:
                 self.ledger.set_noisy(True)
                 self.changed()
                 self.outbox.append(Note("flaky results seen (a commit both good and bad, or good after bad)"))
+                # Stored now: a later quarantine can take the flake out of the evidence a resume judges by.
+                self.records = replace(self.records, flake_seen=True)
+                self.stored("flake_seen")
         return self.chosen_strategy()
 
     def chosen_strategy(self) -> Strategy:
@@ -251,11 +254,11 @@ class SearchCore:
         check, p_value = check_endpoints(good, bad, direction=direction, find_fix=self.spec.search.find_fix)
         if check is EndpointsCheck.DISTINCT:
             return ""
-        why = "do not differ" if check is EndpointsCheck.NOT_DISTINCT else "differ the wrong way"
-        return (
-            f"the endpoints' samples {why} (p={p_value:.3g}, needed < {DEFAULT_ALPHA:g}; {len(good)} and {len(bad)} "
-            "samples); more --repeat, or check the range"
-        )
+        counts = f"p={p_value:.3g}, needed < {DEFAULT_ALPHA:g}; {len(good)} and {len(bad)} samples"
+        if check is EndpointsCheck.WRONG_WAY:
+            return f"the endpoints' samples differ the wrong way ({counts}); check the range and --direction"
+        advice = "a higher --max-repeat, or check the range"
+        return f"the endpoints' samples do not differ ({counts}, all --max-repeat allows): {advice}"
 
     def mismatch_message(self, good_end: Verdict | None, bad_end: Verdict | None) -> str:
         parts, (old, new) = [], self.spec.search.terms()  # --find-fix: broken / fixed
@@ -432,18 +435,19 @@ def conclude(core: SearchCore) -> Finish | Descend | None:
         core.records = replace(core.records, confirmation=confirmation)
         core.stored("confirmation")
         if confirmation.status is ConfirmStatus.NOT_REPRODUCIBLE:
-            looked, against = (
-                (f"{first_bad.sha[:12]} looked like the first {new_term} commit", "re-running it against its parent")
+            # Named by sha: the last good commit is not the culprit's parent after pruning or in a merged branch.
+            looked, rerun = (
+                (f"{first_bad.sha[:12]} looked like the first {new_term} commit", "it")
                 if outcome.kind is OutcomeKind.FOUND
                 else (
                     f"the first {new_term} commit looked like one of the commits after {last_good.sha[:12]} up to "
                     f"{first_bad.sha[:12]}",
-                    f"re-running {first_bad.sha[:12]} against {last_good.sha[:12]}",
+                    first_bad.sha[:12],
                 )
             )
             message = (
-                f"{looked}, but {against} did not reproduce the difference ({confirmation.reason}): flaky, not a "
-                "culprit"
+                f"{looked}, but re-running {rerun} against {last_good.sha[:12]} did not reproduce the difference "
+                f"({confirmation.reason}): flaky, not a culprit"
             )
             return core.finish(BisectStatus.NOT_REPRODUCIBLE, message, first_bad.sha, last_good.sha)
         confirmed = confirmation.reason

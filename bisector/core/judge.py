@@ -46,6 +46,11 @@ class CommitView:
 UNTESTED = CommitView(None)
 
 
+def run_samples(runs: Sequence[StepRecord]) -> tuple[float, ...]:
+    """A commit's metric samples: the last sample of each run with a result."""
+    return tuple(s for r in runs if r.verdict in RESULT_VERDICTS for s in r.samples[-1:])
+
+
 class Judge:
     def __init__(self, spec: BisectSpec) -> None:
         self.spec = spec
@@ -71,10 +76,9 @@ class Judge:
             return self._manual(self._swap(manual[-1]), [r for r in runs if r.purpose is not StepPurpose.MANUAL])
         if any(r.verdict is Verdict.SKIP for r in runs):
             return CommitView(Verdict.SKIP)
-        results = [r for r in runs if r.verdict in RESULT_VERDICTS]
-        if not results:
+        if not any(r.verdict in RESULT_VERDICTS for r in runs):
             return UNTESTED
-        samples = tuple(s for r in results for s in r.samples[-1:])
+        results, samples = [r for r in runs if r.verdict in RESULT_VERDICTS], run_samples(runs)
         if self.metric.comparative:
             return self._comparative(samples, endpoint, endpoint_samples)
         if self.statistical:
@@ -87,7 +91,7 @@ class Judge:
         sample mode still ends: its runs add samples)."""
         results = [r for r in tested if r.verdict in (Verdict.GOOD, Verdict.BAD)]
         counts = Counter(self._swap(r.verdict) for r in results)
-        samples = tuple(s for r in tested if r.verdict in RESULT_VERDICTS for s in r.samples[-1:])
+        samples = run_samples(tested)
         goods = counts[Verdict.GOOD] + MANUAL_WEIGHT * (verdict is Verdict.GOOD)
         bads = counts[Verdict.BAD] + MANUAL_WEIGHT * (verdict is Verdict.BAD)
         return CommitView(verdict, goods, bads, samples, by_hand=verdict)
@@ -125,14 +129,18 @@ class Judge:
         endpoint: Verdict | None,
         endpoint_samples: tuple[Sequence[float], Sequence[float]],
     ) -> CommitView:
-        from bisector.core.stats import decide_comparative, more_samples
+        from bisector.core.stats import decide_comparative, more_endpoint_samples, more_samples
 
         more = self._wanted(len(samples))
-        if endpoint is not None:  # an endpoint is what it is; check_endpoints verifies the two differ
+        good, bad = endpoint_samples
+        if endpoint is not None:  # an endpoint is what it is, once the two differ or --max-repeat is spent
+            search = self.spec.search
+            more = more or more_endpoint_samples(
+                len(samples), good, bad, repeat=search.repeat, max_repeat=search.repeat_limit
+            )
             if more:
                 return CommitView(None, samples=samples, more_runs=more)
             return CommitView(endpoint, int(endpoint is Verdict.GOOD), int(endpoint is Verdict.BAD), samples)
-        good, bad = endpoint_samples
         if len(good) < 2 or len(bad) < 2:
             return CommitView(None, samples=samples, more_runs=more)
         decision = decide_comparative(samples, good, bad)

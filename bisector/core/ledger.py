@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from bisector.core.endpoints import endpoint_verdict
-from bisector.core.judge import RESULT_VERDICTS, UNTESTED, CommitView, Judge
+from bisector.core.judge import RESULT_VERDICTS, UNTESTED, CommitView, Judge, run_samples
 from bisector.core.spec import BisectSpec
 from bisector.vocab.commit_range import CommitRange
 from bisector.vocab.domain import Commit, ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
@@ -150,7 +150,7 @@ class Ledger:
                 view = self.judge.view(runs, endpoint_samples=samples)
                 verdict = view.verdict
             else:
-                view = self.judge.view(runs, endpoint=role)
+                view = self.judge.view(runs, endpoint=role, endpoint_samples=self._endpoint_samples())
                 verdict, more = endpoint_verdict(view, role, noisy=self.noisy)
                 view = replace(view, more_runs=more)
             failed = len(history.failures(self.quarantined))
@@ -158,6 +158,12 @@ class Ledger:
                 verdict = Verdict.SKIP  # untestable after its retries: excluded, neighbours tried
             self._views[position] = (verdict, view)
         return self._views[position]
+
+    def _endpoint_samples(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The endpoints' samples from their trusted runs (not from their views, each of which reads both)."""
+        histories = (self.histories.get(p) for p in (0, self.bad_position))
+        good, bad = (run_samples(h.trusted(self.quarantined)) if h else () for h in histories)
+        return good, bad
 
     def view(self, position: int) -> CommitView:
         """What the commit's trusted runs say (observations, samples, more runs wanted)."""

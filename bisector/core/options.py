@@ -147,13 +147,14 @@ OPTIONS: tuple[Option, ...] = (  # in the order `bisect start --help` lists them
            form=Form.FLAG),
     Option("max_attempts", _SEARCH, _I, "Tries per commit when infrastructure errors happen.  [default: 3]"),
     Option("repeat", _SEARCH, _I, "Runs per probed commit (noisy metrics, flaky tests).  [default: 1]"),
-    Option("max_repeat", _SEARCH, _I, "More runs, doubling, while a commit's verdict is uncertain.", optional=True),
+    Option("max_repeat", _SEARCH, _I, "More runs, doubling, while a commit's verdict is uncertain "
+           "(with --expect auto: while the endpoints' samples do not differ).", optional=True),
     Option("noise_band", _SEARCH, _F, "Metric values this close to the threshold are uncertain."),
     Option("direction", _SEARCH, _S, "Which way the metric is better.", optional=True, choices=Direction),
     Option("find_fix", _SEARCH, _B, "Find the commit that fixed the metric instead.", form=Form.FLAG),
     Option("strategy", _SEARCH, _S, "Search: k-ary, or noisy (posterior).", optional=True, choices=StrategyName),
-    Option("confirm", _SEARCH, _B, "Re-run the first bad commit against its parent at the end (an ambiguous "
-           "answer: its first commit known bad against its last good one).  [default: with repeats or flakes]",
+    Option("confirm", _SEARCH, _B, "Re-run the first bad commit against the last good one at the end (an "
+           "ambiguous answer: its first commit known bad).  [default: with repeats or flakes]",
            form=Form.SWITCH, optional=True),
     Option("verify_endpoints", _SEARCH, _S, "When the endpoints are tested: lazy, when the answer rests on one (or "
            "early, in a slot no probe can use), or first, both before relying on them; with noise (--repeat, "

@@ -29,7 +29,8 @@ comparative mode needs no swap (it compares with the endpoints' own samples); `c
 direction and find_fix to verify that the new endpoint is worse (or, with find_fix, better).
 
 Adaptive repeats (`more_samples`): 0 once decided or at max_repeat; else n + 1 more, so the counts go
-1 -> 3 -> 7 -> 15 ... (Pinpoint-style doubling), asked only while the decision is UNCERTAIN.
+1 -> 3 -> 7 -> 15 ... (Pinpoint-style doubling), asked only while the decision is UNCERTAIN. The endpoints of
+`--expect auto` double the same way while their sample sets do not differ (`more_endpoint_samples`).
 """
 
 from __future__ import annotations
@@ -241,6 +242,24 @@ def check_endpoints(
     return (EndpointsCheck.DISTINCT if new_is_better == find_fix else EndpointsCheck.WRONG_WAY), p_value
 
 
+def more_endpoint_samples(
+    own: int, good: Sequence[float], bad: Sequence[float], *, repeat: int, max_repeat: int, alpha: float = DEFAULT_ALPHA
+) -> int:
+    """More samples at an endpoint holding `own` while the endpoints' sample sets do not differ yet (p >= alpha) and
+    max_repeat allows: both endpoints go to the next count of the doubling from `repeat` (n -> 2n + 1, at most
+    max_repeat), compared again as the samples come in. 0 once they differ (either way), before both hold `repeat`,
+    and once both hold max_repeat: then `check_endpoints` calls them alike or the wrong way round."""
+    held = min(len(good), len(bad))
+    if held < repeat or distinguishable_p(good, bad) < alpha:
+        return 0
+    level = repeat  # the largest count of the doubling both endpoints hold
+    while level < max_repeat and min(2 * level + 1, max_repeat) <= held:
+        level = min(2 * level + 1, max_repeat)
+    if level >= max_repeat:
+        return 0
+    return max(min(2 * level + 1, max_repeat) - own, 0)
+
+
 def more_samples(decision: Decision, *, max_repeat: int) -> int:
     """How many more samples the commit needs: 0 when decided or at max_repeat, else n + 1 (1, 3, 7, 15, ...)."""
     if decision.decided or decision.n >= max_repeat:
@@ -270,7 +289,7 @@ def confirm_samples(
     if direction is not None and parent_samples and first_bad_samples:
         higher = statistics.median(first_bad_samples) > statistics.median(parent_samples)
         right_way = (higher == (direction is Direction.HIGHER)) == find_fix
-    runs = f"{len(parent_samples)} run(s) of the parent and {len(first_bad_samples)} of the first bad commit"
+    runs = f"{len(parent_samples)} run(s) of the last good commit and {len(first_bad_samples)} of the first bad commit"
     shown = f"p={p_value:.3g} over {runs}"  # the search's runs there too: no pairs of their own
     if p_value < alpha and right_way:
         return Confirmation(ConfirmStatus.CONFIRMED, p_value, pairs, 0, f"reproduced: {shown}")

@@ -55,7 +55,7 @@ FAILED_VERDICTS = (Verdict.ERROR, Verdict.SKIP)
 TESTED_VERDICTS = (*RESULT_VERDICTS, Verdict.SKIP)  # a step that ended on one tested its commit (as the ledger counts)
 SIDE_RUN_WORDS = {
     StepPurpose.TRACE: "traced re-run(s) for the explanation",
-    StepPurpose.CONFIRM: "confirmation run(s) of the first bad commit and its parent",
+    StepPurpose.CONFIRM: "confirmation run(s) of the first bad commit and the last good one",
     StepPurpose.REFERENCE: "reference run(s) of the endpoints on a suspect worker",
     StepPurpose.RERUN: "rerun(s) asked with `bisect run-at --bisect`",
     StepPurpose.MINIMIZE: "minimisation variant(s)",

@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import pytest
 
+from bisector.core.actions import Finish, Record, Submit
 from bisector.core.confirm import Confirmation, ConfirmStatus
 from bisector.core.confirmation import Confirming
+from bisector.core.decide import SearchCore
 from bisector.core.endpoints import binomial_tail, depends_on, endpoint_verdict
 from bisector.core.judge import CommitView
 from bisector.core.ledger import Ledger
 from bisector.core.options import VerifyEndpoints
 from bisector.core.records import Analysis, EndpointCheck, MergePhase, SearchRecords
 from bisector.core.spec import BisectSpec
-from bisector.vocab.domain import Commit, ErrorKind, StepPurpose, StepRecord, Verdict
+from bisector.vocab.domain import Commit, ErrorKind, StepPurpose, StepRecord, StepResult, Verdict
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _ledger(steps: list[StepRecord] = (), **spec: object) -> Ledger:  # type: ignore[assignment]
-    candidates = [Commit(i, f"{i:040x}", f"change {i}", "a", NOW) for i in range(6)]
+def _ledger(steps: list[StepRecord] = (), *, short_shas: bool = False, **spec: object) -> Ledger:  # type: ignore[assignment]
+    """Six candidates, commit i's sha i in hex (short_shas: its digit 40 times, so short shas differ too)."""
+    candidates = [Commit(i, f"{i:x}" * 40 if short_shas else f"{i:040x}", f"change {i}", "a", NOW) for i in range(6)]
     values: dict[str, object] = {"repo": "/nowhere", "good": "a", "bad": "b", "run": "true", **spec}
     return Ledger(BisectSpec.from_options(values), candidates, candidates[-1].sha, steps)
 
@@ -240,3 +246,149 @@ def test_an_ambiguous_answer_is_confirmed_as_a_found_one_is():
         core.took(StepResult(step_id, step.sha, verdict), NOW)
     assert finish is not None
     assert (finish.status, finish.last_good, finish.first_bad) == (BisectStatus.AMBIGUOUS, f"{2:040x}", f"{4:040x}")
+
+
+# (position, worker, purpose, runs of that position before this one) -> the run's verdict and metric samples
+RunAnswer = Callable[[int, str, StepPurpose, int], tuple[Verdict, tuple[float, ...]]]
+
+
+@dataclass
+class _Stored:
+    """What the store holds of a bisect driven by `_drive`: its steps and the records the core asked to store."""
+
+    steps: dict[int, StepRecord] = field(default_factory=dict)
+    records: SearchRecords = field(default_factory=SearchRecords)
+
+
+def _core(ledger: Ledger, stored: _Stored) -> SearchCore:
+    """The core as `bisect start` (nothing stored) or `bisect resume` builds it from what is stored: steps still
+    running when the coordinator stopped come back interrupted."""
+    steps = [
+        replace(s, verdict=Verdict.ERROR, error_kind=ErrorKind.INTERRUPTED) if s.verdict is None else s
+        for s in stored.steps.values()
+    ]
+    fresh = Ledger(ledger.spec, ledger.candidates, ledger.bad_sha, steps)
+    return SearchCore(1, fresh, stored.records, stored=steps, verify=VerifyEndpoints.chosen(None))
+
+
+def _drive(
+    core: SearchCore, workers: list[str], answer: RunAnswer, stored: _Stored, *, stop_after: int = 1000
+) -> Finish | None:
+    """Fill the free workers as the core asks, take one result back per pass (the oldest), store what the loop
+    stores; stop at the core's Finish or after `stop_after` results (the coordinator killed there)."""
+    running: deque[tuple[StepRecord, Verdict, tuple[float, ...]]] = deque()
+    runs: dict[int, int] = {}
+    for _ in range(stop_after):
+        actions = core.decide([w for w in workers if w not in {s.worker for s, _, _ in running}], workers)
+        for action in actions:
+            if isinstance(action, Record):
+                stored.records = replace(stored.records, **{n: getattr(action.records, n) for n in action.names})
+            elif isinstance(action, Finish):
+                if action.records is not None:
+                    stored.records = action.records
+                return action
+            elif isinstance(action, Submit):
+                verdict, samples = answer(action.position, action.worker, action.purpose, runs.get(action.position, 0))
+                runs[action.position] = runs.get(action.position, 0) + 1
+                step = replace(
+                    _step(len(stored.steps) + 1, action.position, verdict), verdict=None, finished=None,
+                    worker=action.worker, purpose=action.purpose, sha=core.ledger.candidates[action.position].sha,
+                )  # fmt: skip
+                stored.steps[step.id] = step
+                core.started(step, action)
+                running.append((step, verdict, samples))
+        if not running:
+            return None
+        step, verdict, samples = running.popleft()
+        stored.steps[step.id] = replace(step, verdict=verdict, samples=samples, finished=NOW)
+        core.took(StepResult(step.id, step.sha, verdict, samples=samples, worker=step.worker), NOW)
+    return None
+
+
+def test_a_resumed_bisect_confirms_after_a_flake_its_quarantined_worker_gave_as_the_whole_one_does():
+    """w1's test passes everywhere: its good at commit 3 after w0's bad at 2 is a flake (good after bad); only once w0
+    runs 3 too do the two disagree on one commit, and the reference check quarantines w1, which takes the flake out
+    of the evidence. The uninterrupted bisect confirms its answer (a flake was seen); a bisect resumed after the
+    quarantine decides the same, from what was stored when the flake was seen."""
+
+    def answer(position: int, worker: str, purpose: StepPurpose, run: int) -> tuple[Verdict, tuple[float, ...]]:
+        return (Verdict.BAD if position >= 2 and worker != "w1" else Verdict.GOOD), ()
+
+    workers = ["w0", "w1"]
+    whole = _Stored()
+    finish = _drive(SearchCore(1, _ledger(workers=2), SearchRecords()), workers, answer, whole)
+    assert finish is not None
+    assert finish.first_bad == f"{2:040x}"
+    assert "w1" in whole.records.quarantined
+    assert whole.records.flake_seen
+    assert any(s.purpose is StepPurpose.CONFIRM for s in whole.steps.values())
+    quarantined_after = next(i for i in range(1, len(whole.steps)) if _drive_to(i, workers, answer).records.quarantined)
+    cut = _drive_to(quarantined_after, workers, answer)
+    resumed = _drive(_core(_ledger(workers=2), cut), workers, answer, cut)
+    assert resumed is not None
+    assert (resumed.status, resumed.first_bad, resumed.message) == (finish.status, finish.first_bad, finish.message)
+    assert cut.records.confirmation == whole.records.confirmation
+
+
+def _drive_to(results: int, workers: list[str], answer: RunAnswer) -> _Stored:
+    stored = _Stored()
+    _drive(SearchCore(1, _ledger(workers=len(workers)), SearchRecords()), workers, answer, stored, stop_after=results)
+    return stored
+
+
+def test_a_boundary_that_does_not_reproduce_is_worded_from_the_commits_re_run_not_a_parent():
+    """--prune auto took commit 2 out of the search (the test cannot see it): the search's boundary is (1, 3], and the
+    confirmation re-runs 3 against 1, not against 3's parent 2. Metric samples (--repeat 3, threshold 5) whose medians
+    sit either side of the threshold but whose sets do not differ: not reproducible."""
+    from bisector.core.prune import CommitReach, PrunePlan, Reach
+    from bisector.vocab.domain import BisectStatus
+
+    values = {0: [6.0], 1: [5.1, 5.1, 4.0], 3: [4.9, 4.9, 6.0], 4: [4.0], 5: [4.0]}
+
+    def answer(position: int, worker: str, purpose: StepPurpose, run: int) -> tuple[Verdict, tuple[float, ...]]:
+        cycle = values[position]
+        return Verdict.MEASURED, (cycle[run % len(cycle)],)
+
+    pruned = PrunePlan(True, "pruned 1 of 6 commits", {"2" * 40: CommitReach(Reach.UNSEEN, "1" * 40)})
+    stored = _Stored(records=SearchRecords(pruning=pruned))
+    core = SearchCore(1, _ledger(short_shas=True, metric="m: (.*)", expect=">= 5", repeat=3), stored.records)
+    finish = _drive(core, ["w0"], answer, stored)
+    assert finish is not None
+    assert (finish.status, finish.last_good, finish.first_bad) == (BisectStatus.NOT_REPRODUCIBLE, "1" * 40, "3" * 40)
+    assert (
+        f"{'3' * 12} looked like the first bad commit, but re-running it against {'1' * 12} did not" in finish.message
+    )
+    assert stored.records.confirmation is not None
+    assert " run(s) of the last good commit and " in stored.records.confirmation.reason
+    assert "parent" not in finish.message
+
+
+def test_expect_auto_samples_the_endpoints_up_to_max_repeat_before_calling_them_alike():
+    """--expect auto --repeat 5 --max-repeat 20: the endpoints' first five samples overlap (p >= 0.01), so both are
+    sampled again, doubling (5 -> 11 -> 20) as an uncertain commit is, until they differ: a regression whose first
+    samples overlap is found, and endpoints that never differ end `endpoints_mismatch` only at 20 samples each."""
+    from bisector.vocab.domain import BisectStatus
+
+    first = {0: [10.0, 10.0, 10.0, 10.0, 8.0], 5: [8.0, 8.0, 8.0, 8.0, 10.0]}
+
+    def regression(position: int, worker: str, purpose: StepPurpose, run: int) -> tuple[Verdict, tuple[float, ...]]:
+        level = 8.0 if position >= 3 else 10.0
+        return Verdict.MEASURED, (first[position][run] if run < 5 and position in first else level + run / 100,)
+
+    def alike(position: int, worker: str, purpose: StepPurpose, run: int) -> tuple[Verdict, tuple[float, ...]]:
+        return Verdict.MEASURED, (10.0 + (run % 3) / 10,)
+
+    spec = {"metric": "m: (.*)", "expect": "auto", "direction": "higher", "repeat": 5, "max_repeat": 20}
+    found = _Stored()
+    finish = _drive(SearchCore(1, _ledger(**spec), SearchRecords()), ["w0"], regression, found)
+    assert finish is not None
+    assert (finish.status, finish.first_bad) == (BisectStatus.FOUND, f"{3:040x}"), finish.message
+    at_ends = [sum(1 for s in found.steps.values() if s.sha == f"{p:040x}") for p in (0, 5)]
+    assert min(at_ends) > 5  # both sampled past --repeat (compared as samples come in: one may stop short of 11)
+    assert max(at_ends) <= 11
+    spent = _Stored()
+    finish = _drive(SearchCore(1, _ledger(**spec), SearchRecords()), ["w0"], alike, spent)
+    assert finish is not None
+    assert finish.status is BisectStatus.ENDPOINTS_MISMATCH
+    assert "do not differ" in finish.message
+    assert "20 and 20 samples" in finish.message
