@@ -228,6 +228,8 @@ class SimResult:
     confirm_runs: int
     rounds: int  # makespan in run durations
     confidence: float | None
+    reference_runs: int = 0  # the product's core: runs of the endpoints that check a worker's health
+    quarantined: tuple[str, ...] = ()  # the product's core: workers whose results stopped counting
 
 
 @dataclass(order=True)

@@ -6,15 +6,18 @@ repeats, the noisy strategy chosen as the product chooses it, confirmation pairs
 unit on its worker; `rounds` is the makespan; the runs that end in one unit are taken in together before the
 next decision, as the search loop gathers a round (bisector/runner/loop.py). Deterministic given the seed.
 Pass/fail histories use the steps' verdicts; metric histories (`noise_sigma`) also report each run's value as a
-sample.
+sample. `faults` makes workers broken (`WorkerFault`): what they report ignores the commit, as a bad GPU's or a
+broken slot's runs do, and the core's worker health check is what must find them.
 """
 
 from __future__ import annotations
 
 import heapq
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 
 from simulate import DEFAULT_MAX_RUNS, History, SimResult, SimStatus, World
 
@@ -33,6 +36,18 @@ STATUSES = {
     BisectStatus.NOT_REPRODUCIBLE: SimStatus.NOT_REPRODUCIBLE,
     BisectStatus.ENDPOINTS_MISMATCH: SimStatus.ENDPOINTS_MISMATCH,
 }
+
+
+class WorkerFault(StrEnum):
+    """How a broken worker's pass/fail runs go wrong, whatever the commit."""
+
+    FAILS = "fails"  # every test fails (a missing library, a full disk)
+    PASSES = "passes"  # every test passes (a test that never runs)
+    INVERTS = "inverts"  # every answer the opposite of the truth
+    MOSTLY_FAILS = "mostly-fails"  # 3 runs in 4 fail, the others answer truly (a bad GPU)
+
+
+MOSTLY_FAILS_RATE = 0.75
 
 
 @dataclass(frozen=True)
@@ -64,16 +79,28 @@ def simulate_core(
     slots: int = 1,
     seed: int = 0,
     max_runs: int = DEFAULT_MAX_RUNS,
+    faults: Mapping[str, WorkerFault] | None = None,
 ) -> SimResult:
-    """One bisect of `history` by the decision core, to its answer (or max_runs)."""
-    return _CoreSimulation(history, options or ProductOptions(), slots, seed, max_runs).run()
+    """One bisect of `history` by the decision core, to its answer (or max_runs). Workers are named sim-0,
+    sim-1, ...; `faults` breaks some of them (pass/fail histories only)."""
+    return _CoreSimulation(history, options or ProductOptions(), slots, seed, max_runs, faults or {}).run()
 
 
 class _CoreSimulation:
-    def __init__(self, history: History, options: ProductOptions, slots: int, seed: int, max_runs: int) -> None:
+    def __init__(
+        self,
+        history: History,
+        options: ProductOptions,
+        slots: int,
+        seed: int,
+        max_runs: int,
+        faults: Mapping[str, WorkerFault],
+    ) -> None:
         if slots < 1:
             raise ValueError(f"slots must be at least 1 (got {slots})")
-        self.history, self.max_runs = history, max_runs
+        if faults and history.noise_sigma is not None:
+            raise ValueError("worker faults are simulated for pass/fail histories only")
+        self.history, self.max_runs, self.faults = history, max_runs, faults
         self.world = World(history, random.Random(seed))
         self.spec = _spec(history, options, slots)
         self.candidates = [Commit(p, f"{p:040x}", f"commit {p}", "sim", EPOCH) for p in range(history.size)]
@@ -85,6 +112,7 @@ class _CoreSimulation:
         self.now = 0
         self.step_ids = 0
         self.confirm_runs = 0
+        self.reference_runs = 0
 
     def run(self) -> SimResult:
         while self.world.runs <= self.max_runs:
@@ -103,7 +131,7 @@ class _CoreSimulation:
                 while self.queue and self.queue[0].finish == self.now:
                     run = heapq.heappop(self.queue)
                     self.core.took(run.result, EPOCH + timedelta(seconds=self.now))
-        return SimResult(SimStatus.BUDGET, None, None, False, self.world.runs, self.confirm_runs, self.now, None)
+        return self.result(None)
 
     def submit(self, submit: Submit) -> None:
         self.step_ids += 1
@@ -116,17 +144,25 @@ class _CoreSimulation:
         )  # fmt: skip
         self.core.started(step, submit)
         self.confirm_runs += submit.purpose is StepPurpose.CONFIRM
-        result = self.test(step.id, commit)
+        self.reference_runs += submit.purpose is StepPurpose.REFERENCE
+        result = self.test(step.id, commit, submit.worker)
         heapq.heappush(self.queue, _Run(self.now + 1, self.world.rng.random(), step.id, submit.worker, result))
 
-    def test(self, step_id: int, commit: Commit) -> StepResult:
+    def test(self, step_id: int, commit: Commit, worker: str) -> StepResult:
         if commit.position in self.history.skips:
             self.world.runs += 1
             return StepResult(step_id, commit.sha, Verdict.SKIP, detail="simulated skip")
         value = self.world.run(commit.position)
-        verdict = Verdict.GOOD if self.history.expectation.is_met(value) else Verdict.BAD
+        passed = self.history.expectation.is_met(value)
+        fault = self.faults.get(worker)
+        if fault is WorkerFault.FAILS or fault is WorkerFault.PASSES:
+            passed = fault is WorkerFault.PASSES
+        elif fault is WorkerFault.INVERTS:
+            passed = not passed
+        elif fault is WorkerFault.MOSTLY_FAILS and self.world.rng.random() < MOSTLY_FAILS_RATE:
+            passed = False
         samples = (value,) if self.history.noise_sigma is not None else ()
-        return StepResult(step_id, commit.sha, verdict, samples=samples)
+        return StepResult(step_id, commit.sha, Verdict.GOOD if passed else Verdict.BAD, samples=samples)
 
     def cancel(self, step_id: int) -> None:
         run = next((r for r in self.queue if r.step_id == step_id), None)
@@ -136,15 +172,20 @@ class _CoreSimulation:
             cancelled = StepResult(step_id, run.result.sha, Verdict.CANCELLED)
             self.core.took(cancelled, EPOCH + timedelta(seconds=self.now))
 
-    def result(self, finish: Finish) -> SimResult:
-        status = STATUSES.get(finish.status, SimStatus.FAILED)
-        lo = int(finish.last_good, 16) if finish.last_good else None
-        hi = int(finish.first_bad, 16) if finish.first_bad else None
+    def result(self, finish: Finish | None) -> SimResult:
+        """The bisect's result; finish None: max_runs spent."""
+        status = SimStatus.BUDGET if finish is None else STATUSES.get(finish.status, SimStatus.FAILED)
+        lo = int(finish.last_good, 16) if finish and finish.last_good else None
+        hi = int(finish.first_bad, 16) if finish and finish.first_bad else None
         named = status in (SimStatus.FOUND, SimStatus.AMBIGUOUS)
         correct = named and lo is not None and hi is not None and lo < self.history.culprit <= hi
         confirmation = self.core.records.confirmation
-        confidence = confirmation.confidence if confirmation is not None else None
-        return SimResult(status, lo, hi, correct, self.world.runs, self.confirm_runs, self.now, confidence)
+        confidence = confirmation.confidence if confirmation is not None and finish else None
+        quarantined = tuple(sorted(self.core.ledger.quarantined))
+        return SimResult(
+            status, lo, hi, correct, self.world.runs, self.confirm_runs, self.now, confidence, self.reference_runs,
+            quarantined,
+        )  # fmt: skip
 
 
 def _spec(history: History, options: ProductOptions, slots: int) -> BisectSpec:

@@ -197,9 +197,9 @@ def test_a_retry_is_placed_when_the_other_worker_is_quarantined(tmp_path: Path, 
 
 
 def test_reference_checks_cut_short_by_a_dead_coordinator_finish_on_resume(tmp_path: Path, store: Store):
-    """thread-1 was under a reference check when the coordinator died: three runs of the good endpoint had
-    come back wrong and one run of the bad endpoint was in flight. The resumed bisect runs the three bad
-    endpoint runs it still owes, then judges thread-1 on all six."""
+    """thread-1 was under a reference check when the coordinator died: two runs of the good endpoint had come
+    back wrong and a third was in flight. The resumed bisect runs that one again, and quarantines thread-1 once it
+    too answers wrong (three wrong, none right, at one endpoint), with no need of the bad endpoint's runs."""
     from datetime import UTC, datetime
 
     from bisector.vocab.domain import StepResult, Verdict
@@ -207,20 +207,19 @@ def test_reference_checks_cut_short_by_a_dead_coordinator_finish_on_resume(tmp_p
     history = culprit_history(tmp_path / "repo", 12, 7)
     run = 'if [ "$BISECT_WORKER" = thread-1 ]; then echo "wrong answer from a broken node"; exit 1; fi; bash test.sh'
     spec = synthetic_spec(history.path, history.shas[0], history.shas[-1], run=run, workers=2, explain=False)
-    good, bad = history.shas[0], history.shas[-1]
+    good = history.shas[0]
 
     def check_under_way(bisect_id: int) -> None:
         now = datetime.now(UTC)
-        for _ in range(3):
+        for _ in range(2):
             step = store.start_step(bisect_id, good, 1, "thread-1", "vm", (), now, purpose=StepPurpose.REFERENCE)
             store.finish_step(step, StepResult(step, good, Verdict.BAD, worker="thread-1"), now)
-        store.start_step(bisect_id, bad, 1, "thread-1", "vm", (), now, purpose=StepPurpose.REFERENCE)
+        store.start_step(bisect_id, good, 1, "thread-1", "vm", (), now, purpose=StepPurpose.REFERENCE)
         store.update_extra(bisect_id, reference_checked=["thread-1"])
 
     record = _resume_with(store, spec, check_under_way)
     assert (record.status, record.first_bad) == (BisectStatus.FOUND, history.shas[7])
-    assert "3 of 6 runs" in record.extra["quarantined"]["thread-1"]
+    assert "3 of 3 runs of the known good commit on thread-1 answered wrong" in record.extra["quarantined"]["thread-1"]
     references = [s for s in store.steps(record.id) if s.purpose is StepPurpose.REFERENCE]
-    finished_at_bad = [s for s in references if s.sha == bad and s.verdict is Verdict.BAD]
-    assert len(finished_at_bad) == 3
+    assert [s.verdict for s in references if s.sha == good] == [Verdict.BAD] * 2 + [Verdict.ERROR, Verdict.BAD]
     assert {s.worker for s in references} == {"thread-1"}

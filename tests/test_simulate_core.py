@@ -6,7 +6,7 @@ import math
 
 import pytest
 from simulate import History, SimStatus
-from simulate_core import ProductOptions, simulate_core
+from simulate_core import ProductOptions, WorkerFault, simulate_core
 
 
 @pytest.mark.parametrize("size", [3, 17, 1001])
@@ -69,3 +69,29 @@ def test_a_noisy_metric_endpoint_is_not_judged_by_one_sample():
     for seed in (8, 17, 19):
         result = simulate_core(History(21, 1 + seed % 19, noise_sigma=0.5), options, seed=seed, max_runs=1000)
         assert (result.status, result.correct) == (SimStatus.FOUND, True), seed
+
+
+def test_a_flaky_test_does_not_get_a_healthy_worker_quarantined():
+    """A test flaking in 20% of runs at two healthy workers: flakes make them disagree, which puts both under check,
+    and flakes alone must not make either look broken (at these seeds a rule of "half of 6 endpoint runs wrong"
+    quarantined one or both)."""
+    for seed in (20, 21, 26, 30):
+        history = History(41, 1 + seed % 39, flake_rate=0.2)
+        result = simulate_core(history, ProductOptions(strategy="noisy"), slots=2, seed=seed)
+        assert result.reference_runs > 0, seed  # the workers were checked
+        assert (result.status, result.correct, result.quarantined) == (SimStatus.FOUND, True, ()), seed
+
+
+@pytest.mark.parametrize(
+    ("fault", "seeds"),
+    [(fault, (0, 1, 2)) for fault in WorkerFault if fault is not WorkerFault.MOSTLY_FAILS]
+    + [(WorkerFault.MOSTLY_FAILS, (1, 3, 5))],
+)
+def test_a_broken_worker_beside_a_flaky_test_is_quarantined(fault: WorkerFault, seeds: tuple[int, ...]):
+    """Every kind of broken worker, at 2 workers and a test flaking in 10% of runs, is set aside once a disagreement
+    puts it under check, and the culprit is found (a worker failing 3 runs in 4 is right at the good endpoint now
+    and then: at these seeds a rule of "half of 6 endpoint runs wrong" let it through and named a wrong culprit)."""
+    for seed in seeds:
+        history = History(41, 17, flake_rate=0.1)
+        result = simulate_core(history, ProductOptions(strategy="noisy"), slots=2, seed=seed, faults={"sim-1": fault})
+        assert (result.status, result.correct, result.quarantined) == (SimStatus.FOUND, True, ("sim-1",)), seed

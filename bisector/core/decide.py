@@ -28,7 +28,7 @@ from bisector.core.options import VerifyEndpoints
 from bisector.core.progress import Progress
 from bisector.core.records import Analysis, EndpointCheck, SearchRecords
 from bisector.core.strategies import KArySearch, OutcomeKind, SearchState, Strategy, estimated_steps_left
-from bisector.core.strategies.noisy import is_consistent
+from bisector.core.strategies.noisy import NoisyBisect, is_consistent
 from bisector.core.strategies.select import choose_strategy
 from bisector.vocab.domain import PAUSE_ADVICE, BisectStatus, Commit, StepPurpose, StepRecord, StepResult, Verdict
 
@@ -60,7 +60,7 @@ class SearchCore:
         self.verify = verify
         self.prefer: WorkerPreference = prefer or (lambda sha, workers: list(workers))
         self.flake_seen = records.flake_seen
-        self.health = Health(ledger, records.reference_checked)
+        self.health = Health(ledger, records.reference_checked, self.flake_rate)
         self.confirming = Confirming(ledger)
         pruned = records.pruning.removed() if records.pruning else frozenset()
         self.merges = MergeDescent(ledger, records.merge_phases, self.spec.search.all_parents, pruned)
@@ -69,9 +69,9 @@ class SearchCore:
         self.outbox: list[Action] = []  # what taking results concluded, handed out by the next decide
         ledger.quarantined.update(records.quarantined)
         ledger.set_noisy(self.noise_expected())
-        for worker, reason in self.health.restore(stored):  # all its runs were back when the coordinator stopped
-            self.quarantine(worker, reason)
         self.set_order(self.merges.order())
+        for worker, reason in self.health.restore(stored):
+            self.quarantine(worker, reason)
 
     # --- what is known ---------------------------------------------------------------------------------------
 
@@ -107,6 +107,11 @@ class SearchCore:
 
     def changed(self) -> None:
         self._state = None
+
+    def flake_rate(self) -> float:
+        """The flake rate the search has learned: the noisy search's estimate, 0 while nothing contradicts."""
+        strategy = self.chosen_strategy()
+        return (strategy if isinstance(strategy, NoisyBisect) else NoisyBisect()).flake_rate(self.state())
 
     def noise_expected(self) -> bool:
         return self.spec.search.strategy == "noisy" or self.spec.search.repeat_limit > 1 or self.flake_seen

@@ -14,6 +14,7 @@ from bisector.core.confirm import Confirmation, ConfirmStatus
 from bisector.core.confirmation import Confirming
 from bisector.core.decide import SearchCore
 from bisector.core.endpoints import binomial_tail, depends_on, endpoint_verdict
+from bisector.core.health import Health
 from bisector.core.judge import CommitView
 from bisector.core.ledger import Ledger
 from bisector.core.options import VerifyEndpoints
@@ -392,3 +393,41 @@ def test_expect_auto_samples_the_endpoints_up_to_max_repeat_before_calling_them_
     assert finish.status is BisectStatus.ENDPOINTS_MISMATCH
     assert "do not differ" in finish.message
     assert "20 and 20 samples" in finish.message
+
+
+def _reference_runs(health: Health, worker: str, good: str, bad: str) -> str | None:
+    """Run the reference runs the worker owes, one at a time, until it owes none; the answers at each endpoint come
+    from `good` and `bad` in turn (r: right, w: wrong, e: an infrastructure error), which must all be used. Returns
+    the quarantine reason, if any."""
+    answers = {0: iter(good), 5: iter(bad)}
+    reason, step_id = None, 0
+    while (check := health.next_check(worker)) is not None:
+        step_id += 1
+        health.in_flight[step_id] = check
+        wrong = Verdict.BAD if check.expected is Verdict.GOOD else Verdict.GOOD
+        reason = health.result(
+            step_id, {"r": check.expected, "w": wrong, "e": Verdict.ERROR}[next(answers[check.position])]
+        )
+    assert [list(rest) for rest in answers.values()] == [[], []]
+    return reason
+
+
+def test_a_worker_is_judged_at_each_endpoint_apart_and_runs_on_while_the_evidence_is_ambiguous():
+    """At a flake rate of 10% the margin is 4 ((0.1 / 0.9) ** 4 < ALPHA). Four wrong answers in the first six, three
+    in a row at the bad endpoint, ask for more runs there, not a quarantine; each endpoint is cleared once its right
+    answers outnumber its wrong ones by 3 (an error runs again). Wrong answers at one endpoint, however right the
+    other, quarantine at the margin."""
+    from bisector.core.health import ALPHA, margin
+
+    assert (margin(0.0), margin(0.1), margin(0.2), margin(0.45)) == (3, 4, 5, 6)
+    assert (0.1 / 0.9) ** 4 < ALPHA < (0.1 / 0.9) ** 3
+    flaky = Health(_ledger(), ["w1"], lambda: 0.1)
+    assert flaky.judge("w1") is None
+    assert _reference_runs(flaky, "w1", good="wrrerr", bad="wwwrrrrrr") is None
+    broken = Health(_ledger(), ["w2"], lambda: 0.1)
+    broken.judge("w2")
+    reason = _reference_runs(broken, "w2", good="wwww", bad="rrr")
+    assert reason == (
+        "reference check: 4 of 4 runs of the known good commit on w2 answered wrong, 4 more than right; a healthy "
+        "worker answers wrong only when the test flakes (in about 10% of runs so far)"
+    )
