@@ -4,6 +4,8 @@ git command meets there."""
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -97,3 +99,23 @@ def first_fetch_answer_held(
         yield until_held
     finally:
         released.touch()
+
+
+def killed_in_reference_transaction(
+    repo: Path, condition: str, scratch: Path, argv: list[str], **popen: object
+) -> None:
+    """Start argv (in a session of its own) and SIGKILL its whole session while a git command under it waits in
+    repo's reference-transaction hook where the shell test condition holds; the hook is removed after."""
+    holding = scratch / "holding"
+    hook = repo / ".git/hooks/reference-transaction"
+    hook.write_text(f"#!/bin/sh\n{condition} && touch {holding} && sleep 600\nexit 0\n")
+    hook.chmod(0o755)
+    process = subprocess.Popen(argv, start_new_session=True, **popen)  # type: ignore[call-overload]
+    deadline = time.monotonic() + WAIT_S
+    while not holding.exists():
+        assert process.poll() is None, f"{argv[0]} ended before git reached its reference-transaction hook"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    hook.unlink()

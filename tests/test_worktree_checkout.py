@@ -6,14 +6,13 @@ Real repositories and worktrees; every result is checked with the git CLI, which
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from bisect_helpers import cli_env
+from git_holds import killed_in_reference_transaction
 
 from bisector.vocab.errors import RepoError
 from bisector.vocab.gitrepo import GitRepo
@@ -104,17 +103,8 @@ def test_a_git_killed_while_it_moves_the_worktrees_head_does_not_break_the_slot(
     worktree = tmp_path / "wt"
     gitrepo.ensure_worktree(worktree, shas[0])
     admin = Path(git(worktree, "rev-parse", "--absolute-git-dir"))
-    holding = tmp_path / "holding"
-    hook = path / ".git/hooks/reference-transaction"
-    hook.write_text(f'#!/bin/sh\n[ "$1" = prepared ] && touch {holding} && sleep 600\nexit 0\n')
-    hook.chmod(0o755)
-    checkout = subprocess.Popen(["git", "checkout", "-q", "--detach", shas[1]], cwd=worktree, start_new_session=True)
-    while not holding.exists():
-        assert checkout.poll() is None, "git ended before it took HEAD.lock"
-        time.sleep(0.01)
-    os.killpg(checkout.pid, signal.SIGKILL)
-    checkout.wait()
-    hook.unlink()
+    checkout = ["git", "checkout", "-q", "--detach", shas[1]]
+    killed_in_reference_transaction(path, '[ "$1" = prepared ]', tmp_path, checkout, cwd=worktree)
     assert (admin / "HEAD.lock").exists()
     gitrepo.ensure_worktree(worktree, shas[2])
     assert git(worktree, "rev-parse", "HEAD") == shas[2]
@@ -130,22 +120,12 @@ def test_a_worktree_add_killed_midway_is_added_again_by_the_slots_next_holder(
     kill comes while git waits in its reference-transaction hook, setting the new worktree's HEAD."""
     path, shas = repo
     worktree = tmp_path / "wt"
-    holding = tmp_path / "holding"
-    hook = path / ".git/hooks/reference-transaction"
-    hook.write_text(f'#!/bin/sh\n[ -e "$GIT_DIR/locked" ] && touch {holding} && sleep 600\nexit 0\n')
-    hook.chmod(0o755)
     add = (
         "import sys; from pathlib import Path; from bisector.vocab.gitrepo import GitRepo; "
         "GitRepo(Path(sys.argv[1])).ensure_worktree(Path(sys.argv[2]), sys.argv[3])"
     )
     argv = [sys.executable, "-c", add, str(path), str(worktree), shas[0]]
-    worker = subprocess.Popen(argv, env=cli_env(), start_new_session=True)
-    while not holding.exists():
-        assert worker.poll() is None, "the worker ended before git set the worktree's HEAD"
-        time.sleep(0.01)
-    os.killpg(worker.pid, signal.SIGKILL)
-    worker.wait()
-    hook.unlink()
+    killed_in_reference_transaction(path, '[ -e "$GIT_DIR/locked" ]', tmp_path, argv, env=cli_env())
     assert "locked" in git(path, "worktree", "list", "--porcelain")
     GitRepo(path).ensure_worktree(worktree, shas[1])
     assert git(worktree, "rev-parse", "HEAD") == shas[1]
