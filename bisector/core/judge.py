@@ -76,9 +76,10 @@ class Judge:
             return self._manual(self._swap(manual[-1]), [r for r in runs if r.purpose is not StepPurpose.MANUAL])
         if any(r.verdict is Verdict.SKIP for r in runs):
             return CommitView(Verdict.SKIP)
-        if not any(r.verdict in RESULT_VERDICTS for r in runs):
+        results = [r for r in runs if r.verdict in RESULT_VERDICTS]
+        if not results:
             return UNTESTED
-        results, samples = [r for r in runs if r.verdict in RESULT_VERDICTS], run_samples(runs)
+        samples = run_samples(results)
         if self.metric.comparative:
             return self._comparative(samples, endpoint, endpoint_samples)
         if self.statistical:
